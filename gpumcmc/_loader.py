@@ -1,0 +1,196 @@
+"""Finding, compiling and launching the CUDA kernels in ``kernels_cu/``.
+
+Nothing here runs at import. A kernel file is compiled by NVRTC through
+``cupy.RawModule`` the first time one of its functions is asked for, and the
+module is memoised per device for the life of the process. CuPy also keeps an
+on-disk cache keyed on the source text and the options; since the source text
+of a ``.cu`` file does not contain the headers it includes, a hash of the file
+and of every header it reaches is passed as ``-DGPUMCMC_SRC_HASH=...`` so that
+an edited ``.cuh`` can never be answered with a stale binary.
+
+CuPy adds the architecture of the current device (``-arch=sm_XX``) itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import math
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "KernelCompileError",
+    "compile_options",
+    "get_function",
+    "kernel_dir",
+    "kernel_sources",
+    "launch",
+    "source_hash",
+]
+
+STD = "-std=c++17"
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+class KernelCompileError(RuntimeError):
+    """NVRTC rejected a kernel file; the message holds the file name and the log."""
+
+
+def kernel_dir() -> Path:
+    """The folder holding the ``.cu``/``.cuh`` sources.
+
+    Installed wheels carry them as the package ``gpumcmc.kernels_cu``; a source
+    checkout has them in the top-level ``kernels_cu/`` beside ``gpumcmc/``.
+    """
+    try:
+        path = Path(str(importlib.resources.files("gpumcmc.kernels_cu")))
+        if path.is_dir() and any(path.glob("*.cu")):
+            return path
+    except (ModuleNotFoundError, TypeError):
+        pass
+    path = Path(__file__).resolve().parent.parent / "kernels_cu"
+    if path.is_dir():
+        return path
+    raise FileNotFoundError(
+        "gpumcmc's CUDA sources (kernels_cu/*.cu) were not found; reinstall the "
+        "package, which ships them inside the wheel."
+    )
+
+
+def kernel_sources(directory: Path | None = None) -> list[Path]:
+    """Every ``.cu`` file that the loader can compile."""
+    return sorted((directory or kernel_dir()).glob("*.cu"))
+
+
+def _includes(path: Path, directory: Path, seen: dict[str, bytes]) -> None:
+    text = path.read_bytes()
+    seen[path.name] = text
+    for name in _INCLUDE_RE.findall(text.decode("utf-8", "replace")):
+        if name in seen:
+            continue
+        header = directory / name
+        if not header.is_file():
+            raise FileNotFoundError(f"{path.name} includes {name!r}, which is not in {directory}.")
+        _includes(header, directory, seen)
+
+
+def source_hash(filename: str, directory: Path | None = None) -> str:
+    """A hash of ``filename`` and of every local header it includes, transitively."""
+    directory = directory or kernel_dir()
+    seen: dict[str, bytes] = {}
+    _includes(directory / filename, directory, seen)
+    h = hashlib.sha256()
+    for name in sorted(seen):
+        h.update(name.encode() + b"\0" + seen[name] + b"\0")
+    return h.hexdigest()[:16]
+
+
+def compile_options(filename: str, defines: tuple = (), directory: Path | None = None) -> tuple:
+    """NVRTC options for ``filename``: C++17, the include folder, the source hash, defines."""
+    directory = directory or kernel_dir()
+    opts = [STD, f"-I{directory}", f"-DGPUMCMC_SRC_HASH=0x{source_hash(filename, directory)}ULL"]
+    opts += [f"-D{name}={value}" for name, value in defines]
+    return tuple(opts)
+
+
+_modules: dict = {}
+_lock = threading.Lock()
+
+
+def _module(filename: str, name_expressions: tuple, defines: tuple, directory: Path | None):
+    import cupy
+
+    directory = directory or kernel_dir()
+    device = cupy.cuda.runtime.getDevice()
+    key = (device, str(directory), filename, name_expressions, defines)
+    with _lock:
+        mod = _modules.get(key)
+        if mod is None:
+            src_path = directory / filename
+            if not src_path.is_file():
+                raise FileNotFoundError(f"No kernel file {filename!r} in {directory}.")
+            options = compile_options(filename, defines, directory)
+            mod = cupy.RawModule(
+                code=src_path.read_text(),
+                options=options,
+                name_expressions=list(name_expressions) or None,
+            )
+            try:
+                mod.compile()
+            except cupy.cuda.compiler.CompileException as exc:
+                raise KernelCompileError(
+                    f"NVRTC could not compile {src_path} with options {options}:\n{exc}"
+                ) from None
+            _modules[key] = mod
+    return mod
+
+
+def get_function(filename: str, name: str, name_expressions: tuple = (), defines: tuple = (),
+                 directory: Path | None = None):
+    """The compiled kernel ``name`` from ``kernels_cu/filename`` on the current device.
+
+    ``name`` is a plain ``extern "C"`` name or one of ``name_expressions``
+    (template instantiations such as ``"fill_uniform<float>"``); give every
+    instantiation the file needs in one tuple so that it compiles once.
+    """
+    mod = _module(filename, tuple(name_expressions), tuple(defines), directory)
+    return mod.get_function(name)
+
+
+_sm_counts: dict[int, int] = {}
+
+
+def _sm_count() -> int:
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    if dev not in _sm_counts:
+        _sm_counts[dev] = cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
+    return _sm_counts[dev]
+
+
+def grid_size(n_items: int, block: int, blocks_per_sm: int = 32) -> int:
+    """Blocks for ``n_items`` work items: enough to cover them, capped for grid-stride loops."""
+    return max(1, min(math.ceil(n_items / block), _sm_count() * blocks_per_sm))
+
+
+def launch(kernel, n_items: int, args: tuple, block: int = 256, shared_mem: int = 0,
+           blocks_per_sm: int = 32) -> None:
+    """Launch ``kernel`` over ``n_items`` work items with a grid-stride grid.
+
+    Returns at once when there is nothing to do. ``args`` must already be
+    contiguous arrays and explicitly typed NumPy scalars (see :func:`i64` and
+    friends): a bare Python ``int`` would be passed as ``long long``.
+    """
+    if n_items <= 0:
+        return
+    grid = grid_size(n_items, block, blocks_per_sm)
+    kernel((grid,), (block,), args, shared_mem=shared_mem)
+
+
+def i32(x) -> np.int32:
+    return np.int32(x)
+
+
+def i64(x) -> np.int64:
+    return np.int64(x)
+
+
+def u32(x) -> np.uint32:
+    return np.uint32(x)
+
+
+def real(x, dtype) -> np.floating:
+    """``x`` as a NumPy scalar of the kernel's floating type (float32 or float64)."""
+    return np.dtype(dtype).type(x)
+
+
+def contiguous(a, dtype=None):
+    """``a`` as a C-contiguous CuPy array of ``dtype`` (kernels ignore strides)."""
+    import cupy
+
+    return cupy.ascontiguousarray(a, dtype=dtype)

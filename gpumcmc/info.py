@@ -1,0 +1,52 @@
+"""``python -m gpumcmc info``: what gpumcmc sees on this machine."""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+
+from . import backend
+from ._version import __version__
+
+
+def info() -> dict:
+    """Version, backend, device, and NumPy/SciPy/CuPy/CUDA versions, as a dict."""
+    import scipy
+
+    out = {
+        "gpumcmc": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "backend": backend.backend_name(),
+        "cupy": None,
+        "cuda_runtime": None,
+        "cuda_driver": None,
+        "nvrtc": None,
+        "device": None,
+    }
+    if backend.cupy_available():
+        cp = backend.get_backend("cupy")
+        rt = cp.cuda.runtime
+        out["cupy"] = cp.__version__
+        out["cuda_runtime"] = rt.runtimeGetVersion()
+        out["cuda_driver"] = rt.driverGetVersion()
+        out["nvrtc"] = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
+        props = rt.getDeviceProperties(rt.getDevice())
+        name = props["name"]
+        out["device"] = name.decode() if isinstance(name, bytes) else name
+        out["compute_capability"] = f"{props['major']}.{props['minor']}"
+    else:
+        try:
+            import cupy  # noqa: F401
+
+            out["cupy"] = "installed, but no CUDA device is visible"
+        except ImportError:
+            out["cupy"] = "not installed (pip install gpumcmc[cuda12] or gpumcmc[cuda13])"
+    return out
+
+
+def format_info(d: dict) -> str:
+    width = max(map(len, d))
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in d.items() if v is not None or k == "device")

@@ -1,0 +1,101 @@
+"""Uniform and standard-normal fills: the CUDA launcher and its NumPy twin.
+
+Element ``i`` of a fill at call offset ``off`` comes from Philox block
+``i // P`` (``P`` = 4 for float32, 2 for float64), whichever backend runs:
+
+========  ==================================  ===========================================
+dtype     uniform                             normal
+========  ==================================  ===========================================
+float32   ``u01_f32(w[i % 4])``               Box-Muller on ``(w0, w1)`` and ``(w2, w3)``
+                                              as 32-bit uniforms, in float64, rounded once
+float64   ``u01_f64(w0, w1)``, ``(w2, w3)``   Box-Muller on the two 52-bit uniforms
+========  ==================================  ===========================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _loader
+from ._philox import block_words, box_muller, u01_f32, u01_f64, u01_f64_from32
+
+FILE = "random_fill.cu"
+_NAMES = (
+    "fill_uniform<float>",
+    "fill_uniform<double>",
+    "fill_normal<float>",
+    "fill_normal<double>",
+)
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# Blocks per chunk on the CPU: bounds the temporaries to a few tens of MB.
+_CHUNK = 1 << 18
+
+
+def per_block(dtype) -> int:
+    return 4 if np.dtype(dtype) == np.float32 else 2
+
+
+def _twin_block(kind: str, dtype, words):
+    w0, w1, w2, w3 = words
+    if kind == "uniform":
+        if dtype == np.float32:
+            return np.stack([u01_f32(w) for w in words], axis=1)
+        return np.stack([u01_f64(w0, w1), u01_f64(w2, w3)], axis=1)
+    if dtype == np.float32:
+        z0, z1 = box_muller(u01_f64_from32(w0), u01_f64_from32(w1))
+        z2, z3 = box_muller(u01_f64_from32(w2), u01_f64_from32(w3))
+        return np.stack([z0, z1, z2, z3], axis=1).astype(np.float32)
+    z0, z1 = box_muller(u01_f64(w0, w1), u01_f64(w2, w3))
+    return np.stack([z0, z1], axis=1)
+
+
+def fill_numpy(kind: str, n: int, dtype, key, offset: int) -> np.ndarray:
+    """NumPy twin of ``fill_<kind><T>``: a flat array of ``n`` draws."""
+    dtype = np.dtype(dtype)
+    p = per_block(dtype)
+    nb = -(-n // p)
+    out = np.empty(nb * p, dtype=dtype)
+    for start in range(0, nb, _CHUNK):
+        count = min(_CHUNK, nb - start)
+        vals = _twin_block(kind, dtype, block_words(start, count, key, offset))
+        out[start * p:(start + count) * p] = vals.reshape(-1)
+    return out[:n]
+
+
+def fill_cupy(kind: str, n: int, dtype, key, offset: int):
+    """Launch ``fill_<kind><T>``: a flat CuPy array of ``n`` draws."""
+    import cupy
+
+    dtype = np.dtype(dtype)
+    out = cupy.empty(n, dtype=dtype)
+    if n == 0:
+        return out
+    fn = _loader.get_function(FILE, f"fill_{kind}<{_CTYPE[dtype]}>", _NAMES)
+    nb = -(-n // per_block(dtype))
+    _loader.launch(
+        fn, nb,
+        (out, _loader.i64(n), _loader.u32(key[0]), _loader.u32(key[1]),
+         _loader.u32(offset & 0xFFFFFFFF), _loader.u32(offset >> 32)),
+    )
+    return out
+
+
+def fill(xp, kind: str, n: int, dtype, key, offset: int):
+    if xp is np:
+        return fill_numpy(kind, n, dtype, key, offset)
+    return fill_cupy(kind, n, dtype, key, offset)
+
+
+def philox_words_gpu(counter, key):
+    """CUDA side of :func:`gpumcmc.random.philox4x32` (inputs already broadcast)."""
+    import cupy
+
+    shape = counter.shape
+    ctr = cupy.ascontiguousarray(counter.reshape(-1, 4))
+    k = cupy.ascontiguousarray(key.reshape(-1, 2))
+    out = cupy.empty_like(ctr)
+    n = ctr.shape[0]
+    if n:
+        fn = _loader.get_function(FILE, "philox_words", _NAMES)
+        _loader.launch(fn, n, (ctr, k, out, _loader.i64(n)))
+    return out.reshape(shape)

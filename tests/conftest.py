@@ -1,0 +1,67 @@
+"""Shared fixtures: the ``xp`` backend fixture and GPU markers.
+
+Every backend-agnostic test takes ``xp`` and runs once on NumPy and, where
+CuPy sees a CUDA device, once more on CuPy (marked ``gpu``). On machines
+without a GPU the CuPy case is skipped with a reason, never failed.
+
+Statistical tests state their false-failure budget: each such test asserts
+at significance ``ALPHA`` per check and says how many checks it makes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpumcmc import backend
+
+# Per-check significance for statistical tests. With fixed seeds a test
+# either always passes or always fails; ALPHA bounds the chance that a seed
+# chosen before looking at the outcome lands in the rejection region.
+ALPHA = 1e-4
+
+_NO_GPU = "needs CuPy and a CUDA device"
+
+
+def gpu_available() -> bool:
+    return backend.cupy_available()
+
+
+requires_gpu = pytest.mark.skipif(not gpu_available(), reason=_NO_GPU)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("numpy", id="numpy"),
+        pytest.param("cupy", id="cupy", marks=[pytest.mark.gpu, requires_gpu]),
+    ]
+)
+def xp(request):
+    """The array module under test: ``numpy``, and ``cupy`` where a GPU is present."""
+    return backend.get_backend(request.param)
+
+
+@pytest.fixture
+def cp():
+    """CuPy, for tests that compare the GPU with the NumPy twin (skips without a GPU)."""
+    if not gpu_available():
+        pytest.skip(_NO_GPU)
+    return backend.get_backend("cupy")
+
+
+def to_np(a):
+    return backend.to_host(a)
+
+
+def max_ulp_diff(a, b) -> int:
+    """Largest distance in units in the last place between two float arrays of one dtype."""
+    a = np.ascontiguousarray(to_np(a))
+    b = np.ascontiguousarray(to_np(b))
+    it = np.int32 if a.dtype == np.float32 else np.int64
+    ia = a.view(it).astype(np.int64)
+    ib = b.view(it).astype(np.int64)
+    # Map the sign-magnitude float order onto a monotone integer line.
+    sign = np.int64(np.iinfo(it).min)
+    ia = np.where(ia < 0, sign - ia, ia)
+    ib = np.where(ib < 0, sign - ib, ib)
+    return int(np.max(np.abs(ia - ib))) if a.size else 0

@@ -5,6 +5,7 @@ chosen at the first call that needs one (see :mod:`gpumcmc.backend`).
 """
 
 from . import backend, random
+from ._validate import set_validation, validation
 from ._version import __version__
 from .backend import backend_name, get_array_module, to_device, to_host
 
@@ -14,6 +15,8 @@ __all__ = [
     "backend_name",
     "get_array_module",
     "random",
+    "set_validation",
+    "validation",
     "to_device",
     "to_host",
 ]

@@ -65,3 +65,10 @@ def max_ulp_diff(a, b) -> int:
     ia = np.where(ia < 0, sign - ia, ia)
     ib = np.where(ib < 0, sign - ib, ib)
     return int(np.max(np.abs(ia - ib))) if a.size else 0
+
+
+def pytest_collection_modifyitems(config, items):
+    # Tests that take the `cp` fixture are GPU tests: `pytest -m gpu` selects them.
+    for item in items:
+        if "cp" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gpu)

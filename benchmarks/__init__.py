@@ -1,0 +1,1 @@
+"""Benchmarks of gpumcmc against its peers: ``python -m benchmarks <suite>``."""

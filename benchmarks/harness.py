@@ -1,0 +1,212 @@
+"""Side-by-side timing of gpumcmc and its peers on one device, in one process.
+
+Each suite module has ``run(bench)``; it times functions with
+:meth:`Bench.time` and records rows with :meth:`Bench.record`. The harness
+measures the device's copy bandwidth in the same run, so every row carries
+its floor (the fewest bytes it must move over that bandwidth) and the
+fraction of the floor it reached.
+
+Timing: CUDA events recorded on the legacy default stream around each call
+(CuPy, gpumcmc and PyTorch all launch there by default), after warm-up; the
+median of the repeats is reported. JAX dispatches on its own streams, so it
+is timed with the host clock around the call and ``block_until_ready``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _optional(name):
+    try:
+        return __import__(name)
+    except Exception:
+        return None
+
+
+def _git_commit() -> str:
+    env = os.environ.get("GPUMCMC_GIT_COMMIT")
+    if env:
+        return env
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+class Bench:
+    """State of one benchmark run: the peers available, the floor, and the rows."""
+
+    def __init__(self, *, small: bool = False, warmup: int = 3, repeat: int = 15):
+        from gpumcmc import backend
+
+        self.small = small
+        self.warmup = warmup
+        self.repeat = repeat
+        self.rows: list[dict] = []
+        self.cupy = backend.get_backend("cupy") if backend.cupy_available() else None
+        if self.cupy is None:
+            raise SystemExit("The benchmarks need CuPy and a CUDA device; none was found.")
+        torch = _optional("torch")
+        self.torch = torch if torch is not None and torch.cuda.is_available() else None
+        # JAX would otherwise take 75% of the GPU's memory at start, starving the others.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        jax = _optional("jax")
+        try:
+            self.jax = jax if jax is not None and jax.devices("gpu") else None
+        except Exception:
+            self.jax = None
+        if self.jax is not None:
+            self.jax.config.update("jax_enable_x64", True)  # so float64 cases are really float64
+        rt = self.cupy.cuda.runtime
+        props = rt.getDeviceProperties(rt.getDevice())
+        name = props["name"]
+        self.device = name.decode() if isinstance(name, bytes) else name
+        self.sm_count = props["multiProcessorCount"]
+        self.copy_bandwidth, self.write_bandwidth = self._measure_bandwidth()
+
+    # -- timing -----------------------------------------------------------
+    def time(self, fn, sync: str = "cuda") -> float:
+        """Median milliseconds of ``fn()`` after warm-up (see the module docstring)."""
+        if sync == "jax":
+            return self._time_wall(fn)
+        if sync != "cuda":
+            raise ValueError(f"sync must be 'cuda' or 'jax', got {sync!r}")
+        cp = self.cupy
+        null = cp.cuda.Stream.null
+        for _ in range(self.warmup):
+            fn()
+        null.synchronize()
+        times = []
+        for _ in range(self.repeat):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(null)
+            fn()
+            end.record(null)
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end))
+        return statistics.median(times)
+
+    def _time_wall(self, fn) -> float:
+        jax = self.jax
+        for _ in range(self.warmup):
+            jax.block_until_ready(fn())
+        times = []
+        for _ in range(self.repeat):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+    def _measure_bandwidth(self) -> tuple[float, float]:
+        """Device-to-device copy bandwidth (bytes read + written per second) and memset bandwidth."""
+        cp = self.cupy
+        nbytes = (256 if self.small else 2048) << 20
+        a = cp.empty(nbytes, dtype=cp.uint8)
+        b = cp.empty(nbytes, dtype=cp.uint8)
+        a.fill(1)
+        copy_ms = self.time(lambda: cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, nbytes, 3, 0))
+        fill_ms = self.time(lambda: b.fill(7))
+        del a, b
+        cp.get_default_memory_pool().free_all_blocks()
+        return 2 * nbytes / (copy_ms * 1e-3), nbytes / (fill_ms * 1e-3)
+
+    # -- results ------------------------------------------------------------
+    def record(self, case: str, impl: str, ms: float | None, items: int, *,
+               bytes_moved: int | None = None, flops: float | None = None,
+               params: dict | None = None, note: str | None = None) -> dict:
+        """Add a row. ``ms=None`` records a peer that could not run (say why in ``note``)."""
+        row = {"case": case, "impl": impl, "ms": ms, "items": int(items), "params": params or {}}
+        if ms:
+            row["items_per_s"] = items / (ms * 1e-3)
+        if bytes_moved is not None:
+            floor_ms = bytes_moved / self.copy_bandwidth * 1e3
+            row["bytes_moved"] = int(bytes_moved)
+            row["floor_ms"] = floor_ms
+            if ms:
+                row["fraction_of_floor"] = floor_ms / ms
+        if flops is not None:
+            row["flops"] = flops
+        if note:
+            row["note"] = note
+        self.rows.append(row)
+        return row
+
+    def peer(self, case: str, impl: str, items: int, fn, *, sync: str = "cuda", **kw) -> dict:
+        """Time a peer's ``fn`` and record it; a failure becomes a row with a note, not a crash."""
+        try:
+            ms = self.time(fn, sync=sync)
+        except Exception as exc:  # a peer that cannot do this case
+            return self.record(case, impl, None, items, note=f"{type(exc).__name__}: {exc}"[:300], **kw)
+        return self.record(case, impl, ms, items, **kw)
+
+    def versions(self) -> dict:
+        import gpumcmc
+
+        cp = self.cupy
+        out = {
+            "gpumcmc": gpumcmc.__version__,
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "cupy": cp.__version__,
+            "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+            "cuda_driver": cp.cuda.runtime.driverGetVersion(),
+        }
+        if self.torch is not None:
+            out["torch"] = self.torch.__version__
+        if self.jax is not None:
+            out["jax"] = self.jax.__version__
+        return out
+
+    def summary(self, suite: str) -> dict:
+        return {
+            "suite": suite,
+            "device": self.device,
+            "sm_count": self.sm_count,
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": _git_commit(),
+            "small": self.small,
+            "copy_bandwidth_GBps": self.copy_bandwidth / 1e9,
+            "write_bandwidth_GBps": self.write_bandwidth / 1e9,
+            "timing": f"median of {self.repeat} after {self.warmup} warm-up calls; CUDA events "
+                      "(JAX: host clock with block_until_ready)",
+            "versions": self.versions(),
+            "rows": self.rows,
+        }
+
+    def write(self, suite: str, out_dir: Path) -> Path:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        slug = "".join(c if c.isalnum() else "-" for c in self.device.lower()).strip("-")
+        path = out_dir / f"{suite}-{slug}{'-small' if self.small else ''}.json"
+        path.write_text(json.dumps(self.summary(suite), indent=1, default=float) + "\n")
+        return path
+
+
+def format_table(rows: list[dict]) -> str:
+    head = f"{'case':<34} {'impl':<26} {'ms':>9} {'G items/s':>10} {'floor ms':>9} {'of floor':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        ms = r.get("ms")
+        if ms is None:
+            lines.append(f"{r['case']:<34} {r['impl']:<26} {'—':>9}  {r.get('note', '')[:60]}")
+            continue
+        rate = r.get("items_per_s", 0) / 1e9
+        floor = r.get("floor_ms")
+        frac = r.get("fraction_of_floor")
+        lines.append(
+            f"{r['case']:<34} {r['impl']:<26} {ms:>9.3f} {rate:>10.2f} "
+            f"{'' if floor is None else f'{floor:9.3f}':>9} {'' if frac is None else f'{frac:7.0%}':>8}"
+        )
+    return "\n".join(lines)

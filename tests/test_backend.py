@@ -1,0 +1,87 @@
+"""Backend choice, array helpers, and the promise that import never needs CuPy."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gpumcmc
+from gpumcmc import backend
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=full_env, timeout=120)
+
+
+# Makes `import cupy` fail in the child, as on a machine without CuPy.
+_BLOCK_CUPY = "import sys; sys.modules['cupy'] = None\n"
+
+
+def test_import_never_imports_cupy():
+    r = _run("""
+        import sys
+        import gpumcmc, gpumcmc.random, gpumcmc.backend
+        assert 'cupy' not in sys.modules, 'import gpumcmc imported cupy'
+        print('ok')
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+
+
+def test_import_and_numpy_fallback_with_cupy_unimportable():
+    r = _run(_BLOCK_CUPY + textwrap.dedent("""
+        import gpumcmc
+        assert gpumcmc.backend_name() == 'numpy'
+        x = gpumcmc.random.default_rng(0).random(4)
+        assert type(x).__module__ == 'numpy'
+        print('ok')
+    """), GPUMCMC_BACKEND="auto")
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+
+
+def test_asking_for_cupy_without_it_says_how_to_install():
+    r = _run(_BLOCK_CUPY + "import gpumcmc\ngpumcmc.backend_name()\n", GPUMCMC_BACKEND="cupy")
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr
+    assert "pip install gpumcmc[cuda12]" in r.stderr
+
+
+def test_env_override_numpy(monkeypatch):
+    monkeypatch.setenv("GPUMCMC_BACKEND", "numpy")
+    assert backend.backend_name() == "numpy"
+    assert backend.get_backend() is np
+
+
+def test_env_override_rejects_unknown_value(monkeypatch):
+    monkeypatch.setenv("GPUMCMC_BACKEND", "tpu")
+    with pytest.raises(backend.BackendError, match="numpy, cupy"):
+        backend.backend_name()
+
+
+def test_array_helpers_on_numpy():
+    a = np.arange(3.0)
+    assert backend.get_array_module(a, 1.0) is np
+    assert backend.to_host(a) is a
+    assert not backend.is_cupy_array(a)
+
+
+def test_array_helpers_on_cupy(cp):
+    a = cp.arange(3.0)
+    assert backend.get_array_module(np.ones(2), a) is cp
+    h = backend.to_host(a)
+    assert isinstance(h, np.ndarray) and h.tolist() == [0.0, 1.0, 2.0]
+    d = backend.to_device(h)
+    assert backend.is_cupy_array(d)
+    assert backend.backend_name() == "cupy"
+
+
+def test_info_command_prints_backend():
+    r = subprocess.run([sys.executable, "-m", "gpumcmc", "info"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "backend" in r.stdout and gpumcmc.__version__ in r.stdout

@@ -1,0 +1,86 @@
+"""The kernel loader: sources found, compile keys that see every header, clear errors."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from gpumcmc import _loader
+
+
+def test_every_kernel_source_is_found_and_its_includes_resolve():
+    srcs = _loader.kernel_sources()
+    names = {p.name for p in srcs}
+    assert "random_fill.cu" in names
+    for p in srcs:
+        assert len(_loader.source_hash(p.name)) == 16
+
+
+def test_compile_options(tmp_path):
+    opts = _loader.compile_options("random_fill.cu", defines=(("GPUMCMC_FILL_BLOCK", 128),))
+    assert "-std=c++17" in opts
+    assert any(o.startswith("-DGPUMCMC_SRC_HASH=0x") for o in opts)
+    assert "-DGPUMCMC_FILL_BLOCK=128" in opts
+
+
+def _tree(tmp_path, value: str):
+    (tmp_path / "inner.cuh").write_text(f"#pragma once\n#define GPUMCMC_TEST_VALUE {value}\n")
+    (tmp_path / "outer.cuh").write_text('#pragma once\n#include "inner.cuh"\n')
+    (tmp_path / "probe.cu").write_text(
+        '#include "outer.cuh"\n'
+        'extern "C" __global__ void probe(float* out) { out[0] = GPUMCMC_TEST_VALUE; }\n'
+    )
+
+
+def test_editing_a_nested_header_changes_the_compile_key(tmp_path):
+    _tree(tmp_path, "1.0f")
+    before = _loader.compile_options("probe.cu", directory=tmp_path)
+    (tmp_path / "inner.cuh").write_text("#pragma once\n#define GPUMCMC_TEST_VALUE 2.0f\n")
+    after = _loader.compile_options("probe.cu", directory=tmp_path)
+    assert before != after
+
+
+def test_missing_header_is_named(tmp_path):
+    (tmp_path / "bad.cu").write_text('#include "nowhere.cuh"\n')
+    with pytest.raises(FileNotFoundError, match="nowhere.cuh"):
+        _loader.source_hash("bad.cu", tmp_path)
+
+
+def test_edited_header_is_never_answered_from_a_stale_cache(cp, tmp_path):
+    _tree(tmp_path, "1.0f")
+    out = cp.zeros(1, dtype=cp.float32)
+    _loader.get_function("probe.cu", "probe", directory=tmp_path)((1,), (1,), (out,))
+    assert float(out[0]) == 1.0
+    (tmp_path / "inner.cuh").write_text("#pragma once\n#define GPUMCMC_TEST_VALUE 2.0f\n")
+    _loader._modules.clear()  # a new process: only CuPy's on-disk cache remains
+    _loader.get_function("probe.cu", "probe", directory=tmp_path)((1,), (1,), (out,))
+    assert float(out[0]) == 2.0
+
+
+def test_compile_error_names_the_file_and_shows_the_log(cp, tmp_path):
+    (tmp_path / "broken.cu").write_text('extern "C" __global__ void k(float* o) { o[0] = undefined_name; }\n')
+    with pytest.raises(_loader.KernelCompileError) as info:
+        _loader.get_function("broken.cu", "k", directory=tmp_path)
+    msg = str(info.value)
+    assert "broken.cu" in msg and "undefined_name" in msg
+
+
+def test_modules_are_memoised_per_device(cp):
+    names = ("fill_uniform<float>", "fill_uniform<double>", "fill_normal<float>", "fill_normal<double>")
+    f1 = _loader.get_function("random_fill.cu", "fill_uniform<float>", names)
+    n = len(_loader._modules)
+    f2 = _loader.get_function("random_fill.cu", "fill_uniform<double>", names)
+    assert len(_loader._modules) == n
+    assert f1 is not None and f2 is not None
+
+
+def test_launch_returns_at_once_for_empty_input():
+    called = []
+    _loader.launch(lambda *a, **k: called.append(a), 0, ())
+    assert not called
+
+
+def test_scalar_casts_are_explicit():
+    assert isinstance(_loader.i64(3), np.int64)
+    assert isinstance(_loader.u32(3), np.uint32)
+    assert isinstance(_loader.real(1.5, np.float32), np.float32)

@@ -1,0 +1,46 @@
+"""The wheel carries kernels_cu/ and the installed loader finds every source."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_wheel_ships_every_kernel_source(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT)],
+        check=True, timeout=300,
+    )
+    (wheel,) = dist.glob("gpumcmc-*.whl")
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
+        check=True, timeout=300,
+    )
+    # NumPy and SciPy come from this interpreter's site-packages as a plain path
+    # entry: its .pth files (and so any editable install of gpumcmc) stay unread.
+    site = sysconfig.get_paths()["purelib"]
+    code = (
+        f"import sys; sys.path.append({site!r})\n"
+        "import gpumcmc, gpumcmc._loader as L\n"
+        f"assert not gpumcmc.__file__.startswith({str(ROOT)!r}), gpumcmc.__file__\n"
+        "found = sorted(p.name for p in L.kernel_sources())\n"
+        "assert str(L.kernel_dir()).startswith(sys.prefix), L.kernel_dir()\n"
+        "for p in L.kernel_sources(): L.source_hash(p.name)\n"
+        "print(' '.join(found))\n"
+    )
+    r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    expected = sorted(p.name for p in (ROOT / "kernels_cu").glob("*.cu"))
+    assert r.stdout.split() == expected

@@ -5,6 +5,7 @@ chosen at the first call that needs one (see :mod:`gpumcmc.backend`).
 """
 
 from . import backend, random
+from .discrete import categorical, categorical_logits, categorical_products, token_order
 from ._validate import set_validation, validation
 from ._version import __version__
 from .backend import backend_name, get_array_module, to_device, to_host
@@ -13,10 +14,14 @@ __all__ = [
     "__version__",
     "backend",
     "backend_name",
+    "categorical",
+    "categorical_logits",
+    "categorical_products",
     "get_array_module",
     "random",
     "set_validation",
     "validation",
     "to_device",
     "to_host",
+    "token_order",
 ]

@@ -1,0 +1,502 @@
+"""Many discrete distributions at once: one index drawn from each row of weights.
+
+Every row of unnormalised, non-negative weights ``a[0..K-1]`` gives one index
+
+    ``index = the smallest k with prefix[k] > u * total``
+
+where ``prefix`` are the row's partial sums as the method accumulates them
+(in the weights' dtype), ``total`` is the last of them and ``u`` is the row's
+uniform. A zero weight leaves the prefix unchanged, so it is never drawn.
+
+The uniform. Row ``r`` (in C order over the batch axes) of a call at
+generator offset ``off`` uses the Philox4x32-10 block with counter
+``(r, off)`` (``idx = r``): ``u = u01_f32(w0)`` for float32, ``u01_f64(w0,
+w1)`` for float64. Every method, on the GPU and in NumPy, uses this ``u``.
+
+Methods (Steele & Tristan, "Using butterfly-patterned partial sums to draw
+from discrete distributions", PPoPP 2017; the kernels are in
+``kernels_cu/categorical.cu``):
+
+``"prefix"``
+    One GPU thread per row: a pass that sums the row, a pass that rescans it
+    until the prefix exceeds ``u * total``. Each thread reads its own row, so a
+    warp's loads hit 32 unrelated addresses.
+``"transpose"``
+    A warp owns 32 rows and loads each 32-column block of all of them with
+    coalesced loads, transposes the block in registers, and each lane adds its
+    own row left to right. Same prefix values as ``"prefix"``, hence the same
+    draws, always.
+``"butterfly"``
+    The same coalesced loads; 31 ``__shfl_xor`` steps build the
+    butterfly-patterned table of partial sums (see :mod:`gpumcmc._butterfly`)
+    instead of transposing, and the search rebuilds the prefix values it needs
+    from a low and a high value. Within a block it adds in pairs rather than
+    left to right, so where a prefix value lies within rounding of ``u * total``
+    it may return a neighbouring (never a zero-weight) index; elsewhere it
+    returns the same index as ``"prefix"``.
+``"auto"``
+    :func:`choose_method` picks one from ``K`` and the dtype.
+
+The NumPy twin computes the same indices: ``cumsum`` for ``"prefix"`` and
+``"transpose"``, an emulation of the warp's table and search for
+``"butterfly"``. For logits, the exponentials of CUDA and NumPy can differ in
+the last bit, so GPU and NumPy draws agree except where a prefix lies within
+that rounding of ``u * total``.
+
+Invalid rows. A row whose weights are all zero, or hold NaN or inf, or whose
+sum overflows the dtype, has no index; nor does a row of logits that holds
+NaN or +inf or is all -inf. With validation on (the default) such rows, and
+negative weights, raise ValueError; with ``gpumcmc.set_validation(False)``
+nothing is checked (no device synchronisation), rows without a positive
+total get -1, and negative weights give an unspecified index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _butterfly, _loader
+from ._nvtx import annotate
+from ._validate import check_float_dtype, validating
+from .backend import asarray, is_cupy_array, to_host
+from .random._generator import default_rng
+from .random._philox import block_words, u01_f32, u01_f64
+
+__all__ = ["METHODS", "categorical", "categorical_logits", "categorical_products", "choose_method", "token_order"]
+
+METHODS = ("prefix", "transpose", "butterfly")
+
+# "auto": for (form, dtype), the first entry whose bound is >= K (None: any K).
+# Measured on an H200 (benchmarks/results/categorical-nvidia-h200.json, 2**20
+# rows or tokens): with materialised weights one thread per row is fastest at
+# K = 16 (0.141 ms against 0.162 for the butterfly in float32) and the
+# butterfly from K = 64 on (K = 1024: 1.14 ms against 1.55 transposed and
+# 6.5 per-thread in float32; 2.01 / 2.36 / 6.6 in float64). In the fused
+# theta*phi form the butterfly wins at every K in float32 (1.27x at K = 1024),
+# but in float64 the transpose wins from K = 128 on (5.5 against 7.1 ms at
+# K = 1024), where the butterfly's float64 shuffles cost more than its saved
+# adds.
+_AUTO_RULE = {
+    ("rows", "float32"): ((16, "prefix"), (None, "butterfly")),
+    ("rows", "float64"): ((16, "prefix"), (None, "butterfly")),
+    ("products", "float32"): ((None, "butterfly"),),
+    ("products", "float64"): ((64, "butterfly"), (None, "transpose")),
+}
+
+FILE = "categorical.cu"
+W = 32  # warp width of the kernels
+THREADS = 128  # threads per block of every kernel (GPUMCMC_CAT_THREADS)
+MIN_BLOCKS = 0  # blocks per SM asked of ptxas for the warp kernels, 0: none (GPUMCMC_CAT_MIN_BLOCKS)
+_HDR_BYTES = 2 * W * 8  # per-warp header (kernel's HDR_BYTES)
+_TBL_WORDS = (W - 1) * (W + 1)  # butterfly table, padded rows (kernel's TBL_STRIDE)
+_SMEM_BUDGET = 48 * 1024  # block prefixes go to global scratch beyond this
+_SRC = {"weights": 0, "logits": 1, "products": 2}
+_METHOD_ID = {"transpose": 1, "butterfly": 2}
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_NAMES = tuple(
+    f"cat_prefix<{t}, {s}>" for t in ("float", "double") for s in (0, 1, 2)
+) + tuple(
+    f"cat_warp<{t}, {s}, {m}>" for t in ("float", "double") for s in (0, 1, 2) for m in (1, 2)
+)
+# Elements per chunk of rows in the NumPy twin: bounds its temporaries.
+_TWIN_CHUNK = 1 << 22
+
+
+def choose_method(K: int, dtype, *, products: bool = False) -> str:
+    """The method ``method="auto"`` uses for ``K`` categories of ``dtype``."""
+    rule = _AUTO_RULE[("products" if products else "rows", np.dtype(dtype).name)]
+    for bound, method in rule:
+        if bound is None or K <= bound:
+            return method
+    raise AssertionError("the last rule of each _AUTO_RULE entry must have bound None")
+
+
+def _method(method: str, K: int, dtype, products: bool) -> str:
+    if method == "auto":
+        return choose_method(K, dtype, products=products)
+    if method not in METHODS:
+        raise ValueError(f"method must be 'auto' or one of {', '.join(map(repr, METHODS))}, got {method!r}.")
+    return method
+
+
+# -- NumPy twin -----------------------------------------------------------------
+
+def row_uniforms(start: int, count: int, dtype, key, offset: int) -> np.ndarray:
+    """The uniforms of rows ``start .. start+count-1`` (see the module docstring)."""
+    w0, w1, _, _ = block_words(start, count, key, offset)
+    return u01_f32(w0) if np.dtype(dtype) == np.float32 else u01_f64(w0, w1)
+
+
+def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``"prefix"`` / ``"transpose"`` on NumPy: left-to-right prefix sums in the dtype."""
+    p = np.cumsum(w, axis=1, dtype=w.dtype)
+    total = p[:, -1]
+    target = u * total
+    idx = np.argmax(p > target[:, None], axis=1)
+    return np.where(total > target, idx, -1)
+
+
+def _chunk_rows(K: int) -> int:
+    return max(W, (_TWIN_CHUNK // max(K, 1)) // W * W)
+
+
+def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int, out: np.ndarray) -> None:
+    flat = out.reshape(-1)
+    step = _chunk_rows(K)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            w = weights_of(start, stop)
+            u = row_uniforms(start, stop - start, dtype, key, offset)
+            flat[start:stop] = _butterfly.draw(w, u, W) if method == "butterfly" else prefix_draw(w, u)
+
+
+# -- CUDA launcher ----------------------------------------------------------------
+
+def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out) -> None:
+    """Run ``cat_prefix`` / ``cat_warp`` for ``n`` rows of ``K`` categories into ``out``."""
+    import cupy
+
+    dt = a.dtype
+    src = _SRC[kind]
+    if method == "prefix":
+        name = f"cat_prefix<{_CTYPE[dt]}, {src}>"
+    else:
+        name = f"cat_warp<{_CTYPE[dt]}, {src}, {_METHOD_ID[method]}>"
+    defines = (("GPUMCMC_CAT_THREADS", THREADS), ("GPUMCMC_CAT_MIN_BLOCKS", MIN_BLOCKS))
+    fn = _loader.get_function(FILE, name, _NAMES, defines=defines)
+    scratch, s_in_smem, region, shared = a, 0, 0, 0
+    n_items = n
+    if method != "prefix":
+        groups = -(-n // W)
+        words = -(-K // W) * W
+        warps = THREADS // W
+        region = max(words, _TBL_WORDS)
+        region += -region % 4  # keeps every warp's header 16-byte aligned
+        s_in_smem = int(warps * (_HDR_BYTES + region * dt.itemsize) <= _SMEM_BUDGET)
+        if not s_in_smem:
+            region = _TBL_WORDS + (-_TBL_WORDS % 4)
+            scratch = cupy.empty(groups * words, dtype=dt)
+        shared = warps * (_HDR_BYTES + region * dt.itemsize)
+        n_items = groups * W
+    args = (
+        a, b, rows, cols, _loader.i64(n), _loader.i32(K), scratch, _loader.i32(s_in_smem), _loader.i32(region),
+        out, _loader.i32(out.dtype == np.int64), _loader.u32(key[0]), _loader.u32(key[1]),
+        _loader.u32(offset & 0xFFFFFFFF), _loader.u32(offset >> 32),
+    )
+    _loader.launch(fn, n_items, args, block=THREADS, shared_mem=shared)
+
+
+# -- shared front end ---------------------------------------------------------------
+
+def _output(out, xp, shape: tuple):
+    if out is None:
+        return xp.empty(shape, dtype=np.int64)
+    if is_cupy_array(out) != (xp is not np):
+        where = "a CuPy" if xp is not np else "a NumPy"
+        raise TypeError(f"out must be {where} array, like the draws.")
+    if out.dtype not in (np.int32, np.int64):
+        raise TypeError(f"out must be int32 or int64, got {out.dtype}.")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out must have shape {tuple(shape)}, got {tuple(out.shape)}.")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous; pass a fresh array, e.g. numpy.empty(shape, numpy.int64).")
+    return out
+
+
+def _rows_view(x, xp, axis: int, name: str):
+    """``x`` with the categories on the last axis, and the batch shape."""
+    check_float_dtype(x.dtype, name)
+    if x.ndim < 1:
+        raise ValueError(f"{name} needs at least one axis, the categories; got a scalar.")
+    axis = int(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for {name} of shape {x.shape}.")
+    x = xp.moveaxis(x, axis, -1)
+    return x, tuple(x.shape[:-1])
+
+
+def _first_bad_row(out, xp) -> int | None:
+    """Index (flat) of the first row that got -1, or None. Synchronises on CuPy."""
+    bad = out.reshape(-1) < 0
+    if not bool(bad.any()):  # synchronize!
+        return None
+    return int(xp.argmax(bad))
+
+
+def _why(kind: str, values: np.ndarray, dtype) -> str:
+    if kind == "logits":
+        if np.isnan(values).any():
+            return "contains NaN"
+        if np.isposinf(values).any():
+            return "contains +inf"
+        return "is -inf everywhere, so every weight is zero"
+    if np.isnan(values).any():
+        return "contains NaN"
+    if np.isinf(values).any():
+        return "contains inf"
+    if not (values > 0).any():
+        return "has no positive weight"
+    return (f"sums to more than the largest {np.dtype(dtype).name}; divide the row by its maximum "
+            f"or use float64")
+
+
+def _raise_bad_row(kind: str, label: str, r: int, batch: tuple, values, dtype) -> None:
+    where = tuple(int(i) for i in np.unravel_index(r, batch)) if batch else ()
+    raise ValueError(
+        f"{label} {where if len(where) != 1 else where[0]} {_why(kind, to_host(values), dtype)}: no index "
+        f"can be drawn from it. Every row needs a finite, positive total; with "
+        f"gpumcmc.set_validation(False) such rows give -1 instead."
+    )
+
+
+def _check_non_negative(xp, arrays) -> None:
+    if not validating():
+        return
+    for a, name in arrays:
+        if a.size and bool(xp.any(a < 0)):  # synchronize!
+            raise ValueError(f"{name} must be non-negative; found values < 0 (or -inf).")
+
+
+def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
+    rng = default_rng(rng)
+    xp = rng.xp(x)
+    name = "weights" if kind == "weights" else "logits"
+    x, batch = _rows_view(asarray(x, xp), xp, axis, name)
+    K = int(x.shape[-1])
+    n = int(np.prod(batch, dtype=np.int64))
+    method = _method(method, K, x.dtype, products=False)
+    offset = rng.advance()
+    out = _output(out, xp, batch)
+    if n == 0:
+        return out
+    if K == 0:
+        raise ValueError(f"{name} have no categories (the last axis has length 0); nothing can be drawn.")
+    if kind == "weights":
+        _check_non_negative(xp, [(x, "weights")])
+    with annotate("gpumcmc.categorical_logits" if kind == "logits" else "gpumcmc.categorical", xp):
+        if xp is np:
+            x2 = x.reshape(n, K)
+            if kind == "weights":
+                def weights_of(s, e):
+                    return x2[s:e]
+            else:
+                def weights_of(s, e):
+                    z = x2[s:e]
+                    return np.exp(z - z.max(axis=1, keepdims=True))
+            _draw_numpy(weights_of, n, K, x.dtype, method, rng.key, offset, out)
+        else:
+            a = _loader.contiguous(x)
+            _launch(kind, method, a, a, a, a, n, K, rng.key, offset, out)
+    if validating():
+        r = _first_bad_row(out, xp)
+        if r is not None:
+            _raise_bad_row(kind, f"{name} row", r, batch, x.reshape(n, K)[r], x.dtype)
+    return out
+
+
+def categorical(weights, rng=None, axis: int = -1, method: str = "auto", out=None):
+    """Draw one index from each row of unnormalised weights.
+
+    Parameters
+    ----------
+    weights : array_like, float32 or float64, shape (..., K)
+        Non-negative weights, categories along ``axis``; rows need not sum
+        to one. Another ``axis`` than the last costs a copy on the GPU.
+    rng : gpumcmc.random.Generator, int, SeedSequence or None
+        The stream; anything :func:`gpumcmc.random.default_rng` takes.
+        One call uses one generator offset.
+    axis : int
+        The axis of categories.
+    method : {"auto", "prefix", "transpose", "butterfly"}
+        See the module docstring; all give the same draws but for rounding
+        near ties (``"prefix"`` and ``"transpose"`` always agree).
+    out : int32 or int64 array, optional
+        Written in place and returned; shape ``weights.shape`` without ``axis``.
+
+    Returns
+    -------
+    int64 array (or ``out``) of shape ``weights.shape`` without ``axis``:
+    index ``k`` with probability ``weights[..., k] / weights.sum(axis)``.
+    On the array module of ``weights`` (CuPy arrays stay on the GPU).
+
+    Raises
+    ------
+    ValueError
+        With validation on: negative weights, or a row that is all zero,
+        holds NaN or inf, or overflows when summed. K = 0 with rows to draw.
+
+    Examples
+    --------
+    >>> import numpy as np, gpumcmc
+    >>> rng = gpumcmc.random.default_rng(7, backend="numpy")
+    >>> w = np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 0.0]])
+    >>> gpumcmc.categorical(w, rng=rng)
+    array([1, 0])
+    """
+    return _rows_draw("weights", weights, rng, axis, method, out)
+
+
+def categorical_logits(logits, rng=None, axis: int = -1, method: str = "auto", out=None):
+    """Draw one index from each row of log-weights (unnormalised log-probabilities).
+
+    The weights ``exp(logits - max(logits))`` are computed on the fly, inside
+    the kernel: no array of weights is built. ``-inf`` is a zero weight and
+    is never drawn. Parameters and result as :func:`categorical`.
+
+    Raises
+    ------
+    ValueError
+        With validation on: a row holding NaN or +inf, or all -inf.
+
+    Examples
+    --------
+    >>> import numpy as np, gpumcmc
+    >>> rng = gpumcmc.random.default_rng(7, backend="numpy")
+    >>> z = np.array([[-np.inf, 0.5, -np.inf], [-3.0, -np.inf, -np.inf]])
+    >>> gpumcmc.categorical_logits(z, rng=rng)
+    array([1, 0])
+    """
+    return _rows_draw("logits", logits, rng, axis, method, out)
+
+
+def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto", out=None):
+    """For each token ``t``, draw ``k`` with weight ``theta[rows[t], k] * phi[cols[t], k]``.
+
+    The z-draw of a latent Dirichlet allocation sampler (``rows`` = documents,
+    ``cols`` = words). The products are formed on the fly and rounded once
+    (no fused multiply-add), so no tokens x K array is built. On the GPU the
+    warp methods load rows of ``theta`` and ``phi`` with coalesced loads, and a
+    row shared by consecutive tokens is loaded once per block of 32 tokens:
+    tokens sorted by ``cols`` (or by ``rows``) reuse their ``phi`` (``theta``) rows.
+
+    Parameters
+    ----------
+    theta : array_like, float32 or float64, shape (M, K)
+        Non-negative.
+    phi : array_like, same dtype, shape (V, K)
+        Non-negative.
+    rows, cols : array_like of int, one shape (any)
+        Indices into ``theta`` and ``phi``; with validation off they are not
+        checked, and an index out of range is undefined behaviour on the GPU.
+    rng, method, out
+        As :func:`categorical`; ``out`` has the shape of ``rows``.
+
+    Returns
+    -------
+    int64 array (or ``out``) of the shape of ``rows``.
+
+    Examples
+    --------
+    >>> import numpy as np, gpumcmc
+    >>> rng = gpumcmc.random.default_rng(7, backend="numpy")
+    >>> theta = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> phi = np.ones((3, 2))
+    >>> gpumcmc.categorical_products(theta, phi, rows=[0, 1, 1], cols=[2, 0, 1], rng=rng)
+    array([0, 1, 1])
+    """
+    rng = default_rng(rng)
+    xp = rng.xp(theta, phi, rows, cols)
+    theta = asarray(theta, xp)
+    phi = asarray(phi, xp)
+    check_float_dtype(theta.dtype, "theta")
+    if phi.dtype != theta.dtype:
+        raise TypeError(f"theta and phi must share a dtype, got {theta.dtype} and {phi.dtype}; cast one.")
+    if theta.ndim != 2 or phi.ndim != 2 or theta.shape[1] != phi.shape[1]:
+        raise ValueError(f"theta (M, K) and phi (V, K) must be 2-d with the same K, got shapes "
+                         f"{theta.shape} and {phi.shape}.")
+    rows = asarray(rows, xp)
+    cols = asarray(cols, xp)
+    for a, name in ((rows, "rows"), (cols, "cols")):
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integers, got {a.dtype}.")
+    if rows.shape != cols.shape:
+        raise ValueError(f"rows and cols must have one shape, got {rows.shape} and {cols.shape}.")
+    shape = tuple(rows.shape)
+    n = int(rows.size)
+    M, K = (int(s) for s in theta.shape)
+    V = int(phi.shape[0])
+    method = _method(method, K, theta.dtype, products=True)
+    offset = rng.advance()
+    out = _output(out, xp, shape)
+    if n == 0:
+        return out
+    if K == 0:
+        raise ValueError("theta and phi have no categories (K = 0); nothing can be drawn.")
+    rows_f = rows.reshape(-1)
+    cols_f = cols.reshape(-1)
+    if validating():
+        for a, name, size in ((rows_f, "rows", M), (cols_f, "cols", V)):
+            lo, hi = int(a.min()), int(a.max())  # synchronize!
+            if lo < 0 or hi >= size:
+                raise ValueError(f"{name} must lie in [0, {size}); found values in [{lo}, {hi}].")
+        _check_non_negative(xp, [(theta, "theta"), (phi, "phi")])
+    with annotate("gpumcmc.categorical_products", xp):
+        if xp is np:
+            def weights_of(s, e):
+                return theta[rows_f[s:e]] * phi[cols_f[s:e]]
+
+            _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out)
+        else:
+            if max(M, V) > np.iinfo(np.int32).max:
+                raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
+            _launch("products", method, _loader.contiguous(theta), _loader.contiguous(phi),
+                    _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32),
+                    n, K, rng.key, offset, out)
+    if validating():
+        r = _first_bad_row(out, xp)
+        if r is not None:
+            values = theta[int(rows_f[r])] * phi[int(cols_f[r])]
+            _raise_bad_row("products", "theta[rows[t]] * phi[cols[t]] of token t =", r, shape, values,
+                           theta.dtype)
+    return out
+
+
+def token_order(rows, cols, K: int, dtype=np.float32, cache_bytes: int | None = None):
+    """A permutation of tokens under which :func:`categorical_products` reuses rows from cache.
+
+    Tokens are grouped into tiles of consecutive ``theta`` rows (documents)
+    whose slice of ``theta`` takes half of ``cache_bytes``, and sorted by
+    ``phi`` row (word), then by ``theta`` row, inside each tile. A word's
+    tokens in one tile then run back to back, so its ``phi`` row is read once
+    per tile, and the tile's ``theta`` rows stay in cache. Sorting by word
+    alone reads a random ``theta`` row from memory for nearly every token
+    (4 KB each at K = 1024 in float32).
+
+    Use it once, before sampling: the z-draw of an uncollapsed LDA sweep may
+    visit tokens in any order, since ``theta`` and ``phi`` are fixed during it.
+
+    Parameters
+    ----------
+    rows, cols : integer arrays of shape (T,)
+        The ``theta`` and ``phi`` row of each token.
+    K, dtype
+        The number of categories and the dtype of ``theta``.
+    cache_bytes : int, optional
+        The cache to plan for; default the current GPU's L2 size (32 MiB on NumPy).
+
+    Returns
+    -------
+    order : int64 array of shape (T,), on the backend of ``rows``
+        ``rows[order]``, ``cols[order]`` is the cache-friendly token stream.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = np.array([5, 0, 5, 0, 9]); cols = np.array([1, 1, 0, 1, 1])
+    >>> token_order(rows, cols, K=4, cache_bytes=64).tolist()   # tiles of 2 documents
+    [1, 3, 2, 0, 4]
+    """
+    xp = np if not is_cupy_array(rows) else __import__("cupy")
+    rows = xp.asarray(rows)
+    cols = xp.asarray(cols)
+    if rows.shape != cols.shape or rows.ndim != 1:
+        raise ValueError(f"rows and cols must be 1-d of one length, got shapes {rows.shape} and {cols.shape}.")
+    if cache_bytes is None:
+        if xp is np:
+            cache_bytes = 32 << 20
+        else:
+            cache_bytes = xp.cuda.Device().attributes["L2CacheSize"]
+    row_bytes = int(K) * np.dtype(dtype).itemsize
+    tile = max(1, int(cache_bytes) // 2 // row_bytes)
+    return xp.lexsort(xp.stack([rows, cols, rows // tile]))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _validate
 from .. import backend as _backend
 from .._nvtx import annotate
-from . import _fill
+from . import _fill, _gamma, _wishart
 
 __all__ = ["Generator", "default_rng"]
 
@@ -135,6 +136,76 @@ class Generator:
     def standard_normal(self, size=None, dtype=np.float64):
         """Standard normals; see :meth:`normal`."""
         return self._standard("normal", size, dtype)[1]
+
+    # The gamma family is implemented in _gamma.py (kernels_cu/gamma.cu), Wishart in _wishart.py.
+    def gamma(self, shape, scale=1.0, size=None, dtype=None, log=False):
+        """Gamma variates with per-element ``shape`` and ``scale`` (broadcast to ``size``).
+
+        Marsaglia and Tsang's method for shape >= 1; below 1, the boost
+        ``G(a) = G(a + 1) U**(1/a)`` in log space. ``log=True`` returns
+        ``log G`` (plus ``log scale``), exact for shapes down to 1e-6 and below,
+        where ``G`` itself underflows to 0 (float32 below shape ~0.01 already
+        returns zeros for many draws). ``dtype=None`` takes float32 when the
+        array parameters are float32, else float64. Each rejection attempt is
+        keyed by (element, attempt), so draws do not depend on the launch, and
+        NumPy and CuPy accept the same attempt for one seed; the counter layout
+        is documented in ``gpumcmc/random/_gamma.py``.
+
+        Raises ValueError for a shape or scale that is not positive and finite
+        (a check that synchronises the GPU; see :func:`gpumcmc.set_validation`).
+        """
+        return _gamma.gamma(self, shape, scale, size, dtype, log)
+
+    def beta(self, a, b, size=None, dtype=None):
+        """Beta(a, b) variates, per element, as ``Ga / (Ga + Gb)`` computed from log-gammas.
+
+        Element ``i`` uses gamma elements ``2i`` and ``2i + 1`` of the call, so
+        it equals ``dirichlet(stack([a, b], -1))[..., 0]`` for the same seed.
+        """
+        return _gamma.beta(self, a, b, size, dtype)
+
+    def dirichlet(self, alpha, size=None, dtype=None, log=False):
+        """Dirichlet rows: ``alpha`` has shape (..., K), one concentration vector per row.
+
+        The result has shape ``alpha.shape`` (or ``size + (K,)``, with the
+        batch axes of ``alpha`` broadcast to ``size``). Each row is
+        ``exp(log G - logsumexp(log G))`` for log-gammas ``log G``, so small
+        concentrations (1e-3 in float32) give nearly one-hot rows, never NaN
+        or the all-equal rows of normalising underflowed gammas. ``log=True``
+        returns the log-probabilities.
+        """
+        return _gamma.dirichlet(self, alpha, size, dtype, log)
+
+    def standard_exponential(self, size=None, dtype=np.float64):
+        """Standard exponential variates, ``-log(u)`` of Philox uniforms.
+
+        float32 draws use a 32-bit uniform and float64 arithmetic, rounded
+        once (so they reach 22.2); float64 draws use a 52-bit uniform.
+        """
+        return _gamma.standard_exponential(self, size, dtype)
+
+    def exponential(self, scale=1.0, size=None, dtype=np.float64):
+        """Exponential variates with per-element ``scale`` (broadcast to ``size``)."""
+        from .. import _validate
+        scale = _gamma._as(scale, self.xp(scale), _validate.check_float_dtype(dtype))
+        _validate.check_positive(scale, "scale")  # synchronize!
+        return scale * _gamma.standard_exponential(self, size, dtype, scale)
+
+    def wishart(self, df, scale, size=None, dtype=None):
+        """Wishart(df, scale) matrices by the Bartlett decomposition, batched.
+
+        ``scale`` is (p, p) or (..., p, p) and ``df`` a scalar or an array of
+        the batch shape; the result has shape ``batch + (p, p)`` with ``batch``
+        the broadcast of ``df.shape`` and ``scale.shape[:-2]`` (or ``size``).
+        Raises ValueError when ``df <= p - 1`` or a scale matrix is not
+        symmetric positive definite (checks that synchronise the GPU; see
+        :func:`gpumcmc.set_validation`).
+        """
+        return _wishart.wishart(self, df, scale, size, dtype, inverse=False)
+
+    def invwishart(self, df, scale, size=None, dtype=None):
+        """Inverse-Wishart(df, scale) matrices (the inverse of Wishart(df, scale**-1)); see :meth:`wishart`."""
+        return _wishart.wishart(self, df, scale, size, dtype, inverse=True)
 
 
 def default_rng(seed=None, *, backend: str | None = None) -> Generator:

@@ -1,0 +1,106 @@
+"""Batched Wishart and inverse-Wishart matrices by the Bartlett decomposition.
+
+For ``W ~ Wishart(df, S)`` with ``S = L L^T`` (Cholesky), ``W = (L A)(L A)^T``
+where ``A`` is lower triangular with ``A_ii = sqrt(chi2(df - i))``
+(``i = 0 .. p-1``) and ``A_ij ~ N(0, 1)`` below the diagonal (Bartlett, 1933).
+The inverse-Wishart uses the Bartlett factor of the inverse scale: with
+``Psi = C C^T`` the factor ``M = C^-T`` satisfies ``M M^T = Psi^-1``, so
+``X = (M A A^T M^T)^-1 = (C A^-T)(C A^-T)^T``, computed from one triangular
+solve per matrix and never inverting ``Psi``.
+
+Draws, for a batch of ``k`` matrices: one gamma call of shape ``(k, p)``
+(shapes ``(df - i) / 2``, so ``A_ii = sqrt(2 G)``) and then one standard
+normal call of shape ``(k, p, p)`` whose strictly lower triangle fills ``A``;
+the same seed gives the same ``A`` on NumPy and CuPy (see ``_gamma.py`` and
+``_fill.py``), and the matrices differ only by the rounding of the batched
+Cholesky, products and solves (cuSOLVER/cuBLAS against LAPACK/BLAS).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _validate as _v
+from .._nvtx import annotate
+from ._gamma import _as, out_shape, resolve_dtype
+
+__all__ = ["wishart"]
+
+
+def _cholesky(s, xp):
+    """Batched lower Cholesky factor; ValueError if a matrix is not positive definite."""
+    msg = ("scale must be symmetric positive definite, but its Cholesky factorisation failed; "
+           "check the matrix (or add a small multiple of the identity).")
+    if xp is np:
+        try:
+            return np.linalg.cholesky(s)
+        except np.linalg.LinAlgError:
+            raise ValueError(msg) from None
+    if not _v.validating():
+        return xp.linalg.cholesky(s)
+    import cupyx
+
+    try:
+        with cupyx.errstate(linalg="raise"):  # synchronize! (reads cuSOLVER's info)
+            return xp.linalg.cholesky(s)
+    except np.linalg.LinAlgError:
+        raise ValueError(msg) from None
+
+
+def _check_scale(s, xp, p):
+    if not _v.validating():
+        return
+    _v.check_finite(s, "scale")  # synchronize!
+    tol = 64 * np.finfo(s.dtype).eps
+    asym = xp.abs(s - xp.swapaxes(s, -1, -2))
+    if bool(xp.any(asym > tol * xp.max(xp.abs(s)))):  # synchronize!
+        raise ValueError("scale must be symmetric; symmetrise it with (S + S.T) / 2.")
+
+
+def _check_df(df, xp, p):
+    if not _v.validating():
+        return
+    _v.check_finite(df, "df")  # synchronize!
+    if bool(xp.any(df <= p - 1)):  # synchronize!
+        raise ValueError(f"df must be greater than p - 1 = {p - 1} for {p} x {p} matrices; "
+                         "raise the degrees of freedom.")
+
+
+def bartlett_factor(rng, df, batch, p, dtype, xp):
+    """The Bartlett factors ``A`` (``batch + (p, p)``, lower triangular) for ``df`` of shape ``batch``."""
+    i = xp.arange(p, dtype=dtype)
+    shape = (xp.broadcast_to(df, batch)[..., None] - i) / 2
+    diag = xp.sqrt(2 * rng.gamma(shape, dtype=dtype))
+    z = rng._standard("normal", batch + (p, p), dtype, df)[1]  # on df's backend
+    a = xp.tril(z, -1)
+    idx = xp.arange(p)
+    a[..., idx, idx] = diag
+    return a
+
+
+def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
+    """Implementation of :meth:`Generator.wishart` and :meth:`Generator.invwishart`."""
+    xp = rng.xp(df, scale)
+    dtype = resolve_dtype(dtype, df, scale)
+    s = _as(scale, xp, dtype)
+    if s.ndim < 2 or s.shape[-1] != s.shape[-2] or s.shape[-1] == 0:
+        raise ValueError(f"scale must have shape (..., p, p) with p >= 1, got {s.shape}.")
+    p = s.shape[-1]
+    d = _as(df, xp, dtype)
+    batch = out_shape(size, d, shapes=[s.shape[:-2]])
+    if int(np.prod(batch, dtype=np.int64)) == 0:
+        return xp.empty(batch + (p, p), dtype=dtype)
+    _check_df(d, xp, p)
+    _check_scale(s, xp, p)
+    name = "invwishart" if inverse else "wishart"
+    with annotate(f"gpumcmc.random.{name}", xp):
+        c = _cholesky(s, xp)
+        a = bartlett_factor(rng, d, batch, p, dtype, xp)
+        c = xp.broadcast_to(c, batch + (p, p))
+        if inverse:
+            # B = C A^-T, i.e. B^T = A^-1 C^T.
+            m = xp.swapaxes(xp.linalg.solve(a, xp.ascontiguousarray(xp.swapaxes(c, -1, -2))), -1, -2)
+        else:
+            m = c @ a
+        w = m @ xp.swapaxes(m, -1, -2)
+        return 0.5 * (w + xp.swapaxes(w, -1, -2))

@@ -1,0 +1,211 @@
+// Gamma, beta, Dirichlet and exponential variates with per-element parameters.
+// The Marsaglia-Tsang routine and the counter mapping are in gamma.cuh; the
+// NumPy twin is gpumcmc/random/_gamma.py.
+//
+//   gamma_draw<T>       element i: G(shape[i]) * scale[i], or log G + log scale[i]
+//   beta_draw<T>        element i: gamma elements 2i (a) and 2i + 1 (b), in log space,
+//                       X = 1 / (1 + exp(log Gb - log Ga))
+//   dirichlet_rows<T>   row r of K: gamma elements r K + k (log space), then
+//                       log-sum-exp over the row; G lanes per row, log-gammas in shared memory
+//   dirichlet_rows_big<T> the same for rows too long for shared memory, through the
+//                       output (two passes)
+//   fill_exponential<T> element i from Philox block i / P at index idx = i / P (as the
+//                       fills): float -log(u01_f64_from32(w[i % 4])) rounded once,
+//                       double -log(u01_f64(w0, w1)) / -log(u01_f64(w2, w3))
+//
+// Parameters come as a pointer and a step (0 for one value shared by every
+// element, 1 for one value per element), so scalar parameters cost no copy;
+// the step only selects the index (no 64-bit multiply).
+#include "gamma.cuh"
+
+#ifndef GPUMCMC_GAMMA_BLOCK
+#define GPUMCMC_GAMMA_BLOCK 256
+#endif
+
+using namespace gpumcmc;
+
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
+           long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
+           unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
+    const uint2 key = make_uint2(k0, k1);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int trial;
+        const T g = gamma_variate(shape[shape_step ? i : 0], (unsigned long long)i, key, off_lo, off_hi,
+                                  log_out != 0, trial);
+        // With log_out the caller passes log(scale).
+        const T s = scale[scale_step ? i : 0];
+        out[i] = log_out ? g + s : g * s;
+        if (trials != nullptr) trials[i] = trial;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+beta_draw(const T* __restrict__ a, long long a_step, const T* __restrict__ b, long long b_step,
+          T* __restrict__ out, long long n, unsigned int k0, unsigned int k1, unsigned int off_lo,
+          unsigned int off_hi) {
+    const uint2 key = make_uint2(k0, k1);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int trial;
+        const unsigned long long e = 2ull * (unsigned long long)i;
+        const T la = gamma_variate(a[a_step ? i : 0], e, key, off_lo, off_hi, true, trial);
+        const T lb = gamma_variate(b[b_step ? i : 0], e + 1, key, off_lo, off_hi, true, trial);
+        out[i] = T(1) / (T(1) + exp(lb - la));
+    }
+}
+
+// Butterfly reductions over the G lanes of a row (G a power of two <= 32);
+// `mask` holds exactly those lanes.
+template <typename T>
+__device__ __forceinline__ T group_max(T v, int G, unsigned int mask) {
+    for (int o = G >> 1; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(mask, v, o));
+    return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T group_sum(T v, int G, unsigned int mask) {
+    for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o);
+    return v;
+}
+
+__device__ __forceinline__ unsigned int group_mask(int G) {
+    const int lane = threadIdx.x & 31;
+    return G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (lane & ~(G - 1));
+}
+
+// One row of K = alpha's last axis per group of G lanes (G a power of two,
+// at most 32): lane l of the group takes columns l, l + G, l + 2G, ... of the
+// row, so consecutive lanes read and write consecutive columns and consecutive
+// groups consecutive rows (coalesced). Each lane keeps its R = ceil(K / G)
+// log-gammas in shared memory (blockDim.x * R values, a column per thread: no
+// bank conflicts), the row's maximum and sum of exponentials are reduced by
+// shuffles, and the output is written once: no n x K intermediate in global
+// memory. Launch with blockDim.x * R * sizeof(T) bytes of dynamic shared memory.
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+dirichlet_rows(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, int G,
+               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
+    extern __shared__ unsigned char dirichlet_smem[];
+    T* lg = reinterpret_cast<T*>(dirichlet_smem) + threadIdx.x;  // lg[r * blockDim.x]
+    const uint2 key = make_uint2(k0, k1);
+    const unsigned int mask = group_mask(G);
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int sub = (int)(tid & (G - 1));
+    const long long groups = (long long)gridDim.x * blockDim.x / G;
+    const int step = blockDim.x;
+    for (long long row = tid / G; row < n_rows; row += groups) {
+        const long long base = row * K;
+        T m = -fp_special<T>::inf();
+        for (int k = sub, r = 0; k < K; k += G, r += step) {
+            int trial;
+            const T v = gamma_variate(alpha[base + k], (unsigned long long)(base + k), key, off_lo, off_hi,
+                                      true, trial);
+            lg[r] = v;
+            m = fmax(m, v);  // a NaN log-gamma is caught by the sum below
+        }
+        m = group_max(m, G, mask);
+        T s = T(0);
+        for (int k = sub, r = 0; k < K; k += G, r += step) s += exp(lg[r] - m);
+        // Normalise relative to the row maximum, not by subtracting the
+        // log-sum-exp: at |log G| ~ 1e3 (alpha ~ 1e-3) the rounding of
+        // m + log(s) in float32 is ~3e-5, which would scale the whole row.
+        const T tot = group_sum(s, G, mask);
+        const T ltot = log(tot);
+        for (int k = sub, r = 0; k < K; k += G, r += step) {
+            out[base + k] = log_out ? (lg[r] - m) - ltot : exp(lg[r] - m) / tot;
+        }
+    }
+}
+
+// Rows too long for shared memory: one warp per row; the first pass writes log G to
+// the output and keeps an online log-sum-exp (running max and sum) per lane,
+// the second rewrites the output normalised. The output is the only buffer.
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+dirichlet_rows_big(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K,
+                   unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
+    const uint2 key = make_uint2(k0, k1);
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = (int)(tid & 31);
+    const long long warps = (long long)gridDim.x * blockDim.x / 32;
+    for (long long row = tid / 32; row < n_rows; row += warps) {
+        const long long base = row * K;
+        T m = -fp_special<T>::inf(), s = T(0);
+        for (int k = lane; k < K; k += 32) {
+            int trial;
+            const T lg = gamma_variate(alpha[base + k], (unsigned long long)(base + k), key, off_lo, off_hi,
+                                       true, trial);
+            out[base + k] = lg;
+            if (lg > m) {
+                s = s * exp(m - lg) + T(1);
+                m = lg;
+            } else {
+                s += exp(lg - m);  // also NaN: the row's sum becomes NaN
+            }
+        }
+        const T mall = group_max(m, 32, 0xffffffffu);
+        s = (m == -fp_special<T>::inf()) ? T(0) : s * exp(m - mall);
+        const T tot = group_sum(s, 32, 0xffffffffu);
+        const T ltot = log(tot);
+        for (int k = lane; k < K; k += 32) {
+            const T lg = out[base + k];
+            out[base + k] = log_out ? (lg - mall) - ltot : exp(lg - mall) / tot;
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+fill_exponential(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
+                 unsigned int off_lo, unsigned int off_hi) {
+    constexpr int P = sizeof(T) == 4 ? 4 : 2;
+    const long long nb = (n + P - 1) / P;
+    const uint2 key = make_uint2(k0, k1);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += stride) {
+        const uint4 w = philox4x32_10(philox_counter(b, off_lo, off_hi), key);
+        const long long i = b * P;
+        if constexpr (P == 4) {
+            // float64 inside, rounded once, as the float32 normal fill.
+            const float4 v = make_float4((float)-log(u01_f64_from32(w.x)), (float)-log(u01_f64_from32(w.y)),
+                                         (float)-log(u01_f64_from32(w.z)), (float)-log(u01_f64_from32(w.w)));
+            if (i + 4 <= n) {
+                reinterpret_cast<float4*>(out)[b] = v;
+            } else {
+                out[i] = v.x;
+                if (i + 1 < n) out[i + 1] = v.y;
+                if (i + 2 < n) out[i + 2] = v.z;
+            }
+        } else {
+            const double2 v = make_double2(-log(u01_f64(w.x, w.y)), -log(u01_f64(w.z, w.w)));
+            if (i + 2 <= n) {
+                reinterpret_cast<double2*>(out)[b] = v;
+            } else {
+                out[i] = v.x;
+            }
+        }
+    }
+}
+
+#ifndef __CUDACC_RTC__
+// Offline builds (nvcc in CI) instantiate the templates so that their bodies
+// are compiled; at run time NVRTC instantiates them through name_expressions.
+#define GPUMCMC_GAMMA_INSTANTIATE(T)                                                                       \
+    template __global__ void gamma_draw<T>(const T*, long long, const T*, long long, T*, long long,         \
+                                           unsigned int, unsigned int, unsigned int, unsigned int, int, int*); \
+    template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
+                                          unsigned int, unsigned int, unsigned int, unsigned int);          \
+    template __global__ void dirichlet_rows<T>(const T*, T*, long long, int, int, unsigned int, unsigned int,  \
+                                               unsigned int, unsigned int, int);                             \
+    template __global__ void dirichlet_rows_big<T>(const T*, T*, long long, int, unsigned int, unsigned int, \
+                                                   unsigned int, unsigned int, int);                         \
+    template __global__ void fill_exponential<T>(T*, long long, unsigned int, unsigned int, unsigned int,    \
+                                                 unsigned int);
+GPUMCMC_GAMMA_INSTANTIATE(float)
+GPUMCMC_GAMMA_INSTANTIATE(double)
+#undef GPUMCMC_GAMMA_INSTANTIATE
+#endif

@@ -9,9 +9,6 @@
 //                       log-sum-exp over the row; G lanes per row, log-gammas in shared memory
 //   dirichlet_rows_big<T> the same for rows too long for shared memory, through the
 //                       output (two passes)
-//   fill_exponential<T> element i from Philox block i / P at index idx = i / P (as the
-//                       fills): float -log(u01_f64_from32(w[i % 4])) rounded once,
-//                       double -log(u01_f64(w0, w1)) / -log(u01_f64(w2, w3))
 //
 // Parameters come as a pointer and a step (0 for one value shared by every
 // element, 1 for one value per element), so scalar parameters cost no copy;
@@ -158,39 +155,6 @@ dirichlet_rows_big(const T* __restrict__ alpha, T* __restrict__ out, long long n
     }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
-fill_exponential(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-                 unsigned int off_lo, unsigned int off_hi) {
-    constexpr int P = sizeof(T) == 4 ? 4 : 2;
-    const long long nb = (n + P - 1) / P;
-    const uint2 key = make_uint2(k0, k1);
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += stride) {
-        const uint4 w = philox4x32_10(philox_counter(b, off_lo, off_hi), key);
-        const long long i = b * P;
-        if constexpr (P == 4) {
-            // float64 inside, rounded once, as the float32 normal fill.
-            const float4 v = make_float4((float)-log(u01_f64_from32(w.x)), (float)-log(u01_f64_from32(w.y)),
-                                         (float)-log(u01_f64_from32(w.z)), (float)-log(u01_f64_from32(w.w)));
-            if (i + 4 <= n) {
-                reinterpret_cast<float4*>(out)[b] = v;
-            } else {
-                out[i] = v.x;
-                if (i + 1 < n) out[i + 1] = v.y;
-                if (i + 2 < n) out[i + 2] = v.z;
-            }
-        } else {
-            const double2 v = make_double2(-log(u01_f64(w.x, w.y)), -log(u01_f64(w.z, w.w)));
-            if (i + 2 <= n) {
-                reinterpret_cast<double2*>(out)[b] = v;
-            } else {
-                out[i] = v.x;
-            }
-        }
-    }
-}
-
 #ifndef __CUDACC_RTC__
 // Offline builds (nvcc in CI) instantiate the templates so that their bodies
 // are compiled; at run time NVRTC instantiates them through name_expressions.
@@ -202,9 +166,7 @@ fill_exponential(T* __restrict__ out, long long n, unsigned int k0, unsigned int
     template __global__ void dirichlet_rows<T>(const T*, T*, long long, int, int, unsigned int, unsigned int,  \
                                                unsigned int, unsigned int, int);                             \
     template __global__ void dirichlet_rows_big<T>(const T*, T*, long long, int, unsigned int, unsigned int, \
-                                                   unsigned int, unsigned int, int);                         \
-    template __global__ void fill_exponential<T>(T*, long long, unsigned int, unsigned int, unsigned int,    \
-                                                 unsigned int);
+                                                   unsigned int, unsigned int, int);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

@@ -11,7 +11,6 @@ correct sampler fails with probability below 6e-3 for seeds chosen blind. The
 seeds are fixed: a pass is a pass forever.
 """
 
-import sys
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """The kernel loader: sources found, compile keys that see every header, clear errors."""
 
-import shutil
 
 import numpy as np
 import pytest

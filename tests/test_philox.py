@@ -75,7 +75,7 @@ def test_same_seed_same_draws_and_calls_never_share_counters(xp):
 def test_element_draws_do_not_depend_on_the_request_size():
     # Element i is keyed by its index, so a longer request extends a shorter one.
     for dtype in (np.float32, np.float64):
-        for kind in ("uniform", "normal"):
+        for kind in ("uniform", "normal", "exponential"):
             short = _fill.fill_numpy(kind, 1001, dtype, (1, 2), 5)
             long = _fill.fill_numpy(kind, (1 << 18) * 4 + 7, dtype, (1, 2), 5)
             assert np.array_equal(short, long[:1001])
@@ -149,7 +149,7 @@ def test_gpu_philox_words_equal_the_twin_for_1e8_words_across_launch_shapes(cp):
     assert words >= 10**8
 
 
-@pytest.mark.parametrize("kind", ["uniform", "normal"])
+@pytest.mark.parametrize("kind", ["uniform", "normal", "exponential"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [1, 3, 4, 1001, 3_000_001])
 def test_gpu_fills_equal_the_twin(cp, kind, dtype, n):
@@ -161,7 +161,7 @@ def test_gpu_fills_equal_the_twin(cp, kind, dtype, n):
     elif dtype == np.float32:
         assert max_ulp_diff(gpu, cpu) <= 1  # float64 inside, rounded once
     else:
-        # float64 log/sincospi differ by a few ulp between CUDA and NumPy's libm.
+        # float64 log and sincospi differ by a few ulp between CUDA and NumPy's libm.
         np.testing.assert_allclose(gpu, cpu, rtol=4e-15, atol=1e-15)
 
 

@@ -10,6 +10,10 @@ float32   ``u01_f32(w[i % 4])``               Box-Muller on ``(w0, w1)`` and ``(
                                               as 32-bit uniforms, in float64, rounded once
 float64   ``u01_f64(w0, w1)``, ``(w2, w3)``   Box-Muller on the two 52-bit uniforms
 ========  ==================================  ===========================================
+
+Standard exponentials (``kind="exponential"``) are ``-log(u)`` of the same
+uniforms: 32-bit ones in float64, rounded once, for float32; 52-bit ones for
+float64.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ _NAMES = (
     "fill_uniform<double>",
     "fill_normal<float>",
     "fill_normal<double>",
+    "fill_exponential<float>",
+    "fill_exponential<double>",
 )
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # Blocks per chunk on the CPU: bounds the temporaries to a few tens of MB.
@@ -37,6 +43,10 @@ def per_block(dtype) -> int:
 
 def _twin_block(kind: str, dtype, words):
     w0, w1, w2, w3 = words
+    if kind == "exponential":
+        if dtype == np.float32:
+            return np.stack([-np.log(u01_f64_from32(w)) for w in words], axis=1).astype(np.float32)
+        return np.stack([-np.log(u01_f64(w0, w1)), -np.log(u01_f64(w2, w3))], axis=1)
     if kind == "uniform":
         if dtype == np.float32:
             return np.stack([u01_f32(w) for w in words], axis=1)

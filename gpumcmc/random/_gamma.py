@@ -51,13 +51,14 @@ from .. import _loader
 from .. import _validate as _v
 from .. import backend as _backend
 from .._nvtx import annotate
-from ._philox import block_words, philox_rounds, u01_f32, u01_f64, u01_f64_from32
+from . import _fill
+from ._philox import philox_rounds, u01_f32, u01_f64
 
 FILE = "gamma.cu"
 _NAMES = tuple(
     f"{k}<{t}>"
     for t in ("float", "double")
-    for k in ("gamma_draw", "beta_draw", "dirichlet_rows", "dirichlet_rows_big", "fill_exponential")
+    for k in ("gamma_draw", "beta_draw", "dirichlet_rows", "dirichlet_rows_big")
 )
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
@@ -294,27 +295,6 @@ def beta_numpy(a, b, key, offset):
         return one / (one + np.exp(lb - la))
 
 
-def exponential_numpy(n, dtype, key, offset):
-    """NumPy twin of ``fill_exponential``: a flat array of ``n`` standard exponentials."""
-    dtype = np.dtype(dtype)
-    p = 4 if dtype == np.float32 else 2
-    nb = -(-n // p)
-    out = np.empty(nb * p, dtype=dtype)
-    chunk = 1 << 18
-    for s in range(0, nb, chunk):
-        cnt = min(chunk, nb - s)
-        w0, w1, w2, w3 = block_words(s, cnt, key, offset)
-        if p == 4:
-            vals = np.stack([-np.log(u01_f64_from32(w)) for w in (w0, w1, w2, w3)], axis=1).astype(np.float32)
-        else:
-            vals = np.stack([-np.log(u01_f64(w0, w1)), -np.log(u01_f64(w2, w3))], axis=1)
-        out[s * p:(s + cnt) * p] = vals.reshape(-1)
-    return out[:n]
-
-
-# ---------------------------------------------------------------------------
-# CUDA launchers
-# ---------------------------------------------------------------------------
 def _fn(kind: str, dtype):
     return _loader.get_function(FILE, f"{kind}<{_CTYPE[np.dtype(dtype)]}>", _NAMES)
 
@@ -398,16 +378,6 @@ def dirichlet_cupy(alpha, key, offset, *, log=False):
         _loader.launch(_fn("dirichlet_rows", dtype), n_rows * g,
                        (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), *tail),
                        block=block, shared_mem=smem)
-    return out
-
-
-def exponential_cupy(n, dtype, key, offset):
-    import cupy
-
-    out = cupy.empty(n, dtype=dtype)
-    if n:
-        nb = -(-n // (4 if np.dtype(dtype) == np.float32 else 2))
-        _loader.launch(_fn("fill_exponential", dtype), nb, (out, _loader.i64(n), *_key_args(key, offset)))
     return out
 
 
@@ -551,5 +521,5 @@ def standard_exponential(rng, size=None, dtype=np.float64, *params):
     n = int(np.prod(oshape, dtype=np.int64))
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.exponential", xp):
-        flat = exponential_numpy(n, dtype, key, off) if xp is np else exponential_cupy(n, dtype, key, off)
+        flat = _fill.fill(xp, "exponential", n, dtype, key, off)
     return flat.reshape(oshape)

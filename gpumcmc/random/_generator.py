@@ -186,7 +186,6 @@ class Generator:
 
     def exponential(self, scale=1.0, size=None, dtype=np.float64):
         """Exponential variates with per-element ``scale`` (broadcast to ``size``)."""
-        from .. import _validate
         scale = _gamma._as(scale, self.xp(scale), _validate.check_float_dtype(dtype))
         _validate.check_positive(scale, "scale")  # synchronize!
         return scale * _gamma.standard_exponential(self, size, dtype, scale)

@@ -119,6 +119,13 @@ def test_uniform_and_normal_match_their_laws(xp, dtype):
     assert stats.kstest(z, "norm").pvalue > ALPHA
 
 
+def test_parameters_keep_the_requested_dtype(xp):
+    rng = default_rng(4, backend=xp.__name__)
+    for loc in (1.0, 1, np.float64(1.0), xp.asarray(1.0)):
+        assert rng.normal(loc, 2.0, size=3, dtype=np.float32).dtype == np.float32
+        assert rng.uniform(loc, 5.0, size=3, dtype=np.float32).dtype == np.float32
+
+
 def test_per_element_parameters_broadcast(xp):
     rng = default_rng(2, backend=xp.__name__)
     loc = xp.asarray([0.0, 100.0, -100.0])

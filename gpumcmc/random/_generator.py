@@ -21,6 +21,17 @@ def _float_dtype(dtype) -> np.dtype:
     return dt
 
 
+def _param(p, xp, dtype):
+    """A parameter ready to combine with draws of ``dtype`` on ``xp``.
+
+    Python scalars stay scalars (NumPy and CuPy treat them as weak, keeping
+    ``dtype``), so a scalar ``loc`` costs no host-to-device copy on CuPy.
+    """
+    if type(p) in (int, float):  # not numpy.float64, a float subclass that is not weak
+        return p
+    return _backend.asarray(p, xp, dtype=dtype)
+
+
 def _size_tuple(size) -> tuple:
     if size is None:
         return ()
@@ -118,8 +129,7 @@ class Generator:
     def uniform(self, low=0.0, high=1.0, size=None, dtype=np.float64):
         """Uniforms on (low, high), with per-element ``low``/``high`` broadcast to ``size``."""
         xp, u = self._standard("uniform", size, dtype, low, high)
-        low = _backend.asarray(low, xp, dtype=u.dtype)
-        high = _backend.asarray(high, xp, dtype=u.dtype)
+        low, high = _param(low, xp, u.dtype), _param(high, xp, u.dtype)
         return low + (high - low) * u
 
     def normal(self, loc=0.0, scale=1.0, size=None, dtype=np.float64):
@@ -129,8 +139,7 @@ class Generator:
         backends, so they agree to within one float32 ulp.
         """
         xp, z = self._standard("normal", size, dtype, loc, scale)
-        loc = _backend.asarray(loc, xp, dtype=z.dtype)
-        scale = _backend.asarray(scale, xp, dtype=z.dtype)
+        loc, scale = _param(loc, xp, z.dtype), _param(scale, xp, z.dtype)
         return loc + scale * z
 
     def standard_normal(self, size=None, dtype=np.float64):

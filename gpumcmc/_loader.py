@@ -184,6 +184,15 @@ def u32(x) -> np.uint32:
     return np.uint32(x)
 
 
+# A null pointer argument: CuPy passes None as 0xffffffff, not as 0.
+NULL = np.uint64(0)
+
+
+def philox_args(key, offset: int) -> tuple:
+    """The kernel arguments ``k0, k1, off_lo, off_hi`` of a Philox key and a 64-bit call offset."""
+    return (np.uint32(key[0]), np.uint32(key[1]), np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32))
+
+
 def real(x, dtype) -> np.floating:
     """``x`` as a NumPy scalar of the kernel's floating type (float32 or float64)."""
     return np.dtype(dtype).type(x)

@@ -181,8 +181,7 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
         n_items = groups * W
     args = (
         a, b, rows, cols, _loader.i64(n), _loader.i32(K), scratch, _loader.i32(s_in_smem), _loader.i32(region),
-        out, _loader.i32(out.dtype == np.int64), _loader.u32(key[0]), _loader.u32(key[1]),
-        _loader.u32(offset & 0xFFFFFFFF), _loader.u32(offset >> 32),
+        out, _loader.i32(out.dtype == np.int64), *_loader.philox_args(key, offset),
     )
     _loader.launch(fn, n_items, args, block=THREADS, shared_mem=shared)
 

@@ -338,7 +338,7 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
     for grid, block in [(1, 32), (7, 64), (132, 256), (4096, 128)]:
         out = cp.empty(n, dtype=dtype)
         fn((grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), out, _loader.i64(n),
-                               *_gamma._key_args((5, 6), 7), _loader.i32(0), _gamma.NULL))
+                               *_loader.philox_args((5, 6), 7), _loader.i32(0), _gamma.NULL))
         outs.append(out.get())
     for o in outs[1:]:
         assert np.array_equal(o, outs[0])

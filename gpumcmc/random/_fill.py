@@ -84,8 +84,7 @@ def fill_cupy(kind: str, n: int, dtype, key, offset: int):
     nb = -(-n // per_block(dtype))
     _loader.launch(
         fn, nb,
-        (out, _loader.i64(n), _loader.u32(key[0]), _loader.u32(key[1]),
-         _loader.u32(offset & 0xFFFFFFFF), _loader.u32(offset >> 32)),
+        (out, _loader.i64(n), *_loader.philox_args(key, offset)),
     )
     return out
 

@@ -70,8 +70,7 @@ _CHUNK = 1 << 15
 _SMEM_LIMIT = 48 * 1024
 _BLOCK = 256
 
-# A null pointer argument: CuPy turns None into 0xffffffff, not 0.
-NULL = np.uint64(0)
+NULL = _loader.NULL
 _MASK = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
@@ -299,9 +298,6 @@ def _fn(kind: str, dtype):
     return _loader.get_function(FILE, f"{kind}<{_CTYPE[np.dtype(dtype)]}>", _NAMES)
 
 
-def _key_args(key, offset):
-    return (_loader.u32(key[0]), _loader.u32(key[1]), _loader.u32(offset & 0xFFFFFFFF),
-            _loader.u32(offset >> 32))
 
 
 def _param_arg(p, dtype):
@@ -327,7 +323,7 @@ def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False):
         sh, sh_step = _param_arg(shape, dtype)
         sc, sc_step = _param_arg(scale, dtype)
         _loader.launch(_fn("gamma_draw", dtype), n,
-                       (sh, sh_step, sc, sc_step, out, _loader.i64(n), *_key_args(key, offset),
+                       (sh, sh_step, sc, sc_step, out, _loader.i64(n), *_loader.philox_args(key, offset),
                         _loader.i32(1 if log else 0), trials if return_trials else NULL), block=_BLOCK)
     return (out, trials) if return_trials else out
 
@@ -341,7 +337,7 @@ def beta_cupy(a, b, n, key, offset):
         pa, sa = _param_arg(a, dtype)
         pb, sb = _param_arg(b, dtype)
         _loader.launch(_fn("beta_draw", dtype), n,
-                       (pa, sa, pb, sb, out, _loader.i64(n), *_key_args(key, offset)), block=_BLOCK)
+                       (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_args(key, offset)), block=_BLOCK)
     return out
 
 
@@ -369,7 +365,7 @@ def dirichlet_cupy(alpha, key, offset, *, log=False):
         return out
     dtype = alpha.dtype
     layout = dirichlet_layout(K, dtype.itemsize)
-    tail = (*_key_args(key, offset), _loader.i32(1 if log else 0))
+    tail = (*_loader.philox_args(key, offset), _loader.i32(1 if log else 0))
     if layout is None:
         _loader.launch(_fn("dirichlet_rows_big", dtype), n_rows * 32,
                        (alpha, out, _loader.i64(n_rows), _loader.i32(K), *tail), block=_BLOCK)

@@ -11,16 +11,6 @@ from . import _fill, _gamma, _wishart
 
 __all__ = ["Generator", "default_rng"]
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _float_dtype(dtype) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt not in _FLOATS:
-        raise TypeError(f"dtype must be float32 or float64, got {dt}.")
-    return dt
-
-
 def _param(p, xp, dtype):
     """A parameter ready to combine with draws of ``dtype`` on ``xp``.
 
@@ -109,7 +99,7 @@ class Generator:
         return _backend.get_backend(self._backend)
 
     def _standard(self, kind: str, size, dtype, *params):
-        dtype = _float_dtype(dtype)
+        dtype = _validate.check_float_dtype(dtype)
         xp = self.xp(*params)
         shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else _size_tuple(size)
         n = int(np.prod(shape, dtype=np.int64))

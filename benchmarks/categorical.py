@@ -1,7 +1,7 @@
 """One draw per row from discrete distributions: gpumcmc's methods against the peers.
 
 (a) Materialised weights, n = 2**20 rows (small: 2**14) x K in {16, 64, 256,
-    1024}, float32 and float64: "prefix", "transpose", "butterfly" and "auto"
+    1024}, float32 and float64: "prefix", "transpose", "butterfly", "warp" and "auto"
     against torch.multinomial (num_samples=1), jax.random.categorical on the log
     weights (jit) and CuPy's cumsum + compare. Floor: read the weights once and
     write n int64 indices.
@@ -14,7 +14,8 @@
     cannot be cached, so the real floor is higher.
 (c) Butterfly against transpose over K = 16 .. 2048 for both dtypes, on the
     fused form with 2**20 tokens (small: 2**14), as in Figure 7 of Steele &
-    Tristan (PPoPP 2017); the note gives the speed-up.
+    Tristan (PPoPP 2017), and the one-warp-per-row "warp" method beside them;
+    the notes give the speed-up over the transpose.
 
 Every gpumcmc call runs with validation off (no device synchronisation).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-METHODS = ("prefix", "transpose", "butterfly", "auto")
+METHODS = ("prefix", "transpose", "butterfly", "warp", "auto")
 LDA = {"M": 43_556, "V": 37_286, "T": 3_072_662}
 
 
@@ -151,7 +152,7 @@ def _fused(bench, gpumcmc):
             # The same tokens in gpumcmc.token_order's cache-tiled order.
             theta, phi, rows, cols = _lda(bench, T, M, V, K, dtype, order="tiles")
             kw["params"] = {**kw["params"], "sorted": "token_order (document tiles, by word)"}
-            for method in ("transpose", "butterfly"):
+            for method in ("transpose", "butterfly", "warp"):
                 def tiled(method=method):
                     return gpumcmc.categorical_products(theta, phi, rows, cols, rng=rng, method=method, out=out)
                 _check(case, tiled(), T, K)
@@ -174,7 +175,7 @@ def _curve(bench, gpumcmc):
             kw = dict(bytes_moved=(M + V) * K * isz + T * 16, params={"tokens": T, "K": K, "dtype": dname})
             out = cp.empty(T, dtype=np.int64)
             ms = {}
-            for method in ("transpose", "butterfly"):
+            for method in ("transpose", "butterfly", "warp"):
                 def ours(method=method):
                     return gpumcmc.categorical_products(theta, phi, rows, cols, rng=rng, method=method, out=out)
                 _check(case, ours(), T, K)
@@ -182,6 +183,8 @@ def _curve(bench, gpumcmc):
             bench.record(case, "gpumcmc transpose", ms["transpose"], T, **kw)
             bench.record(case, "gpumcmc butterfly", ms["butterfly"], T,
                          note=f"{ms['transpose'] / ms['butterfly']:.2f}x the transpose", **kw)
+            bench.record(case, "gpumcmc warp", ms["warp"], T,
+                         note=f"{ms['transpose'] / ms['warp']:.2f}x the transpose", **kw)
             del theta, phi, rows, cols, out
             _free(bench)
 

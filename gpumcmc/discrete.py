@@ -34,11 +34,21 @@ from discrete distributions", PPoPP 2017; the kernels are in
     left to right, so where a prefix value lies within rounding of ``u * total``
     it may return a neighbouring (never a zero-weight) index; elsewhere it
     returns the same index as ``"prefix"``.
+``"warp"``
+    One warp per row, the row held in registers: every lane loads vectors of
+    consecutive weights (coalesced), a reduce-scatter of shuffles gives the
+    totals of each 32-vector chunk, and the search goes chunk, lane, element.
+    One pass over memory, no shared memory; for products, a ``theta`` or
+    ``phi`` row equal to the previous token's is not reloaded. Rows longer
+    than 1,024 (float32) or 512 (float64) categories are summed segment by
+    segment and then re-read up to the chosen segment. Adds in another order
+    than left to right, so near ties it may return a neighbouring (never a
+    zero-weight) index. Not one of the paper's methods.
 ``"auto"``
     :func:`choose_method` picks one from ``K`` and the dtype.
 
-The NumPy twin computes the same indices: ``cumsum`` for ``"prefix"`` and
-``"transpose"``, an emulation of the warp's table and search for
+The NumPy twin computes the same indices: ``cumsum`` for ``"prefix"``,
+``"transpose"`` and ``"warp"`` (which agrees but near ties), an emulation of the warp's table and search for
 ``"butterfly"``. For logits, the exponentials of CUDA and NumPy can differ in
 the last bit, so GPU and NumPy draws agree except where a prefix lies within
 that rounding of ``u * total``.
@@ -64,23 +74,15 @@ from .random._philox import block_words, u01_f32, u01_f64
 
 __all__ = ["METHODS", "categorical", "categorical_logits", "categorical_products", "choose_method", "token_order"]
 
-METHODS = ("prefix", "transpose", "butterfly")
+METHODS = ("prefix", "transpose", "butterfly", "warp")
 
 # "auto": for (form, dtype), the first entry whose bound is >= K (None: any K).
-# Measured on an H200 (benchmarks/results/categorical-nvidia-h200.json, 2**20
-# rows or tokens): with materialised weights one thread per row is fastest at
-# K = 16 (0.141 ms against 0.162 for the butterfly in float32) and the
-# butterfly from K = 64 on (K = 1024: 1.14 ms against 1.55 transposed and
-# 6.5 per-thread in float32; 2.01 / 2.36 / 6.6 in float64). In the fused
-# theta*phi form the butterfly wins at every K in float32 (1.27x at K = 1024),
-# but in float64 the transpose wins from K = 128 on (5.5 against 7.1 ms at
-# K = 1024), where the butterfly's float64 shuffles cost more than its saved
-# adds.
+# Provisional; set from the measurements in benchmarks/results/categorical-*.json.
 _AUTO_RULE = {
-    ("rows", "float32"): ((16, "prefix"), (None, "butterfly")),
+    ("rows", "float32"): ((16, "prefix"), (256, "butterfly"), (1024, "warp"), (None, "butterfly")),
     ("rows", "float64"): ((16, "prefix"), (None, "butterfly")),
-    ("products", "float32"): ((None, "butterfly"),),
-    ("products", "float64"): ((64, "butterfly"), (None, "transpose")),
+    ("products", "float32"): ((1024, "warp"), (None, "butterfly")),
+    ("products", "float64"): ((None, "warp"),),
 }
 
 FILE = "categorical.cu"
@@ -97,6 +99,17 @@ _NAMES = tuple(
     f"cat_prefix<{t}, {s}>" for t in ("float", "double") for s in (0, 1, 2)
 ) + tuple(
     f"cat_warp<{t}, {s}, {m}>" for t in ("float", "double") for s in (0, 1, 2) for m in (1, 2)
+)
+# The "warp" kernels of categorical_warp.cu: (vector width V, chunks per lane NJ)
+# per dtype; a row of up to 32 * NJ * V categories is held in registers.
+# Keep in step with the instantiations at the end of that file.
+FILE_WARP = "categorical_warp.cu"
+_WARP_SHAPES = {
+    "float": ((4, 2), (4, 8), (2, 16), (1, 32)),
+    "double": ((2, 2), (2, 8), (1, 16)),
+}
+_WARP_NAMES = tuple(
+    f"cat_row_warp<{t}, {s}, {v}, {nj}>" for t, shapes in _WARP_SHAPES.items() for s in (0, 1, 2) for v, nj in shapes
 )
 # Elements per chunk of rows in the NumPy twin: bounds its temporaries.
 _TWIN_CHUNK = 1 << 22
@@ -151,14 +164,33 @@ def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int
             flat[start:stop] = _butterfly.draw(w, u, W) if method == "butterfly" else prefix_draw(w, u)
 
 
+def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
+    """(V, NJ) of the "warp" kernel for rows of ``K``: the widest vector that
+    divides ``K`` and to which every array is aligned, then the fewest chunks
+    per lane that hold a row (the most, for longer rows: they go in segments)."""
+    ctype = _CTYPE[np.dtype(dtype)]
+    itemsize = np.dtype(dtype).itemsize
+    widths = sorted({v for v, _ in _WARP_SHAPES[ctype]}, reverse=True)
+    V = next(v for v in widths if K % v == 0 and all(a.data.ptr % (v * itemsize) == 0 for a in arrays))
+    shapes = [nj for v, nj in _WARP_SHAPES[ctype] if v == V]
+    return V, next((nj for nj in shapes if W * nj * V >= K), shapes[-1])
+
+
 # -- CUDA launcher ----------------------------------------------------------------
 
 def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out) -> None:
-    """Run ``cat_prefix`` / ``cat_warp`` for ``n`` rows of ``K`` categories into ``out``."""
+    """Run ``cat_prefix`` / ``cat_warp`` / ``cat_row_warp`` for ``n`` rows of ``K`` categories into ``out``."""
     import cupy
 
     dt = a.dtype
     src = _SRC[kind]
+    args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_args(key, offset))
+    if method == "warp":
+        V, NJ = warp_shape(K, dt, a, b)
+        fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
+                                  defines=(("GPUMCMC_CATWARP_THREADS", THREADS),))
+        _loader.launch(fn, n * W, (a, b, rows, cols, _loader.i64(n), _loader.i32(K), *args_tail), block=THREADS)
+        return
     if method == "prefix":
         name = f"cat_prefix<{_CTYPE[dt]}, {src}>"
     else:
@@ -181,7 +213,7 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
         n_items = groups * W
     args = (
         a, b, rows, cols, _loader.i64(n), _loader.i32(K), scratch, _loader.i32(s_in_smem), _loader.i32(region),
-        out, _loader.i32(out.dtype == np.int64), *_loader.philox_args(key, offset),
+        *args_tail,
     )
     _loader.launch(fn, n_items, args, block=THREADS, shared_mem=shared)
 
@@ -307,7 +339,7 @@ def categorical(weights, rng=None, axis: int = -1, method: str = "auto", out=Non
         One call uses one generator offset.
     axis : int
         The axis of categories.
-    method : {"auto", "prefix", "transpose", "butterfly"}
+    method : {"auto", "prefix", "transpose", "butterfly", "warp"}
         See the module docstring; all give the same draws but for rounding
         near ties (``"prefix"`` and ``"transpose"`` always agree).
     out : int32 or int64 array, optional
@@ -366,8 +398,9 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     ``cols`` = words). The products are formed on the fly and rounded once
     (no fused multiply-add), so no tokens x K array is built. On the GPU the
     warp methods load rows of ``theta`` and ``phi`` with coalesced loads, and a
-    row shared by consecutive tokens is loaded once per block of 32 tokens:
-    tokens sorted by ``cols`` (or by ``rows``) reuse their ``phi`` (``theta``) rows.
+    row shared by consecutive tokens is not loaded again (``"warp"`` keeps it
+    in registers): tokens sorted by ``cols`` (or by ``rows``) reuse their
+    ``phi`` (``theta``) rows; :func:`token_order` also keeps ``theta`` in cache.
 
     Parameters
     ----------

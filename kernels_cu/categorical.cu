@@ -50,10 +50,10 @@
 // uses the same u for a row, whatever the launch shape.
 //
 // Rows with no positive total (all zeros, NaN, inf or an overflowing sum) get
-// index -1. Twin: gpumcmc/categorical.py and gpumcmc/_butterfly.py.
-#include "philox.cuh"
+// index -1. Twin: gpumcmc/discrete.py and gpumcmc/_butterfly.py.
+#include "categorical.cuh"
 
-// Threads per block; gpumcmc/categorical.py passes its THREADS here.
+// Threads per block; gpumcmc/discrete.py passes its THREADS here.
 #ifndef GPUMCMC_CAT_THREADS
 #define GPUMCMC_CAT_THREADS 128
 #endif
@@ -73,43 +73,13 @@
 namespace gpumcmc {
 namespace cat {
 
-constexpr int W = 32;
-constexpr unsigned FULL = 0xffffffffu;
 // Per-warp shared memory: a header (row offsets for products, row maxima for
 // logits), then a region of T holding the block prefixes and, after the block
-// search, the butterfly table. Keep in step with gpumcmc/categorical.py.
+// search, the butterfly table. Keep in step with gpumcmc/discrete.py.
 constexpr int HDR_BYTES = 2 * W * 8;
 constexpr int TBL_STRIDE = W + 1;  // padded rows: the search's reads spread over banks
 
-enum { WEIGHTS = 0, LOGITS = 1, PRODUCTS = 2 };
 enum { PREFIX = 0, TRANSPOSE = 1, BUTTERFLY = 2 };
-
-__device__ __forceinline__ float row_uniform(float*, unsigned long long r, uint2 key, unsigned off_lo,
-                                             unsigned off_hi) {
-    return u01_f32(philox4x32_10(philox_counter(r, off_lo, off_hi), key).x);
-}
-__device__ __forceinline__ double row_uniform(double*, unsigned long long r, uint2 key, unsigned off_lo,
-                                              unsigned off_hi) {
-    const uint4 w = philox4x32_10(philox_counter(r, off_lo, off_hi), key);
-    return u01_f64(w.x, w.y);
-}
-
-__device__ __forceinline__ float exp_t(float x) { return expf(x); }
-__device__ __forceinline__ double exp_t(double x) { return exp(x); }
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float max_t(float a, float b) { return fmaxf(a, b); }
-__device__ __forceinline__ double max_t(double a, double b) { return fmax(a, b); }
-__device__ __forceinline__ float neg_inf(float*) { return -__int_as_float(0x7f800000); }
-__device__ __forceinline__ double neg_inf(double*) { return -__longlong_as_double(0x7ff0000000000000LL); }
-
-__device__ __forceinline__ void store_index(void* out, int out64, long long r, long long idx) {
-    if (out64) {
-        static_cast<long long*>(out)[r] = idx;
-    } else {
-        static_cast<int*>(out)[r] = static_cast<int>(idx);
-    }
-}
 
 // ---------------------------------------------------------------------------
 // prefix: one thread per row

@@ -158,6 +158,8 @@ def test_methods_differ_only_near_ties(xp, dtype, K):
     # prefix value differs by at most ~K rounding steps of the total.
     ties = _assert_near_ties(w, u, idx["butterfly"], idx["prefix"], slack=2 * K)
     assert ties <= 3
+    # "warp" adds chunk totals and lane prefixes by shuffles (its twin is "prefix").
+    assert _assert_near_ties(w, u, idx["warp"], idx["prefix"], slack=2 * K) <= 3
 
 
 # -- distribution ----------------------------------------------------------------------
@@ -453,6 +455,18 @@ def _messy_weights(rng, n, K, dtype):
     return w
 
 
+def _assert_twin(w, u, got, ref, method, K):
+    """The twin's draws exactly, but for "warp", whose prefix sums are added in
+    another order than its twin's cumsum: there, near ties only (at most 2 rows)."""
+    if method != "warp":
+        assert np.array_equal(got, ref)
+        return
+    bad = ~np.isfinite(w).all(axis=1)
+    assert np.array_equal(got[bad], ref[bad])
+    ok = ~bad
+    assert _assert_near_ties(w[ok], u[ok], got[ok], ref[ok], slack=2 * K + 8) <= 2
+
+
 @pytest.mark.parametrize("K", GPU_K)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("method", METHODS)
@@ -464,7 +478,7 @@ def test_gpu_weights_match_the_twin_exactly(cp, dtype, method, K):
         got = categorical(cp.asarray(w), rng=default_rng(12, backend="cupy"), method=method)
         ref = categorical(w, rng=default_rng(12, backend="numpy"), method=method)
     assert got.dtype == np.int64
-    assert np.array_equal(to_np(got), ref)
+    _assert_twin(w, _uniforms(n, dtype, 12), to_np(got), ref, method, K)
     assert ref[5] == ref[6] == ref[7] == -1
 
 
@@ -479,7 +493,7 @@ def test_gpu_products_match_the_twin_exactly(cp, dtype, method, K):
                                    rng=default_rng(13, backend="cupy"), method=method)
         ref = categorical_products(theta, phi, rows.astype(np.int32), cols, rng=default_rng(13, backend="numpy"),
                                    method=method)
-        assert np.array_equal(to_np(got), ref)
+        _assert_twin(theta[rows] * phi[cols], _uniforms(rows.size, dtype, 13), to_np(got), ref, method, K)
 
 
 @pytest.mark.parametrize("K", GPU_K)
@@ -516,6 +530,36 @@ def test_gpu_block_prefixes_in_shared_or_global_memory(cp, dtype, method, K):
                                rng=default_rng(15, backend="cupy"), method=method)
     assert np.array_equal(to_np(got), categorical_products(theta, phi, rows, cols,
                                                            rng=default_rng(15, backend="numpy"), method=method))
+
+
+# (dtype, K): vectors of 4, 2 and 1 elements, one segment up to 1024 (float32)
+# or 512 (float64) categories, several beyond.
+WARP_SHAPES = [(np.float32, K) for K in (1, 3, 6, 8, 100, 128, 129, 1000, 1024, 1026, 1027, 2048, 5003)] + \
+              [(np.float64, K) for K in (1, 3, 64, 65, 512, 513, 514, 1024, 3001)]
+
+
+@pytest.mark.parametrize("dtype,K", WARP_SHAPES)
+def test_gpu_warp_method_vector_widths_and_segments(cp, dtype, K):
+    from gpumcmc.discrete import warp_shape
+
+    rng = np.random.default_rng(K)
+    n = 32 * 13 + 5
+    w = _messy_weights(rng, n, K, dtype)
+    with gpumcmc.validation(False):  # _messy_weights has rows with no index
+        got = to_np(categorical(cp.asarray(w), rng=default_rng(18, backend="cupy"), method="warp"))
+        ref = categorical(w, rng=default_rng(18, backend="numpy"), method="prefix")
+    _assert_twin(w, _uniforms(n, dtype, 18), got, ref, "warp", K)
+    # Products from rows that start off the vector alignment: a narrower vector.
+    theta, phi, rows, cols = _lda_like(rng, 32 * 7 + 1, 9, 11, K, dtype)
+    flat = cp.zeros(theta.size + 1, dtype=dtype)
+    flat[1:] = cp.asarray(theta.reshape(-1))
+    theta_d = flat[1:].reshape(theta.shape)  # contiguous, one element past an aligned start
+    if K % 2 == 0:
+        assert warp_shape(K, dtype, theta_d)[0] == 1
+    got = categorical_products(theta_d, cp.asarray(phi), cp.asarray(rows), cp.asarray(cols),
+                               rng=default_rng(19, backend="cupy"), method="warp")
+    ref = categorical_products(theta, phi, rows, cols, rng=default_rng(19, backend="numpy"), method="prefix")
+    _assert_twin(theta[rows] * phi[cols], _uniforms(rows.size, dtype, 19), to_np(got), ref, "warp", K)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -2,7 +2,8 @@
 // The Marsaglia-Tsang routine and the counter mapping are in gamma.cuh; the
 // NumPy twin is gpumcmc/random/_gamma.py.
 //
-//   gamma_draw<T>       element i: G(shape[i]) * scale[i], or log G + log scale[i]
+//   gamma_draw<T>       element i: G(shape[i]) * scale[i], or log G + log scale[i];
+//                       the common case at once, the rest through per-warp queues
 //   beta_draw<T>        element i: gamma elements 2i (a) and 2i + 1 (b), in log space,
 //                       X = 1 / (1 + exp(log Gb - log Ga))
 //   dirichlet_rows<T>   row r of K: gamma elements r K + k (log space), then
@@ -21,22 +22,121 @@
 
 using namespace gpumcmc;
 
+// Per-warp queues of deferred elements in shared memory. A warp takes 32
+// consecutive elements at a time and finishes at once those whose trial 0 the
+// squeeze accepts (about 92% at every shape) and that need no boost. The
+// others wait: boosted elements (shape < 1) with their G(a + 1) and boost
+// uniform, the rest (another trial, the logarithmic test, or an invalid shape)
+// as bare indices for gamma_variate. A queue is served 32 entries at a time,
+// so the costly paths run with every lane busy instead of stalling the warps
+// that meet them once; the draws are those of gamma_variate, whatever the order.
+constexpr int GAMMA_WARPS = GPUMCMC_GAMMA_BLOCK / 32;
+constexpr int GAMMA_QCAP = 64;  // < 32 waiting + 32 pushed
+
+template <typename T>
+struct GammaQueues {
+    long long slow[GAMMA_WARPS][GAMMA_QCAP];
+    long long boost[GAMMA_WARPS][GAMMA_QCAP];
+    T boost_g[GAMMA_WARPS][GAMMA_QCAP];
+    float boost_u[GAMMA_WARPS][GAMMA_QCAP];  // float32 boost uniforms (float64 draws its own)
+};
+
+// Appends this lane's entry (if `push`) after the `count` waiting ones;
+// returns the slot, and advances `count` (warp-uniform) by the warp's pushes.
+__device__ __forceinline__ int queue_push(bool push, int& count) {
+    const unsigned m = __ballot_sync(0xffffffffu, push);
+    const int slot = count + __popc(m & ((1u << (threadIdx.x & 31)) - 1u));
+    count += __popc(m);
+    return slot;
+}
+
+template <typename T>
+__device__ __forceinline__ void gamma_store(T g, long long i, const T* __restrict__ scale, long long scale_step,
+                                            T* __restrict__ out, int log_out, int* __restrict__ trials, int trial) {
+    // With log_out the caller passes log(scale).
+    const T s = scale[scale_step ? i : 0];
+    out[i] = log_out ? g + s : g * s;
+    if (trials != nullptr) trials[i] = trial;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
+    __shared__ GammaQueues<T> q;
     const uint2 key = make_uint2(k0, k1);
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int lane = threadIdx.x & 31;
+    const int wq = threadIdx.x >> 5;
+    const bool want_log = log_out != 0;
+    int n_slow = 0, n_boost = 0;
+
+    auto finish_slow = [&](long long i) {
         int trial;
-        const T g = gamma_variate(shape[shape_step ? i : 0], (unsigned long long)i, key, off_lo, off_hi,
-                                  log_out != 0, trial);
-        // With log_out the caller passes log(scale).
-        const T s = scale[scale_step ? i : 0];
-        out[i] = log_out ? g + s : g * s;
-        if (trials != nullptr) trials[i] = trial;
+        const T g = gamma_variate(shape[shape_step ? i : 0], (unsigned long long)i, key, off_lo, off_hi, want_log,
+                                  trial);
+        gamma_store(g, i, scale, scale_step, out, log_out, trials, trial);
+    };
+    auto finish_boost = [&](long long i, T g, float ub32) {
+        const T a = shape[shape_step ? i : 0];
+        T ub;
+        if constexpr (sizeof(T) == 4) {
+            ub = ub32;
+        } else {
+            ub = boost_uniform_f64((unsigned long long)i, key, off_lo, off_hi);
+        }
+        gamma_store(boost_finish(g, a, ub, want_log), i, scale, scale_step, out, log_out, trials, 0);
+    };
+
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n; base += stride) {
+        const long long i = base + lane;
+        bool slow = false, boosted = false;
+        T g = T(0), ub = T(0);
+        if (i < n) {
+            const T a = shape[shape_step ? i : 0];
+            slow = !(a > T(0)) || !isfinite(a);
+            if (!slow) {
+                const bool boost = a < T(1);
+                T d, c, cx;
+                mt_setup(a, boost, d, c);
+                slow = !gamma_trial0_squeeze(d, c, (unsigned long long)i, key, off_lo, off_hi, cx, ub);
+                if (!slow) {
+                    const T v = T(1) + cx;
+                    g = d * (v * v * v);
+                    boosted = boost;
+                    if (!boost) gamma_store(want_log ? log(g) : g, i, scale, scale_step, out, log_out, trials, 0);
+                }
+            }
+        }
+        const int s_slot = queue_push(slow, n_slow);
+        if (slow) q.slow[wq][s_slot] = i;
+        const int b_slot = queue_push(boosted, n_boost);
+        if (boosted) {
+            q.boost[wq][b_slot] = i;
+            q.boost_g[wq][b_slot] = g;
+            q.boost_u[wq][b_slot] = (float)ub;
+        }
+        __syncwarp();
+        if (n_boost >= 32) {
+            const int e = n_boost - 32 + lane;
+            const long long j = q.boost[wq][e];
+            const T gj = q.boost_g[wq][e];
+            const float uj = q.boost_u[wq][e];
+            n_boost -= 32;
+            __syncwarp();
+            finish_boost(j, gj, uj);
+        }
+        if (n_slow >= 32) {
+            const long long j = q.slow[wq][n_slow - 32 + lane];
+            n_slow -= 32;
+            __syncwarp();
+            finish_slow(j);
+        }
     }
+    __syncwarp();
+    if (lane < n_boost) finish_boost(q.boost[wq][lane], q.boost_g[wq][lane], q.boost_u[wq][lane]);
+    if (lane < n_slow) finish_slow(q.slow[wq][lane]);
 }
 
 template <typename T>

@@ -138,6 +138,65 @@ __device__ __forceinline__ bool mt_accept(T x, T u, T d, T c, T& cx) {
     return log(u) < T(0.5) * x2 + d * mt_log_term(cx, y);
 }
 
+// d = a' - 1/3 and c = 1 / sqrt(9 d) for shape a (a' = a + 1 below 1).
+template <typename T>
+__device__ __forceinline__ void mt_setup(T a, bool boost, T& d, T& c) {
+    d = (boost ? a + T(1) : a) - T(1.0 / 3.0);
+    if constexpr (sizeof(T) == 4) {
+        c = rsqrtf(9.0f * d);  // 2 ulp, against about 16 instructions for 1 / sqrtf
+    } else {
+        c = 1.0 / sqrt(9.0 * d);
+    }
+}
+
+// The boost uniform of a float32 element: the 23 low bits of the accepted
+// attempt's block that no trial reads.
+__device__ __forceinline__ float boost_uniform_f32(uint4 w) {
+    return u01_f32(((w.x & 0x1ffu) | ((w.y & 0x1ffu) << 9) | ((w.z & 0x1fu) << 18)) << 9);
+}
+
+// G(a) = G(a + 1) U^(1/a) for shape a < 1, or its log, from g = G(a + 1).
+template <typename T>
+__device__ __forceinline__ T boost_finish(T g, T a, T ub, bool want_log) {
+    const T lu = log(ub) / a;
+    return want_log ? log(g) + lu : g * exp(lu);
+}
+
+// The common case of gamma_variate without its loop: trial 0 accepted by the
+// squeeze (about 92% of elements at any shape). Returns false where anything
+// else is needed; otherwise cx of trial 0 and, for float32, the boost
+// uniform, from which gamma_variate's value follows by the same expressions.
+template <typename T>
+__device__ __forceinline__ bool gamma_trial0_squeeze(T d, T c, unsigned long long i, uint2 key, unsigned int off_lo,
+                                                     unsigned int off_hi, T& cx, T& ub) {
+    T x, u;
+    if constexpr (sizeof(T) == 4) {
+        const uint4 w = gamma_block(i, 0u, key, off_lo, off_hi);
+        float z1;
+        box_muller_fast(u01_f32(w.x), u01_f32(w.y), x, z1);
+        u = u01_f32(w.z);
+        ub = boost_uniform_f32(w);
+    } else {
+        const uint4 w = gamma_block(i, 1u, key, off_lo, off_hi);
+        double z1;
+        box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), x, z1);
+        const uint4 w2 = gamma_block(i, 2u, key, off_lo, off_hi);
+        u = u01_f64(w2.x, w2.y);
+        ub = T(0);
+    }
+    cx = c * x;
+    const T v = T(1) + cx;
+    const T x2 = x * x;
+    return v > T(0) && u < T(1) - T(0.0331) * (x2 * x2);
+}
+
+// The float64 boost uniform: block 0 of the element.
+__device__ __forceinline__ double boost_uniform_f64(unsigned long long i, uint2 key, unsigned int off_lo,
+                                                    unsigned int off_hi) {
+    const uint4 b = gamma_block(i, 0u, key, off_lo, off_hi);
+    return u01_f64(b.x, b.y);
+}
+
 // G(a) (want_log false) or log G(a) (want_log true) for element i, and the
 // accepted trial (2t or 2t + 1 for attempt t). A shape that is not a positive
 // finite number, or attempts running out, give NaN and trial -1.
@@ -147,13 +206,8 @@ __device__ __forceinline__ T gamma_variate(T a, unsigned long long i, uint2 key,
     trial = -1;
     if (!(a > T(0)) || !isfinite(a)) return fp_special<T>::nan();
     const bool boost = a < T(1);
-    const T d = (boost ? a + T(1) : a) - T(1.0 / 3.0);
-    T c;
-    if constexpr (sizeof(T) == 4) {
-        c = rsqrtf(9.0f * d);  // 2 ulp, against about 16 instructions for 1 / sqrtf
-    } else {
-        c = 1.0 / sqrt(9.0 * d);
-    }
+    T d, c;
+    mt_setup(a, boost, d, c);
     T cx, ub;
     for (unsigned int t = 0; t < GPUMCMC_GAMMA_MAX_ATTEMPTS; ++t) {
         if constexpr (sizeof(T) == 4) {
@@ -166,7 +220,7 @@ __device__ __forceinline__ T gamma_variate(T a, unsigned long long i, uint2 key,
                 trial = 2 * (int)t + 1;
             }
             if (trial >= 0) {
-                ub = u01_f32(((w.x & 0x1ffu) | ((w.y & 0x1ffu) << 9) | ((w.z & 0x1fu) << 18)) << 9);
+                ub = boost_uniform_f32(w);
                 break;
             }
         } else {
@@ -186,12 +240,8 @@ __device__ __forceinline__ T gamma_variate(T a, unsigned long long i, uint2 key,
     const T v = T(1) + cx;
     const T g = d * (v * v * v);  // G(a') >= d ulp(1)^3 > 0: never underflows
     if (boost) {
-        if constexpr (sizeof(T) == 8) {
-            const uint4 b = gamma_block(i, 0u, key, off_lo, off_hi);
-            ub = u01_f64(b.x, b.y);
-        }
-        const T lu = log(ub) / a;
-        return want_log ? log(g) + lu : g * exp(lu);
+        if constexpr (sizeof(T) == 8) ub = boost_uniform_f64(i, key, off_lo, off_hi);
+        return boost_finish(g, a, ub, want_log);
     }
     return want_log ? log(g) : g;
 }

@@ -326,6 +326,37 @@ def test_gpu_gamma_equals_the_twin(cp, dtype, log):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_gpu_gamma_mixed_runs_invalid_shapes_and_partial_warps(cp, dtype):
+    # The kernel defers boosted elements and those past the squeeze to per-warp
+    # queues. Runs of boosted shapes, of invalid shapes (validation off, NaN
+    # out) and of alternating easy and hard shapes, in a length that leaves a
+    # partial warp and part-filled queues: every element comes out where the
+    # twin puts it.
+    n = 32 * 50 + 13
+    g = np.random.default_rng(3)
+    shape = np.exp(g.uniform(np.log(1e-2), np.log(50.0), n)).astype(dtype)
+    shape[100:300] = 0.3  # every element boosted
+    shape[300:340] = np.nan  # every element to the general path
+    shape[341::97] = -1.0
+    shape[400:900:2] = 1e4  # alternating squeeze-only and anything
+    with gpumcmc.validation(False):
+        for log in (False, True):
+            vg, tg = _gamma.gamma(default_rng(8, backend="cupy"), cp.asarray(shape), log=log, return_trials=True)
+            vc, tc = _gamma.gamma(default_rng(8, backend="numpy"), shape, log=log, return_trials=True)
+            vg, tg = vg.get(), tg.get()
+            assert np.array_equal(np.isnan(vg), np.isnan(vc)) and np.isnan(vc[300:340]).all()
+            assert (tg != tc).sum() <= 2  # boundary cases, as in test_gpu_gamma_equals_the_twin
+            ok = ~np.isnan(vc) & (tg == tc)
+            if log:
+                _assert_close_log(vg[ok], vc[ok], LOG_TOL[dtype])
+            else:  # G underflows to (near) zero at the small boosted shapes
+                normal = ok & (vc > np.finfo(dtype).tiny * 1e3)
+                _assert_close_log(np.log(vg[normal].astype(np.float64)), np.log(vc[normal].astype(np.float64)),
+                                  LOG_TOL[dtype])
+                assert np.all(vg[ok & ~normal] <= np.finfo(dtype).tiny * 1e4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
     from gpumcmc import _loader
 

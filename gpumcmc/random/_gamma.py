@@ -421,7 +421,11 @@ def _flat(p, shape, xp):
     """``p`` as a flat per-element array when it varies, else as a size-1 array."""
     if p.size == 1:
         return p.reshape(1)
-    return xp.ascontiguousarray(xp.broadcast_to(p, shape)).reshape(-1)
+    if tuple(p.shape) != tuple(shape):
+        p = xp.broadcast_to(p, shape)
+    # An array of the right shape goes as it is (when contiguous): a broadcast
+    # view of it may lose its contiguity flags and cost a copy.
+    return xp.ascontiguousarray(p).reshape(-1)
 
 
 def _check_index(n: int, what: str) -> None:
@@ -499,7 +503,9 @@ def dirichlet(rng, alpha, size=None, dtype=None, log=False):
     if n == 0:
         return xp.empty(oshape, dtype=dtype)
     _v.check_positive(al, "alpha")  # synchronize!
-    al = xp.ascontiguousarray(xp.broadcast_to(al, oshape)).reshape(-1, K)
+    if tuple(al.shape) != oshape:
+        al = xp.broadcast_to(al, oshape)
+    al = xp.ascontiguousarray(al).reshape(-1, K)
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.dirichlet", xp):
         if xp is np:

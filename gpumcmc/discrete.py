@@ -77,12 +77,20 @@ __all__ = ["METHODS", "categorical", "categorical_logits", "categorical_products
 METHODS = ("prefix", "transpose", "butterfly", "warp")
 
 # "auto": for (form, dtype), the first entry whose bound is >= K (None: any K).
-# Provisional; set from the measurements in benchmarks/results/categorical-*.json.
+# Measured on an H200 (benchmarks/results/categorical-nvidia-h200.json):
+# with materialised weights (2**20 rows) one thread per row is fastest at
+# K = 16 in float32, the butterfly up to K = 256 (0.374 against 0.383 ms for
+# "warp") and "warp" at K = 1024 (1.078 against 1.165 ms); in float64 the
+# butterfly wins at every K (K = 1024: 2.04 against 2.35 transposed and 3.12
+# for "warp"). In the fused theta*phi form (2**20 tokens) the butterfly wins
+# up to K = 128 in float32 (K = 64: 0.22 against 0.37 ms) and K = 64 in
+# float64; above, "warp" (K = 1024: 0.98 ms against 2.73 butterfly and 3.48
+# transposed in float32; 2.55 against 5.44 transposed in float64).
 _AUTO_RULE = {
-    ("rows", "float32"): ((16, "prefix"), (256, "butterfly"), (1024, "warp"), (None, "butterfly")),
-    ("rows", "float64"): ((16, "prefix"), (None, "butterfly")),
-    ("products", "float32"): ((1024, "warp"), (None, "butterfly")),
-    ("products", "float64"): ((None, "warp"),),
+    ("rows", "float32"): ((16, "prefix"), (256, "butterfly"), (None, "warp")),
+    ("rows", "float64"): ((None, "butterfly"),),
+    ("products", "float32"): ((128, "butterfly"), (None, "warp")),
+    ("products", "float64"): ((64, "butterfly"), (None, "warp")),
 }
 
 FILE = "categorical.cu"

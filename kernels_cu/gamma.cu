@@ -102,8 +102,7 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
                 mt_setup(a, boost, d, c);
                 slow = !gamma_trial0_squeeze(d, c, (unsigned long long)i, key, off_lo, off_hi, cx, ub);
                 if (!slow) {
-                    const T v = T(1) + cx;
-                    g = d * (v * v * v);
+                    g = mt_value(d, cx);
                     boosted = boost;
                     if (!boost) gamma_store(want_log ? log(g) : g, i, scale, scale_step, out, log_out, trials, 0);
                 }

@@ -125,17 +125,31 @@ __device__ __forceinline__ double mt_log_term(double cx, double y) {
     return 3.0 * log1p(cx) - y;
 }
 
+// The squeeze of a Marsaglia-Tsang trial (x, u): v = 1 + c x > 0 and
+// u < 1 - 0.0331 x^4. Sets cx = c x.
+template <typename T>
+__device__ __forceinline__ bool mt_squeeze(T x, T u, T c, T& cx) {
+    cx = c * x;
+    const T x2 = x * x;
+    return T(1) + cx > T(0) && u < T(1) - T(0.0331) * (x2 * x2);
+}
+
 // One Marsaglia-Tsang trial; returns whether it is accepted, and cx = c x
-// (v = 1 + cx, G = d v^3).
+// (v = 1 + cx, G = mt_value(d, cx)).
 template <typename T>
 __device__ __forceinline__ bool mt_accept(T x, T u, T d, T c, T& cx) {
-    cx = c * x;
-    const T v = T(1) + cx;
-    if (!(v > T(0))) return false;
-    const T x2 = x * x;
-    if (u < T(1) - T(0.0331) * (x2 * x2)) return true;
+    if (mt_squeeze(x, u, c, cx)) return true;
+    if (!(T(1) + cx > T(0))) return false;
     const T y = cx * (T(3) + cx * (T(3) + cx));  // v^3 - 1 without cancellation
-    return log(u) < T(0.5) * x2 + d * mt_log_term(cx, y);
+    return log(u) < T(0.5) * (x * x) + d * mt_log_term(cx, y);
+}
+
+// G(a') = d v^3 with v = 1 + cx, of an accepted trial: >= d ulp(1)^3 > 0,
+// never underflows.
+template <typename T>
+__device__ __forceinline__ T mt_value(T d, T cx) {
+    const T v = T(1) + cx;
+    return d * (v * v * v);
 }
 
 // d = a' - 1/3 and c = 1 / sqrt(9 d) for shape a (a' = a + 1 below 1).
@@ -184,10 +198,7 @@ __device__ __forceinline__ bool gamma_trial0_squeeze(T d, T c, unsigned long lon
         u = u01_f64(w2.x, w2.y);
         ub = T(0);
     }
-    cx = c * x;
-    const T v = T(1) + cx;
-    const T x2 = x * x;
-    return v > T(0) && u < T(1) - T(0.0331) * (x2 * x2);
+    return mt_squeeze(x, u, c, cx);
 }
 
 // The float64 boost uniform: block 0 of the element.
@@ -237,8 +248,7 @@ __device__ __forceinline__ T gamma_variate(T a, unsigned long long i, uint2 key,
         }
     }
     if (trial < 0) return fp_special<T>::nan();
-    const T v = T(1) + cx;
-    const T g = d * (v * v * v);  // G(a') >= d ulp(1)^3 > 0: never underflows
+    const T g = mt_value(d, cx);
     if (boost) {
         if constexpr (sizeof(T) == 8) ub = boost_uniform_f64(i, key, off_lo, off_hi);
         return boost_finish(g, a, ub, want_log);

@@ -158,6 +158,25 @@ def _sm_count() -> int:
     return _sm_counts[dev]
 
 
+_resident: dict = {}
+
+
+def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
+    """Blocks of ``block`` threads that fit on one SM at once (the occupancy limit), at least 1.
+
+    A grid-stride kernel whose grid is this many blocks per SM runs in one
+    wave: no second, part-filled wave of blocks at the end.
+    """
+    import cupy
+
+    key = (kernel, block, shared_mem, cupy.cuda.runtime.getDevice())
+    if key not in _resident:
+        fn = kernel.kernel if hasattr(kernel, "kernel") else kernel  # RawKernel -> its driver Function
+        n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, block, shared_mem)
+        _resident[key] = max(1, int(n))
+    return _resident[key]
+
+
 def grid_size(n_items: int, block: int, blocks_per_sm: int = 32) -> int:
     """Blocks for ``n_items`` work items: enough to cover them, capped for grid-stride loops."""
     return max(1, min(math.ceil(n_items / block), _sm_count() * blocks_per_sm))

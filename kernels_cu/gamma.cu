@@ -1,15 +1,15 @@
-// Gamma, beta, Dirichlet and exponential variates with per-element parameters.
-// The Marsaglia-Tsang routine and the counter mapping are in gamma.cuh; the
-// NumPy twin is gpumcmc/random/_gamma.py.
+// Gamma, beta and Dirichlet variates with per-element parameters. The
+// Marsaglia-Tsang routine and the counter mapping are in gamma.cuh; the NumPy
+// twin is gpumcmc/random/_gamma.py.
 //
-//   gamma_draw<T>       element i: G(shape[i]) * scale[i], or log G + log scale[i];
-//                       the common case at once, the rest through per-warp queues
-//   beta_draw<T>        element i: gamma elements 2i (a) and 2i + 1 (b), in log space,
-//                       X = 1 / (1 + exp(log Gb - log Ga))
-//   dirichlet_rows<T>   row r of K: gamma elements r K + k (log space), then
-//                       log-sum-exp over the row; G lanes per row, log-gammas in shared memory
-//   dirichlet_rows_big<T> the same for rows too long for shared memory, through the
-//                       output (two passes)
+//   gamma_draw<T>  element i: G(shape[i]) * scale[i], or log G + log scale[i]
+//                  (scale may be null: unit scale); a thread takes a pair of
+//                  elements, which share trial 0, and defers the rare path to
+//                  a per-warp queue
+//   beta_draw<T>   element i: gamma elements 2i (a) and 2i + 1 (b), one pair, in
+//                  log space, X = 1 / (1 + exp(log Gb - log Ga))
+//   lse_rows<T>    rows of log-gammas normalised in place by their log-sum-exp:
+//                  a Dirichlet draw is gamma_draw (log) followed by lse_rows
 //
 // Parameters come as a pointer and a step (0 for one value shared by every
 // element, 1 for one value per element), so scalar parameters cost no copy;
@@ -22,40 +22,33 @@
 
 using namespace gpumcmc;
 
-// Per-warp queues of deferred elements in shared memory. A warp takes 32
-// consecutive elements at a time and finishes at once those whose trial 0 the
-// squeeze accepts (about 92% at every shape) and that need no boost. The
-// others wait: boosted elements (shape < 1) with their G(a + 1) and boost
-// uniform, the rest (another trial, the logarithmic test, or an invalid shape)
-// as bare indices for gamma_variate. A queue is served 32 entries at a time,
-// so the costly paths run with every lane busy instead of stalling the warps
-// that meet them once; the draws are those of gamma_variate, whatever the order.
+// Per-warp queue of deferred elements in shared memory. A warp takes 32
+// consecutive pairs (64 elements) at a time and finishes at once the elements
+// whose trial 0 the squeeze accepts (about 92% at every shape), boosted or
+// not. The others (the logarithmic test, another attempt, or an invalid
+// shape) wait with their trial 0 (i, x, u), and the queue is served 32 at a
+// time by gamma_from_trial0, so that the costly path runs with every lane
+// busy instead of stalling every warp that meets it. The draws are those of
+// gamma_from_trial0, whatever the order.
 constexpr int GAMMA_WARPS = GPUMCMC_GAMMA_BLOCK / 32;
-constexpr int GAMMA_QCAP = 64;  // < 32 waiting + 32 pushed
+constexpr int GAMMA_QCAP = 96;  // < 32 waiting + 64 pushed
 
 template <typename T>
-struct GammaQueues {
-    long long slow[GAMMA_WARPS][GAMMA_QCAP];
-    long long boost[GAMMA_WARPS][GAMMA_QCAP];
-    T boost_g[GAMMA_WARPS][GAMMA_QCAP];
-    float boost_u[GAMMA_WARPS][GAMMA_QCAP];  // float32 boost uniforms (float64 draws its own)
+struct GammaQueue {
+    long long i[GAMMA_WARPS][GAMMA_QCAP + 32];  // + a discard slot per lane
+    T x[GAMMA_WARPS][GAMMA_QCAP + 32];
+    T u[GAMMA_WARPS][GAMMA_QCAP + 32];
 };
 
-// Appends this lane's entry (if `push`) after the `count` waiting ones;
-// returns the slot, and advances `count` (warp-uniform) by the warp's pushes.
-__device__ __forceinline__ int queue_push(bool push, int& count) {
-    const unsigned m = __ballot_sync(0xffffffffu, push);
-    const int slot = count + __popc(m & ((1u << (threadIdx.x & 31)) - 1u));
-    count += __popc(m);
-    return slot;
-}
-
+// out[i] = v * scale, or v + log(scale) with log_out (the caller passes log(scale)).
 template <typename T>
-__device__ __forceinline__ void gamma_store(T g, long long i, const T* __restrict__ scale, long long scale_step,
+__device__ __forceinline__ void gamma_store(T v, long long i, const T* __restrict__ scale, long long scale_step,
                                             T* __restrict__ out, int log_out, int* __restrict__ trials, int trial) {
-    // With log_out the caller passes log(scale).
-    const T s = scale[scale_step ? i : 0];
-    out[i] = log_out ? g + s : g * s;
+    if (scale != nullptr) {
+        const T s = scale[scale_step ? i : 0];
+        v = log_out ? v + s : v * s;
+    }
+    out[i] = v;
     if (trials != nullptr) trials[i] = trial;
 }
 
@@ -64,78 +57,73 @@ __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
-    __shared__ GammaQueues<T> q;
+    __shared__ GammaQueue<T> q;
     const uint2 key = make_uint2(k0, k1);
     const int lane = threadIdx.x & 31;
+    const unsigned int lt = (1u << lane) - 1u;
     const int wq = threadIdx.x >> 5;
     const bool want_log = log_out != 0;
-    int n_slow = 0, n_boost = 0;
-
-    auto finish_slow = [&](long long i) {
+    long long* const qi = q.i[wq];
+    T* const qx = q.x[wq];
+    T* const qu = q.u[wq];
+    int n_slow = 0;
+    auto shape_of = [&](long long i) { return shape[shape_step ? i : 0]; };
+    auto finish_slow = [&](int e) {
+        const long long i = qi[e];
         int trial;
-        const T g = gamma_variate(shape[shape_step ? i : 0], (unsigned long long)i, key, off_lo, off_hi, want_log,
-                                  trial);
+        const T g = gamma_from_trial0(shape_of(i), (unsigned long long)i, qx[e], qu[e], key, off_lo, off_hi,
+                                      want_log, trial);
         gamma_store(g, i, scale, scale_step, out, log_out, trials, trial);
     };
-    auto finish_boost = [&](long long i, T g, float ub32) {
-        const T a = shape[shape_step ? i : 0];
-        T ub;
-        if constexpr (sizeof(T) == 4) {
-            ub = ub32;
-        } else {
-            ub = boost_uniform_f64((unsigned long long)i, key, off_lo, off_hi);
-        }
-        gamma_store(boost_finish(g, a, ub, want_log), i, scale, scale_step, out, log_out, trials, 0);
-    };
 
+    const long long n_pairs = (n + 1) >> 1;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n; base += stride) {
-        const long long i = base + lane;
-        bool slow = false, boosted = false;
-        T g = T(0), ub = T(0);
-        if (i < n) {
-            const T a = shape[shape_step ? i : 0];
-            slow = !(a > T(0)) || !isfinite(a);
-            if (!slow) {
-                const bool boost = a < T(1);
-                T d, c, cx;
-                mt_setup(a, boost, d, c);
-                slow = !gamma_trial0_squeeze(d, c, (unsigned long long)i, key, off_lo, off_hi, cx, ub);
-                if (!slow) {
-                    g = mt_value(d, cx);
-                    boosted = boost;
-                    if (!boost) gamma_store(want_log ? log(g) : g, i, scale, scale_step, out, log_out, trials, 0);
-                }
-            }
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n_pairs;
+         base += stride) {
+        const long long p = base + lane;
+        const long long i0 = 2 * p;
+        const bool has0 = p < n_pairs, has1 = i0 + 1 < n;
+        const T a0 = has0 ? shape_of(i0) : T(1);
+        const T a1 = has1 ? shape_of(i0 + 1) : T(1);
+        T x0, u0, x1, u1, g0 = T(0), g1 = T(0);
+        pair_trial0((unsigned long long)p, key, off_lo, off_hi, x0, u0, x1, u1);
+        const bool ok0 = has0 && trial0_squeeze(a0, x0, u0, g0);
+        const bool ok1 = has1 && trial0_squeeze(a1, x1, u1, g1);
+        // G(a) or log G(a); shapes below 1 get the boost of their pair's block 1,
+        // drawn by the whole warp when any of its lanes needs it.
+        T v0 = want_log ? log(g0) : g0;
+        T v1 = want_log ? log(g1) : g1;
+        const bool b0 = ok0 && a0 < T(1), b1 = ok1 && a1 < T(1);
+        if (__any_sync(0xffffffffu, b0 || b1)) {
+            T ub0, ub1;
+            pair_boost((unsigned long long)p, key, off_lo, off_hi, ub0, ub1);
+            if (b0) v0 = boost_finish(g0, a0, ub0, want_log);
+            if (b1) v1 = boost_finish(g1, a1, ub1, want_log);
         }
-        const int s_slot = queue_push(slow, n_slow);
-        if (slow) q.slow[wq][s_slot] = i;
-        const int b_slot = queue_push(boosted, n_boost);
-        if (boosted) {
-            q.boost[wq][b_slot] = i;
-            q.boost_g[wq][b_slot] = g;
-            q.boost_u[wq][b_slot] = (float)ub;
-        }
+        if (ok0) gamma_store(v0, i0, scale, scale_step, out, log_out, trials, 0);
+        if (ok1) gamma_store(v1, i0 + 1, scale, scale_step, out, log_out, trials, 0);
+        // The rest to the queue; a lane with nothing to push writes its discard slot.
+        const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
+        const unsigned m0 = __ballot_sync(0xffffffffu, s0), m1 = __ballot_sync(0xffffffffu, s1);
+        const int slot = n_slow + __popc(m0 & lt) + __popc(m1 & lt);
+        const int e0 = s0 ? slot : GAMMA_QCAP + lane;
+        qi[e0] = i0;
+        qx[e0] = x0;
+        qu[e0] = u0;
+        const int e1 = s1 ? slot + s0 : GAMMA_QCAP + lane;
+        qi[e1] = i0 + 1;
+        qx[e1] = x1;
+        qu[e1] = u1;
+        n_slow += __popc(m0) + __popc(m1);
         __syncwarp();
-        if (n_boost >= 32) {
-            const int e = n_boost - 32 + lane;
-            const long long j = q.boost[wq][e];
-            const T gj = q.boost_g[wq][e];
-            const float uj = q.boost_u[wq][e];
-            n_boost -= 32;
-            __syncwarp();
-            finish_boost(j, gj, uj);
-        }
-        if (n_slow >= 32) {
-            const long long j = q.slow[wq][n_slow - 32 + lane];
+        while (n_slow >= 32) {
             n_slow -= 32;
-            __syncwarp();
-            finish_slow(j);
+            finish_slow(n_slow + lane);
         }
+        __syncwarp();  // the served slots are written again only after every lane has read its own
     }
     __syncwarp();
-    if (lane < n_boost) finish_boost(q.boost[wq][lane], q.boost_g[wq][lane], q.boost_u[wq][lane]);
-    if (lane < n_slow) finish_slow(q.slow[wq][lane]);
+    if (lane < n_slow) finish_slow(lane);
 }
 
 template <typename T>
@@ -148,8 +136,10 @@ beta_draw(const T* __restrict__ a, long long a_step, const T* __restrict__ b, lo
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         int trial;
         const unsigned long long e = 2ull * (unsigned long long)i;
-        const T la = gamma_variate(a[a_step ? i : 0], e, key, off_lo, off_hi, true, trial);
-        const T lb = gamma_variate(b[b_step ? i : 0], e + 1, key, off_lo, off_hi, true, trial);
+        T xa, ua, xb, ub;
+        pair_trial0((unsigned long long)i, key, off_lo, off_hi, xa, ua, xb, ub);
+        const T la = gamma_from_trial0(a[a_step ? i : 0], e, xa, ua, key, off_lo, off_hi, true, trial);
+        const T lb = gamma_from_trial0(b[b_step ? i : 0], e + 1, xb, ub, key, off_lo, off_hi, true, trial);
         out[i] = T(1) / (T(1) + exp(lb - la));
     }
 }
@@ -173,69 +163,63 @@ __device__ __forceinline__ unsigned int group_mask(int G) {
     return G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (lane & ~(G - 1));
 }
 
-// One row of K = alpha's last axis per group of G lanes (G a power of two,
-// at most 32): lane l of the group takes columns l, l + G, l + 2G, ... of the
-// row, so consecutive lanes read and write consecutive columns and consecutive
-// groups consecutive rows (coalesced). Each lane keeps its R = ceil(K / G)
-// log-gammas in shared memory (blockDim.x * R values, a column per thread: no
-// bank conflicts), the row's maximum and sum of exponentials are reduced by
-// shuffles, and the output is written once: no n x K intermediate in global
-// memory. Launch with blockDim.x * R * sizeof(T) bytes of dynamic shared memory.
+// Rows of K log-gammas, normalised in place: log_out gives (lg - m) - log(s),
+// else exp(lg - m) / s, with m the row's maximum and s the sum of
+// exp(lg - m) (relative to the maximum, not by subtracting a rounded
+// log-sum-exp: at |log G| ~ 1e3, alpha ~ 1e-3, the rounding of m + log(s) in
+// float32 is ~3e-5, which would scale the whole row). G lanes per row (G a
+// power of two, at most 32): lane l of the group takes columns l, l + G, ...,
+// so consecutive lanes read consecutive columns. float32 rows of at most
+// G * LSE_REGS stay in registers (one read, one exp per element); others take two
+// passes, the first keeping an online maximum and sum per lane. A NaN
+// log-gamma makes its whole row NaN.
+#ifndef GPUMCMC_LSE_REGS
+#define GPUMCMC_LSE_REGS 8
+#endif
+
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
-dirichlet_rows(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, int G,
-               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
-    extern __shared__ unsigned char dirichlet_smem[];
-    T* lg = reinterpret_cast<T*>(dirichlet_smem) + threadIdx.x;  // lg[r * blockDim.x]
-    const uint2 key = make_uint2(k0, k1);
+lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
     const unsigned int mask = group_mask(G);
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int sub = (int)(tid & (G - 1));
     const long long groups = (long long)gridDim.x * blockDim.x / G;
-    const int step = blockDim.x;
+    const T ninf = -fp_special<T>::inf();
+    // float64 rows take the two passes: with 8 doubles per lane in registers
+    // the kernel ran slower (occupancy) than rereading the row from cache.
+    const bool in_regs = sizeof(T) == 4 && K <= G * GPUMCMC_LSE_REGS;
     for (long long row = tid / G; row < n_rows; row += groups) {
-        const long long base = row * K;
-        T m = -fp_special<T>::inf();
-        for (int k = sub, r = 0; k < K; k += G, r += step) {
-            int trial;
-            const T v = gamma_variate(alpha[base + k], (unsigned long long)(base + k), key, off_lo, off_hi,
-                                      true, trial);
-            lg[r] = v;
-            m = fmax(m, v);  // a NaN log-gamma is caught by the sum below
+        T* r = x + row * K;
+        if (in_regs) {
+            T v[GPUMCMC_LSE_REGS];
+            T m = ninf;
+#pragma unroll
+            for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
+                const int k = sub + j * G;
+                v[j] = k < K ? r[k] : ninf;
+                m = fmax(m, v[j]);  // a NaN is caught by the sum below
+            }
+            const T mall = group_max(m, G, mask);
+            T s = T(0);
+#pragma unroll
+            for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
+                const T e = exp(v[j] - mall);  // 0 for the padding (NaN only if the row is)
+                s += e;
+                if (!log_out) v[j] = e;
+                else v[j] -= mall;
+            }
+            const T tot = group_sum(s, G, mask);
+            const T ltot = log(tot);
+#pragma unroll
+            for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
+                const int k = sub + j * G;
+                if (k < K) r[k] = log_out ? v[j] - ltot : v[j] / tot;
+            }
+            continue;
         }
-        m = group_max(m, G, mask);
-        T s = T(0);
-        for (int k = sub, r = 0; k < K; k += G, r += step) s += exp(lg[r] - m);
-        // Normalise relative to the row maximum, not by subtracting the
-        // log-sum-exp: at |log G| ~ 1e3 (alpha ~ 1e-3) the rounding of
-        // m + log(s) in float32 is ~3e-5, which would scale the whole row.
-        const T tot = group_sum(s, G, mask);
-        const T ltot = log(tot);
-        for (int k = sub, r = 0; k < K; k += G, r += step) {
-            out[base + k] = log_out ? (lg[r] - m) - ltot : exp(lg[r] - m) / tot;
-        }
-    }
-}
-
-// Rows too long for shared memory: one warp per row; the first pass writes log G to
-// the output and keeps an online log-sum-exp (running max and sum) per lane,
-// the second rewrites the output normalised. The output is the only buffer.
-template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
-dirichlet_rows_big(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K,
-                   unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
-    const uint2 key = make_uint2(k0, k1);
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int lane = (int)(tid & 31);
-    const long long warps = (long long)gridDim.x * blockDim.x / 32;
-    for (long long row = tid / 32; row < n_rows; row += warps) {
-        const long long base = row * K;
-        T m = -fp_special<T>::inf(), s = T(0);
-        for (int k = lane; k < K; k += 32) {
-            int trial;
-            const T lg = gamma_variate(alpha[base + k], (unsigned long long)(base + k), key, off_lo, off_hi,
-                                       true, trial);
-            out[base + k] = lg;
+        T m = ninf, s = T(0);
+        for (int k = sub; k < K; k += G) {
+            const T lg = r[k];
             if (lg > m) {
                 s = s * exp(m - lg) + T(1);
                 m = lg;
@@ -243,13 +227,13 @@ dirichlet_rows_big(const T* __restrict__ alpha, T* __restrict__ out, long long n
                 s += exp(lg - m);  // also NaN: the row's sum becomes NaN
             }
         }
-        const T mall = group_max(m, 32, 0xffffffffu);
-        s = (m == -fp_special<T>::inf()) ? T(0) : s * exp(m - mall);
-        const T tot = group_sum(s, 32, 0xffffffffu);
+        const T mall = group_max(m, G, mask);
+        s = (m == ninf) ? s * T(0) : s * exp(m - mall);  // a lane of NaNs alone keeps its NaN
+        const T tot = group_sum(s, G, mask);
         const T ltot = log(tot);
-        for (int k = lane; k < K; k += 32) {
-            const T lg = out[base + k];
-            out[base + k] = log_out ? (lg - mall) - ltot : exp(lg - mall) / tot;
+        for (int k = sub; k < K; k += G) {
+            const T lg = r[k];
+            r[k] = log_out ? (lg - mall) - ltot : exp(lg - mall) / tot;
         }
     }
 }
@@ -262,10 +246,7 @@ dirichlet_rows_big(const T* __restrict__ alpha, T* __restrict__ out, long long n
                                            unsigned int, unsigned int, unsigned int, unsigned int, int, int*); \
     template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
                                           unsigned int, unsigned int, unsigned int, unsigned int);          \
-    template __global__ void dirichlet_rows<T>(const T*, T*, long long, int, int, unsigned int, unsigned int,  \
-                                               unsigned int, unsigned int, int);                             \
-    template __global__ void dirichlet_rows_big<T>(const T*, T*, long long, int, unsigned int, unsigned int, \
-                                                   unsigned int, unsigned int, int);
+    template __global__ void lse_rows<T>(T*, long long, int, int, int);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

@@ -9,26 +9,28 @@
 // in float32 of the kernel's rsqrtf and hardware sine and cosine (see
 // box_muller_fast), which the twin evaluates exactly.
 //
-// Counters. Element i (the flat index of the output, i < 2^40) uses Philox
-// blocks j = 0, 1, 2, ... (j < 2^24) with the 64-bit index idx = i + 2^40 j,
-// i.e. ctr = (i_lo, i_hi | j << 8, off_lo, off_hi), at the call offset `off`.
+// Counters. Block j of index x is the Philox block at the 64-bit index
+// idx = x + 2^40 j, i.e. ctr = (x_lo, x_hi | j << 8, off_lo, off_hi), at the
+// call offset `off` (x < 2^40, j < 2^24). Elements (i the flat index of the
+// output) come in pairs p = i >> 1, halves h = i & 1, that share trial 0:
 //
-//   float,  attempt t:  block j = t
-//     (z0, z1) = box_muller_fast(u01_f32(w0), u01_f32(w1)),
-//     trial 2t = (z0, u01_f32(w2)), trial 2t+1 = (z1, u01_f32(w3)).
-//     Boost uniform (shape < 1): u01_f32(b << 9) with the 23 bits
-//     b = (w0 & 0x1ff) | (w1 & 0x1ff) << 9 | (w2 & 0x1f) << 18 of the accepted
-//     attempt's block. u01_f32 reads only the top 23 bits of a word, so these
-//     low bits are independent of every trial: the boost costs no Philox block.
-//   double, attempt t:  blocks j = 1 + 2t and j = 2 + 2t
-//     (z0, z1) = box_muller(u01_f64(w0, w1), u01_f64(w2, w3)) of the first,
-//     trial 2t = (z0, u01_f64(w0', w1')), trial 2t+1 = (z1, u01_f64(w2', w3'))
-//     of the second. Boost uniform: u01_f64(w0, w1) of block j = 0.
+//   trial 0 (one per element)   float:  block 0 of 2p: (z0, z1) = box_muller_fast(
+//                                       u01_f32(w0), u01_f32(w1)); half h takes
+//                                       (z_h, u01_f32(w2)) or (z_h, u01_f32(w3))
+//                               double: block 0 of 2p: (z0, z1) = box_muller(
+//                                       u01_f64(w0, w1), u01_f64(w2, w3)); block 0 of
+//                                       2p + 1: u = u01_f64(w0, w1) or u01_f64(w2, w3)
+//   boost uniform (shape < 1)   block 1 of 2p: float u01_f32(w0) or u01_f32(w1),
+//                                       double u01_f64(w0, w1) or u01_f64(w2, w3)
+//   attempt t >= 1 (two trials) float:  block 1 + t of i: trials 2t - 1 = (z0, u01_f32(w2))
+//                                       and 2t = (z1, u01_f32(w3)), z from w0, w1 as above
+//                               double: block 2t of i: the normals; block 2t + 1 of i:
+//                                       the trials' uniforms u01_f64(w0, w1), u01_f64(w2, w3)
 //
-// Two trials per attempt: a trial fails with probability 0.049 at shape 1
-// (0.003 at shape 10), and a warp loops until all its 32 elements accept, so
-// one trial per attempt would send 1 - 0.951^32 = 80% of warps round the loop
-// a second time; with two, 1 - (1 - 0.049^2)^32 = 7.4% of them at shape 1.
+// One Box-Muller pair and one Philox block (two in float64) thus serve two
+// elements in the common case. Trial 0 fails with probability 0.049 at shape
+// 1 (0.003 at shape 10); each later attempt makes two trials, both failing
+// with probability below 0.0025.
 //
 // Trial (x, u) with d = a' - 1/3, c = 1/sqrt(9 d) (a' = a, or a + 1 for a < 1):
 //   v = 1 + c x; reject if v <= 0;
@@ -82,7 +84,7 @@ __device__ __forceinline__ void box_muller_fast(float u1, float u2, float& z0, f
     z1 = -r * s;
 }
 
-// Philox block j of element i: idx = i + 2^40 j.
+// Philox block j of index i: idx = i + 2^40 j.
 __device__ __forceinline__ uint4 gamma_block(unsigned long long i, unsigned int j, uint2 key,
                                              unsigned int off_lo, unsigned int off_hi) {
     return philox4x32_10(
@@ -163,12 +165,6 @@ __device__ __forceinline__ void mt_setup(T a, bool boost, T& d, T& c) {
     }
 }
 
-// The boost uniform of a float32 element: the 23 low bits of the accepted
-// attempt's block that no trial reads.
-__device__ __forceinline__ float boost_uniform_f32(uint4 w) {
-    return u01_f32(((w.x & 0x1ffu) | ((w.y & 0x1ffu) << 9) | ((w.z & 0x1fu) << 18)) << 9);
-}
-
 // G(a) = G(a + 1) U^(1/a) for shape a < 1, or its log, from g = G(a + 1).
 template <typename T>
 __device__ __forceinline__ T boost_finish(T g, T a, T ub, bool want_log) {
@@ -176,82 +172,95 @@ __device__ __forceinline__ T boost_finish(T g, T a, T ub, bool want_log) {
     return want_log ? log(g) + lu : g * exp(lu);
 }
 
-// The common case of gamma_variate without its loop: trial 0 accepted by the
-// squeeze (about 92% of elements at any shape). Returns false where anything
-// else is needed; otherwise cx of trial 0 and, for float32, the boost
-// uniform, from which gamma_variate's value follows by the same expressions.
+// Trial 0 of the pair p: (x0, u0) for element 2p and (x1, u1) for element 2p + 1.
 template <typename T>
-__device__ __forceinline__ bool gamma_trial0_squeeze(T d, T c, unsigned long long i, uint2 key, unsigned int off_lo,
-                                                     unsigned int off_hi, T& cx, T& ub) {
-    T x, u;
+__device__ __forceinline__ void pair_trial0(unsigned long long p, uint2 key, unsigned int off_lo,
+                                            unsigned int off_hi, T& x0, T& u0, T& x1, T& u1) {
+    const uint4 w = gamma_block(2 * p, 0u, key, off_lo, off_hi);
     if constexpr (sizeof(T) == 4) {
-        const uint4 w = gamma_block(i, 0u, key, off_lo, off_hi);
-        float z1;
-        box_muller_fast(u01_f32(w.x), u01_f32(w.y), x, z1);
-        u = u01_f32(w.z);
-        ub = boost_uniform_f32(w);
+        box_muller_fast(u01_f32(w.x), u01_f32(w.y), x0, x1);
+        u0 = u01_f32(w.z);
+        u1 = u01_f32(w.w);
     } else {
-        const uint4 w = gamma_block(i, 1u, key, off_lo, off_hi);
-        double z1;
-        box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), x, z1);
-        const uint4 w2 = gamma_block(i, 2u, key, off_lo, off_hi);
-        u = u01_f64(w2.x, w2.y);
-        ub = T(0);
+        box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), x0, x1);
+        const uint4 v = gamma_block(2 * p + 1, 0u, key, off_lo, off_hi);
+        u0 = u01_f64(v.x, v.y);
+        u1 = u01_f64(v.z, v.w);
     }
-    return mt_squeeze(x, u, c, cx);
 }
 
-// The float64 boost uniform: block 0 of the element.
-__device__ __forceinline__ double boost_uniform_f64(unsigned long long i, uint2 key, unsigned int off_lo,
-                                                    unsigned int off_hi) {
-    const uint4 b = gamma_block(i, 0u, key, off_lo, off_hi);
-    return u01_f64(b.x, b.y);
+// The boost uniforms of the pair p: b0 for element 2p, b1 for element 2p + 1.
+template <typename T>
+__device__ __forceinline__ void pair_boost(unsigned long long p, uint2 key, unsigned int off_lo,
+                                           unsigned int off_hi, T& b0, T& b1) {
+    const uint4 w = gamma_block(2 * p, 1u, key, off_lo, off_hi);
+    if constexpr (sizeof(T) == 4) {
+        b0 = u01_f32(w.x);
+        b1 = u01_f32(w.y);
+    } else {
+        b0 = u01_f64(w.x, w.y);
+        b1 = u01_f64(w.z, w.w);
+    }
 }
 
-// G(a) (want_log false) or log G(a) (want_log true) for element i, and the
-// accepted trial (2t or 2t + 1 for attempt t). A shape that is not a positive
+// Trial 0 by the squeeze alone: true, with g = G(a'), where it accepts; false
+// where the element needs gamma_from_trial0 (the logarithmic test, another
+// attempt, or a shape that is not a positive finite number).
+template <typename T>
+__device__ __forceinline__ bool trial0_squeeze(T a, T x, T u, T& g) {
+    if (!(a > T(0)) || !isfinite(a)) return false;
+    T d, c, cx;
+    mt_setup(a, a < T(1), d, c);
+    if (!mt_squeeze(x, u, c, cx)) return false;
+    g = mt_value(d, cx);
+    return true;
+}
+
+// Attempts t = 1, 2, ... of element i, two trials each, until one is
+// accepted: returns its number (2t - 1 or 2t) and its cx, or -1 when the
+// attempts run out.
+template <typename T>
+__device__ __forceinline__ int mt_attempts(T d, T c, unsigned long long i, uint2 key, unsigned int off_lo,
+                                           unsigned int off_hi, T& cx) {
+    for (unsigned int t = 1; t < GPUMCMC_GAMMA_MAX_ATTEMPTS; ++t) {
+        T z0, z1, ua, ub;
+        if constexpr (sizeof(T) == 4) {
+            const uint4 w = gamma_block(i, 1u + t, key, off_lo, off_hi);
+            box_muller_fast(u01_f32(w.x), u01_f32(w.y), z0, z1);
+            ua = u01_f32(w.z);
+            ub = u01_f32(w.w);
+        } else {
+            const uint4 w = gamma_block(i, 2u * t, key, off_lo, off_hi);
+            box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), z0, z1);
+            const uint4 v = gamma_block(i, 2u * t + 1u, key, off_lo, off_hi);
+            ua = u01_f64(v.x, v.y);
+            ub = u01_f64(v.z, v.w);
+        }
+        if (mt_accept(z0, ua, d, c, cx)) return 2 * (int)t - 1;
+        if (mt_accept(z1, ub, d, c, cx)) return 2 * (int)t;
+    }
+    return -1;
+}
+
+// G(a) (want_log false) or log G(a) (want_log true) of element i from its
+// trial 0 (x0, u0), and the accepted trial. A shape that is not a positive
 // finite number, or attempts running out, give NaN and trial -1.
 template <typename T>
-__device__ __forceinline__ T gamma_variate(T a, unsigned long long i, uint2 key, unsigned int off_lo,
-                                           unsigned int off_hi, bool want_log, int& trial) {
+__device__ __forceinline__ T gamma_from_trial0(T a, unsigned long long i, T x0, T u0, uint2 key,
+                                               unsigned int off_lo, unsigned int off_hi, bool want_log,
+                                               int& trial) {
     trial = -1;
     if (!(a > T(0)) || !isfinite(a)) return fp_special<T>::nan();
     const bool boost = a < T(1);
-    T d, c;
+    T d, c, cx;
     mt_setup(a, boost, d, c);
-    T cx, ub;
-    for (unsigned int t = 0; t < GPUMCMC_GAMMA_MAX_ATTEMPTS; ++t) {
-        if constexpr (sizeof(T) == 4) {
-            const uint4 w = gamma_block(i, t, key, off_lo, off_hi);
-            float z0, z1;
-            box_muller_fast(u01_f32(w.x), u01_f32(w.y), z0, z1);
-            if (mt_accept(z0, u01_f32(w.z), d, c, cx)) {
-                trial = 2 * (int)t;
-            } else if (mt_accept(z1, u01_f32(w.w), d, c, cx)) {
-                trial = 2 * (int)t + 1;
-            }
-            if (trial >= 0) {
-                ub = boost_uniform_f32(w);
-                break;
-            }
-        } else {
-            const uint4 w = gamma_block(i, 1u + 2u * t, key, off_lo, off_hi);
-            double z0, z1;
-            box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), z0, z1);
-            const uint4 w2 = gamma_block(i, 2u + 2u * t, key, off_lo, off_hi);
-            if (mt_accept(z0, u01_f64(w2.x, w2.y), d, c, cx)) {
-                trial = 2 * (int)t;
-            } else if (mt_accept(z1, u01_f64(w2.z, w2.w), d, c, cx)) {
-                trial = 2 * (int)t + 1;
-            }
-            if (trial >= 0) break;
-        }
-    }
+    trial = mt_accept(x0, u0, d, c, cx) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, cx);
     if (trial < 0) return fp_special<T>::nan();
     const T g = mt_value(d, cx);
     if (boost) {
-        if constexpr (sizeof(T) == 8) ub = boost_uniform_f64(i, key, off_lo, off_hi);
-        return boost_finish(g, a, ub, want_log);
+        T b0, b1;
+        pair_boost(i >> 1, key, off_lo, off_hi, b0, b1);
+        return boost_finish(g, a, (i & 1) ? b1 : b0, want_log);
     }
     return want_log ? log(g) : g;
 }

@@ -5,23 +5,26 @@ twin below follows them counter for counter and expression for expression.
 
 Gamma (Marsaglia and Tsang, 2000). Element ``i`` of a call at offset ``off``
 (``i`` the flat index of the output, ``i < 2**40``) draws from Philox blocks
-``j = 0, 1, ...`` at index ``idx = i + 2**40 * j``:
+``j`` of 64-bit indices ``x`` (the block at ``idx = x + 2**40 * j``). Elements
+come in pairs ``p = i // 2`` (halves ``h = i % 2``) that share trial 0, so that
+one Box-Muller pair and one Philox block (two in float64) serve two elements:
 
-=======  ======================================  ==========================================
-dtype    attempt ``t``                           boost uniform ``U`` (shape < 1)
-=======  ======================================  ==========================================
-float32  block ``t``: ``z0, z1`` = Box-Muller     ``u01_f32(b << 9)``, ``b`` = the 23 low bits
-         of ``u01_f32(w0), u01_f32(w1)``;         ``w0 & 0x1ff | (w1 & 0x1ff) << 9 |
-         trials ``(z0, u01_f32(w2))`` then        (w2 & 0x1f) << 18`` of the accepted block
-         ``(z1, u01_f32(w3))``                    (bits no trial reads)
-float64  block ``1 + 2t``: Box-Muller of          block 0: ``u01_f64(w0, w1)``
-         ``u01_f64(w0, w1), u01_f64(w2, w3)``;
-         block ``2 + 2t``: the trials' uniforms
-         ``u01_f64(w0, w1)``, ``u01_f64(w2, w3)``
-=======  ======================================  ==========================================
+================  ==========================================  ==========================================
+                  float32                                     float64
+================  ==========================================  ==========================================
+trial 0           block 0 of ``2p``: ``z0, z1`` = Box-Muller  block 0 of ``2p``: ``z0, z1`` = Box-Muller
+                  of ``u01_f32(w0), u01_f32(w1)``; half       of ``u01_f64(w0, w1), u01_f64(w2, w3)``;
+                  ``h`` takes ``(z_h, u01_f32(w2))`` or       block 0 of ``2p + 1``: half ``h`` takes
+                  ``(z_h, u01_f32(w3))``                      ``u01_f64(w0, w1)`` or ``u01_f64(w2, w3)``
+boost ``U``       block 1 of ``2p``: ``u01_f32(w0)`` or       block 1 of ``2p``: ``u01_f64(w0, w1)`` or
+(shape < 1)       ``u01_f32(w1)``                             ``u01_f64(w2, w3)``
+attempt ``t>=1``  block ``1 + t`` of ``i``: trials ``2t - 1   block ``2t`` of ``i``: the normals as above;
+                  = (z0, u01_f32(w2))``, ``2t = (z1,          block ``2t + 1`` of ``i``: the trials'
+                  u01_f32(w3))``, normals as above            uniforms ``u01_f64(w0, w1), (w2, w3)``
+================  ==========================================  ==========================================
 
-Trial ``k = 2t`` or ``2t + 1`` is ``(x, u)``; with ``a' = a`` (or ``a + 1``
-below 1), ``d = a' - 1/3`` and ``c = 1 / sqrt(9 d)``: ``v = 1 + c x`` must be
+Trial ``k`` is ``(x, u)``; with ``a' = a`` (or ``a + 1`` below 1),
+``d = a' - 1/3`` and ``c = 1 / sqrt(9 d)``: ``v = 1 + c x`` must be
 positive, and the trial is accepted if ``u < 1 - 0.0331 x**4`` or
 ``log u < x**2 / 2 + d (log(v**3) - v**3 + 1)`` (see :func:`mt_log_term`).
 Then ``G(a') = d v**3``; below shape 1, ``G(a) = G(a') exp(log(U) / a)`` and
@@ -32,11 +35,12 @@ exactness for speed, the twin keeps the exact formula: the kernel's
 ``c = rsqrtf(9 d)`` is within 2 ulp of the twin's ``1 / sqrt(9 d)``, and its
 normals take the angle from ``__sincosf`` (absolute error below 6e-7 r).
 Both sides accept the same trial but for rounding right at the acceptance
-boundary (none in 2e6 elements in a simulation of those errors).
+boundary.
 
-Beta element ``i`` uses gamma elements ``2i`` (``a``) and ``2i + 1`` (``b``);
-Dirichlet row ``r`` of ``K`` uses gamma elements ``r K + k``, so a Dirichlet
-draw equals ``gamma(alpha, log=True)`` normalised by the log-sum-exp of its row.
+Beta element ``i`` uses gamma elements ``2i`` (``a``) and ``2i + 1`` (``b``),
+one pair; Dirichlet row ``r`` of ``K`` uses gamma elements ``r K + k``, so a
+Dirichlet draw equals ``gamma(alpha, log=True)`` normalised by the
+log-sum-exp of its row, which is how the GPU computes it too.
 Exponential element ``i`` comes from Philox block ``i // P`` at index ``i // P``
 (the fills' layout; ``P`` = 4 for float32, 2 for float64): float32
 ``-log(u01_f64_from32(w[i % 4]))`` computed in float64 and rounded once,
@@ -58,7 +62,7 @@ FILE = "gamma.cu"
 _NAMES = tuple(
     f"{k}<{t}>"
     for t in ("float", "double")
-    for k in ("gamma_draw", "beta_draw", "dirichlet_rows", "dirichlet_rows_big")
+    for k in ("gamma_draw", "beta_draw", "lse_rows")
 )
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
@@ -66,8 +70,7 @@ MAX_ATTEMPTS = 1 << 22  # GPUMCMC_GAMMA_MAX_ATTEMPTS: never reached for valid sh
 INDEX_LIMIT = 1 << 40  # element indices must stay below 2**40 (the counter holds 2**40 j + i)
 # Elements per chunk of the twin's first attempt: keeps its temporaries in cache.
 _CHUNK = 1 << 15
-# Dynamic shared memory a Dirichlet block may use (more needs an opt-in), and the block size.
-_SMEM_LIMIT = 48 * 1024
+# Block size (the kernels' GPUMCMC_GAMMA_BLOCK).
 _BLOCK = 256
 
 NULL = _loader.NULL
@@ -164,7 +167,7 @@ def _errstate(xp):
 
 
 def _blocks(i, j, key, offset):
-    """Philox words of blocks ``j`` (int) of elements ``i`` (ascending uint64 array)."""
+    """Philox words of blocks ``j`` (int) of indices ``i`` (ascending uint64 array)."""
     hi = i >> _S32
     # A shared high word (every i < 2**32) keeps the first rounds on scalars.
     c1 = np.uint64(j << 8) | (hi[0] if hi.size and hi[0] == hi[-1] else hi)
@@ -172,97 +175,136 @@ def _blocks(i, j, key, offset):
                          np.uint64((offset >> 32) & 0xFFFFFFFF), key[0], key[1])
 
 
-def _attempt(i, t, d, c, key, offset, dtype):
-    """Attempt ``t`` for elements ``i``: (trial, cx, boost uniform) with trial -1 where both failed.
+def _uniform_pair(w0, w1, dtype):
+    """The Box-Muller uniforms ``u1, u2`` of words ``w0, w1`` (pairs of words in float64), as float64."""
+    if dtype == np.float32:
+        return u01_f32(w0).astype(np.float64), u01_f32(w1).astype(np.float64)
+    return u01_f64(*w0), u01_f64(*w1)
 
-    The normals are ``box_muller``'s ``r cos(2 pi u2)`` and ``r sin(2 pi u2)``,
-    evaluated in float64 with ``cos``/``sin`` of ``2 pi u2`` rather than through
-    ``sincospi``: the two agree to an absolute 1e-16, far below what moves an
-    accepted trial or a gamma value (G depends on x through 1 + c x), and the
-    sine is computed only where the first trial fails. Float32 normals are
+
+def _normal(r, u2, odd, dtype):
+    """``r cos(2 pi u2)`` (even halves) or ``r sin(2 pi u2)`` (odd halves), in ``dtype``.
+
+    Evaluated in float64 as ``r cos(2 pi (u2 - h/4))``: ``u2 - 1/4`` is exact,
+    and the result agrees with CUDA's ``sincospi`` to an absolute 1e-16, far
+    below what moves an accepted trial or a gamma value (G depends on x
+    through 1 + c x). Float32 normals come from float32 uniforms and are
     rounded once to float32, as the kernel's float32 Box-Muller is.
     """
+    return (r * np.cos((2.0 * np.pi) * (u2 - 0.25 * odd))).astype(dtype, copy=False)
+
+
+def _trial0(i, key, offset, dtype):
+    """Trial 0 ``(x, u)`` of elements ``i`` (ascending uint64): the half of their pair's block."""
+    p = i >> np.uint64(1)
+    odd = i & np.uint64(1)
+    # Each pair once: the elements' pairs are an ascending run.
+    first = np.ones(p.size, dtype=bool)
+    first[1:] = p[1:] != p[:-1]
+    pairs = p[first] << np.uint64(1)
+    at = np.cumsum(first) - 1
+    w0, w1, w2, w3 = _blocks(pairs, 0, key, offset)
     if dtype == np.float32:
-        w0, w1, w2, w3 = _blocks(i, t, key, offset)
-        u1, u2 = u01_f32(w0).astype(np.float64), u01_f32(w1).astype(np.float64)
-        ua = u01_f32(w2)
+        u1, u2 = _uniform_pair(w0, w1, dtype)
+        w2, w3 = w2[at], w3[at]
+        u = u01_f32(np.where(odd, w3, w2))
     else:
-        w0, w1, w2, w3 = _blocks(i, 1 + 2 * t, key, offset)
-        u1, u2 = u01_f64(w0, w1), u01_f64(w2, w3)
-        v0, v1, v2, v3 = _blocks(i, 2 + 2 * t, key, offset)
-        ua = u01_f64(v0, v1)
+        u1, u2 = _uniform_pair((w0, w1), (w2, w3), dtype)
+        v0, v1, v2, v3 = (w[at] for w in _blocks(pairs | np.uint64(1), 0, key, offset))
+        u = u01_f64(np.where(odd, v2, v0), np.where(odd, v3, v1))
     r = np.sqrt(-2.0 * np.log(u1))
-    angle = (2.0 * np.pi) * u2
-    z0 = (r * np.cos(angle)).astype(dtype, copy=False)
-    trial = np.full(i.size, -1, dtype=np.int32)
-    acc, cx = mt_accept(z0, ua, d, c)
-    trial[acc] = 2 * t
-    rest = np.flatnonzero(~acc)
-    if rest.size:
-        zb = (r[rest] * np.sin(angle[rest])).astype(dtype, copy=False)
-        ub = u01_f32(w3[rest]) if dtype == np.float32 else u01_f64(v2[rest], v3[rest])
-        acc_b, cx_b = mt_accept(zb, ub, d[rest], c[rest])
-        cx[rest] = cx_b
-        trial[rest[acc_b]] = 2 * t + 1
-    boost_u = None
+    return _normal(r[at], u2[at], odd, dtype), u
+
+
+def _attempt(i, t, key, offset, dtype):
+    """The two trials ``(x, u)`` of attempt ``t >= 1`` of elements ``i``: trials ``2t - 1`` and ``2t``."""
     if dtype == np.float32:
-        mask9 = np.uint64(0x1FF)
-        bits = (w0 & mask9) | ((w1 & mask9) << np.uint64(9)) | ((w2 & np.uint64(0x1F)) << np.uint64(18))
-        boost_u = u01_f32(bits << np.uint64(9))
-    return trial, cx, boost_u
+        w0, w1, w2, w3 = _blocks(i, 1 + t, key, offset)
+        u1, u2 = _uniform_pair(w0, w1, dtype)
+        ua, ub = u01_f32(w2), u01_f32(w3)
+    else:
+        w0, w1, w2, w3 = _blocks(i, 2 * t, key, offset)
+        v0, v1, v2, v3 = _blocks(i, 2 * t + 1, key, offset)
+        u1, u2 = _uniform_pair((w0, w1), (w2, w3), dtype)
+        ua, ub = u01_f64(v0, v1), u01_f64(v2, v3)
+    r = np.sqrt(-2.0 * np.log(u1))
+    return (_normal(r, u2, 0, dtype), ua), (_normal(r, u2, 1, dtype), ub)
 
 
-def _solve(a, e, t, start, key, offset, log, out, trials, k):
-    """Attempt ``t`` for elements ``e`` (int64 indices into ``a``); finishes the
-    accepted ones into ``out``/``trials`` and returns the rest."""
-    ae = a[e]
-    boost = ae < k["one"]
-    d = np.where(boost, ae + k["one"], ae) - k["third"]
-    c = k["one"] / np.sqrt(k["nine"] * d)
-    tr, cx, ub = _attempt((e + start).astype(np.uint64), t, d, c, key, offset, a.dtype)
-    ok = tr >= 0
-    acc = e[ok]
-    trials[acc] = tr[ok]
-    d, cx, boost = d[ok], cx[ok], boost[ok]
+def _boost_uniforms(i, key, offset, dtype):
+    """The boost uniforms of elements ``i`` (ascending uint64): their half of block 1 of the pair."""
+    odd = i & np.uint64(1)
+    w0, w1, w2, w3 = _blocks((i >> np.uint64(1)) << np.uint64(1), 1, key, offset)
+    if dtype == np.float32:
+        return u01_f32(np.where(odd, w1, w0))
+    return u01_f64(np.where(odd, w2, w0), np.where(odd, w3, w1))
+
+
+def _setup(a, k):
+    """``d = a' - 1/3`` and ``c = 1 / sqrt(9 d)`` (``a' = a + 1`` below 1)."""
+    d = np.where(a < k["one"], a + k["one"], a) - k["third"]
+    return d, k["one"] / np.sqrt(k["nine"] * d)
+
+
+def _finish(e, a, d, cx, start, key, offset, log, out):
+    """G(a) (or log G) into ``out[e]`` for elements ``e`` with accepted ``cx``."""
     g = gamma_value(d, cx)
     val = np.log(g) if log else g
-    b = np.flatnonzero(boost)
+    b = np.flatnonzero(a < _consts(a.dtype)["one"])
     if b.size:
-        if ub is not None:
-            u = ub[ok][b]
-        else:
-            w0, w1, _, _ = _blocks((acc[b] + start).astype(np.uint64), 0, key, offset)
-            u = u01_f64(w0, w1)
-        val[b] = boosted(g[b], np.log(u) / ae[ok][b], log)
-    out[acc] = val
-    return e[~ok]
+        ub = _boost_uniforms((e[b] + start).astype(np.uint64), key, offset, a.dtype)
+        val[b] = boosted(g[b], np.log(ub) / a[b], log)
+    out[e] = val
 
 
 def gamma_numpy(shape, key, offset, *, log=False, start=0):
-    """NumPy twin of ``gamma_variate``: G (or log G) of unit scale for a flat ``shape``.
+    """NumPy twin of ``gamma_draw``: G (or log G) of unit scale for a flat ``shape``.
 
     ``shape`` is a 1-D float32 or float64 array whose element ``e`` is gamma
     element ``start + e``. Returns ``(values, trials)``: ``trials[e]`` is the
-    accepted trial (``2t`` or ``2t + 1`` for attempt ``t``), -1 where the value
-    is NaN (shape not a positive finite number).
+    accepted trial (0, then ``2t - 1`` or ``2t`` for attempt ``t``), -1 where
+    the value is NaN (shape not a positive finite number).
     """
     a = np.asarray(shape)
-    k = _consts(a.dtype)
+    dtype = a.dtype
+    k = _consts(dtype)
     n = a.size
-    out = np.full(n, np.nan, dtype=a.dtype)
+    out = np.full(n, np.nan, dtype=dtype)
     trials = np.full(n, -1, dtype=np.int32)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        # Attempt 0 chunk by chunk (in cache), then the few rejected elements together.
+        # Trial 0 chunk by chunk (in cache), then attempts 1, 2, ... for the few left.
         left = []
         for s in range(0, n, _CHUNK):
             ac = a[s:s + _CHUNK]
             e = s + np.flatnonzero((ac > 0) & np.isfinite(ac))
-            left.append(_solve(a, e, 0, start, key, offset, log, out, trials, k))
+            if not e.size:
+                continue
+            ae = a[e]
+            d, c = _setup(ae, k)
+            x, u = _trial0((e + start).astype(np.uint64), key, offset, dtype)
+            acc, cx = mt_accept(x, u, d, c)
+            trials[e[acc]] = 0
+            _finish(e[acc], ae[acc], d[acc], cx[acc], start, key, offset, log, out)
+            left.append(e[~acc])
         rest = np.concatenate(left) if left else np.empty(0, np.int64)
         t = 1
         while rest.size and t < MAX_ATTEMPTS:
-            rest = np.concatenate([_solve(a, rest[s:s + _CHUNK], t, start, key, offset, log, out, trials, k)
-                                   for s in range(0, rest.size, _CHUNK)])
+            still = []
+            for s in range(0, rest.size, _CHUNK):
+                e = rest[s:s + _CHUNK]
+                ae = a[e]
+                d, c = _setup(ae, k)
+                (x0, u0), (x1, u1) = _attempt((e + start).astype(np.uint64), t, key, offset, dtype)
+                acc0, cx0 = mt_accept(x0, u0, d, c)
+                acc1, cx1 = mt_accept(x1, u1, d, c)
+                acc1 &= ~acc0
+                done = acc0 | acc1
+                trials[e[acc0]] = 2 * t - 1
+                trials[e[acc1]] = 2 * t
+                cx = np.where(acc0, cx0, cx1)
+                _finish(e[done], ae[done], d[done], cx[done], start, key, offset, log, out)
+                still.append(e[~done])
+            rest = np.concatenate(still)
             t += 1
     return out, trials
 
@@ -279,7 +321,7 @@ def _lse_rows(lg, log):
 
 
 def dirichlet_numpy(alpha, key, offset, *, log=False):
-    """NumPy twin of ``dirichlet_rows``: ``alpha`` (n_rows, K) contiguous -> draws (n_rows, K)."""
+    """NumPy twin of ``dirichlet_cupy`` (``gamma_draw`` then ``lse_rows``): ``alpha`` (n_rows, K) contiguous -> draws (n_rows, K)."""
     lg, _ = gamma_numpy(alpha.reshape(-1), key, offset, log=True)
     return _lse_rows(lg.reshape(alpha.shape), log)
 
@@ -310,21 +352,33 @@ def _param_arg(p, dtype):
     return cupy.ascontiguousarray(p.reshape(-1)), _loader.i64(1)
 
 
+def _launch_gamma(shape, scale, out, key, offset, log, trials=None):
+    """``gamma_draw`` into the flat ``out``: ``shape`` of ``out``'s size or of size 1;
+    ``scale`` likewise, or None for unit scale (log(scale) when ``log``)."""
+    n = out.size
+    sh, sh_step = _param_arg(shape, out.dtype)
+    sc, sc_step = (NULL, _loader.i64(0)) if scale is None else _param_arg(scale, out.dtype)
+    fn = _fn("gamma_draw", out.dtype)
+    # One wave of resident blocks, each thread looping over many pairs: the
+    # per-warp queues are then rarely flushed part-full.
+    _loader.launch(fn, (n + 1) // 2,
+                   (sh, sh_step, sc, sc_step, out, _loader.i64(n), *_loader.philox_args(key, offset),
+                    _loader.i32(1 if log else 0), NULL if trials is None else trials),
+                   block=_BLOCK, blocks_per_sm=_loader.resident_blocks(fn, _BLOCK))
+
+
 def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False):
     """Launch ``gamma_draw``: ``shape`` and ``scale`` are CuPy arrays of the output's
-    size (flat, contiguous) or of size 1; with ``log`` the caller passes log(scale)."""
+    size (flat, contiguous) or of size 1, or ``scale`` is None (unit scale); with
+    ``log`` the caller passes log(scale)."""
     import cupy
 
     dtype = shape.dtype
-    n = max(shape.size, scale.size)
+    n = max(shape.size, 1 if scale is None else scale.size)
     out = cupy.empty(n, dtype=dtype)
     trials = cupy.empty(n, dtype=cupy.int32) if return_trials else None
     if n:
-        sh, sh_step = _param_arg(shape, dtype)
-        sc, sc_step = _param_arg(scale, dtype)
-        _loader.launch(_fn("gamma_draw", dtype), n,
-                       (sh, sh_step, sc, sc_step, out, _loader.i64(n), *_loader.philox_args(key, offset),
-                        _loader.i32(1 if log else 0), trials if return_trials else NULL), block=_BLOCK)
+        _launch_gamma(shape, scale, out, key, offset, log, trials)
     return (out, trials) if return_trials else out
 
 
@@ -341,39 +395,22 @@ def beta_cupy(a, b, n, key, offset):
     return out
 
 
-def dirichlet_layout(K: int, itemsize: int):
-    """(lanes per row G, block size, shared bytes) for rows of K, or None for the two-pass kernel."""
-    g = 1
-    while g < min(K, 32):
-        g *= 2
-    r = -(-K // g)
-    block = _BLOCK
-    while block > 32 and block * r * itemsize > _SMEM_LIMIT:
-        block //= 2
-    if block * r * itemsize > _SMEM_LIMIT:
-        return None
-    return g, block, block * r * itemsize
-
-
 def dirichlet_cupy(alpha, key, offset, *, log=False):
-    """Launch the Dirichlet row kernel on a contiguous (n_rows, K) CuPy ``alpha``."""
+    """Dirichlet rows of a contiguous (n_rows, K) CuPy ``alpha``: ``gamma_draw``
+    (log-gammas, into the output) and then ``lse_rows`` normalising each row in place."""
     import cupy
 
     n_rows, K = alpha.shape
     out = cupy.empty_like(alpha)
     if out.size == 0:
         return out
-    dtype = alpha.dtype
-    layout = dirichlet_layout(K, dtype.itemsize)
-    tail = (*_loader.philox_args(key, offset), _loader.i32(1 if log else 0))
-    if layout is None:
-        _loader.launch(_fn("dirichlet_rows_big", dtype), n_rows * 32,
-                       (alpha, out, _loader.i64(n_rows), _loader.i32(K), *tail), block=_BLOCK)
-    else:
-        g, block, smem = layout
-        _loader.launch(_fn("dirichlet_rows", dtype), n_rows * g,
-                       (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), *tail),
-                       block=block, shared_mem=smem)
+    _launch_gamma(alpha.reshape(-1), None, out.reshape(-1), key, offset, True)
+    g = 1
+    while g < min(K, 32):
+        g *= 2
+    _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
+                   (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
+                   block=_BLOCK)
     return out
 
 
@@ -439,19 +476,22 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
     xp = rng.xp(shape, scale)
     dtype = resolve_dtype(dtype, shape, scale)
     oshape = out_shape(size, shape, scale)
-    a = _as(shape, xp, dtype)
-    s = _as(scale, xp, dtype)
     n = int(np.prod(oshape, dtype=np.int64))
     _check_index(n, "gamma")
-    empty = xp.empty(oshape, dtype=dtype)
     if n == 0:
+        empty = xp.empty(oshape, dtype=dtype)
         return (empty, xp.empty(oshape, dtype=np.int32)) if return_trials else empty
+    a = _as(shape, xp, dtype)
+    # A unit scale (the default) costs the kernel nothing: no array, no multiply.
+    unit = xp is not np and np.isscalar(scale) and scale == 1
+    s = None if unit else _as(scale, xp, dtype)
     _v.check_positive(a, "shape")  # synchronize! (both checks, on CuPy)
-    _v.check_positive(s, "scale")
+    if s is not None:
+        _v.check_positive(s, "scale")
+        s = _flat(s, oshape, xp)
+        if log:
+            s = xp.log(s)
     a = _flat(a, oshape, xp)
-    s = _flat(s, oshape, xp)
-    if log:
-        s = xp.log(s)
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.gamma", xp):
         if xp is np:

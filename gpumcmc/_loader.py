@@ -98,6 +98,7 @@ def compile_options(filename: str, defines: tuple = (), directory: Path | None =
 
 
 _modules: dict = {}
+_functions: dict = {}  # one kernel object per (device, module, name): launches skip the lookup
 _lock = threading.Lock()
 
 
@@ -142,8 +143,15 @@ def get_function(filename: str, name: str, name_expressions: tuple = (), defines
     (template instantiations such as ``"fill_uniform<float>"``); give every
     instantiation the file needs in one tuple so that it compiles once.
     """
-    mod = _module(filename, tuple(name_expressions), tuple(defines), directory)
-    return mod.get_function(name)
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), None if directory is None else str(directory), filename,
+           tuple(name_expressions), tuple(defines), name)
+    fn = _functions.get(key)
+    if fn is None:
+        mod = _module(filename, key[3], key[4], directory)
+        fn = _functions[key] = mod.get_function(name)
+    return fn
 
 
 _sm_counts: dict[int, int] = {}

@@ -97,8 +97,8 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         if (__any_sync(0xffffffffu, b0 || b1)) {
             T ub0, ub1;
             pair_boost((unsigned long long)p, key, off_lo, off_hi, ub0, ub1);
-            if (b0) v0 = boost_finish(g0, a0, ub0, want_log);
-            if (b1) v1 = boost_finish(g1, a1, ub1, want_log);
+            if (b0) v0 = boost_apply(v0, a0, ub0, want_log);
+            if (b1) v1 = boost_apply(v1, a1, ub1, want_log);
         }
         if (ok0) gamma_store(v0, i0, scale, scale_step, out, log_out, trials, 0);
         if (ok1) gamma_store(v1, i0 + 1, scale, scale_step, out, log_out, trials, 0);

@@ -165,11 +165,12 @@ __device__ __forceinline__ void mt_setup(T a, bool boost, T& d, T& c) {
     }
 }
 
-// G(a) = G(a + 1) U^(1/a) for shape a < 1, or its log, from g = G(a + 1).
+// G(a) = G(a + 1) U^(1/a) for shape a < 1, or its log, from v = G(a + 1)
+// (want_log false) or v = log G(a + 1) (want_log true).
 template <typename T>
-__device__ __forceinline__ T boost_finish(T g, T a, T ub, bool want_log) {
+__device__ __forceinline__ T boost_apply(T v, T a, T ub, bool want_log) {
     const T lu = log(ub) / a;
-    return want_log ? log(g) + lu : g * exp(lu);
+    return want_log ? v + lu : v * exp(lu);
 }
 
 // Trial 0 of the pair p: (x0, u0) for element 2p and (x1, u1) for element 2p + 1.
@@ -257,12 +258,13 @@ __device__ __forceinline__ T gamma_from_trial0(T a, unsigned long long i, T x0, 
     trial = mt_accept(x0, u0, d, c, cx) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, cx);
     if (trial < 0) return fp_special<T>::nan();
     const T g = mt_value(d, cx);
+    const T v = want_log ? log(g) : g;
     if (boost) {
         T b0, b1;
         pair_boost(i >> 1, key, off_lo, off_hi, b0, b1);
-        return boost_finish(g, a, (i & 1) ? b1 : b0, want_log);
+        return boost_apply(v, a, (i & 1) ? b1 : b0, want_log);
     }
-    return want_log ? log(g) : g;
+    return v;
 }
 
 }  // namespace gpumcmc

@@ -102,6 +102,14 @@ _functions: dict = {}  # one kernel object per (device, module, name): launches 
 _lock = threading.Lock()
 
 
+def clear_cache() -> None:
+    """Forget compiled modules and kernels held in memory (CuPy's on-disk cache stays)."""
+    with _lock:
+        _functions.clear()
+        _modules.clear()
+        _resident.clear()
+
+
 def _module(filename: str, name_expressions: tuple, defines: tuple, directory: Path | None):
     import cupy
 

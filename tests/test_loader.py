@@ -51,7 +51,7 @@ def test_edited_header_is_never_answered_from_a_stale_cache(cp, tmp_path):
     _loader.get_function("probe.cu", "probe", directory=tmp_path)((1,), (1,), (out,))
     assert float(out[0]) == 1.0
     (tmp_path / "inner.cuh").write_text("#pragma once\n#define GPUMCMC_TEST_VALUE 2.0f\n")
-    _loader._modules.clear()  # a new process: only CuPy's on-disk cache remains
+    _loader.clear_cache()  # a new process: only CuPy's on-disk cache remains
     _loader.get_function("probe.cu", "probe", directory=tmp_path)((1,), (1,), (out,))
     assert float(out[0]) == 2.0
 

@@ -324,11 +324,12 @@ def test_gpu_gamma_equals_the_twin(cp, dtype, log):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_gpu_gamma_mixed_runs_invalid_shapes_and_partial_warps(cp, dtype):
-    # The kernel defers boosted elements and those past the squeeze to per-warp
-    # queues. Runs of boosted shapes, of invalid shapes (validation off, NaN
-    # out) and of alternating easy and hard shapes, in a length that leaves a
-    # partial warp and part-filled queues: every element comes out where the
-    # twin puts it.
+    # The kernel takes elements in pairs, boosts shapes below 1 across the
+    # warp and defers those past the squeeze to a per-warp queue. Runs of
+    # boosted shapes, of invalid shapes (validation off, NaN out) and of
+    # alternating easy and hard shapes, in an odd length that leaves a half
+    # pair, a partial warp and a part-filled queue: every element comes out
+    # where the twin puts it.
     n = 32 * 50 + 13
     g = np.random.default_rng(3)
     shape = np.exp(g.uniform(np.log(1e-2), np.log(50.0), n)).astype(dtype)

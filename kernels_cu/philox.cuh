@@ -42,10 +42,12 @@ __device__ __forceinline__ uint4 philox_counter(unsigned long long idx, unsigned
 }
 
 // float32 uniform strictly inside (0, 1): the top 23 bits of w, plus a half
-// step. Values are (m + 0.5) * 2^-23 for m in [0, 2^23): every step is exact
-// in float32, so the CPU twin gives the same bits. Smallest 2^-24, largest 1 - 2^-24.
+// step. Values are (m + 0.5) * 2^-23 for m in [0, 2^23), so the CPU twin gives
+// the same bits. Smallest 2^-24, largest 1 - 2^-24. Computed as
+// (1 + m 2^-23) - (1 - 2^-24): the first term is m under the exponent of 1
+// (no conversion), and the difference is exact (Sterbenz).
 __device__ __forceinline__ float u01_f32(unsigned int w) {
-    return (static_cast<float>(w >> 9) + 0.5f) * 1.1920928955078125e-07f;  // 2^-23
+    return __uint_as_float((w >> 9) | 0x3f800000u) - 0.999999940395355225f;  // 1 - 2^-24
 }
 
 // float64 uniform strictly inside (0, 1) from two words: 52 bits

@@ -4,8 +4,9 @@
 //
 //   gamma_draw<T>  element i: G(shape[i]) * scale[i], or log G + log scale[i]
 //                  (scale may be null: unit scale); a thread takes a pair of
-//                  elements, which share trial 0, and defers the rare path to
-//                  a per-warp queue
+//                  elements, which share trial 0, and defers the general path
+//                  and (unless most of the warp needs it) the boost to
+//                  per-warp queues
 //   beta_draw<T>   element i: gamma elements 2i (a) and 2i + 1 (b), one pair, in
 //                  log space, X = 1 / (1 + exp(log Gb - log Ga))
 //   lse_rows<T>    rows of log-gammas normalised in place by their log-sum-exp:
@@ -22,23 +23,99 @@
 
 using namespace gpumcmc;
 
-// Per-warp queue of deferred elements in shared memory. A warp takes 32
-// consecutive pairs (64 elements) at a time and finishes at once the elements
-// whose trial 0 the squeeze accepts (about 92% at every shape), boosted or
-// not. The others (the logarithmic test, another attempt, or an invalid
-// shape) wait with their trial 0 (i, x, u), and the queue is served 32 at a
-// time by gamma_from_trial0, so that the costly path runs with every lane
-// busy instead of stalling every warp that meets it. The draws are those of
-// gamma_from_trial0, whatever the order.
+// Per-warp queues in shared memory. A warp takes 32 consecutive pairs (64
+// elements) at a time and finishes at once the elements whose trial 0 the
+// squeeze accepts (about 92% at every shape) and whose shape is at least 1.
+// Two kinds wait, each queue served 32 at a time so that its work runs with
+// every lane busy instead of stalling every warp that meets it:
+//   slow   the logarithmic test, another attempt, or an invalid shape: (i, x, u)
+//          of trial 0, finished by gamma_from_trial0;
+//   boost  squeezed at trial 0 with shape below 1: (i, v) with v = G(a + 1)
+//          or its log, finished by the boost (a Philox block, log U / a, exp),
+//          which would otherwise run on the whole warp whenever any lane
+//          needs it. Where more than GPUMCMC_GAMMA_BOOST_INLINE of the warp's 64
+//          elements need it, the warp boosts them at once instead.
+// The draws are those of gamma_from_trial0, whatever the order or path.
 constexpr int GAMMA_WARPS = GPUMCMC_GAMMA_BLOCK / 32;
 constexpr int GAMMA_QCAP = 96;  // < 32 waiting + 64 pushed
+// Above this many boosted elements of its 64, a warp boosts at once (a Philox
+// block per pair, every lane busy) instead of queueing them (a block each,
+// 32 at a time). At most 64: the boost queue holds < 32 waiting + this many.
+#ifndef GPUMCMC_GAMMA_BOOST_INLINE
+#define GPUMCMC_GAMMA_BOOST_INLINE 40
+#endif
+static_assert(GPUMCMC_GAMMA_BOOST_INLINE >= 0 && GPUMCMC_GAMMA_BOOST_INLINE <= 64, "see the boost queue's size");
+
+// Queue entries, each written and read as 16-byte words (float32 entries in
+// one, a float64 slow entry in two).
+template <typename T>
+struct alignas(16) SlowEntry {
+    long long i;
+    T x, u;
+};
+template <typename T>
+struct alignas(16) BoostEntry {
+    long long i;
+    T v;
+};
+
+__device__ __forceinline__ void put(SlowEntry<float>* e, long long i, float x, float u) {
+    *reinterpret_cast<uint4*>(e) = make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(x), __float_as_uint(u));
+}
+__device__ __forceinline__ void put(SlowEntry<double>* e, long long i, double x, double u) {
+    reinterpret_cast<longlong2*>(e)[0] = make_longlong2(i, __double_as_longlong(x));
+    reinterpret_cast<longlong2*>(e)[1] = make_longlong2(__double_as_longlong(u), 0);
+}
+__device__ __forceinline__ void put(BoostEntry<float>* e, long long i, float v) {
+    *reinterpret_cast<uint4*>(e) = make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(v), 0u);
+}
+__device__ __forceinline__ void put(BoostEntry<double>* e, long long i, double v) {
+    *reinterpret_cast<longlong2*>(e) = make_longlong2(i, __double_as_longlong(v));
+}
 
 template <typename T>
-struct GammaQueue {
-    long long i[GAMMA_WARPS][GAMMA_QCAP + 32];  // + a discard slot per lane
-    T x[GAMMA_WARPS][GAMMA_QCAP + 32];
-    T u[GAMMA_WARPS][GAMMA_QCAP + 32];
+struct GammaQueues {
+    SlowEntry<T> slow[GAMMA_WARPS][GAMMA_QCAP + 32];  // + a discard slot per lane
+    BoostEntry<T> boost[GAMMA_WARPS][GAMMA_QCAP];  // < 32 waiting + at most GPUMCMC_GAMMA_BOOST_INLINE pushed
 };
+
+template <typename T>
+struct pair_of;
+template <>
+struct pair_of<float> {
+    using type = float2;
+};
+template <>
+struct pair_of<double> {
+    using type = double2;
+};
+
+template <bool B>
+struct flag {
+    static constexpr bool value = B;
+};
+
+template <typename T>
+__device__ __forceinline__ bool pair_aligned(const T* p) {
+    return (reinterpret_cast<unsigned long long>(p) & (2 * sizeof(T) - 1)) == 0;
+}
+
+// Elements i0 (even) and i0 + 1 of a parameter given as (pointer, step);
+// `vec`: the pointer is aligned for one load of both.
+template <typename T>
+__device__ __forceinline__ void load_pair(const T* __restrict__ p, long long step, long long i0, bool has1,
+                                          bool vec, T& v0, T& v1) {
+    if (!step) {
+        v0 = v1 = p[0];
+    } else if (vec && has1) {
+        const auto v = *reinterpret_cast<const typename pair_of<T>::type*>(p + i0);
+        v0 = v.x;
+        v1 = v.y;
+    } else {
+        v0 = p[i0];
+        v1 = has1 ? p[i0 + 1] : T(1);
+    }
+}
 
 // out[i] = v * scale, or v + log(scale) with log_out (the caller passes log(scale)).
 template <typename T>
@@ -57,73 +134,125 @@ __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
-    __shared__ GammaQueue<T> q;
+    __shared__ GammaQueues<T> q;
     const uint2 key = make_uint2(k0, k1);
     const int lane = threadIdx.x & 31;
     const unsigned int lt = (1u << lane) - 1u;
     const int wq = threadIdx.x >> 5;
     const bool want_log = log_out != 0;
-    long long* const qi = q.i[wq];
-    T* const qx = q.x[wq];
-    T* const qu = q.u[wq];
-    int n_slow = 0;
+    const bool vec_shape = pair_aligned(shape), vec_scale = pair_aligned(scale), vec_out = pair_aligned(out);
+    SlowEntry<T>* const qs = q.slow[wq];
+    BoostEntry<T>* const qb = q.boost[wq];
+    int n_slow = 0, n_boost = 0;
     auto shape_of = [&](long long i) { return shape[shape_step ? i : 0]; };
     auto finish_slow = [&](int e) {
-        const long long i = qi[e];
+        const SlowEntry<T> s = qs[e];
         int trial;
-        const T g = gamma_from_trial0(shape_of(i), (unsigned long long)i, qx[e], qu[e], key, off_lo, off_hi,
+        const T g = gamma_from_trial0(shape_of(s.i), (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi,
                                       want_log, trial);
-        gamma_store(g, i, scale, scale_step, out, log_out, trials, trial);
+        gamma_store(g, s.i, scale, scale_step, out, log_out, trials, trial);
     };
+    auto finish_boost = [&](int e) {
+        const BoostEntry<T> b = qb[e];
+        const T ub = element_boost<T>((unsigned long long)b.i, key, off_lo, off_hi);
+        gamma_store(boost_apply(b.v, shape_of(b.i), ub, want_log), b.i, scale, scale_step, out, log_out, trials,
+                    0);
+    };
+    using T2 = typename pair_of<T>::type;
+    // Every lane of the warp has a whole pair, and the pair's parameters and
+    // output are plain aligned pairs: one 8-byte (16-byte) load and store.
+    const bool fast_in = shape_step != 0 && vec_shape;
+    const bool fast_out = vec_out && scale == nullptr && trials == nullptr;
 
+    // One iteration: the warp's 32 pairs from `base`. FULL: every lane has a
+    // whole pair (all but the last iteration), which drops the bounds checks.
     const long long n_pairs = (n + 1) >> 1;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n_pairs;
-         base += stride) {
+    auto pairs = [&](long long base, auto full_tag) {
+        constexpr bool FULL = decltype(full_tag)::value;
         const long long p = base + lane;
         const long long i0 = 2 * p;
-        const bool has0 = p < n_pairs, has1 = i0 + 1 < n;
-        const T a0 = has0 ? shape_of(i0) : T(1);
-        const T a1 = has1 ? shape_of(i0 + 1) : T(1);
+        const bool has0 = FULL || p < n_pairs, has1 = FULL || i0 + 1 < n;
+        T a0 = T(1), a1 = T(1);
+        if (FULL && fast_in) {
+            const T2 a = reinterpret_cast<const T2*>(shape)[p];
+            a0 = a.x;
+            a1 = a.y;
+        } else if (has0) {
+            load_pair(shape, shape_step, i0, has1, vec_shape, a0, a1);
+        }
         T x0, u0, x1, u1, g0 = T(0), g1 = T(0);
         pair_trial0((unsigned long long)p, key, off_lo, off_hi, x0, u0, x1, u1);
         const bool ok0 = has0 && trial0_squeeze(a0, x0, u0, g0);
         const bool ok1 = has1 && trial0_squeeze(a1, x1, u1, g1);
-        // G(a) or log G(a); shapes below 1 get the boost of their pair's block 1,
-        // drawn by the whole warp when any of its lanes needs it.
-        T v0 = want_log ? log(g0) : g0;
-        T v1 = want_log ? log(g1) : g1;
+        // G(a') or log G(a').
+        T v0 = want_log ? log_pos(g0) : g0;  // g = 0 (a placeholder) where the squeeze failed
+        T v1 = want_log ? log_pos(g1) : g1;
+        const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
         const bool b0 = ok0 && a0 < T(1), b1 = ok1 && a1 < T(1);
-        if (__any_sync(0xffffffffu, b0 || b1)) {
+        const unsigned m0 = __ballot_sync(0xffffffffu, s0), m1 = __ballot_sync(0xffffffffu, s1);
+        const unsigned c0 = __ballot_sync(0xffffffffu, b0), c1 = __ballot_sync(0xffffffffu, b1);
+        const int nb = __popc(c0) + __popc(c1);
+        if (nb > GPUMCMC_GAMMA_BOOST_INLINE) {
+            // Most of the warp boosts: at once, one Philox block per pair.
             T ub0, ub1;
             pair_boost((unsigned long long)p, key, off_lo, off_hi, ub0, ub1);
             if (b0) v0 = boost_apply(v0, a0, ub0, want_log);
             if (b1) v1 = boost_apply(v1, a1, ub1, want_log);
+        } else if (nb > 0) {
+            // A few: to the boost queue, served a Philox block per element.
+            const int slot = n_boost + __popc(c0 & lt) + __popc(c1 & lt);
+            if (b0) put(qb + slot, i0, v0);
+            if (b1) put(qb + slot + b0, i0 + 1, v1);
+            n_boost += nb;
         }
-        if (ok0) gamma_store(v0, i0, scale, scale_step, out, log_out, trials, 0);
-        if (ok1) gamma_store(v1, i0 + 1, scale, scale_step, out, log_out, trials, 0);
-        // The rest to the queue; a lane with nothing to push writes its discard slot.
-        const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
-        const unsigned m0 = __ballot_sync(0xffffffffu, s0), m1 = __ballot_sync(0xffffffffu, s1);
+        // Both halves are stored at once: a half that still waits in a queue
+        // stores a placeholder, which its queue entry overwrites later (after a
+        // __syncwarp, which orders the two writes).
+        if (FULL && fast_out) {
+            reinterpret_cast<T2*>(out)[p] = {v0, v1};
+        } else if (has0) {
+            T o0 = v0, o1 = v1;
+            if (scale != nullptr) {
+                T s0, s1;
+                load_pair(scale, scale_step, i0, has1, vec_scale, s0, s1);
+                o0 = log_out ? o0 + s0 : o0 * s0;
+                o1 = log_out ? o1 + s1 : o1 * s1;
+            }
+            if (has1 && vec_out) {
+                *reinterpret_cast<T2*>(out + i0) = {o0, o1};
+            } else {
+                out[i0] = o0;
+                if (has1) out[i0 + 1] = o1;
+            }
+            if (trials != nullptr) {
+                trials[i0] = 0;
+                if (has1) trials[i0 + 1] = 0;
+            }
+        }
+        // The rest to the slow queue; a lane with nothing to push writes its discard slot.
         const int slot = n_slow + __popc(m0 & lt) + __popc(m1 & lt);
-        const int e0 = s0 ? slot : GAMMA_QCAP + lane;
-        qi[e0] = i0;
-        qx[e0] = x0;
-        qu[e0] = u0;
-        const int e1 = s1 ? slot + s0 : GAMMA_QCAP + lane;
-        qi[e1] = i0 + 1;
-        qx[e1] = x1;
-        qu[e1] = u1;
+        put(qs + (s0 ? slot : GAMMA_QCAP + lane), i0, x0, u0);
+        put(qs + (s1 ? slot + s0 : GAMMA_QCAP + lane), i0 + 1, x1, u1);
         n_slow += __popc(m0) + __popc(m1);
         __syncwarp();
         while (n_slow >= 32) {
             n_slow -= 32;
             finish_slow(n_slow + lane);
         }
+        while (n_boost >= 32) {
+            n_boost -= 32;
+            finish_boost(n_boost + lane);
+        }
         __syncwarp();  // the served slots are written again only after every lane has read its own
-    }
+    };
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
+    long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+    for (; base <= full_end; base += stride) pairs(base, flag<true>{});
+    for (; base < n_pairs; base += stride) pairs(base, flag<false>{});
     __syncwarp();
     if (lane < n_slow) finish_slow(lane);
+    if (lane < n_boost) finish_boost(lane);
 }
 
 template <typename T>

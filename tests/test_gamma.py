@@ -322,10 +322,35 @@ def test_gpu_gamma_equals_the_twin(cp, dtype, log):
         assert np.all(vg[tiny] <= np.finfo(dtype).tiny * 1e4)
 
 
+def test_gpu_log_pos_is_within_an_ulp(cp):
+    # The float32 kernel's logarithm (log_pos in gamma.cuh) on every value
+    # u01_f32 takes and on positive normals across the exponent range, against
+    # float64 log: at most 1 ulp of the float32 result, as logf. This is a bound
+    # checked exhaustively on the uniforms, not a statistical test.
+    from gpumcmc import _loader
+
+    src = ('#include "gamma.cuh"\n'
+           'extern "C" __global__ void k(const float* x, float* y, long long n) {\n'
+           '    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n'
+           '    if (i < n) y[i] = gpumcmc::log_pos(x[i]);\n'
+           '}\n')
+    fn = cp.RawModule(code=src, options=(_loader.STD, f"-I{_loader.kernel_dir()}")).get_function("k")
+    u = ((np.arange(1 << 23) + 0.5) * 2.0**-23).astype(np.float32)
+    wide = np.exp(np.random.default_rng(5).uniform(np.log(2.0**-120), np.log(2.0**120), 1 << 22))
+    x = np.concatenate([u, wide.astype(np.float32)])
+    xg = cp.asarray(x)
+    y = cp.empty_like(xg)
+    fn(((x.size + 255) // 256,), (256,), (xg, y, _loader.i64(x.size)))
+    exact = np.log(x.astype(np.float64))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    err = np.abs(y.get().astype(np.float64) - exact) / ulp
+    assert err.max() <= 1.0, f"{err.max():.3f} ulp at x = {x[err.argmax()]!r}"
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_gpu_gamma_mixed_runs_invalid_shapes_and_partial_warps(cp, dtype):
-    # The kernel takes elements in pairs, boosts shapes below 1 across the
-    # warp and defers those past the squeeze to a per-warp queue. Runs of
+    # The kernel takes elements in pairs and defers boosted shapes, and those
+    # past the squeeze, to per-warp queues. Runs of
     # boosted shapes, of invalid shapes (validation off, NaN out) and of
     # alternating easy and hard shapes, in an odd length that leaves a half
     # pair, a partial warp and a part-filled queue: every element comes out
@@ -337,11 +362,17 @@ def test_gpu_gamma_mixed_runs_invalid_shapes_and_partial_warps(cp, dtype):
     shape[300:340] = np.nan  # every element to the general path
     shape[341::97] = -1.0
     shape[400:900:2] = 1e4  # alternating squeeze-only and anything
+    # Also from a view one element into its buffer, which the kernel cannot
+    # read as aligned pairs.
+    offset = cp.asarray(np.concatenate([shape[:1], shape]))[1:]
     with gpumcmc.validation(False):
-        for log in (False, True):
-            vg, tg = _gamma.gamma(default_rng(8, backend="cupy"), cp.asarray(shape), log=log, return_trials=True)
+        for log, gpu_shape in ((False, cp.asarray(shape)), (True, cp.asarray(shape)), (False, offset)):
+            vg, tg = _gamma.gamma(default_rng(8, backend="cupy"), gpu_shape, log=log, return_trials=True)
             vc, tc = _gamma.gamma(default_rng(8, backend="numpy"), shape, log=log, return_trials=True)
             vg, tg = vg.get(), tg.get()
+            # Without trials the kernel stores whole pairs at once: the same values.
+            plain = _gamma.gamma(default_rng(8, backend="cupy"), gpu_shape, log=log).get()
+            assert np.array_equal(plain, vg, equal_nan=True)
             assert np.array_equal(np.isnan(vg), np.isnan(vc)) and np.isnan(vc[300:340]).all()
             assert (tg != tc).sum() <= 2  # boundary cases, as in test_gpu_gamma_equals_the_twin
             ok = ~np.isnan(vc) & (tg == tc)
@@ -371,6 +402,32 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
         outs.append(out.get())
     for o in outs[1:]:
         assert np.array_equal(o, outs[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_gpu_gamma_boost_paths_give_the_same_draws(cp, dtype):
+    # A warp boosts its shapes below 1 at once where most of its elements need
+    # it, and queues them otherwise. Built to always boost at once (threshold
+    # 0) and to always queue (64), the kernel must return the same bits, with
+    # and without log output and unit scale.
+    from gpumcmc import _loader
+
+    n = 200_003
+    g = np.random.default_rng(4)
+    shape = np.exp(g.uniform(np.log(1e-3), np.log(30.0), n)).astype(dtype)
+    shape[50_000:90_000] = 0.2  # warps that boost at once under the default threshold
+    sh = cp.asarray(shape)
+    outs = {}
+    for threshold in (0, 64):
+        fn = _loader.get_function(_gamma.FILE, f"gamma_draw<{_gamma._CTYPE[np.dtype(dtype)]}>", _gamma._NAMES,
+                                  (("GPUMCMC_GAMMA_BOOST_INLINE", threshold),))
+        for log in (0, 1):
+            out = cp.empty(n, dtype=dtype)
+            fn((264,), (256,), (sh, _loader.i64(1), _gamma.NULL, _loader.i64(0), out, _loader.i64(n),
+                                *_loader.philox_args((9, 10), 11), _loader.i32(log), _gamma.NULL))
+            outs[threshold, log] = out.get()
+    for log in (0, 1):
+        assert np.array_equal(outs[0, log], outs[64, log])
 
 
 def test_gpu_generator_validates_and_broadcasts(cp):

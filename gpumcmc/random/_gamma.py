@@ -51,6 +51,8 @@ float64 ``-log(u01_f64(w0, w1))`` and ``-log(u01_f64(w2, w3))``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _loader
@@ -348,6 +350,8 @@ def _param_arg(p, dtype):
     """A parameter as (contiguous device array, step): step 0 for one shared value."""
     import cupy
 
+    if p.ndim == 1 and p.dtype == dtype and p.flags.c_contiguous:  # the usual case: as it is
+        return p, (_loader.i64(0) if p.size == 1 else _loader.i64(1))
     p = cupy.asarray(p, dtype=dtype)
     if p.size == 1:
         return cupy.ascontiguousarray(p.reshape(1)), _loader.i64(0)
@@ -403,17 +407,17 @@ def dirichlet_cupy(alpha, key, offset, *, log=False):
     import cupy
 
     n_rows, K = alpha.shape
-    out = cupy.empty_like(alpha)
+    out = cupy.empty((n_rows * K,), dtype=alpha.dtype)
     if out.size == 0:
-        return out
-    _launch_gamma(alpha.reshape(-1), None, out.reshape(-1), key, offset, True)
+        return out.reshape(n_rows, K)
+    _launch_gamma(alpha.reshape(-1), None, out, key, offset, True)
     g = 1
     while g < min(K, 32):
         g *= 2
     _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
                    (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
                    block=_BLOCK)
-    return out
+    return out.reshape(n_rows, K)
 
 
 # ---------------------------------------------------------------------------
@@ -478,7 +482,7 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
     xp = rng.xp(shape, scale)
     dtype = resolve_dtype(dtype, shape, scale)
     oshape = out_shape(size, shape, scale)
-    n = int(np.prod(oshape, dtype=np.int64))
+    n = math.prod(oshape)
     _check_index(n, "gamma")
     if n == 0:
         empty = xp.empty(oshape, dtype=dtype)
@@ -514,7 +518,7 @@ def beta(rng, a, b, size=None, dtype=None):
     dtype = resolve_dtype(dtype, a, b)
     oshape = out_shape(size, a, b)
     pa, pb = _as(a, xp, dtype), _as(b, xp, dtype)
-    n = int(np.prod(oshape, dtype=np.int64))
+    n = math.prod(oshape)
     _check_index(2 * n, "beta")
     if n == 0:
         return xp.empty(oshape, dtype=dtype)
@@ -538,16 +542,17 @@ def dirichlet(rng, alpha, size=None, dtype=None, log=False):
     if al.ndim < 1:
         raise ValueError("alpha must have at least one axis (the K categories, last).")
     K = al.shape[-1]
-    batch = out_shape(size, shapes=[al.shape[:-1]])
+    batch = al.shape[:-1] if size is None else out_shape(size, shapes=[al.shape[:-1]])
     oshape = batch + (K,)
-    n = int(np.prod(oshape, dtype=np.int64))
+    n = math.prod(oshape)
     _check_index(n, "dirichlet")
     if n == 0:
         return xp.empty(oshape, dtype=dtype)
     _v.check_positive(al, "alpha")  # synchronize!
     if tuple(al.shape) != oshape:
         al = xp.broadcast_to(al, oshape)
-    al = xp.ascontiguousarray(al).reshape(-1, K)
+    if al.ndim != 2 or not al.flags.c_contiguous:
+        al = xp.ascontiguousarray(al).reshape(-1, K)
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.dirichlet", xp):
         if xp is np:
@@ -562,7 +567,7 @@ def standard_exponential(rng, size=None, dtype=np.float64, *params):
     dtype = _v.check_float_dtype(dtype)
     xp = rng.xp(*params)
     oshape = out_shape(size, *params)
-    n = int(np.prod(oshape, dtype=np.int64))
+    n = math.prod(oshape)
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.exponential", xp):
         flat = _fill.fill(xp, "exponential", n, dtype, key, off)

@@ -46,8 +46,8 @@ constexpr int GAMMA_QCAP = 96;  // < 32 waiting + 64 pushed
 #endif
 static_assert(GPUMCMC_GAMMA_BOOST_INLINE >= 0 && GPUMCMC_GAMMA_BOOST_INLINE <= 64, "see the boost queue's size");
 
-// Queue entries, each written and read as 16-byte words (float32 entries in
-// one, a float64 slow entry in two).
+// Queue entries, each written as 16-byte words (float32 entries in one, a
+// float64 slow entry in two).
 template <typename T>
 struct alignas(16) SlowEntry {
     long long i;
@@ -185,7 +185,9 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         const bool ok0 = has0 && trial0_squeeze(a0, x0, u0, g0);
         const bool ok1 = has1 && trial0_squeeze(a1, x1, u1, g1);
         // G(a') or log G(a').
-        T v0 = want_log ? log_pos(g0) : g0;  // g = 0 (a placeholder) where the squeeze failed
+        // g = 0 where the squeeze failed or the lane has no element: then v is a
+        // placeholder (log_pos(0) is a finite value near -88, not -inf), never kept.
+        T v0 = want_log ? log_pos(g0) : g0;
         T v1 = want_log ? log_pos(g1) : g1;
         const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
         const bool b0 = ok0 && a0 < T(1), b1 = ok1 && a1 < T(1);

@@ -6,8 +6,9 @@
 // in the same roles and the same floating-point expressions, so that both sides
 // accept the same trial (but for rounding right at the acceptance boundary);
 // the values then differ only by the rounding of log, log1p, exp and sqrt, and
-// in float32 of the kernel's rsqrtf and hardware sine and cosine (see
-// box_muller_fast), which the twin evaluates exactly.
+// in float32 of the kernel's approximate reciprocal square root (as rsqrtf,
+// 2 ulp) and hardware sine and cosine (see box_muller_fast), which the twin
+// evaluates exactly.
 //
 // Counters. Block j of index x is the Philox block at the 64-bit index
 // idx = x + 2^40 j, i.e. ctr = (x_lo, x_hi | j << 8, off_lo, off_hi), at the

@@ -286,7 +286,7 @@ def _assert_close_log(gpu, cpu, tol):
 
 
 # Values from the same accepted trial differ only by rounding: of CUDA's and
-# NumPy's log/exp, and in float32 of the kernel's rsqrtf (2 ulp) and hardware
+# NumPy's log/exp, and in float32 of the kernel's rsqrt (2 ulp) and hardware
 # sine and cosine (absolute 6e-7). Measured by running the twin against a copy
 # of itself that makes those errors (float32 log and sqrt, c off by up to 2 ulp,
 # the normals off by up to 6e-7 r; 2e6 elements, shapes 1e-3..1e4): log G within

@@ -32,10 +32,11 @@ Then ``G(a') = d v**3``; below shape 1, ``G(a) = G(a') exp(log(U) / a)`` and
 and float64 draws in float64 on both backends, except the twin's normals,
 which it computes in float64 and rounds once. Where the float32 kernel trades
 exactness for speed, the twin keeps the exact formula: the kernel's
-``c = rsqrtf(9 d)`` is within 2 ulp of the twin's ``1 / sqrt(9 d)``, its
-logarithm (``log_pos``, a polynomial for positive normal arguments) is
-within 1 ulp as ``logf`` is, and its normals take the angle from
-``__sincosf`` (absolute error below 6e-7 r).
+``c = rsqrt(9 d)`` (the hardware approximation, as ``rsqrtf``) is within
+2 ulp of the twin's ``1 / sqrt(9 d)``, its logarithm (``log_pos``, a
+polynomial for positive normal arguments) is within 1 ulp as ``logf`` is,
+and its normals take the angle from ``__sincosf`` (absolute error below
+6e-7 r).
 Both sides accept the same trial but for rounding right at the acceptance
 boundary.
 

@@ -117,14 +117,17 @@ __device__ __forceinline__ void load_pair(const T* __restrict__ p, long long ste
     }
 }
 
-// out[i] = v * scale, or v + log(scale) with log_out (the caller passes log(scale)).
+// v * s, or v + s with log_out (where the caller passes s = log(scale)).
+template <typename T>
+__device__ __forceinline__ T scaled(T v, T s, int log_out) {
+    return log_out ? v + s : v * s;
+}
+
+// out[i] = v scaled by scale[i] (see scaled), and the accepted trial.
 template <typename T>
 __device__ __forceinline__ void gamma_store(T v, long long i, const T* __restrict__ scale, long long scale_step,
                                             T* __restrict__ out, int log_out, int* __restrict__ trials, int trial) {
-    if (scale != nullptr) {
-        const T s = scale[scale_step ? i : 0];
-        v = log_out ? v + s : v * s;
-    }
+    if (scale != nullptr) v = scaled(v, scale[scale_step ? i : 0], log_out);
     out[i] = v;
     if (trials != nullptr) trials[i] = trial;
 }
@@ -217,8 +220,8 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
             if (scale != nullptr) {
                 T s0, s1;
                 load_pair(scale, scale_step, i0, has1, vec_scale, s0, s1);
-                o0 = log_out ? o0 + s0 : o0 * s0;
-                o1 = log_out ? o1 + s1 : o1 * s1;
+                o0 = scaled(o0, s0, log_out);
+                o1 = scaled(o1, s1, log_out);
             }
             if (has1 && vec_out) {
                 *reinterpret_cast<T2*>(out + i0) = {o0, o1};

@@ -237,12 +237,9 @@ __device__ __forceinline__ void pair_boost(unsigned long long p, uint2 key, unsi
 template <typename T>
 __device__ __forceinline__ T element_boost(unsigned long long i, uint2 key, unsigned int off_lo,
                                            unsigned int off_hi) {
-    const uint4 w = gamma_block(i & ~1ull, 1u, key, off_lo, off_hi);
-    if constexpr (sizeof(T) == 4) {
-        return u01_f32((i & 1) ? w.y : w.x);
-    } else {
-        return (i & 1) ? u01_f64(w.z, w.w) : u01_f64(w.x, w.y);
-    }
+    T b0, b1;
+    pair_boost(i >> 1, key, off_lo, off_hi, b0, b1);
+    return (i & 1) ? b1 : b0;
 }
 
 // Trial 0 by the squeeze alone: true, with g = G(a'), where it accepts; false
@@ -300,11 +297,7 @@ __device__ __forceinline__ T gamma_from_trial0(T a, unsigned long long i, T x0, 
     if (trial < 0) return fp_special<T>::nan();
     const T g = mt_value(d, cx);
     const T v = want_log ? log_pos(g) : g;
-    if (boost) {
-        T b0, b1;
-        pair_boost(i >> 1, key, off_lo, off_hi, b0, b1);
-        return boost_apply(v, a, (i & 1) ? b1 : b0, want_log);
-    }
+    if (boost) return boost_apply(v, a, element_boost<T>(i, key, off_lo, off_hi), want_log);
     return v;
 }
 

@@ -165,7 +165,8 @@ def get_function(filename: str, name: str, name_expressions: tuple = (), defines
 _sm_counts: dict[int, int] = {}
 
 
-def _sm_count() -> int:
+def sm_count() -> int:
+    """Streaming multiprocessors on the current device (cached per device)."""
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
@@ -195,7 +196,7 @@ def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
 
 def grid_size(n_items: int, block: int, blocks_per_sm: int = 32) -> int:
     """Blocks for ``n_items`` work items: enough to cover them, capped for grid-stride loops."""
-    return max(1, min(math.ceil(n_items / block), _sm_count() * blocks_per_sm))
+    return max(1, min(math.ceil(n_items / block), sm_count() * blocks_per_sm))
 
 
 def launch(kernel, n_items: int, args: tuple, block: int = 256, shared_mem: int = 0,

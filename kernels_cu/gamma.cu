@@ -11,6 +11,9 @@
 //                  log space, X = 1 / (1 + exp(log Gb - log Ga))
 //   lse_rows<T>    rows of log-gammas normalised in place by their log-sum-exp:
 //                  a Dirichlet draw is gamma_draw (log) followed by lse_rows
+//   dirichlet_draw<T>  the same draws as that pair of kernels in one launch,
+//                  a warp drawing and normalising a chunk of whole rows (the
+//                  launcher takes it for many float32 rows)
 //
 // Parameters come as a pointer and a step (0 for one value shared by every
 // element, 1 for one value per element), so scalar parameters cost no copy;
@@ -132,49 +135,71 @@ __device__ __forceinline__ void gamma_store(T v, long long i, const T* __restric
     if (trials != nullptr) trials[i] = trial;
 }
 
+// One warp's gamma elements in pairs, with its two queues: pairs(base, n, FULL)
+// draws the warp's 32 pairs from `base` among elements [0, n) (FULL: all 64
+// elements are below n, which drops the bounds checks); flush() finishes
+// whatever still waits in the queues. After flush() and a __syncwarp() every
+// element the warp was given holds its final value.
 template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
-gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
-           long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-           unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
-    __shared__ GammaQueues<T> q;
-    const uint2 key = make_uint2(k0, k1);
-    const int lane = threadIdx.x & 31;
-    const unsigned int lt = (1u << lane) - 1u;
-    const int wq = threadIdx.x >> 5;
-    const bool want_log = log_out != 0;
-    const bool vec_shape = pair_aligned(shape), vec_scale = pair_aligned(scale), vec_out = pair_aligned(out);
-    SlowEntry<T>* const qs = q.slow[wq];
-    BoostEntry<T>* const qb = q.boost[wq];
+struct GammaWarp {
+    using T2 = typename pair_of<T>::type;
+    const T* __restrict__ shape;
+    long long shape_step;
+    const T* __restrict__ scale;
+    long long scale_step;
+    T* __restrict__ out;
+    int* __restrict__ trials;
+    uint2 key;
+    unsigned int off_lo, off_hi;
+    int log_out;
+    bool want_log, vec_shape, vec_scale, vec_out, fast_in, fast_out;
+    int lane;
+    unsigned int lt;
+    SlowEntry<T>* qs;
+    BoostEntry<T>* qb;
     int n_slow = 0, n_boost = 0;
-    auto shape_of = [&](long long i) { return shape[shape_step ? i : 0]; };
-    auto finish_slow = [&](int e) {
+
+    __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const T* shape_, long long shape_step_, const T* scale_,
+                                         long long scale_step_, T* out_, int* trials_, uint2 key_,
+                                         unsigned int off_lo_, unsigned int off_hi_, int log_out_)
+        : shape(shape_), shape_step(shape_step_), scale(scale_), scale_step(scale_step_), out(out_),
+          trials(trials_), key(key_), off_lo(off_lo_), off_hi(off_hi_), log_out(log_out_) {
+        lane = threadIdx.x & 31;
+        lt = (1u << lane) - 1u;
+        want_log = log_out != 0;
+        vec_shape = pair_aligned(shape);
+        vec_scale = pair_aligned(scale);
+        vec_out = pair_aligned(out);
+        // Every lane of the warp has a whole pair, and the pair's parameters and
+        // output are plain aligned pairs: one 8-byte (16-byte) load and store.
+        fast_in = shape_step != 0 && vec_shape;
+        fast_out = vec_out && scale == nullptr && trials == nullptr;
+        qs = q.slow[threadIdx.x >> 5];
+        qb = q.boost[threadIdx.x >> 5];
+    }
+
+    __device__ __forceinline__ T shape_of(long long i) const { return shape[shape_step ? i : 0]; }
+
+    __device__ __forceinline__ void finish_slow(int e) const {
         const SlowEntry<T> s = qs[e];
         int trial;
         const T g = gamma_from_trial0(shape_of(s.i), (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi,
                                       want_log, trial);
         gamma_store(g, s.i, scale, scale_step, out, log_out, trials, trial);
-    };
-    auto finish_boost = [&](int e) {
+    }
+
+    __device__ __forceinline__ void finish_boost(int e) const {
         const BoostEntry<T> b = qb[e];
         const T ub = element_boost<T>((unsigned long long)b.i, key, off_lo, off_hi);
         gamma_store(boost_apply(b.v, shape_of(b.i), ub, want_log), b.i, scale, scale_step, out, log_out, trials,
                     0);
-    };
-    using T2 = typename pair_of<T>::type;
-    // Every lane of the warp has a whole pair, and the pair's parameters and
-    // output are plain aligned pairs: one 8-byte (16-byte) load and store.
-    const bool fast_in = shape_step != 0 && vec_shape;
-    const bool fast_out = vec_out && scale == nullptr && trials == nullptr;
+    }
 
-    // One iteration: the warp's 32 pairs from `base`. FULL: every lane has a
-    // whole pair (all but the last iteration), which drops the bounds checks.
-    const long long n_pairs = (n + 1) >> 1;
-    auto pairs = [&](long long base, auto full_tag) {
-        constexpr bool FULL = decltype(full_tag)::value;
+    template <bool FULL>
+    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL>) {
         const long long p = base + lane;
         const long long i0 = 2 * p;
-        const bool has0 = FULL || p < n_pairs, has1 = FULL || i0 + 1 < n;
+        const bool has0 = FULL || i0 < n, has1 = FULL || i0 + 1 < n;
         T a0 = T(1), a1 = T(1);
         if (FULL && fast_in) {
             const T2 a = reinterpret_cast<const T2*>(shape)[p];
@@ -249,15 +274,33 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
             finish_boost(n_boost + lane);
         }
         __syncwarp();  // the served slots are written again only after every lane has read its own
-    };
+    }
+
+    // Serve the part-full queues; the caller's __syncwarp() then orders these
+    // stores before any lane's later reads or queue writes.
+    __device__ __forceinline__ void flush() {
+        __syncwarp();
+        if (lane < n_slow) finish_slow(lane);
+        if (lane < n_boost) finish_boost(lane);
+        n_slow = n_boost = 0;
+    }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
+           long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
+           unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
+    __shared__ GammaQueues<T> q;
+    GammaWarp<T> w(q, shape, shape_step, scale, scale_step, out, trials, make_uint2(k0, k1), off_lo, off_hi,
+                   log_out);
+    const long long n_pairs = (n + 1) >> 1;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
     long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
-    for (; base <= full_end; base += stride) pairs(base, flag<true>{});
-    for (; base < n_pairs; base += stride) pairs(base, flag<false>{});
-    __syncwarp();
-    if (lane < n_slow) finish_slow(lane);
-    if (lane < n_boost) finish_boost(lane);
+    for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{});
+    for (; base < n_pairs; base += stride) w.pairs(base, n, flag<false>{});
+    w.flush();
 }
 
 template <typename T>
@@ -311,6 +354,60 @@ __device__ __forceinline__ unsigned int group_mask(int G) {
 #define GPUMCMC_LSE_REGS 8
 #endif
 
+// One row r of K log-gammas normalised by the G lanes of its group, of which
+// this lane is number `sub`.
+template <typename T>
+__device__ __forceinline__ void lse_row(T* __restrict__ r, int K, int G, int sub, unsigned int mask, int log_out) {
+    const T ninf = -fp_special<T>::inf();
+    // float64 rows take the two passes: with 8 doubles per lane in registers
+    // the kernel ran slower (occupancy) than rereading the row from cache.
+    if (sizeof(T) == 4 && K <= G * GPUMCMC_LSE_REGS) {
+        T v[GPUMCMC_LSE_REGS];
+        T m = ninf;
+#pragma unroll
+        for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
+            const int k = sub + j * G;
+            v[j] = k < K ? r[k] : ninf;
+            m = fmax(m, v[j]);  // a NaN is caught by the sum below
+        }
+        const T mall = group_max(m, G, mask);
+        T s = T(0);
+#pragma unroll
+        for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
+            const T e = exp(v[j] - mall);  // 0 for the padding (NaN only if the row is)
+            s += e;
+            if (!log_out) v[j] = e;
+            else v[j] -= mall;
+        }
+        const T tot = group_sum(s, G, mask);
+        const T ltot = log(tot);
+#pragma unroll
+        for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
+            const int k = sub + j * G;
+            if (k < K) r[k] = log_out ? v[j] - ltot : v[j] / tot;
+        }
+        return;
+    }
+    T m = ninf, s = T(0);
+    for (int k = sub; k < K; k += G) {
+        const T lg = r[k];
+        if (lg > m) {
+            s = s * exp(m - lg) + T(1);
+            m = lg;
+        } else {
+            s += exp(lg - m);  // also NaN: the row's sum becomes NaN
+        }
+    }
+    const T mall = group_max(m, G, mask);
+    s = (m == ninf) ? s * T(0) : s * exp(m - mall);  // a lane of NaNs alone keeps its NaN
+    const T tot = group_sum(s, G, mask);
+    const T ltot = log(tot);
+    for (int k = sub; k < K; k += G) {
+        const T lg = r[k];
+        r[k] = log_out ? (lg - mall) - ltot : exp(lg - mall) / tot;
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
@@ -318,57 +415,35 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int sub = (int)(tid & (G - 1));
     const long long groups = (long long)gridDim.x * blockDim.x / G;
-    const T ninf = -fp_special<T>::inf();
-    // float64 rows take the two passes: with 8 doubles per lane in registers
-    // the kernel ran slower (occupancy) than rereading the row from cache.
-    const bool in_regs = sizeof(T) == 4 && K <= G * GPUMCMC_LSE_REGS;
-    for (long long row = tid / G; row < n_rows; row += groups) {
-        T* r = x + row * K;
-        if (in_regs) {
-            T v[GPUMCMC_LSE_REGS];
-            T m = ninf;
-#pragma unroll
-            for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
-                const int k = sub + j * G;
-                v[j] = k < K ? r[k] : ninf;
-                m = fmax(m, v[j]);  // a NaN is caught by the sum below
-            }
-            const T mall = group_max(m, G, mask);
-            T s = T(0);
-#pragma unroll
-            for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
-                const T e = exp(v[j] - mall);  // 0 for the padding (NaN only if the row is)
-                s += e;
-                if (!log_out) v[j] = e;
-                else v[j] -= mall;
-            }
-            const T tot = group_sum(s, G, mask);
-            const T ltot = log(tot);
-#pragma unroll
-            for (int j = 0; j < GPUMCMC_LSE_REGS; ++j) {
-                const int k = sub + j * G;
-                if (k < K) r[k] = log_out ? v[j] - ltot : v[j] / tot;
-            }
-            continue;
-        }
-        T m = ninf, s = T(0);
-        for (int k = sub; k < K; k += G) {
-            const T lg = r[k];
-            if (lg > m) {
-                s = s * exp(m - lg) + T(1);
-                m = lg;
-            } else {
-                s += exp(lg - m);  // also NaN: the row's sum becomes NaN
-            }
-        }
-        const T mall = group_max(m, G, mask);
-        s = (m == ninf) ? s * T(0) : s * exp(m - mall);  // a lane of NaNs alone keeps its NaN
-        const T tot = group_sum(s, G, mask);
-        const T ltot = log(tot);
-        for (int k = sub; k < K; k += G) {
-            const T lg = r[k];
-            r[k] = log_out ? (lg - mall) - ltot : exp(lg - mall) / tot;
-        }
+    for (long long row = tid / G; row < n_rows; row += groups) lse_row(x + row * K, K, G, sub, mask, log_out);
+}
+
+// Dirichlet rows in one pass: each warp takes chunks of R consecutive rows
+// (R even when K is odd, so that a chunk starts on a whole pair), draws their
+// log-gammas as gamma_draw does (the same pairs, so the same values), serves
+// its queues, and normalises the chunk's rows as lse_rows does (G lanes per
+// row) while they are still in cache: the same draws as gamma_draw (log)
+// followed by lse_rows, with one launch and one trip to memory.
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
+               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
+    __shared__ GammaQueues<T> q;
+    GammaWarp<T> w(q, alpha, 1, nullptr, 0, out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1);
+    const unsigned int mask = group_mask(G);
+    const int sub = w.lane & (G - 1);
+    const long long n_chunks = (n_rows + R - 1) / R;
+    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < n_chunks; c += n_warps) {
+        const long long r0 = c * R, r1 = min(r0 + R, n_rows);
+        const long long e1 = r1 * K;  // elements [r0 K, e1); r0 K is even
+        long long base = (r0 * K) >> 1;
+        for (; base + 32 <= (e1 >> 1); base += 32) w.pairs(base, e1, flag<true>{});
+        for (; base < ((e1 + 1) >> 1); base += 32) w.pairs(base, e1, flag<false>{});
+        w.flush();
+        __syncwarp();  // every log-gamma of the chunk is in memory, seen by every lane
+        for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);
+        __syncwarp();  // the rows are read before the next chunk's queue entries are written
     }
 }
 
@@ -380,7 +455,9 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
                                            unsigned int, unsigned int, unsigned int, unsigned int, int, int*); \
     template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
                                           unsigned int, unsigned int, unsigned int, unsigned int);          \
-    template __global__ void lse_rows<T>(T*, long long, int, int, int);
+    template __global__ void lse_rows<T>(T*, long long, int, int, int);                                   \
+    template __global__ void dirichlet_draw<T>(const T*, T*, long long, int, long long, int, unsigned int,  \
+                                               unsigned int, unsigned int, unsigned int, int);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

@@ -152,6 +152,46 @@ def test_gpu_dirichlet_equals_the_twin(cp, dtype, k):
         assert bad_rows <= max(2, 1e-5 * alpha.size), f"{bad_rows} rows differ"
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("n_rows,k", [(5000, 1), (3001, 3), (999, 33), (700, 256), (301, 257), (40, 3001)])
+def test_gpu_dirichlet_paths_give_the_same_bits(cp, dtype, n_rows, k):
+    # dirichlet_draw (a warp per chunk of rows, any number of rows per chunk)
+    # against gamma_draw + lse_rows (rows_per_chunk=0): the same pairs, the
+    # same normalisation, so the same bits, also for a misaligned alpha (no
+    # pair loads), invalid shapes (NaN rows) and both outputs.
+    g = np.random.default_rng(n_rows + k)
+    flat = np.exp(g.uniform(np.log(1e-3), np.log(1e3), n_rows * k + 1)).astype(dtype)
+    flat[g.integers(0, flat.size, 3)] = -1.0  # NaN rows where validation is off
+    buf = cp.asarray(flat)
+    key, off = (0x1234, 0xABCD), 77
+    for alpha in (buf[:-1].reshape(n_rows, k), buf[1:].reshape(n_rows, k)):
+        for log in (False, True):
+            ref = _gamma.dirichlet_cupy(alpha, key, off, log=log, rows_per_chunk=0).get()
+            assert np.isnan(ref).any(axis=1).sum() >= 1
+            chunks = {1 + (k & 1), 2, 7 + (k & 1), 64, n_rows + (n_rows & k & 1)}
+            for R in sorted(chunks) + [None]:
+                got = _gamma.dirichlet_cupy(alpha, key, off, log=log, rows_per_chunk=R).get()
+                np.testing.assert_array_equal(got, ref, err_msg=f"rows_per_chunk={R}, log={log}")
+
+
+def test_dirichlet_plan():
+    # Many rows: chunks of about _DIRICHLET_CHUNK elements, an even count for odd K.
+    assert _gamma._dirichlet_plan(65_536, 256, 4224) == 8
+    assert _gamma._dirichlet_plan(65_536, 255, 4224) == 8
+    assert _gamma._dirichlet_plan(10_000_000, 3, 4224) == 682
+    assert _gamma._dirichlet_plan(1_000_000, 5001, 4224) == 2
+    # Fewer rows: smaller chunks to reach every warp; a small batch stays in one launch.
+    assert _gamma._dirichlet_plan(1_000_000, 3, 4224) == 238
+    assert _gamma._dirichlet_plan(4224, 16, 4224) == 1
+    assert _gamma._dirichlet_plan(10, 10, 4224) == 1
+    # A few long rows would leave most warps idle: the two-kernel path.
+    assert _gamma._dirichlet_plan(100, 100_000, 4224) == 0
+    # float64 takes the two-kernel path (faster there).
+    assert _gamma._dirichlet_plan(65_536, 256, 4224, np.float64) == 0
+    with pytest.raises(ValueError, match="even for odd K"):
+        _gamma.dirichlet_cupy(np.ones((4, 3)), (1, 2), 0, rows_per_chunk=3)
+
+
 def test_gpu_beta_equals_the_twin(cp):
     g = np.random.default_rng(4)
     key, off = (1, 2), 3

@@ -70,6 +70,8 @@ def _gamma_cases(bench, gpumcmc, n):
 
 
 def _dirichlet_cases(bench, gpumcmc, rows, k):
+    from gpumcmc.random import _gamma
+
     cp, torch, jax = bench.cupy, bench.torch, bench.jax
     rng = gpumcmc.random.default_rng(2, backend="cupy")
     base = cp.exp(cp.random.default_rng(3).uniform(np.log(0.1), np.log(10.0), (rows, k)))
@@ -90,6 +92,12 @@ def _dirichlet_cases(bench, gpumcmc, rows, k):
         if float(cp.abs(x.sum(axis=1) - 1).max()) > 1e-3:
             raise RuntimeError(f"{case}: rows do not sum to 1")
         bench.record(case, "gpumcmc (log-sum-exp rows)", bench.time(ours), items, **kw)
+        # The launcher's other path, for the record: the fused kernel where it
+        # chose gamma_draw + lse_rows, and the reverse.
+        R = _gamma._dirichlet_plan(rows, k, 1, np.float32)
+        fused = _gamma._dirichlet_plan(rows, k, 1, dtype) == 0
+        bench.peer(case, "gpumcmc, " + ("one fused launch" if fused else "gamma_draw + lse_rows"), items,
+                   lambda: _gamma.dirichlet_cupy(alpha, (1, 2), 3, rows_per_chunk=R if fused else 0), **kw)
 
         def naive():  # the usual GPU recipe, which fails for small alpha
             g = cp.random.standard_gamma(alpha, dtype=dtype)

@@ -153,12 +153,16 @@ def test_gpu_dirichlet_equals_the_twin(cp, dtype, k):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
-@pytest.mark.parametrize("n_rows,k", [(5000, 1), (3001, 3), (999, 33), (700, 256), (301, 257), (40, 3001)])
+@pytest.mark.parametrize("n_rows,k", [(5000, 1), (40_000, 2), (20_001, 3), (9_000, 16), (999, 33), (700, 256),
+                                       (301, 257), (40, 3001)])
 def test_gpu_dirichlet_paths_give_the_same_bits(cp, dtype, n_rows, k):
     # dirichlet_draw (a warp per chunk of rows, any number of rows per chunk)
     # against gamma_draw + lse_rows (rows_per_chunk=0): the same pairs, the
     # same normalisation, so the same bits, also for a misaligned alpha (no
-    # pair loads), invalid shapes (NaN rows) and both outputs.
+    # pair loads), invalid shapes (NaN rows) and both outputs. With one or two
+    # rows per chunk the larger cases give every warp several chunks (at most
+    # 4224 warps are resident on an H200), as large batches do; K = 2 and 16
+    # normalise several rows per warp (2 and 16 lanes a row).
     g = np.random.default_rng(n_rows + k)
     flat = np.exp(g.uniform(np.log(1e-3), np.log(1e3), n_rows * k + 1)).astype(dtype)
     flat[g.integers(0, flat.size, 3)] = -1.0  # NaN rows where validation is off

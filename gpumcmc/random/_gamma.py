@@ -450,9 +450,10 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None):
     g = _row_lanes(K)
     fn = _fn("dirichlet_draw", alpha.dtype)
     blocks = _loader.resident_blocks(fn, _BLOCK)
-    R = rows_per_chunk
-    if R is None:
+    if rows_per_chunk is None:
         R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), alpha.dtype)
+    else:  # at most one chunk of all the rows (rounded up to even for odd K)
+        R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
     if R:
         _loader.launch(fn, -(-n_rows // R) * 32,
                        (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),

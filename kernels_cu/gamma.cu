@@ -3,7 +3,8 @@
 // twin is gpumcmc/random/_gamma.py.
 //
 //   gamma_draw<T>  element i: G(shape[i]) * scale[i], or log G + log scale[i]
-//                  (scale may be null: unit scale); a thread takes a pair of
+//                  (scale may be null: then every element's scale, or log
+//                  scale, is scale_value, passed by value); a thread takes a pair of
 //                  elements, which share trial 0, and defers the general path
 //                  and (unless most of the warp needs it) the boost to
 //                  per-warp queues
@@ -126,12 +127,14 @@ __device__ __forceinline__ T scaled(T v, T s, int log_out) {
     return log_out ? v + s : v * s;
 }
 
-// out[i] = v scaled by scale[i] (see scaled), and the accepted trial.
+// out[i] = v scaled by scale[i], or by scale_value where scale is null (see
+// scaled; a unit scale_value, 1 or 0, leaves v's bits as they are), and the
+// accepted trial.
 template <typename T>
 __device__ __forceinline__ void gamma_store(T v, long long i, const T* __restrict__ scale, long long scale_step,
-                                            T* __restrict__ out, int log_out, int* __restrict__ trials, int trial) {
-    if (scale != nullptr) v = scaled(v, scale[scale_step ? i : 0], log_out);
-    out[i] = v;
+                                            T scale_value, T* __restrict__ out, int log_out,
+                                            int* __restrict__ trials, int trial) {
+    out[i] = scaled(v, scale != nullptr ? scale[scale_step ? i : 0] : scale_value, log_out);
     if (trials != nullptr) trials[i] = trial;
 }
 
@@ -147,6 +150,7 @@ struct GammaWarp {
     long long shape_step;
     const T* __restrict__ scale;
     long long scale_step;
+    T scale_value;
     T* __restrict__ out;
     int* __restrict__ trials;
     uint2 key;
@@ -160,9 +164,10 @@ struct GammaWarp {
     int n_slow = 0, n_boost = 0;
 
     __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const T* shape_, long long shape_step_, const T* scale_,
-                                         long long scale_step_, T* out_, int* trials_, uint2 key_,
+                                         long long scale_step_, T scale_value_, T* out_, int* trials_, uint2 key_,
                                          unsigned int off_lo_, unsigned int off_hi_, int log_out_)
-        : shape(shape_), shape_step(shape_step_), scale(scale_), scale_step(scale_step_), out(out_),
+        : shape(shape_), shape_step(shape_step_), scale(scale_), scale_step(scale_step_),
+          scale_value(scale_value_), out(out_),
           trials(trials_), key(key_), off_lo(off_lo_), off_hi(off_hi_), log_out(log_out_) {
         lane = threadIdx.x & 31;
         lt = (1u << lane) - 1u;
@@ -185,14 +190,14 @@ struct GammaWarp {
         int trial;
         const T g = gamma_from_trial0(shape_of(s.i), (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi,
                                       want_log, trial);
-        gamma_store(g, s.i, scale, scale_step, out, log_out, trials, trial);
+        gamma_store(g, s.i, scale, scale_step, scale_value, out, log_out, trials, trial);
     }
 
     __device__ __forceinline__ void finish_boost(int e) const {
         const BoostEntry<T> b = qb[e];
         const T ub = element_boost<T>((unsigned long long)b.i, key, off_lo, off_hi);
-        gamma_store(boost_apply(b.v, shape_of(b.i), ub, want_log), b.i, scale, scale_step, out, log_out, trials,
-                    0);
+        gamma_store(boost_apply(b.v, shape_of(b.i), ub, want_log), b.i, scale, scale_step, scale_value, out,
+                    log_out, trials, 0);
     }
 
     template <bool FULL>
@@ -239,15 +244,11 @@ struct GammaWarp {
         // stores a placeholder, which its queue entry overwrites later (after a
         // __syncwarp, which orders the two writes).
         if (FULL && fast_out) {
-            reinterpret_cast<T2*>(out)[p] = {v0, v1};
+            reinterpret_cast<T2*>(out)[p] = {scaled(v0, scale_value, log_out), scaled(v1, scale_value, log_out)};
         } else if (has0) {
-            T o0 = v0, o1 = v1;
-            if (scale != nullptr) {
-                T s0, s1;
-                load_pair(scale, scale_step, i0, has1, vec_scale, s0, s1);
-                o0 = scaled(o0, s0, log_out);
-                o1 = scaled(o1, s1, log_out);
-            }
+            T s0 = scale_value, s1 = scale_value;
+            if (scale != nullptr) load_pair(scale, scale_step, i0, has1, vec_scale, s0, s1);
+            const T o0 = scaled(v0, s0, log_out), o1 = scaled(v1, s1, log_out);
             if (has1 && vec_out) {
                 *reinterpret_cast<T2*>(out + i0) = {o0, o1};
             } else {
@@ -289,11 +290,11 @@ struct GammaWarp {
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
-           long long scale_step, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
+           long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
     __shared__ GammaQueues<T> q;
-    GammaWarp<T> w(q, shape, shape_step, scale, scale_step, out, trials, make_uint2(k0, k1), off_lo, off_hi,
-                   log_out);
+    GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
+                   off_hi, log_out);
     const long long n_pairs = (n + 1) >> 1;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
@@ -429,7 +430,7 @@ __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
                unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
     __shared__ GammaQueues<T> q;
-    GammaWarp<T> w(q, alpha, 1, nullptr, 0, out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1);
+    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1);
     const unsigned int mask = group_mask(G);
     const int sub = w.lane & (G - 1);
     const long long n_chunks = (n_rows + R - 1) / R;
@@ -451,7 +452,7 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
 // Offline builds (nvcc in CI) instantiate the templates so that their bodies
 // are compiled; at run time NVRTC instantiates them through name_expressions.
 #define GPUMCMC_GAMMA_INSTANTIATE(T)                                                                       \
-    template __global__ void gamma_draw<T>(const T*, long long, const T*, long long, T*, long long,         \
+    template __global__ void gamma_draw<T>(const T*, long long, const T*, long long, T, T*, long long,      \
                                            unsigned int, unsigned int, unsigned int, unsigned int, int, int*); \
     template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
                                           unsigned int, unsigned int, unsigned int, unsigned int);          \

@@ -397,7 +397,7 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
     # Blocks of at most 256 threads: the kernels' __launch_bounds__.
     for grid, block in [(1, 32), (7, 64), (132, 256), (4096, 128)]:
         out = cp.empty(n, dtype=dtype)
-        fn((grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), out, _loader.i64(n),
+        fn((grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), _loader.real(7, dtype), out, _loader.i64(n),
                                *_loader.philox_args((5, 6), 7), _loader.i32(0), _gamma.NULL))
         outs.append(out.get())
     for o in outs[1:]:
@@ -423,11 +423,45 @@ def test_gpu_gamma_boost_paths_give_the_same_draws(cp, dtype):
                                   (("GPUMCMC_GAMMA_BOOST_INLINE", threshold),))
         for log in (0, 1):
             out = cp.empty(n, dtype=dtype)
-            fn((264,), (256,), (sh, _loader.i64(1), _gamma.NULL, _loader.i64(0), out, _loader.i64(n),
+            fn((264,), (256,), (sh, _loader.i64(1), _gamma.NULL, _loader.i64(0), _loader.real(1 - log, dtype), out,
+                                _loader.i64(n),
                                 *_loader.philox_args((9, 10), 11), _loader.i32(log), _gamma.NULL))
             outs[threshold, log] = out.get()
     for log in (0, 1):
         assert np.array_equal(outs[0, log], outs[64, log])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_gpu_scalar_scale_goes_by_value(cp, dtype):
+    # A number as scale goes to the kernel by value: the same bits as that
+    # scale in a one-value device array, and the twin's draws (as in
+    # test_gpu_gamma_equals_the_twin). A bad number is refused even with
+    # validation off, since checking it costs no synchronisation.
+    n = 100_001
+    shape = np.exp(np.random.default_rng(5).uniform(np.log(1e-2), np.log(50.0), n)).astype(dtype)
+    sh = cp.asarray(shape)
+    sv = dtype(2.5)
+    for log in (False, True):
+        v = np.log(sv) if log else sv
+        by_value = _gamma.gamma_cupy(sh, None, (3, 4), 5, log=log, scale_value=v).get()
+        as_array = _gamma.gamma_cupy(sh, cp.asarray([v]), (3, 4), 5, log=log).get()
+        np.testing.assert_array_equal(by_value, as_array)
+        vg, tg = _gamma.gamma(default_rng(6, backend="cupy"), sh, 2.5, log=log, return_trials=True)
+        vc, tc = _gamma.gamma(default_rng(6, backend="numpy"), shape, 2.5, log=log, return_trials=True)
+        vg, tg = vg.get(), tg.get()
+        same = tg == tc
+        assert (~same).sum() <= max(2, MISMATCH_FRACTION * n)
+        if log:
+            _assert_close_log(vg[same], vc[same], LOG_TOL[dtype])
+        else:
+            normal = same & (vc > np.finfo(dtype).tiny * 1e3)
+            _assert_close_log(np.log(vg[normal].astype(np.float64)), np.log(vc[normal].astype(np.float64)),
+                              LOG_TOL[dtype])
+    for backend, x in (("cupy", sh), ("numpy", shape)):
+        rng = default_rng(0, backend=backend)
+        for bad in (0.0, -1.0, np.nan, np.inf):
+            with gpumcmc.validation(False), pytest.raises(ValueError, match="scale"):
+                rng.gamma(x, bad)
 
 
 def test_gpu_generator_validates_and_broadcasts(cp):

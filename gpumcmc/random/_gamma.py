@@ -359,25 +359,31 @@ def _param_arg(p, dtype):
     return cupy.ascontiguousarray(p.reshape(-1)), _loader.i64(1)
 
 
-def _launch_gamma(shape, scale, out, key, offset, log, trials=None):
+def _launch_gamma(shape, scale, out, key, offset, log, trials=None, scale_value=None):
     """``gamma_draw`` into the flat ``out``: ``shape`` of ``out``'s size or of size 1;
-    ``scale`` likewise, or None for unit scale (log(scale) when ``log``)."""
+    ``scale`` likewise (log(scale) when ``log``), or None for one scale for
+    every element, ``scale_value`` (its log when ``log``; None: a unit scale),
+    passed by value."""
     n = out.size
     sh, sh_step = _param_arg(shape, out.dtype)
     sc, sc_step = (NULL, _loader.i64(0)) if scale is None else _param_arg(scale, out.dtype)
+    if scale_value is None:
+        scale_value = 0.0 if log else 1.0
     fn = _fn("gamma_draw", out.dtype)
     # One wave of resident blocks, each thread looping over many pairs: the
     # per-warp queues are then rarely flushed part-full.
     _loader.launch(fn, (n + 1) // 2,
-                   (sh, sh_step, sc, sc_step, out, _loader.i64(n), *_loader.philox_args(key, offset),
+                   (sh, sh_step, sc, sc_step, _loader.real(scale_value, out.dtype), out, _loader.i64(n),
+                    *_loader.philox_args(key, offset),
                     _loader.i32(1 if log else 0), NULL if trials is None else trials),
                    block=_BLOCK, blocks_per_sm=_loader.resident_blocks(fn, _BLOCK))
 
 
-def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False):
+def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None):
     """Launch ``gamma_draw``: ``shape`` and ``scale`` are CuPy arrays of the output's
-    size (flat, contiguous) or of size 1, or ``scale`` is None (unit scale); with
-    ``log`` the caller passes log(scale)."""
+    size (flat, contiguous) or of size 1, or ``scale`` is None and every element
+    has the scale ``scale_value`` (None: 1); with ``log`` the caller passes
+    log(scale)."""
     import cupy
 
     dtype = shape.dtype
@@ -385,7 +391,7 @@ def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False):
     out = cupy.empty(n, dtype=dtype)
     trials = cupy.empty(n, dtype=cupy.int32) if return_trials else None
     if n:
-        _launch_gamma(shape, scale, out, key, offset, log, trials)
+        _launch_gamma(shape, scale, out, key, offset, log, trials, scale_value)
     return (out, trials) if return_trials else out
 
 
@@ -535,9 +541,15 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
         empty = xp.empty(oshape, dtype=dtype)
         return (empty, xp.empty(oshape, dtype=np.int32)) if return_trials else empty
     a = _as(shape, xp, dtype)
-    # A unit scale (the default) costs the kernel nothing: no array, no multiply.
-    unit = xp is not np and np.isscalar(scale) and scale == 1
-    s = None if unit else _as(scale, xp, dtype)
+    if np.isscalar(scale) and not (np.isfinite(scale) and scale > 0):  # always: it costs no synchronisation
+        raise ValueError(f"scale must be positive and finite; got {scale!r}.")
+    # A scale given as a number goes to the GPU kernel by value: no device
+    # array to fill, and no read per element.
+    by_value = xp is not np and np.isscalar(scale)
+    s = None if by_value else _as(scale, xp, dtype)
+    sv = None
+    if by_value:
+        sv = np.log(dtype.type(scale)) if log else dtype.type(scale)
     _v.check_positive(a, "shape")  # synchronize! (both checks, on CuPy)
     if s is not None:
         _v.check_positive(s, "scale")
@@ -551,8 +563,8 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
             vals, trials = gamma_numpy(np.broadcast_to(a, (n,)), key, off, log=log)
             vals = vals + s if log else vals * s
         else:
-            vals, trials = gamma_cupy(a, s, key, off, log=log, return_trials=True) if return_trials else \
-                (gamma_cupy(a, s, key, off, log=log), None)
+            vals, trials = gamma_cupy(a, s, key, off, log=log, return_trials=True, scale_value=sv) \
+                if return_trials else (gamma_cupy(a, s, key, off, log=log, scale_value=sv), None)
     vals = vals.reshape(oshape)
     if return_trials:
         return vals, trials.reshape(oshape)

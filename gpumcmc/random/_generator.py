@@ -151,7 +151,9 @@ class Generator:
         is documented in ``gpumcmc/random/_gamma.py``.
 
         Raises ValueError for a shape or scale that is not positive and finite
-        (a check that synchronises the GPU; see :func:`gpumcmc.set_validation`).
+        (for arrays, a check that synchronises the GPU; see
+        :func:`gpumcmc.set_validation`; a scale given as a number is always
+        checked, on the host, and goes to the kernel by value).
         """
         return _gamma.gamma(self, shape, scale, size, dtype, log)
 

@@ -93,11 +93,12 @@ def _dirichlet_cases(bench, gpumcmc, rows, k):
             raise RuntimeError(f"{case}: rows do not sum to 1")
         bench.record(case, "gpumcmc (log-sum-exp rows)", bench.time(ours), items, **kw)
         # The launcher's other path, for the record: the fused kernel where it
-        # chose gamma_draw + lse_rows, and the reverse.
-        R = _gamma._dirichlet_plan(rows, k, 1, np.float32)
-        fused = _gamma._dirichlet_plan(rows, k, 1, dtype) == 0
-        bench.peer(case, "gpumcmc, " + ("one fused launch" if fused else "gamma_draw + lse_rows"), items,
-                   lambda: _gamma.dirichlet_cupy(alpha, (1, 2), 3, rows_per_chunk=R if fused else 0), **kw)
+        # chose gamma_draw + lse_rows, and the reverse. (The plan for one warp
+        # gives the chunk size the launcher takes for a batch this large.)
+        other_is_fused = _gamma._dirichlet_plan(rows, k, 1, dtype) == 0
+        R = _gamma._dirichlet_plan(rows, k, 1, np.float32) if other_is_fused else 0
+        bench.peer(case, "gpumcmc, " + ("one fused launch" if other_is_fused else "gamma_draw + lse_rows"), items,
+                   lambda: _gamma.dirichlet_cupy(alpha, (1, 2), 3, rows_per_chunk=R), **kw)
 
         def naive():  # the usual GPU recipe, which fails for small alpha
             g = cp.random.standard_gamma(alpha, dtype=dtype)

@@ -326,7 +326,8 @@ def _lse_rows(lg, log):
 
 
 def dirichlet_numpy(alpha, key, offset, *, log=False):
-    """NumPy twin of ``dirichlet_cupy`` (``gamma_draw`` then ``lse_rows``): ``alpha`` (n_rows, K) contiguous -> draws (n_rows, K)."""
+    """NumPy twin of ``dirichlet_cupy`` (log-gammas, then each row normalised by
+    its log-sum-exp): ``alpha`` (n_rows, K) contiguous -> draws (n_rows, K)."""
     lg, _ = gamma_numpy(alpha.reshape(-1), key, offset, log=True)
     return _lse_rows(lg.reshape(alpha.shape), log)
 
@@ -443,8 +444,9 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None):
     """Dirichlet rows of a contiguous (n_rows, K) CuPy ``alpha``: log-gammas
     normalised by their row's log-sum-exp, by ``dirichlet_draw`` (a warp per
     chunk of rows, one launch) or, as :func:`_dirichlet_plan` chooses, by
-    ``gamma_draw`` and ``lse_rows``; both give the same values. ``rows_per_chunk`` forces the
-    first with that many rows per chunk (0 forces the second)."""
+    ``gamma_draw`` and ``lse_rows``; both give the same values.
+    ``rows_per_chunk`` forces the first with that many rows per chunk (0
+    forces the second)."""
     n_rows, K = alpha.shape
     if rows_per_chunk is not None and (rows_per_chunk < 0 or rows_per_chunk & K & 1):
         raise ValueError(f"rows_per_chunk must be >= 0, and even for odd K; got {rows_per_chunk} for K = {K}.")
@@ -487,6 +489,18 @@ def resolve_dtype(dtype, *params) -> np.dtype:
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
 
+def size_tuple(size) -> tuple:
+    """``size`` (None, an int or a sequence of ints) as a tuple of non-negative ints."""
+    if size is None:
+        return ()
+    if isinstance(size, (int, np.integer)):
+        size = (int(size),)
+    size = tuple(int(s) for s in size)
+    if any(s < 0 for s in size):
+        raise ValueError(f"size must hold non-negative integers, got {size}.")
+    return size
+
+
 def out_shape(size, *params, shapes=()) -> tuple:
     """The broadcast shape of the parameters (and of ``shapes``), or ``size``
     after checking that they broadcast to it."""
@@ -497,9 +511,7 @@ def out_shape(size, *params, shapes=()) -> tuple:
         raise ValueError(f"Parameter shapes {shapes} do not broadcast together.") from None
     if size is None:
         return bshape
-    size = (int(size),) if isinstance(size, (int, np.integer)) else tuple(int(s) for s in size)
-    if any(s < 0 for s in size):
-        raise ValueError(f"size must hold non-negative integers, got {size}.")
+    size = size_tuple(size)
     if np.broadcast_shapes(size, bshape) != size:
         raise ValueError(f"Parameters of shape {bshape} do not broadcast to size {size}; "
                          "pass a size they broadcast to, or size=None.")

@@ -22,17 +22,6 @@ def _param(p, xp, dtype):
     return _backend.asarray(p, xp, dtype=dtype)
 
 
-def _size_tuple(size) -> tuple:
-    if size is None:
-        return ()
-    if isinstance(size, (int, np.integer)):
-        size = (int(size),)
-    size = tuple(int(s) for s in size)
-    if any(s < 0 for s in size):
-        raise ValueError(f"size must hold non-negative integers, got {size}.")
-    return size
-
-
 class Generator:
     """A Philox4x32-10 stream in the style of :class:`numpy.random.Generator`.
 
@@ -101,7 +90,7 @@ class Generator:
     def _standard(self, kind: str, size, dtype, *params):
         dtype = _validate.check_float_dtype(dtype)
         xp = self.xp(*params)
-        shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else _size_tuple(size)
+        shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else _gamma.size_tuple(size)
         n = int(np.prod(shape, dtype=np.int64))
         with annotate(f"gpumcmc.random.{kind}", xp):
             flat = _fill.fill(xp, kind, n, dtype, self._key, self.advance())

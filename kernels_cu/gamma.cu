@@ -29,29 +29,36 @@ using namespace gpumcmc;
 
 // Per-warp queues in shared memory. A warp takes 32 consecutive pairs (64
 // elements) at a time and finishes at once the elements whose trial 0 the
-// squeeze accepts (about 92% at every shape) and whose shape is at least 1.
+// squeeze accepts (about 90% at every shape) and whose shape is at least 1.
 // Two kinds wait, each queue served 32 at a time so that its work runs with
 // every lane busy instead of stalling every warp that meets it:
 //   slow   the logarithmic test, another attempt, or an invalid shape: (i, x, u)
-//          of trial 0, finished by gamma_from_trial0;
-//   boost  squeezed at trial 0 with shape below 1: (i, v) with v = G(a + 1)
-//          or its log, finished by the boost (a Philox block, log U / a, exp),
-//          which would otherwise run on the whole warp whenever any lane
-//          needs it. Where more than GPUMCMC_GAMMA_BOOST_INLINE of the warp's 64
-//          elements need it, the warp boosts them at once instead.
+//          of trial 0, finished by gamma_unboosted; one whose shape is below 1
+//          then moves to the boost queue;
+//   boost  accepted with shape below 1: (i, v) with v = G(a + 1) or its log,
+//          finished by the boost (a Philox block, log U / a, exp), which would
+//          otherwise run on the whole warp whenever any lane needs it. Where
+//          more than GPUMCMC_GAMMA_BOOST_INLINE of the warp's 64 elements need
+//          it at trial 0, the warp boosts them at once instead.
 // The draws are those of gamma_from_trial0, whatever the order or path.
 constexpr int GAMMA_WARPS = GPUMCMC_GAMMA_BLOCK / 32;
-constexpr int GAMMA_QCAP = 96;  // < 32 waiting + 64 pushed
 // Above this many boosted elements of its 64, a warp boosts at once (a Philox
 // block per pair, every lane busy) instead of queueing them (a block each,
-// 32 at a time). At most 64: the boost queue holds < 32 waiting + this many.
+// 32 at a time). At most 64.
 #ifndef GPUMCMC_GAMMA_BOOST_INLINE
 #define GPUMCMC_GAMMA_BOOST_INLINE 40
 #endif
-static_assert(GPUMCMC_GAMMA_BOOST_INLINE >= 0 && GPUMCMC_GAMMA_BOOST_INLINE <= 64, "see the boost queue's size");
+static_assert(GPUMCMC_GAMMA_BOOST_INLINE >= 0 && GPUMCMC_GAMMA_BOOST_INLINE <= 64, "see GAMMA_BOOST_CAP");
+// Queue capacities. Slow: < 32 waiting + 64 pushed by a round of pairs. Boost:
+// < 32 waiting + at most GPUMCMC_GAMMA_BOOST_INLINE pushed by a round + at most
+// 32 moved from the slow queue by one batch (the boost queue is served after
+// each). A lane with nothing to push writes its discard slot instead.
+constexpr int GAMMA_SLOW_CAP = 96;
+constexpr int GAMMA_BOOST_CAP = 32 + GPUMCMC_GAMMA_BOOST_INLINE + 32;
 
-// Queue entries, each written as 16-byte words (float32 entries in one, a
-// float64 slow entry in two).
+// Queue entries, 16 bytes (a float64 slow entry 32), read and written as
+// 16-byte words through 32-bit shared-memory addresses. A float32 boost entry
+// carries the shape; a float64 one has no room, and the shape is read again.
 template <typename T>
 struct alignas(16) SlowEntry {
     long long i;
@@ -62,25 +69,75 @@ struct alignas(16) BoostEntry {
     long long i;
     T v;
 };
+template <>
+struct alignas(16) BoostEntry<float> {
+    long long i;
+    float v, a;
+};
 
-__device__ __forceinline__ void put(SlowEntry<float>* e, long long i, float x, float u) {
-    *reinterpret_cast<uint4*>(e) = make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(x), __float_as_uint(u));
+__device__ __forceinline__ void sts128(unsigned int addr, uint4 v) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
 }
-__device__ __forceinline__ void put(SlowEntry<double>* e, long long i, double x, double u) {
-    reinterpret_cast<longlong2*>(e)[0] = make_longlong2(i, __double_as_longlong(x));
-    reinterpret_cast<longlong2*>(e)[1] = make_longlong2(__double_as_longlong(u), 0);
+__device__ __forceinline__ uint4 lds128(unsigned int addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
 }
-__device__ __forceinline__ void put(BoostEntry<float>* e, long long i, float v) {
-    *reinterpret_cast<uint4*>(e) = make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(v), 0u);
+__device__ __forceinline__ unsigned int lo32(double v) { return (unsigned int)__double_as_longlong(v); }
+__device__ __forceinline__ unsigned int hi32(double v) { return (unsigned int)(__double_as_longlong(v) >> 32); }
+__device__ __forceinline__ double as_double(unsigned int lo, unsigned int hi) {
+    return __longlong_as_double(((long long)hi << 32) | lo);
 }
-__device__ __forceinline__ void put(BoostEntry<double>* e, long long i, double v) {
-    *reinterpret_cast<longlong2*>(e) = make_longlong2(i, __double_as_longlong(v));
+__device__ __forceinline__ long long as_i64(unsigned int lo, unsigned int hi) {
+    return (long long)(((unsigned long long)hi << 32) | lo);
+}
+
+__device__ __forceinline__ void put(unsigned int a, long long i, float x, float u) {
+    sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(x), __float_as_uint(u)));
+}
+__device__ __forceinline__ void put(unsigned int a, long long i, double x, double u) {
+    sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), lo32(x), hi32(x)));
+    sts128(a + 16, make_uint4(lo32(u), hi32(u), 0u, 0u));
+}
+__device__ __forceinline__ void get(unsigned int a, SlowEntry<float>& e) {
+    const uint4 w = lds128(a);
+    e.i = as_i64(w.x, w.y);
+    e.x = __uint_as_float(w.z);
+    e.u = __uint_as_float(w.w);
+}
+__device__ __forceinline__ void get(unsigned int a, SlowEntry<double>& e) {
+    const uint4 w = lds128(a), z = lds128(a + 16);
+    e.i = as_i64(w.x, w.y);
+    e.x = as_double(w.z, w.w);
+    e.u = as_double(z.x, z.y);
+}
+__device__ __forceinline__ void put_boost(unsigned int a, long long i, float v, float shape) {
+    sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(v), __float_as_uint(shape)));
+}
+__device__ __forceinline__ void put_boost(unsigned int a, long long i, double v, double) {
+    sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), lo32(v), hi32(v)));
+}
+__device__ __forceinline__ void get(unsigned int a, BoostEntry<float>& e) {
+    const uint4 w = lds128(a);
+    e.i = as_i64(w.x, w.y);
+    e.v = __uint_as_float(w.z);
+    e.a = __uint_as_float(w.w);
+}
+__device__ __forceinline__ void get(unsigned int a, BoostEntry<double>& e) {
+    const uint4 w = lds128(a);
+    e.i = as_i64(w.x, w.y);
+    e.v = as_double(w.z, w.w);
 }
 
 template <typename T>
 struct GammaQueues {
-    SlowEntry<T> slow[GAMMA_WARPS][GAMMA_QCAP + 32];  // + a discard slot per lane
-    BoostEntry<T> boost[GAMMA_WARPS][GAMMA_QCAP];  // < 32 waiting + at most GPUMCMC_GAMMA_BOOST_INLINE pushed
+    SlowEntry<T> slow[GAMMA_WARPS][GAMMA_SLOW_CAP];
+    BoostEntry<T> boost[GAMMA_WARPS][GAMMA_BOOST_CAP];
+    SlowEntry<T> discard[GAMMA_WARPS][32];  // both queues' (a slow entry is the larger)
 };
 
 template <typename T>
@@ -127,25 +184,17 @@ __device__ __forceinline__ T scaled(T v, T s, int log_out) {
     return log_out ? v + s : v * s;
 }
 
-// out[i] = v scaled by scale[i], or by scale_value where scale is null (see
-// scaled; a unit scale_value, 1 or 0, leaves v's bits as they are), and the
-// accepted trial.
-template <typename T>
-__device__ __forceinline__ void gamma_store(T v, long long i, const T* __restrict__ scale, long long scale_step,
-                                            T scale_value, T* __restrict__ out, int log_out,
-                                            int* __restrict__ trials, int trial) {
-    out[i] = scaled(v, scale != nullptr ? scale[scale_step ? i : 0] : scale_value, log_out);
-    if (trials != nullptr) trials[i] = trial;
-}
-
-// One warp's gamma elements in pairs, with its two queues: pairs(base, n, FULL)
-// draws the warp's 32 pairs from `base` among elements [0, n) (FULL: all 64
-// elements are below n, which drops the bounds checks); flush() finishes
-// whatever still waits in the queues. After flush() and a __syncwarp() every
-// element the warp was given holds its final value.
+// One warp's gamma elements in pairs, with its two queues: pairs(base, n,
+// FULL, FAST) draws the warp's 32 pairs from `base` among elements [0, n)
+// (FULL: all 64 elements are below n, which drops the bounds checks; FAST:
+// also per-element shapes and output aligned for pair loads and stores, no
+// scale array and no trials: see fast()); flush() finishes whatever still
+// waits in the queues. After flush() and a __syncwarp() every element the
+// warp was given holds its final value.
 template <typename T>
 struct GammaWarp {
     using T2 = typename pair_of<T>::type;
+    static constexpr unsigned int SLOW_BYTES = sizeof(SlowEntry<T>), BOOST_BYTES = sizeof(BoostEntry<T>);
     const T* __restrict__ shape;
     long long shape_step;
     const T* __restrict__ scale;
@@ -156,11 +205,10 @@ struct GammaWarp {
     uint2 key;
     unsigned int off_lo, off_hi;
     int log_out;
-    bool want_log, vec_shape, vec_scale, vec_out, fast_in, fast_out;
+    bool want_log, vec_shape, vec_scale, vec_out;
     int lane;
     unsigned int lt;
-    SlowEntry<T>* qs;
-    BoostEntry<T>* qb;
+    unsigned int qs, qb, qd;  // shared addresses of this warp's queues and of this lane's discard slot
     int n_slow = 0, n_boost = 0;
 
     __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const T* shape_, long long shape_step_, const T* scale_,
@@ -175,51 +223,76 @@ struct GammaWarp {
         vec_shape = pair_aligned(shape);
         vec_scale = pair_aligned(scale);
         vec_out = pair_aligned(out);
-        // Every lane of the warp has a whole pair, and the pair's parameters and
-        // output are plain aligned pairs: one 8-byte (16-byte) load and store.
-        fast_in = shape_step != 0 && vec_shape;
-        fast_out = vec_out && scale == nullptr && trials == nullptr;
-        qs = q.slow[threadIdx.x >> 5];
-        qb = q.boost[threadIdx.x >> 5];
+        qs = (unsigned int)__cvta_generic_to_shared(q.slow[threadIdx.x >> 5]);
+        qb = (unsigned int)__cvta_generic_to_shared(q.boost[threadIdx.x >> 5]);
+        qd = (unsigned int)__cvta_generic_to_shared(&q.discard[threadIdx.x >> 5][lane]);
+    }
+
+    // Every lane of the warp has a whole pair, and the pair's shapes and output
+    // are plain aligned pairs: one 8-byte (16-byte) load and store, the scale
+    // scale_value.
+    __device__ __forceinline__ bool fast() const {
+        return shape_step != 0 && vec_shape && vec_out && scale == nullptr && trials == nullptr;
     }
 
     __device__ __forceinline__ T shape_of(long long i) const { return shape[shape_step ? i : 0]; }
 
-    __device__ __forceinline__ void finish_slow(int e) const {
-        const SlowEntry<T> s = qs[e];
-        int trial;
-        const T g = gamma_from_trial0(shape_of(s.i), (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi,
-                                      want_log, trial);
-        gamma_store(g, s.i, scale, scale_step, scale_value, out, log_out, trials, trial);
+    // out[i] = v scaled by scale[i], or by scale_value where scale is null (see
+    // scaled; a unit scale_value, 1 or 0, leaves v's bits as they are).
+    __device__ __forceinline__ void store(T v, long long i) const {
+        out[i] = scaled(v, scale != nullptr ? scale[scale_step ? i : 0] : scale_value, log_out);
+    }
+
+    __device__ __forceinline__ T boost_shape(const BoostEntry<float>& b) const { return b.a; }
+    __device__ __forceinline__ T boost_shape(const BoostEntry<double>& b) const { return shape_of(b.i); }
+
+    // Slow entry e, on every lane of the warp (`has`: the lane has an entry):
+    // finished, or moved to the boost queue when its shape is below 1.
+    __device__ __forceinline__ void serve_slow(int e, bool has) {
+        SlowEntry<T> s;
+        get(qs + e * SLOW_BYTES, s);
+        const T a = has ? shape_of(s.i) : T(1);
+        int trial = -1;
+        T v = T(0);
+        if (has) v = gamma_unboosted(a, (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi, want_log, trial);
+        const bool boost = trial >= 0 && a < T(1);
+        if (has) {
+            if (!boost) store(v, s.i);
+            if (trials != nullptr) trials[s.i] = trial;
+        }
+        const unsigned int m = __ballot_sync(0xffffffffu, boost);
+        put_boost(boost ? qb + (n_boost + __popc(m & lt)) * BOOST_BYTES : qd, s.i, v, a);
+        n_boost += __popc(m);
     }
 
     __device__ __forceinline__ void finish_boost(int e) const {
-        const BoostEntry<T> b = qb[e];
+        BoostEntry<T> b;
+        get(qb + e * BOOST_BYTES, b);
         const T ub = element_boost<T>((unsigned long long)b.i, key, off_lo, off_hi);
-        gamma_store(boost_apply(b.v, shape_of(b.i), ub, want_log), b.i, scale, scale_step, scale_value, out,
-                    log_out, trials, 0);
+        store(boost_apply(b.v, boost_shape(b), ub, want_log), b.i);
     }
 
-    template <bool FULL>
-    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL>) {
+    template <bool FULL, bool FAST>
+    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL>, flag<FAST>) {
+        static_assert(FULL || !FAST, "FAST pairs are whole");
         const long long p = base + lane;
         const long long i0 = 2 * p;
         const bool has0 = FULL || i0 < n, has1 = FULL || i0 + 1 < n;
         T a0 = T(1), a1 = T(1);
-        if (FULL && fast_in) {
+        if (FAST) {
             const T2 a = reinterpret_cast<const T2*>(shape)[p];
             a0 = a.x;
             a1 = a.y;
         } else if (has0) {
             load_pair(shape, shape_step, i0, has1, vec_shape, a0, a1);
         }
-        T x0, u0, x1, u1, g0 = T(0), g1 = T(0);
+        T x0, u0, x1, u1, g0, g1;
         pair_trial0((unsigned long long)p, key, off_lo, off_hi, x0, u0, x1, u1);
-        const bool ok0 = has0 && trial0_squeeze(a0, x0, u0, g0);
-        const bool ok1 = has1 && trial0_squeeze(a1, x1, u1, g1);
-        // G(a') or log G(a').
-        // g = 0 where the squeeze failed or the lane has no element: then v is a
-        // placeholder (log_pos(0) is a finite value near -88, not -inf), never kept.
+        const bool ok0 = trial0_squeeze(a0, x0, u0, g0) && has0;
+        const bool ok1 = trial0_squeeze(a1, x1, u1, g1) && has1;
+        // G(a') or log G(a'); where the squeeze failed or the lane has no
+        // element, a placeholder that is never kept (log_pos of any bits is
+        // some finite or NaN value, with no trap).
         T v0 = want_log ? log_pos(g0) : g0;
         T v1 = want_log ? log_pos(g1) : g1;
         const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
@@ -233,22 +306,23 @@ struct GammaWarp {
             pair_boost((unsigned long long)p, key, off_lo, off_hi, ub0, ub1);
             if (b0) v0 = boost_apply(v0, a0, ub0, want_log);
             if (b1) v1 = boost_apply(v1, a1, ub1, want_log);
-        } else if (nb > 0) {
-            // A few: to the boost queue, served a Philox block per element.
+        } else {
+            // A few (or none): to the boost queue, served a Philox block per
+            // element; a lane with nothing to push writes its discard slot.
             const int slot = n_boost + __popc(c0 & lt) + __popc(c1 & lt);
-            if (b0) put(qb + slot, i0, v0);
-            if (b1) put(qb + slot + b0, i0 + 1, v1);
+            put_boost(b0 ? qb + slot * BOOST_BYTES : qd, i0, v0, a0);
+            put_boost(b1 ? qb + (slot + b0) * BOOST_BYTES : qd, i0 + 1, v1, a1);
             n_boost += nb;
         }
         // Both halves are stored at once: a half that still waits in a queue
         // stores a placeholder, which its queue entry overwrites later (after a
         // __syncwarp, which orders the two writes).
-        if (FULL && fast_out) {
+        if (FAST) {
             reinterpret_cast<T2*>(out)[p] = {scaled(v0, scale_value, log_out), scaled(v1, scale_value, log_out)};
         } else if (has0) {
-            T s0 = scale_value, s1 = scale_value;
-            if (scale != nullptr) load_pair(scale, scale_step, i0, has1, vec_scale, s0, s1);
-            const T o0 = scaled(v0, s0, log_out), o1 = scaled(v1, s1, log_out);
+            T sc0 = scale_value, sc1 = scale_value;
+            if (scale != nullptr) load_pair(scale, scale_step, i0, has1, vec_scale, sc0, sc1);
+            const T o0 = scaled(v0, sc0, log_out), o1 = scaled(v1, sc1, log_out);
             if (has1 && vec_out) {
                 *reinterpret_cast<T2*>(out + i0) = {o0, o1};
             } else {
@@ -262,28 +336,39 @@ struct GammaWarp {
         }
         // The rest to the slow queue; a lane with nothing to push writes its discard slot.
         const int slot = n_slow + __popc(m0 & lt) + __popc(m1 & lt);
-        put(qs + (s0 ? slot : GAMMA_QCAP + lane), i0, x0, u0);
-        put(qs + (s1 ? slot + s0 : GAMMA_QCAP + lane), i0 + 1, x1, u1);
+        put(s0 ? qs + slot * SLOW_BYTES : qd, i0, x0, u0);
+        put(s1 ? qs + (slot + s0) * SLOW_BYTES : qd, i0 + 1, x1, u1);
         n_slow += __popc(m0) + __popc(m1);
         __syncwarp();
         while (n_slow >= 32) {
             n_slow -= 32;
-            finish_slow(n_slow + lane);
+            serve_slow(n_slow + lane, true);
+            __syncwarp();  // the entries are read, and those it moved seen by every lane
+            serve_boosts();
         }
+        serve_boosts();
+    }
+
+    // Full batches of the boost queue, each followed by a __syncwarp(): its
+    // slots are written again only after every lane has read its own.
+    __device__ __forceinline__ void serve_boosts() {
         while (n_boost >= 32) {
             n_boost -= 32;
             finish_boost(n_boost + lane);
+            __syncwarp();
         }
-        __syncwarp();  // the served slots are written again only after every lane has read its own
     }
 
     // Serve the part-full queues; the caller's __syncwarp() then orders these
     // stores before any lane's later reads or queue writes.
     __device__ __forceinline__ void flush() {
         __syncwarp();
-        if (lane < n_slow) finish_slow(lane);
+        serve_slow(lane, lane < n_slow);
+        n_slow = 0;
+        __syncwarp();
+        serve_boosts();
         if (lane < n_boost) finish_boost(lane);
-        n_slow = n_boost = 0;
+        n_boost = 0;
     }
 };
 
@@ -299,8 +384,12 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
     long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
-    for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{});
-    for (; base < n_pairs; base += stride) w.pairs(base, n, flag<false>{});
+    if (w.fast()) {
+        for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{}, flag<true>{});
+    } else {
+        for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{}, flag<false>{});
+    }
+    for (; base < n_pairs; base += stride) w.pairs(base, n, flag<false>{}, flag<false>{});
     w.flush();
 }
 
@@ -439,8 +528,8 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
         const long long r0 = c * R, r1 = min(r0 + R, n_rows);
         const long long e1 = r1 * K;  // elements [r0 K, e1); r0 K is even
         long long base = (r0 * K) >> 1;
-        for (; base + 32 <= (e1 >> 1); base += 32) w.pairs(base, e1, flag<true>{});
-        for (; base < ((e1 + 1) >> 1); base += 32) w.pairs(base, e1, flag<false>{});
+        for (; base + 32 <= (e1 >> 1); base += 32) w.pairs(base, e1, flag<true>{}, flag<false>{});
+        for (; base < ((e1 + 1) >> 1); base += 32) w.pairs(base, e1, flag<false>{}, flag<false>{});
         w.flush();
         __syncwarp();  // every log-gamma of the chunk is in memory, seen by every lane
         for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);

@@ -243,16 +243,17 @@ __device__ __forceinline__ T element_boost(unsigned long long i, uint2 key, unsi
 }
 
 // Trial 0 by the squeeze alone: true, with g = G(a'), where it accepts; false
-// where the element needs gamma_from_trial0 (the logarithmic test, another
-// attempt, or a shape that is not a positive finite number).
+// where the element needs gamma_unboosted (the logarithmic test, another
+// attempt, or a shape that is not a positive finite number), and then g is
+// meaningless. Written without branches: every lane of a warp runs it.
 template <typename T>
 __device__ __forceinline__ bool trial0_squeeze(T a, T x, T u, T& g) {
-    if (!(a > T(0)) || !isfinite(a)) return false;
+    const bool valid = a > T(0) && a < fp_special<T>::inf();  // false for NaN
     T d, c, cx;
     mt_setup(a, a < T(1), d, c);
-    if (!mt_squeeze(x, u, c, cx)) return false;
+    const bool ok = mt_squeeze(x, u, c, cx) && valid;
     g = mt_value(d, cx);
-    return true;
+    return ok;
 }
 
 // Attempts t = 1, 2, ... of element i, two trials each, until one is
@@ -281,23 +282,30 @@ __device__ __forceinline__ int mt_attempts(T d, T c, unsigned long long i, uint2
     return -1;
 }
 
+// G(a') (want_log false) or log G(a') (want_log true) of element i from its
+// trial 0 (x0, u0), before any boost, and the accepted trial. A shape that is
+// not a positive finite number, or attempts running out, give NaN and trial -1.
+template <typename T>
+__device__ __forceinline__ T gamma_unboosted(T a, unsigned long long i, T x0, T u0, uint2 key,
+                                             unsigned int off_lo, unsigned int off_hi, bool want_log, int& trial) {
+    trial = -1;
+    if (!(a > T(0)) || !isfinite(a)) return fp_special<T>::nan();
+    T d, c, cx;
+    mt_setup(a, a < T(1), d, c);
+    trial = mt_accept(x0, u0, d, c, cx) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, cx);
+    if (trial < 0) return fp_special<T>::nan();
+    const T g = mt_value(d, cx);
+    return want_log ? log_pos(g) : g;
+}
+
 // G(a) (want_log false) or log G(a) (want_log true) of element i from its
-// trial 0 (x0, u0), and the accepted trial. A shape that is not a positive
-// finite number, or attempts running out, give NaN and trial -1.
+// trial 0 (x0, u0): gamma_unboosted, then the boost for a shape below 1.
 template <typename T>
 __device__ __forceinline__ T gamma_from_trial0(T a, unsigned long long i, T x0, T u0, uint2 key,
                                                unsigned int off_lo, unsigned int off_hi, bool want_log,
                                                int& trial) {
-    trial = -1;
-    if (!(a > T(0)) || !isfinite(a)) return fp_special<T>::nan();
-    const bool boost = a < T(1);
-    T d, c, cx;
-    mt_setup(a, boost, d, c);
-    trial = mt_accept(x0, u0, d, c, cx) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, cx);
-    if (trial < 0) return fp_special<T>::nan();
-    const T g = mt_value(d, cx);
-    const T v = want_log ? log_pos(g) : g;
-    if (boost) return boost_apply(v, a, element_boost<T>(i, key, off_lo, off_hi), want_log);
+    const T v = gamma_unboosted(a, i, x0, u0, key, off_lo, off_hi, want_log, trial);
+    if (trial >= 0 && a < T(1)) return boost_apply(v, a, element_boost<T>(i, key, off_lo, off_hi), want_log);
     return v;
 }
 

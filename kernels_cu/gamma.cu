@@ -272,9 +272,23 @@ struct GammaWarp {
         store(boost_apply(b.v, boost_shape(b), ub, want_log), b.i);
     }
 
-    template <bool FULL, bool FAST>
-    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL>, flag<FAST>) {
+    // Trial 0's words of this lane's pair in the round at `base`.
+    __device__ __forceinline__ Trial0Words<T> words(long long base) const {
+        return trial0_words<T>((unsigned long long)(base + lane), key, off_lo, off_hi);
+    }
+
+    template <bool FULL, bool FAST, int LOG = -1>
+    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL> full, flag<FAST> fast) {
+        pairs<FULL, FAST, LOG>(base, n, full, fast, words(base));
+    }
+
+    // The round at `base`, given its trial-0 words tw (see words()). LOG: 0 or
+    // 1 where the caller knows log_out at compile time, -1 where it does not.
+    template <bool FULL, bool FAST, int LOG = -1>
+    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL>, flag<FAST>,
+                                          const Trial0Words<T>& tw) {
         static_assert(FULL || !FAST, "FAST pairs are whole");
+        const bool lg = LOG < 0 ? want_log : LOG == 1;
         const long long p = base + lane;
         const long long i0 = 2 * p;
         const bool has0 = FULL || i0 < n, has1 = FULL || i0 + 1 < n;
@@ -287,14 +301,14 @@ struct GammaWarp {
             load_pair(shape, shape_step, i0, has1, vec_shape, a0, a1);
         }
         T x0, u0, x1, u1, g0, g1;
-        pair_trial0((unsigned long long)p, key, off_lo, off_hi, x0, u0, x1, u1);
+        trial0_values(tw, x0, u0, x1, u1);
         const bool ok0 = trial0_squeeze(a0, x0, u0, g0) && has0;
         const bool ok1 = trial0_squeeze(a1, x1, u1, g1) && has1;
         // G(a') or log G(a'); where the squeeze failed or the lane has no
         // element, a placeholder that is never kept (log_pos of any bits is
         // some finite or NaN value, with no trap).
-        T v0 = want_log ? log_pos(g0) : g0;
-        T v1 = want_log ? log_pos(g1) : g1;
+        T v0 = lg ? log_pos(g0) : g0;
+        T v1 = lg ? log_pos(g1) : g1;
         const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
         const bool b0 = ok0 && a0 < T(1), b1 = ok1 && a1 < T(1);
         const unsigned m0 = __ballot_sync(0xffffffffu, s0), m1 = __ballot_sync(0xffffffffu, s1);
@@ -304,8 +318,8 @@ struct GammaWarp {
             // Most of the warp boosts: at once, one Philox block per pair.
             T ub0, ub1;
             pair_boost((unsigned long long)p, key, off_lo, off_hi, ub0, ub1);
-            if (b0) v0 = boost_apply(v0, a0, ub0, want_log);
-            if (b1) v1 = boost_apply(v1, a1, ub1, want_log);
+            if (b0) v0 = boost_apply(v0, a0, ub0, lg);
+            if (b1) v1 = boost_apply(v1, a1, ub1, lg);
         } else {
             // A few (or none): to the boost queue, served a Philox block per
             // element; a lane with nothing to push writes its discard slot.
@@ -318,11 +332,11 @@ struct GammaWarp {
         // stores a placeholder, which its queue entry overwrites later (after a
         // __syncwarp, which orders the two writes).
         if (FAST) {
-            reinterpret_cast<T2*>(out)[p] = {scaled(v0, scale_value, log_out), scaled(v1, scale_value, log_out)};
+            reinterpret_cast<T2*>(out)[p] = {scaled(v0, scale_value, lg), scaled(v1, scale_value, lg)};
         } else if (has0) {
             T sc0 = scale_value, sc1 = scale_value;
             if (scale != nullptr) load_pair(scale, scale_step, i0, has1, vec_scale, sc0, sc1);
-            const T o0 = scaled(v0, sc0, log_out), o1 = scaled(v1, sc1, log_out);
+            const T o0 = scaled(v0, sc0, lg), o1 = scaled(v1, sc1, lg);
             if (has1 && vec_out) {
                 *reinterpret_cast<T2*>(out + i0) = {o0, o1};
             } else {
@@ -372,8 +386,15 @@ struct GammaWarp {
     }
 };
 
+// Blocks per SM that gamma_draw<float> is built to fit (the register budget).
+// Measured at 2^26 float32 suite shapes on an H200: 3 (or 2) blocks 115 G/s,
+// 4 blocks 112 (the compiler then squeezes the loop into 64 registers),
+// 5 blocks 114. float64 keeps the compiler's choice.
+#ifndef GPUMCMC_GAMMA_MIN_BLOCKS
+#define GPUMCMC_GAMMA_MIN_BLOCKS 3
+#endif
 template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_GAMMA_MIN_BLOCKS : 1)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
@@ -384,7 +405,26 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
     long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
-    if (w.fast()) {
+    if (sizeof(T) == 4 && w.fast()) {
+        // The next round's Philox words are computed (integer pipes) while this
+        // round's Box-Muller and squeeze run (floating point), in one stretch
+        // of code that the compiler interleaves. (In float64 the extra
+        // registers cost more than the overlap gains.)
+        Trial0Words<T> next = w.words(base);
+        if (log_out) {
+            for (; base <= full_end; base += stride) {
+                const Trial0Words<T> cur = next;
+                next = w.words(base + stride);
+                w.template pairs<true, true, 1>(base, n, flag<true>{}, flag<true>{}, cur);
+            }
+        } else {
+            for (; base <= full_end; base += stride) {
+                const Trial0Words<T> cur = next;
+                next = w.words(base + stride);
+                w.template pairs<true, true, 0>(base, n, flag<true>{}, flag<true>{}, cur);
+            }
+        }
+    } else if (w.fast()) {
         for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{}, flag<true>{});
     } else {
         for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{}, flag<false>{});
@@ -528,8 +568,8 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
         const long long r0 = c * R, r1 = min(r0 + R, n_rows);
         const long long e1 = r1 * K;  // elements [r0 K, e1); r0 K is even
         long long base = (r0 * K) >> 1;
-        for (; base + 32 <= (e1 >> 1); base += 32) w.pairs(base, e1, flag<true>{}, flag<false>{});
-        for (; base < ((e1 + 1) >> 1); base += 32) w.pairs(base, e1, flag<false>{}, flag<false>{});
+        for (; base + 32 <= (e1 >> 1); base += 32) w.template pairs<true, false, 1>(base, e1, flag<true>{}, flag<false>{});
+        for (; base < ((e1 + 1) >> 1); base += 32) w.template pairs<false, false, 1>(base, e1, flag<false>{}, flag<false>{});
         w.flush();
         __syncwarp();  // every log-gamma of the chunk is in memory, seen by every lane
         for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);

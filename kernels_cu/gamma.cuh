@@ -96,15 +96,31 @@ __device__ __forceinline__ float log_pos(float x) {
 }
 __device__ __forceinline__ double log_pos(double x) { return log(x); }
 
+// sqrtf for a positive normal float x in [2^-101, 2^128): the compiler's fast
+// path for sqrt.rn.f32 (an approximate reciprocal square root and one Newton
+// step with fused multiply-adds, correctly rounded in that range), without
+// its range test and branch to the slow path for other arguments, which
+// would end the basic block in the middle of the gamma kernel's main loop.
+__device__ __forceinline__ float sqrt_pos(float x) {
+    float r, e, s;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    s = x * r;
+    const float h = r * 0.5f;
+    asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(e) : "f"(-s), "f"(s), "f"(x));
+    asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(s) : "f"(e), "f"(h), "f"(s));
+    return s;
+}
+
 // box_muller for float32 uniforms with the angle from the hardware sine and
 // cosine: z0 = r cos(2 pi u2), z1 = r sin(2 pi u2) as box_muller, written as
 // -r cos(theta), -r sin(theta) with theta = 2 pi (u2 - 1/2) in [-pi, pi], where
 // __sincosf has an absolute error below 2^-21.4; with the rounding of theta,
-// |dz| < 6e-7 r. The radius uses the accurate logf and sqrtf. sincospif costs
+// |dz| < 6e-7 r. The radius uses the accurate log_pos and sqrt (u1 is at most
+// 1 - 2^-24, so -2 log u1 >= 1.1e-7 is in sqrt_pos's range). sincospif costs
 // about 35 instructions against 3 here, a sixth of the float32 gamma kernel's
 // work per element.
 __device__ __forceinline__ void box_muller_fast(float u1, float u2, float& z0, float& z1) {
-    const float r = sqrtf(-2.0f * log_pos(u1));
+    const float r = sqrt_pos(-2.0f * log_pos(u1));
     float s, c;
     __sincosf(6.28318530717958648f * (u2 - 0.5f), &s, &c);
     z0 = -r * c;
@@ -202,21 +218,47 @@ __device__ __forceinline__ T boost_apply(T v, T a, T ub, bool want_log) {
     return want_log ? v + lu : v * exp(lu);
 }
 
-// Trial 0 of the pair p: (x0, u0) for element 2p and (x1, u1) for element 2p + 1.
+// The Philox words of trial 0 of the pair p (one block for float, two for
+// double): computed apart from their use so that a loop can compute the next
+// pair's while it works on this one's.
 template <typename T>
-__device__ __forceinline__ void pair_trial0(unsigned long long p, uint2 key, unsigned int off_lo,
-                                            unsigned int off_hi, T& x0, T& u0, T& x1, T& u1) {
-    const uint4 w = gamma_block(2 * p, 0u, key, off_lo, off_hi);
+struct Trial0Words {
+    uint4 w;
+};
+template <>
+struct Trial0Words<double> {
+    uint4 w, v;
+};
+
+template <typename T>
+__device__ __forceinline__ Trial0Words<T> trial0_words(unsigned long long p, uint2 key, unsigned int off_lo,
+                                                       unsigned int off_hi) {
+    Trial0Words<T> t;
+    t.w = gamma_block(2 * p, 0u, key, off_lo, off_hi);
+    if constexpr (sizeof(T) == 8) t.v = gamma_block(2 * p + 1, 0u, key, off_lo, off_hi);
+    return t;
+}
+
+// Trial 0 of the pair p from its words: (x0, u0) for element 2p and (x1, u1)
+// for element 2p + 1.
+template <typename T>
+__device__ __forceinline__ void trial0_values(const Trial0Words<T>& t, T& x0, T& u0, T& x1, T& u1) {
+    const uint4 w = t.w;
     if constexpr (sizeof(T) == 4) {
         box_muller_fast(u01_f32(w.x), u01_f32(w.y), x0, x1);
         u0 = u01_f32(w.z);
         u1 = u01_f32(w.w);
     } else {
         box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), x0, x1);
-        const uint4 v = gamma_block(2 * p + 1, 0u, key, off_lo, off_hi);
-        u0 = u01_f64(v.x, v.y);
-        u1 = u01_f64(v.z, v.w);
+        u0 = u01_f64(t.v.x, t.v.y);
+        u1 = u01_f64(t.v.z, t.v.w);
     }
+}
+
+template <typename T>
+__device__ __forceinline__ void pair_trial0(unsigned long long p, uint2 key, unsigned int off_lo,
+                                            unsigned int off_hi, T& x0, T& u0, T& x1, T& u1) {
+    trial0_values(trial0_words<T>(p, key, off_lo, off_hi), x0, u0, x1, u1);
 }
 
 // The boost uniforms of the pair p: b0 for element 2p, b1 for element 2p + 1.

@@ -219,8 +219,8 @@ __device__ __forceinline__ T boost_apply(T v, T a, T ub, bool want_log) {
 }
 
 // The Philox words of trial 0 of the pair p (one block for float, two for
-// double): computed apart from their use so that a loop can compute the next
-// pair's while it works on this one's.
+// double), apart from their use: a loop may compute a round's words one
+// round ahead.
 template <typename T>
 struct Trial0Words {
     uint4 w;

@@ -103,30 +103,25 @@ __device__ __forceinline__ void put(unsigned int a, long long i, double x, doubl
     sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), lo32(x), hi32(x)));
     sts128(a + 16, make_uint4(lo32(u), hi32(u), 0u, 0u));
 }
-__device__ __forceinline__ void get(unsigned int a, SlowEntry<float>& e) {
+// A 16-byte entry of an index and two float32 values (both float32 kinds).
+__device__ __forceinline__ void get(unsigned int a, long long& i, float& p, float& q) {
     const uint4 w = lds128(a);
-    e.i = as_i64(w.x, w.y);
-    e.x = __uint_as_float(w.z);
-    e.u = __uint_as_float(w.w);
+    i = as_i64(w.x, w.y);
+    p = __uint_as_float(w.z);
+    q = __uint_as_float(w.w);
 }
+__device__ __forceinline__ void get(unsigned int a, SlowEntry<float>& e) { get(a, e.i, e.x, e.u); }
 __device__ __forceinline__ void get(unsigned int a, SlowEntry<double>& e) {
     const uint4 w = lds128(a), z = lds128(a + 16);
     e.i = as_i64(w.x, w.y);
     e.x = as_double(w.z, w.w);
     e.u = as_double(z.x, z.y);
 }
-__device__ __forceinline__ void put_boost(unsigned int a, long long i, float v, float shape) {
-    sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), __float_as_uint(v), __float_as_uint(shape)));
-}
+__device__ __forceinline__ void put_boost(unsigned int a, long long i, float v, float shape) { put(a, i, v, shape); }
 __device__ __forceinline__ void put_boost(unsigned int a, long long i, double v, double) {
     sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), lo32(v), hi32(v)));
 }
-__device__ __forceinline__ void get(unsigned int a, BoostEntry<float>& e) {
-    const uint4 w = lds128(a);
-    e.i = as_i64(w.x, w.y);
-    e.v = __uint_as_float(w.z);
-    e.a = __uint_as_float(w.w);
-}
+__device__ __forceinline__ void get(unsigned int a, BoostEntry<float>& e) { get(a, e.i, e.v, e.a); }
 __device__ __forceinline__ void get(unsigned int a, BoostEntry<double>& e) {
     const uint4 w = lds128(a);
     e.i = as_i64(w.x, w.y);

@@ -146,11 +146,6 @@ struct pair_of<double> {
     using type = double2;
 };
 
-template <bool B>
-struct flag {
-    static constexpr bool value = B;
-};
-
 template <typename T>
 __device__ __forceinline__ bool pair_aligned(const T* p) {
     return (reinterpret_cast<unsigned long long>(p) & (2 * sizeof(T) - 1)) == 0;
@@ -179,8 +174,8 @@ __device__ __forceinline__ T scaled(T v, T s, int log_out) {
     return log_out ? v + s : v * s;
 }
 
-// One warp's gamma elements in pairs, with its two queues: pairs(base, n,
-// FULL, FAST) draws the warp's 32 pairs from `base` among elements [0, n)
+// One warp's gamma elements in pairs, with its two queues: pairs<FULL,
+// FAST>(base, n) draws the warp's 32 pairs from `base` among elements [0, n)
 // (FULL: all 64 elements are below n, which drops the bounds checks; FAST:
 // also per-element shapes and output aligned for pair loads and stores, no
 // scale array and no trials: see fast()); flush() finishes whatever still
@@ -273,15 +268,14 @@ struct GammaWarp {
     }
 
     template <bool FULL, bool FAST, int LOG = -1>
-    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL> full, flag<FAST> fast) {
-        pairs<FULL, FAST, LOG>(base, n, full, fast, words(base));
+    __device__ __forceinline__ void pairs(long long base, long long n) {
+        pairs<FULL, FAST, LOG>(base, n, words(base));
     }
 
     // The round at `base`, given its trial-0 words tw (see words()). LOG: 0 or
     // 1 where the caller knows log_out at compile time, -1 where it does not.
     template <bool FULL, bool FAST, int LOG = -1>
-    __device__ __forceinline__ void pairs(long long base, long long n, flag<FULL>, flag<FAST>,
-                                          const Trial0Words<T>& tw) {
+    __device__ __forceinline__ void pairs(long long base, long long n, const Trial0Words<T>& tw) {
         static_assert(FULL || !FAST, "FAST pairs are whole");
         const bool lg = LOG < 0 ? want_log : LOG == 1;
         const long long p = base + lane;
@@ -381,10 +375,10 @@ struct GammaWarp {
             for (; base <= last; base += stride) {
                 const Trial0Words<T> cur = next;
                 next = words(base + stride);
-                pairs<true, true, LOG>(base, n, flag<true>{}, flag<true>{}, cur);
+                pairs<true, true, LOG>(base, n, cur);
             }
         } else {
-            for (; base <= last; base += stride) pairs<true, true, LOG>(base, n, flag<true>{}, flag<true>{});
+            for (; base <= last; base += stride) pairs<true, true, LOG>(base, n);
         }
         return base;
     }
@@ -422,13 +416,13 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
     const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
     long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
     if (!w.fast()) {
-        for (; base <= full_end; base += stride) w.pairs(base, n, flag<true>{}, flag<false>{});
+        for (; base <= full_end; base += stride) w.template pairs<true, false>(base, n);
     } else if (log_out) {
         base = w.template fast_rounds<1>(base, full_end, stride, n);
     } else {
         base = w.template fast_rounds<0>(base, full_end, stride, n);
     }
-    for (; base < n_pairs; base += stride) w.pairs(base, n, flag<false>{}, flag<false>{});
+    for (; base < n_pairs; base += stride) w.template pairs<false, false>(base, n);
     w.flush();
 }
 
@@ -570,9 +564,9 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
         if (w.fast()) {
             base = w.template fast_rounds<1>(base, (e1 >> 1) - 32, 32, e1);
         } else {
-            for (; base + 32 <= (e1 >> 1); base += 32) w.template pairs<true, false, 1>(base, e1, flag<true>{}, flag<false>{});
+            for (; base + 32 <= (e1 >> 1); base += 32) w.template pairs<true, false, 1>(base, e1);
         }
-        for (; base < ((e1 + 1) >> 1); base += 32) w.template pairs<false, false, 1>(base, e1, flag<false>{}, flag<false>{});
+        for (; base < ((e1 + 1) >> 1); base += 32) w.template pairs<false, false, 1>(base, e1);
         w.flush();
         __syncwarp();  // every log-gamma of the chunk is in memory, seen by every lane
         for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);

@@ -30,11 +30,17 @@ using namespace gpumcmc;
 // Per-warp queues in shared memory. A warp takes 32 consecutive pairs (64
 // elements) at a time and finishes at once the elements whose trial 0 the
 // squeeze accepts (about 90% at every shape) and whose shape is at least 1.
-// Two kinds wait, each queue served 32 at a time so that its work runs with
+// The others wait, each queue served 32 at a time so that its work runs with
 // every lane busy instead of stalling every warp that meets it:
 //   slow   the logarithmic test, another attempt, or an invalid shape: (i, x, u)
-//          of trial 0, finished by gamma_unboosted; one whose shape is below 1
+//          of trial 0. float32: the batch runs trial 0's logarithmic test, and
+//          an element it rejects moves to the attempts queue; float64: the
+//          batch finishes it by gamma_unboosted. One whose shape is below 1
 //          then moves to the boost queue;
+//   attempts (float32) rejected at trial 0: (i, a), finished by attempts 1,
+//          2, ... (a Philox block and a Box-Muller pair each), which about one
+//          lane in five of a slow batch needs: queued, a batch of them costs
+//          about what one slow batch spent on the few that needed them;
 //   boost  accepted with shape below 1: (i, v) with v = G(a + 1) or its log,
 //          finished by the boost (a Philox block, log U / a, exp), which would
 //          otherwise run on the whole warp whenever any lane needs it. Where
@@ -51,10 +57,18 @@ constexpr int GAMMA_WARPS = GPUMCMC_GAMMA_BLOCK / 32;
 static_assert(GPUMCMC_GAMMA_BOOST_INLINE >= 0 && GPUMCMC_GAMMA_BOOST_INLINE <= 64, "see GAMMA_BOOST_CAP");
 // Queue capacities. Slow: < 32 waiting + 64 pushed by a round of pairs. Boost:
 // < 32 waiting + at most GPUMCMC_GAMMA_BOOST_INLINE pushed by a round + at most
-// 32 moved from the slow queue by one batch (the boost queue is served after
+// 32 moved by one slow or attempts batch (the boost queue is served after
+// each). Attempts: < 32 waiting + 32 moved by one slow batch (served after
 // each). A lane with nothing to push writes its discard slot instead.
 constexpr int GAMMA_SLOW_CAP = 96;
 constexpr int GAMMA_BOOST_CAP = 32 + GPUMCMC_GAMMA_BOOST_INLINE + 32;
+constexpr int GAMMA_ATTEMPT_CAP = 64;
+// float64 keeps its attempts in the slow batch: the queues of a block already
+// take 45 of the 48 KiB of static shared memory.
+template <typename T>
+constexpr bool gamma_attempt_queue() {
+    return sizeof(T) == 4;
+}
 
 // Queue entries, 16 bytes (a float64 slow entry 32), read and written as
 // 16-byte words through 32-bit shared-memory addresses. A float32 boost entry
@@ -73,6 +87,10 @@ template <>
 struct alignas(16) BoostEntry<float> {
     long long i;
     float v, a;
+};
+struct alignas(16) AttemptEntry {  // float32 only
+    long long i;
+    float a, unused;
 };
 
 __device__ __forceinline__ void sts128(unsigned int addr, uint4 v) {
@@ -128,11 +146,18 @@ __device__ __forceinline__ void get(unsigned int a, BoostEntry<double>& e) {
     e.v = as_double(w.z, w.w);
 }
 
+template <bool>
+struct AttemptQueues {
+    AttemptEntry attempt[GAMMA_WARPS][GAMMA_ATTEMPT_CAP];
+};
+template <>
+struct AttemptQueues<false> {};
+
 template <typename T>
-struct GammaQueues {
+struct GammaQueues : AttemptQueues<gamma_attempt_queue<T>()> {
     SlowEntry<T> slow[GAMMA_WARPS][GAMMA_SLOW_CAP];
     BoostEntry<T> boost[GAMMA_WARPS][GAMMA_BOOST_CAP];
-    SlowEntry<T> discard[GAMMA_WARPS][32];  // both queues' (a slow entry is the larger)
+    SlowEntry<T> discard[GAMMA_WARPS][32];  // every queue's (a slow entry is the largest)
 };
 
 template <typename T>
@@ -184,7 +209,9 @@ __device__ __forceinline__ T scaled(T v, T s, int log_out) {
 template <typename T>
 struct GammaWarp {
     using T2 = typename pair_of<T>::type;
-    static constexpr unsigned int SLOW_BYTES = sizeof(SlowEntry<T>), BOOST_BYTES = sizeof(BoostEntry<T>);
+    static constexpr unsigned int SLOW_BYTES = sizeof(SlowEntry<T>), BOOST_BYTES = sizeof(BoostEntry<T>),
+                                  ATTEMPT_BYTES = sizeof(AttemptEntry);
+    static constexpr bool ATTEMPTS = gamma_attempt_queue<T>();
     const T* __restrict__ shape;
     long long shape_step;
     const T* __restrict__ scale;
@@ -198,8 +225,8 @@ struct GammaWarp {
     bool want_log, vec_shape, vec_scale, vec_out;
     int lane;
     unsigned int lt;
-    unsigned int qs, qb, qd;  // shared addresses of this warp's queues and of this lane's discard slot
-    int n_slow = 0, n_boost = 0;
+    unsigned int qs, qb, qa = 0, qd;  // shared addresses of this warp's queues and of this lane's discard slot
+    int n_slow = 0, n_boost = 0, n_attempt = 0;
 
     __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const T* shape_, long long shape_step_, const T* scale_,
                                          long long scale_step_, T scale_value_, T* out_, int* trials_, uint2 key_,
@@ -215,6 +242,7 @@ struct GammaWarp {
         vec_out = pair_aligned(out);
         qs = (unsigned int)__cvta_generic_to_shared(q.slow[threadIdx.x >> 5]);
         qb = (unsigned int)__cvta_generic_to_shared(q.boost[threadIdx.x >> 5]);
+        if constexpr (ATTEMPTS) qa = (unsigned int)__cvta_generic_to_shared(q.attempt[threadIdx.x >> 5]);
         qd = (unsigned int)__cvta_generic_to_shared(&q.discard[threadIdx.x >> 5][lane]);
     }
 
@@ -236,23 +264,63 @@ struct GammaWarp {
     __device__ __forceinline__ T boost_shape(const BoostEntry<float>& b) const { return b.a; }
     __device__ __forceinline__ T boost_shape(const BoostEntry<double>& b) const { return shape_of(b.i); }
 
+    // Element i of shape a, on every lane of the warp (`has`: the lane has
+    // one), with v = G(a') or its log from its accepted trial, or NaN and
+    // trial -1: stored, or moved to the boost queue when its shape is below 1.
+    __device__ __forceinline__ void finish(bool has, long long i, T v, T a, int trial) {
+        const bool boost = has && trial >= 0 && a < T(1);
+        if (has) {
+            if (!boost) store(v, i);
+            if (trials != nullptr) trials[i] = trial;
+        }
+        const unsigned int m = __ballot_sync(0xffffffffu, boost);
+        put_boost(boost ? qb + (n_boost + __popc(m & lt)) * BOOST_BYTES : qd, i, v, a);
+        n_boost += __popc(m);
+    }
+
+    // G(a') of an accepted trial (cx), or its log.
+    __device__ __forceinline__ T accepted(T d, T cx) const {
+        const T g = mt_value(d, cx);
+        return want_log ? log_pos(g) : g;
+    }
+
     // Slow entry e, on every lane of the warp (`has`: the lane has an entry):
-    // finished, or moved to the boost queue when its shape is below 1.
+    // as gamma_unboosted, then finish(); in float32 an element that trial 0's
+    // logarithmic test rejects moves to the attempts queue instead.
     __device__ __forceinline__ void serve_slow(int e, bool has) {
         SlowEntry<T> s;
         get(qs + e * SLOW_BYTES, s);
         const T a = has ? shape_of(s.i) : T(1);
-        int trial = -1;
-        T v = T(0);
-        if (has) v = gamma_unboosted(a, (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi, want_log, trial);
-        const bool boost = trial >= 0 && a < T(1);
-        if (has) {
-            if (!boost) store(v, s.i);
-            if (trials != nullptr) trials[s.i] = trial;
+        if constexpr (ATTEMPTS) {
+            const bool valid = has && a > T(0) && isfinite(a);
+            T d, c, cx = T(0);
+            mt_setup(a, a < T(1), d, c);
+            const bool ok = valid && mt_accept(s.x, s.u, d, c, cx);
+            const bool again = valid && !ok;
+            finish(has && !again, s.i, ok ? accepted(d, cx) : fp_special<T>::nan(), a, ok ? 0 : -1);
+            const unsigned int m = __ballot_sync(0xffffffffu, again);
+            put(again ? qa + (n_attempt + __popc(m & lt)) * ATTEMPT_BYTES : qd, s.i, a, T(0));
+            n_attempt += __popc(m);
+        } else {
+            int trial = -1;
+            T v = T(0);
+            if (has) v = gamma_unboosted(a, (unsigned long long)s.i, s.x, s.u, key, off_lo, off_hi, want_log, trial);
+            finish(has, s.i, v, a, trial);
         }
-        const unsigned int m = __ballot_sync(0xffffffffu, boost);
-        put_boost(boost ? qb + (n_boost + __popc(m & lt)) * BOOST_BYTES : qd, s.i, v, a);
-        n_boost += __popc(m);
+    }
+
+    // Attempts entry e (float32), on every lane of the warp: attempts 1, 2, ...
+    // until one is accepted, then finish().
+    __device__ __forceinline__ void serve_attempt(int e, bool has) {
+        long long i;
+        T a, unused;
+        get(qa + e * ATTEMPT_BYTES, i, a, unused);
+        if (!has) a = T(1);
+        T d, c, cx = T(0);
+        mt_setup(a, a < T(1), d, c);
+        int trial = -1;
+        if (has) trial = mt_attempts(d, c, (unsigned long long)i, key, off_lo, off_hi, cx);
+        finish(has, i, trial >= 0 ? accepted(d, cx) : fp_special<T>::nan(), a, trial);
     }
 
     __device__ __forceinline__ void finish_boost(int e) const {
@@ -348,8 +416,22 @@ struct GammaWarp {
             serve_slow(n_slow + lane, true);
             __syncwarp();  // the entries are read, and those it moved seen by every lane
             serve_boosts();
+            serve_attempts();
         }
         serve_boosts();
+    }
+
+    // Full batches of the attempts queue (float32), each followed by a
+    // __syncwarp() and the boost queue's full batches.
+    __device__ __forceinline__ void serve_attempts() {
+        if constexpr (ATTEMPTS) {
+            while (n_attempt >= 32) {
+                n_attempt -= 32;
+                serve_attempt(n_attempt + lane, true);
+                __syncwarp();
+                serve_boosts();
+            }
+        }
     }
 
     // Full batches of the boost queue, each followed by a __syncwarp(): its
@@ -391,15 +473,22 @@ struct GammaWarp {
         n_slow = 0;
         __syncwarp();
         serve_boosts();
+        serve_attempts();
+        if constexpr (ATTEMPTS) {
+            serve_attempt(lane, lane < n_attempt);
+            n_attempt = 0;
+            __syncwarp();
+            serve_boosts();
+        }
         if (lane < n_boost) finish_boost(lane);
         n_boost = 0;
     }
 };
 
 // Blocks per SM that gamma_draw<float> is built to fit (the register budget).
-// Measured at 2^26 float32 suite shapes on an H200: 3 (or 2) blocks 115 G/s,
-// 4 blocks 112 (the compiler then squeezes the loop into 64 registers),
-// 5 blocks 114. float64 keeps the compiler's choice.
+// Measured at 2^26 float32 suite shapes on an H200, with the attempts queue:
+// 3 blocks (76 registers) 119.7 G/s, 4 blocks (64 registers, some spilled)
+// 119.0. float64 keeps the compiler's choice.
 #ifndef GPUMCMC_GAMMA_MIN_BLOCKS
 #define GPUMCMC_GAMMA_MIN_BLOCKS 3
 #endif
@@ -541,6 +630,14 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
     for (long long row = tid / G; row < n_rows; row += groups) lse_row(x + row * K, K, G, sub, mask, log_out);
 }
 
+// Blocks per SM that dirichlet_draw<float> is built to fit. Measured on an
+// H200 (65,536 x 256, chunks of 2048 elements): 4 blocks (64 registers)
+// 82.7 G/s, 3 blocks 72.5, and the compiler's own choice without a bound
+// (76 registers, 3 blocks) 73.4.
+#ifndef GPUMCMC_DIRICHLET_MIN_BLOCKS
+#define GPUMCMC_DIRICHLET_MIN_BLOCKS 4
+#endif
+
 // Dirichlet rows in one pass: each warp takes chunks of R consecutive rows
 // (R even when K is odd, so that a chunk starts on a whole pair), draws their
 // log-gammas as gamma_draw does (the same pairs, so the same values), serves
@@ -548,7 +645,7 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 // row) while they are still in cache: the same draws as gamma_draw (log)
 // followed by lse_rows, with one launch and one trip to memory.
 template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_DIRICHLET_MIN_BLOCKS : 1)
 dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
                unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
     __shared__ GammaQueues<T> q;

@@ -308,6 +308,9 @@ def test_gpu_gamma_equals_the_twin(cp, dtype, log):
     b = default_rng(31, backend="numpy")
     vg, tg = _gamma.gamma(a, cp.asarray(shape), cp.asarray(scale), log=log, return_trials=True)
     vc, tc = _gamma.gamma(b, shape, scale, log=log, return_trials=True)
+    # Thousands of elements need attempts after trial 0 (in float32 they wait
+    # in their own queue), some of them a second attempt (trials 3 and 4).
+    assert (tc >= 1).sum() > 5000 and tc.max() >= 3
     _assert_agree_with_twin(vg.get(), tg.get(), vc, tc, dtype, log)
 
 

@@ -630,10 +630,12 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
     for (long long row = tid / G; row < n_rows; row += groups) lse_row(x + row * K, K, G, sub, mask, log_out);
 }
 
-// Blocks per SM that dirichlet_draw<float> is built to fit. Measured on an
-// H200 (65,536 x 256, chunks of 2048 elements): 4 blocks (64 registers)
+// Blocks per SM that dirichlet_draw is built to fit. Measured on an H200
+// (65,536 x 256 float32, chunks of 2048 elements): 4 blocks (64 registers)
 // 82.7 G/s, 3 blocks 72.5, and the compiler's own choice without a bound
-// (76 registers, 3 blocks) 73.4.
+// (76 registers, 3 blocks) 73.4. float64 (64 registers at 4 blocks, as the
+// compiler chose before the float32 attempts queue): 25.4 G/s at 4 blocks,
+// 22.4 at 3.
 #ifndef GPUMCMC_DIRICHLET_MIN_BLOCKS
 #define GPUMCMC_DIRICHLET_MIN_BLOCKS 4
 #endif
@@ -645,7 +647,7 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 // row) while they are still in cache: the same draws as gamma_draw (log)
 // followed by lse_rows, with one launch and one trip to memory.
 template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_DIRICHLET_MIN_BLOCKS : 1)
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
 dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
                unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
     __shared__ GammaQueues<T> q;

@@ -634,8 +634,8 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 // (65,536 x 256 float32, chunks of 2048 elements): 4 blocks (64 registers)
 // 82.7 G/s, 3 blocks 72.5, and the compiler's own choice without a bound
 // (76 registers, 3 blocks) 73.4. float64 (64 registers at 4 blocks, as the
-// compiler chose before the float32 attempts queue): 25.4 G/s at 4 blocks,
-// 22.4 at 3.
+// compiler chose before the float32 attempts queue): 24.6 G/s end to end in
+// suite rng, and 22.4 with an explicit bound of 1 block (80 registers).
 #ifndef GPUMCMC_DIRICHLET_MIN_BLOCKS
 #define GPUMCMC_DIRICHLET_MIN_BLOCKS 4
 #endif

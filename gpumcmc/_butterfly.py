@@ -37,6 +37,23 @@ right child where it is set. Row 5 = 0b101 has the right child of every pair
 half's halves (``r5[0:2]``, ``r5[4:6]``), the right half ``r5[4:8]``, and its
 total.
 
+The paper's table-building loop (Algorithm 8, as transcribed publicly with
+Algorithms 7-10) writes the same entries in place, as an up-sweep does:
+stage ``m``'s pair ``t`` (slot ``W - W/m + t`` above) goes to index
+``2 m t + m - 1``, the lower of the two registers it combines, and the block
+total stays last. :func:`paper_slots` maps one order to the other. For
+``W = 8``, in the paper's order::
+
+    index lane 0    lane 1    lane 2    lane 3    lane 4    lane 5    lane 6    lane 7
+    0     r0[0:1]   r1[1:2]   r0[2:3]   r1[3:4]   r0[4:5]   r1[5:6]   r0[6:7]   r1[7:8]
+    1     r0[0:2]   r1[0:2]   r2[2:4]   r3[2:4]   r0[4:6]   r1[4:6]   r2[6:8]   r3[6:8]
+    2     r2[0:1]   r3[1:2]   r2[2:3]   r3[3:4]   r2[4:5]   r3[5:6]   r2[6:7]   r3[7:8]
+    3     r0[0:4]   r1[0:4]   r2[0:4]   r3[0:4]   r4[4:8]   r5[4:8]   r6[4:8]   r7[4:8]
+    4     r4[0:1]   r5[1:2]   r4[2:3]   r5[3:4]   r4[4:5]   r5[5:6]   r4[6:7]   r5[7:8]
+    5     r4[0:2]   r5[0:2]   r6[2:4]   r7[2:4]   r4[4:6]   r5[4:6]   r6[6:8]   r7[6:8]
+    6     r6[0:1]   r7[1:2]   r6[2:3]   r7[3:4]   r6[4:5]   r7[5:6]   r6[6:7]   r7[7:8]
+    7     r0[0:8]   r1[0:8]   r2[0:8]   r3[0:8]   r4[0:8]   r5[0:8]   r6[0:8]   r7[0:8]
+
 The search. Row ``i`` knows ``low`` (the prefix before the block) and
 ``high`` (the prefix at its end). Descending from the block, at a node whose
 children have ``m`` columns it reads its table entry ``e`` for that node and
@@ -65,6 +82,7 @@ __all__ = [
     "butterfly_table",
     "draw",
     "pairwise_totals",
+    "paper_slots",
     "table_pattern",
 ]
 
@@ -135,6 +153,24 @@ def table_pattern(W: int) -> np.ndarray:
         m *= 2
     for j in range(W):
         out[W - 1, j] = (j, 0, W)
+    return out
+
+
+def paper_slots(W: int) -> np.ndarray:
+    """The paper's index of every table slot: ``paper_slots(W)[s]``.
+
+    Slot ``W - W/m + t`` (stage ``m``, pair ``t``) is the paper's entry
+    ``2 m t + m - 1``; slot ``W - 1`` (the block total) stays ``W - 1``. So
+    ``table[paper_slots(W)] = ours`` puts a table in the paper's order.
+    """
+    W = _width(W)
+    out = np.empty(W, dtype=np.int64)
+    m = 1
+    while m < W:
+        for t in range(W // (2 * m)):
+            out[W - W // m + t] = 2 * m * t + m - 1
+        m *= 2
+    out[W - 1] = W - 1
     return out
 
 

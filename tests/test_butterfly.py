@@ -40,6 +40,65 @@ def test_w8_pattern_is_the_documented_table():
     assert W8_TABLE.strip().split("\n")[0].split()[1] in bf.__doc__  # the module shows the same table
 
 
+def _in_place_table(x):
+    """The table as the paper's loop builds it, in its own order: lane ``j``'s
+    register ``i`` starts as x[i, j]; stage ``m`` (1, 2, ..., W/2) takes the
+    register pairs (d, d + m), d = 2 m t + m - 1; the lane whose bit ``m`` is
+    set keeps the upper one and sends the lower, its partner the other way
+    round; the kept value goes to entry d and kept + received to register
+    d + m, which ends holding the block total."""
+    W = x.shape[-1]
+    lanes = np.arange(W)
+    a = x.T.copy()  # a[lane, register]
+    entries = np.empty_like(a)
+    m = 1
+    while m < W:
+        up = (lanes & m) != 0
+        for t in range(W // (2 * m)):
+            d = 2 * m * t + m - 1
+            keep = np.where(up, a[:, d + m], a[:, d])
+            send = np.where(up, a[:, d], a[:, d + m])
+            entries[:, d] = keep
+            a[:, d + m] = keep + send[lanes ^ m]
+        m *= 2
+    entries[:, W - 1] = a[:, W - 1]
+    return entries.T  # [entry, lane]
+
+
+@pytest.mark.parametrize("W", WIDTHS)
+def test_paper_order_is_a_permutation_with_the_total_last(W):
+    slots = bf.paper_slots(W)
+    assert sorted(slots) == list(range(W)) and slots[W - 1] == W - 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("W", WIDTHS)
+def test_table_is_the_papers_in_place_table_reordered(W, dtype):
+    # The same sums, added in the same order (bit for bit), and the same
+    # pattern, entry for entry, once our slots are put in the paper's order.
+    x = np.random.default_rng(W).random((W, W)).astype(dtype)
+    table, _ = bf.butterfly_table(x)
+    reordered = np.empty_like(table)
+    reordered[bf.paper_slots(W)] = table
+    assert np.array_equal(reordered, _in_place_table(x))
+    # The pattern: the in-place loop run on the exact sums of
+    # test_table_holds_the_sums_its_pattern_names.
+    i = np.arange(W, dtype=np.float64)[:, None]
+    exact = np.ldexp(1.0, np.arange(W))[None, :] + i * 2.0**W
+    pattern = np.empty((W, W, 3), dtype=np.int64)
+    pattern[bf.paper_slots(W)] = bf.table_pattern(W)
+    expect = np.array([[exact[r, lo:hi].sum() for r, lo, hi in row] for row in pattern])
+    assert np.array_equal(_in_place_table(exact), expect)
+
+
+def test_w8_paper_order_is_the_documented_table():
+    pattern = np.empty((8, 8, 3), dtype=np.int64)
+    pattern[bf.paper_slots(8)] = bf.table_pattern(8)
+    for k, row in enumerate(pattern):
+        line = f"    {k}     " + "   ".join(_name(e) for e in row)
+        assert line in bf.__doc__
+
+
 @pytest.mark.parametrize("W", WIDTHS)
 def test_table_holds_the_sums_its_pattern_names(W):
     # x[i, c] = 2**c + i * 2**W: a sum over columns lo..hi-1 of row i has the

@@ -278,12 +278,6 @@ struct GammaWarp {
         n_boost += __popc(m);
     }
 
-    // G(a') of an accepted trial (cx), or its log.
-    __device__ __forceinline__ T accepted(T d, T cx) const {
-        const T g = mt_value(d, cx);
-        return want_log ? log_pos(g) : g;
-    }
-
     // Slow entry e, on every lane of the warp (`has`: the lane has an entry):
     // as gamma_unboosted, then finish(); in float32 an element that trial 0's
     // logarithmic test rejects moves to the attempts queue instead.
@@ -292,12 +286,12 @@ struct GammaWarp {
         get(qs + e * SLOW_BYTES, s);
         const T a = has ? shape_of(s.i) : T(1);
         if constexpr (ATTEMPTS) {
-            const bool valid = has && a > T(0) && isfinite(a);
+            const bool valid = has && valid_shape(a);
             T d, c, cx = T(0);
             mt_setup(a, a < T(1), d, c);
-            const bool ok = valid && mt_accept(s.x, s.u, d, c, cx);
-            const bool again = valid && !ok;
-            finish(has && !again, s.i, ok ? accepted(d, cx) : fp_special<T>::nan(), a, ok ? 0 : -1);
+            const int trial = valid && mt_accept(s.x, s.u, d, c, cx) ? 0 : -1;
+            const bool again = valid && trial < 0;
+            finish(has && !again, s.i, mt_result(d, cx, trial, want_log), a, trial);
             const unsigned int m = __ballot_sync(0xffffffffu, again);
             put(again ? qa + (n_attempt + __popc(m & lt)) * ATTEMPT_BYTES : qd, s.i, a, T(0));
             n_attempt += __popc(m);
@@ -320,7 +314,7 @@ struct GammaWarp {
         mt_setup(a, a < T(1), d, c);
         int trial = -1;
         if (has) trial = mt_attempts(d, c, (unsigned long long)i, key, off_lo, off_hi, cx);
-        finish(has, i, trial >= 0 ? accepted(d, cx) : fp_special<T>::nan(), a, trial);
+        finish(has, i, mt_result(d, cx, trial, want_log), a, trial);
     }
 
     __device__ __forceinline__ void finish_boost(int e) const {

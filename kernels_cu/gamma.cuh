@@ -284,13 +284,28 @@ __device__ __forceinline__ T element_boost(unsigned long long i, uint2 key, unsi
     return (i & 1) ? b1 : b0;
 }
 
+// Whether a is a shape the sampler takes: positive and finite (false for NaN).
+template <typename T>
+__device__ __forceinline__ bool valid_shape(T a) {
+    return a > T(0) && a < fp_special<T>::inf();
+}
+
+// G(a') (want_log false) or log G(a') (want_log true) of the accepted trial
+// cx, or NaN where no trial was accepted (trial < 0).
+template <typename T>
+__device__ __forceinline__ T mt_result(T d, T cx, int trial, bool want_log) {
+    if (trial < 0) return fp_special<T>::nan();
+    const T g = mt_value(d, cx);
+    return want_log ? log_pos(g) : g;
+}
+
 // Trial 0 by the squeeze alone: true, with g = G(a'), where it accepts; false
 // where the element needs gamma_unboosted (the logarithmic test, another
 // attempt, or a shape that is not a positive finite number), and then g is
 // meaningless. Written without branches: every lane of a warp runs it.
 template <typename T>
 __device__ __forceinline__ bool trial0_squeeze(T a, T x, T u, T& g) {
-    const bool valid = a > T(0) && a < fp_special<T>::inf();  // false for NaN
+    const bool valid = valid_shape(a);
     T d, c, cx;
     mt_setup(a, a < T(1), d, c);
     const bool ok = mt_squeeze(x, u, c, cx) && valid;
@@ -331,13 +346,11 @@ template <typename T>
 __device__ __forceinline__ T gamma_unboosted(T a, unsigned long long i, T x0, T u0, uint2 key,
                                              unsigned int off_lo, unsigned int off_hi, bool want_log, int& trial) {
     trial = -1;
-    if (!(a > T(0)) || !isfinite(a)) return fp_special<T>::nan();
+    if (!valid_shape(a)) return fp_special<T>::nan();
     T d, c, cx;
     mt_setup(a, a < T(1), d, c);
     trial = mt_accept(x0, u0, d, c, cx) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, cx);
-    if (trial < 0) return fp_special<T>::nan();
-    const T g = mt_value(d, cx);
-    return want_log ? log_pos(g) : g;
+    return mt_result(d, cx, trial, want_log);
 }
 
 // G(a) (want_log false) or log G(a) (want_log true) of element i from its

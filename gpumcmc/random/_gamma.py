@@ -25,8 +25,10 @@ attempt ``t>=1``  block ``1 + t`` of ``i``: trials ``2t - 1   block ``2t`` of ``
 
 Trial ``k`` is ``(x, u)``; with ``a' = a`` (or ``a + 1`` below 1),
 ``d = a' - 1/3`` and ``c = 1 / sqrt(9 d)``: ``v = 1 + c x`` must be
-positive, and the trial is accepted if ``u < 1 - 0.0331 x**4`` or
-``log u < x**2 / 2 + d (log(v**3) - v**3 + 1)`` (see :func:`mt_log_term`).
+positive, and the trial is accepted if ``u m < m - (c x**2)**2 / 12`` with
+``m = min(v, 1)`` (a squeeze inside the next test's region, proved in
+``gamma.cuh``) or ``log u < x**2 / 2 + d (log(v**3) - v**3 + 1)`` (see
+:func:`mt_log_term`).
 Then ``G(a') = d v**3``; below shape 1, ``G(a) = G(a') exp(log(U) / a)`` and
 ``log G(a) = log G(a') + log(U) / a``. Float32 draws are computed in float32
 and float64 draws in float64 on both backends, except the twin's normals,
@@ -97,7 +99,7 @@ def _consts(dtype):
         "nine": t(9),
         "half": t(0.5),
         "third": t(1.0 / 3.0),
-        "squeeze": t(0.0331),
+        "twelfth": t(1.0 / 12.0),
         "quarter": t(0.25),
         # (1/3, 1/5, ...) as the kernels' constant-folded 1.0f / k (1.0 / k).
         "series": [one / t(k) for k in ((3, 5, 7, 9, 11) if t is np.float32 else range(3, 23, 2))],
@@ -124,6 +126,20 @@ def mt_log_term(cx, y):
     return xp.where(small, s * (k["two"] * s2 * p - ys), k["three"] * xp.log1p(cx) - y)
 
 
+def mt_squeeze(x, u, c):
+    """The squeeze of Marsaglia-Tsang trials (x, u), as ``mt_squeeze`` in ``gamma.cuh``:
+    (accepted by it, v = 1 + c x > 0, cx = c x). NumPy or CuPy arrays."""
+    xp = _backend.get_array_module(x, u, c)
+    k = _consts(x.dtype)
+    with _errstate(xp):
+        cx = c * x
+        v = k["one"] + cx
+        m = xp.minimum(v, k["one"])
+        q = cx * x
+        pos = v > 0
+        return pos & (u * m < m - k["twelfth"] * (q * q)), pos, cx
+
+
 def mt_accept(x, u, d, c):
     """Marsaglia-Tsang trials (x, u) on arrays: (accepted, cx = c x).
 
@@ -133,21 +149,17 @@ def mt_accept(x, u, d, c):
     """
     xp = _backend.get_array_module(x, u, d, c)
     k = _consts(x.dtype)
+    acc, pos, cx = mt_squeeze(x, u, c)
     with _errstate(xp):
-        cx = c * x
-        v = k["one"] + cx
-        x2 = x * x
-        pos = v > 0
-        acc = pos & (u < k["one"] - k["squeeze"] * (x2 * x2))
         if xp is not np:
             y = cx * (k["three"] + cx * (k["three"] + cx))
-            slow = xp.log(u) < k["half"] * x2 + d * mt_log_term(cx, y)
+            slow = xp.log(u) < k["half"] * (x * x) + d * mt_log_term(cx, y)
             return acc | (pos & slow), cx
         slow = pos & ~acc
         if slow.any():
-            u, x2, d, cxs = (b[slow] for b in np.broadcast_arrays(u, x2, d, cx))
+            u, xs, d, cxs = (b[slow] for b in np.broadcast_arrays(u, x, d, cx))
             y = cxs * (k["three"] + cxs * (k["three"] + cxs))
-            acc[slow] = np.log(u) < k["half"] * x2 + d * mt_log_term(cxs, y)
+            acc[slow] = np.log(u) < k["half"] * (xs * xs) + d * mt_log_term(cxs, y)
         return acc, cx
 
 

@@ -74,6 +74,9 @@ constexpr bool gamma_attempt_queue() {
 // Queue entries, 16 bytes (a float64 slow entry 32), read and written as
 // 16-byte words through 32-bit shared-memory addresses. A float32 boost entry
 // carries the shape; a float64 one has no room, and the shape is read again.
+// A float32 slow entry holds -x: box_muller_fast computes the normals as
+// -r cos, -r sin, and the main loop then stores r cos as it is instead of
+// negating it every round (the slow batch negates it back).
 template <typename T>
 struct alignas(16) SlowEntry {
     long long i;
@@ -122,6 +125,9 @@ __device__ __forceinline__ void put(unsigned int a, long long i, double x, doubl
     sts128(a, make_uint4((unsigned)i, (unsigned)(i >> 32), lo32(x), hi32(x)));
     sts128(a + 16, make_uint4(lo32(u), hi32(u), 0u, 0u));
 }
+// A slow entry (i, x, u) as put() writes it: -x in float32 (see above).
+__device__ __forceinline__ void put_slow(unsigned int a, long long i, float x, float u) { put(a, i, -x, u); }
+__device__ __forceinline__ void put_slow(unsigned int a, long long i, double x, double u) { put(a, i, x, u); }
 // A 16-byte entry of an index and two float32 values (both float32 kinds).
 __device__ __forceinline__ void get(unsigned int a, long long& i, float& p, float& q) {
     const uint4 w = lds128(a);
@@ -129,7 +135,10 @@ __device__ __forceinline__ void get(unsigned int a, long long& i, float& p, floa
     p = __uint_as_float(w.z);
     q = __uint_as_float(w.w);
 }
-__device__ __forceinline__ void get(unsigned int a, SlowEntry<float>& e) { get(a, e.i, e.x, e.u); }
+__device__ __forceinline__ void get(unsigned int a, SlowEntry<float>& e) {
+    get(a, e.i, e.x, e.u);
+    e.x = -e.x;
+}
 __device__ __forceinline__ void get(unsigned int a, SlowEntry<double>& e) {
     const uint4 w = lds128(a), z = lds128(a + 16);
     e.i = as_i64(w.x, w.y);
@@ -339,14 +348,23 @@ struct GammaWarp {
     // 1 where the caller knows log_out at compile time, -1 where it does not.
     template <bool FULL, bool FAST, int LOG = -1>
     __device__ __forceinline__ void pairs(long long base, long long n, const Trial0Words<T>& tw) {
+        const long long p = base + lane;
+        pair_round<FULL, FAST, LOG>(p, n, tw, reinterpret_cast<const T2*>(shape) + p, reinterpret_cast<T2*>(out) + p);
+    }
+
+    // This lane's pair p of its round; in FAST rounds sp and op point at the
+    // pair's shapes and output (the loop advances them itself rather than
+    // recomputing 64-bit addresses every round).
+    template <bool FULL, bool FAST, int LOG>
+    __device__ __forceinline__ void pair_round(long long p, long long n, const Trial0Words<T>& tw, const T2* sp,
+                                               T2* op) {
         static_assert(FULL || !FAST, "FAST pairs are whole");
         const bool lg = LOG < 0 ? want_log : LOG == 1;
-        const long long p = base + lane;
         const long long i0 = 2 * p;
         const bool has0 = FULL || i0 < n, has1 = FULL || i0 + 1 < n;
         T a0 = T(1), a1 = T(1);
         if (FAST) {
-            const T2 a = reinterpret_cast<const T2*>(shape)[p];
+            const T2 a = *sp;
             a0 = a.x;
             a1 = a.y;
         } else if (has0) {
@@ -377,14 +395,14 @@ struct GammaWarp {
             // element; a lane with nothing to push writes its discard slot.
             const int slot = n_boost + __popc(c0 & lt) + __popc(c1 & lt);
             put_boost(b0 ? qb + slot * BOOST_BYTES : qd, i0, v0, a0);
-            put_boost(b1 ? qb + (slot + b0) * BOOST_BYTES : qd, i0 + 1, v1, a1);
+            put_boost(b1 ? qb + (slot + b0) * BOOST_BYTES : qd, i0 | 1, v1, a1);
             n_boost += nb;
         }
         // Both halves are stored at once: a half that still waits in a queue
         // stores a placeholder, which its queue entry overwrites later (after a
         // __syncwarp, which orders the two writes).
         if (FAST) {
-            reinterpret_cast<T2*>(out)[p] = {scaled(v0, scale_value, lg), scaled(v1, scale_value, lg)};
+            *op = {scaled(v0, scale_value, lg), scaled(v1, scale_value, lg)};
         } else if (has0) {
             T sc0 = scale_value, sc1 = scale_value;
             if (scale != nullptr) load_pair(scale, scale_step, i0, has1, vec_scale, sc0, sc1);
@@ -402,8 +420,8 @@ struct GammaWarp {
         }
         // The rest to the slow queue; a lane with nothing to push writes its discard slot.
         const int slot = n_slow + __popc(m0 & lt) + __popc(m1 & lt);
-        put(s0 ? qs + slot * SLOW_BYTES : qd, i0, x0, u0);
-        put(s1 ? qs + (slot + s0) * SLOW_BYTES : qd, i0 + 1, x1, u1);
+        put_slow(s0 ? qs + slot * SLOW_BYTES : qd, i0, x0, u0);
+        put_slow(s1 ? qs + (slot + s0) * SLOW_BYTES : qd, i0 | 1, x1, u1);
         n_slow += __popc(m0) + __popc(m1);
         __syncwarp();
         while (n_slow >= 32) {
@@ -448,12 +466,18 @@ struct GammaWarp {
     template <int LOG>
     __device__ __forceinline__ long long fast_rounds(long long base, long long last, long long stride, long long n) {
         if (sizeof(T) == 4) {
-            Trial0Words<T> next = words(base);
-            for (; base <= last; base += stride) {
+            // The pair index and both pointers advance by the stride.
+            long long p = base + lane;
+            const long long p_last = last + lane;
+            const T2* sp = reinterpret_cast<const T2*>(shape) + p;
+            T2* op = reinterpret_cast<T2*>(out) + p;
+            Trial0Words<T> next = trial0_words<T>((unsigned long long)p, key, off_lo, off_hi);
+            for (; p <= p_last; p += stride, sp += stride, op += stride) {
                 const Trial0Words<T> cur = next;
-                next = words(base + stride);
-                pairs<true, true, LOG>(base, n, cur);
+                next = trial0_words<T>((unsigned long long)(p + stride), key, off_lo, off_hi);
+                pair_round<true, true, LOG>(p, n, cur, sp, op);
             }
+            return p - lane;
         } else {
             for (; base <= last; base += stride) pairs<true, true, LOG>(base, n);
         }

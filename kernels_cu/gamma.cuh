@@ -102,7 +102,9 @@ __device__ __forceinline__ float log_pos(float x) {
     p = fmaf(p, f, 0.3333320915699005f);
     p = fmaf(p, f, -0.5f);
     const float r = fmaf(f, f * p, f);
-    return fmaf((float)e * 1.1920928955078125e-07f, 0.693147182f, r);  // e / 2^23 = the exponent
+    // e / 2^23 is the exponent; e times (log 2 rounded to float) / 2^23, both
+    // exact products, gives the same fma as (e / 2^23) times log 2.
+    return fmaf((float)e, 0x1.62e430p-24f, r);
 }
 __device__ __forceinline__ double log_pos(double x) { return log(x); }
 

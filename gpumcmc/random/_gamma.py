@@ -516,11 +516,16 @@ def size_tuple(size) -> tuple:
 def out_shape(size, *params, shapes=()) -> tuple:
     """The broadcast shape of the parameters (and of ``shapes``), or ``size``
     after checking that they broadcast to it."""
-    shapes = [np.shape(p) for p in params] + [tuple(s) for s in shapes]
-    try:
-        bshape = np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(f"Parameter shapes {shapes} do not broadcast together.") from None
+    # Python numbers are () without np.shape's array conversion (host time per call).
+    shapes = [() if isinstance(p, (int, float)) else tuple(np.shape(p)) for p in params] + [tuple(s) for s in shapes]
+    distinct = {s for s in shapes if s}
+    if len(distinct) <= 1:  # the usual case: one array shape, scalars beside it
+        bshape = distinct.pop() if distinct else ()
+    else:
+        try:
+            bshape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise ValueError(f"Parameter shapes {shapes} do not broadcast together.") from None
     if size is None:
         return bshape
     size = size_tuple(size)

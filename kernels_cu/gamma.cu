@@ -2,12 +2,14 @@
 // Marsaglia-Tsang routine and the counter mapping are in gamma.cuh; the NumPy
 // twin is gpumcmc/random/_gamma.py.
 //
-//   gamma_draw<T>  element i: G(shape[i]) * scale[i], or log G + log scale[i]
-//                  (scale may be null: then every element's scale, or log
-//                  scale, is scale_value, passed by value); a thread takes a pair of
-//                  elements, which share trial 0, and defers the general path
-//                  and (unless most of the warp needs it) the boost to
-//                  per-warp queues
+//   gamma_draw<T, DYN>  element i: G(shape[i]) * scale[i], or log G + log
+//                  scale[i] (scale may be null: then every element's scale, or
+//                  log scale, is scale_value, passed by value); a thread takes a
+//                  pair of elements, which share trial 0, and defers the general
+//                  path and (unless most of the warp needs it) the boost to
+//                  per-warp queues. A warp takes rounds of 32 pairs by a grid
+//                  stride, or with DYN in chunks of `chunk` rounds from a
+//                  counter (see WorkChunks); both give the same draws
 //   beta_draw<T>   element i: gamma elements 2i (a) and 2i + 1 (b), one pair, in
 //                  log space, X = 1 / (1 + exp(log Gb - log Ga))
 //   lse_rows<T>    rows of log-gammas normalised in place by their log-sum-exp:
@@ -297,11 +299,11 @@ struct GammaWarp {
         const T a = has ? shape_of(s.i) : T(1);
         if constexpr (ATTEMPTS) {
             const bool valid = has && valid_shape(a);
-            T d, c, cx = T(0);
+            T d, c, v = T(1);
             mt_setup(a, a < T(1), d, c);
-            const int trial = valid && mt_accept(s.x, s.u, d, c, cx) ? 0 : -1;
+            const int trial = valid && mt_accept(s.x, s.u, d, c, v) ? 0 : -1;
             const bool again = valid && trial < 0;
-            finish(has && !again, s.i, mt_result(d, cx, trial, want_log), a, trial);
+            finish(has && !again, s.i, mt_result(d, v, trial, want_log), a, trial);
             const unsigned int m = __ballot_sync(0xffffffffu, again);
             put(again ? qa + (n_attempt + __popc(m & lt)) * ATTEMPT_BYTES : qd, s.i, a, T(0));
             n_attempt += __popc(m);
@@ -320,11 +322,11 @@ struct GammaWarp {
         T a, unused;
         get(qa + e * ATTEMPT_BYTES, i, a, unused);
         if (!has) a = T(1);
-        T d, c, cx = T(0);
+        T d, c, v = T(1);
         mt_setup(a, a < T(1), d, c);
         int trial = -1;
-        if (has) trial = mt_attempts(d, c, (unsigned long long)i, key, off_lo, off_hi, cx);
-        finish(has, i, mt_result(d, cx, trial, want_log), a, trial);
+        if (has) trial = mt_attempts(d, c, (unsigned long long)i, key, off_lo, off_hi, v);
+        finish(has, i, mt_result(d, v, trial, want_log), a, trial);
     }
 
     __device__ __forceinline__ void finish_boost(int e) const {
@@ -474,7 +476,7 @@ struct GammaWarp {
             Trial0Words<T> next = trial0_words<T>((unsigned long long)p, key, off_lo, off_hi);
             for (; p <= p_last; p += stride, sp += stride, op += stride) {
                 const Trial0Words<T> cur = next;
-                next = trial0_words<T>((unsigned long long)(p + stride), key, off_lo, off_hi);
+                if (p + stride <= p_last) next = trial0_words<T>((unsigned long long)(p + stride), key, off_lo, off_hi);
                 pair_round<true, true, LOG>(p, n, cur, sp, op);
             }
             return p - lane;
@@ -504,33 +506,88 @@ struct GammaWarp {
     }
 };
 
-// Blocks per SM that gamma_draw<float> is built to fit (the register budget).
-// Measured at 2^26 float32 suite shapes on an H200, with the attempts queue:
-// 3 blocks (76 registers) 119.7 G/s, 4 blocks (64 registers, some spilled)
-// 119.0. float64 keeps the compiler's choice.
+// Rounds (of 32 pairs) handed to a warp in chunks from the counter *next
+// (zero at launch): each warp asks for its following chunk as it starts one,
+// so that the answer is back when it is needed. Warps progress at different
+// rates (the scheduler favours some, and the queues make rounds uneven), and
+// with a fixed share of rounds (a grid stride) the first warps finished up
+// to a fifth of the kernel's time before the last: on an H200, 12.7% of warp
+// time idle at 2^26 float32 elements, 1.8% with the counter. Which warp
+// draws an element does not change its value. The launcher takes the counter
+// for large calls only, where the tail is worth zeroing a counter.
+struct WorkChunks {
+    unsigned long long* next;
+    long long size, c;
+    unsigned long long asked = 0;  // lane 0: the answer to the pending request
+    bool lane0;
+
+    __device__ __forceinline__ WorkChunks(unsigned long long* next_, long long size_) : next(next_), size(size_) {
+        lane0 = (threadIdx.x & 31) == 0;
+        ask();
+        c = take();
+    }
+    __device__ __forceinline__ void ask() {
+        if (lane0) asked = atomicAdd(next, (unsigned long long)size);
+    }
+    __device__ __forceinline__ long long take() {
+        const long long got = (long long)__shfl_sync(0xffffffffu, asked, 0);
+        ask();
+        return got;
+    }
+    // The first round of the warp's current chunk; then advance().
+    __device__ __forceinline__ long long first() const { return c; }
+    __device__ __forceinline__ void advance() { c = take(); }
+};
+
+// Blocks per SM that gamma_draw<float> is built to fit at least (the register
+// budget). Measured at 2^26 float32 suite shapes on an H200, with the attempts
+// queue and the grid stride: 3 blocks (76 registers) 119.7 G/s, 4 blocks (64
+// registers, some spilled) 119.0. With the counter NVRTC takes 60 registers
+// on its own, and 4 blocks fit. float64 keeps the compiler's choice.
 #ifndef GPUMCMC_GAMMA_MIN_BLOCKS
 #define GPUMCMC_GAMMA_MIN_BLOCKS 3
 #endif
-template <typename T>
+template <typename T, bool DYN>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_GAMMA_MIN_BLOCKS : 1)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-           unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials) {
+           unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials, long long chunk,
+           unsigned long long* __restrict__ next) {
     __shared__ GammaQueues<T> q;
     GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
                    off_hi, log_out);
     const long long n_pairs = (n + 1) >> 1;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
-    long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
-    if (!w.fast()) {
-        for (; base <= full_end; base += stride) w.template pairs<true, false>(base, n);
-    } else if (log_out) {
-        base = w.template fast_rounds<1>(base, full_end, stride, n);
-    } else {
-        base = w.template fast_rounds<0>(base, full_end, stride, n);
+    if (!DYN) {  // a grid stride: rounds at base, base + stride, ...
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
+        long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
+        if (!w.fast()) {
+            for (; base <= full_end; base += stride) w.template pairs<true, false>(base, n);
+        } else if (log_out) {
+            base = w.template fast_rounds<1>(base, full_end, stride, n);
+        } else {
+            base = w.template fast_rounds<0>(base, full_end, stride, n);
+        }
+        for (; base < n_pairs; base += stride) w.template pairs<false, false>(base, n);
+    } else {  // chunks of `chunk` rounds from the counter; round k is pairs [32 k, 32 k + 32)
+        const long long n_rounds = (n_pairs + 31) >> 5, full_rounds = n >> 6;  // whole: all 64 elements below n
+        const bool fast = w.fast();
+        for (WorkChunks work(next, chunk); work.first() < n_rounds; work.advance()) {
+            long long k = work.first();
+            const long long end = min(k + chunk, n_rounds), full_end = min(end, full_rounds);
+            if (k < full_end) {
+                if (!fast) {
+                    for (; k < full_end; ++k) w.template pairs<true, false>(k << 5, n);
+                } else if (log_out) {
+                    w.template fast_rounds<1>(k << 5, (full_end - 1) << 5, 32, n);
+                } else {
+                    w.template fast_rounds<0>(k << 5, (full_end - 1) << 5, 32, n);
+                }
+                k = full_end;
+            }
+            for (; k < end; ++k) w.template pairs<false, false>(k << 5, n);
+        }
     }
-    for (; base < n_pairs; base += stride) w.template pairs<false, false>(base, n);
     w.flush();
 }
 
@@ -695,9 +752,16 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
 #ifndef __CUDACC_RTC__
 // Offline builds (nvcc in CI) instantiate the templates so that their bodies
 // are compiled; at run time NVRTC instantiates them through name_expressions.
+#define GPUMCMC_GAMMA_INSTANTIATE_DYN(T, D)                                                                 \
+    template __global__ void gamma_draw<T, D>(const T*, long long, const T*, long long, T, T*, long long,   \
+                                              unsigned int, unsigned int, unsigned int, unsigned int, int, int*, \
+                                              long long, unsigned long long*);
+GPUMCMC_GAMMA_INSTANTIATE_DYN(float, false)
+GPUMCMC_GAMMA_INSTANTIATE_DYN(float, true)
+GPUMCMC_GAMMA_INSTANTIATE_DYN(double, false)
+GPUMCMC_GAMMA_INSTANTIATE_DYN(double, true)
+#undef GPUMCMC_GAMMA_INSTANTIATE_DYN
 #define GPUMCMC_GAMMA_INSTANTIATE(T)                                                                       \
-    template __global__ void gamma_draw<T>(const T*, long long, const T*, long long, T, T*, long long,      \
-                                           unsigned int, unsigned int, unsigned int, unsigned int, int, int*); \
     template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
                                           unsigned int, unsigned int, unsigned int, unsigned int);          \
     template __global__ void lse_rows<T>(T*, long long, int, int, int);                                   \

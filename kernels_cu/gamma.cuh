@@ -146,6 +146,14 @@ __device__ __forceinline__ uint4 gamma_block(unsigned long long i, unsigned int 
         make_uint4((unsigned int)i, (unsigned int)(i >> 32) | (j << 8), off_lo, off_hi), key);
 }
 
+// The Marsaglia-Tsang tests and values below leave the compiler nothing to
+// fuse: every product that feeds an addition is either an explicit fma or
+// kept apart by add_rn. Left to itself the compiler fused 1 + c * x in one
+// kernel and not in another, and the same element then had values a last
+// bit apart in gamma_draw's two schedules.
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 // log(v^3) - v^3 + 1 = log1p(y) - y of the Marsaglia-Tsang test, from cx = v - 1
 // and y = v^3 - 1. Below |y| = 1/4 it is -y s + 2 s^3 (1/3 + s^2/5 + ...) with
 // s = y / (2 + y) (log1p(y) = 2 atanh(s)), which keeps full relative precision
@@ -157,10 +165,13 @@ __device__ __forceinline__ float mt_log_term(float cx, float y) {
     if (fabsf(y) < 0.25f) {
         const float s = y / (2.0f + y);
         const float s2 = s * s;
-        const float p = (1.0f / 3) + s2 * ((1.0f / 5) + s2 * ((1.0f / 7) + s2 * ((1.0f / 9) + s2 * (1.0f / 11))));
-        return s * (2.0f * s2 * p - y);
+        float p = fmaf(s2, 1.0f / 11, 1.0f / 9);
+        p = fmaf(s2, p, 1.0f / 7);
+        p = fmaf(s2, p, 1.0f / 5);
+        p = fmaf(s2, p, 1.0f / 3);
+        return s * fmaf(2.0f * s2, p, -y);
     }
-    return 3.0f * log1pf(cx) - y;
+    return fmaf(3.0f, log1pf(cx), -y);
 }
 
 __device__ __forceinline__ double mt_log_term(double cx, double y) {
@@ -168,47 +179,39 @@ __device__ __forceinline__ double mt_log_term(double cx, double y) {
         const double s = y / (2.0 + y);
         const double s2 = s * s;
         double p = 1.0 / 21;
-        p = 1.0 / 19 + s2 * p;
-        p = 1.0 / 17 + s2 * p;
-        p = 1.0 / 15 + s2 * p;
-        p = 1.0 / 13 + s2 * p;
-        p = 1.0 / 11 + s2 * p;
-        p = 1.0 / 9 + s2 * p;
-        p = 1.0 / 7 + s2 * p;
-        p = 1.0 / 5 + s2 * p;
-        p = 1.0 / 3 + s2 * p;
-        return s * (2.0 * s2 * p - y);
+#pragma unroll
+        for (int k = 19; k >= 3; k -= 2) p = fma(s2, p, 1.0 / k);
+        return s * fma(2.0 * s2, p, -y);
     }
-    return 3.0 * log1p(cx) - y;
+    return fma(3.0, log1p(cx), -y);
 }
 
 // The squeeze of a Marsaglia-Tsang trial (x, u): v = 1 + c x > 0 and
 // u m < m - (c x^2)^2 / 12 with m = min(v, 1) (see the top of this file).
-// Sets cx = c x.
+// Sets v, rounded as 1 + (c x rounded), as the twin computes it.
 template <typename T>
-__device__ __forceinline__ bool mt_squeeze(T x, T u, T c, T& cx) {
-    cx = c * x;
-    const T v = T(1) + cx;
+__device__ __forceinline__ bool mt_squeeze(T x, T u, T c, T& v) {
+    const T cx = c * x;
+    v = add_rn(T(1), cx);
     const T m = v < T(1) ? v : T(1);
     const T q = cx * x;
-    return v > T(0) && u * m < m - T(1.0 / 12.0) * (q * q);
+    return v > T(0) && u * m < fma(T(-1.0 / 12.0), q * q, m);
 }
 
-// One Marsaglia-Tsang trial; returns whether it is accepted, and cx = c x
-// (v = 1 + cx, G = mt_value(d, cx)).
+// One Marsaglia-Tsang trial; returns whether it is accepted, and v = 1 + c x
+// (G = mt_value(d, v)).
 template <typename T>
-__device__ __forceinline__ bool mt_accept(T x, T u, T d, T c, T& cx) {
-    if (mt_squeeze(x, u, c, cx)) return true;
-    if (!(T(1) + cx > T(0))) return false;
-    const T y = cx * (T(3) + cx * (T(3) + cx));  // v^3 - 1 without cancellation
-    return log_pos(u) < T(0.5) * (x * x) + d * mt_log_term(cx, y);
+__device__ __forceinline__ bool mt_accept(T x, T u, T d, T c, T& v) {
+    if (mt_squeeze(x, u, c, v)) return true;
+    if (!(v > T(0))) return false;
+    const T cx = c * x;
+    const T y = cx * fma(cx, T(3) + cx, T(3));  // v^3 - 1 without cancellation
+    return log_pos(u) < fma(d, mt_log_term(cx, y), T(0.5) * (x * x));
 }
 
-// G(a') = d v^3 with v = 1 + cx, of an accepted trial: >= d ulp(1)^3 > 0,
-// never underflows.
+// G(a') = d v^3 of an accepted trial: >= d ulp(1)^3 > 0, never underflows.
 template <typename T>
-__device__ __forceinline__ T mt_value(T d, T cx) {
-    const T v = T(1) + cx;
+__device__ __forceinline__ T mt_value(T d, T v) {
     return d * (v * v * v);
 }
 
@@ -305,12 +308,12 @@ __device__ __forceinline__ bool valid_shape(T a) {
     return a > T(0) && a < fp_special<T>::inf();
 }
 
-// G(a') (want_log false) or log G(a') (want_log true) of the accepted trial
-// cx, or NaN where no trial was accepted (trial < 0).
+// G(a') (want_log false) or log G(a') (want_log true) of the accepted trial's
+// v, or NaN where no trial was accepted (trial < 0).
 template <typename T>
-__device__ __forceinline__ T mt_result(T d, T cx, int trial, bool want_log) {
+__device__ __forceinline__ T mt_result(T d, T v, int trial, bool want_log) {
     if (trial < 0) return fp_special<T>::nan();
-    const T g = mt_value(d, cx);
+    const T g = mt_value(d, v);
     return want_log ? log_pos(g) : g;
 }
 
@@ -321,19 +324,19 @@ __device__ __forceinline__ T mt_result(T d, T cx, int trial, bool want_log) {
 template <typename T>
 __device__ __forceinline__ bool trial0_squeeze(T a, T x, T u, T& g) {
     const bool valid = valid_shape(a);
-    T d, c, cx;
+    T d, c, v;
     mt_setup(a, a < T(1), d, c);
-    const bool ok = mt_squeeze(x, u, c, cx) && valid;
-    g = mt_value(d, cx);
+    const bool ok = mt_squeeze(x, u, c, v) && valid;
+    g = mt_value(d, v);
     return ok;
 }
 
 // Attempts t = 1, 2, ... of element i, two trials each, until one is
-// accepted: returns its number (2t - 1 or 2t) and its cx, or -1 when the
+// accepted: returns its number (2t - 1 or 2t) and its v, or -1 when the
 // attempts run out.
 template <typename T>
 __device__ __forceinline__ int mt_attempts(T d, T c, unsigned long long i, uint2 key, unsigned int off_lo,
-                                           unsigned int off_hi, T& cx) {
+                                           unsigned int off_hi, T& v) {
     for (unsigned int t = 1; t < GPUMCMC_GAMMA_MAX_ATTEMPTS; ++t) {
         T z0, z1, ua, ub;
         if constexpr (sizeof(T) == 4) {
@@ -344,12 +347,12 @@ __device__ __forceinline__ int mt_attempts(T d, T c, unsigned long long i, uint2
         } else {
             const uint4 w = gamma_block(i, 2u * t, key, off_lo, off_hi);
             box_muller(u01_f64(w.x, w.y), u01_f64(w.z, w.w), z0, z1);
-            const uint4 v = gamma_block(i, 2u * t + 1u, key, off_lo, off_hi);
-            ua = u01_f64(v.x, v.y);
-            ub = u01_f64(v.z, v.w);
+            const uint4 w2 = gamma_block(i, 2u * t + 1u, key, off_lo, off_hi);
+            ua = u01_f64(w2.x, w2.y);
+            ub = u01_f64(w2.z, w2.w);
         }
-        if (mt_accept(z0, ua, d, c, cx)) return 2 * (int)t - 1;
-        if (mt_accept(z1, ub, d, c, cx)) return 2 * (int)t;
+        if (mt_accept(z0, ua, d, c, v)) return 2 * (int)t - 1;
+        if (mt_accept(z1, ub, d, c, v)) return 2 * (int)t;
     }
     return -1;
 }
@@ -362,10 +365,10 @@ __device__ __forceinline__ T gamma_unboosted(T a, unsigned long long i, T x0, T 
                                              unsigned int off_lo, unsigned int off_hi, bool want_log, int& trial) {
     trial = -1;
     if (!valid_shape(a)) return fp_special<T>::nan();
-    T d, c, cx;
+    T d, c, v;
     mt_setup(a, a < T(1), d, c);
-    trial = mt_accept(x0, u0, d, c, cx) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, cx);
-    return mt_result(d, cx, trial, want_log);
+    trial = mt_accept(x0, u0, d, c, v) ? 0 : mt_attempts(d, c, i, key, off_lo, off_hi, v);
+    return mt_result(d, v, trial, want_log);
 }
 
 // G(a) (want_log false) or log G(a) (want_log true) of element i from its

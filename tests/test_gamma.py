@@ -209,7 +209,7 @@ def test_squeeze_leaves_about_two_percent_to_the_logarithm():
         a = np.exp(np.random.default_rng(5).uniform(np.log(0.1), np.log(100.0), 400_000)).astype(dtype)
         x, u = _gamma._trial0(np.arange(a.size, dtype=np.uint64), (7, 8), 9, np.dtype(dtype))
         d, c = _gamma._setup(a, k)
-        sq, pos, _ = _gamma.mt_squeeze(x, u, c)
+        sq, pos, _, _ = _gamma.mt_squeeze(x, u, c)
         acc, _ = _gamma.mt_accept(x, u, d, c)
         assert not np.any(sq & ~acc)
         assert 0.020 < np.mean(~sq) < 0.0245
@@ -436,16 +436,40 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
     n = 300_001
     shape = cp.asarray(np.exp(np.random.default_rng(2).uniform(-7, 9, n)).astype(dtype))
     one = cp.ones(1, dtype=dtype)
-    fn = _gamma._fn("gamma_draw", dtype)
     outs = []
-    # Blocks of at most 256 threads: the kernels' __launch_bounds__.
-    for grid, block in [(1, 32), (7, 64), (132, 256), (4096, 128)]:
+    # Blocks of at most 256 threads: the kernels' __launch_bounds__. Rounds
+    # by a fixed grid stride (no counter) or from a counter, in chunks of 1 to
+    # 16 rounds: which warp draws an element must not matter.
+    for grid, block, dyn, chunk in [(1, 32, False, 1), (7, 64, False, 3), (132, 256, False, 1), (4096, 128, False, 1),
+                                    (7, 64, True, 1), (132, 256, True, 5), (528, 256, True, 16)]:
         out = cp.empty(n, dtype=dtype)
-        fn((grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), _loader.real(7, dtype), out, _loader.i64(n),
-                               *_loader.philox_args((5, 6), 7), _loader.i32(0), _gamma.NULL))
+        counter = cp.zeros(1, dtype=cp.uint64) if dyn else _gamma.NULL
+        _gamma._fn("gamma_draw", dtype, dyn)(
+            (grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), _loader.real(7, dtype), out, _loader.i64(n),
+                                *_loader.philox_args((5, 6), 7), _loader.i32(0), _gamma.NULL, _loader.i64(chunk),
+                                counter))
         outs.append(out.get())
+        if dyn:  # every round was handed out once, and each warp's last request came back empty
+            rounds = ((n + 1) // 2 + 31) // 32
+            assert int(counter.get()[0]) >= -(-rounds // chunk) * chunk
     for o in outs[1:]:
         assert np.array_equal(o, outs[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_gpu_launcher_takes_the_counter_for_large_calls(cp, dtype, monkeypatch):
+    # The launcher hands rounds out from a counter where every warp has at
+    # least _DYN_MIN_ROUNDS of them; lowered to 0 and to 1, a call of 1e6
+    # elements goes the counter's way (chunks of 1 round, then of several).
+    # Same draws as the fixed grid stride, values and trials.
+    shape = cp.asarray(np.exp(np.random.default_rng(8).uniform(-4, 5, 1_000_001)).astype(dtype))
+    ref = _gamma.gamma_cupy(shape, None, (3, 4), 5, return_trials=True)
+    for min_rounds, share in ((0, 10**6), (0, 1)):
+        monkeypatch.setattr(_gamma, "_DYN_MIN_ROUNDS", min_rounds)
+        monkeypatch.setattr(_gamma, "_DYN_SHARE", share)
+        got = _gamma.gamma_cupy(shape, None, (3, 4), 5, return_trials=True)
+        for a, b in zip(got, ref):
+            assert np.array_equal(a.get(), b.get())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
@@ -463,13 +487,14 @@ def test_gpu_gamma_boost_paths_give_the_same_draws(cp, dtype):
     sh = cp.asarray(shape)
     outs = {}
     for threshold in (0, 64):
-        fn = _loader.get_function(_gamma.FILE, f"gamma_draw<{_gamma._CTYPE[np.dtype(dtype)]}>", _gamma._NAMES,
+        fn = _loader.get_function(_gamma.FILE, f"gamma_draw<{_gamma._CTYPE[np.dtype(dtype)]}, false>", _gamma._NAMES,
                                   (("GPUMCMC_GAMMA_BOOST_INLINE", threshold),))
         for log in (0, 1):
             out = cp.empty(n, dtype=dtype)
             fn((264,), (256,), (sh, _loader.i64(1), _gamma.NULL, _loader.i64(0), _loader.real(1 - log, dtype), out,
                                 _loader.i64(n),
-                                *_loader.philox_args((9, 10), 11), _loader.i32(log), _gamma.NULL))
+                                *_loader.philox_args((9, 10), 11), _loader.i32(log), _gamma.NULL,
+                                _loader.i64(1), _gamma.NULL))
             outs[threshold, log] = out.get()
     for log in (0, 1):
         assert np.array_equal(outs[0, log], outs[64, log])

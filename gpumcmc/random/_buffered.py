@@ -92,15 +92,15 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     n_trials = min(z.shape[0], u.shape[0])
     shifted = xp.concatenate([u[1:], xp.full((1,) + a.shape, np.nan, dtype=dtype)])
     ut = xp.where(boost, shifted[:n_trials], u[:n_trials])
-    acc, cx = mt_accept(z[:n_trials], ut, d, c)
+    acc, v = mt_accept(z[:n_trials], ut, d, c)
     ok = xp.any(acc, axis=0)
     if _v.validating() and not bool(xp.all(ok)):  # synchronize!
         raise ValueError(f"The buffers ran out: some elements had no accepted trial among their "
                          f"{n_trials} rows (one more uniform is needed below shape 1); pass more rows.")
     first = xp.argmax(acc, axis=0)
-    cx = xp.take_along_axis(cx, first[None], axis=0)[0]
+    v = xp.take_along_axis(v, first[None], axis=0)[0]
     with _errstate(xp):
-        g = gamma_value(d, cx)
+        g = gamma_value(d, v)
         out = xp.where(boost, boosted(g, xp.log(u[0]) / a, log), xp.log(g) if log else g)
     out = xp.where(ok, out, np.nan).astype(dtype, copy=False)
     if return_trials:

@@ -67,9 +67,11 @@ from ._philox import philox_rounds, u01_f32, u01_f64
 
 FILE = "gamma.cu"
 _NAMES = tuple(
-    f"{k}<{t}>"
+    f"{k}<{t}{d}>"
     for t in ("float", "double")
-    for k in ("gamma_draw", "beta_draw", "lse_rows", "dirichlet_draw")
+    for k, dyns in (("gamma_draw", (", false", ", true")), ("beta_draw", ("",)), ("lse_rows", ("",)),
+                    ("dirichlet_draw", ("",)))
+    for d in dyns
 )
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
@@ -128,7 +130,7 @@ def mt_log_term(cx, y):
 
 def mt_squeeze(x, u, c):
     """The squeeze of Marsaglia-Tsang trials (x, u), as ``mt_squeeze`` in ``gamma.cuh``:
-    (accepted by it, v = 1 + c x > 0, cx = c x). NumPy or CuPy arrays."""
+    (accepted by it, v > 0, cx = c x, v = 1 + c x). NumPy or CuPy arrays."""
     xp = _backend.get_array_module(x, u, c)
     k = _consts(x.dtype)
     with _errstate(xp):
@@ -137,35 +139,36 @@ def mt_squeeze(x, u, c):
         m = xp.minimum(v, k["one"])
         q = cx * x
         pos = v > 0
-        return pos & (u * m < m - k["twelfth"] * (q * q)), pos, cx
+        return pos & (u * m < m - k["twelfth"] * (q * q)), pos, cx, v
 
 
 def mt_accept(x, u, d, c):
-    """Marsaglia-Tsang trials (x, u) on arrays: (accepted, cx = c x).
+    """Marsaglia-Tsang trials (x, u) on arrays: (accepted, v = 1 + c x).
 
     The expressions are those of ``mt_accept`` in ``gamma.cuh``, in the dtype
-    of the arrays. NumPy evaluates the logarithmic test only where the squeeze
-    did not decide; CuPy evaluates it everywhere.
+    of the arrays; the kernels evaluate the squeeze's and the logarithmic
+    test's multiply-adds as fused operations (rounded once), which can move a
+    decision only right at its boundary. NumPy evaluates the logarithmic test
+    only where the squeeze did not decide; CuPy evaluates it everywhere.
     """
     xp = _backend.get_array_module(x, u, d, c)
     k = _consts(x.dtype)
-    acc, pos, cx = mt_squeeze(x, u, c)
+    acc, pos, cx, v = mt_squeeze(x, u, c)
     with _errstate(xp):
         if xp is not np:
             y = cx * (k["three"] + cx * (k["three"] + cx))
             slow = xp.log(u) < k["half"] * (x * x) + d * mt_log_term(cx, y)
-            return acc | (pos & slow), cx
+            return acc | (pos & slow), v
         slow = pos & ~acc
         if slow.any():
             u, xs, d, cxs = (b[slow] for b in np.broadcast_arrays(u, x, d, cx))
             y = cxs * (k["three"] + cxs * (k["three"] + cxs))
             acc[slow] = np.log(u) < k["half"] * (xs * xs) + d * mt_log_term(cxs, y)
-        return acc, cx
+        return acc, v
 
 
-def gamma_value(d, cx):
-    """``G = d v**3`` (``v = 1 + cx``) of an accepted trial; never below ``d ulp(1)**3``."""
-    v = _consts(d.dtype)["one"] + cx
+def gamma_value(d, v):
+    """``G = d v**3`` of an accepted trial (``v = 1 + c x``); never below ``d ulp(1)**3``."""
     return d * (v * v * v)
 
 
@@ -263,9 +266,9 @@ def _setup(a, k):
     return d, k["one"] / np.sqrt(k["nine"] * d)
 
 
-def _finish(e, a, d, cx, start, key, offset, log, out):
-    """G(a) (or log G) into ``out[e]`` for elements ``e`` with accepted ``cx``."""
-    g = gamma_value(d, cx)
+def _finish(e, a, d, v, start, key, offset, log, out):
+    """G(a) (or log G) into ``out[e]`` for elements ``e`` with accepted ``v``."""
+    g = gamma_value(d, v)
     val = np.log(g) if log else g
     b = np.flatnonzero(a < _consts(a.dtype)["one"])
     if b.size:
@@ -299,9 +302,9 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
             ae = a[e]
             d, c = _setup(ae, k)
             x, u = _trial0((e + start).astype(np.uint64), key, offset, dtype)
-            acc, cx = mt_accept(x, u, d, c)
+            acc, v = mt_accept(x, u, d, c)
             trials[e[acc]] = 0
-            _finish(e[acc], ae[acc], d[acc], cx[acc], start, key, offset, log, out)
+            _finish(e[acc], ae[acc], d[acc], v[acc], start, key, offset, log, out)
             left.append(e[~acc])
         rest = np.concatenate(left) if left else np.empty(0, np.int64)
         t = 1
@@ -312,14 +315,14 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
                 ae = a[e]
                 d, c = _setup(ae, k)
                 (x0, u0), (x1, u1) = _attempt((e + start).astype(np.uint64), t, key, offset, dtype)
-                acc0, cx0 = mt_accept(x0, u0, d, c)
-                acc1, cx1 = mt_accept(x1, u1, d, c)
+                acc0, v0 = mt_accept(x0, u0, d, c)
+                acc1, v1 = mt_accept(x1, u1, d, c)
                 acc1 &= ~acc0
                 done = acc0 | acc1
                 trials[e[acc0]] = 2 * t - 1
                 trials[e[acc1]] = 2 * t
-                cx = np.where(acc0, cx0, cx1)
-                _finish(e[done], ae[done], d[done], cx[done], start, key, offset, log, out)
+                v = np.where(acc0, v0, v1)
+                _finish(e[done], ae[done], d[done], v[done], start, key, offset, log, out)
                 still.append(e[~done])
             rest = np.concatenate(still)
             t += 1
@@ -354,8 +357,35 @@ def beta_numpy(a, b, key, offset):
         return one / (one + np.exp(lb - la))
 
 
-def _fn(kind: str, dtype):
-    return _loader.get_function(FILE, f"{kind}<{_CTYPE[np.dtype(dtype)]}>", _NAMES)
+def _fn(kind: str, dtype, dyn: bool | None = None):
+    """The kernel ``kind`` for ``dtype``; gamma_draw takes ``dyn``: whether
+    warps take their rounds from a counter (see WorkChunks in gamma.cu) or
+    by a fixed grid stride."""
+    d = "" if dyn is None else (", true" if dyn else ", false")
+    return _loader.get_function(FILE, f"{kind}<{_CTYPE[np.dtype(dtype)]}{d}>", _NAMES)
+
+
+# gamma_draw takes its rounds from a counter where each warp of the grid has
+# at least this many to do: below, a fixed share leaves little to balance and
+# zeroing the counter would cost more host time than the tail it saves.
+# Rounds per request: about 1/DYN_SHARE of a warp's share, at most DYN_CHUNK
+# (on an H200 at 2^26 float32 elements, chunks of 4, 8, 16 and 32 rounds ran
+# at 126, 132, 134 and 135 G/s).
+_DYN_MIN_ROUNDS = 16
+_DYN_SHARE = 8
+_DYN_CHUNK = 16
+
+
+def _work_args(fn_static, fn_dyn, rounds: int):
+    """(kernel, blocks per SM, rounds per request, counter) for ``rounds`` rounds of gamma_draw."""
+    import cupy
+
+    blocks = _loader.resident_blocks(fn_dyn, _BLOCK)
+    warps = blocks * _loader.sm_count() * (_BLOCK // 32)
+    if rounds < _DYN_MIN_ROUNDS * warps:
+        return fn_static, _loader.resident_blocks(fn_static, _BLOCK), 1, NULL
+    chunk = max(1, min(_DYN_CHUNK, rounds // (_DYN_SHARE * warps)))
+    return fn_dyn, blocks, chunk, cupy.zeros(1, dtype=cupy.uint64)
 
 
 
@@ -382,14 +412,16 @@ def _launch_gamma(shape, scale, out, key, offset, log, trials=None, scale_value=
     sc, sc_step = (NULL, _loader.i64(0)) if scale is None else _param_arg(scale, out.dtype)
     if scale_value is None:
         scale_value = 0.0 if log else 1.0
-    fn = _fn("gamma_draw", out.dtype)
-    # One wave of resident blocks, each thread looping over many pairs: the
+    n_rounds = ((n + 1) // 2 + 31) // 32  # of 32 pairs, a warp's step
+    fn, blocks, chunk, counter = _work_args(_fn("gamma_draw", out.dtype, False), _fn("gamma_draw", out.dtype, True),
+                                            n_rounds)
+    # One wave of resident blocks, each warp looping over many rounds: the
     # per-warp queues are then rarely flushed part-full.
     _loader.launch(fn, (n + 1) // 2,
                    (sh, sh_step, sc, sc_step, _loader.real(scale_value, out.dtype), out, _loader.i64(n),
                     *_loader.philox_args(key, offset),
-                    _loader.i32(1 if log else 0), NULL if trials is None else trials),
-                   block=_BLOCK, blocks_per_sm=_loader.resident_blocks(fn, _BLOCK))
+                    _loader.i32(1 if log else 0), NULL if trials is None else trials, _loader.i64(chunk), counter),
+                   block=_BLOCK, blocks_per_sm=blocks)
 
 
 def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None):

@@ -376,18 +376,45 @@ _DYN_SHARE = 8
 _DYN_CHUNK = 16
 
 
-def _work_args(fn_static, fn_dyn, rounds: int):
-    """(kernel, blocks per SM, rounds per request, counter) for ``rounds`` rounds of gamma_draw."""
+_plans: dict = {}
+_counters: dict = {}
+
+
+def _gamma_plan(dtype):
+    """(grid-stride kernel, its blocks per SM, counter kernel, its blocks per SM,
+    the counter kernel's resident warps) for ``dtype`` on the current device."""
     import cupy
 
-    blocks = _loader.resident_blocks(fn_dyn, _BLOCK)
-    warps = blocks * _loader.sm_count() * (_BLOCK // 32)
+    key = (cupy.cuda.runtime.getDevice(), dtype)
+    plan = _plans.get(key)
+    if plan is None:
+        fs, fd = _fn("gamma_draw", dtype, False), _fn("gamma_draw", dtype, True)
+        bd = _loader.resident_blocks(fd, _BLOCK)
+        plan = _plans[key] = (fs, _loader.resident_blocks(fs, _BLOCK), fd, bd, bd * _loader.sm_count() * (_BLOCK // 32))
+    return plan
+
+
+def _zeroed_counter():
+    """A counter on the current device and stream, zeroed in stream order (one
+    per stream, kept: a call on the stream finishes with it before the next
+    call's zeroing runs)."""
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    key = (cupy.cuda.runtime.getDevice(), stream.ptr)
+    c = _counters.get(key)
+    if c is None:
+        c = _counters[key] = cupy.empty(1, dtype=cupy.uint64)
+    cupy.cuda.runtime.memsetAsync(c.data.ptr, 0, 8, stream.ptr)
+    return c
+
+
+def _work_args(dtype, rounds: int):
+    """(kernel, blocks per SM, rounds per request, counter) for ``rounds`` rounds of gamma_draw."""
+    fs, bs, fd, bd, warps = _gamma_plan(dtype)
     if rounds < _DYN_MIN_ROUNDS * warps:
-        return fn_static, _loader.resident_blocks(fn_static, _BLOCK), 1, NULL
-    chunk = max(1, min(_DYN_CHUNK, rounds // (_DYN_SHARE * warps)))
-    return fn_dyn, blocks, chunk, cupy.zeros(1, dtype=cupy.uint64)
-
-
+        return fs, bs, 1, NULL
+    return fd, bd, max(1, min(_DYN_CHUNK, rounds // (_DYN_SHARE * warps))), _zeroed_counter()
 
 
 def _param_arg(p, dtype):
@@ -413,8 +440,7 @@ def _launch_gamma(shape, scale, out, key, offset, log, trials=None, scale_value=
     if scale_value is None:
         scale_value = 0.0 if log else 1.0
     n_rounds = ((n + 1) // 2 + 31) // 32  # of 32 pairs, a warp's step
-    fn, blocks, chunk, counter = _work_args(_fn("gamma_draw", out.dtype, False), _fn("gamma_draw", out.dtype, True),
-                                            n_rounds)
+    fn, blocks, chunk, counter = _work_args(out.dtype, n_rounds)
     # One wave of resident blocks, each warp looping over many rounds: the
     # per-warp queues are then rarely flushed part-full.
     _loader.launch(fn, (n + 1) // 2,

@@ -486,6 +486,17 @@ struct GammaWarp {
         return base;
     }
 
+    // Rounds of 32 whole pairs at base, base + stride, ... up to `last`
+    // (inclusive), by fast_rounds where fast() holds; returns the first base
+    // past `last`.
+    __device__ __forceinline__ long long whole_rounds(long long base, long long last, long long stride, long long n) {
+        if (!fast()) {
+            for (; base <= last; base += stride) pairs<true, false>(base, n);
+            return base;
+        }
+        return log_out ? fast_rounds<1>(base, last, stride, n) : fast_rounds<0>(base, last, stride, n);
+    }
+
     // Serve the part-full queues; the caller's __syncwarp() then orders these
     // stores before any lane's later reads or queue writes.
     __device__ __forceinline__ void flush() {
@@ -560,29 +571,15 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
     if (!DYN) {  // a grid stride: rounds at base, base + stride, ...
         const long long stride = (long long)gridDim.x * blockDim.x;
         const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
-        long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31);
-        if (!w.fast()) {
-            for (; base <= full_end; base += stride) w.template pairs<true, false>(base, n);
-        } else if (log_out) {
-            base = w.template fast_rounds<1>(base, full_end, stride, n);
-        } else {
-            base = w.template fast_rounds<0>(base, full_end, stride, n);
-        }
+        long long base = w.whole_rounds((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31), full_end, stride, n);
         for (; base < n_pairs; base += stride) w.template pairs<false, false>(base, n);
     } else {  // chunks of `chunk` rounds from the counter; round k is pairs [32 k, 32 k + 32)
         const long long n_rounds = (n_pairs + 31) >> 5, full_rounds = n >> 6;  // whole: all 64 elements below n
-        const bool fast = w.fast();
         for (WorkChunks work(next, chunk); work.first() < n_rounds; work.advance()) {
             long long k = work.first();
             const long long end = min(k + chunk, n_rounds), full_end = min(end, full_rounds);
             if (k < full_end) {
-                if (!fast) {
-                    for (; k < full_end; ++k) w.template pairs<true, false>(k << 5, n);
-                } else if (log_out) {
-                    w.template fast_rounds<1>(k << 5, (full_end - 1) << 5, 32, n);
-                } else {
-                    w.template fast_rounds<0>(k << 5, (full_end - 1) << 5, 32, n);
-                }
+                w.whole_rounds(k << 5, (full_end - 1) << 5, 32, n);
                 k = full_end;
             }
             for (; k < end; ++k) w.template pairs<false, false>(k << 5, n);

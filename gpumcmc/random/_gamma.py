@@ -67,11 +67,10 @@ from ._philox import philox_rounds, u01_f32, u01_f64
 
 FILE = "gamma.cu"
 _NAMES = tuple(
-    f"{k}<{t}{d}>"
+    name
     for t in ("float", "double")
-    for k, dyns in (("gamma_draw", (", false", ", true")), ("beta_draw", ("",)), ("lse_rows", ("",)),
-                    ("dirichlet_draw", ("",)))
-    for d in dyns
+    for name in (f"gamma_draw<{t}, false>", f"gamma_draw<{t}, true>", f"beta_draw<{t}>", f"lse_rows<{t}>",
+                 f"dirichlet_draw<{t}>")
 )
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 

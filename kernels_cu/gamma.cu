@@ -351,22 +351,23 @@ struct GammaWarp {
     template <bool FULL, bool FAST, int LOG = -1>
     __device__ __forceinline__ void pairs(long long base, long long n, const Trial0Words<T>& tw) {
         const long long p = base + lane;
-        pair_round<FULL, FAST, LOG>(p, n, tw, reinterpret_cast<const T2*>(shape) + p, reinterpret_cast<T2*>(out) + p);
+        T2 a = {T(1), T(1)};
+        if (FAST) a = reinterpret_cast<const T2*>(shape)[p];
+        pair_round<FULL, FAST, LOG>(p, n, tw, a, reinterpret_cast<T2*>(out) + p);
     }
 
-    // This lane's pair p of its round; in FAST rounds sp and op point at the
-    // pair's shapes and output (the loop advances them itself rather than
-    // recomputing 64-bit addresses every round).
+    // This lane's pair p of its round; in FAST rounds `a` holds the pair's
+    // shapes and op points at its output (the loop loads the shapes a round
+    // ahead and advances op itself rather than recomputing 64-bit addresses
+    // every round); other rounds load their shapes here and ignore `a`.
     template <bool FULL, bool FAST, int LOG>
-    __device__ __forceinline__ void pair_round(long long p, long long n, const Trial0Words<T>& tw, const T2* sp,
-                                               T2* op) {
+    __device__ __forceinline__ void pair_round(long long p, long long n, const Trial0Words<T>& tw, T2 a, T2* op) {
         static_assert(FULL || !FAST, "FAST pairs are whole");
         const bool lg = LOG < 0 ? want_log : LOG == 1;
         const long long i0 = 2 * p;
         const bool has0 = FULL || i0 < n, has1 = FULL || i0 + 1 < n;
         T a0 = T(1), a1 = T(1);
         if (FAST) {
-            const T2 a = *sp;
             a0 = a.x;
             a1 = a.y;
         } else if (has0) {
@@ -374,16 +375,25 @@ struct GammaWarp {
         }
         T x0, u0, x1, u1, g0, g1;
         trial0_values(tw, x0, u0, x1, u1);
-        const bool ok0 = trial0_squeeze(a0, x0, u0, g0) && has0;
-        const bool ok1 = trial0_squeeze(a1, x1, u1, g1) && has1;
+        const bool ok0 = trial0_squeeze(a0, x0, u0, g0) & has0;
+        const bool ok1 = trial0_squeeze(a1, x1, u1, g1) & has1;
         // G(a') or log G(a'); where the squeeze failed or the lane has no
         // element, a placeholder that is never kept (log_pos of any bits is
         // some finite or NaN value, with no trap).
         T v0 = lg ? log_pos(g0) : g0;
         T v1 = lg ? log_pos(g1) : g1;
-        const bool s0 = has0 && !ok0, s1 = has1 && !ok1;
-        const bool b0 = ok0 && a0 < T(1), b1 = ok1 && a1 < T(1);
+        const bool s0 = has0 & !ok0, s1 = has1 & !ok1;
+        const bool b0 = ok0 & (a0 < T(1)), b1 = ok1 & (a1 < T(1));
+        // The rest to the slow queue; a lane with nothing to push writes its
+        // discard slot. (First: s0 and s1 are then dead before the boost's
+        // branches, which would otherwise keep them in a register's bits.)
         const unsigned m0 = __ballot_sync(0xffffffffu, s0), m1 = __ballot_sync(0xffffffffu, s1);
+        {
+            const int slot = n_slow + __popc(m0 & lt) + __popc(m1 & lt);
+            put_slow(s0 ? qs + slot * SLOW_BYTES : qd, i0, x0, u0);
+            put_slow(s1 ? qs + (slot + s0) * SLOW_BYTES : qd, i0 | 1, x1, u1);
+            n_slow += __popc(m0) + __popc(m1);
+        }
         const unsigned c0 = __ballot_sync(0xffffffffu, b0), c1 = __ballot_sync(0xffffffffu, b1);
         const int nb = __popc(c0) + __popc(c1);
         if (nb > GPUMCMC_GAMMA_BOOST_INLINE) {
@@ -420,11 +430,6 @@ struct GammaWarp {
                 if (has1) trials[i0 + 1] = 0;
             }
         }
-        // The rest to the slow queue; a lane with nothing to push writes its discard slot.
-        const int slot = n_slow + __popc(m0 & lt) + __popc(m1 & lt);
-        put_slow(s0 ? qs + slot * SLOW_BYTES : qd, i0, x0, u0);
-        put_slow(s1 ? qs + (slot + s0) * SLOW_BYTES : qd, i0 | 1, x1, u1);
-        n_slow += __popc(m0) + __popc(m1);
         __syncwarp();
         while (n_slow >= 32) {
             n_slow -= 32;
@@ -464,22 +469,36 @@ struct GammaWarp {
     // returns the first base past `last`. In float32 the loop computes each round's trial-0
     // Philox block one round ahead (the compiler places it at the end of the
     // round, after the queues are served): 3% faster than at the start of its
-    // own round; in float64, with twice the words to carry, 4% slower.
+    // own round; in float64, with twice the words to carry, 4% slower. The
+    // loop counts its rounds down in 32 bits: with the last round as a 64-bit
+    // bound, NVRTC recomputed that bound (two 64-bit minimums) every round.
     template <int LOG>
     __device__ __forceinline__ long long fast_rounds(long long base, long long last, long long stride, long long n) {
         if (sizeof(T) == 4) {
-            // The pair index and both pointers advance by the stride.
-            long long p = base + lane;
-            const long long p_last = last + lane;
-            const T2* sp = reinterpret_cast<const T2*>(shape) + p;
-            T2* op = reinterpret_cast<T2*>(out) + p;
-            Trial0Words<T> next = trial0_words<T>((unsigned long long)p, key, off_lo, off_hi);
-            for (; p <= p_last; p += stride, sp += stride, op += stride) {
-                const Trial0Words<T> cur = next;
-                if (p + stride <= p_last) next = trial0_words<T>((unsigned long long)(p + stride), key, off_lo, off_hi);
-                pair_round<true, true, LOG>(p, n, cur, sp, op);
+            while (base <= last) {
+                const long long left = (last - base) / stride + 1;
+                unsigned int r = left < (1ll << 30) ? (unsigned int)left : (1u << 30);
+                // The pair index and both pointers advance by the stride.
+                long long p = base + lane;
+                const T2* sp = reinterpret_cast<const T2*>(shape) + p;
+                T2* op = reinterpret_cast<T2*>(out) + p;
+                Trial0Words<T> next = trial0_words<T>((unsigned long long)p, key, off_lo, off_hi);
+                T2 a_next = *sp;
+                for (;;) {
+                    const Trial0Words<T> cur = next;
+                    const T2 a = a_next;
+                    if (--r) {
+                        next = trial0_words<T>((unsigned long long)(p + stride), key, off_lo, off_hi);
+                        a_next = sp[stride];
+                    }
+                    pair_round<true, true, LOG>(p, n, cur, a, op);
+                    p += stride;
+                    if (!r) break;
+                    sp += stride;
+                    op += stride;
+                }
+                base = p - lane;
             }
-            return p - lane;
         } else {
             for (; base <= last; base += stride) pairs<true, true, LOG>(base, n);
         }

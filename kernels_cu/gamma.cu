@@ -536,7 +536,7 @@ struct GammaWarp {
     }
 };
 
-// Rounds (of 32 pairs) handed to a warp in chunks from the counter *next
+// Rounds (of 32 pairs) handed to a warp in chunks from the counter next[0]
 // (zero at launch): each warp asks for its following chunk as it starts one,
 // so that the answer is back when it is needed. Warps progress at different
 // rates (the scheduler favours some, and the queues make rounds uneven), and
@@ -544,7 +544,13 @@ struct GammaWarp {
 // to a fifth of the kernel's time before the last: on an H200, 12.7% of warp
 // time idle at 2^26 float32 elements, 1.8% with the counter. Which warp
 // draws an element does not change its value. The launcher takes the counter
-// for large calls only, where the tail is worth zeroing a counter.
+// for large calls only, where the tail is worth it.
+//
+// The kernel leaves the counter as it found it, at zero, so that the next
+// launch on the stream needs no memset: each warp, done asking, counts
+// itself in next[1], and the last to do so zeroes both words. Every other
+// warp's requests are complete by then (a fence orders each warp's last
+// request before its count).
 struct WorkChunks {
     unsigned long long* next;
     long long size, c;
@@ -567,6 +573,18 @@ struct WorkChunks {
     // The first round of the warp's current chunk; then advance().
     __device__ __forceinline__ long long first() const { return c; }
     __device__ __forceinline__ void advance() { c = take(); }
+    // After the warp's last request: the last warp of the grid to get here
+    // zeroes the counter for the next launch.
+    __device__ __forceinline__ void done() const {
+        if (lane0) {
+            __threadfence();
+            const unsigned long long warps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
+            if (atomicAdd(next + 1, 1ull) == warps - 1) {
+                next[0] = 0;
+                next[1] = 0;
+            }
+        }
+    }
 };
 
 // Blocks per SM that gamma_draw<float> is built to fit at least (the register
@@ -594,7 +612,8 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         for (; base < n_pairs; base += stride) w.template pairs<false, false>(base, n);
     } else {  // chunks of `chunk` rounds from the counter; round k is pairs [32 k, 32 k + 32)
         const long long n_rounds = (n_pairs + 31) >> 5, full_rounds = n >> 6;  // whole: all 64 elements below n
-        for (WorkChunks work(next, chunk); work.first() < n_rounds; work.advance()) {
+        WorkChunks work(next, chunk);
+        for (; work.first() < n_rounds; work.advance()) {
             long long k = work.first();
             const long long end = min(k + chunk, n_rounds), full_end = min(end, full_rounds);
             if (k < full_end) {
@@ -603,6 +622,7 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
             }
             for (; k < end; ++k) w.template pairs<false, false>(k << 5, n);
         }
+        work.done();
     }
     w.flush();
 }

@@ -440,18 +440,19 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
     # Blocks of at most 256 threads: the kernels' __launch_bounds__. Rounds
     # by a fixed grid stride (no counter) or from a counter, in chunks of 1 to
     # 16 rounds: which warp draws an element must not matter.
+    # The counter kernel leaves its counter at zero, ready for the next
+    # launch: the second launch on one counter draws the same as the first.
+    counter = cp.zeros(2, dtype=cp.uint64)
     for grid, block, dyn, chunk in [(1, 32, False, 1), (7, 64, False, 3), (132, 256, False, 1), (4096, 128, False, 1),
-                                    (7, 64, True, 1), (132, 256, True, 5), (528, 256, True, 16)]:
+                                    (7, 64, True, 1), (132, 256, True, 5), (132, 256, True, 5), (528, 256, True, 16),
+                                    (3, 32, True, 2)]:
         out = cp.empty(n, dtype=dtype)
-        counter = cp.zeros(1, dtype=cp.uint64) if dyn else _gamma.NULL
         _gamma._fn("gamma_draw", dtype, dyn)(
             (grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), _loader.real(7, dtype), out, _loader.i64(n),
                                 *_loader.philox_args((5, 6), 7), _loader.i32(0), _gamma.NULL, _loader.i64(chunk),
-                                counter))
+                                counter if dyn else _gamma.NULL))
         outs.append(out.get())
-        if dyn:  # every round was handed out once, and each warp's last request came back empty
-            rounds = ((n + 1) // 2 + 31) // 32
-            assert int(counter.get()[0]) >= -(-rounds // chunk) * chunk
+        assert not counter.get().any()
     for o in outs[1:]:
         assert np.array_equal(o, outs[0])
 
@@ -523,6 +524,29 @@ def test_gpu_scalar_scale_goes_by_value(cp, dtype):
         for bad in (0.0, -1.0, np.nan, np.inf):
             with gpumcmc.validation(False), pytest.raises(ValueError, match="scale"):
                 rng.gamma(x, bad)
+
+
+def test_gpu_usual_call_takes_the_short_path_with_the_same_draws(cp):
+    # A contiguous CuPy array of shapes with a number as scale goes straight
+    # to the kernel (less host time per call); every other call takes the
+    # general path. Both give the same draws for one seed and call offset,
+    # in the array's shape, and refuse the same bad input.
+    shape = cp.asarray(np.exp(np.random.default_rng(3).uniform(-5, 5, (300, 7))).astype(np.float32))
+    for scale, log in ((1.0, False), (3, True)):
+        fast = default_rng(9, backend="cupy").gamma(shape, scale, log=log)
+        general = default_rng(9, backend="cupy").gamma(shape, scale, size=shape.shape, log=log)
+        assert fast.shape == shape.shape and fast.dtype == np.float32
+        np.testing.assert_array_equal(fast.get(), general.get())
+    # Not contiguous, or another dtype asked for: the general path.
+    t = default_rng(9, backend="cupy").gamma(shape.T)
+    np.testing.assert_array_equal(t.get(), default_rng(9, backend="cupy").gamma(cp.ascontiguousarray(shape.T)).get())
+    assert default_rng(9, backend="cupy").gamma(shape, dtype=np.float64).dtype == np.float64
+    bad = shape.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match="shape"):
+        default_rng(0, backend="cupy").gamma(bad)
+    with pytest.raises(ValueError, match="scale"):
+        default_rng(0, backend="cupy").gamma(shape, -2.0)
 
 
 def test_gpu_generator_validates_and_broadcasts(cp):

@@ -83,3 +83,27 @@ def test_scalar_casts_are_explicit():
     assert isinstance(_loader.i64(3), np.int64)
     assert isinstance(_loader.u32(3), np.uint32)
     assert isinstance(_loader.real(1.5, np.float32), np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_gamma_draw_arguments_pack_as_the_kernel_lays_them_out(dtype):
+    # PackedLaunch hands gamma_draw one buffer; its struct format must put
+    # every parameter where the C ABI does. ctypes lays out the same
+    # parameters as a C struct (the kernel parameter buffer's rules).
+    import ctypes
+    import struct
+
+    from gpumcmc.random import _gamma
+
+    real = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+    P, LL, U, I = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_uint, ctypes.c_int
+    params = [("shape", P), ("shape_step", LL), ("scale", P), ("scale_step", LL), ("scale_value", real),
+              ("out", P), ("n", LL), ("k0", U), ("k1", U), ("off_lo", U), ("off_hi", U), ("log_out", I),
+              ("trials", P), ("chunk", LL), ("next", P)]
+    layout = type("Params", (ctypes.Structure,), {"_fields_": params})
+    fmt = _gamma._GAMMA_ARGS[np.dtype(dtype)]
+    assert struct.calcsize(fmt) == ctypes.sizeof(layout)
+    values = list(range(1, len(params) + 1))
+    packed = struct.pack(fmt, *values)
+    c = layout.from_buffer_copy(packed)
+    assert [getattr(c, name) for name, _ in params] == values

@@ -55,6 +55,7 @@ float64 ``-log(u01_f64(w0, w1))`` and ``-log(u01_f64(w2, w3))``.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -365,8 +366,7 @@ def _fn(kind: str, dtype, dyn: bool | None = None):
 
 
 # gamma_draw takes its rounds from a counter where each warp of the grid has
-# at least this many to do: below, a fixed share leaves little to balance and
-# zeroing the counter would cost more host time than the tail it saves.
+# at least this many to do: below, a fixed share leaves little to balance.
 # Rounds per request: about 1/DYN_SHARE of a warp's share, at most DYN_CHUNK
 # (on an H200 at 2^26 float32 elements, chunks of 4, 8, 16 and 32 rounds ran
 # at 126, 132, 134 and 135 G/s).
@@ -378,75 +378,86 @@ _DYN_CHUNK = 16
 _plans: dict = {}
 _counters: dict = {}
 
+# gamma_draw's parameters as PackedLaunch packs them (see gamma.cu): shape,
+# shape_step, scale, scale_step, scale_value, out, n, k0, k1, off_lo, off_hi,
+# log_out, trials, chunk, next.
+_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIi4xQqQ", np.dtype(np.float64): "<QqQqdQqIIIIi4xQqQ"}
 
-def _gamma_plan(dtype):
-    """(grid-stride kernel, its blocks per SM, counter kernel, its blocks per SM,
-    the counter kernel's resident warps) for ``dtype`` on the current device."""
-    import cupy
 
-    key = (cupy.cuda.runtime.getDevice(), dtype)
+def _gamma_plan(device: int, dtype):
+    """(grid-stride launcher, its blocks on the device, counter launcher, its
+    blocks on the device, the counter kernel's resident warps) for ``dtype``
+    on ``device`` (the current one): one wave of resident blocks, each warp
+    looping over many rounds, so that its queues are rarely flushed part-full."""
+    key = (device, dtype)
     plan = _plans.get(key)
     if plan is None:
         fs, fd = _fn("gamma_draw", dtype, False), _fn("gamma_draw", dtype, True)
-        bd = _loader.resident_blocks(fd, _BLOCK)
-        plan = _plans[key] = (fs, _loader.resident_blocks(fs, _BLOCK), fd, bd, bd * _loader.sm_count() * (_BLOCK // 32))
+        sms = _loader.sm_count()
+        bs, bd = _loader.resident_blocks(fs, _BLOCK) * sms, _loader.resident_blocks(fd, _BLOCK) * sms
+        fmt = _GAMMA_ARGS[np.dtype(dtype)]
+        plan = _plans[key] = (_loader.PackedLaunch(fs, fmt), bs, _loader.PackedLaunch(fd, fmt), bd,
+                              bd * (_BLOCK // 32))
     return plan
 
 
-def _zeroed_counter():
-    """A counter on the current device and stream, zeroed in stream order (one
-    per stream, kept: a call on the stream finishes with it before the next
-    call's zeroing runs)."""
+def _counter(device: int, stream_ptr: int) -> int:
+    """The address of the work counter of ``device`` (the current one) and the
+    stream: two zeroed words, made once and kept. gamma_draw<T, true> zeroes
+    them again before it ends (see WorkChunks in gamma.cu), and calls on one
+    stream run in order, so no call needs a memset."""
+    c = _counters.get((device, stream_ptr))
+    if c is None:
+        import cupy
+
+        c = _counters[device, stream_ptr] = cupy.zeros(2, dtype=cupy.uint64)
+    return c.data.ptr
+
+
+def _work_args(dtype, rounds: int, stream_ptr: int):
+    """(launcher, blocks, rounds per request, counter address) for ``rounds``
+    rounds of gamma_draw on the current device and the stream ``stream_ptr``."""
     import cupy
 
-    stream = cupy.cuda.get_current_stream()
-    key = (cupy.cuda.runtime.getDevice(), stream.ptr)
-    c = _counters.get(key)
-    if c is None:
-        c = _counters[key] = cupy.empty(1, dtype=cupy.uint64)
-    cupy.cuda.runtime.memsetAsync(c.data.ptr, 0, 8, stream.ptr)
-    return c
-
-
-def _work_args(dtype, rounds: int):
-    """(kernel, blocks per SM, rounds per request, counter) for ``rounds`` rounds of gamma_draw."""
-    fs, bs, fd, bd, warps = _gamma_plan(dtype)
+    device = cupy.cuda.runtime.getDevice()
+    fs, bs, fd, bd, warps = _gamma_plan(device, dtype)
     if rounds < _DYN_MIN_ROUNDS * warps:
-        return fs, bs, 1, NULL
-    return fd, bd, max(1, min(_DYN_CHUNK, rounds // (_DYN_SHARE * warps))), _zeroed_counter()
+        return fs, bs, 1, 0
+    return fd, bd, max(1, min(_DYN_CHUNK, rounds // (_DYN_SHARE * warps))), _counter(device, stream_ptr)
 
 
 def _param_arg(p, dtype):
     """A parameter as (contiguous device array, step): step 0 for one shared value."""
     import cupy
 
-    if p.ndim == 1 and p.dtype == dtype and p.flags.c_contiguous:  # the usual case: as it is
-        return p, (_loader.i64(0) if p.size == 1 else _loader.i64(1))
+    if p.dtype == dtype and p.flags.c_contiguous:  # the usual case: as it is (the kernel reads it flat)
+        return p, (0 if p.size == 1 else 1)
     p = cupy.asarray(p, dtype=dtype)
     if p.size == 1:
-        return cupy.ascontiguousarray(p.reshape(1)), _loader.i64(0)
-    return cupy.ascontiguousarray(p.reshape(-1)), _loader.i64(1)
+        return cupy.ascontiguousarray(p.reshape(1)), 0
+    return cupy.ascontiguousarray(p.reshape(-1)), 1
 
 
-def _launch_gamma(shape, scale, out, key, offset, log, trials=None, scale_value=None):
-    """``gamma_draw`` into the flat ``out``: ``shape`` of ``out``'s size or of size 1;
-    ``scale`` likewise (log(scale) when ``log``), or None for one scale for
-    every element, ``scale_value`` (its log when ``log``; None: a unit scale),
-    passed by value."""
+def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, scale_value=None):
+    """``gamma_draw`` into the contiguous ``out``, from parameters as
+    :func:`_param_arg` gives them: ``sh`` of ``out``'s size (step 1) or of
+    size 1 (step 0); ``sc`` likewise (log(scale) when ``log``), or None for
+    one scale for every element, ``scale_value`` (its log when ``log``; None:
+    a unit scale), passed by value."""
+    import cupy
+
     n = out.size
-    sh, sh_step = _param_arg(shape, out.dtype)
-    sc, sc_step = (NULL, _loader.i64(0)) if scale is None else _param_arg(scale, out.dtype)
+    if n <= 0:
+        return
     if scale_value is None:
         scale_value = 0.0 if log else 1.0
-    n_rounds = ((n + 1) // 2 + 31) // 32  # of 32 pairs, a warp's step
-    fn, blocks, chunk, counter = _work_args(out.dtype, n_rounds)
-    # One wave of resident blocks, each warp looping over many rounds: the
-    # per-warp queues are then rarely flushed part-full.
-    _loader.launch(fn, (n + 1) // 2,
-                   (sh, sh_step, sc, sc_step, _loader.real(scale_value, out.dtype), out, _loader.i64(n),
-                    *_loader.philox_args(key, offset),
-                    _loader.i32(1 if log else 0), NULL if trials is None else trials, _loader.i64(chunk), counter),
-                   block=_BLOCK, blocks_per_sm=blocks)
+    stream = cupy.cuda.get_current_stream().ptr
+    pairs = (n + 1) // 2
+    launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, stream)  # rounds of 32 pairs
+    launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream,
+           sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
+           key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, 1 if log else 0,
+           0 if trials is None else trials.data.ptr, chunk, counter)
 
 
 def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None):
@@ -461,7 +472,9 @@ def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, sca
     out = cupy.empty(n, dtype=dtype)
     trials = cupy.empty(n, dtype=cupy.int32) if return_trials else None
     if n:
-        _launch_gamma(shape, scale, out, key, offset, log, trials, scale_value)
+        sh, sh_step = _param_arg(shape, dtype)
+        sc, sc_step = (None, 0) if scale is None else _param_arg(scale, dtype)
+        _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials, scale_value)
     return (out, trials) if return_trials else out
 
 
@@ -537,7 +550,7 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None):
                         *_loader.philox_args(key, offset), _loader.i32(1 if log else 0)),
                        block=_BLOCK, blocks_per_sm=blocks)
         return out.reshape(n_rows, K)
-    _launch_gamma(alpha.reshape(-1), None, out, key, offset, True)
+    _launch_gamma(alpha, 1, None, 0, out, key, offset, True)
     _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
                    (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
                    block=_BLOCK)
@@ -616,8 +629,48 @@ def _check_index(n: int, what: str) -> None:
                          "Split the request into smaller calls.")
 
 
+def _scale_number(scale, dtype, log):
+    """A scale given as a number: checked (on the host, so always) once
+    rounded to ``dtype``, and as the kernel takes it by value (its log with
+    ``log``)."""
+    v = dtype.type(scale) if isinstance(scale, numbers.Real) else np.nan
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"scale must be a positive finite number in {dtype.name}; got {scale!r}.")
+    return np.log(v) if log else v
+
+
+def _gamma_device(rng, shape, scale, dtype, log):
+    """:func:`gamma` for the usual call on the GPU, with less host time per
+    call: ``shape`` a C-contiguous CuPy array of float32 or float64 and
+    ``scale`` a Python number (``size=None``), drawn in ``shape``'s dtype.
+    Returns None for any other call, which the general path takes."""
+    dt = shape.dtype
+    if dt not in _FLOATS or (dtype is not None and np.dtype(dtype) != dt) or not shape.flags.c_contiguous:
+        return None
+    n = shape.size
+    if n == 0:
+        return None
+    _check_index(n, "gamma")
+    sv = _scale_number(scale, dt, log)
+    _v.check_positive(shape, "shape")  # synchronize!
+    import cupy
+
+    key, off = rng.key, rng.advance()
+    with annotate("gpumcmc.random.gamma", cupy):
+        out = cupy.empty(shape.shape, dtype=dt)
+        _launch_gamma(shape, 0 if n == 1 else 1, None, 0, out, key, off, log, None, sv)
+    return out
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_trials=False):
     """Implementation of :meth:`Generator.gamma` (``return_trials`` is for tests)."""
+    if size is None and not return_trials and type(scale) in (float, int) and _backend.is_cupy_array(shape):
+        out = _gamma_device(rng, shape, scale, dtype, log)
+        if out is not None:
+            return out
     xp = rng.xp(shape, scale)
     dtype = resolve_dtype(dtype, shape, scale)
     oshape = out_shape(size, shape, scale)
@@ -627,15 +680,13 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
         empty = xp.empty(oshape, dtype=dtype)
         return (empty, xp.empty(oshape, dtype=np.int32)) if return_trials else empty
     a = _as(shape, xp, dtype)
-    if np.isscalar(scale) and not (np.isfinite(scale) and scale > 0):  # always: it costs no synchronisation
-        raise ValueError(f"scale must be positive and finite; got {scale!r}.")
-    # A scale given as a number goes to the GPU kernel by value: no device
+    # A scale given as a number is checked always (it costs no
+    # synchronisation); on the GPU it goes to the kernel by value: no device
     # array to fill, and no read per element.
-    by_value = xp is not np and np.isscalar(scale)
-    s = None if by_value else _as(scale, xp, dtype)
-    sv = None
-    if by_value:
-        sv = np.log(dtype.type(scale)) if log else dtype.type(scale)
+    sv = _scale_number(scale, dtype, log) if np.isscalar(scale) else None
+    if xp is np:
+        sv = None
+    s = None if sv is not None else _as(scale, xp, dtype)
     _v.check_positive(a, "shape")  # synchronize! (both checks, on CuPy)
     if s is not None:
         _v.check_positive(s, "scale")

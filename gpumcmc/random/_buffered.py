@@ -101,7 +101,7 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     v = xp.take_along_axis(v, first[None], axis=0)[0]
     with _errstate(xp):
         g = gamma_value(d, v)
-        out = xp.where(boost, boosted(g, xp.log(u[0]) / a, log), xp.log(g) if log else g)
+        out = xp.where(boost, boosted(g, u[0], a, log), xp.log(g) if log else g)
     out = xp.where(ok, out, np.nan).astype(dtype, copy=False)
     if return_trials:
         return out, xp.where(ok, first, -1).astype(np.int32)

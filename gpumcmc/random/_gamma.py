@@ -29,7 +29,7 @@ positive, and the trial is accepted if ``u m < m - (c x**2)**2 / 12`` with
 ``m = min(v, 1)`` (a squeeze inside the next test's region, proved in
 ``gamma.cuh``) or ``log u < x**2 / 2 + d (log(v**3) - v**3 + 1)`` (see
 :func:`mt_log_term`).
-Then ``G(a') = d v**3``; below shape 1, ``G(a) = G(a') exp(log(U) / a)`` and
+Then ``G(a') = d v**3``; below shape 1, ``G(a) = G(a') 2**(log(U) log2(e) / a)`` and
 ``log G(a) = log G(a') + log(U) / a``. Float32 draws are computed in float32
 and float64 draws in float64 on both backends, except the twin's normals,
 which it computes in float64 and rounds once. Where the float32 kernel trades
@@ -172,10 +172,18 @@ def gamma_value(d, v):
     return d * (v * v * v)
 
 
-def boosted(g, lu, log):
-    """``G(a) = G(a + 1) U**(1/a)`` from ``g = G(a + 1)`` and ``lu = log(U) / a``, or its log."""
-    xp = _backend.get_array_module(g, lu)
-    return xp.log(g) + lu if log else g * xp.exp(lu)
+def boosted(g, ub, a, log):
+    """``G(a) = G(a + 1) U**(1/a)`` from ``g = G(a + 1)`` and ``ub = U``, or
+    its log: ``log(g) + log(U) / a``, or ``g 2**(log(U) log2(e) / a)`` as
+    ``boost_apply`` in ``gamma.cuh`` computes it (arrays of one dtype)."""
+    xp = _backend.get_array_module(g, ub, a)
+    lu = xp.log(ub)
+    if log:
+        return xp.log(g) + lu / a
+    return g * xp.exp2(lu * g.dtype.type(_LOG2E) / a)
+
+
+_LOG2E = 1.4426950408889634
 
 
 def _errstate(xp):
@@ -273,7 +281,7 @@ def _finish(e, a, d, v, start, key, offset, log, out):
     b = np.flatnonzero(a < _consts(a.dtype)["one"])
     if b.size:
         ub = _boost_uniforms((e[b] + start).astype(np.uint64), key, offset, a.dtype)
-        val[b] = boosted(g[b], np.log(ub) / a[b], log)
+        val[b] = boosted(g[b], ub, a[b], log)
     out[e] = val
 
 

@@ -9,7 +9,9 @@
 //                  path and (unless most of the warp needs it) the boost to
 //                  per-warp queues. A warp takes rounds of 32 pairs by a grid
 //                  stride, or with DYN in chunks of `chunk` rounds from a
-//                  counter (see WorkChunks); both give the same draws
+//                  counter `next` (two words, zero at launch and left at zero;
+//                  see WorkChunks); both give the same draws. Blocks are whole
+//                  warps
 //   beta_draw<T>   element i: gamma elements 2i (a) and 2i + 1 (b), one pair, in
 //                  log space, X = 1 / (1 + exp(log Gb - log Ga))
 //   lse_rows<T>    rows of log-gammas normalised in place by their log-sum-exp:
@@ -591,7 +593,7 @@ struct WorkChunks {
     __device__ __forceinline__ void done() const {
         if (lane0) {
             __threadfence();
-            const unsigned long long warps = ((unsigned long long)gridDim.x * blockDim.x) >> 5;
+            const unsigned long long warps = (unsigned long long)gridDim.x * ((blockDim.x + 31) >> 5);
             if (atomicAdd(next + 1, 1ull) == warps - 1) {
                 next[0] = 0;
                 next[1] = 0;

@@ -225,6 +225,19 @@ def test_bad_shape_raises(xp, bad):
         rng.gamma(1.0, xp.asarray([1.0, bad]))
 
 
+def test_scale_number_is_checked_in_the_draws_dtype(xp):
+    # A scale given as a number is checked on the host once rounded to the
+    # draws' dtype: 1e39 is inf in float32 and 1e-50 is 0, both refused even
+    # with validation off; in float64 both are fine.
+    rng = default_rng(0, backend=xp.__name__)
+    a32 = xp.asarray([0.5, 3.0], dtype=np.float32)
+    for bad in (1e39, 1e-50, 10**400, "2.0"):
+        with gpumcmc.validation(False), pytest.raises(ValueError, match="scale must be a positive finite number"):
+            rng.gamma(a32, bad)
+    x = to_np(rng.gamma(a32.astype(np.float64), 1e39))
+    assert x.dtype == np.float64 and np.all(np.isfinite(x) & (x > 0))
+
+
 def test_validation_off_gives_nan_for_bad_shapes(xp):
     rng = default_rng(0, backend=xp.__name__)
     with gpumcmc.validation(False):

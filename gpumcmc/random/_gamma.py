@@ -641,7 +641,13 @@ def _scale_number(scale, dtype, log):
     """A scale given as a number: checked (on the host, so always) once
     rounded to ``dtype``, and as the kernel takes it by value (its log with
     ``log``)."""
-    v = dtype.type(scale) if isinstance(scale, numbers.Real) else np.nan
+    v = np.nan
+    if isinstance(scale, numbers.Real):
+        try:
+            with np.errstate(over="ignore"):  # too large for dtype: inf, refused below
+                v = dtype.type(scale)
+        except OverflowError:  # a Python int beyond any float
+            v = np.inf
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"scale must be a positive finite number in {dtype.name}; got {scale!r}.")
     return np.log(v) if log else v

@@ -28,6 +28,16 @@ def _jax_array(jax, cp, a):
         return jax.device_put(cp.asnumpy(a))
 
 
+def _jax_peer(bench, case, impl, items, draw, params, dname, seed, **kw):
+    """Time ``draw(key, params, dtype=...)`` (a jax.random function) under jit as a peer row."""
+    jax = bench.jax
+    jp = _jax_array(jax, bench.cupy, params)
+    jdt = getattr(jax.numpy, dname)
+    f = jax.jit(lambda key, a: draw(key, a, dtype=jdt))
+    key = jax.random.PRNGKey(seed)
+    bench.peer(case, impl, items, lambda: f(key, jp), sync="jax", **kw)
+
+
 def _check(name, x, shape, cp):
     if x.shape != shape or not bool(cp.isfinite(x).all()):
         raise RuntimeError(f"{name}: gpumcmc output has the wrong shape or is not finite")
@@ -61,11 +71,7 @@ def _gamma_cases(bench, gpumcmc, n):
             ts = _torch_view(torch, shape)
             bench.peer(case, "torch._standard_gamma", n, lambda: torch._standard_gamma(ts), **kw)
         if jax is not None:
-            js = _jax_array(jax, cp, shape)
-            jdt = getattr(jax.numpy, dname)
-            f = jax.jit(lambda k, a: jax.random.gamma(k, a, dtype=jdt))
-            key = jax.random.PRNGKey(1)
-            bench.peer(case, "jax.random.gamma (jit)", n, lambda: f(key, js), sync="jax", **kw)
+            _jax_peer(bench, case, "jax.random.gamma (jit)", n, jax.random.gamma, shape, dname, 1, **kw)
         del shape
 
 
@@ -110,11 +116,7 @@ def _dirichlet_cases(bench, gpumcmc, rows, k):
             dist = torch.distributions.Dirichlet(ta, validate_args=False)
             bench.peer(case, "torch Dirichlet.sample", items, dist.sample, **kw)
         if jax is not None:
-            ja = _jax_array(jax, cp, alpha)
-            jdt = getattr(jax.numpy, dname)
-            f = jax.jit(lambda key, a: jax.random.dirichlet(key, a, dtype=jdt))
-            key = jax.random.PRNGKey(2)
-            bench.peer(case, "jax.random.dirichlet (jit)", items, lambda: f(key, ja), sync="jax", **kw)
+            _jax_peer(bench, case, "jax.random.dirichlet (jit)", items, jax.random.dirichlet, alpha, dname, 2, **kw)
         del alpha
 
 

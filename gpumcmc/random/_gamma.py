@@ -172,6 +172,9 @@ def gamma_value(d, v):
     return d * (v * v * v)
 
 
+_LOG2E = 1.4426950408889634
+
+
 def boosted(g, ub, a, log):
     """``G(a) = G(a + 1) U**(1/a)`` from ``g = G(a + 1)`` and ``ub = U``, or
     its log: ``log(g) + log(U) / a``, or ``g 2**(log(U) log2(e) / a)`` as
@@ -182,8 +185,6 @@ def boosted(g, ub, a, log):
         return xp.log(g) + lu / a
     return g * xp.exp2(lu * g.dtype.type(_LOG2E) / a)
 
-
-_LOG2E = 1.4426950408889634
 
 
 def _errstate(xp):
@@ -659,7 +660,7 @@ def _gamma_device(rng, shape, scale, dtype, log):
     ``scale`` a Python number (``size=None``), drawn in ``shape``'s dtype.
     Returns None for any other call, which the general path takes."""
     dt = shape.dtype
-    if dt not in _FLOATS or (dtype is not None and np.dtype(dtype) != dt) or not shape.flags.c_contiguous:
+    if dt not in _CTYPE or (dtype is not None and np.dtype(dtype) != dt) or not shape.flags.c_contiguous:
         return None
     n = shape.size
     if n == 0:
@@ -675,8 +676,6 @@ def _gamma_device(rng, shape, scale, dtype, log):
         _launch_gamma(shape, 0 if n == 1 else 1, None, 0, out, key, off, log, None, sv)
     return out
 
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_trials=False):

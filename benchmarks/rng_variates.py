@@ -28,10 +28,10 @@ def _jax_array(jax, cp, a):
         return jax.device_put(cp.asnumpy(a))
 
 
-def _jax_peer(bench, case, impl, items, draw, params, dname, seed, **kw):
-    """Time ``draw(key, params, dtype=...)`` (a jax.random function) under jit as a peer row."""
+def _jax_peer(bench, case, impl, items, draw, arg, dname, seed, **kw):
+    """Time ``draw(key, arg, dtype=...)`` (a jax.random function) under jit as a peer row."""
     jax = bench.jax
-    jp = _jax_array(jax, bench.cupy, params)
+    jp = _jax_array(jax, bench.cupy, arg)
     jdt = getattr(jax.numpy, dname)
     f = jax.jit(lambda key, a: draw(key, a, dtype=jdt))
     key = jax.random.PRNGKey(seed)

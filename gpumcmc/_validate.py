@@ -9,6 +9,20 @@ these value checks can be switched off, globally or for a block::
     with gpumcmc.validation(False): ...    # for a block
 
 Cheap checks on metadata (dtype, shape, empty input) always run.
+
+Inside a sampler's sweep, value checks can be deferred instead of switched
+off: in a ``with deferred():`` block a check on CuPy data records its verdict
+on the device, with no synchronisation, and :func:`check` (called where the
+run driver synchronises anyway) reads every verdict at once and raises the
+first failure, naming the call::
+
+    with gpumcmc.deferred_validation():
+        for _ in range(n):
+            z = gpumcmc.categorical(w, rng)   # no host sync here
+        gpumcmc.check()                       # one sync; ValueError if any call saw bad input
+
+On NumPy, checks cost no synchronisation, so they raise at once even when
+deferred, and :func:`check` only reports what is pending from CuPy calls.
 """
 
 from __future__ import annotations
@@ -19,9 +33,13 @@ import threading
 import numpy as np
 
 __all__ = [
+    "check",
     "check_finite",
     "check_float_dtype",
     "check_positive",
+    "deferred",
+    "deferring",
+    "report",
     "set_validation",
     "validating",
     "validation",
@@ -52,6 +70,97 @@ def validation(on: bool):
         set_validation(old)
 
 
+def deferring() -> bool:
+    """True inside a :func:`deferred` block (value checks on CuPy data record, not raise)."""
+    return getattr(_state, "deferred", 0) > 0
+
+
+@contextlib.contextmanager
+def deferred():
+    """A block in which value checks on CuPy data do not synchronise the GPU.
+
+    Each check records its verdict on the device; :func:`check` reads them all
+    with one synchronisation and raises the first failure. Blocks nest. Leaving
+    the outermost block does not check: call :func:`check` where the host
+    waits for the GPU anyway.
+    """
+    _state.deferred = getattr(_state, "deferred", 0) + 1
+    try:
+        yield
+    finally:
+        _state.deferred -= 1
+
+
+_NONE = np.iinfo(np.int64).max
+
+
+def _pending() -> dict:
+    p = getattr(_state, "pending", None)
+    if p is None:
+        p = _state.pending = {"calls": 0, "messages": [], "words": {}}
+    return p
+
+
+def report(bad, message: str, index=None) -> None:
+    """Raise ``ValueError(message)`` if ``bad`` (a 0-d boolean, host or device) is true.
+
+    ``message`` may hold ``{index}``, filled from ``index`` (a 0-d integer,
+    host or device: the first bad row or element). On CuPy inside
+    :func:`deferred` nothing is read back: the verdict is kept on the device
+    for :func:`check`. Otherwise a device verdict costs one synchronisation.
+    """
+    if isinstance(bad, (bool, np.bool_, np.ndarray)) or not deferring():
+        if bool(bad):  # synchronize! (outside deferred blocks, on CuPy)
+            raise ValueError(message.replace("{index}", "?" if index is None else str(int(index))))
+        return
+    import cupy
+
+    p = _pending()
+    call = p["calls"]
+    p["calls"] += 1
+    p["messages"].append(message)
+    dev = cupy.cuda.runtime.getDevice()
+    word = p["words"].get(dev)
+    if word is None:
+        word = p["words"][dev] = cupy.full(2, _NONE, dtype=np.int64)
+    if isinstance(index, cupy.ndarray):
+        idx = index.astype(np.int64)
+    else:  # a host value: a kernel argument, not a host-to-device copy
+        idx = cupy.full((), -1 if index is None else int(index), dtype=np.int64)
+    first = bad & (word[0] == _NONE)
+    word[0] = cupy.where(first, call, word[0])
+    word[1] = cupy.where(first, idx, word[1])
+
+
+def check() -> None:
+    """Raise the first failure recorded by deferred value checks since the last call, and forget them.
+
+    Returns None when nothing failed. Costs one synchronisation per device that
+    recorded checks (none when nothing is pending, e.g. on NumPy).
+    """
+    p = getattr(_state, "pending", None)
+    if p is None or not p["calls"]:
+        return
+    _state.pending = None
+    found = []
+    for dev, word in p["words"].items():
+        import cupy
+
+        with cupy.cuda.Device(dev):
+            call, index = (int(v) for v in word.get())  # synchronize!
+        if call != _NONE:
+            found.append((call, index))
+    if found:
+        call, index = min(found)
+        msg = p["messages"][call].replace("{index}", str(index))
+        raise ValueError(f"{msg} (the {_ordinal(call + 1)} value check recorded since the last gpumcmc.check())")
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def check_float_dtype(dtype, name: str = "dtype") -> np.dtype:
     dt = np.dtype(dtype)
     if dt not in _FLOATS:
@@ -70,8 +179,7 @@ def check_finite(a, name: str) -> None:
     if not validating():
         return
     xp = _xp(a)
-    if not bool(xp.all(xp.isfinite(a))):  # synchronize!
-        raise ValueError(f"{name} contains NaN or inf; every value must be finite.")
+    report(~xp.all(xp.isfinite(a)), f"{name} contains NaN or inf; every value must be finite.")
 
 
 def check_positive(a, name: str, *, strict: bool = True) -> None:
@@ -84,6 +192,5 @@ def check_positive(a, name: str, *, strict: bool = True) -> None:
     check_finite(a, name)
     xp = _xp(a)
     bad = (a <= 0) if strict else (a < 0)
-    if bool(xp.any(bad)):  # synchronize!
-        what = "positive" if strict else "non-negative"
-        raise ValueError(f"{name} must be {what}; found values {'<= 0' if strict else '< 0'}.")
+    what = "positive" if strict else "non-negative"
+    report(xp.any(bad), f"{name} must be {what}; found values {'<= 0' if strict else '< 0'}.")

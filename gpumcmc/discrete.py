@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _butterfly, _loader
+from . import _butterfly, _loader, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, is_cupy_array, to_host
@@ -255,6 +255,19 @@ def _rows_view(x, xp, axis: int, name: str):
     return x, tuple(x.shape[:-1])
 
 
+def _defer(xp) -> bool:
+    """True when value checks on this call record for gpumcmc.check() instead of synchronising."""
+    return xp is not np and _validate.deferring()
+
+
+def _report_bad_rows(out, what: str) -> None:
+    """Record (no sync) whether any row got -1, for gpumcmc.check()."""
+    bad = out.reshape(-1) < 0
+    _validate.report(bad.any(), f"{what}: no index can be drawn from it. Every row needs a finite, positive "
+                                f"total; with gpumcmc.set_validation(False) such rows give -1 instead.",
+                     bad.argmax())
+
+
 def _first_bad_row(out, xp) -> int | None:
     """Index (flat) of the first row that got -1, or None. Synchronises on CuPy."""
     bad = out.reshape(-1) < 0
@@ -293,8 +306,8 @@ def _check_non_negative(xp, arrays) -> None:
     if not validating():
         return
     for a, name in arrays:
-        if a.size and bool(xp.any(a < 0)):  # synchronize!
-            raise ValueError(f"{name} must be non-negative; found values < 0 (or -inf).")
+        if a.size:
+            _validate.report(xp.any(a < 0), f"{name} must be non-negative; found values < 0 (or -inf).")
 
 
 def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
@@ -328,6 +341,9 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
             a = _loader.contiguous(x)
             _launch(kind, method, a, a, a, a, n, K, rng.key, offset, out)
     if validating():
+        if _defer(xp):
+            _report_bad_rows(out, f"{name} row (flat index {{index}}) has no finite, positive total")
+            return out
         r = _first_bad_row(out, xp)
         if r is not None:
             _raise_bad_row(kind, f"{name} row", r, batch, x.reshape(n, K)[r], x.dtype)
@@ -467,6 +483,17 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     cols_f = cols.reshape(-1)
     if validating():
         for a, name, size in ((rows_f, "rows", M), (cols_f, "cols", V)):
+            if _defer(xp):
+                outside = (a < 0) | (a >= size)
+                _validate.report(xp.any(outside), f"{name} must lie in [0, {size}); token {{index}} does not.",
+                                 xp.argmax(outside))
+                # The kernel must not read out of bounds: bad tokens read row 0 and the error waits for check().
+                a = xp.where(outside, 0, a)
+                if name == "rows":
+                    rows_f = a
+                else:
+                    cols_f = a
+                continue
             lo, hi = int(a.min()), int(a.max())  # synchronize!
             if lo < 0 or hi >= size:
                 raise ValueError(f"{name} must lie in [0, {size}); found values in [{lo}, {hi}].")
@@ -484,6 +511,10 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
                     _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32),
                     n, K, rng.key, offset, out)
     if validating():
+        if _defer(xp):
+            _report_bad_rows(out, "theta[rows[t]] * phi[cols[t]] of token t = {index} has no finite, positive "
+                                  "total")
+            return out
         r = _first_bad_row(out, xp)
         if r is not None:
             values = theta[int(rows_f[r])] * phi[int(cols_f[r])]

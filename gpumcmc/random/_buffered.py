@@ -82,8 +82,9 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     if a.size == 0:
         return (a.copy(), xp.zeros(a.shape, np.int32)) if return_trials else a.copy()
     _v.check_positive(a, "shape")  # synchronize!
-    if _v.validating() and bool(xp.any((u <= 0) | (u >= 1))):  # synchronize!
-        raise ValueError("uniforms must lie strictly inside (0, 1); log(0) would break the boost.")
+    if _v.validating():
+        _v.report(xp.any((u <= 0) | (u >= 1)),
+                  "uniforms must lie strictly inside (0, 1); log(0) would break the boost.")
     k = _consts(dtype)
     boost = a < k["one"]
     d = xp.where(boost, a + k["one"], a) - k["third"]
@@ -94,9 +95,9 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     ut = xp.where(boost, shifted[:n_trials], u[:n_trials])
     acc, v = mt_accept(z[:n_trials], ut, d, c)
     ok = xp.any(acc, axis=0)
-    if _v.validating() and not bool(xp.all(ok)):  # synchronize!
-        raise ValueError(f"The buffers ran out: some elements had no accepted trial among their "
-                         f"{n_trials} rows (one more uniform is needed below shape 1); pass more rows.")
+    if _v.validating():
+        _v.report(~xp.all(ok), f"The buffers ran out: some elements had no accepted trial among their "
+                               f"{n_trials} rows (one more uniform is needed below shape 1); pass more rows.")
     first = xp.argmax(acc, axis=0)
     v = xp.take_along_axis(v, first[None], axis=0)[0]
     with _errstate(xp):

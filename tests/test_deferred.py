@@ -1,0 +1,152 @@
+"""Deferred value checks: ``gpumcmc.deferred_validation()`` and ``gpumcmc.check()``.
+
+Inside a deferred block a check on CuPy data records its verdict on the device
+and the call returns without waiting for the GPU; ``check()`` raises the first
+recorded failure. The GPU tests prove "no host sync" by queueing a kernel that
+spins for about a second before the call: had the call synchronised, the
+stream would be idle when it returns.
+"""
+
+import numpy as np
+import pytest
+
+import gpumcmc
+from gpumcmc import _validate
+from gpumcmc.random import default_rng
+
+
+def test_names_are_public():
+    assert gpumcmc.check is _validate.check
+    assert gpumcmc.deferred_validation is _validate.deferred
+
+
+def test_deferred_is_reentrant_and_check_is_cheap_on_numpy():
+    assert not _validate.deferring()
+    with _validate.deferred():
+        with _validate.deferred():
+            assert _validate.deferring()
+        assert _validate.deferring()
+        assert _validate.check() is None
+    assert not _validate.deferring()
+    assert gpumcmc.check() is None
+
+
+@pytest.mark.parametrize("call", [
+    lambda: gpumcmc.categorical(np.array([[1.0, np.nan]]), 0),
+    lambda: gpumcmc.categorical(np.array([[1.0, -1.0]]), 0),
+    lambda: gpumcmc.categorical(np.zeros((2, 3)), 0),
+    lambda: gpumcmc.categorical_products(np.ones((2, 3)), np.ones((4, 3)), np.array([0, 2]), np.array([1, 1]), 0),
+    lambda: default_rng(0).gamma(np.array([1.0, -1.0])),
+    lambda: default_rng(0).dirichlet(np.array([1.0, 0.0])),
+])
+def test_numpy_raises_at_once_even_when_deferred(call):
+    with gpumcmc.deferred_validation():
+        with pytest.raises(ValueError):
+            call()
+    assert gpumcmc.check() is None
+
+
+# --- GPU: no host sync in deferred mode, errors surface at check() ------------------------------------
+
+_SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+def _busy(cp, seconds=1.0):
+    """Queue a one-thread kernel that keeps the current stream busy for about ``seconds``."""
+    k = cp.RawKernel(_SPIN, "spin")
+    rate = cp.cuda.runtime.deviceGetAttribute(cp.cuda.runtime.cudaDevAttrClockRate, 0) * 1000  # Hz
+    k((1,), (1,), (np.int64(seconds * rate),))
+
+
+def _calls(cp):
+    w = cp.random.rand(4096, 64).astype(cp.float32)
+    theta = cp.random.rand(64, 32).astype(cp.float32)
+    phi = cp.random.rand(128, 32).astype(cp.float32)
+    rows = cp.arange(5000, dtype=cp.int32) % 64
+    cols = cp.arange(5000, dtype=cp.int32) % 128
+    shape = cp.random.rand(1 << 16).astype(cp.float32) + 0.1
+    alpha = cp.random.rand(256, 16).astype(cp.float32) + 0.1
+    rng = default_rng(1)
+    return {
+        "categorical": lambda: gpumcmc.categorical(w, rng),
+        "categorical_logits": lambda: gpumcmc.categorical_logits(w, rng),
+        "categorical_products": lambda: gpumcmc.categorical_products(theta, phi, rows, cols, rng),
+        "gamma": lambda: rng.gamma(shape),
+        "dirichlet": lambda: rng.dirichlet(alpha),
+    }
+
+
+@pytest.mark.parametrize("name", ["categorical", "categorical_logits", "categorical_products", "gamma",
+                                  "dirichlet"])
+@pytest.mark.parametrize("mode", ["deferred", "off"])
+def test_no_host_sync(cp, name, mode):
+    call = _calls(cp)[name]
+    call()  # compile and warm the pools outside the measured call
+    cp.cuda.get_current_stream().synchronize()
+    _busy(cp)
+    if mode == "deferred":
+        with gpumcmc.deferred_validation():
+            call()
+    else:
+        with gpumcmc.validation(False):
+            call()
+    still_busy = not cp.cuda.get_current_stream().done
+    cp.cuda.get_current_stream().synchronize()
+    gpumcmc.check()
+    assert still_busy, f"{name} waited for the GPU in {mode} mode"
+
+
+def test_deferred_errors_surface_at_check(cp):
+    w = cp.ones((8, 4), cp.float32)
+    w[5, 2] = cp.nan
+    rng = default_rng(2)
+    with gpumcmc.deferred_validation():
+        gpumcmc.categorical(cp.ones((8, 4), cp.float32), rng)   # good call
+        out = gpumcmc.categorical(w, rng)                        # bad call: no error yet
+        with pytest.raises(ValueError, match="flat index 5"):
+            gpumcmc.check()
+    assert int(out[5]) == -1  # the bad row's draw is the sentinel
+    assert gpumcmc.check() is None  # check() forgets what it reported
+
+
+@pytest.mark.parametrize("kind", ["nan", "negative", "zero_row", "index"])
+def test_deferred_catches_each_kind(cp, kind):
+    rng = default_rng(3)
+    theta = cp.ones((4, 8), cp.float32)
+    phi = cp.ones((6, 8), cp.float32)
+    rows = cp.array([0, 1, 2, 3], cp.int32)
+    cols = cp.array([0, 1, 2, 3], cp.int32)
+    if kind == "nan":
+        theta[2, 1] = cp.nan
+    elif kind == "negative":
+        phi[1, 0] = -1
+    elif kind == "zero_row":
+        theta[3] = 0
+    else:
+        cols[1] = 6
+    with gpumcmc.deferred_validation():
+        gpumcmc.categorical_products(theta, phi, rows, cols, rng)
+        with pytest.raises(ValueError):
+            gpumcmc.check()
+    # And directly, the same input raises at the call.
+    with pytest.raises(ValueError):
+        gpumcmc.categorical_products(theta, phi, rows, cols, rng)
+
+
+@pytest.mark.parametrize("kind", ["gamma", "dirichlet"])
+def test_deferred_catches_bad_shapes(cp, kind):
+    rng = default_rng(4)
+    a = cp.ones(100, cp.float32)
+    a[7] = -1 if kind == "gamma" else 0
+    with gpumcmc.deferred_validation():
+        if kind == "gamma":
+            rng.gamma(a)
+        else:
+            rng.dirichlet(a.reshape(10, 10))
+        with pytest.raises(ValueError):
+            gpumcmc.check()

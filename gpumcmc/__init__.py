@@ -10,6 +10,17 @@ from ._validate import check, deferred as deferred_validation, set_validation, v
 from ._version import __version__
 from .backend import backend_name, get_array_module, to_device, to_host
 
+# Submodules loaded on first use, so that ``import gpumcmc`` stays light.
+_LAZY = ("datasets", "demo", "distributed", "glm", "models", "nested", "sampling")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'gpumcmc' has no attribute {name!r}")
+
 __all__ = [
     "__version__",
     "backend",
@@ -17,8 +28,11 @@ __all__ = [
     "categorical",
     "categorical_logits",
     "categorical_products",
+    "datasets",
     "get_array_module",
+    "models",
     "random",
+    "sampling",
     "set_validation",
     "validation",
     "to_device",

@@ -1,0 +1,21 @@
+"""The sampler core every model stands on.
+
+Two layers, kept apart:
+
+* the functional layer: each model's ``init(...) -> State`` and
+  ``step(rng, state) -> (State, Info)`` over NamedTuples, chains as the
+  leading axis of every array field, and :func:`run`, the one driver that
+  loops, thins, keeps draws as ``(chain, draw, ...)``, shows a progress bar
+  and monitors, checkpoints and resumes;
+* the estimator layer: scikit-learn-style classes (:class:`Estimator`) with
+  ``fit`` and ``predict``/``transform`` on top of it.
+
+:func:`to_arviz` turns draws into ArviZ's data object (ArviZ is imported only
+there).
+"""
+
+from ._arviz import to_arviz
+from ._driver import Monitor, Trace, run
+from ._estimator import Estimator, NotFittedError, as_data
+
+__all__ = ["Estimator", "Monitor", "NotFittedError", "Trace", "as_data", "run", "to_arviz"]

@@ -1,0 +1,135 @@
+"""The scikit-learn-style layer shared by every model's estimator.
+
+Estimators follow scikit-learn's conventions without importing it: every
+``__init__`` argument is stored unchanged under its own name, fitted results
+end in an underscore, and ``get_params``/``set_params`` read the signature, so
+``sklearn.base.clone`` and ``Pipeline`` work with them.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from .. import backend as _backend
+from ..random._generator import default_rng
+
+__all__ = ["Estimator", "NotFittedError", "as_data"]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """An estimator was used before ``fit`` (the same bases as scikit-learn's)."""
+
+
+class Estimator:
+    """Base class: parameters from ``__init__``, a generator from ``random_state`` and ``backend``."""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        names = []
+        for p in sig.parameters.values():
+            if p.name == "self":
+                continue
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TypeError(f"{cls.__name__}.__init__ must list its parameters explicitly (no *args/**kwargs).")
+            names.append(p.name)
+        return sorted(names)
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor's parameters, as scikit-learn's ``get_params``."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        """Set constructor parameters; unknown names raise ValueError."""
+        valid = self._param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"{type(self).__name__} has no parameter {name!r}; valid parameters: {valid}.")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        sig = inspect.signature(type(self).__init__)
+        shown = []
+        for name in self._param_names():
+            default = sig.parameters[name].default
+            value = getattr(self, name, None)
+            try:
+                same = value is default or bool(value == default)
+            except Exception:
+                same = False
+            if not same:
+                shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return any(k.endswith("_") and not k.startswith("__") for k in vars(self))
+
+    def _make_rng(self):
+        """A gpumcmc Generator from ``self.random_state`` on ``self.backend``."""
+        return default_rng(getattr(self, "random_state", None), backend=getattr(self, "backend", None))
+
+    def _xp(self):
+        """The array module of ``self.backend`` (``None``: the active backend)."""
+        return _backend.get_backend(getattr(self, "backend", None))
+
+    def _check_fitted(self, *attributes: str) -> None:
+        for a in attributes:
+            if not hasattr(self, a):
+                raise NotFittedError(f"This {type(self).__name__} is not fitted yet; call fit(...) first.")
+
+
+def as_data(X, xp, dtype=None, name: str = "X", *, ndim: int | None = 2, allow_sparse: bool = False,
+            finite: bool = True):
+    """``X`` (NumPy, CuPy, SciPy-sparse, cupyx-sparse or a nested list) on ``xp``, checked once.
+
+    Sparse input becomes dense unless ``allow_sparse``, in which case it is
+    returned as a sparse matrix of ``xp``'s kind (``scipy.sparse`` CSR on
+    NumPy, ``cupyx.scipy.sparse`` CSR on CuPy). ``finite`` raises ValueError
+    for NaN or inf (one reduction, done at fit time, outside any sweep).
+    """
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    sparse = _is_sparse(X)
+    if sparse:
+        if allow_sparse:
+            return _sparse_to(X, xp, dtype)
+        X = X.toarray() if not hasattr(X, "get") else X.toarray()
+    if X is None:
+        raise TypeError(f"{name} is None; pass an array.")
+    try:
+        X = _backend.asarray(X, xp, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name} must be a numeric array (NumPy, CuPy, SciPy sparse or a list), got "
+                        f"{type(X).__name__}: {e}") from None
+    if X.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold numbers, got dtype {X.dtype}.")
+    if ndim is not None and X.ndim != ndim:
+        if ndim == 2 and X.ndim == 1:
+            raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape {X.shape}; "
+                             "reshape a single feature with X.reshape(-1, 1).")
+        raise ValueError(f"{name} must be {ndim}-d, got shape {X.shape}.")
+    if finite and X.dtype.kind == "f" and X.size and not bool(xp.isfinite(X).all()):  # synchronize! (once, at fit)
+        raise ValueError(f"{name} contains NaN or inf; remove or impute those values first.")
+    return X
+
+
+def _is_sparse(X) -> bool:
+    mod = type(X).__module__
+    return (mod.startswith("scipy.sparse") or mod.startswith("cupyx.scipy.sparse")) and hasattr(X, "tocsr")
+
+
+def _sparse_to(X, xp, dtype):
+    if xp is np:
+        if type(X).__module__.startswith("cupyx"):
+            X = X.get()
+        X = X.tocsr()
+        return X.astype(dtype) if dtype is not None else X
+    import cupyx.scipy.sparse as cps
+
+    if type(X).__module__.startswith("scipy"):
+        X = cps.csr_matrix(X.tocsr())
+    X = X.tocsr()
+    return X.astype(dtype) if dtype is not None else X

@@ -1,0 +1,145 @@
+"""The sampler core: the run driver (burn-in, thinning, chains, monitors, checkpoints) and the estimator base."""
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import gpumcmc
+from gpumcmc.sampling import Estimator, Monitor, NotFittedError, as_data, run
+
+
+class AR(NamedTuple):
+    x: object       # (chain,) current value of each chain
+    steps: int      # iterations done, a plain number in the state
+
+
+class Info(NamedTuple):
+    accepted: object  # (chain,) a per-chain statistic
+
+
+def ar_step(rng, s):
+    z = rng.normal(size=s.x.shape)
+    return AR(0.5 * s.x + z, s.steps + 1), Info(z > 0)
+
+
+def _run(xp, **kw):
+    rng = gpumcmc.random.default_rng(3, backend="numpy" if xp is np else "cupy")
+    kw.setdefault("n_iter", 60)
+    return run(ar_step, AR(xp.zeros(3), 0), rng, collect=lambda s, i: {"x": s.x}, progress=False, **kw)
+
+
+def test_shapes_burn_in_and_thinning(xp):
+    tr = _run(xp, burn_in=10, thin=4, monitors=[Monitor("m", lambda s: s.x, every=7)])
+    assert tr.draws["x"].shape == (3, 15)
+    assert tr.stats["accepted"].shape == (3, 15) and tr.stats["accepted"].dtype == bool
+    its, vals = tr.monitors["m"]
+    assert its.tolist() == [7, 14, 21, 28, 35, 42, 49, 56, 63, 70]
+    assert vals.shape == (10, 3)
+    assert tr.state.steps == 70
+    # The kept draws are iterations 14, 18, ... of the same stream: rerun without thinning and compare.
+    full = _run(xp, burn_in=0, n_iter=70)
+    np.testing.assert_array_equal(tr.draws["x"], full.draws["x"][:, 13::4])
+
+
+def test_ar1_stationary_moments():
+    # AR(1) with coefficient 0.5 and unit noise: stationary variance 4/3. 4 chains x 5,000 draws; the
+    # variance estimate's standard error is about 0.03 (with autocorrelation); a 6-sigma band: budget < 1e-8.
+    rng = gpumcmc.random.default_rng(11, backend="numpy")
+    tr = run(ar_step, AR(np.zeros(4), 0), rng, n_iter=5000, burn_in=50, collect=lambda s, i: {"x": s.x},
+             progress=False)
+    x = tr.draws["x"]
+    assert abs(x.mean()) < 6 * 0.03
+    assert abs(x.var() - 4 / 3) < 6 * 0.03
+
+
+def test_checkpoint_resume_is_bit_for_bit(tmp_path, xp):
+    path = tmp_path / "run.npz"
+    whole = _run(xp, burn_in=5, thin=2, n_iter=40)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(it, state, info):
+        if it == 23:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _run(xp, burn_in=5, thin=2, n_iter=40, checkpoint=path, checkpoint_every=10, callback=interrupt)
+    assert path.exists()
+    resumed = _run(xp, burn_in=5, thin=2, n_iter=40, checkpoint=path, checkpoint_every=10)
+    np.testing.assert_array_equal(resumed.draws["x"], whole.draws["x"])
+    np.testing.assert_array_equal(resumed.stats["accepted"], whole.stats["accepted"])
+    assert resumed.state.steps == whole.state.steps == 45
+
+
+def test_checkpoint_with_other_settings_is_refused(tmp_path):
+    path = tmp_path / "run.npz"
+    _run(np, n_iter=20, checkpoint=path, checkpoint_every=5)
+    with pytest.raises(ValueError, match="n_iter=20"):
+        _run(np, n_iter=30, checkpoint=path)
+    rng = gpumcmc.random.default_rng(4, backend="numpy")
+    with pytest.raises(ValueError, match="seed"):
+        run(ar_step, AR(np.zeros(3), 0), rng, n_iter=20, checkpoint=path, progress=False)
+
+
+@pytest.mark.parametrize("kw, err", [({"n_iter": -1}, ValueError), ({"thin": 0}, ValueError),
+                                     ({"burn_in": 1.5}, TypeError), ({"monitors": [lambda s: 0]}, TypeError)])
+def test_bad_settings(kw, err):
+    with pytest.raises(err):
+        _run(np, **kw)
+
+
+def test_progress_bar_shows_monitor(capsys):
+    rng = gpumcmc.random.default_rng(0, backend="numpy")
+    run(ar_step, AR(np.zeros(2), 0), rng, n_iter=20, progress=True, desc="ar1",
+        monitors=[Monitor("mean_x", lambda s: s.x, every=10)])
+    err = capsys.readouterr().err
+    assert "ar1" in err and "mean_x" in err
+
+
+def test_to_arviz_has_chain_and_draw():
+    pytest.importorskip("arviz")
+    tr = _run(np, n_iter=10)
+    idata = tr.to_arviz()
+    post = idata.posterior if hasattr(idata, "posterior") else idata["posterior"]
+    assert post["x"].shape == (3, 10)
+
+
+class Toy(Estimator):
+    def __init__(self, n_components=2, random_state=None, backend=None):
+        self.n_components = n_components
+        self.random_state = random_state
+        self.backend = backend
+
+    def fit(self, X):
+        self.mean_ = as_data(X, self._xp()).mean(0)
+        return self
+
+
+def test_estimator_params_clone_and_fitted_check():
+    t = Toy(n_components=3, random_state=1)
+    assert t.get_params() == {"backend": None, "n_components": 3, "random_state": 1}
+    assert repr(t) == "Toy(n_components=3, random_state=1)"
+    t.set_params(n_components=4)
+    assert t.n_components == 4
+    with pytest.raises(ValueError, match="no parameter"):
+        t.set_params(k=1)
+    with pytest.raises(NotFittedError):
+        t._check_fitted("mean_")
+    sklearn_base = pytest.importorskip("sklearn.base")
+    c = sklearn_base.clone(t)
+    assert c.get_params() == t.get_params() and c is not t
+
+
+def test_as_data_inputs_and_errors():
+    sp = pytest.importorskip("scipy.sparse")
+    X = sp.random(5, 4, density=0.5, format="csr", random_state=0)
+    np.testing.assert_array_equal(as_data(X, np), X.toarray())
+    assert sp.issparse(as_data(X, np, allow_sparse=True))
+    with pytest.raises(ValueError, match="NaN"):
+        as_data([[1.0, np.nan]], np)
+    with pytest.raises(ValueError, match="reshape"):
+        as_data([1.0, 2.0], np)
+    with pytest.raises(TypeError):
+        as_data([["a", "b"]], np)

@@ -28,6 +28,7 @@ deferred, and :func:`check` only reports what is pending from CuPy calls.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 
 import numpy as np
@@ -154,6 +155,37 @@ def check() -> None:
         call, index = min(found)
         msg = p["messages"][call].replace("{index}", str(index))
         raise ValueError(f"{msg} (the {_ordinal(call + 1)} value check recorded since the last gpumcmc.check())")
+
+
+def checked(fn):
+    """Run a public function so that its value checks cost at most one synchronisation.
+
+    Outside :func:`deferred` blocks, with validation on, the call runs with
+    its checks deferred and the recorded verdicts are read once at the end.
+    Only if one failed is the call repeated with immediate checks, to raise
+    its detailed message (that path may synchronise more: it ends in an error).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not validating() or deferring():
+            return fn(*args, **kwargs)
+        saved = getattr(_state, "pending", None)
+        _state.pending = None
+        try:
+            with deferred():
+                result = fn(*args, **kwargs)
+            try:
+                check()  # synchronize! (once, and only when a CuPy check was recorded)
+            except ValueError as err:
+                _state.pending = None
+                fn(*args, **kwargs)  # raises the detailed message
+                raise err from None
+        finally:
+            _state.pending = saved
+        return result
+
+    return wrapper
 
 
 def _ordinal(n: int) -> str:

@@ -196,7 +196,7 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     if method == "warp":
         V, NJ = warp_shape(K, dt, a, b)
         fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
-                                  defines=(("GPUMCMC_CATWARP_THREADS", THREADS),))
+                                  defines=(("GPUMCMC_CAT_THREADS", THREADS),))
         _loader.launch(fn, n * W, (a, b, rows, cols, _loader.i64(n), _loader.i32(K), *args_tail), block=THREADS)
         return
     if method == "prefix":
@@ -350,6 +350,7 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
     return out
 
 
+@_validate.checked
 def categorical(weights, rng=None, axis: int = -1, method: str = "auto", out=None):
     """Draw one index from each row of unnormalised weights.
 
@@ -392,6 +393,7 @@ def categorical(weights, rng=None, axis: int = -1, method: str = "auto", out=Non
     return _rows_draw("weights", weights, rng, axis, method, out)
 
 
+@_validate.checked
 def categorical_logits(logits, rng=None, axis: int = -1, method: str = "auto", out=None):
     """Draw one index from each row of log-weights (unnormalised log-probabilities).
 
@@ -415,6 +417,7 @@ def categorical_logits(logits, rng=None, axis: int = -1, method: str = "auto", o
     return _rows_draw("logits", logits, rng, axis, method, out)
 
 
+@_validate.checked
 def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto", out=None):
     """For each token ``t``, draw ``k`` with weight ``theta[rows[t], k] * phi[cols[t], k]``.
 

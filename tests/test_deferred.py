@@ -150,3 +150,38 @@ def test_deferred_catches_bad_shapes(cp, kind):
             rng.dirichlet(a.reshape(10, 10))
         with pytest.raises(ValueError):
             gpumcmc.check()
+
+
+@pytest.mark.parametrize("name", ["categorical", "categorical_logits", "categorical_products", "gamma",
+                                  "dirichlet"])
+def test_direct_call_syncs_once_at_the_end(cp, name, monkeypatch):
+    """A direct call reads its checks once: the GPU is still busy when that read starts."""
+    call = _calls(cp)[name]
+    call()
+    cp.cuda.get_current_stream().synchronize()
+    seen = []
+    real = _validate.check
+
+    def counting_check():
+        seen.append(not cp.cuda.get_current_stream().done)
+        return real()
+
+    monkeypatch.setattr(_validate, "check", counting_check)
+    _busy(cp)
+    call()
+    assert seen == [True], f"{name}: {len(seen)} reads of the checks, GPU busy at each: {seen}"
+
+
+def test_direct_call_keeps_its_detailed_message(cp):
+    w = cp.ones((8, 4), cp.float32)
+    w[5] = 0
+    with pytest.raises(ValueError, match="row 5 has no positive weight"):
+        gpumcmc.categorical(w, default_rng(5))
+
+
+def test_numpy_direct_call_never_reads_a_word(monkeypatch):
+    seen = []
+    monkeypatch.setattr(_validate, "check", lambda: seen.append(1))
+    gpumcmc.categorical(np.ones((3, 4)), 0)
+    default_rng(0).gamma(np.ones(5))
+    assert seen == [1, 1]  # called, but with nothing pending it reads nothing

@@ -111,6 +111,7 @@ class Generator:
         low, high = _param(low, xp, u.dtype), _param(high, xp, u.dtype)
         return low + (high - low) * u
 
+    @_validate.checked
     def normal(self, loc=0.0, scale=1.0, size=None, dtype=np.float64):
         """Normals with per-element ``loc`` and ``scale`` (Box-Muller on Philox uniforms).
 
@@ -126,6 +127,7 @@ class Generator:
         return self._standard("normal", size, dtype)[1]
 
     # The gamma family is implemented in _gamma.py (kernels_cu/gamma.cu), Wishart in _wishart.py.
+    @_validate.checked
     def gamma(self, shape, scale=1.0, size=None, dtype=None, log=False):
         """Gamma variates with per-element ``shape`` and ``scale`` (broadcast to ``size``).
 
@@ -146,6 +148,7 @@ class Generator:
         """
         return _gamma.gamma(self, shape, scale, size, dtype, log)
 
+    @_validate.checked
     def beta(self, a, b, size=None, dtype=None):
         """Beta(a, b) variates, per element, as ``Ga / (Ga + Gb)`` computed from log-gammas.
 
@@ -154,6 +157,7 @@ class Generator:
         """
         return _gamma.beta(self, a, b, size, dtype)
 
+    @_validate.checked
     def dirichlet(self, alpha, size=None, dtype=None, log=False):
         """Dirichlet rows: ``alpha`` has shape (..., K), one concentration vector per row.
 
@@ -180,6 +184,7 @@ class Generator:
         _validate.check_positive(scale, "scale")  # synchronize!
         return scale * _gamma.standard_exponential(self, size, dtype, scale)
 
+    @_validate.checked
     def wishart(self, df, scale, size=None, dtype=None):
         """Wishart(df, scale) matrices by the Bartlett decomposition, batched.
 
@@ -192,6 +197,7 @@ class Generator:
         """
         return _wishart.wishart(self, df, scale, size, dtype, inverse=False)
 
+    @_validate.checked
     def invwishart(self, df, scale, size=None, dtype=None):
         """Inverse-Wishart(df, scale) matrices (the inverse of Wishart(df, scale**-1)); see :meth:`wishart`."""
         return _wishart.wishart(self, df, scale, size, dtype, inverse=True)

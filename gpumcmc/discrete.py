@@ -484,19 +484,22 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         raise ValueError("theta and phi have no categories (K = 0); nothing can be drawn.")
     rows_f = rows.reshape(-1)
     cols_f = cols.reshape(-1)
+    # The kernels read theta[rows[t]] and phi[cols[t]] unchecked: a token with an index out of range reads
+    # row 0 instead and gets the sentinel -1, whatever the validation setting.
+    out_r = (rows_f < 0) | (rows_f >= M)
+    out_c = (cols_f < 0) | (cols_f >= V)
+    outside = out_r | out_c
+    if validating() and _defer(xp):
+        for bad, name, size in ((out_r, "rows", M), (out_c, "cols", V)):
+            _validate.report(xp.any(bad), f"{name} must lie in [0, {size}); token {{index}} does not.",
+                             xp.argmax(bad))
+    rows_f = xp.where(outside, 0, rows_f)
+    cols_f = xp.where(outside, 0, cols_f)
     if validating():
         for a, name, size in ((rows_f, "rows", M), (cols_f, "cols", V)):
             if _defer(xp):
-                outside = (a < 0) | (a >= size)
-                _validate.report(xp.any(outside), f"{name} must lie in [0, {size}); token {{index}} does not.",
-                                 xp.argmax(outside))
-                # The kernel must not read out of bounds: bad tokens read row 0 and the error waits for check().
-                a = xp.where(outside, 0, a)
-                if name == "rows":
-                    rows_f = a
-                else:
-                    cols_f = a
                 continue
+            a = rows.reshape(-1) if name == "rows" else cols.reshape(-1)
             lo, hi = int(a.min()), int(a.max())  # synchronize!
             if lo < 0 or hi >= size:
                 raise ValueError(f"{name} must lie in [0, {size}); found values in [{lo}, {hi}].")
@@ -507,12 +510,14 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
                 return theta[rows_f[s:e]] * phi[cols_f[s:e]]
 
             _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out)
+            np.copyto(out.reshape(-1), -1, where=outside)
         else:
             if max(M, V) > np.iinfo(np.int32).max:
                 raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
             _launch("products", method, _loader.contiguous(theta), _loader.contiguous(phi),
                     _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32),
                     n, K, rng.key, offset, out)
+            xp.copyto(out.reshape(-1), -1, where=outside)
     if validating():
         if _defer(xp):
             _report_bad_rows(out, "theta[rows[t]] * phi[cols[t]] of token t = {index} has no finite, positive "

@@ -185,3 +185,16 @@ def test_numpy_direct_call_never_reads_a_word(monkeypatch):
     gpumcmc.categorical(np.ones((3, 4)), 0)
     default_rng(0).gamma(np.ones(5))
     assert seen == [1, 1]  # called, but with nothing pending it reads nothing
+
+
+def test_products_out_of_range_index_gives_minus_one_with_validation_off(xp):
+    theta = xp.ones((3, 4))
+    phi = xp.ones((5, 4))
+    rows = xp.asarray([0, 3, 1, -1, 2])
+    cols = xp.asarray([0, 1, 5, 2, 4])
+    with gpumcmc.validation(False):
+        z = gpumcmc.to_host(gpumcmc.categorical_products(theta, phi, rows, cols, default_rng(6)))
+    assert list(z[[1, 2, 3]]) == [-1, -1, -1]
+    assert (z[[0, 4]] >= 0).all()
+    with pytest.raises(ValueError, match="rows must lie"):
+        gpumcmc.categorical_products(theta, phi, rows, cols, default_rng(6))

@@ -17,7 +17,12 @@
     Tristan (PPoPP 2017), and the one-warp-per-row "warp" method beside them;
     the notes give the speed-up over the transpose.
 
-Every gpumcmc call runs with validation off (no device synchronisation).
+(d) The default path, as users call it (validation on), beside validation
+    off, by CUDA events and by the wall clock of back-to-back calls:
+    categorical 2**20 x 1024 float32 "auto", and categorical_products with
+    the LDA sizes at K = 1024 in token_order and sorted by document.
+
+Sections (a)-(c) run with validation off; (d) gives the price of the checks.
 """
 
 from __future__ import annotations
@@ -189,9 +194,40 @@ def _curve(bench, gpumcmc):
             _free(bench)
 
 
+def _default_path(bench, gpumcmc):
+    from ._validation_cost import compare
+
+    cp = bench.cupy
+    n = 1 << (14 if bench.small else 20)
+    K = 1024
+    w = cp.random.default_rng(5).random((n, K), dtype=np.float32)
+    rng = gpumcmc.random.default_rng(5, backend="cupy")
+    out = cp.empty(n, dtype=np.int64)
+    compare(bench, f"validation cost: categorical n={n} K={K} float32 auto",
+            lambda: gpumcmc.categorical(w, rng, out=out), n, bytes_moved=n * K * 4 + n * 8,
+            params={"n": n, "K": K, "dtype": "float32"})
+    del w, out
+    _free(bench)
+    scale = 16 if bench.small else 1
+    M, V, T = (LDA[k] // scale for k in ("M", "V", "T"))
+    for order in ("tiles", "document"):
+        theta, phi, rows, cols = _lda(bench, T, M, V, K, np.float32, order="tiles" if order == "tiles" else "word")
+        if order == "document":
+            perm = cp.argsort(rows, kind="stable")
+            rows, cols = rows[perm], cols[perm]
+        out = cp.empty(T, dtype=np.int64)
+        compare(bench, f"validation cost: categorical_products T={T} K={K} float32, "
+                       f"{'token_order' if order == 'tiles' else 'sorted by document'}",
+                lambda: gpumcmc.categorical_products(theta, phi, rows, cols, rng, out=out), T,
+                bytes_moved=(M + V) * K * 4 + T * 16, params={"tokens": T, "K": K, "order": order})
+        del theta, phi, rows, cols, out
+        _free(bench)
+
+
 def run(bench) -> None:
     import gpumcmc
 
+    _default_path(bench, gpumcmc)
     with gpumcmc.validation(False):
         _materialised(bench, gpumcmc)
         _fused(bench, gpumcmc)

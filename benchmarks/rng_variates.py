@@ -120,8 +120,28 @@ def _dirichlet_cases(bench, gpumcmc, rows, k):
         del alpha
 
 
+def _default_path(bench, gpumcmc, n, rows):
+    """Validation on (the default) beside off: gamma with per-element shapes, and Dirichlet rows x 256."""
+    from ._validation_cost import compare
+
+    cp = bench.cupy
+    rng = gpumcmc.random.default_rng(7, backend="cupy")
+    shape = cp.random.default_rng(7).uniform(0.1, 10.0, n).astype(np.float32)
+    compare(bench, f"validation cost: gamma n={n} shapes in (0.1, 10) float32", lambda: rng.gamma(shape), n,
+            bytes_moved=8 * n, params={"n": n, "dtype": "float32"})
+    del shape
+    cp.get_default_memory_pool().free_all_blocks()
+    alpha = cp.random.default_rng(8).uniform(0.1, 10.0, (rows, 256)).astype(np.float32)
+    compare(bench, f"validation cost: dirichlet {rows} x 256 float32", lambda: rng.dirichlet(alpha), rows * 256,
+            bytes_moved=8 * rows * 256, params={"rows": rows, "k": 256, "dtype": "float32"})
+    del alpha
+    cp.get_default_memory_pool().free_all_blocks()
+
+
 def run(bench) -> None:
     import gpumcmc
+
+    _default_path(bench, gpumcmc, 1 << (20 if bench.small else 26), 4096 if bench.small else 65_536)
 
     _gamma_cases(bench, gpumcmc, 1 << (20 if bench.small else 26))
     bench.cupy.get_default_memory_pool().free_all_blocks()

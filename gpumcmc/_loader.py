@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
+    "CTYPE",
     "KernelCompileError",
     "PackedLaunch",
     "compile_options",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 STD = "-std=c++17"
+CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}  # template argument per dtype
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 

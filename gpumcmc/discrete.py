@@ -102,7 +102,7 @@ _TBL_WORDS = (W - 1) * (W + 1)  # butterfly table, padded rows (kernel's TBL_STR
 _SMEM_BUDGET = 48 * 1024  # block prefixes go to global scratch beyond this
 _SRC = {"weights": 0, "logits": 1, "products": 2}
 _METHOD_ID = {"transpose": 1, "butterfly": 2}
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_CTYPE = _loader.CTYPE
 _NAMES = tuple(
     f"cat_prefix<{t}, {s}>" for t in ("float", "double") for s in (0, 1, 2)
 ) + tuple(

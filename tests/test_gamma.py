@@ -16,7 +16,7 @@ from scipy import special, stats
 
 import gpumcmc
 from conftest import ALPHA, to_np
-from gpumcmc.random import _gamma, _philox, default_rng, gamma_from_buffers
+from gpumcmc.random import _gamma, _philox, default_rng, gamma_from_buffers, philox4x32
 
 SHAPES = [1e-6, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.5, 100.0, 1e4]
 # Below shape 0.5 most draws of G are tiny (float32 G underflows to 0 below ~0.01),
@@ -114,7 +114,7 @@ def _manual_first_trial(a, i, key, off, dtype):
     """G from the counter layout documented in _gamma.py, trial 0 only (None if it rejects)."""
     def words(x, j):
         ctr = np.array([x & 0xFFFFFFFF, (x >> 32) | (j << 8), off & 0xFFFFFFFF, off >> 32], np.uint32)
-        return [np.uint64(w) for w in _philox.philox4x32(ctr, np.array(key, np.uint32))]
+        return [np.uint64(w) for w in philox4x32(ctr, np.array(key, np.uint32))]
 
     t = dtype.type
     p, h = i // 2, i % 2  # the pair and the half

@@ -8,6 +8,6 @@ caller supplies.
 
 from ._buffered import gamma_from_buffers
 from ._generator import Generator, default_rng
-from ._philox import philox4x32
+from ._fill import philox4x32
 
 __all__ = ["Generator", "default_rng", "gamma_from_buffers", "philox4x32"]

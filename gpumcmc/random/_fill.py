@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _loader
-from ._philox import block_words, box_muller, u01_f32, u01_f64, u01_f64_from32
+from ._philox import block_words, box_muller, philox_rounds, u01_f32, u01_f64, u01_f64_from32
 
 FILE = "random_fill.cu"
 _NAMES = (
@@ -32,7 +32,7 @@ _NAMES = (
     "fill_exponential<float>",
     "fill_exponential<double>",
 )
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_CTYPE = _loader.CTYPE
 # Blocks per chunk on the CPU: bounds the temporaries to a few tens of MB.
 _CHUNK = 1 << 18
 
@@ -108,3 +108,40 @@ def philox_words_gpu(counter, key):
         fn = _loader.get_function(FILE, "philox_words", _NAMES)
         _loader.launch(fn, n, (ctr, k, out, _loader.i64(n)))
     return out.reshape(shape)
+
+
+def philox4x32(counter, key):
+    """Philox4x32-10 of ``counter`` (uint32, shape (..., 4)) under ``key`` (uint32, shape (..., 2)).
+
+    Leading axes broadcast against each other. Returns uint32 words of shape
+    (..., 4). CuPy inputs run the CUDA kernel of ``kernels_cu/philox.cuh``;
+    NumPy inputs run this module's twin, and both give the same words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.random import philox4x32
+    >>> [f"{w:08x}" for w in philox4x32(np.zeros(4, np.uint32), np.zeros(2, np.uint32))]
+    ['6627e8d5', 'e169c58d', 'bc57ac4c', '9b00dbd8']
+    """
+    from ..backend import get_array_module
+
+    xp = get_array_module(counter, key)
+    counter = xp.asarray(counter)
+    key = xp.asarray(key)
+    for name, a, last in (("counter", counter, 4), ("key", key, 2)):
+        if a.dtype != np.uint32:
+            raise TypeError(
+                f"philox4x32 needs a uint32 {name}, got {a.dtype}; convert it with "
+                f".astype(numpy.uint32) after checking the values fit in 32 bits."
+            )
+        if a.ndim < 1 or a.shape[-1] != last:
+            raise ValueError(f"philox4x32 needs a {name} of shape (..., {last}), got {a.shape}.")
+    shape = np.broadcast_shapes(counter.shape[:-1], key.shape[:-1])
+    counter = xp.broadcast_to(counter, shape + (4,))
+    key = xp.broadcast_to(key, shape + (2,))
+    if xp is not np:
+        return philox_words_gpu(counter, key)
+    c = [counter[..., i].astype(np.uint64) for i in range(4)]
+    out = philox_rounds(*c, key[..., 0].astype(np.uint64), key[..., 1].astype(np.uint64))
+    return np.stack(out, axis=-1).astype(np.uint32)

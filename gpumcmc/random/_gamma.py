@@ -73,7 +73,7 @@ _NAMES = tuple(
     for name in (f"gamma_draw<{t}, false>", f"gamma_draw<{t}, true>", f"beta_draw<{t}>", f"lse_rows<{t}>",
                  f"dirichlet_draw<{t}>")
 )
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_CTYPE = _loader.CTYPE
 
 MAX_ATTEMPTS = 1 << 22  # GPUMCMC_GAMMA_MAX_ATTEMPTS: never reached for valid shapes
 INDEX_LIMIT = 1 << 40  # element indices must stay below 2**40 (the counter holds 2**40 j + i)

@@ -28,6 +28,7 @@ __all__ = [
     "CTYPE",
     "KernelCompileError",
     "PackedLaunch",
+    "packed_format",
     "compile_options",
     "get_function",
     "kernel_dir",
@@ -264,6 +265,47 @@ class PackedLaunch:
         buf, _, _, extra = self._buffers()
         self._struct.pack_into(buf, 0, *values)
         cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, block, 1, 1, 0, stream_ptr, 0, extra)
+
+
+_PARAM_CODES = {"long long": "q", "unsigned long long": "Q", "unsigned int": "I", "int": "i", "float": "f",
+                "double": "d"}
+
+
+def packed_format(filename: str, kernel: str, T: str, directory: Path | None = None) -> str:
+    """The :class:`PackedLaunch` format of ``kernel``'s parameters, read from its source.
+
+    ``T`` is the C type that the template parameter ``T`` stands for. Raises
+    ValueError on a parameter type it does not know, so a hand-written format
+    can be checked against the kernel's current signature before any launch.
+    """
+    text = ((directory or kernel_dir()) / filename).read_text()
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text)
+    if m is None:
+        raise ValueError(f"no __global__ {kernel}( in {filename}")
+    start = depth = m.end()
+    depth = 1
+    i = start
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    fmt, offset = "<", 0
+    for param in text[start:i - 1].split(","):
+        words = [w for w in re.sub(r"\*", " * ", param).split() if w not in ("const", "__restrict__")]
+        if "*" in words:
+            code = "Q"
+        else:
+            ctype = " ".join(words[:-1])
+            ctype = T if ctype == "T" else ctype
+            if ctype not in _PARAM_CODES:
+                raise ValueError(f"{kernel}: parameter {param.strip()!r} has a type packed_format does not know")
+            code = _PARAM_CODES[ctype]
+        size = struct.calcsize("<" + code)
+        pad = -offset % size
+        if pad:
+            fmt += f"{pad}x"
+        fmt += code
+        offset += pad + size
+    return fmt
 
 
 def i32(x) -> np.int32:

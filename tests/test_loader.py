@@ -107,3 +107,23 @@ def test_gamma_draw_arguments_pack_as_the_kernel_lays_them_out(dtype):
     packed = struct.pack(fmt, *values)
     c = layout.from_buffer_copy(packed)
     assert [getattr(c, name) for name, _ in params] == values
+
+
+def test_gamma_packed_arguments_match_the_kernel_signature():
+    """The hand-packed gamma_draw argument struct is checked against gamma.cu before any launch."""
+    import numpy as np
+
+    from gpumcmc import _loader
+    from gpumcmc.random import _gamma
+
+    for dt, ctype in ((np.float32, "float"), (np.float64, "double")):
+        assert _gamma._GAMMA_ARGS[np.dtype(dt)] == _loader.packed_format("gamma.cu", "gamma_draw", ctype)
+
+
+def test_packed_format_follows_a_changed_signature(tmp_path):
+    from gpumcmc import _loader
+
+    (tmp_path / "k.cu").write_text("template <typename T>\n__global__ void __launch_bounds__(128)\n"
+                                   "k(const T* __restrict__ a, int n, T x, long long m) { }\n")
+    assert _loader.packed_format("k.cu", "k", "float", tmp_path) == "<Qifq"
+    assert _loader.packed_format("k.cu", "k", "double", tmp_path) == "<Qi4xdq"

@@ -405,6 +405,10 @@ def _gamma_plan(device: int, dtype):
         sms = _loader.sm_count()
         bs, bd = _loader.resident_blocks(fs, _BLOCK) * sms, _loader.resident_blocks(fd, _BLOCK) * sms
         fmt = _GAMMA_ARGS[np.dtype(dtype)]
+        expected = _loader.packed_format(FILE, "gamma_draw", _CTYPE[np.dtype(dtype)])
+        if fmt != expected:  # a launch with this format would pass wrong arguments
+            raise RuntimeError(f"gamma_draw's parameters in {FILE} changed: they pack as {expected}, "
+                               f"but _GAMMA_ARGS says {fmt}; update _GAMMA_ARGS.")
         plan = _plans[key] = (_loader.PackedLaunch(fs, fmt), bs, _loader.PackedLaunch(fd, fmt), bd,
                               bd * (_BLOCK // 32))
     return plan

@@ -198,3 +198,13 @@ def test_products_out_of_range_index_gives_minus_one_with_validation_off(xp):
     assert (z[[0, 4]] >= 0).all()
     with pytest.raises(ValueError, match="rows must lie"):
         gpumcmc.categorical_products(theta, phi, rows, cols, default_rng(6))
+
+
+def test_generator_categorical_is_gpumcmc_categorical(xp):
+    w = xp.asarray(np.random.default_rng(0).random((50, 7)))
+    a = gpumcmc.to_host(default_rng(9).categorical(w))
+    b = gpumcmc.to_host(gpumcmc.categorical(w, default_rng(9)))
+    np.testing.assert_array_equal(a, b)
+    la = gpumcmc.to_host(default_rng(9).categorical_logits(xp.log(w)))
+    lb = gpumcmc.to_host(gpumcmc.categorical_logits(xp.log(w), default_rng(9)))
+    np.testing.assert_array_equal(la, lb)

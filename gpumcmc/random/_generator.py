@@ -126,6 +126,29 @@ class Generator:
         """Standard normals; see :meth:`normal`."""
         return self._standard("normal", size, dtype)[1]
 
+    def categorical(self, weights, axis: int = -1, method: str = "auto", out=None):
+        """One index per row of unnormalised ``weights``: :func:`gpumcmc.categorical` with this generator.
+
+        ``rng.categorical(w)`` and ``gpumcmc.categorical(w, rng)`` are the same
+        call and give the same draws.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from gpumcmc.random import default_rng
+        >>> default_rng(0).categorical(np.array([[0.0, 1.0], [1.0, 0.0]])).tolist()
+        [1, 0]
+        """
+        from ..discrete import categorical
+
+        return categorical(weights, self, axis=axis, method=method, out=out)
+
+    def categorical_logits(self, logits, axis: int = -1, method: str = "auto", out=None):
+        """One index per row of unnormalised log-weights: :func:`gpumcmc.categorical_logits` with this generator."""
+        from ..discrete import categorical_logits
+
+        return categorical_logits(logits, self, axis=axis, method=method, out=out)
+
     # The gamma family is implemented in _gamma.py (kernels_cu/gamma.cu), Wishart in _wishart.py.
     @_validate.checked
     def gamma(self, shape, scale=1.0, size=None, dtype=None, log=False):

@@ -163,3 +163,23 @@ def test_fit_gpu_planted(cp):
     X, theta, phi = _corpus()
     m = LDA(5, n_iter=30, burn_in=60, random_state=0, progress=False, backend="cupy").fit(X)
     assert _tv_matched(m.components_, phi).max() < 0.1
+
+
+def test_fused_counts_twin():
+    rng = np.random.default_rng(1)
+    rows, cols, z = rng.integers(0, 7, 400), rng.integers(0, 9, 400), rng.integers(0, 3, 400)
+    ndk, nkw = lda_mod.fused_counts(rows, cols, z, 7, 9, 3)
+    np.testing.assert_array_equal(ndk, lda_mod.counts(rows, z, 7, 3))
+    np.testing.assert_array_equal(nkw, lda_mod.counts(cols, z, 9, 3).T)
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])
+def test_fused_counts_gpu(cp, idx_dtype):
+    rng = np.random.default_rng(2)
+    T, M, V, K = 300_000, 1000, 3000, 64
+    rows, cols = rng.integers(0, M, T).astype(idx_dtype), rng.integers(0, V, T).astype(idx_dtype)
+    z = rng.integers(0, K, T)
+    got = lda_mod.fused_counts(cp.asarray(rows), cp.asarray(cols), cp.asarray(z), M, V, K)
+    ref = lda_mod.counts_twin(rows.astype(np.int64), cols.astype(np.int64), z, M, V, K)
+    np.testing.assert_array_equal(cp.asnumpy(got[0]), ref[0])
+    np.testing.assert_array_equal(cp.asnumpy(got[1]), ref[1])

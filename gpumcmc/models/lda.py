@@ -4,8 +4,8 @@ One sweep, for every token at once:
 
 1. ``z_t ~ Cat(theta[d_t] * phi[w_t])`` with :func:`gpumcmc.categorical_products`,
    the tokens in the cache-friendly :func:`gpumcmc.token_order` (computed once);
-2. the counts ``n_dk`` and ``n_wk`` (one bincount each over ``row * K + z``:
-   no tokens x K array is built);
+2. the counts ``n_dk`` and ``n_kw`` in one kernel over the token stream
+   (global atomics; no tokens x K array is built), ``n_kw`` topic-major;
 3. ``theta_d ~ Dir(alpha + n_d.)`` and ``phi_k ~ Dir(beta + n_.k)`` with the
    batched log-space Dirichlet of :meth:`gpumcmc.random.Generator.dirichlet`.
 
@@ -143,6 +143,38 @@ def counts(rows, z, n_rows: int, K: int):
     return xp.bincount(rows * K + z, minlength=n_rows * K).reshape(n_rows, K)
 
 
+_NAMES = ("lda_counts<long long>", "lda_counts<int>")
+
+
+def counts_twin(rows, cols, z, M: int, V: int, K: int):
+    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_kw (K, V))`` as int32."""
+    ndk = np.bincount(rows * K + z, minlength=M * K).astype(np.int32).reshape(M, K)
+    nkw = np.bincount(z * V + cols, minlength=K * V).astype(np.int32).reshape(K, V)
+    return ndk, nkw
+
+
+def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
+    """``(n_dk (M, K), n_kw (K, V))`` int32 in one pass over the tokens (one kernel on the GPU).
+
+    ``out`` is an optional pair of int32 arrays to reuse (they are zeroed here).
+    """
+    xp = _backend.get_array_module(rows)
+    if xp is np:
+        return counts_twin(rows, cols, z, M, V, K)
+    from .. import _loader
+
+    if out is None:
+        out = (xp.zeros((M, K), np.int32), xp.zeros((K, V), np.int32))
+    else:
+        out[0].fill(0)
+        out[1].fill(0)
+    name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
+    fn = _loader.get_function("lda.cu", name, _NAMES)
+    _loader.launch(fn, int(rows.size), (_loader.contiguous(rows), _loader.contiguous(cols), _loader.contiguous(z),
+                                       out[0], out[1], _loader.i64(rows.size), _loader.i32(K), _loader.i64(V)))
+    return out
+
+
 def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     """One sweep: z for every token, counts, then theta and (unless ``fixed_phi``) phi."""
     xp = _backend.get_array_module(state.theta)
@@ -151,10 +183,9 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     M, K = theta.shape
     V = phi.shape[0]
     z = categorical_products(theta, phi, data.rows, data.cols, rng)
-    ndk = counts(data.rows, z, M, K)
+    ndk, nkw = fused_counts(data.rows, data.cols, z, M, V, K)
     theta = rng.dirichlet((ndk + data.alpha).astype(dtype), dtype=dtype)
     if not fixed_phi:
-        nkw = counts(data.cols, z, V, K).T
         phi = xp.ascontiguousarray(rng.dirichlet((nkw + data.beta).astype(dtype), dtype=dtype).T)
     keep = (state.it >= data.burn_in).astype(dtype)
     phi_sum = state.phi_sum + keep * phi if not fixed_phi else state.phi_sum

@@ -184,9 +184,9 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     V = phi.shape[0]
     z = categorical_products(theta, phi, data.rows, data.cols, rng)
     ndk, nkw = fused_counts(data.rows, data.cols, z, M, V, K)
-    theta = rng.dirichlet((ndk + data.alpha).astype(dtype), dtype=dtype)
+    theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype)
     if not fixed_phi:
-        phi = xp.ascontiguousarray(rng.dirichlet((nkw + data.beta).astype(dtype), dtype=dtype).T)
+        phi = xp.ascontiguousarray(rng.dirichlet(xp.add(nkw, dtype.type(data.beta), dtype=dtype), dtype=dtype).T)
     keep = (state.it >= data.burn_in).astype(dtype)
     phi_sum = state.phi_sum + keep * phi if not fixed_phi else state.phi_sum
     theta_sum = state.theta_sum + keep * theta

@@ -8,6 +8,14 @@
 //
 // Twin: gpumcmc/models/lda.py (counts_twin).
 
+// Tokens in token_order run word by word, so neighbouring lanes often add to
+// the same (topic, word) cell once topics have formed; with
+// GPUMCMC_LDA_AGGREGATE (default 1) the lanes of a warp that share a cell
+// add once, through their leader, with the count of lanes.
+#ifndef GPUMCMC_LDA_AGGREGATE
+#define GPUMCMC_LDA_AGGREGATE 1
+#endif
+
 #ifndef GPUMCMC_LDA_BLOCK
 #define GPUMCMC_LDA_BLOCK 256
 #endif
@@ -19,7 +27,13 @@ __global__ void lda_counts(const I* __restrict__ rows, const I* __restrict__ col
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < T; t += stride) {
         const long long k = z[t];
         atomicAdd(ndk + (long long)rows[t] * K + k, 1);
-        atomicAdd(nkw + k * V + (long long)cols[t], 1);
+        const long long key = k * V + (long long)cols[t];
+#if GPUMCMC_LDA_AGGREGATE
+        const unsigned int peers = __match_any_sync(__activemask(), (unsigned long long)key);
+        if ((threadIdx.x & 31) == (unsigned int)(__ffs(peers) - 1)) atomicAdd(nkw + key, __popc(peers));
+#else
+        atomicAdd(nkw + key, 1);
+#endif
     }
 }
 

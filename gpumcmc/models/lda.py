@@ -193,9 +193,10 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     return LDAState(theta[None], phi[None], phi_sum, theta_sum, state.it + 1), LDAInfo()
 
 
-def log_likelihood(theta, phi, rows, cols, chunk: int = 1 << 16):
+def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
     """``sum_t log sum_k theta[d_t, k] phi[w_t, k]`` in chunks (no tokens x K array)."""
     xp = _backend.get_array_module(theta)
+    chunk = chunk or max(4096, (1 << 25) // theta.shape[1])
     total = xp.zeros((), np.float64)
     for s in range(0, int(rows.size), chunk):
         r, c = rows[s:s + chunk], cols[s:s + chunk]

@@ -4,6 +4,8 @@ The statistical checks use fixed seeds; each bound is loose enough that a
 correct sampler misses it with probability far below ALPHA (tests/conftest.py).
 """
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -183,3 +185,35 @@ def test_fused_counts_gpu(cp, idx_dtype):
     ref = lda_mod.counts_twin(rows.astype(np.int64), cols.astype(np.int64), z, M, V, K)
     np.testing.assert_array_equal(cp.asnumpy(got[0]), ref[0])
     np.testing.assert_array_equal(cp.asnumpy(got[1]), ref[1])
+
+
+def test_checkpoint_resume_bit_for_bit(tmp_path):
+    from gpumcmc.sampling import run
+
+    X, _, _ = _corpus(M=40, V=50, K=3, length=30, seed=6)
+    rows, cols, M, V = lda_mod.tokens_from(X, np)
+
+    def fresh():
+        rng = default_rng(3, backend="numpy")
+        data, state = lda_mod.init(rng, rows, cols, M, V, 3, 0.3, 0.3, "float64")
+        return rng, functools.partial(lda_mod.step, data=data), state
+
+    rng, step, state = fresh()
+    straight = run(step, state, rng, 6, progress=False).state
+    path = tmp_path / "lda.ckpt"
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_4(i, s, info):
+        if i >= 4:
+            raise Stop
+
+    rng, step, state = fresh()
+    with pytest.raises(Stop):
+        run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2, callback=stop_at_4)
+    assert any(tmp_path.iterdir()), "no checkpoint was written before the interruption"
+    rng, step, state = fresh()
+    resumed = run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2).state
+    np.testing.assert_array_equal(resumed.phi, straight.phi)
+    np.testing.assert_array_equal(resumed.theta, straight.theta)

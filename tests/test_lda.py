@@ -217,3 +217,14 @@ def test_checkpoint_resume_bit_for_bit(tmp_path):
     resumed = run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2).state
     np.testing.assert_array_equal(resumed.phi, straight.phi)
     np.testing.assert_array_equal(resumed.theta, straight.theta)
+
+
+def test_estimator_checkpoint(tmp_path):
+    X, _, _ = _corpus(M=40, V=50, K=3, length=30, seed=7)
+    kw = dict(n_iter=4, burn_in=2, random_state=1, progress=False, backend="numpy")
+    a = LDA(3, **kw).fit(X).components_
+    b = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
+    assert any(tmp_path.iterdir())
+    c = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)

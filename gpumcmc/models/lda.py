@@ -212,6 +212,9 @@ class LDA(Estimator):
     ``doc_topic_prior`` (alpha) and ``topic_word_prior`` (beta) default to
     ``1 / n_components``. ``n_iter`` sweeps are kept after ``burn_in``;
     ``components_`` and ``doc_topic_`` are posterior means over kept sweeps.
+    ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps;
+    fitting again with the same path and data resumes where it stopped, with
+    the same draws as an uninterrupted fit. One chain is run.
 
     Examples
     --------
@@ -226,7 +229,7 @@ class LDA(Estimator):
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
-                 backend=None):
+                 backend=None, checkpoint=None, checkpoint_every=100):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -238,6 +241,8 @@ class LDA(Estimator):
         self.dtype = dtype
         self.progress = progress
         self.backend = backend
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
 
     def _priors(self):
         K = int(self.n_components)
@@ -266,7 +271,8 @@ class LDA(Estimator):
 
         trace = run(functools.partial(step, data=data), state, rng, int(self.n_iter), burn_in=int(self.burn_in),
                     monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
-                    progress=self.progress, desc="LDA")
+                    progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
+                    checkpoint_every=int(self.checkpoint_every))
         s = trace.state
         n_kept = max(int(self.n_iter), 1)
         self.trace_ = trace

@@ -112,7 +112,9 @@ def synthetic_lda_corpus(n_docs=1000, n_words=5000, n_tokens=None, doc_length=10
     conc = xp.asarray(np.maximum(topic_concentration * V * f, 1e-3))
     phi = rng.dirichlet(xp.broadcast_to(conc, (K, V)).copy(), dtype=np.float64)
     theta = rng.dirichlet(xp.full((M, K), float(doc_topic_prior)), dtype=np.float64)
-    rows = xp.repeat(xp.arange(M, dtype=np.int64), xp.asarray(lengths))
+    # Document of each token: its position among the documents' end offsets (CuPy's repeat takes no array).
+    ends = xp.asarray(np.cumsum(lengths))
+    rows = xp.searchsorted(ends, xp.arange(int(lengths.sum()), dtype=np.int64), side="right").astype(np.int64)
     # Topic of each token, then its word, by inverse CDF on row-offset cumulative sums: row r's CDF
     # lies in [r, r + 1], so one searchsorted over the flattened (rows, K) CDF serves every row.
     T = int(lengths.sum())

@@ -14,6 +14,13 @@ gpumcmc is run for several sweep counts to say how many uncollapsed sweeps
     python -m benchmarks.lda_quality [--small] [--backend numpy|cupy] [--out results/]
 
 writes ``lda_quality-<backend>.json``. CPU timings on a shared host are inflated.
+
+Measured on a shared 2-core CPU, NumPy backend, K = 20 (results/lda_quality-numpy-cpu.json):
+held-out perplexity of uncollapsed Gibbs after 200 / 400 / 800 / 1600 sweeps is 1455 / 1440 /
+1419 / 1411 (22 / 40 / 81 / 177 s); lda's collapsed Gibbs after 500 sweeps 1446 (8.1 s);
+scikit-learn's batch variational 1569 (2.7 s); tomotopy 1835 (1.8 s; its figure is suspiciously
+high and may reflect how its word ids are mapped back here). Uncollapsed Gibbs matches 500
+collapsed sweeps after about 400 sweeps, and beats them from 800 on.
 """
 
 from __future__ import annotations

@@ -1,0 +1,166 @@
+"""Uncollapsed LDA: the full Gibbs iteration (z, counts, theta, phi) as a user runs it.
+
+Corpora (synthetic, drawn from the LDA model with Zipf word frequencies by
+``gpumcmc.datasets.synthetic_lda_corpus`` on the GPU):
+
+* "paper": Steele & Tristan's shape, M = 43,556 documents, V = 37,286 words,
+  3,072,662 tokens (small: 16x fewer of each);
+* "nytimes": 300,000 documents, 101,000 words, 100 M tokens, UCI NYTimes' size
+  (skipped when small).
+
+K in {64, 256, 1024}. gpumcmc is timed through the run driver, progress off,
+10 sweeps per call, float32 (items: tokens x sweeps). Peak GPU memory is the
+CuPy pool's high-water mark over the fit.
+
+Peers: a plain-CuPy implementation of the same sweep (gather -> cumsum ->
+search in chunks of tokens, bincount counts, cupy.random.gamma Dirichlet);
+tomotopy (collapsed Gibbs, 1 worker) and ``lda`` (collapsed Gibbs) per
+iteration on the CPU, on the Reuters subset (395 documents, 84,010 tokens):
+a different corpus and the host's CPU, said in their notes.
+
+Floor: bytes of one sweep over the copy bandwidth: the z-draw reads rows and
+cols and theta, phi once, writes z; the count kernel reads rows, cols, z and
+updates both tables; the Dirichlet draws read the counts and write theta and
+phi (phi twice more for its transpose).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+SWEEPS = 10
+
+
+def _corpus(cp, M, V, T, seed):
+    from gpumcmc.datasets import synthetic_lda_corpus
+
+    rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=T, n_components=100, zipf=1.0, random_state=seed,
+                                            backend="cupy")
+    return rows, cols
+
+
+def _floor_bytes(M, V, T, K, f=4):
+    zdraw = T * (8 + 8 + 8) + (M + V) * K * f
+    counts = T * 24 + (M + V) * K * 4 * 2
+    dirichlet = (M + V) * K * (4 + f) + 2 * V * K * f
+    return zdraw + counts + dirichlet
+
+
+def _cupy_sweep(cp, theta, phi, rows, cols, alpha, beta, chunk=1 << 18):
+    """The same sweep in plain CuPy: gather products, cumsum, search; bincount; gamma Dirichlet."""
+    M, K = theta.shape
+    V = phi.shape[0]
+    z = cp.empty(rows.size, cp.int64)
+    for s in range(0, rows.size, chunk):
+        p = theta[rows[s:s + chunk]] * phi[cols[s:s + chunk]]
+        c = cp.cumsum(p, axis=1)
+        u = cp.random.random_sample(c.shape[0], dtype=cp.float32)[:, None] * c[:, -1:]
+        z[s:s + chunk] = cp.minimum((c < u).sum(axis=1), K - 1)
+    ndk = cp.bincount(rows * K + z, minlength=M * K).reshape(M, K)
+    nkw = cp.bincount(z * V + cols, minlength=K * V).reshape(K, V)
+    g = cp.random.standard_gamma(ndk + alpha, dtype=cp.float32)
+    theta = g / g.sum(1, keepdims=True)
+    g = cp.random.standard_gamma(nkw + beta, dtype=cp.float32)
+    phi = cp.ascontiguousarray((g / g.sum(1, keepdims=True)).T)
+    return theta, phi
+
+
+def _cpu_peers(bench):
+    try:
+        from gpumcmc.datasets import load_reuters
+
+        X, _, _ = load_reuters()
+    except Exception as exc:  # lda not installed
+        bench.record("reuters-cpu K=64", "lda (CPU)", None, 0, note=f"Reuters unavailable: {exc}"[:200])
+        return
+    T = int(X.sum())
+    for K in (64, 256):
+        case = f"reuters-cpu K={K}"
+        try:
+            import lda
+
+            m = lda.LDA(n_topics=K, n_iter=20, random_state=0)
+            t0 = time.perf_counter()
+            m.fit(X)
+            ms = (time.perf_counter() - t0) * 1e3 / 20
+            bench.record(case, "lda collapsed Gibbs (CPU)", ms, T, params={"K": K},
+                         note="per iteration on the host CPU, Reuters subset (84,010 tokens), incl. setup")
+        except Exception as exc:
+            bench.record(case, "lda collapsed Gibbs (CPU)", None, T, note=f"{type(exc).__name__}: {exc}"[:200])
+        try:
+            import tomotopy as tp
+
+            mdl = tp.LDAModel(k=K, seed=0)
+            Xc = X.tocsr()
+            for d in range(Xc.shape[0]):
+                s, e = Xc.indptr[d], Xc.indptr[d + 1]
+                words = [str(w) for w, c in zip(Xc.indices[s:e], Xc.data[s:e]) for _ in range(int(c))]
+                if words:
+                    mdl.add_doc(words)
+            mdl.train(0, workers=1)
+            t0 = time.perf_counter()
+            mdl.train(20, workers=1)
+            ms = (time.perf_counter() - t0) * 1e3 / 20
+            bench.record(case, "tomotopy collapsed Gibbs (CPU, 1 worker)", ms, T, params={"K": K},
+                         note="per iteration on the host CPU, Reuters subset (84,010 tokens)")
+        except Exception as exc:
+            bench.record(case, "tomotopy collapsed Gibbs (CPU, 1 worker)", None, T,
+                         note=f"{type(exc).__name__}: {exc}"[:200])
+
+
+def run(bench):
+    from gpumcmc.models import lda as L
+    from gpumcmc.random import default_rng
+    from gpumcmc.sampling import run as drive
+
+    cp = bench.cupy
+    pool = cp.get_default_memory_pool()
+    corpora = [("paper", 43_556, 37_286, 3_072_662)]
+    if bench.small:
+        corpora = [("paper-small", 43_556 // 16, 37_286 // 16, 3_072_662 // 16)]
+    else:
+        corpora.append(("nytimes", 300_000, 101_000, 100_000_000))
+    for name, M, V, T in corpora:
+        t0 = time.perf_counter()
+        rows, cols = _corpus(cp, M, V, T, seed=1)
+        cp.cuda.Stream.null.synchronize()
+        gen_s = time.perf_counter() - t0
+        T = int(rows.size)
+        for K in (64, 256, 1024):
+            case = f"{name} T={T} K={K}"
+            alpha = beta = 1.0 / K
+            rng = default_rng(0, backend="cupy")
+            pool.free_all_blocks()
+            base = pool.total_bytes()
+            data, state = L.init(rng, rows, cols, M, V, K, alpha, beta, "float32", burn_in=0)
+            step = functools.partial(L.step, data=data)
+            holder = {"s": state}
+
+            def fit():
+                holder["s"] = drive(step, holder["s"], rng, SWEEPS, progress=False).state
+
+            try:
+                ms = bench.time(fit)
+            except Exception as exc:
+                bench.record(case, "gpumcmc LDA (driver)", None, T * SWEEPS, note=f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            peak = pool.total_bytes() - base
+            bench.record(case, "gpumcmc LDA (driver)", ms, T * SWEEPS,
+                         bytes_moved=SWEEPS * _floor_bytes(M, V, T, K), params={"K": K, "M": M, "V": V},
+                         note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
+                              f"corpus; corpus generated in {gen_s:.2f} s")
+            del data, state, holder, step
+            pool.free_all_blocks()
+            if T <= 5_000_000:
+                th = cp.full((M, K), 1.0 / K, cp.float32)
+                ph = cp.full((V, K), 1.0 / V, cp.float32)
+                bench.peer(case, "plain CuPy sweep", T, lambda: _cupy_sweep(cp, th, ph, rows, cols, alpha, beta),
+                           params={"K": K})
+                del th, ph
+                pool.free_all_blocks()
+        del rows, cols
+        pool.free_all_blocks()
+    _cpu_peers(bench)

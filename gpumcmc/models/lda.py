@@ -1,0 +1,330 @@
+"""Latent Dirichlet allocation by uncollapsed Gibbs sampling.
+
+One sweep, for every token at once:
+
+1. ``z_t ~ Cat(theta[d_t] * phi[w_t])`` with :func:`gpumcmc.categorical_products`,
+   the tokens in the cache-friendly :func:`gpumcmc.token_order` (computed once);
+2. the counts ``n_dk`` and ``n_kw`` in one kernel over the token stream
+   (global atomics; no tokens x K array is built), ``n_kw`` topic-major;
+3. ``theta_d ~ Dir(alpha + n_d.)`` and ``phi_k ~ Dir(beta + n_.k)`` with the
+   batched log-space Dirichlet of :meth:`gpumcmc.random.Generator.dirichlet`.
+
+``phi`` is stored word-major, shape (V, K), as the z-draw reads it; the
+Dirichlet over words is drawn per topic on the transposed (K, V) counts.
+
+The functional layer (:func:`init`, :func:`step`) follows the sampler core's
+conventions; this model runs one chain (the chain axis has length 1): a
+second chain of LDA is best run as an independent fit.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backend as _backend
+from ..discrete import categorical_products, token_order
+from ..sampling import Estimator, Monitor, run, to_arviz
+from ..sampling._estimator import _is_sparse
+
+__all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood"]
+
+
+class LDAData(NamedTuple):
+    """The corpus as a token stream (in ``token_order``) and the priors."""
+
+    rows: object      # (T,) int64 document of each token
+    cols: object      # (T,) int64 word of each token
+    n_docs: int
+    n_words: int
+    alpha: float
+    beta: float
+    burn_in: int
+
+
+class LDAState(NamedTuple):
+    """Arrays lead with the chain axis (length 1)."""
+
+    theta: object     # (1, M, K) document-topic proportions
+    phi: object       # (1, V, K) word-major topic-word distributions
+    phi_sum: object   # (1, V, K) sum of phi over kept sweeps
+    theta_sum: object  # (1, M, K) sum of theta over kept sweeps
+    it: object        # (1,) int64 sweeps done
+
+
+class LDAInfo(NamedTuple):
+    pass
+
+
+def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
+    """``(rows, cols, n_docs, n_words)`` from counts or a list of token-id arrays, checked once."""
+    if isinstance(X, (list, tuple)) and (len(X) == 0 or not np.isscalar(X[0])):
+        if len(X) == 0:
+            raise ValueError(f"{name} is an empty corpus; pass at least one document.")
+        docs = [np.asarray(_backend.to_host(d) if hasattr(d, "get") else d).ravel() for d in X]
+        for d in docs:
+            if d.size and (d.dtype.kind not in "iu"):
+                if d.dtype.kind != "f" or not np.all(np.isfinite(d)) or np.any(d != np.round(d)):
+                    raise ValueError(f"{name} token ids must be integers; convert the documents to "
+                                     "integer arrays of word ids.")
+            if d.size and d.min() < 0:
+                raise ValueError(f"{name} has negative token ids; word ids must be in 0..n_words-1.")
+        lengths = np.array([d.size for d in docs], dtype=np.int64)
+        cols = np.concatenate([d.astype(np.int64) for d in docs]) if lengths.sum() else np.zeros(0, np.int64)
+        rows = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+        V = int(cols.max()) + 1 if cols.size else 0
+        if n_words is not None:
+            if V > n_words:
+                raise ValueError(f"{name} has word id {V - 1} but the model has {n_words} words; "
+                                 "use the vocabulary the model was fitted with.")
+            V = n_words
+        M = len(docs)
+    else:
+        if _is_sparse(X):
+            S = X.tocoo()
+            data, r, c = S.data, S.row, S.col
+            M, V = S.shape
+            if hasattr(data, "get"):
+                data, r, c = data.get(), r.get(), c.get()
+            data, r, c = np.asarray(data), np.asarray(r, np.int64), np.asarray(c, np.int64)
+        else:
+            A = np.asarray(_backend.to_host(X) if hasattr(X, "get") else X)
+            if A.ndim != 2:
+                raise ValueError(f"{name} must be a 2-d (n_docs, n_words) count matrix or a list of "
+                                 f"token-id arrays, got shape {A.shape}.")
+            if A.dtype.kind not in "biuf":
+                raise TypeError(f"{name} must hold counts, got dtype {A.dtype}.")
+            M, V = A.shape
+            r, c = np.nonzero(A)
+            data = A[r, c]
+        if data.dtype.kind == "f":
+            if not np.all(np.isfinite(data)):
+                raise ValueError(f"{name} contains NaN or inf; counts must be finite non-negative integers.")
+            if np.any(data != np.round(data)):
+                raise ValueError(f"{name} has non-integer counts; pass word counts (e.g. from "
+                                 "sklearn's CountVectorizer), not TF-IDF weights.")
+        if data.size and data.min() < 0:
+            raise ValueError(f"{name} has negative counts; counts must be non-negative integers.")
+        if n_words is not None and V != n_words:
+            raise ValueError(f"{name} has {V} columns but the model was fitted on {n_words} words; "
+                             "build X with the same vocabulary (e.g. the same fitted CountVectorizer).")
+        data = data.astype(np.int64)
+        rows = np.repeat(r.astype(np.int64), data)
+        cols = np.repeat(c.astype(np.int64), data)
+        order = np.lexsort((cols, rows))
+        rows, cols = rows[order], cols[order]
+    if M == 0 or rows.size == 0:
+        raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
+    return xp.asarray(rows), xp.asarray(cols), int(M), int(V)
+
+
+def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: float, beta: float,
+         dtype="float32", burn_in: int = 0, order: bool = True):
+    """``(data, state)``: the token stream in ``token_order`` and theta, phi drawn from the prior."""
+    xp = _backend.get_array_module(rows)
+    dtype = np.dtype(dtype)
+    K = int(n_components)
+    if order and rows.size:
+        perm = token_order(rows, cols, K, dtype)
+        rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
+    data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in))
+    theta = rng.dirichlet(xp.full((n_docs, K), alpha, dtype=dtype), dtype=dtype)
+    phi = xp.ascontiguousarray(rng.dirichlet(xp.full((K, n_words), beta, dtype=dtype), dtype=dtype).T)
+    state = LDAState(theta[None], phi[None], xp.zeros((1, n_words, K), dtype), xp.zeros((1, n_docs, K), dtype),
+                     xp.zeros(1, np.int64))
+    return data, state
+
+
+def counts(rows, z, n_rows: int, K: int):
+    """``n[r, k]`` = number of tokens with row ``r`` and topic ``k`` (bincount of ``rows * K + z``)."""
+    xp = _backend.get_array_module(rows)
+    return xp.bincount(rows * K + z, minlength=n_rows * K).reshape(n_rows, K)
+
+
+_NAMES = ("lda_counts<long long>", "lda_counts<int>")
+
+
+def counts_twin(rows, cols, z, M: int, V: int, K: int):
+    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_kw (K, V))`` as int32."""
+    ndk = np.bincount(rows * K + z, minlength=M * K).astype(np.int32).reshape(M, K)
+    nkw = np.bincount(z * V + cols, minlength=K * V).astype(np.int32).reshape(K, V)
+    return ndk, nkw
+
+
+def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
+    """``(n_dk (M, K), n_kw (K, V))`` int32 in one pass over the tokens (one kernel on the GPU).
+
+    ``out`` is an optional pair of int32 arrays to reuse (they are zeroed here).
+    """
+    xp = _backend.get_array_module(rows)
+    if xp is np:
+        return counts_twin(rows, cols, z, M, V, K)
+    from .. import _loader
+
+    if out is None:
+        out = (xp.zeros((M, K), np.int32), xp.zeros((K, V), np.int32))
+    else:
+        out[0].fill(0)
+        out[1].fill(0)
+    name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
+    fn = _loader.get_function("lda.cu", name, _NAMES)
+    _loader.launch(fn, int(rows.size), (_loader.contiguous(rows), _loader.contiguous(cols), _loader.contiguous(z),
+                                       out[0], out[1], _loader.i64(rows.size), _loader.i32(K), _loader.i64(V)))
+    return out
+
+
+def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
+    """One sweep: z for every token, counts, then theta and (unless ``fixed_phi``) phi."""
+    xp = _backend.get_array_module(state.theta)
+    theta, phi = state.theta[0], state.phi[0]
+    dtype = theta.dtype
+    M, K = theta.shape
+    V = phi.shape[0]
+    z = categorical_products(theta, phi, data.rows, data.cols, rng)
+    ndk, nkw = fused_counts(data.rows, data.cols, z, M, V, K)
+    theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype)
+    if not fixed_phi:
+        phi = xp.ascontiguousarray(rng.dirichlet(xp.add(nkw, dtype.type(data.beta), dtype=dtype), dtype=dtype).T)
+    keep = (state.it >= data.burn_in).astype(dtype)
+    phi_sum = state.phi_sum + keep * phi if not fixed_phi else state.phi_sum
+    theta_sum = state.theta_sum + keep * theta
+    return LDAState(theta[None], phi[None], phi_sum, theta_sum, state.it + 1), LDAInfo()
+
+
+def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
+    """``sum_t log sum_k theta[d_t, k] phi[w_t, k]`` in chunks (no tokens x K array)."""
+    xp = _backend.get_array_module(theta)
+    chunk = chunk or max(4096, (1 << 25) // theta.shape[1])
+    total = xp.zeros((), np.float64)
+    for s in range(0, int(rows.size), chunk):
+        r, c = rows[s:s + chunk], cols[s:s + chunk]
+        p = (theta[r] * phi[c]).sum(axis=1, dtype=np.float64)
+        total = total + xp.log(xp.maximum(p, 1e-300)).sum()
+    return total
+
+
+class LDA(Estimator):
+    """Latent Dirichlet allocation by uncollapsed Gibbs sampling, on the GPU or NumPy.
+
+    Parameters follow scikit-learn's ``LatentDirichletAllocation``:
+    ``doc_topic_prior`` (alpha) and ``topic_word_prior`` (beta) default to
+    ``1 / n_components``. ``n_iter`` sweeps are kept after ``burn_in``;
+    ``components_`` and ``doc_topic_`` are posterior means over kept sweeps.
+    ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps;
+    fitting again with the same path and data resumes where it stopped, with
+    the same draws as an uninterrupted fit. One chain is run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models import LDA
+    >>> X = np.random.default_rng(0).poisson(1.0, size=(20, 30))
+    >>> lda = LDA(n_components=3, n_iter=20, burn_in=10, random_state=0, progress=False, backend="numpy")
+    >>> theta = lda.fit_transform(X)
+    >>> theta.shape, lda.components_.shape
+    ((20, 3), (3, 30))
+    """
+
+    def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
+                 transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
+                 backend=None, checkpoint=None, checkpoint_every=100):
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.transform_iter = transform_iter
+        self.monitor_every = monitor_every
+        self.random_state = random_state
+        self.dtype = dtype
+        self.progress = progress
+        self.backend = backend
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+
+    def _priors(self):
+        K = int(self.n_components)
+        if K < 1:
+            raise ValueError(f"n_components must be a positive integer, got {self.n_components}.")
+        a = 1.0 / K if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        b = 1.0 / K if self.topic_word_prior is None else float(self.topic_word_prior)
+        if not (a > 0 and b > 0):
+            raise ValueError("doc_topic_prior and topic_word_prior must be positive.")
+        return K, a, b
+
+    def fit(self, X, y=None):
+        self.fit_transform(X)
+        return self
+
+    def fit_transform(self, X, y=None):
+        K, a, b = self._priors()
+        xp = self._xp()
+        rng = self._make_rng()
+        rows, cols, M, V = tokens_from(X, xp)
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in))
+        n_tok = int(rows.size)
+
+        def ll(s):
+            return float(log_likelihood(s.theta[0], s.phi[0], data.rows, data.cols)) / n_tok
+
+        trace = run(functools.partial(step, data=data), state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+                    monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
+                    progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
+                    checkpoint_every=int(self.checkpoint_every))
+        s = trace.state
+        n_kept = max(int(self.n_iter), 1)
+        self.trace_ = trace
+        self.n_features_in_ = V
+        self.n_tokens_ = n_tok
+        self.phi_ = s.phi_sum[0] / n_kept                      # (V, K) on the backend
+        self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
+        self.doc_topic_ = _backend.to_host(s.theta_sum[0] / n_kept)
+        it, vals = trace.monitors["loglik_per_token"]
+        self.loglik_trace_ = (np.asarray(it), np.asarray(vals))
+        return self.doc_topic_
+
+    def _theta(self, X):
+        self._check_fitted("phi_")
+        K, a, b = self._priors()
+        xp = _backend.get_array_module(self.phi_)
+        rng = self._make_rng()
+        rows, cols, M, V = tokens_from(X, xp, n_words=self.n_features_in_)
+        n_b = max(1, int(self.transform_iter) // 2)
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)
+        state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None])
+        for _ in range(n_b + max(1, int(self.transform_iter) - n_b)):
+            state, _ = step(rng, state, data, fixed_phi=True)
+        theta = state.theta_sum[0] / max(1, int(self.transform_iter) - n_b)
+        return theta, data
+
+    def transform(self, X):
+        """Doc-topic distributions of new documents, averaged over Gibbs sweeps of theta with phi fixed."""
+        return _backend.to_host(self._theta(X)[0])
+
+    def score(self, X, y=None):
+        """Total log-likelihood of ``X`` under the fitted topics (theta sampled by :meth:`transform`)."""
+        theta, data = self._theta(X)
+        return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, data.rows, data.cols))
+
+    def perplexity(self, X):
+        """``exp(-log-likelihood per token)`` of ``X``."""
+        theta, data = self._theta(X)
+        ll = float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, data.rows, data.cols))
+        return float(np.exp(-ll / int(data.rows.size)))
+
+    def top_words(self, vocab=None, n=10):
+        """The ``n`` most probable words of each topic (indices when ``vocab`` is None)."""
+        self._check_fitted("components_")
+        idx = np.argsort(-self.components_, axis=1)[:, :n]
+        if vocab is None:
+            return idx.tolist()
+        vocab = np.asarray(vocab)
+        return [list(vocab[i]) for i in idx]
+
+    def to_arviz(self):
+        """Log-likelihood trace as ArviZ data (the monitor's values, one chain)."""
+        self._check_fitted("trace_")
+        _, vals = self.loglik_trace_
+        return to_arviz({"loglik_per_token": np.asarray(vals, dtype=float)[None]})

@@ -1,0 +1,230 @@
+"""LDA by uncollapsed Gibbs: planted topics, inputs, CPU/GPU agreement, estimator conventions.
+
+The statistical checks use fixed seeds; each bound is loose enough that a
+correct sampler misses it with probability far below ALPHA (tests/conftest.py).
+"""
+
+import functools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+
+from gpumcmc.datasets import load_reuters, synthetic_lda_corpus
+from gpumcmc.models import LDA
+from gpumcmc.models import lda as lda_mod
+from gpumcmc.random import default_rng
+
+
+def _corpus(M=300, V=200, K=5, length=100, seed=1):
+    r, c, theta, phi = synthetic_lda_corpus(M, V, doc_length=length, n_components=K, topic_concentration=0.05,
+                                            random_state=seed, backend="numpy")
+    X = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(M, V))
+    return X, theta, phi
+
+
+def _tv_matched(a, b):
+    tv = 0.5 * np.abs(a[:, None, :] - b[None]).sum(-1)
+    i, j = linear_sum_assignment(tv)
+    return tv[i, j]
+
+
+def test_planted_topics_recovered():
+    X, theta, phi = _corpus()
+    m = LDA(5, n_iter=30, burn_in=60, monitor_every=30, random_state=0, progress=False, backend="numpy").fit(X)
+    tv = _tv_matched(m.components_, phi)
+    # Planted topics are 0.59..0.84 apart in total variation; recovered ones are within ~0.03.
+    assert tv.max() < 0.1, tv
+    assert np.allclose(m.components_.sum(1), 1, atol=1e-4)
+    it, ll = m.loglik_trace_
+    assert ll[-1] > ll[0] and np.all(np.isfinite(ll))
+
+
+def test_transform_perplexity_score_top_words():
+    X, theta, phi = _corpus(M=120, V=80, K=3, length=60, seed=2)
+    m = LDA(3, n_iter=20, burn_in=30, transform_iter=20, monitor_every=25, random_state=0, progress=False,
+            backend="numpy")
+    doc = m.fit_transform(X)
+    assert doc.shape == (120, 3) and np.allclose(doc.sum(1), 1, atol=1e-4)
+    new = m.transform(X[:10])
+    assert new.shape == (10, 3) and np.allclose(new.sum(1), 1, atol=1e-4)
+    # New theta agrees with the fitted one for the same documents (topics matched already by phi).
+    assert np.abs(new - doc[:10]).sum(1).mean() < 0.5
+    p = m.perplexity(X)
+    assert 1 < p < 80  # uniform over 80 words gives 80
+    assert np.isclose(m.score(X), -np.log(p) * X.sum(), rtol=0.05)
+    vocab = [f"w{i}" for i in range(80)]
+    tw = m.top_words(vocab, 4)
+    assert len(tw) == 3 and all(len(t) == 4 and t[0] in vocab for t in tw)
+    assert m.to_arviz().posterior["loglik_per_token"].shape[0] == 1
+
+
+def test_inputs_agree():
+    X, _, _ = _corpus(M=30, V=40, K=2, length=20, seed=3)
+    dense = X.toarray().astype(np.int64)
+    dense[0, -1] += 1  # a list of token ids infers V from the largest id
+    X = sp.csr_matrix(dense)
+    docs = [np.repeat(np.arange(40), dense[d]) for d in range(30)]
+    kw = dict(n_iter=3, burn_in=2, random_state=5, progress=False, backend="numpy")
+    a = LDA(2, **kw).fit(X).components_
+    b = LDA(2, **kw).fit(dense).components_
+    c = LDA(2, **kw).fit(docs).components_
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+
+
+def test_empty_documents_take_the_prior():
+    X = np.zeros((4, 6), np.int64)
+    X[0, :3] = 2
+    X[2, 3:] = 1
+    doc = LDA(2, n_iter=5, burn_in=0, random_state=0, progress=False, backend="numpy").fit_transform(X)
+    assert np.all(np.isfinite(doc)) and np.allclose(doc.sum(1), 1, atol=1e-5)
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.array([[1, -1], [0, 2]]), "negative"),
+    (np.array([[1.0, np.nan], [0, 2]]), "NaN"),
+    (np.array([[1.5, 1], [0, 2]]), "non-integer"),
+    (np.zeros((3, 4)), "empty corpus"),
+    ([], "empty corpus"),
+])
+def test_bad_input(X, match):
+    with pytest.raises(ValueError, match=match):
+        LDA(2, n_iter=1, burn_in=0, progress=False, backend="numpy").fit(X)
+
+
+def test_transform_vocabulary_mismatch():
+    m = LDA(2, n_iter=2, burn_in=0, progress=False, backend="numpy").fit(np.ones((3, 5), np.int64))
+    with pytest.raises(ValueError, match="same vocabulary"):
+        m.transform(np.ones((2, 6), np.int64))
+
+
+def test_sklearn_clone():
+    from sklearn.base import clone
+
+    m = LDA(7, doc_topic_prior=0.3, n_iter=11, random_state=2)
+    c = clone(m)
+    assert c.get_params() == m.get_params() and c is not m
+
+
+def test_reuters_loads():
+    X, vocab, titles = load_reuters()
+    assert X.shape == (395, 4258) and len(vocab) == 4258 and len(titles) == 395
+
+
+def test_uci_bow(tmp_path):
+    import gzip
+
+    from gpumcmc.datasets import load_uci_bow
+
+    with gzip.open(tmp_path / "docword.t.txt.gz", "wt") as f:
+        f.write("2\n3\n3\n1 1 2\n1 3 1\n2 2 4\n")
+    (tmp_path / "vocab.t.txt").write_text("a\nb\nc\n")
+    X, vocab = load_uci_bow(tmp_path / "docword.t.txt.gz", tmp_path / "vocab.t.txt")
+    assert vocab == ["a", "b", "c"]
+    np.testing.assert_array_equal(X.toarray(), [[2, 0, 1], [0, 4, 0]])
+
+
+def test_counts_twin():
+    rng = np.random.default_rng(0)
+    rows, z = rng.integers(0, 7, 500), rng.integers(0, 4, 500)
+    n = lda_mod.counts(rows, z, 7, 4)
+    ref = np.zeros((7, 4), np.int64)
+    np.add.at(ref, (rows, z), 1)
+    np.testing.assert_array_equal(n, ref)
+
+
+def _one_sweep(xp_name):
+    X, _, _ = _corpus(M=50, V=60, K=4, length=40, seed=4)
+    from gpumcmc import backend as B
+
+    xp = B.get_backend(xp_name)
+    rng = default_rng(11, backend=xp_name)
+    rows, cols, M, V = lda_mod.tokens_from(X, xp)
+    data, state = lda_mod.init(rng, rows, cols, M, V, 4, 0.25, 0.25, "float64")
+    state, _ = lda_mod.step(rng, state, data)
+    return B.to_host(state.theta), B.to_host(state.phi)
+
+
+def test_cpu_gpu_one_sweep(cp):
+    t0, p0 = _one_sweep("numpy")
+    t1, p1 = _one_sweep("cupy")
+    np.testing.assert_allclose(t1, t0, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(p1, p0, rtol=1e-6, atol=1e-12)
+
+
+def test_counts_gpu(cp):
+    rng = np.random.default_rng(0)
+    rows, z = rng.integers(0, 1000, 100_000), rng.integers(0, 256, 100_000)
+    got = lda_mod.counts(cp.asarray(rows), cp.asarray(z), 1000, 256)
+    np.testing.assert_array_equal(cp.asnumpy(got), lda_mod.counts(rows, z, 1000, 256))
+
+
+def test_fit_gpu_planted(cp):
+    X, theta, phi = _corpus()
+    m = LDA(5, n_iter=30, burn_in=60, random_state=0, progress=False, backend="cupy").fit(X)
+    assert _tv_matched(m.components_, phi).max() < 0.1
+
+
+def test_fused_counts_twin():
+    rng = np.random.default_rng(1)
+    rows, cols, z = rng.integers(0, 7, 400), rng.integers(0, 9, 400), rng.integers(0, 3, 400)
+    ndk, nkw = lda_mod.fused_counts(rows, cols, z, 7, 9, 3)
+    np.testing.assert_array_equal(ndk, lda_mod.counts(rows, z, 7, 3))
+    np.testing.assert_array_equal(nkw, lda_mod.counts(cols, z, 9, 3).T)
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])
+def test_fused_counts_gpu(cp, idx_dtype):
+    rng = np.random.default_rng(2)
+    T, M, V, K = 300_000, 1000, 3000, 64
+    rows, cols = rng.integers(0, M, T).astype(idx_dtype), rng.integers(0, V, T).astype(idx_dtype)
+    z = rng.integers(0, K, T)
+    got = lda_mod.fused_counts(cp.asarray(rows), cp.asarray(cols), cp.asarray(z), M, V, K)
+    ref = lda_mod.counts_twin(rows.astype(np.int64), cols.astype(np.int64), z, M, V, K)
+    np.testing.assert_array_equal(cp.asnumpy(got[0]), ref[0])
+    np.testing.assert_array_equal(cp.asnumpy(got[1]), ref[1])
+
+
+def test_checkpoint_resume_bit_for_bit(tmp_path):
+    from gpumcmc.sampling import run
+
+    X, _, _ = _corpus(M=40, V=50, K=3, length=30, seed=6)
+    rows, cols, M, V = lda_mod.tokens_from(X, np)
+
+    def fresh():
+        rng = default_rng(3, backend="numpy")
+        data, state = lda_mod.init(rng, rows, cols, M, V, 3, 0.3, 0.3, "float64")
+        return rng, functools.partial(lda_mod.step, data=data), state
+
+    rng, step, state = fresh()
+    straight = run(step, state, rng, 6, progress=False).state
+    path = tmp_path / "lda.ckpt"
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_4(i, s, info):
+        if i >= 4:
+            raise Stop
+
+    rng, step, state = fresh()
+    with pytest.raises(Stop):
+        run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2, callback=stop_at_4)
+    assert any(tmp_path.iterdir()), "no checkpoint was written before the interruption"
+    rng, step, state = fresh()
+    resumed = run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2).state
+    np.testing.assert_array_equal(resumed.phi, straight.phi)
+    np.testing.assert_array_equal(resumed.theta, straight.theta)
+
+
+def test_estimator_checkpoint(tmp_path):
+    X, _, _ = _corpus(M=40, V=50, K=3, length=30, seed=7)
+    kw = dict(n_iter=4, burn_in=2, random_state=1, progress=False, backend="numpy")
+    a = LDA(3, **kw).fit(X).components_
+    b = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
+    assert any(tmp_path.iterdir())
+    c = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)

@@ -60,7 +60,8 @@ class Model(NamedTuple):
     m : (p,) float64 prior mean (centred coordinates); kappa0 = 1 / gamma.
     psi0 : (p, p) float64, ``nu Phi``; df0 = nu + p + 1.
     a, b : the Gamma(shape a, rate b) prior of alpha.
-    k : the number of components; chunk : rows per kernel launch;
+    k : the number of components; chunk : rows per launch of the probability (BEM) kernel;
+    sample_rows : rows per launch of the Gibbs indicator kernel (all rows unless chunk_size is given);
     stats_rows : rows per block of the sufficient-statistics products.
     y_blocks : cached ``[1, x, x_a x_b (a <= b)]`` row blocks, or None.
     """
@@ -75,6 +76,7 @@ class Model(NamedTuple):
     b: float
     k: int
     chunk: int
+    sample_rows: int
     stats_rows: int
     y_blocks: object
 
@@ -177,10 +179,12 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     gpu = xp is not np
     if chunk_size is None:
         chunk = default_chunk(n, k, chains, dtype.itemsize, gpu)
+        sample_rows = n if gpu else chunk  # the kernel stores nothing per (row, component)
     else:
         chunk = int(chunk_size)
         if chunk < 1:
             raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}.")
+        sample_rows = chunk
     stats_rows = default_chunk(n, k, chains, dtype.itemsize, gpu)
     q = 1 + p + p * (p + 1) // 2
     cache_bytes = (1 << 30 if gpu else 1 << 28) if cache_bytes is None else cache_bytes
@@ -188,7 +192,7 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     if n * q * dtype.itemsize <= cache_bytes:
         y_blocks = [_y_block(xc[s:s + stats_rows], xp) for s in range(0, n, stats_rows)]
     return Model(xc, center, xp.asarray(m), 1.0 / gamma, xp.asarray(nu * phi), nu + p + 1.0, a, b, int(k),
-                 chunk, stats_rows, y_blocks)
+                 chunk, sample_rows, stats_rows, y_blocks)
 
 
 def _y_block(xb, xp):
@@ -423,8 +427,9 @@ def make_step(model: Model):
             offset = rng.advance()
             z = state.z
             lse = xp.empty((chains, n), dtype=x.dtype)
-            for s in range(0, n, model.chunk):
-                assign(x, state.params, s, min(model.chunk, n - s), MODE_SAMPLE, rng.key, offset, z=z, lse=lse)
+            for s in range(0, n, model.sample_rows):
+                assign(x, state.params, s, min(model.sample_rows, n - s), MODE_SAMPLE, rng.key, offset,
+                       z=z, lse=lse)
             loglik = lse.astype(np.float64).mean(axis=1)
             counts, s1, s2 = gibbs_stats(model, z)
             # (2) NIW draws; empty components draw from the prior.

@@ -34,6 +34,16 @@
 #ifndef MIX_BLOCK
 #define MIX_BLOCK 256
 #endif
+#ifndef MIX_ROWS
+#define MIX_ROWS 2  // data points per thread: each component value read from shared memory serves all
+#endif
+#define MIX_QP (((MIX_Q) + 3) / 4 * 4)
+#ifndef MIX_STATS_ROWS
+#define MIX_STATS_ROWS 2048  // sorted rows per block of the statistics kernel
+#endif
+#ifndef MIX_STATS_BLOCK
+#define MIX_STATS_BLOCK 128  // at least 1 + P + P(P+1)/2 threads (Python sets it)
+#endif
 
 #define MIX_SAMPLE 0
 #define MIX_ARGMAX 1
@@ -68,79 +78,189 @@ __global__ void __launch_bounds__(MIX_BLOCK) mixture_logits(
     T* __restrict__ lse,           // (chains, n_total) or null
     T* __restrict__ resp,          // (chains, K, m) or null (mode RESP)
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi) {
-    __shared__ T tile[MIX_TILE * MIX_Q];
+    // Tile rows padded to a multiple of 4 values and 16-byte aligned, so that
+    // the broadcast loads of one component's values can be vectorised.
+    __shared__ __align__(16) T tile[MIX_TILE * MIX_QP];
     const long long chain = blockIdx.y;
     const T* pc = params + chain * (long long)K * MIX_Q;
     const long long K4 = (K + 3) / 4;
     const uint2 key = make_uint2(k0, k1);
     const T NEG_INF = neg_inf<T>();
+    const long long stride = (long long)gridDim.x * blockDim.x * MIX_ROWS;
 
-    for (long long base = (long long)blockIdx.x * blockDim.x; base < m; base += (long long)gridDim.x * blockDim.x) {
-        const long long i = base + threadIdx.x;  // row within the chunk
-        const bool active = i < m;
-        const long long gi = start + (active ? i : 0);  // global data index
-        T xr[MIX_P];
+    for (long long base = (long long)blockIdx.x * blockDim.x * MIX_ROWS; base < m; base += stride) {
+        // Thread rows: base + threadIdx.x + rr * blockDim.x, rr < MIX_ROWS.
+        long long gi[MIX_ROWS];
+        bool act[MIX_ROWS];
+        T xr[MIX_ROWS][MIX_P];
+        T best[MIX_ROWS], mx[MIX_ROWS], s[MIX_ROWS];
+        int best_j[MIX_ROWS];
+        unsigned long long ctr0[MIX_ROWS];
+        uint4 words[MIX_ROWS];
+        bool any = false;
 #pragma unroll
-        for (int c = 0; c < MIX_P; ++c) xr[c] = active ? x[gi * MIX_P + c] : T(0);
-
-        T best = NEG_INF;   // largest score (logit + Gumbel, or logit)
-        int best_j = 0;
-        T mx = NEG_INF;     // running max of logits
-        T s = T(0);         // running sum of exp(l - mx)
-        const unsigned long long ctr0 = (unsigned long long)(chain * n_total + gi) * (unsigned long long)K4;
-        uint4 words = make_uint4(0u, 0u, 0u, 0u);
+        for (int rr = 0; rr < MIX_ROWS; ++rr) {
+            const long long i = base + threadIdx.x + (long long)rr * blockDim.x;
+            act[rr] = i < m;
+            any |= act[rr];
+            gi[rr] = start + (act[rr] ? i : 0);
+#pragma unroll
+            for (int c = 0; c < MIX_P; ++c) xr[rr][c] = act[rr] ? x[gi[rr] * MIX_P + c] : T(0);
+            best[rr] = NEG_INF;
+            best_j[rr] = 0;
+            mx[rr] = NEG_INF;
+            s[rr] = T(0);
+            ctr0[rr] = (unsigned long long)(chain * n_total + gi[rr]) * (unsigned long long)K4;
+            words[rr] = make_uint4(0u, 0u, 0u, 0u);
+        }
 
         for (int j0 = 0; j0 < K; j0 += MIX_TILE) {
             const int nt = min(MIX_TILE, K - j0);
             __syncthreads();
-            for (int t = threadIdx.x; t < nt * MIX_Q; t += blockDim.x) tile[t] = pc[(long long)j0 * MIX_Q + t];
+            for (int t = threadIdx.x; t < nt * MIX_Q; t += blockDim.x) {
+                const int jj = t / MIX_Q;
+                tile[jj * MIX_QP + (t - jj * MIX_Q)] = pc[(long long)j0 * MIX_Q + t];
+            }
             __syncthreads();
-            if (!active) continue;
+            if (!any) continue;
             for (int jj = 0; jj < nt; ++jj) {
                 const int j = j0 + jj;
-                const T* pj = tile + jj * MIX_Q;
-                T q = T(0);
+                const T* pj = tile + jj * MIX_QP;
+                T q[MIX_ROWS];
+#pragma unroll
+                for (int rr = 0; rr < MIX_ROWS; ++rr) q[rr] = T(0);
                 int o = 1 + MIX_P;
 #pragma unroll
                 for (int r = 0; r < MIX_P; ++r) {
-                    T y = -pj[1 + r];
+                    T y[MIX_ROWS];
+                    const T br = pj[1 + r];
 #pragma unroll
-                    for (int c = 0; c <= r; ++c) y = fma(pj[o + c], xr[c], y);
+                    for (int rr = 0; rr < MIX_ROWS; ++rr) y[rr] = -br;
+#pragma unroll
+                    for (int c = 0; c <= r; ++c) {
+                        const T u = pj[o + c];
+#pragma unroll
+                        for (int rr = 0; rr < MIX_ROWS; ++rr) y[rr] = fma(u, xr[rr][c], y[rr]);
+                    }
                     o += r + 1;
-                    q = fma(y, y, q);
+#pragma unroll
+                    for (int rr = 0; rr < MIX_ROWS; ++rr) q[rr] = fma(y[rr], y[rr], q[rr]);
                 }
-                const T l = pj[0] - T(0.5) * q;
-                if (mode == MIX_RESP) resp[(chain * K + j) * m + i] = l;
-                if (l > mx) {  // online log-sum-exp (skips -inf logits of cut-back components)
-                    s = s * exp_(mx - l) + T(1);
-                    mx = l;
-                } else if (l > NEG_INF) {
-                    s += exp_(l - mx);
-                }
-                T score = l;
-                if (mode == MIX_SAMPLE) {
-                    if ((j & 3) == 0) words = gpumcmc::philox4x32_10(
-                        gpumcmc::philox_counter(ctr0 + (unsigned long long)(j >> 2), off_lo, off_hi), key);
-                    const unsigned int w = (j & 3) == 0 ? words.x : (j & 3) == 1 ? words.y : (j & 3) == 2 ? words.z : words.w;
-                    const T u = (T)gpumcmc::u01_f32(w);
-                    score = l - log_(-log_(u));
-                }
-                if (score > best) {
-                    best = score;
-                    best_j = j;
+                const T cj = pj[0];
+#pragma unroll
+                for (int rr = 0; rr < MIX_ROWS; ++rr) {
+                    const T l = cj - T(0.5) * q[rr];
+                    if (mode == MIX_RESP && act[rr])
+                        resp[(chain * K + j) * m + (gi[rr] - start)] = l;
+                    if (l > mx[rr]) {  // online log-sum-exp (skips -inf logits of cut-back components)
+                        s[rr] = s[rr] * exp_(mx[rr] - l) + T(1);
+                        mx[rr] = l;
+                    } else if (l > NEG_INF) {
+                        s[rr] += exp_(l - mx[rr]);
+                    }
+                    T score = l;
+                    if (mode == MIX_SAMPLE) {
+                        if ((j & 3) == 0)
+                            words[rr] = gpumcmc::philox4x32_10(
+                                gpumcmc::philox_counter(ctr0[rr] + (unsigned long long)(j >> 2), off_lo, off_hi), key);
+                        const unsigned int w = (j & 3) == 0 ? words[rr].x : (j & 3) == 1 ? words[rr].y
+                                             : (j & 3) == 2 ? words[rr].z : words[rr].w;
+                        const T u = (T)gpumcmc::u01_f32(w);
+                        score = l - log_(-log_(u));
+                    }
+                    if (score > best[rr]) {
+                        best[rr] = score;
+                        best_j[rr] = j;
+                    }
                 }
             }
         }
-        if (!active) continue;
-        const T total = mx + log_(s);
-        if (z != nullptr) z[chain * n_total + gi] = best_j;
-        if (lse != nullptr) lse[chain * n_total + gi] = total;
-        if (mode == MIX_RESP) {
-            for (int j = 0; j < K; ++j) {
-                T* r = resp + (chain * K + j) * m + i;
-                *r = exp_(*r - total);
+#pragma unroll
+        for (int rr = 0; rr < MIX_ROWS; ++rr) {
+            if (!act[rr]) continue;
+            const T total = mx[rr] + log_(s[rr]);
+            if (z != nullptr) z[chain * n_total + gi[rr]] = best_j[rr];
+            if (lse != nullptr) lse[chain * n_total + gi[rr]] = total;
+            if (mode == MIX_RESP) {
+                for (int j = 0; j < K; ++j) {
+                    T* r = resp + (chain * K + j) * m + (gi[rr] - start);
+                    *r = exp_(*r - total);
+                }
             }
         }
+    }
+}
+
+// Sufficient statistics from indicators sorted by component, deterministically
+// (no floating-point atomics, so a run repeats bit for bit).
+//
+// `order` (chains, n) lists the rows by component (a stable sort of z), `zs`
+// (chains, n) the sorted components, and `offsets` (chains, K + 1) the first
+// sorted position of each component. Tile t of MIX_STATS_ROWS sorted positions
+// is one block; its threads own the E = 1 + P + P(P+1)/2 entries
+// [1, x_a, x_a x_b (a <= b, row-major)] and add them up over the tile's rows,
+// writing one partial sum per (tile t, component j) into slot t + j of
+// `partial` (chains, n_tiles + K, E); slots are unique because t and j never
+// both stay put between consecutive (tile, component) pairs.
+template <typename T>
+__global__ void __launch_bounds__(MIX_STATS_BLOCK) mixture_stats_partial(
+    const T* __restrict__ x, long long n, const int* __restrict__ order, const int* __restrict__ zs, int K,
+    long long n_tiles, double* __restrict__ partial) {
+    const long long chain = blockIdx.y;
+    const int e = threadIdx.x;
+    const int E = 1 + MIX_P + MIX_P * (MIX_P + 1) / 2;
+    // entry e -> (a, b): e = 0 count, 1..P linear, then the packed lower triangle.
+    int a = -1, b = -1;
+    if (e >= 1 && e <= MIX_P) {
+        a = e - 1;
+    } else if (e > MIX_P && e < E) {
+        int t = e - 1 - MIX_P, r = 0;
+        while (t > r) { t -= r + 1; ++r; }
+        a = r;
+        b = t;
+    }
+    const int* ord = order + chain * n;
+    const int* zc = zs + chain * n;
+    double* out = partial + chain * (n_tiles + K) * (long long)E;
+    for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const long long r0 = tile * MIX_STATS_ROWS;
+        const long long r1 = min(n, r0 + MIX_STATS_ROWS);
+        int cur = zc[r0];
+        double acc = 0.0;
+        for (long long r = r0; r < r1; ++r) {
+            const int j = zc[r];
+            if (j != cur) {  // uniform across the block: every thread reads the same row
+                if (e < E) out[(tile + cur) * E + e] = acc;
+                acc = 0.0;
+                cur = j;
+            }
+            const T* xi = x + (long long)ord[r] * MIX_P;
+            T v = T(1);
+            if (a >= 0) v = xi[a];
+            if (b >= 0) v *= xi[b];
+            acc += (double)v;
+        }
+        if (e < E) out[(tile + cur) * E + e] = acc;
+    }
+}
+
+// Sum each component's partial sums in tile order: out (chains, K, E).
+extern "C" __global__ void mixture_stats_reduce(const double* __restrict__ partial, const long long* __restrict__ offsets,
+                                     int K, int E, long long n_tiles, double* __restrict__ out) {
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < (long long)K * E;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long chain = blockIdx.y;
+        const int j = (int)(idx / E);
+        const int e = (int)(idx - (long long)j * E);
+        const long long* off = offsets + chain * (K + 1);
+        const long long lo = off[j], hi = off[j + 1];
+        double acc = 0.0;
+        if (hi > lo) {
+            const long long t0 = lo / MIX_STATS_ROWS, t1 = (hi - 1) / MIX_STATS_ROWS;
+            const double* pc = partial + chain * (n_tiles + K) * (long long)E;
+            for (long long t = t0; t <= t1; ++t) acc += pc[(t + j) * E + e];
+        }
+        out[(chain * K + j) * (long long)E + e] = acc;
     }
 }
 
@@ -151,4 +271,8 @@ template __global__ void mixture_logits<float>(const float*, long long, long lon
 template __global__ void mixture_logits<double>(const double*, long long, long long, long long, const double*, int,
                                                 int, int*, double*, double*, unsigned int, unsigned int,
                                                 unsigned int, unsigned int);
+template __global__ void mixture_stats_partial<float>(const float*, long long, const int*, const int*, int, long long,
+                                                      double*);
+template __global__ void mixture_stats_partial<double>(const double*, long long, const int*, const int*, int,
+                                                       long long, double*);
 #endif

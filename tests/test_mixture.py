@@ -297,3 +297,24 @@ def test_gpu_recovers_planted(cp):
     X, lab, _ = planted()
     gm = fit(X, n_components=8, n_iter=100, burn_in=400, backend="cupy")
     assert ari(lab, gm.predict(X)) > 0.95
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p,k", [(2, 5), (14, 300)])
+def test_stats_kernel_matches_twin(cp, dtype, p, k):
+    rs = np.random.default_rng(9)
+    n, chains = 5000, 2
+    x = rs.normal(0, 2, (n, p))
+    model = mx.make_model(cp.asarray(x), k, dtype=dtype)
+    # skewed sizes: one component holds most rows (many tiles), some stay empty
+    z = np.where(rs.random((chains, n)) < 0.7, 0, rs.integers(0, k // 2 + 1, (chains, n))).astype(np.int32)
+    zg = cp.asarray(z)
+    got = mx.gibbs_stats(model, zg, use_kernel=True)
+    ref = mx.gibbs_stats(model, zg, use_kernel=False)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(to_np(a), to_np(b), rtol=rtol, atol=rtol * n)
+    np.testing.assert_array_equal(to_np(got[0]), np.stack([np.bincount(r, minlength=k) for r in z]))
+    again = mx.gibbs_stats(model, zg, use_kernel=True)
+    for a, b in zip(got, again):  # deterministic: no floating-point atomics
+        np.testing.assert_array_equal(to_np(a), to_np(b))

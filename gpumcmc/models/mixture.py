@@ -283,17 +283,30 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
                 resp[:, :, s - start:e - start] = xp.exp(lg - tot[:, None, :])
 
 
-_NAMES = ("mixture_logits<float>", "mixture_logits<double>")
+_NAMES = ("mixture_logits<float>", "mixture_logits<double>", "mixture_stats_partial<float>",
+          "mixture_stats_partial<double>")
 _BLOCK = 256
+_STATS_ROWS = 2048  # MIX_STATS_ROWS: sorted rows per block of the statistics kernel
+_MAX_STATS_E = 1024  # the statistics kernel has one thread per entry of [1, x, vech(x x^T)]
 
 
-def _kernel(p: int, dtype):
+def _defines(p: int, dtype) -> tuple:
     dtype = np.dtype(dtype)
     q = 1 + p + p * (p + 1) // 2
-    tile = int(max(1, min(32, 24576 // (q * dtype.itemsize))))
-    name = _NAMES[0] if dtype == np.float32 else _NAMES[1]
-    return _loader.get_function("mixture.cu", name, _NAMES,
-                                defines=(("MIX_P", p), ("MIX_TILE", tile), ("MIX_BLOCK", _BLOCK)))
+    qp = (q + 3) // 4 * 4
+    tile = int(max(1, min(32, 24576 // (qp * dtype.itemsize))))
+    # Rows per thread: each component value read from shared memory serves them all. 4 float32 rows
+    # at p = 14 take 128 registers (two blocks of 256 per SM); float64 takes twice the registers.
+    rows = (4 if p <= 16 else 2 if p <= 32 else 1) if dtype == np.float32 else (2 if p <= 16 else 1)
+    stats_block = int(min(_MAX_STATS_E, (q + 31) // 32 * 32))
+    return (("MIX_P", p), ("MIX_TILE", tile), ("MIX_ROWS", rows), ("MIX_BLOCK", _BLOCK),
+            ("MIX_STATS_ROWS", _STATS_ROWS), ("MIX_STATS_BLOCK", stats_block))
+
+
+def _kernel(p: int, dtype, which: str = "mixture_logits"):
+    dtype = np.dtype(dtype)
+    name = which if which == "mixture_stats_reduce" else f"{which}<{'float' if dtype == np.float32 else 'double'}>"
+    return _loader.get_function("mixture.cu", name, _NAMES, defines=_defines(p, dtype))
 
 
 def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
@@ -314,8 +327,9 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
         _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp)
         return
     fn = _kernel(p, x.dtype)
+    rows = dict(_defines(p, x.dtype))["MIX_ROWS"]
     blocks = _loader.resident_blocks(fn, _BLOCK) * _loader.sm_count()
-    gx = int(max(1, min(math.ceil(m / _BLOCK), max(1, blocks // chains) * 2)))
+    gx = int(max(1, min(math.ceil(m / (_BLOCK * rows)), max(1, blocks // chains) * 2)))
     null = _loader.NULL
     fn((gx, chains), (_BLOCK,), (
         x, _loader.i64(n_total), _loader.i64(start), _loader.i64(m), params, _loader.i32(k), _loader.i32(mode),
@@ -340,21 +354,64 @@ def _stats_from(weights_of, model: Model, chains: int):
         w = weights_of(s, e)  # (C, k, rows) of x.dtype
         part = xp.matmul(w, y).astype(np.float64)
         acc = part if acc is None else acc + part
-    counts = acc[..., 0]
-    s1 = acc[..., 1:1 + p]
+    return _unpack_stats(acc, p)
+
+
+def gibbs_stats(model: Model, z, use_kernel: bool | None = None):
+    """Counts (C, k), sums (C, k, p) and scatter (C, k, p, p), float64, of the indicators ``z`` (C, n).
+
+    On the GPU: a stable sort of ``z`` and the deterministic two-kernel
+    reduction of ``mixture.cu`` (O(n p^2) work, whatever k). Its twin, used on
+    NumPy: one-hot blocks times the design ``[1, x, vech(x x^T)]``.
+    """
+    xp = _xp_of(z)
+    n, p = model.x.shape
+    q = 1 + p + p * (p + 1) // 2
+    if use_kernel is None:
+        use_kernel = xp is not np and q <= _MAX_STATS_E and n < 2**31
+    if use_kernel:
+        return _stats_kernel(model, z)
+    chains = z.shape[0]
+    comp = xp.arange(model.k, dtype=np.int32)[None, :, None]
+    return _stats_from(lambda s, e: (z[:, None, s:e] == comp).astype(model.x.dtype), model, chains)
+
+
+def _stats_kernel(model: Model, z):
+    import cupy as cp
+
+    x = model.x
+    n, p = x.shape
+    k = model.k
+    chains = z.shape[0]
+    q = 1 + p + p * (p + 1) // 2
+    order = cp.argsort(z, axis=1).astype(cp.int32)  # stable: rows keep their order within a component
+    zs = cp.ascontiguousarray(cp.take_along_axis(z, order, axis=1))
+    flat = (z + (cp.arange(chains, dtype=cp.int32) * k)[:, None]).ravel()
+    counts = cp.bincount(flat, minlength=chains * k).reshape(chains, k)
+    offsets = cp.zeros((chains, k + 1), dtype=cp.int64)
+    cp.cumsum(counts, axis=1, out=offsets[:, 1:])
+    n_tiles = -(-n // _STATS_ROWS)
+    partial = cp.empty((chains, n_tiles + k, q), dtype=cp.float64)
+    out = cp.empty((chains, k, q), dtype=cp.float64)
+    defines = dict(_defines(p, x.dtype))
+    fn = _kernel(p, x.dtype, "mixture_stats_partial")
+    grid = int(min(n_tiles, 65535))
+    fn((grid, chains), (defines["MIX_STATS_BLOCK"],),
+       (x, _loader.i64(n), cp.ascontiguousarray(order), zs, _loader.i32(k), _loader.i64(n_tiles), partial))
+    red = _kernel(p, x.dtype, "mixture_stats_reduce")
+    red((int(min(-(-k * q // 256), 65535)), chains), (256,),
+        (partial, offsets, _loader.i32(k), _loader.i32(q), _loader.i64(n_tiles), out))
+    return _unpack_stats(out, p)
+
+
+def _unpack_stats(acc, p):
+    xp = _xp_of(acc)
+    chains, k = acc.shape[:2]
     ti, tj = _tri(p, xp)
     s2 = xp.zeros((chains, k, p, p), dtype=np.float64)
     s2[..., ti, tj] = acc[..., 1 + p:]
     s2[..., tj, ti] = acc[..., 1 + p:]
-    return counts, s1, s2
-
-
-def gibbs_stats(model: Model, z):
-    """Sufficient statistics of the indicators ``z`` (C, n): one-hot blocks times the design."""
-    xp = _xp_of(z)
-    chains = z.shape[0]
-    comp = xp.arange(model.k, dtype=np.int32)[None, :, None]
-    return _stats_from(lambda s, e: (z[:, None, s:e] == comp).astype(model.x.dtype), model, chains)
+    return acc[..., 0], acc[..., 1:1 + p], s2
 
 
 def niw_posterior(model: Model, counts, s1, s2):
@@ -483,12 +540,7 @@ def bem_step(model: Model, state: State) -> State:
             part = xp.matmul(resp, y).astype(np.float64)
             acc = part if acc is None else acc + part
         loglik = lse.astype(np.float64).mean(axis=1)
-        counts = acc[..., 0]
-        s1 = acc[..., 1:1 + p]
-        ti, tj = _tri(p, xp)
-        s2 = xp.zeros((chains, k, p, p))
-        s2[..., ti, tj] = acc[..., 1 + p:]
-        s2[..., tj, ti] = acc[..., 1 + p:]
+        counts, s1, s2 = _unpack_stats(acc, p)
         # posterior means of the weighted NIW posterior.
         kn, mn, dfn, psi = niw_posterior(model, counts, s1, s2)
         sigma = psi / (dfn - p - 1)[..., None, None]

@@ -384,12 +384,17 @@ def _stats_kernel(model: Model, z):
     k = model.k
     chains = z.shape[0]
     q = 1 + p + p * (p + 1) // 2
-    order = cp.argsort(z, axis=1).astype(cp.int32)  # stable: rows keep their order within a component
-    zs = cp.ascontiguousarray(cp.take_along_axis(z, order, axis=1))
-    flat = (z + (cp.arange(chains, dtype=cp.int32) * k)[:, None]).ravel()
-    counts = cp.bincount(flat, minlength=chains * k).reshape(chains, k)
-    offsets = cp.zeros((chains, k + 1), dtype=cp.int64)
-    cp.cumsum(counts, axis=1, out=offsets[:, 1:])
+    # One sort of the keys z + chain * k: chain c's rows land at [c n, (c + 1) n), by component.
+    # (cupy.bincount would read max(z) back to the host; searchsorted on the sorted keys does not.)
+    keys = (z + (cp.arange(chains, dtype=cp.int32) * k)[:, None]).ravel()
+    order_flat = cp.argsort(keys)
+    zs = keys[order_flat].reshape(chains, n) - (cp.arange(chains, dtype=cp.int32) * k)[:, None]
+    zs = cp.ascontiguousarray(zs.astype(cp.int32))
+    order = (order_flat.reshape(chains, n) - (cp.arange(chains, dtype=cp.int64) * n)[:, None]).astype(cp.int32)
+    bounds = cp.searchsorted(keys[order_flat], cp.arange(chains * k + 1, dtype=cp.int32))
+    j = cp.arange(k + 1)
+    c = cp.arange(chains)[:, None]
+    offsets = cp.ascontiguousarray((bounds[c * k + j[None, :]] - c * n).astype(cp.int64))
     n_tiles = -(-n // _STATS_ROWS)
     partial = cp.empty((chains, n_tiles + k, q), dtype=cp.float64)
     out = cp.empty((chains, k, q), dtype=cp.float64)

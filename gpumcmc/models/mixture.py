@@ -460,7 +460,7 @@ def init(rng, model: Model, chains: int = 1, z=True) -> State:
     xp = _xp_of(x)
     n, p = x.shape
     k = model.k
-    u = rng.random((chains, k), dtype=np.float64)
+    u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
     idx = xp.minimum((u * n).astype(np.int64), n - 1)
     mu = x[idx].astype(np.float64)
     phi = model.psi0 / (model.df0 - p - 1)

@@ -318,3 +318,28 @@ def test_stats_kernel_matches_twin(cp, dtype, p, k):
     again = mx.gibbs_stats(model, zg, use_kernel=True)
     for a, b in zip(got, again):  # deterministic: no floating-point atomics
         np.testing.assert_array_equal(to_np(a), to_np(b))
+
+
+def test_bem_cuts_back_a_component_to_zero_weight():
+    # A start whose third component sits far from every point: its probabilities underflow to 0,
+    # so p_3 = 0, v_3 = 0 and the component keeps weight exactly zero afterwards.
+    X, lab, _ = planted()
+    model = mx.make_model(X, 4, dtype=np.float32)
+    state = mx.init(default_rng(0, backend="numpy"), model, 1, z=False)
+    mu = state.mu.copy()
+    mu[0, 2] = 1e3
+    chol = np.linalg.cholesky(state.sigma)
+    state = state._replace(mu=mu, params=mx.kernel_params(state.log_pi, mu, chol, np.float32))
+    for _ in range(30):
+        state = mx.bem_step(model, state)
+    w = np.exp(state.log_pi[0])
+    assert w[2] == 0.0 and state.v[0, 2] == 0.0
+    np.testing.assert_allclose(w.sum(), 1.0)
+    assert np.isfinite(state.loglik).all()
+
+
+def test_chains_differ_and_share_the_model():
+    X, _, _ = planted()
+    gm = fit(X, n_components=4, n_iter=5, burn_in=5, n_chains=3, relabel=False)
+    a = gm.trace_.draws["alpha"]
+    assert a.shape == (3, 5) and len({tuple(r) for r in a}) == 3

@@ -343,3 +343,14 @@ def test_chains_differ_and_share_the_model():
     gm = fit(X, n_components=4, n_iter=5, burn_in=5, n_chains=3, relabel=False)
     a = gm.trace_.draws["alpha"]
     assert a.shape == (3, 5) and len({tuple(r) for r in a}) == 3
+
+
+def test_gemm_logits_match_the_direct_form():
+    rs = np.random.default_rng(10)
+    params, _, _, _ = _random_params(rs, 2, 7, 4, np.float64, dead=(3,))
+    x = rs.normal(0, 2, (50, 4))
+    direct = mx._logits_twin(x, params)
+    gemm = mx._logits_gemm(x, mx._gemm_weights(params, 4))
+    live = np.isfinite(direct)
+    np.testing.assert_allclose(gemm[live], direct[live], rtol=1e-9, atol=1e-9)
+    assert (gemm[~live] < -1e299).all()

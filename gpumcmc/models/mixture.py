@@ -238,6 +238,28 @@ def _logits_twin(xb, params):
     return c[..., None] - xp.asarray(0.5, dtype=xb.dtype) * (y * y).sum(-1)
 
 
+def _gemm_weights(params, p):
+    """Weights ``W`` (C, k, q), float64, with logits = ``W [1, x, vech(x x^T)]``.
+
+    ``-|U x - b|^2 / 2 + c = c - b.b / 2 + (U^T b).x - x^T A x / 2`` with
+    ``A = U^T U``; the off-diagonal entries of ``A`` count twice. A weight of
+    zero (``c = -inf``) becomes -1e300, so that no BLAS product meets inf * 0.
+    """
+    c, b, u = _unpack(np.asarray(params, np.float64), p)
+    a = np.swapaxes(u, -1, -2) @ u
+    ti, tj = _tri(p)
+    quad = -0.5 * a[..., ti, tj] * np.where(ti == tj, 1.0, 2.0)
+    const = c - 0.5 * (b * b).sum(-1)
+    const = np.where(np.isfinite(const), const, -1e300)
+    lin = (np.swapaxes(u, -1, -2) @ b[..., None])[..., 0]
+    return np.ascontiguousarray(np.concatenate([const[..., None], lin, quad], axis=-1))
+
+
+def _logits_gemm(xb, w):
+    y = _y_block(np.asarray(xb, np.float64), np)
+    return np.matmul(w, y.T)
+
+
 def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtype, key, offset: int):
     """Gumbel noise ``(C, k, m)`` with the kernel's counter layout."""
     k4 = (k + 3) // 4
@@ -263,10 +285,14 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
     n_total, p = x.shape
     chains, k, _ = params.shape
     step_rows = _twin_rows(chains, k, p)
+    gemm = xp is np
+    if gemm:
+        w = _gemm_weights(params, p)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for s in range(start, start + m, step_rows):
             e = min(start + m, s + step_rows)
-            lg = _logits_twin(x[s:e], params)  # (C, k, rows)
+            # (C, k, rows): on NumPy one float64 GEMM with the design [1, x, vech(x x^T)]; else the direct form
+            lg = _logits_gemm(x[s:e], w) if gemm else _logits_twin(x[s:e], params)
             mx = lg.max(axis=1)
             finite = xp.isfinite(mx)
             mx0 = xp.where(finite, mx, 0)

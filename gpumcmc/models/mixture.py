@@ -803,7 +803,9 @@ class DPGaussianMixture(Estimator):
                            mean_precision_prior=self.mean_precision_prior,
                            covariance_prior=self.covariance_prior,
                            degrees_of_freedom_prior=self.degrees_of_freedom_prior,
-                           alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size, chains=chains)
+                           alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size, chains=chains,
+                           # the GPU Gibbs sweep sums its statistics by kernel: no design matrix to cache
+                           cache_bytes=0 if (self.method == "gibbs" and _xp_of(X) is not np) else None)
         rng = self._make_rng()
         self.n_features_in_ = X.shape[1]
         self._center = model.center

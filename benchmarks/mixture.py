@@ -150,7 +150,7 @@ def _paper_shape(bench, gpumcmc):
 
     msb = bench.time(bem)
     bench.record(case, "gpumcmc BEM iteration", msb, n, flops=flops + 2.0 * n * k * q, params=params,
-                 note=f"{note}; + responsibilities x design (cuBLAS)")
+                 note=f"{note}; + responsibilities x design (cuBLAS, float64)")
     del model, st, chain, x
     bench.cupy.get_default_memory_pool().free_all_blocks()
 

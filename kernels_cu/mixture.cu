@@ -41,6 +41,9 @@
 #ifndef MIX_STATS_ROWS
 #define MIX_STATS_ROWS 2048  // sorted rows per block of the statistics kernel
 #endif
+#ifndef MIX_STATS_STAGE
+#define MIX_STATS_STAGE 64  // rows staged in shared memory at a time by the statistics kernel
+#endif
 #ifndef MIX_STATS_BLOCK
 #define MIX_STATS_BLOCK 128  // at least 1 + P + P(P+1)/2 threads (Python sets it)
 #endif
@@ -222,23 +225,36 @@ __global__ void __launch_bounds__(MIX_STATS_BLOCK) mixture_stats_partial(
     const int* ord = order + chain * n;
     const int* zc = zs + chain * n;
     double* out = partial + chain * (n_tiles + K) * (long long)E;
+    // Rows are staged through shared memory MIX_STATS_STAGE at a time, loaded by all threads at
+    // once, so that the gathers of x rows overlap instead of each thread waiting on every row.
+    __shared__ T xs[MIX_STATS_STAGE * MIX_P];
+    __shared__ int zsh[MIX_STATS_STAGE];
     for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
         const long long r0 = tile * MIX_STATS_ROWS;
         const long long r1 = min(n, r0 + MIX_STATS_ROWS);
         int cur = zc[r0];
         double acc = 0.0;
-        for (long long r = r0; r < r1; ++r) {
-            const int j = zc[r];
-            if (j != cur) {  // uniform across the block: every thread reads the same row
-                if (e < E) out[(tile + cur) * E + e] = acc;
-                acc = 0.0;
-                cur = j;
+        for (long long q0 = r0; q0 < r1; q0 += MIX_STATS_STAGE) {
+            const int cnt = (int)min((long long)MIX_STATS_STAGE, r1 - q0);
+            __syncthreads();
+            for (int t = threadIdx.x; t < cnt * MIX_P; t += blockDim.x) {
+                const int row = t / MIX_P;
+                xs[t] = x[(long long)ord[q0 + row] * MIX_P + (t - row * MIX_P)];
             }
-            const T* xi = x + (long long)ord[r] * MIX_P;
-            double v = 1.0;  // products in double: exact for float32 data
-            if (a >= 0) v = (double)xi[a];
-            if (b >= 0) v *= (double)xi[b];
-            acc += v;
+            for (int t = threadIdx.x; t < cnt; t += blockDim.x) zsh[t] = zc[q0 + t];
+            __syncthreads();
+            for (int rr = 0; rr < cnt; ++rr) {
+                const int j = zsh[rr];
+                if (j != cur) {  // uniform across the block: every thread reads the same row
+                    if (e < E) out[(tile + cur) * E + e] = acc;
+                    acc = 0.0;
+                    cur = j;
+                }
+                double v = 1.0;  // products in double: exact for float32 data
+                if (a >= 0) v = (double)xs[rr * MIX_P + a];
+                if (b >= 0) v *= (double)xs[rr * MIX_P + b];
+                acc += v;
+            }
         }
         if (e < E) out[(tile + cur) * E + e] = acc;
     }

@@ -357,3 +357,23 @@ def test_gemm_logits_match_the_direct_form():
     live = np.isfinite(direct)
     np.testing.assert_allclose(gemm[live], direct[live], rtol=1e-9, atol=1e-9)
     assert (gemm[~live] < -1e299).all()
+
+
+def test_align_draws_keeps_empty_components_apart():
+    # Three occupied components and three empty ones whose means are prior draws that can land next to
+    # an occupied one; draws are label-switched copies. Aligned, each occupied component keeps its mean.
+    rs = np.random.default_rng(11)
+    mu = np.array([[-3.0, -3.0], [3.0, 3.0], [3.0, -4.0]])
+    w = np.array([0.5, 0.3, 0.2])
+    D = 40
+    means = np.empty((1, D, 6, 2))
+    weights = np.empty((1, D, 6))
+    for d in range(D):
+        full_mu = np.concatenate([mu + rs.normal(0, 0.02, mu.shape), mu[rs.integers(0, 3, 3)] + rs.normal(0, 0.3, (3, 2))])
+        full_w = np.concatenate([w, np.full(3, 1e-4)])
+        perm = rs.permutation(6)
+        means[0, d], weights[0, d] = full_mu[perm], full_w[perm]
+    wa, ma, _ = mx.align_draws(weights, means, np.zeros((1, D, 6, 2, 2)), rs.normal(size=(1, D)), np.ones(2))
+    big = wa.mean(axis=(0, 1)) > 0.1
+    assert big.sum() == 3
+    assert np.ptp(ma[0][:, big], axis=0).max() < 0.2  # the same component in every draw

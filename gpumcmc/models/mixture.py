@@ -135,10 +135,12 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     """A :class:`Model` from data ``x`` (an (n, p) array on its backend) with data-based defaults.
 
     Defaults, for column means ``xbar`` and column variances ``s^2``:
-    ``m = xbar``; ``Phi = diag(s^2) / 16`` (a component spans about a quarter
-    of the data's spread in each coordinate); ``gamma = 16``, so that the
-    prior spread of the means, ``gamma Phi``, matches the data's; ``nu = p``;
-    ``alpha ~ Gamma(alpha_prior)``. A constant column is handled through the prior:
+    ``m = xbar``; ``Phi = diag(s^2) / 64`` (a component's prior covariance
+    spans an eighth of the data's spread in each coordinate); ``nu = 2`` (a
+    weak prior: the covariance of a component holding ``n_j`` points is
+    ``(nu Phi + S_j) / (nu + n_j)``, so tight populations stay tight);
+    ``gamma = 16`` (prior spread of the means ``gamma Phi = diag(s^2) / 4``,
+    with the weight of 1/16 of a data point); ``alpha ~ Gamma(alpha_prior)``. A constant column is handled through the prior:
     its variance is floored at 1e-3 of the mean positive variance (or 1).
     """
     xp = _xp_of(x)
@@ -154,13 +156,13 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     var = np.maximum(var, floor)
     m = np.zeros(p) if mean_prior is None else np.asarray(mean_prior, np.float64).reshape(p) - center
     gamma = 16.0 if mean_precision_prior is None else 1.0 / float(mean_precision_prior)
-    nu = float(p) if degrees_of_freedom_prior is None else float(degrees_of_freedom_prior)
+    nu = 2.0 if degrees_of_freedom_prior is None else float(degrees_of_freedom_prior)
     if nu <= 0:
         raise ValueError(f"degrees_of_freedom_prior must be positive (nu in IW(nu + 2, nu Phi)), got {nu}.")
     if gamma <= 0 or not np.isfinite(gamma):
         raise ValueError("mean_precision_prior must be positive and finite.")
     if covariance_prior is None:
-        phi = np.diag(var / 16.0)
+        phi = np.diag(var / 64.0)
     else:
         phi = np.asarray(covariance_prior, np.float64)
         if phi.ndim == 1:
@@ -285,7 +287,7 @@ def _twin_rows(chains, k, p):
     return max(64, (1 << 22) // max(1, chains * k * p))
 
 
-def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None):
+def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None, design=None):
     """NumPy/array-code twin of ``mixture_logits`` for rows ``start .. start+m-1``."""
     xp = _xp_of(x)
     n_total, p = x.shape
@@ -298,7 +300,10 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
         for s in range(start, start + m, step_rows):
             e = min(start + m, s + step_rows)
             # (C, k, rows): on NumPy one float64 GEMM with the design [1, x, vech(x x^T)]; else the direct form
-            lg = _logits_gemm(x[s:e], w) if gemm else _logits_twin(x[s:e], params)
+            if gemm and design is not None:  # the cached float64 design of rows start .. start+m-1
+                lg = np.matmul(w, design[s - start:e - start].T)
+            else:
+                lg = _logits_gemm(x[s:e], w) if gemm else _logits_twin(x[s:e], params)
             mx = lg.max(axis=1)
             finite = xp.isfinite(mx)
             mx0 = xp.where(finite, mx, 0)
@@ -342,7 +347,7 @@ def _kernel(p: int, dtype, which: str = "mixture_logits"):
 
 
 def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
-           resp=None, use_kernel: bool | None = None) -> None:
+           resp=None, use_kernel: bool | None = None, design=None) -> None:
     """Run the configuration kernel (or its twin) on rows ``start .. start+m-1`` of ``x``.
 
     ``z`` (C, n) int32 and ``lse`` (C, n) are written at the rows' global
@@ -356,7 +361,7 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
     if use_kernel is None:
         use_kernel = xp is not np and p <= _MAX_KERNEL_P
     if not use_kernel:
-        _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp)
+        _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp, design=design)
         return
     fn = _kernel(p, x.dtype)
     rows = dict(_defines(p, x.dtype))["MIX_ROWS"]
@@ -571,9 +576,9 @@ def bem_step(model: Model, state: State) -> State:
         for s in range(0, n, model.chunk):
             e = min(n, s + model.chunk)
             resp = xp.empty((chains, k, e - s), dtype=x.dtype)
-            assign(x, state.params, s, e - s, MODE_RESP, lse=lse, resp=resp)
             cached = model.y_blocks is not None and model.chunk == model.stats_rows
             y = model.y_blocks[s // model.chunk] if cached else _y_block(x[s:e], xp)
+            assign(x, state.params, s, e - s, MODE_RESP, lse=lse, resp=resp, design=y)
             part = xp.matmul(resp.astype(np.float64), y)
             acc = part if acc is None else acc + part
         loglik = lse.astype(np.float64).mean(axis=1)
@@ -669,8 +674,9 @@ class DPGaussianMixture(Estimator):
     weights ``v_j ~ Be(1, alpha)`` and ``alpha ~ Gamma(a, b)``.
 
     Defaults from the data (column means ``xbar``, column variances ``s^2``):
-    ``m = xbar``, ``Phi = diag(s^2) / 16``, ``gamma = 16`` (so that the prior
-    spread of component means, ``gamma Phi``, is the data's), ``nu = p``,
+    ``m = xbar``, ``Phi = diag(s^2) / 64``, ``nu = 2`` (a weak covariance
+    prior, so that tight populations such as flow-cytometry clusters stay
+    tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``),
     ``alpha ~ Gamma(1, k)`` (shape 1, rate ``k = n_components``: prior mean
     ``1 / k``, as scikit-learn's default concentration; with ``k - 1`` sticks
     in alpha's conditional the posterior mean stays near 1 whatever ``k``). A

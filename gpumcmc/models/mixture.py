@@ -700,8 +700,9 @@ class DPGaussianMixture(Estimator):
     n_init : int
         BEM starts; the one with the largest mean log-likelihood is kept.
     tol : float
-        BEM stops when no start's mean log-likelihood per sample changes by more
-        than ``tol`` over ``check_every`` iterations.
+        BEM stops when no start's mean log-likelihood per sample has changed by
+        more than ``tol`` per iteration over the last 10 iterations (checked
+        every 10 iterations, the only times BEM reads back from the GPU).
     mean_prior, mean_precision_prior, covariance_prior, degrees_of_freedom_prior :
         ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for
         the defaults above.

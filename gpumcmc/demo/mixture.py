@@ -25,11 +25,11 @@ def run(outdir: Path, small: bool) -> dict:
     t0 = time.perf_counter()
     d = load_fcs("facscalibur")
     X = d.data
-    if small:  # a 2-core CPU: every 8th event, fewer components and sweeps
-        X = X[::8]
+    if small:  # a 2-core CPU: every 12th event, fewer components and sweeps
+        X = X[::12]
     k = 16 if small else 64
-    n_iter, burn_in = (60, 60) if small else (500, 500)
-    bem = DPGaussianMixture(n_components=k, method="bem", n_init=2 if small else 8, n_iter=200 if small else 1000,
+    n_iter, burn_in = (50, 50) if small else (500, 500)
+    bem = DPGaussianMixture(n_components=k, method="bem", n_init=2 if small else 8, n_iter=150 if small else 1000,
                             random_state=0).fit(X)
     gibbs = DPGaussianMixture(n_components=k, n_iter=n_iter, burn_in=burn_in, n_chains=2, random_state=0).fit(X)
     z = gibbs.predict(X)

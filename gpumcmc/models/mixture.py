@@ -535,7 +535,7 @@ def make_step(model: Model):
             kn, mn, dfn, psi = niw_posterior(model, counts, s1, s2)
             sigma = rng.invwishart(dfn, psi, dtype=np.float64)
             chol = _safe_cholesky(sigma)
-            eps = rng.standard_normal((chains, k, p), dtype=np.float64)
+            eps = _backend.asarray(rng.standard_normal((chains, k, p), dtype=np.float64), xp)
             mu = mn + (chol @ eps[..., None])[..., 0] / xp.sqrt(kn)[..., None]
             # (3) stick-breaking Betas: v_j ~ Be(1 + n_j, alpha + sum_{r>j} n_r).
             tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)

@@ -22,7 +22,11 @@ The hot loop is ``kernels_cu/mixture.cu``: one fused kernel per chunk of data
 computes ``log pi_j + log N(x_i | mu_j, Sigma_j)`` from inverse Cholesky
 factors and draws ``z_i`` by the Gumbel-max trick with Philox uniforms keyed by
 the global data index, so chunked and unchunked runs give the same draws.
-:func:`_logits_twin` and :func:`_assign_twin` are its NumPy twins.
+:func:`_assign_twin` is its array-code twin (on NumPy the logits are one
+float64 GEMM of the design ``[1, x, vech(x x^T)]``, see :func:`_gemm_weights`;
+:func:`_logits_twin` is the direct form). The Gibbs sufficient statistics come
+from a stable sort of the indicators and two deterministic kernels of the same
+file (:func:`gibbs_stats`), their twin from one-hot blocks times the design.
 """
 
 from __future__ import annotations

@@ -379,3 +379,9 @@ def test_align_draws_keeps_empty_components_apart():
     big = wa.mean(axis=(0, 1)) > 0.1
     assert big.sum() == 3
     assert np.ptp(ma[0][:, big], axis=0).max() < 0.2  # the same component in every draw
+
+
+def test_non_finite_fit_is_reported():
+    with pytest.raises(FloatingPointError, match="float64"):
+        mx._check_finite_fit([np.array([1.0, np.nan])], "Gibbs")
+    mx._check_finite_fit([np.array([1.0, 2.0])], "BEM")

@@ -851,6 +851,7 @@ class DPGaussianMixture(Estimator):
         self.trace_ = tr
         d = tr.draws
         w, mu, cov = d["weights"], d["means"], d["covariances"]
+        _check_finite_fit([d["loglik"], w, mu, d["alpha"]], "Gibbs")
         if self.relabel:
             w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
         self._draws = {"weights": w, "means": mu + self._center, "covariances": cov, "alpha": d["alpha"],
@@ -895,6 +896,8 @@ class DPGaussianMixture(Estimator):
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
         ll = _backend.to_host(_score_params(model.x, state.params, model.chunk))
+        _check_finite_fit([np.nanmax(ll)], "BEM")
+        ll = np.where(np.isfinite(ll), ll, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(ll))
         self.converged_ = converged
         self.n_iter_ = it
@@ -989,6 +992,14 @@ class DPGaussianMixture(Estimator):
                         {"loglik": d["loglik"], "n_active": d["n_active"]},
                         coords={"component": np.arange(k), "feature": np.arange(p)},
                         dims={"weights": ["component"], "means": ["component", "feature"]})
+
+
+def _check_finite_fit(arrays, method):
+    for a in arrays:
+        if not np.all(np.isfinite(np.asarray(a))):
+            raise FloatingPointError(
+                f"The {method} fit produced NaN or inf (a covariance lost positive definiteness); fit with "
+                "dtype='float64', or strengthen the covariance prior (degrees_of_freedom_prior, covariance_prior).")
 
 
 def _score_params(x, params, chunk, per_sample=False):

@@ -1,0 +1,1013 @@
+"""Truncated Dirichlet-process Gaussian mixtures: blocked Gibbs and Bayesian EM.
+
+The model of Suchard et al. (2010, Appendix A), for data ``x_1..x_n`` in R^p
+and an upper bound of ``k`` components:
+
+* ``(mu_j, Sigma_j) ~ N(mu_j | m, gamma Sigma_j) IW(Sigma_j | nu + 2, nu Phi)``
+  independently over ``j``. ``IW(nu + 2, nu Phi)`` is written in West's
+  parametrisation; in the usual one (density ``|Sigma|^{-(df + p + 1)/2}``)
+  it is ``InvWishart(df = nu + p + 1, scale = nu Phi)``, whose mean is
+  ``Phi``.
+* Truncated stick-breaking weights: ``v_j ~ Be(1, alpha)`` for
+  ``j < k``, ``v_k = 1``, ``pi_j = v_j prod_{r<j} (1 - v_r)``.
+* ``alpha ~ Gamma(a, b)`` (shape ``a``, rate ``b``).
+
+Functional layer: :func:`init` and :func:`step` (one Gibbs sweep of every
+chain: configuration indicators, NIW draws, stick-breaking Betas, alpha),
+:func:`bem_step` (one Bayesian-EM iterate of every start), over a
+:class:`Model` that holds the data and the prior. The estimator
+:class:`DPGaussianMixture` sits on top with scikit-learn's mixture API.
+
+The hot loop is ``kernels_cu/mixture.cu``: one fused kernel per chunk of data
+computes ``log pi_j + log N(x_i | mu_j, Sigma_j)`` from inverse Cholesky
+factors and draws ``z_i`` by the Gumbel-max trick with Philox uniforms keyed by
+the global data index, so chunked and unchunked runs give the same draws.
+:func:`_assign_twin` is its array-code twin (on NumPy the logits are one
+float64 GEMM of the design ``[1, x, vech(x x^T)]``, see :func:`_gemm_weights`;
+:func:`_logits_twin` is the direct form). The Gibbs sufficient statistics come
+from a stable sort of the indicators and two deterministic kernels of the same
+file (:func:`gibbs_stats`), their twin from one-hot blocks times the design.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import _loader
+from .. import _validate
+from .. import backend as _backend
+from ..random._philox import philox_rounds, u01_f32
+from ..sampling import Estimator, Monitor, as_data, run
+
+__all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "step", "bem_step", "make_model",
+           "relabel"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+MODE_SAMPLE, MODE_ARGMAX, MODE_RESP = 0, 1, 2
+_MAX_KERNEL_P = 64          # larger p runs the array-code twin on the GPU too
+_V_MAX = 1.0 - 2.0**-40     # sticks are kept below 1 so that log(1 - v) stays finite
+
+
+# ---------------------------------------------------------------------------
+# Model, state, priors
+# ---------------------------------------------------------------------------
+
+class Model(NamedTuple):
+    """Data and prior of one fit (fixed during a run).
+
+    x : (n, p) array of ``dtype`` — the data minus ``center``.
+    center : (p,) float64 host array added back to reported means.
+    m : (p,) float64 prior mean (centred coordinates); kappa0 = 1 / gamma.
+    psi0 : (p, p) float64, ``nu Phi``; df0 = nu + p + 1.
+    a, b : the Gamma(shape a, rate b) prior of alpha.
+    k : the number of components; chunk : rows per launch of the probability (BEM) kernel;
+    sample_rows : rows per launch of the Gibbs indicator kernel (all rows unless chunk_size is given);
+    stats_rows : rows per block of the sufficient-statistics products.
+    y_blocks : cached ``[1, x, x_a x_b (a <= b)]`` row blocks, or None.
+    """
+
+    x: object
+    center: np.ndarray
+    m: object
+    kappa0: float
+    psi0: object
+    df0: float
+    a: float
+    b: float
+    k: int
+    chunk: int
+    sample_rows: int
+    stats_rows: int
+    y_blocks: object
+
+
+class State(NamedTuple):
+    """State of every chain (leading axis: chain), or of every BEM start.
+
+    z : (C, n) int32 configuration indicators (Gibbs; BEM leaves them empty).
+    v : (C, k) float64 stick fractions (``v[:, -1] == 1``).
+    log_pi : (C, k) float64 log weights.
+    mu : (C, k, p) float64 component means (centred coordinates).
+    sigma : (C, k, p, p) float64 component covariances.
+    params : (C, k, Q) kernel parameters ``[c_j, U_j mu_j, vech(U_j)]`` of ``dtype``.
+    alpha : (C,) float64 DP precision.
+    counts : (C, k) float64 points per component (Gibbs) or summed probabilities (BEM).
+    loglik : (C,) float64 mean log-likelihood per sample at the parameters the
+        indicators (or probabilities) were computed from.
+    """
+
+    z: object
+    v: object
+    log_pi: object
+    mu: object
+    sigma: object
+    params: object
+    alpha: object
+    counts: object
+    loglik: object
+
+
+class Info(NamedTuple):
+    """Per-iteration diagnostics: ``n_active`` (C,) components holding data."""
+
+    n_active: object
+
+
+def _xp_of(a):
+    return _backend.get_array_module(a)
+
+
+def _tri(p, xp=np):
+    """Indices of the lower triangle in row-major order: (0,0), (1,0), (1,1), (2,0), ..."""
+    ti, tj = np.tril_indices(p)
+    return (ti, tj) if xp is np else (xp.asarray(ti), xp.asarray(tj))
+
+
+def default_chunk(n: int, k: int, chains: int, itemsize: int, gpu: bool) -> int:
+    """Rows per launch so that a (chains, k, rows) block stays within 256 MB (GPU) or 16 MB (CPU)."""
+    budget = (256 if gpu else 16) * 2**20
+    return int(max(256, min(n, budget // max(1, chains * k * itemsize))))
+
+
+def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_prior=None,
+               covariance_prior=None, degrees_of_freedom_prior=None, alpha_prior=(1.0, 1.0),
+               chunk_size=None, chains: int = 1, cache_bytes: int | None = None) -> Model:
+    """A :class:`Model` from data ``x`` (an (n, p) array on its backend) with data-based defaults.
+
+    Defaults, for column means ``xbar`` and column variances ``s^2``:
+    ``m = xbar``; ``Phi = diag(s^2) / 64`` (a component's prior covariance
+    spans an eighth of the data's spread in each coordinate); ``nu = 2`` (a
+    weak prior: the covariance of a component holding ``n_j`` points is
+    ``(nu Phi + S_j) / (nu + n_j)``, so tight populations stay tight);
+    ``gamma = 16`` (prior spread of the means ``gamma Phi = diag(s^2) / 4``,
+    with the weight of 1/16 of a data point); ``alpha ~ Gamma(alpha_prior)``. A constant column is handled through the prior:
+    its variance is floored at 1e-3 of the mean positive variance (or 1).
+    """
+    xp = _xp_of(x)
+    n, p = x.shape
+    dtype = np.dtype(dtype)
+    xh = x.astype(np.float64)
+    center = xh.mean(axis=0)
+    var = ((xh - center) ** 2).mean(axis=0)
+    var = _backend.to_host(var)
+    center = _backend.to_host(center)
+    pos = var[var > 0]
+    floor = 1e-3 * (pos.mean() if pos.size else 1.0)
+    var = np.maximum(var, floor)
+    m = np.zeros(p) if mean_prior is None else np.asarray(mean_prior, np.float64).reshape(p) - center
+    gamma = 16.0 if mean_precision_prior is None else 1.0 / float(mean_precision_prior)
+    nu = 2.0 if degrees_of_freedom_prior is None else float(degrees_of_freedom_prior)
+    if nu <= 0:
+        raise ValueError(f"degrees_of_freedom_prior must be positive (nu in IW(nu + 2, nu Phi)), got {nu}.")
+    if gamma <= 0 or not np.isfinite(gamma):
+        raise ValueError("mean_precision_prior must be positive and finite.")
+    if covariance_prior is None:
+        phi = np.diag(var / 64.0)
+    else:
+        phi = np.asarray(covariance_prior, np.float64)
+        if phi.ndim == 1:
+            phi = np.diag(phi)
+        if phi.shape != (p, p):
+            raise ValueError(f"covariance_prior must be ({p}, {p}) or ({p},), got {phi.shape}.")
+        try:
+            np.linalg.cholesky(phi)
+        except np.linalg.LinAlgError:
+            raise ValueError("covariance_prior must be symmetric positive definite.") from None
+    a, b = (float(t) for t in alpha_prior)
+    if not (a > 0 and b > 0):
+        raise ValueError(f"alpha_prior = (shape, rate) must be positive, got {alpha_prior}.")
+    xc = (x - xp.asarray(center, dtype=x.dtype)).astype(dtype)
+    xc = xp.ascontiguousarray(xc)
+    gpu = xp is not np
+    if chunk_size is None:
+        chunk = default_chunk(n, k, chains, dtype.itemsize, gpu)
+        sample_rows = n if gpu else chunk  # the kernel stores nothing per (row, component)
+    else:
+        chunk = int(chunk_size)
+        if chunk < 1:
+            raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}.")
+        sample_rows = chunk
+    stats_rows = default_chunk(n, k, chains, dtype.itemsize, gpu)
+    q = 1 + p + p * (p + 1) // 2
+    cache_bytes = (1 << 30 if gpu else 1 << 28) if cache_bytes is None else cache_bytes
+    y_blocks = None
+    if n * q * 8 <= cache_bytes:
+        y_blocks = [_y_block(xc[s:s + stats_rows], xp) for s in range(0, n, stats_rows)]
+    return Model(xc, center, xp.asarray(m), 1.0 / gamma, xp.asarray(nu * phi), nu + p + 1.0, a, b, int(k),
+                 chunk, sample_rows, stats_rows, y_blocks)
+
+
+def _y_block(xb, xp):
+    """``[1, x, x_a x_b for a <= b]`` of a block of rows, float64: the sufficient statistics' design.
+
+    Statistics are summed in float64: a float32 sum of ``x x^T`` over many rows
+    loses the scatter of a tight component far from the data's centre (its
+    error grows like ``eps |mu|^2 n_j`` against ``sigma^2 n_j``).
+    """
+    xb = xb.astype(np.float64)
+    p = xb.shape[1]
+    ti, tj = _tri(p, xp)
+    return xp.concatenate([xp.ones((xb.shape[0], 1), xb.dtype), xb, xb[:, ti] * xb[:, tj]], axis=1)
+
+
+# ---------------------------------------------------------------------------
+# Kernel parameters, the fused kernel and its twin
+# ---------------------------------------------------------------------------
+
+def kernel_params(log_pi, mu, chol, dtype):
+    """Pack ``[c_j, U_j mu_j, vech(U_j)]`` per component from log weights, means and Cholesky factors."""
+    xp = _xp_of(mu)
+    p = mu.shape[-1]
+    u = xp.linalg.inv(chol)
+    u = xp.tril(u)
+    b = (u @ mu[..., None])[..., 0]
+    diag = xp.diagonal(chol, axis1=-2, axis2=-1)
+    c = log_pi - xp.log(diag).sum(-1) - 0.5 * p * _LOG_2PI
+    ti, tj = _tri(p, xp)
+    return xp.ascontiguousarray(xp.concatenate([c[..., None], b, u[..., ti, tj]], axis=-1).astype(dtype))
+
+
+def _unpack(params, p):
+    xp = _xp_of(params)
+    c = params[..., 0]
+    b = params[..., 1:1 + p]
+    u = xp.zeros(params.shape[:-1] + (p, p), dtype=params.dtype)
+    ti, tj = _tri(p, xp)
+    u[..., ti, tj] = params[..., 1 + p:]
+    return c, b, u
+
+
+def _logits_twin(xb, params):
+    """Logits ``(C, k, m)`` of the rows ``xb`` (m, p): the array-code twin of the kernel's inner loop."""
+    xp = _xp_of(xb)
+    p = xb.shape[1]
+    c, b, u = _unpack(params, p)
+    y = xp.matmul(xb[None, None], xp.swapaxes(u, -1, -2)) - b[..., None, :]
+    return c[..., None] - xp.asarray(0.5, dtype=xb.dtype) * (y * y).sum(-1)
+
+
+def _gemm_weights(params, p):
+    """Weights ``W`` (C, k, q), float64, with logits = ``W [1, x, vech(x x^T)]``.
+
+    ``-|U x - b|^2 / 2 + c = c - b.b / 2 + (U^T b).x - x^T A x / 2`` with
+    ``A = U^T U``; the off-diagonal entries of ``A`` count twice. A weight of
+    zero (``c = -inf``) becomes -1e300, so that no BLAS product meets inf * 0.
+    """
+    c, b, u = _unpack(np.asarray(params, np.float64), p)
+    a = np.swapaxes(u, -1, -2) @ u
+    ti, tj = _tri(p)
+    quad = -0.5 * a[..., ti, tj] * np.where(ti == tj, 1.0, 2.0)
+    const = c - 0.5 * (b * b).sum(-1)
+    const = np.where(np.isfinite(const), const, -1e300)
+    lin = (np.swapaxes(u, -1, -2) @ b[..., None])[..., 0]
+    return np.ascontiguousarray(np.concatenate([const[..., None], lin, quad], axis=-1))
+
+
+def _logits_gemm(xb, w):
+    y = _y_block(np.asarray(xb), np)
+    return np.matmul(w, y.T)
+
+
+def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtype, key, offset: int):
+    """Gumbel noise ``(C, k, m)`` with the kernel's counter layout."""
+    k4 = (k + 3) // 4
+    idx = (np.arange(chains, dtype=np.uint64)[:, None, None] * np.uint64(n_total)
+           + np.arange(start, start + m, dtype=np.uint64)[None, :, None]) * np.uint64(k4) \
+        + np.arange(k4, dtype=np.uint64)[None, None, :]
+    mask = np.uint64(0xFFFFFFFF)
+    w = philox_rounds(idx & mask, idx >> np.uint64(32), np.uint64(offset & 0xFFFFFFFF),
+                      np.uint64((offset >> 32) & 0xFFFFFFFF), int(key[0]), int(key[1]))
+    words = np.stack(w, axis=-1).reshape(chains, m, 4 * k4)[..., :k]  # word j % 4 of block j // 4
+    u = u01_f32(words).astype(dtype)
+    g = -np.log(-np.log(u))
+    return _backend.asarray(np.ascontiguousarray(np.swapaxes(g, 1, 2)), xp)
+
+
+def _twin_rows(chains, k, p):
+    return max(64, (1 << 22) // max(1, chains * k * p))
+
+
+def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None, design=None):
+    """NumPy/array-code twin of ``mixture_logits`` for rows ``start .. start+m-1``."""
+    xp = _xp_of(x)
+    n_total, p = x.shape
+    chains, k, _ = params.shape
+    step_rows = _twin_rows(chains, k, p)
+    gemm = xp is np
+    if gemm:
+        w = _gemm_weights(params, p)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for s in range(start, start + m, step_rows):
+            e = min(start + m, s + step_rows)
+            # (C, k, rows): on NumPy one float64 GEMM with the design [1, x, vech(x x^T)]; else the direct form
+            if gemm and design is not None:  # the cached float64 design of rows start .. start+m-1
+                lg = np.matmul(w, design[s - start:e - start].T)
+            else:
+                lg = _logits_gemm(x[s:e], w) if gemm else _logits_twin(x[s:e], params)
+            mx = lg.max(axis=1)
+            finite = xp.isfinite(mx)
+            mx0 = xp.where(finite, mx, 0)
+            tot = mx0 + xp.log(xp.exp(lg - mx0[:, None, :]).sum(axis=1))
+            if lse is not None:
+                lse[:, s:e] = tot
+            if mode == MODE_SAMPLE:
+                g = _gumbel_twin(xp, chains, n_total, s, e - s, k, x.dtype, key, offset)
+                z[:, s:e] = xp.argmax(lg + g, axis=1)
+            elif mode == MODE_ARGMAX:
+                if z is not None:
+                    z[:, s:e] = xp.argmax(lg, axis=1)
+            else:
+                resp[:, :, s - start:e - start] = xp.exp(lg - tot[:, None, :])
+
+
+_NAMES = ("mixture_logits<float>", "mixture_logits<double>", "mixture_stats_partial<float>",
+          "mixture_stats_partial<double>")
+_BLOCK = 256
+_STATS_ROWS = 2048  # MIX_STATS_ROWS: sorted rows per block of the statistics kernel
+_MAX_STATS_E = 1024  # the statistics kernel has one thread per entry of [1, x, vech(x x^T)]
+
+
+def _defines(p: int, dtype) -> tuple:
+    dtype = np.dtype(dtype)
+    q = 1 + p + p * (p + 1) // 2
+    qp = (q + 3) // 4 * 4
+    tile = int(max(1, min(32, 24576 // (qp * dtype.itemsize))))
+    # Rows per thread: each component value read from shared memory serves them all. 4 float32 rows
+    # at p = 14 take 128 registers (two blocks of 256 per SM); float64 takes twice the registers.
+    rows = (4 if p <= 16 else 2 if p <= 32 else 1) if dtype == np.float32 else (2 if p <= 16 else 1)
+    stats_block = int(min(_MAX_STATS_E, (q + 31) // 32 * 32))
+    return (("MIX_P", p), ("MIX_TILE", tile), ("MIX_ROWS", rows), ("MIX_BLOCK", _BLOCK),
+            ("MIX_STATS_ROWS", _STATS_ROWS), ("MIX_STATS_BLOCK", stats_block))
+
+
+def _kernel(p: int, dtype, which: str = "mixture_logits"):
+    dtype = np.dtype(dtype)
+    name = which if which == "mixture_stats_reduce" else f"{which}<{'float' if dtype == np.float32 else 'double'}>"
+    return _loader.get_function("mixture.cu", name, _NAMES, defines=_defines(p, dtype))
+
+
+def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
+           resp=None, use_kernel: bool | None = None, design=None) -> None:
+    """Run the configuration kernel (or its twin) on rows ``start .. start+m-1`` of ``x``.
+
+    ``z`` (C, n) int32 and ``lse`` (C, n) are written at the rows' global
+    indices; ``resp`` (C, k, m) gets the chunk's probabilities (mode RESP).
+    """
+    xp = _xp_of(x)
+    n_total, p = x.shape
+    chains, k, q = params.shape
+    if m <= 0:
+        return
+    if use_kernel is None:
+        use_kernel = xp is not np and p <= _MAX_KERNEL_P
+    if not use_kernel:
+        _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp, design=design)
+        return
+    fn = _kernel(p, x.dtype)
+    rows = dict(_defines(p, x.dtype))["MIX_ROWS"]
+    blocks = _loader.resident_blocks(fn, _BLOCK) * _loader.sm_count()
+    gx = int(max(1, min(math.ceil(m / (_BLOCK * rows)), max(1, blocks // chains) * 2)))
+    null = _loader.NULL
+    fn((gx, chains), (_BLOCK,), (
+        x, _loader.i64(n_total), _loader.i64(start), _loader.i64(m), params, _loader.i32(k), _loader.i32(mode),
+        z if z is not None else null, lse if lse is not None else null, resp if resp is not None else null,
+        *_loader.philox_args(key, offset)))
+
+
+# ---------------------------------------------------------------------------
+# Sufficient statistics and the NIW posterior
+# ---------------------------------------------------------------------------
+
+def _stats_from(weights_of, model: Model, chains: int):
+    """Counts (C, k), sums (C, k, p) and scatter (C, k, p, p), float64, from per-block weights."""
+    x = model.x
+    xp = _xp_of(x)
+    n, p = x.shape
+    k = model.k
+    acc = None
+    for bi, s in enumerate(range(0, n, model.stats_rows)):
+        e = min(n, s + model.stats_rows)
+        y = model.y_blocks[bi] if model.y_blocks is not None else _y_block(x[s:e], xp)
+        w = weights_of(s, e)  # (C, k, rows) of x.dtype
+        part = xp.matmul(w.astype(np.float64), y)
+        acc = part if acc is None else acc + part
+    return _unpack_stats(acc, p)
+
+
+def gibbs_stats(model: Model, z, use_kernel: bool | None = None):
+    """Counts (C, k), sums (C, k, p) and scatter (C, k, p, p), float64, of the indicators ``z`` (C, n).
+
+    On the GPU: a stable sort of ``z`` and the deterministic two-kernel
+    reduction of ``mixture.cu`` (O(n p^2) work, whatever k). Its twin, used on
+    NumPy: one-hot blocks times the design ``[1, x, vech(x x^T)]``.
+    """
+    xp = _xp_of(z)
+    n, p = model.x.shape
+    q = 1 + p + p * (p + 1) // 2
+    if use_kernel is None:
+        use_kernel = xp is not np and q <= _MAX_STATS_E and n < 2**31
+    if use_kernel:
+        return _stats_kernel(model, z)
+    chains = z.shape[0]
+    comp = xp.arange(model.k, dtype=np.int32)[None, :, None]
+    return _stats_from(lambda s, e: (z[:, None, s:e] == comp).astype(np.float64), model, chains)
+
+
+def _stats_kernel(model: Model, z):
+    import cupy as cp
+
+    x = model.x
+    n, p = x.shape
+    k = model.k
+    chains = z.shape[0]
+    q = 1 + p + p * (p + 1) // 2
+    # One sort of the keys z + chain * k: chain c's rows land at [c n, (c + 1) n), by component.
+    # (cupy.bincount would read max(z) back to the host; searchsorted on the sorted keys does not.)
+    keys = (z + (cp.arange(chains, dtype=cp.int32) * k)[:, None]).ravel()
+    order_flat = cp.argsort(keys)
+    zs = keys[order_flat].reshape(chains, n) - (cp.arange(chains, dtype=cp.int32) * k)[:, None]
+    zs = cp.ascontiguousarray(zs.astype(cp.int32))
+    order = (order_flat.reshape(chains, n) - (cp.arange(chains, dtype=cp.int64) * n)[:, None]).astype(cp.int32)
+    bounds = cp.searchsorted(keys[order_flat], cp.arange(chains * k + 1, dtype=cp.int32))
+    j = cp.arange(k + 1)
+    c = cp.arange(chains)[:, None]
+    offsets = cp.ascontiguousarray((bounds[c * k + j[None, :]] - c * n).astype(cp.int64))
+    n_tiles = -(-n // _STATS_ROWS)
+    partial = cp.empty((chains, n_tiles + k, q), dtype=cp.float64)
+    out = cp.empty((chains, k, q), dtype=cp.float64)
+    defines = dict(_defines(p, x.dtype))
+    fn = _kernel(p, x.dtype, "mixture_stats_partial")
+    grid = int(min(n_tiles, 65535))
+    fn((grid, chains), (defines["MIX_STATS_BLOCK"],),
+       (x, _loader.i64(n), cp.ascontiguousarray(order), zs, _loader.i32(k), _loader.i64(n_tiles), partial))
+    red = _kernel(p, x.dtype, "mixture_stats_reduce")
+    red((int(min(-(-k * q // 256), 65535)), chains), (256,),
+        (partial, offsets, _loader.i32(k), _loader.i32(q), _loader.i64(n_tiles), out))
+    return _unpack_stats(out, p)
+
+
+def _unpack_stats(acc, p):
+    xp = _xp_of(acc)
+    chains, k = acc.shape[:2]
+    ti, tj = _tri(p, xp)
+    s2 = xp.zeros((chains, k, p, p), dtype=np.float64)
+    s2[..., ti, tj] = acc[..., 1 + p:]
+    s2[..., tj, ti] = acc[..., 1 + p:]
+    return acc[..., 0], acc[..., 1:1 + p], s2
+
+
+def niw_posterior(model: Model, counts, s1, s2):
+    """Posterior ``(kappa_n, m_n, df_n, Psi_n)`` of every component from weighted statistics.
+
+    ``Psi_n = Psi_0 + S2 + kappa0 m m^T - kappa_n m_n m_n^T`` (the scatter about
+    the mean plus the prior-to-mean term); empty components get the prior.
+    """
+    xp = _xp_of(s1)
+    kn = model.kappa0 + counts
+    mn = (model.kappa0 * model.m + s1) / kn[..., None]
+    mm = model.m[:, None] * model.m[None, :]
+    psi = model.psi0 + s2 + model.kappa0 * mm - kn[..., None, None] * (mn[..., :, None] * mn[..., None, :])
+    psi = 0.5 * (psi + xp.swapaxes(psi, -1, -2))
+    return kn, mn, model.df0 + counts, psi
+
+
+def _log_pi(v):
+    xp = _xp_of(v)
+    lv = xp.log(v)
+    l1 = xp.log1p(-xp.minimum(v, _V_MAX))
+    before = xp.cumsum(l1, axis=-1) - l1
+    return lv + before
+
+
+def _safe_cholesky(s):
+    xp = _xp_of(s)
+    p = s.shape[-1]
+    eye = xp.eye(p)
+    scale = xp.abs(xp.diagonal(s, axis1=-2, axis2=-1)).mean(-1)[..., None, None]
+    return xp.linalg.cholesky(s + 1e-10 * scale * eye)
+
+
+# ---------------------------------------------------------------------------
+# Gibbs
+# ---------------------------------------------------------------------------
+
+def init(rng, model: Model, chains: int = 1, z=True) -> State:
+    """Starting states: means at random data points, covariances ``Phi``, equal weights."""
+    x = model.x
+    xp = _xp_of(x)
+    n, p = x.shape
+    k = model.k
+    u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
+    idx = xp.minimum((u * n).astype(np.int64), n - 1)
+    mu = x[idx].astype(np.float64)
+    phi = model.psi0 / (model.df0 - p - 1)
+    sigma = xp.broadcast_to(phi, (chains, k, p, p)).copy()
+    j = xp.arange(k, dtype=np.float64)
+    v = xp.broadcast_to(1.0 / (k - j), (chains, k)).copy()
+    log_pi = _log_pi(v)
+    chol = _safe_cholesky(sigma)
+    params = kernel_params(log_pi, mu, chol, x.dtype)
+    alpha = xp.full((chains,), model.a / model.b)
+    zz = xp.zeros((chains, n), dtype=np.int32) if z else xp.zeros((chains, 0), dtype=np.int32)
+    return State(zz, v, log_pi, mu, sigma, params, alpha, xp.zeros((chains, k)), xp.zeros((chains,)))
+
+
+def make_step(model: Model):
+    """``step(rng, state) -> (state, info)``: one blocked-Gibbs sweep of every chain (the paper's four steps)."""
+    x = model.x
+    xp = _xp_of(x)
+    n, p = x.shape
+    k = model.k
+
+    def step(rng, state: State):
+        with _validate.validation(False):
+            chains = state.z.shape[0]
+            # (1) indicators from the current parameters, in chunks of rows.
+            offset = rng.advance()
+            z = state.z
+            lse = xp.empty((chains, n), dtype=x.dtype)
+            for s in range(0, n, model.sample_rows):
+                assign(x, state.params, s, min(model.sample_rows, n - s), MODE_SAMPLE, rng.key, offset,
+                       z=z, lse=lse)
+            loglik = lse.astype(np.float64).mean(axis=1)
+            counts, s1, s2 = gibbs_stats(model, z)
+            # (2) NIW draws; empty components draw from the prior.
+            kn, mn, dfn, psi = niw_posterior(model, counts, s1, s2)
+            sigma = rng.invwishart(dfn, psi, dtype=np.float64)
+            chol = _safe_cholesky(sigma)
+            eps = _backend.asarray(rng.standard_normal((chains, k, p), dtype=np.float64), xp)
+            mu = mn + (chol @ eps[..., None])[..., 0] / xp.sqrt(kn)[..., None]
+            # (3) stick-breaking Betas: v_j ~ Be(1 + n_j, alpha + sum_{r>j} n_r).
+            tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
+            vb = rng.beta(1.0 + counts[:, :-1], state.alpha[:, None] + tail[:, :-1], dtype=np.float64)
+            v = xp.concatenate([xp.clip(vb, 1e-300, _V_MAX), xp.ones((chains, 1))], axis=1)
+            log_pi = _log_pi(v)
+            # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001).
+            rate = model.b - xp.log1p(-v[:, :-1]).sum(axis=1)
+            alpha = rng.gamma(xp.full((chains,), model.a + k - 1.0), 1.0 / rate, dtype=np.float64)
+            alpha = xp.maximum(alpha, 1e-300)
+            params = kernel_params(log_pi, mu, chol, x.dtype)
+            n_active = (counts > 0).sum(axis=1)
+        return State(z, v, log_pi, mu, sigma, params, alpha, counts, loglik), Info(n_active)
+
+    return step
+
+
+def step(rng, state: State, model: Model):
+    """One Gibbs sweep (see :func:`make_step`, which builds the closure the driver calls)."""
+    return make_step(model)(rng, state)
+
+
+# ---------------------------------------------------------------------------
+# Bayesian EM
+# ---------------------------------------------------------------------------
+
+def bem_step(model: Model, state: State) -> State:
+    """One Bayesian-EM iterate of every start (the paper's four BEM steps)."""
+    x = model.x
+    xp = _xp_of(x)
+    n, p = x.shape
+    k = model.k
+    chains = state.params.shape[0]
+    with _validate.validation(False):
+        # (1) configuration probabilities, chunk by chunk, (2) their weighted statistics.
+        lse = xp.empty((chains, n), dtype=x.dtype)
+        acc = None
+        for s in range(0, n, model.chunk):
+            e = min(n, s + model.chunk)
+            resp = xp.empty((chains, k, e - s), dtype=x.dtype)
+            cached = model.y_blocks is not None and model.chunk == model.stats_rows
+            y = model.y_blocks[s // model.chunk] if cached else _y_block(x[s:e], xp)
+            assign(x, state.params, s, e - s, MODE_RESP, lse=lse, resp=resp, design=y)
+            part = xp.matmul(resp.astype(np.float64), y)
+            acc = part if acc is None else acc + part
+        loglik = lse.astype(np.float64).mean(axis=1)
+        counts, s1, s2 = _unpack_stats(acc, p)
+        # posterior means of the weighted NIW posterior.
+        kn, mn, dfn, psi = niw_posterior(model, counts, s1, s2)
+        sigma = psi / (dfn - p - 1)[..., None, None]
+        chol = _safe_cholesky(sigma)
+        # (3) weights: v_j = mode of Be(1 + p_j, alpha + sum_{r>j} p_r), clipped to [0, 1].
+        tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
+        den = counts + state.alpha[:, None] - 1.0 + tail
+        vb = xp.where(den > 0, counts / xp.where(den > 0, den, 1.0), 1.0)[:, :-1]
+        vb = xp.clip(vb, 0.0, 1.0)
+        v = xp.concatenate([vb, xp.ones((chains, 1))], axis=1)
+        with np.errstate(divide="ignore"):
+            log_pi = _log_pi(v)
+        # (4) alpha: the mode of its Gamma conditional.
+        rate = model.b - xp.log1p(-xp.minimum(vb, _V_MAX)).sum(axis=1)
+        alpha = xp.maximum((model.a + k - 2.0) / rate, 1e-6)
+        params = kernel_params(log_pi, mn, chol, x.dtype)
+    return State(state.z, v, log_pi, mn, sigma, params, alpha, counts, loglik)
+
+
+# ---------------------------------------------------------------------------
+# Relabelling
+# ---------------------------------------------------------------------------
+
+def relabel(means, reference, scale=None, weights=None, reference_weights=None, weight_cost: float = 100.0):
+    """Permutations aligning each draw's components to ``reference`` by their means (and weights).
+
+    ``means`` is (..., k, p) on the host, ``reference`` (k, p). Returns int
+    indices ``perm`` of shape (..., k) with ``means[..., perm, :]`` matched to
+    the reference components in order, from a linear assignment per draw on
+    the cost ``|mu_j - ref_l|^2 / scale^2 + weight_cost (sqrt w_j - sqrt ref_w_l)^2``.
+    The weight term keeps the means of empty components, which are prior draws
+    scattered over the data, from taking the label of an occupied one.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    means = np.asarray(means, np.float64)
+    ref = np.asarray(reference, np.float64)
+    k, p = ref.shape
+    scale = np.ones(p) if scale is None else np.asarray(scale, np.float64)
+    flat = means.reshape(-1, k, p)
+    use_w = weights is not None and reference_weights is not None
+    if use_w:
+        sw = np.sqrt(np.asarray(weights, np.float64).reshape(-1, k))
+        sref = np.sqrt(np.asarray(reference_weights, np.float64))
+    perm = np.empty(flat.shape[:2], dtype=np.int64)
+    for d in range(flat.shape[0]):
+        cost = (((flat[d][:, None, :] - ref[None, :, :]) / scale) ** 2).sum(-1)
+        if use_w:
+            cost = cost + weight_cost * (sw[d][:, None] - sref[None, :]) ** 2
+        rows, cols = linear_sum_assignment(cost)
+        perm[d, cols] = rows
+    return perm.reshape(means.shape[:-1])
+
+
+def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
+    """Relabel Gibbs draws (chain, draw, k, ...) to a common reference, Stephens-style.
+
+    The reference starts as the draw of largest log-likelihood and becomes the
+    weight-averaged aligned means (and mean weights) for ``rounds`` rounds.
+    Returns the aligned ``weights, means, covariances``.
+    """
+    c, d = np.unravel_index(int(np.argmax(loglik)), loglik.shape)
+    ref_mu, ref_w = means[c, d], weights[c, d]
+    for _ in range(rounds):
+        perm = relabel(means, ref_mu, scale, weights, ref_w)
+        w, mu = _take(weights, perm), _take(means, perm)
+        ref_w = w.mean(axis=(0, 1))
+        ref_mu = (w[..., None] * mu).sum(axis=(0, 1)) / np.maximum(w.sum(axis=(0, 1)), 1e-300)[:, None]
+    return w, mu, _take(covariances, perm)
+
+
+def _take(a, perm):
+    """``a[..., perm[...], ...]`` along the component axis (the one after the leading axes of perm)."""
+    idx = perm.reshape(perm.shape + (1,) * (a.ndim - perm.ndim))
+    return np.take_along_axis(a, idx, axis=perm.ndim - 1)
+
+
+# ---------------------------------------------------------------------------
+# The estimator
+# ---------------------------------------------------------------------------
+
+class DPGaussianMixture(Estimator):
+    """Truncated Dirichlet-process Gaussian mixture, by blocked Gibbs or Bayesian EM, on GPU or CPU.
+
+    The model of Suchard et al. (2010): ``n_components`` Gaussian components
+    with Normal-inverse-Wishart priors ``(mu_j, Sigma_j) ~ N(m, gamma Sigma_j)
+    IW(nu + 2, nu Phi)`` (West's parametrisation: ``InvWishart(nu + p + 1, nu
+    Phi)`` in the usual one, prior mean ``Phi``), truncated stick-breaking
+    weights ``v_j ~ Be(1, alpha)`` and ``alpha ~ Gamma(a, b)``.
+
+    Defaults from the data (column means ``xbar``, column variances ``s^2``):
+    ``m = xbar``, ``Phi = diag(s^2) / 64``, ``nu = 2`` (a weak covariance
+    prior, so that tight populations such as flow-cytometry clusters stay
+    tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``),
+    ``alpha ~ Gamma(1, k)`` (shape 1, rate ``k = n_components``: prior mean
+    ``1 / k``, as scikit-learn's default concentration; with ``k - 1`` sticks
+    in alpha's conditional the posterior mean stays near 1 whatever ``k``). A
+    constant column is handled through the prior (its variance is floored at
+    1e-3 of the mean positive variance).
+
+    Parameters
+    ----------
+    n_components : int
+        The truncation ``k``: an upper bound on the number of components.
+    method : {"gibbs", "bem"}
+        ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks,
+        alpha). ``"bem"``: Bayesian EM to a posterior mode from ``n_init``
+        starts run side by side; components can be cut back to zero weight.
+    n_iter : int
+        Gibbs: kept iterations; BEM: the largest number of iterations.
+    burn_in : int
+        Gibbs iterations run before keeping draws.
+    n_chains : int
+        Gibbs chains, run side by side in one launch.
+    n_init : int
+        BEM starts; the one with the largest mean log-likelihood is kept.
+    tol : float
+        BEM stops when no start's mean log-likelihood per sample has changed by
+        more than ``tol`` per iteration over the last 10 iterations (checked
+        every 10 iterations, the only times BEM reads back from the GPU).
+    mean_prior, mean_precision_prior, covariance_prior, degrees_of_freedom_prior :
+        ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for
+        the defaults above.
+    alpha_prior : (float, float) or None
+        Shape and rate of alpha's Gamma prior; None: ``(1, n_components)``.
+    relabel : bool
+        Align stored Gibbs draws to a common reference by a linear assignment on
+        component means and weights (:func:`align_draws`) before summarising.
+    random_state : int, SeedSequence, gpumcmc Generator or None
+    chunk_size : int or None
+        Rows per launch of the configuration kernel (None: sized from memory).
+        Draws do not depend on it.
+    dtype : "float32" or "float64"
+        Precision of the data and of the kernel.
+    progress : bool
+        Show a progress bar.
+    backend : {"numpy", "cupy", None}
+        None: the active backend (CuPy where a GPU is present).
+
+    Attributes
+    ----------
+    weights_, means_, covariances_ : host arrays (k,), (k, p), (k, p, p)
+        The fitted mixture: Gibbs posterior means of the relabelled draws, or
+        the BEM mode.
+    alpha_ : float
+    n_active_ : int  (components holding data / of positive weight)
+    trace_ : gpumcmc.sampling.Trace (Gibbs)
+    converged_, n_iter_ : BEM convergence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models import DPGaussianMixture
+    >>> rs = np.random.default_rng(0)
+    >>> X = np.concatenate([rs.normal(-3, 1, (100, 2)), rs.normal(3, 1, (100, 2))])
+    >>> gm = DPGaussianMixture(n_components=5, n_iter=50, burn_in=100, random_state=0,
+    ...                        progress=False, backend="numpy").fit(X)
+    >>> int((gm.weights_ > 0.2).sum())
+    2
+    >>> z = gm.predict(X)
+    >>> bool((z[:100] == z[0]).mean() > 0.95 and (z[100:] != z[0]).mean() > 0.95)
+    True
+    >>> bem = DPGaussianMixture(n_components=2, method="bem", progress=False, backend="numpy").fit(X)
+    >>> bool(abs(bem.score(X) - gm.score(X)) < 0.1)
+    True
+    """
+
+    def __init__(self, n_components: int = 16, method: str = "gibbs", n_iter: int = 200, burn_in: int = 100,
+                 n_chains: int = 1, n_init: int = 4, tol: float = 1e-5, mean_prior=None,
+                 mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
+                 alpha_prior=None, relabel: bool = True, random_state=None, chunk_size=None,
+                 dtype="float32", progress: bool = True, backend=None):
+        self.n_components = n_components
+        self.method = method
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.n_chains = n_chains
+        self.n_init = n_init
+        self.tol = tol
+        self.mean_prior = mean_prior
+        self.mean_precision_prior = mean_precision_prior
+        self.covariance_prior = covariance_prior
+        self.degrees_of_freedom_prior = degrees_of_freedom_prior
+        self.alpha_prior = alpha_prior
+        self.relabel = relabel
+        self.random_state = random_state
+        self.chunk_size = chunk_size
+        self.dtype = dtype
+        self.progress = progress
+        self.backend = backend
+
+    # -- checks -------------------------------------------------------------
+    def _check_params(self):
+        k = self.n_components
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_components must be an integer >= 1, got {k!r}.")
+        if self.method not in ("gibbs", "bem"):
+            raise ValueError(f"method must be 'gibbs' or 'bem', got {self.method!r}.")
+        for name in ("n_iter", "n_chains", "n_init"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}.")
+        if isinstance(self.burn_in, bool) or not isinstance(self.burn_in, (int, np.integer)) or self.burn_in < 0:
+            raise ValueError(f"burn_in must be an integer >= 0, got {self.burn_in!r}.")
+        return _validate.check_float_dtype(self.dtype)
+
+    def _data(self, X, dtype):
+        xp = self._xp()
+        X = as_data(X, xp, dtype, "X")
+        if X.shape[0] < 2:
+            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got {X.shape[0]}.")
+        if X.shape[1] < 1:
+            raise ValueError("X has no features (columns).")
+        return X
+
+    def _alpha_prior(self):
+        if self.alpha_prior is None:
+            return (1.0, float(self.n_components))
+        a = tuple(self.alpha_prior)
+        if len(a) != 2:
+            raise ValueError(f"alpha_prior must be (shape, rate), got {self.alpha_prior!r}.")
+        return a
+
+    # -- fit ----------------------------------------------------------------
+    def fit(self, X, y=None):
+        """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
+        dtype = self._check_params()
+        X = self._data(X, dtype)
+        chains = self.n_chains if self.method == "gibbs" else self.n_init
+        model = make_model(X, int(self.n_components), dtype=dtype, mean_prior=self.mean_prior,
+                           mean_precision_prior=self.mean_precision_prior,
+                           covariance_prior=self.covariance_prior,
+                           degrees_of_freedom_prior=self.degrees_of_freedom_prior,
+                           alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size, chains=chains,
+                           # the GPU Gibbs sweep sums its statistics by kernel: no design matrix to cache
+                           cache_bytes=0 if (self.method == "gibbs" and _xp_of(X) is not np) else None)
+        rng = self._make_rng()
+        self.n_features_in_ = X.shape[1]
+        self._center = model.center
+        self._scale = np.sqrt(np.diag(_backend.to_host(model.psi0)) / (model.df0 - X.shape[1] - 1))
+        t0 = time.perf_counter()
+        if self.method == "gibbs":
+            self._fit_gibbs(model, rng)
+        else:
+            self._fit_bem(model, rng)
+        self.fit_seconds_ = time.perf_counter() - t0
+        self._point_params = None
+        return self
+
+    def _fit_gibbs(self, model, rng):
+        state = init(rng, model, self.n_chains)
+        step_fn = make_step(model)
+
+        def collect(s, info):
+            return {"weights": _xp_of(s.log_pi).exp(s.log_pi), "means": s.mu, "covariances": s.sigma,
+                    "alpha": s.alpha, "loglik": s.loglik, "n_active": info.n_active, "counts": s.counts}
+
+        tr = run(step_fn, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, collect=collect,
+                 monitors=[Monitor("loglik", lambda s: s.loglik, every=10),
+                           Monitor("alpha", lambda s: s.alpha, every=10)],
+                 progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
+        self.trace_ = tr
+        d = tr.draws
+        w, mu, cov = d["weights"], d["means"], d["covariances"]
+        _check_finite_fit([d["loglik"], w, mu, d["alpha"]], "Gibbs")
+        if self.relabel:
+            w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
+        self._draws = {"weights": w, "means": mu + self._center, "covariances": cov, "alpha": d["alpha"],
+                       "loglik": d["loglik"], "n_active": d["n_active"]}
+        # Weights: posterior means; means and covariances: averages weighted by each draw's weight,
+        # so that prior draws of momentarily empty components do not blur them.
+        wm = w.mean(axis=(0, 1))
+        self.weights_ = wm / wm.sum()
+        ws = np.maximum(w.sum(axis=(0, 1)), 1e-300)
+        self.means_ = (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None] + self._center
+        self.covariances_ = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
+        self.alpha_ = float(d["alpha"].mean())
+        self.n_active_ = int(np.round(np.median(d["n_active"])))
+        self.z_ = _backend.to_host(tr.state.z[0])
+
+    def _fit_bem(self, model, rng, check_every: int = 10):
+        state = init(rng, model, self.n_init, z=False)
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=self.n_iter, desc="DP mixture (BEM)")
+        prev = None
+        converged = False
+        it = 0
+        try:
+            for it in range(1, self.n_iter + 1):
+                state = bem_step(model, state)
+                if it % check_every == 0 or it == self.n_iter:
+                    ll = _backend.to_host(state.loglik)  # synchronises, every check_every iterations
+                    if bar is not None:
+                        bar.set_postfix({"loglik": f"{ll.max():.5g}"}, refresh=False)
+                    if prev is not None and np.all(np.abs(ll - prev) < self.tol * check_every):
+                        converged = True
+                    prev = ll
+                if bar is not None:
+                    bar.update(1)
+                if converged:
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+        # The probabilities of the last iterate were computed at the previous parameters: one more
+        # E-step scores the final ones.
+        ll = _backend.to_host(_score_params(model.x, state.params, model.chunk))
+        _check_finite_fit([np.nanmax(ll)], "BEM")
+        ll = np.where(np.isfinite(ll), ll, -np.inf)  # a start that broke down is never chosen
+        best = int(np.argmax(ll))
+        self.converged_ = converged
+        self.n_iter_ = it
+        self.lower_bound_ = float(ll[best])
+        self.bem_logliks_ = ll
+        w = np.exp(_backend.to_host(state.log_pi[best]))
+        self.weights_ = w / w.sum()
+        self.means_ = _backend.to_host(state.mu[best]) + self._center
+        self.covariances_ = _backend.to_host(state.sigma[best])
+        self.alpha_ = float(_backend.to_host(state.alpha[best]))
+        self.n_active_ = int((self.weights_ > 0).sum())
+
+    # -- prediction ---------------------------------------------------------
+    def _params(self, xp, dtype):
+        key = (xp.__name__, np.dtype(dtype).str)
+        cached = getattr(self, "_point_params", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        w = self.weights_
+        with np.errstate(divide="ignore"):
+            log_pi = np.log(w)
+        mu = self.means_ - self._center
+        chol = _safe_cholesky(np.asarray(self.covariances_, np.float64))
+        params = kernel_params(log_pi[None], mu[None], chol[None], dtype)
+        params = _backend.asarray(params, xp)
+        self._point_params = (key, params)
+        return params
+
+    def _prepare(self, X):
+        self._check_fitted("weights_")
+        dtype = _validate.check_float_dtype(self.dtype)
+        X = self._data(X, dtype) if np.shape(X)[0] >= 2 else as_data(X, self._xp(), dtype, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the mixture was fitted with {self.n_features_in_}.")
+        xp = _xp_of(X)
+        xc = xp.ascontiguousarray((X - xp.asarray(self._center, dtype=X.dtype)).astype(dtype))
+        return xc, self._params(xp, dtype)
+
+    def _chunk(self, n, chains=1):
+        x_gpu = self._xp() is not np
+        if self.chunk_size is not None:
+            return int(self.chunk_size)
+        return default_chunk(n, int(self.n_components), chains, np.dtype(self.dtype).itemsize, x_gpu)
+
+    def score_samples(self, X):
+        """Log density ``log g(x_i)`` of every sample under the fitted mixture (host array)."""
+        xc, params = self._prepare(X)
+        return _backend.to_host(_score_params(xc, params, self._chunk(xc.shape[0]), per_sample=True))[0]
+
+    def score(self, X, y=None) -> float:
+        """Mean log-likelihood per sample."""
+        return float(np.mean(self.score_samples(X)))
+
+    def predict(self, X):
+        """The most probable component of every sample (host int array)."""
+        xc, params = self._prepare(X)
+        xp = _xp_of(xc)
+        n = xc.shape[0]
+        z = xp.empty((1, n), dtype=np.int32)
+        ch = self._chunk(n)
+        for s in range(0, n, ch):
+            assign(xc, params, s, min(ch, n - s), MODE_ARGMAX, z=z)
+        return _backend.to_host(z[0]).astype(np.int64)
+
+    def predict_proba(self, X):
+        """Component probabilities, (n_samples, n_components) host array."""
+        xc, params = self._prepare(X)
+        xp = _xp_of(xc)
+        n = xc.shape[0]
+        k = params.shape[1]
+        out = np.empty((n, k), dtype=xc.dtype)
+        ch = self._chunk(n)
+        lse = xp.empty((1, n), dtype=xc.dtype)
+        for s in range(0, n, ch):
+            e = min(n, s + ch)
+            resp = xp.empty((1, k, e - s), dtype=xc.dtype)
+            assign(xc, params, s, e - s, MODE_RESP, lse=lse, resp=resp)
+            out[s:e] = _backend.to_host(resp[0]).T
+        return out
+
+    # -- draws --------------------------------------------------------------
+    def to_arviz(self):
+        """ArviZ data of the (relabelled) Gibbs draws: weights, means, alpha; log-likelihood and active components."""
+        self._check_fitted("weights_")
+        if getattr(self, "_draws", None) is None:
+            raise ValueError("to_arviz() needs draws: fit with method='gibbs'.")
+        from ..sampling import to_arviz
+
+        d = self._draws
+        k, p = d["means"].shape[-2:]
+        return to_arviz({"weights": d["weights"], "means": d["means"], "alpha": d["alpha"]},
+                        {"loglik": d["loglik"], "n_active": d["n_active"]},
+                        coords={"component": np.arange(k), "feature": np.arange(p)},
+                        dims={"weights": ["component"], "means": ["component", "feature"]})
+
+
+def _check_finite_fit(arrays, method):
+    for a in arrays:
+        if not np.all(np.isfinite(np.asarray(a))):
+            raise FloatingPointError(
+                f"The {method} fit produced NaN or inf (a covariance lost positive definiteness); fit with "
+                "dtype='float64', or strengthen the covariance prior (degrees_of_freedom_prior, covariance_prior).")
+
+
+def _score_params(x, params, chunk, per_sample=False):
+    """Mean log-likelihood per sample (C,) of every parameter set, or the (C, n) values."""
+    xp = _xp_of(x)
+    n = x.shape[0]
+    chains = params.shape[0]
+    lse = xp.empty((chains, n), dtype=x.dtype)
+    for s in range(0, n, chunk):
+        assign(x, params, s, min(chunk, n - s), MODE_ARGMAX, lse=lse)
+    return lse if per_sample else lse.astype(np.float64).mean(axis=1)

@@ -1,0 +1,387 @@
+"""DPGaussianMixture: planted recovery, the fused kernel against its twin, chunking, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gpumcmc.models import DPGaussianMixture
+from gpumcmc.models import mixture as mx
+from gpumcmc.random import default_rng
+
+from conftest import ALPHA, to_np
+
+
+def planted(seed=0, n=(300, 200, 100)):
+    rs = np.random.default_rng(seed)
+    centers = np.array([[-3.0, -3.0], [3.0, 3.0], [3.0, -4.0]])
+    sds = np.array([1.0, 1.0, 0.5])
+    X = np.concatenate([rs.normal(c, s, (m, 2)) for c, s, m in zip(centers, sds, n)])
+    lab = np.repeat(np.arange(3), n)
+    return X, lab, np.array(n) / sum(n)
+
+
+def ari(a, b):
+    from sklearn.metrics import adjusted_rand_score
+
+    return adjusted_rand_score(a, b)
+
+
+def fit(X, **kw):
+    kw.setdefault("progress", False)
+    kw.setdefault("random_state", 0)
+    kw.setdefault("backend", "numpy")
+    return DPGaussianMixture(**kw).fit(X)
+
+
+# -- planted recovery ---------------------------------------------------------
+
+def test_gibbs_recovers_planted_mixture():
+    X, lab, w = planted()
+    gm = fit(X, n_components=8, n_iter=100, burn_in=400)
+    assert ari(lab, gm.z_) > 0.95
+    assert ari(lab, gm.predict(X)) > 0.95
+    top = np.sort(gm.weights_)[::-1][:3]
+    np.testing.assert_allclose(top, np.sort(w)[::-1], atol=0.06)
+    assert gm.trace_.draws["means"].shape == (1, 100, 8, 2)
+
+
+def test_bem_recovers_planted_mixture():
+    X, lab, w = planted()
+    gm = fit(X, n_components=3, method="bem", n_init=4, n_iter=300)
+    assert gm.converged_
+    assert ari(lab, gm.predict(X)) > 0.97
+    np.testing.assert_allclose(np.sort(gm.weights_), np.sort(w), atol=0.02)
+    # with a spare component, the planted three still carry almost all the weight
+    gm4 = fit(X, n_components=4, method="bem", n_init=4, n_iter=300)
+    assert np.sort(gm4.weights_)[::-1][:3].sum() > 0.9
+
+
+def test_predictive_density_matches_sklearn():
+    from sklearn.mixture import BayesianGaussianMixture
+
+    X, _, _ = planted(0)
+    Xt, _, _ = planted(1)
+    sk = BayesianGaussianMixture(n_components=8, weight_concentration_prior_type="dirichlet_process",
+                                 max_iter=500, random_state=0).fit(X)
+    ref = sk.score(Xt)
+    gibbs = fit(X, n_components=8, n_iter=100, burn_in=400)
+    bem = fit(X, n_components=8, method="bem", n_iter=300)
+    for gm in (gibbs, bem):
+        s = gm.score(Xt)
+        assert s > ref - 0.08, (s, ref)
+        np.testing.assert_allclose(gm.score_samples(Xt).mean(), s)
+        p = gm.predict_proba(Xt)
+        np.testing.assert_allclose(p.sum(1), 1.0, rtol=1e-5)
+        np.testing.assert_array_equal(p.argmax(1), gm.predict(Xt))
+
+
+# -- the sampler's pieces --------------------------------------------------------
+
+def _random_params(rs, chains, k, p, dtype, dead=()):
+    a = rs.normal(size=(chains, k, p, p))
+    sigma = a @ np.swapaxes(a, -1, -2) / p + 0.3 * np.eye(p)
+    mu = rs.normal(0, 2, (chains, k, p))
+    w = rs.dirichlet(np.ones(k), size=chains)
+    for j in dead:
+        w[:, j] = 0.0
+    with np.errstate(divide="ignore"):
+        log_pi = np.log(w)
+    return mx.kernel_params(log_pi, mu, np.linalg.cholesky(sigma), dtype), log_pi, mu, sigma
+
+
+def test_logits_twin_matches_scipy():
+    rs = np.random.default_rng(3)
+    p, k = 3, 5
+    params, log_pi, mu, sigma = _random_params(rs, 2, k, p, np.float64)
+    x = rs.normal(0, 2, (7, p))
+    lg = mx._logits_twin(x, params)
+    for c in range(2):
+        for j in range(k):
+            ref = log_pi[c, j] + stats.multivariate_normal(mu[c, j], sigma[c, j]).logpdf(x)
+            np.testing.assert_allclose(lg[c, j], ref, rtol=1e-10, atol=1e-10)
+
+
+def test_gumbel_draws_follow_the_configuration_probabilities():
+    # 20,000 copies of one point: the indicator frequencies against softmax(logits); one chi-square
+    # check at ALPHA.
+    rs = np.random.default_rng(4)
+    p, k, n = 2, 6, 20000
+    params, _, _, _ = _random_params(rs, 1, k, p, np.float64, dead=(4,))
+    x = np.tile(np.array([[0.3, -0.2]]), (n, 1))
+    z = np.empty((1, n), np.int32)
+    mx.assign(x, params, 0, n, mx.MODE_SAMPLE, (123, 456), 7, z=z)
+    lg = mx._logits_twin(x[:1], params)[0, :, 0]
+    prob = np.exp(lg - np.logaddexp.reduce(lg))
+    counts = np.bincount(z[0], minlength=k)
+    assert counts[4] == 0  # a component of weight zero is never drawn
+    live = prob > 0
+    chi2 = ((counts[live] - n * prob[live]) ** 2 / (n * prob[live])).sum()
+    assert stats.chi2.sf(chi2, live.sum() - 1) > ALPHA
+
+
+def test_chunked_and_unchunked_runs_give_the_same_draws():
+    X, _, _ = planted()
+    a = fit(X, n_components=6, n_iter=20, burn_in=5, chunk_size=None, relabel=False)
+    b = fit(X, n_components=6, n_iter=20, burn_in=5, chunk_size=97, relabel=False)
+    np.testing.assert_array_equal(a.z_, b.z_)
+    for name in ("weights", "means", "alpha"):
+        np.testing.assert_array_equal(a.trace_.draws[name], b.trace_.draws[name])
+
+
+def test_chunked_assignment_is_row_local():
+    rs = np.random.default_rng(5)
+    params, _, _, _ = _random_params(rs, 2, 9, 3, np.float32)
+    x = rs.normal(0, 2, (501, 3)).astype(np.float32)
+    z1 = np.empty((2, 501), np.int32)
+    z2 = np.empty((2, 501), np.int32)
+    mx.assign(x, params, 0, 501, mx.MODE_SAMPLE, (1, 2), 3, z=z1)
+    for s in range(0, 501, 64):
+        mx.assign(x, params, s, min(64, 501 - s), mx.MODE_SAMPLE, (1, 2), 3, z=z2)
+    np.testing.assert_array_equal(z1, z2)
+
+
+def test_niw_posterior_matches_direct_formula():
+    rs = np.random.default_rng(6)
+    x = rs.normal(size=(50, 2))
+    model = mx.make_model(x, 3)
+    z = np.zeros((1, 50), np.int32)
+    z[0, 20:] = 1  # component 2 stays empty
+    counts, s1, s2 = mx.gibbs_stats(model, z)
+    kn, mn, dfn, psi = mx.niw_posterior(model, counts, s1, s2)
+    xc = model.x.astype(np.float64)
+    for j, rows in ((0, slice(0, 20)), (1, slice(20, 50))):
+        d = xc[rows]
+        nj, xbar = len(d), d.mean(0)
+        scatter = (d - xbar).T @ (d - xbar)
+        k0 = model.kappa0
+        ref = model.psi0 + scatter + k0 * nj / (k0 + nj) * np.outer(xbar - model.m, xbar - model.m)
+        np.testing.assert_allclose(psi[0, j], ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(mn[0, j], (k0 * model.m + nj * xbar) / (k0 + nj), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(psi[0, 2], model.psi0)
+    assert dfn[0, 2] == model.df0 and kn[0, 2] == model.kappa0
+
+
+def test_relabel_undoes_a_permutation():
+    rs = np.random.default_rng(7)
+    ref = rs.normal(0, 5, (6, 2))
+    perms = np.array([rs.permutation(6) for _ in range(4)])
+    draws = ref[perms] + rs.normal(0, 0.01, (4, 6, 2))
+    perm = mx.relabel(draws, ref)
+    np.testing.assert_allclose(mx._take(draws, perm), np.broadcast_to(ref, draws.shape), atol=0.05)
+
+
+def test_to_arviz_and_attributes():
+    X, _, _ = planted()
+    gm = fit(X, n_components=5, n_iter=10, burn_in=5, n_chains=2)
+    idata = gm.to_arviz()
+    assert idata.posterior["weights"].shape == (2, 10, 5)
+    assert idata.posterior["means"].shape == (2, 10, 5, 2)
+    assert idata.posterior["alpha"].shape == (2, 10)
+    assert gm.means_.shape == (5, 2) and gm.covariances_.shape == (5, 2, 2)
+    np.testing.assert_allclose(gm.weights_.sum(), 1.0)
+
+
+# -- bad input -------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_data_is_refused(bad):
+    X, _, _ = planted()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN or inf"):
+        fit(X, n_components=3, n_iter=2, burn_in=0)
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5])
+def test_bad_n_components(k):
+    with pytest.raises(ValueError, match="n_components"):
+        fit(np.zeros((5, 2)), n_components=k)
+
+
+def test_too_few_samples():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        fit(np.ones((1, 3)), n_components=2)
+
+
+def test_constant_column_is_handled_by_the_prior():
+    X, lab, _ = planted()
+    X = np.concatenate([X, np.full((len(X), 1), 4.0)], axis=1)
+    gm = fit(X, n_components=6, n_iter=40, burn_in=40)
+    assert np.isfinite(gm.score(X))
+    assert ari(lab, gm.predict(X)) > 0.9
+
+
+def test_bad_method():
+    with pytest.raises(ValueError, match="method"):
+        fit(np.zeros((5, 2)), method="vb")
+
+
+# -- data ------------------------------------------------------------------------
+
+def test_load_fcs_examples():
+    from gpumcmc.datasets import fcs_example_files, load_fcs
+
+    files = fcs_example_files()
+    d = load_fcs(files["facscalibur"])
+    assert d.data.shape == (37395, 7) and "Time" not in d.channels
+    assert np.isfinite(d.data).all()
+    raw = load_fcs("facscalibur", cofactor=None, channels=["FSC-H", 1])
+    np.testing.assert_allclose(np.arcsinh(raw.data / 150.0), d.data[:, :2])
+    assert load_fcs("lsr2", drop_time=False).data.shape == (14945, 11)
+    assert load_fcs("fortessa", drop_time=False).data.shape == (11585, 11)
+    with pytest.raises(ValueError, match="no channel"):
+        load_fcs("facscalibur", channels=["nope"])
+
+
+# -- GPU: kernel against twin, CPU against GPU --------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p,k", [(2, 5), (14, 70), (5, 33)])
+def test_kernel_matches_twin(cp, dtype, p, k):
+    rs = np.random.default_rng(8)
+    chains, n = 2, 3000
+    params, _, _, _ = _random_params(rs, chains, k, p, dtype, dead=(1,))
+    x = rs.normal(0, 2, (n, p)).astype(dtype)
+    key, off = (11, 22), 5
+    zt, lt = np.empty((chains, n), np.int32), np.empty((chains, n), dtype)
+    mx._assign_twin(x, params, 0, n, mx.MODE_SAMPLE, key, off, z=zt, lse=lt)
+    xg, pg = cp.asarray(x), cp.asarray(params)
+    zg, lg = cp.empty((chains, n), cp.int32), cp.empty((chains, n), dtype)
+    mx.assign(xg, pg, 0, n, mx.MODE_SAMPLE, key, off, z=zg, lse=lg)
+    # float32: the kernel's quadratic forms reach ~1e3 for points far from every component, so logits
+    # carry absolute errors near 1e-3; a bug shows up as wholesale disagreement, not as a few flips.
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(to_np(lg), lt, rtol=rtol, atol=rtol)
+    assert (to_np(zg) == zt).mean() > 0.995
+    # responsibilities, chunked on the GPU
+    m = 1000
+    rt = np.empty((chains, k, m), dtype)
+    mx._assign_twin(x, params, 500, m, mx.MODE_RESP, key, off, lse=lt, resp=rt)
+    rg = cp.empty((chains, k, m), dtype)
+    mx.assign(xg, pg, 500, m, mx.MODE_RESP, key, off, lse=lg, resp=rg)
+    np.testing.assert_allclose(to_np(rg), rt, rtol=100 * rtol, atol=10 * rtol)
+    za, zb = cp.empty((chains, n), cp.int32), np.empty((chains, n), np.int32)
+    mx.assign(xg, pg, 0, n, mx.MODE_ARGMAX, z=za)
+    mx._assign_twin(x, params, 0, n, mx.MODE_ARGMAX, key, off, z=zb)
+    assert (to_np(za) == zb).mean() > 0.995
+
+
+def test_gpu_chunked_same_draws(cp):
+    X, _, _ = planted()
+    a = fit(X, n_components=6, n_iter=20, burn_in=5, relabel=False, backend="cupy")
+    b = fit(X, n_components=6, n_iter=20, burn_in=5, relabel=False, backend="cupy", chunk_size=97)
+    np.testing.assert_array_equal(a.z_, b.z_)
+    np.testing.assert_array_equal(a.trace_.draws["means"], b.trace_.draws["means"])
+
+
+def test_cpu_and_gpu_gibbs_agree(cp):
+    # Same seed, same draws up to rounding: after three sweeps in float64 the indicators agree.
+    X, lab, _ = planted()
+    kw = dict(n_components=6, n_iter=3, burn_in=0, dtype="float64", relabel=False)
+    c = fit(X, backend="numpy", **kw)
+    g = fit(X, backend="cupy", **kw)
+    assert (c.z_ == g.z_).mean() > 0.99
+    np.testing.assert_allclose(c.trace_.draws["means"][:, 0], g.trace_.draws["means"][:, 0], rtol=1e-6, atol=1e-8)
+
+
+def test_cpu_and_gpu_bem_agree(cp):
+    X, lab, _ = planted()
+    kw = dict(n_components=3, method="bem", n_iter=100)
+    c = fit(X, backend="numpy", **kw)
+    g = fit(X, backend="cupy", **kw)
+    assert ari(c.predict(X), g.predict(X)) > 0.99
+    assert abs(c.score(X) - g.score(X)) < 1e-3
+    np.testing.assert_allclose(np.sort(c.weights_), np.sort(g.weights_), atol=1e-3)
+
+
+def test_gpu_recovers_planted(cp):
+    X, lab, _ = planted()
+    # one spare component: over seeds 0-5 on NumPy the adjusted Rand index is 0.98-1.0 (eight components
+    # can leave a chain in a split state for hundreds of sweeps)
+    gm = fit(X, n_components=4, n_iter=100, burn_in=400, backend="cupy")
+    assert ari(lab, gm.predict(X)) > 0.95
+    assert np.isfinite(gm.score(X))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p,k", [(2, 5), (14, 300)])
+def test_stats_kernel_matches_twin(cp, dtype, p, k):
+    rs = np.random.default_rng(9)
+    n, chains = 5000, 2
+    x = rs.normal(0, 2, (n, p))
+    model = mx.make_model(cp.asarray(x), k, dtype=dtype)
+    # skewed sizes: one component holds most rows (many tiles), some stay empty
+    z = np.where(rs.random((chains, n)) < 0.7, 0, rs.integers(0, k // 2 + 1, (chains, n))).astype(np.int32)
+    zg = cp.asarray(z)
+    got = mx.gibbs_stats(model, zg, use_kernel=True)
+    ref = mx.gibbs_stats(model, zg, use_kernel=False)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(to_np(a), to_np(b), rtol=rtol, atol=rtol * n)
+    np.testing.assert_array_equal(to_np(got[0]), np.stack([np.bincount(r, minlength=k) for r in z]))
+    again = mx.gibbs_stats(model, zg, use_kernel=True)
+    for a, b in zip(got, again):  # deterministic: no floating-point atomics
+        np.testing.assert_array_equal(to_np(a), to_np(b))
+
+
+def test_bem_cuts_back_a_component_to_zero_weight():
+    # A start whose third component sits far from every point: its probabilities underflow to 0,
+    # so p_3 = 0, v_3 = 0 and the component keeps weight exactly zero afterwards.
+    X, lab, _ = planted()
+    model = mx.make_model(X, 4, dtype=np.float32)
+    state = mx.init(default_rng(0, backend="numpy"), model, 1, z=False)
+    mu = state.mu.copy()
+    mu[0, 2] = 1e3
+    chol = np.linalg.cholesky(state.sigma)
+    state = state._replace(mu=mu, params=mx.kernel_params(state.log_pi, mu, chol, np.float32))
+    for _ in range(30):
+        state = mx.bem_step(model, state)
+    w = np.exp(state.log_pi[0])
+    assert w[2] == 0.0 and state.v[0, 2] == 0.0
+    np.testing.assert_allclose(w.sum(), 1.0)
+    assert np.isfinite(state.loglik).all()
+
+
+def test_chains_differ_and_share_the_model():
+    X, _, _ = planted()
+    gm = fit(X, n_components=4, n_iter=5, burn_in=5, n_chains=3, relabel=False)
+    a = gm.trace_.draws["alpha"]
+    assert a.shape == (3, 5) and len({tuple(r) for r in a}) == 3
+
+
+def test_gemm_logits_match_the_direct_form():
+    rs = np.random.default_rng(10)
+    params, _, _, _ = _random_params(rs, 2, 7, 4, np.float64, dead=(3,))
+    x = rs.normal(0, 2, (50, 4))
+    direct = mx._logits_twin(x, params)
+    gemm = mx._logits_gemm(x, mx._gemm_weights(params, 4))
+    live = np.isfinite(direct)
+    np.testing.assert_allclose(gemm[live], direct[live], rtol=1e-9, atol=1e-9)
+    assert (gemm[~live] < -1e299).all()
+
+
+def test_align_draws_keeps_empty_components_apart():
+    # Three occupied components and three empty ones whose means are prior draws that can land next to
+    # an occupied one; draws are label-switched copies. Aligned, each occupied component keeps its mean.
+    rs = np.random.default_rng(11)
+    mu = np.array([[-3.0, -3.0], [3.0, 3.0], [3.0, -4.0]])
+    w = np.array([0.5, 0.3, 0.2])
+    D = 40
+    means = np.empty((1, D, 6, 2))
+    weights = np.empty((1, D, 6))
+    for d in range(D):
+        full_mu = np.concatenate([mu + rs.normal(0, 0.02, mu.shape), mu[rs.integers(0, 3, 3)] + rs.normal(0, 0.3, (3, 2))])
+        full_w = np.concatenate([w, np.full(3, 1e-4)])
+        perm = rs.permutation(6)
+        means[0, d], weights[0, d] = full_mu[perm], full_w[perm]
+    wa, ma, _ = mx.align_draws(weights, means, np.zeros((1, D, 6, 2, 2)), rs.normal(size=(1, D)), np.ones(2))
+    big = wa.mean(axis=(0, 1)) > 0.1
+    assert big.sum() == 3
+    assert np.ptp(ma[0][:, big], axis=0).max() < 0.2  # the same component in every draw
+
+
+def test_non_finite_fit_is_reported():
+    with pytest.raises(FloatingPointError, match="float64"):
+        mx._check_finite_fit([np.array([1.0, np.nan])], "Gibbs")
+    mx._check_finite_fit([np.array([1.0, 2.0])], "BEM")

@@ -117,3 +117,17 @@ def test_gpu_runs(cp):
     g = _fresh().fit(X, n_iter=10, same=2, random_state=0, progress=False, backend="cupy")
     c = _fresh().fit(X, n_iter=10, same=2, random_state=0, progress=False, backend="numpy")
     assert abs(g.kl_avg(truth) - c.kl_avg(truth)) < 0.02
+
+
+def test_gibbs_sweep_matches_enumeration_fixed_cpts():
+    # replicas are independent chains; after 15 sweeps each replica's (I, G) should follow the exact
+    # conditional given the observed cells. False-failure budget: one chi-square at alpha = 1e-3.
+    net = BayesianNetwork.koller()
+    x = np.array([[-1, 1, 0, -1, 1]])
+    Y = np.array([[i, 1, 0, g, 1] for i in range(2) for g in range(3)])
+    p = np.exp(net.log_prob(Y)); p /= p.sum()
+    m = 4000
+    net.fit(x, n_iter=15, same=m, random_state=11, progress=False, backend="numpy", learn=False)
+    Z = net.imputations_[:, 0]
+    obs = np.bincount(Z[:, 0] * 3 + Z[:, 3], minlength=6)
+    assert stats.chisquare(obs, m * p).pvalue > 1e-3

@@ -209,11 +209,14 @@ class BayesianNetwork:
             groups.setdefault(col[v], []).append(v)
         return [groups[k] for k in sorted(groups)]
 
-    def fit(self, data, n_iter=100, same=1, prior=1.0, random_state=None, progress=True, backend=None):
+    def fit(self, data, n_iter=100, same=1, prior=1.0, random_state=None, progress=True, backend=None,
+            learn=True):
         """Learn the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
         ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
         sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
+        ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells (the
+        replicas' final imputations are in ``imputations_``, shape (m, n_cases, n_nodes)).
         """
         if prior <= 0:
             raise ValueError("prior must be positive.")
@@ -241,7 +244,9 @@ class BayesianNetwork:
         cards = xp.asarray(np.array([self.card[v] for v in self.nodes]))
         u0 = rng.random((m_max, n, V))
         Z = xp.where(miss[None], xp.floor(u0 * cards).astype(xp.int64), Xd[None])
-        if self.cpts_ is not None and getattr(self, "_init_cpts", False):
+        if not learn:
+            self._need_cpts()
+        if not learn:
             logc = {v: xp.log(xp.asarray(self.cpts_[v].reshape(strides[v][1], -1))) for v in self.nodes}
         else:
             logc = {v: xp.full((strides[v][1], self.card[v]), -np.log(self.card[v])) for v in self.nodes}
@@ -279,14 +284,16 @@ class BayesianNetwork:
                     u = rng.random((m, n)) * cum[..., -1]
                     k = xp.minimum((cum < u[..., None]).sum(-1), K - 1)
                     Zr[..., j] = xp.where(miss[:, j][None], k, Zr[..., j])
-            for v in self.nodes:
+            for v in (self.nodes if learn else ()):
                 R, K = strides[v][1], self.card[v]
                 flat = (cfg(Zr, v) * K + Zr[..., idx[v]]).ravel()
                 counts = xp.bincount(flat, minlength=R * K).reshape(R, K)
                 alpha = m * (prior - 1.0) + 1.0 + counts
                 logc[v] = rng.dirichlet(alpha, log=True)
                 draws[v].append(_backend.to_host(xp.exp(logc[v])))
-        self._Z = Z
+        self.imputations_ = _backend.to_host(Z)
+        if not learn:
+            return self
         self._logc = logc
         self.cpts_ = {v: _backend.to_host(xp.exp(logc[v])).reshape(
             tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)) for v in self.nodes}

@@ -112,7 +112,14 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     early_exit = xp is np
     evals = 0
     fallbacks = xp.zeros((C,), dtype=np.int64)
-    for k in range(K):
+    if xp is not np:
+        eta = eta.copy()  # moved in place by the kernel
+        for k in range(K):
+            fb = _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, family, sigma_noise,
+                                          k, max_steps_out, max_shrink)
+            fallbacks = fallbacks + fb
+        evals = -1  # not counted on the GPU path (each block stops when its own slice update is done)
+    for k in range(K if xp is np else 0):
         st = state._replace(beta=beta, eta=eta)
         target, x0 = _make_target(xp, data, family, sigma_noise, st, k, G)
         w = width[:, :, k]
@@ -167,6 +174,44 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
     info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
     return new, info
+
+
+_SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>")
+
+
+def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
+                             max_steps_out, max_shrink):
+    """Coordinate ``k`` of every chain and group by the whole-update kernel; ``beta``, ``eta``, ``width``
+    are updated in place. Draws the same random numbers, in the same order, as the NumPy path."""
+    from .. import _loader
+
+    C, G, K = beta.shape
+    dt = beta.dtype
+    N = eta.shape[1]
+    x0 = xp.ascontiguousarray(beta[:, :, k])
+    w = xp.ascontiguousarray(width[:, :, k])
+    d = beta - state.mu[:, None, :]
+    pk = state.prec[:, k, :]
+    cpr = xp.ascontiguousarray(xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None], dtype=dt)
+    pkk = xp.ascontiguousarray(pk[:, k], dtype=dt)
+    muk = xp.ascontiguousarray(state.mu[:, k], dtype=dt)
+    e = rng.standard_exponential(size=(C, G), dtype=dt)
+    u = rng.uniform(size=(2, C, G), dtype=dt)
+    us = rng.uniform(size=(max_shrink, C, G), dtype=dt)
+    xnew = xp.empty((C, G), dtype=dt)
+    ok = xp.empty((C, G), dtype=np.uint8)
+    name = _SEG_NAMES[0] if dt == np.float32 else _SEG_NAMES[1]
+    fn = _loader.get_function("glm.cu", name, _SEG_NAMES)
+    rows = N / max(G, 1)
+    block = 1024 if rows >= 16384 else 256 if rows >= 1024 else 128 if rows >= 256 else 64
+    fn((G, C), (block,), (data.Xt[k], data.y, _loader.NULL, eta, data.starts, data.ends, x0, w, cpr, pkk, muk,
+                          e, u, us, _loader.i64(N), _loader.i32(G), _loader.i32(C), _loader.i32(max_steps_out),
+                          _loader.i32(max_shrink), _loader.i32({"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]),
+                          np.float64(sigma_noise), xnew, ok))
+    beta[:, :, k] = xnew
+    delta = xnew - x0
+    width[:, :, k] = xp.where(warm, 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w), w)
+    return (ok == 0).sum(axis=1)
 
 
 def _draw_hyper(rng, beta, hyper, xp):

@@ -223,3 +223,18 @@ def test_slice_kernel_matches_numpy_sweep(cp, family):
     beta = out["cupy"][0]
     eta_ref = np.stack([np.sum(X * beta[c, groups, :], axis=1) for c in range(3)])
     np.testing.assert_allclose(out["cupy"][1], eta_ref, rtol=1e-8, atol=1e-8)   # differential update exact
+
+
+def test_differential_update_keeps_eta_equal_to_x_beta():
+    from gpumcmc.models.glm import init, step
+    from gpumcmc.random import default_rng
+    rs = np.random.default_rng(10)
+    groups = np.repeat(np.arange(5), rs.integers(10, 40, size=5))
+    X, y = _data("poisson", N=len(groups), K=3, seed=2)
+    st, data = init(X, y, "poisson", 2, 1.0, groups)
+    rng = default_rng(1, backend="numpy")
+    for _ in range(5):
+        st, info = step(rng, st, data, "poisson", 1.0, n_warmup=3)
+    ref = np.stack([np.sum(X * st.beta[c, groups, :], axis=1) for c in range(2)])
+    np.testing.assert_allclose(st.eta, ref, rtol=1e-10, atol=1e-10)
+    assert np.all(info.fallbacks == 0)

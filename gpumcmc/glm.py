@@ -118,6 +118,7 @@ def _twin(X, y, beta2, family, w, off, sigma):
 
 
 _BLOCK = 128
+_GRAD_SHARED = 24 * 1024  # bytes of shared memory for the block's running gradient
 _NAMES = ("glm_fg<float>", "glm_fg<double>")
 
 
@@ -133,6 +134,14 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma):
     B = beta2.shape[0]
     f = cupy.zeros(B, dtype=np.float64)
     g = cupy.zeros((B, K), dtype=np.float64)
+    bc = min(8, _GRAD_SHARED // (8 * K)) if K else 8
+    if N and B and bc == 0:  # too many columns for the block's shared gradient: two GEMMs instead
+        eta = beta2 @ X.T + (0 if off is None else off)
+        ll = pointwise_loglik(eta, y, family, sigma, cupy)
+        r = _dlogp(eta, y, family, sigma, cupy)
+        if w is not None:
+            ll, r = ll * w, r * w
+        return ll.sum(axis=1, dtype=np.float64), (r @ X).astype(np.float64)
     if N and B:
         null = _loader.NULL
         X = _loader.contiguous(X, dtype)
@@ -142,7 +151,8 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma):
                                  null if w is None else _loader.contiguous(w, dtype),
                                  null if off is None else _loader.contiguous(off, dtype),
                                  _loader.contiguous(beta2, dtype), _loader.i64(N), _loader.i32(K),
-                                 _loader.i32(B), _loader.i32(_CODE[family]), np.float64(sigma), f, g))
+                                 _loader.i32(B), _loader.i32(bc), _loader.i32(_CODE[family]), np.float64(sigma),
+                                 f, g), shared_mem=8 * bc * K)
     return f, g
 
 

@@ -70,6 +70,8 @@ class _Data(NamedTuple):
 
 def _segment_sum(xp, v, data):
     """Sum of ``v`` (C, N) over each group's rows -> (C, G), via a float64 prefix sum."""
+    if data.starts.shape[0] == 1:  # one group: a plain row sum
+        return v.sum(axis=1, dtype=np.float64)[:, None]
     cs = xp.cumsum(v.astype(np.float64), axis=1)
     cs = xp.concatenate([xp.zeros((v.shape[0], 1), dtype=np.float64), cs], axis=1)
     return cs[:, data.ends] - cs[:, data.starts]

@@ -150,7 +150,10 @@ def test_logistic_matches_laplace_at_large_n():
     assert (m.predict(X) == y).mean() > 0.65  # the Bayes rate here is about 0.69
 
 
-def test_hierarchical_recovers_planted_coefficients():
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+def test_hierarchical_recovers_planted_coefficients(backend, request):
+    if backend == "cupy":
+        request.getfixturevalue("cp")
     rs = np.random.default_rng(6)
     G, K = 8, 2
     mu = np.array([0.5, -1.0])
@@ -163,7 +166,7 @@ def test_hierarchical_recovers_planted_coefficients():
     eta = beta[groups, 0] + X[:, 0] * beta[groups, 1]
     y = (rs.random(len(groups)) < 1 / (1 + np.exp(-eta))).astype(float)
     m = HierarchicalGLM(n_chains=2, n_samples=150, n_warmup=100, random_state=7, progress=False,
-                        backend="numpy").fit(X, y, groups)
+                        backend=backend).fit(X, y, groups)
     est = m.coef_
     assert est.shape == (G, K)
     sd = m.beta_draws_.std(axis=(0, 1))
@@ -238,3 +241,14 @@ def test_differential_update_keeps_eta_equal_to_x_beta():
     ref = np.stack([np.sum(X * st.beta[c, groups, :], axis=1) for c in range(2)])
     np.testing.assert_allclose(st.eta, ref, rtol=1e-10, atol=1e-10)
     assert np.all(info.fallbacks == 0)
+
+
+def test_kernel_many_columns_falls_back(cp):
+    rs = np.random.default_rng(12)
+    X = rs.normal(size=(300, 4000)) * 0.01
+    y = (rs.random(300) < 0.5).astype(float)
+    B = rs.normal(size=(2, 4000))
+    f, g = loglik_and_grad(X, y, B)
+    fc, gc = loglik_and_grad(cp.asarray(X), cp.asarray(y), cp.asarray(B))
+    np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=1e-10)
+    np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=1e-8, atol=1e-10)

@@ -8,12 +8,16 @@ log-density evaluation costs O(N) instead of O(NK). X is stored
 column-major, ``(K, N)``, so the column read is contiguous.
 
 All chains, and in :class:`HierarchicalGLM` all groups (conditionally
-independent given the hyperparameters, §4.1), move at once: every candidate
+independent given the hyperparameters, §4.1), move at once, with rows sorted
+by group and segment offsets (no padding). On NumPy every candidate
 evaluation is one vectorised pass over ``X[:, k]`` and ``eta`` of every chain,
-reduced by group with segment offsets (rows sorted by group, no padding). On
-the GPU the stepping-out and shrinkage loops run a fixed number of masked
-rounds (no host synchronisation): ``max_steps_out`` expansions per side and
-``max_shrink`` shrinkage proposals. The step width is tuned in warm-up to
+reduced by group, and the stepping-out and shrinkage loops run as masked
+rounds over all chains and groups. On the GPU one kernel launch per
+coordinate gives each (chain, group) a block that runs its whole slice update
+(block reductions over its rows; no host synchronisation), drawing the same
+random numbers as the NumPy path. Both are bounded: ``max_steps_out``
+expansions in all (Neal's split between the two sides) and ``max_shrink``
+shrinkage proposals. The step width is tuned in warm-up to
 about three times the typical move, so one expansion is rarely needed and
 each shrinkage at least halves the bracket; a chain whose shrinkage has not
 accepted after ``max_shrink`` proposals keeps its current value (a rare

@@ -1,0 +1,480 @@
+"""Bayesian GLMs by slice-within-Gibbs with the differential update (Mahani & Sharabiani, §3-4).
+
+Each coefficient is updated in turn by Neal's univariate slice sampler
+(stepping out, then shrinkage). The linear predictor ``eta = X beta`` is kept
+per chain; a move of ``beta_k`` by ``Delta`` updates it as
+``eta += Delta * X[:, k]`` (the differential update, §3.4.4), so each
+log-density evaluation costs O(N) instead of O(NK). X is stored
+column-major, ``(K, N)``, so the column read is contiguous.
+
+All chains, and in :class:`HierarchicalGLM` all groups (conditionally
+independent given the hyperparameters, §4.1), move at once, with rows sorted
+by group and segment offsets (no padding). On NumPy every candidate
+evaluation is one vectorised pass over ``X[:, k]`` and ``eta`` of every chain,
+reduced by group, and the stepping-out and shrinkage loops run as masked
+rounds over all chains and groups. On the GPU one kernel launch per
+coordinate gives each (chain, group) a block that runs its whole slice update
+(block reductions over its rows; no host synchronisation), drawing the same
+random numbers as the NumPy path. Both are bounded: ``max_steps_out``
+expansions in all (Neal's split between the two sides) and ``max_shrink``
+shrinkage proposals. The step width is tuned in warm-up to
+about three times the typical move, so one expansion is rarely needed and
+each shrinkage at least halves the bracket; a chain whose shrinkage has not
+accepted after ``max_shrink`` proposals keeps its current value (a rare
+fallback, counted in the sample stat ``fallbacks``).
+
+>>> import numpy as np
+>>> from gpumcmc.models import BayesianGLM
+>>> rs = np.random.default_rng(0)
+>>> X = rs.normal(size=(200, 2)); y = (rs.random(200) < 1 / (1 + np.exp(-X @ [1.0, -1.0]))).astype(float)
+>>> m = BayesianGLM("bernoulli", n_chains=2, n_samples=50, n_warmup=50, random_state=1,
+...                 progress=False, backend="numpy").fit(X, y)
+>>> m.coef_.shape
+(2,)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backend as _backend
+from ..glm import check_family, check_y, mean_function, pointwise_loglik
+from ..sampling import Estimator, as_data, run, to_arviz
+
+__all__ = ["BayesianGLM", "HierarchicalGLM", "SliceState", "init", "step"]
+
+
+class SliceState(NamedTuple):
+    beta: object     # (C, G, K) coefficients
+    eta: object      # (C, N) linear predictor, rows sorted by group
+    width: object    # (C, G, K) slice step widths
+    mu: object       # (C, K) prior mean of the groups' coefficients
+    prec: object     # (C, K, K) prior precision
+    sigma: object    # (C, K, K) prior covariance
+    it: object       # (C,) iteration counter
+
+
+class SliceInfo(NamedTuple):
+    evaluations: object  # (C,) log-density evaluations in the sweep (the same for every chain)
+    fallbacks: object    # (C,) coordinates whose shrinkage ran out of proposals
+    loglik: object       # (C,) log-likelihood after the sweep
+
+
+class _Data(NamedTuple):
+    Xt: object      # (K, N) column-major design
+    y: object       # (N,)
+    lgy: object     # (N,) lgamma(y + 1) (poisson) or None
+    gid: object     # (N,) group of each row
+    starts: object  # (G,) first row of each group
+    ends: object    # (G,) one past the last row
+
+
+def _segment_sum(xp, v, data):
+    """Sum of ``v`` (C, N) over each group's rows -> (C, G), via a float64 prefix sum."""
+    if data.starts.shape[0] == 1:  # one group: a plain row sum
+        return v.sum(axis=1, dtype=np.float64)[:, None]
+    cs = xp.cumsum(v.astype(np.float64), axis=1)
+    cs = xp.concatenate([xp.zeros((v.shape[0], 1), dtype=np.float64), cs], axis=1)
+    return cs[:, data.ends] - cs[:, data.starts]
+
+
+def _make_target(xp, data, family, sigma_noise, state, k, G):
+    """The conditional log-density of coordinate ``k`` of every (chain, group) as a function of its value."""
+    beta, eta = state.beta, state.eta
+    xk = data.Xt[k][None, :]
+    x0 = beta[:, :, k]
+    d = beta - state.mu[:, None, :]                            # (C, G, K)
+    pk = state.prec[:, k, :]                                   # (C, K)
+    c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
+    pkk = pk[:, k][:, None]
+    muk = state.mu[:, k][:, None]
+
+    def target(x):
+        delta = x - x0
+        e = eta + (delta[:, data.gid] if G > 1 else delta) * xk
+        ll = _segment_sum(xp, pointwise_loglik(e, data.y, family, sigma_noise, xp, data.lgy), data)
+        z = x - muk
+        return ll - 0.5 * pkk * z * z - z * c
+
+    return target, x0
+
+
+def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n_warmup: int,
+         max_steps_out: int = 4, max_shrink: int = 24, hyper=None):
+    """One slice-within-Gibbs sweep over every coefficient of every chain and group.
+
+    ``hyper`` (for the hierarchical model) is ``(kappa0, nu0, psi0)``: after
+    the sweep ``mu, Sigma`` are drawn from their normal-inverse-Wishart
+    conditional.
+    """
+    xp = _backend.get_array_module(state.eta)
+    C, G, K = state.beta.shape
+    dt = state.beta.dtype
+    beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
+    warm = (state.it < n_warmup)[:, None]
+    early_exit = xp is np
+    evals = 0
+    fallbacks = xp.zeros((C,), dtype=np.int64)
+    if xp is not np:
+        eta = eta.copy()  # moved in place by the kernel
+        for k in range(K):
+            fb = _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, family, sigma_noise,
+                                          k, max_steps_out, max_shrink)
+            fallbacks = fallbacks + fb
+        evals = -1  # not counted on the GPU path (each block stops when its own slice update is done)
+    for k in range(K if xp is np else 0):
+        st = state._replace(beta=beta, eta=eta)
+        target, x0 = _make_target(xp, data, family, sigma_noise, st, k, G)
+        w = width[:, :, k]
+        f0 = target(x0)
+        logy = f0 - rng.standard_exponential(size=(C, G), dtype=dt)
+        u = rng.uniform(size=(2, C, G), dtype=dt)
+        L = x0 - w * u[0]
+        R = L + w
+        J = xp.floor(max_steps_out * u[1])
+        Jr = (max_steps_out - 1) - J
+        evals += 1
+        for s in range(max_steps_out):
+            aL = J > s
+            aR = Jr > s
+            if early_exit and not (aL.any() or aR.any()):
+                break
+            fL = target(L)
+            fR = target(R)
+            evals += 2
+            aL = aL & (fL > logy)
+            aR = aR & (fR > logy)
+            L = xp.where(aL, L - w, L)
+            R = xp.where(aR, R + w, R)
+            J = xp.where(aL, J, 0)
+            Jr = xp.where(aR, Jr, 0)
+        us = rng.uniform(size=(max_shrink, C, G), dtype=dt)
+        xnew = x0
+        done = xp.zeros((C, G), dtype=bool)
+        for s in range(max_shrink):
+            if early_exit and done.all():
+                break
+            x1 = L + us[s] * (R - L)
+            f1 = target(x1)
+            evals += 1
+            ok = (~done) & (f1 > logy)
+            xnew = xp.where(ok, x1, xnew)
+            lower = (~done) & (~ok) & (x1 < x0)
+            upper = (~done) & (~ok) & (x1 >= x0)
+            L = xp.where(lower, x1, L)
+            R = xp.where(upper, x1, R)
+            done = done | ok
+        fallbacks = fallbacks + (~done).sum(axis=1)
+        delta = xnew - x0
+        eta = eta + (delta[:, data.gid] if G > 1 else delta) * data.Xt[k][None, :]
+        beta[:, :, k] = xnew
+        neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
+        width[:, :, k] = xp.where(warm, neww, w)
+    mu, prec, sigma = state.mu, state.prec, state.sigma
+    if hyper is not None:
+        mu, prec, sigma = _draw_hyper(rng, beta, hyper, xp)
+    ll = _segment_sum(xp, pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy), data).sum(axis=1)
+    new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
+    info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
+    return new, info
+
+
+_SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>")
+
+
+def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
+                             max_steps_out, max_shrink):
+    """Coordinate ``k`` of every chain and group by the whole-update kernel; ``beta``, ``eta``, ``width``
+    are updated in place. Draws the same random numbers, in the same order, as the NumPy path."""
+    from .. import _loader
+
+    C, G, K = beta.shape
+    dt = beta.dtype
+    N = eta.shape[1]
+    x0 = xp.ascontiguousarray(beta[:, :, k])
+    w = xp.ascontiguousarray(width[:, :, k])
+    d = beta - state.mu[:, None, :]
+    pk = state.prec[:, k, :]
+    cpr = xp.ascontiguousarray(xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None], dtype=dt)
+    pkk = xp.ascontiguousarray(pk[:, k], dtype=dt)
+    muk = xp.ascontiguousarray(state.mu[:, k], dtype=dt)
+    e = rng.standard_exponential(size=(C, G), dtype=dt)
+    u = rng.uniform(size=(2, C, G), dtype=dt)
+    us = rng.uniform(size=(max_shrink, C, G), dtype=dt)
+    xnew = xp.empty((C, G), dtype=dt)
+    ok = xp.empty((C, G), dtype=np.uint8)
+    name = _SEG_NAMES[0] if dt == np.float32 else _SEG_NAMES[1]
+    fn = _loader.get_function("glm.cu", name, _SEG_NAMES)
+    rows = N / max(G, 1)
+    block = 1024 if rows >= 16384 else 256 if rows >= 1024 else 128 if rows >= 256 else 64
+    fn((G, C), (block,), (data.Xt[k], data.y, _loader.NULL, eta, data.starts, data.ends, x0, w, cpr, pkk, muk,
+                          e, u, us, _loader.i64(N), _loader.i32(G), _loader.i32(C), _loader.i32(max_steps_out),
+                          _loader.i32(max_shrink), _loader.i32({"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]),
+                          np.float64(sigma_noise), xnew, ok))
+    beta[:, :, k] = xnew
+    delta = xnew - x0
+    width[:, :, k] = xp.where(warm, 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w), w)
+    return (ok == 0).sum(axis=1)
+
+
+def _draw_hyper(rng, beta, hyper, xp):
+    """mu, Sigma | beta from the normal-inverse-Wishart conjugate update, all chains at once."""
+    kappa0, nu0, psi0 = hyper
+    C, G, K = beta.shape
+    b = beta.astype(np.float64)
+    bbar = b.mean(axis=1)                                         # (C, K)
+    dev = b - bbar[:, None, :]
+    S = xp.einsum("cgi,cgj->cij", dev, dev)
+    kn = kappa0 + G
+    psi = psi0[None] + S + (kappa0 * G / kn) * bbar[:, :, None] * bbar[:, None, :]
+    psi = 0.5 * (psi + xp.swapaxes(psi, 1, 2))
+    sigma = rng.invwishart(nu0 + G, psi, dtype=np.float64)        # (C, K, K)
+    chol = xp.linalg.cholesky(sigma / kn)
+    z = rng.standard_normal(size=(C, K), dtype=np.float64)
+    mu = (G / kn) * bbar + xp.einsum("cij,cj->ci", chol, z)
+    prec = xp.linalg.inv(sigma)
+    dt = beta.dtype
+    return mu.astype(dt), prec.astype(dt), sigma.astype(dt)
+
+
+def _check_xy(X, y, family, xp, dtype):
+    X = as_data(X, xp, dtype, "X")
+    y = as_data(y, xp, dtype, "y", ndim=1, finite=False)
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
+    check_y(y, family, xp)
+    return X, y
+
+
+class _GLMBase(Estimator):
+    def _design(self, X):
+        xp = _backend.get_array_module(X)
+        if self.fit_intercept:
+            X = xp.concatenate([xp.ones((X.shape[0], 1), dtype=X.dtype), X], axis=1)
+        return X
+
+    def _dtype(self):
+        return np.dtype(self.dtype)
+
+    def _run(self, state, data, hyper):
+        rng = self._make_rng()
+        fam = self.family_
+        sig = float(self.sigma)
+
+        def st(r, s):
+            return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
+
+        def collect(s, info):
+            out = {"beta": s.beta}
+            if hyper is not None:
+                out["mu"] = s.mu
+                out["Sigma"] = s.sigma
+            return out
+
+        return run(st, state, rng, self.n_samples, burn_in=self.n_warmup, collect=collect,
+                   progress=self.progress, desc=type(self).__name__)
+
+
+def _init_state(xp, C, G, K, N, dt, prior_scale):
+    eye = xp.eye(K, dtype=dt)
+    return SliceState(
+        beta=xp.zeros((C, G, K), dtype=dt), eta=xp.zeros((C, N), dtype=dt),
+        width=xp.ones((C, G, K), dtype=dt) * min(1.0, float(prior_scale)),
+        mu=xp.zeros((C, K), dtype=dt), prec=xp.broadcast_to(eye / prior_scale**2, (C, K, K)).copy(),
+        sigma=xp.broadcast_to(eye * prior_scale**2, (C, K, K)).copy(), it=xp.zeros((C,), dtype=np.int64))
+
+
+def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None):
+    """Initial state and data for :func:`step` (arrays on X's backend); see the estimators."""
+    xp = _backend.get_array_module(X)
+    N, K = X.shape
+    if groups is None:
+        gid = xp.zeros((N,), dtype=np.int64)
+        starts = xp.asarray([0], dtype=np.int64)
+        ends = xp.asarray([N], dtype=np.int64)
+        G = 1
+    else:
+        gid = groups
+        G = int(gid.max()) + 1 if N else 0
+        counts = xp.bincount(gid, minlength=G)
+        ends = xp.cumsum(counts)
+        starts = ends - counts
+    lgy = None
+    if family == "poisson":
+        from ..glm import _lgamma1p
+        lgy = _lgamma1p(xp, y)
+    data = _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends)
+    return _init_state(xp, n_chains, G, K, N, X.dtype, prior_scale), data
+
+
+class BayesianGLM(_GLMBase):
+    """Bayesian GLM with ``beta ~ N(0, prior_scale^2 I)``, sampled by slice-within-Gibbs.
+
+    Parameters
+    ----------
+    family : {"bernoulli", "poisson", "gaussian"}
+    prior_scale : float
+        Prior standard deviation of every coefficient (and the intercept).
+    n_chains, n_samples, n_warmup : int
+        Chains run together; kept draws per chain; warm-up sweeps (step widths
+        tuned, draws discarded).
+    sigma : float
+        Known noise standard deviation of the gaussian family.
+    fit_intercept : bool
+        Add a column of ones; its coefficient is ``intercept`` in the results.
+    max_steps_out, max_shrink : int
+        The fixed bounds of the stepping-out and shrinkage rounds.
+    random_state, progress, backend, dtype : as everywhere in gpumcmc.
+    """
+
+    def __init__(self, family="bernoulli", prior_scale=2.5, n_chains=4, n_samples=1000, n_warmup=500,
+                 sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24, random_state=None,
+                 progress=True, backend=None, dtype="float64"):
+        self.family = family
+        self.prior_scale = prior_scale
+        self.n_chains = n_chains
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.sigma = sigma
+        self.fit_intercept = fit_intercept
+        self.max_steps_out = max_steps_out
+        self.max_shrink = max_shrink
+        self.random_state = random_state
+        self.progress = progress
+        self.backend = backend
+        self.dtype = dtype
+
+    def fit(self, X, y):
+        self.family_ = check_family(self.family)
+        if not (float(self.prior_scale) > 0):
+            raise ValueError(f"prior_scale must be positive, got {self.prior_scale!r}.")
+        xp = self._xp()
+        X, y = _check_xy(X, y, self.family_, xp, self._dtype())
+        self.n_features_in_ = X.shape[1]
+        D = self._design(X)
+        state, data = init(D, y, self.family_, self.n_chains, float(self.prior_scale))
+        self.trace_ = self._run(state, data, None)
+        b = self.trace_.draws["beta"][:, :, 0, :]                    # (chain, draw, K')
+        self.coef_draws_ = b
+        if self.fit_intercept:
+            self.intercept_ = float(b[..., 0].mean())
+            self.coef_ = b[..., 1:].mean(axis=(0, 1))
+        else:
+            self.intercept_ = 0.0
+            self.coef_ = b.mean(axis=(0, 1))
+        return self
+
+    def _draws(self, max_draws=None):
+        b = self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1])
+        if max_draws is not None and b.shape[0] > max_draws:
+            b = b[np.linspace(0, b.shape[0] - 1, max_draws).astype(int)]
+        return b
+
+    def predict_mean(self, X, max_draws=1000):
+        """The posterior predictive mean E[y | X] (averaged over the draws), on the host."""
+        self._check_fitted("coef_draws_")
+        X = np.asarray(_backend.to_host(as_data(X, self._xp(), self._dtype(), "X")), dtype=np.float64)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features; the model was fitted with {self.n_features_in_}.")
+        b = self._draws(max_draws)
+        if self.fit_intercept:
+            eta = b[:, :1] + b[:, 1:] @ X.T
+        else:
+            eta = b @ X.T
+        return mean_function(eta, self.family_, np).mean(axis=0)
+
+    def predict_proba(self, X, max_draws=1000):
+        """(n, 2) class probabilities from the posterior predictive (bernoulli family)."""
+        if self.family_ != "bernoulli":
+            raise ValueError("predict_proba needs family='bernoulli'; use predict_mean for other families.")
+        p = self.predict_mean(X, max_draws)
+        return np.stack([1 - p, p], axis=1)
+
+    def predict(self, X, max_draws=1000):
+        """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean."""
+        p = self.predict_mean(X, max_draws)
+        return (p > 0.5).astype(np.int64) if self.family_ == "bernoulli" else p
+
+    def to_arviz(self, feature_names=None):
+        """ArviZ InferenceData: posterior ``beta`` (chain, draw, K), ``intercept``; sample stats."""
+        self._check_fitted("coef_draws_")
+        b = self.coef_draws_
+        post = {"beta": b[..., 1:] if self.fit_intercept else b}
+        if self.fit_intercept:
+            post["intercept"] = b[..., 0]
+        coords = {"feature": list(feature_names) if feature_names is not None else list(range(self.n_features_in_))}
+        return to_arviz(post, self.trace_.stats, coords=coords, dims={"beta": ["feature"]})
+
+    def summary(self, **kw):
+        """ArviZ's summary table (means, intervals, R-hat, ESS)."""
+        import arviz as az
+        return az.summary(self.to_arviz(), **kw)
+
+
+class HierarchicalGLM(_GLMBase):
+    """Hierarchical GLM: ``beta_g ~ N(mu, Sigma)`` per group, ``mu | Sigma ~ N(0, Sigma / kappa0)``,
+    ``Sigma ~ InvWishart(nu0, psi0 * I)``.
+
+    All groups' coefficients move at once (conditionally independent given
+    ``mu, Sigma``), each by slice-within-Gibbs with the differential update;
+    ``mu, Sigma`` are drawn from their conjugate conditional for all chains at
+    once with the batched inverse-Wishart. ``fit(X, y, groups)`` takes integer
+    or string group labels, one per row.
+    """
+
+    def __init__(self, family="bernoulli", kappa0=1.0, nu0=None, psi0=1.0, n_chains=4, n_samples=1000,
+                 n_warmup=500, sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24,
+                 random_state=None, progress=True, backend=None, dtype="float64"):
+        self.family = family
+        self.kappa0 = kappa0
+        self.nu0 = nu0
+        self.psi0 = psi0
+        self.n_chains = n_chains
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.sigma = sigma
+        self.fit_intercept = fit_intercept
+        self.max_steps_out = max_steps_out
+        self.max_shrink = max_shrink
+        self.random_state = random_state
+        self.progress = progress
+        self.backend = backend
+        self.dtype = dtype
+
+    def fit(self, X, y, groups):
+        self.family_ = check_family(self.family)
+        xp = self._xp()
+        X, y = _check_xy(X, y, self.family_, xp, self._dtype())
+        groups = np.asarray(_backend.to_host(groups))
+        if groups.ndim != 1 or groups.shape[0] != X.shape[0]:
+            raise ValueError(f"groups must be 1-d with one label per row of X ({X.shape[0]}), "
+                             f"got shape {groups.shape}.")
+        self.groups_, gid = np.unique(groups, return_inverse=True)
+        order = np.argsort(gid, kind="stable")
+        o = xp.asarray(order)
+        X, y = X[o], y[o]
+        self.n_features_in_ = X.shape[1]
+        D = self._design(X)
+        K = D.shape[1]
+        state, data = init(D, y, self.family_, self.n_chains, 1.0, xp.asarray(gid[order].astype(np.int64)))
+        nu0 = float(K + 2 if self.nu0 is None else self.nu0)
+        if nu0 <= K - 1:
+            raise ValueError(f"nu0 must exceed K - 1 = {K - 1}, got {nu0}.")
+        hyper = (float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
+        self.trace_ = self._run(state, data, hyper)
+        self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
+        self.coef_ = self.beta_draws_.mean(axis=(0, 1))
+        return self
+
+    def to_arviz(self):
+        """ArviZ InferenceData: ``beta`` (chain, draw, G, K), ``mu`` (chain, draw, K), ``Sigma``."""
+        self._check_fitted("beta_draws_")
+        d = self.trace_.draws
+        K = d["beta"].shape[-1]
+        coords = {"group": list(self.groups_), "coef": list(range(K)), "coef2": list(range(K))}
+        dims = {"beta": ["group", "coef"], "mu": ["coef"], "Sigma": ["coef", "coef2"]}
+        return to_arviz({"beta": d["beta"], "mu": d["mu"], "Sigma": d["Sigma"]}, self.trace_.stats,
+                        coords=coords, dims=dims)

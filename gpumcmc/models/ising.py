@@ -1,0 +1,614 @@
+"""The 2-D Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once.
+
+Energy of a configuration ``s`` of +-1 spins on an L x W square lattice::
+
+    E(s) = -J sum_<ij> s_i s_j - sum_i h_i s_i
+
+(``J`` the coupling, ``h`` a field, one number or one per site), sampled at
+inverse temperature ``beta``: ``p(s) ~ exp(-beta E(s))``.
+
+The sites of one colour of the checkerboard are independent given the other
+colour (Mahani & Sharabiani, section 4.3), so a sweep is two launches, each
+updating every site of one colour in every chain. A site turns up with the
+heat-bath probability ``1 / (1 + exp(-2 beta (J S + h)))``, S the sum of its
+neighbours; these probabilities are precomputed as 32-bit integer thresholds
+and compared with raw Philox words drawn in registers, keyed by (chain,
+colour, site, sweep) (``kernels_cu/ising.cu`` documents the layout). Two
+paths give the same states for one seed:
+
+* ``"multispin"``: 16 spins per 64-bit word, 4 bits each, as in NVIDIA's
+  ising-gpu; neighbour counts of 16 sites come from four word additions.
+  Periodic lattices with a uniform field, W a multiple of 32.
+* ``"byte"``: one byte per spin; any field per site, open or periodic
+  boundaries.
+
+Every kernel has a NumPy twin here, following the same counter layout, so a
+CPU run gives the same states as a GPU run for the same seed.
+
+The magnetisation and the energy of each chain after each sweep come out of
+the sweep itself (counts accumulated by the kernels), with no second pass over
+the lattice.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backend as _backend
+from ..random._generator import default_rng
+from ..random._philox import philox_rounds
+
+__all__ = ["Ising", "IsingInfo", "IsingResult", "IsingState", "onsager_energy", "onsager_magnetization",
+           "exact_energy_finite", "BETA_C"]
+
+FILE = "ising.cu"
+_NAMES = ("ising_multispin<true>", "ising_multispin<false>", "ising_bytes<true>", "ising_bytes<false>")
+BLOCK = 256
+_U64 = np.uint64
+_MASK32 = _U64(0xFFFFFFFF)
+
+#: Inverse critical temperature of the square lattice at J = 1: log(1 + sqrt 2) / 2.
+BETA_C = 0.5 * math.log(1.0 + math.sqrt(2.0))
+
+
+class IsingState(NamedTuple):
+    """One state of every chain.
+
+    spins : (chains, L, W) int8 of +-1 (byte path), or None
+    packed : (chains, 2, L, W // 32) uint64 (multispin path), or None; colour c
+        of chain n at ``[n, c]``, 16 sites of a half row per word, 4 bits each
+    counts : (chains, 2) int64: up spins and the bond sum sum_<ij> s_i s_j of
+        the state, as counted by the last sweep
+    """
+
+    spins: object
+    packed: object
+    counts: object
+
+
+class IsingInfo(NamedTuple):
+    """Per-chain figures of the state after a sweep: magnetisation and energy per site, (chains,)."""
+
+    magnetization: object
+    energy: object
+
+
+class IsingResult:
+    """What :meth:`Ising.sample` returns.
+
+    Attributes
+    ----------
+    magnetization, energy : numpy.ndarray (chains, sweeps)
+        Per site, after each kept sweep.
+    states : array (chains, L, W) int8
+        The final spins (on the backend the model ran on).
+    trace : gpumcmc.sampling.Trace
+        The run's record (monitors, timing).
+    seconds : float
+    """
+
+    def __init__(self, trace, states):
+        self.trace = trace
+        self.magnetization = trace.draws["magnetization"]
+        self.energy = trace.draws["energy"]
+        self.states = states
+        self.seconds = trace.seconds
+
+    def __repr__(self) -> str:
+        c, n = self.magnetization.shape
+        return f"IsingResult(chains={c}, sweeps={n}, seconds={self.seconds:.3g})"
+
+    def to_arviz(self):
+        """Magnetisation and energy per site as an ArviZ ``InferenceData`` (ArviZ imported here)."""
+        return self.trace.to_arviz(sample_stats=False)
+
+
+# --------------------------------------------------------------------------- exact results
+
+def onsager_magnetization(beta, coupling: float = 1.0):
+    """Spontaneous magnetisation per site of the infinite 2-D lattice (Onsager, Yang): 0 above T_c."""
+    k = 2.0 * np.asarray(beta, dtype=np.float64) * coupling
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.clip(1.0 - np.sinh(k) ** -4.0, 0.0, None) ** 0.125
+    return np.where(k > 2.0 * BETA_C, m, 0.0)
+
+
+def onsager_energy(beta, coupling: float = 1.0):
+    """Energy per site of the infinite 2-D lattice at zero field (Onsager), via the elliptic integral K."""
+    from scipy.special import ellipk
+
+    K = np.asarray(beta, dtype=np.float64) * coupling
+    kappa = 2.0 * np.sinh(2 * K) / np.cosh(2 * K) ** 2
+    t = np.tanh(2 * K)
+    a = 2.0 * t * t - 1.0  # zero at T_c, where K(kappa) diverges logarithmically: the product tends to 0
+    with np.errstate(invalid="ignore"):
+        term = np.where(np.abs(a) < 1e-12, 0.0, a * ellipk(np.minimum(kappa * kappa, 1.0)))
+    return -coupling / t * (1.0 + (2.0 / np.pi) * term)
+
+
+def _log_z_finite(K: float, rows: int, cols: int) -> float:
+    """log Z of the periodic rows x cols lattice at zero field (Kaufman 1949), coupling K = beta J."""
+    n, m = cols, rows
+    k = np.arange(2 * n)
+    Kd = np.arctanh(np.exp(-2.0 * K))  # the dual coupling
+    ch = np.cosh(2 * K) * np.cosh(2 * Kd) - np.sinh(2 * K) * np.sinh(2 * Kd) * np.cos(np.pi * k / n)
+    gamma = np.arccosh(np.maximum(ch, 1.0))
+    gamma[0] = 2.0 * K + np.log(np.tanh(K))  # signed: negative above T_c
+    odd, even = gamma[1::2], gamma[0::2]
+
+    def log_prod_cosh(g):
+        x = np.abs(m * g / 2)
+        return float(np.sum(x + np.log1p(np.exp(-2 * x))))  # 2 cosh(x) = e^x (1 + e^-2x)
+
+    def log_prod_sinh(g):
+        x = m * g / 2
+        sign = float(np.prod(np.sign(x)))
+        ax = np.abs(x)
+        if np.any(ax == 0):
+            return -np.inf, 0.0
+        return float(np.sum(ax + np.log1p(-np.exp(-2 * ax)))), sign  # 2 sinh(x) = e^x (1 - e^-2x)
+
+    terms = [(log_prod_cosh(odd), 1.0), log_prod_sinh(odd), (log_prod_cosh(even), 1.0), log_prod_sinh(even)]
+    top = max(t[0] for t in terms)
+    total = sum(sign * np.exp(lv - top) for lv, sign in terms)
+    return float(np.log(0.5) + 0.5 * m * n * np.log(2.0 * np.sinh(2.0 * K)) + top + np.log(total))
+
+
+def exact_energy_finite(beta: float, shape, coupling: float = 1.0) -> float:
+    """Exact mean energy per site of the periodic ``shape`` lattice at zero field (Kaufman's Z).
+
+    ``-d log Z / d beta`` by a central difference of Kaufman's closed form
+    (accurate to about 1e-7 for lattices up to 256 x 256).
+    """
+    rows, cols = shape
+    K = beta * coupling
+    h = 1e-5 * max(K, 1e-3)
+    d = (_log_z_finite(K + h, rows, cols) - _log_z_finite(K - h, rows, cols)) / (2 * h)
+    return -coupling * d / (rows * cols)
+
+
+# --------------------------------------------------------------------------- thresholds
+
+def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
+    """uint32 heat-bath thresholds by S + 4 (S = -4..4): (9,) for a number, (L*W, 9) for a field per site."""
+    from scipy.special import expit
+
+    S = np.arange(-4, 5, dtype=np.float64)
+    f = np.asarray(field, dtype=np.float64)
+    x = 2.0 * beta * (coupling * S + f.reshape(-1, 1) if f.ndim else coupling * S + float(f))
+    p = expit(x)
+    t = np.minimum(np.floor(p * 2.0**32 + 0.5), 2.0**32 - 1)
+    return t.astype(np.uint32)
+
+
+# --------------------------------------------------------------------------- packing
+
+def _colour_columns(xp, L: int, W: int, c: int):
+    """Column of half-site k in row i for colour c: 2k + ((i + c) & 1), shape (L, W // 2)."""
+    i = xp.arange(L)[:, None]
+    return 2 * xp.arange(W // 2)[None, :] + ((i + c) & 1)
+
+
+def pack(spins):
+    """(chains, L, W) +-1 spins -> (chains, 2, L, W // 32) uint64 words of the multispin path."""
+    xp = _backend.get_array_module(spins)
+    n, L, W = spins.shape
+    up = (spins > 0).astype(xp.uint64)
+    rows = xp.arange(L)[:, None]
+    shifts = (4 * xp.arange(16, dtype=xp.uint64))
+    out = xp.empty((n, 2, L, W // 32), dtype=xp.uint64)
+    for c in (0, 1):
+        half = up[:, rows, _colour_columns(xp, L, W, c)].reshape(n, L, W // 32, 16)
+        out[:, c] = (half << shifts).sum(axis=-1, dtype=xp.uint64)
+    return out
+
+
+def unpack(packed):
+    """The inverse of :func:`pack`: (chains, L, W) int8 of +-1."""
+    xp = _backend.get_array_module(packed)
+    n, _, L, words = packed.shape
+    W = words * 32
+    shifts = (4 * xp.arange(16, dtype=xp.uint64))
+    out = xp.empty((n, L, W), dtype=xp.int8)
+    rows = xp.arange(L)[:, None]
+    for c in (0, 1):
+        bits = ((packed[:, c, :, :, None] >> shifts) & xp.uint64(1)).reshape(n, L, W // 2)
+        out[:, rows, _colour_columns(xp, L, W, c)] = (2 * bits.astype(xp.int8) - 1)
+    return out
+
+
+# --------------------------------------------------------------------------- observables
+
+def bond_sum(spins, periodic: bool = True):
+    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) spins."""
+    xp = _backend.get_array_module(spins)
+    s = spins.astype(xp.int64)
+    if periodic:
+        return (s * xp.roll(s, -1, axis=1)).sum(axis=(1, 2)) + (s * xp.roll(s, -1, axis=2)).sum(axis=(1, 2))
+    return (s[:, 1:] * s[:, :-1]).sum(axis=(1, 2)) + (s[:, :, 1:] * s[:, :, :-1]).sum(axis=(1, 2))
+
+
+# --------------------------------------------------------------------------- NumPy twins
+
+def _words(key, offset: int, first, count: int):
+    """Philox words of counter indices first[n] + 0..count-1 (first: (chains,) uint64) -> (chains, count, 4)."""
+    idx = first[:, None] + np.arange(count, dtype=_U64)[None, :]
+    w = philox_rounds(idx & _MASK32, idx >> _U64(32), _U64(offset & 0xFFFFFFFF), _U64(offset >> 32),
+                      key[0], key[1])
+    return np.stack(w, axis=-1)
+
+
+class _ByteIndex(NamedTuple):
+    i: np.ndarray  # rows of the colour's sites, in half-index order f
+    j: np.ndarray  # their columns
+    g: np.ndarray  # Philox call (f // 4)
+    q: np.ndarray  # word within it (f % 4)
+
+
+def _byte_index(L: int, W: int, c: int) -> _ByteIndex:
+    Wh = (W + 1) // 2
+    f = np.arange(L * Wh)
+    i = f // Wh
+    j = 2 * (f - i * Wh) + ((i + c) & 1)
+    keep = j < W
+    f, i, j = f[keep], i[keep], j[keep]
+    return _ByteIndex(i, j, f // 4, f % 4)
+
+
+def _neighbour_sum(s, periodic: bool):
+    """S: the sum of the four neighbours of every site (missing ones count 0), int16."""
+    s = s.astype(np.int16)
+    if periodic:
+        return np.roll(s, 1, 1) + np.roll(s, -1, 1) + np.roll(s, 1, 2) + np.roll(s, -1, 2)
+    p = np.pad(s, ((0, 0), (1, 1), (1, 1)))
+    return p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:]
+
+
+def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, index):
+    """One sweep of the byte kernel on NumPy, in place; returns (up, bond) per chain."""
+    n, L, W = spins.shape
+    Wh = (W + 1) // 2
+    G = (L * Wh + 3) // 4
+    chains = np.arange(n, dtype=_U64)
+    for c in (0, 1):
+        ix = index[c]
+        w = _words(key, offset, (chains * _U64(2) + _U64(c)) * _U64(G), G)[:, ix.g, ix.q]
+        S = _neighbour_sum(spins, periodic)[:, ix.i, ix.j]
+        site = (ix.i * W + ix.j) if per_site else np.zeros_like(ix.i)
+        new = np.where(w < thr[site, S.astype(np.int64) + 4], 1, -1).astype(np.int8)
+        spins[:, ix.i, ix.j] = new
+    up = (spins > 0).sum(axis=(1, 2), dtype=np.int64)
+    return up, bond_sum(spins, periodic)
+
+
+def _multispin_twin(packed, thr5, key, offset: int):
+    """One sweep of the multispin kernel on NumPy, in place; returns (up, bond) per chain."""
+    n, _, L, words = packed.shape
+    per = L * words
+    chains = np.arange(n, dtype=_U64)
+    shifts = _U64(4) * np.arange(16, dtype=_U64)
+    odd_row = (np.arange(L) & 1)[None, :, None]
+    bond = np.zeros(n, dtype=np.int64)
+    for c in (0, 1):
+        o = packed[:, 1 - c]
+        left = (o << _U64(4)) | (np.roll(o, 1, axis=2) >> _U64(60))
+        right = (o >> _U64(4)) | (np.roll(o, -1, axis=2) << _U64(60))
+        side = np.where(((odd_row + c) & 1) == 0, left, right)
+        total = o + side + np.roll(o, 1, axis=1) + np.roll(o, -1, axis=1)
+        w = _words(key, offset, (chains * _U64(2) + _U64(c)) * _U64(per * 4), per * 4)
+        w = w.reshape(n, L, words, 16)  # nibble b = 4 q + e
+        cnt = ((total[..., None] >> shifts) & _U64(15)).astype(np.int64)
+        bit = (w < thr5[cnt]).astype(_U64)
+        packed[:, c] = (bit << shifts).sum(axis=-1, dtype=_U64)
+        if c == 1:
+            bond = np.where(bit == 1, 2 * cnt - 4, 4 - 2 * cnt).sum(axis=(1, 2, 3))
+    up = np.zeros(n, dtype=np.int64)
+    for c in (0, 1):
+        up += np.unpackbits(packed[:, c].view(np.uint8).reshape(n, -1), axis=1).sum(axis=1, dtype=np.int64)
+    return up, bond
+
+
+# --------------------------------------------------------------------------- the model
+
+def _check_spins(a, name="state"):
+    vals = _backend.to_host(a)
+    if not np.all((vals == 1) | (vals == -1)):  # synchronize! (once, before a run)
+        raise ValueError(f"{name} must hold only +1 and -1 spins; map a 0/1 array b with 2 * b - 1.")
+
+
+class Ising:
+    """The 2-D Ising model on an L x W square lattice, sampled by checkerboard heat-bath Gibbs.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Rows and columns of the lattice. Periodic boundaries need both even
+        (the checkerboard must close on itself).
+    coupling : float
+        J; ferromagnetic when positive.
+    field : float or array of ``shape``
+        h, one number or one per site.
+    beta : float
+        Inverse temperature.
+    boundary : {"periodic", "open"}
+    method : {"auto", "multispin", "byte"}
+        ``"auto"`` takes the multispin path where it applies (periodic, one
+        field for every site, W a multiple of 32), else bytes. Both give the
+        same states for the same seed.
+    backend : {"numpy", "cupy", None}
+        None: the active backend.
+
+    Examples
+    --------
+    >>> from gpumcmc.models import Ising
+    >>> res = Ising((8, 8), beta=0.3, backend="numpy").sample(20, n_chains=2, random_state=0, progress=False)
+    >>> res.magnetization.shape, res.energy.shape, res.states.shape
+    ((2, 20), (2, 20), (2, 8, 8))
+    """
+
+    def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
+                 backend=None):
+        try:
+            L, W = (int(v) for v in shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"shape must be two integers (rows, columns), got {shape!r}; "
+                             "only 2-D square lattices are supported.") from None
+        if L < 2 or W < 2:
+            raise ValueError(f"shape must be at least (2, 2), got {(L, W)}.")
+        if boundary not in ("periodic", "open"):
+            raise ValueError(f"boundary must be 'periodic' or 'open', got {boundary!r}.")
+        if boundary == "periodic" and (L % 2 or W % 2):
+            raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {(L, W)}; "
+                             "use an even size or boundary='open'.")
+        for name, v in (("coupling", coupling), ("beta", beta)):
+            if not np.isfinite(float(v)):
+                raise ValueError(f"{name} must be a finite number, got {v!r}.")
+        if float(beta) < 0:
+            raise ValueError(f"beta must be >= 0, got {beta}.")
+        f = _backend.to_host(field)
+        f = np.asarray(f, dtype=np.float64)
+        if f.ndim and f.shape != (L, W):
+            raise ValueError(f"field has shape {f.shape} but the lattice is {(L, W)}; pass one number or an "
+                             "array of the lattice's shape.")
+        if not np.all(np.isfinite(f)):
+            raise ValueError("field contains NaN or inf; every value must be finite.")
+        if method not in ("auto", "multispin", "byte"):
+            raise ValueError(f"method must be 'auto', 'multispin' or 'byte', got {method!r}.")
+        multispin_ok = boundary == "periodic" and f.ndim == 0 and W % 32 == 0
+        if method == "multispin" and not multispin_ok:
+            raise ValueError("method='multispin' needs periodic boundaries, one field for every site and a "
+                             f"width that is a multiple of 32 (got shape {(L, W)}, boundary {boundary!r}, "
+                             f"field {'per site' if f.ndim else 'uniform'}); use method='byte' or 'auto'.")
+        self.shape = (L, W)
+        self.coupling = float(coupling)
+        self.field = field
+        self.beta = float(beta)
+        self.boundary = boundary
+        self.method = method
+        self.backend = backend
+        self._method = "multispin" if (method == "multispin" or (method == "auto" and multispin_ok)) else "byte"
+        self._field = f
+        self._thr = _thresholds(self.beta, self.coupling, f)
+        self._dev = {}
+        self._index = None
+
+    @property
+    def n_sites(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    @property
+    def path(self) -> str:
+        """The path in use: ``"multispin"`` or ``"byte"``."""
+        return self._method
+
+    def _xp(self):
+        return _backend.get_backend(self.backend)
+
+    # -- functional layer ----------------------------------------------------
+    def init(self, n_chains: int = 1, random_state=None, initial="random") -> IsingState:
+        """The starting state of ``n_chains`` chains.
+
+        ``initial`` is ``"random"`` (each spin +-1 with probability 1/2, drawn
+        from ``random_state``), ``"up"``, ``"down"``, or an array of +-1 of
+        shape (L, W) or (n_chains, L, W).
+        """
+        xp = self._xp()
+        L, W = self.shape
+        if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
+            raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
+        if xp is not np and n_chains > 65535:
+            raise ValueError("at most 65,535 chains run in one launch; split the run.")
+        if isinstance(initial, str):
+            if initial == "random":
+                u = default_rng(random_state, backend="numpy" if xp is np else "cupy").random(
+                    (n_chains, L, W), dtype=np.float32)
+                spins = xp.where(u < 0.5, 1, -1).astype(xp.int8)
+            elif initial in ("up", "down"):
+                spins = xp.full((n_chains, L, W), 1 if initial == "up" else -1, dtype=xp.int8)
+            else:
+                raise ValueError(f"initial must be 'random', 'up', 'down' or an array of +-1, got {initial!r}.")
+        else:
+            a = _backend.asarray(initial, xp)
+            if a.shape not in ((L, W), (n_chains, L, W)):
+                raise ValueError(f"initial has shape {a.shape}; pass (L, W) = {(L, W)} or (n_chains, L, W) = "
+                                 f"{(n_chains, L, W)}.")
+            _check_spins(a, "initial")
+            spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), (n_chains, L, W)))
+        counts = xp.zeros((n_chains, 2), dtype=xp.int64)
+        counts[:, 0] = (spins > 0).sum(axis=(1, 2))
+        counts[:, 1] = bond_sum(spins, self.boundary == "periodic")
+        if self._method == "multispin":
+            return IsingState(None, pack(spins), counts)
+        return IsingState(spins, None, counts)
+
+    def spins(self, state: IsingState):
+        """The +-1 spins of ``state``, (chains, L, W) int8, whichever path made it."""
+        return state.spins if state.packed is None else unpack(state.packed)
+
+    def _info(self, state: IsingState, xp) -> IsingInfo:
+        N = self.n_sites
+        up = state.counts[:, 0].astype(xp.float64)
+        bond = state.counts[:, 1].astype(xp.float64)
+        mag = 2.0 * up - N
+        if self._field.ndim:
+            h = self._dev_array("field", xp, lambda: self._field)
+            field_term = (state.spins * h).sum(axis=(1, 2))
+        else:
+            field_term = float(self._field) * mag
+        return IsingInfo(mag / N, (-self.coupling * bond - field_term) / N)
+
+    def _dev_array(self, name, xp, make):
+        if xp is np:
+            return make()
+        a = self._dev.get(name)
+        if a is None:
+            a = self._dev[name] = xp.asarray(make())
+        return a
+
+    def step(self, rng, state: IsingState, observe: bool = True):
+        """One sweep (both colours) of every chain: ``(state, info)``. The state's arrays are updated in place."""
+        xp = _backend.get_array_module(state.counts)
+        off = rng.advance(1)
+        key = rng.key
+        periodic = self.boundary == "periodic"
+        if xp is np:
+            if self._method == "multispin":
+                up, bond = _multispin_twin(state.packed, self._thr[0::2], key, off)
+            else:
+                if self._index is None:
+                    self._index = tuple(_byte_index(*self.shape, c) for c in (0, 1))
+                thr = self._thr if self._thr.ndim == 2 else self._thr[None, :]
+                up, bond = _byte_twin(state.spins, thr, self._thr.ndim == 2, periodic, key, off, self._index)
+            state.counts[:, 0] = up
+            state.counts[:, 1] = bond
+        else:
+            self._launch(xp, state, key, off, observe)
+        return state, (self._info(state, xp) if observe else None)
+
+    def _launch(self, cp, state, key, off, observe):
+        from .. import _loader
+
+        n = state.counts.shape[0]
+        if observe:
+            state.counts.fill(0)
+        counts = state.counts if observe else None
+        args_key = _loader.philox_args(key, off)
+        L, W = self.shape
+        if self._method == "multispin":
+            fn = _loader.get_function(FILE, f"ising_multispin<{'true' if observe else 'false'}>", _NAMES)
+            thr = self._dev_array("thr5", cp, lambda: np.ascontiguousarray(self._thr[0::2]))
+            per = L * (W // 32)
+            grid = _grid(per, n)
+            for c in (0, 1):
+                fn((grid, n), (BLOCK,), (state.packed, thr, _loader.i64(L), _loader.i64(W // 32), _loader.i32(c),
+                                         *args_key, counts if counts is not None else _loader.NULL))
+        else:
+            fn = _loader.get_function(FILE, f"ising_bytes<{'true' if observe else 'false'}>", _NAMES)
+            thr = self._dev_array("thr", cp, lambda: np.ascontiguousarray(self._thr))
+            stride = 9 if self._thr.ndim == 2 else 0
+            G = (L * ((W + 1) // 2) + 3) // 4
+            grid = _grid(G, n)
+            for c in (0, 1):
+                fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i64(L), _loader.i64(W),
+                                         _loader.i32(self.boundary == "periodic"), _loader.i32(c), *args_key,
+                                         counts if counts is not None else _loader.NULL))
+
+    # -- high-level ------------------------------------------------------------
+    def sample(self, n_sweeps: int, burn_in: int = 0, n_chains: int = 1, random_state=None, progress: bool = True,
+               initial="random", thin: int = 1) -> IsingResult:
+        """Run ``burn_in + n_sweeps`` heat-bath sweeps of ``n_chains`` chains.
+
+        Returns an :class:`IsingResult` with the magnetisation and energy per
+        site of each chain after each kept sweep, ``(chains, n_sweeps //
+        thin)``, the final spins, and ``to_arviz()``.
+        """
+        from ..sampling import Monitor, run
+
+        xp = self._xp()
+        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+        state = self.init(n_chains, rng, initial)
+        mon = [Monitor("|m|", lambda s: float(abs(_backend.to_host(s.counts[:, 0]) * 2.0 / self.n_sites - 1).mean()),
+                       every=max(1, (burn_in + n_sweeps) // 20))]
+        trace = run(self.step, state, rng, n_sweeps, burn_in=burn_in, thin=thin,
+                    collect=lambda s, info: {"magnetization": info.magnetization, "energy": info.energy},
+                    monitors=mon, progress=progress, desc=f"Ising {self.shape[0]}x{self.shape[1]}",
+                    n_chains=n_chains)
+        return IsingResult(trace, self.spins(trace.state))
+
+    def energy(self, spins):
+        """Energy per site of +-1 ``spins`` of shape (L, W) or (chains, L, W)."""
+        xp = _backend.get_array_module(spins)
+        s = spins if spins.ndim == 3 else spins[None]
+        bond = bond_sum(s, self.boundary == "periodic").astype(xp.float64)
+        h = self._field if xp is np else xp.asarray(self._field)
+        e = (-self.coupling * bond - (s * h).sum(axis=(1, 2))) / self.n_sites
+        return e if spins.ndim == 3 else e[0]
+
+
+def _grid(items: int, n_chains: int) -> int:
+    """Blocks along x for ``items`` work items of each chain: about 8 waves of blocks over the GPU in all."""
+    from .. import _loader
+
+    want = max(1, (_loader.sm_count() * 16) // max(1, n_chains))
+    return max(1, min(-(-items // BLOCK), want))
+
+
+# --------------------------------------------------------------------------- denoising
+
+def denoise(image, coupling: float = 1.0, strength: float = 2.1, bias: float = 0.0, n_sweeps: int = 200,
+            burn_in: int = 50, n_chains: int = 4, random_state=None, progress: bool = True, backend=None):
+    """Posterior mean of a binary image under the Ising prior of Bishop (2006, section 8.3.3).
+
+    The energy is ``-coupling sum_<ij> x_i x_j - strength sum_i x_i y_i - bias
+    sum_i x_i`` for the clean image x and the noisy image y (both +-1), with
+    open boundaries; chains start from the noisy image. ``image`` may hold
+    0/1, booleans or +-1.
+
+    Returns the posterior mean in the coding of the input: ``P(x_i = 1)`` for
+    0/1 or boolean input, ``E[x_i]`` in [-1, 1] for +-1 input. Threshold it
+    at 0.5 (or 0) for the MAP-like clean image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models.ising import denoise
+    >>> img = np.zeros((12, 12), dtype=np.uint8); img[3:9, 3:9] = 1
+    >>> post = denoise(img, n_sweeps=20, burn_in=5, n_chains=2, random_state=0, progress=False, backend="numpy")
+    >>> post.shape, float(post.min()) >= 0.0
+    ((12, 12), True)
+    """
+    from ..sampling import run
+
+    xp = _backend.get_backend(backend)
+    y = np.asarray(_backend.to_host(image))
+    if y.ndim != 2:
+        raise ValueError(f"image must be 2-d (rows, columns), got shape {y.shape}.")
+    vals = np.unique(y)
+    if y.dtype == bool or set(vals.tolist()) <= {0, 1}:
+        pm1, zero_one = 2 * y.astype(np.int8) - 1, True
+    elif set(vals.tolist()) <= {-1, 1}:
+        pm1, zero_one = y.astype(np.int8), False
+    else:
+        raise ValueError(f"image must be binary (0/1, booleans or +-1), got values {vals[:6].tolist()}...; "
+                         "threshold it first, e.g. image > 0.5.")
+    model = Ising(y.shape, coupling=coupling, field=strength * pm1 + bias, beta=1.0, boundary="open",
+                  method="byte", backend=backend)
+    rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+    state = model.init(n_chains, rng, initial=xp.asarray(pm1))
+    acc = xp.zeros((y.shape[0], y.shape[1]), dtype=xp.float64)
+
+    def add(it, s, info):
+        if it > burn_in:
+            acc[...] += s.spins.sum(axis=0)
+
+    run(lambda r, s: model.step(r, s, observe=False), state, rng, n_sweeps, burn_in=burn_in, progress=progress,
+        desc="denoise", n_chains=n_chains, callback=add)
+    mean = acc / (n_sweeps * n_chains)
+    return (mean + 1.0) / 2.0 if zero_one else mean
+
+
+Ising.denoise = staticmethod(denoise)

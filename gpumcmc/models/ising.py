@@ -187,23 +187,28 @@ def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
 
 # --------------------------------------------------------------------------- packing
 
-def _colour_columns(xp, L: int, W: int, c: int):
-    """Column of half-site k in row i for colour c: 2k + ((i + c) & 1), shape (L, W // 2)."""
-    i = xp.arange(L)[:, None]
-    return 2 * xp.arange(W // 2)[None, :] + ((i + c) & 1)
+def _halves(W: int, c: int):
+    """Column slices of colour c's sites in even and in odd rows: site k at column 2k + ((i + c) & 1)."""
+    return slice(c, W, 2), slice(1 - c, W, 2)
 
 
 def pack(spins):
-    """(chains, L, W) +-1 spins -> (chains, 2, L, W // 32) uint64 words of the multispin path."""
+    """(chains, L, W) +-1 spins -> (chains, 2, L, W // 32) uint64 words of the multispin path.
+
+    Temporaries are a quarter of the lattice's bytes per colour (no index arrays).
+    """
     xp = _backend.get_array_module(spins)
     n, L, W = spins.shape
-    up = (spins > 0).astype(xp.uint64)
-    rows = xp.arange(L)[:, None]
-    shifts = (4 * xp.arange(16, dtype=xp.uint64))
-    out = xp.empty((n, 2, L, W // 32), dtype=xp.uint64)
+    words = W // 32
+    out = xp.zeros((n, 2, L, words), dtype=xp.uint64)
     for c in (0, 1):
-        half = up[:, rows, _colour_columns(xp, L, W, c)].reshape(n, L, W // 32, 16)
-        out[:, c] = (half << shifts).sum(axis=-1, dtype=xp.uint64)
+        even, odd = _halves(W, c)
+        for rows, cols in ((slice(0, L, 2), even), (slice(1, L, 2), odd)):
+            half = spins[:, rows, cols].reshape(n, -1, words, 16)
+            dst = out[:, c, rows]
+            for b in range(16):
+                dst |= (half[..., b] > 0).astype(xp.uint64) << xp.uint64(4 * b)
+            out[:, c, rows] = dst
     return out
 
 
@@ -212,24 +217,30 @@ def unpack(packed):
     xp = _backend.get_array_module(packed)
     n, _, L, words = packed.shape
     W = words * 32
-    shifts = (4 * xp.arange(16, dtype=xp.uint64))
     out = xp.empty((n, L, W), dtype=xp.int8)
-    rows = xp.arange(L)[:, None]
+    one = xp.uint64(1)
     for c in (0, 1):
-        bits = ((packed[:, c, :, :, None] >> shifts) & xp.uint64(1)).reshape(n, L, W // 2)
-        out[:, rows, _colour_columns(xp, L, W, c)] = (2 * bits.astype(xp.int8) - 1)
+        even, odd = _halves(W, c)
+        for rows, cols in ((slice(0, L, 2), even), (slice(1, L, 2), odd)):
+            src = packed[:, c, rows]
+            half = xp.empty(src.shape + (16,), dtype=xp.int8)
+            for b in range(16):
+                half[..., b] = ((src >> xp.uint64(4 * b)) & one).astype(xp.int8)
+            out[:, rows, cols] = (2 * half - 1).reshape(n, -1, W // 2)
     return out
 
 
 # --------------------------------------------------------------------------- observables
 
 def bond_sum(spins, periodic: bool = True):
-    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) spins."""
+    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) spins of +-1."""
     xp = _backend.get_array_module(spins)
-    s = spins.astype(xp.int64)
+    s = spins.astype(xp.int8)  # products of +-1 stay in int8; sums go to int64
     if periodic:
-        return (s * xp.roll(s, -1, axis=1)).sum(axis=(1, 2)) + (s * xp.roll(s, -1, axis=2)).sum(axis=(1, 2))
-    return (s[:, 1:] * s[:, :-1]).sum(axis=(1, 2)) + (s[:, :, 1:] * s[:, :, :-1]).sum(axis=(1, 2))
+        return ((s * xp.roll(s, -1, axis=1)).sum(axis=(1, 2), dtype=xp.int64)
+                + (s * xp.roll(s, -1, axis=2)).sum(axis=(1, 2), dtype=xp.int64))
+    return ((s[:, 1:] * s[:, :-1]).sum(axis=(1, 2), dtype=xp.int64)
+            + (s[:, :, 1:] * s[:, :, :-1]).sum(axis=(1, 2), dtype=xp.int64))
 
 
 # --------------------------------------------------------------------------- NumPy twins
@@ -439,7 +450,7 @@ class Ising:
             _check_spins(a, "initial")
             spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), (n_chains, L, W)))
         counts = xp.zeros((n_chains, 2), dtype=xp.int64)
-        counts[:, 0] = (spins > 0).sum(axis=(1, 2))
+        counts[:, 0] = (spins > 0).sum(axis=(1, 2), dtype=xp.int64)
         counts[:, 1] = bond_sum(spins, self.boundary == "periodic")
         if self._method == "multispin":
             return IsingState(None, pack(spins), counts)

@@ -121,11 +121,11 @@ def test_pack_roundtrip():
     assert np.array_equal(I.unpack(I.pack(s)), s)
 
 
-@pytest.mark.parametrize("beta", [0.3, I.BETA_C, 0.8])
-def test_multispin_and_byte_paths_give_the_same_states(beta):
+@pytest.mark.parametrize("beta, shape", [(0.3, (6, 64)), (I.BETA_C, (4, 32)), (0.8, (8, 96))])
+def test_multispin_and_byte_paths_give_the_same_states(beta, shape):
     kw = dict(n_chains=3, random_state=4, progress=False)
-    a = Ising((6, 64), beta=beta, field=0.1, method="byte", backend="numpy").sample(25, **kw)
-    b = Ising((6, 64), beta=beta, field=0.1, method="multispin", backend="numpy").sample(25, **kw)
+    a = Ising(shape, beta=beta, field=0.1, method="byte", backend="numpy").sample(25, **kw)
+    b = Ising(shape, beta=beta, field=0.1, method="multispin", backend="numpy").sample(25, **kw)
     assert np.array_equal(a.states, b.states)
     np.testing.assert_array_equal(a.energy, b.energy)
     np.testing.assert_array_equal(a.magnetization, b.magnetization)
@@ -200,10 +200,11 @@ def test_gpu_matches_numpy_twin(cp, shape, boundary, field, method):
     np.testing.assert_allclose(a.energy, b.energy, rtol=1e-12, atol=1e-12)
 
 
-def test_gpu_multispin_and_byte_agree(cp):
+@pytest.mark.parametrize("shape", [(256, 512), (34, 96), (2, 32)])
+def test_gpu_multispin_and_byte_agree(cp, shape):
     kw = dict(n_chains=4, random_state=3, progress=False)
-    a = Ising((256, 512), beta=0.42, method="byte", backend="cupy").sample(50, **kw)
-    b = Ising((256, 512), beta=0.42, method="multispin", backend="cupy").sample(50, **kw)
+    a = Ising(shape, beta=0.42, method="byte", backend="cupy").sample(50, **kw)
+    b = Ising(shape, beta=0.42, method="multispin", backend="cupy").sample(50, **kw)
     assert bool((a.states == b.states).all())
     np.testing.assert_array_equal(a.energy, b.energy)
 

@@ -209,10 +209,11 @@ def test_gpu_multispin_and_byte_agree(cp, shape):
     np.testing.assert_array_equal(a.energy, b.energy)
 
 
-@pytest.mark.parametrize("beta", [0.35, I.BETA_C, 0.55])
-def test_gpu_onsager_large_lattice(cp, beta):
-    shape = (128, 128)
-    res = Ising(shape, beta=beta, backend="cupy").sample(4000, burn_in=1000, n_chains=32, random_state=21,
+@pytest.mark.parametrize("beta, L, sweeps, burn", [(0.35, 128, 4000, 1000), (I.BETA_C, 64, 8000, 2000),
+                                                   (0.55, 128, 4000, 1000)])
+def test_gpu_onsager_large_lattice(cp, beta, L, sweeps, burn):
+    shape = (L, L)
+    res = Ising(shape, beta=beta, backend="cupy").sample(sweeps, burn_in=burn, n_chains=32, random_state=21,
                                                          progress=False, initial="up" if beta > 0.5 else "random")
     _within(res.energy, I.exact_energy_finite(beta, shape))
     if beta > I.BETA_C:

@@ -17,6 +17,10 @@
     sigmoid-Bernoulli kernel) against PyTorch (matmul, sigmoid, bernoulli).
     Floor: the two GEMMs' FLOPs over the SGEMM rate measured in this run on an
     8,192^3 product.
+(c) RBM.fit on binarised digits (persistent CD, scikit-learn's schedule,
+    batches of 10) on the GPU, beside scikit-learn's BernoulliRBM on the CPU:
+    time and pseudo-likelihood side by side. Batches of 10 are launch-bound
+    on a GPU; the row says what the default schedule costs.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ def _ising(bench):
         del state
         _free(bench)
         # the byte path: one byte per spin (what a per-site field needs)
-        if L * L * 3 < free:
+        if L * L * 6 < free:
             bmodel = Ising((L, L), beta=beta, method="byte", backend="cupy")
             bstate = bmodel.init(1, 0, initial="up")
 
@@ -211,6 +215,36 @@ def _rbm(bench):
         _free(bench)
 
 
+def _rbm_fit(bench):
+    """PCD training on binarised digits: gpumcmc on the GPU against scikit-learn's BernoulliRBM on the CPU."""
+    import time
+
+    from gpumcmc.models import RBM
+    from gpumcmc.models.rbm import load_binary_digits
+
+    X = load_binary_digits()
+    n_hidden, n_iter = (64, 2) if bench.small else (256, 20)
+    case = f"rbm fit digits {X.shape[0]}x{X.shape[1]} hidden={n_hidden} epochs={n_iter}"
+    params = {"n_hidden": n_hidden, "n_iter": n_iter, "batch_size": 10, "learning_rate": 0.05}
+    RBM.fit(X[:50], n_hidden, n_iter=1, backend="cupy", progress=False)  # compile and warm up
+    ours = RBM.fit(X, n_hidden, learning_rate=0.05, n_iter=n_iter, random_state=0, backend="cupy", progress=False)
+    bench.record(case, "gpumcmc RBM.fit (GPU)", ours.fit_seconds_ * 1e3, X.shape[0] * n_iter, params=params,
+                 note=f"pseudo-likelihood {ours.pseudo_likelihood(X):.2f}; one run, host clock")
+    try:
+        from sklearn.neural_network import BernoulliRBM
+    except ImportError:
+        bench.record(case, "scikit-learn BernoulliRBM (CPU)", None, X.shape[0] * n_iter, note="not installed")
+        return
+    t0 = time.perf_counter()
+    sk = BernoulliRBM(n_components=n_hidden, learning_rate=0.05, batch_size=10, n_iter=n_iter,
+                      random_state=0).fit(X)
+    ms = (time.perf_counter() - t0) * 1e3
+    pl = RBM.from_sklearn(sk).pseudo_likelihood(X)
+    bench.record(case, "scikit-learn BernoulliRBM (CPU)", ms, X.shape[0] * n_iter, params=params,
+                 note=f"pseudo-likelihood {pl:.2f}; one run, host clock")
+
+
 def run(bench):
     _ising(bench)
     _rbm(bench)
+    _rbm_fit(bench)

@@ -1,5 +1,5 @@
-// Heat-bath checkerboard sweeps of the 2-D Ising model (Mahani & Sharabiani,
-// section 4.3): the sites of one colour of the checkerboard are independent
+// Heat-bath checkerboard sweeps of the 2-D Ising model (and, one byte per
+// spin, the 3-D one; Mahani & Sharabiani, section 4.3): the sites of one colour of the checkerboard are independent
 // given the other colour, so one launch updates all of them, for every chain
 // (blockIdx.y is the chain).
 //
@@ -7,7 +7,7 @@
 // neighbours count 0) and field h turns up with probability
 //     p = 1 / (1 + exp(-2 beta (J S + h))),
 // whatever its old value. The host precomputes p as a 32-bit threshold
-// T = round(p 2^32) for each S in -4..4 (and each site, when the field varies
+// T = round(p 2^32) for each S in -6..6 (and each site, when the field varies
 // per site), and a site turns up iff its raw Philox word w < T: no float
 // conversion, no exp in the sweep.
 //
@@ -15,7 +15,8 @@
 // colour c, site (i, j) has half-row index k = j / 2 and flat half-index
 // f = i * Wh + k (Wh = ceil(W / 2)). Its uniform is word f % 4 of the Philox
 // call with counter index (chain * 2 + c) * G + f / 4 (G = ceil(L Wh / 4)) at
-// the sweep's call offset. Both kernels below use this layout, so the
+// the sweep's call offset (3-D: rows r = d L + i take the place of i, and
+// G = ceil(D L Wh / 4)). Both kernels below use this layout, so the
 // multispin and byte paths draw the same word for the same site and give
 // identical states for one seed. Twin: gpumcmc/models/ising.py.
 //
@@ -130,19 +131,25 @@ ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long
     if (OBS) block_add2(up, colour == 1 ? bond : 0, counts + 2 * chain);
 }
 
-// One byte per spin (+1 / -1), row-major (chains, L, W); any field per site.
-// thr: 9 thresholds by S + 4 for each site, site (i, j) at thr + (i W + j) *
-// thr_stride (thr_stride = 0: one row for every site). periodic = 0: open
-// boundaries (missing neighbours add 0 to S; any L, W); 1: periodic (L, W even).
+// One byte per spin (+1 / -1), row-major (chains, D, L, W): D = 1 for the
+// square lattice, D > 1 for the simple cubic one (6 neighbours). Any field per
+// site. The colour of site (d, i, j) is (d + i + j) & 1; rows r = d L + i are
+// laid out as in the 2-D case, with the row's parity (d + i) & 1.
+// thr: 13 thresholds by S + 6 for each site, site (d, i, j) at
+// thr + ((d L + i) W + j) * thr_stride (thr_stride = 0: one row for every
+// site). periodic = 0: open boundaries (missing neighbours add 0 to S; any
+// sides); 1: periodic (every side of more than one site even).
 template <bool OBS>
 __global__ void __launch_bounds__(ISING_BLOCK)
-ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long long thr_stride, long long L,
-            long long W, int periodic, int colour, u32 k0, u32 k1, u32 off_lo, u32 off_hi,
+ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long long thr_stride, long long D,
+            long long L, long long W, int periodic, int colour, u32 k0, u32 k1, u32 off_lo, u32 off_hi,
             u64* __restrict__ counts) {
     const long long chain = blockIdx.y;
-    signed char* __restrict__ s = spins + chain * L * W;
+    const long long plane = L * W;
+    signed char* __restrict__ s = spins + chain * D * plane;
+    const long long R = D * L;
     const long long Wh = (W + 1) / 2;
-    const long long G = (L * Wh + 3) / 4;
+    const long long G = (R * Wh + 3) / 4;
     const u64 gbase = (u64)(chain * 2 + colour) * (u64)G;
     const uint2 key = make_uint2(k0, k1);
     long long up = 0, bond = 0;
@@ -154,21 +161,31 @@ ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long l
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const long long f = 4 * g + e;
-            const long long i = div_index(f, Wh, small);
-            if (i >= L) break;
-            const long long j = 2 * (f - i * Wh) + ((i + colour) & 1);
+            const long long row = div_index(f, Wh, small);
+            if (row >= R) break;
+            const long long d = D == 1 ? 0 : div_index(row, L, small);
+            const long long i = row - d * L;
+            const long long j = 2 * (f - row * Wh) + ((d + i + colour) & 1);
             if (j >= W) continue;
+            const signed char* p = s + d * plane;
             int S;
             if (periodic) {
                 const long long iu = i == 0 ? L - 1 : i - 1, id = i == L - 1 ? 0 : i + 1;
                 const long long jl = j == 0 ? W - 1 : j - 1, jr = j == W - 1 ? 0 : j + 1;
-                S = s[iu * W + j] + s[id * W + j] + s[i * W + jl] + s[i * W + jr];
+                S = p[iu * W + j] + p[id * W + j] + p[i * W + jl] + p[i * W + jr];
+                if (D > 1) {
+                    const long long du = d == 0 ? D - 1 : d - 1, dd = d == D - 1 ? 0 : d + 1;
+                    S += s[du * plane + i * W + j] + s[dd * plane + i * W + j];
+                }
             } else {
-                S = (i > 0 ? s[(i - 1) * W + j] : 0) + (i < L - 1 ? s[(i + 1) * W + j] : 0) +
-                    (j > 0 ? s[i * W + j - 1] : 0) + (j < W - 1 ? s[i * W + j + 1] : 0);
+                S = (i > 0 ? p[(i - 1) * W + j] : 0) + (i < L - 1 ? p[(i + 1) * W + j] : 0) +
+                    (j > 0 ? p[i * W + j - 1] : 0) + (j < W - 1 ? p[i * W + j + 1] : 0);
+                if (D > 1) S += (d > 0 ? s[(d - 1) * plane + i * W + j] : 0) +
+                                (d < D - 1 ? s[(d + 1) * plane + i * W + j] : 0);
             }
-            const int v = w[e] < thr[(i * W + j) * thr_stride + S + 4] ? 1 : -1;
-            s[i * W + j] = (signed char)v;
+            const long long site = row * W + j;
+            const int v = w[e] < thr[site * thr_stride + S + 6] ? 1 : -1;
+            s[site] = (signed char)v;
             if (OBS) {
                 up += v > 0;
                 bond += v * S;
@@ -183,8 +200,8 @@ template __global__ void ising_multispin<true>(u64*, const u32*, long long, long
                                                u64*);
 template __global__ void ising_multispin<false>(u64*, const u32*, long long, long long, int, u32, u32, u32, u32,
                                                 u64*);
-template __global__ void ising_bytes<true>(signed char*, const u32*, long long, long long, long long, int, int, u32,
-                                           u32, u32, u32, u64*);
-template __global__ void ising_bytes<false>(signed char*, const u32*, long long, long long, long long, int, int,
-                                            u32, u32, u32, u32, u64*);
+template __global__ void ising_bytes<true>(signed char*, const u32*, long long, long long, long long, long long, int,
+                                           int, u32, u32, u32, u32, u64*);
+template __global__ void ising_bytes<false>(signed char*, const u32*, long long, long long, long long, long long, int,
+                                            int, u32, u32, u32, u32, u64*);
 #endif

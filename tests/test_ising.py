@@ -29,10 +29,10 @@ def _within(values, exact, alpha=ALPHA, bias=0.0):
 # --------------------------------------------------------------------------- exact references
 
 def _enumerate(shape, beta, coupling, field, periodic):
-    L, W = shape
-    states = np.array(list(itertools.product([-1, 1], repeat=L * W)), dtype=np.int8).reshape(-1, L, W)
+    n = int(np.prod(shape))
+    states = np.array(list(itertools.product([-1, 1], repeat=n)), dtype=np.int8).reshape(-1, *shape)
     bond = I.bond_sum(states, periodic).astype(np.float64)
-    E = -coupling * bond - (states * np.asarray(field)).sum(axis=(1, 2))
+    E = -coupling * bond - (states * np.asarray(field)).sum(axis=tuple(range(1, states.ndim)))
     w = np.exp(-beta * (E - E.min()))
     w /= w.sum()
     return states, E, w
@@ -76,17 +76,18 @@ def test_spontaneous_magnetisation_below_tc():
     _within(np.abs(res.magnetization), float(I.onsager_magnetization(beta)), bias=1e-3)
 
 
-@pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("open", (3, 4))])
+@pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("open", (3, 4)),
+                                             ("open", (2, 2, 3)), ("periodic", (2, 2, 2))])
 def test_field_per_site_matches_enumeration(boundary, shape):
     rs = np.random.default_rng(3)
     field = rs.normal(0, 0.7, shape)
     beta, J = 0.7, 0.8
     states, E, w = _enumerate(shape, beta, J, field, boundary == "periodic")
-    n = shape[0] * shape[1]
+    n = int(np.prod(shape))
     model = Ising(shape, coupling=J, field=field, beta=beta, boundary=boundary, backend="numpy")
     res = model.sample(3000, burn_in=50, n_chains=16, random_state=2, progress=False)
     _within(res.energy, (w * E).sum() / n)
-    _within(res.magnetization, (w * states.sum(axis=(1, 2))).sum() / n)
+    _within(res.magnetization, (w * states.sum(axis=tuple(range(1, states.ndim)))).sum() / n)
 
 
 def test_state_distribution_chi_square():
@@ -131,15 +132,16 @@ def test_multispin_and_byte_paths_give_the_same_states(beta, shape):
     np.testing.assert_array_equal(a.magnetization, b.magnetization)
 
 
-@pytest.mark.parametrize("boundary, field", [("periodic", 0.0), ("open", "sites"), ("periodic", "sites")])
-def test_energy_from_the_sweep_equals_recomputed(boundary, field):
-    shape = (6, 9) if boundary == "open" else (6, 10)
+@pytest.mark.parametrize("boundary, field, shape", [("periodic", 0.0, (6, 10)), ("open", "sites", (6, 9)),
+                                                    ("periodic", "sites", (6, 10)), ("open", 0.3, (3, 5, 7)),
+                                                    ("periodic", "sites", (4, 6, 8))])
+def test_energy_from_the_sweep_equals_recomputed(boundary, field, shape):
     if field == "sites":
         field = np.random.default_rng(1).normal(size=shape)
     model = Ising(shape, field=field, beta=0.5, boundary=boundary, backend="numpy")
     res = model.sample(5, n_chains=2, random_state=0, progress=False)
     np.testing.assert_allclose(res.energy[:, -1], model.energy(res.states), rtol=1e-12)
-    np.testing.assert_allclose(res.magnetization[:, -1], res.states.mean(axis=(1, 2)), rtol=1e-12)
+    np.testing.assert_allclose(res.magnetization[:, -1], res.states.reshape(2, -1).mean(axis=1), rtol=1e-12)
 
 
 def test_result_exports_to_arviz():
@@ -179,6 +181,10 @@ def test_bad_input_says_what_to_do():
         I.denoise(np.full((4, 4), 0.5), backend="numpy")
     with pytest.raises(ValueError, match="NaN"):
         Ising((4, 4), field=np.full((4, 4), np.nan))
+    with pytest.raises(ValueError, match="cubic"):
+        Ising((4, 4, 4, 4))
+    with pytest.raises(ValueError, match="2-D periodic"):
+        Ising((4, 4, 32), method="multispin")
 
 
 # --------------------------------------------------------------------------- GPU
@@ -188,6 +194,8 @@ def test_bad_input_says_what_to_do():
     ((64, 64), "periodic", 0.2, "byte"),
     ((30, 45), "open", "sites", "byte"),
     ((32, 34), "periodic", "sites", "byte"),
+    ((6, 10, 12), "periodic", 0.1, "byte"),
+    ((5, 7, 9), "open", "sites", "byte"),
 ])
 def test_gpu_matches_numpy_twin(cp, shape, boundary, field, method):
     if field == "sites":

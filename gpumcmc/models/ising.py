@@ -1,6 +1,7 @@
-"""The 2-D Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once.
+"""The Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once.
 
-Energy of a configuration ``s`` of +-1 spins on an L x W square lattice::
+Energy of a configuration ``s`` of +-1 spins on an L x W square lattice (or a
+D x L x W simple cubic one, on the byte path)::
 
     E(s) = -J sum_<ij> s_i s_j - sum_i h_i s_i
 
@@ -20,7 +21,7 @@ paths give the same states for one seed:
   ising-gpu; neighbour counts of 16 sites come from four word additions.
   Periodic lattices with a uniform field, W a multiple of 32.
 * ``"byte"``: one byte per spin; any field per site, open or periodic
-  boundaries.
+  boundaries, square or cubic lattices.
 
 Every kernel has a NumPy twin here, following the same counter layout, so a
 CPU run gives the same states as a GPU run for the same seed.
@@ -180,10 +181,10 @@ def exact_energy_finite(beta: float, shape, coupling: float = 1.0) -> float:
 # --------------------------------------------------------------------------- thresholds
 
 def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
-    """uint32 heat-bath thresholds by S + 4 (S = -4..4): (9,) for a number, (L*W, 9) for a field per site."""
+    """uint32 heat-bath thresholds by S + 6 (S = -6..6): (13,) for a number, (n_sites, 13) for a field per site."""
     from scipy.special import expit
 
-    S = np.arange(-4, 5, dtype=np.float64)
+    S = np.arange(-6, 7, dtype=np.float64)
     f = np.asarray(field, dtype=np.float64)
     x = 2.0 * beta * (coupling * S + f.reshape(-1, 1) if f.ndim else coupling * S + float(f))
     p = expit(x)
@@ -239,14 +240,25 @@ def unpack(packed):
 # --------------------------------------------------------------------------- observables
 
 def bond_sum(spins, periodic: bool = True):
-    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) spins of +-1."""
+    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) or (chains, D, L, W) spins of +-1.
+
+    A periodic side of length 1 has no bonds along it (a 2-D lattice is a 3-D one of depth 1).
+    """
     xp = _backend.get_array_module(spins)
     s = spins.astype(xp.int8)  # products of +-1 stay in int8; sums go to int64
-    if periodic:
-        return ((s * xp.roll(s, -1, axis=1)).sum(axis=(1, 2), dtype=xp.int64)
-                + (s * xp.roll(s, -1, axis=2)).sum(axis=(1, 2), dtype=xp.int64))
-    return ((s[:, 1:] * s[:, :-1]).sum(axis=(1, 2), dtype=xp.int64)
-            + (s[:, :, 1:] * s[:, :, :-1]).sum(axis=(1, 2), dtype=xp.int64))
+    axes = tuple(range(1, s.ndim))
+    total = xp.zeros(s.shape[0], dtype=xp.int64)
+    for ax in axes:
+        if s.shape[ax] < 2:
+            continue
+        if periodic:
+            total += (s * xp.roll(s, -1, axis=ax)).sum(axis=axes, dtype=xp.int64)
+        else:
+            lo = [slice(None)] * s.ndim
+            hi = [slice(None)] * s.ndim
+            lo[ax], hi[ax] = slice(1, None), slice(None, -1)
+            total += (s[tuple(lo)] * s[tuple(hi)]).sum(axis=axes, dtype=xp.int64)
+    return total
 
 
 # --------------------------------------------------------------------------- NumPy twins
@@ -266,39 +278,49 @@ class _ByteIndex(NamedTuple):
     q: np.ndarray  # word within it (f % 4)
 
 
-def _byte_index(L: int, W: int, c: int) -> _ByteIndex:
+def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
+    """Sites of colour c in the kernel's half-index order: rows r = d L + i, as (r, j) pairs."""
     Wh = (W + 1) // 2
-    f = np.arange(L * Wh)
-    i = f // Wh
-    j = 2 * (f - i * Wh) + ((i + c) & 1)
+    f = np.arange(D * L * Wh)
+    r = f // Wh
+    d, i = r // L, r % L
+    j = 2 * (f - r * Wh) + ((d + i + c) & 1)
     keep = j < W
-    f, i, j = f[keep], i[keep], j[keep]
-    return _ByteIndex(i, j, f // 4, f % 4)
+    f, r, j = f[keep], r[keep], j[keep]
+    return _ByteIndex(r, j, f // 4, f % 4)
 
 
 def _neighbour_sum(s, periodic: bool):
-    """S: the sum of the four neighbours of every site (missing ones count 0), int16."""
+    """S: the sum of the neighbours of every site of (chains, D, L, W) spins (missing ones count 0), int16."""
     s = s.astype(np.int16)
+    axes = [ax for ax in (1, 2, 3) if s.shape[ax] > 1]
     if periodic:
-        return np.roll(s, 1, 1) + np.roll(s, -1, 1) + np.roll(s, 1, 2) + np.roll(s, -1, 2)
-    p = np.pad(s, ((0, 0), (1, 1), (1, 1)))
-    return p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:]
+        return sum(np.roll(s, 1, ax) + np.roll(s, -1, ax) for ax in axes)
+    p = np.pad(s, ((0, 0), (1, 1), (1, 1), (1, 1)))
+    core = (slice(None), slice(1, -1), slice(1, -1), slice(1, -1))
+    total = np.zeros_like(s)
+    for ax in axes:
+        for a, b in ((0, -2), (2, None)):
+            sl = list(core)
+            sl[ax] = slice(a, b)
+            total += p[tuple(sl)]
+    return total
 
 
 def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, index):
-    """One sweep of the byte kernel on NumPy, in place; returns (up, bond) per chain."""
-    n, L, W = spins.shape
+    """One sweep of the byte kernel on NumPy, in place; ``spins`` (chains, D, L, W). Returns (up, bond) per chain."""
+    n, D, L, W = spins.shape
     Wh = (W + 1) // 2
-    G = (L * Wh + 3) // 4
+    G = (D * L * Wh + 3) // 4
+    rows = spins.reshape(n, D * L, W)  # a view: writes go to spins
     chains = np.arange(n, dtype=_U64)
     for c in (0, 1):
         ix = index[c]
         w = _words(key, offset, (chains * _U64(2) + _U64(c)) * _U64(G), G)[:, ix.g, ix.q]
-        S = _neighbour_sum(spins, periodic)[:, ix.i, ix.j]
+        S = _neighbour_sum(spins, periodic).reshape(n, D * L, W)[:, ix.i, ix.j]
         site = (ix.i * W + ix.j) if per_site else np.zeros_like(ix.i)
-        new = np.where(w < thr[site, S.astype(np.int64) + 4], 1, -1).astype(np.int8)
-        spins[:, ix.i, ix.j] = new
-    up = (spins > 0).sum(axis=(1, 2), dtype=np.int64)
+        rows[:, ix.i, ix.j] = np.where(w < thr[site, S.astype(np.int64) + 6], 1, -1).astype(np.int8)
+    up = (spins > 0).sum(axis=(1, 2, 3), dtype=np.int64)
     return up, bond_sum(spins, periodic)
 
 
@@ -342,9 +364,10 @@ class Ising:
 
     Parameters
     ----------
-    shape : (int, int)
-        Rows and columns of the lattice. Periodic boundaries need both even
-        (the checkerboard must close on itself).
+    shape : (int, int) or (int, int, int)
+        Rows and columns of the square lattice, or depth, rows and columns of
+        the simple cubic one (byte path). Periodic boundaries need every side
+        even (the checkerboard must close on itself).
     coupling : float
         J; ferromagnetic when positive.
     field : float or array of ``shape``
@@ -370,17 +393,20 @@ class Ising:
     def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
                  backend=None):
         try:
-            L, W = (int(v) for v in shape)
+            dims = tuple(int(v) for v in shape)
         except (TypeError, ValueError):
-            raise ValueError(f"shape must be two integers (rows, columns), got {shape!r}; "
-                             "only 2-D square lattices are supported.") from None
-        if L < 2 or W < 2:
-            raise ValueError(f"shape must be at least (2, 2), got {(L, W)}.")
+            dims = ()
+        if len(dims) not in (2, 3):
+            raise ValueError(f"shape must be (rows, columns) for a square lattice or (depth, rows, columns) for a "
+                             f"cubic one, got {shape!r}.")
+        if min(dims) < 2:
+            raise ValueError(f"every side must be at least 2, got {dims}.")
         if boundary not in ("periodic", "open"):
             raise ValueError(f"boundary must be 'periodic' or 'open', got {boundary!r}.")
-        if boundary == "periodic" and (L % 2 or W % 2):
-            raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {(L, W)}; "
+        if boundary == "periodic" and any(v % 2 for v in dims):
+            raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {dims}; "
                              "use an even size or boundary='open'.")
+        L, W = dims[-2:]
         for name, v in (("coupling", coupling), ("beta", beta)):
             if not np.isfinite(float(v)):
                 raise ValueError(f"{name} must be a finite number, got {v!r}.")
@@ -388,19 +414,20 @@ class Ising:
             raise ValueError(f"beta must be >= 0, got {beta}.")
         f = _backend.to_host(field)
         f = np.asarray(f, dtype=np.float64)
-        if f.ndim and f.shape != (L, W):
-            raise ValueError(f"field has shape {f.shape} but the lattice is {(L, W)}; pass one number or an "
+        if f.ndim and f.shape != dims:
+            raise ValueError(f"field has shape {f.shape} but the lattice is {dims}; pass one number or an "
                              "array of the lattice's shape.")
         if not np.all(np.isfinite(f)):
             raise ValueError("field contains NaN or inf; every value must be finite.")
         if method not in ("auto", "multispin", "byte"):
             raise ValueError(f"method must be 'auto', 'multispin' or 'byte', got {method!r}.")
-        multispin_ok = boundary == "periodic" and f.ndim == 0 and W % 32 == 0
+        multispin_ok = len(dims) == 2 and boundary == "periodic" and f.ndim == 0 and W % 32 == 0
         if method == "multispin" and not multispin_ok:
-            raise ValueError("method='multispin' needs periodic boundaries, one field for every site and a "
-                             f"width that is a multiple of 32 (got shape {(L, W)}, boundary {boundary!r}, "
+            raise ValueError("method='multispin' needs a 2-D periodic lattice, one field for every site and a "
+                             f"width that is a multiple of 32 (got shape {dims}, boundary {boundary!r}, "
                              f"field {'per site' if f.ndim else 'uniform'}); use method='byte' or 'auto'.")
-        self.shape = (L, W)
+        self.shape = dims
+        self._dims = dims if len(dims) == 3 else (1,) + dims  # (D, L, W)
         self.coupling = float(coupling)
         self.field = field
         self.beta = float(beta)
@@ -410,12 +437,13 @@ class Ising:
         self._method = "multispin" if (method == "multispin" or (method == "auto" and multispin_ok)) else "byte"
         self._field = f
         self._thr = _thresholds(self.beta, self.coupling, f)
+        self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if f.ndim == 0 else None  # by n up of 4: S = 2n - 4
         self._dev = {}
         self._index = None
 
     @property
     def n_sites(self) -> int:
-        return self.shape[0] * self.shape[1]
+        return int(np.prod(self.shape))
 
     @property
     def path(self) -> str:
@@ -431,10 +459,10 @@ class Ising:
 
         ``initial`` is ``"random"`` (each spin +-1 with probability 1/2, drawn
         from ``random_state``), ``"up"``, ``"down"``, or an array of +-1 of
-        shape (L, W) or (n_chains, L, W).
+        shape ``shape`` or ``(n_chains, *shape)``.
         """
         xp = self._xp()
-        L, W = self.shape
+        full = (n_chains, *self.shape) if isinstance(n_chains, (int, np.integer)) else None
         if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
             raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
         if xp is not np and n_chains > 65535:
@@ -442,28 +470,28 @@ class Ising:
         if isinstance(initial, str):
             if initial == "random":
                 u = default_rng(random_state, backend="numpy" if xp is np else "cupy").random(
-                    (n_chains, L, W), dtype=np.float32)
+                    full, dtype=np.float32)
                 spins = xp.where(u < 0.5, 1, -1).astype(xp.int8)
             elif initial in ("up", "down"):
-                spins = xp.full((n_chains, L, W), 1 if initial == "up" else -1, dtype=xp.int8)
+                spins = xp.full(full, 1 if initial == "up" else -1, dtype=xp.int8)
             else:
                 raise ValueError(f"initial must be 'random', 'up', 'down' or an array of +-1, got {initial!r}.")
         else:
             a = _backend.asarray(initial, xp)
-            if a.shape not in ((L, W), (n_chains, L, W)):
-                raise ValueError(f"initial has shape {a.shape}; pass (L, W) = {(L, W)} or (n_chains, L, W) = "
-                                 f"{(n_chains, L, W)}.")
+            if a.shape not in (self.shape, full):
+                raise ValueError(f"initial has shape {a.shape}; pass the lattice's shape {self.shape} or "
+                                 f"(n_chains, *shape) = {full}.")
             _check_spins(a, "initial")
-            spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), (n_chains, L, W)))
+            spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), full))
         counts = xp.zeros((n_chains, 2), dtype=xp.int64)
-        counts[:, 0] = (spins > 0).sum(axis=(1, 2), dtype=xp.int64)
+        counts[:, 0] = (spins > 0).sum(axis=tuple(range(1, spins.ndim)), dtype=xp.int64)
         counts[:, 1] = bond_sum(spins, self.boundary == "periodic")
         if self._method == "multispin":
             return IsingState(None, pack(spins), counts)
         return IsingState(spins, None, counts)
 
     def spins(self, state: IsingState):
-        """The +-1 spins of ``state``, (chains, L, W) int8, whichever path made it."""
+        """The +-1 spins of ``state``, (chains, *shape) int8, whichever path made it."""
         return state.spins if state.packed is None else unpack(state.packed)
 
     def _info(self, state: IsingState, xp) -> IsingInfo:
@@ -473,7 +501,7 @@ class Ising:
         mag = 2.0 * up - N
         if self._field.ndim:
             h = self._dev_array("field", xp, lambda: self._field)
-            field_term = (state.spins * h).sum(axis=(1, 2))
+            field_term = (state.spins * h).sum(axis=tuple(range(1, state.spins.ndim)))
         else:
             field_term = float(self._field) * mag
         return IsingInfo(mag / N, (-self.coupling * bond - field_term) / N)
@@ -494,12 +522,13 @@ class Ising:
         periodic = self.boundary == "periodic"
         if xp is np:
             if self._method == "multispin":
-                up, bond = _multispin_twin(state.packed, self._thr[0::2], key, off)
+                up, bond = _multispin_twin(state.packed, self._thr5, key, off)
             else:
                 if self._index is None:
-                    self._index = tuple(_byte_index(*self.shape, c) for c in (0, 1))
+                    self._index = tuple(_byte_index(*self._dims, c) for c in (0, 1))
                 thr = self._thr if self._thr.ndim == 2 else self._thr[None, :]
-                up, bond = _byte_twin(state.spins, thr, self._thr.ndim == 2, periodic, key, off, self._index)
+                spins = state.spins.reshape((state.spins.shape[0], *self._dims))
+                up, bond = _byte_twin(spins, thr, self._thr.ndim == 2, periodic, key, off, self._index)
             state.counts[:, 0] = up
             state.counts[:, 1] = bond
         else:
@@ -514,10 +543,10 @@ class Ising:
             state.counts.fill(0)
         counts = state.counts if observe else None
         args_key = _loader.philox_args(key, off)
-        L, W = self.shape
+        D, L, W = self._dims
         if self._method == "multispin":
             fn = _loader.get_function(FILE, f"ising_multispin<{'true' if observe else 'false'}>", _NAMES)
-            thr = self._dev_array("thr5", cp, lambda: np.ascontiguousarray(self._thr[0::2]))
+            thr = self._dev_array("thr5", cp, lambda: self._thr5)
             per = L * (W // 32)
             grid = _grid(per, n)
             for c in (0, 1):
@@ -526,11 +555,12 @@ class Ising:
         else:
             fn = _loader.get_function(FILE, f"ising_bytes<{'true' if observe else 'false'}>", _NAMES)
             thr = self._dev_array("thr", cp, lambda: np.ascontiguousarray(self._thr))
-            stride = 9 if self._thr.ndim == 2 else 0
-            G = (L * ((W + 1) // 2) + 3) // 4
+            stride = 13 if self._thr.ndim == 2 else 0
+            G = (D * L * ((W + 1) // 2) + 3) // 4
             grid = _grid(G, n)
             for c in (0, 1):
-                fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i64(L), _loader.i64(W),
+                fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i64(D), _loader.i64(L),
+                                         _loader.i64(W),
                                          _loader.i32(self.boundary == "periodic"), _loader.i32(c), *args_key,
                                          counts if counts is not None else _loader.NULL))
 
@@ -552,18 +582,19 @@ class Ising:
                        every=max(1, (burn_in + n_sweeps) // 20))]
         trace = run(self.step, state, rng, n_sweeps, burn_in=burn_in, thin=thin,
                     collect=lambda s, info: {"magnetization": info.magnetization, "energy": info.energy},
-                    monitors=mon, progress=progress, desc=f"Ising {self.shape[0]}x{self.shape[1]}",
+                    monitors=mon, progress=progress, desc=f"Ising {'x'.join(map(str, self.shape))}",
                     n_chains=n_chains)
         return IsingResult(trace, self.spins(trace.state))
 
     def energy(self, spins):
-        """Energy per site of +-1 ``spins`` of shape (L, W) or (chains, L, W)."""
+        """Energy per site of +-1 ``spins`` of the lattice's shape, or with a leading chain axis."""
         xp = _backend.get_array_module(spins)
-        s = spins if spins.ndim == 3 else spins[None]
+        batched = spins.ndim == len(self.shape) + 1
+        s = spins if batched else spins[None]
         bond = bond_sum(s, self.boundary == "periodic").astype(xp.float64)
         h = self._field if xp is np else xp.asarray(self._field)
-        e = (-self.coupling * bond - (s * h).sum(axis=(1, 2))) / self.n_sites
-        return e if spins.ndim == 3 else e[0]
+        e = (-self.coupling * bond - (s * h).sum(axis=tuple(range(1, s.ndim)))) / self.n_sites
+        return e if batched else e[0]
 
 
 def _grid(items: int, n_chains: int) -> int:

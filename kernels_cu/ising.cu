@@ -139,11 +139,14 @@ ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long
 // thr + ((d L + i) W + j) * thr_stride (thr_stride = 0: one row for every
 // site). periodic = 0: open boundaries (missing neighbours add 0 to S; any
 // sides); 1: periodic (every side of more than one site even).
+// by_pattern = 1 (couplings per bond, 2-D only): thr holds 16 thresholds per
+// site, by the pattern of up neighbours (bit 0 up, 1 down, 2 left, 3 right);
+// a missing neighbour reads as down and its coupling is 0 in the table.
 template <bool OBS>
 __global__ void __launch_bounds__(ISING_BLOCK)
-ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long long thr_stride, long long D,
-            long long L, long long W, int periodic, int colour, u32 k0, u32 k1, u32 off_lo, u32 off_hi,
-            u64* __restrict__ counts) {
+ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long long thr_stride, int by_pattern,
+            long long D, long long L, long long W, int periodic, int colour, u32 k0, u32 k1, u32 off_lo,
+            u32 off_hi, u64* __restrict__ counts) {
     const long long chain = blockIdx.y;
     const long long plane = L * W;
     signed char* __restrict__ s = spins + chain * D * plane;
@@ -168,23 +171,33 @@ ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long l
             const long long j = 2 * (f - row * Wh) + ((d + i + colour) & 1);
             if (j >= W) continue;
             const signed char* p = s + d * plane;
-            int S;
+            int nu, nd, nl, nr, S;  // neighbour spins (0 where missing) and their sum
             if (periodic) {
                 const long long iu = i == 0 ? L - 1 : i - 1, id = i == L - 1 ? 0 : i + 1;
                 const long long jl = j == 0 ? W - 1 : j - 1, jr = j == W - 1 ? 0 : j + 1;
-                S = p[iu * W + j] + p[id * W + j] + p[i * W + jl] + p[i * W + jr];
+                nu = p[iu * W + j];
+                nd = p[id * W + j];
+                nl = p[i * W + jl];
+                nr = p[i * W + jr];
+                S = nu + nd + nl + nr;
                 if (D > 1) {
                     const long long du = d == 0 ? D - 1 : d - 1, dd = d == D - 1 ? 0 : d + 1;
                     S += s[du * plane + i * W + j] + s[dd * plane + i * W + j];
                 }
             } else {
-                S = (i > 0 ? p[(i - 1) * W + j] : 0) + (i < L - 1 ? p[(i + 1) * W + j] : 0) +
-                    (j > 0 ? p[i * W + j - 1] : 0) + (j < W - 1 ? p[i * W + j + 1] : 0);
+                nu = i > 0 ? p[(i - 1) * W + j] : 0;
+                nd = i < L - 1 ? p[(i + 1) * W + j] : 0;
+                nl = j > 0 ? p[i * W + j - 1] : 0;
+                nr = j < W - 1 ? p[i * W + j + 1] : 0;
+                S = nu + nd + nl + nr;
                 if (D > 1) S += (d > 0 ? s[(d - 1) * plane + i * W + j] : 0) +
                                 (d < D - 1 ? s[(d + 1) * plane + i * W + j] : 0);
             }
+            // by S + 6, or (couplings per bond, 2-D) by which of the up, down,
+            // left and right neighbours are +1 (bits 0..3)
+            const int idx = by_pattern ? (nu > 0) | (nd > 0) << 1 | (nl > 0) << 2 | (nr > 0) << 3 : S + 6;
             const long long site = row * W + j;
-            const int v = w[e] < thr[site * thr_stride + S + 6] ? 1 : -1;
+            const int v = w[e] < thr[site * thr_stride + idx] ? 1 : -1;
             s[site] = (signed char)v;
             if (OBS) {
                 up += v > 0;
@@ -200,8 +213,8 @@ template __global__ void ising_multispin<true>(u64*, const u32*, long long, long
                                                u64*);
 template __global__ void ising_multispin<false>(u64*, const u32*, long long, long long, int, u32, u32, u32, u32,
                                                 u64*);
-template __global__ void ising_bytes<true>(signed char*, const u32*, long long, long long, long long, long long, int,
-                                           int, u32, u32, u32, u32, u64*);
-template __global__ void ising_bytes<false>(signed char*, const u32*, long long, long long, long long, long long, int,
-                                            int, u32, u32, u32, u32, u64*);
+template __global__ void ising_bytes<true>(signed char*, const u32*, long long, int, long long, long long, long long,
+                                           int, int, u32, u32, u32, u32, u64*);
+template __global__ void ising_bytes<false>(signed char*, const u32*, long long, int, long long, long long, long long,
+                                            int, int, u32, u32, u32, u32, u64*);
 #endif

@@ -58,7 +58,8 @@ noisy = np.where(np.random.default_rng(0).random(clean.shape) < 0.1, 1 - clean, 
 t = time.perf_counter()
 post = gpumcmc.to_host(I.denoise(noisy, n_sweeps=30 if SMALL else 1000, burn_in=10 if SMALL else 100,
                                  n_chains=2 if SMALL else 16, random_state=0, progress=False))
-print(f"{time.perf_counter() - t:.2f} s; pixel error {np.mean(noisy != clean):.2%} -> {np.mean((post > .5) != clean):.2%}")
+err_before, err_after = np.mean(noisy != clean), np.mean((post > .5) != clean)
+print(f"{time.perf_counter() - t:.2f} s; pixel error {err_before:.2%} -> {err_after:.2%}")
 fig, ax = plt.subplots(1, 2, figsize=(8, 4))
 ax[0].imshow(noisy, cmap="gray"); ax[1].imshow(post, cmap="gray");"""),
     nbf.v4.new_markdown_cell("""## An RBM on binarised digits, beside scikit-learn

@@ -90,6 +90,25 @@ def test_field_per_site_matches_enumeration(boundary, shape):
     _within(res.magnetization, (w * states.sum(axis=tuple(range(1, states.ndim)))).sum() / n)
 
 
+@pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("periodic", (4, 2))])
+def test_couplings_per_bond_match_enumeration(boundary, shape):
+    rs = np.random.default_rng(5)
+    J = rs.normal(0.3, 0.8, (2, *shape))  # mixed signs: frustrated plaquettes too
+    field = rs.normal(0, 0.3, shape)
+    beta, periodic = 0.9, boundary == "periodic"
+    n = int(np.prod(shape))
+    states = np.array(list(itertools.product([-1, 1], repeat=n)), dtype=np.int8).reshape(-1, *shape)
+    E = -I._weighted_bond_sum(states, J, periodic) - (states * field).sum(axis=(1, 2))
+    w = np.exp(-beta * (E - E.min()))
+    w /= w.sum()
+    model = Ising(shape, coupling=J, field=field, beta=beta, boundary=boundary, backend="numpy")
+    assert model.path == "byte"
+    res = model.sample(3000, burn_in=50, n_chains=16, random_state=6, progress=False)
+    np.testing.assert_allclose(res.energy[:, -1], model.energy(res.states), rtol=1e-12)
+    _within(res.energy, (w * E).sum() / n)
+    _within(res.magnetization, (w * states.sum(axis=(1, 2))).sum() / n)
+
+
 def test_state_distribution_chi_square():
     # The whole distribution on a 2 x 4 periodic lattice with a uniform field: 256 states.
     # Draws thinned by 5 sweeps (integrated autocorrelation ~1 at beta 0.3); one chi-square test at ALPHA.
@@ -183,6 +202,8 @@ def test_bad_input_says_what_to_do():
         Ising((4, 4), field=np.full((4, 4), np.nan))
     with pytest.raises(ValueError, match="cubic"):
         Ising((4, 4, 4, 4))
+    with pytest.raises(ValueError, match=r"\(2, L, W\)"):
+        Ising((4, 6), coupling=np.ones((4, 6)))
     with pytest.raises(ValueError, match="2-D periodic"):
         Ising((4, 4, 32), method="multispin")
 
@@ -196,11 +217,17 @@ def test_bad_input_says_what_to_do():
     ((32, 34), "periodic", "sites", "byte"),
     ((6, 10, 12), "periodic", 0.1, "byte"),
     ((5, 7, 9), "open", "sites", "byte"),
+    ((20, 26), "periodic", "bonds", "byte"),
+    ((21, 17), "open", "bonds", "byte"),
 ])
 def test_gpu_matches_numpy_twin(cp, shape, boundary, field, method):
+    coupling = 1.0
+    if field == "bonds":
+        coupling = np.random.default_rng(3).normal(0.4, 0.7, (2, *shape))
+        field = 0.1
     if field == "sites":
         field = np.random.default_rng(2).normal(size=shape)
-    kw = dict(coupling=1.0, field=field, beta=0.45, boundary=boundary, method=method)
+    kw = dict(coupling=coupling, field=field, beta=0.45, boundary=boundary, method=method)
     a = Ising(shape, backend="numpy", **kw).sample(40, n_chains=5, random_state=9, progress=False)
     b = Ising(shape, backend="cupy", **kw).sample(40, n_chains=5, random_state=9, progress=False)
     assert np.array_equal(a.states, cp.asnumpy(b.states))

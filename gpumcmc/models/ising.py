@@ -192,6 +192,43 @@ def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
     return t.astype(np.uint32)
 
 
+def _bond_couplings(J, periodic: bool):
+    """Couplings of each site's up, down, left and right bonds, (4, L, W), 0 where a bond is missing.
+
+    ``J[0, i, j]`` couples (i, j) with its right neighbour, ``J[1, i, j]`` with the one below.
+    """
+    right, down = J[0], J[1]
+    up, left = np.roll(down, 1, axis=0), np.roll(right, 1, axis=1)
+    if not periodic:
+        up, down, left, right = up.copy(), down.copy(), left.copy(), right.copy()
+        up[0], down[-1], left[:, 0], right[:, -1] = 0, 0, 0, 0
+    return np.stack([up, down, left, right])
+
+
+def _pattern_thresholds(beta: float, J, field, periodic: bool) -> np.ndarray:
+    """(L*W, 16) uint32 thresholds by the pattern of up neighbours (bit 0 up, 1 down, 2 left, 3 right)."""
+    from scipy.special import expit
+
+    Jk = _bond_couplings(J, periodic).reshape(4, -1)  # (4, sites)
+    bits = (np.arange(16)[:, None] >> np.arange(4)[None, :]) & 1  # (16, 4)
+    spins = 2.0 * bits - 1.0
+    f = np.broadcast_to(np.asarray(field, dtype=np.float64), J.shape[1:]).reshape(-1)
+    x = 2.0 * beta * (Jk.T @ spins.T + f[:, None])  # (sites, 16)
+    t = np.minimum(np.floor(expit(x) * 2.0**32 + 0.5), 2.0**32 - 1)
+    return t.astype(np.uint32)
+
+
+def _weighted_bond_sum(spins, J, periodic: bool):
+    """sum_<ij> J_ij s_i s_j per chain, for (chains, L, W) spins and couplings J (2, L, W) (float64)."""
+    xp = _backend.get_array_module(spins)
+    s = spins.astype(xp.float64)
+    if periodic:
+        return ((J[0] * s * xp.roll(s, -1, axis=2)).sum(axis=(1, 2))
+                + (J[1] * s * xp.roll(s, -1, axis=1)).sum(axis=(1, 2)))
+    return ((J[0, :, :-1] * s[:, :, :-1] * s[:, :, 1:]).sum(axis=(1, 2))
+            + (J[1, :-1, :] * s[:, :-1, :] * s[:, 1:, :]).sum(axis=(1, 2)))
+
+
 # --------------------------------------------------------------------------- packing
 
 def _halves(W: int, c: int):
@@ -290,24 +327,25 @@ def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
     return _ByteIndex(r, j, f // 4, f % 4)
 
 
-def _neighbour_sum(s, periodic: bool):
-    """S: the sum of the neighbours of every site of (chains, D, L, W) spins (missing ones count 0), int16."""
+def _neighbours(s, periodic: bool):
+    """Neighbour spins of every site of (chains, D, L, W) spins, 0 where missing, int16:
+    [up, down, left, right] and, for D > 1, [front, back]."""
     s = s.astype(np.int16)
-    axes = [ax for ax in (1, 2, 3) if s.shape[ax] > 1]
+    axes = (2, 3) + ((1,) if s.shape[1] > 1 else ())
     if periodic:
-        return sum(np.roll(s, 1, ax) + np.roll(s, -1, ax) for ax in axes)
+        return [np.roll(s, k, ax) for ax in axes for k in (1, -1)]
     p = np.pad(s, ((0, 0), (1, 1), (1, 1), (1, 1)))
     core = (slice(None), slice(1, -1), slice(1, -1), slice(1, -1))
-    total = np.zeros_like(s)
+    out = []
     for ax in axes:
         for a, b in ((0, -2), (2, None)):
             sl = list(core)
             sl[ax] = slice(a, b)
-            total += p[tuple(sl)]
-    return total
+            out.append(p[tuple(sl)])
+    return out
 
 
-def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, index):
+def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, index, by_pattern: bool = False):
     """One sweep of the byte kernel on NumPy, in place; ``spins`` (chains, D, L, W). Returns (up, bond) per chain."""
     n, D, L, W = spins.shape
     Wh = (W + 1) // 2
@@ -317,9 +355,13 @@ def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, ind
     for c in (0, 1):
         ix = index[c]
         w = _words(key, offset, (chains * _U64(2) + _U64(c)) * _U64(G), G)[:, ix.g, ix.q]
-        S = _neighbour_sum(spins, periodic).reshape(n, D * L, W)[:, ix.i, ix.j]
+        nb = [a.reshape(n, D * L, W)[:, ix.i, ix.j] for a in _neighbours(spins, periodic)]
+        if by_pattern:
+            idx = sum((a > 0).astype(np.int64) << k for k, a in enumerate(nb[:4]))
+        else:
+            idx = sum(a.astype(np.int64) for a in nb) + 6
         site = (ix.i * W + ix.j) if per_site else np.zeros_like(ix.i)
-        rows[:, ix.i, ix.j] = np.where(w < thr[site, S.astype(np.int64) + 6], 1, -1).astype(np.int8)
+        rows[:, ix.i, ix.j] = np.where(w < thr[site, idx], 1, -1).astype(np.int8)
     up = (spins > 0).sum(axis=(1, 2, 3), dtype=np.int64)
     return up, bond_sum(spins, periodic)
 
@@ -368,8 +410,12 @@ class Ising:
         Rows and columns of the square lattice, or depth, rows and columns of
         the simple cubic one (byte path). Periodic boundaries need every side
         even (the checkerboard must close on itself).
-    coupling : float
-        J; ferromagnetic when positive.
+    coupling : float or array (2, L, W)
+        J; ferromagnetic when positive. On a 2-D lattice, one coupling per
+        bond: ``coupling[0, i, j]`` joins site (i, j) to its right neighbour,
+        ``coupling[1, i, j]`` to the one below (wrapping round on a periodic
+        lattice; ignored past the edge of an open one). The byte path then
+        keeps 16 thresholds per site, by the pattern of up neighbours.
     field : float or array of ``shape``
         h, one number or one per site.
     beta : float
@@ -407,9 +453,15 @@ class Ising:
             raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {dims}; "
                              "use an even size or boundary='open'.")
         L, W = dims[-2:]
-        for name, v in (("coupling", coupling), ("beta", beta)):
-            if not np.isfinite(float(v)):
-                raise ValueError(f"{name} must be a finite number, got {v!r}.")
+        if not np.isfinite(float(beta)):
+            raise ValueError(f"beta must be a finite number, got {beta!r}.")
+        J = np.asarray(_backend.to_host(coupling), dtype=np.float64)
+        if J.ndim and (len(dims) != 2 or J.shape != (2, *dims)):
+            raise ValueError(f"coupling must be one number, or (2-D lattices) an array of shape (2, L, W) = "
+                             f"{(2, *dims[-2:])} holding each site's bond to its right neighbour ([0]) and to the "
+                             f"one below ([1]); got shape {J.shape} for a lattice of shape {dims}.")
+        if not np.all(np.isfinite(J)):
+            raise ValueError("coupling contains NaN or inf; every value must be finite.")
         if float(beta) < 0:
             raise ValueError(f"beta must be >= 0, got {beta}.")
         f = _backend.to_host(field)
@@ -421,14 +473,15 @@ class Ising:
             raise ValueError("field contains NaN or inf; every value must be finite.")
         if method not in ("auto", "multispin", "byte"):
             raise ValueError(f"method must be 'auto', 'multispin' or 'byte', got {method!r}.")
-        multispin_ok = len(dims) == 2 and boundary == "periodic" and f.ndim == 0 and W % 32 == 0
+        multispin_ok = len(dims) == 2 and boundary == "periodic" and f.ndim == 0 and J.ndim == 0 and W % 32 == 0
         if method == "multispin" and not multispin_ok:
-            raise ValueError("method='multispin' needs a 2-D periodic lattice, one field for every site and a "
-                             f"width that is a multiple of 32 (got shape {dims}, boundary {boundary!r}, "
-                             f"field {'per site' if f.ndim else 'uniform'}); use method='byte' or 'auto'.")
+            raise ValueError("method='multispin' needs a 2-D periodic lattice, one field and one coupling "
+                             "for every site and a width that is a multiple of 32 (got shape "
+                             f"{dims}, boundary {boundary!r}, field {'per site' if f.ndim else 'uniform'}, "
+                             f"coupling {'per bond' if J.ndim else 'uniform'}); use method='byte' or 'auto'.")
         self.shape = dims
         self._dims = dims if len(dims) == 3 else (1,) + dims  # (D, L, W)
-        self.coupling = float(coupling)
+        self.coupling = coupling
         self.field = field
         self.beta = float(beta)
         self.boundary = boundary
@@ -436,8 +489,13 @@ class Ising:
         self.backend = backend
         self._method = "multispin" if (method == "multispin" or (method == "auto" and multispin_ok)) else "byte"
         self._field = f
-        self._thr = _thresholds(self.beta, self.coupling, f)
-        self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if f.ndim == 0 else None  # by n up of 4: S = 2n - 4
+        self._J = J
+        self._by_pattern = J.ndim > 0
+        if self._by_pattern:
+            self._thr = _pattern_thresholds(self.beta, J, f, boundary == "periodic")
+        else:
+            self._thr = _thresholds(self.beta, float(J), f)
+        self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if self._thr.ndim == 1 else None  # S = 2n - 4
         self._dev = {}
         self._index = None
 
@@ -504,7 +562,13 @@ class Ising:
             field_term = (state.spins * h).sum(axis=tuple(range(1, state.spins.ndim)))
         else:
             field_term = float(self._field) * mag
-        return IsingInfo(mag / N, (-self.coupling * bond - field_term) / N)
+        if self._by_pattern:
+            spins = state.spins
+            bond_term = _weighted_bond_sum(spins, self._dev_array("J", xp, lambda: self._J),
+                                           self.boundary == "periodic")
+        else:
+            bond_term = float(self._J) * bond
+        return IsingInfo(mag / N, (-bond_term - field_term) / N)
 
     def _dev_array(self, name, xp, make):
         if xp is np:
@@ -528,7 +592,8 @@ class Ising:
                     self._index = tuple(_byte_index(*self._dims, c) for c in (0, 1))
                 thr = self._thr if self._thr.ndim == 2 else self._thr[None, :]
                 spins = state.spins.reshape((state.spins.shape[0], *self._dims))
-                up, bond = _byte_twin(spins, thr, self._thr.ndim == 2, periodic, key, off, self._index)
+                up, bond = _byte_twin(spins, thr, self._thr.ndim == 2, periodic, key, off, self._index,
+                                      self._by_pattern)
             state.counts[:, 0] = up
             state.counts[:, 1] = bond
         else:
@@ -555,11 +620,12 @@ class Ising:
         else:
             fn = _loader.get_function(FILE, f"ising_bytes<{'true' if observe else 'false'}>", _NAMES)
             thr = self._dev_array("thr", cp, lambda: np.ascontiguousarray(self._thr))
-            stride = 13 if self._thr.ndim == 2 else 0
+            stride = self._thr.shape[1] if self._thr.ndim == 2 else 0
             G = (D * L * ((W + 1) // 2) + 3) // 4
             grid = _grid(G, n)
             for c in (0, 1):
-                fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i64(D), _loader.i64(L),
+                fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i32(self._by_pattern),
+                                         _loader.i64(D), _loader.i64(L),
                                          _loader.i64(W),
                                          _loader.i32(self.boundary == "periodic"), _loader.i32(c), *args_key,
                                          counts if counts is not None else _loader.NULL))
@@ -591,9 +657,13 @@ class Ising:
         xp = _backend.get_array_module(spins)
         batched = spins.ndim == len(self.shape) + 1
         s = spins if batched else spins[None]
-        bond = bond_sum(s, self.boundary == "periodic").astype(xp.float64)
+        periodic = self.boundary == "periodic"
+        if self._by_pattern:
+            bond = _weighted_bond_sum(s, self._J if xp is np else xp.asarray(self._J), periodic)
+        else:
+            bond = float(self._J) * bond_sum(s, periodic).astype(xp.float64)
         h = self._field if xp is np else xp.asarray(self._field)
-        e = (-self.coupling * bond - (s * h).sum(axis=tuple(range(1, s.ndim)))) / self.n_sites
+        e = (-bond - (s * h).sum(axis=tuple(range(1, s.ndim)))) / self.n_sites
         return e if batched else e[0]
 
 

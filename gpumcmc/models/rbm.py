@@ -166,7 +166,10 @@ class RBM:
         return state, None
 
     def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
-        """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps, (n_chains, n_visible) uint8."""
+        """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps.
+
+        Returns 0/1 uint8 of shape (n_chains, n_visible), on the model's backend.
+        """
         from ..sampling import run
 
         xp = self._xp()
@@ -289,7 +292,7 @@ class RBM:
 
 
 def load_binary_digits():
-    """scikit-learn's 8 x 8 digits (1,797 images, bundled with scikit-learn), binarised at half intensity: (1797, 64) uint8."""
+    """scikit-learn's bundled 8 x 8 digits, binarised at half intensity: (1797, 64) uint8."""
     from sklearn.datasets import load_digits
 
     return (load_digits().data > 8).astype(np.uint8)

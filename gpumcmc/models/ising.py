@@ -21,7 +21,10 @@ paths give the same states for one seed:
   ising-gpu; neighbour counts of 16 sites come from four word additions.
   Periodic lattices with a uniform field, W a multiple of 32.
 * ``"byte"``: one byte per spin; any field per site, open or periodic
-  boundaries, square or cubic lattices.
+  boundaries, square or cubic lattices. A field per site costs a table of 13
+  thresholds per site (52 bytes; couplings per bond: 16, 64 bytes), read
+  once per site and sweep: exact integers on both backends, so the CPU and
+  the GPU still agree bit for bit.
 
 Every kernel has a NumPy twin here, following the same counter layout, so a
 CPU run gives the same states as a GPU run for the same seed.

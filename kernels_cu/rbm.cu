@@ -36,15 +36,17 @@ rbm_bernoulli(const T* pre, const T* __restrict__ bias, T* out, long long rows, 
     const long long nb = (n + 3) / 4;
     const uint2 key = make_uint2(k0, k1);
     const long long stride = (long long)gridDim.x * blockDim.x;
+    const bool small = n + 4 * stride < 0xffffffffLL;  // 32-bit modulo (64-bit costs ~70 instructions)
     for (long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += stride) {
         const uint4 r = philox4x32_10(philox_counter(b, off_lo, off_hi), key);
         const unsigned int w[4] = {r.x, r.y, r.z, r.w};
+        long long u = small ? (long long)((unsigned int)(4 * b) % (unsigned int)cols) : (4 * b) % cols;
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
             const long long e = 4 * b + q;
             if (e >= n) break;
-            const long long u = e % cols;
             out[e] = rbm_draw<T>(pre[e] + bias[u], w[q]);
+            if (++u == cols) u = 0;
         }
     }
 }

@@ -616,7 +616,7 @@ class Ising:
             fn = _loader.get_function(FILE, f"ising_multispin<{'true' if observe else 'false'}>", _NAMES)
             thr = self._dev_array("thr5", cp, lambda: self._thr5)
             per = L * (W // 32)
-            grid = _grid(per, n)
+            grid = _grid(fn, per, n)
             for c in (0, 1):
                 fn((grid, n), (BLOCK,), (state.packed, thr, _loader.i64(L), _loader.i64(W // 32), _loader.i32(c),
                                          *args_key, counts if counts is not None else _loader.NULL))
@@ -625,7 +625,7 @@ class Ising:
             thr = self._dev_array("thr", cp, lambda: np.ascontiguousarray(self._thr))
             stride = self._thr.shape[1] if self._thr.ndim == 2 else 0
             G = (D * L * ((W + 1) // 2) + 3) // 4
-            grid = _grid(G, n)
+            grid = _grid(fn, G, n)
             for c in (0, 1):
                 fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i32(self._by_pattern),
                                          _loader.i64(D), _loader.i64(L),
@@ -670,11 +670,11 @@ class Ising:
         return e if batched else e[0]
 
 
-def _grid(items: int, n_chains: int) -> int:
-    """Blocks along x for ``items`` work items of each chain: about 8 waves of blocks over the GPU in all."""
+def _grid(fn, items: int, n_chains: int) -> int:
+    """Blocks along x for ``items`` work items of each chain: one full wave of resident blocks over the GPU."""
     from .. import _loader
 
-    want = max(1, (_loader.sm_count() * 16) // max(1, n_chains))
+    want = max(1, (_loader.sm_count() * _loader.resident_blocks(fn, BLOCK)) // max(1, n_chains))
     return max(1, min(-(-items // BLOCK), want))
 
 

@@ -11,7 +11,8 @@
     (each pass reads the other colour, a quarter of L^2 bytes, and writes its
     own, another quarter: L^2 bytes a sweep); and the Philox integer work, 10
     rounds of 2 IMAD.WIDE + 2 LOP3 = 40 integer instructions per call, a call
-    for 4 spins, over the INT32 rate (64 lanes per SM per clock).
+    for 8 spins (16 bits each; the other 16 bits only on a tie, 2^-16 of
+    the spins), over the INT32 rate (64 lanes per SM per clock).
 (b) RBM block Gibbs steps, chains x 784 visible x 512 hidden and 16,384 x
     1,024 x 1,024, float32: gpumcmc `RBM.step` (cuBLAS SGEMM + fused
     sigmoid-Bernoulli kernel) against PyTorch (matmul, sigmoid, bernoulli).
@@ -40,7 +41,7 @@ def _philox_floor_ms(bench, flips: int) -> float:
     cp = bench.cupy
     clock_hz = cp.cuda.Device().attributes["ClockRate"] * 1e3
     int_rate = bench.sm_count * 64 * clock_hz  # INT32 lanes per second
-    return flips / 4 * 40 / int_rate * 1e3
+    return flips / 8 * 40 / int_rate * 1e3
 
 
 def _lattice(bench, L: int):

@@ -8,17 +8,24 @@
 //     p = 1 / (1 + exp(-2 beta (J S + h))),
 // whatever its old value. The host precomputes p as a 32-bit threshold
 // T = round(p 2^32) for each S in -6..6 (and each site, when the field varies
-// per site), and a site turns up iff its raw Philox word w < T: no float
+// per site), and a site turns up iff a 32-bit uniform integer U < T: no float
 // conversion, no exp in the sweep.
 //
-// Random numbers ("batch RNG" of section 4.3.1, drawn in registers): for
-// colour c, site (i, j) has half-row index k = j / 2 and flat half-index
-// f = i * Wh + k (Wh = ceil(W / 2)). Its uniform is word f % 4 of the Philox
-// call with counter index (chain * 2 + c) * G + f / 4 (G = ceil(L Wh / 4)) at
-// the sweep's call offset (3-D: rows r = d L + i take the place of i, and
-// G = ceil(D L Wh / 4)). Both kernels below use this layout, so the
-// multispin and byte paths draw the same word for the same site and give
-// identical states for one seed. Twin: gpumcmc/models/ising.py.
+// Random numbers ("batch RNG" of section 4.3.1, drawn in registers), 8 spins
+// per Philox call: U = A 2^16 + B is compared in two halves. A, 16 bits, is
+// half of a Philox word; only when A equals T's high half (probability 2^-16)
+// is B, the low 16 bits, needed, and it comes from a second call. Since A and
+// B are independent and uniform, P(U < T) = T / 2^32 exactly, as with one
+// 32-bit word per spin, for half the Philox work.
+// Layout: for colour c, site (i, j) has half-row index k = j / 2 and flat
+// half-index f = i * Wh + k (Wh = ceil(W / 2)). Its A is half f % 2 (0: the
+// low 16 bits) of word (f / 2) % 4 of the Philox call with counter index
+// P = (chain * 2 + c) * G + f / 8 (G = ceil(L Wh / 8)) at the sweep's call
+// offset; its B is the same half of the same word of the call with index
+// P | 2^63. 3-D: rows r = d L + i take the place of i, and
+// G = ceil(D L Wh / 8). Both kernels below use this layout, so the multispin
+// and byte paths draw the same numbers for the same site and give identical
+// states for one seed. Twin: gpumcmc/models/ising.py.
 //
 // Observables without a second pass (the "differential update" of section
 // 4.3.3 turned into a by-product of the sweep): each pass adds the number of
@@ -80,18 +87,50 @@ __device__ __forceinline__ void block_add2(long long a, long long b, u64* out) {
 // packed: (chains, 2, rows, words) u64, colour c at [chain][c]; words = Wh/16.
 // thr: 5 thresholds, by the number of up neighbours n (S = 2n - 4).
 // Periodic boundaries; rows even, W a multiple of 32 (checked on the host).
+// The rare path of the multispin sweep (each site ties with probability
+// 2^-16): redraw the two calls of the word and their low-half partners, and
+// settle every nibble whose high half equals its threshold's. Out of line, so
+// that it costs the common path no registers.
+__device__ __noinline__ u64 settle_ties(u64 idx0, u64 sum, u64 word, const u32* thi, const u32* tlo, uint2 key,
+                                       u32 off_lo, u32 off_hi) {
+    for (int q = 0; q < 2; ++q) {
+        const u64 idx = idx0 + q;
+        const uint4 r = philox4x32_10(philox_counter(idx, off_lo, off_hi), key);
+        const uint4 r2 = philox4x32_10(philox_counter(idx | (1ull << 63), off_lo, off_hi), key);
+        const u32 w[4] = {r.x, r.y, r.z, r.w}, v[4] = {r2.x, r2.y, r2.z, r2.w};
+#pragma unroll
+        for (int b = 0; b < 8; ++b) {
+            const int sh = 32 * q + 4 * b;
+            const u32 n = (u32)(sum >> sh) & 15u;
+            const u32 a = (b & 1) ? w[b >> 1] >> 16 : w[b >> 1] & 0xffffu;
+            if (a == thi[n]) {
+                const u32 lo = (b & 1) ? v[b >> 1] >> 16 : v[b >> 1] & 0xffffu;
+                word = (word & ~(1ull << sh)) | ((u64)(lo < tlo[n] ? 1u : 0u) << sh);
+            }
+        }
+    }
+    return word;
+}
+
+#ifndef ISING_MIN_BLOCKS
+#define ISING_MIN_BLOCKS 4  // blocks per SM the multispin sweep is compiled for (at most 64 registers)
+#endif
+
 template <bool OBS>
-__global__ void __launch_bounds__(ISING_BLOCK)
+__global__ void __launch_bounds__(ISING_BLOCK, ISING_MIN_BLOCKS)
 ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long rows, long long words,
                 int colour, u32 k0, u32 k1, u32 off_lo, u32 off_hi, u64* __restrict__ counts) {
-    __shared__ u32 t[5];
-    if (threadIdx.x < 5) t[threadIdx.x] = thr[threadIdx.x];
+    __shared__ u32 thi[5], tlo[5];  // high and low 16 bits of the thresholds
+    if (threadIdx.x < 5) {
+        thi[threadIdx.x] = thr[threadIdx.x] >> 16;
+        tlo[threadIdx.x] = thr[threadIdx.x] & 0xffffu;
+    }
     __syncthreads();
     const long long chain = blockIdx.y;
     const long long per = rows * words;  // words of one colour of one chain
     u64* __restrict__ mine = packed + (chain * 2 + colour) * per;
     const u64* __restrict__ other = packed + (chain * 2 + (1 - colour)) * per;
-    const u64 gbase = (u64)(chain * 2 + colour) * (u64)(per * 4);
+    const u64 gbase = (u64)(chain * 2 + colour) * (u64)(per * 2);  // 2 calls of 8 spins per word
     const uint2 key = make_uint2(k0, k1);
     long long up = 0, bond = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -115,24 +154,30 @@ ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long
         // 32-bit halves (a 64-bit shift or OR costs two instructions).
         const u32 half[2] = {(u32)sum, (u32)(sum >> 32)};
         u32 out[2] = {0u, 0u};
-        int bw = 0;
+        bool tie = false;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const uint4 r = philox4x32_10(philox_counter(gbase + (u64)x * 4 + q, off_lo, off_hi), key);
+        for (int q = 0; q < 2; ++q) {  // nibbles 8q .. 8q + 7: half q of the word
+            const uint4 r = philox4x32_10(philox_counter(gbase + (u64)x * 2 + q, off_lo, off_hi), key);
             const u32 w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int b = 4 * q + e;  // compile-time after unrolling
-                const int h = b >> 3, sh = 4 * (b & 7);
-                const u32 n = (half[h] >> sh) & 15u;
-                const u32 bit = w[e] < t[n] ? 1u : 0u;
-                out[h] |= bit << sh;
-                if (OBS) bw += bit ? (2 * (int)n - 4) : (4 - 2 * (int)n);
+            for (int b = 0; b < 8; ++b) {  // compile-time after unrolling
+                const int sh = 4 * b;
+                const u32 a = (b & 1) ? w[b >> 1] >> 16 : w[b >> 1] & 0xffffu;
+                const u32 th = thi[(half[q] >> sh) & 15u];
+                out[q] |= (a < th ? 1u : 0u) << sh;
+                tie |= a == th;
             }
         }
-        const u64 word = ((u64)out[1] << 32) | out[0];
+        u64 word = ((u64)out[1] << 32) | out[0];
+        if (tie) word = settle_ties(gbase + (u64)x * 2, sum, word, thi, tlo, key, off_lo, off_hi);  // rare
         mine[x] = word;
         if (OBS) {
+            int bw = 0;
+#pragma unroll
+            for (int b = 0; b < 16; ++b) {
+                const int n = (int)((half[b >> 3] >> (4 * (b & 7))) & 15u);
+                bw += (word >> (4 * b)) & 1u ? (2 * n - 4) : (4 - 2 * n);
+            }
             up += __popcll(word);
             bond += bw;
         }
@@ -161,18 +206,20 @@ ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long l
     signed char* __restrict__ s = spins + chain * D * plane;
     const long long R = D * L;
     const long long Wh = (W + 1) / 2;
-    const long long G = (R * Wh + 3) / 4;
+    const long long G = (R * Wh + 7) / 8;
     const u64 gbase = (u64)(chain * 2 + colour) * (u64)G;
     const uint2 key = make_uint2(k0, k1);
     long long up = 0, bond = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const bool small = 4 * (G + stride) < 0xffffffffLL;
+    const bool small = 8 * (G + stride) < 0xffffffffLL;
     for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < G; g += stride) {
         const uint4 r = philox4x32_10(philox_counter(gbase + (u64)g, off_lo, off_hi), key);
         const u32 w[4] = {r.x, r.y, r.z, r.w};
+        uint4 r2;
+        bool have_low = false;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const long long f = 4 * g + e;
+        for (int e = 0; e < 8; ++e) {
+            const long long f = 8 * g + e;
             const long long row = div_index(f, Wh, small);
             if (row >= R) break;
             const long long d = D == 1 ? 0 : div_index(row, L, small);
@@ -206,7 +253,19 @@ ising_bytes(signed char* __restrict__ spins, const u32* __restrict__ thr, long l
             // left and right neighbours are +1 (bits 0..3)
             const int idx = by_pattern ? (nu > 0) | (nd > 0) << 1 | (nl > 0) << 2 | (nr > 0) << 3 : S + 6;
             const long long site = row * W + j;
-            const int v = w[e] < thr[site * thr_stride + idx] ? 1 : -1;
+            const u32 T = thr[site * thr_stride + idx];
+            const u32 a = (e & 1) ? w[e >> 1] >> 16 : w[e >> 1] & 0xffffu;
+            bool turn_up = a < (T >> 16);
+            if (a == (T >> 16)) {  // rare: the low 16 bits settle it
+                if (!have_low) {
+                    r2 = philox4x32_10(philox_counter((gbase + (u64)g) | (1ull << 63), off_lo, off_hi), key);
+                    have_low = true;
+                }
+                const u32 v2[4] = {r2.x, r2.y, r2.z, r2.w};
+                const u32 lo = (e & 1) ? v2[e >> 1] >> 16 : v2[e >> 1] & 0xffffu;
+                turn_up = lo < (T & 0xffffu);
+            }
+            const int v = turn_up ? 1 : -1;
             s[site] = (signed char)v;
             if (OBS) {
                 up += v > 0;

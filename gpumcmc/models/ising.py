@@ -13,9 +13,12 @@ colour (Mahani & Sharabiani, section 4.3), so a sweep is two launches, each
 updating every site of one colour in every chain. A site turns up with the
 heat-bath probability ``1 / (1 + exp(-2 beta (J S + h)))``, S the sum of its
 neighbours; these probabilities are precomputed as 32-bit integer thresholds
-and compared with raw Philox words drawn in registers, keyed by (chain,
-colour, site, sweep) (``kernels_cu/ising.cu`` documents the layout). Two
-paths give the same states for one seed:
+T and compared with a 32-bit uniform integer U = A 2^16 + B drawn in
+registers from Philox, keyed by (chain, colour, site, sweep): A is half a
+Philox word (8 spins per call), and B is drawn, from a second call, only when
+A ties with T's high half (2^-16 of the updates), so P(U < T) = T / 2^32
+exactly for half the Philox work (``kernels_cu/ising.cu`` documents the
+layout). Two paths give the same states for one seed:
 
 * ``"multispin"``: 16 spins per 64-bit word, 4 bits each, as in NVIDIA's
   ising-gpu; neighbour counts of 16 sites come from four word additions.
@@ -36,7 +39,7 @@ GPU: the sweep already holds every site's neighbour sum, so the bond sum of
 the new state is a by-product. Keeping neighbour sums between sweeps (and
 scattering +-2 into four of them at every flip) does not: the four neighbour
 words a thread reads are in cache, a flip would cost four atomic writes, and
-the sweep's cost is the Philox call anyway (one per 4 spins, about 40 integer
+the sweep's cost is the Philox call anyway (one per 8 spins, about 40 integer
 instructions).
 """
 
@@ -311,11 +314,41 @@ def _words(key, offset: int, first, count: int):
     return np.stack(w, axis=-1)
 
 
+_LOW_FLAG = _U64(1 << 63)
+
+
+def _halves16(w):
+    """(..., 4) Philox words -> (..., 8) 16-bit halves: half h of word e at position 2 e + h (h = 0: low bits)."""
+    return np.stack([w & _U64(0xFFFF), w >> _U64(16)], axis=-1).reshape(*w.shape[:-1], 8)
+
+
+def _decide(a, T, calls, pos, key, offset: int):
+    """Heat-bath decisions U < T for U = a 2^16 + b, b drawn only where a equals T's high half.
+
+    ``a``: high halves (uint64), ``T``: 32-bit thresholds, both of one shape;
+    ``calls``/``pos``: the Philox call index (uint64) and position (0..7) of
+    each, broadcastable to it. ``b`` is half ``pos % 2`` of word ``pos // 2``
+    of call ``calls | 2**63``, computed only for the ties.
+    """
+    T = T.astype(_U64)
+    hi = T >> _U64(16)
+    up = a < hi
+    tie = np.nonzero(a == hi)
+    if tie[0].size:
+        call = np.broadcast_to(calls, a.shape)[tie] | _LOW_FLAG
+        p = np.broadcast_to(pos, a.shape)[tie]
+        w = np.stack(philox_rounds(call & _MASK32, call >> _U64(32), _U64(offset & 0xFFFFFFFF),
+                                   _U64(offset >> 32), key[0], key[1]), axis=-1)
+        b = _halves16(w)[np.arange(len(p)), p]
+        up[tie] = b < (T[tie] & _U64(0xFFFF))
+    return up
+
+
 class _ByteIndex(NamedTuple):
     i: np.ndarray  # rows of the colour's sites, in half-index order f
     j: np.ndarray  # their columns
-    g: np.ndarray  # Philox call (f // 4)
-    q: np.ndarray  # word within it (f % 4)
+    g: np.ndarray  # Philox call (f // 8)
+    q: np.ndarray  # 16-bit half within it (f % 8)
 
 
 def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
@@ -327,7 +360,7 @@ def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
     j = 2 * (f - r * Wh) + ((d + i + c) & 1)
     keep = j < W
     f, r, j = f[keep], r[keep], j[keep]
-    return _ByteIndex(r, j, f // 4, f % 4)
+    return _ByteIndex(r, j, f // 8, f % 8)
 
 
 def _neighbours(s, periodic: bool):
@@ -352,19 +385,22 @@ def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, ind
     """One sweep of the byte kernel on NumPy, in place; ``spins`` (chains, D, L, W). Returns (up, bond) per chain."""
     n, D, L, W = spins.shape
     Wh = (W + 1) // 2
-    G = (D * L * Wh + 3) // 4
+    G = (D * L * Wh + 7) // 8
     rows = spins.reshape(n, D * L, W)  # a view: writes go to spins
     chains = np.arange(n, dtype=_U64)
     for c in (0, 1):
         ix = index[c]
-        w = _words(key, offset, (chains * _U64(2) + _U64(c)) * _U64(G), G)[:, ix.g, ix.q]
+        first = (chains * _U64(2) + _U64(c)) * _U64(G)
+        a = _halves16(_words(key, offset, first, G))[:, ix.g, ix.q]
         nb = [a.reshape(n, D * L, W)[:, ix.i, ix.j] for a in _neighbours(spins, periodic)]
         if by_pattern:
             idx = sum((a > 0).astype(np.int64) << k for k, a in enumerate(nb[:4]))
         else:
             idx = sum(a.astype(np.int64) for a in nb) + 6
         site = (ix.i * W + ix.j) if per_site else np.zeros_like(ix.i)
-        rows[:, ix.i, ix.j] = np.where(w < thr[site, idx], 1, -1).astype(np.int8)
+        calls = first[:, None] + ix.g.astype(_U64)[None, :]
+        up = _decide(a, thr[site, idx], calls, ix.q[None, :], key, offset)
+        rows[:, ix.i, ix.j] = np.where(up, 1, -1).astype(np.int8)
     up = (spins > 0).sum(axis=(1, 2, 3), dtype=np.int64)
     return up, bond_sum(spins, periodic)
 
@@ -383,10 +419,13 @@ def _multispin_twin(packed, thr5, key, offset: int):
         right = (o >> _U64(4)) | (np.roll(o, -1, axis=2) << _U64(60))
         side = np.where(((odd_row + c) & 1) == 0, left, right)
         total = o + side + np.roll(o, 1, axis=1) + np.roll(o, -1, axis=1)
-        w = _words(key, offset, (chains * _U64(2) + _U64(c)) * _U64(per * 4), per * 4)
-        w = w.reshape(n, L, words, 16)  # nibble b = 4 q + e
+        first = (chains * _U64(2) + _U64(c)) * _U64(per * 2)  # 2 calls of 8 spins per word
+        a = _halves16(_words(key, offset, first, per * 2)).reshape(n, L, words, 16)  # nibble b = 8 q + pos
         cnt = ((total[..., None] >> shifts) & _U64(15)).astype(np.int64)
-        bit = (w < thr5[cnt]).astype(_U64)
+        b = np.arange(16)
+        calls = (first[:, None, None, None] + _U64(2) * np.arange(per, dtype=_U64).reshape(1, L, words, 1)
+                 + (b // 8).astype(_U64))
+        bit = _decide(a, thr5[cnt], calls, b % 8, key, offset).astype(_U64)
         packed[:, c] = (bit << shifts).sum(axis=-1, dtype=_U64)
         if c == 1:
             bond = np.where(bit == 1, 2 * cnt - 4, 4 - 2 * cnt).sum(axis=(1, 2, 3))

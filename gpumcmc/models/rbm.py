@@ -1,0 +1,298 @@
+"""Restricted Boltzmann machines: block Gibbs over many chains, and training by persistent contrastive divergence.
+
+An RBM with binary visible units v (n_visible) and hidden units h (n_hidden)
+has energy ``E(v, h) = -v.b - h.c - v W h``. Its graph is bipartite, so every
+hidden unit is independent of the others given v, and every visible unit given
+h (Mahani & Sharabiani, section 4.3.2): a Gibbs step is two block updates,
+
+    h ~ Bernoulli(sigmoid(v W + c)),   v ~ Bernoulli(sigmoid(h W^T + b)),
+
+for all chains at once. The products go through the BLAS (cuBLAS on CuPy,
+NumPy's BLAS on the CPU); the bias, the sigmoid and the Bernoulli draw are one
+fused kernel (``kernels_cu/rbm.cu``) whose uniforms are Philox words keyed by
+(chain, unit, half-step). The NumPy twin uses the same words; since the two
+BLAS libraries sum in different orders and ``exp`` differs in the last bit, a
+CPU and a GPU run agree in distribution, and in nearly every draw of a step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backend as _backend
+from ..random._generator import default_rng
+from ..random._philox import block_words, u01_f32, u01_f64_from32
+
+__all__ = ["RBM", "RBMState", "bernoulli_logits", "load_binary_digits"]
+
+FILE = "rbm.cu"
+_NAMES = ("rbm_bernoulli<float>", "rbm_bernoulli<double>")
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def bernoulli_logits(pre, bias, key, offset: int, out=None):
+    """``out[r, u] = 1 if U[r, u] < sigmoid(pre[r, u] + bias[u]) else 0`` (0/1 in ``pre``'s dtype).
+
+    ``U[r, u]`` is word ``e % 4`` of Philox call ``e // 4`` (``e = r * cols +
+    u``) at call ``offset``. ``out`` may be ``pre`` (in place).
+    """
+    xp = _backend.get_array_module(pre)
+    rows, cols = pre.shape
+    n = rows * cols
+    if out is None:
+        out = xp.empty_like(pre)
+    if n == 0:
+        return out
+    if xp is np:
+        nb = -(-n // 4)
+        w = np.stack(block_words(0, nb, key, offset), axis=1).reshape(-1)[:n].reshape(rows, cols)
+        if pre.dtype == np.float32:
+            u = u01_f32(w)
+            one = np.float32(1.0)
+        else:
+            u = u01_f64_from32(w)
+            one = 1.0
+        with np.errstate(over="ignore"):
+            np.less(u * (one + np.exp(-(pre + bias))), one, out=out, casting="unsafe")
+        return out
+    from .. import _loader
+
+    fn = _loader.get_function(FILE, f"rbm_bernoulli<{_CTYPE[pre.dtype]}>", _NAMES)
+    _loader.launch(fn, -(-n // 4), (pre, bias, out, _loader.i64(rows), _loader.i64(cols),
+                                    *_loader.philox_args(key, offset)))
+    return out
+
+
+class RBMState(NamedTuple):
+    """Chains of an RBM: ``v`` (chains, n_visible) and ``h`` (chains, n_hidden), 0/1 in the model's dtype."""
+
+    v: object
+    h: object
+
+
+def _sigmoid(xp, x):
+    return 0.5 * (xp.tanh(0.5 * x) + 1.0)  # no overflow warnings for large |x|
+
+
+def _check_binary(X, name):
+    vals = _backend.to_host(X)
+    if not np.all((vals == 0) | (vals == 1)):  # synchronize! (once, before a run)
+        raise ValueError(f"{name} must be binary (0/1 or booleans); threshold it first, e.g. X > 0.5.")
+
+
+class RBM:
+    """A Bernoulli-Bernoulli restricted Boltzmann machine.
+
+    Parameters
+    ----------
+    W : array (n_visible, n_hidden)
+        Weights (the transpose of scikit-learn's ``components_``).
+    visible_bias : array (n_visible,)
+    hidden_bias : array (n_hidden,)
+    dtype : float32 or float64
+        Arithmetic of the products and the draws.
+    backend : {"numpy", "cupy", None}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models import RBM
+    >>> rbm = RBM(np.zeros((6, 3)), np.zeros(6), np.zeros(3), backend="numpy")
+    >>> rbm.sample(n_chains=5, n_steps=10, random_state=0).shape
+    (5, 6)
+    """
+
+    def __init__(self, W, visible_bias, hidden_bias, dtype=np.float32, backend=None):
+        xp = _backend.get_backend(backend)
+        dtype = np.dtype(dtype)
+        if dtype not in _CTYPE:
+            raise TypeError(f"dtype must be float32 or float64, got {dtype}.")
+        W = _backend.asarray(W, xp, dtype=dtype)
+        b = _backend.asarray(visible_bias, xp, dtype=dtype)
+        c = _backend.asarray(hidden_bias, xp, dtype=dtype)
+        if W.ndim != 2:
+            raise ValueError(f"W must be 2-d (n_visible, n_hidden), got shape {W.shape}.")
+        if b.shape != (W.shape[0],) or c.shape != (W.shape[1],):
+            raise ValueError(f"W is {W.shape}, so visible_bias must have shape ({W.shape[0]},) and hidden_bias "
+                             f"({W.shape[1]},); got {b.shape} and {c.shape}. scikit-learn's components_ is W.T.")
+        for name, a in (("W", W), ("visible_bias", b), ("hidden_bias", c)):
+            if not bool(xp.isfinite(a).all()):  # synchronize! (once, at construction)
+                raise ValueError(f"{name} contains NaN or inf; every value must be finite.")
+        self.W = xp.ascontiguousarray(W)
+        self.visible_bias = b
+        self.hidden_bias = c
+        self.dtype = dtype
+        self.backend = backend
+
+    @property
+    def n_visible(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def n_hidden(self) -> int:
+        return self.W.shape[1]
+
+    def _xp(self):
+        return _backend.get_array_module(self.W)
+
+    # -- functional layer ----------------------------------------------------
+    def init(self, n_chains: int, rng, initial=None) -> RBMState:
+        """Chains started from ``initial`` (0/1, (n_visible,) or (n_chains, n_visible)) or uniformly at random."""
+        xp = self._xp()
+        if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
+            raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
+        if initial is None:
+            v = (rng.random((n_chains, self.n_visible), dtype=np.float32) < 0.5).astype(self.dtype)
+        else:
+            v = _backend.asarray(initial, xp)
+            if v.shape not in ((self.n_visible,), (n_chains, self.n_visible)):
+                raise ValueError(f"initial has shape {v.shape}; pass ({self.n_visible},) or "
+                                 f"(n_chains, {self.n_visible}).")
+            _check_binary(v, "initial")
+            v = xp.ascontiguousarray(xp.broadcast_to(v.astype(self.dtype), (n_chains, self.n_visible)))
+        return RBMState(v, xp.zeros((n_chains, self.n_hidden), dtype=self.dtype))
+
+    def step(self, rng, state: RBMState):
+        """One block-Gibbs step of every chain, in place: h given v, then v given h."""
+        xp = self._xp()
+        off = rng.advance(2)
+        xp.matmul(state.v, self.W, out=state.h)
+        bernoulli_logits(state.h, self.hidden_bias, rng.key, off, out=state.h)
+        xp.matmul(state.h, self.W.T, out=state.v)
+        bernoulli_logits(state.v, self.visible_bias, rng.key, off + 1, out=state.v)
+        return state, None
+
+    def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
+        """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps.
+
+        Returns 0/1 uint8 of shape (n_chains, n_visible), on the model's backend.
+        """
+        from ..sampling import run
+
+        xp = self._xp()
+        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+        state = self.init(n_chains, rng, initial)
+        trace = run(self.step, state, rng, n_steps, progress=progress, desc="RBM", n_chains=n_chains)
+        return trace.state.v.astype(xp.uint8)
+
+    # -- figures -----------------------------------------------------------------
+    def free_energy(self, v):
+        """``F(v) = -v.b - sum_j log(1 + exp(c_j + v W_j))``, per row of ``v``."""
+        xp = self._xp()
+        v = _backend.asarray(v, xp, dtype=self.dtype)
+        return -(v @ self.visible_bias) - xp.logaddexp(0, v @ self.W + self.hidden_bias).sum(axis=1)
+
+    def pseudo_likelihood(self, X, random_state=0):
+        """Mean log pseudo-likelihood of binary rows ``X``, as scikit-learn's ``BernoulliRBM.score_samples``.
+
+        ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each row
+        flipped at random (a NumPy ``RandomState(random_state)`` picks which,
+        so two models scored with one seed see the same flips).
+        """
+        xp = self._xp()
+        X = np.asarray(_backend.to_host(X), dtype=np.float64)
+        rs = np.random.RandomState(random_state)
+        ind = (np.arange(X.shape[0]), rs.randint(0, X.shape[1], X.shape[0]))
+        Xf = X.copy()
+        Xf[ind] = 1 - Xf[ind]
+        fe = self.free_energy(xp.asarray(X))
+        fe_ = self.free_energy(xp.asarray(Xf))
+        return float(_backend.to_host(-(X.shape[1] * xp.logaddexp(0, -(fe_ - fe))).mean()))
+
+    def log_prob_visible_unnormalised(self, v):
+        """``-F(v)``: the log of the unnormalised marginal of the visible units."""
+        return -self.free_energy(v)
+
+    # -- training ------------------------------------------------------------------
+    @classmethod
+    def fit(cls, X, n_hidden: int, learning_rate: float = 0.1, batch_size: int = 10, n_iter: int = 10,
+            random_state=None, dtype=np.float32, backend=None, progress: bool = True) -> "RBM":
+        """Train an RBM on binary rows ``X`` by persistent contrastive divergence; returns a new :class:`RBM`.
+
+        The schedule is scikit-learn's ``BernoulliRBM``: weights start as
+        N(0, 0.01^2), biases at 0; ``batch_size`` persistent chains take one
+        block-Gibbs step per minibatch; the gradient uses the hidden
+        probabilities of the data and of the chains. The chains' hidden draws
+        use the fused kernel. ``fit_seconds_`` and ``pseudo_likelihood_``
+        (per epoch, on ``X``) are set on the returned model.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from gpumcmc.models import RBM
+        >>> X = (np.random.default_rng(0).random((40, 8)) < 0.3).astype(np.uint8)
+        >>> rbm = RBM.fit(X, n_hidden=4, n_iter=2, random_state=0, backend="numpy", progress=False)
+        >>> rbm.W.shape
+        (8, 4)
+        """
+        from ..sampling import as_data
+
+        xp = _backend.get_backend(backend)
+        dtype = np.dtype(dtype)
+        X = as_data(X, xp, dtype=dtype, name="X")
+        _check_binary(X, "X")
+        if isinstance(n_hidden, bool) or not isinstance(n_hidden, (int, np.integer)) or n_hidden < 1:
+            raise ValueError(f"n_hidden must be a positive integer, got {n_hidden!r}.")
+        if batch_size < 1 or n_iter < 0 or not learning_rate > 0:
+            raise ValueError("batch_size must be >= 1, n_iter >= 0 and learning_rate > 0.")
+        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+        n, nv = X.shape
+        W = rng.normal(0.0, 0.01, size=(nv, n_hidden), dtype=dtype)
+        b = xp.zeros(nv, dtype=dtype)
+        c = xp.zeros(n_hidden, dtype=dtype)
+        h_chain = xp.zeros((batch_size, n_hidden), dtype=dtype)
+        v_neg = xp.empty((batch_size, nv), dtype=dtype)
+        pre = xp.empty((batch_size, n_hidden), dtype=dtype)
+        n_batches = int(np.ceil(n / batch_size))
+        edges = np.linspace(0, n, n_batches + 1).astype(int)  # even slices, as scikit-learn's gen_even_slices
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=n_iter, desc="RBM PCD", unit="epoch")
+        history = []
+        t0 = time.perf_counter()
+        for _ in range(n_iter):
+            for s, e in zip(edges[:-1], edges[1:]):
+                v_pos = X[s:e]
+                h_pos = _sigmoid(xp, v_pos @ W + c)
+                off = rng.advance(2)
+                xp.matmul(h_chain, W.T, out=v_neg)
+                bernoulli_logits(v_neg, b, rng.key, off, out=v_neg)
+                xp.matmul(v_neg, W, out=pre)
+                h_neg = _sigmoid(xp, pre + c)
+                bernoulli_logits(pre, c, rng.key, off + 1, out=h_chain)
+                lr = dtype.type(learning_rate / (e - s))
+                W += lr * (v_pos.T @ h_pos - v_neg.T @ h_neg)
+                c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
+                b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
+            if bar is not None:
+                model = cls(W, b, c, dtype=dtype, backend=backend)
+                pl = model.pseudo_likelihood(X[: min(n, 2000)])
+                history.append(pl)
+                bar.set_postfix({"pseudo-likelihood": f"{pl:.2f}"}, refresh=False)
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        if xp is not np:
+            xp.cuda.get_current_stream().synchronize()
+        model = cls(W, b, c, dtype=dtype, backend=backend)
+        model.fit_seconds_ = time.perf_counter() - t0
+        model.pseudo_likelihood_ = history
+        return model
+
+    @classmethod
+    def from_sklearn(cls, estimator, dtype=np.float64, backend=None) -> "RBM":
+        """The :class:`RBM` of a fitted scikit-learn ``BernoulliRBM`` (for scoring both with one function)."""
+        return cls(estimator.components_.T, estimator.intercept_visible_, estimator.intercept_hidden_, dtype=dtype,
+                   backend=backend)
+
+
+def load_binary_digits():
+    """scikit-learn's bundled 8 x 8 digits, binarised at half intensity: (1797, 64) uint8."""
+    from sklearn.datasets import load_digits
+
+    return (load_digits().data > 8).astype(np.uint8)

@@ -1,0 +1,284 @@
+"""The Ising model: exact results (Onsager, Kaufman, enumeration), path and backend agreement, bad input.
+
+Statistical checks compare a chain average with an exact value; the error
+estimate is the spread of the per-chain means (batch means over independent
+chains, Student t with chains - 1 degrees of freedom), at significance ALPHA
+per check (conftest), with fixed seeds.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import ALPHA
+from gpumcmc.models import Ising
+from gpumcmc.models import ising as I
+
+
+def _within(values, exact, alpha=ALPHA, bias=0.0):
+    """Chain means of ``values`` (chains, draws) agree with ``exact`` at level alpha (plus a known bias bound)."""
+    means = values.mean(axis=1)
+    se = means.std(ddof=1) / np.sqrt(len(means))
+    tol = stats.t.ppf(1 - alpha / 2, len(means) - 1) * se + bias
+    assert abs(means.mean() - exact) < tol, (means.mean(), exact, tol)
+    return se
+
+
+# --------------------------------------------------------------------------- exact references
+
+def _enumerate(shape, beta, coupling, field, periodic):
+    n = int(np.prod(shape))
+    states = np.array(list(itertools.product([-1, 1], repeat=n)), dtype=np.int8).reshape(-1, *shape)
+    bond = I.bond_sum(states, periodic).astype(np.float64)
+    E = -coupling * bond - (states * np.asarray(field)).sum(axis=tuple(range(1, states.ndim)))
+    w = np.exp(-beta * (E - E.min()))
+    w /= w.sum()
+    return states, E, w
+
+
+@pytest.mark.parametrize("beta", [0.2, I.BETA_C, 0.6])
+def test_kaufman_finite_lattice_energy_matches_enumeration(beta):
+    for shape in ((4, 4), (2, 4), (4, 2)):
+        _, E, w = _enumerate(shape, beta, 1.0, 0.0, True)
+        assert abs(I.exact_energy_finite(beta, shape) - (w * E).sum() / 16 * 16 / (shape[0] * shape[1])) < 1e-6
+
+
+def test_onsager_references():
+    assert I.onsager_energy(I.BETA_C) == pytest.approx(-np.sqrt(2), abs=1e-12)
+    # a large lattice approaches the infinite one away from T_c
+    for beta in (0.3, 0.6):
+        assert I.exact_energy_finite(beta, (128, 128)) == pytest.approx(I.onsager_energy(beta), abs=1e-6)
+    assert I.onsager_magnetization(0.3) == 0.0
+    assert I.onsager_magnetization(0.6) == pytest.approx((1 - np.sinh(1.2) ** -4) ** 0.125)
+
+
+# --------------------------------------------------------------------------- the sampler against them
+
+@pytest.mark.parametrize("beta, shape, sweeps, burn", [
+    (0.3, (32, 32), 1000, 100),      # above T_c
+    (I.BETA_C, (16, 32), 2000, 300),  # at T_c: exact finite-lattice energy
+    (0.6, (32, 32), 600, 100),       # below T_c
+])
+def test_energy_per_site_is_exact(beta, shape, sweeps, burn):
+    res = Ising(shape, beta=beta, backend="numpy").sample(sweeps, burn_in=burn, n_chains=16, random_state=11,
+                                                          progress=False, initial="up" if beta > 0.5 else "random")
+    se = _within(res.energy, I.exact_energy_finite(beta, shape))
+    assert se < 0.01  # the test can tell a wrong temperature apart
+
+
+def test_spontaneous_magnetisation_below_tc():
+    beta = 0.6
+    res = Ising((32, 32), beta=beta, backend="numpy").sample(600, burn_in=100, n_chains=16, random_state=5,
+                                                             progress=False, initial="up")
+    # finite-size corrections at beta = 0.6 (correlation length < 1 site) are far below 1e-3
+    _within(np.abs(res.magnetization), float(I.onsager_magnetization(beta)), bias=1e-3)
+
+
+@pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("open", (3, 4)),
+                                             ("open", (2, 2, 3)), ("periodic", (2, 2, 2))])
+def test_field_per_site_matches_enumeration(boundary, shape):
+    rs = np.random.default_rng(3)
+    field = rs.normal(0, 0.7, shape)
+    beta, J = 0.7, 0.8
+    states, E, w = _enumerate(shape, beta, J, field, boundary == "periodic")
+    n = int(np.prod(shape))
+    model = Ising(shape, coupling=J, field=field, beta=beta, boundary=boundary, backend="numpy")
+    res = model.sample(3000, burn_in=50, n_chains=16, random_state=2, progress=False)
+    _within(res.energy, (w * E).sum() / n)
+    _within(res.magnetization, (w * states.sum(axis=tuple(range(1, states.ndim)))).sum() / n)
+
+
+@pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("periodic", (4, 2))])
+def test_couplings_per_bond_match_enumeration(boundary, shape):
+    rs = np.random.default_rng(5)
+    J = rs.normal(0.3, 0.8, (2, *shape))  # mixed signs: frustrated plaquettes too
+    field = rs.normal(0, 0.3, shape)
+    beta, periodic = 0.9, boundary == "periodic"
+    n = int(np.prod(shape))
+    states = np.array(list(itertools.product([-1, 1], repeat=n)), dtype=np.int8).reshape(-1, *shape)
+    E = -I._weighted_bond_sum(states, J, periodic) - (states * field).sum(axis=(1, 2))
+    w = np.exp(-beta * (E - E.min()))
+    w /= w.sum()
+    model = Ising(shape, coupling=J, field=field, beta=beta, boundary=boundary, backend="numpy")
+    assert model.path == "byte"
+    res = model.sample(3000, burn_in=50, n_chains=16, random_state=6, progress=False)
+    np.testing.assert_allclose(res.energy[:, -1], model.energy(res.states), rtol=1e-12)
+    _within(res.energy, (w * E).sum() / n)
+    _within(res.magnetization, (w * states.sum(axis=(1, 2))).sum() / n)
+
+
+def test_state_distribution_chi_square():
+    # The whole distribution on a 2 x 4 periodic lattice with a uniform field: 256 states.
+    # Draws thinned by 5 sweeps (integrated autocorrelation ~1 at beta 0.3); one chi-square test at ALPHA.
+    shape, beta, h = (2, 4), 0.3, 0.2
+    states, _, w = _enumerate(shape, beta, 1.0, h, True)
+    model = Ising(shape, field=h, beta=beta, backend="numpy", method="byte")
+    rng = I.default_rng(8, backend="numpy")
+    st = model.init(64, rng)
+    counts = np.zeros(256)
+    code = 2 ** np.arange(8)
+    for sweep in range(400):
+        st, _ = model.step(rng, st, observe=False)
+        if sweep % 5 == 4:
+            idx = ((st.spins.reshape(64, 8) > 0) @ code)
+            counts += np.bincount(idx, minlength=256)
+    order = ((states.reshape(256, 8) > 0) @ code)
+    p = np.empty(256)
+    p[order] = w
+    keep = p * counts.sum() >= 5
+    exp_, obs = p[keep] * counts.sum(), counts[keep]
+    if not keep.all():  # pool the rare states into one bin
+        exp_, obs = np.append(exp_, p[~keep].sum() * counts.sum()), np.append(obs, counts[~keep].sum())
+    assert stats.chisquare(obs, exp_).pvalue > ALPHA
+
+
+# --------------------------------------------------------------------------- paths agree
+
+def test_ties_of_the_high_halves_are_settled_by_the_low_ones():
+    # U = a 2^16 + b with b from call | 2^63: thresholds built to tie with a on half the sites.
+    key, off = (3, 4), 9
+    calls = np.arange(10, dtype=np.uint64)
+    a = I._halves16(I._words(key, off, np.zeros(1, np.uint64), 10)[0])  # (10, 8)
+    b = I._halves16(I._words(key, off, np.array([1 << 63], np.uint64), 10)[0])
+    rs = np.random.default_rng(0)
+    T = np.where(rs.random(a.shape) < 0.5, (a << np.uint64(16)) + rs.integers(0, 2**16, a.shape).astype(np.uint64),
+                 rs.integers(0, 2**32, a.shape).astype(np.uint64))
+    up = I._decide(a, T, calls[:, None], np.arange(8)[None, :], key, off)
+    np.testing.assert_array_equal(up, ((a << np.uint64(16)) | b) < T)
+
+
+def test_multispin_and_byte_agree_over_many_ties():
+    # ~30 ties of the 16-bit halves over 2 million site updates, settled the same way on both paths
+    kw = dict(n_chains=8, random_state=7, progress=False)
+    a = Ising((32, 64), beta=0.4, method="byte", backend="numpy").sample(120, **kw)
+    b = Ising((32, 64), beta=0.4, method="multispin", backend="numpy").sample(120, **kw)
+    assert np.array_equal(a.states, b.states)
+
+
+def test_pack_roundtrip():
+    s = np.where(np.random.default_rng(0).random((3, 6, 64)) < 0.5, 1, -1).astype(np.int8)
+    assert np.array_equal(I.unpack(I.pack(s)), s)
+
+
+@pytest.mark.parametrize("beta, shape", [(0.3, (6, 64)), (I.BETA_C, (4, 32)), (0.8, (8, 96))])
+def test_multispin_and_byte_paths_give_the_same_states(beta, shape):
+    kw = dict(n_chains=3, random_state=4, progress=False)
+    a = Ising(shape, beta=beta, field=0.1, method="byte", backend="numpy").sample(25, **kw)
+    b = Ising(shape, beta=beta, field=0.1, method="multispin", backend="numpy").sample(25, **kw)
+    assert np.array_equal(a.states, b.states)
+    np.testing.assert_array_equal(a.energy, b.energy)
+    np.testing.assert_array_equal(a.magnetization, b.magnetization)
+
+
+@pytest.mark.parametrize("boundary, field, shape", [("periodic", 0.0, (6, 10)), ("open", "sites", (6, 9)),
+                                                    ("periodic", "sites", (6, 10)), ("open", 0.3, (3, 5, 7)),
+                                                    ("periodic", "sites", (4, 6, 8))])
+def test_energy_from_the_sweep_equals_recomputed(boundary, field, shape):
+    if field == "sites":
+        field = np.random.default_rng(1).normal(size=shape)
+    model = Ising(shape, field=field, beta=0.5, boundary=boundary, backend="numpy")
+    res = model.sample(5, n_chains=2, random_state=0, progress=False)
+    np.testing.assert_allclose(res.energy[:, -1], model.energy(res.states), rtol=1e-12)
+    np.testing.assert_allclose(res.magnetization[:, -1], res.states.reshape(2, -1).mean(axis=1), rtol=1e-12)
+
+
+def test_result_exports_to_arviz():
+    res = Ising((4, 4), backend="numpy").sample(10, n_chains=2, random_state=0, progress=False)
+    idata = res.to_arviz()
+    assert idata.posterior["energy"].shape == (2, 10)
+
+
+def test_denoise_recovers_the_image():
+    rs = np.random.default_rng(0)
+    clean = np.zeros((40, 48), dtype=np.uint8)
+    clean[8:32, 10:22] = 1
+    clean[15:25, 28:44] = 1
+    noisy = np.where(rs.random(clean.shape) < 0.1, 1 - clean, clean)
+    post = I.denoise(noisy, n_sweeps=30, burn_in=10, n_chains=2, random_state=1, progress=False, backend="numpy")
+    assert post.shape == clean.shape and 0 <= post.min() and post.max() <= 1
+    err_before = (noisy != clean).mean()
+    err_after = ((post > 0.5) != clean).mean()
+    assert err_after < err_before / 3, (err_before, err_after)
+
+
+# --------------------------------------------------------------------------- bad input
+
+def test_bad_input_says_what_to_do():
+    with pytest.raises(ValueError, match="even sides"):
+        Ising((5, 6))
+    Ising((5, 6), boundary="open")  # fine with open boundaries
+    with pytest.raises(ValueError, match="lattice's shape"):
+        Ising((4, 4), field=np.zeros((4, 5)))
+    with pytest.raises(ValueError, match=r"\+1 and -1"):
+        Ising((4, 4), backend="numpy").init(1, 0, initial=np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="method='byte'"):
+        Ising((4, 4), method="multispin")
+    with pytest.raises(ValueError, match="boundary"):
+        Ising((4, 4), boundary="helical")
+    with pytest.raises(ValueError, match="binary"):
+        I.denoise(np.full((4, 4), 0.5), backend="numpy")
+    with pytest.raises(ValueError, match="NaN"):
+        Ising((4, 4), field=np.full((4, 4), np.nan))
+    with pytest.raises(ValueError, match="cubic"):
+        Ising((4, 4, 4, 4))
+    with pytest.raises(ValueError, match=r"\(2, L, W\)"):
+        Ising((4, 6), coupling=np.ones((4, 6)))
+    with pytest.raises(ValueError, match="2-D periodic"):
+        Ising((4, 4, 32), method="multispin")
+
+
+# --------------------------------------------------------------------------- GPU
+
+@pytest.mark.parametrize("shape, boundary, field, method", [
+    ((64, 64), "periodic", 0.0, "multispin"),
+    ((64, 64), "periodic", 0.2, "byte"),
+    ((30, 45), "open", "sites", "byte"),
+    ((32, 34), "periodic", "sites", "byte"),
+    ((6, 10, 12), "periodic", 0.1, "byte"),
+    ((5, 7, 9), "open", "sites", "byte"),
+    ((20, 26), "periodic", "bonds", "byte"),
+    ((21, 17), "open", "bonds", "byte"),
+])
+def test_gpu_matches_numpy_twin(cp, shape, boundary, field, method):
+    coupling = 1.0
+    if field == "bonds":
+        coupling = np.random.default_rng(3).normal(0.4, 0.7, (2, *shape))
+        field = 0.1
+    if field == "sites":
+        field = np.random.default_rng(2).normal(size=shape)
+    kw = dict(coupling=coupling, field=field, beta=0.45, boundary=boundary, method=method)
+    a = Ising(shape, backend="numpy", **kw).sample(40, n_chains=5, random_state=9, progress=False)
+    b = Ising(shape, backend="cupy", **kw).sample(40, n_chains=5, random_state=9, progress=False)
+    assert np.array_equal(a.states, cp.asnumpy(b.states))
+    np.testing.assert_array_equal(a.magnetization, b.magnetization)
+    np.testing.assert_allclose(a.energy, b.energy, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(256, 512), (34, 96), (2, 32)])
+def test_gpu_multispin_and_byte_agree(cp, shape):
+    kw = dict(n_chains=4, random_state=3, progress=False)
+    a = Ising(shape, beta=0.42, method="byte", backend="cupy").sample(50, **kw)
+    b = Ising(shape, beta=0.42, method="multispin", backend="cupy").sample(50, **kw)
+    assert bool((a.states == b.states).all())
+    np.testing.assert_array_equal(a.energy, b.energy)
+
+
+@pytest.mark.parametrize("beta, L, sweeps, burn", [(0.35, 128, 4000, 1000), (I.BETA_C, 64, 8000, 2000),
+                                                   (0.55, 128, 4000, 1000)])
+def test_gpu_onsager_large_lattice(cp, beta, L, sweeps, burn):
+    shape = (L, L)
+    res = Ising(shape, beta=beta, backend="cupy").sample(sweeps, burn_in=burn, n_chains=32, random_state=21,
+                                                         progress=False, initial="up" if beta > 0.5 else "random")
+    _within(res.energy, I.exact_energy_finite(beta, shape))
+    if beta > I.BETA_C:
+        _within(np.abs(res.magnetization), float(I.onsager_magnetization(beta)), bias=2e-3)
+
+
+def test_gpu_denoise_matches_numpy(cp):
+    img = np.zeros((50, 37), dtype=np.uint8)
+    img[10:40, 5:30] = 1
+    a = I.denoise(img, n_sweeps=10, burn_in=2, n_chains=3, random_state=0, progress=False, backend="numpy")
+    b = I.denoise(img, n_sweeps=10, burn_in=2, n_chains=3, random_state=0, progress=False, backend="cupy")
+    np.testing.assert_array_equal(a, cp.asnumpy(b))

@@ -1,0 +1,115 @@
+"""Restricted Boltzmann machines: the visible distribution against exact enumeration, training, bad input.
+
+Each chi-square test is one check at significance ALPHA (conftest), with a
+fixed seed; the chains' final states are independent draws, so the test is exact
+up to the chains' convergence (40 steps on a 5 x 3 machine with weights of
+order 1 mixes far below the test's resolution).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import ALPHA
+from gpumcmc.models import RBM
+from gpumcmc.models import rbm as R
+
+
+def _small_rbm(dtype=np.float64, backend="numpy"):
+    rs = np.random.default_rng(7)
+    return RBM(rs.normal(0, 1.0, (5, 3)), rs.normal(0, 0.5, 5), rs.normal(0, 0.5, 3), dtype=dtype, backend=backend)
+
+
+def _chi_square(rbm, samples):
+    samples = np.asarray(R._backend.to_host(samples))
+    states = np.array(list(itertools.product([0, 1], repeat=rbm.n_visible)), dtype=np.float64)
+    logp = np.asarray(R._backend.to_host(rbm.log_prob_visible_unnormalised(states)), dtype=np.float64)
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    code = 2 ** np.arange(rbm.n_visible)[::-1]
+    counts = np.bincount(samples.astype(np.int64) @ code, minlength=len(states))
+    expected = p * counts.sum()
+    keep = expected >= 5
+    obs, exp_ = counts[keep], expected[keep]
+    if not keep.all():  # pool the rare states into one bin
+        obs, exp_ = np.append(obs, counts[~keep].sum()), np.append(exp_, expected[~keep].sum())
+    return stats.chisquare(obs, exp_).pvalue
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_visible_distribution_matches_enumeration(dtype):
+    rbm = _small_rbm(dtype)
+    v = rbm.sample(n_chains=20000, n_steps=40, random_state=3)
+    assert v.shape == (20000, 5) and v.dtype == np.uint8
+    assert _chi_square(rbm, v) > ALPHA
+
+
+def test_chi_square_sees_a_wrong_machine():
+    # The same draws against a machine with one bias changed by 0.3 must be rejected.
+    rbm = _small_rbm()
+    v = rbm.sample(n_chains=20000, n_steps=40, random_state=3)
+    other = RBM(rbm.W, rbm.visible_bias + np.array([0.3, 0, 0, 0, 0]), rbm.hidden_bias, dtype=np.float64,
+                backend="numpy")
+    assert _chi_square(other, v) < ALPHA
+
+
+def test_bernoulli_twin_uses_the_documented_words():
+    pre = np.zeros((3, 5), dtype=np.float32)
+    out = R.bernoulli_logits(pre, np.zeros(5, np.float32), (1, 2), 7)
+    words = np.stack(R.block_words(0, 4, (1, 2), 7), axis=1).reshape(-1)[:15].reshape(3, 5)
+    np.testing.assert_array_equal(out, (R.u01_f32(words) < 0.5).astype(np.float32))
+
+
+def test_fit_on_digits_is_on_par_with_scikit_learn():
+    from sklearn.neural_network import BernoulliRBM
+
+    X = R.load_binary_digits()[:600]
+    ours = RBM.fit(X, 32, learning_rate=0.05, batch_size=10, n_iter=5, random_state=0, backend="numpy",
+                   progress=False)
+    sk = BernoulliRBM(n_components=32, learning_rate=0.05, batch_size=10, n_iter=5, random_state=0).fit(X)
+    pl_ours = ours.pseudo_likelihood(X)
+    pl_sk = RBM.from_sklearn(sk, backend="numpy").pseudo_likelihood(X)
+    untrained = RBM(np.zeros((64, 32)), np.zeros(64), np.zeros(32), backend="numpy").pseudo_likelihood(X)
+    assert pl_ours > untrained + 10  # 64 * log 2 = 44.4 for the untrained machine
+    assert abs(pl_ours - pl_sk) < 3.0, (pl_ours, pl_sk)
+
+
+def test_bad_input_says_what_to_do():
+    with pytest.raises(ValueError, match="components_"):
+        RBM(np.zeros((4, 3)), np.zeros(3), np.zeros(3), backend="numpy")
+    with pytest.raises(ValueError, match="binary"):
+        RBM.fit(np.full((5, 4), 0.5), 2, backend="numpy", progress=False)
+    with pytest.raises(ValueError, match="binary"):
+        _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2))
+    with pytest.raises(ValueError, match="NaN"):
+        RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy")
+
+
+# --------------------------------------------------------------------------- GPU
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_bernoulli_kernel_matches_twin(cp, dtype):
+    rs = np.random.default_rng(0)
+    pre = rs.normal(0, 3, (1000, 77)).astype(dtype)
+    bias = rs.normal(0, 1, 77).astype(dtype)
+    a = R.bernoulli_logits(pre, bias, (5, 6), 11)
+    b = cp.asnumpy(R.bernoulli_logits(cp.asarray(pre), cp.asarray(bias), (5, 6), 11))
+    # exp differs in the last bit between the CUDA and C libraries: a draw can differ only where
+    # u (1 + e^-x) lies within a few ulp of 1.
+    assert (a != b).mean() < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_visible_distribution_matches_enumeration(cp, dtype):
+    rbm = _small_rbm(dtype, backend="cupy")
+    v = rbm.sample(n_chains=200000, n_steps=40, random_state=4)
+    assert _chi_square(rbm, v) > ALPHA
+
+
+def test_gpu_fit_matches_cpu_quality(cp):
+    X = R.load_binary_digits()
+    gpu = RBM.fit(X, 64, learning_rate=0.05, n_iter=5, random_state=0, backend="cupy", progress=False)
+    cpu = RBM.fit(X, 64, learning_rate=0.05, n_iter=5, random_state=0, backend="numpy", progress=False)
+    assert abs(gpu.pseudo_likelihood(X) - cpu.pseudo_likelihood(X)) < 2.0

@@ -11,7 +11,7 @@ from ._version import __version__
 from .backend import backend_name, get_array_module, to_device, to_host
 
 # Submodules loaded on first use, so that ``import gpumcmc`` stays light.
-_LAZY = ("datasets", "demo", "glm", "models", "nested", "sampling")
+_LAZY = ("datasets", "demo", "distributed", "glm", "models", "nested", "sampling")
 
 
 def __getattr__(name: str):

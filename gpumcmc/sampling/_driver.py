@@ -146,7 +146,7 @@ class _Store:
                 v = xp.asarray(v)
                 buf = xp.empty((self.n_draws, *v.shape), dtype=v.dtype)
                 self.buffers[name] = buf
-            buf[index] = v
+            buf[index] = _backend.get_array_module(buf).asarray(v)
 
     def host(self, count: int) -> dict:
         """The first ``count`` draws as NumPy arrays (chain, draw, ...)."""
@@ -156,12 +156,13 @@ class _Store:
             out[name] = np.moveaxis(a, 0, 1) if a.ndim >= 2 else a
         return out
 
-    def load(self, saved: dict, count: int) -> None:
-        """Refill from host arrays (chain, draw, ...) holding ``count`` draws."""
+    def load(self, saved: dict, count: int, xp) -> None:
+        """Refill from host arrays (chain, draw, ...) holding ``count`` draws, onto ``xp``."""
         for name, a in saved.items():
             a = np.moveaxis(a, 1, 0) if a.ndim >= 2 else a
-            for i in range(count):
-                self.put(i, {name: a[i]})
+            buf = xp.empty((self.n_draws, *a.shape[1:]), dtype=a.dtype)
+            buf[:count] = xp.asarray(a[:count])
+            self.buffers[name] = buf
 
 
 def _info_stats(info) -> dict:
@@ -337,8 +338,9 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         state = _rebuild(state, {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")})
         done, kept = int(meta["done"]), int(meta["kept"])
         rng._offset = int(meta["offset"])
-        store.load({k[len("draws/"):]: v for k, v in data.items() if k.startswith("draws/")}, kept)
-        stats.load({k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}, kept)
+        xp = next((_backend.get_array_module(v) for _, v in _fields(state) if _backend.is_cupy_array(v)), np)
+        store.load({k[len("draws/"):]: v for k, v in data.items() if k.startswith("draws/")}, kept, xp)
+        stats.load({k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}, kept, xp)
         for m in monitors:
             if f"monitor_it/{m.name}" in data:
                 mon[m.name] = (list(data[f"monitor_it/{m.name}"]), list(data[f"monitor_val/{m.name}"]))

@@ -1,0 +1,81 @@
+"""Independent runs through Dask: the same draws on a LocalCluster of processes as in one process."""
+
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import gpumcmc
+from gpumcmc.distributed import concat_arviz, fit_runs, map_runs, run_seeds
+from gpumcmc.sampling import Estimator, run
+
+
+class AR(NamedTuple):
+    x: np.ndarray   # (chain,)
+
+
+def _step(rng, s):
+    return AR(0.9 * s.x + rng.normal(size=s.x.shape)), None
+
+
+def ar_chains(seed, n_iter):
+    rng = gpumcmc.random.default_rng(seed, backend="numpy")
+    return run(_step, AR(np.zeros(2)), rng, n_iter=n_iter, collect=lambda s, i: {"x": s.x}, progress=False).draws["x"]
+
+
+class ARChains(Estimator):
+    def __init__(self, n_iter=50, random_state=None):
+        self.n_iter = n_iter
+        self.random_state = random_state
+
+    def fit(self, X=None):
+        self.draws_ = ar_chains(self.random_state, self.n_iter)
+        return self
+
+    def to_arviz(self):
+        return gpumcmc.sampling.to_arviz({"x": self.draws_})
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=40)
+    c = distributed.Client(cluster)
+    # The workers import this test module by name, as the pickled functions refer to it.
+    c.run(sys.path.insert, 0, str(Path(__file__).resolve().parent))
+    yield c
+    c.close()
+    cluster.close()
+
+
+def test_runs_on_a_cluster_equal_runs_here(client):
+    here = map_runs(ar_chains, 4, random_state=7, args=(30,))
+    there = map_runs(ar_chains, 4, random_state=7, args=(30,), client=client)
+    for a, b in zip(here, there):
+        np.testing.assert_array_equal(a, b)
+    # distinct seeds give distinct runs
+    assert not np.array_equal(here[0], here[1])
+
+
+def test_fit_runs_and_concat(client):
+    pytest.importorskip("arviz")
+    here = fit_runs(ARChains(n_iter=20), n_runs=3, random_state=1)
+    there = fit_runs(ARChains(n_iter=20), n_runs=3, random_state=1, client=client)
+    for a, b in zip(here, there):
+        np.testing.assert_array_equal(a.draws_, b.draws_)
+    idata = concat_arviz(there)
+    assert idata.posterior["x"].shape == (6, 20)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        run_seeds(0)
+    with pytest.raises(TypeError):
+        run_seeds(2, random_state=np.random.default_rng(0))
+    with pytest.raises(TypeError):
+        map_runs(ar_chains, 2, client=object())
+    with pytest.raises(TypeError):
+        fit_runs(object())

@@ -181,6 +181,8 @@ class NestedResults:
         The KL divergence from prior to posterior, H (nats).
     ncall : int
         Likelihood evaluations (points evaluated, counting every walker).
+    nbatch : int
+        Calls of the batched ``loglike``.
     niter, n_runs, nlive_per_run, n_replace, seconds : run settings and wall time.
     """
 
@@ -196,6 +198,7 @@ class NestedResults:
     nlive: np.ndarray
     information: float
     ncall: int
+    nbatch: int
     niter: int
     n_runs: int
     nlive_per_run: int
@@ -367,6 +370,7 @@ class NestedSampler:
         if getattr(v, "shape", None) != flat.shape:
             raise ValueError(f"prior_transform returned shape {getattr(v, 'shape', None)} for input {flat.shape}.")
         self._ncall += flat.shape[0]
+        self._nbatch += 1
         return v.reshape(shape + (self.ndim,)), xp.asarray(logl, dtype=xp.float64).reshape(shape)
 
     def _check_init(self, v, logl):
@@ -388,6 +392,7 @@ class NestedSampler:
         xp, M, N, R, d = self.xp, self.n_runs, self.nlive, self.n_replace, self.ndim
         t0 = time.perf_counter()
         self._ncall = 0
+        self._nbatch = 0
         rng = self.rng
         u = rng.random((M, N, d))
         v, logl = self._eval(u)
@@ -489,8 +494,9 @@ class NestedSampler:
         if self.sampler == "rwalk":
             acc = xp.zeros((M,))
             step = 2.38 / math.sqrt(d)
-            for _ in range(self.n_steps):
-                z = rng.standard_normal((M, R, d))
+            Z = rng.standard_normal((self.n_steps, M, R, d))
+            for i in range(self.n_steps):
+                z = Z[i]
                 prop = u + step * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, z)
                 pv, pl = self._propose_eval(prop)
                 nan_seen = nan_seen | xp.isnan(pl).any()
@@ -506,17 +512,21 @@ class NestedSampler:
         rej = xp.zeros((M,))
         base = 2.0 * math.sqrt(d + 2.0)
         max_shrink = 40
-        for _ in range(self.n_steps):
-            z = rng.standard_normal((M, R, d))
-            z = z / xp.sqrt((z * z).sum(axis=-1, keepdims=True))
-            dirn = base * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, z)
-            r = rng.random((M, R))
+        # all the random numbers of a usual iteration in two calls: directions, and the
+        # interval position plus the first `pre` shrinkage rounds of every slice
+        pre = 6
+        Z = rng.standard_normal((self.n_steps, M, R, d))
+        Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))
+        U = rng.random((self.n_steps, pre + 1, M, R))
+        for i in range(self.n_steps):
+            dirn = base * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, Z[i])
+            r = U[i, 0]
             lo, hi = -r, 1.0 - r
             pending = xp.ones((M, R), dtype=bool)
             k = 0
             while k < max_shrink:
                 for _ in range(3):
-                    t = lo + (hi - lo) * rng.random((M, R))
+                    t = lo + (hi - lo) * (U[i, k + 1] if k < pre else rng.random((M, R)))
                     prop = u + t[..., None] * dirn
                     pv, pl = self._propose_eval(prop)
                     nan_seen = nan_seen | xp.isnan(pl).any()
@@ -562,7 +572,7 @@ class NestedSampler:
         return NestedResults(
             logz=float(logz), logzerr=float(err), logzerr_runs=err_runs, logz_runs=logz_runs,
             samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], logl=ls, logwt=logwt,
-            logvol=logx, nlive=nl.astype(np.int64), information=float(info), ncall=int(self._ncall),
+            logvol=logx, nlive=nl.astype(np.int64), information=float(info), ncall=int(self._ncall), nbatch=int(self._nbatch),
             niter=int(niter), n_runs=M, nlive_per_run=N, n_replace=self.n_replace, seconds=float(seconds))
 
 

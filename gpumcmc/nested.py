@@ -642,8 +642,11 @@ class SinusoidModel:
     evidence unchanged).
 
     Parameters are laid out ``(A_1, B_1, f_1, A_2, B_2, f_2, ...)``. The
-    likelihood of an ``(n, 3 J)`` batch runs over the data in tiles of
-    ``tile`` points, so memory stays ``n * tile`` whatever the data size.
+    likelihood of an ``(n, 3 J)`` batch is one CUDA kernel on the GPU
+    (``kernel=True``); otherwise an array expression runs over the data in
+    tiles of ``tile`` points, so memory stays ``n * tile`` whatever the data
+    size. The data are stored in ``dtype`` (float32 halves the bytes read);
+    sums of squares are always accumulated in float64.
 
     Examples
     --------
@@ -655,7 +658,7 @@ class SinusoidModel:
     """
 
     def __init__(self, t, y, n_atoms=1, sigma=0.5, amin=-2.0, amax=2.0, fmin=0.0, fmax=10.0, ordered=True,
-                 backend=None, dtype=np.float64, tile=8192):
+                 backend=None, dtype=np.float64, tile=8192, kernel=True):
         self.xp = xp = _backend.get_backend(backend)
         self.t = xp.asarray(t, dtype=dtype)
         self.y = xp.asarray(y, dtype=dtype)
@@ -663,7 +666,11 @@ class SinusoidModel:
             raise ValueError("t and y must be 1-D arrays of the same length.")
         self.n_atoms, self.sigma = int(n_atoms), float(sigma)
         self.amin, self.amax, self.fmin, self.fmax = float(amin), float(amax), float(fmin), float(fmax)
-        self.ordered, self.dtype, self.tile = ordered, np.dtype(dtype), int(tile)
+        self.ordered, self.dtype, self.tile, self.kernel = ordered, np.dtype(dtype), int(tile), bool(kernel)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}.")
+        if not 1 <= self.n_atoms <= 32:
+            raise ValueError(f"n_atoms must be between 1 and 32, got {n_atoms}.")
         self.ndim = 3 * self.n_atoms
         self._yy = float((self.y.astype(xp.float64) ** 2).sum())
         n = self.t.shape[0]
@@ -707,7 +714,35 @@ class SinusoidModel:
         return (p[..., 0][..., None] * xp.cos(ph) + p[..., 1][..., None] * xp.sin(ph)).sum(axis=1)
 
     def loglike(self, theta):
-        """Gaussian log-likelihood of each row of ``theta`` (n, 3 J), summed over the data in tiles."""
+        """Gaussian log-likelihood of each row of ``theta`` (n, 3 J).
+
+        On CuPy one kernel (``kernels_cu/nested.cu``) handles the whole batch;
+        on NumPy, or with ``kernel=False``, an array expression over tiles of
+        the data (the kernel's twin) does.
+        """
+        if self.xp is not np and self.kernel:
+            return self._loglike_kernel(theta)
+        return self._loglike_expr(theta)
+
+    def _loglike_kernel(self, theta):
+        from . import _loader
+        cp = self.xp
+        p = _loader.contiguous(theta, self.dtype)
+        n = p.shape[0]
+        ssq = cp.zeros(n, dtype=cp.float64)
+        if n == 0:
+            return ssq
+        name = f"sinusoid_ssq<{'float' if self.dtype == np.float32 else 'double'}>"
+        fn = _loader.get_function("nested.cu", name, ("sinusoid_ssq<float>", "sinusoid_ssq<double>"))
+        T = self.t.shape[0]
+        chunk = 256 * 8
+        n_chunks = -(-T // chunk)
+        gx = max(1, min(n_chunks, 4096))
+        gy = max(1, min(n, 65535))
+        fn((gx, gy), (256,), (p, self.t, self.y, _loader.i64(n), _loader.i32(self.n_atoms), _loader.i64(T), ssq))
+        return self._const - 0.5 * ssq / self.sigma ** 2
+
+    def _loglike_expr(self, theta):
         xp = self.xp
         p = xp.asarray(theta).astype(self.dtype, copy=False).reshape(-1, self.n_atoms, 3)
         n = p.shape[0]

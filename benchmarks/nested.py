@@ -69,9 +69,10 @@ def _shells(bench, nested):
         llg, ptg = nested.gaussian_shells(d, xp=cp)
         # warm-up (kernel compilation), not timed
         _gpumcmc(nested, llg, ptg, d, nlive=20, max_iter=5, random_state=9)
-        configs = [("gpumcmc plain N=%d R=1" % nlive, dict(nlive=nlive)),
-                   ("gpumcmc M=10 N=%d R=%d" % (nlive // 10, nlive // 50),
-                    dict(nlive=nlive // 10, n_runs=10, n_replace=max(1, nlive // 50)))]
+        n_small = max(nlive // 10, 2 * d + 2)
+        r_small = max(1, n_small // 5)
+        configs = [(f"gpumcmc plain N={nlive} R=1", dict(nlive=nlive)),
+                   (f"gpumcmc M=10 N={n_small} R={r_small}", dict(nlive=n_small, n_runs=10, n_replace=r_small))]
         for impl, kw in configs:
             ms, res = _wall(lambda: _gpumcmc(nested, llg, ptg, d, random_state=1, **kw), cp)
             bench.record(case, impl, ms, res["ncall"], params={"d": d, **kw}, note=_note(res, truth))

@@ -425,8 +425,9 @@ class NestedSampler:
                 dead_v.append(xp.take_along_axis(v, low[..., None], axis=1))
                 # running evidence per run
                 lw = dl + (logx + np.concatenate([[0.0], logx_steps[:-1]]) + log1m)[None, :]
-                logz = xp.logaddexp(logz, xp.log(xp.exp(lw - lw.max(axis=1, keepdims=True)).sum(axis=1))
-                                    + lw.max(axis=1))
+                lwm = lw.max(axis=1, keepdims=True)
+                lwm = xp.where(xp.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
+                logz = xp.logaddexp(logz, xp.log(xp.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
                 logx += logx_steps[-1]
                 # starts: random survivors of the same run
                 pick = xp.floor(rng.random((M, R)) * (N - R)).astype(xp.int64) + R

@@ -152,3 +152,14 @@ def test_logzerr_calibrated():
         r = _run(ll, pt, 2, nlive=40, n_replace=4, n_runs=2, random_state=100 + seed)
         inside += abs(r.logz - lz) < r.logzerr
     assert 8 <= inside <= 19, inside
+
+
+def test_zero_likelihood_region():
+    """A likelihood that is -inf on half the prior: the run still stops and the evidence is right."""
+    ll0, pt, lz = correlated_gaussian(2, rho=0.0, half_width=5.0)
+
+    def ll(x):
+        return np.where(x[:, 0] > 3.0, -np.inf, ll0(x))
+    r = _run(ll, pt, 2, nlive=60, n_replace=5, random_state=7)
+    assert np.isfinite(r.logz)
+    assert abs(r.logz - lz) < K * r.logzerr, r

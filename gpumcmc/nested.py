@@ -509,40 +509,45 @@ class NestedSampler:
             rate = acc / self.n_steps
             scale = xp.clip(scale * xp.exp(rate - 0.5), 1e-3, 1e3)
             return u, v, l, scale, nan_seen
-        # slice sampling along random directions, interval of width scale * w placed at random
-        rej = xp.zeros((M,))
+        # Slice sampling along random directions: an interval of width scale * w placed at random
+        # around the start, shrunk towards it after each miss. Each shrinkage round evaluates the
+        # walkers still searching, all in one loglike call; the count of those walkers is the one
+        # host synchronisation of a round.
+        W = M * R
         base = 2.0 * math.sqrt(d + 2.0)
-        max_shrink = 40
-        # all the random numbers of a usual iteration in two calls: directions, and the
-        # interval position plus the first `pre` shrinkage rounds of every slice
-        pre = 6
+        max_shrink = 60
+        pre = 6  # shrinkage rounds whose uniforms are drawn up front, with the directions
         Z = rng.standard_normal((self.n_steps, M, R, d))
         Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))
-        U = rng.random((self.n_steps, pre + 1, M, R))
+        U = rng.random((self.n_steps, pre + 1, W))
+        uf, vf, lf = u.reshape(W, d), v.reshape(W, d), l.reshape(W)
+        ls = xp.broadcast_to(lstar, (M, R)).reshape(W)
+        rej = xp.zeros((M,))
         for i in range(self.n_steps):
-            dirn = base * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, Z[i])
-            r = U[i, 0]
-            lo, hi = -r, 1.0 - r
-            pending = xp.ones((M, R), dtype=bool)
-            k = 0
-            while k < max_shrink:
-                for _ in range(3):
-                    t = lo + (hi - lo) * (U[i, k + 1] if k < pre else rng.random((M, R)))
-                    prop = u + t[..., None] * dirn
-                    pv, pl = self._propose_eval(prop)
-                    nan_seen = nan_seen | xp.isnan(pl).any()
-                    ok = pending & (pl > lstar)
-                    u = xp.where(ok[..., None], prop, u)
-                    v = xp.where(ok[..., None], pv, v)
-                    l = xp.where(ok, pl, l)
-                    miss = pending & ~ok
-                    rej = rej + miss.mean(axis=1)
-                    lo = xp.where(miss & (t < 0), t, lo)
-                    hi = xp.where(miss & (t >= 0), t, hi)
-                    pending = miss
-                    k += 1
-                if not bool(pending.any()):
+            dirn = (base * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, Z[i])).reshape(W, d)
+            lo = -U[i, 0]
+            hi = 1.0 + lo
+            idx = xp.arange(W)
+            for k in range(max_shrink):
+                uk = U[i, k + 1][idx] if k < pre else rng.random(idx.shape[0])
+                lo_i, hi_i = lo[idx], hi[idx]
+                t = lo_i + (hi_i - lo_i) * uk
+                prop = uf[idx] + t[:, None] * dirn[idx]
+                pv, pl = self._propose_eval(prop)
+                nan_seen = nan_seen | xp.isnan(pl).any()
+                ok = pl > ls[idx]
+                hit = idx[ok]
+                uf[hit] = prop[ok]
+                vf[hit] = pv[ok]
+                lf[hit] = pl[ok]
+                miss = ~ok
+                lo[idx] = xp.where(miss & (t < 0), t, lo_i)
+                hi[idx] = xp.where(miss & (t >= 0), t, hi_i)
+                idx = idx[miss]
+                if idx.shape[0] == 0:
                     break
+                rej = rej + xp.bincount(idx // R, minlength=M)[:M] / R
+        u, v, l = uf.reshape(M, R, d), vf.reshape(M, R, d), lf.reshape(M, R)
         mean_rej = rej / self.n_steps
         scale = xp.clip(scale * xp.exp(0.2 * (1.0 - mean_rej)), 0.02, 50.0)
         return u, v, l, scale, nan_seen

@@ -28,7 +28,7 @@ def run(outdir: Path, small: bool) -> dict:
     t0 = time.perf_counter()
     outdir = Path(outdir)
     n_data = 200 if small else 100_000
-    nlive, n_runs, n_replace = (30, 2, 10) if small else (200, 20, 50)
+    nlive, n_runs, n_replace = (100, 2, 25) if small else (200, 20, 50)
     t, y = SinusoidModel.synthetic(n_data=n_data, amplitudes=ATOMS, sigma=0.5, random_state=0)
     name = backend.backend_name()
     results = {}

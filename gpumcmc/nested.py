@@ -11,21 +11,22 @@ tutorial, shaped for a GPU:
 * **combined runs** (``n_runs=M``): M independent runs advance together as one
   batch and are merged into a single run with M*N live points.
 
-Choosing N and R
-----------------
+Choosing N, R and M
+-------------------
 Removing the R lowest of N live points shrinks the enclosed prior mass by the
 R-th order statistic: ``E[log X]`` falls by ``sum_{i<R} 1/(N - i)``, and each
 removed point is recorded with the number of live points ``N - i`` it was the
-lowest of. The evidence error grows as R grows for fixed N; Henderson et al.
-(2014) found that ``sqrt(R N)`` live points keep the precision of a run with N
-live points and R = 1. In practice: pick the precision you want as a number of
-live points ``N0`` (``logzerr ~ sqrt(H / N0)``), pick R as large as the batch
-that fills your GPU (hundreds to thousands of walkers: ``R * n_runs``), and use
-``nlive = max(N0, ...)`` with ``R <= nlive / 2``; the reported ``logzerr``
-accounts for R exactly (it sums ``1/n_k**2`` over the run, see
-:class:`NestedResults`), so you can check the precision you got. Combining M
-runs of N live points gives the precision of one run with M*N live points at
-the cost of M*R walkers per iteration, and is the cheapest way to fill a GPU.
+lowest of (M N across merged runs). ``logzerr`` is ``sqrt(sum 1/n_k**2)`` down
+to the posterior bulk (``log X = -H``), Skilling's ``sqrt(H/N)`` for a constant
+N, so it accounts for R and M exactly. Henderson et al. (2014) found that
+``sqrt(R N)`` live points keep the precision of a run with N live points and
+R = 1; with the exact order-statistic shrinkage used here the loss is smaller
+(at R = N/2 the error grows by about 1.2x). What to choose: the total number
+of live points M N sets the precision (``logzerr ~ sqrt(H / (M N))``); M R is
+the number of walkers per batched ``loglike`` call, so make it as large as your
+likelihood needs to fill the GPU (hundreds to thousands), with ``R <= N / 2``
+and ``N >= 2 ndim``. Few live points per run can lose modes: a
+``logzerr_runs`` much larger than ``logzerr`` says a run did.
 
 Example
 -------
@@ -536,10 +537,9 @@ class NestedSampler:
                 pv, pl = self._propose_eval(prop)
                 nan_seen = nan_seen | xp.isnan(pl).any()
                 ok = pl > ls[idx]
-                hit = idx[ok]
-                uf[hit] = prop[ok]
-                vf[hit] = pv[ok]
-                lf[hit] = pl[ok]
+                uf[idx] = xp.where(ok[:, None], prop, uf[idx])  # integer scatters: no synchronisation
+                vf[idx] = xp.where(ok[:, None], pv, vf[idx])
+                lf[idx] = xp.where(ok, pl, lf[idx])
                 miss = ~ok
                 lo[idx] = xp.where(miss & (t < 0), t, lo_i)
                 hi[idx] = xp.where(miss & (t >= 0), t, hi_i)

@@ -163,3 +163,19 @@ def test_zero_likelihood_region():
     r = _run(ll, pt, 2, nlive=60, n_replace=5, random_state=7)
     assert np.isfinite(r.logz)
     assert abs(r.logz - lz) < K * r.logzerr, r
+
+
+def test_live_point_counts_and_arviz():
+    """Dead points carry N - i within an iteration (R = 3 of N = 20) and M N across M = 2 merged runs."""
+    ll, pt, _ = correlated_gaussian(2, rho=0.3)
+    r = _run(ll, pt, 2, nlive=20, n_replace=3, random_state=0)
+    dead = r.nlive[: r.niter * 3]
+    assert set(np.unique(dead)) == {18, 19, 20}
+    r2 = _run(ll, pt, 2, nlive=20, n_runs=2, random_state=0)
+    n_dead = 2 * r2.niter
+    # merged runs: 40 live points while both runs are going (the last iteration's
+    # point of one run may fall after the other run's final live points start)
+    assert np.mean(r2.nlive[: n_dead - 2] == 40) > 0.95
+    assert r2.nlive[-1] == 1
+    idata = r2.to_arviz(n=100, random_state=0, var_names=["x", "y"])
+    assert "posterior" in idata

@@ -595,9 +595,9 @@ def gaussian_shells(ndim=2, xp=np):
     r, w = 2.0, 0.1
     c = np.zeros((2, ndim)); c[0, 0], c[1, 0] = -3.5, 3.5
     const = math.log(1.0 / math.sqrt(2 * math.pi * w * w))
+    cc = xp.asarray(c)  # once, not at every call
 
     def loglike(x):
-        cc = xp.asarray(c)
         d1 = xp.sqrt(((x - cc[0]) ** 2).sum(axis=-1))
         d2 = xp.sqrt(((x - cc[1]) ** 2).sum(axis=-1))
         a = -0.5 * (d1 - r) ** 2 / w ** 2
@@ -630,8 +630,9 @@ def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
     _, logdet = np.linalg.slogdet(cov)
     const = -0.5 * (ndim * math.log(2 * math.pi) + logdet)
 
+    p = xp.asarray(prec)
+
     def loglike(x):
-        p = xp.asarray(prec)
         return const - 0.5 * xp.einsum("ni,ij,nj->n", x, p, x)
 
     def prior_transform(u):

@@ -187,3 +187,15 @@ def test_live_point_counts_and_arviz():
     assert r2.nlive[-1] == 1
     idata = r2.to_arviz(n=100, random_state=0, var_names=["x", "y"])
     assert "posterior" in idata
+
+
+def test_sinusoid_recovers_planted_atom():
+    """One atom (A, B, f) = (1.0, 0.5, 3.0) in 1000 noisy points: each posterior mean within 5 posterior sd."""
+    t, y = SinusoidModel.synthetic(n_data=1000, amplitudes=[(1.0, 0.5, 3.0)], sigma=0.5, random_state=3)
+    m = SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend="numpy")
+    r = _run(m.loglike, m.prior_transform, 3, nlive=60, n_replace=15, n_runs=2, random_state=0, dlogz=0.1)
+    w = r.weights
+    mean = w @ r.samples
+    sd = np.sqrt(w @ (r.samples - mean) ** 2)
+    assert np.all(np.abs(mean - [1.0, 0.5, 3.0]) < 5 * sd), (mean, sd)
+    assert np.all(sd < [0.1, 0.1, 0.05])

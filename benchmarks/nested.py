@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 SHELLS = {2: -1.75, 5: -5.67, 10: -14.59}
+BACKEND = "cupy"  # the array backend gpumcmc runs on here
 
 
 def _wall(fn, cp=None):
@@ -47,7 +48,7 @@ def _note(res, truth=None):
 
 
 def _gpumcmc(nested, ll, pt, d, **kw):
-    s = nested.NestedSampler(ll, pt, d, progress=False, backend="cupy", **kw)
+    s = nested.NestedSampler(ll, pt, d, progress=False, backend=BACKEND, **kw)
     r = s.run().results
     return {"logz": r.logz, "logzerr": r.logzerr, "ncall": r.ncall, "niter": r.niter, "nbatch": r.nbatch}
 
@@ -99,7 +100,7 @@ def _sinusoid(bench, nested):
     n_data = 10_000 if bench.small else 100_000
     atoms = [(1.0, 0.5, 3.0)]
     t, y = nested.SinusoidModel.synthetic(n_data=n_data, amplitudes=atoms, sigma=0.5, random_state=0)
-    mg = nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend="cupy")
+    mg = nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend=BACKEND)
     mn = nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend="numpy")
     case = f"sinusoid 1 atom n_data={n_data}"
     bytes_per_call = 2 * n_data * 8

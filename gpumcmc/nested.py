@@ -351,7 +351,9 @@ class NestedSampler:
         self.ndim, self.nlive, self.n_replace, self.n_runs = ndim, nlive, n_replace, n_runs
         self.sampler, self.dlogz, self.random_state, self.progress = sampler, float(dlogz), random_state, progress
         self.backend, self.max_iter, self.check_every = backend, max_iter, max(1, int(check_every))
-        self.n_steps = int(n_steps) if n_steps is not None else (max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim)
+        if n_steps is None:
+            n_steps = max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim
+        self.n_steps = int(n_steps)
         self.dtype = np.dtype(dtype)
         self.xp = _backend.get_backend(backend)
         self._loglike_raw, self._prior_raw = loglike, prior_transform
@@ -581,7 +583,8 @@ class NestedSampler:
         return NestedResults(
             logz=float(logz), logzerr=float(err), logzerr_runs=err_runs, logz_runs=logz_runs,
             samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], logl=ls, logwt=logwt,
-            logvol=logx, nlive=nl.astype(np.int64), information=float(info), ncall=int(self._ncall), nbatch=int(self._nbatch),
+            logvol=logx, nlive=nl.astype(np.int64), information=float(info), ncall=int(self._ncall),
+            nbatch=int(self._nbatch),
             niter=int(niter), n_runs=M, nlive_per_run=N, n_replace=self.n_replace, seconds=float(seconds))
 
 

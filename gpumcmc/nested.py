@@ -58,7 +58,7 @@ from .random import default_rng
 __all__ = ["NestedSampler", "NestedResults", "SinusoidModel", "plot_run", "merge_points",
            "gaussian_shells", "eggbox", "correlated_gaussian"]
 
-_SAMPLERS = ("slice", "rwalk")
+_SAMPLERS = ("slice", "cslice", "rwalk")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -304,11 +304,13 @@ class NestedSampler:
         R, the points replaced per iteration (``1 <= R <= nlive // 2``).
     n_runs : int
         M, independent runs advanced together and merged.
-    sampler : {"slice", "rwalk"}
+    sampler : {"slice", "cslice", "rwalk"}
         ``"slice"``: slice sampling along random directions drawn from the live
         points' covariance (an interval of adapted width placed at random
-        around the start, then shrunk); ``"rwalk"``: a Gaussian random walk
-        with the same covariance and an adapted scale.
+        around the start, then shrunk); ``"cslice"``: the same, coordinate-wise
+        in the live points' whitened coordinates (the columns of the Cholesky
+        factor of their covariance, in turn); ``"rwalk"``: a Gaussian random
+        walk with the same covariance and an adapted scale.
     n_steps : int, optional
         Slices (or walk steps) per new point; default ``max(5, 4 * ndim)`` for
         slice, ``20 + 2 * ndim`` for rwalk. Too few leave new points correlated
@@ -399,6 +401,7 @@ class NestedSampler:
         t0 = time.perf_counter()
         self._ncall = 0
         self._nbatch = 0
+        self._evolve_calls = 0
         rng = self.rng
         u = rng.random((M, N, d))
         v, logl = self._eval(u)
@@ -523,8 +526,15 @@ class NestedSampler:
         base = 2.0 * math.sqrt(d + 2.0)
         max_shrink = 60
         pre = 6  # shrinkage rounds whose uniforms are drawn up front, with the directions
-        Z = rng.standard_normal((self.n_steps, M, R, d))
-        Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))
+        if self.sampler == "cslice":  # whitened coordinates in turn, starting one further each iteration
+            first = self._evolve_calls % d
+            self._evolve_calls += 1
+            eye = xp.eye(d)
+            Z = xp.broadcast_to(xp.stack([eye[(first + i) % d] for i in range(self.n_steps)])[:, None, None, :],
+                                (self.n_steps, M, R, d))
+        else:
+            Z = rng.standard_normal((self.n_steps, M, R, d))
+            Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))
         U = rng.random((self.n_steps, pre + 1, W))
         uf, vf, lf = u.reshape(W, d), v.reshape(W, d), l.reshape(W)
         ls = xp.broadcast_to(lstar, (M, R)).reshape(W)

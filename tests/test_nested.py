@@ -78,9 +78,10 @@ def test_results_immutable_and_plot(tmp_path):
     assert (tmp_path / "run.png").stat().st_size > 0
 
 
-def test_rwalk():
-    ll, pt, lz = correlated_gaussian(2, rho=0.5)
-    r = _run(ll, pt, 2, nlive=100, sampler="rwalk", random_state=1)
+@pytest.mark.parametrize("sampler", ["rwalk", "cslice"])
+def test_other_samplers(sampler):
+    ll, pt, lz = correlated_gaussian(3, rho=0.8)
+    r = _run(ll, pt, 3, nlive=100, n_replace=5, sampler=sampler, random_state=1)
     assert abs(r.logz - lz) < K * r.logzerr, r
 
 

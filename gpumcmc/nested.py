@@ -412,6 +412,8 @@ class NestedSampler:
         inv_n = 1.0 / (N - np.arange(R))
         logx_steps = -np.cumsum(inv_n)
         log1m = np.log(-np.expm1(-inv_n))
+        # log X of each replaced point's shell relative to the iteration's start, on the array backend once
+        step_offsets = xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
         logx = 0.0
         logz = xp.full((M,), -np.inf)
         scale = xp.ones((M,))
@@ -433,7 +435,7 @@ class NestedSampler:
                 dead_u.append(xp.take_along_axis(u, low[..., None], axis=1))
                 dead_v.append(xp.take_along_axis(v, low[..., None], axis=1))
                 # running evidence per run
-                lw = dl + (logx + np.concatenate([[0.0], logx_steps[:-1]]) + log1m)[None, :]
+                lw = dl + (logx + step_offsets)[None, :]
                 lwm = lw.max(axis=1, keepdims=True)
                 lwm = xp.where(xp.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
                 logz = xp.logaddexp(logz, xp.log(xp.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])

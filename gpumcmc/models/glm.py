@@ -210,6 +210,9 @@ def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, famil
     fn = _loader.get_function("glm.cu", name, _SEG_NAMES)
     rows = N / max(G, 1)
     block = 1024 if rows >= 16384 else 256 if rows >= 1024 else 128 if rows >= 256 else 64
+    # The kernel's registers may not allow 1,024 threads a block: take the largest power of two it allows.
+    while block > 64 and block > fn.max_threads_per_block:
+        block //= 2
     fn((G, C), (block,), (data.Xt[k], data.y, _loader.NULL, eta, data.starts, data.ends, x0, w, cpr, pkk, muk,
                           e, u, us, _loader.i64(N), _loader.i32(G), _loader.i32(C), _loader.i32(max_steps_out),
                           _loader.i32(max_shrink), _loader.i32({"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]),

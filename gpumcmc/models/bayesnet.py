@@ -23,6 +23,7 @@ import re
 
 import numpy as np
 
+from gpumcmc import _validate
 from gpumcmc import backend as _backend
 from gpumcmc.random import default_rng
 
@@ -263,41 +264,44 @@ class BayesianNetwork:
         if progress:
             from tqdm.auto import tqdm
             it = tqdm(it, desc="BayesianNetwork")
-        for t in it:
-            m = int(sched(t))
-            Zr = Z[:m]
-            for grp in groups:
-                for v in grp:
-                    j = idx[v]
-                    if not miss_any[j]:
-                        continue
-                    K = self.card[v]
-                    lp = logc[v][cfg(Zr, v)]  # (m, n, K)
-                    for c in children[v]:
-                        s = strides[c][0][v]
-                        base = cfg(Zr, c) - Zr[..., j] * s
-                        rows = base[..., None] + xp.arange(K) * s
-                        lp = lp + logc[c][rows, Zr[..., idx[c]][..., None]]
-                    lp = lp - lp.max(-1, keepdims=True)
-                    p = xp.exp(lp)
-                    cum = xp.cumsum(p, -1)
-                    u = rng.random((m, n)) * cum[..., -1]
-                    k = xp.minimum((cum < u[..., None]).sum(-1), K - 1)
-                    Zr[..., j] = xp.where(miss[:, j][None], k, Zr[..., j])
-            for v in (self.nodes if learn else ()):
-                R, K = strides[v][1], self.card[v]
-                flat = (cfg(Zr, v) * K + Zr[..., idx[v]]).ravel()
-                counts = xp.bincount(flat, minlength=R * K).reshape(R, K)
-                alpha = m * (prior - 1.0) + 1.0 + counts
-                logc[v] = rng.dirichlet(alpha, log=True)
-                draws[v].append(_backend.to_host(xp.exp(logc[v])))
+        # Value checks in the sweeps are recorded on the device and read once, after the loop.
+        with _validate.deferred():
+            for t in it:
+                m = int(sched(t))
+                Zr = Z[:m]
+                for grp in groups:
+                    for v in grp:
+                        j = idx[v]
+                        if not miss_any[j]:
+                            continue
+                        K = self.card[v]
+                        lp = logc[v][cfg(Zr, v)]  # (m, n, K)
+                        for c in children[v]:
+                            s = strides[c][0][v]
+                            base = cfg(Zr, c) - Zr[..., j] * s
+                            rows = base[..., None] + xp.arange(K) * s
+                            lp = lp + logc[c][rows, Zr[..., idx[c]][..., None]]
+                        lp = lp - lp.max(-1, keepdims=True)
+                        p = xp.exp(lp)
+                        cum = xp.cumsum(p, -1)
+                        u = rng.random((m, n)) * cum[..., -1]
+                        k = xp.minimum((cum < u[..., None]).sum(-1), K - 1)
+                        Zr[..., j] = xp.where(miss[:, j][None], k, Zr[..., j])
+                for v in (self.nodes if learn else ()):
+                    R, K = strides[v][1], self.card[v]
+                    flat = (cfg(Zr, v) * K + Zr[..., idx[v]]).ravel()
+                    counts = xp.bincount(flat, minlength=R * K).reshape(R, K)
+                    alpha = m * (prior - 1.0) + 1.0 + counts
+                    logc[v] = rng.dirichlet(alpha, log=True)
+                    draws[v].append(xp.exp(logc[v]))  # stays on the device: no sync per iteration
+        _validate.check()
         self.imputations_ = _backend.to_host(Z)
         if not learn:
             return self
         self._logc = logc
         self.cpts_ = {v: _backend.to_host(xp.exp(logc[v])).reshape(
             tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)) for v in self.nodes}
-        self.trace_ = {v: np.stack(draws[v]) for v in self.nodes}
+        self.trace_ = {v: _backend.to_host(xp.stack(draws[v])) for v in self.nodes}
         return self
 
     def to_arviz(self):

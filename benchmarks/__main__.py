@@ -51,6 +51,7 @@ def main(argv=None) -> int:
             failed = True
             continue
         bench = Bench(small=args.small)
+        bench.suite, bench.out_dir = suite, args.out
         print(f"# suite {suite} on {bench.device}: copy bandwidth {bench.copy_bandwidth / 1e9:.0f} GB/s "
               f"(read + write), memset {bench.write_bandwidth / 1e9:.0f} GB/s", flush=True)
         for name in SUITES[suite]:

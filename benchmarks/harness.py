@@ -49,13 +49,18 @@ def _git_commit() -> str:
 class Bench:
     """State of one benchmark run: the peers available, the floor, and the rows."""
 
-    def __init__(self, *, small: bool = False, warmup: int = 3, repeat: int = 15):
+    def __init__(self, *, small: bool = False, warmup: int | None = None, repeat: int | None = None):
         from gpumcmc import backend
 
         self.small = small
-        self.warmup = warmup
-        self.repeat = repeat
+        # GPUMCMC_BENCH_WARMUP / GPUMCMC_BENCH_REPEAT shorten a run of slow suites; the JSON says which were used.
+        self.warmup = int(os.environ.get("GPUMCMC_BENCH_WARMUP", 3)) if warmup is None else warmup
+        self.repeat = int(os.environ.get("GPUMCMC_BENCH_REPEAT", 15)) if repeat is None else repeat
         self.rows: list[dict] = []
+        # Set by the runner: the suite's name and folder, so that each row is written as it is recorded and a
+        # suite stopped by a time limit still leaves its finished rows.
+        self.suite: str | None = None
+        self.out_dir: Path | None = None
         self.cupy = backend.get_backend("cupy") if backend.cupy_available() else None
         if self.cupy is None:
             raise SystemExit("The benchmarks need CuPy and a CUDA device; none was found.")
@@ -142,6 +147,9 @@ class Bench:
         if note:
             row["note"] = note
         self.rows.append(row)
+        print(format_table([row]).splitlines()[-1], flush=True)
+        if self.suite is not None and self.out_dir is not None:
+            self.write(self.suite, self.out_dir)
         return row
 
     def peer(self, case: str, impl: str, items: int, fn, *, sync: str = "cuda", **kw) -> dict:

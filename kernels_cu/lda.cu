@@ -3,7 +3,9 @@
 // Dirichlet over words draws rows of it without a transpose).
 //
 // Each token adds one to each table with a global atomic; the tables must
-// be zeroed first. Counts are int32 (a (document, topic) or (topic, word)
+// be zeroed first. A token whose topic is outside [0, K) (the z-draw's -1 for
+// a token with no positive weight, reported by its value check) adds nothing,
+// so the tables are never written out of bounds. Counts are int32 (a (document, topic) or (topic, word)
 // pair seen 2^31 times is out of reach for any corpus that fits in memory).
 //
 // Twin: gpumcmc/models/lda.py (counts_twin).
@@ -26,6 +28,7 @@ __global__ void lda_counts(const I* __restrict__ rows, const I* __restrict__ col
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < T; t += stride) {
         const long long k = z[t];
+        if (k < 0 || k >= K) continue;
         atomicAdd(ndk + (long long)rows[t] * K + k, 1);
         const long long key = k * V + (long long)cols[t];
 #if GPUMCMC_LDA_AGGREGATE

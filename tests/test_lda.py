@@ -32,7 +32,7 @@ def _tv_matched(a, b):
 
 def test_planted_topics_recovered():
     X, theta, phi = _corpus()
-    m = LDA(5, n_iter=30, burn_in=60, monitor_every=30, random_state=0, progress=False, backend="numpy").fit(X)
+    m = LDA(5, n_iter=30, burn_in=60, monitor_every=10, random_state=0, progress=False, backend="numpy").fit(X)
     tv = _tv_matched(m.components_, phi)
     # Planted topics are 0.59..0.84 apart in total variation; recovered ones are within ~0.03.
     assert tv.max() < 0.1, tv
@@ -228,3 +228,43 @@ def test_estimator_checkpoint(tmp_path):
     c = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, c)
+
+
+def _sparse_prior_start(backend):
+    # K = 1024 with alpha = beta = 1/K in float32: about 90% of the Dirichlet components drawn from the
+    # prior underflow to zero, so a start drawn from the prior leaves tokens with no topic of positive
+    # weight (the z-draw raised "has no positive weight"). The start from random topics must not.
+    from gpumcmc import backend as B
+
+    M, V, K = 50, 2000, 1024
+    rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=20000, n_components=10, random_state=1,
+                                            backend=backend)
+    rng = default_rng(0, backend=backend)
+    data, state = lda_mod.init(rng, rows, cols, M, V, K, 1 / K, 1 / K, "float32")
+    t0 = B.to_host(state.theta)
+    assert (t0 == 0).mean() > 0.3          # the regime that broke the prior start
+    for _ in range(3):
+        state, _ = lda_mod.step(rng, state, data)
+    theta, phi = B.to_host(state.theta[0]), B.to_host(state.phi[0])
+    np.testing.assert_allclose(theta.sum(1), 1, rtol=1e-4)
+    np.testing.assert_allclose(phi.sum(0), 1, rtol=1e-4)
+    return t0, theta, phi
+
+
+def test_tiny_priors_large_k_start():
+    _sparse_prior_start("numpy")
+
+
+@pytest.mark.gpu
+def test_tiny_priors_large_k_start_gpu(cp):
+    t_np, _, _ = _sparse_prior_start("numpy")
+    t_cp, _, _ = _sparse_prior_start("cupy")
+    np.testing.assert_allclose(t_cp, t_np, rtol=1e-5, atol=1e-30)
+
+
+def test_transform_tiny_priors():
+    X, _, _ = _corpus(M=60, V=300, K=5, length=50)
+    m = LDA(256, n_iter=2, burn_in=1, transform_iter=2, random_state=0, progress=False, dtype="float32",
+            backend="numpy").fit(X)
+    out = m.transform(X[:10])
+    assert np.all(np.isfinite(out)) and np.allclose(out.sum(1), 1, rtol=1e-4)

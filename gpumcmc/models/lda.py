@@ -122,7 +122,14 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
 
 def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: float, beta: float,
          dtype="float32", burn_in: int = 0, order: bool = True):
-    """``(data, state)``: the token stream in ``token_order`` and theta, phi drawn from the prior."""
+    """``(data, state)``: the token stream in ``token_order``, and theta, phi drawn given random topics.
+
+    Every token starts in a topic drawn uniformly at random; theta and phi are then drawn from their
+    conditionals given those counts, ``Dir(alpha + n_dk)`` and ``Dir(beta + n_kw)``. A draw from the prior
+    alone is not a usable start with small priors: at ``alpha = beta = 1/K`` and K = 1024 most float32
+    Dirichlet components underflow to zero, and many tokens would have no topic with a positive weight.
+    Given the counts, each token's own topic has ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
+    """
     xp = _backend.get_array_module(rows)
     dtype = np.dtype(dtype)
     K = int(n_components)
@@ -130,8 +137,10 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
         perm = token_order(rows, cols, K, dtype)
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
     data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in))
-    theta = rng.dirichlet(xp.full((n_docs, K), alpha, dtype=dtype), dtype=dtype)
-    phi = xp.ascontiguousarray(rng.dirichlet(xp.full((K, n_words), beta, dtype=dtype), dtype=dtype).T)
+    z0 = xp.minimum((rng.random(int(rows.size), dtype=np.float32) * np.float32(K)).astype(np.int32), K - 1)
+    ndk, nkw = fused_counts(rows, cols, z0, int(n_docs), int(n_words), K)
+    theta = rng.dirichlet(xp.add(ndk, dtype.type(alpha), dtype=dtype), dtype=dtype)
+    phi = xp.ascontiguousarray(rng.dirichlet(xp.add(nkw, dtype.type(beta), dtype=dtype), dtype=dtype).T)
     state = LDAState(theta[None], phi[None], xp.zeros((1, n_words, K), dtype), xp.zeros((1, n_docs, K), dtype),
                      xp.zeros(1, np.int64))
     return data, state
@@ -147,7 +156,13 @@ _NAMES = ("lda_counts<long long>", "lda_counts<int>")
 
 
 def counts_twin(rows, cols, z, M: int, V: int, K: int):
-    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_kw (K, V))`` as int32."""
+    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_kw (K, V))`` as int32.
+
+    Tokens with a topic outside ``[0, K)`` (the z-draw's -1) are not counted.
+    """
+    ok = (z >= 0) & (z < K)
+    if not ok.all():
+        rows, cols, z = rows[ok], cols[ok], z[ok]
     ndk = np.bincount(rows * K + z, minlength=M * K).astype(np.int32).reshape(M, K)
     nkw = np.bincount(z * V + cols, minlength=K * V).astype(np.int32).reshape(K, V)
     return ndk, nkw
@@ -293,7 +308,11 @@ class LDA(Estimator):
         rows, cols, M, V = tokens_from(X, xp, n_words=self.n_features_in_)
         n_b = max(1, int(self.transform_iter) // 2)
         data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)
-        state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None])
+        # phi is the fitted one; theta starts uniform, so each token's weights sum to the mean of its word's
+        # topic probabilities, which is positive for every word seen in training.
+        xp_t = _backend.get_array_module(state.theta)
+        state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None],
+                               theta=xp_t.full_like(state.theta, 1.0 / K))
         for _ in range(n_b + max(1, int(self.transform_iter) - n_b)):
             state, _ = step(rng, state, data, fixed_phi=True)
         theta = state.theta_sum[0] / max(1, int(self.transform_iter) - n_b)

@@ -175,12 +175,12 @@ def test_fused_counts_twin():
     np.testing.assert_array_equal(nkw, lda_mod.counts(cols, z, 9, 3).T)
 
 
-@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])
-def test_fused_counts_gpu(cp, idx_dtype):
+@pytest.mark.parametrize("idx_dtype,z_dtype", [(np.int64, np.int64), (np.int32, np.int64), (np.int64, np.int32)])
+def test_fused_counts_gpu(cp, idx_dtype, z_dtype):
     rng = np.random.default_rng(2)
     T, M, V, K = 300_000, 1000, 3000, 64
     rows, cols = rng.integers(0, M, T).astype(idx_dtype), rng.integers(0, V, T).astype(idx_dtype)
-    z = rng.integers(0, K, T)
+    z = rng.integers(0, K, T).astype(z_dtype)
     got = lda_mod.fused_counts(cp.asarray(rows), cp.asarray(cols), cp.asarray(z), M, V, K)
     ref = lda_mod.counts_twin(rows.astype(np.int64), cols.astype(np.int64), z, M, V, K)
     np.testing.assert_array_equal(cp.asnumpy(got[0]), ref[0])

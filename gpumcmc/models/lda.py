@@ -137,7 +137,7 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
         perm = token_order(rows, cols, K, dtype)
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
     data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in))
-    z0 = xp.minimum((rng.random(int(rows.size), dtype=np.float32) * np.float32(K)).astype(np.int32), K - 1)
+    z0 = xp.minimum((rng.random(int(rows.size), dtype=np.float32) * np.float32(K)).astype(np.int64), K - 1)
     ndk, nkw = fused_counts(rows, cols, z0, int(n_docs), int(n_words), K)
     theta = rng.dirichlet(xp.add(ndk, dtype.type(alpha), dtype=dtype), dtype=dtype)
     phi = xp.ascontiguousarray(rng.dirichlet(xp.add(nkw, dtype.type(beta), dtype=dtype), dtype=dtype).T)
@@ -183,6 +183,8 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     else:
         out[0].fill(0)
         out[1].fill(0)
+    if z.dtype != np.int64:
+        z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
     name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
     fn = _loader.get_function("lda.cu", name, _NAMES)
     _loader.launch(fn, int(rows.size), (_loader.contiguous(rows), _loader.contiguous(cols), _loader.contiguous(z),

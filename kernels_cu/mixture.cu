@@ -21,7 +21,15 @@
 //               runs give the same draws; lse_i = logsumexp_j l_ij if lse given.
 //   ARGMAX (1): z_i = argmax_j l_ij, lse_i as above.
 //   RESP   (2): resp[(chain * K + j) * m + (i - start)] = exp(l_ij - lse_i)
-//               (K x m per chain, coalesced along the chunk), lse_i.
+//               (K x m per chain, coalesced along the chunk), lse_i. With
+//               resp_out given (float32 data), `resp` holds the logits as
+//               scratch and the probabilities go to resp_out in float64, the
+//               type of the weighted-statistics GEMM that follows (Bayesian EM),
+//               so that no separate conversion pass reads them again.
+//
+// The component kernels below (mixture_bem_update, mixture_gibbs_params) turn
+// sufficient statistics or covariance draws into the next parameters: one
+// thread per component.
 #include "philox.cuh"
 
 #ifndef MIX_P
@@ -47,6 +55,14 @@
 #ifndef MIX_STATS_BLOCK
 #define MIX_STATS_BLOCK 128  // at least 1 + P + P(P+1)/2 threads (Python sets it)
 #endif
+
+#define MIX_TRI (MIX_P * (MIX_P + 1) / 2)
+#ifndef MIX_COMP_THREADS
+#define MIX_COMP_THREADS 16  // components per block of the component kernels, at most 32 (one warp; Python
+#endif                       // sets it so that their shared memory stays within 40 KB)
+#define MIX_COMP_STRIDE (2 * MIX_TRI + MIX_P)  // doubles of shared memory per component
+#define MIX_V_MAX (1.0 - 9.094947017729282e-13)  // 1 - 2^-40: sticks stay below 1 in log(1 - v)
+#define MIX_LOG_2PI 1.8378770664093453
 
 #define MIX_SAMPLE 0
 #define MIX_ARGMAX 1
@@ -80,6 +96,7 @@ __global__ void __launch_bounds__(MIX_BLOCK) mixture_logits(
     int* __restrict__ z,           // (chains, n_total) or null
     T* __restrict__ lse,           // (chains, n_total) or null
     T* __restrict__ resp,          // (chains, K, m) or null (mode RESP)
+    double* __restrict__ resp_out, // (chains, K, m) or null: float64 probabilities (mode RESP, T = float)
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi) {
     // Tile rows padded to a multiple of 4 values and 16-byte aligned, so that
     // the broadcast loads of one component's values can be vectorised.
@@ -186,8 +203,12 @@ __global__ void __launch_bounds__(MIX_BLOCK) mixture_logits(
             if (lse != nullptr) lse[chain * n_total + gi[rr]] = total;
             if (mode == MIX_RESP) {
                 for (int j = 0; j < K; ++j) {
-                    T* r = resp + (chain * K + j) * m + (gi[rr] - start);
-                    *r = exp_(*r - total);
+                    const long long o = (chain * K + j) * m + (gi[rr] - start);
+                    const T r = exp_(resp[o] - total);
+                    if (resp_out != nullptr)
+                        resp_out[o] = (double)r;
+                    else
+                        resp[o] = r;
                 }
             }
         }
@@ -280,15 +301,262 @@ extern "C" __global__ void mixture_stats_reduce(const double* __restrict__ parti
     }
 }
 
+// ---------------------------------------------------------------------------
+// Component updates. Twins: mixture.py _bem_update_twin and _gibbs_params_twin.
+//
+// Matrices are packed lower triangles, row-major ((0,0), (1,0), (1,1), (2,0),
+// ...), as in the kernel parameters and the statistics [n, s1, vech(s2)]. Each
+// thread owns one component and keeps its matrices in its slice of shared
+// memory (MIX_COMP_STRIDE doubles): at p = 14 that is 1.8 KB, which local
+// memory would reserve for every resident thread of the device.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+__device__ __forceinline__ int tri_index(int r, int c) { return r * (r + 1) / 2 + c; }
+
+// Inclusive prefix sum over the W = blockDim.x <= 32 threads of a one-warp block.
+__device__ __forceinline__ double warp_scan(double v, int lane, int W, unsigned int mask) {
+    for (int d = 1; d < W; d <<= 1) {
+        const double o = __shfl_up_sync(mask, v, d);
+        if (lane >= d) v += o;
+    }
+    return v;
+}
+
+// In place: A (packed symmetric matrix) -> the Cholesky factor of A + 1e-10 mean|diag A| I
+// (the twin's _safe_cholesky). Returns sum_r log L_rr. A matrix that is not positive
+// definite gives NaN, which the fit reports.
+__device__ double safe_cholesky(double* A) {
+    double scale = 0.0;
+    for (int r = 0; r < MIX_P; ++r) scale += fabs(A[tri_index(r, r)]);
+    const double jitter = 1e-10 * (scale / MIX_P);
+    for (int r = 0; r < MIX_P; ++r) A[tri_index(r, r)] += jitter;
+    double logdet = 0.0;
+    for (int r = 0; r < MIX_P; ++r) {
+        double* Lr = A + tri_index(r, 0);
+        for (int c = 0; c <= r; ++c) {
+            const double* Lc = A + tri_index(c, 0);
+            double s = Lr[c];
+            for (int t = 0; t < c; ++t) s -= Lr[t] * Lc[t];
+            if (c < r) {
+                Lr[c] = s / Lc[c];
+            } else {
+                Lr[r] = sqrt(s);
+                logdet += log(Lr[r]);
+            }
+        }
+    }
+    return logdet;
+}
+
+// Kernel parameters [c, U mu, vech(U)] with U = L^-1 (forward substitution, column by column)
+// and c = log pi - sum log L_rr - P/2 log(2 pi); U is written to the scratch `U`.
+template <typename T>
+__device__ void write_params(const double* L, double* U, const double* mu, double log_pi, double logdet,
+                             T* out) {
+    for (int c = 0; c < MIX_P; ++c) {
+        U[tri_index(c, c)] = 1.0 / L[tri_index(c, c)];
+        for (int r = c + 1; r < MIX_P; ++r) {
+            double s = 0.0;
+            for (int t = c; t < r; ++t) s += L[tri_index(r, t)] * U[tri_index(t, c)];
+            U[tri_index(r, c)] = -s / L[tri_index(r, r)];
+        }
+    }
+    out[0] = (T)(log_pi - logdet - 0.5 * MIX_P * MIX_LOG_2PI);
+    for (int r = 0; r < MIX_P; ++r) {
+        double b = 0.0;
+        for (int t = 0; t <= r; ++t) b += U[tri_index(r, t)] * mu[t];
+        out[1 + r] = (T)b;
+    }
+    for (int e = 0; e < MIX_TRI; ++e) out[1 + MIX_P + e] = (T)U[e];
+}
+
+// The NIW posterior of one component from its statistics sj = [n, s1, vech(s2)]: m_n
+// into mn (P values), the return value kappa_n = kappa0 + n; posterior_scatter gives
+// Psi_n[r, c] = Psi_0 + s2 + kappa0 m m^T - kappa_n m_n m_n^T at packed index e of (r, c).
+// prior = [m (P), vech(Psi_0) (TRI)], Psi_0 symmetrised.
+__device__ __forceinline__ double posterior_mean(const double* sj, const double* prior, double kappa0, double* mn) {
+    const double kn = kappa0 + sj[0];
+    for (int r = 0; r < MIX_P; ++r) mn[r] = (kappa0 * prior[r] + sj[1 + r]) / kn;
+    return kn;
+}
+
+__device__ __forceinline__ double posterior_scatter(const double* sj, const double* prior, double kappa0, double kn,
+                                                    const double* mn, int r, int c, int e) {
+    return prior[MIX_P + e] + sj[1 + MIX_P + e] + kappa0 * (prior[r] * prior[c]) - kn * (mn[r] * mn[c]);
+}
+
+}  // namespace
+
+// The NIW posterior (kappa_n, m_n, df_n, Psi_n) of every component, from the Gibbs
+// statistics: one thread per (chain, component). The twin is niw_posterior.
+extern "C" __global__ void mixture_niw_posterior(
+    const double* __restrict__ stats,  // (n_comp, Q): [n_j, s1_j, vech(s2_j)]
+    const double* __restrict__ prior,  // [m (P), vech(Psi_0) (TRI)]
+    long long n_comp, double kappa0, double df0,
+    double* __restrict__ kn_out,       // (n_comp,)
+    double* __restrict__ mn_out,       // (n_comp, P)
+    double* __restrict__ df_out,       // (n_comp,)
+    double* __restrict__ psi_out) {    // (n_comp, P, P)
+    const long long jc = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (jc >= n_comp) return;
+    const double* sj = stats + jc * MIX_Q;
+    double* mn = mn_out + jc * MIX_P;
+    const double kn = posterior_mean(sj, prior, kappa0, mn);
+    kn_out[jc] = kn;
+    df_out[jc] = df0 + sj[0];
+    double* ps = psi_out + jc * (MIX_P * MIX_P);
+    for (int r = 0; r < MIX_P; ++r) {
+        for (int c = 0; c <= r; ++c) {
+            const double v = posterior_scatter(sj, prior, kappa0, kn, mn, r, c, tri_index(r, c));
+            ps[r * MIX_P + c] = v;
+            ps[c * MIX_P + r] = v;
+        }
+    }
+}
+
+// One Bayesian-EM update of every start from its weighted statistics: the posterior
+// means of the NIW posterior, the stick-breaking modes and alpha's mode, and the
+// kernel parameters. Grid (ceil(K / W), chains), W = MIX_COMP_THREADS threads.
+//
+//   stats (chains, K, Q): [n_j, s1_j, vech(s2_j)] summed with the probabilities.
+//   prior: [m (P), vech(Psi_0) (TRI)], Psi_0 symmetrised.
+//   kn = kappa0 + n_j; m_n = (kappa0 m + s1) / kn;
+//   Sigma_j = (Psi_0 + s2 + kappa0 m m^T - kn m_n m_n^T) / (df0 + n_j - P - 1);
+//   v_j = n_j / (n_j + alpha - 1 + sum_{r>j} n_r) in [0, 1] (1 where the denominator is not
+//   positive), v_K = 1; log pi_j = log v_j + sum_{r<j} log(1 - min(v_r, V_MAX));
+//   alpha' = max((a + K - 2) / (b - sum_{j<K} log(1 - min(v_j, V_MAX))), 1e-6).
+//
+// The sums over components are prefix sums across the warp, tile by tile; every
+// block scans the tiles up to its own (the last block, holding component K - 1,
+// writes alpha). No floating-point atomics: a run repeats bit for bit.
+template <typename T>
+__global__ void __launch_bounds__(MIX_COMP_THREADS) mixture_bem_update(
+    const double* __restrict__ stats, const double* __restrict__ prior, const double* __restrict__ alpha_in,
+    int K, double kappa0, double df0, double a, double b,
+    double* __restrict__ v_out,       // (chains, K)
+    double* __restrict__ log_pi_out,  // (chains, K)
+    double* __restrict__ alpha_out,   // (chains,)
+    double* __restrict__ mu_out,      // (chains, K, P)
+    double* __restrict__ sigma_out,   // (chains, K, P, P)
+    T* __restrict__ params) {         // (chains, K, Q)
+    __shared__ double sm[MIX_COMP_THREADS * MIX_COMP_STRIDE];
+    const int lane = threadIdx.x;
+    const int W = blockDim.x;
+    const unsigned int mask = W >= 32 ? 0xffffffffu : (1u << W) - 1u;
+    const long long chain = blockIdx.y;
+    const int tile = blockIdx.x;
+    const int j = tile * W + lane;
+    const double* st = stats + chain * (long long)K * MIX_Q;
+    const double alpha = alpha_in[chain];
+
+    // (3)-(4) sticks and alpha.
+    double part = 0.0;
+    for (int i = lane; i < K; i += W) part += st[(long long)i * MIX_Q];
+    const double total = __shfl_sync(mask, warp_scan(part, lane, W, mask), W - 1);
+    double carry_n = 0.0, carry_l = 0.0, my_v = 1.0, my_log_pi = 0.0;
+    for (int t = 0; t <= tile; ++t) {
+        const int i = t * W + lane;
+        const double ni = i < K ? st[(long long)i * MIX_Q] : 0.0;
+        const double cum = carry_n + warp_scan(ni, lane, W, mask);
+        double v = 1.0;
+        if (i < K - 1) {
+            const double den = ni + alpha - 1.0 + (total - cum);
+            v = den > 0.0 ? ni / den : 1.0;
+            v = v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v);  // NaN stays NaN, as in the twin
+        }
+        const double l1 = i < K ? log1p(-(v > MIX_V_MAX ? MIX_V_MAX : v)) : 0.0;
+        const double cl = carry_l + warp_scan(l1, lane, W, mask);
+        if (t == tile && j < K) {
+            my_v = v;
+            my_log_pi = log(v) + (cl - l1);
+            if (j == K - 1) {
+                const double r = (a + K - 2.0) / (b - (cl - l1));
+                alpha_out[chain] = r < 1e-6 ? 1e-6 : r;
+            }
+        }
+        carry_n = __shfl_sync(mask, cum, W - 1);
+        carry_l = __shfl_sync(mask, cl, W - 1);
+    }
+    if (j >= K) return;  // no warp-wide operations below
+
+    // (2) posterior means of the components.
+    double* A = sm + lane * MIX_COMP_STRIDE;
+    double* U = A + MIX_TRI;
+    double* mu = U + MIX_TRI;
+    const long long jc = chain * K + j;
+    const double* sj = st + (long long)j * MIX_Q;
+    const double kn = posterior_mean(sj, prior, kappa0, mu);
+    const double div = df0 + sj[0] - MIX_P - 1.0;  // Sigma_j = Psi_n / (df_n - P - 1)
+    double* so = sigma_out + jc * (MIX_P * MIX_P);
+    for (int r = 0; r < MIX_P; ++r) {
+        for (int c = 0; c <= r; ++c) {
+            const int e = tri_index(r, c);
+            A[e] = posterior_scatter(sj, prior, kappa0, kn, mu, r, c, e) / div;
+            so[r * MIX_P + c] = A[e];
+            so[c * MIX_P + r] = A[e];
+        }
+    }
+    for (int r = 0; r < MIX_P; ++r) mu_out[jc * MIX_P + r] = mu[r];
+    v_out[jc] = my_v;
+    log_pi_out[jc] = my_log_pi;
+    const double logdet = safe_cholesky(A);
+    write_params(A, U, mu, my_log_pi, logdet, params + jc * MIX_Q);
+}
+
+// Gibbs: the kernel parameters of the drawn components, and their means
+// mu = m_n + L eps / sqrt(kappa_n) with L the Cholesky factor of the drawn
+// covariance (step 2 of the sweep). One thread per (chain, component), 1-D grid.
+template <typename T>
+__global__ void __launch_bounds__(MIX_COMP_THREADS) mixture_gibbs_params(
+    const double* __restrict__ sigma,   // (n_comp, P, P) covariance draws
+    const double* __restrict__ mn,      // (n_comp, P) posterior means
+    const double* __restrict__ kn,      // (n_comp,) kappa_n
+    const double* __restrict__ eps,     // (n_comp, P) standard normals
+    const double* __restrict__ log_pi,  // (n_comp,)
+    long long n_comp,
+    double* __restrict__ mu_out,        // (n_comp, P)
+    T* __restrict__ params) {           // (n_comp, Q)
+    __shared__ double sm[MIX_COMP_THREADS * MIX_COMP_STRIDE];
+    const long long jc = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (jc >= n_comp) return;
+    double* A = sm + threadIdx.x * MIX_COMP_STRIDE;
+    double* U = A + MIX_TRI;
+    double* mu = U + MIX_TRI;
+    const double* sg = sigma + jc * (MIX_P * MIX_P);
+    for (int r = 0; r < MIX_P; ++r)
+        for (int c = 0; c <= r; ++c) A[tri_index(r, c)] = sg[r * MIX_P + c];
+    const double logdet = safe_cholesky(A);
+    const double sq = sqrt(kn[jc]);
+    for (int r = 0; r < MIX_P; ++r) {
+        double y = 0.0;
+        for (int t = 0; t <= r; ++t) y += A[tri_index(r, t)] * eps[jc * MIX_P + t];
+        mu[r] = mn[jc * MIX_P + r] + y / sq;
+        mu_out[jc * MIX_P + r] = mu[r];
+    }
+    write_params(A, U, mu, log_pi[jc], logdet, params + jc * MIX_Q);
+}
+
 #ifndef __CUDACC_RTC__
 template __global__ void mixture_logits<float>(const float*, long long, long long, long long, const float*, int, int,
-                                               int*, float*, float*, unsigned int, unsigned int, unsigned int,
-                                               unsigned int);
+                                               int*, float*, float*, double*, unsigned int, unsigned int,
+                                               unsigned int, unsigned int);
 template __global__ void mixture_logits<double>(const double*, long long, long long, long long, const double*, int,
-                                                int, int*, double*, double*, unsigned int, unsigned int,
+                                                int, int*, double*, double*, double*, unsigned int, unsigned int,
                                                 unsigned int, unsigned int);
 template __global__ void mixture_stats_partial<float>(const float*, long long, const int*, const int*, int, long long,
                                                       double*);
 template __global__ void mixture_stats_partial<double>(const double*, long long, const int*, const int*, int,
                                                        long long, double*);
+template __global__ void mixture_bem_update<float>(const double*, const double*, const double*, int, double, double,
+                                                   double, double, double*, double*, double*, double*, double*,
+                                                   float*);
+template __global__ void mixture_bem_update<double>(const double*, const double*, const double*, int, double, double,
+                                                    double, double, double*, double*, double*, double*, double*,
+                                                    double*);
+template __global__ void mixture_gibbs_params<float>(const double*, const double*, const double*, const double*,
+                                                     const double*, long long, double*, float*);
+template __global__ void mixture_gibbs_params<double>(const double*, const double*, const double*, const double*,
+                                                      const double*, long long, double*, double*);
 #endif

@@ -172,6 +172,50 @@ def test_relabel_undoes_a_permutation():
     np.testing.assert_allclose(mx._take(draws, perm), np.broadcast_to(ref, draws.shape), atol=0.05)
 
 
+def _relabel_per_draw(means, ref, scale, weights, ref_w, weight_cost=100.0):
+    """The assignment as it was first written: one cost matrix per draw, on the host."""
+    from scipy.optimize import linear_sum_assignment
+
+    k, p = ref.shape
+    flat = means.reshape(-1, k, p)
+    sw, sref = np.sqrt(weights.reshape(-1, k)), np.sqrt(ref_w)
+    perm = np.empty(flat.shape[:2], dtype=np.int64)
+    for d in range(flat.shape[0]):
+        cost = (((flat[d][:, None, :] - ref[None, :, :]) / scale) ** 2).sum(-1)
+        cost = cost + weight_cost * (sw[d][:, None] - sref[None, :]) ** 2
+        rows, cols = linear_sum_assignment(cost)
+        perm[d, cols] = rows
+    return perm.reshape(means.shape[:-1])
+
+
+def _label_switched_draws(rs, chains=2, draws=30, k=7, p=3):
+    mu = rs.normal(0, 3, (k, p))
+    w = rs.dirichlet(np.ones(k))
+    means = mu + rs.normal(0, 0.8, (chains, draws, k, p))  # noisy enough for near-ties
+    weights = np.abs(w + rs.normal(0, 0.05, (chains, draws, k)))
+    for c in range(chains):
+        for d in range(draws):
+            perm = rs.permutation(k)
+            means[c, d], weights[c, d] = means[c, d, perm], weights[c, d, perm]
+    return means, weights
+
+
+@pytest.mark.parametrize("block_bytes", [None, 1, 5000])
+def test_relabel_gives_the_labels_of_the_per_draw_assignment(block_bytes):
+    # The batched cost matrices (in blocks of draws) are the per-draw ones, so the labels are the same.
+    rs = np.random.default_rng(12)
+    means, weights = _label_switched_draws(rs)
+    ref, ref_w, scale = means[0, 3], weights[0, 3], np.array([1.0, 2.0, 0.5])
+    got = mx.relabel(means, ref, scale, weights, ref_w, block_bytes=block_bytes)
+    np.testing.assert_array_equal(got, _relabel_per_draw(means, ref, scale, weights, ref_w))
+    k, p = ref.shape
+    cost = mx.relabel_costs(means, ref, scale, weights, ref_w)
+    d = 17
+    direct = (((means.reshape(-1, k, p)[d][:, None, :] - ref[None]) / scale) ** 2).sum(-1) \
+        + 100.0 * (np.sqrt(weights.reshape(-1, k)[d])[:, None] - np.sqrt(ref_w)[None]) ** 2
+    np.testing.assert_array_equal(cost[d], direct)
+
+
 def test_to_arviz_and_attributes():
     X, _, _ = planted()
     gm = fit(X, n_components=5, n_iter=10, burn_in=5, n_chains=2)
@@ -261,6 +305,12 @@ def test_kernel_matches_twin(cp, dtype, p, k):
     rg = cp.empty((chains, k, m), dtype)
     mx.assign(xg, pg, 500, m, mx.MODE_RESP, key, off, lse=lg, resp=rg)
     np.testing.assert_allclose(to_np(rg), rt, rtol=100 * rtol, atol=10 * rtol)
+    # float64 probabilities (what Bayesian EM asks for): the same values, written once in float64
+    r64 = cp.empty((chains, k, m), cp.float64)
+    l64 = cp.empty((chains, n), dtype)
+    mx.assign(xg, pg, 500, m, mx.MODE_RESP, key, off, lse=l64, resp=r64)
+    np.testing.assert_array_equal(to_np(r64), to_np(rg).astype(np.float64))
+    np.testing.assert_array_equal(to_np(l64)[:, 500:500 + m], to_np(lg)[:, 500:500 + m])
     za, zb = cp.empty((chains, n), cp.int32), np.empty((chains, n), np.int32)
     mx.assign(xg, pg, 0, n, mx.MODE_ARGMAX, z=za)
     mx._assign_twin(x, params, 0, n, mx.MODE_ARGMAX, key, off, z=zb)
@@ -343,6 +393,46 @@ def test_bem_cuts_back_a_component_to_zero_weight():
     assert np.isfinite(state.loglik).all()
 
 
+def _bem_states(X, k, iters, xp=np, **model_kw):
+    """Every state of ``iters`` BEM iterates of two starts, from one :func:`make_bem_step` closure."""
+    model = mx.make_model(xp.asarray(X), k, chains=2, **model_kw)
+    state = mx.init(default_rng(0, backend=xp.__name__), model, 2, z=False)
+    bem = mx.make_bem_step(model)
+    states = []
+    for _ in range(iters):
+        state = bem(state)
+        states.append(state)
+    return states
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bem_chunked_matches_unchunked(dtype):
+    # Several chunks sum their statistics in a (chunks, C k, q) buffer; one chunk takes the GEMM as is.
+    X, _, _ = planted()
+    a = _bem_states(X, 5, 20, dtype=dtype)[-1]
+    b = _bem_states(X, 5, 20, dtype=dtype, chunk_size=97)[-1]
+    for name in ("v", "mu", "sigma", "alpha", "counts", "loglik"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_bem_states_do_not_share_the_step_buffers():
+    # The closure reuses its probability and log-sum-exp buffers: later iterates leave earlier states alone.
+    X, _, _ = planted()
+    alone = _bem_states(X, 4, 1)[0]
+    first = _bem_states(X, 4, 3)[0]
+    for f in mx.State._fields:
+        np.testing.assert_array_equal(getattr(first, f), getattr(alone, f), err_msg=f)
+
+
+def test_bem_step_matches_make_bem_step():
+    X, _, _ = planted()
+    model = mx.make_model(X, 4)
+    state = mx.init(default_rng(1, backend="numpy"), model, 2, z=False)
+    a, b = mx.bem_step(model, state), mx.make_bem_step(model)(state)
+    for f in mx.State._fields:
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+
+
 def test_chains_differ_and_share_the_model():
     X, _, _ = planted()
     gm = fit(X, n_components=4, n_iter=5, burn_in=5, n_chains=3, relabel=False)
@@ -385,3 +475,92 @@ def test_non_finite_fit_is_reported():
     with pytest.raises(FloatingPointError, match="float64"):
         mx._check_finite_fit([np.array([1.0, np.nan])], "Gibbs")
     mx._check_finite_fit([np.array([1.0, 2.0])], "BEM")
+
+
+def _weighted_stats(rs, model, chains, dead=()):
+    """Statistics [n, s1, vech(s2)] of the data under random probabilities; ``dead`` components get none."""
+    n, k = model.x.shape[0], model.k
+    r = rs.dirichlet(np.full(k, 0.3), size=(chains, n)).transpose(0, 2, 1)
+    r[:, list(dead)] = 0.0
+    r /= r.sum(axis=1, keepdims=True)
+    y = mx._y_block(mx._backend.to_host(model.x), np)
+    return np.ascontiguousarray((r.reshape(chains * k, n) @ y).reshape(chains, k, -1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p,k,chains,dead", [(2, 1, 1, ()), (2, 5, 2, (1, 4)), (5, 33, 2, (0, 7, 32)),
+                                             (14, 70, 1, (3,)), (14, 23, 3, (22,))])
+def test_bem_update_kernel_matches_twin(cp, dtype, p, k, chains, dead):
+    # Components per block: 32 at p <= 7, 22 at p = 14, so k = 23 and 70 cross block boundaries; dead
+    # components are cut back to weight zero (log pi = -inf) by both.
+    rs = np.random.default_rng(13)
+    x = rs.normal(0, 3, (400, p)) + 5.0
+    model = mx.make_model(cp.asarray(x), k, dtype=dtype)
+    acc = _weighted_stats(rs, model, chains, dead)
+    alpha = rs.uniform(0.3, 3.0, chains)
+    host = mx.make_model(x, k, dtype=dtype)
+    want = mx._bem_update_twin(host, acc, alpha)
+    got = mx._bem_update_kernel(model, cp.asarray(acc), cp.asarray(alpha))
+    names = ("v", "log_pi", "mu", "sigma", "params", "alpha")
+    for name, g, w in zip(names, got, want):
+        g = to_np(g)
+        fin = np.isfinite(w)
+        np.testing.assert_array_equal(np.isfinite(g), fin, err_msg=name)
+        tol = (1e-5 if dtype == np.float32 else 1e-9) if name == "params" else 1e-10
+        np.testing.assert_allclose(g[fin], w[fin], rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p,k", [(2, 5), (14, 40)])
+def test_gibbs_component_kernels_match_twins(cp, dtype, p, k):
+    rs = np.random.default_rng(14)
+    chains = 2
+    x = rs.normal(0, 3, (300, p))
+    model = mx.make_model(cp.asarray(x), k, dtype=dtype)
+    host = mx.make_model(x, k, dtype=dtype)
+    acc = _weighted_stats(rs, model, chains, dead=(1,))
+    got = mx._posterior_kernel(model, cp.asarray(acc), mx._packed_prior(model))
+    want = mx.niw_posterior(host, *mx._unpack_stats(acc, p))
+    for name, g, w in zip(("kn", "mn", "dfn", "psi"), got, want):
+        np.testing.assert_allclose(to_np(g), w, rtol=1e-12, atol=1e-10, err_msg=name)
+    a = rs.normal(size=(chains, k, p, p))
+    sigma = a @ np.swapaxes(a, -1, -2) / p + 0.3 * np.eye(p)
+    mn, kn, eps = rs.normal(size=(chains, k, p)), rs.uniform(0.1, 100, (chains, k)), rs.normal(size=(chains, k, p))
+    log_pi = np.log(rs.dirichlet(np.ones(k), size=chains))
+    log_pi[:, 0] = -np.inf
+    mu, params = mx._gibbs_params_kernel(*(cp.asarray(t) for t in (log_pi, mn, kn, sigma, eps)), dtype)
+    mu_t, params_t = mx._gibbs_params_twin(log_pi, mn, kn, sigma, eps, dtype)
+    np.testing.assert_allclose(to_np(mu), mu_t, rtol=1e-12, atol=1e-12)
+    tol = 1e-5 if dtype == np.float32 else 1e-10
+    fin = np.isfinite(params_t)
+    np.testing.assert_array_equal(np.isfinite(to_np(params)), fin)
+    np.testing.assert_allclose(to_np(params)[fin], params_t[fin], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_bem_matches_numpy_and_chunks(cp, dtype):
+    # Twenty iterates on the GPU (kernel probabilities, one GEMM per chunk, the update kernel) against
+    # the NumPy twin, unchunked and in chunks of 97 rows.
+    X, _, _ = planted()
+    ref = _bem_states(X, 5, 20, dtype=dtype)[-1]
+    tol = 1e-8 if dtype == np.float64 else 2e-4
+    for chunk in (None, 97):
+        got = _bem_states(X, 5, 20, xp=cp, dtype=dtype, chunk_size=chunk)[-1]
+        for name in ("v", "mu", "sigma", "alpha", "counts", "loglik"):
+            np.testing.assert_allclose(to_np(getattr(got, name)), getattr(ref, name), rtol=tol, atol=tol,
+                                       err_msg=f"{name}, chunk {chunk}")
+
+
+def test_relabel_on_gpu_gives_the_host_labels(cp):
+    rs = np.random.default_rng(15)
+    means, weights = _label_switched_draws(rs)
+    ref, ref_w, scale = means[1, 2], weights[1, 2], np.array([1.0, 2.0, 0.5])
+    want = mx.relabel(means, ref, scale, weights, ref_w)
+    got = mx.relabel(cp.asarray(means), cp.asarray(ref), scale, cp.asarray(weights), cp.asarray(ref_w))
+    np.testing.assert_array_equal(got, want)
+    loglik, cov = rs.normal(size=(2, 30)), rs.normal(size=means.shape + (3,))
+    wa, ma, ca = mx.align_draws(weights, means, cov, loglik, scale)
+    wg, mg, cg = mx.align_draws(cp.asarray(weights), cp.asarray(means), cov, loglik, scale)
+    np.testing.assert_allclose(to_np(wg), wa, rtol=1e-12)
+    np.testing.assert_allclose(to_np(mg), ma, rtol=1e-12)
+    np.testing.assert_array_equal(cg, ca)  # the covariances stay on the host, permuted alike

@@ -3,9 +3,10 @@
 :func:`loglik_and_grad` evaluates ``f(beta) = sum_i w_i log p(y_i | eta_i)``
 with ``eta = X beta + offset`` and its gradient ``g = X^T (w * dlogp/deta)``
 for one coefficient vector or a batch of chains, reading ``X`` once (the
-cache fusion of Mahani & Sharabiani, §3). On CuPy input the work is one CUDA
-kernel (``kernels_cu/glm.cu``); on NumPy a vectorised twin computes the same
-sums.
+cache fusion of Mahani & Sharabiani, §3). On CuPy input one CUDA kernel
+streams ``X`` in row tiles for every chain at once and a second sums the
+blocks' partials (``kernels_cu/glm.cu``); on NumPy a vectorised twin computes
+the same sums.
 
 Families and links: ``"bernoulli"`` (logit), ``"poisson"`` (log),
 ``"gaussian"`` (identity, known ``sigma``). The Bernoulli form uses
@@ -28,7 +29,7 @@ import numpy as np
 
 from . import backend as _backend
 
-__all__ = ["FAMILIES", "check_family", "check_y", "loglik_and_grad", "pointwise_loglik", "mean_function"]
+__all__ = ["FAMILIES", "KERNELS", "check_family", "check_y", "loglik_and_grad", "pointwise_loglik", "mean_function"]
 
 FAMILIES = ("bernoulli", "poisson", "gaussian")
 _CODE = {"bernoulli": 0, "poisson": 1, "gaussian": 2}
@@ -117,47 +118,141 @@ def _twin(X, y, beta2, family, w, off, sigma):
     return ll.sum(axis=1), r @ X.astype(np.float64)
 
 
-_BLOCK = 128
-_GRAD_SHARED = 24 * 1024  # bytes of shared memory for the block's running gradient
-_NAMES = ("glm_fg<float>", "glm_fg<double>")
+KERNELS = ("auto", "tiled", "rowwise", "gemm")
+
+# glm_fg_tiles: GLM_THREADS threads, tiles of up to GLM_THREADS * GLM_VPT * 16 bytes, GLM_SB chains per
+# pass (the defaults in kernels_cu/glm.cu; the launcher's sizes must match them).
+_THREADS = 256
+_TILE_BYTES = 256 * 8 * 16
+_SB = 8
+_MAX_ROWS = 256                   # rows of a tile: at most 8 groups of 32, one per warp
+_SHARED_LIMIT = 48 * 1024         # dynamic shared memory without opting in
+_PART_BYTES = 1 << 26             # cap on the blocks' partial sums of one launch
+_KPL = {np.dtype(np.float32): (1, 2, 4, 8), np.dtype(np.float64): (1, 2, 4)}  # columns per lane, instantiated
 
 
-def _kernel_fg(X, y, beta2, family, w, off, sigma):
+def _tiled_fits(K: int, dtype) -> bool:
+    """Whether ``glm_fg_tiles`` takes K columns: a tile must hold 32 rows and a warp's lanes each <= 8 columns."""
+    return 0 < K <= 32 * _KPL[np.dtype(dtype)][-1] and 32 * K * np.dtype(dtype).itemsize <= _TILE_BYTES
+
+
+def _ctype(dtype) -> str:
+    return "float" if dtype == np.float32 else "double"
+
+
+def _tiled_fg(X, y, beta2, family, w, off, sigma):
+    """f, g by ``glm_fg_tiles`` (X read once, in 128-bit loads) and ``glm_fg_reduce``; see kernels_cu/glm.cu."""
     import cupy
 
     from . import _loader
 
     dtype = X.dtype
-    name = "glm_fg<float>" if dtype == np.float32 else "glm_fg<double>"
-    fn = _loader.get_function("glm.cu", name, _NAMES)
+    N, K = X.shape
+    B = beta2.shape[0]
+    if N == 0 or B == 0:
+        return cupy.zeros(B, dtype=dtype), cupy.zeros((B, K), dtype=dtype)
+    ct = _ctype(dtype)
+    s = dtype.itemsize
+    kpl = next(p for p in _KPL[dtype] if 32 * p >= K)
+    R = min(_MAX_ROWS, _TILE_BYTES // (K * s) // 32 * 32)   # >= 32 by _tiled_fits
+    G = R // 32
+    # One module per instantiation: each compiles in about half a second, all seven together in five.
+    names = (f"glm_fg_tiles<{ct}, {kpl}>", f"glm_fg_reduce<{ct}>")
+    fn = _loader.get_function("glm.cu", names[0], names)
+    sms = _loader.sm_count()
+    X = _loader.contiguous(X, dtype)
+    args = (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
+            _loader.NULL if off is None else _loader.contiguous(off, dtype))
+    tail = (_loader.i32(R), _loader.i32(X.data.ptr % 16 == 0))
+    beta2 = _loader.contiguous(beta2, dtype)
+    f = g = None
+    # Chains per launch: the blocks' partial sums (grid x chains x (K + 1) doubles) stay under
+    # _PART_BYTES; X is read once per launch, so once in all unless B runs into the hundreds.
+    step = max(1, _PART_BYTES // (8 * (K + 1) * sms * 4))
+    for c0 in range(0, B, step):
+        Bc = min(step, B - c0)
+        sbe = min(Bc, _SB)
+        smem = R * K * s + 8 * sbe * G + s * sbe * G * K   # <= 40.5 KB, the layout in glm.cu
+        acc_shared = smem + 8 * Bc * (K + 1) <= _SHARED_LIMIT
+        if acc_shared:
+            smem += 8 * Bc * (K + 1)
+        grid = max(1, min(-(-N // R), sms * _loader.resident_blocks(fn, _THREADS, smem)))
+        part = cupy.empty((grid, Bc, K + 1), dtype=np.float64)
+        fn((grid,), (_THREADS,), args + (beta2[c0:c0 + Bc], _loader.i64(N), _loader.i32(K), _loader.i32(Bc))
+           + tail + (_loader.i32(acc_shared), _loader.i32(_CODE[family]), np.float64(sigma), part),
+           shared_mem=smem)
+        # Host work from here on overlaps the kernel above.
+        if f is None:
+            f = cupy.empty(B, dtype=dtype)
+            g = cupy.empty((B, K), dtype=dtype)
+        red = _loader.get_function("glm.cu", names[1], names)
+        n_out = Bc * (K + 1)
+        red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(Bc), _loader.i32(K),
+                                               f[c0:c0 + Bc], g[c0:c0 + Bc]))
+    return f, g
+
+
+def _gemm_fg(X, y, beta2, family, w, off, sigma):
+    """f, g by two matrix products (cuBLAS; X read twice) and elementwise work, accumulated in float64."""
+    import cupy
+
+    eta = beta2 @ X.T + (0 if off is None else off)
+    ll = pointwise_loglik(eta, y, family, sigma, cupy)
+    r = _dlogp(eta, y, family, sigma, cupy)
+    if w is not None:
+        ll, r = ll * w, r * w
+    return ll.sum(axis=1, dtype=np.float64), (r @ X).astype(np.float64)
+
+
+_ROWWISE_GRAD_SHARED = 24 * 1024  # bytes of shared memory for glm_fg_rowwise's running gradient
+
+
+def _rowwise_fg(X, y, beta2, family, w, off, sigma):
+    """f, g by ``glm_fg_rowwise``, the earlier kernel (a thread per row; atomics), kept to compare against."""
+    import cupy
+
+    from . import _loader
+
+    dtype = X.dtype
+    name = f"glm_fg_rowwise<{_ctype(dtype)}>"
+    fn = _loader.get_function("glm.cu", name, (name,))
     N, K = X.shape
     B = beta2.shape[0]
     f = cupy.zeros(B, dtype=np.float64)
     g = cupy.zeros((B, K), dtype=np.float64)
-    bc = min(8, _GRAD_SHARED // (8 * K)) if K else 8
-    if N and B and bc == 0:  # too many columns for the block's shared gradient: two GEMMs instead
-        eta = beta2 @ X.T + (0 if off is None else off)
-        ll = pointwise_loglik(eta, y, family, sigma, cupy)
-        r = _dlogp(eta, y, family, sigma, cupy)
-        if w is not None:
-            ll, r = ll * w, r * w
-        return ll.sum(axis=1, dtype=np.float64), (r @ X).astype(np.float64)
+    bc = min(8, _ROWWISE_GRAD_SHARED // (8 * K)) if K else 8
+    if N and B and bc == 0:  # too many columns for the block's shared gradient
+        return _gemm_fg(X, y, beta2, family, w, off, sigma)
     if N and B:
         null = _loader.NULL
         X = _loader.contiguous(X, dtype)
         n_tiles = -(-N // 128)
         grid = max(1, min(n_tiles, _loader.sm_count() * 8))
-        fn((grid,), (_BLOCK,), (X, _loader.contiguous(y, dtype),
-                                 null if w is None else _loader.contiguous(w, dtype),
-                                 null if off is None else _loader.contiguous(off, dtype),
-                                 _loader.contiguous(beta2, dtype), _loader.i64(N), _loader.i32(K),
-                                 _loader.i32(B), _loader.i32(bc), _loader.i32(_CODE[family]), np.float64(sigma),
-                                 f, g), shared_mem=8 * bc * K)
+        fn((grid,), (128,), (X, _loader.contiguous(y, dtype),
+                             null if w is None else _loader.contiguous(w, dtype),
+                             null if off is None else _loader.contiguous(off, dtype),
+                             _loader.contiguous(beta2, dtype), _loader.i64(N), _loader.i32(K),
+                             _loader.i32(B), _loader.i32(bc), _loader.i32(_CODE[family]), np.float64(sigma),
+                             f, g), shared_mem=8 * bc * K)
     return f, g
 
 
+def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto"):
+    """f, g on CuPy by the implementation ``kernel`` names (see :func:`loglik_and_grad`)."""
+    if kernel == "auto":
+        kernel = "tiled" if _tiled_fits(X.shape[1], X.dtype) else "gemm"
+    if kernel == "tiled":
+        if not _tiled_fits(X.shape[1], X.dtype):
+            raise ValueError(f"kernel='tiled' takes at most {32 * _KPL[X.dtype][-1]} columns in {X.dtype.name} "
+                             f"(X has {X.shape[1]}); use kernel='auto' or 'gemm'.")
+        return _tiled_fg(X, y, beta2, family, w, off, sigma)
+    if kernel == "rowwise":
+        return _rowwise_fg(X, y, beta2, family, w, off, sigma)
+    return _gemm_fg(X, y, beta2, family, w, off, sigma)
+
+
 def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=None, sigma=1.0,
-                    check: bool = True):
+                    check: bool = True, kernel: str = "auto"):
     """Log-likelihood ``f`` and gradient ``g`` of a GLM, in one pass over ``X``.
 
     Parameters
@@ -176,12 +271,23 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
     check : bool
         Validate ``y`` and finiteness (synchronises the GPU once); pass False
         inside a sampler loop after checking once.
+    kernel : {"auto", "tiled", "gemm", "rowwise"}
+        The CuPy implementation (NumPy input ignores it). ``"tiled"`` reads
+        ``X`` once, in row tiles of coalesced 128-bit loads, for every chain
+        of the batch, and needs K <= 256 (float32) or K <= 128 (float64);
+        ``"gemm"`` takes two matrix products (cuBLAS) and reads ``X`` twice;
+        ``"rowwise"`` is the earlier one-thread-per-row kernel, kept to
+        compare against. ``"auto"`` takes ``"tiled"`` where it applies, else
+        ``"gemm"``. The tiled kernel sums in an order fixed by the launch
+        shape, so repeated calls on one GPU give identical results.
 
     Returns
     -------
     f : scalar array () or (B,); g : (K,) or (B, K), in ``X``'s dtype.
     """
     family = check_family(family)
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
     xp = _backend.get_array_module(X, y, beta)
     X = xp.asarray(X)
     if X.dtype not in (np.float32, np.float64):
@@ -212,7 +318,7 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
     if xp is np:
         f, g = _twin(X, y, beta2, family, w, off, float(sigma))
     else:
-        f, g = _kernel_fg(X, y, beta2, family, w, off, float(sigma))
-    f = f.astype(dtype)
-    g = g.astype(dtype)
+        f, g = _kernel_fg(X, y, beta2, family, w, off, float(sigma), kernel)
+    f = f.astype(dtype, copy=False)
+    g = g.astype(dtype, copy=False)
     return (f[0], g[0]) if single else (f, g)

@@ -1,22 +1,35 @@
-// Fused GLM log-likelihood and gradient for a batch of chains, one pass over X.
+// GLM kernels: the fused log-likelihood and gradient (glm_fg_tiles, glm_fg_reduce; the earlier
+// glm_fg_rowwise is kept for comparison) and the slice-within-Gibbs coordinate update
+// (glm_slice_segment).
 //
-// X is row-major (N, K); beta is (B, K); y, weights, offset are (N,) (weights
-// and offset may be null). Each block takes a tile of GLM_TILE rows: a thread
-// per row computes eta = offset + X[i,:] . beta[b,:] for every chain b, the
-// row's log-likelihood and its derivative r = d loglik / d eta, and keeps r in
-// shared memory; then the block reads the same rows of X again (from L1/L2)
-// to add the tile's share of g[b,k] = sum_i r[b,i] X[i,k] to its own running
-// sums in shared memory. Each block adds its sums to the double accumulators
-// f (B,) and g (B, K) once, with atomics.
+// f[b] = sum_i w_i loglik(y_i | eta_bi) and g[b, k] = sum_i w_i dloglik/deta(eta_bi) X[i, k] with
+// eta_bi = offset_i + X[i, :] . beta[b, :], for a batch of B chains. X is row-major (N, K); beta is
+// (B, K); y, weights, offset are (N,) (weights and offset may be null).
 // family: 0 bernoulli (logit), 1 poisson (log), 2 gaussian (identity).
 
+#ifndef GLM_THREADS
+#define GLM_THREADS 256  // threads per block of glm_fg_tiles (8 warps)
+#endif
+#ifndef GLM_VPT
+#define GLM_VPT 8        // 16-byte loads each thread keeps in flight per tile: tiles of up to 32 KB
+#endif
+#ifndef GLM_SB
+#define GLM_SB 8         // chains per pass over a tile in shared memory
+#endif
+#ifndef GLM_MIN_BLOCKS
+#define GLM_MIN_BLOCKS 3 // blocks of glm_fg_tiles<float, KPL <= 4> resident per SM: 80 registers a thread
+#endif
 #ifndef GLM_TILE
-#define GLM_TILE 128
+#define GLM_TILE 128     // rows per tile of glm_fg_rowwise
 #endif
 #ifndef GLM_BCHUNK
-#define GLM_BCHUNK 8
+#define GLM_BCHUNK 8     // chains per pass of glm_fg_rowwise
 #endif
+#define GLM_WARPS (GLM_THREADS / 32)
+#define GLM_FULL 0xffffffffu
 
+// The log-likelihood of one row and r = d loglik / d eta, in double, in forms that neither
+// overflow nor lose the result for large |eta|.
 template <typename T>
 __device__ __forceinline__ double glm_row(int family, double eta, double y, double sigma, double* r) {
     if (family == 0) {
@@ -38,10 +51,264 @@ __device__ __forceinline__ double glm_row(int family, double eta, double y, doub
     }
 }
 
+// ---------------------------------------------------------------------------
+// glm_fg_tiles: X streamed once from global memory, coalesced, in 128-bit loads.
+//
+// A block takes tiles of R rows (R a multiple of 32, R * K * sizeof(T) <= GLM_THREADS * GLM_VPT * 16;
+// the launcher picks R) in a grid-stride loop. A tile is contiguous in X (R * K elements starting on a
+// row boundary), so the block reads it as a flat run of 16-byte vectors, thread t taking vectors t,
+// t + GLM_THREADS, ...: every warp load is 512 consecutive bytes. The vectors wait in registers
+// (GLM_VPT per thread) while the block works on the tile before, so a block always has its next tile
+// in flight, and are then stored to shared memory (x_s, row-major, R x K), zeros past the end of X.
+//
+// In shared memory, a warp takes a group of 32 rows for one chain. Lane l holds beta[b, l + 32 m]
+// (m < KPL, so K <= 32 KPL) in registers and reads the rows' columns l + 32 m: consecutive lanes,
+// consecutive words, no bank conflicts for any K. The 32 rows' partial dot products are summed
+// across lanes by recursive halving (31 shuffles), which leaves eta of row l in lane l. Lane l then
+// evaluates row l's log-likelihood and r (in double; y, weight and offset read from global memory,
+// 128 bytes a warp, issued before the dot products), and the warp goes over the 32 rows again, lane
+// l adding X[i, l + 32 m] * r_i (r_i broadcast by a shuffle) to the gradient entries it owns. No
+// block barrier separates these steps. The log-likelihood is summed over the warp by shuffles.
+// Sums within a row and within a group are in T; across groups, tiles and blocks in double.
+//
+// Each (chain, group) writes its gradient and log-likelihood partials to shared memory; after a
+// barrier, one thread per (chain, column) adds the tile's partials, in group order, to the block's
+// double accumulators: in shared memory when B * (K + 1) doubles fit, else in the block's slice of
+// `part`. Every entry has one owner, so there are no atomics, and the order of every sum is fixed by
+// the launch shape: results repeat bit for bit. At the end the block writes its B x (K + 1)
+// accumulators (K gradient entries, then f) to part[blockIdx.x], and glm_fg_reduce sums them.
+//
+// Chains are taken GLM_SB at a time over the tile in shared memory, so X is read from global memory
+// once whatever B is. Shared memory, in bytes, as the launcher computes it:
+//   x_s R*K*sizeof(T) | f partials 8*SBe*G | [accumulators 8*B*(K+1)] | g partials SBe*G*K*sizeof(T)
+// with G = R / 32 <= 8 and SBe = min(B, GLM_SB): at most 40.5 KB without the accumulators.
+// `vec` is 0 when X is not 16-byte aligned; the tile is then read element by element.
+
+// 16 bytes of X from element e on, element by element (zeros past n_el): for an X that is not 16-byte
+// aligned, and for the vector that straddles its end.
+__device__ __forceinline__ uint4 glm_gather(const float* __restrict__ src, int e, int n_el) {
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = e + i < n_el ? src[e + i] : 0.0f;
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+__device__ __forceinline__ uint4 glm_gather(const double* __restrict__ src, int e, int n_el) {
+    const double a = e < n_el ? src[e] : 0.0, b = e + 1 < n_el ? src[e + 1] : 0.0;
+    return make_uint4((unsigned)__double2loint(a), (unsigned)__double2hiint(a), (unsigned)__double2loint(b),
+                      (unsigned)__double2hiint(b));
+}
+
 template <typename T>
-__global__ void glm_fg(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w,
-                       const T* __restrict__ off, const T* __restrict__ beta, long long N, int K, int B,
-                       int bc, int family, double sigma, double* __restrict__ f, double* __restrict__ g) {
+__device__ __forceinline__ void glm_prefetch(uint4 (&buf)[GLM_VPT], const T* __restrict__ X, long long tile, int R,
+                                             int K, long long N, int vec) {
+    constexpr int EV = 16 / (int)sizeof(T);
+    const long long row0 = tile * (long long)R;
+    const int rows = (int)min((long long)R, N - row0);
+    const int n_el = rows * K;
+    const T* src = X + row0 * (long long)K;
+    const int nvec = vec ? n_el / EV : 0;  // whole 16-byte vectors in the tile
+    const uint4* s4 = reinterpret_cast<const uint4*>(src) + threadIdx.x;
+#pragma unroll
+    for (int v = 0; v < GLM_VPT; ++v) {
+        const int c = threadIdx.x + v * GLM_THREADS;
+        if (c < nvec) buf[v] = __ldg(s4 + v * GLM_THREADS);
+        else buf[v] = glm_gather(src, c * EV, n_el);
+    }
+}
+
+// One 32-row group g of the tile (rows row0 + g * 32 ...) for one chain (coefficients bt): writes the
+// group's gradient partials red[0 .. K) and its log-likelihood *fl. Called by a whole warp.
+template <typename T, int KPL>
+__device__ __forceinline__ void glm_group(const T* __restrict__ x_s, const T* __restrict__ y,
+                                          const T* __restrict__ w, const T* __restrict__ off, long long row0,
+                                          const T* __restrict__ bt, int K, int g, int rows, int family,
+                                          double sigma, T* __restrict__ red, double* __restrict__ fl) {
+    const int lane = threadIdx.x & 31;
+    const T* xg = x_s + g * 32 * K;
+    // Lane l's row: y, weight and offset, read here so that the loads are in flight during the dot
+    // products (coalesced, 32 consecutive values a warp).
+    const int mine = g * 32 + lane;  // this lane's row in the tile
+    T yi = T(0), wi = T(1), oi = T(0);
+    if (mine < rows) {
+        yi = y[row0 + mine];
+        if (w) wi = w[row0 + mine];
+        if (off) oi = off[row0 + mine];
+    }
+    T bv[KPL];
+#pragma unroll
+    for (int m = 0; m < KPL; ++m) {
+        const int c = lane + 32 * m;
+        bv[m] = c < K ? bt[c] : T(0);
+    }
+    // Partial dot product of row t of the group over this lane's columns.
+    auto part = [&](int t) {
+        T s = T(0);
+#pragma unroll
+        for (int m = 0; m < KPL; ++m) {
+            const int c = lane + 32 * m;
+            if (c < K) s += xg[t * K + c] * bv[m];
+        }
+        return s;
+    };
+    // Recursive halving over lanes, rows taken in order: rows t and t + 2^L (L = 0..4) are combined by
+    // the exchange at lane offset 2^L, in which a lane keeps the row whose bit L matches its own lane bit
+    // L and adds its partner's partial of that row. Rows go in like the digits of a binary counter, so at
+    // most one partial waits per level (5 registers, not 32), and after the 31 exchanges lane l holds the
+    // full sum of row l.
+    T lv[5];
+    T dot = T(0);
+#pragma unroll 4
+    for (int t = 0; t < 32; ++t) {  // t is warp-uniform, so are the branches below
+        T cur = part(t);
+        bool carry = true;
+#pragma unroll
+        for (int L = 0; L < 5; ++L) {
+            if (carry) {
+                if ((t >> L) & 1) {
+                    const bool hb = (lane >> L) & 1;
+                    cur = (hb ? cur : lv[L]) + __shfl_xor_sync(GLM_FULL, hb ? lv[L] : cur, 1 << L);
+                } else {
+                    lv[L] = cur;
+                    carry = false;
+                }
+            }
+        }
+        if (carry) dot = cur;  // t = 31: every level combined
+    }
+
+    double ll = 0.0;
+    T r = T(0);
+    if (mine < rows) {
+        double rd;
+        ll = glm_row<T>(family, (double)oi + (double)dot, (double)yi, sigma, &rd) * (double)wi;
+        r = (T)(rd * (double)wi);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(GLM_FULL, ll, o);
+
+    // Rows past the end of X (last tile) are zeros in x_s and have r = 0.
+    T gp[KPL];
+#pragma unroll
+    for (int m = 0; m < KPL; ++m) gp[m] = T(0);
+#pragma unroll 4
+    for (int tt = 0; tt < 32; ++tt) {
+        const T rt = __shfl_sync(GLM_FULL, r, tt);
+#pragma unroll
+        for (int m = 0; m < KPL; ++m) {
+            const int c = lane + 32 * m;
+            if (c < K) gp[m] += xg[tt * K + c] * rt;
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < KPL; ++m) {
+        const int c = lane + 32 * m;
+        if (c < K) red[c] = gp[m];
+    }
+    if (lane == 0) *fl = ll;
+}
+
+// Blocks per SM the compiler must fit. glm_fg_tiles<float, 1..4> fits three (80 registers a thread)
+// without spilling, compiled by NVRTC or nvcc (CUDA 13.0, sm_90). At that cap the float64 and 8-column
+// instantiations spill part of the prefetched tile to local memory right after its loads, which waits
+// for them and loses the overlap with the tile before; they take two blocks (128 registers) and spill
+// nothing. Two blocks still keep 64 KB of X in flight per SM.
+template <typename T, int KPL>
+struct glm_min_blocks {
+    static constexpr int value = sizeof(T) == 4 && KPL <= 4 ? GLM_MIN_BLOCKS : 2;
+};
+
+template <typename T, int KPL>
+__global__ void __launch_bounds__(GLM_THREADS, (glm_min_blocks<T, KPL>::value))
+glm_fg_tiles(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w,
+             const T* __restrict__ off, const T* __restrict__ beta, long long N, int K, int B, int R,
+             int vec, int acc_shared, int family, double sigma, double* __restrict__ part) {
+    constexpr int EV = 16 / (int)sizeof(T);
+    extern __shared__ __align__(16) unsigned char glm_smem[];
+    const int G = R / 32;
+    const int SBe = min(B, GLM_SB);
+    const int KA = K + 1;  // accumulators per chain: K gradient entries, then f
+    T* x_s = reinterpret_cast<T*>(glm_smem);
+    double* fred_s = reinterpret_cast<double*>(glm_smem + (size_t)R * K * sizeof(T));
+    double* acc = fred_s + SBe * G;
+    T* red_s = reinterpret_cast<T*>(acc + (acc_shared ? (size_t)B * KA : 0));
+    if (!acc_shared) acc = part + (size_t)blockIdx.x * B * KA;
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const long long n_tiles = (N + R - 1) / R;
+    const int tile_el = R * K;
+    for (int j = tid; j < B * KA; j += GLM_THREADS) acc[j] = 0.0;
+
+    uint4 buf[GLM_VPT];
+    long long tile = blockIdx.x;
+    if (tile < n_tiles) glm_prefetch<T>(buf, X, tile, R, K, N, vec);
+    for (; tile < n_tiles; tile += gridDim.x) {
+        const long long row0 = tile * (long long)R;
+        const int rows = (int)min((long long)R, N - row0);
+        __syncthreads();  // the previous tile is done with x_s and the partials
+#pragma unroll
+        for (int v = 0; v < GLM_VPT; ++v) {
+            const int e = (tid + v * GLM_THREADS) * EV;
+            if (e < tile_el) *reinterpret_cast<uint4*>(x_s + e) = buf[v];
+        }
+        __syncthreads();
+        if (tile + gridDim.x < n_tiles) glm_prefetch<T>(buf, X, tile + gridDim.x, R, K, N, vec);
+        for (int b0 = 0; b0 < B; b0 += GLM_SB) {
+            const int nb = min(GLM_SB, B - b0);
+            if (b0 > 0) __syncthreads();  // the previous chunk's partials have been added up
+            for (int item = warp; item < nb * G; item += GLM_WARPS) {
+                const int bb = item / G, g = item - bb * G;
+                glm_group<T, KPL>(x_s, y, w, off, row0, beta + (size_t)(b0 + bb) * K, K, g, rows, family, sigma,
+                                  red_s + (size_t)item * K, fred_s + item);
+            }
+            __syncthreads();
+            for (int j = tid; j < nb * KA; j += GLM_THREADS) {
+                const int bb = j / KA, k = j - bb * KA;
+                double s = 0.0;
+                if (k < K)
+                    for (int g = 0; g < G; ++g) s += (double)red_s[(size_t)(bb * G + g) * K + k];
+                else
+                    for (int g = 0; g < G; ++g) s += fred_s[bb * G + g];
+                acc[(size_t)(b0 + bb) * KA + k] += s;
+            }
+        }
+    }
+    if (acc_shared) {
+        __syncthreads();
+        for (int j = tid; j < B * KA; j += GLM_THREADS) part[(size_t)blockIdx.x * B * KA + j] = acc[j];
+    }
+}
+
+// f[b] and g[b, :] from the blocks' partials part (n_part, B, K + 1): one warp per output, a fixed
+// order of summation.
+template <typename T>
+__global__ void glm_fg_reduce(const double* __restrict__ part, int n_part, int B, int K, T* __restrict__ f,
+                              T* __restrict__ g) {
+    const long long n_out = (long long)B * (K + 1);
+    const long long o = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (o >= n_out) return;  // whole warps
+    double s = 0.0;
+    for (int j = lane; j < n_part; j += 32) s += part[(long long)j * n_out + o];
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(GLM_FULL, s, d);
+    if (lane == 0) {
+        const long long b = o / (K + 1), k = o - b * (K + 1);
+        if (k < K) g[b * K + k] = (T)s;
+        else f[b] = (T)s;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// glm_fg_rowwise: the earlier kernel, kept to compare against. A thread per row computes eta for each
+// chain, reading its row's K elements one at a time (a warp's load touches 32 rows K * sizeof(T) bytes
+// apart), and keeps r in shared memory; then K threads read the same rows again (from L1/L2) to add
+// the tile's share of g; each block adds its sums to the double accumulators f (B,) and g (B, K) with
+// atomics (launched on zeroed f and g).
+
+template <typename T>
+__global__ void glm_fg_rowwise(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w,
+                               const T* __restrict__ off, const T* __restrict__ beta, long long N, int K,
+                               int B, int bc, int family, double sigma, double* __restrict__ f,
+                               double* __restrict__ g) {
     // g_s: this block's running gradient for a chunk of bc <= GLM_BCHUNK chains (bc * K doubles), each
     // entry owned by one thread, so tiles add to it without atomics; one atomic per entry per block.
     extern __shared__ double g_s[];
@@ -93,10 +360,20 @@ __global__ void glm_fg(const T* __restrict__ X, const T* __restrict__ y, const T
 }
 
 #ifndef __CUDACC_RTC__
-template __global__ void glm_fg<float>(const float*, const float*, const float*, const float*, const float*,
-                                       long long, int, int, int, int, double, double*, double*);
-template __global__ void glm_fg<double>(const double*, const double*, const double*, const double*,
-                                        const double*, long long, int, int, int, int, double, double*, double*);
+#define GLM_FG_INST(T)                                                                                          \
+    template __global__ void glm_fg_tiles<T, 1>(const T*, const T*, const T*, const T*, const T*, long long, int, \
+                                                int, int, int, int, int, double, double*);                   \
+    template __global__ void glm_fg_tiles<T, 2>(const T*, const T*, const T*, const T*, const T*, long long, int, \
+                                                int, int, int, int, int, double, double*);                   \
+    template __global__ void glm_fg_tiles<T, 4>(const T*, const T*, const T*, const T*, const T*, long long, int, \
+                                                int, int, int, int, int, double, double*);                   \
+    template __global__ void glm_fg_reduce<T>(const double*, int, int, int, T*, T*);                            \
+    template __global__ void glm_fg_rowwise<T>(const T*, const T*, const T*, const T*, const T*, long long, int, \
+                                               int, int, int, double, double*, double*);
+GLM_FG_INST(float)
+GLM_FG_INST(double)
+template __global__ void glm_fg_tiles<float, 8>(const float*, const float*, const float*, const float*, const float*,
+                                                long long, int, int, int, int, int, int, double, double*);
 #endif
 
 // ---------------------------------------------------------------------------

@@ -177,9 +177,76 @@ def test_hierarchical_recovers_planted_coefficients(backend, request):
     assert idata.posterior["Sigma"].shape == (2, 150, K, K)
 
 
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+def test_hierarchical_diag_recovers_planted_coefficients_and_tau(backend, request):
+    """covariance="diag": planted beta_g ~ N(mu, diag(tau^2)) recovered, gaussian family with known sigma.
+
+    Each check is the planted value's z-score under the posterior (normal approximation; log tau for
+    tau), |z| below the two-sided ALPHA quantile: 40 x 2 coefficients, 2 means and 2 scales, 84 checks
+    at ALPHA each (a false-failure budget of 84 ALPHA = 0.8%)."""
+    if backend == "cupy":
+        request.getfixturevalue("cp")
+    rs = np.random.default_rng(13)
+    G, n = 40, 40
+    mu, tau = np.array([0.5, -1.0]), np.array([0.8, 0.3])
+    beta = mu + tau * rs.normal(size=(G, 2))
+    groups = np.repeat(np.arange(G), n)[rs.permutation(G * n)]
+    X = rs.normal(size=(G * n, 1))
+    y = beta[groups, 0] + X[:, 0] * beta[groups, 1] + 0.5 * rs.normal(size=G * n)
+    m = HierarchicalGLM("gaussian", sigma=0.5, covariance="diag", n_chains=2, n_samples=300, n_warmup=100,
+                        random_state=3, progress=False, backend=backend).fit(X, y, groups)
+    zc = stats.norm.isf(ALPHA / 2)
+    z = (m.coef_ - beta) / m.beta_draws_.std(axis=(0, 1))
+    assert np.abs(z).max() < zc, z
+    d = m.trace_.draws
+    mus = d["mu"].reshape(-1, 2)
+    assert np.all(np.abs(mus.mean(0) - mu) < zc * mus.std(0)), (mus.mean(0), mus.std(0))
+    lt = np.log(d["tau"]).reshape(-1, 2)
+    assert np.all(np.abs(lt.mean(0) - np.log(tau)) < zc * lt.std(0)), (np.exp(lt.mean(0)), lt.std(0))
+    idata = m.to_arviz()
+    assert idata.posterior["tau"].shape == (2, 300, 2)
+    assert idata.posterior["mu"].shape == (2, 300, 2)
+    assert "Sigma" not in idata.posterior
+    assert "Sigma" not in d
+
+
+def test_diag_hyperparameter_draw_is_the_conjugate_conditional(xp):
+    """Given fixed group coefficients, 20,000 chains' (tau_k^2, mu_k) draws against the exact
+    inverse-gamma and normal conditionals: KS on each of 3 coordinates for each (6 checks at ALPHA)."""
+    from gpumcmc.models.glm import HyperPrior, _draw_hyper
+    from gpumcmc.random import default_rng
+    rs = np.random.default_rng(21)
+    C, G, K = 20_000, 12, 3
+    b = rs.normal(size=(G, K)) * [0.5, 1.0, 2.0] + [1.0, 0.0, -1.0]
+    kappa0, nu0, psi0 = 2.0, 3.0, 0.5
+    beta = xp.asarray(np.broadcast_to(b, (C, G, K)).copy())
+    rng = default_rng(4, backend="cupy" if xp is not np else "numpy")
+    mu, prec, sigma = _draw_hyper(rng, beta, HyperPrior(kappa0, nu0, psi0, "diag"), xp)
+    mu, prec, sigma = (np.asarray(a.get() if xp is not np else a) for a in (mu, prec, sigma))
+    tau2 = np.diagonal(sigma, axis1=1, axis2=2)
+    np.testing.assert_allclose(np.diagonal(prec, axis1=1, axis2=2) * tau2, 1.0, rtol=1e-12)
+    assert np.all(sigma[:, ~np.eye(K, dtype=bool)] == 0)
+    bbar, S = b.mean(0), ((b - b.mean(0)) ** 2).sum(0)
+    kn = kappa0 + G
+    for k in range(K):
+        ig = stats.invgamma((nu0 + G) / 2, scale=(psi0 + S[k] + kappa0 * G / kn * bbar[k] ** 2) / 2)
+        assert stats.kstest(tau2[:, k], ig.cdf).pvalue > ALPHA
+        zk = (mu[:, k] - G * bbar[k] / kn) / np.sqrt(tau2[:, k] / kn)
+        assert stats.kstest(zk, stats.norm.cdf).pvalue > ALPHA
+
+
+def test_hierarchical_bad_covariance():
+    X, y = _data("bernoulli", N=20)
+    with pytest.raises(ValueError, match="covariance must be 'full'"):
+        HierarchicalGLM(covariance="block", backend="numpy").fit(X, y, np.zeros(20))
+    with pytest.raises(ValueError, match="nu0 must be positive"):
+        HierarchicalGLM(covariance="diag", nu0=0.0, backend="numpy").fit(X, y, np.zeros(20))
+
+
+@pytest.mark.parametrize("kernel", ["tiled", "rowwise", "gemm"])
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_kernel_matches_twin(cp, family, dtype):
+def test_kernel_matches_twin(cp, family, dtype, kernel):
     X, y = _data(family, N=5000, K=7)
     rs = np.random.default_rng(2)
     B = (rs.normal(size=(37, 7)) * 0.3).astype(dtype)
@@ -188,10 +255,96 @@ def test_kernel_matches_twin(cp, family, dtype):
     X, y = X.astype(dtype), y.astype(dtype)
     f, g = loglik_and_grad(X, y, B, family, weights=w, offset=off, sigma=0.7)
     fc, gc = loglik_and_grad(cp.asarray(X), cp.asarray(y), cp.asarray(B), family, weights=cp.asarray(w),
-                             offset=cp.asarray(off), sigma=0.7)
+                             offset=cp.asarray(off), sigma=0.7, kernel=kernel)
+    assert fc.dtype == dtype and gc.dtype == dtype
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=tol)
     np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=tol, atol=tol * np.abs(g).max())
+
+
+# Shapes for the tiled kernel (kernels_cu/glm.cu, glm_fg_tiles): columns on both sides of each
+# columns-per-lane instantiation (32, 64, 128, 256); tiles of 32 to 256 rows with a part-filled last
+# tile; fewer rows than one tile; more chains than one pass over a tile takes (8), with the block's
+# accumulators in shared memory or, when B * (K + 1) doubles do not fit, in global memory; and X not
+# 16-byte aligned (a view one row in), which the kernel reads element by element.
+_TILED_CASES = [
+    # N, K, B, dtype, extras, unaligned
+    (5000, 1, 3, np.float32, True, False),
+    (4099, 31, 1, np.float32, False, False),
+    (4099, 32, 2, np.float32, True, False),
+    (3001, 33, 9, np.float32, True, False),
+    (3001, 50, 1, np.float32, False, True),
+    (2000, 64, 40, np.float32, False, False),
+    (2000, 65, 1, np.float32, True, True),
+    (1537, 128, 5, np.float32, False, False),
+    (1537, 129, 1, np.float32, True, False),
+    (700, 256, 2, np.float32, True, False),
+    (20, 50, 1, np.float32, True, False),
+    (5000, 7, 17, np.float64, True, True),
+    (3001, 33, 1, np.float64, False, False),
+    (2000, 64, 40, np.float64, True, False),
+    (1537, 100, 3, np.float64, True, True),
+    (1537, 128, 1, np.float64, False, False),
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("N, K, B, dtype, extras, unaligned", _TILED_CASES)
+def test_tiled_kernel_shapes(cp, family, N, K, B, dtype, extras, unaligned):
+    rs = np.random.default_rng(K * 1000 + B)
+    X = rs.normal(size=(N, K)) / np.sqrt(K)         # eta of order one for every K
+    eta = X @ (rs.normal(size=K) * 0.5)
+    y = {"bernoulli": rs.random(N) < 1 / (1 + np.exp(-eta)), "poisson": rs.poisson(np.exp(eta)),
+         "gaussian": eta + 0.7 * rs.normal(size=N)}[family]
+    Bm = (rs.normal(size=(B, K)) * 0.5).astype(dtype)
+    w = (rs.random(N) + 0.5).astype(dtype) if extras else None
+    off = (rs.normal(size=N) * 0.2).astype(dtype) if extras else None
+    X, y = X.astype(dtype), y.astype(dtype)
+    f, g = loglik_and_grad(X, y, Bm, family, weights=w, offset=off, sigma=0.7)
+    Xc = cp.asarray(X)
+    if unaligned:
+        # one element in: a row of K elements may itself be a multiple of 16 bytes
+        Xc = cp.concatenate([cp.zeros(1, dtype=dtype), Xc.ravel()])[1:].reshape(N, K)
+        assert Xc.flags.c_contiguous and Xc.data.ptr % 16 != 0
+    c = (lambda a: None if a is None else cp.asarray(a))
+    fc, gc = loglik_and_grad(Xc, cp.asarray(y), cp.asarray(Bm), family, weights=c(w), offset=c(off), sigma=0.7,
+                             kernel="tiled")
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=tol, atol=tol * np.abs(f).max())
+    np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=tol, atol=tol * np.abs(g).max())
+
+
+def test_tiled_kernel_repeats_bit_for_bit(cp):
+    X, y = _data("bernoulli", N=100_000, K=50)
+    B = np.random.default_rng(3).normal(size=(3, 50)) * 0.1
+    Xc, yc, Bc = cp.asarray(X, dtype=np.float32), cp.asarray(y, dtype=np.float32), cp.asarray(B, dtype=np.float32)
+    f1, g1 = loglik_and_grad(Xc, yc, Bc, kernel="tiled")
+    f2, g2 = loglik_and_grad(Xc, yc, Bc, kernel="tiled")
+    assert bool((f1 == f2).all()) and bool((g1 == g2).all())
+
+
+def test_tiled_kernel_splits_chains_over_launches(cp, monkeypatch):
+    """Chains beyond what one launch's partial sums may hold go to further launches (forced here)."""
+    import gpumcmc.glm as glm
+    from gpumcmc import _loader
+    X, y = _data("poisson", N=3000, K=20)
+    B = np.random.default_rng(5).normal(size=(11, 20)) * 0.1
+    f, g = loglik_and_grad(X, y, B, "poisson")
+    monkeypatch.setattr(glm, "_PART_BYTES", 8 * 21 * _loader.sm_count() * 4 * 3)   # 3 chains a launch
+    fc, gc = loglik_and_grad(cp.asarray(X), cp.asarray(y), cp.asarray(B), "poisson", kernel="tiled")
+    np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=1e-10)
+    np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=1e-10, atol=1e-10 * np.abs(g).max())
+
+
+def test_tiled_kernel_refuses_too_many_columns(cp):
+    X = cp.zeros((10, 257), dtype=np.float32)
+    with pytest.raises(ValueError, match="at most 256 columns"):
+        loglik_and_grad(X, cp.zeros(10, dtype=np.float32), cp.zeros(257, dtype=np.float32), kernel="tiled")
+
+
+def test_bad_kernel_name():
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        loglik_and_grad(np.ones((3, 1)), np.array([0.0, 1.0, 1.0]), np.zeros(1), kernel="fast")
 
 
 def test_cpu_gpu_agree(cp):

@@ -44,7 +44,7 @@ from .. import backend as _backend
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
 
-__all__ = ["BayesianGLM", "HierarchicalGLM", "SliceState", "init", "step"]
+__all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "SliceState", "init", "step"]
 
 
 class SliceState(NamedTuple):
@@ -61,6 +61,22 @@ class SliceInfo(NamedTuple):
     evaluations: object  # (C,) log-density evaluations in the sweep (the same for every chain)
     fallbacks: object    # (C,) coordinates whose shrinkage ran out of proposals
     loglik: object       # (C,) log-likelihood after the sweep
+
+
+class HyperPrior(NamedTuple):
+    """The hierarchical model's conjugate hyperprior, as :func:`step` takes it.
+
+    ``covariance="full"``: ``Sigma ~ InvWishart(nu0, psi0)`` with ``psi0`` a
+    (K, K) scale matrix, ``mu | Sigma ~ N(0, Sigma / kappa0)``.
+    ``covariance="diag"``: ``Sigma = diag(tau^2)`` with, for each k,
+    ``tau_k^2 ~ InvGamma(nu0 / 2, psi0_k / 2)`` (``psi0`` a number or a (K,)
+    array on the backend of the state) and ``mu_k | tau_k^2 ~ N(0, tau_k^2 / kappa0)``.
+    """
+
+    kappa0: float
+    nu0: float
+    psi0: object
+    covariance: str = "full"
 
 
 class _Data(NamedTuple):
@@ -106,9 +122,11 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
          max_steps_out: int = 4, max_shrink: int = 24, hyper=None):
     """One slice-within-Gibbs sweep over every coefficient of every chain and group.
 
-    ``hyper`` (for the hierarchical model) is ``(kappa0, nu0, psi0)``: after
-    the sweep ``mu, Sigma`` are drawn from their normal-inverse-Wishart
-    conditional.
+    ``hyper`` (for the hierarchical model) is a :class:`HyperPrior` (a plain
+    ``(kappa0, nu0, psi0)`` tuple means ``covariance="full"``): after the
+    sweep ``mu, Sigma`` are drawn from their conjugate conditional,
+    normal-inverse-Wishart or, for a diagonal ``Sigma``, normal-inverse-gamma
+    coordinate by coordinate.
     """
     xp = _backend.get_array_module(state.eta)
     C, G, K = state.beta.shape
@@ -224,8 +242,10 @@ def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, famil
 
 
 def _draw_hyper(rng, beta, hyper, xp):
-    """mu, Sigma | beta from the normal-inverse-Wishart conjugate update, all chains at once."""
-    kappa0, nu0, psi0 = hyper
+    """mu, Sigma | beta from their conjugate conditional, all chains at once."""
+    kappa0, nu0, psi0 = hyper[:3]
+    if len(hyper) > 3 and hyper[3] == "diag":
+        return _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp)
     C, G, K = beta.shape
     b = beta.astype(np.float64)
     bbar = b.mean(axis=1)                                         # (C, K)
@@ -241,6 +261,31 @@ def _draw_hyper(rng, beta, hyper, xp):
     prec = xp.linalg.inv(sigma)
     dt = beta.dtype
     return mu.astype(dt), prec.astype(dt), sigma.astype(dt)
+
+
+def _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp):
+    """mu, diag(tau^2) | beta, coordinate by coordinate, all chains at once.
+
+    With ``bbar_k`` the groups' mean and ``S_k`` their sum of squared
+    deviations, the conjugate update of ``tau_k^2 ~ InvGamma(nu0/2, psi0_k/2)``,
+    ``mu_k | tau_k^2 ~ N(0, tau_k^2/kappa0)`` gives
+    ``tau_k^2 | beta ~ InvGamma((nu0 + G)/2, (psi0_k + S_k + kappa0 G bbar_k^2/(kappa0 + G))/2)``
+    and ``mu_k | tau_k^2, beta ~ N(G bbar_k/(kappa0 + G), tau_k^2/(kappa0 + G))``.
+    The inverse gamma is ``scale / Gamma(shape, 1)``, from the generator's gamma draws.
+    """
+    C, G, K = beta.shape
+    b = beta.astype(np.float64)
+    bbar = b.mean(axis=1)                                         # (C, K)
+    S = ((b - bbar[:, None, :]) ** 2).sum(axis=1)                 # (C, K)
+    kn = kappa0 + G
+    scale = 0.5 * (psi0 + S + (kappa0 * G / kn) * bbar * bbar)    # (C, K)
+    shape = xp.full((C, K), 0.5 * (nu0 + G), dtype=np.float64)
+    tau2 = scale / rng.gamma(shape, 1.0, dtype=np.float64)
+    z = rng.standard_normal(size=(C, K), dtype=np.float64)
+    mu = (G / kn) * bbar + xp.sqrt(tau2 / kn) * z
+    eye = xp.eye(K, dtype=np.float64)[None]
+    dt = beta.dtype
+    return mu.astype(dt), (eye / tau2[:, None, :]).astype(dt), (eye * tau2[:, None, :]).astype(dt)
 
 
 def _check_xy(X, y, family, xp, dtype):
@@ -270,11 +315,17 @@ class _GLMBase(Estimator):
         def st(r, s):
             return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
 
+        diag = hyper is not None and len(hyper) > 3 and hyper[3] == "diag"
+
         def collect(s, info):
             out = {"beta": s.beta}
             if hyper is not None:
                 out["mu"] = s.mu
-                out["Sigma"] = s.sigma
+                if diag:
+                    xp = _backend.get_array_module(s.sigma)
+                    out["tau"] = xp.sqrt(xp.diagonal(s.sigma, axis1=1, axis2=2))
+                else:
+                    out["Sigma"] = s.sigma
             return out
 
         return run(st, state, rng, self.n_samples, burn_in=self.n_warmup, collect=collect,
@@ -418,19 +469,52 @@ class BayesianGLM(_GLMBase):
 
 
 class HierarchicalGLM(_GLMBase):
-    """Hierarchical GLM: ``beta_g ~ N(mu, Sigma)`` per group, ``mu | Sigma ~ N(0, Sigma / kappa0)``,
-    ``Sigma ~ InvWishart(nu0, psi0 * I)``.
+    """Hierarchical GLM: each group g has its own coefficients ``beta_g``, drawn around a common mean.
+
+    The model, for groups g = 1..G and coefficients k = 1..K (the intercept
+    first when ``fit_intercept``):
+
+    ``covariance="full"`` (the default)::
+
+        beta_g | mu, Sigma ~ N(mu, Sigma)
+        mu | Sigma         ~ N(0, Sigma / kappa0)
+        Sigma              ~ InvWishart(nu0, psi0 * I)        nu0 = K + 2 by default
+
+    ``covariance="diag"``: the coefficients vary across groups independently,
+    each with its own scale ``tau_k``::
+
+        beta_gk | mu_k, tau_k ~ N(mu_k, tau_k^2)
+        mu_k | tau_k          ~ N(0, tau_k^2 / kappa0)
+        tau_k^2               ~ InvGamma(nu0 / 2, psi0 / 2)    nu0 = 3 by default
+
+    (with ``nu0 = 3`` each ``tau_k^2`` has the same prior as a diagonal entry
+    of ``Sigma`` under the full model's default), and ``y`` given ``beta_g``
+    follows the GLM of ``family`` within each group.
 
     All groups' coefficients move at once (conditionally independent given
     ``mu, Sigma``), each by slice-within-Gibbs with the differential update;
-    ``mu, Sigma`` are drawn from their conjugate conditional for all chains at
-    once with the batched inverse-Wishart. ``fit(X, y, groups)`` takes integer
-    or string group labels, one per row.
+    ``mu, Sigma`` are then drawn from their conjugate conditional for all
+    chains at once: the batched inverse-Wishart, or for ``"diag"`` an
+    inverse-gamma per coefficient (from the generator's gamma draws) and a
+    normal for ``mu``. The diagonal model has K variances to learn instead of
+    K (K + 1) / 2 covariances, so it needs fewer groups and keeps no (K, K)
+    matrix per draw. ``fit(X, y, groups)`` takes integer or string group
+    labels, one per row.
+
+    Parameters
+    ----------
+    family : {"bernoulli", "poisson", "gaussian"}
+    kappa0, nu0, psi0 : float
+        The hyperprior above (``nu0=None``: the default for ``covariance``).
+    covariance : {"full", "diag"}
+        The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
+    n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink,
+    random_state, progress, backend, dtype : as for :class:`BayesianGLM`.
     """
 
     def __init__(self, family="bernoulli", kappa0=1.0, nu0=None, psi0=1.0, n_chains=4, n_samples=1000,
                  n_warmup=500, sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24,
-                 random_state=None, progress=True, backend=None, dtype="float64"):
+                 random_state=None, progress=True, backend=None, dtype="float64", covariance="full"):
         self.family = family
         self.kappa0 = kappa0
         self.nu0 = nu0
@@ -446,9 +530,16 @@ class HierarchicalGLM(_GLMBase):
         self.progress = progress
         self.backend = backend
         self.dtype = dtype
+        self.covariance = covariance
 
     def fit(self, X, y, groups):
         self.family_ = check_family(self.family)
+        if self.covariance not in ("full", "diag"):
+            raise ValueError(f"covariance must be 'full' (Sigma with an inverse-Wishart prior) or 'diag' "
+                             f"(diag(tau^2) with inverse-gamma priors), got {self.covariance!r}.")
+        if not (float(self.kappa0) >= 0 and float(self.psi0) >= 0):
+            raise ValueError(f"kappa0 and psi0 must be non-negative numbers (0: the improper limit), "
+                             f"got kappa0={self.kappa0!r}, psi0={self.psi0!r}.")
         xp = self._xp()
         X, y = _check_xy(X, y, self.family_, xp, self._dtype())
         groups = np.asarray(_backend.to_host(groups))
@@ -463,21 +554,35 @@ class HierarchicalGLM(_GLMBase):
         D = self._design(X)
         K = D.shape[1]
         state, data = init(D, y, self.family_, self.n_chains, 1.0, xp.asarray(gid[order].astype(np.int64)))
-        nu0 = float(K + 2 if self.nu0 is None else self.nu0)
-        if nu0 <= K - 1:
-            raise ValueError(f"nu0 must exceed K - 1 = {K - 1}, got {nu0}.")
-        hyper = (float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
+        if self.covariance == "diag":
+            nu0 = float(3.0 if self.nu0 is None else self.nu0)
+            if not nu0 > 0:
+                raise ValueError(f"nu0 must be positive for covariance='diag', got {nu0}.")
+            hyper = HyperPrior(float(self.kappa0), nu0, float(self.psi0), "diag")
+        else:
+            nu0 = float(K + 2 if self.nu0 is None else self.nu0)
+            if nu0 <= K - 1:
+                raise ValueError(f"nu0 must exceed K - 1 = {K - 1}, got {nu0}.")
+            hyper = HyperPrior(float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
         self.trace_ = self._run(state, data, hyper)
         self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
         self.coef_ = self.beta_draws_.mean(axis=(0, 1))
         return self
 
     def to_arviz(self):
-        """ArviZ InferenceData: ``beta`` (chain, draw, G, K), ``mu`` (chain, draw, K), ``Sigma``."""
+        """ArviZ InferenceData: ``beta`` (chain, draw, G, K), ``mu`` (chain, draw, K), and ``Sigma``
+        (chain, draw, K, K) or, for ``covariance="diag"``, ``tau`` (chain, draw, K)."""
         self._check_fitted("beta_draws_")
         d = self.trace_.draws
         K = d["beta"].shape[-1]
-        coords = {"group": list(self.groups_), "coef": list(range(K)), "coef2": list(range(K))}
-        dims = {"beta": ["group", "coef"], "mu": ["coef"], "Sigma": ["coef", "coef2"]}
-        return to_arviz({"beta": d["beta"], "mu": d["mu"], "Sigma": d["Sigma"]}, self.trace_.stats,
-                        coords=coords, dims=dims)
+        coords = {"group": list(self.groups_), "coef": list(range(K))}
+        post = {"beta": d["beta"], "mu": d["mu"]}
+        dims = {"beta": ["group", "coef"], "mu": ["coef"]}
+        if "tau" in d:
+            post["tau"] = d["tau"]
+            dims["tau"] = ["coef"]
+        else:
+            post["Sigma"] = d["Sigma"]
+            dims["Sigma"] = ["coef", "coef2"]
+            coords["coef2"] = list(range(K))
+        return to_arviz(post, self.trace_.stats, coords=coords, dims=dims)

@@ -112,20 +112,268 @@ __device__ __noinline__ u64 settle_ties(u64 idx0, u64 sum, u64 word, const u32* 
     return word;
 }
 
+// Byte permutation with the PRMT sign mode: selector nibble i picks byte
+// (nibble & 7) of {b, a} (a = bytes 0-3) for byte i of the result, and bit 3
+// of the nibble fills that byte with the picked byte's top bit. (__byte_perm
+// masks bit 3 off, at the cost of an extra instruction.) Only the low 16 bits
+// of sel are read.
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+// Adds the two 16-bit halves of a and b separately, modulo 2^16 (no carry from
+// the low half into the high one): one instruction on sm_90 and later.
+__device__ __forceinline__ u32 add16x2(u32 a, u32 b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    u32 d;
+    asm("add.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    return ((a & 0x7fff7fffu) + (b & 0x7fff7fffu)) ^ ((a ^ b) & 0x80008000u);
+#endif
+}
+
+// Per-block constants of the multispin fast path, written to shared memory by
+// thread 0 and read from there (into uniform registers) before the loop, so
+// that the compiler does not recompute them inside it.
+//
+// Philox: every call of the fast path has the counter (lo, hi, off_lo, off_hi)
+// with only lo varying, so the parts of rounds 0-2 without lo are constants:
+// with P:Q = M1 off_lo and A:B = M0 x1 (high:low words),
+//   round 0 gives x1 = P ^ hi ^ k0, y1 = Q, z1 = hi(M0 lo) ^ (off_hi ^ k1), w1 = lo(M0 lo),
+//   round 1 gives x2 = hi(M1 z1) ^ (Q ^ k0'), y2 = lo(M1 z1), z2 = w1 ^ (A ^ k1'), w2 = B,
+//   round 2 uses w2 ^ k1'' = B ^ k1'',
+// (k', k'': the round keys of rounds 1, 2); rounds 3-9 are the usual ones.
+// Thresholds: nt[n] = 0xffff - thi[n] (n = 0..4), split into bytes so that
+// PRMT can gather them by the neighbour counts of a sum word: byte n of
+// {lb, la} is the low byte of nt[n], byte n of {hb, ha} its high byte.
+struct MsConsts {
+    u32 kx[10], ky[10];             // round keys: k0 + r W0, k1 + r W1
+    u32 x1, z1k, y1k, z2k, w2k;     // x1, off_hi ^ k1, Q ^ k0', A ^ k1', B ^ k1''
+    u32 la, lb, ha, hb;
+};
+
+__device__ __forceinline__ void ms_consts(MsConsts& c, uint2 key, u32 hi, u32 off_lo, u32 off_hi, const u32* thi) {
+    for (int r = 0; r < 10; ++r) {
+        c.kx[r] = key.x + (u32)r * GPUMCMC_PHILOX_W0;
+        c.ky[r] = key.y + (u32)r * GPUMCMC_PHILOX_W1;
+    }
+    const u32 P = __umulhi(GPUMCMC_PHILOX_M1, off_lo), Q = GPUMCMC_PHILOX_M1 * off_lo;
+    c.x1 = P ^ hi ^ c.kx[0];
+    c.z1k = off_hi ^ c.ky[0];
+    c.y1k = Q ^ c.kx[1];
+    c.z2k = __umulhi(GPUMCMC_PHILOX_M0, c.x1) ^ c.ky[1];
+    c.w2k = (GPUMCMC_PHILOX_M0 * c.x1) ^ c.ky[2];
+    c.la = c.lb = c.ha = c.hb = 0u;
+    for (int n = 0; n < 5; ++n) {
+        const u32 nt = ~thi[n] & 0xffffu;
+        if (n < 4) {
+            c.la |= (nt & 0xffu) << (8 * n);
+            c.ha |= (nt >> 8) << (8 * n);
+        } else {
+            c.lb = nt & 0xffu;
+            c.hb = nt >> 8;
+        }
+    }
+}
+
+// philox4x32_10(make_uint4(lo, hi, off_lo, off_hi), key) for the hi, off and
+// key that c was made with: the same ten rounds, the constant parts taken
+// from c (see MsConsts).
+__device__ __forceinline__ uint4 ms_philox(u32 lo, const MsConsts& c) {
+    const u64 p = (u64)GPUMCMC_PHILOX_M0 * lo;  // round 0
+    const u32 z1 = (u32)(p >> 32) ^ c.z1k, w1 = (u32)p;
+    const u64 q = (u64)GPUMCMC_PHILOX_M1 * z1;  // round 1 (w2 = B, folded into w2k)
+    uint4 s = make_uint4((u32)(q >> 32) ^ c.y1k, (u32)q, w1 ^ c.z2k, 0u);
+    {  // round 2
+        const u64 p0 = (u64)GPUMCMC_PHILOX_M0 * s.x, p1 = (u64)GPUMCMC_PHILOX_M1 * s.z;
+        s = make_uint4((u32)(p1 >> 32) ^ s.y ^ c.kx[2], (u32)p1, (u32)(p0 >> 32) ^ c.w2k, (u32)p0);
+    }
+#pragma unroll
+    for (int r = 3; r < 10; ++r) {
+        const u64 p0 = (u64)GPUMCMC_PHILOX_M0 * s.x, p1 = (u64)GPUMCMC_PHILOX_M1 * s.z;
+        s = make_uint4((u32)(p1 >> 32) ^ s.y ^ c.kx[r], (u32)p1, (u32)(p0 >> 32) ^ s.w ^ c.ky[r], (u32)p0);
+    }
+    return s;
+}
+
+// The heat-bath bits of the 8 sites of one 32-bit half of a word: h holds
+// their neighbour counts n (nibbles, each 0..4), r the Philox call whose word
+// b / 2 gives site b its 16-bit A (low half for even b). Returns bit 4b set iff
+// A <= thi[n] of site b, and raises the 16-bit lanes of tmax to at least
+// A + nt[n] mod 2^16 of each site.
+//
+// Why this is the multispin rule: with nt = 0xffff - thi, A + nt carries out of
+// 16 bits iff A > thi, and A + nt = 0xffff (mod 2^16) iff A == thi. So a lane of
+// tmax reaches 0xffff iff some site ties; the caller then settles the ties from
+// the low halves, overwriting their bits, and every other site gets A <= thi,
+// which there equals A < thi.
+//
+// How: PRMT with the counts as selector gathers the low and the high bytes of
+// nt[n] for 4 sites at once, and a second PRMT pairs them up as the 16-bit
+// lanes that match the two halves of each Philox word. s = A + nt per lane
+// (no carry between lanes). The carry out of a lane's top bit is that bit of
+// A where A and nt agree on it, else the complement of s's top bit (the carry
+// into it), so one LOP3 of A, nt and s yields at bits 15 and 31 the flags
+// "no carry" = A <= thi. PRMT with sign replication turns those bits into byte
+// masks, and two more PRMTs sort them into even and odd sites; the last LOP3
+// keeps bit 0 of each byte from the even sites and bit 4 from the odd ones.
+// All of it is exact: checked against A <= thi and A == thi for every pair of
+// 16-bit A and thi at each of the 8 site positions.
+__device__ __forceinline__ u32 ms_half(u32 h, uint4 r, const MsConsts& c, u32& tmax) {
+    const u32 h47 = __umulhi(h, 0x10000u);  // h >> 16, counts of sites 4-7 (on the multiply pipe)
+    const u32 l03 = prmt(c.la, c.lb, h), h03 = prmt(c.ha, c.hb, h);
+    const u32 l47 = prmt(c.la, c.lb, h47), h47b = prmt(c.ha, c.hb, h47);
+    const u32 a[4] = {r.x, r.y, r.z, r.w};
+    const u32 nt[4] = {prmt(l03, h03, 0x5140u), prmt(l03, h03, 0x7362u), prmt(l47, h47b, 0x5140u),
+                       prmt(l47, h47b, 0x7362u)};
+    u32 s[4], g[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        s[j] = add16x2(a[j], nt[j]);
+        g[j] = ((a[j] ^ nt[j]) & s[j]) | (~a[j] & ~nt[j]);  // bits 15, 31: A <= thi of sites 2j, 2j + 1
+    }
+    tmax = __vimax3_u16x2(tmax, s[0], s[1]);
+    tmax = __vimax3_u16x2(tmax, s[2], s[3]);
+    const u32 x01 = prmt(g[0], g[1], 0xfbd9u);  // byte masks of sites 0, 2, 1, 3
+    const u32 x23 = prmt(g[2], g[3], 0xfbd9u);  // of sites 4, 6, 5, 7
+    const u32 even = prmt(x01, x23, 0x5410u), odd = prmt(x01, x23, 0x7632u);
+    return (even & 0x01010101u) | (odd & 0x10101010u);
+}
+
+// One word of the new colour from its sum word (halves h0, h1) and the two
+// Philox calls at index (hi, idx_lo) (sites 0-7) and (hi, idx_lo + 1) (sites
+// 8-15), before the ties: sets tie when some site's A equals its threshold's
+// high half; then the word must go through settle_ties.
+__device__ __forceinline__ u64 ms_word(u32 h0, u32 h1, u32 idx_lo, const MsConsts& c, bool& tie) {
+    const uint4 r0 = ms_philox(idx_lo, c), r1 = ms_philox(idx_lo + 1u, c);
+    u32 tmax = 0u;
+    const u32 lo = ms_half(h0, r0, c, tmax), hiw = ms_half(h1, r1, c, tmax);
+    tie = tmax >= 0xffff0000u || (tmax << 16) >= 0xffff0000u;  // a lane at 0xffff
+    return ((u64)hiw << 32) | lo;
+}
+
+// Nibble sums for the observables of a pair of words (32-bit halves w[0..3])
+// with sum words s[0..3]: up += the up spins; when bonds, u += the sum over
+// sites of u' = n for an up site and 7 - n for a down one, so that the pair's
+// bond sum, sum over sites of (2 n - 4 for up, 4 - 2 n for down), is
+// 2 u' + 6 up - 320. SWAR: u' = n ^ (7 where down) per nibble (n <= 4);
+// adding each nibble pair of a half gives bytes <= 14, the four halves bytes
+// <= 56, and the multiply by 0x01010101 adds the four bytes (<= 224) into the
+// top one. The up count: the four halves add to nibbles <= 4, bytes <= 8.
+__device__ __forceinline__ void ms_observe(const u32 w[4], const u32 s[4], bool bonds, u32& up, u32& u) {
+    const u32 b = (w[0] + w[1]) + (w[2] + w[3]);
+    up += (((b + (b >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+    if (bonds) {
+        u32 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u32 x = s[k] ^ (~(w[k] * 15u) & 0x77777777u);
+            v[k] = (x + (x >> 4)) & 0x0f0f0f0fu;
+        }
+        u += (((v[0] + v[1]) + (v[2] + v[3])) * 0x01010101u) >> 24;
+    }
+}
+
+// The rare path of the fast loop, out of line: settles the ties of the pair
+// of words stored at q0 (tie t0) and q1 (t1), whose Philox indices are
+// (hi, x0), (hi, x1) and sum words s[0..1], s[2..3]; with OBS, returns the
+// observables of the settled pair (up, u as in ms_observe).
+template <bool OBS>
+__device__ __noinline__ uint2 ms_settle_pair(u64* q0, u64* q1, bool t0, bool t1, u32 x0, u32 x1, u32 hi, u32 s0, u32 s1,
+                                             u32 s2, u32 s3, const u32* thi, const u32* tlo, uint2 key, u32 off_lo,
+                                             u32 off_hi, bool bonds) {
+    if (t0) *q0 = settle_ties(((u64)hi << 32) | x0, ((u64)s1 << 32) | s0, *q0, thi, tlo, key, off_lo, off_hi);
+    if (t1) *q1 = settle_ties(((u64)hi << 32) | x1, ((u64)s3 << 32) | s2, *q1, thi, tlo, key, off_lo, off_hi);
+    uint2 r = make_uint2(0u, 0u);
+    if (OBS) {
+        const u64 w0 = *q0, w1 = *q1;
+        const u32 w[4] = {(u32)w0, (u32)(w0 >> 32), (u32)w1, (u32)(w1 >> 32)}, s[4] = {s0, s1, s2, s3};
+        ms_observe(w, s, bonds, r.x, r.y);
+    }
+    return r;
+}
+
+// The common case of the multispin sweep, on 32-bit offsets: each thread
+// keeps one column m of words and walks row pairs (r0, r0 + 1), r0 = 2 p +
+// colour, p += P, where P = stride / words. Row r0 takes its side neighbour on
+// the left and row r0 + 1 on the right (for either colour), so the loop body
+// has no branch on parity, and the two rows share their middle loads: 6 loads
+// for 2 words. Word x of the colour (x = r words + m) draws the Philox calls
+// (hi, glo + 2 x) and (hi, glo + 2 x + 1), as in the general loop: the caller
+// makes sure that glo + 2 x never carries into the high word.
+// Adds to up / bond the observables of the words this thread wrote (the u32
+// sums cannot wrap: a thread gets at most per / stride + 1 < 2^22 pairs).
+template <bool OBS>
+__device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __restrict__ other, u32 per, u32 words,
+                                        int colour, u32 tid, u32 stride, u32 glo, u32 hi, const MsConsts& c,
+                                        uint2 key, u32 off_lo, u32 off_hi, const u32* thi, const u32* tlo,
+                                        long long& up, long long& bond) {
+    const u32 P = stride / words;  // >= 1 (caller)
+    const u32 m = tid % words;
+    const int dl = m == 0 ? (int)words - 1 : -1;         // left of row r0, from its middle word
+    const int dr = m == words - 1 ? 1 - (int)words : 1;  // right of row r0 + 1
+    const u32 end = per + (u32)colour * words;           // o0 < end <=> r0 < rows
+    const u32 step = 2u * words * P;
+    u32 o0 = tid < P * words ? (2u * (tid / words) + (u32)colour) * words + m : end;
+    u32 x0 = glo + 2u * o0;  // low word of the Philox index of word o0
+    const u64* p0 = other + o0;
+    u32 n_up = 0u, n_u = 0u, pairs = 0u;
+    for (; o0 < end; o0 += step, x0 += 2u * step, p0 += step) {
+        // offsets from word o0 of row r0 to rows r0 - 1, r0 + 1, r0 + 2 (periodic)
+        const int du = o0 < words ? (int)(per - words) : -(int)words;
+        const int d1 = o0 >= per - words ? (int)words - (int)per : (int)words;
+        const int d2 = o0 >= per - 2u * words ? 2 * (int)words - (int)per : 2 * (int)words;
+        const u64* p1 = p0 + d1;
+        const u64 c0 = p0[0], c1 = p1[0], a0 = p0[du], b1 = p0[d2], l0 = p0[dl], r1 = p1[dr];
+        const u32 c0l = (u32)c0, c0h = (u32)(c0 >> 32), c1l = (u32)c1, c1h = (u32)(c1 >> 32);
+        // neighbour sums in 32-bit halves (no nibble carries, so none across halves)
+        const u32 s0l = c0l + (c0l << 4) + (u32)(l0 >> 60) + (u32)a0 + c1l;
+        const u32 s0h = c0h + __funnelshift_l(c0l, c0h, 4) + (u32)(a0 >> 32) + c1h;
+        const u32 s1l = c1l + __funnelshift_r(c1l, c1h, 4) + c0l + (u32)b1;
+        const u32 s1h = c1h + (c1h >> 4) + ((u32)r1 << 28) + c0h + (u32)(b1 >> 32);
+        const u32 x1 = x0 + 2u * (u32)d1;
+        bool t0, t1;
+        const u64 w0 = ms_word(s0l, s0h, x0, c, t0), w1 = ms_word(s1l, s1h, x1, c, t1);
+        u64* q0 = mine + o0;
+        u64* q1 = q0 + d1;
+        *q0 = w0;
+        *q1 = w1;
+        if (OBS) ++pairs;
+        if (t0 || t1) {  // rare
+            const uint2 r = ms_settle_pair<OBS>(q0, q1, t0, t1, x0, x1, hi, s0l, s0h, s1l, s1h, thi, tlo, key, off_lo,
+                                                off_hi, colour == 1);
+            if (OBS) {
+                n_up += r.x;
+                n_u += r.y;
+            }
+        } else if (OBS) {
+            const u32 w[4] = {(u32)w0, (u32)(w0 >> 32), (u32)w1, (u32)(w1 >> 32)};
+            const u32 s[4] = {s0l, s0h, s1l, s1h};
+            ms_observe(w, s, colour == 1, n_up, n_u);
+        }
+    }
+    if (OBS) {
+        up += n_up;
+        if (colour == 1) bond += 2 * (long long)n_u + 6 * (long long)n_up - 320 * (long long)pairs;
+    }
+}
+
 #ifndef ISING_MIN_BLOCKS
 #define ISING_MIN_BLOCKS 4  // blocks per SM the multispin sweep is compiled for (at most 64 registers)
 #endif
+#ifndef ISING_MIN_BLOCKS_OBS
+#define ISING_MIN_BLOCKS_OBS 3  // the same with observables (80 registers: at 64 its loop spills)
+#endif
 
 template <bool OBS>
-__global__ void __launch_bounds__(ISING_BLOCK, ISING_MIN_BLOCKS)
+__global__ void __launch_bounds__(ISING_BLOCK, OBS ? ISING_MIN_BLOCKS_OBS : ISING_MIN_BLOCKS)
 ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long rows, long long words,
                 int colour, u32 k0, u32 k1, u32 off_lo, u32 off_hi, u64* __restrict__ counts) {
     __shared__ u32 thi[5], tlo[5];  // high and low 16 bits of the thresholds
-    if (threadIdx.x < 5) {
-        thi[threadIdx.x] = thr[threadIdx.x] >> 16;
-        tlo[threadIdx.x] = thr[threadIdx.x] & 0xffffu;
-    }
-    __syncthreads();
+    __shared__ MsConsts consts;
     const long long chain = blockIdx.y;
     const long long per = rows * words;  // words of one colour of one chain
     u64* __restrict__ mine = packed + (chain * 2 + colour) * per;
@@ -134,6 +382,28 @@ ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long
     const uint2 key = make_uint2(k0, k1);
     long long up = 0, bond = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
+    // The fast path (ms_rows): 32-bit offsets, and one high word of the
+    // Philox index for the whole block; the same calls and the same states as
+    // the general loop below. It takes every lattice of less than about 2^30
+    // words (2^34 spins) per colour whose counter range does not straddle a
+    // multiple of 2^32 (every power-of-two shape, and any shape for the first
+    // chains).
+    const bool fast =
+        2 * per + 2 * stride < 0x7fffffffLL && words <= stride && (gbase >> 32) == ((gbase + 2 * per - 1) >> 32);
+    if (threadIdx.x < 5) {
+        thi[threadIdx.x] = thr[threadIdx.x] >> 16;
+        tlo[threadIdx.x] = thr[threadIdx.x] & 0xffffu;
+    }
+    __syncthreads();
+    if (fast && threadIdx.x == 0) ms_consts(consts, key, (u32)(gbase >> 32), off_lo, off_hi, thi);
+    __syncthreads();
+    if (fast) {
+        const MsConsts c = consts;
+        ms_rows<OBS>(mine, other, (u32)per, (u32)words, colour, blockIdx.x * blockDim.x + threadIdx.x, (u32)stride,
+                     (u32)gbase, (u32)(gbase >> 32), c, key, off_lo, off_hi, thi, tlo, up, bond);
+        if (OBS) block_add2(up, colour == 1 ? bond : 0, counts + 2 * chain);
+        return;
+    }
     const bool small = per + stride < 0xffffffffLL;
     for (long long x = (long long)blockIdx.x * blockDim.x + threadIdx.x; x < per; x += stride) {
         const long long i = div_index(x, words, small);

@@ -42,11 +42,52 @@ def _corpus(cp, M, V, T, seed):
     return rows, cols
 
 
+def _stage_bytes(M, V, T, K, f=4):
+    """Bytes each stage of a sweep must move at least (int64 token indices, float32 tables)."""
+    return {
+        "z-draw": T * (8 + 8 + 8) + (M + V) * K * f,        # rows, cols in; z out; theta, phi read once
+        "counts": T * 24 + (M + V) * K * 4 * 2,             # rows, cols, z in; both tables zeroed and written
+        "theta Dirichlet": M * K * (4 + f + f),             # counts in, prior added, draws out
+        "phi Dirichlet": V * K * (4 + f + f),
+        "posterior sums": (M + V) * K * f * 3,              # read sum and draw, write sum
+    }
+
+
 def _floor_bytes(M, V, T, K, f=4):
-    zdraw = T * (8 + 8 + 8) + (M + V) * K * f
-    counts = T * 24 + (M + V) * K * 4 * 2
-    dirichlet = (M + V) * K * (4 + f) + 2 * V * K * f
-    return zdraw + counts + dirichlet
+    return sum(_stage_bytes(M, V, T, K, f).values())
+
+
+def _stages(bench, case, rng, data, state, M, V, T, K):
+    """One row per stage of the sweep, as :func:`gpumcmc.models.lda.step` runs it (checks off)."""
+    import numpy as np
+
+    from gpumcmc import _validate
+    from gpumcmc.discrete import categorical_products
+    from gpumcmc.models import lda as L
+
+    cp = bench.cupy
+    th, ph = state.theta[0], state.phi[0]
+    nb = _stage_bytes(M, V, T, K)
+    with _validate.validation(False):
+        z = categorical_products(th, ph, data.rows, data.cols, rng)
+        ndk, nwk = L.fused_counts(data.rows, data.cols, z, M, V, K)
+        a = cp.add(ndk, np.float32(data.alpha), dtype=np.float32)
+        b = cp.add(nwk, np.float32(data.beta), dtype=np.float32)
+        fns = {
+            "z-draw": lambda: categorical_products(th, ph, data.rows, data.cols, rng),
+            "counts": lambda: L.fused_counts(data.rows, data.cols, z, M, V, K, out=(ndk, nwk)),
+            "theta Dirichlet": lambda: rng.dirichlet(cp.add(ndk, np.float32(data.alpha), dtype=np.float32),
+                                                     dtype=np.float32),
+            "phi Dirichlet": lambda: L.dirichlet_columns(rng, cp.add(nwk, np.float32(data.beta), dtype=np.float32)),
+            "posterior sums": lambda: (L._accumulate(state.phi_sum, state.phi, np.float32(1)),
+                                       L._accumulate(state.theta_sum, state.theta, np.float32(1))),
+        }
+        for name, fn in fns.items():
+            items = T if name in ("z-draw", "counts") else {"theta Dirichlet": M * K, "phi Dirichlet": V * K,
+                                                             "posterior sums": (M + V) * K}[name]
+            bench.peer(case, f"stage: {name}", items, fn, bytes_moved=nb[name], params={"K": K},
+                       note="one stage of the sweep, value checks off as inside the sampler")
+    del a, b
 
 
 def _cupy_sweep(cp, theta, phi, rows, cols, alpha, beta, chunk=1 << 18):
@@ -152,6 +193,8 @@ def run(bench):
                          bytes_moved=SWEEPS * _floor_bytes(M, V, T, K), params={"K": K, "M": M, "V": V},
                          note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
                               f"corpus; corpus generated in {gen_s:.2f} s")
+            if not bench.small:
+                _stages(bench, case, rng, data, holder["s"], M, V, T, K)
             del data, state, holder, step
             pool.free_all_blocks()
             if T <= 5_000_000:

@@ -9,6 +9,7 @@ import functools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
 from gpumcmc.datasets import load_reuters, synthetic_lda_corpus
@@ -170,9 +171,9 @@ def test_fit_gpu_planted(cp):
 def test_fused_counts_twin():
     rng = np.random.default_rng(1)
     rows, cols, z = rng.integers(0, 7, 400), rng.integers(0, 9, 400), rng.integers(0, 3, 400)
-    ndk, nkw = lda_mod.fused_counts(rows, cols, z, 7, 9, 3)
+    ndk, nwk = lda_mod.fused_counts(rows, cols, z, 7, 9, 3)
     np.testing.assert_array_equal(ndk, lda_mod.counts(rows, z, 7, 3))
-    np.testing.assert_array_equal(nkw, lda_mod.counts(cols, z, 9, 3).T)
+    np.testing.assert_array_equal(nwk, lda_mod.counts(cols, z, 9, 3))
 
 
 @pytest.mark.parametrize("idx_dtype,z_dtype", [(np.int64, np.int64), (np.int32, np.int64), (np.int64, np.int32)])
@@ -268,3 +269,51 @@ def test_transform_tiny_priors():
             backend="numpy").fit(X)
     out = m.transform(X[:10])
     assert np.all(np.isfinite(out)) and np.allclose(out.sum(1), 1, rtol=1e-4)
+
+
+def _columns_draw(backend, conc, seed=3):
+    from gpumcmc import backend as B
+
+    xp = B.get_backend(backend)
+    return B.to_host(lda_mod.dirichlet_columns(default_rng(seed, backend=backend), xp.asarray(conc)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dirichlet_columns_marginals(dtype):
+    # Column k ~ Dir(a): each entry is Beta(a_i, sum(a) - a_i). 4,000 columns, KS per row at
+    # level 1e-4 each (5 rows x 2 dtypes: false-failure budget 1e-3). In float32 the smallest shape
+    # is 0.1: at 0.01 most of Beta(0.01, 24)'s mass lies below float32's smallest subnormal.
+    a = np.array([0.01 if dtype == np.float64 else 0.1, 0.5, 1.0, 3.0, 20.0])
+    conc = np.repeat(a[:, None], 4000, axis=1).astype(dtype)
+    d = _columns_draw("numpy", conc)
+    assert d.dtype == dtype
+    np.testing.assert_allclose(d.sum(0), 1, rtol=1e-5)
+    for i, ai in enumerate(a):
+        p = stats.kstest(d[i].astype(np.float64), stats.beta(ai, a.sum() - ai).cdf).pvalue
+        assert p > 1e-4, (i, ai, p)
+
+
+def test_dirichlet_columns_tiny_shapes_finite():
+    conc = np.full((2000, 64), 1 / 1024, np.float32)
+    d = _columns_draw("numpy", conc)
+    assert np.all(np.isfinite(d)) and np.allclose(d.sum(0), 1, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(3000, 96), (500, 1000), (7, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dirichlet_columns_gpu_matches_numpy(cp, dtype, shape):
+    rs = np.random.default_rng(5)
+    conc = (rs.integers(0, 4, shape) + 0.01).astype(dtype)
+    # float32: log-gammas of shape 0.01 reach |log G| ~ 1e3, where one rounding step of the exponent
+    # (the GPU's and NumPy's exp and log differ by an ulp or two) is a relative change of ~6e-5.
+    tol = dict(rtol=2e-4 if dtype == np.float32 else 1e-12, atol=1e-30)
+    np.testing.assert_allclose(_columns_draw("cupy", conc), _columns_draw("numpy", conc), **tol)
+    total = rs.random((1, *shape)).astype(dtype)
+    outs = []
+    for backend, xp in (("cupy", cp), ("numpy", np)):
+        rng = default_rng(3, backend=backend)
+        out, tot = lda_mod.dirichlet_columns(rng, xp.asarray(conc), xp.asarray(total), xp.ones(1, dtype))
+        outs.append((cp.asnumpy(out) if xp is cp else out, cp.asnumpy(tot) if xp is cp else tot))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], **tol)
+    np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=tol["rtol"])

@@ -4,13 +4,17 @@ One sweep, for every token at once:
 
 1. ``z_t ~ Cat(theta[d_t] * phi[w_t])`` with :func:`gpumcmc.categorical_products`,
    the tokens in the cache-friendly :func:`gpumcmc.token_order` (computed once);
-2. the counts ``n_dk`` and ``n_kw`` in one kernel over the token stream
-   (global atomics; no tokens x K array is built), ``n_kw`` topic-major;
-3. ``theta_d ~ Dir(alpha + n_d.)`` and ``phi_k ~ Dir(beta + n_.k)`` with the
-   batched log-space Dirichlet of :meth:`gpumcmc.random.Generator.dirichlet`.
+2. the counts ``n_dk`` and ``n_wk`` in one kernel over the token stream
+   (global atomics; no tokens x K array is built);
+3. ``theta_d ~ Dir(alpha + n_d.)`` with the batched log-space Dirichlet of
+   :meth:`gpumcmc.random.Generator.dirichlet`, and ``phi_.k ~ Dir(beta + n_.k)``
+   from log-gammas normalised over each column (:func:`dirichlet_columns`).
 
-``phi`` is stored word-major, shape (V, K), as the z-draw reads it; the
-Dirichlet over words is drawn per topic on the transposed (K, V) counts.
+``phi`` is stored word-major, shape (V, K), as the z-draw reads it, and the
+word counts are kept in the same layout: the Dirichlet over words normalises
+columns, which costs a few passes over V x K elements with every element in
+flight, where a Dirichlet per topic row would give each of K rows of V
+elements to one warp.
 
 The functional layer (:func:`init`, :func:`step`) follows the sampler core's
 conventions; this model runs one chain (the chain axis has length 1): a
@@ -24,12 +28,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _validate
 from .. import backend as _backend
 from ..discrete import categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import _is_sparse
 
-__all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood"]
+__all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
+           "dirichlet_columns"]
 
 
 class LDAData(NamedTuple):
@@ -138,9 +144,9 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
     data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in))
     z0 = xp.minimum((rng.random(int(rows.size), dtype=np.float32) * np.float32(K)).astype(np.int64), K - 1)
-    ndk, nkw = fused_counts(rows, cols, z0, int(n_docs), int(n_words), K)
+    ndk, nwk = fused_counts(rows, cols, z0, int(n_docs), int(n_words), K)
     theta = rng.dirichlet(xp.add(ndk, dtype.type(alpha), dtype=dtype), dtype=dtype)
-    phi = xp.ascontiguousarray(rng.dirichlet(xp.add(nkw, dtype.type(beta), dtype=dtype), dtype=dtype).T)
+    phi = dirichlet_columns(rng, xp.add(nwk, dtype.type(beta), dtype=dtype))
     state = LDAState(theta[None], phi[None], xp.zeros((1, n_words, K), dtype), xp.zeros((1, n_docs, K), dtype),
                      xp.zeros(1, np.int64))
     return data, state
@@ -156,7 +162,7 @@ _NAMES = ("lda_counts<long long>", "lda_counts<int>")
 
 
 def counts_twin(rows, cols, z, M: int, V: int, K: int):
-    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_kw (K, V))`` as int32.
+    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_wk (V, K))`` as int32.
 
     Tokens with a topic outside ``[0, K)`` (the z-draw's -1) are not counted.
     """
@@ -164,12 +170,12 @@ def counts_twin(rows, cols, z, M: int, V: int, K: int):
     if not ok.all():
         rows, cols, z = rows[ok], cols[ok], z[ok]
     ndk = np.bincount(rows * K + z, minlength=M * K).astype(np.int32).reshape(M, K)
-    nkw = np.bincount(z * V + cols, minlength=K * V).astype(np.int32).reshape(K, V)
-    return ndk, nkw
+    nwk = np.bincount(cols * K + z, minlength=V * K).astype(np.int32).reshape(V, K)
+    return ndk, nwk
 
 
 def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
-    """``(n_dk (M, K), n_kw (K, V))`` int32 in one pass over the tokens (one kernel on the GPU).
+    """``(n_dk (M, K), n_wk (V, K))`` int32 in one pass over the tokens (one kernel on the GPU).
 
     ``out`` is an optional pair of int32 arrays to reuse (they are zeroed here).
     """
@@ -179,7 +185,7 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     from .. import _loader
 
     if out is None:
-        out = (xp.zeros((M, K), np.int32), xp.zeros((K, V), np.int32))
+        out = (xp.zeros((M, K), np.int32), xp.zeros((V, K), np.int32))
     else:
         out[0].fill(0)
         out[1].fill(0)
@@ -188,25 +194,114 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
     fn = _loader.get_function("lda.cu", name, _NAMES)
     _loader.launch(fn, int(rows.size), (_loader.contiguous(rows), _loader.contiguous(cols), _loader.contiguous(z),
-                                       out[0], out[1], _loader.i64(rows.size), _loader.i32(K), _loader.i64(V)))
+                                       out[0], out[1], _loader.i64(rows.size), _loader.i32(K)))
     return out
 
 
+def dirichlet_columns(rng, concentration, total=None, keep=None):
+    """``out[:, k] ~ Dir(concentration[:, k])`` for each column of a (V, K) array, in its dtype.
+
+    Log-gammas (``Generator.gamma(log=True)``, exact for tiny shapes), then
+    each column normalised as ``exp(x - max) / sum(exp(x - max))``, the row
+    formula of ``Generator.dirichlet``. On the GPU the column reductions are
+    tiled so that every read is coalesced (see ``kernels_cu/lda.cu``).
+
+    With ``total`` and ``keep`` (a 0-d array, 0 or 1) it returns
+    ``(out, total + keep * out)``, the running sum formed in the same pass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.random import default_rng
+    >>> from gpumcmc.models.lda import dirichlet_columns
+    >>> phi = dirichlet_columns(default_rng(0, backend="numpy"), np.full((5, 3), 0.5))
+    >>> np.allclose(phi.sum(axis=0), 1)
+    True
+    """
+    xp = _backend.get_array_module(concentration)
+    dtype = concentration.dtype
+    lg = rng.gamma(concentration, dtype=dtype, log=True)
+    if xp is not np:
+        return _columns_gpu(lg, total, keep)
+    with np.errstate(under="ignore"):
+        lg -= lg.max(axis=0)
+        e = np.exp(lg, out=lg)
+        e /= e.sum(axis=0, dtype=dtype)
+    return e if total is None else (e, _accumulate(total, e, keep))
+
+
+_COL_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double")
+                   for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise"))
+
+
+def _columns_gpu(lg, total, keep):
+    """``dirichlet_columns`` on CuPy log-gammas ``lg`` (normalised out of place)."""
+    import cupy
+
+    from .. import _loader
+
+    V, K = lg.shape
+    t = "float" if lg.dtype == np.float32 else "double"
+    fns = [_loader.get_function("lda.cu", f"{k}<{t}>", _NAMES + _COL_NAMES)
+           for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
+    # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
+    tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
+    per_tile = -(-V // tiles)
+    tiles = -(-V // per_tile)
+    pm = cupy.empty((tiles, K), lg.dtype)
+    ps = cupy.empty((tiles, K), lg.dtype)
+    bx = min(256, 32 * -(-K // 32))
+    fns[0]((-(-K // bx), tiles), (bx,), (lg, _loader.i64(V), _loader.i32(K), _loader.i64(per_tile), pm, ps))
+    fns[1]((-(-K // 32),), (32, 32), (pm, ps, _loader.i32(tiles), _loader.i32(K)))
+    out = cupy.empty_like(lg)
+    new_total = None
+    if total is not None:
+        new_total = cupy.empty_like(total)
+        args = (total, new_total, _loader.contiguous(keep, lg.dtype))
+    else:
+        args = (0, 0, 0)
+    _loader.launch(fns[2], int(lg.size), (lg, pm, ps, out, *args, _loader.i64(lg.size), _loader.i32(K)))
+    return out if total is None else (out, new_total)
+
+
+def _accumulate(total, x, keep):
+    """``total + keep * x`` (keep is 0 or 1, so the product is exact), one pass on the GPU."""
+    xp = _backend.get_array_module(x)
+    if xp is np:
+        return total + keep * x
+    return _axpy_kernel()(total, x, keep)
+
+
+@functools.lru_cache(maxsize=None)
+def _axpy_kernel():
+    import cupy
+
+    return cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x", "gpumcmc_lda_accumulate")
+
+
 def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
-    """One sweep: z for every token, counts, then theta and (unless ``fixed_phi``) phi."""
+    """One sweep: z for every token, counts, then theta and (unless ``fixed_phi``) phi.
+
+    The sweep's own draws (theta, phi, counts plus positive priors) are valid
+    by construction, and the tokens were checked when the data were built, so
+    the primitives run without their value checks here.
+    """
     xp = _backend.get_array_module(state.theta)
     theta, phi = state.theta[0], state.phi[0]
     dtype = theta.dtype
     M, K = theta.shape
     V = phi.shape[0]
-    z = categorical_products(theta, phi, data.rows, data.cols, rng)
-    ndk, nkw = fused_counts(data.rows, data.cols, z, M, V, K)
-    theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype)
-    if not fixed_phi:
-        phi = xp.ascontiguousarray(rng.dirichlet(xp.add(nkw, dtype.type(data.beta), dtype=dtype), dtype=dtype).T)
+    with _validate.validation(False):
+        z = categorical_products(theta, phi, data.rows, data.cols, rng)
+        ndk, nwk = fused_counts(data.rows, data.cols, z, M, V, K)
+        theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype)
     keep = (state.it >= data.burn_in).astype(dtype)
-    phi_sum = state.phi_sum + keep * phi if not fixed_phi else state.phi_sum
-    theta_sum = state.theta_sum + keep * theta
+    phi_sum = state.phi_sum
+    if not fixed_phi:
+        with _validate.validation(False):
+            phi, phi_sum = dirichlet_columns(rng, xp.add(nwk, dtype.type(data.beta), dtype=dtype),
+                                             state.phi_sum, keep)
+    theta_sum = _accumulate(state.theta_sum, theta, keep)
     return LDAState(theta[None], phi[None], phi_sum, theta_sum, state.it + 1), LDAInfo()
 
 

@@ -1,0 +1,272 @@
+"""Data-parallel shards: one part of the data per GPU, global statistics summed over NCCL.
+
+A data-parallel sampler keeps a shard of the data and its local latent
+variables on each GPU, computes local sufficient statistics there, sums them
+over every GPU (an all-reduce), and then draws the global parameters from
+the sums. Drawing them with the same counter-based key on every GPU gives the
+same global draws everywhere, with no second message.
+
+:class:`Shards` is that layout:
+
+- ``Shards(devices=[0, 1])`` or ``Shards("all")`` drives several GPUs from
+  one process (a workstation, a notebook). Launches on each GPU are
+  asynchronous, so the GPUs work at once; :meth:`Shards.allreduce` sums
+  through NCCL (``cupy.cuda.nccl``) in one group call.
+- :func:`join_dask` sets up one NCCL communicator across the workers of a
+  Dask cluster (one worker per GPU, as ``dask_cuda.LocalCUDACluster``
+  starts), passing NCCL's unique id through the scheduler, so the same code
+  spans machines: inside a task, :func:`worker_shards` returns that worker's
+  :class:`Shards`.
+- ``Shards(n_virtual=3)`` splits the data into three parts in this process on
+  the NumPy backend. A model written against :class:`Shards` can then be
+  tested without GPUs: its draws with three virtual shards must equal those
+  with one.
+
+Examples
+--------
+>>> import numpy as np
+>>> from gpumcmc.shards import Shards
+>>> sh = Shards(n_virtual=3)
+>>> parts = sh.scatter(np.arange(10.0))
+>>> [p.size for p in parts]
+[4, 3, 3]
+>>> sums = [p.sum(keepdims=True) for p in parts]
+>>> sh.allreduce(sums)[0]
+array([45.])
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import numpy as np
+
+from . import backend
+
+__all__ = ["Shards", "join_dask", "worker_shards"]
+
+# NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
+# NCCL 2.x release).
+_NCCL_DTYPE = {
+    np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
+    np.dtype(np.int64): 4, np.dtype(np.uint64): 5, np.dtype(np.float16): 6, np.dtype(np.float32): 7,
+    np.dtype(np.float64): 8,
+}
+_NCCL_SUM = 0
+
+# Communicators set up by join_dask, by name, in this worker process.
+_WORKER_COMMS: dict[str, "Shards"] = {}
+
+
+def _nccl():
+    try:
+        from cupy.cuda import nccl
+    except Exception as err:  # ImportError, or CuPy built without NCCL
+        raise RuntimeError(
+            "NCCL is not available to CuPy here: install a CuPy wheel with NCCL support "
+            "(pip install cupy-cuda12x or cupy-cuda13x, and nvidia-nccl-cu12/cu13), "
+            "or use one GPU.") from err
+    return nccl
+
+
+def _device_ids(devices) -> list[int]:
+    cp = backend.get_backend("cupy")
+    count = cp.cuda.runtime.getDeviceCount()
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices must be 'all', an int or a list of device ids, got {devices!r}.")
+        return list(range(count))
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        devices = [int(devices)]
+    try:
+        ids = [int(d) for d in devices]
+    except TypeError:
+        raise TypeError(f"devices must be 'all', an int or a list of device ids, got {devices!r}.") from None
+    if not ids:
+        raise ValueError("devices is empty: give at least one device id.")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"devices lists a GPU twice ({ids}); NCCL needs each GPU once.")
+    bad = [d for d in ids if not 0 <= d < count]
+    if bad:
+        raise ValueError(f"no GPU with id {bad[0]}: this machine has {count} (ids 0 to {count - 1}).")
+    return ids
+
+
+def bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges covering ``range(n)``, the first ``n % parts`` one longer."""
+    if n < 0 or parts < 1:
+        raise ValueError(f"need n >= 0 and parts >= 1, got n={n}, parts={parts}.")
+    q, r = divmod(int(n), int(parts))
+    out, start = [], 0
+    for i in range(parts):
+        stop = start + q + (i < r)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+class Shards:
+    """The shards of one data-parallel model: which devices, and how to sum over them.
+
+    Parameters
+    ----------
+    devices : "all", int, list of int, or None
+        GPUs driven from this process. None (with ``n_virtual``) means the
+        NumPy backend in this process.
+    n_virtual : int, optional
+        Number of parts on the NumPy backend, for running and testing the
+        data-parallel logic without GPUs.
+    """
+
+    def __init__(self, devices=None, *, n_virtual: int | None = None):
+        self._comms = None
+        self._rank0 = 0
+        if devices is None:
+            n = 1 if n_virtual is None else n_virtual
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                raise ValueError(f"n_virtual must be a positive integer, got {n_virtual!r}.")
+            self.devices: list[int | None] = [None] * int(n)
+            self.world = int(n)
+            self.xp = np
+            return
+        if n_virtual is not None:
+            raise ValueError("give devices (GPUs) or n_virtual (NumPy parts), not both.")
+        self.devices = _device_ids(devices)
+        self.world = len(self.devices)
+        self.xp = backend.get_backend("cupy")
+        if self.world > 1:
+            self._comms = _nccl().NcclCommunicator.initAll(self.devices)
+
+    @classmethod
+    def _from_comm(cls, comm, device: int, rank: int, world: int) -> "Shards":
+        self = cls.__new__(cls)
+        self.devices, self.world, self._rank0 = [device], world, rank
+        self.xp = backend.get_backend("cupy")
+        self._comms = [comm]
+        return self
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def __repr__(self) -> str:
+        where = "NumPy" if self.devices[0] is None else f"GPUs {self.devices}"
+        return f"Shards({where}, ranks {self._rank0}..{self._rank0 + len(self) - 1} of {self.world})"
+
+    @property
+    def ranks(self) -> list[int]:
+        """The global rank of each local shard."""
+        return list(range(self._rank0, self._rank0 + len(self)))
+
+    @contextlib.contextmanager
+    def on(self, i: int):
+        """Run the block on local shard ``i``'s device (a no-op on the NumPy backend)."""
+        dev = self.devices[i]
+        if dev is None:
+            yield
+        else:
+            with self.xp.cuda.Device(dev):
+                yield
+
+    def bounds(self, n: int) -> list[tuple[int, int]]:
+        """The ``[start, stop)`` rows of ``n`` that each local shard holds."""
+        every = bounds(n, self.world)
+        return [every[r] for r in self.ranks]
+
+    def scatter(self, x, axis: int = 0) -> list:
+        """This process's parts of ``x`` along ``axis``, each on its shard's device."""
+        x = backend.to_host(x) if self.xp is np else x
+        n = x.shape[axis]
+        out = []
+        for i, (a, b) in enumerate(self.bounds(n)):
+            part = np.take(x, np.arange(a, b), axis=axis) if self.xp is np else _slice(x, a, b, axis)
+            with self.on(i):
+                out.append(self.xp.ascontiguousarray(self.xp.asarray(part)))
+        return out
+
+    def allreduce(self, arrays: Sequence) -> list:
+        """Sum ``arrays`` (one per local shard, equal shapes and dtypes) over every shard, in place.
+
+        Returns ``arrays``. On GPUs the sums are queued on each device's
+        current stream; there is no host synchronisation.
+        """
+        arrays = list(arrays)
+        if len(arrays) != len(self):
+            raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
+        shape, dtype = arrays[0].shape, arrays[0].dtype
+        for a in arrays[1:]:
+            if a.shape != shape or a.dtype != dtype:
+                raise ValueError(f"allreduce needs equal shapes and dtypes, got {shape}/{dtype} and "
+                                 f"{a.shape}/{a.dtype}.")
+        if self.xp is np:
+            total = np.sum(np.stack(arrays), axis=0, dtype=dtype)
+            for a in arrays:
+                a[...] = total
+            return arrays
+        if self._comms is None:
+            return arrays
+        code = _NCCL_DTYPE.get(np.dtype(dtype))
+        if code is None:
+            raise TypeError(f"NCCL cannot sum {dtype}; use float32/64 or (u)int8/32/64.")
+        for a in arrays:
+            if not a.flags.c_contiguous:
+                raise ValueError("allreduce needs C-contiguous arrays; pass cupy.ascontiguousarray(a).")
+        nccl = _nccl()
+        nccl.groupStart()
+        try:
+            for i, (comm, a) in enumerate(zip(self._comms, arrays)):
+                with self.on(i):
+                    stream = self.xp.cuda.get_current_stream()
+                    comm.allReduce(a.data.ptr, a.data.ptr, a.size, code, _NCCL_SUM, stream.ptr)
+        finally:
+            nccl.groupEnd()
+        return arrays
+
+
+def _slice(x, a, b, axis):
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(a, b)
+    return x[tuple(index)]
+
+
+def _new_unique_id():
+    return _nccl().get_unique_id()
+
+
+def _join(uid, world: int, ranks: dict, name: str, dask_worker=None):
+    address = dask_worker.address
+    rank = ranks[address]
+    cp = backend.get_backend("cupy")
+    device = cp.cuda.runtime.getDevice()
+    comm = _nccl().NcclCommunicator(world, uid, rank)
+    _WORKER_COMMS[name] = Shards._from_comm(comm, device, rank, world)
+    return rank
+
+
+def join_dask(client, name: str = "default") -> dict:
+    """Join every worker of ``client`` in one NCCL communicator, called ``name``.
+
+    Each worker must own one GPU (``dask_cuda.LocalCUDACluster`` on each
+    machine gives that). Worker 0 makes NCCL's unique id, the scheduler
+    passes it to all, and each worker joins with its rank (workers sorted by
+    address). Returns ``{worker address: rank}``. Inside a task,
+    ``worker_shards(name)`` returns the worker's :class:`Shards`.
+    """
+    if not (hasattr(client, "run") and hasattr(client, "scheduler_info")):
+        raise TypeError("client must be a dask.distributed.Client.")
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ValueError("the Dask cluster has no workers.")
+    ranks = {w: r for r, w in enumerate(workers)}
+    uid = client.submit(_new_unique_id, workers=[workers[0]], pure=False).result()
+    client.run(_join, uid, len(workers), ranks, name)
+    return ranks
+
+
+def worker_shards(name: str = "default") -> Shards:
+    """This Dask worker's :class:`Shards` in the communicator that :func:`join_dask` set up."""
+    try:
+        return _WORKER_COMMS[name]
+    except KeyError:
+        raise RuntimeError(f"no NCCL communicator {name!r} on this worker: call "
+                           f"gpumcmc.shards.join_dask(client, {name!r}) first.") from None

@@ -1,0 +1,96 @@
+"""Data-parallel shards: splitting, summing over shards, and NCCL on a GPU."""
+
+import numpy as np
+import pytest
+
+from gpumcmc.shards import Shards, bounds, join_dask, worker_shards
+
+
+@pytest.mark.parametrize("n,parts", [(0, 1), (1, 3), (10, 3), (1000, 7), (7, 7)])
+def test_bounds_cover_every_row_once(n, parts):
+    b = bounds(n, parts)
+    assert len(b) == parts
+    assert b[0][0] == 0 and b[-1][1] == n
+    assert all(b[i][1] == b[i + 1][0] for i in range(parts - 1))
+    sizes = [hi - lo for lo, hi in b]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_scatter_and_allreduce_on_virtual_shards():
+    x = np.arange(30.0).reshape(10, 3)
+    sh = Shards(n_virtual=3)
+    parts = sh.scatter(x)
+    assert [p.shape for p in parts] == [(4, 3), (3, 3), (3, 3)]
+    np.testing.assert_array_equal(np.concatenate(parts), x)
+    cols = sh.scatter(x, axis=1)
+    assert [p.shape for p in cols] == [(10, 1)] * 3
+    sums = sh.allreduce([p.sum(axis=0) for p in parts])
+    for s in sums:
+        np.testing.assert_array_equal(s, x.sum(axis=0))
+
+
+def test_counts_summed_over_shards_equal_the_global_counts():
+    # The pattern of every data-parallel sampler here: local sufficient
+    # statistics, summed over shards, equal the statistics of the whole data.
+    z = np.random.default_rng(0).integers(0, 17, size=10_001)
+    whole = np.bincount(z, minlength=17)
+    for n in (1, 2, 5):
+        sh = Shards(n_virtual=n)
+        local = [np.bincount(p, minlength=17) for p in sh.scatter(z)]
+        np.testing.assert_array_equal(sh.allreduce(local)[0], whole)
+        assert sh.ranks == list(range(n))
+
+
+def test_bad_input_says_what_to_do():
+    with pytest.raises(ValueError, match="n_virtual"):
+        Shards(n_virtual=0)
+    with pytest.raises(ValueError, match="not both"):
+        Shards(devices=[0], n_virtual=2)
+    sh = Shards(n_virtual=2)
+    with pytest.raises(ValueError, match="one array per local shard"):
+        sh.allreduce([np.zeros(3)])
+    with pytest.raises(ValueError, match="equal shapes"):
+        sh.allreduce([np.zeros(3), np.zeros(4)])
+    with pytest.raises(ValueError, match="equal shapes"):
+        sh.allreduce([np.zeros(3), np.zeros(3, np.float32)])
+    with pytest.raises(TypeError, match="dask"):
+        join_dask(object())
+    with pytest.raises(RuntimeError, match="join_dask"):
+        worker_shards("nothing-here")
+
+
+@pytest.mark.gpu
+def test_gpu_shards_scatter_and_sum(cp):
+    x = cp.arange(12, dtype=cp.float32).reshape(6, 2)
+    sh = Shards("all")
+    assert len(sh) == cp.cuda.runtime.getDeviceCount()
+    parts = sh.scatter(x)
+    assert sum(p.shape[0] for p in parts) == 6
+    sums = sh.allreduce([p.sum(axis=0) for p in parts])
+    for i, s in enumerate(sums):
+        with sh.on(i):
+            np.testing.assert_array_equal(cp.asnumpy(s), [30.0, 36.0])
+    with pytest.raises(ValueError, match="twice"):
+        Shards([0, 0])
+    with pytest.raises(ValueError, match="no GPU with id"):
+        Shards([cp.cuda.runtime.getDeviceCount()])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_nccl_allreduce_path(cp, dtype):
+    """The NCCL call itself, on a communicator of one rank (any machine with one GPU)."""
+    try:
+        from cupy.cuda import nccl
+        comm = nccl.NcclCommunicator.initAll([0])[0]
+    except Exception as err:  # CuPy without NCCL
+        pytest.skip(f"NCCL is not available to CuPy here: {err}")
+    sh = Shards._from_comm(comm, 0, 0, 1)
+    a = cp.arange(1000, dtype=dtype)
+    out = sh.allreduce([a])[0]
+    cp.cuda.get_current_stream().synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(1000, dtype=dtype))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        sh.allreduce([a[::2]])
+    with pytest.raises(TypeError, match="NCCL cannot sum"):
+        sh.allreduce([cp.zeros(3, dtype=cp.complex64)])

@@ -94,3 +94,32 @@ def test_nccl_allreduce_path(cp, dtype):
         sh.allreduce([a[::2]])
     with pytest.raises(TypeError, match="NCCL cannot sum"):
         sh.allreduce([cp.zeros(3, dtype=cp.complex64)])
+
+
+@pytest.mark.gpu
+def test_join_dask_on_a_cuda_cluster(cp):
+    """The multi-machine path: NCCL's unique id passed through the Dask scheduler (one GPU worker here)."""
+    dask_cuda = pytest.importorskip("dask_cuda")
+    distributed = pytest.importorskip("distributed")
+    try:
+        from cupy.cuda import nccl
+        nccl.get_unique_id()
+    except Exception as err:
+        pytest.skip(f"NCCL is not available to CuPy here: {err}")
+
+    def task(n):  # runs on the worker, pickled by value
+        import cupy
+
+        from gpumcmc.shards import worker_shards
+        sh = worker_shards("t")
+        part = sh.scatter(cupy.arange(n, dtype=cupy.float64))[0]
+        total = sh.allreduce([part.sum(keepdims=True)])[0]
+        return sh.ranks, sh.world, float(total.get()[0])
+
+    with dask_cuda.LocalCUDACluster(n_workers=1, CUDA_VISIBLE_DEVICES="0", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        ranks = join_dask(client, "t")
+        assert sorted(ranks.values()) == [0]
+        got_ranks, world, total = client.submit(task, 1000, pure=False).result()
+    assert got_ranks == [0] and world == 1
+    assert total == 1000 * 999 / 2

@@ -85,6 +85,11 @@ def test_bad_input_says_what_to_do():
         _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2))
     with pytest.raises(ValueError, match="NaN"):
         RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy")
+    X = np.zeros((20, 4), np.uint8)
+    with pytest.raises(ValueError, match="GPU only"):
+        RBM.fit(X, 2, backend="numpy", progress=False, fused=True)
+    with pytest.raises(TypeError, match="fused"):
+        RBM.fit(X, 2, backend="numpy", progress=False, fused="yes")
 
 
 # --------------------------------------------------------------------------- GPU
@@ -113,3 +118,34 @@ def test_gpu_fit_matches_cpu_quality(cp):
     gpu = RBM.fit(X, 64, learning_rate=0.05, n_iter=5, random_state=0, backend="cupy", progress=False)
     cpu = RBM.fit(X, 64, learning_rate=0.05, n_iter=5, random_state=0, backend="numpy", progress=False)
     assert abs(gpu.pseudo_likelihood(X) - cpu.pseudo_likelihood(X)) < 2.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_fused_epoch_follows_the_unfused_path(cp, dtype):
+    """The one-launch epoch takes the same random words and arithmetic as the launch-per-product path.
+
+    Only the order of the sums differs, so over 60 minibatches a Bernoulli draw may
+    flip only where a uniform lands within rounding of its probability (about 1e-7
+    per draw in float32, over ~40,000 draws): the weights agree to rounding, with
+    uneven batches (the last minibatch is shorter) and two epochs.
+    """
+    X = R.load_binary_digits()[:295]
+    kw = dict(learning_rate=0.05, batch_size=10, n_iter=2, random_state=3, backend="cupy", progress=False,
+              dtype=dtype)
+    fused = RBM.fit(X, 48, fused=True, **kw)
+    plain = RBM.fit(X, 48, fused=False, **kw)
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    for a, b in ((fused.W, plain.W), (fused.visible_bias, plain.visible_bias), (fused.hidden_bias, plain.hidden_bias)):
+        np.testing.assert_allclose(cp.asnumpy(a), cp.asnumpy(b), rtol=0, atol=tol)
+    # and a test that can fail: another seed's chains give other weights
+    other = RBM.fit(X, 48, fused=True, **{**kw, "random_state": 4})
+    assert np.abs(cp.asnumpy(other.W) - cp.asnumpy(fused.W)).max() > 100 * tol
+
+
+def test_gpu_fused_fit_on_digits_matches_scikit_learn_quality(cp):
+    from sklearn.neural_network import BernoulliRBM
+
+    X = R.load_binary_digits()
+    ours = RBM.fit(X, 256, learning_rate=0.05, n_iter=10, random_state=0, backend="cupy", progress=False)
+    sk = BernoulliRBM(n_components=256, learning_rate=0.05, batch_size=10, n_iter=10, random_state=0).fit(X)
+    assert abs(ours.pseudo_likelihood(X) - RBM.from_sklearn(sk, backend="numpy").pseudo_likelihood(X)) < 2.0

@@ -29,7 +29,7 @@ from ..random._philox import block_words, u01_f32, u01_f64_from32
 __all__ = ["RBM", "RBMState", "bernoulli_logits", "load_binary_digits"]
 
 FILE = "rbm.cu"
-_NAMES = ("rbm_bernoulli<float>", "rbm_bernoulli<double>")
+_NAMES = ("rbm_bernoulli<float>", "rbm_bernoulli<double>", "rbm_pcd_epoch<float>", "rbm_pcd_epoch<double>")
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
@@ -209,7 +209,7 @@ class RBM:
     # -- training ------------------------------------------------------------------
     @classmethod
     def fit(cls, X, n_hidden: int, learning_rate: float = 0.1, batch_size: int = 10, n_iter: int = 10,
-            random_state=None, dtype=np.float32, backend=None, progress: bool = True) -> "RBM":
+            random_state=None, dtype=np.float32, backend=None, progress: bool = True, fused=None) -> "RBM":
         """Train an RBM on binary rows ``X`` by persistent contrastive divergence; returns a new :class:`RBM`.
 
         The schedule is scikit-learn's ``BernoulliRBM``: weights start as
@@ -218,6 +218,14 @@ class RBM:
         probabilities of the data and of the chains. The chains' hidden draws
         use the fused kernel. ``fit_seconds_`` and ``pseudo_likelihood_``
         (per epoch, on ``X``) are set on the returned model.
+
+        On a GPU, a model whose weights and chains fit in one block's shared
+        memory (``fused=None``, the default, decides; the digits' 64 x 256
+        does) runs each epoch as one kernel launch: minibatches of 10 rows
+        give a GPU a few microseconds of work each, so launched one matrix
+        product at a time the schedule is bound by launch overhead. The fused
+        epoch uses the same random words and arithmetic up to the order of
+        the sums. ``fused=False`` keeps the launch-per-product path.
 
         Examples
         --------
@@ -254,21 +262,29 @@ class RBM:
 
             bar = tqdm(total=n_iter, desc="RBM PCD", unit="epoch")
         history = []
+        use_fused = _use_fused_pcd(fused, xp, nv, n_hidden, batch_size, dtype)
+        if use_fused:
+            X = _loader_contiguous(X)
+            edges_dev = xp.asarray(edges, dtype=xp.int64)
         t0 = time.perf_counter()
         for _ in range(n_iter):
-            for s, e in zip(edges[:-1], edges[1:]):
-                v_pos = X[s:e]
-                h_pos = _sigmoid(xp, v_pos @ W + c)
-                off = rng.advance(2)
-                xp.matmul(h_chain, W.T, out=v_neg)
-                bernoulli_logits(v_neg, b, rng.key, off, out=v_neg)
-                xp.matmul(v_neg, W, out=pre)
-                h_neg = _sigmoid(xp, pre + c)
-                bernoulli_logits(pre, c, rng.key, off + 1, out=h_chain)
-                lr = dtype.type(learning_rate / (e - s))
-                W += lr * (v_pos.T @ h_pos - v_neg.T @ h_neg)
-                c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
-                b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
+            if use_fused:
+                off0 = rng.advance(2 * n_batches)  # the offsets the loop below takes, two per minibatch
+                _pcd_epoch(X, edges_dev, n_batches, W, b, c, h_chain, learning_rate, rng.key, off0)
+            else:
+                for s, e in zip(edges[:-1], edges[1:]):
+                    v_pos = X[s:e]
+                    h_pos = _sigmoid(xp, v_pos @ W + c)
+                    off = rng.advance(2)
+                    xp.matmul(h_chain, W.T, out=v_neg)
+                    bernoulli_logits(v_neg, b, rng.key, off, out=v_neg)
+                    xp.matmul(v_neg, W, out=pre)
+                    h_neg = _sigmoid(xp, pre + c)
+                    bernoulli_logits(pre, c, rng.key, off + 1, out=h_chain)
+                    lr = dtype.type(learning_rate / (e - s))
+                    W += lr * (v_pos.T @ h_pos - v_neg.T @ h_neg)
+                    c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
+                    b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
             if bar is not None:
                 model = cls(W, b, c, dtype=dtype, backend=backend)
                 pl = model.pseudo_likelihood(X[: min(n, 2000)])
@@ -289,6 +305,51 @@ class RBM:
         """The :class:`RBM` of a fitted scikit-learn ``BernoulliRBM`` (for scoring both with one function)."""
         return cls(estimator.components_.T, estimator.intercept_visible_, estimator.intercept_hidden_, dtype=dtype,
                    backend=backend)
+
+
+def _pcd_smem_bytes(nv: int, nh: int, chains: int, itemsize: int) -> int:
+    """Shared memory of the fused epoch: W, both biases, and five (chains, units) buffers."""
+    return itemsize * (nv * nh + nv + nh + chains * (3 * nh + 2 * nv))
+
+
+def _use_fused_pcd(fused, xp, nv, nh, chains, dtype) -> bool:
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be True, False or None (decide), got {fused!r}.")
+    if fused is False:
+        return False
+    if xp is np:
+        if fused:
+            raise ValueError("fused=True runs on the GPU only; pass backend='cupy' or leave fused=None.")
+        return False
+    need = _pcd_smem_bytes(nv, nh, chains, np.dtype(dtype).itemsize)
+    limit = xp.cuda.runtime.getDeviceProperties(xp.cuda.runtime.getDevice())["sharedMemPerBlockOptin"]
+    if need > limit:
+        if fused:
+            raise ValueError(f"fused=True needs {need} bytes of shared memory for these sizes; this GPU gives a "
+                             f"block {limit}. Use fewer hidden units or a smaller batch_size, or fused=None.")
+        return False
+    return True
+
+
+def _loader_contiguous(a):
+    from .. import _loader
+
+    return _loader.contiguous(a)
+
+
+def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):
+    """One epoch of PCD in one launch of ``rbm_pcd_epoch`` (W, b, c, h_chain updated in place)."""
+    from .. import _loader
+
+    nv, nh = W.shape
+    chains = h_chain.shape[0]
+    fn = _loader.get_function(FILE, f"rbm_pcd_epoch<{_CTYPE[W.dtype]}>", _NAMES)
+    smem = _pcd_smem_bytes(nv, nh, chains, W.dtype.itemsize)
+    if smem > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = smem
+    fn((1,), (1024,), (X, edges, np.int32(n_batches), np.int32(nv), np.int32(nh), np.int32(chains), W, b, c,
+                        h_chain, np.float64(rate), np.uint32(key[0]), np.uint32(key[1]), np.uint64(off0)),
+       shared_mem=smem)
 
 
 def load_binary_digits():

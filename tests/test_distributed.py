@@ -79,3 +79,26 @@ def test_bad_arguments():
         map_runs(ar_chains, 2, client=object())
     with pytest.raises(TypeError):
         fit_runs(object())
+
+
+def _gpu_normal_means(seed, n):
+    import gpumcmc as g
+
+    x = g.random.default_rng(seed, backend="cupy").normal(size=(4, n))
+    return g.to_host(x.mean(axis=1))
+
+
+@pytest.mark.gpu
+def test_gpu_runs_on_a_dask_cuda_cluster_equal_runs_here(cp):
+    """On a GPU host, dask-cuda's LocalCUDACluster gives one worker per GPU; the draws equal one process's."""
+    dask_cuda = pytest.importorskip("dask_cuda")
+    distributed = pytest.importorskip("distributed")
+    here = map_runs(_gpu_normal_means, 3, random_state=5, args=(10_000,))
+    with dask_cuda.LocalCUDACluster(dashboard_address=None, silence_logs=40) as cluster, \
+            distributed.Client(cluster) as c:
+        c.run(sys.path.insert, 0, str(Path(__file__).resolve().parent))
+        assert len(c.scheduler_info()["workers"]) == cp.cuda.runtime.getDeviceCount()
+        there = map_runs(_gpu_normal_means, 3, random_state=5, args=(10_000,), client=c)
+    for a, b in zip(here, there):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(here[0], here[1])

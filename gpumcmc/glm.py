@@ -129,6 +129,9 @@ _MAX_ROWS = 256                   # rows of a tile: at most 8 groups of 32, one 
 _SHARED_LIMIT = 48 * 1024         # dynamic shared memory without opting in
 _PART_BYTES = 1 << 26             # cap on the blocks' partial sums of one launch
 _KPL = {np.dtype(np.float32): (1, 2, 4, 8), np.dtype(np.float64): (1, 2, 4)}  # columns per lane, instantiated
+# Macros glm_fg_tiles is compiled with, as (name, value) pairs (GLM_THREADS and GLM_VPT must then agree
+# with _THREADS and _TILE_BYTES above); empty: the defaults in glm.cu.
+_DEFINES: tuple = ()
 
 
 def _tiled_fits(K: int, dtype) -> bool:
@@ -158,7 +161,7 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma):
     G = R // 32
     # One module per instantiation: each compiles in about half a second, all seven together in five.
     names = (f"glm_fg_tiles<{ct}, {kpl}>", f"glm_fg_reduce<{ct}>")
-    fn = _loader.get_function("glm.cu", names[0], names)
+    fn = _loader.get_function("glm.cu", names[0], names, _DEFINES)
     sms = _loader.sm_count()
     X = _loader.contiguous(X, dtype)
     args = (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
@@ -185,7 +188,7 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma):
         if f is None:
             f = cupy.empty(B, dtype=dtype)
             g = cupy.empty((B, K), dtype=dtype)
-        red = _loader.get_function("glm.cu", names[1], names)
+        red = _loader.get_function("glm.cu", names[1], names, _DEFINES)
         n_out = Bc * (K + 1)
         red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(Bc), _loader.i32(K),
                                                f[c0:c0 + Bc], g[c0:c0 + Bc]))

@@ -478,3 +478,288 @@ __global__ void glm_slice_segment(const T* __restrict__ xk, const T* __restrict_
 GLM_SEG_INST(float)
 GLM_SEG_INST(double)
 #endif
+
+// ---------------------------------------------------------------------------
+// glm_slice_pass: the same slice update with the rows of each (chain, group) split over many blocks.
+//
+// The grid is one-dimensional: block b takes chain c = b / n_chunks and chunk ch = b % n_chunks, a run
+// of at most chunk_rows rows of one group (chunk_group[ch]; group g owns the chunks chunk_first[g] ..
+// chunk_first[g + 1]). A block evaluates the log-likelihood of its rows at up to GLM_PMAX candidate
+// values of the coordinate at once, reading X[:, k], y and eta once for all of them.
+//
+// The candidates are known before any is evaluated. In the first pass of coordinate k (first = 1):
+// x0; every stepping-out point Neal's procedure may visit (J on the left, L0, L0 - w, ...; J_r on the
+// right, R0, R0 + w, ...; J + J_r = max_out - 1 points); and the first d1 shrinkage proposals on the
+// bracket (L0, R0), the bracket when neither side steps out (the common case with a tuned width).
+// Shrinkage needs no tree: a rejected proposal x replaces L when x < x0 and R otherwise, so the
+// sequence of proposals, given that all before were rejected, is fixed by the uniforms. When the
+// stepping-out moves a side, or the d1 proposals are all rejected, the bracket and the count of
+// proposals used are stored and the second pass (first = 0) evaluates the next GLM_PMAX proposals of
+// every (chain, group) still open; the blocks of the others return at once. In the rare case that
+// these are rejected too, the deciding block goes on alone over its group's rows.
+//
+// Each block writes its partial sums to part; the last block of a (chain, group) to finish (an atomic
+// counter, reset by that block) adds them in chunk order, so the sums, and the draws, repeat bit for
+// bit. It then takes Neal's decisions in the twin's order, writes beta, the tuned width (warm-up) and
+// the step `dpend`, which the first pass of the next coordinate adds to eta (eta += dpend * X[:, k])
+// while it reads eta: the differential update costs no pass of its own. The caller adds the last
+// coordinate's step after the sweep. Candidates, widths and eta are formed with rounded operations
+// (no fused multiply-add), as NumPy forms them.
+
+#ifndef GLM_PMAX
+#define GLM_PMAX 16
+#endif
+#define GLM_SLICE_WARPS 8  // at most 256 threads a block
+// Rows of the block's scratch sums: a row per warp, or per GLM_PMAX threads in the chunk reduction.
+#define GLM_WS_ROWS (256 / GLM_PMAX > GLM_SLICE_WARPS ? 256 / GLM_PMAX : GLM_SLICE_WARPS)
+
+__device__ __forceinline__ float glm_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double glm_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float glm_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double glm_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float glm_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double glm_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float glm_exp(float a) { return expf(a); }
+__device__ __forceinline__ double glm_exp(double a) { return exp(a); }
+__device__ __forceinline__ float glm_log1p(float a) { return log1pf(a); }
+__device__ __forceinline__ double glm_log1p(double a) { return log1p(a); }
+
+// log p(y | eta) up to terms constant in eta, in the data's precision (as the NumPy twin computes it).
+template <typename T>
+__device__ __forceinline__ double glm_slice_ll(int family, T et, T y, double sigma) {
+    if (family == 0) {
+        const T sp = (et > T(0) ? et : T(0)) + glm_log1p(glm_exp(et > T(0) ? -et : et));
+        return (double)(y * et - sp);
+    } else if (family == 1) {
+        return (double)(y * et - glm_exp(et));
+    } else {
+        const double z = ((double)y - (double)et) / sigma;
+        return -0.5 * z * z;
+    }
+}
+
+// The block's sums over rows r0, r0 + stride, ... < r1 of loglik at eta + pd[p] * xk, p < np, into
+// tot[p]. With xprev, eta of each row is first moved by dprev * xprev and written back.
+template <typename T>
+__device__ void glm_slice_eval(const T* __restrict__ xk, const T* __restrict__ y, T* __restrict__ eta_c,
+                               const T* __restrict__ xprev, T dprev, long long r0, long long r1,
+                               const T* pd, int np, int family, double sigma,
+                               double (*wsum)[GLM_PMAX], double* tot) {
+    double acc[GLM_PMAX];
+#pragma unroll
+    for (int p = 0; p < GLM_PMAX; ++p) acc[p] = 0.0;
+    for (long long i = r0 + threadIdx.x; i < r1; i += blockDim.x) {
+        T e = eta_c[i];
+        if (xprev) {
+            e = glm_add(e, glm_mul(dprev, xprev[i]));
+            eta_c[i] = e;
+        }
+        const T xi = xk[i], yi = y[i];
+#pragma unroll
+        for (int p = 0; p < GLM_PMAX; ++p)
+            if (p < np) acc[p] += glm_slice_ll<T>(family, glm_add(e, glm_mul(pd[p], xi)), yi, sigma);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+#pragma unroll
+    for (int p = 0; p < GLM_PMAX; ++p) {
+        if (p < np) {
+            double v = acc[p];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) wsum[warp][p] = v;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < np) {
+        double t = 0.0;
+        for (int j = 0; j < nw; ++j) t += wsum[j][threadIdx.x];
+        tot[threadIdx.x] = t;
+    }
+    __syncthreads();
+}
+
+// The next proposals of shrinkage on (a, b) from proposal s on, all earlier ones rejected: pts[0 .. n).
+template <typename T>
+__device__ int glm_shrink_points(T a, T b, T x0, int s, int n_max, int max_shrink, const T* __restrict__ us,
+                                 long long CG, long long cg, T* pts) {
+    int n = 0;
+    for (; n < n_max && s + n < max_shrink; ++n) {
+        const T x = glm_add(a, glm_mul(us[(long long)(s + n) * CG + cg], glm_sub(b, a)));
+        pts[n] = x;
+        if (x < x0) a = x;
+        else b = x;
+    }
+    return n;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(256, 2)
+glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict__ eta, T* __restrict__ beta,
+               T* __restrict__ width, const T* __restrict__ mu, const T* __restrict__ prec,
+               const T* __restrict__ ea, const T* __restrict__ ua, const T* __restrict__ usa,
+               const long long* __restrict__ starts, const long long* __restrict__ ends,
+               const int* __restrict__ chunk_group, const int* __restrict__ chunk_first,
+               const long long* __restrict__ iters, double* __restrict__ part, int* __restrict__ counter,
+               T* __restrict__ stL, T* __restrict__ stR, double* __restrict__ stLogy, int* __restrict__ stS,
+               int* __restrict__ stDone, T* __restrict__ dpend, int* __restrict__ fb, long long N,
+               long long chunk_rows, int n_chunks, int G, int C, int K, int k, int kprev, int first,
+               int max_out, int max_shrink, int d1, long long n_warmup, int family, double sigma) {
+    __shared__ T pts[GLM_PMAX];
+    __shared__ T pd[GLM_PMAX];
+    __shared__ double wsum[GLM_WS_ROWS][GLM_PMAX];
+    __shared__ double tot[GLM_PMAX];
+    __shared__ int s_np, s_last, s_more;
+    const int c = blockIdx.x / n_chunks, ch = blockIdx.x - c * n_chunks;
+    if (c >= C) return;
+    const int g = chunk_group[ch];
+    const long long cg = (long long)c * G + g, CG = (long long)C * G;
+    if (!first && stDone[cg]) return;  // the first pass settled this (chain, group)
+    const int cf = chunk_first[g], nch = chunk_first[g + 1] - cf;
+    const long long gs = starts[g], ge = ends[g];
+    const long long r0 = min(ge, gs + (long long)(ch - cf) * chunk_rows), r1 = min(ge, r0 + chunk_rows);
+    T* eta_c = eta + (long long)c * N;
+    const T* xk = Xt + (long long)k * N;
+    const T x0 = beta[cg * K + k], w = width[cg * K + k];
+    const T* us = usa + (long long)k * max_shrink * CG;
+    // First pass: the stepping-out points and bracket, as every block of this (chain, group) forms them.
+    T L0 = x0, R0 = x0;
+    int J = 0, Jr = 0;
+    if (first) {
+        L0 = glm_sub(x0, glm_mul(w, ua[(long long)(2 * k) * CG + cg]));
+        R0 = glm_add(L0, w);
+        J = (int)floor((double)glm_mul((T)max_out, ua[(long long)(2 * k + 1) * CG + cg]));
+        Jr = (max_out - 1) - J;
+    }
+    if (threadIdx.x == 0) {
+        int np;
+        if (first) {
+            pts[0] = x0;
+            T L = L0, R = R0;
+            for (int j = 0; j < J; ++j) { pts[1 + j] = L; L = glm_sub(L, w); }
+            for (int j = 0; j < Jr; ++j) { pts[1 + J + j] = R; R = glm_add(R, w); }
+            np = max_out + glm_shrink_points<T>(L0, R0, x0, 0, d1, max_shrink, us, CG, cg, pts + max_out);
+        } else {
+            np = glm_shrink_points<T>(stL[cg], stR[cg], x0, stS[cg], GLM_PMAX, max_shrink, us, CG, cg, pts);
+        }
+        for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
+        s_np = np;
+    }
+    __syncthreads();
+    int np = s_np;
+    const T* xprev = (first && kprev >= 0) ? Xt + (long long)kprev * N : nullptr;
+    const T dprev = xprev ? dpend[cg] : T(0);
+    glm_slice_eval<T>(xk, y, eta_c, xprev, dprev, r0, r1, pd, np, family, sigma, wsum, tot);
+    if (nch > 1) {
+        double* mine = part + ((long long)c * n_chunks + ch) * GLM_PMAX;
+        if (threadIdx.x < np) mine[threadIdx.x] = tot[threadIdx.x];
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const int done_before = atomicAdd(counter + cg, 1);
+            s_last = done_before == nch - 1;
+            if (s_last) counter[cg] = 0;  // ready for the next pass
+        }
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        // The chunks' sums, thread t taking candidate t % GLM_PMAX of chunks t / GLM_PMAX, t / GLM_PMAX + q,
+        // ... (q = blockDim.x / GLM_PMAX), then those q partials in order: a fixed order for a fixed block.
+        const int q = blockDim.x / GLM_PMAX, p = threadIdx.x % GLM_PMAX, r = threadIdx.x / GLM_PMAX;
+        double* ws = &wsum[0][0];  // GLM_WS_ROWS >= q rows
+        if (r < q) {
+            double t = 0.0;
+            if (p < np) {
+                const double* pc = part + ((long long)c * n_chunks + cf) * GLM_PMAX + p;
+                for (int j = r; j < nch; j += q) t += __ldcg(pc + (long long)j * GLM_PMAX);
+            }
+            ws[r * GLM_PMAX + p] = t;
+        }
+        __syncthreads();
+        if (threadIdx.x < np) {
+            double t = 0.0;
+            for (int j = 0; j < q; ++j) t += ws[j * GLM_PMAX + threadIdx.x];
+            tot[threadIdx.x] = t;
+        }
+        __syncthreads();
+    }
+    // The deciding block: the prior's cross term by warp 0, then thread 0 follows Neal's procedure over
+    // the evaluated candidates.
+    const double P = (double)prec[((long long)c * K + k) * K + k], m = (double)mu[(long long)c * K + k];
+    double cc = 0.0;
+    if (threadIdx.x < 32) {
+        for (int j = threadIdx.x; j < K; j += 32)
+            if (j != k) cc += ((double)beta[cg * K + j] - (double)mu[(long long)c * K + j]) *
+                              (double)prec[((long long)c * K + k) * K + j];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) cc += __shfl_xor_sync(0xffffffffu, cc, o);
+    }
+    double logy = 0.0;
+    T a = L0, b = R0, xn = x0;
+    int s = 0;
+    bool done = false, entry = true;
+    for (;;) {
+        if (threadIdx.x == 0) {
+            auto fval = [&](int p) {
+                const double z = (double)pts[p] - m;
+                return tot[p] - 0.5 * P * z * z - z * cc;
+            };
+            int off = 0, nshr = np;
+            if (first) {
+                logy = fval(0) - (double)ea[(long long)k * CG + cg];
+                int nl = 0, nr = 0;
+                for (int j = 0; j < J; ++j) { if (fval(1 + j) > logy) { a = glm_sub(a, w); ++nl; } else break; }
+                for (int j = 0; j < Jr; ++j) { if (fval(1 + J + j) > logy) { b = glm_add(b, w); ++nr; } else break; }
+                off = max_out;
+                nshr = (nl == 0 && nr == 0) ? np - max_out : 0;  // proposals on (L0, R0) apply only then
+            } else if (entry) {  // the second pass, on entry: the stored state
+                a = stL[cg]; b = stR[cg]; s = stS[cg]; logy = stLogy[cg];
+            }
+            for (int j = 0; j < nshr; ++j) {
+                const T x = pts[off + j];
+                ++s;
+                if (fval(off + j) > logy) { xn = x; done = true; break; }
+                if (x < x0) a = x;
+                else b = x;
+            }
+            int more = 0;
+            if (!done && s < max_shrink) {
+                if (first) {  // left to the second pass
+                    stL[cg] = a; stR[cg] = b; stS[cg] = s; stLogy[cg] = logy; stDone[cg] = 0;
+                } else {      // rare: this block goes on alone over the group's rows
+                    np = glm_shrink_points<T>(a, b, x0, s, GLM_PMAX, max_shrink, us, CG, cg, pts);
+                    for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
+                    s_np = np;
+                    more = 1;
+                }
+            } else {
+                beta[cg * K + k] = xn;
+                const T delta = glm_sub(xn, x0);
+                dpend[cg] = delta;
+                if (iters[c] < n_warmup) {
+                    const T ad = delta < T(0) ? -delta : delta;
+                    width[cg * K + k] = glm_add(glm_mul((T)0.9, w),
+                                                glm_mul((T)0.1, glm_add(glm_mul((T)3.0, ad), glm_mul((T)1e-3, w))));
+                }
+                if (!done) fb[cg] += 1;
+                stDone[cg] = 1;
+            }
+            s_more = more;
+            first = 0;
+            entry = false;
+        }
+        __syncthreads();
+        if (!s_more) break;
+        np = s_np;
+        glm_slice_eval<T>(xk, y, eta_c, nullptr, T(0), gs, ge, pd, np, family, sigma, wsum, tot);
+    }
+}
+
+#ifndef __CUDACC_RTC__
+#define GLM_PASS_INST(T)                                                                                        \
+    template __global__ void glm_slice_pass<T>(                                                                 \
+        const T*, const T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const long long*,     \
+        const long long*, const int*, const int*, const long long*, double*, int*, T*, T*, double*, int*, int*, \
+        T*, int*, long long, long long, int, int, int, int, int, int, int, int, int, int, long long, int, double);
+GLM_PASS_INST(float)
+GLM_PASS_INST(double)
+#endif

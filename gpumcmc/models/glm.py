@@ -12,10 +12,21 @@ independent given the hyperparameters, §4.1), move at once, with rows sorted
 by group and segment offsets (no padding). On NumPy every candidate
 evaluation is one vectorised pass over ``X[:, k]`` and ``eta`` of every chain,
 reduced by group, and the stepping-out and shrinkage loops run as masked
-rounds over all chains and groups. On the GPU one kernel launch per
-coordinate gives each (chain, group) a block that runs its whole slice update
-(block reductions over its rows; no host synchronisation), drawing the same
-random numbers as the NumPy path. Both are bounded: ``max_steps_out``
+rounds over all chains and groups. On the GPU each group's rows are split
+into chunks, one block per (chain, chunk), so that a single group (the flat
+model) still fills the GPU. Every candidate Neal's procedure may need is
+known before it is evaluated (the stepping-out points, and the shrinkage
+proposals, which follow from the uniforms given that all before were
+rejected), so one pass over ``X[:, k]``, ``y`` and ``eta`` evaluates up to 16
+of them at once: the first launch per coordinate evaluates ``x0``, the
+stepping-out points and the first shrinkage proposals, and a second the next
+proposals of the few (chain, group) still open. The last block of a (chain,
+group) adds the blocks' sums in a fixed order and takes the decisions; the
+step ``eta += Delta * X[:, k]`` is applied by the next coordinate's first
+launch as it reads ``eta``. Two launches per coordinate, no host
+synchronisation, and the same random numbers (drawn per sweep) and, up to
+rounding at a slice boundary, the same draws as the NumPy path. Both are
+bounded: ``max_steps_out``
 expansions in all (Neal's split between the two sides) and ``max_shrink``
 shrinkage proposals. The step width is tuned in warm-up to
 about three times the typical move, so one expansion is rarely needed and
@@ -86,6 +97,15 @@ class _Data(NamedTuple):
     gid: object     # (N,) group of each row
     starts: object  # (G,) first row of each group
     ends: object    # (G,) one past the last row
+    plan: object = None  # the GPU kernel's split of each group's rows into chunks (_ChunkPlan), CuPy only
+
+
+class _ChunkPlan(NamedTuple):
+    chunk_rows: int     # rows per chunk (the last chunk of a group may hold fewer)
+    n_chunks: int       # chunks over all groups (each group has at least one)
+    chunk_group: object  # (n_chunks,) int32 group of each chunk
+    chunk_first: object  # (G + 1,) int32 first chunk of each group, then n_chunks
+    block: int          # threads per block
 
 
 def _segment_sum(xp, v, data):
@@ -136,20 +156,30 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     early_exit = xp is np
     evals = 0
     fallbacks = xp.zeros((C,), dtype=np.int64)
+    # The sweep's random numbers, drawn up front (the GPU path draws the same ones in the same order):
+    # per coordinate an exponential (the slice level), two uniforms (the bracket's position and the
+    # split of the stepping-out budget) and max_shrink uniforms (the shrinkage proposals).
+    e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
+    u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
+    us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
     if xp is not np:
-        eta = eta.copy()  # moved in place by the kernel
-        for k in range(K):
-            fb = _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, family, sigma_noise,
-                                          k, max_steps_out, max_shrink)
-            fallbacks = fallbacks + fb
+        eta = eta.copy()  # moved in place by the kernels
+        if _SLICE_KERNEL == "pass" and max_steps_out < _PMAX and data.plan is not None:
+            fallbacks = _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup,
+                                          max_steps_out, max_shrink, e_all, u_all, us_all)
+        else:
+            for k in range(K):
+                fb = _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise,
+                                              k, max_steps_out, max_shrink, e_all[k], u_all[k], us_all[k])
+                fallbacks = fallbacks + fb
         evals = -1  # not counted on the GPU path (each block stops when its own slice update is done)
     for k in range(K if xp is np else 0):
         st = state._replace(beta=beta, eta=eta)
         target, x0 = _make_target(xp, data, family, sigma_noise, st, k, G)
         w = width[:, :, k]
         f0 = target(x0)
-        logy = f0 - rng.standard_exponential(size=(C, G), dtype=dt)
-        u = rng.uniform(size=(2, C, G), dtype=dt)
+        logy = f0 - e_all[k]
+        u = u_all[k]
         L = x0 - w * u[0]
         R = L + w
         J = xp.floor(max_steps_out * u[1])
@@ -169,7 +199,7 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
             R = xp.where(aR, R + w, R)
             J = xp.where(aL, J, 0)
             Jr = xp.where(aR, Jr, 0)
-        us = rng.uniform(size=(max_shrink, C, G), dtype=dt)
+        us = us_all[k]
         xnew = x0
         done = xp.zeros((C, G), dtype=bool)
         for s in range(max_shrink):
@@ -200,13 +230,22 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     return new, info
 
 
-_SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>")
+_SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
+              "glm_slice_pass<double>")
+# The GPU sweep: "pass" (rows split over many blocks, candidates evaluated together) or "segment" (the
+# earlier kernel, one block per chain and group).
+_SLICE_KERNEL = "pass"
+_PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu)
+_SPEC_SHRINK = 4   # shrinkage proposals on the initial bracket evaluated with the first pass
+_CHUNK_ROWS = None  # rows per chunk; None: chosen from the data size and the GPU
+_pass_launch = {}
 
 
-def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
-                             max_steps_out, max_shrink):
-    """Coordinate ``k`` of every chain and group by the whole-update kernel; ``beta``, ``eta``, ``width``
-    are updated in place. Draws the same random numbers, in the same order, as the NumPy path."""
+def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
+                             max_steps_out, max_shrink, e, u, us):
+    """Coordinate ``k`` of every chain and group by one block per (chain, group), the earlier kernel
+    (``_SLICE_KERNEL = "segment"``); ``beta``, ``eta``, ``width`` are updated in place. ``e``, ``u``,
+    ``us`` are the twin's random numbers for this coordinate."""
     from .. import _loader
 
     C, G, K = beta.shape
@@ -219,9 +258,7 @@ def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, famil
     cpr = xp.ascontiguousarray(xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None], dtype=dt)
     pkk = xp.ascontiguousarray(pk[:, k], dtype=dt)
     muk = xp.ascontiguousarray(state.mu[:, k], dtype=dt)
-    e = rng.standard_exponential(size=(C, G), dtype=dt)
-    u = rng.uniform(size=(2, C, G), dtype=dt)
-    us = rng.uniform(size=(max_shrink, C, G), dtype=dt)
+    e, u, us = (xp.ascontiguousarray(a) for a in (e, u, us))
     xnew = xp.empty((C, G), dtype=dt)
     ok = xp.empty((C, G), dtype=np.uint8)
     name = _SEG_NAMES[0] if dt == np.float32 else _SEG_NAMES[1]
@@ -239,6 +276,78 @@ def _slice_kernel_coordinate(rng, xp, state, beta, eta, width, warm, data, famil
     delta = xnew - x0
     width[:, :, k] = xp.where(warm, 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w), w)
     return (ok == 0).sum(axis=1)
+
+
+def _chunk_plan(xp, starts, ends, n_chains):
+    """Split each group's rows into chunks for glm_slice_pass: enough blocks to fill the GPU."""
+    from .. import _loader
+
+    st = np.asarray(_backend.to_host(starts), dtype=np.int64)
+    en = np.asarray(_backend.to_host(ends), dtype=np.int64)
+    sizes = en - st
+    N = int(en[-1]) if len(en) else 0
+    biggest = int(sizes.max()) if len(sizes) else 0
+    block = 256 if biggest >= 256 else max(32, 1 << max(0, biggest - 1).bit_length())
+    rows = _CHUNK_ROWS
+    if rows is None:  # about four blocks per SM over all chains, whole blocks of rows
+        target = -(-N * n_chains // (4 * _loader.sm_count()))
+        rows = max(block, -(-target // block) * block)
+    rows = max(1, int(rows))
+    nch = np.maximum(1, -(-sizes // rows))
+    first = np.concatenate([[0], np.cumsum(nch)]).astype(np.int32)
+    group = np.repeat(np.arange(len(sizes), dtype=np.int32), nch)
+    return _ChunkPlan(rows, int(first[-1]), xp.asarray(group), xp.asarray(first), block)
+
+
+def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup, max_steps_out,
+                      max_shrink, e_all, u_all, us_all):
+    """One sweep by glm_slice_pass: two launches per coordinate (the first evaluates x0, the
+    stepping-out points and the first shrinkage proposals; the second the next proposals of the few
+    (chain, group) still open), the differential update folded into the next coordinate's first
+    launch. ``beta``, ``eta``, ``width`` are updated in place; returns the fallbacks per chain."""
+    import cupy
+
+    from .. import _loader
+
+    C, G, K = beta.shape
+    dt = beta.dtype
+    N = eta.shape[1]
+    plan = data.plan
+    ctype = _loader.CTYPE[np.dtype(dt)]
+    name = f"glm_slice_pass<{ctype}>"
+    launcher = _pass_launch.get(name)
+    if launcher is None:
+        fn = _loader.get_function("glm.cu", name, _SEG_NAMES)
+        launcher = _pass_launch[name] = _loader.PackedLaunch(fn, _loader.packed_format("glm.cu", "glm_slice_pass",
+                                                                                      ctype))
+    CG = C * G
+    part = xp.empty((C * plan.n_chunks * _PMAX,), dtype=np.float64)
+    counter = xp.zeros((CG,), dtype=np.int32)
+    stL, stR = xp.empty((CG,), dtype=dt), xp.empty((CG,), dtype=dt)
+    stLogy = xp.empty((CG,), dtype=np.float64)
+    stS, stDone = xp.empty((CG,), dtype=np.int32), xp.empty((CG,), dtype=np.int32)
+    dpend = xp.zeros((CG,), dtype=dt)
+    fb = xp.zeros((CG,), dtype=np.int32)
+    mu = xp.ascontiguousarray(state.mu, dtype=dt)
+    prec = xp.ascontiguousarray(state.prec, dtype=dt)
+    it = xp.ascontiguousarray(state.it, dtype=np.int64)
+    e_all, u_all, us_all = (xp.ascontiguousarray(a) for a in (e_all, u_all, us_all))
+    d1 = max(1, min(_SPEC_SHRINK, _PMAX - max_steps_out, max_shrink))
+    fam = {"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]
+    ptrs = [a.data.ptr for a in (data.Xt, data.y, eta, beta, width, mu, prec, e_all, u_all, us_all, data.starts,
+                                 data.ends, plan.chunk_group, plan.chunk_first, it, part, counter, stL, stR, stLogy,
+                                 stS, stDone, dpend, fb)]
+    grid = C * plan.n_chunks
+    stream = cupy.cuda.get_current_stream().ptr
+    for k in range(K):
+        for first in (1, 0):
+            launcher(grid, plan.block, stream, *ptrs, N, plan.chunk_rows, plan.n_chunks, G, C, K, k,
+                     k - 1 if first else -1, first, max_steps_out, max_shrink, d1, int(n_warmup), fam,
+                     float(sigma_noise))
+    # The last coordinate's step, as the twin adds it.
+    d = dpend.reshape(C, G)
+    eta += (d[:, data.gid] if G > 1 else d) * data.Xt[K - 1][None, :]
+    return fb.reshape(C, G).sum(axis=1).astype(np.int64)
 
 
 def _draw_hyper(rng, beta, hyper, xp):
@@ -360,7 +469,8 @@ def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None):
     if family == "poisson":
         from ..glm import _lgamma1p
         lgy = _lgamma1p(xp, y)
-    data = _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends)
+    plan = _chunk_plan(xp, starts, ends, n_chains) if xp is not np else None
+    data = _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan)
     return _init_state(xp, n_chains, G, K, N, X.dtype, prior_scale), data
 
 

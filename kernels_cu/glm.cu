@@ -579,12 +579,13 @@ __device__ void glm_slice_eval(const T* __restrict__ xk, const T* __restrict__ y
 }
 
 // The next proposals of shrinkage on (a, b) from proposal s on, all earlier ones rejected: pts[0 .. n).
+// u[n * stride] is the uniform of proposal s + n.
 template <typename T>
-__device__ int glm_shrink_points(T a, T b, T x0, int s, int n_max, int max_shrink, const T* __restrict__ us,
-                                 long long CG, long long cg, T* pts) {
+__device__ int glm_shrink_points(T a, T b, T x0, int s, int n_max, int max_shrink, const T* u,
+                                 long long stride, T* pts) {
     int n = 0;
     for (; n < n_max && s + n < max_shrink; ++n) {
-        const T x = glm_add(a, glm_mul(us[(long long)(s + n) * CG + cg], glm_sub(b, a)));
+        const T x = glm_add(a, glm_mul(u[(long long)n * stride], glm_sub(b, a)));
         pts[n] = x;
         if (x < x0) a = x;
         else b = x;
@@ -608,6 +609,7 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
     __shared__ T pd[GLM_PMAX];
     __shared__ double wsum[GLM_WS_ROWS][GLM_PMAX];
     __shared__ double tot[GLM_PMAX];
+    __shared__ T usv[GLM_PMAX];
     __shared__ int s_np, s_last, s_more;
     const int c = blockIdx.x / n_chunks, ch = blockIdx.x - c * n_chunks;
     if (c >= C) return;
@@ -621,6 +623,16 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
     const T* xk = Xt + (long long)k * N;
     const T x0 = beta[cg * K + k], w = width[cg * K + k];
     const T* us = usa + (long long)k * max_shrink * CG;
+    // Loads issued together here rather than one after another where they are used: this pass's
+    // shrinkage uniforms (into shared memory), and for the decision the slice level's exponential and
+    // the prior's diagonal.
+    const int s0 = first ? 0 : stS[cg];
+    const int n_u = first ? d1 : GLM_PMAX;
+    if (threadIdx.x < n_u && s0 + (int)threadIdx.x < max_shrink)
+        usv[threadIdx.x] = us[(long long)(s0 + threadIdx.x) * CG + cg];
+    const double eav = (first && threadIdx.x == 0) ? (double)ea[(long long)k * CG + cg] : 0.0;
+    const double P = (double)prec[((long long)c * K + k) * K + k], m = (double)mu[(long long)c * K + k];
+    __syncthreads();
     // First pass: the stepping-out points and bracket, as every block of this (chain, group) forms them.
     T L0 = x0, R0 = x0;
     int J = 0, Jr = 0;
@@ -637,9 +649,9 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
             T L = L0, R = R0;
             for (int j = 0; j < J; ++j) { pts[1 + j] = L; L = glm_sub(L, w); }
             for (int j = 0; j < Jr; ++j) { pts[1 + J + j] = R; R = glm_add(R, w); }
-            np = max_out + glm_shrink_points<T>(L0, R0, x0, 0, d1, max_shrink, us, CG, cg, pts + max_out);
+            np = max_out + glm_shrink_points<T>(L0, R0, x0, 0, d1, max_shrink, usv, 1, pts + max_out);
         } else {
-            np = glm_shrink_points<T>(stL[cg], stR[cg], x0, stS[cg], GLM_PMAX, max_shrink, us, CG, cg, pts);
+            np = glm_shrink_points<T>(stL[cg], stR[cg], x0, s0, GLM_PMAX, max_shrink, usv, 1, pts);
         }
         for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
         s_np = np;
@@ -684,7 +696,6 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
     }
     // The deciding block: the prior's cross term by warp 0, then thread 0 follows Neal's procedure over
     // the evaluated candidates.
-    const double P = (double)prec[((long long)c * K + k) * K + k], m = (double)mu[(long long)c * K + k];
     double cc = 0.0;
     if (threadIdx.x < 32) {
         for (int j = threadIdx.x; j < K; j += 32)
@@ -705,7 +716,7 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
             };
             int off = 0, nshr = np;
             if (first) {
-                logy = fval(0) - (double)ea[(long long)k * CG + cg];
+                logy = fval(0) - eav;
                 int nl = 0, nr = 0;
                 for (int j = 0; j < J; ++j) { if (fval(1 + j) > logy) { a = glm_sub(a, w); ++nl; } else break; }
                 for (int j = 0; j < Jr; ++j) { if (fval(1 + J + j) > logy) { b = glm_add(b, w); ++nr; } else break; }
@@ -726,7 +737,8 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
                 if (first) {  // left to the second pass
                     stL[cg] = a; stR[cg] = b; stS[cg] = s; stLogy[cg] = logy; stDone[cg] = 0;
                 } else {      // rare: this block goes on alone over the group's rows
-                    np = glm_shrink_points<T>(a, b, x0, s, GLM_PMAX, max_shrink, us, CG, cg, pts);
+                    np = glm_shrink_points<T>(a, b, x0, s, GLM_PMAX, max_shrink, us + (long long)s * CG + cg, CG,
+                                              pts);
                     for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
                     s_np = np;
                     more = 1;

@@ -236,8 +236,9 @@ _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slic
 # earlier kernel, one block per chain and group).
 _SLICE_KERNEL = "pass"
 _PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu)
-_SPEC_SHRINK = 4   # shrinkage proposals on the initial bracket evaluated with the first pass
+_SPEC_SHRINK = 8   # shrinkage proposals on the initial bracket evaluated with the first pass
 _CHUNK_ROWS = None  # rows per chunk; None: chosen from the data size and the GPU
+_BLOCK = None       # threads per block; None: chosen from the largest group
 _pass_launch = {}
 
 
@@ -287,7 +288,11 @@ def _chunk_plan(xp, starts, ends, n_chains):
     sizes = en - st
     N = int(en[-1]) if len(en) else 0
     biggest = int(sizes.max()) if len(sizes) else 0
-    block = 256 if biggest >= 256 else max(32, 1 << max(0, biggest - 1).bit_length())
+    # Threads a block: about four rows each in the largest group, 32 to 256. Small groups (the
+    # hierarchical model's) then get small blocks, many of them resident per SM: a block's time is
+    # mostly the latency of its few dependent steps, so more at once is what makes the pass short.
+    quarter = -(-biggest // 4)
+    block = _BLOCK or min(256, max(32, 1 << max(0, quarter - 1).bit_length()))
     rows = _CHUNK_ROWS
     if rows is None:  # about four blocks per SM over all chains, whole blocks of rows
         target = -(-N * n_chains // (4 * _loader.sm_count()))

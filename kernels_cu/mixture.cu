@@ -25,7 +25,9 @@
 //               resp_out given (float32 data), `resp` holds the logits as
 //               scratch and the probabilities go to resp_out in float64, the
 //               type of the weighted-statistics GEMM that follows (Bayesian EM),
-//               so that no separate conversion pass reads them again.
+//               so that no separate conversion pass reads them again; there the
+//               rows come in blocks of mb, each block (chains, K, mb), so that
+//               the GEMM runs as a batch over the blocks (mb = m: one block).
 //
 // The component kernels below (mixture_bem_update, mixture_gibbs_params) turn
 // sufficient statistics or covariance draws into the next parameters: one
@@ -44,6 +46,9 @@
 #endif
 #ifndef MIX_ROWS
 #define MIX_ROWS 2  // data points per thread: each component value read from shared memory serves all
+#endif
+#ifndef MIX_WU
+#define MIX_WU 8  // components per row read at a time by the probability writes of mode RESP
 #endif
 #define MIX_QP (((MIX_Q) + 3) / 4 * 4)
 #ifndef MIX_STATS_ROWS
@@ -82,10 +87,73 @@ __device__ __forceinline__ double log_(double x) { return log(x); }
 __device__ __forceinline__ float exp_(float x) { return expf(x); }
 __device__ __forceinline__ double exp_(double x) { return exp(x); }
 
+// Mode RESP: the probabilities exp(l_ij - tot[rr]) of components j_begin .. j_end - 1 of the chunk rows
+// i0 + rr * rstep (rr < MIX_ROWS; rows >= m are skipped), from the logits that the same thread left in
+// `resp`. The logits are read MIX_WU components of every row at a time, all loads before any store,
+// so that enough of them are in flight to keep the memory busy.
+template <typename T>
+__device__ __forceinline__ void write_probs(T* __restrict__ resp, double* __restrict__ resp_out, long long chain,
+                                            long long chains, int K, long long m, long long mb, long long i0,
+                                            long long rstep, const T (&tot)[MIX_ROWS], int j_begin, int j_end) {
+    long long lo[MIX_ROWS], ob[MIX_ROWS], os[MIX_ROWS];
+    bool ok[MIX_ROWS];
+#pragma unroll
+    for (int rr = 0; rr < MIX_ROWS; ++rr) {
+        long long ii = i0 + rr * rstep;
+        ok[rr] = ii < m;
+        ii = ok[rr] ? ii : 0;
+        lo[rr] = chain * K * m + ii;  // logit of component j at lo + j m
+        // resp_out: the m rows in blocks of mb rows, each block (chains, K, mb), then the remaining
+        // m mod mb rows as (chains, K, m mod mb): one strided-batched GEMM per chunk sums the
+        // statistics over the blocks with every output tile busy.
+        ob[rr] = lo[rr];
+        os[rr] = m;
+        if (resp_out != nullptr) {
+            const long long nbf = m / mb, blk = ii / mb;
+            if (blk < nbf) {
+                ob[rr] = (blk * chains + chain) * K * mb + (ii - blk * mb);
+                os[rr] = mb;
+            } else {
+                os[rr] = m - nbf * mb;
+                ob[rr] = nbf * chains * K * mb + chain * K * os[rr] + (ii - nbf * mb);
+            }
+        }
+    }
+    for (int j0 = j_begin; j0 < j_end; j0 += MIX_WU) {
+        T v[MIX_ROWS][MIX_WU];
+#pragma unroll
+        for (int rr = 0; rr < MIX_ROWS; ++rr) {
+#pragma unroll
+            for (int u = 0; u < MIX_WU; ++u) {
+                const int j = j0 + u;
+                v[rr][u] = (ok[rr] && j < j_end) ? resp[lo[rr] + (long long)j * m] : T(0);
+            }
+        }
+#pragma unroll
+        for (int rr = 0; rr < MIX_ROWS; ++rr) {
+#pragma unroll
+            for (int u = 0; u < MIX_WU; ++u) {
+                const int j = j0 + u;
+                if (ok[rr] && j < j_end) {
+                    const T r = exp_(v[rr][u] - tot[rr]);
+                    if (resp_out != nullptr)
+                        resp_out[ob[rr] + (long long)j * os[rr]] = (double)r;
+                    else
+                        resp[lo[rr] + (long long)j * m] = r;
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 
+#ifndef MIX_MIN_BLOCKS
+#define MIX_MIN_BLOCKS 1  // resident blocks per SM asked of the register allocator
+#endif
+
 template <typename T>
-__global__ void __launch_bounds__(MIX_BLOCK) mixture_logits(
+__global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
     const T* __restrict__ x,       // (n_total, P) data, row-major
     long long n_total,             // rows of x (the counter range per chain)
     long long start,               // first row of this chunk
@@ -96,7 +164,8 @@ __global__ void __launch_bounds__(MIX_BLOCK) mixture_logits(
     int* __restrict__ z,           // (chains, n_total) or null
     T* __restrict__ lse,           // (chains, n_total) or null
     T* __restrict__ resp,          // (chains, K, m) or null (mode RESP)
-    double* __restrict__ resp_out, // (chains, K, m) or null: float64 probabilities (mode RESP, T = float)
+    double* __restrict__ resp_out, // float64 probabilities or null (mode RESP), in row blocks of mb (below)
+    long long mb,                  // rows per block of resp_out (m: the plain (chains, K, m) layout)
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi) {
     // Tile rows padded to a multiple of 4 values and 16-byte aligned, so that
     // the broadcast loads of one component's values can be vectorised.
@@ -195,23 +264,17 @@ __global__ void __launch_bounds__(MIX_BLOCK) mixture_logits(
                 }
             }
         }
+        T tot[MIX_ROWS];
 #pragma unroll
         for (int rr = 0; rr < MIX_ROWS; ++rr) {
+            tot[rr] = mx[rr] + log_(s[rr]);
             if (!act[rr]) continue;
-            const T total = mx[rr] + log_(s[rr]);
             if (z != nullptr) z[chain * n_total + gi[rr]] = best_j[rr];
-            if (lse != nullptr) lse[chain * n_total + gi[rr]] = total;
-            if (mode == MIX_RESP) {
-                for (int j = 0; j < K; ++j) {
-                    const long long o = (chain * K + j) * m + (gi[rr] - start);
-                    const T r = exp_(resp[o] - total);
-                    if (resp_out != nullptr)
-                        resp_out[o] = (double)r;
-                    else
-                        resp[o] = r;
-                }
-            }
+            if (lse != nullptr) lse[chain * n_total + gi[rr]] = tot[rr];
         }
+        if (mode == MIX_RESP)
+            write_probs(resp, resp_out, chain, (long long)gridDim.y, K, m, mb, base + threadIdx.x,
+                        (long long)blockDim.x, tot, 0, K);
     }
 }
 
@@ -540,11 +603,11 @@ __global__ void __launch_bounds__(MIX_COMP_THREADS) mixture_gibbs_params(
 
 #ifndef __CUDACC_RTC__
 template __global__ void mixture_logits<float>(const float*, long long, long long, long long, const float*, int, int,
-                                               int*, float*, float*, double*, unsigned int, unsigned int,
-                                               unsigned int, unsigned int);
+                                               int*, float*, float*, double*, long long, unsigned int,
+                                               unsigned int, unsigned int, unsigned int);
 template __global__ void mixture_logits<double>(const double*, long long, long long, long long, const double*, int,
-                                                int, int*, double*, double*, double*, unsigned int, unsigned int,
-                                                unsigned int, unsigned int);
+                                                int, int*, double*, double*, double*, long long, unsigned int,
+                                                unsigned int, unsigned int, unsigned int);
 template __global__ void mixture_stats_partial<float>(const float*, long long, const int*, const int*, int, long long,
                                                       double*);
 template __global__ void mixture_stats_partial<double>(const double*, long long, const int*, const int*, int,

@@ -311,6 +311,13 @@ def test_kernel_matches_twin(cp, dtype, p, k):
     mx.assign(xg, pg, 500, m, mx.MODE_RESP, key, off, lse=l64, resp=r64)
     np.testing.assert_array_equal(to_np(r64), to_np(rg).astype(np.float64))
     np.testing.assert_array_equal(to_np(l64)[:, 500:500 + m], to_np(lg)[:, 500:500 + m])
+    if dtype == np.float32:
+        # the same probabilities in blocks of 128 rows (7 blocks of (chains, k, 128), then 104 rows)
+        flat = cp.full(chains * k * m, -1.0)
+        mx.assign(xg, pg, 500, m, mx.MODE_RESP, key, off, lse=l64, resp=flat, block_rows=128)
+        head, tail = mx._resp_blocks(flat, 128, m, chains * k)
+        got = np.concatenate([*to_np(head), to_np(tail)], axis=1).reshape(chains, k, m)
+        np.testing.assert_array_equal(got, to_np(r64))
     za, zb = cp.empty((chains, n), cp.int32), np.empty((chains, n), np.int32)
     mx.assign(xg, pg, 0, n, mx.MODE_ARGMAX, z=za)
     mx._assign_twin(x, params, 0, n, mx.MODE_ARGMAX, key, off, z=zb)
@@ -537,10 +544,13 @@ def test_gibbs_component_kernels_match_twins(cp, dtype, p, k):
     np.testing.assert_allclose(to_np(params)[fin], params_t[fin], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("gemm_rows", [None, 64])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gpu_bem_matches_numpy_and_chunks(cp, dtype):
-    # Twenty iterates on the GPU (kernel probabilities, one GEMM per chunk, the update kernel) against
-    # the NumPy twin, unchunked and in chunks of 97 rows.
+def test_gpu_bem_matches_numpy_and_chunks(cp, dtype, gemm_rows, monkeypatch):
+    # Twenty iterates on the GPU (kernel probabilities, one GEMM per chunk or one batched GEMM over
+    # blocks of 64 rows, the update kernel) against the NumPy twin, unchunked and in chunks of 97 rows.
+    monkeypatch.setattr(mx, "_GEMM_ROWS", gemm_rows)
+    monkeypatch.setattr(mx, "_GEMM_MIN_BLOCKS", 1)  # blocks from 64 rows up (600 rows: 9 blocks and 24 rows)
     X, _, _ = planted()
     ref = _bem_states(X, 5, 20, dtype=dtype)[-1]
     tol = 1e-8 if dtype == np.float64 else 2e-4
@@ -564,3 +574,12 @@ def test_relabel_on_gpu_gives_the_host_labels(cp):
     np.testing.assert_allclose(to_np(wg), wa, rtol=1e-12)
     np.testing.assert_allclose(to_np(mg), ma, rtol=1e-12)
     np.testing.assert_array_equal(cg, ca)  # the covariances stay on the host, permuted alike
+
+
+def test_mean_rows_matches_numpy(cp):
+    # two-pass row means on the GPU (partial sums of 4096 values, then a remainder of 17)
+    rs = np.random.default_rng(16)
+    a = rs.normal(-3.0, 2.0, (3, mx._MEAN_MIN_BLOCKS * mx._MEAN_BLOCK + 17)).astype(np.float32)
+    want = a.astype(np.float64).mean(axis=1)
+    np.testing.assert_allclose(to_np(mx._mean_rows(cp.asarray(a))), want, rtol=1e-12)
+    np.testing.assert_allclose(mx._mean_rows(a), want, rtol=1e-12)

@@ -346,6 +346,8 @@ _NAMES = ("mixture_logits<float>", "mixture_logits<double>", "mixture_stats_part
           "mixture_stats_partial<double>", "mixture_bem_update<float>", "mixture_bem_update<double>",
           "mixture_gibbs_params<float>", "mixture_gibbs_params<double>")
 _BLOCK = 256
+_GEMM_ROWS = 4096  # rows per block of the Bayesian-EM statistics GEMM (None: one GEMM per chunk)
+_GEMM_MIN_BLOCKS = 16  # chunks of fewer blocks take one GEMM: there launches, not the GEMM, take the time
 _STATS_ROWS = 2048  # MIX_STATS_ROWS: sorted rows per block of the statistics kernel
 _MAX_STATS_E = 1024  # the statistics kernel has one thread per entry of [1, x, vech(x x^T)]
 
@@ -356,9 +358,15 @@ def _comp_threads(p: int) -> int:
     return int(max(1, min(32, 40960 // (8 * (2 * tri + p)))))
 
 
-@functools.lru_cache(maxsize=None)
+_TUNE: dict = {}  # overrides of the defines, e.g. MIX_ROWS, MIX_WU (for tuning runs; empty by default)
+
+
 def _defines(p: int, dtype) -> tuple:
-    dtype = np.dtype(dtype)
+    return _defines_for(p, np.dtype(dtype), tuple(sorted(_TUNE.items())))
+
+
+@functools.lru_cache(maxsize=None)
+def _defines_for(p: int, dtype, tune: tuple) -> tuple:
     q = 1 + p + p * (p + 1) // 2
     qp = (q + 3) // 4 * 4
     tile = int(max(1, min(32, 24576 // (qp * dtype.itemsize))))
@@ -366,9 +374,13 @@ def _defines(p: int, dtype) -> tuple:
     # at p = 14 take 128 registers (two blocks of 256 per SM); float64 takes twice the registers.
     rows = (4 if p <= 16 else 2 if p <= 32 else 1) if dtype == np.float32 else (2 if p <= 16 else 1)
     stats_block = int(min(_MAX_STATS_E, (q + 31) // 32 * 32))
-    return (("MIX_P", p), ("MIX_TILE", tile), ("MIX_ROWS", rows), ("MIX_BLOCK", _BLOCK),
-            ("MIX_STATS_ROWS", _STATS_ROWS), ("MIX_STATS_BLOCK", stats_block),
-            ("MIX_COMP_THREADS", _comp_threads(p)))
+    # Two resident blocks of 256 threads at 4 float32 rows: ask the register allocator for them (128
+    # registers), which it otherwise exceeds for the probability writes of mode RESP.
+    min_blocks = 2 if (dtype == np.float32 and rows == 4) else 1
+    d = {"MIX_P": p, "MIX_TILE": tile, "MIX_ROWS": rows, "MIX_BLOCK": _BLOCK, "MIX_STATS_ROWS": _STATS_ROWS,
+         "MIX_STATS_BLOCK": stats_block, "MIX_COMP_THREADS": _comp_threads(p), "MIX_MIN_BLOCKS": min_blocks}
+    d.update(dict(tune))
+    return tuple(d.items())
 
 
 _PLAIN = ("mixture_stats_reduce", "mixture_niw_posterior")  # extern "C" kernels, not templates
@@ -381,14 +393,16 @@ def _kernel(p: int, dtype, which: str = "mixture_logits"):
 
 
 def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
-           resp=None, use_kernel: bool | None = None, design=None, scratch=None) -> None:
+           resp=None, use_kernel: bool | None = None, design=None, scratch=None, block_rows=None) -> None:
     """Run the configuration kernel (or its twin) on rows ``start .. start+m-1`` of ``x``.
 
     ``z`` (C, n) int32 and ``lse`` (C, n) are written at the rows' global
     indices; ``resp`` (C, k, m), contiguous, of ``x.dtype`` or float64, gets the
     chunk's probabilities (mode RESP). For float32 data and a float64 ``resp``
     the kernel keeps its float32 logits in ``scratch`` (C, k, m) (allocated
-    when None) and writes the probabilities once, in float64.
+    when None) and writes the probabilities once, in float64; there
+    ``block_rows = b`` lays them out in blocks of ``b`` rows (see
+    :func:`_resp_blocks`), a flat ``resp`` of ``C k m`` values.
     """
     xp = _xp_of(x)
     n_total, p = x.shape
@@ -399,22 +413,36 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
         raise TypeError(f"resp must be of the data's dtype or float64, got {resp.dtype}.")
     if use_kernel is None:
         use_kernel = xp is not np and p <= _MAX_KERNEL_P
+    blocked = block_rows is not None and int(block_rows) < m
+    if blocked and not (use_kernel and resp is not None and resp.dtype != x.dtype):
+        raise ValueError("block_rows needs the kernel, float32 data and a float64 resp.")
     if not use_kernel:
         _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp, design=design)
         return
     fn = _kernel(p, x.dtype)
-    rows = dict(_defines(p, x.dtype))["MIX_ROWS"]
-    blocks = _loader.resident_blocks(fn, _BLOCK) * _loader.sm_count()
-    gx = int(max(1, min(math.ceil(m / (_BLOCK * rows)), max(1, blocks // chains) * 2)))
+    defines = dict(_defines(p, x.dtype))
+    rows, block = defines["MIX_ROWS"], defines["MIX_BLOCK"]
+    blocks = _loader.resident_blocks(fn, block) * _loader.sm_count()
+    gx = int(max(1, min(math.ceil(m / (block * rows)), max(1, blocks // chains) * 2)))
     null = _loader.NULL
     resp_out = null
     if resp is not None and resp.dtype != x.dtype:  # float32 logits in scratch, float64 probabilities
         resp_out = resp
         resp = xp.empty((chains, k, m), dtype=x.dtype) if scratch is None else scratch
-    fn((gx, chains), (_BLOCK,), (
+    mb = int(block_rows) if blocked else m
+    fn((gx, chains), (block,), (
         x, _loader.i64(n_total), _loader.i64(start), _loader.i64(m), params, _loader.i32(k), _loader.i32(mode),
         z if z is not None else null, lse if lse is not None else null, resp if resp is not None else null,
-        resp_out, *_loader.philox_args(key, offset)))
+        resp_out, _loader.i64(mb), *_loader.philox_args(key, offset)))
+
+
+def _resp_blocks(resp_flat, rows: int, m: int, ck: int):
+    """Views of probabilities laid out in blocks of ``rows`` rows: ``(m // rows, ck, rows)`` and ``(ck, m % rows)``."""
+    nb = m // rows
+    rem = m - nb * rows
+    head = resp_flat[:nb * ck * rows].reshape(nb, ck, rows)
+    tail = resp_flat[nb * ck * rows:nb * ck * rows + ck * rem].reshape(ck, rem)
+    return head, tail
 
 
 # ---------------------------------------------------------------------------
@@ -508,6 +536,29 @@ def _stats_kernel(model: Model, z):
     red((int(min(-(-k * q // 256), 65535)), chains), (256,),
         (partial, offsets, _loader.i32(k), _loader.i32(q), _loader.i64(n_tiles), out))
     return out
+
+
+_MEAN_BLOCK = 4096  # values per partial sum of _mean_rows on the GPU
+_MEAN_MIN_BLOCKS = 32  # shorter rows take one reduction (a few launches fewer where launches dominate)
+
+
+def _mean_rows(a):
+    """The float64 mean of each row of ``a`` (C, n).
+
+    On the GPU in two passes, partial sums of ``_MEAN_BLOCK`` values and then
+    their sum: a reduction with one output per row would run on one block per
+    row, a millisecond for a million values. Deterministic (no atomics).
+    """
+    xp = _xp_of(a)
+    c, n = a.shape
+    nb = n // _MEAN_BLOCK
+    if xp is np or nb < _MEAN_MIN_BLOCKS:
+        return a.mean(axis=1, dtype=np.float64)
+    cut = nb * _MEAN_BLOCK
+    tot = a[:, :cut].reshape(c, nb, _MEAN_BLOCK).sum(axis=2, dtype=np.float64).sum(axis=1)
+    if cut < n:
+        tot += a[:, cut:].sum(axis=1, dtype=np.float64)
+    return tot / n
 
 
 def _unpack_stats(acc, p):
@@ -646,7 +697,7 @@ def make_step(model: Model):
             for s in range(0, n, model.sample_rows):
                 assign(x, state.params, s, min(model.sample_rows, n - s), MODE_SAMPLE, rng.key, offset,
                        z=z, lse=lse)
-            loglik = lse.mean(axis=1, dtype=np.float64)
+            loglik = _mean_rows(lse)
             acc = _gibbs_acc(model, z)
             counts = acc[..., 0]
             # (2) NIW draws; empty components draw from the prior.
@@ -750,8 +801,10 @@ def make_bem_step(model: Model):
     """``bem(state) -> state``: one Bayesian-EM iterate of every start (the paper's four BEM steps).
 
     (1) The configuration probabilities, chunk by chunk: on the GPU the fused
-    kernel writes them once, in float64; (2) their weighted statistics, one
-    float64 GEMM per chunk with the design ``[1, x, vech(x x^T)]`` (float64
+    kernel writes them once, in float64 (for float32 data, in blocks of
+    ``_GEMM_ROWS`` rows); (2) their weighted statistics, one float64 GEMM per
+    chunk with the design ``[1, x, vech(x x^T)]``, batched over the blocks
+    where a chunk holds at least ``_GEMM_MIN_BLOCKS`` of them (float64
     because a float32 sum of ``x x^T`` loses the scatter of a tight component
     far from the data's centre); (2)-(4) the posterior means, the sticks' and
     alpha's modes and the next kernel parameters: one launch on the GPU
@@ -766,6 +819,10 @@ def make_bem_step(model: Model):
     k = model.k
     q = 1 + p + p * (p + 1) // 2
     kernel = _use_component_kernel(xp, p)
+    # Row blocks of the float64 probabilities (float32 data on the GPU): the chunk's GEMM
+    # (C k, m) x (m, q) has few output tiles and a long inner dimension; one batched GEMM over
+    # blocks of _GEMM_ROWS rows keeps every tile busy, and the blocks' products are summed after.
+    blocks = _GEMM_ROWS if (kernel and x.dtype == np.float32 and _GEMM_ROWS) else None
     spans = [(s, min(n, s + model.chunk)) for s in range(0, n, model.chunk)]
     cached = model.y_blocks is not None and model.chunk == model.stats_rows
     prior = _packed_prior(model) if kernel else None
@@ -793,6 +850,20 @@ def make_bem_step(model: Model):
                 resp = resp_flat[:chains * k * m].reshape(chains, k, m)
                 logits = None if logits_flat is None else logits_flat[:chains * k * m].reshape(chains, k, m)
                 y = model.y_blocks[ci] if cached else _y_block(x[s:e], xp)
+                if blocks is not None and m >= _GEMM_MIN_BLOCKS * blocks:
+                    assign(x, state.params, s, m, MODE_RESP, lse=lse, resp=resp_flat, scratch=logits,
+                           block_rows=blocks)
+                    head, tail = _resp_blocks(resp_flat, blocks, m, chains * k)
+                    nb = head.shape[0]
+                    # (nb, C k, rows) x (nb, rows, q), summed over the blocks in order
+                    part = xp.matmul(head, y[:nb * blocks].reshape(nb, blocks, q)).sum(axis=0)
+                    if tail.shape[1]:
+                        part += xp.matmul(tail, y[nb * blocks:m])
+                    if parts is None:
+                        acc = part
+                    else:
+                        parts[ci] = part
+                    continue
                 assign(x, state.params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
                 # one GEMM for every start: (C k, m) x (m, q)
                 if parts is None:
@@ -802,7 +873,7 @@ def make_bem_step(model: Model):
             if parts is not None:
                 acc = parts.sum(axis=0)
             acc = acc.reshape(chains, k, q)
-            loglik = lse.mean(axis=1, dtype=np.float64)
+            loglik = _mean_rows(lse)
             if kernel:
                 v, log_pi, mu, sigma, params, alpha = _bem_update_kernel(model, acc, state.alpha, prior)
             else:
@@ -1269,4 +1340,4 @@ def _score_params(x, params, chunk, per_sample=False):
     lse = xp.empty((chains, n), dtype=x.dtype)
     for s in range(0, n, chunk):
         assign(x, params, s, min(chunk, n - s), MODE_ARGMAX, lse=lse)
-    return lse if per_sample else lse.mean(axis=1, dtype=np.float64)
+    return lse if per_sample else _mean_rows(lse)

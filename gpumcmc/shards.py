@@ -176,12 +176,13 @@ class Shards:
     def scatter(self, x, axis: int = 0) -> list:
         """This process's parts of ``x`` along ``axis``, each on its shard's device."""
         x = backend.to_host(x) if self.xp is np else x
-        n = x.shape[axis]
         out = []
-        for i, (a, b) in enumerate(self.bounds(n)):
-            part = np.take(x, np.arange(a, b), axis=axis) if self.xp is np else _slice(x, a, b, axis)
+        for i, (a, b) in enumerate(self.bounds(x.shape[axis])):
+            part = _slice(x, a, b, axis)
             with self.on(i):
-                out.append(self.xp.ascontiguousarray(self.xp.asarray(part)))
+                # cupy.asarray would keep a part on the GPU it is on; a copy made under the
+                # shard's device lands there (a peer copy between GPUs).
+                out.append(np.ascontiguousarray(part) if self.xp is np else self.xp.array(part, copy=True, order="C"))
         return out
 
     def allreduce(self, arrays: Sequence) -> list:

@@ -79,6 +79,13 @@ __device__ __forceinline__ T rbm_sigmoid(T x) {
     return T(0.5) * (tanh(T(0.5) * x) + T(1));
 }
 
+// The four words of Philox call g at a 64-bit call offset.
+__device__ __forceinline__ void rbm_words(unsigned long long g, unsigned long long off, uint2 key,
+                                          unsigned int w[4]) {
+    const uint4 r = philox4x32_10(philox_counter(g, (unsigned int)off, (unsigned int)(off >> 32)), key);
+    w[0] = r.x; w[1] = r.y; w[2] = r.z; w[3] = r.w;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(1024)
 rbm_pcd_epoch(const T* __restrict__ X, const long long* __restrict__ edges, int n_batches, int nv, int nh,
@@ -116,11 +123,10 @@ rbm_pcd_epoch(const T* __restrict__ X, const long long* __restrict__ edges, int 
         }
         // v_neg: a warp per group of 4 elements (one Philox call), lanes split the sum over hidden units.
         {
-            const unsigned int lo = (unsigned int)off, hi = (unsigned int)(off >> 32);
             const int n = chains * nv, groups = (n + 3) / 4;
             for (int g = warp; g < groups; g += nwarp) {
-                const uint4 w4 = philox4x32_10(philox_counter((unsigned long long)g, lo, hi), key);
-                const unsigned int w[4] = {w4.x, w4.y, w4.z, w4.w};
+                unsigned int w[4];
+                rbm_words(g, off, key, w);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     const int e = 4 * g + q;
@@ -137,12 +143,10 @@ rbm_pcd_epoch(const T* __restrict__ X, const long long* __restrict__ edges, int 
         __syncthreads();
         // h_neg and the new chain states: a thread per Philox call of 4 elements.
         {
-            const unsigned long long off1 = off + 1ull;
-            const unsigned int lo = (unsigned int)off1, hi = (unsigned int)(off1 >> 32);
             const int n = chains * nh, groups = (n + 3) / 4;
             for (int g = tid; g < groups; g += nthr) {
-                const uint4 w4 = philox4x32_10(philox_counter((unsigned long long)g, lo, hi), key);
-                const unsigned int w[4] = {w4.x, w4.y, w4.z, w4.w};
+                unsigned int w[4];
+                rbm_words(g, off + 1ull, key, w);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     const int e = 4 * g + q;

@@ -264,7 +264,9 @@ class RBM:
         history = []
         use_fused = _use_fused_pcd(fused, xp, nv, n_hidden, batch_size, dtype)
         if use_fused:
-            X = _loader_contiguous(X)
+            from .. import _loader
+
+            X = _loader.contiguous(X)
             edges_dev = xp.asarray(edges, dtype=xp.int64)
         t0 = time.perf_counter()
         for _ in range(n_iter):
@@ -329,12 +331,6 @@ def _use_fused_pcd(fused, xp, nv, nh, chains, dtype) -> bool:
                              f"block {limit}. Use fewer hidden units or a smaller batch_size, or fused=None.")
         return False
     return True
-
-
-def _loader_contiguous(a):
-    from .. import _loader
-
-    return _loader.contiguous(a)
 
 
 def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):

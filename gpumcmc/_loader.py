@@ -320,6 +320,11 @@ def u32(x) -> np.uint32:
     return np.uint32(x)
 
 
+def u64(x) -> np.uint64:
+    """A 64-bit unsigned argument; also a device address (a pointer parameter)."""
+    return np.uint64(x)
+
+
 # A null pointer argument: CuPy passes None as 0xffffffff, not as 0.
 NULL = np.uint64(0)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 
 import numpy as np
@@ -136,9 +137,18 @@ def report(bad, message: str, index=None) -> None:
 def check() -> None:
     """Raise the first failure recorded by deferred value checks since the last call, and forget them.
 
-    Returns None when nothing failed. Costs one synchronisation per device that
-    recorded checks (none when nothing is pending, e.g. on NumPy).
+    Returns None when nothing failed. Costs one synchronisation per device and
+    stream that recorded checks (none when nothing is pending, e.g. on NumPy).
+    Checks fused into the kernels (see :mod:`gpumcmc._status`) come first.
     """
+    status = sys.modules.get(__package__ + "._status")
+    if status is not None and status.pending():
+        found = status.read_all()  # synchronize! (once per stream with fused checks)
+        if found is not None:
+            _state.pending = None
+            err = ValueError(found[1])
+            err._gpumcmc_detailed = True  # the message names the call, the row and what to do
+            raise err
     p = getattr(_state, "pending", None)
     if p is None or not p["calls"]:
         return
@@ -155,6 +165,21 @@ def check() -> None:
         call, index = min(found)
         msg = p["messages"][call].replace("{index}", str(index))
         raise ValueError(f"{msg} (the {_ordinal(call + 1)} value check recorded since the last gpumcmc.check())")
+
+
+def fused(describe) -> tuple[int, int]:
+    """The (status word address, call tag) arguments of a kernel that checks its own input.
+
+    (0, 0), no checks, with validation off or outside a deferred block (a
+    public function's direct call runs deferred inside :func:`checked`).
+    ``describe(code, index)`` gives the message should the kernel note bad
+    input; see :mod:`gpumcmc._status`.
+    """
+    if not validating() or not deferring():
+        return 0, 0
+    from . import _status
+
+    return _status.ticket(describe)
 
 
 def checked(fn):
@@ -179,6 +204,8 @@ def checked(fn):
                 check()  # synchronize! (once, and only when a CuPy check was recorded)
             except ValueError as err:
                 _state.pending = None
+                if getattr(err, "_gpumcmc_detailed", False):
+                    raise
                 fn(*args, **kwargs)  # raises the detailed message
                 raise err from None
         finally:

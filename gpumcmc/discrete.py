@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _butterfly, _loader, _validate
+from . import _butterfly, _loader, _status, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, is_cupy_array, to_host
@@ -186,13 +186,20 @@ def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
 
 # -- CUDA launcher ----------------------------------------------------------------
 
-def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out) -> None:
-    """Run ``cat_prefix`` / ``cat_warp`` / ``cat_row_warp`` for ``n`` rows of ``K`` categories into ``out``."""
+def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out, describe,
+            n_a: int = 0, n_b: int = 0) -> None:
+    """Run ``cat_prefix`` / ``cat_warp`` / ``cat_row_warp`` for ``n`` rows of ``K`` categories into ``out``.
+
+    ``n_a``, ``n_b``: rows of ``a`` and ``b`` (products). ``describe``: the
+    message maker for the status word (see :func:`gpumcmc._validate.fused`).
+    """
     import cupy
 
     dt = a.dtype
     src = _SRC[kind]
-    args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_args(key, offset))
+    word, tag = _validate.fused(describe)
+    args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_args(key, offset), _loader.i64(n_a),
+                 _loader.i64(n_b), _loader.u64(word), _loader.u64(tag))
     if method == "warp":
         V, NJ = warp_shape(K, dt, a, b)
         fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
@@ -255,23 +262,10 @@ def _rows_view(x, xp, axis: int, name: str):
     return x, tuple(x.shape[:-1])
 
 
-def _defer(xp) -> bool:
-    """True when value checks on this call record for gpumcmc.check() instead of synchronising."""
-    return xp is not np and _validate.deferring()
-
-
-def _report_bad_rows(out, what: str) -> None:
-    """Record (no sync) whether any row got -1, for gpumcmc.check()."""
-    bad = out.reshape(-1) < 0
-    _validate.report(bad.any(), f"{what}: no index can be drawn from it. Every row needs a finite, positive "
-                                f"total; with gpumcmc.set_validation(False) such rows give -1 instead.",
-                     bad.argmax())
-
-
 def _first_bad_row(out, xp) -> int | None:
-    """Index (flat) of the first row that got -1, or None. Synchronises on CuPy."""
+    """Index (flat) of the first row that got -1, or None (NumPy; the kernels note theirs in the status word)."""
     bad = out.reshape(-1) < 0
-    if not bool(bad.any()):  # synchronize!
+    if not bool(bad.any()):
         return None
     return int(xp.argmax(bad))
 
@@ -294,12 +288,70 @@ def _why(kind: str, values: np.ndarray, dtype) -> str:
 
 
 def _raise_bad_row(kind: str, label: str, r: int, batch: tuple, values, dtype) -> None:
-    where = tuple(int(i) for i in np.unravel_index(r, batch)) if batch else ()
-    raise ValueError(
-        f"{label} {where if len(where) != 1 else where[0]} {_why(kind, to_host(values), dtype)}: no index "
-        f"can be drawn from it. Every row needs a finite, positive total; with "
-        f"gpumcmc.set_validation(False) such rows give -1 instead."
-    )
+    where = _status.at(r, batch)
+    raise ValueError(f"{label} {where} {_why(kind, to_host(values), dtype)}: no index can be drawn from it "
+                     f"(flat index {r}). {_RULE}")
+
+
+_RULE = ("Every row needs a finite, positive total; with gpumcmc.set_validation(False) such rows give -1 "
+         "instead.")
+
+
+def _why_code(kind: str, code: int, dtype) -> str:
+    """What a status code says about a row (see kernels_cu/status.cuh)."""
+    name = np.dtype(dtype).name
+    if code == _status.NAN:
+        return "contains NaN"
+    if code == _status.INF:
+        return "contains +inf" if kind == "logits" else "contains inf"
+    if code == _status.ZERO:
+        return "is -inf everywhere, so every weight is zero" if kind == "logits" else "has no positive weight"
+    if code == _status.OVERFLOW:
+        return f"sums to more than the largest {name}; divide the row by its maximum or use float64"
+    if code == _status.TINY:
+        return f"has a positive total too small to draw from (near the smallest {name}); scale the row up"
+    return f"is invalid (status code {code})"
+
+
+class _RowsMessage:
+    """The message of a bad row of categorical / categorical_logits, from the status word."""
+
+    __slots__ = ("kind", "batch", "dtype")
+
+    def __init__(self, kind, batch, dtype):
+        self.kind, self.batch, self.dtype = kind, batch, dtype
+
+    def __call__(self, code: int, index: int) -> str:
+        name = "weights" if self.kind == "weights" else "logits"
+        where = _status.at(index, self.batch)
+        if code == _status.NEG:
+            return (f"weights must be non-negative; row {where} holds a value < 0 (or -inf) (flat index {index}). "
+                    "Clip or shift the weights, or pass logits to categorical_logits.")
+        return (f"{name} row {where} {_why_code(self.kind, code, self.dtype)}: no index can be drawn from it "
+                f"(flat index {index}). {_RULE}")
+
+
+class _ProductsMessage:
+    """The message of a bad token of categorical_products, from the status word."""
+
+    __slots__ = ("shape", "dtype", "M", "V")
+
+    def __init__(self, shape, dtype, M, V):
+        self.shape, self.dtype, self.M, self.V = shape, dtype, M, V
+
+    def __call__(self, code: int, index: int) -> str:
+        where = _status.at(index, self.shape)
+        if code == _status.ROWS:
+            return f"rows must lie in [0, {self.M}); token {where} does not (flat index {index})."
+        if code == _status.COLS:
+            return f"cols must lie in [0, {self.V}); token {where} does not (flat index {index})."
+        if code in (_status.NEG, _status.NEG_B):
+            name = "theta" if code == _status.NEG else "phi"
+            idx = "rows" if code == _status.NEG else "cols"
+            return (f"{name} must be non-negative; found values < 0 (or -inf) in {name}[{idx}[t]] of token "
+                    f"t = {where} (flat index {index}).")
+        return (f"theta[rows[t]] * phi[cols[t]] of token t = {where} {_why_code('products', code, self.dtype)}: "
+                f"no index can be drawn from it (flat index {index}). {_RULE}")
 
 
 def _check_non_negative(xp, arrays) -> None:
@@ -324,7 +376,7 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
         return out
     if K == 0:
         raise ValueError(f"{name} have no categories (the last axis has length 0); nothing can be drawn.")
-    if kind == "weights":
+    if kind == "weights" and xp is np:
         _check_non_negative(xp, [(x, "weights")])
     with annotate("gpumcmc.categorical_logits" if kind == "logits" else "gpumcmc.categorical", xp):
         if xp is np:
@@ -339,11 +391,10 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
             _draw_numpy(weights_of, n, K, x.dtype, method, rng.key, offset, out)
         else:
             a = _loader.contiguous(x)
-            _launch(kind, method, a, a, a, a, n, K, rng.key, offset, out)
-    if validating():
-        if _defer(xp):
-            _report_bad_rows(out, f"{name} row (flat index {{index}}) has no finite, positive total")
+            # The kernel checks the rows as it reads them (see _status).
+            _launch(kind, method, a, a, a, a, n, K, rng.key, offset, out, _RowsMessage(kind, batch, x.dtype))
             return out
+    if validating():
         r = _first_bad_row(out, xp)
         if r is not None:
             _raise_bad_row(kind, f"{name} row", r, batch, x.reshape(n, K)[r], x.dtype)
@@ -484,45 +535,33 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         raise ValueError("theta and phi have no categories (K = 0); nothing can be drawn.")
     rows_f = rows.reshape(-1)
     cols_f = cols.reshape(-1)
-    # The kernels read theta[rows[t]] and phi[cols[t]] unchecked: a token with an index out of range reads
-    # row 0 instead and gets the sentinel -1, whatever the validation setting.
-    out_r = (rows_f < 0) | (rows_f >= M)
-    out_c = (cols_f < 0) | (cols_f >= V)
-    outside = out_r | out_c
-    if validating() and _defer(xp):
-        for bad, name, size in ((out_r, "rows", M), (out_c, "cols", V)):
-            _validate.report(xp.any(bad), f"{name} must lie in [0, {size}); token {{index}} does not.",
-                             xp.argmax(bad))
-    rows_f = xp.where(outside, 0, rows_f)
-    cols_f = xp.where(outside, 0, cols_f)
+    if xp is not np:
+        if max(M, V) > np.iinfo(np.int32).max:
+            raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
+        # The kernel checks every token as it reads it (see _status): an index out of range reads row 0 and
+        # gets -1, whatever the validation setting, and bad values are noted in the status word.
+        with annotate("gpumcmc.categorical_products", xp):
+            _launch("products", method, _loader.contiguous(theta), _loader.contiguous(phi),
+                    _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32),
+                    n, K, rng.key, offset, out, _ProductsMessage(shape, theta.dtype, M, V), M, V)
+        return out
+    # NumPy: a token with an index out of range gets -1, whatever the validation setting.
+    outside = (rows_f < 0) | (rows_f >= M) | (cols_f < 0) | (cols_f >= V)
     if validating():
         for a, name, size in ((rows_f, "rows", M), (cols_f, "cols", V)):
-            if _defer(xp):
-                continue
-            a = rows.reshape(-1) if name == "rows" else cols.reshape(-1)
-            lo, hi = int(a.min()), int(a.max())  # synchronize!
+            lo, hi = int(a.min()), int(a.max())
             if lo < 0 or hi >= size:
                 raise ValueError(f"{name} must lie in [0, {size}); found values in [{lo}, {hi}].")
         _check_non_negative(xp, [(theta, "theta"), (phi, "phi")])
+    rows_f = np.where(outside, 0, rows_f)
+    cols_f = np.where(outside, 0, cols_f)
     with annotate("gpumcmc.categorical_products", xp):
-        if xp is np:
-            def weights_of(s, e):
-                return theta[rows_f[s:e]] * phi[cols_f[s:e]]
+        def weights_of(s, e):
+            return theta[rows_f[s:e]] * phi[cols_f[s:e]]
 
-            _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out)
-            np.copyto(out.reshape(-1), -1, where=outside)
-        else:
-            if max(M, V) > np.iinfo(np.int32).max:
-                raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
-            _launch("products", method, _loader.contiguous(theta), _loader.contiguous(phi),
-                    _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32),
-                    n, K, rng.key, offset, out)
-            xp.copyto(out.reshape(-1), -1, where=outside)
+        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out)
+        np.copyto(out.reshape(-1), -1, where=outside)
     if validating():
-        if _defer(xp):
-            _report_bad_rows(out, "theta[rows[t]] * phi[cols[t]] of token t = {index} has no finite, positive "
-                                  "total")
-            return out
         r = _first_bad_row(out, xp)
         if r is not None:
             values = theta[int(rows_f[r])] * phi[int(cols_f[r])]

@@ -49,8 +49,12 @@
 // (r, off): u = u01_f32(w0) for float, u01_f64(w0, w1) for double. Every method
 // uses the same u for a row, whatever the launch shape.
 //
-// Rows with no positive total (all zeros, NaN, inf or an overflowing sum) get
-// index -1. Twin: gpumcmc/discrete.py and gpumcmc/_butterfly.py.
+// Rows with no positive total (all zeros, NaN, inf or an overflowing sum), and
+// products tokens with an index out of range, get index -1. With a status word
+// (status.cuh) the kernels also note the first such row, or the first row with
+// a negative weight, as they read it: the least weight each lane sees is kept
+// alongside the sums, and only a bad row is read again, to name what is wrong.
+// Twin: gpumcmc/discrete.py and gpumcmc/_butterfly.py.
 #include "categorical.cuh"
 
 // Threads per block; gpumcmc/discrete.py passes its THREADS here.
@@ -98,14 +102,19 @@ __device__ __forceinline__ T weight_at(const T* pa, const T* pb, T m, int k) {
 template <typename T, int SRC>
 __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
                             const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64,
-                            uint2 key, unsigned off_lo, unsigned off_hi) {
+                            uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
+                            unsigned long long* status, unsigned long long tag) {
     const long long stride = (long long)gridDim.x * blockDim.x;
+    bool noted = false;  // rows come in increasing order: only a thread's first bad row can be the minimum
     for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < n; r += stride) {
         const T* pa;
         const T* pb = nullptr;
+        bool oob = false;
         if constexpr (SRC == PRODUCTS) {
-            pa = a + (long long)rows[r] * K;
-            pb = b + (long long)cols[r] * K;
+            const int ra = rows[r], rb = cols[r];
+            oob = (unsigned long long)ra >= (unsigned long long)n_a || (unsigned long long)rb >= (unsigned long long)n_b;
+            pa = a + (oob ? 0 : (long long)ra * K);
+            pb = b + (oob ? 0 : (long long)rb * K);
         } else {
             pa = a + r * K;
         }
@@ -114,11 +123,16 @@ __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, co
             m = neg_inf((T*)nullptr);
             for (int k = 0; k < K; ++k) m = max_t(m, pa[k]);
         }
-        T total = T(0);
-        for (int k = 0; k < K; ++k) total += weight_at<T, SRC>(pa, pb, m, k);
+        T total = T(0), lo = T(0);
+        for (int k = 0; k < K; ++k) {
+            const T w = weight_at<T, SRC>(pa, pb, m, k);
+            total += w;
+            if constexpr (SRC != LOGITS) lo = min_t(lo, w);  // a NaN is caught by the total
+        }
         const T target = row_uniform((T*)nullptr, (unsigned long long)r, key, off_lo, off_hi) * total;
         long long idx = -1;
-        if (total > target) {
+        const bool found = total > target && !oob;
+        if (found) {
             T p = T(0);
             for (int k = 0; k < K; ++k) {
                 p += weight_at<T, SRC>(pa, pb, m, k);
@@ -129,6 +143,10 @@ __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, co
             }
         }
         store_index(out, out64, r, idx);
+        if (status != nullptr && !noted && (!found || lo < T(0))) {
+            note_row<T, SRC>(status, tag, r, found, pa, pb, K, oob, rows, n_a);
+            noted = true;
+        }
     }
 }
 
@@ -314,7 +332,8 @@ template <typename T, int SRC, int METHOD>
 __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows_idx,
                           const int* __restrict__ cols_idx, long long n, int K, T* __restrict__ scratch,
                           int s_in_smem, int region_words, void* __restrict__ out, int out64, uint2 key,
-                          unsigned off_lo, unsigned off_hi) {
+                          unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
+                          unsigned long long* status, unsigned long long tag) {
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x & (W - 1);
     const int wib = threadIdx.x / W;
@@ -327,6 +346,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
     const int pad = NB * W - K;
     const long long n_groups = (n + W - 1) / W;
     const long long wstride = (long long)gridDim.x * wpb;
+    bool noted = false;  // warp-uniform: groups come in increasing order, so only the first bad one counts
 
     for (long long g = (long long)blockIdx.x * wpb + wib; g < n_groups; g += wstride) {
         const long long r0 = g * W;
@@ -336,10 +356,13 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
         T* S = s_in_smem ? region : scratch + g * (long long)NB * W;
         Rows<T, SRC> rows{a, b, hdr, reinterpret_cast<const T*>(hdr), r0, n - 1, K};
 
+        bool oob = false;  // products: an index out of range (row 0 is read instead, and -1 stored)
         if constexpr (SRC == PRODUCTS) {
             const long long rc = valid ? r : n - 1;
-            hdr[lane] = (long long)rows_idx[rc] * K;
-            hdr[W + lane] = (long long)cols_idx[rc] * K;
+            const int ra = rows_idx[rc], rb = cols_idx[rc];
+            oob = (unsigned long long)ra >= (unsigned long long)n_a || (unsigned long long)rb >= (unsigned long long)n_b;
+            hdr[lane] = oob ? 0 : (long long)ra * K;
+            hdr[W + lane] = oob ? 0 : (long long)rb * K;
             __syncwarp();
         }
         if constexpr (SRC == LOGITS) {
@@ -363,16 +386,25 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
         }
 
         // Pass 1: stream the rows, store the running prefix at every block end.
-        T run = T(0);
+        // least: the least weight this lane held (transpose: of its row; butterfly:
+        // of its column in every row), to catch negative weights.
+        T run = T(0), least = T(0);
         for (int blk = 0; blk < NB; ++blk) {
             T x[W];
             load_block(x, rows, (long long)blk * W + lane - pad, rows_left);
             if constexpr (METHOD == BUTTERFLY) {
+                if constexpr (SRC != LOGITS) {
+#pragma unroll
+                    for (int i = 0; i < W; ++i) least = min_t(least, x[i]);
+                }
                 run += butterfly<false>(x, lane, (T*)nullptr, AddOp());
             } else {
                 warp_transpose(x, lane);
 #pragma unroll
-                for (int k = 0; k < W; ++k) run += x[k];
+                for (int k = 0; k < W; ++k) {
+                    run += x[k];
+                    if constexpr (SRC != LOGITS) least = min_t(least, x[k]);
+                }
             }
             S[blk * W + lane] = run;
         }
@@ -380,7 +412,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
 
         const T total = run;
         const T target = row_uniform((T*)nullptr, (unsigned long long)r, key, off_lo, off_hi) * total;
-        const bool found = total > target;
+        const bool found = total > target && !oob;
         // Smallest block whose end prefix exceeds the target.
         int lo = 0, hi = NB - 1;
         while (lo < hi) {
@@ -431,6 +463,19 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
             }
         }
         if (valid) store_index(out, out64, r, found ? (long long)bsel * W + col - pad : -1LL);
+        if (status != nullptr && !noted) {
+            // A negative weight anywhere in the group sends every row to the rescan.
+            const bool neg = SRC != LOGITS && __any_sync(FULL, least < T(0));
+            const bool bad = valid && (!found || neg);
+            if (__any_sync(FULL, bad)) {
+                if (bad) {
+                    const T* pa = SRC == PRODUCTS ? a + hdr[lane] : a + r * K;
+                    const T* pb = SRC == PRODUCTS ? b + hdr[W + lane] : nullptr;
+                    note_row<T, SRC>(status, tag, r, found, pa, pb, K, oob, rows_idx, n_a);
+                }
+                noted = true;
+            }
+        }
         __syncwarp();  // the next group reuses the header and the region
     }
 }
@@ -446,13 +491,19 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
 //                when they do not fit in shared memory (s_in_smem == 0)
 //   region_words per-warp shared region in elements of T (see HDR_BYTES)
 //   out, out64   indices, int64 if out64 else int32
+//   n_a, n_b     products: rows of a and b; a token whose index is outside
+//                them reads row 0 and gets -1 (else unused)
+//   status, tag  the status word (null: no checks) and this call's tag; see
+//                status.cuh. Bad rows are noted there as they are met.
 template <typename T, int SRC>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_prefix(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
            const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
            int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
-           unsigned int off_lo, unsigned int off_hi) {
-    gpumcmc::cat::prefix_rows<T, SRC>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi);
+           unsigned int off_lo, unsigned int off_hi, long long n_a, long long n_b, unsigned long long* status,
+           unsigned long long tag) {
+    gpumcmc::cat::prefix_rows<T, SRC>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi, n_a,
+                                      n_b, status, tag);
 }
 
 template <typename T, int SRC, int METHOD>
@@ -460,9 +511,10 @@ __global__ void GPUMCMC_CAT_WARP_BOUNDS
 cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
          int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
-         unsigned int off_lo, unsigned int off_hi) {
+         unsigned int off_lo, unsigned int off_hi, long long n_a, long long n_b, unsigned long long* status,
+         unsigned long long tag) {
     gpumcmc::cat::warp_rows<T, SRC, METHOD>(a, b, rows, cols, n, K, scratch, s_in_smem, region_words, out, out64,
-                                            make_uint2(k0, k1), off_lo, off_hi);
+                                            make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag);
 }
 
 #ifndef __CUDACC_RTC__
@@ -470,7 +522,7 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
 // are compiled; at run time NVRTC instantiates them through name_expressions.
 #define GPUMCMC_CAT_ARGS(T)                                                                               \
     const T*, const T*, const int*, const int*, long long, int, T*, int, int, void*, int, unsigned int, \
-        unsigned int, unsigned int, unsigned int
+        unsigned int, unsigned int, unsigned int, long long, long long, unsigned long long*, unsigned long long
 #define GPUMCMC_CAT_INSTANTIATE(T, SRC)                                  \
     template __global__ void cat_prefix<T, SRC>(GPUMCMC_CAT_ARGS(T));    \
     template __global__ void cat_warp<T, SRC, 1>(GPUMCMC_CAT_ARGS(T));   \

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "philox.cuh"
+#include "status.cuh"
 
 namespace gpumcmc {
 namespace cat {
@@ -30,6 +31,8 @@ __device__ __forceinline__ double exp_t(double x) { return exp(x); }
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ float max_t(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ float min_t(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double min_t(double a, double b) { return fmin(a, b); }
 __device__ __forceinline__ double max_t(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float neg_inf(float*) { return -__int_as_float(0x7f800000); }
 __device__ __forceinline__ double neg_inf(double*) { return -__longlong_as_double(0x7ff0000000000000LL); }
@@ -40,6 +43,64 @@ __device__ __forceinline__ void store_index(void* out, int out64, long long r, l
     } else {
         static_cast<int*>(out)[r] = static_cast<int>(idx);
     }
+}
+
+// Why a row has no index, or holds a negative weight: a StatusCode, or 0 when
+// it is fine. One thread rescans the row (pa: weights, logits or the theta
+// row; pb: the phi row), so it runs only for rows already seen to be bad.
+template <typename T, int SRC>
+__device__ unsigned row_code(const T* pa, const T* pb, int K) {
+    bool nan = false, inf = false, neg = false, neg_b = false;
+    T total = T(0), top = neg_inf((T*)nullptr);
+    for (int k = 0; k < K; ++k) {
+        const T x = pa[k];
+        if constexpr (SRC == LOGITS) {
+            nan |= x != x;
+            inf |= x == -neg_inf((T*)nullptr);
+            top = max_t(top, x);
+        } else {
+            T w = x;
+            if constexpr (SRC == PRODUCTS) {
+                const T y = pb[k];
+                neg |= x < T(0);
+                neg_b |= y < T(0);
+                w = mul_rn(x, y);
+            } else {
+                neg |= x < T(0);
+            }
+            nan |= w != w;
+            inf |= w == -neg_inf((T*)nullptr);
+            total += w;
+        }
+    }
+    if (nan) return ST_NAN;
+    if (inf) return ST_INF;
+    if (neg) return ST_NEG;
+    if (neg_b) return ST_NEG_B;
+    if constexpr (SRC == LOGITS) {
+        return top == neg_inf((T*)nullptr) ? ST_ZERO : 0u;
+    } else {
+        if (!(total > T(0))) return ST_ZERO;
+        if (total == -neg_inf((T*)nullptr)) return ST_OVERFLOW;
+        return 0u;
+    }
+}
+
+// Note row r (flat) of a draw that found no index, or that met a negative
+// weight (`neg`): rescans it for the reason. `oob`: a products index out of
+// range (rows_idx / cols_idx say which). Call on the bad path only.
+template <typename T, int SRC>
+__device__ __forceinline__ void note_row(unsigned long long* status, unsigned long long tag, long long r, bool found,
+                                         const T* pa, const T* pb, int K, bool oob, const int* rows_idx,
+                                         long long n_a) {
+    unsigned code;
+    if (oob) {
+        code = (unsigned long long)rows_idx[r] >= (unsigned long long)n_a ? ST_ROWS : ST_COLS;
+    } else {
+        code = row_code<T, SRC>(pa, pb, K);
+        if (code == 0u && !found) code = ST_TINY;
+    }
+    if (code != 0u) status_note(status, tag, (unsigned long long)r, code);
 }
 
 }  // namespace cat

@@ -123,17 +123,22 @@ __device__ __forceinline__ T pick(const T (&x)[NJ][V], int js, int q) {
 
 // Lane sums s of every chunk of one segment (32 NJ chunks), the chunk totals
 // `chunk` (in the G lanes of each chunk), their inclusive prefixes `incl`
-// within the segment, and the segment's total (every lane).
+// within the segment, and the segment's total (every lane). `least` takes
+// the minimum with every weight the lane adds (not for logits).
 template <typename T, int SRC, int V, int NJ>
 __device__ __forceinline__ T segment_sums(const T (&xa)[NJ][V], const T (&xb)[NJ][V], T m, int lane, T (&s)[NJ],
-                                          T& chunk, T& incl) {
+                                          T& chunk, T& incl, T& least) {
     constexpr int G = W / NJ;
     T v[NJ];
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
         T acc = T(0);
 #pragma unroll
-        for (int q = 0; q < V; ++q) acc += row_weight<T, SRC>(xa[j][q], xb[j][q], m);
+        for (int q = 0; q < V; ++q) {
+            const T w = row_weight<T, SRC>(xa[j][q], xb[j][q], m);
+            acc += w;
+            if constexpr (SRC != LOGITS) least = min_t(least, w);  // a NaN is caught by the total
+        }
         s[j] = acc;
         v[j] = acc;
     }
@@ -200,7 +205,8 @@ __device__ __forceinline__ int segment_search(const T (&xa)[NJ][V], const T (&xb
 template <typename T, int SRC, int V, int NJ>
 __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows_idx,
                               const int* __restrict__ cols_idx, long long n, int K, void* __restrict__ out,
-                              int out64, uint2 key, unsigned off_lo, unsigned off_hi) {
+                              int out64, uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
+                              unsigned long long* status, unsigned long long tag) {
     static_assert(NJ >= 1 && NJ <= W && (NJ & (NJ - 1)) == 0, "NJ must be a power of two <= 32");
     constexpr int SEG = W * NJ;  // chunks per segment
     const int lane = threadIdx.x & (W - 1);
@@ -217,6 +223,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
     long long prev_a = -1, prev_b = -1;
     T u_batch = T(0);
     int ra_batch = 0, rb_batch = 0;
+    bool noted = false;  // warp-uniform: rows come in increasing order, so only the first bad one counts
     for (long long r = r_begin; r < r_end; ++r) {
         const int i = (int)((r - r_begin) & (W - 1));
         if (i == 0) {
@@ -225,13 +232,21 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             if constexpr (SRC == PRODUCTS) {
                 ra_batch = rows_idx[rr];
                 rb_batch = cols_idx[rr];
+                // An index out of range: -1, so that the token reads row 0 and gets -1.
+                if ((unsigned long long)ra_batch >= (unsigned long long)n_a ||
+                    (unsigned long long)rb_batch >= (unsigned long long)n_b) {
+                    ra_batch = -1;
+                }
             }
         }
         const T u = __shfl_sync(FULL, u_batch, i);
         long long oa, ob = 0;
+        bool oob = false;
         if constexpr (SRC == PRODUCTS) {
-            oa = (long long)__shfl_sync(FULL, ra_batch, i) * K;
-            ob = (long long)__shfl_sync(FULL, rb_batch, i) * K;
+            const int ra = __shfl_sync(FULL, ra_batch, i);
+            oob = ra < 0;
+            oa = oob ? 0 : (long long)ra * K;
+            ob = oob ? 0 : (long long)__shfl_sync(FULL, rb_batch, i) * K;
         } else {
             oa = r * K;
         }
@@ -261,15 +276,15 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             for (int o = W / 2; o > 0; o >>= 1) m = max_t(m, __shfl_xor_sync(FULL, m, o));
         }
 
-        T chunk, incl;
+        T chunk, incl, least = T(0);
         long long idx = -1;
         if (nseg == 1) {
             if (SRC != LOGITS) load(0);
             prev_a = oa;
             prev_b = ob;
-            const T total = segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl);
+            const T total = segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, least);
             const T target = u * total;
-            if (total > target) {  // a positive, finite total (u < 1); the same in every lane
+            if (total > target && !oob) {  // a positive, finite total (u < 1); the same in every lane
                 idx = segment_search<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, T(0), target);
             }
         } else {
@@ -279,15 +294,15 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             T total = T(0);
             for (int sg = 0; sg < nseg; ++sg) {
                 load(sg);
-                total += segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl);
+                total += segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, least);
             }
             const T target = u * total;
-            if (total > target) {
+            if (total > target && !oob) {
                 T cum = T(0), last_base = T(0);
                 int last_pos = -1, chosen = -1;
                 for (int sg = 0; sg < nseg && chosen < 0; ++sg) {
                     load(sg);
-                    const T st = segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl);
+                    const T st = segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, least);
                     if (st > T(0)) {
                         last_pos = sg;
                         last_base = cum;
@@ -299,27 +314,36 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
                     chosen = last_pos;
                     cum = last_base;
                     load(chosen);
-                    segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl);
+                    segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, least);
                 }
                 idx = (long long)chosen * SEG * V +
                       segment_search<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, cum, target);
             }
         }
         if (lane == 0) store_index(out, out64, r, idx);
+        if (status != nullptr && !noted) {
+            const bool bad = idx < 0 || (SRC != LOGITS && __any_sync(FULL, least < T(0)));  // warp-uniform
+            if (bad) {
+                if (lane == 0) note_row<T, SRC>(status, tag, r, idx >= 0, pa, pb, K, oob, rows_idx, n_a);
+                noted = true;
+            }
+        }
     }
 }
 
 }  // namespace cat
 }  // namespace gpumcmc
 
-// The signature of categorical.cu's kernels without the scratch arguments.
+// The signature of categorical.cu's kernels without the scratch arguments
+// (n_a, n_b, status and tag as there).
 template <typename T, int SRC, int V, int NJ>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64, unsigned int k0,
-         unsigned int k1, unsigned int off_lo, unsigned int off_hi) {
+         unsigned int k1, unsigned int off_lo, unsigned int off_hi, long long n_a, long long n_b,
+         unsigned long long* status, unsigned long long tag) {
     gpumcmc::cat::row_warp_draw<T, SRC, V, NJ>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo,
-                                           off_hi);
+                                           off_hi, n_a, n_b, status, tag);
 }
 
 #ifndef __CUDACC_RTC__
@@ -328,7 +352,7 @@ cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __rest
 // Keep this list in step with _WARP_SHAPES in gpumcmc/discrete.py.
 #define GPUMCMC_CATWARP_ARGS(T) \
     const T*, const T*, const int*, const int*, long long, int, void*, int, unsigned int, unsigned int, unsigned int, \
-        unsigned int
+        unsigned int, long long, long long, unsigned long long*, unsigned long long
 #define GPUMCMC_CATWARP_F32(SRC)                                               \
     template __global__ void cat_row_warp<float, SRC, 4, 2>(GPUMCMC_CATWARP_ARGS(float));  \
     template __global__ void cat_row_warp<float, SRC, 4, 8>(GPUMCMC_CATWARP_ARGS(float));  \

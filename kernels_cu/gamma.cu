@@ -24,6 +24,7 @@
 // element, 1 for one value per element), so scalar parameters cost no copy;
 // the step only selects the index (no 64-bit multiply).
 #include "gamma.cuh"
+#include "status.cuh"
 
 #ifndef GPUMCMC_GAMMA_BLOCK
 #define GPUMCMC_GAMMA_BLOCK 256
@@ -70,6 +71,25 @@ constexpr int GAMMA_BOOST_CAP = 32 + GPUMCMC_GAMMA_BOOST_INLINE + 32;
 constexpr int GAMMA_ATTEMPT_CAP = 64;
 // float64 keeps its attempts in the slow batch: the queues of a block already
 // take 45 of the 48 KiB of static shared memory.
+//
+// Bad parameters. An invalid shape (not positive and finite) always fails
+// trial 0's squeeze, so it reaches the slow queue, where it is noted; a scale
+// array is checked where it is read. Each warp keeps the least note of its
+// elements here (status_value of the element and the code, STATUS_NONE for
+// none) and hands it to the status word when it is done: one atomic per warp
+// that met bad input, and nothing on the path of good input.
+__shared__ unsigned long long gamma_bad[GAMMA_WARPS];
+
+__device__ __forceinline__ void gamma_note(long long i, unsigned code) {
+    atomicMin(&gamma_bad[threadIdx.x >> 5], status_value((unsigned long long)i, code));
+}
+
+// A scale as the kernel reads it: positive and finite, or with log output its
+// log, finite.
+template <typename T>
+__device__ __forceinline__ bool valid_scale(T s, bool lg) {
+    return lg ? fabs(s) < fp_special<T>::inf() : (s > T(0)) & (s < fp_special<T>::inf());
+}
 template <typename T>
 constexpr bool gamma_attempt_queue() {
     return sizeof(T) == 4;
@@ -299,6 +319,7 @@ struct GammaWarp {
         SlowEntry<T> s;
         get(qs + e * SLOW_BYTES, s);
         const T a = has ? shape_of(s.i) : T(1);
+        if (has && !valid_shape(a)) gamma_note(s.i, ST_PARAM);
         if constexpr (ATTEMPTS) {
             const bool valid = has && valid_shape(a);
             T d, c, v = T(1);
@@ -423,7 +444,11 @@ struct GammaWarp {
             *op = {scaled(v0, scale_value, lg), scaled(v1, scale_value, lg)};
         } else if (has0) {
             T sc0 = scale_value, sc1 = scale_value;
-            if (scale != nullptr) load_pair(scale, scale_step, i0, has1, vec_scale, sc0, sc1);
+            if (scale != nullptr) {
+                load_pair(scale, scale_step, i0, has1, vec_scale, sc0, sc1);
+                const bool bad0 = !valid_scale(sc0, lg), bad1 = has1 && !valid_scale(sc1, lg);
+                if (bad0 | bad1) gamma_note(bad0 ? i0 : i0 + 1, ST_PARAM_B);
+            }
             const T o0 = scaled(v0, sc0, lg), o1 = scaled(v1, sc1, lg);
             if (has1 && vec_out) {
                 *reinterpret_cast<T2*>(out + i0) = {o0, o1};
@@ -615,8 +640,10 @@ __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials, long long chunk,
-           unsigned long long* __restrict__ next) {
+           unsigned long long* __restrict__ next, unsigned long long* status, unsigned long long tag) {
     __shared__ GammaQueues<T> q;
+    if ((threadIdx.x & 31) == 0) gamma_bad[threadIdx.x >> 5] = STATUS_NONE;
+    __syncwarp();
     GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
                    off_hi, log_out);
     const long long n_pairs = (n + 1) >> 1;
@@ -641,23 +668,31 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         work.done();
     }
     w.flush();
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) status_put(status, tag, gamma_bad[threadIdx.x >> 5]);
 }
 
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 beta_draw(const T* __restrict__ a, long long a_step, const T* __restrict__ b, long long b_step,
           T* __restrict__ out, long long n, unsigned int k0, unsigned int k1, unsigned int off_lo,
-          unsigned int off_hi) {
+          unsigned int off_hi, unsigned long long* status, unsigned long long tag) {
     const uint2 key = make_uint2(k0, k1);
+    bool noted = false;  // elements come in increasing order: only a thread's first bad one can be the least
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         int trial;
         const unsigned long long e = 2ull * (unsigned long long)i;
         T xa, ua, xb, ub;
         pair_trial0((unsigned long long)i, key, off_lo, off_hi, xa, ua, xb, ub);
-        const T la = gamma_from_trial0(a[a_step ? i : 0], e, xa, ua, key, off_lo, off_hi, true, trial);
-        const T lb = gamma_from_trial0(b[b_step ? i : 0], e + 1, xb, ub, key, off_lo, off_hi, true, trial);
+        const T pa = a[a_step ? i : 0], pb = b[b_step ? i : 0];
+        const T la = gamma_from_trial0(pa, e, xa, ua, key, off_lo, off_hi, true, trial);
+        const T lb = gamma_from_trial0(pb, e + 1, xb, ub, key, off_lo, off_hi, true, trial);
         out[i] = T(1) / (T(1) + exp(lb - la));
+        if (!noted && !(valid_shape(pa) & valid_shape(pb))) {
+            status_note(status, tag, (unsigned long long)i, valid_shape(pa) ? ST_PARAM_B : ST_PARAM);
+            noted = true;
+        }
     }
 }
 
@@ -777,8 +812,11 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
 dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
-               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out) {
+               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out,
+               unsigned long long* status, unsigned long long tag) {
     __shared__ GammaQueues<T> q;
+    if ((threadIdx.x & 31) == 0) gamma_bad[threadIdx.x >> 5] = STATUS_NONE;
+    __syncwarp();
     GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1);
     const unsigned int mask = group_mask(G);
     const int sub = w.lane & (G - 1);
@@ -799,6 +837,7 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
         for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);
         __syncwarp();  // the rows are read before the next chunk's queue entries are written
     }
+    if ((threadIdx.x & 31) == 0) status_put(status, tag, gamma_bad[threadIdx.x >> 5]);
 }
 
 #ifndef __CUDACC_RTC__
@@ -807,7 +846,8 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
 #define GPUMCMC_GAMMA_INSTANTIATE_DYN(T, D)                                                                 \
     template __global__ void gamma_draw<T, D>(const T*, long long, const T*, long long, T, T*, long long,   \
                                               unsigned int, unsigned int, unsigned int, unsigned int, int, int*, \
-                                              long long, unsigned long long*);
+                                              long long, unsigned long long*, unsigned long long*,        \
+                                              unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, false)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, true)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(double, false)
@@ -815,10 +855,12 @@ GPUMCMC_GAMMA_INSTANTIATE_DYN(double, true)
 #undef GPUMCMC_GAMMA_INSTANTIATE_DYN
 #define GPUMCMC_GAMMA_INSTANTIATE(T)                                                                       \
     template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
-                                          unsigned int, unsigned int, unsigned int, unsigned int);          \
+                                          unsigned int, unsigned int, unsigned int, unsigned int,           \
+                                          unsigned long long*, unsigned long long);                        \
     template __global__ void lse_rows<T>(T*, long long, int, int, int);                                   \
     template __global__ void dirichlet_draw<T>(const T*, T*, long long, int, long long, int, unsigned int,  \
-                                               unsigned int, unsigned int, unsigned int, int);
+                                               unsigned int, unsigned int, unsigned int, int,               \
+                                               unsigned long long*, unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

@@ -208,3 +208,152 @@ def test_generator_categorical_is_gpumcmc_categorical(xp):
     la = gpumcmc.to_host(default_rng(9).categorical_logits(xp.log(w)))
     lb = gpumcmc.to_host(gpumcmc.categorical_logits(xp.log(w), default_rng(9)))
     np.testing.assert_array_equal(la, lb)
+
+
+# --- the status word: checks fused into the kernels ----------------------------------------------------
+
+def _more_calls(cp):
+    calls = _calls(cp)
+    rng = default_rng(11)
+    a = cp.random.rand(1 << 14).astype(cp.float64) + 0.5
+    calls["beta"] = lambda: rng.beta(a, a)
+    calls["gamma_scale_array"] = lambda: rng.gamma(a, a)
+    for method in ("prefix", "transpose", "butterfly", "warp"):
+        w = cp.random.rand(3000, 40).astype(cp.float64)
+        calls[f"categorical_{method}"] = lambda w=w, m=method: gpumcmc.categorical(w, rng, method=m)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["categorical", "categorical_logits", "categorical_products", "gamma",
+                                  "dirichlet", "beta", "gamma_scale_array", "categorical_prefix",
+                                  "categorical_transpose", "categorical_butterfly", "categorical_warp"])
+def test_direct_call_waits_once_and_only_to_read_its_word(cp, name, monkeypatch):
+    """A direct call with validation on makes exactly one host wait: the read of its status word.
+
+    The GPU is kept busy before the call; the checks are read while it is still
+    busy (so nothing waited before), and exactly one wait happens in all.
+    """
+    from gpumcmc import _status
+
+    call = _more_calls(cp)[name]
+    call()
+    cp.cuda.get_current_stream().synchronize()
+    busy_at_read = []
+    real = _status.Word.read
+
+    def read(self):
+        busy_at_read.append(not cp.cuda.get_current_stream().done)
+        return real(self)
+
+    monkeypatch.setattr(_status.Word, "read", read)
+    before = _status.syncs
+    _busy(cp)
+    call()
+    assert _status.syncs - before == 1, f"{name}: {_status.syncs - before} waits"
+    assert busy_at_read == [True], f"{name}: the word was read {len(busy_at_read)} times, GPU busy: {busy_at_read}"
+
+
+@pytest.mark.parametrize("mode", ["deferred", "off"])
+def test_no_wait_at_all_when_deferred_or_off(cp, mode):
+    from gpumcmc import _status
+
+    calls = _more_calls(cp)
+    for call in calls.values():
+        call()
+    cp.cuda.get_current_stream().synchronize()
+    before = _status.syncs
+    _busy(cp)
+    ctx = gpumcmc.deferred_validation() if mode == "deferred" else gpumcmc.validation(False)
+    with ctx:
+        for call in calls.values():
+            call()
+    assert not cp.cuda.get_current_stream().done
+    assert _status.syncs == before
+    gpumcmc.check()  # nothing bad was drawn: no error, one wait in deferred mode, none with validation off
+    assert _status.syncs - before == (1 if mode == "deferred" else 0)
+
+
+@pytest.mark.parametrize("method", ["prefix", "transpose", "butterfly", "warp"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind,value,message", [
+    ("nan", np.nan, "weights row 1000 contains NaN"),
+    ("inf", np.inf, "weights row 1000 contains inf"),
+    ("neg", -2.0, "weights must be non-negative; row 1000"),
+    ("neg_inf", -np.inf, "weights must be non-negative; row 1000"),
+    ("zero", 0.0, "weights row 1000 has no positive weight"),
+])
+def test_fused_checks_name_the_first_bad_row(cp, method, dtype, kind, value, message):
+    w = cp.random.rand(4000, 300).astype(dtype) + 0.01
+    if kind == "zero":
+        w[1000] = 0
+        w[3001] = 0
+    else:
+        w[1000, 77] = value
+        w[3001, 5] = value  # a later bad row: the first one is named
+    with pytest.raises(ValueError, match=message):
+        gpumcmc.categorical(w, default_rng(0), method=method)
+    with gpumcmc.deferred_validation():
+        gpumcmc.categorical(cp.ones((5, 3), dtype), default_rng(0), method=method)
+        gpumcmc.categorical(w, default_rng(0), method=method)
+        with pytest.raises(ValueError, match=message + r".*flat index 1000.*call 2 of the 2"):
+            gpumcmc.check()
+    with gpumcmc.validation(False):
+        z = gpumcmc.categorical(w, default_rng(0), method=method)
+    if kind != "neg":
+        assert int(z[1000]) == -1 and int(z[3001]) == -1
+
+
+@pytest.mark.parametrize("method", ["prefix", "transpose", "butterfly", "warp"])
+def test_fused_checks_of_products(cp, method):
+    theta = cp.random.rand(50, 64).astype(cp.float32)
+    phi = cp.random.rand(70, 64).astype(cp.float32)
+    rows = cp.arange(2000, dtype=cp.int32) % 50
+    cols = cp.arange(2000, dtype=cp.int32) % 70
+    r = default_rng(1)
+    bad_rows = rows.copy()
+    bad_rows[1500] = 50
+    with pytest.raises(ValueError, match=r"rows must lie in \[0, 50\); token 1500"):
+        gpumcmc.categorical_products(theta, phi, bad_rows, cols, r, method=method)
+    bad_cols = cols.copy()
+    bad_cols[7] = -3
+    with pytest.raises(ValueError, match=r"cols must lie in \[0, 70\); token 7"):
+        gpumcmc.categorical_products(theta, phi, rows, bad_cols, r, method=method)
+    ph = phi.copy()
+    ph[int(cols[300]), 9] = -1  # first read by token 300
+    with pytest.raises(ValueError, match=r"phi must be non-negative.*t = 300"):
+        gpumcmc.categorical_products(theta, ph, rows, cols, r, method=method)
+    th = theta.copy()
+    th[int(rows[40])] = 0  # token 40 is the first to read the zero row
+    with pytest.raises(ValueError, match=r"token t = 40 has no positive weight"):
+        gpumcmc.categorical_products(th, phi, rows, cols, r, method=method)
+    with gpumcmc.validation(False):
+        z = gpumcmc.categorical_products(theta, phi, bad_rows, bad_cols, r, method=method)
+    assert int(z[1500]) == -1 and int(z[7]) == -1 and int((z >= 0).sum()) == 1998
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_checks_of_gamma_beta_dirichlet(cp, dtype):
+    r = default_rng(2)
+    n = 1 << 20  # large enough for the counter kernel
+    for bad in (0.0, -1.0, np.nan, np.inf):
+        a = cp.full(n, 1.5, dtype)
+        a[123457] = bad
+        a[900000] = bad
+        with pytest.raises(ValueError, match=r"^shape must be positive and finite.*flat index 123457"):
+            r.gamma(a)
+        with pytest.raises(ValueError, match=r"^shape must be positive.*flat index 123457"):
+            r.gamma(a, size=(4, n))
+        with pytest.raises(ValueError, match=r"^scale must be positive.*flat index 123457"):
+            r.gamma(cp.ones(n, dtype), a)
+        with pytest.raises(ValueError, match=r"^scale must be positive.*flat index 123457"):
+            r.gamma(cp.ones(n, dtype), a, log=True)
+        with pytest.raises(ValueError, match=r"^a must be positive.*flat index 123457"):
+            r.beta(a, 2.0)
+        with pytest.raises(ValueError, match=r"^b must be positive.*flat index 123457"):
+            r.beta(2.0, a)
+        with pytest.raises(ValueError, match=r"^alpha must be positive.*index \(482, 65\)"):
+            r.dirichlet(a[: 4096 * 256].reshape(4096, 256))
+        with gpumcmc.validation(False):
+            g = r.gamma(a)
+        assert bool(cp.isnan(g[123457])) and bool(cp.isnan(g[900000]))
+        assert int(cp.isnan(g).sum()) == 2

@@ -59,7 +59,7 @@ import numbers
 
 import numpy as np
 
-from .. import _loader
+from .. import _loader, _status
 from .. import _validate as _v
 from .. import backend as _backend
 from .._nvtx import annotate
@@ -389,8 +389,26 @@ _counters: dict = {}
 
 # gamma_draw's parameters as PackedLaunch packs them (see gamma.cu): shape,
 # shape_step, scale, scale_step, scale_value, out, n, k0, k1, off_lo, off_hi,
-# log_out, trials, chunk, next.
-_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIi4xQqQ", np.dtype(np.float64): "<QqQqdQqIIIIi4xQqQ"}
+# log_out, trials, chunk, next, status, tag.
+_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIi4xQqQQQ", np.dtype(np.float64): "<QqQqdQqIIIIi4xQqQQQ"}
+
+
+class ParamMessage:
+    """The message of a bad parameter noted by the gamma kernels in the status word (see _status).
+
+    ``names``: the parameter behind code PARAM and the one behind PARAM_B;
+    ``shape``: the shape of the draws, to name the element.
+    """
+
+    __slots__ = ("names", "shape")
+
+    def __init__(self, names, shape):
+        self.names, self.shape = names, shape
+
+    def __call__(self, code: int, index: int) -> str:
+        name = self.names[0] if code == _status.PARAM else self.names[1]
+        return (f"{name} must be positive and finite (not 0, negative, inf or NaN); the draw at index "
+                f"{_status.at(index, self.shape)} (flat index {index}) has one that is not.")
 
 
 def _gamma_plan(device: int, dtype):
@@ -451,12 +469,13 @@ def _param_arg(p, dtype):
     return cupy.ascontiguousarray(p.reshape(-1)), 1
 
 
-def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, scale_value=None):
+def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, scale_value=None, describe=None):
     """``gamma_draw`` into the contiguous ``out``, from parameters as
     :func:`_param_arg` gives them: ``sh`` of ``out``'s size (step 1) or of
     size 1 (step 0); ``sc`` likewise (log(scale) when ``log``), or None for
     one scale for every element, ``scale_value`` (its log when ``log``; None:
-    a unit scale), passed by value."""
+    a unit scale), passed by value. ``describe``: the message maker when the
+    kernel is to note bad parameters in the status word (None: no checks)."""
     import cupy
 
     n = out.size
@@ -467,17 +486,18 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
     stream = cupy.cuda.get_current_stream().ptr
     pairs = (n + 1) // 2
     launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, stream)  # rounds of 32 pairs
+    word, tag = (0, 0) if describe is None else _v.fused(describe)
     launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream,
            sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
            key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, 1 if log else 0,
-           0 if trials is None else trials.data.ptr, chunk, counter)
+           0 if trials is None else trials.data.ptr, chunk, counter, word, tag)
 
 
-def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None):
+def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None, describe=None):
     """Launch ``gamma_draw``: ``shape`` and ``scale`` are CuPy arrays of the output's
     size (flat, contiguous) or of size 1, or ``scale`` is None and every element
     has the scale ``scale_value`` (None: 1); with ``log`` the caller passes
-    log(scale)."""
+    log(scale). ``describe``: see :func:`_launch_gamma`."""
     import cupy
 
     dtype = shape.dtype
@@ -487,11 +507,11 @@ def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, sca
     if n:
         sh, sh_step = _param_arg(shape, dtype)
         sc, sc_step = (None, 0) if scale is None else _param_arg(scale, dtype)
-        _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials, scale_value)
+        _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials, scale_value, describe)
     return (out, trials) if return_trials else out
 
 
-def beta_cupy(a, b, n, key, offset):
+def beta_cupy(a, b, n, key, offset, describe=None):
     import cupy
 
     dtype = a.dtype
@@ -499,8 +519,10 @@ def beta_cupy(a, b, n, key, offset):
     if n:
         pa, sa = _param_arg(a, dtype)
         pb, sb = _param_arg(b, dtype)
+        word, tag = (0, 0) if describe is None else _v.fused(describe)
         _loader.launch(_fn("beta_draw", dtype), n,
-                       (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_args(key, offset)), block=_BLOCK)
+                       (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_args(key, offset), _loader.u64(word),
+                        _loader.u64(tag)), block=_BLOCK)
     return out
 
 
@@ -535,13 +557,13 @@ def _row_lanes(K: int) -> int:
     return g
 
 
-def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None):
+def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, describe=None):
     """Dirichlet rows of a contiguous (n_rows, K) CuPy ``alpha``: log-gammas
     normalised by their row's log-sum-exp, by ``dirichlet_draw`` (a warp per
     chunk of rows, one launch) or, as :func:`_dirichlet_plan` chooses, by
     ``gamma_draw`` and ``lse_rows``; both give the same values.
     ``rows_per_chunk`` forces the first with that many rows per chunk (0
-    forces the second)."""
+    forces the second). ``describe``: see :func:`_launch_gamma`."""
     n_rows, K = alpha.shape
     if rows_per_chunk is not None and (rows_per_chunk < 0 or rows_per_chunk & K & 1):
         raise ValueError(f"rows_per_chunk must be >= 0, and even for odd K; got {rows_per_chunk} for K = {K}.")
@@ -558,12 +580,14 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None):
     else:  # at most one chunk of all the rows (rounded up to even for odd K)
         R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
     if R:
+        word, tag = (0, 0) if describe is None else _v.fused(describe)
         _loader.launch(fn, -(-n_rows // R) * 32,
                        (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),
-                        *_loader.philox_args(key, offset), _loader.i32(1 if log else 0)),
+                        *_loader.philox_args(key, offset), _loader.i32(1 if log else 0), _loader.u64(word),
+                        _loader.u64(tag)),
                        block=_BLOCK, blocks_per_sm=blocks)
         return out.reshape(n_rows, K)
-    _launch_gamma(alpha, 1, None, 0, out, key, offset, True)
+    _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
     _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
                    (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
                    block=_BLOCK)
@@ -671,13 +695,14 @@ def _gamma_device(rng, shape, scale, dtype, log):
         return None
     _check_index(n, "gamma")
     sv = _scale_number(scale, dt, log)
-    _v.check_positive(shape, "shape")  # synchronize!
     import cupy
 
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.gamma", cupy):
         out = cupy.empty(shape.shape, dtype=dt)
-        _launch_gamma(shape, 0 if n == 1 else 1, None, 0, out, key, off, log, None, sv)
+        # The kernel checks the shapes as it reads them (see _status).
+        _launch_gamma(shape, 0 if n == 1 else 1, None, 0, out, key, off, log, None, sv,
+                      ParamMessage(("shape", "scale"), shape.shape))
     return out
 
 
@@ -704,9 +729,11 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
     if xp is np:
         sv = None
     s = None if sv is not None else _as(scale, xp, dtype)
-    _v.check_positive(a, "shape")  # synchronize! (both checks, on CuPy)
+    if xp is np:  # on the GPU the kernel checks both as it reads them (see _status)
+        _v.check_positive(a, "shape")
+        if s is not None:
+            _v.check_positive(s, "scale")
     if s is not None:
-        _v.check_positive(s, "scale")
         s = _flat(s, oshape, xp)
         if log:
             s = xp.log(s)
@@ -717,8 +744,9 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
             vals, trials = gamma_numpy(np.broadcast_to(a, (n,)), key, off, log=log)
             vals = vals + s if log else vals * s
         else:
-            vals, trials = gamma_cupy(a, s, key, off, log=log, return_trials=True, scale_value=sv) \
-                if return_trials else (gamma_cupy(a, s, key, off, log=log, scale_value=sv), None)
+            msg = ParamMessage(("shape", "scale"), oshape)
+            vals, trials = gamma_cupy(a, s, key, off, log=log, return_trials=True, scale_value=sv, describe=msg) \
+                if return_trials else (gamma_cupy(a, s, key, off, log=log, scale_value=sv, describe=msg), None)
     vals = vals.reshape(oshape)
     if return_trials:
         return vals, trials.reshape(oshape)
@@ -735,15 +763,17 @@ def beta(rng, a, b, size=None, dtype=None):
     _check_index(2 * n, "beta")
     if n == 0:
         return xp.empty(oshape, dtype=dtype)
-    _v.check_positive(pa, "a")  # synchronize! (both checks, on CuPy)
-    _v.check_positive(pb, "b")
+    if xp is np:  # on the GPU the kernel checks both as it reads them (see _status)
+        _v.check_positive(pa, "a")
+        _v.check_positive(pb, "b")
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.beta", xp):
         if xp is np:
             full = lambda p: np.broadcast_to(p, oshape).reshape(-1)  # noqa: E731
             out = beta_numpy(full(pa), full(pb), key, off)
         else:
-            out = beta_cupy(_flat(pa, oshape, xp), _flat(pb, oshape, xp), n, key, off)
+            out = beta_cupy(_flat(pa, oshape, xp), _flat(pb, oshape, xp), n, key, off,
+                            describe=ParamMessage(("a", "b"), oshape))
     return out.reshape(oshape)
 
 
@@ -761,7 +791,8 @@ def dirichlet(rng, alpha, size=None, dtype=None, log=False):
     _check_index(n, "dirichlet")
     if n == 0:
         return xp.empty(oshape, dtype=dtype)
-    _v.check_positive(al, "alpha")  # synchronize!
+    if xp is np:  # on the GPU the kernel checks alpha as it reads it (see _status)
+        _v.check_positive(al, "alpha")
     if tuple(al.shape) != oshape:
         al = xp.broadcast_to(al, oshape)
     if al.ndim != 2 or not al.flags.c_contiguous:
@@ -771,7 +802,7 @@ def dirichlet(rng, alpha, size=None, dtype=None, log=False):
         if xp is np:
             out = dirichlet_numpy(al, key, off, log=log)
         else:
-            out = dirichlet_cupy(al, key, off, log=log)
+            out = dirichlet_cupy(al, key, off, log=log, describe=ParamMessage(("alpha", "alpha"), oshape))
     return out.reshape(oshape)
 
 

@@ -1,0 +1,147 @@
+"""The status word: bad input noted by the kernels that read it.
+
+The kernels of :func:`gpumcmc.categorical` and its variants, and of the gamma,
+beta and Dirichlet draws, check their input as they read it: no extra pass
+over the data, no temporary arrays. The first bad value they meet goes to a
+64-bit *status word* in mapped pinned memory (host memory that the GPU
+writes directly; one word per thread, device and stream), laid out as in
+``kernels_cu/status.cuh``::
+
+    bits 63..44  the call (numbered from 0 since the word was last read)
+    bits 43..4   the first bad row or element of that call
+    bits  3..0   what is wrong (a code)
+
+Kernels take the minimum, so the word names the earliest bad call and its
+first bad row. Reading it needs the host to wait for the kernels: a direct
+call waits once, at its end; inside :func:`gpumcmc.deferred_validation` no
+call waits, and :func:`gpumcmc.check` reads every word at once. The host keeps,
+per word, a short description of each call since the last read, to turn the
+word into a message naming the call, the row and what to do.
+
+Nothing here is imported by ``import gpumcmc`` unless a CuPy call needs it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+NONE = (1 << 64) - 1
+CALL_SHIFT = 44
+INDEX_BITS = 40
+CODE_BITS = 4
+CALL_LIMIT = (1 << (64 - CALL_SHIFT)) - 2  # calls beyond it share its number
+
+# Codes of kernels_cu/status.cuh.
+NAN, INF, NEG, NEG_B, ZERO, OVERFLOW, ROWS, COLS, PARAM, PARAM_B, TINY = range(1, 12)
+
+_local = threading.local()
+syncs = 0  # waits for the GPU made to read words, for tests
+
+
+class Word:
+    """One status word: its host view, its device address and the calls noted since it was read."""
+
+    __slots__ = ("host", "ptr", "calls", "stream", "device", "_mem")
+
+    def __init__(self, device: int, stream):
+        import cupy
+
+        rt = cupy.cuda.runtime
+        ptr = rt.hostAlloc(8, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
+        self._mem = ptr  # kept for the life of the process: one word per thread, device and stream
+        self.host = np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(ptr))
+        self.host[0] = NONE
+        self.ptr = int(rt.hostGetDevicePointer(ptr, 0))
+        self.calls: list = []
+        self.stream = stream
+        self.device = device
+
+    def tag(self, describe) -> int:
+        """Register the next call on this word (``describe(code, index) -> str``); its tag for the kernel."""
+        n = len(self.calls)
+        self.calls.append(describe)
+        return min(n, CALL_LIMIT) << CALL_SHIFT
+
+    def read(self):
+        """Wait for the word's stream, then (call description, code, index) of its first failure or None; reset."""
+        global syncs
+        if not self.calls:
+            return None
+        syncs += 1
+        self.stream.synchronize()  # synchronize! (the one wait of a direct call)
+        v = int(self.host[0])
+        calls = self.calls
+        self.calls = []
+        if v == NONE:
+            return None
+        self.host[0] = NONE
+        call = v >> CALL_SHIFT
+        index = (v >> CODE_BITS) & ((1 << INDEX_BITS) - 1)
+        code = v & ((1 << CODE_BITS) - 1)
+        return call, len(calls), calls[min(call, len(calls) - 1)], code, index
+
+
+def _words() -> dict:
+    w = getattr(_local, "words", None)
+    if w is None:
+        w = _local.words = {}
+    return w
+
+
+def ticket(describe) -> tuple[int, int]:
+    """(word address, tag) for a kernel launch on the current device and stream.
+
+    ``describe(code, index)`` turns the word's code and index into the error
+    message, should this call meet bad input. The word is read by
+    :func:`read_all` (which :func:`gpumcmc.check` and every direct call use).
+    """
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    key = (cupy.cuda.runtime.getDevice(), stream.ptr)
+    words = _words()
+    word = words.get(key)
+    if word is None:
+        word = words[key] = Word(key[0], stream)
+    return word.ptr, word.tag(describe)
+
+
+def pending() -> bool:
+    """True when a word of this thread has calls that were not read yet."""
+    return any(w.calls for w in getattr(_local, "words", {}).values())
+
+
+def read_all():
+    """Read every word of this thread with calls pending; the first failure as
+    (call number, message) or None. One wait per word read."""
+    found = None
+    for word in list(getattr(_local, "words", {}).values()):
+        got = word.read()
+        if got is not None and found is None:
+            call, n_calls, describe, code, index = got
+            msg = describe(code, index)
+            if n_calls > 1:
+                msg += f" (call {call + 1} of the {n_calls} with fused checks since the word was last read)"
+            found = call, msg
+    return found
+
+
+def forget() -> None:
+    """Drop the calls registered on this thread's words without reading them (after an error elsewhere)."""
+    for word in getattr(_local, "words", {}).values():
+        if word.calls:
+            word.stream.synchronize()
+            word.host[0] = NONE
+            word.calls = []
+
+
+def at(index: int, shape: tuple):
+    """``index`` (flat, C order) as an index into ``shape``: an int for 1-d, a tuple otherwise."""
+    if len(shape) == 1:
+        return int(index)
+    if not shape:
+        return ()
+    return tuple(int(i) for i in np.unravel_index(int(index), shape))

@@ -25,6 +25,7 @@
 // the step only selects the index (no 64-bit multiply).
 #include "gamma.cuh"
 #include "status.cuh"
+#include "warp_reduce.cuh"
 
 #ifndef GPUMCMC_GAMMA_BLOCK
 #define GPUMCMC_GAMMA_BLOCK 256
@@ -694,25 +695,6 @@ beta_draw(const T* __restrict__ a, long long a_step, const T* __restrict__ b, lo
             noted = true;
         }
     }
-}
-
-// Butterfly reductions over the G lanes of a row (G a power of two <= 32);
-// `mask` holds exactly those lanes.
-template <typename T>
-__device__ __forceinline__ T group_max(T v, int G, unsigned int mask) {
-    for (int o = G >> 1; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(mask, v, o));
-    return v;
-}
-
-template <typename T>
-__device__ __forceinline__ T group_sum(T v, int G, unsigned int mask) {
-    for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o);
-    return v;
-}
-
-__device__ __forceinline__ unsigned int group_mask(int G) {
-    const int lane = threadIdx.x & 31;
-    return G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (lane & ~(G - 1));
 }
 
 // Rows of K log-gammas, normalised in place: log_out gives (lg - m) - log(s),

@@ -33,6 +33,7 @@
 // sum_i s_i S_i over its sites, which, since every bond joins the two colours,
 // is the whole bond sum sum_<ij> s_i s_j of the state after the sweep.
 #include "philox.cuh"
+#include "warp_reduce.cuh"
 
 #ifndef ISING_BLOCK
 #define ISING_BLOCK 256
@@ -52,11 +53,8 @@ __device__ __forceinline__ long long div_index(long long a, long long b, bool sm
 // thread of the block must call it.
 __device__ __forceinline__ void block_add2(long long a, long long b, u64* out) {
     __shared__ long long sa[ISING_BLOCK / 32], sb[ISING_BLOCK / 32];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_down_sync(0xffffffffu, a, o);
-        b += __shfl_down_sync(0xffffffffu, b, o);
-    }
+    a = gpumcmc::warp_sum(a);
+    b = gpumcmc::warp_sum(b);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     if (lane == 0) {
         sa[wid] = a;
@@ -66,11 +64,8 @@ __device__ __forceinline__ void block_add2(long long a, long long b, u64* out) {
     if (wid == 0) {
         a = lane < (int)(blockDim.x >> 5) ? sa[lane] : 0;
         b = lane < (int)(blockDim.x >> 5) ? sb[lane] : 0;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            a += __shfl_down_sync(0xffffffffu, a, o);
-            b += __shfl_down_sync(0xffffffffu, b, o);
-        }
+        a = gpumcmc::warp_sum(a);
+        b = gpumcmc::warp_sum(b);
         if (lane == 0) {
             if (a) atomicAdd(out, (u64)a);
             if (b) atomicAdd(out + 1, (u64)b);

@@ -12,6 +12,7 @@
 //
 // `out` may be `pre` (in place): each element is read and written by one thread.
 #include "philox.cuh"
+#include "warp_reduce.cuh"
 
 #ifndef RBM_BLOCK
 #define RBM_BLOCK 256
@@ -134,8 +135,7 @@ rbm_pcd_epoch(const T* __restrict__ X, const long long* __restrict__ edges, int 
                     const int r = e / nv, i = e - r * nv;
                     T a = T(0);
                     for (int u = lane; u < nh; u += 32) a += sh[r * nh + u] * sW[i * nh + u];
-#pragma unroll
-                    for (int d = 16; d > 0; d >>= 1) a += __shfl_xor_sync(0xffffffffu, a, d);
+                    a = gpumcmc::warp_sum(a);
                     if (lane == 0) svn[e] = rbm_draw<T>(a + sb[i], w[q]);
                 }
             }

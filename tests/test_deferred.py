@@ -357,3 +357,13 @@ def test_fused_checks_of_gamma_beta_dirichlet(cp, dtype):
             g = r.gamma(a)
         assert bool(cp.isnan(g[123457])) and bool(cp.isnan(g[900000]))
         assert int(cp.isnan(g).sum()) == 2
+
+
+def test_generator_categorical_products_is_gpumcmc_categorical_products(xp):
+    theta = xp.asarray(np.random.default_rng(1).random((6, 5)))
+    phi = xp.asarray(np.random.default_rng(2).random((9, 5)))
+    rows = xp.asarray(np.arange(40) % 6)
+    cols = xp.asarray(np.arange(40) % 9)
+    a = gpumcmc.to_host(default_rng(3).categorical_products(theta, phi, rows, cols))
+    b = gpumcmc.to_host(gpumcmc.categorical_products(theta, phi, rows, cols, default_rng(3)))
+    np.testing.assert_array_equal(a, b)

@@ -61,6 +61,7 @@ import numpy as np
 
 from .. import _loader, _status
 from .. import _validate as _v
+from ._params import _as, _flat, out_shape, resolve_dtype
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill
@@ -597,69 +598,6 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
 # ---------------------------------------------------------------------------
 # Public entry points (called by Generator's methods)
 # ---------------------------------------------------------------------------
-def resolve_dtype(dtype, *params) -> np.dtype:
-    """``dtype``, or when None the floating dtype of the array parameters (float64 if none)."""
-    if dtype is not None:
-        return _v.check_float_dtype(dtype)
-    kinds = [np.dtype(p.dtype) for p in params if hasattr(p, "dtype") and np.dtype(p.dtype).kind == "f"]
-    if not kinds:
-        return np.dtype(np.float64)
-    dt = np.result_type(*kinds)
-    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
-
-
-def size_tuple(size) -> tuple:
-    """``size`` (None, an int or a sequence of ints) as a tuple of non-negative ints."""
-    if size is None:
-        return ()
-    if isinstance(size, (int, np.integer)):
-        size = (int(size),)
-    size = tuple(int(s) for s in size)
-    if any(s < 0 for s in size):
-        raise ValueError(f"size must hold non-negative integers, got {size}.")
-    return size
-
-
-def out_shape(size, *params, shapes=()) -> tuple:
-    """The broadcast shape of the parameters (and of ``shapes``), or ``size``
-    after checking that they broadcast to it."""
-    # Python numbers are () without np.shape's array conversion (host time per call).
-    shapes = [() if isinstance(p, (int, float)) else tuple(np.shape(p)) for p in params] + [tuple(s) for s in shapes]
-    distinct = {s for s in shapes if s}
-    if len(distinct) <= 1:  # the usual case: one array shape, scalars beside it
-        bshape = distinct.pop() if distinct else ()
-    else:
-        try:
-            bshape = np.broadcast_shapes(*shapes)
-        except ValueError:
-            raise ValueError(f"Parameter shapes {shapes} do not broadcast together.") from None
-    if size is None:
-        return bshape
-    size = size_tuple(size)
-    if np.broadcast_shapes(size, bshape) != size:
-        raise ValueError(f"Parameters of shape {bshape} do not broadcast to size {size}; "
-                         "pass a size they broadcast to, or size=None.")
-    return size
-
-
-def _as(p, xp, dtype):
-    """``p`` as an array of ``xp``; a scalar for CuPy is filled on the device (no host copy)."""
-    if xp is not np and np.isscalar(p):
-        return xp.full((), p, dtype=dtype)
-    return _backend.asarray(p, xp, dtype=dtype)
-
-
-def _flat(p, shape, xp):
-    """``p`` as a flat per-element array when it varies, else as a size-1 array."""
-    if p.size == 1:
-        return p.reshape(1)
-    if tuple(p.shape) != tuple(shape):
-        p = xp.broadcast_to(p, shape)
-    # An array of the right shape goes as it is (when contiguous): a broadcast
-    # view of it may lose its contiguity flags and cost a copy.
-    return xp.ascontiguousarray(p).reshape(-1)
-
-
 def _check_index(n: int, what: str) -> None:
     if n >= INDEX_LIMIT:
         raise ValueError(f"{what} has {n} gamma elements; at most 2**40 fit the counter layout. "

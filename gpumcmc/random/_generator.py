@@ -8,19 +8,9 @@ from .. import _validate
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill, _gamma, _wishart
+from ._params import _as, _param, size_tuple
 
 __all__ = ["Generator", "default_rng"]
-
-def _param(p, xp, dtype):
-    """A parameter ready to combine with draws of ``dtype`` on ``xp``.
-
-    Python scalars stay scalars (NumPy and CuPy treat them as weak, keeping
-    ``dtype``), so a scalar ``loc`` costs no host-to-device copy on CuPy.
-    """
-    if type(p) in (int, float):  # not numpy.float64, a float subclass that is not weak
-        return p
-    return _backend.asarray(p, xp, dtype=dtype)
-
 
 class Generator:
     """A Philox4x32-10 stream in the style of :class:`numpy.random.Generator`.
@@ -90,7 +80,7 @@ class Generator:
     def _standard(self, kind: str, size, dtype, *params):
         dtype = _validate.check_float_dtype(dtype)
         xp = self.xp(*params)
-        shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else _gamma.size_tuple(size)
+        shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else size_tuple(size)
         n = int(np.prod(shape, dtype=np.int64))
         with annotate(f"gpumcmc.random.{kind}", xp):
             flat = _fill.fill(xp, kind, n, dtype, self._key, self.advance())
@@ -149,6 +139,13 @@ class Generator:
 
         return categorical_logits(logits, self, axis=axis, method=method, out=out)
 
+    def categorical_products(self, theta, phi, rows, cols, method: str = "auto", out=None):
+        """One index per token ``t``, with weights ``theta[rows[t]] * phi[cols[t]]``:
+        :func:`gpumcmc.categorical_products` with this generator."""
+        from ..discrete import categorical_products
+
+        return categorical_products(theta, phi, rows, cols, self, method=method, out=out)
+
     # The gamma family is implemented in _gamma.py (kernels_cu/gamma.cu), Wishart in _wishart.py.
     @_validate.checked
     def gamma(self, shape, scale=1.0, size=None, dtype=None, log=False):
@@ -203,7 +200,7 @@ class Generator:
 
     def exponential(self, scale=1.0, size=None, dtype=np.float64):
         """Exponential variates with per-element ``scale`` (broadcast to ``size``)."""
-        scale = _gamma._as(scale, self.xp(scale), _validate.check_float_dtype(dtype))
+        scale = _as(scale, self.xp(scale), _validate.check_float_dtype(dtype))
         _validate.check_positive(scale, "scale")  # synchronize!
         return scale * _gamma.standard_exponential(self, size, dtype, scale)
 

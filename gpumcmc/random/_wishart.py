@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _validate as _v
 from .._nvtx import annotate
-from ._gamma import _as, out_shape, resolve_dtype
+from ._params import _as, out_shape, resolve_dtype
 
 __all__ = ["wishart"]
 

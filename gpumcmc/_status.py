@@ -54,7 +54,12 @@ class Word:
         self._mem = ptr  # kept for the life of the process: one word per thread, device and stream
         self.host = np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(ptr))
         self.host[0] = NONE
-        self.ptr = int(rt.hostGetDevicePointer(ptr, 0))
+        # With unified addressing (every 64-bit platform CUDA supports) a mapped
+        # allocation has the same address on the host and on the device.
+        if not rt.deviceGetAttribute(41, device):  # cudaDevAttrUnifiedAddressing
+            raise RuntimeError("gpumcmc's fused input checks need a GPU with unified addressing; "
+                               "turn checks off with gpumcmc.set_validation(False).")
+        self.ptr = ptr
         self.calls: list = []
         self.stream = stream
         self.device = device

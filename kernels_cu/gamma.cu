@@ -74,16 +74,9 @@ constexpr int GAMMA_ATTEMPT_CAP = 64;
 // take 45 of the 48 KiB of static shared memory.
 //
 // Bad parameters. An invalid shape (not positive and finite) always fails
-// trial 0's squeeze, so it reaches the slow queue, where it is noted; a scale
-// array is checked where it is read. Each warp keeps the least note of its
-// elements here (status_value of the element and the code, STATUS_NONE for
-// none) and hands it to the status word when it is done: one atomic per warp
-// that met bad input, and nothing on the path of good input.
-__shared__ unsigned long long gamma_bad[GAMMA_WARPS];
-
-__device__ __forceinline__ void gamma_note(long long i, unsigned code) {
-    atomicMin(&gamma_bad[threadIdx.x >> 5], status_value((unsigned long long)i, code));
-}
+// trial 0's squeeze, so it reaches the slow queue, where it is noted in the
+// status word (status.cuh); a scale array is checked where it is read. Good
+// input costs nothing: the notes are on the paths of bad input only.
 
 // A scale as the kernel reads it: positive and finite, or with log output its
 // log, finite.
@@ -257,6 +250,8 @@ struct GammaWarp {
     uint2 key;
     unsigned int off_lo, off_hi;
     int log_out;
+    unsigned long long* status;  // null: no checks
+    unsigned long long tag;
     bool want_log, vec_shape, vec_scale, vec_out;
     int lane;
     unsigned int lt;
@@ -265,10 +260,12 @@ struct GammaWarp {
 
     __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const T* shape_, long long shape_step_, const T* scale_,
                                          long long scale_step_, T scale_value_, T* out_, int* trials_, uint2 key_,
-                                         unsigned int off_lo_, unsigned int off_hi_, int log_out_)
+                                         unsigned int off_lo_, unsigned int off_hi_, int log_out_,
+                                         unsigned long long* status_, unsigned long long tag_)
         : shape(shape_), shape_step(shape_step_), scale(scale_), scale_step(scale_step_),
           scale_value(scale_value_), out(out_),
-          trials(trials_), key(key_), off_lo(off_lo_), off_hi(off_hi_), log_out(log_out_) {
+          trials(trials_), key(key_), off_lo(off_lo_), off_hi(off_hi_), log_out(log_out_), status(status_),
+          tag(tag_) {
         lane = threadIdx.x & 31;
         lt = (1u << lane) - 1u;
         want_log = log_out != 0;
@@ -320,7 +317,7 @@ struct GammaWarp {
         SlowEntry<T> s;
         get(qs + e * SLOW_BYTES, s);
         const T a = has ? shape_of(s.i) : T(1);
-        if (has && !valid_shape(a)) gamma_note(s.i, ST_PARAM);
+        if (has && !valid_shape(a)) status_note(status, tag, (unsigned long long)s.i, ST_PARAM);
         if constexpr (ATTEMPTS) {
             const bool valid = has && valid_shape(a);
             T d, c, v = T(1);
@@ -448,7 +445,7 @@ struct GammaWarp {
             if (scale != nullptr) {
                 load_pair(scale, scale_step, i0, has1, vec_scale, sc0, sc1);
                 const bool bad0 = !valid_scale(sc0, lg), bad1 = has1 && !valid_scale(sc1, lg);
-                if (bad0 | bad1) gamma_note(bad0 ? i0 : i0 + 1, ST_PARAM_B);
+                if (bad0 | bad1) status_note(status, tag, (unsigned long long)(bad0 ? i0 : i0 + 1), ST_PARAM_B);
             }
             const T o0 = scaled(v0, sc0, lg), o1 = scaled(v1, sc1, lg);
             if (has1 && vec_out) {
@@ -643,10 +640,8 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
            unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials, long long chunk,
            unsigned long long* __restrict__ next, unsigned long long* status, unsigned long long tag) {
     __shared__ GammaQueues<T> q;
-    if ((threadIdx.x & 31) == 0) gamma_bad[threadIdx.x >> 5] = STATUS_NONE;
-    __syncwarp();
     GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
-                   off_hi, log_out);
+                   off_hi, log_out, status, tag);
     const long long n_pairs = (n + 1) >> 1;
     if (!DYN) {  // a grid stride: rounds at base, base + stride, ...
         const long long stride = (long long)gridDim.x * blockDim.x;
@@ -669,8 +664,6 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         work.done();
     }
     w.flush();
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) status_put(status, tag, gamma_bad[threadIdx.x >> 5]);
 }
 
 template <typename T>
@@ -797,9 +790,7 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
                unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out,
                unsigned long long* status, unsigned long long tag) {
     __shared__ GammaQueues<T> q;
-    if ((threadIdx.x & 31) == 0) gamma_bad[threadIdx.x >> 5] = STATUS_NONE;
-    __syncwarp();
-    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1);
+    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status, tag);
     const unsigned int mask = group_mask(G);
     const int sub = w.lane & (G - 1);
     const long long n_chunks = (n_rows + R - 1) / R;
@@ -819,7 +810,6 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
         for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);
         __syncwarp();  // the rows are read before the next chunk's queue entries are written
     }
-    if ((threadIdx.x & 31) == 0) status_put(status, tag, gamma_bad[threadIdx.x >> 5]);
 }
 
 #ifndef __CUDACC_RTC__

@@ -319,8 +319,8 @@ def test_fused_checks_of_products(cp, method):
     with pytest.raises(ValueError, match=r"cols must lie in \[0, 70\); token 7"):
         gpumcmc.categorical_products(theta, phi, rows, bad_cols, r, method=method)
     ph = phi.copy()
-    ph[int(cols[300]), 9] = -1  # first read by token 300
-    with pytest.raises(ValueError, match=r"phi must be non-negative.*t = 300"):
+    ph[int(cols[300]), 9] = -1  # that phi row (20) is first read by token 20
+    with pytest.raises(ValueError, match=r"phi must be non-negative.*t = 20 "):
         gpumcmc.categorical_products(theta, ph, rows, cols, r, method=method)
     th = theta.copy()
     th[int(rows[40])] = 0  # token 40 is the first to read the zero row

@@ -67,6 +67,8 @@ class Word:
     def tag(self, describe) -> int:
         """Register the next call on this word (``describe(code, index) -> str``); its tag for the kernel."""
         n = len(self.calls)
+        if not n:
+            _pending().append(self)
         self.calls.append(describe)
         return min(n, CALL_LIMIT) << CALL_SHIFT
 
@@ -96,6 +98,14 @@ def _words() -> dict:
     return w
 
 
+def _pending() -> list:
+    """This thread's words with calls not read yet."""
+    p = getattr(_local, "pending", None)
+    if p is None:
+        p = _local.pending = []
+    return p
+
+
 def ticket(describe) -> tuple[int, int]:
     """(word address, tag) for a kernel launch on the current device and stream.
 
@@ -116,14 +126,16 @@ def ticket(describe) -> tuple[int, int]:
 
 def pending() -> bool:
     """True when a word of this thread has calls that were not read yet."""
-    return any(w.calls for w in getattr(_local, "words", {}).values())
+    return bool(getattr(_local, "pending", None))
 
 
 def read_all():
     """Read every word of this thread with calls pending; the first failure as
     (call number, message) or None. One wait per word read."""
     found = None
-    for word in list(getattr(_local, "words", {}).values()):
+    words = _pending()
+    _local.pending = []
+    for word in words:
         got = word.read()
         if got is not None and found is None:
             call, n_calls, describe, code, index = got
@@ -132,15 +144,6 @@ def read_all():
                 msg += f" (call {call + 1} of the {n_calls} with fused checks since the word was last read)"
             found = call, msg
     return found
-
-
-def forget() -> None:
-    """Drop the calls registered on this thread's words without reading them (after an error elsewhere)."""
-    for word in getattr(_local, "words", {}).values():
-        if word.calls:
-            word.stream.synchronize()
-            word.host[0] = NONE
-            word.calls = []
 
 
 def at(index: int, shape: tuple):

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import threading
 
 import numpy as np
+
+from . import _status
 
 __all__ = [
     "check",
@@ -141,9 +142,8 @@ def check() -> None:
     stream that recorded checks (none when nothing is pending, e.g. on NumPy).
     Checks fused into the kernels (see :mod:`gpumcmc._status`) come first.
     """
-    status = sys.modules.get(__package__ + "._status")
-    if status is not None and status.pending():
-        found = status.read_all()  # synchronize! (once per stream with fused checks)
+    if _status.pending():
+        found = _status.read_all()  # synchronize! (once per stream with fused checks)
         if found is not None:
             _state.pending = None
             err = ValueError(found[1])
@@ -177,8 +177,6 @@ def fused(describe) -> tuple[int, int]:
     """
     if not validating() or not deferring():
         return 0, 0
-    from . import _status
-
     return _status.ticket(describe)
 
 
@@ -193,23 +191,28 @@ def checked(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not validating() or deferring():
+        st = _state
+        depth = getattr(st, "deferred", 0)
+        if depth > 0 or not getattr(st, "on", True):
             return fn(*args, **kwargs)
-        saved = getattr(_state, "pending", None)
-        _state.pending = None
+        saved = getattr(st, "pending", None)
+        st.pending = None
         try:
-            with deferred():
+            st.deferred = depth + 1  # as `with deferred():`, inlined: this runs on every call
+            try:
                 result = fn(*args, **kwargs)
+            finally:
+                st.deferred = depth
             try:
                 check()  # synchronize! (once, and only when a CuPy check was recorded)
             except ValueError as err:
-                _state.pending = None
+                st.pending = None
                 if getattr(err, "_gpumcmc_detailed", False):
                     raise
                 fn(*args, **kwargs)  # raises the detailed message
                 raise err from None
         finally:
-            _state.pending = saved
+            st.pending = saved
         return result
 
     return wrapper

@@ -604,10 +604,17 @@ def _check_index(n: int, what: str) -> None:
                          "Split the request into smaller calls.")
 
 
+_FMAX = {np.dtype(np.float32): float(np.finfo(np.float32).max), np.dtype(np.float64): float(np.finfo(np.float64).max)}
+
+
 def _scale_number(scale, dtype, log):
     """A scale given as a number: checked (on the host, so always) once
     rounded to ``dtype``, and as the kernel takes it by value (its log with
     ``log``)."""
+    if type(scale) is float and 0.0 < scale <= _FMAX[dtype]:  # the usual call: no errstate needed
+        v = dtype.type(scale)
+        if v > 0:
+            return np.log(v) if log else v
     v = np.nan
     if isinstance(scale, numbers.Real):
         try:

@@ -911,9 +911,19 @@ def make_sharded_step(models: list, shards: Shards, n: int):
             chains = state.params.shape[0]
             offset = rng.advance()
             bufs = []
+            ready = None
             for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
+                if shards.devices[i] == shards.devices[0]:
+                    params = state.params
+                else:
+                    if ready is None:  # the parameters drawn on shard 0's stream, before the peer copies
+                        with shards.on(0):
+                            ready = xp.cuda.Event()
+                            ready.record()
+                    with shards.on(i):
+                        xp.cuda.get_current_stream().wait_event(ready)
+                        params = xp.array(state.params, copy=True)
                 with shards.on(i):
-                    params = state.params if i == 0 else _to_current_device(state.params, xp)
                     z = state.z[i]
                     ni = model.x.shape[0]
                     lse = xp.empty((chains, ni), dtype=dtype)
@@ -935,11 +945,6 @@ def allreduce_bytes(k: int, p: int, chains: int = 1) -> int:
     """Bytes all-reduced per Gibbs sweep with the data split over devices: ``chains (k q + 1)`` float64."""
     q = 1 + p + p * (p + 1) // 2
     return 8 * chains * (k * q + 1)
-
-
-def _to_current_device(a, xp):
-    """``a`` copied onto the current device (a peer copy between GPUs; NumPy: ``a`` itself)."""
-    return a if xp is np else xp.array(a, copy=True)
 
 
 # ---------------------------------------------------------------------------

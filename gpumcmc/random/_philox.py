@@ -119,3 +119,152 @@ def box_muller(u1, u2):
     r = np.sqrt(-2.0 * np.log(u1))
     s, c = sincospi(2.0 * u2)
     return r * c, r * s
+
+
+# ---------------------------------------------------------------------------
+# The NumPy twins' fast path: the same words and conversions, fewer passes
+# ---------------------------------------------------------------------------
+# Product words as uint32 views of a uint64 array: the low word first on a
+# little-endian machine.
+_LO, _HI = (0, 1) if np.little_endian else (1, 0)
+_U32 = np.uint32
+_U64 = np.uint64
+_INT32 = 0xFFFFFFFF
+
+
+class Words:
+    """Scratch for :func:`philox32` on up to ``n`` counters at a time.
+
+    NumPy spends most of a Philox call moving its temporaries, so the twins
+    reuse one workspace per call and go through their counters in chunks
+    whose temporaries stay in the CPU's cache.
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+        self._prod = [np.empty(n, dtype=np.uint64) for _ in range(4)]
+        self._out = [np.empty(n, dtype=np.uint32) for _ in range(2)]
+
+
+def _hi_lo(p, n):
+    """(high word, low word) of the uint64 product ``p``: ints, or uint32 views."""
+    if isinstance(p, int):
+        return p >> 32, p & _INT32
+    v = p[:n].view(np.uint32)
+    return v[_HI::2], v[_LO::2]
+
+
+def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int):
+    """Philox4x32-10 of ``n`` counters, as :func:`philox_rounds` computes it.
+
+    Each counter word is a Python int (the same for every counter) or a
+    uint32 array of length ``n``; the key is two Python ints. Words that are
+    ints stay ints for as long as the rounds allow, so a counter that varies
+    in one word only costs half a round in each of the first two rounds.
+    Returns the four output words as uint32 arrays of length ``n``: views of
+    ``work``, valid until its next use.
+    """
+    prod, (o0, o2) = work._prod, work._out
+    o0, o2 = o0[:n], o2[:n]
+    for r in range(10):
+        if r:
+            k0 = (k0 + W0) & _INT32
+            k1 = (k1 + W1) & _INT32
+        pair = prod[2 * (r & 1):2 * (r & 1) + 2]
+        if isinstance(c0, int):
+            p0 = c0 * 0xD2511F53
+        else:
+            p0 = np.multiply(c0, M0, out=pair[0][:n], dtype=np.uint64)
+        if isinstance(c2, int):
+            p1 = c2 * 0xCD9E8D57
+        else:
+            p1 = np.multiply(c2, M1, out=pair[1][:n], dtype=np.uint64)
+        h0, l0 = _hi_lo(p0, n)
+        h1, l1 = _hi_lo(p1, n)
+        c0 = _xor3(h1, c1, k0, o0)
+        c2 = _xor3(h0, c3, k1, o2)
+        c1, c3 = l1, l0
+    return tuple(np.full(n, c, dtype=np.uint32) if isinstance(c, int) else c for c in (c0, c1, c2, c3))
+
+
+def _xor3(a, b, k: int, out):
+    """``a ^ b ^ k`` into ``out`` (an int when ``a`` and ``b`` are ints)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a ^ b ^ k
+    if isinstance(a, int):
+        a, b = b, a
+    if isinstance(b, int):
+        return np.bitwise_xor(a, _U32(b ^ k), out=out)
+    np.bitwise_xor(a, b, out=out)
+    if k:
+        np.bitwise_xor(out, _U32(k), out=out)
+    return out
+
+
+_EXP32 = _U32(0x3F800000)  # the bits of 1.0f
+_EXP64 = _U64(0x3FF0000000000000)  # the bits of 1.0
+_S20 = _U64(20)
+
+
+def u01_f32_into(w, out):
+    """:func:`u01_f32` of uint32 words into the float32 array ``out``.
+
+    Sets the 23 bits ``w >> 9`` under the exponent of 1.0, which gives
+    ``1 + m 2**-23``, and subtracts ``1 - 2**-24``: the difference
+    ``(m + 0.5) 2**-23`` is exact, so the bits are those of :func:`u01_f32`.
+    """
+    bits = out.view(np.uint32)
+    np.right_shift(w, _U32(9), out=bits)
+    np.bitwise_or(bits, _EXP32, out=bits)
+    out -= np.float32(1.0 - 2.0**-24)
+    return out
+
+
+def u01_f64_into(a, b, out):
+    """:func:`u01_f64` of uint32 word pairs into the float64 array ``out`` (exact, as above)."""
+    bits = out.view(np.uint64)
+    np.left_shift(a, _S20, out=bits, dtype=np.uint64)
+    np.bitwise_or(bits, np.right_shift(b, _U32(12)), out=bits, dtype=np.uint64)
+    np.bitwise_or(bits, _EXP64, out=bits)
+    out -= 1.0 - 2.0**-53
+    return out
+
+
+def u01_f64_from32_into(w, out):
+    """:func:`u01_f64_from32` of uint32 words into the float64 array ``out`` (exact, as above)."""
+    bits = out.view(np.uint64)
+    np.left_shift(w, _S20, out=bits, dtype=np.uint64)
+    np.bitwise_or(bits, _EXP64, out=bits)
+    out -= 1.0 - 2.0**-33
+    return out
+
+
+# i**q for the quadrant q = round(4 u2) mod 4 of sincospi(2 u2), indexed by
+# the top three bits of u2's first word (see box_muller_into).
+_QUADRANT = np.array([1, 1j, 1j, -1, -1, -1j, -1j, 1], dtype=np.complex128)
+_S29 = _U32(29)
+
+
+def box_muller_into(u1, u2, top, z, tmp):
+    """:func:`box_muller` of float64 ``u1, u2`` as one complex array ``z``:
+    ``z.real = r cos(2 pi u2)``, ``z.imag = r sin(2 pi u2)``, the same bits.
+
+    ``top`` is the uint32 word that holds the highest bits of ``u2`` (``u2``
+    is ``u01_f64(top, .)`` or ``u01_f64_from32(top)``), ``tmp`` a float64
+    scratch array; ``u1`` is overwritten with ``r``. As :func:`sincospi`,
+    ``4 u2 = n + f`` with ``n`` the nearest integer (never a tie) and
+    ``|f| <= 1/2`` exact; ``pi/2 f`` is the argument ``pi r`` that it passes
+    to sine and cosine, rounded the same; and the quadrant ``n mod 4`` is
+    ``(top >> 29) + 1 >> 1 mod 4``, applied as a product with ``i**n``, exact
+    because ``i**n`` has one non-zero part of modulus 1.
+    """
+    np.log(u1, out=u1)
+    u1 *= -2.0
+    np.sqrt(u1, out=u1)
+    np.multiply(u2, 4.0, out=tmp)
+    np.subtract(tmp, np.rint(tmp), out=tmp)
+    tmp *= 0.5 * np.pi
+    np.cos(tmp, out=z.real)
+    np.sin(tmp, out=z.imag)
+    z *= _QUADRANT[np.right_shift(top, _S29)]
+    return u1, z

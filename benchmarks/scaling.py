@@ -99,13 +99,15 @@ def _mixture(bench):
                 chain()
             ms = _time_all(bench, chain, devices)
         w = len(set(devices))
-        ring = 2.0 * (w - 1) / w * ar
+        wr = max(w, 2)  # on one GPU: the figure for two
+        ring = 2.0 * (wr - 1) / wr * ar
         link_us = ring / (_NVLINK_GBPS * 1e9) * 1e6
         eff = t1 / (w * ms)
-        note = (f"{shards.world} shards on {w} GPU(s); all-reduce {ar} bytes per sweep "
-                f"({ring:.0f} bytes through each GPU's links in a ring, {link_us:.2f} us at NVLink's nominal "
-                f"{_NVLINK_GBPS:.0f} GB/s, not measured); time(1 GPU) / time = {t1 / ms:.2f}, "
-                f"scaling efficiency t1 / (W tW) = {eff:.2f}; FLOP floor {floor1 / w:.2f} ms")
+        note = (f"{shards.world} shard(s) on {w} GPU(s); all-reduce {ar} bytes per sweep "
+                f"(a ring over {wr} GPUs moves {ring:.0f} bytes through each GPU's links: {link_us:.2f} us at "
+                f"NVLink's nominal {_NVLINK_GBPS:.0f} GB/s, a floor, not measured); time(1 GPU, devices=None) / "
+                f"time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; FLOP floor "
+                f"{floor1 / w:.2f} ms")
         if count == 1 and label == "all":
             note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
         bench.record(case, f"gpumcmc Gibbs sweep, devices={label!r}", ms, n, flops=flops, bytes_moved=None,

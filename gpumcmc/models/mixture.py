@@ -575,14 +575,23 @@ def _mean_rows(a):
     """
     xp = _xp_of(a)
     c, n = a.shape
+    if xp is np or n // _MEAN_BLOCK < _MEAN_MIN_BLOCKS:
+        return a.mean(axis=1, dtype=np.float64)
+    return _sum_rows(a) / n
+
+
+def _sum_rows(a):
+    """The float64 sum of each row of ``a`` (C, n), in two passes on the GPU (see :func:`_mean_rows`)."""
+    xp = _xp_of(a)
+    c, n = a.shape
     nb = n // _MEAN_BLOCK
     if xp is np or nb < _MEAN_MIN_BLOCKS:
-        return a.mean(axis=1, dtype=np.float64)
+        return a.sum(axis=1, dtype=np.float64)
     cut = nb * _MEAN_BLOCK
     tot = a[:, :cut].reshape(c, nb, _MEAN_BLOCK).sum(axis=2, dtype=np.float64).sum(axis=1)
     if cut < n:
         tot += a[:, cut:].sum(axis=1, dtype=np.float64)
-    return tot / n
+    return tot
 
 
 def _unpack_stats(acc, p):
@@ -931,7 +940,7 @@ def make_sharded_step(models: list, shards: Shards, n: int):
                         assign(model.x, params, s, min(model.sample_rows, ni - s), MODE_SAMPLE, rng.key, offset,
                                z=z, lse=lse, row0=a, ctr_rows=n)
                     acc = _gibbs_acc(model, z)
-                    ll = lse.sum(axis=1, dtype=np.float64)
+                    ll = _sum_rows(lse)
                     bufs.append(xp.ascontiguousarray(xp.concatenate([acc.reshape(chains, k * q), ll[:, None]], axis=1)))
             total = shards.allreduce(bufs)[0]
             with shards.on(0):

@@ -255,7 +255,7 @@ class BayesianNetwork:
         ops = _GpuOps(plan) if xp is not np else _NumpyOps(plan)
 
         obs = np.where(X < 0, 0, X).astype(np.uint8)
-        batches = [plan.batch(X, s, min(n, s + bs)) for s in range(0, n, bs)]
+        batches = [plan.batch(X, s, min(n, s + bs), obs) for s in range(0, n, bs)]
         resident = len(batches) == 1
         # the imputed cells of every replica, per batch: (m_max, M_b) state indices, uniform at the start
         for b in batches:
@@ -263,12 +263,10 @@ class BayesianNetwork:
             b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
             if not resident:
                 b.vals = _backend.to_host(b.vals)
+                if xp is not np:
+                    b.pin()
         if resident:
-            b = batches[0]
-            Z = xp.empty((m_max, n, V), dtype=xp.uint8)
-            Z[...] = xp.asarray(obs)[None]
-            b.upload(xp)
-            Z[:, b.case_d, b.node_d] = b.vals
+            Z = batches[0].load(xp, m_max)
 
         if learn:
             logc = xp.asarray(plan.uniform_logc())
@@ -289,10 +287,7 @@ class BayesianNetwork:
                 m = ms[t]
                 for q, b in enumerate(batches):
                     if not resident:
-                        b.upload(xp)
-                        Z = xp.empty((m_max, b.n, V), dtype=xp.uint8)
-                        Z[...] = xp.asarray(obs[b.start:b.stop])[None]
-                        Z[:, b.case_d, b.node_d] = xp.asarray(b.vals)
+                        Z = b.load(xp, m_max)
                     off = rng.advance(1)
                     for c in range(len(plan.groups)):
                         ops.sweep(Z, m, b, c, logc, rng.key, off, bad)
@@ -302,8 +297,7 @@ class BayesianNetwork:
                         last[q] = counts
                         logc = ops.normalise(rng.gamma(m * (prior - 1.0) + 1.0 + total, log=True))
                     if not resident:
-                        b.vals = _backend.to_host(Z[:, b.case_d, b.node_d])
-                        b.release()
+                        b.store(Z)
                 if learn:
                     trace[t] = logc
         _validate.report(bad[0] != 0, "Some cases have probability 0 under the CPTs (a missing cell has no "
@@ -441,8 +435,10 @@ class _Plan:
     def card_of(self, node):
         return self.card[node]
 
-    def batch(self, X, start, stop):
+    def batch(self, X, start, stop, obs=None):
         """The missing cells of cases start..stop-1, colour by colour, node by node, case by case."""
+        if obs is None:
+            obs = np.where(X < 0, 0, X).astype(np.uint8)
         miss = X[start:stop] < 0
         case, node, gptr = [], [], [0]
         for g in self.groups:
@@ -451,24 +447,58 @@ class _Plan:
                 case.append(c)
                 node.append(np.full(len(c), v, dtype=np.int32))
             gptr.append(gptr[-1] + sum(len(c) for c in case[len(case) - len(g):]))
-        return _Batch(start, stop, np.concatenate(case), np.concatenate(node), np.array(gptr, dtype=np.int64))
+        return _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
+                      np.array(gptr, dtype=np.int64))
+
+
+def _to_device(xp, a):
+    if xp is np or isinstance(a, xp.ndarray):
+        return a
+    d = xp.empty(a.shape, dtype=a.dtype)
+    d.set(a)  # from page-locked memory (see _Batch.pin), a DMA copy without staging
+    return d
 
 
 class _Batch:
-    """A batch of cases: its missing cells (``case`` relative to ``start``, ``node``), the colour
-    groups' ranges in that list (``gptr``) and, between visits, the replicas' imputed values."""
+    """A batch of cases: its observed cells ``obs`` (0 where missing), its missing cells (``case``
+    relative to ``start``, ``node``), the colour groups' ranges in that list (``gptr``) and, between
+    visits, the replicas' imputed values ``vals`` (m_max, M)."""
 
-    def __init__(self, start, stop, case, node, gptr):
+    def __init__(self, start, stop, obs, case, node, gptr):
         self.start, self.stop, self.n = start, stop, stop - start
-        self.case, self.node, self.gptr = case, node, gptr
+        self.obs, self.case, self.node, self.gptr = obs, case, node, gptr
         self.M = len(case)
         self.vals = None
         self.case_d = self.node_d = None
 
-    def upload(self, xp):
-        self.case_d, self.node_d = xp.asarray(self.case), xp.asarray(self.node)
+    def pin(self):
+        """Keep the host arrays in page-locked memory, for batches streamed to the GPU at each visit."""
+        import cupyx
 
-    def release(self):
+        for name in ("obs", "case", "node", "vals"):
+            a = getattr(self, name)
+            p = cupyx.empty_pinned(a.shape, dtype=a.dtype)
+            p[...] = a
+            setattr(self, name, p)
+
+    def upload(self, xp):
+        self.case_d, self.node_d = _to_device(xp, self.case), _to_device(xp, self.node)
+
+    def load(self, xp, m_max):
+        """The batch's case matrix, replicated m_max times, with the imputed cells filled in."""
+        self.upload(xp)
+        Z = xp.empty((m_max,) + self.obs.shape, dtype=xp.uint8)
+        Z[...] = _to_device(xp, self.obs)[None]
+        Z[:, self.case_d, self.node_d] = _to_device(xp, self.vals)
+        return Z
+
+    def store(self, Z):
+        """Keep the imputed cells of ``Z`` (in host memory) and free the device copies."""
+        v = Z[:, self.case_d, self.node_d]
+        if isinstance(v, np.ndarray):
+            self.vals = v
+        else:
+            v.get(out=self.vals)
         self.case_d = self.node_d = None
 
 

@@ -161,7 +161,7 @@ def _cpu_peers(bench):
                          note=f"{type(exc).__name__}: {exc}"[:200])
 
 
-def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tune=None, **init_kw):
+def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tune=None, alpha=None, **init_kw):
     """Time 10 sweeps through the run driver of one configuration; returns (data, state) for the stages."""
     from gpumcmc.models import lda as L
     from gpumcmc.random import default_rng
@@ -173,7 +173,7 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
     for k, v in (tune or {}).items():
         setattr(L, k, v)
     try:
-        alpha = beta = 1.0 / K
+        alpha = beta = 1.0 / K if alpha is None else alpha
         rng = default_rng(0, backend="cupy")
         pool.free_all_blocks()
         base = pool.total_bytes()
@@ -193,7 +193,8 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
         peak = pool.total_bytes() - base
         bench.record(case, impl, ms, T * SWEEPS * n_chains,
                      bytes_moved=SWEEPS * n_chains * _floor_bytes(M, V, T, K),
-                     params={"K": K, "M": M, "V": V, "n_chains": n_chains, **init_kw, **(tune or {})},
+                     params={"K": K, "M": M, "V": V, "n_chains": n_chains, "alpha": alpha, "fused": data.fused,
+                             "sparse": data.sparse, **init_kw, **(tune or {})},
                      note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
                           f"corpus{note}")
         return data, holder["s"], rng
@@ -209,12 +210,15 @@ def _fused_stage(bench, case, rng, data, state, M, V, T, K):
 
     phi = L._phi_store(state.phi)
     with _validate.validation(False):
-        bench.peer(case, "stage: z-draw + counts (fused)", T, lambda: L.zdraw_counts(rng, state.theta, phi, data),
+        label = "fused" if data.fused else "two kernels"
+        bench.peer(case, f"stage: z-draw + counts ({label})", T, lambda: L.zdraw_counts(rng, state.theta, phi, data),
                    params={"K": K, "sparse": data.sparse}, bytes_moved=_stage_bytes(M, V, T, K)["z-draw + counts (fused)"],
                    note="one kernel (and the compaction of theta when sparse); items: tokens")
 
 
 def run(bench):
+    from gpumcmc.models import lda as L
+
     cp = bench.cupy
     pool = cp.get_default_memory_pool()
     corpora = [("paper", 43_556, 37_286, 3_072_662)]
@@ -244,17 +248,28 @@ def run(bench):
                     bench.record(case, "stages", None, T, note=f"{type(exc).__name__}: {exc}"[:300])
             del data, state
             pool.free_all_blocks()
-            # The same sweep with the z-draw and the counts as two kernels (categorical_products, lda_counts).
-            _fit_row(bench, case, "gpumcmc LDA, separate z-draw and counts", rows, cols, M, V, T, K, fused=False)
+            # The other path of the z-draw and counts: one fused kernel, or two (categorical_products, lda_counts).
+            if K >= L.FUSED_MIN_K:
+                _fit_row(bench, case, "gpumcmc LDA, separate z-draw and counts", rows, cols, M, V, T, K, fused=False)
+            else:
+                _fit_row(bench, case, "gpumcmc LDA, fused z-draw and counts", rows, cols, M, V, T, K, fused=True)
             if not big:
-                _fit_row(bench, case, f"gpumcmc LDA, fused, {'dense' if K >= 256 else 'sparse'} theta", rows, cols,
-                         M, V, T, K, sparse=K < 256)
+                _fit_row(bench, case, f"gpumcmc LDA, fused, {'dense' if K >= L.SPARSE_MIN_K else 'sparse'} theta",
+                         rows, cols, M, V, T, K, fused=True, sparse=K < L.SPARSE_MIN_K)
             if not big and K == 1024:
-                for tune in ({"ZWARPS": 2}, {"ZWARPS": 8}, {"ZWAVES": 1}, {"ZWAVES": 4}):
+                for tune in ({"ZWARPS": 2}, {"ZWAVES": 2}, {"ZWAVES": 8}):
                     _fit_row(bench, case, f"gpumcmc LDA, fused, {tune}", rows, cols, M, V, T, K, tune=tune)
                 _fit_row(bench, case, "gpumcmc LDA, fused, token_order tiles of 4x L2", rows, cols, M, V, T, K,
                          cache_bytes=4 * cp.cuda.Device().attributes["L2CacheSize"])
+                # A common larger prior, alpha = beta = 50 / K: theta rows are dense, read whole.
+                _fit_row(bench, case, "gpumcmc LDA (driver), alpha = beta = 50/K", rows, cols, M, V, T, K,
+                         alpha=50.0 / K)
+                _fit_row(bench, case, "gpumcmc LDA, separate z-draw and counts, alpha = beta = 50/K", rows, cols,
+                         M, V, T, K, alpha=50.0 / K, fused=False)
             if not big and K == 256:
+                _fit_row(bench, case, "gpumcmc LDA (driver), 4 chains", rows, cols, M, V, T, K, n_chains=4,
+                         note="; items: tokens x sweeps x chains")
+            if not big and K == 1024:
                 _fit_row(bench, case, "gpumcmc LDA (driver), 4 chains", rows, cols, M, V, T, K, n_chains=4,
                          note="; items: tokens x sweeps x chains")
             pool.free_all_blocks()

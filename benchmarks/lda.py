@@ -211,8 +211,10 @@ def _fused_stage(bench, case, rng, data, state, M, V, T, K):
     phi = L._phi_store(state.phi)
     with _validate.validation(False):
         label = "fused" if data.fused else "two kernels"
+        nb = _stage_bytes(M, V, T, K)
+        moved = nb["z-draw + counts (fused)"] if data.fused else nb["z-draw"] + nb["counts"]
         bench.peer(case, f"stage: z-draw + counts ({label})", T, lambda: L.zdraw_counts(rng, state.theta, phi, data),
-                   params={"K": K, "sparse": data.sparse}, bytes_moved=_stage_bytes(M, V, T, K)["z-draw + counts (fused)"],
+                   params={"K": K, "sparse": data.sparse}, bytes_moved=moved,
                    note="one kernel (and the compaction of theta when sparse); items: tokens")
 
 

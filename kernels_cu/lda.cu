@@ -258,8 +258,8 @@ __global__ void __launch_bounds__(32 * GPUMCMC_LDA_ZWARPS)
 lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __restrict__ rows,
           const int* __restrict__ cols, const int* __restrict__ nnz, const int* __restrict__ sidx,
           const T* __restrict__ sval, int cap, int* __restrict__ ndk, int* __restrict__ nwk,
-          long long* __restrict__ zout, long long n, int M, int C, int K, unsigned int k0, unsigned int k1, unsigned int off_lo,
-          unsigned int off_hi) {
+          long long* __restrict__ zout, long long n, int M, int C, int K, unsigned int k0, unsigned int k1,
+          unsigned int off_lo, unsigned int off_hi) {
     extern __shared__ __align__(16) unsigned char lda_smem[];
     using gpumcmc::cat::FULL;
     const int lane = threadIdx.x & 31;

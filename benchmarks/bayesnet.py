@@ -141,3 +141,6 @@ def run(bench):
             _parts(bench, "andes-100k-30%", andes, Xa, 1, sweeps=False)
         finally:
             bn._DEFINES = old
+    if "pathfinder" in files:  # nodes of up to 63 states; CPTs too large for counts in shared memory
+        pf = BayesianNetwork.from_bif(files["pathfinder"])
+        _case(bench, "pathfinder-100k-30%", pf, _data(pf, 10_000 if small else 100_000, 0.3), 1, 20)

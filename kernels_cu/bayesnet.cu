@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
         unsigned char* z = Z + ((unsigned long long)r * (unsigned long long)n + (unsigned long long)i) * V;
         const int K = card[v];
         double lp[KMAX];
-        const double* tv = logc + toff[v] + (long long)bn_row(z, v, par_ptr, par, par_stride) * K;
+        // table indices fit in 32 bits: the host refuses networks of 2^31 CPT cells or more
+        const double* tv = logc + (toff[v] + bn_row(z, v, par_ptr, par, par_stride) * K);
 #pragma unroll
         for (int k = 0; k < KMAX; ++k)
             if (k < K) lp[k] = tv[k];
@@ -89,10 +90,10 @@ __global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
             const int s = ch_stride[q];
             const int Kc = card[c];
             const int base = bn_row(z, c, par_ptr, par, par_stride) - xv * s;
-            const double* tc = logc + toff[c] + z[c];
+            const double* tc = logc + (toff[c] + z[c]);
 #pragma unroll
             for (int k = 0; k < KMAX; ++k)
-                if (k < K) lp[k] += tc[(long long)(base + k * s) * Kc];
+                if (k < K) lp[k] += tc[(base + k * s) * Kc];
         }
         double mx = lp[0];
 #pragma unroll

@@ -64,7 +64,7 @@ from .. import _validate as _v
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill
-from ._philox import philox_rounds, u01_f32, u01_f64
+from ._philox import Words, box_muller, box_muller_into, philox32, philox_rounds, u01_f32, u01_f32_into, u01_f64, u01_f64_into
 
 FILE = "gamma.cu"
 _NAMES = tuple(
@@ -77,8 +77,8 @@ _CTYPE = _loader.CTYPE
 
 MAX_ATTEMPTS = 1 << 22  # GPUMCMC_GAMMA_MAX_ATTEMPTS: never reached for valid shapes
 INDEX_LIMIT = 1 << 40  # element indices must stay below 2**40 (the counter holds 2**40 j + i)
-# Elements per chunk of the twin's first attempt: keeps its temporaries in cache.
-_CHUNK = 1 << 15
+# Elements per chunk of the twin (even): keeps its temporaries in cache.
+_CHUNK = 1 << 16
 # Block size (the kernels' GPUMCMC_GAMMA_BLOCK).
 _BLOCK = 256
 
@@ -211,16 +211,14 @@ def _uniform_pair(w0, w1, dtype):
     return u01_f64(*w0), u01_f64(*w1)
 
 
-def _normal(r, u2, odd, dtype):
-    """``r cos(2 pi u2)`` (even halves) or ``r sin(2 pi u2)`` (odd halves), in ``dtype``.
-
-    Evaluated in float64 as ``r cos(2 pi (u2 - h/4))``: ``u2 - 1/4`` is exact,
-    and the result agrees with CUDA's ``sincospi`` to an absolute 1e-16, far
-    below what moves an accepted trial or a gamma value (G depends on x
-    through 1 + c x). Float32 normals come from float32 uniforms and are
-    rounded once to float32, as the kernel's float32 Box-Muller is.
+def _normals(u1, u2, dtype):
+    """The Box-Muller pair ``r cos(2 pi u2)``, ``r sin(2 pi u2)`` of float64
+    ``u1, u2``, in ``dtype``: :func:`box_muller` of the fills, whose angle is
+    reduced as CUDA's ``sincospi`` reduces it (the float64 kernel's), so that
+    the two sides differ by a few float64 ulp at most. Float32 normals come
+    from float32 uniforms and are rounded once to float32.
     """
-    return (r * np.cos((2.0 * np.pi) * (u2 - 0.25 * odd))).astype(dtype, copy=False)
+    return tuple(z.astype(dtype, copy=False) for z in box_muller(u1, u2))
 
 
 def _trial0(i, key, offset, dtype):
@@ -241,8 +239,8 @@ def _trial0(i, key, offset, dtype):
         u1, u2 = _uniform_pair((w0, w1), (w2, w3), dtype)
         v0, v1, v2, v3 = (w[at] for w in _blocks(pairs | np.uint64(1), 0, key, offset))
         u = u01_f64(np.where(odd, v2, v0), np.where(odd, v3, v1))
-    r = np.sqrt(-2.0 * np.log(u1))
-    return _normal(r[at], u2[at], odd, dtype), u
+    z0, z1 = _normals(u1[at], u2[at], dtype)
+    return np.where(odd.astype(bool), z1, z0), u
 
 
 def _attempt(i, t, key, offset, dtype):
@@ -256,8 +254,8 @@ def _attempt(i, t, key, offset, dtype):
         v0, v1, v2, v3 = _blocks(i, 2 * t + 1, key, offset)
         u1, u2 = _uniform_pair((w0, w1), (w2, w3), dtype)
         ua, ub = u01_f64(v0, v1), u01_f64(v2, v3)
-    r = np.sqrt(-2.0 * np.log(u1))
-    return (_normal(r, u2, 0, dtype), ua), (_normal(r, u2, 1, dtype), ub)
+    z0, z1 = _normals(u1, u2, dtype)
+    return (z0, ua), (z1, ub)
 
 
 def _boost_uniforms(i, key, offset, dtype):
@@ -286,6 +284,170 @@ def _finish(e, a, d, v, start, key, offset, log, out):
     out[e] = val
 
 
+class _Trial0:
+    """Trial 0 of a run of consecutive elements, a chunk at a time, with one
+    set of scratch arrays: :func:`_trial0` for ``i = lo .. hi - 1``, the same
+    values, for runs of whole pairs that do not straddle a multiple of 2**32."""
+
+    def __init__(self, dtype, key, offset, size):
+        self.dtype = np.dtype(dtype)
+        self.key, self.off = key, (offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF)
+        self.f64 = self.dtype == np.float64
+        blocks = size if self.f64 else size // 2  # float64: a block per element, float32: per pair
+        self.work = Words(blocks)
+        self.idx = np.arange(blocks, dtype=np.uint32) * np.uint32(1 if self.f64 else 2)
+        self.u01, self.u23 = np.empty(blocks), np.empty(blocks)
+        self.f32 = np.empty(blocks, dtype=np.float32)
+        self.ang = np.empty(size // 2)
+        self.z = np.empty(size // 2, dtype=np.complex128)
+        self.x = np.empty(size, dtype=self.dtype)
+        self.u = np.empty(size, dtype=self.dtype)
+
+    def __call__(self, lo: int, hi: int):
+        """(x, u) of elements ``lo .. hi - 1`` (``lo``, ``hi`` even): views of the scratch."""
+        n = hi - lo
+        m = n // 2
+        nb = n if self.f64 else m
+        c0 = np.add(self.idx[:nb], np.uint32(lo & 0xFFFFFFFF))
+        w0, w1, w2, w3 = philox32(c0, lo >> 32, *self.off, *self.key, self.work, nb)
+        x, u = self.x[:n], self.u[:n]
+        if self.f64:
+            # Blocks 2p (the pair's normals) and 2p + 1 (its uniforms) are elements 2p and 2p + 1.
+            u01 = u01_f64_into(w0, w1, self.u01[:n])
+            u23 = u01_f64_into(w2, w3, self.u23[:n])
+            u1, u2 = u01[0::2], u23[0::2]
+            u[0::2], u[1::2] = u01[1::2], u23[1::2]
+        else:
+            u01_f32_into(w2, u[0::2])
+            u01_f32_into(w3, u[1::2])
+            u1 = self.u01[:m]
+            u1[...] = u01_f32_into(w0, self.f32[:m])
+            u2 = self.u23[:m]
+            u2[...] = u01_f32_into(w1, self.f32[:m])
+        r, z = box_muller_into(u1, u2, w2[0::2] if self.f64 else w1, self.z[:m], self.ang[:m])
+        np.multiply(r, z.real, out=x[0::2], casting="same_kind")
+        np.multiply(r, z.imag, out=x[1::2], casting="same_kind")
+        return x, u
+
+
+def _boost_some(gi, key, offset, dtype, work):
+    """The boost uniforms of global elements ``gi`` (ascending uint64, under
+    one value of ``gi >> 32``), their pairs' blocks computed once:
+    :func:`_boost_uniforms`, the same values. ``work``: a :class:`Words` of ``gi.size``."""
+    p = gi >> np.uint64(1)
+    first = np.ones(p.size, dtype=bool)
+    first[1:] = p[1:] != p[:-1]
+    pairs = p[first] << np.uint64(1)
+    at = np.cumsum(first) - 1
+    words = philox32(pairs.astype(np.uint32), (1 << 8) | int(gi[0] >> np.uint64(32)), offset & 0xFFFFFFFF,
+                     (offset >> 32) & 0xFFFFFFFF, key[0], key[1], work, pairs.size)
+    odd = (gi & np.uint64(1)).astype(bool)
+    if dtype == np.float32:
+        w0, w1 = (w[at] for w in words[:2])
+        return u01_f32(np.where(odd, w1, w0).astype(np.uint64))
+    w0, w1, w2, w3 = (w[at].astype(np.uint64) for w in words)
+    return u01_f64(np.where(odd, w2, w0), np.where(odd, w3, w1))
+
+
+def _first_trials(a, start, key, offset, log, out, trials):
+    """Trial 0 of every element of ``a`` (gamma elements ``start ..``), chunk
+    by chunk in cache: values and trial numbers of the accepted ones into
+    ``out`` and ``trials``. Returns the indices of the valid elements that
+    trial 0 rejected, for :func:`gamma_numpy`'s later attempts.
+
+    The arithmetic is that of :func:`_setup`, :func:`mt_accept`,
+    :func:`gamma_value` and :func:`boosted`, operation for operation, written
+    into scratch arrays (IEEE products and sums commute, so operands may swap).
+    """
+    dtype = a.dtype
+    k = _consts(dtype)
+    one = k["one"]
+    n = a.size
+    gen = _Trial0(dtype, key, offset, min(n, _CHUNK) + 2)
+    size = min(n, _CHUNK)
+    d, c, cx, v, m, q = (np.empty(size, dtype=dtype) for _ in range(6))
+    small, acc, pos = (np.empty(size, dtype=bool) for _ in range(3))
+    rest, boost = [], []
+    s = 0
+    while s < n:
+        g0 = start + s
+        # Whole pairs from an even element, never past a multiple of 2**32 (the counter's high word).
+        lo = g0 & ~1
+        hi = min(lo + _CHUNK, start + n, ((g0 >> 32) + 1) << 32)
+        e = hi - g0
+        hi += hi & 1
+        x, u = gen(lo, hi)
+        x, u = x[g0 - lo:g0 - lo + e], u[g0 - lo:g0 - lo + e]
+        ac = a[s:s + e]
+        sm, ok, ps = small[:e], acc[:e], pos[:e]
+        # d = a' - 1/3, c = 1 / sqrt(9 d); a + 0 is a, so a + (a < 1) is a'.
+        np.less(ac, one, out=sm)
+        dc = np.add(ac, sm, out=d[:e], dtype=dtype)
+        dc -= k["third"]
+        cc = np.multiply(dc, k["nine"], out=c[:e])
+        np.sqrt(cc, out=cc)
+        np.divide(one, cc, out=cc)
+        # The squeeze: v = 1 + c x > 0 and u m < m - (c x**2)**2 / 12, m = min(v, 1).
+        cxc = np.multiply(cc, x, out=cx[:e])
+        vc = np.add(cxc, one, out=v[:e])
+        mc = np.minimum(vc, one, out=m[:e])
+        qc = np.multiply(cxc, x, out=q[:e])
+        np.multiply(qc, qc, out=qc)
+        qc *= k["twelfth"]
+        np.subtract(mc, qc, out=qc)
+        mc *= u
+        np.less(mc, qc, out=ok)
+        np.greater(vc, 0, out=ps)
+        ok &= ps
+        # The logarithmic test where the squeeze did not decide.
+        slow = np.flatnonzero(np.logical_xor(ps, ok, out=ps))
+        if slow.size:
+            cxs, xs = cxc[slow], x[slow]
+            y = cxs * (k["three"] + cxs * (k["three"] + cxs))
+            ok[slow] = np.log(u[slow]) < k["half"] * (xs * xs) + dc[slow] * mt_log_term(cxs, y)
+        valid = ac.min() > 0 and ac.max() < np.inf  # else (NaN, <= 0, inf) refuse them below
+        if not valid:
+            ok &= (ac > 0) & (ac < np.inf)
+        # G = d v**3, its log, and G(a) from G(a + 1) below shape 1.
+        val = out[s:s + e]
+        np.multiply(vc, vc, out=val)
+        val *= vc
+        val *= dc
+        sm &= ok
+        b = np.flatnonzero(sm)
+        if b.size:  # boosted below, all at once
+            boost.append((b + s, val[b]))
+        if log:
+            np.log(val, out=val)
+        t = trials[s:s + e]
+        t[...] = 0
+        no = np.flatnonzero(~ok)
+        if no.size:
+            val[no] = np.nan
+            t[no] = -1
+            if not valid:
+                no = no[(ac[no] > 0) & (ac[no] < np.inf)]
+            rest.append(no + s)
+        s += e
+    if boost:
+        _boost_into(out, a, *(np.concatenate(z) for z in zip(*boost)), start, key, offset, log)
+    return np.concatenate(rest) if rest else np.empty(0, np.int64)
+
+
+def _boost_into(out, a, e, g, start, key, offset, log):
+    """``out[e] = boosted(g, U, a[e], log)`` with the boost uniforms ``U`` of
+    elements ``e`` (ascending), a chunk of them at a time."""
+    work = Words(min(e.size, _CHUNK))
+    gi = e.astype(np.uint64) + np.uint64(start)
+    s = 0
+    while s < e.size:
+        hi = int(gi[s] >> np.uint64(32))
+        stop = min(s + _CHUNK, int(np.searchsorted(gi, np.uint64((hi + 1) << 32))))
+        ub = _boost_some(gi[s:stop], key, offset, a.dtype, work)
+        out[e[s:stop]] = boosted(g[s:stop], ub, a[e[s:stop]], log)
+        s = stop
+
+
 def gamma_numpy(shape, key, offset, *, log=False, start=0):
     """NumPy twin of ``gamma_draw``: G (or log G) of unit scale for a flat ``shape``.
 
@@ -298,24 +460,11 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
     dtype = a.dtype
     k = _consts(dtype)
     n = a.size
-    out = np.full(n, np.nan, dtype=dtype)
-    trials = np.full(n, -1, dtype=np.int32)
+    out = np.empty(n, dtype=dtype)
+    trials = np.empty(n, dtype=np.int32)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         # Trial 0 chunk by chunk (in cache), then attempts 1, 2, ... for the few left.
-        left = []
-        for s in range(0, n, _CHUNK):
-            ac = a[s:s + _CHUNK]
-            e = s + np.flatnonzero((ac > 0) & np.isfinite(ac))
-            if not e.size:
-                continue
-            ae = a[e]
-            d, c = _setup(ae, k)
-            x, u = _trial0((e + start).astype(np.uint64), key, offset, dtype)
-            acc, v = mt_accept(x, u, d, c)
-            trials[e[acc]] = 0
-            _finish(e[acc], ae[acc], d[acc], v[acc], start, key, offset, log, out)
-            left.append(e[~acc])
-        rest = np.concatenate(left) if left else np.empty(0, np.int64)
+        rest = _first_trials(a, start, key, offset, log, out, trials)
         t = 1
         while rest.size and t < MAX_ATTEMPTS:
             still = []

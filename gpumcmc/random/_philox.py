@@ -12,6 +12,8 @@ The uniform and normal conversions below are the ones of ``philox.cuh``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 M0 = np.uint64(0xD2511F53)
@@ -144,14 +146,23 @@ class Words:
         self.n = n
         self._prod = [np.empty(n, dtype=np.uint64) for _ in range(4)]
         self._out = [np.empty(n, dtype=np.uint32) for _ in range(2)]
+        self._views: dict = {}
 
-
-def _hi_lo(p, n):
-    """(high word, low word) of the uint64 product ``p``: ints, or uint32 views."""
-    if isinstance(p, int):
-        return p >> 32, p & _INT32
-    v = p[:n].view(np.uint32)
-    return v[_HI::2], v[_LO::2]
+    def views(self, n: int):
+        """For ``n`` counters: the four products (uint64) with their (high, low)
+        uint32 views, and the two uint32 outputs; made once per ``n``."""
+        v = self._views.get(n)
+        if v is None:
+            if n > self.n:
+                raise ValueError(f"Words holds {self.n} counters, not {n}.")
+            prods = []
+            for p in self._prod:
+                w = p[:n].view(np.uint32)
+                prods.append((p[:n], w[_HI::2], w[_LO::2]))
+            v = self._views[n] = (prods, self._out[0][:n], self._out[1][:n])
+            if len(self._views) > 8:  # calls of many sizes: keep the latest few
+                self._views.pop(next(iter(self._views)))
+        return v
 
 
 def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int):
@@ -164,27 +175,46 @@ def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int):
     Returns the four output words as uint32 arrays of length ``n``: views of
     ``work``, valid until its next use.
     """
-    prod, (o0, o2) = work._prod, work._out
-    o0, o2 = o0[:n], o2[:n]
+    prods, o0, o2 = work.views(n)
+    mul, xor = np.multiply, np.bitwise_xor
+    for r, (k0, k1, s0, s1) in enumerate(_round_keys(k0, k1)):
+        (p0, h0, l0), (p1, h1, l1) = prods[2 * (r & 1):2 * (r & 1) + 2]
+        if isinstance(c0, int):
+            p = c0 * 0xD2511F53
+            h0, l0 = p >> 32, p & _INT32
+        else:
+            mul(c0, M0, out=p0, dtype=np.uint64)
+        if isinstance(c2, int):
+            p = c2 * 0xCD9E8D57
+            h1, l1 = p >> 32, p & _INT32
+        else:
+            mul(c2, M1, out=p1, dtype=np.uint64)
+        if isinstance(h1, int) or isinstance(c1, int):
+            c0 = _xor3(h1, c1, k0, o0)
+        else:
+            xor(h1, c1, out=o0)
+            xor(o0, s0, out=o0)
+            c0 = o0
+        if isinstance(h0, int) or isinstance(c3, int):
+            c2 = _xor3(h0, c3, k1, o2)
+        else:
+            xor(h0, c3, out=o2)
+            xor(o2, s1, out=o2)
+            c2 = o2
+        c1, c3 = l1, l0
+    return tuple(np.full(n, c, dtype=np.uint32) if isinstance(c, int) else c for c in (c0, c1, c2, c3))
+
+
+@functools.lru_cache(maxsize=64)
+def _round_keys(k0: int, k1: int):
+    """The ten rounds' keys: as ints and as uint32 scalars."""
+    out = []
     for r in range(10):
         if r:
             k0 = (k0 + W0) & _INT32
             k1 = (k1 + W1) & _INT32
-        pair = prod[2 * (r & 1):2 * (r & 1) + 2]
-        if isinstance(c0, int):
-            p0 = c0 * 0xD2511F53
-        else:
-            p0 = np.multiply(c0, M0, out=pair[0][:n], dtype=np.uint64)
-        if isinstance(c2, int):
-            p1 = c2 * 0xCD9E8D57
-        else:
-            p1 = np.multiply(c2, M1, out=pair[1][:n], dtype=np.uint64)
-        h0, l0 = _hi_lo(p0, n)
-        h1, l1 = _hi_lo(p1, n)
-        c0 = _xor3(h1, c1, k0, o0)
-        c2 = _xor3(h0, c3, k1, o2)
-        c1, c3 = l1, l0
-    return tuple(np.full(n, c, dtype=np.uint32) if isinstance(c, int) else c for c in (c0, c1, c2, c3))
+        out.append((k0, k1, _U32(k0), _U32(k1)))
+    return tuple(out)
 
 
 def _xor3(a, b, k: int, out):
@@ -196,8 +226,7 @@ def _xor3(a, b, k: int, out):
     if isinstance(b, int):
         return np.bitwise_xor(a, _U32(b ^ k), out=out)
     np.bitwise_xor(a, b, out=out)
-    if k:
-        np.bitwise_xor(out, _U32(k), out=out)
+    np.bitwise_xor(out, _U32(k), out=out)
     return out
 
 

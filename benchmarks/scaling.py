@@ -103,7 +103,7 @@ def _mixture(bench):
         ring = 2.0 * (wr - 1) / wr * ar
         link_us = ring / (_NVLINK_GBPS * 1e9) * 1e6
         eff = t1 / (w * ms)
-        note = (f"{shards.world} shard(s) on {w} GPU(s); all-reduce {ar} bytes per sweep "
+        note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s); all-reduce {ar} bytes per sweep "
                 f"(a ring over {wr} GPUs moves {ring:.0f} bytes through each GPU's links: {link_us:.2f} us at "
                 f"NVLink's nominal {_NVLINK_GBPS:.0f} GB/s, a floor, not measured); time(1 GPU, devices=None) / "
                 f"time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; FLOP floor "

@@ -689,3 +689,50 @@ def test_nccl_sharded_gibbs_gives_the_draws_of_one_device(cp):
     X = _dyadic(n=1024, p=3)
     kw = dict(n_components=8, n_iter=15, burn_in=5, relabel=False, backend="cupy")
     _draws_equal(fit(X, **kw), fit(X, devices="all", **kw))
+
+
+def test_sharded_gibbs_across_processes_gives_every_rank_the_draws_of_one_device():
+    # The layout of a Dask cluster (one shard per process, rank r of 2), with the processes played by
+    # two threads whose all-reduce meets at a barrier: each rank keeps its own rows and indicators
+    # and makes the global draws itself; both end with one device's draws.
+    import threading
+
+    from gpumcmc.shards import Shards
+
+    class Rank(Shards):
+        def __init__(self, rank, world, slots, barrier):
+            self.devices, self.world, self._rank0, self.xp, self._comms = [None], world, rank, np, None
+            self.slots, self.barrier = slots, barrier
+
+        def allreduce(self, arrays):
+            self.slots[self._rank0] = arrays[0].copy()
+            self.barrier.wait()
+            total = np.sum(np.stack(self.slots), axis=0, dtype=arrays[0].dtype)
+            self.barrier.wait()
+            arrays[0][...] = total
+            return arrays
+
+    X = _dyadic()
+    kw = dict(n_components=6, n_iter=12, burn_in=4, relabel=False)
+    one = fit(X, **kw)
+    slots, barrier = [None, None], threading.Barrier(2, timeout=60)
+    fits, errors = [None, None], []
+
+    def work(r):
+        try:
+            fits[r] = fit(X, devices=Rank(r, 2, slots, barrier), **kw)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for key in ("weights", "means", "covariances", "alpha"):
+        for r in range(2):
+            np.testing.assert_array_equal(fits[r].trace_.draws[key], one.trace_.draws[key], err_msg=key)
+    np.testing.assert_array_equal(np.concatenate([fits[0].z_, fits[1].z_]), one.z_)
+    assert fits[0].z_.size == X.shape[0] // 2

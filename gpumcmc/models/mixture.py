@@ -1288,6 +1288,9 @@ class DPGaussianMixture(Estimator):
         ``Shards(n_virtual=2)`` (two parts on NumPy) or
         :func:`one_device_shards` (parts on one GPU). For a seed, the draws
         equal those of one device up to the rounding of the sums' order.
+        In a Dask task each worker fits with the whole ``X`` and the same
+        seed, keeps its own rows, and ends with the same draws as the others;
+        its ``z_`` holds its own rows' indicators only.
         None (the default): one device, the backend's.
 
     Attributes

@@ -628,6 +628,25 @@ def test_sharded_gibbs_matches_one_device_up_to_rounding():
     _draws_equal(fit(X, **kw), fit(X, devices=Shards(n_virtual=2), **kw), exact=False)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sharded_bem_matches_one_device(dtype):
+    # Bayesian EM is deterministic: with the data split over shards its iterates equal one device's up to
+    # the rounding of the sums' order, and so do the fitted mixture and the chosen start.
+    from gpumcmc.shards import Shards
+
+    X, _, _ = planted()
+    kw = dict(n_components=5, method="bem", n_init=3, n_iter=60, dtype=dtype)
+    one = fit(X, **kw)
+    for parts in (2, 3):
+        sh = fit(X, devices=Shards(n_virtual=parts), chunk_size=70, **kw)
+        assert sh.n_iter_ == one.n_iter_ and sh.converged_ == one.converged_
+        tol = 1e-9 if dtype == "float64" else 1e-4
+        np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=tol)
+        np.testing.assert_allclose(sh.weights_, one.weights_, rtol=tol, atol=tol)
+        np.testing.assert_allclose(sh.means_, one.means_, rtol=tol, atol=tol)
+        np.testing.assert_allclose(sh.covariances_, one.covariances_, rtol=tol, atol=tol)
+
+
 def test_shard_noise_is_keyed_by_the_global_row():
     # A shard of rows [a, b) given row0 = a and the whole set's row count draws the rows' indicators of
     # the whole set; without row0 it would not (the test can fail).
@@ -649,8 +668,6 @@ def test_sharded_bad_input():
     from gpumcmc.shards import Shards
 
     X = _dyadic(n=8)
-    with pytest.raises(ValueError, match="method='bem'"):
-        fit(X, method="bem", devices=Shards(n_virtual=2))
     with pytest.raises(ValueError, match="cannot be split"):
         fit(X[:3], n_components=2, devices=Shards(n_virtual=4))
     with pytest.raises(ValueError, match="NaN|finite"):
@@ -736,3 +753,14 @@ def test_sharded_gibbs_across_processes_gives_every_rank_the_draws_of_one_device
             np.testing.assert_array_equal(fits[r].trace_.draws[key], one.trace_.draws[key], err_msg=key)
     np.testing.assert_array_equal(np.concatenate([fits[0].z_, fits[1].z_]), one.z_)
     assert fits[0].z_.size == X.shape[0] // 2
+
+
+def test_gpu_sharded_bem_matches_one_device(cp):
+    X, _, _ = planted()
+    kw = dict(n_components=5, method="bem", n_init=3, n_iter=30, tol=0.0, backend="cupy")
+    one = fit(X, **kw)
+    sh = fit(X, devices=mx.one_device_shards(3), **kw)
+    assert sh.n_iter_ == one.n_iter_ == 30
+    np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=1e-5)
+    np.testing.assert_allclose(sh.means_, one.means_, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sh.covariances_, one.covariances_, rtol=1e-4, atol=1e-4)

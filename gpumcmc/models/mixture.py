@@ -55,7 +55,7 @@ from ..shards import Shards
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "init_sharded",
-           "make_sharded_step", "one_device_shards", "allreduce_bytes"]
+           "make_sharded_step", "make_sharded_bem_step", "one_device_shards", "allreduce_bytes"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 MODE_SAMPLE, MODE_ARGMAX, MODE_RESP = 0, 1, 2
@@ -865,7 +865,7 @@ def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     return models
 
 
-def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1) -> State:
+def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1, z: bool = True) -> State:
     """:func:`init` over shards: the same starting state as one device for the same ``rng``.
 
     The global fields live on local shard 0's device; ``z`` is a tuple of the
@@ -885,7 +885,7 @@ def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1) -> 
             local = np.where(mine, idx - a, 0)
             rows = model.x[_backend.asarray(local, xp)].astype(np.float64)
             bufs.append(xp.ascontiguousarray(xp.where(_backend.asarray(mine, xp)[..., None], rows, 0.0)))
-            zs.append(xp.zeros((chains, model.x.shape[0]), dtype=np.int32))
+            zs.append(xp.zeros((chains, model.x.shape[0] if z else 0), dtype=np.int32))
     mu = shards.allreduce(bufs)[0]
     with shards.on(0):
         return _init_from_means(models[0], mu.reshape(chains, k, p), tuple(zs))
@@ -920,18 +920,9 @@ def make_sharded_step(models: list, shards: Shards, n: int):
             chains = state.params.shape[0]
             offset = rng.advance()
             bufs = []
-            ready = None
+            copies = _ParamCopies(shards, state.params)
             for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
-                if shards.devices[i] == shards.devices[0]:
-                    params = state.params
-                else:
-                    if ready is None:  # the parameters drawn on shard 0's stream, before the peer copies
-                        with shards.on(0):
-                            ready = xp.cuda.Event()
-                            ready.record()
-                    with shards.on(i):
-                        xp.cuda.get_current_stream().wait_event(ready)
-                        params = xp.array(state.params, copy=True)
+                params = copies(i)
                 with shards.on(i):
                     z = state.z[i]
                     ni = model.x.shape[0]
@@ -950,8 +941,89 @@ def make_sharded_step(models: list, shards: Shards, n: int):
     return step
 
 
+class _ParamCopies:
+    """The kernel parameters (on local shard 0's device) for shard ``i``: a peer copy on another GPU.
+
+    The copy waits for an event recorded on shard 0's stream, so that it
+    reads the parameters after the launches that wrote them.
+    """
+
+    def __init__(self, shards: Shards, params):
+        self.shards, self.params, self.ready = shards, params, None
+
+    def __call__(self, i: int):
+        sh = self.shards
+        if sh.devices[i] == sh.devices[0]:
+            return self.params
+        xp = sh.xp
+        if self.ready is None:
+            with sh.on(0):
+                self.ready = xp.cuda.Event()
+                self.ready.record()
+        with sh.on(i):
+            xp.cuda.get_current_stream().wait_event(self.ready)
+            return xp.array(self.params, copy=True)
+
+
+def make_sharded_bem_step(models: list, shards: Shards, n: int):
+    """``bem(state) -> state``: one Bayesian-EM iterate of every start with the data split over ``shards``.
+
+    Each shard computes its rows' configuration probabilities and their
+    weighted statistics (:func:`make_bem_step`'s steps (1)-(2)) and the sum of
+    its log-likelihoods; one all-reduce of ``starts (k q + 1)`` float64 values
+    adds them up, and the update (steps (2)-(4), deterministic) follows on
+    local shard 0's device (in every process of a Dask cluster, identically).
+    The iterates equal one device's up to the rounding of the sums' order.
+    """
+    xp = shards.xp
+    k = models[0].k
+    p = models[0].x.shape[1]
+    q = 1 + p + p * (p + 1) // 2
+    kernel = _use_component_kernel(xp, p)
+    stats = []
+    for i, model in enumerate(models):
+        with shards.on(i):
+            stats.append(_make_bem_stats(model))
+    with shards.on(0):
+        prior = _packed_prior(models[0]) if kernel else None
+
+    def bem(state: State) -> State:
+        with _validate.validation(False):
+            chains = state.params.shape[0]
+            copies = _ParamCopies(shards, state.params)
+            bufs = []
+            for i in range(len(models)):
+                params = copies(i)
+                with shards.on(i):
+                    acc, lse = stats[i](params)
+                    bufs.append(xp.ascontiguousarray(
+                        xp.concatenate([acc.reshape(chains, k * q), _sum_rows(lse)[:, None]], axis=1)))
+            total = shards.allreduce(bufs)[0]
+            with shards.on(0):
+                acc = xp.ascontiguousarray(total[:, :k * q].reshape(chains, k, q))
+                return _bem_update(models[0], state, acc, total[:, k * q] / n, kernel, prior)
+
+    return bem
+
+
+def _sharded_score(models: list, shards: Shards, params, n: int):
+    """Mean log-likelihood per sample (C,) of every parameter set, the data split over ``shards``."""
+    xp = shards.xp
+    copies = _ParamCopies(shards, params)
+    sums = []
+    for i, model in enumerate(models):
+        pi = copies(i)
+        with shards.on(i):
+            lse = _score_params(model.x, pi, model.chunk, per_sample=True)
+            sums.append(xp.ascontiguousarray(_sum_rows(lse)))
+    return shards.allreduce(sums)[0] / n
+
+
 def allreduce_bytes(k: int, p: int, chains: int = 1) -> int:
-    """Bytes all-reduced per Gibbs sweep with the data split over devices: ``chains (k q + 1)`` float64."""
+    """Bytes all-reduced per Gibbs sweep or BEM iterate with the data split over devices.
+
+    ``chains (k q + 1)`` float64 values (``chains``: Gibbs chains or BEM starts).
+    """
     q = 1 + p + p * (p + 1) // 2
     return 8 * chains * (k * q + 1)
 
@@ -1040,6 +1112,36 @@ def make_bem_step(model: Model):
     logits, log-sum-exp) between calls; returned states never share memory
     with them.
     """
+    xp = _xp_of(model.x)
+    kernel = _use_component_kernel(xp, model.x.shape[1])
+    stats = _make_bem_stats(model)
+    prior = _packed_prior(model) if kernel else None
+
+    def bem(state: State) -> State:
+        with _validate.validation(False):
+            acc, lse = stats(state.params)
+            loglik = _mean_rows(lse)
+            return _bem_update(model, state, acc, loglik, kernel, prior)
+
+    return bem
+
+
+def _bem_update(model: Model, state: State, acc, loglik, kernel: bool, prior) -> State:
+    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q)."""
+    if kernel:
+        v, log_pi, mu, sigma, params, alpha = _bem_update_kernel(model, acc, state.alpha, prior)
+    else:
+        v, log_pi, mu, sigma, params, alpha = _bem_update_twin(model, acc, state.alpha)
+    return State(state.z, v, log_pi, mu, sigma, params, alpha, acc[..., 0], loglik)
+
+
+def _make_bem_stats(model: Model):
+    """``stats(params) -> (acc, lse)``: step (1) of a BEM iterate and its weighted statistics.
+
+    ``acc`` (C, k, q) float64 packs ``[sum_i r_ij, sum_i r_ij x_i, vech(sum_i r_ij x_i x_i^T)]``
+    and ``lse`` (C, n) holds each row's log-likelihood (a buffer of the closure,
+    overwritten by the next call).
+    """
     x = model.x
     xp = _xp_of(x)
     n, p = x.shape
@@ -1052,7 +1154,6 @@ def make_bem_step(model: Model):
     blocks = _GEMM_ROWS if (kernel and x.dtype == np.float32 and _GEMM_ROWS) else None
     spans = [(s, min(n, s + model.chunk)) for s in range(0, n, model.chunk)]
     cached = model.y_blocks is not None and model.chunk == model.stats_rows
-    prior = _packed_prior(model) if kernel else None
     buffers: dict = {}
 
     def scratch(chains):
@@ -1066,8 +1167,8 @@ def make_bem_step(model: Model):
                                    parts)
         return b
 
-    def bem(state: State) -> State:
-        chains = state.params.shape[0]
+    def stats(params):
+        chains = params.shape[0]
         resp_flat, logits_flat, lse, parts = scratch(chains)
         with _validate.validation(False):
             # (1) configuration probabilities, chunk by chunk, (2) their weighted statistics.
@@ -1078,7 +1179,7 @@ def make_bem_step(model: Model):
                 logits = None if logits_flat is None else logits_flat[:chains * k * m].reshape(chains, k, m)
                 y = model.y_blocks[ci] if cached else _y_block(x[s:e], xp)
                 if blocks is not None and m >= _GEMM_MIN_BLOCKS * blocks:
-                    assign(x, state.params, s, m, MODE_RESP, lse=lse, resp=resp_flat, scratch=logits,
+                    assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp_flat, scratch=logits,
                            block_rows=blocks)
                     head, tail = _resp_blocks(resp_flat, blocks, m, chains * k)
                     nb = head.shape[0]
@@ -1091,7 +1192,7 @@ def make_bem_step(model: Model):
                     else:
                         parts[ci] = part
                     continue
-                assign(x, state.params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
+                assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
                 # one GEMM for every start: (C k, m) x (m, q)
                 if parts is None:
                     acc = xp.matmul(resp.reshape(chains * k, m), y)
@@ -1099,15 +1200,9 @@ def make_bem_step(model: Model):
                     xp.matmul(resp.reshape(chains * k, m), y, out=parts[ci])
             if parts is not None:
                 acc = parts.sum(axis=0)
-            acc = acc.reshape(chains, k, q)
-            loglik = _mean_rows(lse)
-            if kernel:
-                v, log_pi, mu, sigma, params, alpha = _bem_update_kernel(model, acc, state.alpha, prior)
-            else:
-                v, log_pi, mu, sigma, params, alpha = _bem_update_twin(model, acc, state.alpha)
-        return State(state.z, v, log_pi, mu, sigma, params, alpha, acc[..., 0], loglik)
+        return acc.reshape(chains, k, q), lse
 
-    return bem
+    return stats
 
 
 def bem_step(model: Model, state: State) -> State:
@@ -1278,10 +1373,12 @@ class DPGaussianMixture(Estimator):
     backend : {"numpy", "cupy", None}
         None: the active backend (CuPy where a GPU is present).
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the data and the indicators over devices (Gibbs only): each
-        device draws the indicators of its rows and sums their statistics,
-        and one all-reduce per sweep (NCCL between GPUs) adds them up; the
-        global draws follow from the sums (see :func:`make_sharded_step`).
+        Split the data and the indicators over devices: each device draws
+        the indicators of its rows (Gibbs) or their configuration
+        probabilities (BEM) and sums their statistics, and one all-reduce per
+        iteration (NCCL between GPUs) adds them up; the global draws or the
+        BEM update follow from the sums (see :func:`make_sharded_step` and
+        :func:`make_sharded_bem_step`).
         ``"all"`` or a list of GPU ids drives those GPUs from this process; a
         :class:`~gpumcmc.shards.Shards` may also come from
         :func:`gpumcmc.shards.worker_shards` (one GPU per Dask worker),
@@ -1407,10 +1504,8 @@ class DPGaussianMixture(Estimator):
         return self
 
     def _fit_sharded(self, X, dtype):
-        if self.method != "gibbs":
-            raise ValueError("devices= splits the Gibbs sampler's data over devices; method='bem' runs on one "
-                             "device (leave devices=None).")
         shards = _as_shards(self.devices)
+        gibbs = self.method == "gibbs"
         gpu = shards.xp is not np
         X = as_data(X, _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np, dtype, "X")
         if X.shape[0] < 2:
@@ -1422,7 +1517,8 @@ class DPGaussianMixture(Estimator):
             X, int(self.n_components), shards, dtype=dtype, mean_prior=self.mean_prior,
             mean_precision_prior=self.mean_precision_prior, covariance_prior=self.covariance_prior,
             degrees_of_freedom_prior=self.degrees_of_freedom_prior, alpha_prior=self._alpha_prior(),
-            chunk_size=self.chunk_size, chains=self.n_chains, cache_bytes=0 if gpu else None)
+            chunk_size=self.chunk_size, chains=self.n_chains if gibbs else self.n_init,
+            cache_bytes=0 if (gpu and gibbs) else None)
         del X
         from ..random import default_rng
 
@@ -1435,8 +1531,13 @@ class DPGaussianMixture(Estimator):
         self.shards_ = shards
         t0 = time.perf_counter()
         with shards.on(0):
-            state = init_sharded(rng, models, shards, n, self.n_chains)
-            self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
+            if gibbs:
+                state = init_sharded(rng, models, shards, n, self.n_chains)
+                self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
+            else:
+                state = init_sharded(rng, models, shards, n, self.n_init, z=False)
+                self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
+                              lambda params: _sharded_score(models, shards, params, n))
         self.fit_seconds_ = time.perf_counter() - t0
         self._point_params = None
         return self
@@ -1479,9 +1580,11 @@ class DPGaussianMixture(Estimator):
         self.z_ = (np.concatenate([_backend.to_host(part[0]) for part in z]) if isinstance(z, tuple)
                    else _backend.to_host(z[0]))
 
-    def _fit_bem(self, model, rng, check_every: int = 10):
-        state = init(rng, model, self.n_init, z=False)
-        bem = make_bem_step(model)
+    def _fit_bem(self, model, rng, state=None, bem=None, score=None, check_every: int = 10):
+        if state is None:
+            state = init(rng, model, self.n_init, z=False)
+            bem = make_bem_step(model)
+            score = functools.partial(_score_params, model.x, chunk=model.chunk)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm
@@ -1508,7 +1611,7 @@ class DPGaussianMixture(Estimator):
                 bar.close()
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
-        ll = _backend.to_host(_score_params(model.x, state.params, model.chunk))
+        ll = _backend.to_host(score(state.params))
         _check_finite_fit([np.nanmax(ll)], "BEM")
         ll = np.where(np.isfinite(ll), ll, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(ll))

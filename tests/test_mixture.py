@@ -615,7 +615,7 @@ def test_sharded_gibbs_gives_the_draws_of_one_device(parts):
     one = fit(X, **kw)
     sharded = fit(X, devices=Shards(n_virtual=parts), chunk_size=50, **kw)
     _draws_equal(one, sharded)
-    assert one.n_active_ == sharded.n_active_ and len(sharded.shards_) == parts
+    assert one.n_active_ == sharded.n_active_ and sharded.n_shards_ == parts
 
 
 def test_sharded_gibbs_matches_one_device_up_to_rounding():

@@ -1399,6 +1399,7 @@ class DPGaussianMixture(Estimator):
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)
     converged_, n_iter_ : BEM convergence.
+    n_shards_ : int  (fits with ``devices``: the shards the data was split over)
 
     Examples
     --------
@@ -1528,7 +1529,7 @@ class DPGaussianMixture(Estimator):
         self.n_features_in_ = p
         self._center = m0.center
         self._scale = np.sqrt(np.diag(_backend.to_host(m0.psi0)) / (m0.df0 - p - 1))
-        self.shards_ = shards
+        self.n_shards_ = shards.world
         t0 = time.perf_counter()
         with shards.on(0):
             if gibbs:

@@ -167,23 +167,21 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
 // normalises the columns of a (V, C K) array; n_dk like theta, n_wk like phi.
 //
 // A warp takes a run of consecutive tokens (in token_order: sorted by word
-// within tiles of documents). The word's phi row is copied to the warp's slice
-// of shared memory when the word changes. The document's theta row is read
-// either from its compacted list of (topic, value) pairs made by
-// lda_theta_compact, where the row has few non-zero entries (nnz[row] <= K /
-// 2: with small priors most entries of theta underflow to exactly zero, about
-// 90% of them at alpha = 1/1024 in float32), or else whole, copied to shared
-// memory beside phi's row. A zero entry adds exactly nothing to a prefix sum
-// and is never drawn, so both forms give the same index. Lane l owns entries
-// [l n, (l + 1) n) of the row (n = ceil(len / 32)), adds its products left to
-// right (up to 8 of them are kept in registers for the search), and a warp
-// scan of the lane sums gives the prefixes; the search takes the first lane
-// whose inclusive prefix exceeds the target (only lanes with a positive sum),
-// else the last positive one, then walks that lane's entries, again taking
-// only positive products and the last positive one if rounding leaves none
-// above the target. A zero product is never drawn, and a token with a
-// positive total always gets a topic; a token without one gets -1 and is not
-// counted.
+// within tiles of documents). The word's phi row goes to the warp's slice of
+// shared memory when the word changes. The document's theta row is read
+// either densely, or, where the row has few non-zero entries (nnz[row] <=
+// K / 2: with small priors most entries of theta underflow to exactly zero,
+// about 90% of them at alpha = 1/1024 in float32), from its compacted list
+// of (topic, value) pairs made by lda_theta_compact. A zero entry adds
+// exactly nothing to a prefix sum and is never drawn, so both forms give the
+// same index. Lane l owns entries [l n, (l + 1) n) of the row (n = ceil(len /
+// 32)), adds its products left to right, and a warp scan of the lane sums
+// gives the prefixes; the search takes the first lane whose inclusive prefix
+// exceeds the target (only lanes with a positive sum), else the last
+// positive one, then walks that lane's entries, again taking only positive
+// products and the last positive one if rounding leaves none above the
+// target. A zero product is never drawn, and a token with a positive total
+// always gets a topic; a token without one gets -1 and is not counted.
 //
 // Counts: every 32 tokens, lane i holds token i's keys; lanes that share a
 // cell add once through their leader (__match_any_sync), as lda_counts does.
@@ -195,32 +193,27 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
 // "warp" method.
 #include "categorical.cuh"
 
-// The most warps per block of lda_zdraw (its launch bound); each warp takes
-// 2 (K + K / 32 + 1) elements of shared memory.
 #ifndef GPUMCMC_LDA_ZWARPS
 #define GPUMCMC_LDA_ZWARPS 4
 #endif
 
-// Row r's non-zero entries go to sidx/sval[r * cap ...], the first cap of
-// them (the z-draw reads a row's list only when it has at most K / 2 <= cap
-// entries); nnz[r] is the full count.
 template <typename T>
-__global__ void lda_theta_compact(const T* __restrict__ theta, long long n_rows, int K, int cap,
-                                  int* __restrict__ nnz, int* __restrict__ sidx, T* __restrict__ sval) {
+__global__ void lda_theta_compact(const T* __restrict__ theta, long long n_rows, int K, int* __restrict__ nnz,
+                                  int* __restrict__ sidx, T* __restrict__ sval) {
     const int lane = threadIdx.x & 31;
     const long long warps = (long long)gridDim.x * blockDim.x / 32;
     for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < n_rows; row += warps) {
         const T* src = theta + row * K;
-        int* di = sidx + row * cap;
-        T* dv = sval + row * cap;
+        int* di = sidx + row * K;
+        T* dv = sval + row * K;
         int base = 0;
         for (int k0 = 0; k0 < K; k0 += 32) {
             const int k = k0 + lane;
             const T v = k < K ? src[k] : T(0);
             const bool nz = v != T(0);
             const unsigned b = __ballot_sync(0xffffffffu, nz);
-            const int pos = base + __popc(b & ((1u << lane) - 1u));
-            if (nz && pos < cap) {
+            if (nz) {
+                const int pos = base + __popc(b & ((1u << lane) - 1u));
                 di[pos] = k;
                 dv[pos] = v;
             }
@@ -257,15 +250,14 @@ template <typename T>
 __global__ void __launch_bounds__(32 * GPUMCMC_LDA_ZWARPS)
 lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __restrict__ rows,
           const int* __restrict__ cols, const int* __restrict__ nnz, const int* __restrict__ sidx,
-          const T* __restrict__ sval, int cap, int* __restrict__ ndk, int* __restrict__ nwk,
-          long long* __restrict__ zout, long long n, int M, int C, int K, unsigned int k0, unsigned int k1,
-          unsigned int off_lo, unsigned int off_hi) {
+          const T* __restrict__ sval, int* __restrict__ ndk, int* __restrict__ nwk, long long* __restrict__ zout,
+          long long n, int M, int C, int K, unsigned int k0, unsigned int k1, unsigned int off_lo,
+          unsigned int off_hi) {
     extern __shared__ __align__(16) unsigned char lda_smem[];
     using gpumcmc::cat::FULL;
     const int lane = threadIdx.x & 31;
     const int wib = threadIdx.x >> 5;
-    T* ph = reinterpret_cast<T*>(lda_smem) + (long long)wib * 2 * (lda_pad(K) + 1);
-    T* th = ph + (lda_pad(K) + 1);             // the dense theta row, when one is read
+    T* ph = reinterpret_cast<T*>(lda_smem) + (long long)wib * (lda_pad(K) + 1);
     const int c = blockIdx.y;
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const long long warps = (long long)gridDim.x * blockDim.x / 32;
@@ -276,9 +268,8 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
     const long long row0 = (long long)c * M;   // chain c's first theta row
 
     int prev_w = -1;
-    long long prev_row = -1;                   // the row held in th
     T u_b = T(0);
-    int d_b = 0, w_b = 0, len_b = K;
+    int d_b = 0, w_b = 0;
     long long myz = -1;
     for (long long r = r_begin; r < r_end; ++r) {
         const int i = (int)((r - r_begin) & 31);
@@ -288,55 +279,31 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
                                            off_hi);
             d_b = rows[rr];
             w_b = cols[rr];
-            len_b = nnz ? nnz[row0 + d_b] : K;
             myz = -1;
         }
         const T u = __shfl_sync(FULL, u_b, i);
         const int d = __shfl_sync(FULL, d_b, i);
         const int w = __shfl_sync(FULL, w_b, i);
-        const int len = __shfl_sync(FULL, len_b, i);
-        const long long row = row0 + d;
-        const bool sparse = nnz && 2 * len <= K;
-        if (w != prev_w || (!sparse && row != prev_row)) {
+        if (w != prev_w) {
             __syncwarp();
-            if (w != prev_w) lda_load_row<T>(ph, phi + ((long long)w * C + c) * K, K, lane);
-            if (!sparse && row != prev_row) lda_load_row<T>(th, theta + row * K, K, lane);
+            lda_load_row<T>(ph, phi + ((long long)w * C + c) * K, K, lane);
             __syncwarp();
             prev_w = w;
-            if (!sparse) prev_row = row;
         }
+        const long long row = row0 + d;
+        const int len = nnz ? nnz[row] : K;
+        const bool sparse = nnz && 2 * len <= K;
         const int L = sparse ? len : K;
         const int per_lane = (L + 31) / 32;
         const int e0 = lane * per_lane;
         const int e1 = min(L, e0 + per_lane);
-        const int* ix = sidx + row * cap;
-        const T* vs = sval + row * cap;
-        // The products of the lane's entries, left to right; up to CAP of them stay in registers for the
-        // search (all loads issued at once), longer runs are recomputed there.
-        constexpr int CAP = 8;
-        T pr[CAP];
-        int kk[CAP];
+        const int* ix = sidx + row * K;
+        const T* vs = sparse ? sval + row * K : theta + row * K;
         T s = T(0);
-        if (per_lane <= CAP) {
-#pragma unroll
-            for (int q = 0; q < CAP; ++q) {
-                const int e = e0 + q;
-                pr[q] = T(0);
-                kk[q] = 0;
-                if (e < e1) {
-                    const int k = sparse ? ix[e] : e;
-                    pr[q] = gpumcmc::cat::mul_rn(sparse ? vs[e] : th[lda_pad(e)], ph[lda_pad(k)]);
-                    kk[q] = k;
-                }
-            }
-#pragma unroll
-            for (int q = 0; q < CAP; ++q) s += pr[q];   // adding the zeros past the run changes nothing
-        } else {
 #pragma unroll 4
-            for (int e = e0; e < e1; ++e) {
-                const int k = sparse ? ix[e] : e;
-                s += gpumcmc::cat::mul_rn(sparse ? vs[e] : th[lda_pad(e)], ph[lda_pad(k)]);
-            }
+        for (int e = e0; e < e1; ++e) {
+            const int k = sparse ? ix[e] : e;
+            s += gpumcmc::cat::mul_rn(vs[e], ph[lda_pad(k)]);
         }
         T incl = s;
 #pragma unroll
@@ -356,24 +323,13 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
             int sel = -1;
             if (lane == ls) {
                 int last = -1;
-                if (per_lane <= CAP) {
-#pragma unroll
-                    for (int q = 0; q < CAP; ++q) {
-                        p += pr[q];
-                        if (pr[q] > T(0)) {
-                            if (sel < 0 && p > target) sel = kk[q];
-                            last = kk[q];
-                        }
-                    }
-                } else {
-                    for (int e = e0; e < e1; ++e) {
-                        const int k = sparse ? ix[e] : e;
-                        const T wgt = gpumcmc::cat::mul_rn(sparse ? vs[e] : th[lda_pad(e)], ph[lda_pad(k)]);
-                        p += wgt;
-                        if (wgt > T(0)) {
-                            if (sel < 0 && p > target) sel = k;
-                            last = k;
-                        }
+                for (int e = e0; e < e1; ++e) {
+                    const int k = sparse ? ix[e] : e;
+                    const T wgt = gpumcmc::cat::mul_rn(vs[e], ph[lda_pad(k)]);
+                    p += wgt;
+                    if (wgt > T(0)) {
+                        if (sel < 0 && p > target) sel = k;
+                        last = k;
                     }
                 }
                 if (sel < 0) sel = last;
@@ -397,12 +353,12 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
 }
 
 #ifndef __CUDACC_RTC__
-template __global__ void lda_theta_compact<float>(const float*, long long, int, int, int*, int*, float*);
-template __global__ void lda_theta_compact<double>(const double*, long long, int, int, int*, int*, double*);
+template __global__ void lda_theta_compact<float>(const float*, long long, int, int*, int*, float*);
+template __global__ void lda_theta_compact<double>(const double*, long long, int, int*, int*, double*);
 template __global__ void lda_zdraw<float>(const float*, const float*, const int*, const int*, const int*, const int*,
-                                          const float*, int, int*, int*, long long*, long long, int, int, int,
+                                          const float*, int*, int*, long long*, long long, int, int, int,
                                           unsigned int, unsigned int, unsigned int, unsigned int);
 template __global__ void lda_zdraw<double>(const double*, const double*, const int*, const int*, const int*,
-                                           const int*, const double*, int, int*, int*, long long*, long long, int,
-                                           int, int, unsigned int, unsigned int, unsigned int, unsigned int);
+                                           const int*, const double*, int*, int*, long long*, long long, int, int,
+                                           int, unsigned int, unsigned int, unsigned int, unsigned int);
 #endif

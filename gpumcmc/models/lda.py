@@ -154,9 +154,10 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
     Dirichlet components underflow to zero, and many tokens would have no topic with a positive weight.
     Given the counts, each token's own topic has ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
 
-    ``n_chains`` independent chains start from independent topics. ``fused`` (GPU; default: K >=
-    ``FUSED_MIN_K``) draws z and counts in one kernel; ``sparse`` (default: K >= ``SPARSE_MIN_K``) lets
-    that kernel read mostly-zero theta rows as compacted lists. Neither changes the draws but for rounding near ties.
+    ``n_chains`` independent chains start from independent topics. ``fused`` (GPU) draws z and counts in
+    one kernel (default: where theta is expected to be mostly zero, see ``_fused_default``); ``sparse``
+    (default: K >= ``SPARSE_MIN_K``) lets that kernel read mostly-zero theta rows as compacted lists.
+    Neither changes the draws but for rounding near ties.
     ``cache_bytes`` is passed to :func:`gpumcmc.token_order`.
     """
     xp = _backend.get_array_module(rows)
@@ -170,7 +171,7 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
     if xp is not np and max(int(n_docs), int(n_words)) < 2**31:
         rows, cols = rows.astype(np.int32), cols.astype(np.int32)   # what the kernels read, converted once
-    fused = K >= FUSED_MIN_K if fused is None else bool(fused)
+    fused = _fused_default(K, alpha, dtype) if fused is None else bool(fused)
     sparse = K >= SPARSE_MIN_K if sparse is None else bool(sparse)
     data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in), fused, sparse)
     T = int(rows.size)
@@ -185,12 +186,23 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
     return data, state
 
 
-# init's defaults: the fused z-draw and counts from FUSED_MIN_K topics (a warp per token; below, the
-# categorical kernels that give a warp many tokens were faster on an H100: K = 64, 0.97 against 1.25 ms per
-# sweep of the paper corpus; K = 256 alike; K = 1024, 3.6 against 4.7 ms), reading mostly-zero theta rows
-# as compacted lists from SPARSE_MIN_K topics.
+# init's defaults. The fused z-draw and counts (a warp per token, and the theta rows read as compacted lists
+# of their non-zero entries) pays where K is large and most of theta is exactly zero. Measured on an H100
+# on the paper corpus (benchmarks/lda.py), ms per sweep, fused against two kernels: K = 64, 1.25 against
+# 0.97; K = 256, alike; K = 1024 with alpha = 1/K (90% of theta zero in float32), 3.86 against 4.65; but
+# with every theta row read whole (sparse=False), as dense rows are, 16.5 against 4.65. A Dirichlet entry
+# with no count underflows to zero with probability about exp(-alpha * 103) in float32 (exp(-alpha * 744)
+# in float64; 103 and 744 are minus the log of the smallest subnormal); the fused kernel is the default
+# from FUSED_MIN_K topics where at most FUSED_MAX_FILL of those entries are expected to be non-zero.
 FUSED_MIN_K = 512
+FUSED_MAX_FILL = 0.2
 SPARSE_MIN_K = 256
+
+
+def _fused_default(K: int, alpha: float, dtype) -> bool:
+    """Whether init picks the fused z-draw: K >= FUSED_MIN_K and theta expected mostly zero."""
+    tiny = np.log(np.finfo(np.dtype(dtype)).smallest_subnormal)      # -103.3 (float32), -744.4 (float64)
+    return K >= FUSED_MIN_K and 1.0 - np.exp(float(alpha) * tiny) <= FUSED_MAX_FILL
 
 
 def _chain_tokens(data, C: int):
@@ -260,11 +272,12 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
 
 
 _Z_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw"))
-# Warps per block of lda_zdraw (at most 4) and its grid in multiples of the resident blocks. On an H100 at
-# K = 1024 (benchmarks/lda.py): 2 or 4 warps per block ran alike; 4 times the resident blocks ran 7% faster
-# than twice them.
+# Warps per block of lda_zdraw (at most 4, its launch bound) and its grid in multiples of the resident blocks.
+# On an H100 at K = 1024 on the paper corpus (benchmarks/lda.py): 2 or 4 warps per block ran alike; 4 times
+# the resident blocks ran 7% faster than twice them (3.60 against 3.86 ms per sweep), not yet measured on
+# the 100 M-token corpus.
 ZWARPS = 4
-ZWAVES = 4
+ZWAVES = 2
 
 
 def zdraw_counts(rng, theta, phi, data, zout=None):
@@ -280,7 +293,7 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     C, M, K = (int(x) for x in theta.shape)
     V = int(phi.shape[0])
     th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
-    row_bytes = 2 * (K + K // 32 + 1) * theta.dtype.itemsize   # padded phi and theta rows in shared memory
+    row_bytes = (K + K // 32 + 1) * theta.dtype.itemsize     # a padded phi row in shared memory (lda.cu)
     if (xp is np or not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32
             or data.cols.dtype != np.int32):
         r_all, c_all = _chain_tokens(data, C)
@@ -295,14 +308,12 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     t = _loader.CTYPE[theta.dtype]
     th2 = _loader.contiguous(th2)
     nnz = sidx = sval = 0
-    cap = max(1, K // 2)     # a row's list is read only when it has at most K / 2 entries
     if data.sparse:
         nnz = xp.empty(C * M, np.int32)
-        sidx = xp.empty((C * M, cap), np.int32)
-        sval = xp.empty((C * M, cap), theta.dtype)
+        sidx = xp.empty((C * M, K), np.int32)
+        sval = xp.empty((C * M, K), theta.dtype)
         _loader.launch(_loader.get_function("lda.cu", f"lda_theta_compact<{t}>", _ALL),
-                       C * M * 32, (th2, _loader.i64(C * M), _loader.i32(K), _loader.i32(cap), nnz, sidx, sval),
-                       block=256)
+                       C * M * 32, (th2, _loader.i64(C * M), _loader.i32(K), nnz, sidx, sval), block=256)
     ndk = xp.zeros((C * M, K), np.int32)
     nwk = xp.zeros((V * C, K), np.int32)
     warps = max(1, min(ZWARPS, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
@@ -310,8 +321,7 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     smem = warps * row_bytes
     blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * ZWAVES
     gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
-    fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval,
-                                _loader.i32(cap), ndk, nwk,
+    fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval, ndk, nwk,
                                 zout if zout is not None else 0, _loader.i64(T), _loader.i32(M), _loader.i32(C),
                                 _loader.i32(K), *_loader.philox_args(rng.key, offset)), shared_mem=smem)
     return ndk, nwk

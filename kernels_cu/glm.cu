@@ -322,8 +322,16 @@ __global__ void glm_fg_reduce(const double* __restrict__ part, int n_part, int B
 #define GLM_ROWS_MIN_BLOCKS 3
 #endif
 
+// Blocks per SM the compiler must fit: three for up to four chains (80 registers a thread, the most
+// bytes in flight; on an H100, N = 4M, K = 50, one chain: 0.31 ms a call queued against 0.36 with two);
+// two for eight chains, whose phase-2 sums need the registers (8 chains: 1.62 ms against 1.86 with three).
+template <int NB>
+struct glm_rows_min_blocks {
+    static constexpr int value = NB >= 8 ? (GLM_ROWS_MIN_BLOCKS < 2 ? GLM_ROWS_MIN_BLOCKS : 2) : GLM_ROWS_MIN_BLOCKS;
+};
+
 template <typename T, int NB>
-__global__ void __launch_bounds__(GLM_THREADS, GLM_ROWS_MIN_BLOCKS)
+__global__ void __launch_bounds__(GLM_THREADS, glm_rows_min_blocks<NB>::value)
 glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w, const T* __restrict__ off,
             const T* __restrict__ beta, long long N, int K, int Kp, int B, int R, int xs_len, int vec, int family,
             double sigma, double* __restrict__ part) {

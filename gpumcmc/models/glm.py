@@ -673,9 +673,11 @@ class HierarchicalGLM(_GLMBase):
     All groups' coefficients move at once (conditionally independent given
     ``mu, Sigma``), each by slice-within-Gibbs with the differential update;
     ``mu, Sigma`` are then drawn from their conjugate conditional for all
-    chains at once: the batched inverse-Wishart, or for ``"diag"`` an
-    inverse-gamma per coefficient (from the generator's gamma draws) and a
-    normal for ``mu``. The diagonal model has K variances to learn instead of
+    chains at once: the inverse-Wishart by the Bartlett decomposition (on
+    the GPU one kernel, a block per chain, from the groups' scatter to
+    ``mu``, ``Sigma`` and its inverse, with no host round trip), or for
+    ``"diag"`` an inverse-gamma per coefficient (from the generator's gamma
+    draws) and a normal for ``mu``. The diagonal model has K variances to learn instead of
     K (K + 1) / 2 covariances, so it needs fewer groups and keeps no (K, K)
     matrix per draw. ``fit(X, y, groups)`` takes integer or string group
     labels, one per row.

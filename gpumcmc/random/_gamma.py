@@ -331,22 +331,23 @@ class _Trial0:
 
 
 def _boost_some(gi, key, offset, dtype, work):
-    """The boost uniforms of global elements ``gi`` (ascending uint64, under
-    one value of ``gi >> 32``), their pairs' blocks computed once:
-    :func:`_boost_uniforms`, the same values. ``work``: a :class:`Words` of ``gi.size``."""
-    p = gi >> np.uint64(1)
-    first = np.ones(p.size, dtype=bool)
-    first[1:] = p[1:] != p[:-1]
-    pairs = p[first] << np.uint64(1)
-    at = np.cumsum(first) - 1
-    words = philox32(pairs.astype(np.uint32), (1 << 8) | int(gi[0] >> np.uint64(32)), offset & 0xFFFFFFFF,
-                     (offset >> 32) & 0xFFFFFFFF, key[0], key[1], work, pairs.size)
-    odd = (gi & np.uint64(1)).astype(bool)
+    """The boost uniforms of global elements ``gi`` (uint64, under one value
+    of ``gi >> 32``): :func:`_boost_uniforms`, the same values. ``work``: a
+    :class:`Words` of ``gi.size``."""
+    n = gi.size
+    c0 = (gi & np.uint64(0xFFFFFFFE)).astype(np.uint32)
+    w0, w1, w2, w3 = philox32(c0, (1 << 8) | int(gi[0] >> np.uint64(32)), offset & 0xFFFFFFFF,
+                             (offset >> 32) & 0xFFFFFFFF, key[0], key[1], work, n)
+    # The odd half's words: a ^ ((a ^ b) & mask) is b where mask is all ones, else a.
+    mask = np.negative((gi & np.uint64(1)).astype(np.uint32))
+
+    def pick(a, b):
+        return np.bitwise_xor(a, np.bitwise_and(np.bitwise_xor(a, b), mask), out=mask.copy())
+
     if dtype == np.float32:
-        w0, w1 = (w[at] for w in words[:2])
-        return u01_f32(np.where(odd, w1, w0).astype(np.uint64))
-    w0, w1, w2, w3 = (w[at].astype(np.uint64) for w in words)
-    return u01_f64(np.where(odd, w2, w0), np.where(odd, w3, w1))
+        return u01_f32_into(pick(w0, w1), np.empty(n, dtype=np.float32))
+    a0 = pick(w0, w2)
+    return u01_f64_into(a0, pick(w1, w3), np.empty(n))
 
 
 def _first_trials(a, start, key, offset, log, out, trials):
@@ -366,7 +367,7 @@ def _first_trials(a, start, key, offset, log, out, trials):
     gen = _Trial0(dtype, key, offset, min(n, _CHUNK) + 2)
     size = min(n, _CHUNK)
     d, c, cx, v, m, q = (np.empty(size, dtype=dtype) for _ in range(6))
-    small, acc, pos = (np.empty(size, dtype=bool) for _ in range(3))
+    small, acc, notacc = (np.empty(size, dtype=bool) for _ in range(3))
     rest, boost = [], []
     s = 0
     while s < n:
@@ -379,7 +380,7 @@ def _first_trials(a, start, key, offset, log, out, trials):
         x, u = gen(lo, hi)
         x, u = x[g0 - lo:g0 - lo + e], u[g0 - lo:g0 - lo + e]
         ac = a[s:s + e]
-        sm, ok, ps = small[:e], acc[:e], pos[:e]
+        sm, ok, ps = small[:e], acc[:e], notacc[:e]
         # d = a' - 1/3, c = 1 / sqrt(9 d); a + 0 is a, so a + (a < 1) is a'.
         np.less(ac, one, out=sm)
         dc = np.add(ac, sm, out=d[:e], dtype=dtype)
@@ -396,18 +397,20 @@ def _first_trials(a, start, key, offset, log, out, trials):
         qc *= k["twelfth"]
         np.subtract(mc, qc, out=qc)
         mc *= u
+        # (Where v <= 0, m = v and u m >= m >= m - (...): the squeeze refuses.)
         np.less(mc, qc, out=ok)
-        np.greater(vc, 0, out=ps)
-        ok &= ps
-        # The logarithmic test where the squeeze did not decide.
-        slow = np.flatnonzero(np.logical_xor(ps, ok, out=ps))
+        # The logarithmic test (with v > 0) where the squeeze did not accept.
+        slow = np.flatnonzero(np.logical_not(ok, out=ps))
         if slow.size:
             cxs, xs = cxc[slow], x[slow]
             y = cxs * (k["three"] + cxs * (k["three"] + cxs))
-            ok[slow] = np.log(u[slow]) < k["half"] * (xs * xs) + dc[slow] * mt_log_term(cxs, y)
+            ok[slow] = (vc[slow] > 0) & (np.log(u[slow]) < k["half"] * (xs * xs) + dc[slow] * mt_log_term(cxs, y))
         valid = ac.min() > 0 and ac.max() < np.inf  # else (NaN, <= 0, inf) refuse them below
-        if not valid:
+        if valid:
+            no = slow[~ok[slow]]
+        else:
             ok &= (ac > 0) & (ac < np.inf)
+            no = np.flatnonzero(~ok)
         # G = d v**3, its log, and G(a) from G(a + 1) below shape 1.
         val = out[s:s + e]
         np.multiply(vc, vc, out=val)
@@ -421,7 +424,6 @@ def _first_trials(a, start, key, offset, log, out, trials):
             np.log(val, out=val)
         t = trials[s:s + e]
         t[...] = 0
-        no = np.flatnonzero(~ok)
         if no.size:
             val[no] = np.nan
             t[no] = -1
@@ -488,14 +490,49 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
 
 
 def _lse_rows(lg, log):
-    """Normalise rows of log-gammas (last axis) by their log-sum-exp."""
+    """Normalise rows of log-gammas (last axis, a C-contiguous array of 2 axes)
+    by their log-sum-exp, in place.
+
+    Relative to the row maximum, as the kernels do: subtracting a rounded
+    log-sum-exp would scale a float32 row by up to ~3e-5 at |log G| ~ 1e3.
+    Rows of up to ``_LSE_COLUMNS`` are normalised a chunk of rows at a time,
+    transposed, so that the maxima and sums run across rows (NumPy reduces a
+    short row at a time slowly): their sums add left to right, where longer
+    rows add pairwise (NumPy's sum); the two orders differ by at most K
+    rounding steps, as the GPU's does from either.
+    """
+    n, K = lg.shape
     with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
-        # Relative to the row maximum, as the kernels do: subtracting a rounded
-        # log-sum-exp would scale a float32 row by up to ~3e-5 at |log G| ~ 1e3.
-        m = np.max(lg, axis=-1, keepdims=True)
-        e = np.exp(lg - m)
-        tot = np.sum(e, axis=-1, keepdims=True)
-        return (lg - m) - np.log(tot) if log else e / tot
+        if K > _LSE_COLUMNS:
+            m = np.max(lg, axis=-1, keepdims=True)
+            np.subtract(lg, m, out=lg)
+            _normalise(lg, np.exp(lg) if log else np.exp(lg, out=lg), -1, log)
+            return lg
+        step = max(1, _LSE_CHUNK // K)
+        t = np.empty((K, min(n, step)), dtype=lg.dtype)
+        for s in range(0, n, step):
+            rows = lg[s:s + step]
+            tc = t[:, :rows.shape[0]]
+            np.copyto(tc, rows.T)
+            tc -= np.max(tc, axis=0)
+            _normalise(tc, np.exp(tc) if log else np.exp(tc, out=tc), 0, log)
+            np.copyto(rows, tc.T)
+    return lg
+
+
+def _normalise(d, e, axis, log):
+    """``d - log(sum(e))`` with ``log``, else ``e / sum(e)``, in place, the sums along ``axis``."""
+    tot = np.sum(e, axis=axis, keepdims=True)
+    if log:
+        d -= np.log(tot)
+    else:
+        e /= tot
+
+
+# Rows of at most this many categories are normalised transposed (see _lse_rows),
+# this many elements at a time.
+_LSE_COLUMNS = 32
+_LSE_CHUNK = 1 << 16
 
 
 def dirichlet_numpy(alpha, key, offset, *, log=False):

@@ -6,11 +6,13 @@ One sweep, for every token at once:
    :func:`gpumcmc.token_order` (computed once);
 2. the counts ``n_dk`` and ``n_wk`` (no tokens x K array is built).
 
-   On the GPU both happen in one kernel (``lda_zdraw`` in
-   ``kernels_cu/lda.cu``): the tokens are read once per sweep and z is never
-   stored. Where a row of theta has few non-zero entries (small priors make
-   most of them underflow to exactly zero) the kernel reads a compacted list of
-   them instead of the whole row. On NumPy the twin is
+   On the GPU, where K is large and theta mostly zero (small priors make most
+   of its entries underflow to exactly zero; see ``init``), both happen in one
+   kernel (``lda_zdraw`` in ``kernels_cu/lda.cu``): the tokens are read once
+   per sweep, z is never stored, and a theta row with few non-zero entries is
+   read as a compacted list of them. Elsewhere
+   :func:`gpumcmc.categorical_products` and a count kernel take two passes
+   (``init(fused=...)`` chooses). On NumPy the twin is
    :func:`gpumcmc.categorical_products` (method ``"prefix"``) and a bincount;
    the draws agree with the GPU's but where a prefix sum lies within rounding
    of the search target;

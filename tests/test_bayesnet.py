@@ -180,36 +180,59 @@ def test_impossible_cases_and_bad_settings():
         _fresh().fit(X, n_iter=2, progress=False, backend="numpy", batch_size=0)
 
 
+def _blanket_net(seed):
+    """x3 (5 states) has parents x0, x1 and children x4 (with co-parent x2) and x5."""
+    rs = np.random.default_rng(seed)
+    parents = {"x0": [], "x1": [], "x2": [], "x3": ["x0", "x1"], "x4": ["x3", "x2"], "x5": ["x3"]}
+    cards = {"x0": 2, "x1": 3, "x2": 2, "x3": 5, "x4": 3, "x5": 2}
+    states = {v: [str(k) for k in range(c)] for v, c in cards.items()}
+    cpts = {v: rs.dirichlet(np.ones(cards[v]), size=tuple(cards[p] for p in parents[v])) for v in cards}
+    return BayesianNetwork(parents, states, cpts)
+
+
 def test_sweep_twin_draws_the_exact_conditional():
-    # many replicas of one case, one sweep of the colour holding x4 (17 states) from a fixed state:
-    # the draws of x4 follow its Markov-blanket conditional. False-failure budget: chi-square at 1e-3.
+    # many replicas of one case, one sweep of the colour holding x3 from a fixed state: the draws of x3
+    # follow its Markov-blanket conditional (its parents' row and both children's factors).
+    # False-failure budget: one chi-square test at alpha = 1e-3.
     from gpumcmc.models import bayesnet as bn
 
-    net = _random_net(3)
+    net = _blanket_net(3)
     plan = bn._Plan(net)
-    v = 4
+    v = 3
     c = next(i for i, g in enumerate(plan.groups) if v in g)
-    x = net.sample(1, 0)[0]
+    x = np.array([1, 2, 0, 0, 1, 1])
     X = x[None].copy()
     X[0, v] = -1
     b = plan.batch(X, 0, 1)
     m = 20000
     Z = np.repeat(np.where(X < 0, 0, X).astype(np.uint8)[None], m, 0)
-    logc = plan.logc_of(net.cpts_)
     bad = np.zeros(1, np.int32)
-    bn._NumpyOps(plan).sweep(Z, m, b, c, logc, (1, 2), 5, bad)
-    Y = np.repeat(x[None], 17, 0)
-    Y[:, v] = np.arange(17)
+    bn._NumpyOps(plan).sweep(Z, m, b, c, plan.logc_of(net.cpts_), (1, 2), 5, bad)
+    Y = np.repeat(x[None], 5, 0)
+    Y[:, v] = np.arange(5)
     p = np.exp(net.log_prob(Y))
     p /= p.sum()
-    obs = np.bincount(Z[:, 0, v], minlength=17)
-    keep = m * p >= 5
-    exp_ = np.append(m * p[keep], m * p[~keep].sum())
-    got = np.append(obs[keep], obs[~keep].sum())
-    if exp_[-1] < 5:
-        exp_, got = np.append(exp_[:-2], exp_[-2:].sum()), np.append(got[:-2], got[-2:].sum())
+    obs = np.bincount(Z[:, 0, v], minlength=5)
+    keep = m * p >= 5  # states too rare for the chi-square approximation are pooled
+    exp_, got = m * p[keep], obs[keep]
+    if (~keep).any():
+        exp_, got = np.append(exp_, m * p[~keep].sum()), np.append(got, obs[~keep].sum())
     assert stats.chisquare(got, exp_).pvalue > 1e-3
     assert bad[0] == 0
+
+
+def test_counts_twin_matches_a_loop():
+    from gpumcmc.models import bayesnet as bn
+
+    net = _blanket_net(1)
+    Z = net.sample(50, 2).astype(np.uint8)[None]
+    plan = bn._Plan(net)
+    got = bn._NumpyOps(plan).counts(Z, 1, 50)
+    for j, v in enumerate(net.nodes):
+        want = np.zeros(net.cpts_[v].shape, dtype=np.int64)
+        for row in Z[0]:
+            want[tuple(row[net.nodes.index(q)] for q in net.parents[v]) + (row[j],)] += 1
+        np.testing.assert_array_equal(got[plan.toff[j]:plan.toff[j + 1]], want.ravel())
 
 
 def _ops_both(cp, net, X, m):

@@ -468,3 +468,17 @@ def test_cpu_gpu_sweep_chains(cp, fused, sparse, C):
         out.append((B.to_host(state.theta), B.to_host(state.phi), B.to_host(state.phi_sum)))
     for a, b in zip(*out):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-12)
+
+
+def test_fused_default_rule():
+    # The fused z-draw is init's default only at large K where theta is expected mostly zero.
+    f = lda_mod._fused_default
+    assert f(1024, 1 / 1024, "float32")                 # ~10% of the no-count entries non-zero
+    assert not f(1024, 50 / 1024, "float32")            # theta dense
+    assert not f(1024, 1 / 1024, "float64")             # ~52% non-zero in float64
+    assert not f(256, 1 / 256, "float32")               # small K: the two-kernel path
+    rows, cols = np.array([0, 0, 1]), np.array([0, 1, 1])
+    data, _ = lda_mod.init(default_rng(0, backend="numpy"), rows, cols, 2, 2, 1024, 1 / 1024, 1 / 1024)
+    assert data.fused and data.sparse
+    data, _ = lda_mod.init(default_rng(0, backend="numpy"), rows, cols, 2, 2, 1024, 0.05, 0.05)
+    assert not data.fused

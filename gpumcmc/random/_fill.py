@@ -43,9 +43,9 @@ def per_block(dtype) -> int:
 
 
 def _twin_chunk(kind: str, dtype, words, out, scratch) -> None:
-    """The draws of one chunk of Philox blocks (uint32 ``words``) into ``out``, ``per_block(dtype)`` a block."""
-    w0, w1, w2, w3 = words
-    n = w0.size
+    """The draws of one chunk of Philox blocks into ``out``, ``per_block(dtype)`` a block:
+    ``words`` holds the blocks' uint32 words, or for float64 their two uniforms."""
+    n = words[0].size
     u1, u2, tmp, z = (a[:n] for a in scratch)
     if dtype == np.float32:
         if kind == "uniform":
@@ -56,21 +56,21 @@ def _twin_chunk(kind: str, dtype, words, out, scratch) -> None:
                 np.log(u01_f64_from32_into(w, u1), out=u1)
                 np.negative(u1, out=out[k::4], casting="same_kind")
         else:  # two Box-Muller pairs, in float64, rounded once
-            for k, (a, b) in enumerate(((w0, w1), (w2, w3))):
-                r, z = box_muller_into(u01_f64_from32_into(a, u1), u01_f64_from32_into(b, u2), b, z, tmp)
+            for k, (a, b) in enumerate((words[:2], words[2:])):
+                r, z = box_muller_into(u01_f64_from32_into(a, u1), u01_f64_from32_into(b, u2), z, tmp)
                 np.multiply(r, z.real, out=out[2 * k::4], casting="same_kind")
                 np.multiply(r, z.imag, out=out[2 * k + 1::4], casting="same_kind")
         return
+    ua, ub = words  # u01_f64(w0, w1), u01_f64(w2, w3)
     if kind == "uniform":
-        u01_f64_into(w0, w1, out[0::2])
-        u01_f64_into(w2, w3, out[1::2])
+        out[0::2], out[1::2] = ua, ub
     elif kind == "exponential":
-        for k, (a, b) in enumerate(((w0, w1), (w2, w3))):
-            o = u01_f64_into(a, b, out[k::2])
-            np.log(o, out=o)
-            np.negative(o, out=o)
+        np.log(ua, out=ua)
+        np.log(ub, out=ub)
+        np.negative(ua, out=out[0::2])
+        np.negative(ub, out=out[1::2])
     else:
-        r, z = box_muller_into(u01_f64_into(w0, w1, u1), u01_f64_into(w2, w3, u2), w2, z, tmp)
+        r, z = box_muller_into(ua, ub, z, tmp)
         np.multiply(r, z.real, out=out[0::2])
         np.multiply(r, z.imag, out=out[1::2])
 
@@ -95,7 +95,8 @@ def fill_numpy(kind: str, n: int, dtype, key, offset: int) -> np.ndarray:
         for start in range(0, nb, _CHUNK):
             count = min(_CHUNK, nb - start)
             c0 = np.add(idx[:count], np.uint32(start & 0xFFFFFFFF))
-            words = philox32(c0, start >> 32, off_lo, off_hi, key[0], key[1], work, count)
+            words = philox32(c0, start >> 32, off_lo, off_hi, key[0], key[1], work, count,
+                             u01=(scratch[0][:count], scratch[1][:count]) if dtype == np.float64 else None)
             _twin_chunk(kind, dtype, words, out[start * p:(start + count) * p], scratch)
     return out[:n]
 

@@ -64,7 +64,8 @@ from .. import _validate as _v
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill
-from ._philox import Words, box_muller, box_muller_into, philox32, philox_rounds, u01_f32, u01_f32_into, u01_f64, u01_f64_into
+from ._philox import Words, box_muller, box_muller_into, philox32, philox_rounds, u01_f32, u01_f32_into, u01_f64, \
+    u01_f64_into
 
 FILE = "gamma.cu"
 _NAMES = tuple(
@@ -309,22 +310,21 @@ class _Trial0:
         m = n // 2
         nb = n if self.f64 else m
         c0 = np.add(self.idx[:nb], np.uint32(lo & 0xFFFFFFFF))
-        w0, w1, w2, w3 = philox32(c0, lo >> 32, *self.off, *self.key, self.work, nb)
         x, u = self.x[:n], self.u[:n]
         if self.f64:
             # Blocks 2p (the pair's normals) and 2p + 1 (its uniforms) are elements 2p and 2p + 1.
-            u01 = u01_f64_into(w0, w1, self.u01[:n])
-            u23 = u01_f64_into(w2, w3, self.u23[:n])
+            u01, u23 = philox32(c0, lo >> 32, *self.off, *self.key, self.work, nb, u01=(self.u01[:n], self.u23[:n]))
             u1, u2 = u01[0::2], u23[0::2]
             u[0::2], u[1::2] = u01[1::2], u23[1::2]
         else:
+            w0, w1, w2, w3 = philox32(c0, lo >> 32, *self.off, *self.key, self.work, nb)
             u01_f32_into(w2, u[0::2])
             u01_f32_into(w3, u[1::2])
             u1 = self.u01[:m]
             u1[...] = u01_f32_into(w0, self.f32[:m])
             u2 = self.u23[:m]
             u2[...] = u01_f32_into(w1, self.f32[:m])
-        r, z = box_muller_into(u1, u2, w2[0::2] if self.f64 else w1, self.z[:m], self.ang[:m])
+        r, z = box_muller_into(u1, u2, self.z[:m], self.ang[:m])
         np.multiply(r, z.real, out=x[0::2], casting="same_kind")
         np.multiply(r, z.imag, out=x[1::2], casting="same_kind")
         return x, u

@@ -165,7 +165,7 @@ class Words:
         return v
 
 
-def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int):
+def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int, *, u01=None):
     """Philox4x32-10 of ``n`` counters, as :func:`philox_rounds` computes it.
 
     Each counter word is a Python int (the same for every counter) or a
@@ -174,11 +174,30 @@ def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int):
     in one word only costs half a round in each of the first two rounds.
     Returns the four output words as uint32 arrays of length ``n``: views of
     ``work``, valid until its next use.
+
+    With ``u01``, two float64 arrays of length ``n``, fills them with
+    ``u01_f64(w0, w1)`` and ``u01_f64(w2, w3)`` instead and returns them. The
+    last round then forms each pair as one uint64, high word first: the
+    product ``c2 M1`` holds ``w1`` as its low word and, with the previous
+    round's product shifted up 32 bits and the key, ``w0`` above it (so for
+    ``w2, w3`` from ``c0 M0``); ``u01_f64``'s 52 bits are its top 52.
     """
     prods, o0, o2 = work.views(n)
     mul, xor = np.multiply, np.bitwise_xor
     for r, (k0, k1, s0, s1) in enumerate(_round_keys(k0, k1)):
         (p0, h0, l0), (p1, h1, l1) = prods[2 * (r & 1):2 * (r & 1) + 2]
+        if r == 9 and u01 is not None and not any(isinstance(c, int) for c in (c0, c1, c2, c3)):
+            mul(c0, M0, out=p0, dtype=np.uint64)
+            mul(c2, M1, out=p1, dtype=np.uint64)
+            (q0, _, _), (q1, _, _) = prods[0:2]  # round 8's products: their low words are c3, c1
+            for prev, p, k, out in ((q1, p1, k0, u01[0]), (q0, p0, k1, u01[1])):
+                np.left_shift(prev, _S32, out=prev)
+                xor(prev, p, out=prev)
+                bits = out.view(np.uint64)
+                np.right_shift(prev, _S12, out=bits)
+                xor(bits, _U64((k << 20) | 0x3FF0000000000000), out=bits)  # the key and 1.0's exponent
+                out -= 1.0 - 2.0**-53
+            return u01
         if isinstance(c0, int):
             p = c0 * 0xD2511F53
             h0, l0 = p >> 32, p & _INT32
@@ -202,7 +221,12 @@ def philox32(c0, c1, c2, c3, k0: int, k1: int, work: Words, n: int):
             xor(o2, s1, out=o2)
             c2 = o2
         c1, c3 = l1, l0
-    return tuple(np.full(n, c, dtype=np.uint32) if isinstance(c, int) else c for c in (c0, c1, c2, c3))
+    words = tuple(np.full(n, c, dtype=np.uint32) if isinstance(c, int) else c for c in (c0, c1, c2, c3))
+    if u01 is not None:
+        u01_f64_into(words[0], words[1], u01[0])
+        u01_f64_into(words[2], words[3], u01[1])
+        return u01
+    return words
 
 
 @functools.lru_cache(maxsize=64)
@@ -233,6 +257,7 @@ def _xor3(a, b, k: int, out):
 _EXP32 = _U32(0x3F800000)  # the bits of 1.0f
 _EXP64 = _U64(0x3FF0000000000000)  # the bits of 1.0
 _S20 = _U64(20)
+_S12 = _U64(12)
 
 
 def u01_f32_into(w, out):
@@ -268,32 +293,30 @@ def u01_f64_from32_into(w, out):
     return out
 
 
-# i**q for the quadrant q = round(4 u2) mod 4 of sincospi(2 u2), indexed by
-# the top three bits of u2's first word (see box_muller_into).
-_QUADRANT = np.array([1, 1j, 1j, -1, -1, -1j, -1j, 1], dtype=np.complex128)
-_S29 = _U32(29)
+# i**n for n = round(4 u2) in 0 .. 4: the quadrant of sincospi(2 u2) (see box_muller_into).
+_QUADRANT = np.array([1, 1j, -1, -1j, 1], dtype=np.complex128)
 
 
-def box_muller_into(u1, u2, top, z, tmp):
+def box_muller_into(u1, u2, z, tmp):
     """:func:`box_muller` of float64 ``u1, u2`` as one complex array ``z``:
     ``z.real = r cos(2 pi u2)``, ``z.imag = r sin(2 pi u2)``, the same bits.
 
-    ``top`` is the uint32 word that holds the highest bits of ``u2`` (``u2``
-    is ``u01_f64(top, .)`` or ``u01_f64_from32(top)``), ``tmp`` a float64
-    scratch array; ``u1`` is overwritten with ``r``. As :func:`sincospi`,
-    ``4 u2 = n + f`` with ``n`` the nearest integer (never a tie) and
-    ``|f| <= 1/2`` exact; ``pi/2 f`` is the argument ``pi r`` that it passes
-    to sine and cosine, rounded the same; and the quadrant ``n mod 4`` is
-    ``(top >> 29) + 1 >> 1 mod 4``, applied as a product with ``i**n``, exact
-    because ``i**n`` has one non-zero part of modulus 1.
+    ``tmp`` is a float64 scratch array; ``u1`` is overwritten with ``r``,
+    which is returned with ``z``. As :func:`sincospi`, ``4 u2 = n + f`` with
+    ``n`` the nearest integer (never a tie: ``4 u2`` is an odd multiple of a
+    power of two below 1/2) and ``|f| <= 1/2`` exact; ``pi/2 f`` is the
+    argument ``pi r`` that it passes to sine and cosine, rounded the same;
+    and the quadrant is applied as a product with ``i**n``, exact because
+    ``i**n`` has one non-zero part, of modulus 1.
     """
     np.log(u1, out=u1)
     u1 *= -2.0
     np.sqrt(u1, out=u1)
     np.multiply(u2, 4.0, out=tmp)
-    np.subtract(tmp, np.rint(tmp), out=tmp)
+    n = np.rint(tmp)
+    tmp -= n
     tmp *= 0.5 * np.pi
     np.cos(tmp, out=z.real)
     np.sin(tmp, out=z.imag)
-    z *= _QUADRANT[np.right_shift(top, _S29)]
+    z *= _QUADRANT[n.astype(np.intp)]
     return u1, z

@@ -294,11 +294,11 @@ class _Trial0:
         self.dtype = np.dtype(dtype)
         self.key, self.off = key, (offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF)
         self.f64 = self.dtype == np.float64
-        blocks = size if self.f64 else size // 2  # float64: a block per element, float32: per pair
-        self.work = Words(blocks)
-        self.idx = np.arange(blocks, dtype=np.uint32) * np.uint32(1 if self.f64 else 2)
-        self.u01, self.u23 = np.empty(blocks), np.empty(blocks)
-        self.f32 = np.empty(blocks, dtype=np.float32)
+        m = size // 2  # pairs; each takes block 2p (and 2p + 1 in float64), one Philox call for each
+        self.work = Words(m)
+        self.idx = np.arange(m, dtype=np.uint32) * np.uint32(2)
+        self.u01, self.u23 = np.empty(m), np.empty(m)
+        self.f32 = np.empty(m, dtype=np.float32)
         self.ang = np.empty(size // 2)
         self.z = np.empty(size // 2, dtype=np.complex128)
         self.x = np.empty(size, dtype=self.dtype)
@@ -308,21 +308,19 @@ class _Trial0:
         """(x, u) of elements ``lo .. hi - 1`` (``lo``, ``hi`` even): views of the scratch."""
         n = hi - lo
         m = n // 2
-        nb = n if self.f64 else m
-        c0 = np.add(self.idx[:nb], np.uint32(lo & 0xFFFFFFFF))
+        c0 = np.add(self.idx[:m], np.uint32(lo & 0xFFFFFFFF))  # the pairs' blocks 2p
+        ctr = (lo >> 32, *self.off, *self.key, self.work, m)
         x, u = self.x[:n], self.u[:n]
+        u1, u2 = self.u01[:m], self.u23[:m]  # contiguous: NumPy's log is slower on strided arrays
         if self.f64:
-            # Blocks 2p (the pair's normals) and 2p + 1 (its uniforms) are elements 2p and 2p + 1.
-            u01, u23 = philox32(c0, lo >> 32, *self.off, *self.key, self.work, nb, u01=(self.u01[:n], self.u23[:n]))
-            u1, u2 = u01[0::2], u23[0::2]
-            u[0::2], u[1::2] = u01[1::2], u23[1::2]
+            philox32(c0, *ctr, u01=(u1, u2))
+            c0 += np.uint32(1)  # blocks 2p + 1: the halves' uniforms
+            philox32(c0, *ctr, u01=(u[0::2], u[1::2]))
         else:
-            w0, w1, w2, w3 = philox32(c0, lo >> 32, *self.off, *self.key, self.work, nb)
+            w0, w1, w2, w3 = philox32(c0, *ctr)
             u01_f32_into(w2, u[0::2])
             u01_f32_into(w3, u[1::2])
-            u1 = self.u01[:m]
             u1[...] = u01_f32_into(w0, self.f32[:m])
-            u2 = self.u23[:m]
             u2[...] = u01_f32_into(w1, self.f32[:m])
         r, z = box_muller_into(u1, u2, self.z[:m], self.ang[:m])
         np.multiply(r, z.real, out=x[0::2], casting="same_kind")

@@ -89,6 +89,17 @@ def cases(small: bool):
                        lambda w=w, dt=dt: cumsum_searchsorted(w, ref.random(w.shape[0], dtype=dt)))
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.twins", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,6 +108,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
     rows = []
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(f"{'case':40s} {'size':>9s} {'twin ms':>9s} {'numpy ms':>9s} {'ratio':>6s}")
     for name, size, twin, ref in cases(args.small):
         t, r = best_of([twin, ref], args.repeat)
@@ -105,8 +117,11 @@ def main(argv=None) -> int:
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     doc = {
         "suite": "twins",
-        "device": platform.processor() or platform.machine(),
+        "device": _cpu_name(),
         "cpus": affinity,
+        # Other work on the machine slows the twins more than NumPy's generator
+        # (they move more memory): the load around the run says how quiet it was.
+        "load_average_before_after": [load, os.getloadavg() if hasattr(os, "getloadavg") else None],
         "numpy": np.__version__,
         "python": platform.python_version(),
         "gpumcmc": gpumcmc.__version__,

@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _loader
-from ._philox import (Words, box_muller_into, philox32, philox_rounds, u01_f32_into, u01_f64_from32_into,
-                      u01_f64_into)
+from ._philox import Words, box_muller_into, philox32, philox_rounds, u01_f32_into, u01_f64_from32_into
 
 FILE = "random_fill.cu"
 _NAMES = (

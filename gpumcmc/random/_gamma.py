@@ -64,8 +64,7 @@ from .. import _validate as _v
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill
-from ._philox import Words, box_muller, box_muller_into, philox32, philox_rounds, u01_f32, u01_f32_into, u01_f64, \
-    u01_f64_into
+from ._philox import Words, box_muller, box_muller_into, philox32, u01_f32, u01_f32_into, u01_f64, u01_f64_into
 
 FILE = "gamma.cu"
 _NAMES = tuple(
@@ -197,12 +196,14 @@ def _errstate(xp):
 
 
 def _blocks(i, j, key, offset):
-    """Philox words of blocks ``j`` (int) of indices ``i`` (ascending uint64 array)."""
+    """Philox words (uint64) of blocks ``j`` (int) of indices ``i`` (ascending uint64 array)."""
+    n = i.size
     hi = i >> _S32
     # A shared high word (every i < 2**32) keeps the first rounds on scalars.
-    c1 = np.uint64(j << 8) | (hi[0] if hi.size and hi[0] == hi[-1] else hi)
-    return philox_rounds(i & _MASK, c1, np.uint64(offset & 0xFFFFFFFF),
-                         np.uint64((offset >> 32) & 0xFFFFFFFF), key[0], key[1])
+    c1 = (j << 8) | int(hi[0]) if n and hi[0] == hi[-1] else (hi | np.uint64(j << 8)).astype(np.uint32)
+    words = philox32((i & _MASK).astype(np.uint32), c1, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF,
+                     key[0], key[1], Words(n), n)
+    return tuple(w.astype(np.uint64) for w in words)
 
 
 def _uniform_pair(w0, w1, dtype):

@@ -26,6 +26,7 @@ SUITES = {
     "glm": ["glm"],
     "ising": ["ising"],
     "nested": ["nested"],
+    "scaling": ["scaling"],
 }
 
 

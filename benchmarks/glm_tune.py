@@ -40,27 +40,8 @@ def main(out, quick=False):
         return ms, err, int(info.fallbacks.sum()), data.plan.n_chunks if data.plan is not None else 0
 
     rs = np.random.default_rng(1)
-    for N in ((100_000,) if quick else (100_000, 1_000_000)):
-        X = rs.normal(size=(N, 50)).astype(np.float32)
-        b = rs.normal(size=50) * 0.3
-        y = (rs.random(N) < 1 / (1 + np.exp(-(X @ b)))).astype(np.float32)
-        D = np.column_stack([np.ones(N, np.float32), X])
-        variants = [("pass", 4, None, np.float32), ("pass", 2, None, np.float32), ("pass", 8, None, np.float32),
-                    ("pass", 4, 2048 if N < 10**6 else 16384, np.float32), ("pass", 4, None, np.float64)]
-        if N < 10**6:
-            variants += [("pass", 4, 256, np.float32), ("segment", 4, None, np.float32)]
-        if quick:
-            variants = [("pass", 8, None, np.float32), ("pass", 12, None, np.float32)]
-        for kernel, spec, chunk, dt in variants:
-            n = 3 if kernel == "segment" else 60
-            try:
-                ms, err, fb, nch = sweeps(D, y, None, dt, n_warm=5 if kernel == "segment" else 20, n=n,
-                                          kernel=kernel, spec=spec, chunk=chunk)
-                rec(case=f"flat N={N} K=51", kernel=kernel, spec=spec, chunk=chunk, dtype=np.dtype(dt).name,
-                    ms_per_sweep=ms, eta_err=err, fallbacks=fb, n_chunks=nch)
-            except Exception as exc:
-                rec(case=f"flat N={N}", kernel=kernel, spec=spec, error=repr(exc)[:300])
-    # hierarchical 1000 x 20 x 100
+    # hierarchical 1000 x 20 x 100: the sweep with the hyperparameter draw by the glm_niw kernel and by
+    # CuPy's linear algebra, the sweep without it, and the draw alone (synchronised per call)
     G, K, n = 1000, 20, 100
     g = np.repeat(np.arange(G), n)
     X = rs.normal(size=(G * n, K)).astype(np.float32)
@@ -69,27 +50,27 @@ def main(out, quick=False):
     y = (rs.random(G * n) < 1 / (1 + np.exp(-eta))).astype(np.float32)
     D = np.column_stack([np.ones(G * n, np.float32), X])
     hyper = mg.HyperPrior(1.0, float(K + 3), cp.eye(K + 1, dtype=np.float64))
-    hv = [("pass", 4, None), ("pass", 2, None), ("pass", 8, None), ("segment", 4, None)]
-    if quick:
-        hv = [("pass", 8, None), ("pass", 8, 64), ("pass", 8, 128)]
-    for kernel, spec, block in hv:
+    fits = mg._niw_fits
+    for label, hyp, f in (("niw kernel", hyper, fits), ("cupy linalg", hyper, lambda k: False), ("no hyper", None, fits)):
+        mg._niw_fits = f
         try:
-            ms, err, fb, nch = sweeps(D, y, g, np.float32, n_warm=10, n=20 if kernel == "segment" else 60,
-                                      kernel=kernel, spec=spec, hyper=hyper, block=block)
-            t0 = time.perf_counter()
+            ms, err, fb, nch = sweeps(D, y, g, np.float32, n_warm=10, n=60, spec=8, hyper=hyp)
             st, data = mg.init(cp.asarray(D), cp.asarray(y), "bernoulli", 4, 1.0, cp.asarray(g))
             rng = default_rng(0, backend="cupy")
+            mg._draw_hyper(rng, st.beta, hyper, cp)
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
             for _ in range(20):
                 mg._draw_hyper(rng, st.beta, hyper, cp)
             cp.cuda.Device().synchronize()
-            hyp = (time.perf_counter() - t0) * 1e3 / 20
-            rec(case="hier G=1000 K=21 n=100", kernel=kernel, spec=spec, block=block, ms_per_sweep=ms, eta_err=err,
-                fallbacks=fb, hyper_draw_ms_upper=hyp)
+            hyp_ms = (time.perf_counter() - t0) * 1e3 / 20
+            rec(case="hier G=1000 K=21 n=100", variant=label, ms_per_sweep=ms, eta_err=err, fallbacks=fb,
+                hyper_draw_ms=hyp_ms)
         except Exception as exc:
-            rec(case="hier", kernel=kernel, error=repr(exc)[:300])
+            rec(case="hier", variant=label, error=repr(exc)[:300])
+        finally:
+            mg._niw_fits = fits
     mg._SLICE_KERNEL, mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = "pass", 8, None, None
-    if quick:
-        return
 
     # f+g macros: N = 4M, K = 50, float32, one chain and eight
     N, K = 4_000_000, 50
@@ -114,24 +95,31 @@ def main(out, quick=False):
         return float(np.median(ts))
 
     floor_bytes = N * K * 4 + N * 4
+    # read-only bandwidth in this run: a sum over X by CuPy (one pass, its own reduction kernel)
+    rd = timed(lambda: Xc.sum(dtype=np.float32), 5)
+    rec(case="read bandwidth", ms=rd, GBps=N * K * 4 / rd / 1e6)
     for name, defs, threads, tile in [
             ("default", (), 256, 256 * 8 * 16),
-            ("minblocks4", (("GLM_MIN_BLOCKS", 4),), 256, 256 * 8 * 16),
-            ("minblocks2", (("GLM_MIN_BLOCKS", 2),), 256, 256 * 8 * 16),
-            ("t512 vpt4 mb2", (("GLM_THREADS", 512), ("GLM_VPT", 4), ("GLM_MIN_BLOCKS", 2)), 512, 512 * 4 * 16),
-            ("t128 vpt8 mb6", (("GLM_THREADS", 128), ("GLM_MIN_BLOCKS", 6)), 128, 128 * 8 * 16),
-            ("vpt4 mb4", (("GLM_VPT", 4), ("GLM_MIN_BLOCKS", 4)), 256, 256 * 4 * 16)]:
+            ("rows mb2", (("GLM_ROWS_MIN_BLOCKS", 2),), 256, 256 * 8 * 16),
+            ("rows mb4", (("GLM_ROWS_MIN_BLOCKS", 4),), 256, 256 * 8 * 16),
+            ("vpt4 mb4", (("GLM_VPT", 4), ("GLM_ROWS_MIN_BLOCKS", 4), ("GLM_MIN_BLOCKS", 4)), 256, 256 * 4 * 16),
+            ("t512 vpt4 mb2", (("GLM_THREADS", 512), ("GLM_VPT", 4), ("GLM_ROWS_MIN_BLOCKS", 2),
+                               ("GLM_MIN_BLOCKS", 2)), 512, 512 * 4 * 16)]:
         gg._DEFINES, gg._THREADS, gg._TILE_BYTES = defs, threads, tile
-        try:
-            f, gr = gg.loglik_and_grad(Xc, yc, b1, check=False)
-            agree = float(cp.abs(gr - g_ref).max() / cp.abs(g_ref).max())
-            one = timed(lambda: gg.loglik_and_grad(Xc, yc, b1, check=False), 1)
-            q = timed(lambda: gg.loglik_and_grad(Xc, yc, b1, check=False), 20)
-            b8t = timed(lambda: gg.loglik_and_grad(Xc, yc, b8, check=False), 5)
-            rec(case="f+g N=4M K=50 f32", variant=name, ms_single=one, ms_queued=q, ms_8chains=b8t, g_rel=agree,
-                GBps_queued=floor_bytes / q / 1e6)
-        except Exception as exc:
-            rec(case="f+g", variant=name, error=repr(exc)[:300])
+        for kern in ("rows", "tiled"):
+            if kern == "tiled" and name != "default":
+                continue
+            try:
+                f, gr = gg.loglik_and_grad(Xc, yc, b1, check=False, kernel=kern)
+                agree = float(cp.abs(gr - g_ref).max() / cp.abs(g_ref).max())
+                fagree = float(abs(float(f) - float(f_ref)) / abs(float(f_ref)))
+                one = timed(lambda: gg.loglik_and_grad(Xc, yc, b1, check=False, kernel=kern), 1)
+                q = timed(lambda: gg.loglik_and_grad(Xc, yc, b1, check=False, kernel=kern), 20)
+                b8t = timed(lambda: gg.loglik_and_grad(Xc, yc, b8, check=False, kernel=kern), 5)
+                rec(case="f+g N=4M K=50 f32", kernel=kern, variant=name, ms_single=one, ms_queued=q, ms_8chains=b8t,
+                    g_rel=agree, f_rel=fagree, GBps_queued=floor_bytes / q / 1e6)
+            except Exception as exc:
+                rec(case="f+g", kernel=kern, variant=name, error=repr(exc)[:300])
     gg._DEFINES, gg._THREADS, gg._TILE_BYTES = (), 256, 256 * 8 * 16
 
 

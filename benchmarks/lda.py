@@ -18,15 +18,22 @@ tomotopy (collapsed Gibbs, 1 worker) and ``lda`` (collapsed Gibbs) per
 iteration on the CPU, on the Reuters subset (395 documents, 84,010 tokens):
 a different corpus and the host's CPU, said in their notes.
 
-Floor: bytes of one sweep over the copy bandwidth: the z-draw reads rows and
-cols and theta, phi once, writes z; the count kernel reads rows, cols, z and
-updates both tables; the Dirichlet draws read the counts and write theta and
-phi (phi twice more for its transpose).
+Floor: bytes of one sweep over the copy bandwidth: the fused z-draw reads the
+int32 rows and cols and theta, phi once and writes both count tables (zeroed
+first); the Dirichlet draws read the counts and write theta and phi; the
+posterior sums read and write their running sums. The stage rows give the
+floor of each stage (for the separate z-draw and counts, z is written and read).
+
+Variants on the paper corpus, in the same run: the z-draw and counts as two
+kernels (``fused=False``), the fused kernel with theta read densely or as
+compacted lists, its launch shape (``ZWARPS`` warps per block, ``ZWAVES``
+times the resident blocks), coarser ``token_order`` tiles, and 4 chains.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import numpy as np
@@ -43,10 +50,11 @@ def _corpus(cp, M, V, T, seed):
 
 
 def _stage_bytes(M, V, T, K, f=4):
-    """Bytes each stage of a sweep must move at least (int64 token indices, float32 tables)."""
+    """Bytes each stage of a sweep must move at least (int32 token indices, float32 tables)."""
     return {
-        "z-draw": T * (8 + 8 + 8) + (M + V) * K * f,        # rows, cols in; z out; theta, phi read once
-        "counts": T * 24 + (M + V) * K * 4 * 2,             # rows, cols, z in; both tables zeroed and written
+        "z-draw": T * (4 + 4 + 8) + (M + V) * K * f,        # rows, cols in; z out; theta, phi read once
+        "counts": T * 16 + (M + V) * K * 4 * 2,             # rows, cols, z in; both tables zeroed and written
+        "z-draw + counts (fused)": T * 8 + (M + V) * K * (f + 4 * 2),   # no z; theta, phi in; tables
         "theta Dirichlet": M * K * (4 + f + f),             # counts in, prior added, draws out
         "phi Dirichlet": V * K * (4 + f + f),
         "posterior sums": (M + V) * K * f * 3,              # read sum and draw, write sum
@@ -54,7 +62,8 @@ def _stage_bytes(M, V, T, K, f=4):
 
 
 def _floor_bytes(M, V, T, K, f=4):
-    return sum(_stage_bytes(M, V, T, K, f).values())
+    b = _stage_bytes(M, V, T, K, f)
+    return sum(v for k, v in b.items() if k not in ("z-draw", "counts"))
 
 
 def _stages(bench, case, rng, data, state, M, V, T, K):
@@ -152,10 +161,65 @@ def _cpu_peers(bench):
                          note=f"{type(exc).__name__}: {exc}"[:200])
 
 
-def run(bench):
+def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tune=None, alpha=None, **init_kw):
+    """Time 10 sweeps through the run driver of one configuration; returns (data, state) for the stages."""
     from gpumcmc.models import lda as L
     from gpumcmc.random import default_rng
     from gpumcmc.sampling import run as drive
+
+    cp = bench.cupy
+    pool = cp.get_default_memory_pool()
+    saved = {k: getattr(L, k) for k in (tune or {})}
+    for k, v in (tune or {}).items():
+        setattr(L, k, v)
+    try:
+        alpha = beta = 1.0 / K if alpha is None else alpha
+        rng = default_rng(0, backend="cupy")
+        pool.free_all_blocks()
+        base = pool.total_bytes()
+        data, state = L.init(rng, rows, cols, M, V, K, alpha, beta, "float32", burn_in=0, n_chains=n_chains,
+                             **init_kw)
+        step = functools.partial(L.step, data=data)
+        holder = {"s": state}
+
+        def fit():
+            holder["s"] = drive(step, holder["s"], rng, SWEEPS, progress=False).state
+
+        try:
+            ms = bench.time(fit)
+        except Exception as exc:
+            bench.record(case, impl, None, T * SWEEPS * n_chains, note=f"{type(exc).__name__}: {exc}"[:300])
+            return None, None, rng
+        peak = pool.total_bytes() - base
+        bench.record(case, impl, ms, T * SWEEPS * n_chains,
+                     bytes_moved=SWEEPS * n_chains * _floor_bytes(M, V, T, K),
+                     params={"K": K, "M": M, "V": V, "n_chains": n_chains, "alpha": alpha, "fused": data.fused,
+                             "sparse": data.sparse, **init_kw, **(tune or {})},
+                     note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
+                          f"corpus{note}")
+        return data, holder["s"], rng
+    finally:
+        for k, v in saved.items():
+            setattr(L, k, v)
+
+
+def _fused_stage(bench, case, rng, data, state, M, V, T, K):
+    """The fused z-draw and counts (theta compaction included) as one stage."""
+    from gpumcmc import _validate
+    from gpumcmc.models import lda as L
+
+    phi = L._phi_store(state.phi)
+    with _validate.validation(False):
+        label = "fused" if data.fused else "two kernels"
+        nb = _stage_bytes(M, V, T, K)
+        moved = nb["z-draw + counts (fused)"] if data.fused else nb["z-draw"] + nb["counts"]
+        bench.peer(case, f"stage: z-draw + counts ({label})", T, lambda: L.zdraw_counts(rng, state.theta, phi, data),
+                   params={"K": K, "sparse": data.sparse}, bytes_moved=moved,
+                   note="one kernel (and the compaction of theta when sparse); items: tokens")
+
+
+def run(bench):
+    from gpumcmc.models import lda as L
 
     cp = bench.cupy
     pool = cp.get_default_memory_pool()
@@ -164,40 +228,55 @@ def run(bench):
         corpora = [("paper-small", 43_556 // 16, 37_286 // 16, 3_072_662 // 16)]
     else:
         corpora.append(("nytimes", 300_000, 101_000, 100_000_000))
+    only = os.environ.get("GPUMCMC_LDA_CORPUS")     # run one corpus ("paper" or "nytimes"), e.g. to split a run
+    if only:
+        corpora = [c for c in corpora if c[0] == only]
     for name, M, V, T in corpora:
         t0 = time.perf_counter()
         rows, cols = _corpus(cp, M, V, T, seed=1)
         cp.cuda.Stream.null.synchronize()
         gen_s = time.perf_counter() - t0
         T = int(rows.size)
+        big = T > 5_000_000
         for K in (64, 256, 1024):
             case = f"{name} T={T} K={K}"
-            alpha = beta = 1.0 / K
-            rng = default_rng(0, backend="cupy")
+            data, state, rng = _fit_row(bench, case, "gpumcmc LDA (driver)", rows, cols, M, V, T, K,
+                                        note=f"; corpus generated in {gen_s:.2f} s")
+            if data is not None and not bench.small and (not big or K == 1024):
+                try:
+                    _fused_stage(bench, case, rng, data, state, M, V, T, K)
+                    _stages(bench, case, rng, data, state, M, V, T, K)
+                except Exception as exc:
+                    bench.record(case, "stages", None, T, note=f"{type(exc).__name__}: {exc}"[:300])
+            del data, state
             pool.free_all_blocks()
-            base = pool.total_bytes()
-            data, state = L.init(rng, rows, cols, M, V, K, alpha, beta, "float32", burn_in=0)
-            step = functools.partial(L.step, data=data)
-            holder = {"s": state}
-
-            def fit():
-                holder["s"] = drive(step, holder["s"], rng, SWEEPS, progress=False).state
-
-            try:
-                ms = bench.time(fit)
-            except Exception as exc:
-                bench.record(case, "gpumcmc LDA (driver)", None, T * SWEEPS, note=f"{type(exc).__name__}: {exc}"[:300])
-                continue
-            peak = pool.total_bytes() - base
-            bench.record(case, "gpumcmc LDA (driver)", ms, T * SWEEPS,
-                         bytes_moved=SWEEPS * _floor_bytes(M, V, T, K), params={"K": K, "M": M, "V": V},
-                         note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
-                              f"corpus; corpus generated in {gen_s:.2f} s")
-            if not bench.small:
-                _stages(bench, case, rng, data, holder["s"], M, V, T, K)
-            del data, state, holder, step
+            # The other path of the z-draw and counts: one fused kernel, or two (categorical_products, lda_counts).
+            if K >= L.FUSED_MIN_K:
+                _fit_row(bench, case, "gpumcmc LDA, separate z-draw and counts", rows, cols, M, V, T, K, fused=False)
+            else:
+                _fit_row(bench, case, "gpumcmc LDA, fused z-draw and counts", rows, cols, M, V, T, K, fused=True)
+            if not big:
+                _fit_row(bench, case, f"gpumcmc LDA, fused, {'dense' if K >= L.SPARSE_MIN_K else 'sparse'} theta",
+                         rows, cols, M, V, T, K, fused=True, sparse=K < L.SPARSE_MIN_K)
+            if not big and K == 1024:
+                for tune in ({"ZWARPS": 2}, {"ZWAVES": 2}, {"ZWAVES": 8}):
+                    _fit_row(bench, case, f"gpumcmc LDA, fused, {tune}", rows, cols, M, V, T, K, tune=tune)
+                _fit_row(bench, case, "gpumcmc LDA, fused, token_order tiles of 4x L2", rows, cols, M, V, T, K,
+                         cache_bytes=4 * cp.cuda.Device().attributes["L2CacheSize"])
+                # A common larger prior, alpha = beta = 50 / K: theta rows are dense, read whole.
+                _fit_row(bench, case, "gpumcmc LDA (driver), alpha = beta = 50/K", rows, cols, M, V, T, K,
+                         alpha=50.0 / K)
+                _fit_row(bench, case, "gpumcmc LDA, separate z-draw and counts, alpha = beta = 50/K", rows, cols,
+                         M, V, T, K, alpha=50.0 / K, fused=False)
+            if not big and K == 256:
+                _fit_row(bench, case, "gpumcmc LDA (driver), 4 chains", rows, cols, M, V, T, K, n_chains=4,
+                         note="; items: tokens x sweeps x chains")
+            if not big and K == 1024:
+                _fit_row(bench, case, "gpumcmc LDA (driver), 4 chains", rows, cols, M, V, T, K, n_chains=4,
+                         note="; items: tokens x sweeps x chains")
             pool.free_all_blocks()
-            if T <= 5_000_000:
+            if not big:
+                alpha = beta = 1.0 / K
                 th = cp.full((M, K), 1.0 / K, cp.float32)
                 ph = cp.full((V, K), 1.0 / V, cp.float32)
                 bench.peer(case, "plain CuPy sweep", T, lambda: _cupy_sweep(cp, th, ph, rows, cols, alpha, beta),
@@ -206,4 +285,5 @@ def run(bench):
                 pool.free_all_blocks()
         del rows, cols
         pool.free_all_blocks()
-    _cpu_peers(bench)
+    if os.environ.get("GPUMCMC_LDA_CPU_PEERS", "1") != "0":
+        _cpu_peers(bench)

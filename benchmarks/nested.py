@@ -1,19 +1,25 @@
 """Nested sampling: gpumcmc on the GPU against dynesty on the CPU (and JAXNS / blackjax if present).
 
-(a) Cheap likelihoods, the Gaussian shells in 2, 5 and 10 dimensions, 500 live
-    points in all (small: 100): gpumcmc as one plain run (N=500, R=1, the
-    schedule dynesty runs), gpumcmc batched (M=10 runs of N=50, R=10 replaced,
-    merged to 500 live points: 100 walkers per step), and dynesty 3 with its
-    defaults (one point per call). Items are likelihood calls; the notes give
-    log Z, logzerr and the error against the analytic value.
-(b) The sinusoid-atoms model of Henderson's tutorial, one atom (A, B, f) with
-    10**5 data points (small: 10**4): dynesty on the CPU with 50 live points
-    (a full run; its likelihood is NumPy over the data), gpumcmc with the same
-    merged number of live points (M=2 runs of N=25, R=10: equal expected
-    logzerr) and with a GPU-sized batch (M=10, N=100, R=50: 1000 merged live
-    points and 500 walkers per call, a logzerr about 4.5x smaller, which
-    dynesty would need about 20x its run time to match). Floor of a likelihood call: reading t and y
-    once (the parameters are tiny), times the calls made.
+(a) The sinusoid-atoms model of Henderson's tutorial, one atom (A, B, f) with
+    10**5 data points (small: 10**4). dynesty on the CPU with 50 live points
+    (a full run; its likelihood is NumPy over the data) against gpumcmc runs
+    whose merged number of live points is at least 50, so that their logzerr
+    is at most dynesty's: the comparison is at equal or better precision.
+    gpumcmc runs its fused kernel (one launch per iteration: every slice and
+    shrinkage round of every walker, the likelihood included) in float64 and
+    float32 data, with several batch shapes M (runs), N (live points per run)
+    and R (replaced per iteration), M*R walkers; one row runs the generic path
+    (one batched likelihood call per shrinkage round) for comparison, and one
+    sweeps the fused kernel's block size. Floor: each likelihood evaluation
+    reads t and y once (16 bytes a point in float64, 8 in float32) at the
+    measured copy bandwidth; the data fit in L2, so the floor can be beaten.
+(b) Cheap likelihoods, the Gaussian shells in 2, 5 and 10 dimensions, 500 live
+    points in all (small: 100): gpumcmc with M=10 runs of N=50 (R=10, 100
+    walkers) and M=5 runs of N=100 (R=50, 250 walkers), merged to 500 live
+    points, through the generic path (a user-supplied CuPy loglike), against
+    dynesty 3 with 500 live points and its defaults (one point per call).
+    Items are likelihood calls; the notes give log Z, logzerr and the error
+    against the analytic value.
 
 Whole runs are long, so each is timed once with the host clock after a short
 warm-up run that compiles the kernels; a run's time includes its
@@ -50,7 +56,8 @@ def _note(res, truth=None):
 def _gpumcmc(nested, ll, pt, d, **kw):
     s = nested.NestedSampler(ll, pt, d, progress=False, backend=BACKEND, **kw)
     r = s.run().results
-    return {"logz": r.logz, "logzerr": r.logzerr, "ncall": r.ncall, "niter": r.niter, "nbatch": r.nbatch}
+    return {"logz": r.logz, "logzerr": r.logzerr, "ncall": r.ncall, "niter": r.niter, "nbatch": r.nbatch,
+            "fused": s._fused is not None}
 
 
 def _dynesty(ll, pt, d, nlive, seed=0, **kw):
@@ -71,10 +78,10 @@ def _shells(bench, nested):
         llg, ptg = nested.gaussian_shells(d, xp=cp)
         # warm-up (kernel compilation), not timed
         _gpumcmc(nested, llg, ptg, d, nlive=20, max_iter=5, random_state=9)
-        n_small = max(nlive // 10, 2 * d + 2)
-        r_small = max(1, n_small // 5)
-        configs = [(f"gpumcmc plain N={nlive} R=1", dict(nlive=nlive)),
-                   (f"gpumcmc M=10 N={n_small} R={r_small}", dict(nlive=n_small, n_runs=10, n_replace=r_small))]
+        configs = [(f"gpumcmc M=10 N={nlive // 10} R={nlive // 50}",
+                    dict(nlive=nlive // 10, n_runs=10, n_replace=nlive // 50)),
+                   (f"gpumcmc M=5 N={nlive // 5} R={nlive // 10}",
+                    dict(nlive=nlive // 5, n_runs=5, n_replace=nlive // 10))]
         for impl, kw in configs:
             ms, res = _wall(lambda: _gpumcmc(nested, llg, ptg, d, random_state=1, **kw), cp)
             bench.record(case, impl, ms, res["ncall"], params={"d": d, **kw}, note=_note(res, truth))
@@ -91,7 +98,7 @@ def _shells(bench, nested):
         def pt1(u):
             return ptn(np.asarray(u))
         ms, res = _wall(lambda: _dynesty(ll1, pt1, d, nlive))
-        bench.record(case, "dynesty (CPU)", ms, res["ncall"], params={"d": d, "nlive": nlive},
+        bench.record(case, f"dynesty (CPU) nlive={nlive}", ms, res["ncall"], params={"d": d, "nlive": nlive},
                      note=_note(res, truth))
 
 
@@ -100,24 +107,43 @@ def _sinusoid(bench, nested):
     n_data = 10_000 if bench.small else 100_000
     atoms = [(1.0, 0.5, 3.0)]
     t, y = nested.SinusoidModel.synthetic(n_data=n_data, amplitudes=atoms, sigma=0.5, random_state=0)
-    mg = nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend=BACKEND)
+    models = {dt: nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend=BACKEND, dtype=dt)
+              for dt in (np.float64, np.float32)}
     mn = nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend="numpy")
     case = f"sinusoid 1 atom n_data={n_data}"
-    bytes_per_call = 2 * n_data * 8
-    _gpumcmc(nested, mg.loglike, mg.prior_transform, 3, nlive=20, max_iter=3, random_state=9)
+    for m in models.values():  # warm-up: compiles the kernels
+        _gpumcmc(nested, m.loglike, m.prior_transform, 3, nlive=20, max_iter=3, random_state=9)
+        _gpumcmc(nested, m.loglike, m.prior_transform, 3, nlive=20, max_iter=3, random_state=9, fused=False)
     dyn_nlive = 25 if bench.small else 50
-    configs = [(f"gpumcmc M=2 N={dyn_nlive // 2} R={dyn_nlive // 5}",
-                dict(nlive=dyn_nlive // 2, n_runs=2, n_replace=dyn_nlive // 5)),
-               ("gpumcmc M=10 N=100 R=50", dict(nlive=100, n_runs=10, n_replace=50))]
-    for impl, kw in configs:
-        ms, res = _wall(lambda: _gpumcmc(nested, mg.loglike, mg.prior_transform, 3, random_state=1, **kw), cp)
-        bench.record(case, impl, ms, res["ncall"], params={"n_data": n_data, **kw}, note=_note(res),
-                     bytes_moved=bytes_per_call * res["nbatch"])
+    shapes = [(2, dyn_nlive // 2, dyn_nlive // 5), (3, dyn_nlive // 2, dyn_nlive // 5), (4, 64, 32), (10, 100, 50)]
+    configs = []
+    for dt, tag in ((np.float64, "f64"), (np.float32, "f32")):
+        for M, N, R in shapes:
+            configs.append((f"gpumcmc fused {tag} M={M} N={N} R={R}", dt, dict(nlive=N, n_runs=M, n_replace=R)))
+    M, N, R = shapes[0]
+    configs.append((f"gpumcmc generic f64 M={M} N={N} R={R}", np.float64,
+                    dict(nlive=N, n_runs=M, n_replace=R, fused=False)))
+    for impl, dt, kw in configs:
+        m = models[dt]
+        ms, res = _wall(lambda: _gpumcmc(nested, m.loglike, m.prior_transform, 3, random_state=1, **kw), cp)
+        bench.record(case, impl, ms, res["ncall"], params={"n_data": n_data, "dtype": np.dtype(dt).name, **kw},
+                     note=_note(res) + f" niter={res['niter']}",
+                     bytes_moved=2 * n_data * np.dtype(dt).itemsize * res["ncall"])
+    # the fused kernel's block size (threads per walker), for few and for many walkers
+    for M, N, R in (shapes[0], shapes[3]):
+        for block in (256, 512, 1024):
+            m = nested.SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend=BACKEND, slice_block=block)
+            kw = dict(nlive=N, n_runs=M, n_replace=R)
+            ms, res = _wall(lambda: _gpumcmc(nested, m.loglike, m.prior_transform, 3, random_state=1, **kw), cp)
+            bench.record(f"{case} block sweep", f"gpumcmc fused f64 M={M} N={N} R={R} block={block}", ms,
+                         res["ncall"], params={"n_data": n_data, "block": block, **kw},
+                         note=_note(res) + f" niter={res['niter']}", bytes_moved=16 * n_data * res["ncall"])
     # one batched likelihood call on its own: throughput against the bandwidth floor
+    mg = models[np.float64]
     th = cp.asarray(mn.prior_transform(np.random.default_rng(0).random((1024, 3))))
     ms = bench.time(lambda: mg.loglike(th))
     bench.record(f"sinusoid loglike n_data={n_data} batch=1024", "gpumcmc", ms, 1024 * n_data,
-                 bytes_moved=bytes_per_call, params={"n_data": n_data, "batch": 1024})
+                 bytes_moved=16 * n_data, params={"n_data": n_data, "batch": 1024})
     try:
         import dynesty  # noqa: F401
     except ImportError:
@@ -130,7 +156,7 @@ def _sinusoid(bench, nested):
             return mn.prior_transform(np.asarray(u)[None])[0]
         ms, res = _wall(lambda: _dynesty(ll1, pt1, 3, dyn_nlive))
         bench.record(case, f"dynesty (CPU) nlive={dyn_nlive}", ms, res["ncall"],
-                     params={"n_data": n_data, "nlive": dyn_nlive}, note=_note(res))
+                     params={"n_data": n_data, "nlive": dyn_nlive}, note=_note(res) + f" niter={res['niter']}")
     for name in ("jaxns", "blackjax"):
         try:
             __import__(name)
@@ -143,5 +169,5 @@ def _sinusoid(bench, nested):
 def run(bench) -> None:
     from gpumcmc import nested
 
-    _sinusoid(bench, nested)   # the case with a speed goal first: the shells' plain runs are long
+    _sinusoid(bench, nested)   # the case with a speed goal first
     _shells(bench, nested)

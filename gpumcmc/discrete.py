@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _butterfly, _loader, _status, _validate
+from . import _loader, _status, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, is_cupy_array, to_host
@@ -157,6 +157,88 @@ def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.where(total > target, idx, -1)
 
 
+def butterfly_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``"butterfly"`` on NumPy: :func:`gpumcmc._butterfly.draw` for warps of
+    ``W`` lanes, the same indices, computed per row rather than per warp.
+
+    The table entry that row ``r`` (lane ``r % W``) reads at a node whose
+    children span ``m`` columns is the pairwise sum of the child that bit
+    ``m`` of its lane selects, and the kernel's mask tests ask whether a child
+    holds a positive weight; both are read here from the chosen block's
+    pairwise sums at every level, which are also the steps of its block total.
+    ``w`` (n, K) and ``u`` (n,) of one dtype; the rows start at a whole warp.
+    """
+    n, K = w.shape
+    nb = -(-K // W)
+    step = max(W, (_BUTTERFLY_CHUNK // (nb * W)) // W * W)  # rows at a time: the scratch stays in cache
+    xb = np.zeros((min(n, step), nb * W), dtype=w.dtype)
+    out = np.empty(n, dtype=np.int64)
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        out[s:e] = _butterfly_rows(w[s:e], u[s:e], xb[:e - s])
+    return out
+
+
+# Elements per chunk of butterfly_draw.
+_BUTTERFLY_CHUNK = 1 << 16
+
+
+def _butterfly_rows(w, u, xb):
+    """:func:`butterfly_draw` of rows that fit the scratch ``xb`` (zeros in front of each row's weights)."""
+    n, K = w.shape
+    dt = w.dtype
+    nb = xb.shape[1] // W
+    pad = nb * W - K
+    xb[:, pad:] = w
+
+    def pairwise(v):  # v[r, ..., c] -> the sums over 1, 2, 4, ... W columns
+        out = [v]
+        while out[-1].shape[-1] > 1:
+            v = out[-1]
+            out.append(v[..., 0::2] + v[..., 1::2])
+        return out
+
+    rows = np.arange(n)
+    if nb == 1:
+        levels = pairwise(xb)
+        total = levels[-1][:, 0]
+        target = u * total
+        b = np.zeros(n, dtype=np.int64)
+        low, high = np.zeros(n, dtype=dt), total
+    else:
+        S = np.cumsum(pairwise(xb.reshape(n, nb, W))[-1][..., 0], axis=-1, dtype=dt)  # the block prefixes
+        total = S[:, -1]
+        target = u * total
+        b = np.argmax(S > target[:, None], axis=-1)
+        flat = S.reshape(-1)
+        high = flat[rows * nb + b]
+        low = np.where(b > 0, flat[rows * nb + np.maximum(b - 1, 0)], dt.type(0))
+        chosen = xb.reshape(-1)[(rows * (nb * W) + b * W)[:, None] + np.arange(W)]
+        levels = pairwise(chosen)  # the chosen block's sums, as its total added them
+    found = total > target
+    positive = [levels[0] > 0]
+    while positive[-1].shape[-1] > 1:
+        z = positive[-1]
+        positive.append(z[:, 0::2] | z[:, 1::2])
+    lane = rows % W
+    q = np.zeros(n, dtype=np.int64)
+    m, j = W // 2, len(levels) - 2  # children of m columns: levels[j]
+    while m >= 1:
+        width = W // m
+        base = rows * width + 2 * q  # the left child's entry
+        bit = (lane & m) != 0
+        e = levels[j].reshape(-1)[base + bit]
+        mid = np.where(bit, high - e, low + e)
+        pos = positive[j].reshape(-1)
+        right = ~pos[base] | (pos[base + 1] & ~(target < mid))
+        low = np.where(right, mid, low)
+        high = np.where(right, high, mid)
+        q = 2 * q + right
+        m //= 2
+        j -= 1
+    return np.where(found, b * W + q - pad, -1)
+
+
 def _chunk_rows(K: int) -> int:
     return max(W, (_TWIN_CHUNK // max(K, 1)) // W * W)
 
@@ -169,7 +251,7 @@ def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int
             stop = min(n, start + step)
             w = weights_of(start, stop)
             u = row_uniforms(start, stop - start, dtype, key, offset)
-            flat[start:stop] = _butterfly.draw(w, u, W) if method == "butterfly" else prefix_draw(w, u)
+            flat[start:stop] = butterfly_draw(w, u) if method == "butterfly" else prefix_draw(w, u)
 
 
 def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:

@@ -118,7 +118,7 @@ def _twin(X, y, beta2, family, w, off, sigma):
     return ll.sum(axis=1), r @ X.astype(np.float64)
 
 
-KERNELS = ("auto", "tiled", "rowwise", "gemm")
+KERNELS = ("auto", "rows", "tiled", "rowwise", "gemm")
 
 # glm_fg_tiles: GLM_THREADS threads, tiles of up to GLM_THREADS * GLM_VPT * 16 bytes, GLM_SB chains per
 # pass (the defaults in kernels_cu/glm.cu; the launcher's sizes must match them).
@@ -195,6 +195,76 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma):
     return f, g
 
 
+_ROWS_MAX_R = 1024                # rows of a glm_fg_rows tile
+_ROWS_NB = (1, 2, 4, 8)           # glm_fg_rows instantiations: chains each thread accumulates
+_rows_plans: dict = {}
+
+
+def _rows_fits(K: int, B: int, dtype) -> bool:
+    """Whether ``glm_fg_rows`` takes the problem: up to 8 chains, a thread per column and a 32-row tile."""
+    return 0 < K < _THREADS and 0 < B <= _ROWS_NB[-1] and 32 * K * np.dtype(dtype).itemsize <= _TILE_BYTES
+
+
+def _rows_plan(N, K, B, dtype):
+    """Launch shape of ``glm_fg_rows`` (cached): the kernel, rows a tile, stride, shared memory, grid."""
+    from . import _loader
+
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), N, K, B, np.dtype(dtype), _DEFINES, _THREADS, _TILE_BYTES)
+    plan = _rows_plans.get(key)
+    if plan is not None:
+        return plan
+    s = np.dtype(dtype).itemsize
+    nb = next(p for p in _ROWS_NB if p >= B)
+    ct = _ctype(dtype)
+    names = tuple(f"glm_fg_rows<{ct}, {p}>" for p in _ROWS_NB) + (f"glm_fg_reduce<{ct}>",)
+    fn = _loader.get_function("glm.cu", f"glm_fg_rows<{ct}, {nb}>", names, _DEFINES)
+    red = _loader.get_function("glm.cu", names[-1], names, _DEFINES)
+    Kp = K + 1 if K % 4 == 0 else K   # an odd stride (or 2 mod 4) for the rows in shared memory
+    nsub = _THREADS // (K + 1)
+
+    def smem_of(R):
+        xs = max(R * Kp * s, 8 * nsub * B * (K + 1))
+        xs = -(-xs // 16) * 16
+        return 8 * B * R + xs + s * B * R + s * B * K, xs // s
+
+    R = min(_ROWS_MAX_R, _TILE_BYTES // (K * s)) // 32 * 32
+    while R > 32 and smem_of(R)[0] > _SHARED_LIMIT:
+        R -= 32
+    smem, xs_len = smem_of(R)
+    grid_max = _loader.sm_count() * _loader.resident_blocks(fn, _THREADS, smem)
+    plan = (fn, red, R, Kp, xs_len, smem, max(1, min(-(-N // R), grid_max)))
+    _rows_plans[key] = plan
+    return plan
+
+
+def _rows_fg(X, y, beta2, family, w, off, sigma):
+    """f, g by ``glm_fg_rows`` (a thread per row, X read once, up to 8 chains) and ``glm_fg_reduce``."""
+    import cupy
+
+    from . import _loader
+
+    dtype = X.dtype
+    N, K = X.shape
+    B = beta2.shape[0]
+    if N == 0:
+        return cupy.zeros(B, dtype=dtype), cupy.zeros((B, K), dtype=dtype)
+    fn, red, R, Kp, xs_len, smem, grid = _rows_plan(N, K, B, dtype)
+    X = _loader.contiguous(X, dtype)
+    part = cupy.empty((grid, B, K + 1), dtype=np.float64)
+    fn((grid,), (_THREADS,), (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
+                              _loader.NULL if off is None else _loader.contiguous(off, dtype),
+                              _loader.contiguous(beta2, dtype), _loader.i64(N), _loader.i32(K), _loader.i32(Kp),
+                              _loader.i32(B), _loader.i32(R), _loader.i32(xs_len), _loader.i32(X.data.ptr % 16 == 0),
+                              _loader.i32(_CODE[family]), np.float64(sigma), part), shared_mem=smem)
+    f = cupy.empty(B, dtype=dtype)
+    g = cupy.empty((B, K), dtype=dtype)
+    n_out = B * (K + 1)
+    red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(B), _loader.i32(K), f, g))
+    return f, g
+
+
 def _gemm_fg(X, y, beta2, family, w, off, sigma):
     """f, g by two matrix products (cuBLAS; X read twice) and elementwise work, accumulated in float64."""
     import cupy
@@ -243,7 +313,13 @@ def _rowwise_fg(X, y, beta2, family, w, off, sigma):
 def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto"):
     """f, g on CuPy by the implementation ``kernel`` names (see :func:`loglik_and_grad`)."""
     if kernel == "auto":
-        kernel = "tiled" if _tiled_fits(X.shape[1], X.dtype) else "gemm"
+        K, B = X.shape[1], beta2.shape[0]
+        kernel = "rows" if _rows_fits(K, B, X.dtype) else "tiled" if _tiled_fits(K, X.dtype) else "gemm"
+    if kernel == "rows":
+        if not _rows_fits(X.shape[1], beta2.shape[0], X.dtype):
+            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {_THREADS} columns "
+                             f"(here {beta2.shape[0]} and {X.shape[1]}); use kernel='auto'.")
+        return _rows_fg(X, y, beta2, family, w, off, sigma)
     if kernel == "tiled":
         if not _tiled_fits(X.shape[1], X.dtype):
             raise ValueError(f"kernel='tiled' takes at most {32 * _KPL[X.dtype][-1]} columns in {X.dtype.name} "
@@ -274,15 +350,19 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
     check : bool
         Validate ``y`` and finiteness (synchronises the GPU once); pass False
         inside a sampler loop after checking once.
-    kernel : {"auto", "tiled", "gemm", "rowwise"}
-        The CuPy implementation (NumPy input ignores it). ``"tiled"`` reads
-        ``X`` once, in row tiles of coalesced 128-bit loads, for every chain
-        of the batch, and needs K <= 256 (float32) or K <= 128 (float64);
-        ``"gemm"`` takes two matrix products (cuBLAS) and reads ``X`` twice;
-        ``"rowwise"`` is the earlier one-thread-per-row kernel, kept to
-        compare against. ``"auto"`` takes ``"tiled"`` where it applies, else
-        ``"gemm"``. The tiled kernel sums in an order fixed by the launch
-        shape, so repeated calls on one GPU give identical results.
+    kernel : {"auto", "rows", "tiled", "gemm", "rowwise"}
+        The CuPy implementation (NumPy input ignores it). ``"rows"`` and
+        ``"tiled"`` read ``X`` once, in row tiles of coalesced 128-bit loads,
+        for every chain of the batch: ``"rows"`` gives each row of a tile its
+        own thread and takes up to 8 chains and K < 256 (K <= 128 in
+        float64); ``"tiled"`` gives 32 rows to a warp and takes any number of
+        chains with K <= 256 (float32) or K <= 128 (float64). ``"gemm"``
+        takes two matrix products (cuBLAS) and reads ``X`` twice;
+        ``"rowwise"`` is the earliest one-thread-per-row kernel, kept to
+        compare against. ``"auto"`` takes ``"rows"``, else ``"tiled"``,
+        where they apply, else ``"gemm"``. Both tiled kernels sum in an order
+        fixed by the launch shape, so repeated calls on one GPU give
+        identical results.
 
     Returns
     -------

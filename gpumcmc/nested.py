@@ -108,6 +108,58 @@ def _batchify(fn, ndim, xp, name, out_dim):
                      f"{want if out_dim is None else '(n, %d)' % out_dim} for n points.")
 
 
+def _fusable_model(loglike, prior_transform):
+    """The model whose bound ``loglike`` and ``prior_transform`` these are, if it has a fused slice kernel."""
+    model = getattr(loglike, "__self__", None)
+    if model is None or getattr(prior_transform, "__self__", None) is not model:
+        return None
+    if not isinstance(model, SinusoidModel):
+        return None
+    if getattr(loglike, "__func__", None) is not SinusoidModel.loglike or \
+            getattr(prior_transform, "__func__", None) is not SinusoidModel.prior_transform:
+        return None
+    return model
+
+
+class _Readback:
+    """Small device values copied to the host without waiting for the queue behind them.
+
+    ``push(a)`` enqueues an asynchronous copy of ``a`` into pinned memory and
+    records an event; ``pop()`` waits for the oldest copy only and returns it.
+    On NumPy both are plain copies.
+    """
+
+    def __init__(self, xp, size, depth):
+        self.xp, self.queue = xp, []
+        self.gpu = xp is not np
+        if self.gpu:
+            import cupyx
+            self.bufs = [cupyx.empty_pinned((size,), dtype=np.float64) for _ in range(depth + 2)]
+            self.k = 0
+
+    def __len__(self):
+        return len(self.queue)
+
+    def push(self, a):
+        if not self.gpu:
+            self.queue.append(np.array(a, dtype=np.float64))
+            return
+        buf = self.bufs[self.k % len(self.bufs)]
+        self.k += 1
+        a.get(out=buf, blocking=False)
+        ev = self.xp.cuda.Event(disable_timing=True)
+        ev.record()
+        self.queue.append((buf, ev))
+
+    def pop(self):
+        item = self.queue.pop(0)
+        if not self.gpu:
+            return item
+        buf, ev = item
+        ev.synchronize()  # synchronize! (with this copy only: later work stays queued)
+        return np.array(buf)
+
+
 def merge_points(logl, birth):
     """Order points by log-likelihood and give each the number of live points it was the lowest of.
 
@@ -326,13 +378,30 @@ class NestedSampler:
     progress : bool
         A tqdm progress bar.
     backend : {"numpy", "cupy", None}
-    check_every : int
-        Iterations between host checks of the stopping rule (a GPU sync).
+    check_lag : int
+        The stopping rule is computed on the device at every iteration and read
+        back ``check_lag`` iterations later, so that the host never waits for
+        the GPU to drain: a run goes on ``check_lag`` iterations past the first
+        one that meets ``dlogz`` (more dead points, never fewer), the same on
+        every backend.
+    fused : bool, optional
+        Run each iteration's whole constrained step (every slice and shrinkage
+        round of every walker, likelihood included) as one CUDA kernel, where
+        the model has one: ``loglike`` and ``prior_transform`` are the methods
+        of one :class:`SinusoidModel` (with ``kernel=True``), on CuPy, with
+        ``sampler="slice"`` or ``"cslice"``. ``None`` (default) uses it where it
+        applies; ``False`` never. Its twin is the generic path with the model's
+        ``loglike``: the same directions and uniforms give the same new points
+        (to rounding of the likelihood). On NumPy the generic path runs.
+    max_shrink : int
+        Shrinkage rounds per slice; a walker that has missed this many times
+        stays where it is for that slice (a valid move: the chance of a jump
+        from x to x' and back is the same either way).
     """
 
     def __init__(self, loglike, prior_transform, ndim, nlive=500, n_replace=1, n_runs=1, sampler="slice",
                  dlogz=0.01, random_state=None, progress=True, backend=None, n_steps=None, max_iter=None,
-                 check_every=10, dtype=np.float64):
+                 check_lag=2, fused=None, max_shrink=30, dtype=np.float64):
         if not callable(loglike) or not callable(prior_transform):
             raise TypeError("loglike and prior_transform must be callables on (n, ndim) arrays.")
         ndim = int(ndim)
@@ -352,7 +421,10 @@ class NestedSampler:
             raise ValueError(f"dlogz must be positive, got {dlogz}.")
         self.ndim, self.nlive, self.n_replace, self.n_runs = ndim, nlive, n_replace, n_runs
         self.sampler, self.dlogz, self.random_state, self.progress = sampler, float(dlogz), random_state, progress
-        self.backend, self.max_iter, self.check_every = backend, max_iter, max(1, int(check_every))
+        self.backend, self.max_iter, self.check_lag = backend, max_iter, max(0, int(check_lag))
+        self.max_shrink = int(max_shrink)
+        if self.max_shrink < 1:
+            raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
         if n_steps is None:
             n_steps = max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim
         self.n_steps = int(n_steps)
@@ -363,6 +435,15 @@ class NestedSampler:
         self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
         self.rng = default_rng(random_state, backend="numpy" if self.xp is np else "cupy")
         self._results = None
+        model = _fusable_model(loglike, prior_transform)
+        if fused and (model is None or sampler == "rwalk"):
+            raise ValueError("fused=True needs loglike and prior_transform to be the methods of one "
+                             "SinusoidModel and sampler='slice' or 'cslice'; leave fused=None to use the fused "
+                             "kernel only where it applies.")
+        self._fused = None
+        if (fused is None or fused) and model is not None and sampler != "rwalk" and self.xp is not np \
+                and model.xp is self.xp and model.kernel:
+            self._fused = model
 
     # -- evaluation -------------------------------------------------------------
     def _eval(self, u):
@@ -424,6 +505,9 @@ class NestedSampler:
             bar = tqdm(desc="nested", unit="it", leave=False)
         max_iter = self.max_iter if self.max_iter is not None else 10 ** 9
         bad_nan = xp.zeros((), dtype=bool)
+        # the stopping rule and the NaN flag of iteration n are read on the host at iteration n + check_lag
+        readback = _Readback(xp, 2, self.check_lag)
+        self._ncall_dev = xp.zeros((), dtype=xp.int64)
         try:
             while niter < max_iter:
                 order = xp.argsort(logl, axis=1)
@@ -458,20 +542,22 @@ class NestedSampler:
                 niter += 1
                 if bar is not None:
                     bar.update(1)
-                if niter % self.check_every == 0:
-                    if bool(bad_nan):
+                remain = xp.logaddexp(logz, logl.max(axis=1) + logx) - logz
+                readback.push(xp.stack([remain.max(), bad_nan.astype(xp.float64)]))
+                if len(readback) > self.check_lag:
+                    worst, nan_flag = readback.pop()
+                    if nan_flag:
                         raise ValueError("loglike returned NaN inside the likelihood contour; return -inf for "
                                          "zero likelihood, never NaN.")
-                    remain = xp.logaddexp(logz, logl.max(axis=1) + logx) - logz
-                    worst = float(remain.max())
-                    if bar is not None:
-                        bar.set_postfix(logz=f"{float(logz.mean()):.3f}", dlogz=f"{worst:.3g}", ncall=self._ncall)
+                    if bar is not None and niter % 10 == 0:
+                        bar.set_postfix(dlogz=f"{worst:.3g}")
                     if worst < self.dlogz:
                         break
         finally:
             if bar is not None:
                 bar.close()
         self._u, self._v, self._logl, self._birth = u, v, logl, birth
+        self._ncall += int(self._ncall_dev)
         self._results = self._finish(dead_u, dead_v, dead_l, dead_b, niter, time.perf_counter() - t0)
         return self
 
@@ -488,10 +574,22 @@ class NestedSampler:
         c = u - u.mean(axis=1, keepdims=True)
         cov = xp.einsum("mni,mnj->mij", c, c) / (u.shape[1] - 1)
         cov = cov + xp.eye(d)[None] * 1e-12
-        try:
-            return xp.linalg.cholesky(cov)
-        except Exception:  # NumPy raises on a singular matrix; fall back to the diagonal
-            return xp.sqrt(xp.diagonal(cov, axis1=1, axis2=2))[..., None] * xp.eye(d)[None]
+        diag = xp.sqrt(xp.diagonal(cov, axis1=1, axis2=2))[..., None] * xp.eye(d)[None]
+        if xp is np:
+            try:
+                return np.linalg.cholesky(cov)
+            except np.linalg.LinAlgError:  # a singular covariance: that run falls back to the diagonal
+                out = diag.copy()
+                for m in range(cov.shape[0]):
+                    try:
+                        out[m] = np.linalg.cholesky(cov[m])
+                    except np.linalg.LinAlgError:
+                        pass
+                return out
+        # CuPy returns NaN for a matrix that is not positive definite (no check, no synchronisation)
+        chol = xp.linalg.cholesky(cov)
+        bad = ~xp.isfinite(chol).all(axis=(1, 2))
+        return xp.where(bad[:, None, None], diag, chol)
 
     def _propose_eval(self, u):
         inside = ((u > 0) & (u < 1)).all(axis=-1)
@@ -521,13 +619,13 @@ class NestedSampler:
             scale = xp.clip(scale * xp.exp(rate - 0.5), 1e-3, 1e3)
             return u, v, l, scale, nan_seen
         # Slice sampling along random directions: an interval of width scale * w placed at random
-        # around the start, shrunk towards it after each miss. Each shrinkage round evaluates the
-        # walkers still searching, all in one loglike call; the count of those walkers is the one
-        # host synchronisation of a round.
+        # around the start, shrunk towards it after each miss. The directions and every uniform a walker
+        # may need (max_shrink rounds per slice) are drawn up front, so the fused kernel and this path
+        # consume the same numbers. Each shrinkage round here evaluates the walkers still searching, all
+        # in one loglike call; their count is the one host synchronisation of a round.
         W = M * R
         base = 2.0 * math.sqrt(d + 2.0)
-        max_shrink = 60
-        pre = 6  # shrinkage rounds whose uniforms are drawn up front, with the directions
+        K = self.max_shrink
         if self.sampler == "cslice":  # whitened coordinates in turn, starting one further each iteration
             first = self._evolve_calls % d
             self._evolve_calls += 1
@@ -537,35 +635,41 @@ class NestedSampler:
         else:
             Z = rng.standard_normal((self.n_steps, M, R, d))
             Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))
-        U = rng.random((self.n_steps, pre + 1, W))
-        uf, vf, lf = u.reshape(W, d), v.reshape(W, d), l.reshape(W)
-        ls = xp.broadcast_to(lstar, (M, R)).reshape(W)
-        rej = xp.zeros((M,))
-        for i in range(self.n_steps):
-            dirn = (base * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, Z[i])).reshape(W, d)
-            lo = -U[i, 0]
-            hi = 1.0 + lo
-            idx = xp.arange(W)
-            for k in range(max_shrink):
-                uk = U[i, k + 1][idx] if k < pre else rng.random(idx.shape[0])
-                lo_i, hi_i = lo[idx], hi[idx]
-                t = lo_i + (hi_i - lo_i) * uk
-                prop = uf[idx] + t[:, None] * dirn[idx]
-                pv, pl = self._propose_eval(prop)
-                nan_seen = nan_seen | xp.isnan(pl).any()
-                ok = pl > ls[idx]
-                uf[idx] = xp.where(ok[:, None], prop, uf[idx])  # integer scatters: no synchronisation
-                vf[idx] = xp.where(ok[:, None], pv, vf[idx])
-                lf[idx] = xp.where(ok, pl, lf[idx])
-                miss = ~ok
-                lo[idx] = xp.where(miss & (t < 0), t, lo_i)
-                hi[idx] = xp.where(miss & (t >= 0), t, hi_i)
-                idx = idx[miss]
-                if idx.shape[0] == 0:
-                    break
-                rej = rej + xp.bincount(idx // R, minlength=M)[:M] / R
+        dirs = (base * scale[None, :, None, None] * xp.einsum("mij,smrj->smri", chol, Z)).reshape(self.n_steps, W, d)
+        U = rng.random((self.n_steps, K + 1, W))
+        ls = xp.ascontiguousarray(xp.broadcast_to(lstar, (M, R)).reshape(W))
+        if self._fused is not None:
+            uf, vf, lf, nrej, neval = self._fused._fused_slice(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls,
+                                                               dirs, U, K)
+            self._ncall_dev += neval.sum()
+            self._nbatch += 1
+        else:
+            uf, vf, lf = u.reshape(W, d).copy(), v.reshape(W, d).copy(), l.reshape(W).copy()
+            nrej = xp.zeros(W)
+            for i in range(self.n_steps):
+                dirn = dirs[i]
+                lo = -U[i, 0]
+                hi = 1.0 + lo
+                idx = xp.arange(W)
+                for k in range(K):
+                    lo_i, hi_i = lo[idx], hi[idx]
+                    t = lo_i + (hi_i - lo_i) * U[i, k + 1][idx]
+                    prop = uf[idx] + t[:, None] * dirn[idx]
+                    pv, pl = self._propose_eval(prop)
+                    nan_seen = nan_seen | xp.isnan(pl).any()
+                    ok = pl > ls[idx]
+                    uf[idx] = xp.where(ok[:, None], prop, uf[idx])  # integer scatters: no synchronisation
+                    vf[idx] = xp.where(ok[:, None], pv, vf[idx])
+                    lf[idx] = xp.where(ok, pl, lf[idx])
+                    miss = ~ok
+                    lo[idx] = xp.where(miss & (t < 0), t, lo_i)
+                    hi[idx] = xp.where(miss & (t >= 0), t, hi_i)
+                    idx = idx[miss]
+                    if idx.shape[0] == 0:
+                        break
+                    nrej[idx] += 1.0
         u, v, l = uf.reshape(M, R, d), vf.reshape(M, R, d), lf.reshape(M, R)
-        mean_rej = rej / self.n_steps
+        mean_rej = nrej.reshape(M, R).sum(axis=1) / (R * self.n_steps)
         scale = xp.clip(scale * xp.exp(0.2 * (1.0 - mean_rej)), 0.02, 50.0)
         return u, v, l, scale, nan_seen
 
@@ -656,6 +760,9 @@ def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
 
 
 # --------------------------------------------------------------------------- the sinusoid-atoms model
+_KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>")
+
+
 class SinusoidModel:
     """A sum of J sinusoid atoms fitted to a signal (Henderson's tutorial model).
 
@@ -673,6 +780,11 @@ class SinusoidModel:
     size. The data are stored in ``dtype`` (float32 halves the bytes read);
     sums of squares are always accumulated in float64.
 
+    Given to :class:`NestedSampler` as ``(m.loglike, m.prior_transform)`` on
+    CuPy, the model also runs each iteration's whole slice-sampling step in
+    one fused kernel: one block of ``slice_block`` threads per walker (default
+    1024 where the walkers are no more than the GPU's SMs, else 512).
+
     Examples
     --------
     >>> from gpumcmc.nested import SinusoidModel
@@ -683,7 +795,7 @@ class SinusoidModel:
     """
 
     def __init__(self, t, y, n_atoms=1, sigma=0.5, amin=-2.0, amax=2.0, fmin=0.0, fmax=10.0, ordered=True,
-                 backend=None, dtype=np.float64, tile=8192, kernel=True):
+                 backend=None, dtype=np.float64, tile=8192, kernel=True, slice_block=None):
         self.xp = xp = _backend.get_backend(backend)
         self.t = xp.asarray(t, dtype=dtype)
         self.y = xp.asarray(y, dtype=dtype)
@@ -692,6 +804,9 @@ class SinusoidModel:
         self.n_atoms, self.sigma = int(n_atoms), float(sigma)
         self.amin, self.amax, self.fmin, self.fmax = float(amin), float(amax), float(fmin), float(fmax)
         self.ordered, self.dtype, self.tile, self.kernel = ordered, np.dtype(dtype), int(tile), bool(kernel)
+        if slice_block is not None and (int(slice_block) % 32 or not 32 <= int(slice_block) <= 1024):
+            raise ValueError(f"slice_block must be a multiple of 32 between 32 and 1024, got {slice_block}.")
+        self.slice_block = None if slice_block is None else int(slice_block)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype}.")
         if not 1 <= self.n_atoms <= 32:
@@ -758,7 +873,7 @@ class SinusoidModel:
         if n == 0:
             return ssq
         name = f"sinusoid_ssq<{'float' if self.dtype == np.float32 else 'double'}>"
-        fn = _loader.get_function("nested.cu", name, ("sinusoid_ssq<float>", "sinusoid_ssq<double>"))
+        fn = _loader.get_function("nested.cu", name, _KERNELS)
         T = self.t.shape[0]
         chunk = 256 * 8
         n_chunks = -(-T // chunk)
@@ -766,6 +881,43 @@ class SinusoidModel:
         gy = max(1, min(n, 65535))
         fn((gx, gy), (256,), (p, self.t, self.y, _loader.i64(n), _loader.i32(self.n_atoms), _loader.i64(T), ssq))
         return self._const - 0.5 * ssq / self.sigma ** 2
+
+    def _fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink):
+        """All slices of all walkers in one launch (``sinusoid_slice`` in ``kernels_cu/nested.cu``).
+
+        ``u``, ``v`` (W, ndim) and ``logl`` (W,) are the starts (not modified),
+        ``lstar`` (W,) each walker's threshold, ``dirs`` (n_steps, W, ndim) the
+        slice directions in the unit cube and ``unif`` (n_steps, max_shrink + 1,
+        W) the interval placements and shrinkage uniforms. Returns the new
+        ``u, v, logl`` and per walker the misses and likelihood evaluations.
+        The twin is :class:`NestedSampler`'s generic slice path with this
+        model's :meth:`loglike`.
+        """
+        from . import _loader
+        cp = self.xp
+        f64 = np.float64
+        W, d = u.shape
+        n_steps = dirs.shape[0]
+        uo = cp.array(u, dtype=f64, order="C")
+        vo = cp.array(v, dtype=f64, order="C")
+        lo = cp.array(logl, dtype=f64, order="C")
+        nrej = cp.zeros(W, dtype=cp.int32)
+        neval = cp.zeros(W, dtype=cp.int32)
+        if W == 0:
+            return uo, vo, lo, nrej, neval
+        name = f"sinusoid_slice<{'float' if self.dtype == np.float32 else 'double'}>"
+        fn = _loader.get_function("nested.cu", name, _KERNELS)
+        block = self.slice_block
+        if block is None:  # one walker per SM where walkers are few; smaller blocks share SMs where many
+            block = 1024 if W <= _loader.sm_count() else 512
+        grid = min(W, 65535)
+        fn((grid,), (int(block),),
+           (uo, vo, lo, _loader.contiguous(lstar, f64), _loader.contiguous(dirs, f64),
+            _loader.contiguous(unif, f64), self.t, self.y, _loader.i64(self.t.shape[0]), _loader.i32(W),
+            _loader.i32(self.n_atoms), _loader.i32(n_steps), _loader.i32(max_shrink), f64(self.amin),
+            f64(self.amax), f64(self.fmin), f64(self.fmax), _loader.i32(int(self.ordered and self.n_atoms > 1)),
+            f64(self._const), f64(self.sigma ** 2), nrej, neval))
+        return uo, vo, lo, nrej, neval
 
     def _loglike_expr(self, theta):
         xp = self.xp

@@ -298,6 +298,175 @@ __global__ void glm_fg_reduce(const double* __restrict__ part, int n_part, int B
 }
 
 // ---------------------------------------------------------------------------
+// glm_fg_rows<T, NB>: the same sums with a thread per row, for up to NB <= 8 chains (the default kernel
+// for them; NB = 1, 2, 4 or 8 fixes the accumulators each thread keeps in registers). X is streamed as in glm_fg_tiles (the same prefetch of R * K contiguous elements, 128-bit
+// loads, the next tile in flight while the block works on this one) and stored in shared memory with
+// row stride Kp (K, or K + 1 when K is a multiple of 4, so that 32 consecutive rows fall in at least 16
+// banks; with Kp == K the tile is stored as it came, 16 bytes a thread).
+//
+// Phase 1: a thread per (chain, row) of the tile forms eta from the row in shared memory and the
+// chain's coefficients (beta_s, read by all lanes at once), then its log-likelihood and
+// r = w dloglik/deta in double; r (in T) and the log-likelihood (double) go to shared memory. No
+// shuffles, no reductions across lanes: every thread's work is independent, so a tile takes a few
+// dependent steps rather than glm_fg_tiles' 32-row chains of exchanges.
+// Phase 2: thread (sub, c), c <= K, adds column c of rows t0(sub) .. t1(sub) of the tile times r of
+// each chain (the rows' log-likelihoods for c == K), in T over the tile's rows and then into a double
+// accumulator it keeps, in registers, over all its tiles. At the end the nsub = GLM_THREADS / (K + 1)
+// threads of a column are summed in order and the block writes part[blockIdx.x] (B x (K + 1)), which
+// glm_fg_reduce adds up: no atomics, a fixed order, results that repeat bit for bit.
+//
+// Shared memory, as the launcher computes it: ll_s 8*B*R | x_s max(R*Kp*sizeof(T), 8*nsub*B*(K+1))
+// (rounded up to 16 bytes) | r_s B*R*sizeof(T) | beta_s B*K*sizeof(T).
+
+#ifndef GLM_ROWS_MIN_BLOCKS
+#define GLM_ROWS_MIN_BLOCKS 3
+#endif
+
+// Blocks per SM the compiler must fit: three for up to four chains (80 registers a thread, the most
+// bytes in flight; on an H100, N = 4M, K = 50, one chain: 0.31 ms a call queued against 0.36 with two);
+// two for eight chains, whose phase-2 sums need the registers (8 chains: 1.62 ms against 1.86 with three).
+template <int NB>
+struct glm_rows_min_blocks {
+    static constexpr int value = NB >= 8 ? (GLM_ROWS_MIN_BLOCKS < 2 ? GLM_ROWS_MIN_BLOCKS : 2) : GLM_ROWS_MIN_BLOCKS;
+};
+
+template <typename T, int NB>
+__global__ void __launch_bounds__(GLM_THREADS, glm_rows_min_blocks<NB>::value)
+glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w, const T* __restrict__ off,
+            const T* __restrict__ beta, long long N, int K, int Kp, int B, int R, int xs_len, int vec, int family,
+            double sigma, double* __restrict__ part) {
+    constexpr int EV = 16 / (int)sizeof(T);
+    extern __shared__ __align__(16) unsigned char glm_smem[];
+    double* ll_s = reinterpret_cast<double*>(glm_smem);
+    T* x_s = reinterpret_cast<T*>(ll_s + (size_t)B * R);
+    T* r_s = x_s + xs_len;
+    T* beta_s = r_s + (size_t)B * R;
+    double* red = reinterpret_cast<double*>(x_s);  // the end's sums over subsets, once x_s is done
+    const int tid = threadIdx.x;
+    for (int j = tid; j < B * K; j += GLM_THREADS) beta_s[j] = beta[j];
+    const int KA = K + 1, nsub = GLM_THREADS / KA;
+    const int cc = tid % KA, sub = tid / KA;
+    const bool gact = sub < nsub;
+    const int t0 = gact ? (sub * R) / nsub : 0, t1 = gact ? ((sub + 1) * R) / nsub : 0;
+    double acc[NB];
+#pragma unroll
+    for (int b = 0; b < NB; ++b) acc[b] = 0.0;
+    const long long n_tiles = (N + R - 1) / R;
+    const int tile_el = R * K;
+    const float invK = 1.0f / (float)K;
+    uint4 buf[GLM_VPT];
+    long long tile = blockIdx.x;
+    if (tile < n_tiles) glm_prefetch<T>(buf, X, tile, R, K, N, vec);
+    for (; tile < n_tiles; tile += gridDim.x) {
+        const long long row0 = tile * (long long)R;
+        const int rows = (int)min((long long)R, N - row0);
+        __syncthreads();  // the previous tile's phase 2 is done with x_s, r_s and ll_s
+        if (Kp == K) {
+#pragma unroll
+            for (int v = 0; v < GLM_VPT; ++v) {
+                const int e = (tid + v * GLM_THREADS) * EV;
+                if (e < tile_el) *reinterpret_cast<uint4*>(x_s + e) = buf[v];
+            }
+        } else {
+#pragma unroll
+            for (int v = 0; v < GLM_VPT; ++v) {
+                const int e = (tid + v * GLM_THREADS) * EV;
+                if (e < tile_el) {
+                    int row = (int)((float)e * invK);  // e < 2^24: exact but for the rounding of invK
+                    if (row * K > e) --row;
+                    else if ((row + 1) * K <= e) ++row;
+                    int col = e - row * K;
+                    const T* vals = reinterpret_cast<const T*>(&buf[v]);
+#pragma unroll
+                    for (int i = 0; i < EV; ++i) {
+                        if (e + i < tile_el) x_s[row * Kp + col] = vals[i];
+                        if (++col == K) { col = 0; ++row; }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        if (tile + gridDim.x < n_tiles) glm_prefetch<T>(buf, X, tile + gridDim.x, R, K, N, vec);
+        for (int item = tid; item < B * R; item += GLM_THREADS) {
+            const int b = item / R, t = item - b * R;
+            double ll = 0.0;
+            T r = T(0);
+            if (t < rows) {
+                const long long i = row0 + t;
+                const T yi = y[i];
+                const T wi = w ? w[i] : T(1);
+                const T oi = off ? off[i] : T(0);
+                const T* xr = x_s + t * Kp;
+                const T* bt = beta_s + b * K;
+                T s0 = T(0), s1 = T(0);
+                int c = 0;
+                for (; c + 1 < K; c += 2) {
+                    s0 += xr[c] * bt[c];
+                    s1 += xr[c + 1] * bt[c + 1];
+                }
+                if (c < K) s0 += xr[c] * bt[c];
+                double rd;
+                ll = glm_row<T>(family, (double)oi + (double)(s0 + s1), (double)yi, sigma, &rd) * (double)wi;
+                r = (T)(rd * (double)wi);
+            }
+            ll_s[item] = ll;
+            r_s[item] = r;
+        }
+        __syncthreads();
+        if (gact) {
+            if (cc < K) {
+                T pt[NB];
+#pragma unroll
+                for (int b = 0; b < NB; ++b) pt[b] = T(0);
+                for (int t = t0; t < t1; ++t) {
+                    const T xv = x_s[t * Kp + cc];
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+                        if (b < B) pt[b] += xv * r_s[b * R + t];
+                }
+#pragma unroll
+                for (int b = 0; b < NB; ++b) acc[b] += (double)pt[b];
+            } else {
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    if (b < B) {
+                        double p = 0.0;
+                        for (int t = t0; t < t1; ++t) p += ll_s[b * R + t];
+                        acc[b] += p;
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (gact) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+            if (b < B) red[((size_t)sub * B + b) * KA + cc] = acc[b];
+    }
+    __syncthreads();
+    for (int j = tid; j < B * KA; j += GLM_THREADS) {
+        double s = 0.0;
+        for (int q = 0; q < nsub; ++q) s += red[(size_t)q * B * KA + j];
+        part[(size_t)blockIdx.x * B * KA + j] = s;
+    }
+}
+
+#ifndef __CUDACC_RTC__
+#define GLM_ROWS_INST(T, NB)                                                                                    \
+    template __global__ void glm_fg_rows<T, NB>(const T*, const T*, const T*, const T*, const T*, long long, int, \
+                                                int, int, int, int, int, int, double, double*);
+GLM_ROWS_INST(float, 1)
+GLM_ROWS_INST(float, 2)
+GLM_ROWS_INST(float, 4)
+GLM_ROWS_INST(float, 8)
+GLM_ROWS_INST(double, 1)
+GLM_ROWS_INST(double, 2)
+GLM_ROWS_INST(double, 4)
+GLM_ROWS_INST(double, 8)
+#endif
+
+// ---------------------------------------------------------------------------
 // glm_fg_rowwise: the earlier kernel, kept to compare against. A thread per row computes eta for each
 // chain, reading its row's K elements one at a time (a warp's load touches 32 rows K * sizeof(T) bytes
 // apart), and keeps r in shared memory; then K threads read the same rows again (from L1/L2) to add
@@ -774,4 +943,139 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
         T*, int*, long long, long long, int, int, int, int, int, int, int, int, int, int, long long, int, double);
 GLM_PASS_INST(float)
 GLM_PASS_INST(double)
+#endif
+
+// ---------------------------------------------------------------------------
+// glm_niw: the hierarchical model's draw of (mu, Sigma) | beta from the normal-inverse-Wishart
+// conditional, one block per chain, all in double, with no host round trip (gpumcmc.models.glm's
+// _niw_twin is the same algorithm on the host). Given the chain's group coefficients beta (G x K):
+//   bbar, S: the groups' mean and scatter, in one pass over beta shifted by its first group (chunks of
+//     GLM_NIW_CH groups staged in shared memory; thread per (i >= j) entry),
+//   psi = psi0 + S + kappa0 G / (kappa0 + G) bbar bbar^T and its lower Cholesky factor C,
+//   A the Bartlett factor (A_ii = sqrt(2 gam_i), A_ij = zn_ij below the diagonal),
+//   M = C A^-T (so that Sigma = M M^T ~ InvWishart(nu0 + G, psi)) and Nn = C^-T A (Sigma^-1 = Nn Nn^T),
+//   mu = G bbar / (kappa0 + G) + M z / sqrt(kappa0 + G).
+// Shared memory: 4 K^2 + K + GLM_NIW_CH K doubles (the launcher checks that this fits).
+
+#ifndef GLM_NIW_CH
+#define GLM_NIW_CH 16
+#endif
+
+template <typename T>
+__global__ void glm_niw(const T* __restrict__ beta, const double* __restrict__ psi0, const double* __restrict__ gam,
+                        const double* __restrict__ zn, const double* __restrict__ z, int G, int K, double kappa0,
+                        T* __restrict__ mu_out, T* __restrict__ prec_out, T* __restrict__ sigma_out) {
+    extern __shared__ double glm_niw_s[];
+    const int KK = K * K;
+    double* P = glm_niw_s;  // scatter, then psi, then its Cholesky factor (lower triangle)
+    double* A = P + KK;
+    double* M = A + KK;
+    double* Nn = M + KK;
+    double* dsum = Nn + KK;  // K: sums of beta - beta[0]
+    double* buf = dsum + K;  // GLM_NIW_CH x K
+    const int c = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
+    const T* b = beta + (size_t)c * G * K;
+    const int npair = K * (K + 1) / 2;
+    for (int j = tid; j < KK; j += nt) P[j] = 0.0;
+    for (int j = tid; j < K; j += nt) dsum[j] = 0.0;
+    __syncthreads();
+    for (int g0 = 0; g0 < G; g0 += GLM_NIW_CH) {
+        const int ng = min(GLM_NIW_CH, G - g0);
+        for (int j = tid; j < ng * K; j += nt) buf[j] = (double)b[(size_t)g0 * K + j] - (double)b[j % K];
+        __syncthreads();
+        for (int p = tid; p < npair + K; p += nt) {
+            if (p < npair) {  // entry (i, j), i >= j, of the lower triangle, row by row
+                int i = (int)((sqrt(8.0 * p + 1.0) - 1.0) * 0.5);
+                if (i * (i + 1) / 2 > p) --i;
+                else if ((i + 1) * (i + 2) / 2 <= p) ++i;
+                const int j = p - i * (i + 1) / 2;
+                double s = 0.0;
+                for (int g = 0; g < ng; ++g) s += buf[g * K + i] * buf[g * K + j];
+                P[i * K + j] += s;
+            } else {
+                const int k = p - npair;
+                double s = 0.0;
+                for (int g = 0; g < ng; ++g) s += buf[g * K + k];
+                dsum[k] += s;
+            }
+        }
+        __syncthreads();
+    }
+    const double kn = kappa0 + (double)G, coef = kappa0 * (double)G / kn;
+    // psi (lower triangle); dsum becomes bbar after every thread has read dsum
+    for (int p = tid; p < KK; p += nt) {
+        const int i = p / K, j = p - i * K;
+        if (j <= i) {
+            const double di = dsum[i] / G, dj = dsum[j] / G;
+            const double bi = (double)b[i] + di, bj = (double)b[j] + dj;
+            const double S = P[p] - (double)G * di * dj;
+            P[p] = 0.5 * (psi0[p] + psi0[j * K + i]) + S + coef * bi * bj;
+        }
+        // the Bartlett factor
+        A[p] = j < i ? zn[(size_t)c * KK + p] : (j == i ? sqrt(2.0 * gam[(size_t)c * K + i]) : 0.0);
+    }
+    __syncthreads();
+    for (int k = tid; k < K; k += nt) dsum[k] = (double)b[k] + dsum[k] / G;  // bbar
+    // Cholesky of psi in place (lower), column by column
+    for (int j = 0; j < K; ++j) {
+        if (tid == 0) P[j * K + j] = sqrt(P[j * K + j]);
+        __syncthreads();
+        for (int i = j + 1 + tid; i < K; i += nt) P[i * K + j] /= P[j * K + j];
+        __syncthreads();
+        const int m = K - j - 1;
+        for (int q = tid; q < m * m; q += nt) {
+            const int i = j + 1 + q / m, k = j + 1 + q % m;
+            if (k <= i) P[i * K + k] -= P[i * K + j] * P[k * K + j];
+        }
+        __syncthreads();
+    }
+    // M (row r: A m = C[r, :]^T, forward) and Nn (column j: C^T n = A[:, j], backward)
+    for (int t = tid; t < 2 * K; t += nt) {
+        if (t < K) {
+            const int r = t;
+            for (int i = 0; i < K; ++i) {
+                double s = i <= r ? P[r * K + i] : 0.0;
+                for (int l = 0; l < i; ++l) s -= A[i * K + l] * M[r * K + l];
+                M[r * K + i] = s / A[i * K + i];
+            }
+        } else {
+            const int j = t - K;
+            for (int i = K - 1; i >= 0; --i) {
+                double s = A[i * K + j];
+                for (int l = i + 1; l < K; ++l) s -= P[l * K + i] * Nn[l * K + j];
+                Nn[i * K + j] = s / P[i * K + i];
+            }
+        }
+    }
+    __syncthreads();
+    const double rk = 1.0 / sqrt(kn);
+    for (int p = tid; p < KK + K; p += nt) {
+        if (p < KK) {
+            const int i = p / K, j = p - i * K;
+            if (j <= i) {
+                double s = 0.0, q = 0.0;
+                for (int l = 0; l < K; ++l) {
+                    s += M[i * K + l] * M[j * K + l];
+                    q += Nn[i * K + l] * Nn[j * K + l];
+                }
+                const size_t o = (size_t)c * KK;
+                sigma_out[o + i * K + j] = (T)s;
+                sigma_out[o + j * K + i] = (T)s;
+                prec_out[o + i * K + j] = (T)q;
+                prec_out[o + j * K + i] = (T)q;
+            }
+        } else {
+            const int i = p - KK;
+            double s = 0.0;
+            for (int l = 0; l < K; ++l) s += M[i * K + l] * z[(size_t)c * K + l];
+            mu_out[(size_t)c * K + i] = (T)((double)G / kn * dsum[i] + s * rk);
+        }
+    }
+}
+
+#ifndef __CUDACC_RTC__
+template __global__ void glm_niw<float>(const float*, const double*, const double*, const double*, const double*, int,
+                                        int, double, float*, float*, float*);
+template __global__ void glm_niw<double>(const double*, const double*, const double*, const double*, const double*,
+                                         int, int, double, double*, double*, double*);
 #endif

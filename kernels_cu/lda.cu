@@ -151,3 +151,214 @@ template __global__ void lda_col_normalise<float>(const float*, const float*, co
 template __global__ void lda_col_normalise<double>(const double*, const double*, const double*, double*,
                                                    const double*, double*, const double*, long long, int);
 #endif
+
+// ---------------------------------------------------------------------------
+// The z-draw of a sweep fused with the counts: for every token t of chain c,
+//
+//   z ~ Cat(theta[c, d_t, :] * phi[w_t, c, :])
+//
+// by the rule of gpumcmc.categorical_products (the smallest k whose prefix
+// sum of the products exceeds u * total, u from the Philox block with counter
+// (c * T + t, off)), and z adds one to n_dk[c, d_t, z] and n_wk[w_t, c, z] at
+// once: the tokens are read once per sweep and z is never stored (unless
+// zout is given, for tests).
+//
+// Layouts: theta (C, M, K); phi (V, C, K), so that the Dirichlet over words
+// normalises the columns of a (V, C K) array; n_dk like theta, n_wk like phi.
+//
+// A warp takes a run of consecutive tokens (in token_order: sorted by word
+// within tiles of documents). The word's phi row goes to the warp's slice of
+// shared memory when the word changes. The document's theta row is read
+// either densely, or, where the row has few non-zero entries (nnz[row] <=
+// K / 2: with small priors most entries of theta underflow to exactly zero,
+// about 90% of them at alpha = 1/1024 in float32), from its compacted list
+// of (topic, value) pairs made by lda_theta_compact. A zero entry adds
+// exactly nothing to a prefix sum and is never drawn, so both forms give the
+// same index. Lane l owns entries [l n, (l + 1) n) of the row (n = ceil(len /
+// 32)), adds its products left to right, and a warp scan of the lane sums
+// gives the prefixes; the search takes the first lane whose inclusive prefix
+// exceeds the target (only lanes with a positive sum), else the last
+// positive one, then walks that lane's entries, again taking only positive
+// products and the last positive one if rounding leaves none above the
+// target. A zero product is never drawn, and a token with a positive total
+// always gets a topic; a token without one gets -1 and is not counted.
+//
+// Counts: every 32 tokens, lane i holds token i's keys; lanes that share a
+// cell add once through their leader (__match_any_sync), as lda_counts does.
+//
+// Twin: gpumcmc/models/lda.py (zdraw_counts on NumPy: categorical_products
+// with method "prefix", then counts_twin). The prefix sums are added in
+// another order than NumPy's cumsum, so where one lies within rounding of
+// u * total the index may differ by one positive neighbour, as for the
+// "warp" method.
+#include "categorical.cuh"
+
+#ifndef GPUMCMC_LDA_ZWARPS
+#define GPUMCMC_LDA_ZWARPS 4
+#endif
+
+template <typename T>
+__global__ void lda_theta_compact(const T* __restrict__ theta, long long n_rows, int K, int* __restrict__ nnz,
+                                  int* __restrict__ sidx, T* __restrict__ sval) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = (long long)gridDim.x * blockDim.x / 32;
+    for (long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < n_rows; row += warps) {
+        const T* src = theta + row * K;
+        int* di = sidx + row * K;
+        T* dv = sval + row * K;
+        int base = 0;
+        for (int k0 = 0; k0 < K; k0 += 32) {
+            const int k = k0 + lane;
+            const T v = k < K ? src[k] : T(0);
+            const bool nz = v != T(0);
+            const unsigned b = __ballot_sync(0xffffffffu, nz);
+            if (nz) {
+                const int pos = base + __popc(b & ((1u << lane) - 1u));
+                di[pos] = k;
+                dv[pos] = v;
+            }
+            base += __popc(b);
+        }
+        if (lane == 0) nnz[row] = base;
+    }
+}
+
+// The shared-memory copy of a phi row has one padding word after every 32:
+// element k sits at k + k / 32, so that lanes reading their own runs of
+// consecutive topics (lane l from l n on) fall in distinct banks for n a
+// power of two.
+__device__ __forceinline__ int lda_pad(int k) { return k + (k >> 5); }
+
+template <typename T>
+__device__ __forceinline__ void lda_load_row(T* __restrict__ dst, const T* __restrict__ src, int K, int lane) {
+    if (sizeof(T) == 4 && (K & 3) == 0 && (((unsigned long long)src) & 15) == 0) {
+        const float4* s4 = reinterpret_cast<const float4*>(src);
+        for (int j = lane; j < K / 4; j += 32) {
+            const float4 q = s4[j];
+            const int k = lda_pad(4 * j);   // the 4 elements lie in one group of 32
+            dst[k] = (T)q.x;
+            dst[k + 1] = (T)q.y;
+            dst[k + 2] = (T)q.z;
+            dst[k + 3] = (T)q.w;
+        }
+    } else {
+        for (int j = lane; j < K; j += 32) dst[lda_pad(j)] = src[j];
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(32 * GPUMCMC_LDA_ZWARPS)
+lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __restrict__ rows,
+          const int* __restrict__ cols, const int* __restrict__ nnz, const int* __restrict__ sidx,
+          const T* __restrict__ sval, int* __restrict__ ndk, int* __restrict__ nwk, long long* __restrict__ zout,
+          long long n, int M, int C, int K, unsigned int k0, unsigned int k1, unsigned int off_lo,
+          unsigned int off_hi) {
+    extern __shared__ __align__(16) unsigned char lda_smem[];
+    using gpumcmc::cat::FULL;
+    const int lane = threadIdx.x & 31;
+    const int wib = threadIdx.x >> 5;
+    T* ph = reinterpret_cast<T*>(lda_smem) + (long long)wib * (lda_pad(K) + 1);
+    const int c = blockIdx.y;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const long long warps = (long long)gridDim.x * blockDim.x / 32;
+    const long long per = (n + warps - 1) / warps;
+    const long long r_begin = warp * per;
+    const long long r_end = r_begin + per < n ? r_begin + per : n;
+    const uint2 key = make_uint2(k0, k1);
+    const long long row0 = (long long)c * M;   // chain c's first theta row
+
+    int prev_w = -1;
+    T u_b = T(0);
+    int d_b = 0, w_b = 0;
+    long long myz = -1;
+    for (long long r = r_begin; r < r_end; ++r) {
+        const int i = (int)((r - r_begin) & 31);
+        if (i == 0) {
+            const long long rr = r + lane < r_end ? r + lane : r_end - 1;
+            u_b = gpumcmc::cat::row_uniform((T*)nullptr, (unsigned long long)((long long)c * n + rr), key, off_lo,
+                                           off_hi);
+            d_b = rows[rr];
+            w_b = cols[rr];
+            myz = -1;
+        }
+        const T u = __shfl_sync(FULL, u_b, i);
+        const int d = __shfl_sync(FULL, d_b, i);
+        const int w = __shfl_sync(FULL, w_b, i);
+        if (w != prev_w) {
+            __syncwarp();
+            lda_load_row<T>(ph, phi + ((long long)w * C + c) * K, K, lane);
+            __syncwarp();
+            prev_w = w;
+        }
+        const long long row = row0 + d;
+        const int len = nnz ? nnz[row] : K;
+        const bool sparse = nnz && 2 * len <= K;
+        const int L = sparse ? len : K;
+        const int per_lane = (L + 31) / 32;
+        const int e0 = lane * per_lane;
+        const int e1 = min(L, e0 + per_lane);
+        const int* ix = sidx + row * K;
+        const T* vs = sparse ? sval + row * K : theta + row * K;
+        T s = T(0);
+#pragma unroll 4
+        for (int e = e0; e < e1; ++e) {
+            const int k = sparse ? ix[e] : e;
+            s += gpumcmc::cat::mul_rn(vs[e], ph[lda_pad(k)]);
+        }
+        T incl = s;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const T t = __shfl_up_sync(FULL, incl, o);
+            if (lane >= o) incl += t;
+        }
+        const T total = __shfl_sync(FULL, incl, 31);
+        const T target = u * total;
+        int z = -1;
+        if (total > target) {  // a positive, finite total (u < 1); the same in every lane
+            const unsigned hit = __ballot_sync(FULL, s > T(0) && incl > target);
+            const unsigned pos = __ballot_sync(FULL, s > T(0));
+            const int ls = hit ? __ffs(hit) - 1 : 31 - __clz(pos);
+            T p = __shfl_up_sync(FULL, incl, 1);
+            if (lane == 0) p = T(0);
+            int sel = -1;
+            if (lane == ls) {
+                int last = -1;
+                for (int e = e0; e < e1; ++e) {
+                    const int k = sparse ? ix[e] : e;
+                    const T wgt = gpumcmc::cat::mul_rn(vs[e], ph[lda_pad(k)]);
+                    p += wgt;
+                    if (wgt > T(0)) {
+                        if (sel < 0 && p > target) sel = k;
+                        last = k;
+                    }
+                }
+                if (sel < 0) sel = last;
+            }
+            z = __shfl_sync(FULL, sel, ls);
+        }
+        if (lane == i) myz = z;
+        if (zout && lane == 0) zout[(long long)c * n + r] = z;
+        if (i == 31 || r + 1 == r_end) {
+            // The batch's counts: lane j < i + 1 holds token j's topic.
+            const bool has = lane <= i && myz >= 0;
+            const unsigned long long none = ~0ull - (unsigned long long)lane;  // distinct, never a real key
+            const unsigned long long dkey = has ? (unsigned long long)((row0 + d_b) * K + myz) : none;
+            const unsigned long long wkey = has ? (unsigned long long)(((long long)w_b * C + c) * K + myz) : none;
+            const unsigned dp = __match_any_sync(FULL, dkey);
+            if (has && lane == __ffs(dp) - 1) atomicAdd(ndk + dkey, __popc(dp));
+            const unsigned wp = __match_any_sync(FULL, wkey);
+            if (has && lane == __ffs(wp) - 1) atomicAdd(nwk + wkey, __popc(wp));
+        }
+    }
+}
+
+#ifndef __CUDACC_RTC__
+template __global__ void lda_theta_compact<float>(const float*, long long, int, int*, int*, float*);
+template __global__ void lda_theta_compact<double>(const double*, long long, int, int*, int*, double*);
+template __global__ void lda_zdraw<float>(const float*, const float*, const int*, const int*, const int*, const int*,
+                                          const float*, int*, int*, long long*, long long, int, int, int,
+                                          unsigned int, unsigned int, unsigned int, unsigned int);
+template __global__ void lda_zdraw<double>(const double*, const double*, const int*, const int*, const int*,
+                                           const int*, const double*, int*, int*, long long*, long long, int, int,
+                                           int, unsigned int, unsigned int, unsigned int, unsigned int);
+#endif

@@ -16,9 +16,12 @@
 //
 // Modes:
 //   SAMPLE (0): z_i = argmax_j (l_ij + g_ij), g_ij standard Gumbel from Philox:
-//               counter index (chain * n_total + i) * ceil(K/4) + j/4, word j%4,
-//               keyed by the global data index i, so chunked and unchunked
-//               runs give the same draws; lse_i = logsumexp_j l_ij if lse given.
+//               counter index (chain * ctr_rows + row0 + i) * ceil(K/4) + j/4,
+//               word j%4, keyed by the global data index row0 + i, so chunked
+//               and unchunked runs give the same draws, and so do runs with
+//               the data split over devices (a shard of rows row0 .. row0 +
+//               n_total - 1 of ctr_rows in all; one device: row0 = 0,
+//               ctr_rows = n_total); lse_i = logsumexp_j l_ij if lse given.
 //   ARGMAX (1): z_i = argmax_j l_ij, lse_i as above.
 //   RESP   (2): resp[(chain * K + j) * m + (i - start)] = exp(l_ij - lse_i)
 //               (K x m per chain, coalesced along the chunk), lse_i. With
@@ -166,6 +169,8 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
     T* __restrict__ resp,          // (chains, K, m) or null (mode RESP)
     double* __restrict__ resp_out, // float64 probabilities or null (mode RESP), in row blocks of mb (below)
     long long mb,                  // rows per block of resp_out (m: the plain (chains, K, m) layout)
+    long long ctr_rows,            // rows of the whole data set (the Philox counter range per chain)
+    long long row0,                // global index of row 0 of x (this shard's first row)
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi) {
     // Tile rows padded to a multiple of 4 values and 16-byte aligned, so that
     // the broadcast loads of one component's values can be vectorised.
@@ -199,7 +204,7 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
             best_j[rr] = 0;
             mx[rr] = NEG_INF;
             s[rr] = T(0);
-            ctr0[rr] = (unsigned long long)(chain * n_total + gi[rr]) * (unsigned long long)K4;
+            ctr0[rr] = (unsigned long long)(chain * ctr_rows + row0 + gi[rr]) * (unsigned long long)K4;
             words[rr] = make_uint4(0u, 0u, 0u, 0u);
         }
 
@@ -603,10 +608,10 @@ __global__ void __launch_bounds__(MIX_COMP_THREADS) mixture_gibbs_params(
 
 #ifndef __CUDACC_RTC__
 template __global__ void mixture_logits<float>(const float*, long long, long long, long long, const float*, int, int,
-                                               int*, float*, float*, double*, long long, unsigned int,
+                                               int*, float*, float*, double*, long long, long long, long long, unsigned int,
                                                unsigned int, unsigned int, unsigned int);
 template __global__ void mixture_logits<double>(const double*, long long, long long, long long, const double*, int,
-                                                int, int*, double*, double*, double*, long long, unsigned int,
+                                                int, int*, double*, double*, double*, long long, long long, long long, unsigned int,
                                                 unsigned int, unsigned int, unsigned int);
 template __global__ void mixture_stats_partial<float>(const float*, long long, const int*, const int*, int, long long,
                                                       double*);

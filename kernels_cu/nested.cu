@@ -77,9 +77,165 @@ sinusoid_ssq(const T* __restrict__ params, const T* __restrict__ t, const T* __r
     }
 }
 
+
+// ---------------------------------------------------------------------------
+// The fused constrained step: one block per walker runs all n_steps slices of
+// its new point, proposals, prior transform and likelihood included, so an
+// iteration of nested sampling is one launch whatever the number of shrinkage
+// rounds. Twin: NestedSampler._evolve's slice path in gpumcmc/nested.py with
+// SinusoidModel.loglike, which consumes the same directions and uniforms:
+//
+//   slice i:  lo = -unif[i][0][w], hi = lo + 1
+//   round k:  t = lo + (hi - lo) * unif[i][k + 1][w];  x' = x + t * dirs[i][w]
+//             accept if x' is inside the unit cube and logL(x') > lstar[w];
+//             else shrink (lo = t if t < 0, hi = t otherwise) and go on;
+//             after max_shrink misses the walker stays where it is.
+//
+// dirs: (n_steps, n_walkers, ndim) in the unit cube; unif: (n_steps,
+// max_shrink + 1, n_walkers). u, v, logl are read as the starts and
+// overwritten with the new points; nrej counts misses and neval the
+// likelihood evaluations (proposals outside the cube are not evaluated).
+// Block: any multiple of 32 up to 1024 threads; the data are read with a
+// block-stride loop and the sum of squares is reduced in double.
+#ifndef GPUMCMC_NESTED_MAX_DIM
+#define GPUMCMC_NESTED_MAX_DIM (3 * GPUMCMC_NESTED_MAX_ATOMS)
+#endif
+
+__device__ __forceinline__ double warp_sum_d(double x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+sinusoid_slice(double* __restrict__ u, double* __restrict__ v, double* __restrict__ logl,
+               const double* __restrict__ lstar, const double* __restrict__ dirs, const double* __restrict__ unif,
+               const T* __restrict__ t, const T* __restrict__ y, long long n_data, int n_walkers, int n_atoms,
+               int n_steps, int max_shrink, double amin, double amax, double fmin, double fmax, int ordered,
+               double lconst, double sigma2, int* __restrict__ nrej, int* __restrict__ neval) {
+    __shared__ double x[GPUMCMC_NESTED_MAX_DIM], xv[GPUMCMC_NESTED_MAX_DIM];
+    __shared__ double px[GPUMCMC_NESTED_MAX_DIM], pv[GPUMCMC_NESTED_MAX_DIM];
+    __shared__ T pa[GPUMCMC_NESTED_MAX_ATOMS], pb[GPUMCMC_NESTED_MAX_ATOMS], pf[GPUMCMC_NESTED_MAX_ATOMS];
+    __shared__ double red[32];
+    __shared__ int s_inside, s_done;
+    const int J = n_atoms < GPUMCMC_NESTED_MAX_ATOMS ? n_atoms : GPUMCMC_NESTED_MAX_ATOMS;
+    const int d = 3 * J;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n_warps = (blockDim.x + 31) >> 5;
+    for (int w = blockIdx.x; w < n_walkers; w += gridDim.x) {
+        __syncthreads();  // the previous walker's shared state is no longer read
+        for (int j = tid; j < d; j += blockDim.x) {
+            x[j] = u[(long long)w * d + j];
+            xv[j] = v[(long long)w * d + j];
+        }
+        double cur = logl[w];  // meaningful in thread 0 only
+        const double ls = lstar[w];
+        int misses = 0, evals = 0;
+        __syncthreads();
+        for (int i = 0; i < n_steps; ++i) {
+            const double* dir = dirs + ((long long)i * n_walkers + w) * d;
+            const double* un = unif + (long long)i * (max_shrink + 1) * n_walkers + w;
+            double lo = -un[0];
+            double hi = 1.0 + lo;
+            for (int k = 0; k < max_shrink; ++k) {
+                double tt = 0.0;
+                if (tid == 0) {
+                    tt = lo + (hi - lo) * un[(long long)(k + 1) * n_walkers];
+                    int inside = 1;
+                    for (int j = 0; j < d; ++j) {
+                        const double q = x[j] + tt * dir[j];
+                        px[j] = q;
+                        inside &= (q > 0.0) & (q < 1.0);
+                    }
+                    if (inside) {  // the prior transform of SinusoidModel.prior_transform
+                        double s = 1.0;
+                        for (int j = J - 1; j >= 0; --j) {
+                            const double a = amin + (amax - amin) * px[3 * j];
+                            const double b = amin + (amax - amin) * px[3 * j + 1];
+                            double uf = px[3 * j + 2];
+                            if (ordered && J > 1) {
+                                s = (j == J - 1) ? pow(uf, 1.0 / J) : s * pow(uf, 1.0 / (j + 1));
+                                uf = s;
+                            }
+                            const double f = fmin + (fmax - fmin) * uf;
+                            pv[3 * j] = a;
+                            pv[3 * j + 1] = b;
+                            pv[3 * j + 2] = f;
+                            pa[j] = (T)a;
+                            pb[j] = (T)b;
+                            pf[j] = (T)2 * (T)f;
+                        }
+                    }
+                    s_inside = inside;
+                }
+                __syncthreads();  // A: the proposal is in shared memory
+                const int inside = s_inside;
+                double acc = 0.0;
+                if (inside) {
+                    for (long long n = tid; n < n_data; n += blockDim.x) {
+                        const T ti = t[n];
+                        T m = (T)0;
+                        for (int j = 0; j < J; ++j) {
+                            T sn, cs;
+                            sincospi_t<T>(pf[j] * ti, &sn, &cs);
+                            m += pa[j] * cs + pb[j] * sn;
+                        }
+                        const double r = (double)m - (double)y[n];
+                        acc += r * r;
+                    }
+                    acc = warp_sum_d(acc);
+                    if (lane == 0) red[warp] = acc;
+                }
+                __syncthreads();  // B: the partial sums are in shared memory
+                if (tid == 0) {
+                    int ok = 0;
+                    if (inside) {
+                        double ssq = 0.0;
+                        for (int q = 0; q < n_warps; ++q) ssq += red[q];
+                        const double ll = lconst - 0.5 * ssq / sigma2;
+                        ++evals;
+                        if (ll > ls) {
+                            ok = 1;
+                            cur = ll;
+                            for (int j = 0; j < d; ++j) {
+                                x[j] = px[j];
+                                xv[j] = pv[j];
+                            }
+                        }
+                    }
+                    if (!ok) {
+                        ++misses;
+                        if (tt < 0.0) lo = tt; else hi = tt;
+                    }
+                    s_done = ok;
+                }
+                __syncthreads();  // C: the decision is in shared memory
+                if (s_done) break;
+            }
+        }
+        __syncthreads();
+        for (int j = tid; j < d; j += blockDim.x) {
+            u[(long long)w * d + j] = x[j];
+            v[(long long)w * d + j] = xv[j];
+        }
+        if (tid == 0) {
+            logl[w] = cur;
+            nrej[w] = misses;
+            neval[w] = evals;
+        }
+    }
+}
+
 #ifndef __CUDACC_RTC__
 template __global__ void sinusoid_ssq<float>(const float*, const float*, const float*, long long, int, long long,
                                              double*);
 template __global__ void sinusoid_ssq<double>(const double*, const double*, const double*, long long, int,
                                               long long, double*);
+template __global__ void sinusoid_slice<float>(double*, double*, double*, const double*, const double*,
+                                               const double*, const float*, const float*, long long, int, int,
+                                               int, int, double, double, double, double, int, double, double, int*,
+                                               int*);
+template __global__ void sinusoid_slice<double>(double*, double*, double*, const double*, const double*,
+                                                const double*, const double*, const double*, long long, int, int,
+                                                int, int, double, double, double, double, int, double, double,
+                                                int*, int*);
 #endif

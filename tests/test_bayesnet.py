@@ -126,8 +126,170 @@ def test_gibbs_sweep_matches_enumeration_fixed_cpts():
     x = np.array([[-1, 1, 0, -1, 1]])
     Y = np.array([[i, 1, 0, g, 1] for i in range(2) for g in range(3)])
     p = np.exp(net.log_prob(Y)); p /= p.sum()
-    m = 4000
+    # (I=1, G=2) has probability 7e-4: pooled with (I=1, G=1) so that every expected count is >= 5.
+    m = 20000
     net.fit(x, n_iter=15, same=m, random_state=11, progress=False, backend="numpy", learn=False)
-    Z = net.imputations_[:, 0]
+    Z = net.imputations_[:, 0].astype(np.int64)
     obs = np.bincount(Z[:, 0] * 3 + Z[:, 3], minlength=6)
-    assert stats.chisquare(obs, m * p).pvalue > 1e-3
+    pool = lambda a: np.concatenate([a[:4], [a[4] + a[5]]])  # noqa: E731
+    assert stats.chisquare(pool(obs), m * pool(p)).pvalue > 1e-3
+
+
+def _random_net(seed, cards=(2, 3, 5, 2, 17, 3, 2, 4)):
+    """A random DAG over len(cards) nodes (each node has up to 3 earlier parents) with random CPTs."""
+    rs = np.random.default_rng(seed)
+    names = [f"x{i}" for i in range(len(cards))]
+    parents = {v: sorted(rs.choice(names[:i], size=min(i, rs.integers(0, 4)), replace=False).tolist())
+               for i, v in enumerate(names)}
+    states = {v: [str(k) for k in range(c)] for v, c in zip(names, cards)}
+    cpts = {v: rs.dirichlet(np.ones(states[v].__len__()), size=tuple(len(states[p]) for p in parents[v]))
+            for v in names}
+    return BayesianNetwork(parents, states, cpts)
+
+
+def test_minibatches_recover_cpts():
+    truth = BayesianNetwork.koller()
+    X = _mask(truth.sample(8000, 5), 0.3, 6)
+    fit = _fresh().fit(X, n_iter=15, same=2, random_state=7, progress=False, backend="numpy", batch_size=2000)
+    assert fit.kl_avg(truth) < 0.01
+    obs = X >= 0
+    np.testing.assert_array_equal(fit.imputations_[:, obs], np.broadcast_to(X[obs], (2, obs.sum())))
+    assert fit.trace_["G"].shape == (15, 4, 3)
+
+
+def test_one_batch_is_the_default():
+    truth = BayesianNetwork.koller()
+    X = _mask(truth.sample(500, 0), 0.4, 1)
+    a = _fresh().fit(X, n_iter=4, same=3, random_state=2, progress=False, backend="numpy")
+    b = _fresh().fit(X, n_iter=4, same=3, random_state=2, progress=False, backend="numpy", batch_size=500)
+    for v in a.nodes:
+        np.testing.assert_array_equal(a.cpts_[v], b.cpts_[v])
+    np.testing.assert_array_equal(a.imputations_, b.imputations_)
+
+
+def test_impossible_cases_and_bad_settings():
+    net = BayesianNetwork.koller()
+    net.cpts_["G"] = np.array([[[0.5, 0.5, 0.0]] * 2] * 2)
+    net.cpts_["L"] = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="probability 0"):
+        net.fit(np.array([[0, 0, 0, -1, 1]]), n_iter=2, progress=False, backend="numpy", learn=False)
+    X = np.array([[0, 0, 0, -1, 1]])
+    with pytest.raises(ValueError, match="prior"):
+        _fresh().fit(X, n_iter=2, same=10, prior=0.5, progress=False, backend="numpy")
+    with pytest.raises(ValueError, match="batch_size"):
+        _fresh().fit(X, n_iter=2, progress=False, backend="numpy", batch_size=0)
+
+
+def _blanket_net(seed):
+    """x3 (5 states) has parents x0, x1 and children x4 (with co-parent x2) and x5."""
+    rs = np.random.default_rng(seed)
+    parents = {"x0": [], "x1": [], "x2": [], "x3": ["x0", "x1"], "x4": ["x3", "x2"], "x5": ["x3"]}
+    cards = {"x0": 2, "x1": 3, "x2": 2, "x3": 5, "x4": 3, "x5": 2}
+    states = {v: [str(k) for k in range(c)] for v, c in cards.items()}
+    cpts = {v: rs.dirichlet(np.ones(cards[v]), size=tuple(cards[p] for p in parents[v])) for v in cards}
+    return BayesianNetwork(parents, states, cpts)
+
+
+def test_sweep_twin_draws_the_exact_conditional():
+    # many replicas of one case, one sweep of the colour holding x3 from a fixed state: the draws of x3
+    # follow its Markov-blanket conditional (its parents' row and both children's factors).
+    # False-failure budget: one chi-square test at alpha = 1e-3.
+    from gpumcmc.models import bayesnet as bn
+
+    net = _blanket_net(3)
+    plan = bn._Plan(net)
+    v = 3
+    c = next(i for i, g in enumerate(plan.groups) if v in g)
+    x = np.array([1, 2, 0, 0, 1, 1])
+    X = x[None].copy()
+    X[0, v] = -1
+    b = plan.batch(X, 0, 1)
+    m = 20000
+    Z = np.repeat(np.where(X < 0, 0, X).astype(np.uint8)[None], m, 0)
+    bad = np.zeros(1, np.int32)
+    bn._NumpyOps(plan).sweep(Z, m, b, c, plan.logc_of(net.cpts_), (1, 2), 5, bad)
+    Y = np.repeat(x[None], 5, 0)
+    Y[:, v] = np.arange(5)
+    p = np.exp(net.log_prob(Y))
+    p /= p.sum()
+    obs = np.bincount(Z[:, 0, v], minlength=5)
+    keep = m * p >= 5  # states too rare for the chi-square approximation are pooled
+    exp_, got = m * p[keep], obs[keep]
+    if (~keep).any():
+        exp_, got = np.append(exp_, m * p[~keep].sum()), np.append(got, obs[~keep].sum())
+    assert stats.chisquare(got, exp_).pvalue > 1e-3
+    assert bad[0] == 0
+
+
+def test_counts_twin_matches_a_loop():
+    from gpumcmc.models import bayesnet as bn
+
+    net = _blanket_net(1)
+    Z = net.sample(50, 2).astype(np.uint8)[None]
+    plan = bn._Plan(net)
+    got = bn._NumpyOps(plan).counts(Z, 1, 50)
+    for j, v in enumerate(net.nodes):
+        want = np.zeros(net.cpts_[v].shape, dtype=np.int64)
+        for row in Z[0]:
+            want[tuple(row[net.nodes.index(q)] for q in net.parents[v]) + (row[j],)] += 1
+        np.testing.assert_array_equal(got[plan.toff[j]:plan.toff[j + 1]], want.ravel())
+
+
+def _ops_both(cp, net, X, m):
+    from gpumcmc.models import bayesnet as bn
+
+    plan = bn._Plan(net)
+    b = plan.batch(X, 0, len(X))
+    rs = np.random.default_rng(0)
+    Z = np.repeat(np.where(X < 0, 0, X).astype(np.uint8)[None], m, 0)
+    Z[:, b.case, b.node] = (rs.random((m, b.M)) * plan.card[b.node]).astype(np.uint8)
+    return plan, b, Z
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_gpu_kernels_match_twin(cp, seed):
+    from gpumcmc.models import bayesnet as bn
+
+    net = _random_net(seed)
+    X = _mask(net.sample(3000, 1), 0.4, 2)
+    m = 3
+    plan, b, Z = _ops_both(cp, net, X, m)
+    logc = plan.logc_of(net.cpts_)
+    Zd, logc_d = cp.asarray(Z), cp.asarray(logc)
+    bad, bad_d = np.zeros(1, np.int32), cp.zeros(1, cp.int32)
+    cpu, gpu = bn._NumpyOps(plan), bn._GpuOps(plan)
+    b.upload(cp)
+    key = (0x12345678, 0x9ABCDEF0)
+    for sweep in range(3):
+        for c in range(len(plan.groups)):
+            cpu.sweep(Z, m, b, c, logc, key, sweep, bad)
+            gpu.sweep(Zd, m, b, c, logc_d, key, sweep, bad_d)
+        np.testing.assert_array_equal(cp.asnumpy(Zd), Z)
+    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, m, len(X))), cpu.counts(Z, m, len(X)))
+    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, 2, len(X))), cpu.counts(Z, 2, len(X)))
+    g = np.random.default_rng(1).normal(size=plan.C)
+    np.testing.assert_allclose(cp.asnumpy(gpu.normalise(cp.asarray(g))), cpu.normalise(g), rtol=1e-13, atol=1e-13)
+    assert bad[0] == 0 and int(bad_d[0]) == 0
+
+
+def test_gpu_counts_in_global_memory(cp, monkeypatch):
+    from gpumcmc.models import bayesnet as bn
+
+    net = _random_net(5)
+    X = _mask(net.sample(2000, 1), 0.3, 2)
+    plan, b, Z = _ops_both(cp, net, X, 2)
+    monkeypatch.setattr(bn, "_SHARED_CELLS", 0)
+    np.testing.assert_array_equal(cp.asnumpy(bn._GpuOps(plan).counts(cp.asarray(Z), 2, len(X))),
+                                  bn._NumpyOps(plan).counts(Z, 2, len(X)))
+
+
+@pytest.mark.parametrize("batch_size", [None, 700])
+def test_gpu_fit_matches_cpu(cp, batch_size):
+    truth = BayesianNetwork.koller()
+    X = _mask(truth.sample(2000, 0), 0.5, 1)
+    kw = dict(n_iter=4, same=3, random_state=0, progress=False, batch_size=batch_size)
+    g = _fresh().fit(X, backend="cupy", **kw)
+    c = _fresh().fit(X, backend="numpy", **kw)
+    np.testing.assert_array_equal(g.imputations_, c.imputations_)
+    for v in g.nodes:
+        np.testing.assert_allclose(g.cpts_[v], c.cpts_[v], rtol=1e-10)

@@ -235,6 +235,61 @@ def test_diag_hyperparameter_draw_is_the_conjugate_conditional(xp):
         assert stats.kstest(zk, stats.norm.cdf).pvalue > ALPHA
 
 
+def test_full_hyperparameter_draw_is_the_conjugate_conditional(xp):
+    """Given fixed group coefficients, 20,000 chains' (Sigma, mu) draws against the normal-inverse-Wishart
+    conditional: Sigma_kk ~ InvGamma((nu - K + 1)/2, psi_kk/2) for each of 3 coordinates; v^T Sigma^-1 v
+    ~ (v^T psi^-1 v) chi2(nu) for v = (1, 1, 1), which involves the off-diagonal entries; and
+    L^-1 (mu - m) sqrt(kappa0 + G) ~ N(0, I) with L the Cholesky factor of Sigma, per coordinate.
+    7 KS checks at ALPHA each. On CuPy this is the glm_niw kernel."""
+    from gpumcmc.models.glm import HyperPrior, _draw_hyper
+    from gpumcmc.random import default_rng
+    rs = np.random.default_rng(22)
+    C, G, K = 20_000, 12, 3
+    b = rs.normal(size=(G, K)) * [0.5, 1.0, 2.0] + [1.0, 0.0, -1.0]
+    kappa0, nu0 = 2.0, 5.0
+    psi0 = np.array([[1.0, 0.3, 0.0], [0.3, 2.0, -0.4], [0.0, -0.4, 0.5]])
+    beta = xp.asarray(np.broadcast_to(b, (C, G, K)).copy())
+    rng = default_rng(4, backend="cupy" if xp is not np else "numpy")
+    mu, prec, sigma = _draw_hyper(rng, beta, HyperPrior(kappa0, nu0, xp.asarray(psi0)), xp)
+    mu, prec, sigma = (np.asarray(a.get() if xp is not np else a) for a in (mu, prec, sigma))
+    np.testing.assert_allclose(prec @ sigma, np.broadcast_to(np.eye(K), (C, K, K)), atol=1e-9)
+    kn, nu = kappa0 + G, nu0 + G
+    bbar = b.mean(0)
+    psi = psi0 + (b - bbar).T @ (b - bbar) + kappa0 * G / kn * np.outer(bbar, bbar)
+    for k in range(K):
+        ig = stats.invgamma((nu - K + 1) / 2, scale=psi[k, k] / 2)
+        assert stats.kstest(sigma[:, k, k], ig.cdf).pvalue > ALPHA
+    v = np.ones(K)
+    q = np.einsum("i,cij,j->c", v, prec, v) / (v @ np.linalg.solve(psi, v))
+    assert stats.kstest(q, stats.chi2(nu).cdf).pvalue > ALPHA
+    L = np.linalg.cholesky(sigma)
+    w = np.linalg.solve(L, (mu - G * bbar / kn)[:, :, None])[:, :, 0] * np.sqrt(kn)
+    for k in range(K):
+        assert stats.kstest(w[:, k], stats.norm.cdf).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_niw_kernel_matches_twin(cp, dtype, monkeypatch):
+    """The glm_niw kernel against the host twin on the same random numbers (the generator's draws agree
+    across backends), and against the twin's arithmetic run on CuPy (the fallback for large K)."""
+    import gpumcmc.models.glm as mg
+    from gpumcmc.random import default_rng
+    rs = np.random.default_rng(23)
+    C, G, K = 5, 37, 6
+    beta = (rs.normal(size=(C, G, K)) * 0.7 + rs.normal(size=K)).astype(dtype)
+    psi0 = np.eye(K) * 0.8
+    hyper = mg.HyperPrior(1.5, K + 2.0, psi0)
+    ref = mg._draw_hyper(default_rng(9, backend="numpy"), beta, hyper, np)
+    got = mg._draw_hyper(default_rng(9, backend="cupy"), cp.asarray(beta), hyper._replace(psi0=cp.asarray(psi0)), cp)
+    monkeypatch.setattr(mg, "_niw_fits", lambda K: False)
+    fb = mg._draw_hyper(default_rng(9, backend="cupy"), cp.asarray(beta), hyper._replace(psi0=cp.asarray(psi0)), cp)
+    tol = 1e-10 if dtype == np.float64 else 2e-6
+    for r, g, f in zip(ref, got, fb):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(cp.asnumpy(g), r, rtol=tol, atol=tol)
+        np.testing.assert_allclose(cp.asnumpy(f), r, rtol=tol, atol=tol)
+
+
 def test_hierarchical_bad_covariance():
     X, y = _data("bernoulli", N=20)
     with pytest.raises(ValueError, match="covariance must be 'full'"):
@@ -243,13 +298,15 @@ def test_hierarchical_bad_covariance():
         HierarchicalGLM(covariance="diag", nu0=0.0, backend="numpy").fit(X, y, np.zeros(20))
 
 
-@pytest.mark.parametrize("kernel", ["tiled", "rowwise", "gemm"])
+@pytest.mark.parametrize("kernel", ["rows", "tiled", "rowwise", "gemm"])
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kernel_matches_twin(cp, family, dtype, kernel):
     X, y = _data(family, N=5000, K=7)
     rs = np.random.default_rng(2)
     B = (rs.normal(size=(37, 7)) * 0.3).astype(dtype)
+    if kernel == "rows":
+        B = B[:8]   # the most chains it takes
     w = (rs.random(5000) + 0.5).astype(dtype)
     off = (rs.normal(size=5000) * 0.2).astype(dtype)
     X, y = X.astype(dtype), y.astype(dtype)
@@ -288,9 +345,23 @@ _TILED_CASES = [
 ]
 
 
+# Shapes for glm_fg_rows: those above that it takes (up to 8 chains, K < 256, 32 rows of K in a tile),
+# and more where K is a multiple of 4 (rows stored with stride K + 1, element by element) or one column
+# with 8 chains (tiles cut short to fit the chains' sums in shared memory).
+_ROWS_CASES = [c for c in _TILED_CASES if c[2] <= 8 and c[1] < 256 and 32 * c[1] * np.dtype(c[3]).itemsize <= 32768]
+_ROWS_CASES += [
+    (3001, 4, 8, np.float32, True, True),
+    (5000, 1, 8, np.float64, True, False),
+    (4099, 12, 7, np.float64, False, True),
+    (2500, 64, 4, np.float32, True, False),
+    (33, 255, 6, np.float32, False, False),
+]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("N, K, B, dtype, extras, unaligned", _TILED_CASES)
-def test_tiled_kernel_shapes(cp, family, N, K, B, dtype, extras, unaligned):
+@pytest.mark.parametrize("kernel, N, K, B, dtype, extras, unaligned",
+                         [("tiled",) + c for c in _TILED_CASES] + [("rows",) + c for c in _ROWS_CASES])
+def test_tiled_kernel_shapes(cp, family, kernel, N, K, B, dtype, extras, unaligned):
     rs = np.random.default_rng(K * 1000 + B)
     X = rs.normal(size=(N, K)) / np.sqrt(K)         # eta of order one for every K
     eta = X @ (rs.normal(size=K) * 0.5)
@@ -308,19 +379,26 @@ def test_tiled_kernel_shapes(cp, family, N, K, B, dtype, extras, unaligned):
         assert Xc.flags.c_contiguous and Xc.data.ptr % 16 != 0
     c = (lambda a: None if a is None else cp.asarray(a))
     fc, gc = loglik_and_grad(Xc, cp.asarray(y), cp.asarray(Bm), family, weights=c(w), offset=c(off), sigma=0.7,
-                             kernel="tiled")
+                             kernel=kernel)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=tol, atol=tol * np.abs(f).max())
     np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=tol, atol=tol * np.abs(g).max())
 
 
-def test_tiled_kernel_repeats_bit_for_bit(cp):
+@pytest.mark.parametrize("kernel", ["tiled", "rows"])
+def test_tiled_kernel_repeats_bit_for_bit(cp, kernel):
     X, y = _data("bernoulli", N=100_000, K=50)
     B = np.random.default_rng(3).normal(size=(3, 50)) * 0.1
     Xc, yc, Bc = cp.asarray(X, dtype=np.float32), cp.asarray(y, dtype=np.float32), cp.asarray(B, dtype=np.float32)
-    f1, g1 = loglik_and_grad(Xc, yc, Bc, kernel="tiled")
-    f2, g2 = loglik_and_grad(Xc, yc, Bc, kernel="tiled")
+    f1, g1 = loglik_and_grad(Xc, yc, Bc, kernel=kernel)
+    f2, g2 = loglik_and_grad(Xc, yc, Bc, kernel=kernel)
     assert bool((f1 == f2).all()) and bool((g1 == g2).all())
+
+
+def test_rows_kernel_refuses_many_chains(cp):
+    X = cp.zeros((10, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match="up to 8 chains"):
+        loglik_and_grad(X, cp.zeros(10, dtype=np.float32), cp.zeros((9, 3), dtype=np.float32), kernel="rows")
 
 
 def test_tiled_kernel_splits_chains_over_launches(cp, monkeypatch):

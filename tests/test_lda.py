@@ -317,3 +317,168 @@ def test_dirichlet_columns_gpu_matches_numpy(cp, dtype, shape):
         outs.append((cp.asnumpy(out) if xp is cp else out, cp.asnumpy(tot) if xp is cp else tot))
     np.testing.assert_allclose(outs[0][0], outs[1][0], **tol)
     np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=tol["rtol"])
+
+
+# -- the fused z-draw and counts; chains ---------------------------------------------------------------
+
+def _zdraw_case(backend, K, C, dtype, sparse, seed=0, M=40, V=70, T=6000):
+    """z and counts of one zdraw_counts call on ``backend`` for a fixed theta (sparse rows) and phi."""
+    from gpumcmc import backend as B
+
+    xp = B.get_backend(backend)
+    rs = np.random.default_rng(seed)
+    theta = rs.dirichlet(np.full(K, 0.05), size=C * M)
+    theta[::2][theta[::2] < 1e-6] = 0            # every other row mostly zero, as small priors give
+    theta[np.arange(C * M), rs.integers(0, K, C * M)] += 0.1
+    phi = rs.dirichlet(np.full(V, 0.5), size=C * K).reshape(C, K, V).transpose(2, 0, 1)   # (V, C, K)
+    rows, cols = np.sort(rs.integers(0, M, T)), rs.integers(0, V, T)
+    order = np.lexsort((rows, cols))
+    rows, cols = rows[order], cols[order]
+    idx = np.int32 if backend == "cupy" else np.int64
+    data = lda_mod.LDAData(xp.asarray(rows.astype(idx)), xp.asarray(cols.astype(idx)), M, V, 0.1, 0.1, 0,
+                           True, sparse)
+    zout = xp.empty(C * T, np.int64)
+    ndk, nwk = lda_mod.zdraw_counts(default_rng(seed, backend=backend),
+                                    xp.asarray(theta.reshape(C, M, K).astype(dtype)),
+                                    xp.asarray(np.ascontiguousarray(phi).astype(dtype)), data, zout=zout)
+    return B.to_host(zout), B.to_host(ndk), B.to_host(nwk), rows, cols, theta, phi
+
+
+def test_zdraw_counts_chains_twin():
+    # Chain c's tokens draw from chain c's theta and phi and are counted in chain c's tables.
+    K, C, M, V = 6, 3, 4, 5
+    for sparse in (False, True):
+        z, ndk, nwk, rows, cols, _, _ = _zdraw_case("numpy", K, C, np.float64, sparse, M=M, V=V, T=300)
+        T = rows.size
+        ref_d, ref_w = lda_mod.counts_twin(np.concatenate([rows + c * M for c in range(C)]),
+                                           np.concatenate([cols * C + c for c in range(C)]), z, C * M, V * C, K)
+        np.testing.assert_array_equal(ndk, ref_d)
+        np.testing.assert_array_equal(nwk, ref_w)
+        assert ndk.sum() == C * T and (z >= 0).all()
+
+
+def test_zdraw_counts_chain_topics():
+    # Chain c puts all of theta on topic c: every token of chain c must get topic c.
+    K, C, M, V, T = 4, 3, 5, 6, 200
+    rs = np.random.default_rng(0)
+    theta = np.zeros((C, M, K))
+    for c in range(C):
+        theta[c, :, c] = 1
+    phi = rs.random((V, C, K)) + 0.1
+    rows, cols = rs.integers(0, M, T), rs.integers(0, V, T)
+    data = lda_mod.LDAData(rows, cols, M, V, 0.1, 0.1, 0)
+    ndk, nwk = lda_mod.zdraw_counts(default_rng(1, backend="numpy"), theta, phi, data)
+    ndk, nwk = ndk.reshape(C, M, K), nwk.reshape(V, C, K)
+    for c in range(C):
+        assert ndk[c, :, c].sum() == T and ndk[c].sum() == T
+        assert nwk[:, c, c].sum() == T and nwk[:, c].sum() == T
+
+
+def test_fit_chains():
+    X, theta, phi = _corpus(M=200, V=150, K=4, length=80, seed=8)
+    m = LDA(4, n_iter=20, burn_in=100, monitor_every=10, n_chains=3, random_state=0, progress=False,
+            backend="numpy").fit(X)
+    assert m.loglik_traces_.shape == (3, 12) and m.best_chain_ == int(np.argmax(m.loglik_traces_[:, -1]))
+    assert _tv_matched(m.components_, phi).max() < 0.1
+    s = m.trace_.state
+    assert s.theta.shape == (3, 200, 4) and s.phi.shape == (3, 150, 4)
+    # Independent chains: their draws differ, and each one's topics are the planted ones (up to order).
+    assert not np.allclose(s.phi[0], s.phi[1])
+    for c in range(3):
+        assert _tv_matched(s.phi_sum[c].T / 20, phi).max() < 0.1
+    assert m.to_arviz().posterior["loglik_per_token"].shape[:2] == (3, 12)
+    with pytest.raises(ValueError, match="n_chains"):
+        LDA(2, n_chains=0, progress=False, backend="numpy").fit(X)
+
+
+def test_chains_checkpoint_resume(tmp_path):
+    X, _, _ = _corpus(M=40, V=50, K=3, length=30, seed=6)
+    kw = dict(n_iter=4, burn_in=2, n_chains=2, random_state=1, progress=False, backend="numpy")
+    a = LDA(3, **kw).fit(X)
+    LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=3, **kw).fit(X)
+    b = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=3, **kw).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.loglik_traces_, b.loglik_traces_)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K,C,sparse", [(64, 1, False), (64, 2, True), (1024, 1, True), (1024, 3, False),
+                                        (1000, 2, True), (5, 2, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zdraw_fused_matches_twin(cp, K, C, sparse, dtype):
+    zg, dg, wg, rows, cols, _, _ = _zdraw_case("cupy", K, C, dtype, sparse)
+    zn, dn, wn, _, _, _, _ = _zdraw_case("numpy", K, C, dtype, sparse)
+    # The GPU counts are those of its own z.
+    T, M, V = rows.size, 40, 70
+    ref_d, ref_w = lda_mod.counts_twin(np.concatenate([rows + c * M for c in range(C)]),
+                                       np.concatenate([cols * C + c for c in range(C)]), zg, C * M, V * C, K)
+    np.testing.assert_array_equal(dg, ref_d)
+    np.testing.assert_array_equal(wg, ref_w)
+    # And z agrees with the NumPy twin but where a prefix sum lies within rounding of the target: never
+    # in float64 at these sizes, rarely in float32 (a prefix within ~K ulps of u * total).
+    miss = np.mean(zg != zn)
+    assert (zg >= 0).all()
+    if dtype == np.float64:
+        assert miss == 0
+    else:
+        assert miss < 2e-3, miss
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K,sparse", [(64, False), (1024, True), (1024, False)])
+def test_zdraw_fused_chi_square(cp, K, sparse):
+    # 200,000 tokens of one (document, word) pair: z ~ Cat(theta * phi). Chi-square over the topics with
+    # expected count >= 5 (the rest pooled), level 1e-4 each (3 cases: false-failure budget 3e-4).
+    rs = np.random.default_rng(3)
+    theta = np.zeros((1, 1, K), np.float32)
+    nz = rs.choice(K, 40, replace=False)
+    theta[0, 0, nz] = rs.dirichlet(np.full(40, 0.7))
+    phi = (rs.random((1, 1, K)) + 0.05).astype(np.float32)
+    T = 200_000
+    data = lda_mod.LDAData(cp.zeros(T, np.int32), cp.zeros(T, np.int32), 1, 1, 0.1, 0.1, 0, True, sparse)
+    ndk, nwk = lda_mod.zdraw_counts(default_rng(9, backend="cupy"), cp.asarray(theta), cp.asarray(phi), data)
+    obs = cp.asnumpy(ndk)[0].astype(float)
+    np.testing.assert_array_equal(obs, cp.asnumpy(nwk)[0])
+    p = theta[0, 0].astype(float) * phi[0, 0]
+    p /= p.sum()
+    assert obs[p == 0].sum() == 0
+    e = p * T
+    big = e >= 5
+    o2 = np.append(obs[big], obs[~big].sum())
+    e2 = np.append(e[big], e[~big].sum())
+    keep = e2 > 0
+    assert stats.chisquare(o2[keep], e2[keep]).pvalue > 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused,sparse,C", [(True, True, 1), (True, False, 2), (False, False, 2), (True, True, 2)])
+def test_cpu_gpu_sweep_chains(cp, fused, sparse, C):
+    from gpumcmc import backend as B
+
+    X, _, _ = _corpus(M=50, V=60, K=4, length=40, seed=4)
+    out = []
+    for backend in ("numpy", "cupy"):
+        xp = B.get_backend(backend)
+        rng = default_rng(11, backend=backend)
+        rows, cols, M, V = lda_mod.tokens_from(X, xp)
+        data, state = lda_mod.init(rng, rows, cols, M, V, 4, 0.25, 0.25, "float64", n_chains=C, fused=fused,
+                                   sparse=sparse)
+        for _ in range(2):
+            state, _ = lda_mod.step(rng, state, data)
+        out.append((B.to_host(state.theta), B.to_host(state.phi), B.to_host(state.phi_sum)))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-12)
+
+
+def test_fused_default_rule():
+    # The fused z-draw is init's default only at large K where theta is expected mostly zero.
+    f = lda_mod._fused_default
+    assert f(1024, 1 / 1024, "float32")                 # ~10% of the no-count entries non-zero
+    assert not f(1024, 50 / 1024, "float32")            # theta dense
+    assert not f(1024, 1 / 1024, "float64")             # ~52% non-zero in float64
+    assert not f(256, 1 / 256, "float32")               # small K: the two-kernel path
+    rows, cols = np.array([0, 0, 1]), np.array([0, 1, 1])
+    data, _ = lda_mod.init(default_rng(0, backend="numpy"), rows, cols, 2, 2, 1024, 1 / 1024, 1 / 1024)
+    assert data.fused and data.sparse
+    data, _ = lda_mod.init(default_rng(0, backend="numpy"), rows, cols, 2, 2, 1024, 0.05, 0.05)
+    assert not data.fused

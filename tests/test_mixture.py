@@ -583,3 +583,184 @@ def test_mean_rows_matches_numpy(cp):
     want = a.astype(np.float64).mean(axis=1)
     np.testing.assert_allclose(to_np(mx._mean_rows(cp.asarray(a))), want, rtol=1e-12)
     np.testing.assert_allclose(mx._mean_rows(a), want, rtol=1e-12)
+
+
+# -- data split over devices (shards) -----------------------------------------
+
+def _dyadic(seed=1, n=256, p=2):
+    # Values on a grid of 1/16 and n a power of two: every sum over the rows is exact in float64, so the
+    # shards' sums equal one device's bit for bit whatever their order.
+    rs = np.random.default_rng(seed)
+    X = np.concatenate([rs.normal(-2, 0.5, (n // 2, p)), rs.normal(2, 0.7, (n - n // 2, p))])
+    return np.round(X * 16) / 16
+
+
+def _draws_equal(a, b, exact=True):
+    np.testing.assert_array_equal(a.z_, b.z_)
+    for key in ("weights", "means", "covariances", "alpha"):
+        if exact:
+            np.testing.assert_array_equal(a.trace_.draws[key], b.trace_.draws[key], err_msg=key)
+        else:
+            np.testing.assert_allclose(a.trace_.draws[key], b.trace_.draws[key], rtol=1e-9, atol=1e-12,
+                                       err_msg=key)
+    np.testing.assert_allclose(a.trace_.draws["loglik"], b.trace_.draws["loglik"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_sharded_gibbs_gives_the_draws_of_one_device(parts):
+    from gpumcmc.shards import Shards
+
+    X = _dyadic()
+    kw = dict(n_components=6, n_iter=15, burn_in=5, n_chains=2, relabel=False)
+    one = fit(X, **kw)
+    sharded = fit(X, devices=Shards(n_virtual=parts), chunk_size=50, **kw)
+    _draws_equal(one, sharded)
+    assert one.n_active_ == sharded.n_active_ and sharded.n_shards_ == parts
+
+
+def test_sharded_gibbs_matches_one_device_up_to_rounding():
+    # Off the grid the sums over shards round differently (about 1e-16 relative); the indicators,
+    # which compare Gumbel-perturbed logits, still come out the same.
+    from gpumcmc.shards import Shards
+
+    X, _, _ = planted()
+    kw = dict(n_components=6, n_iter=10, burn_in=5, dtype="float64", relabel=False)
+    _draws_equal(fit(X, **kw), fit(X, devices=Shards(n_virtual=2), **kw), exact=False)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sharded_bem_matches_one_device(dtype):
+    # Bayesian EM is deterministic: with the data split over shards its iterates equal one device's up to
+    # the rounding of the sums' order, and so do the fitted mixture and the chosen start.
+    from gpumcmc.shards import Shards
+
+    X, _, _ = planted()
+    kw = dict(n_components=5, method="bem", n_init=3, n_iter=60, dtype=dtype)
+    one = fit(X, **kw)
+    for parts in (2, 3):
+        sh = fit(X, devices=Shards(n_virtual=parts), chunk_size=70, **kw)
+        assert sh.n_iter_ == one.n_iter_ and sh.converged_ == one.converged_
+        tol = 1e-9 if dtype == "float64" else 1e-4
+        np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=tol)
+        np.testing.assert_allclose(sh.weights_, one.weights_, rtol=tol, atol=tol)
+        np.testing.assert_allclose(sh.means_, one.means_, rtol=tol, atol=tol)
+        np.testing.assert_allclose(sh.covariances_, one.covariances_, rtol=tol, atol=tol)
+
+
+def test_shard_noise_is_keyed_by_the_global_row():
+    # A shard of rows [a, b) given row0 = a and the whole set's row count draws the rows' indicators of
+    # the whole set; without row0 it would not (the test can fail).
+    rs = np.random.default_rng(4)
+    chains, n, k, p = 2, 500, 7, 3
+    params, _, _, _ = _random_params(rs, chains, k, p, np.float64, dead=())
+    x = rs.normal(0, 2, (n, p))
+    z = np.empty((chains, n), np.int32)
+    mx.assign(x, params, 0, n, mx.MODE_SAMPLE, (3, 4), 9, z=z)
+    a, b = 170, 420
+    zs = np.empty((chains, b - a), np.int32)
+    mx.assign(np.ascontiguousarray(x[a:b]), params, 0, b - a, mx.MODE_SAMPLE, (3, 4), 9, z=zs, row0=a, ctr_rows=n)
+    np.testing.assert_array_equal(zs, z[:, a:b])
+    mx.assign(np.ascontiguousarray(x[a:b]), params, 0, b - a, mx.MODE_SAMPLE, (3, 4), 9, z=zs)
+    assert (zs != z[:, a:b]).any()
+
+
+def test_sharded_bad_input():
+    from gpumcmc.shards import Shards
+
+    X = _dyadic(n=8)
+    with pytest.raises(ValueError, match="cannot be split"):
+        fit(X[:3], n_components=2, devices=Shards(n_virtual=4))
+    with pytest.raises(ValueError, match="NaN|finite"):
+        fit(np.where(X == X[0, 0], np.nan, X), devices=Shards(n_virtual=2))
+    assert mx.allreduce_bytes(256, 14) == 8 * (256 * 120 + 1)
+
+
+def test_gpu_sharded_gibbs_gives_the_draws_of_one_device(cp):
+    # Two and three shards on one GPU (summed on the device) against one device, and the kernel's
+    # global-row keying against the whole-set launch and the twin. (p = 10, float32: the kernel build
+    # the Fortessa and LSR-II benchmarks use.)
+    p = 10
+    X = _dyadic(n=1024, p=p)
+    kw = dict(n_components=8, n_iter=15, burn_in=5, n_chains=2, relabel=False, backend="cupy")
+    one = fit(X, **kw)
+    for parts in (2, 3):
+        _draws_equal(one, fit(X, devices=mx.one_device_shards(parts), **kw))
+    rs = np.random.default_rng(5)
+    params, _, _, _ = _random_params(rs, 2, 33, p, np.float32, dead=(1,))
+    xh = rs.normal(0, 2, (3000, p)).astype(np.float32)
+    x, pg = cp.asarray(xh), cp.asarray(params)
+    z = cp.empty((2, 3000), cp.int32)
+    mx.assign(x, pg, 0, 3000, mx.MODE_SAMPLE, (1, 2), 7, z=z)
+    zs = cp.empty((2, 1300), cp.int32)
+    part = np.ascontiguousarray(xh[1100:2400])
+    mx.assign(cp.asarray(part), pg, 0, 1300, mx.MODE_SAMPLE, (1, 2), 7, z=zs, row0=1100, ctr_rows=3000)
+    np.testing.assert_array_equal(to_np(zs), to_np(z)[:, 1100:2400])
+    zt = np.empty((2, 1300), np.int32)
+    mx._assign_twin(part, params, 0, 1300, mx.MODE_SAMPLE, (1, 2), 7, z=zt, row0=1100, ctr_rows=3000)
+    assert (zt == to_np(zs)).mean() > 0.995  # float32 logits: a few near-ties may flip
+
+
+def test_nccl_sharded_gibbs_gives_the_draws_of_one_device(cp):
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    X = _dyadic(n=1024, p=3)
+    kw = dict(n_components=8, n_iter=15, burn_in=5, relabel=False, backend="cupy")
+    _draws_equal(fit(X, **kw), fit(X, devices="all", **kw))
+
+
+def test_sharded_gibbs_across_processes_gives_every_rank_the_draws_of_one_device():
+    # The layout of a Dask cluster (one shard per process, rank r of 2), with the processes played by
+    # two threads whose all-reduce meets at a barrier: each rank keeps its own rows and indicators
+    # and makes the global draws itself; both end with one device's draws.
+    import threading
+
+    from gpumcmc.shards import Shards
+
+    class Rank(Shards):
+        def __init__(self, rank, world, slots, barrier):
+            self.devices, self.world, self._rank0, self.xp, self._comms = [None], world, rank, np, None
+            self.slots, self.barrier = slots, barrier
+
+        def allreduce(self, arrays):
+            self.slots[self._rank0] = arrays[0].copy()
+            self.barrier.wait()
+            total = np.sum(np.stack(self.slots), axis=0, dtype=arrays[0].dtype)
+            self.barrier.wait()
+            arrays[0][...] = total
+            return arrays
+
+    X = _dyadic()
+    kw = dict(n_components=6, n_iter=12, burn_in=4, relabel=False)
+    one = fit(X, **kw)
+    slots, barrier = [None, None], threading.Barrier(2, timeout=60)
+    fits, errors = [None, None], []
+
+    def work(r):
+        try:
+            fits[r] = fit(X, devices=Rank(r, 2, slots, barrier), **kw)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for key in ("weights", "means", "covariances", "alpha"):
+        for r in range(2):
+            np.testing.assert_array_equal(fits[r].trace_.draws[key], one.trace_.draws[key], err_msg=key)
+    np.testing.assert_array_equal(np.concatenate([fits[0].z_, fits[1].z_]), one.z_)
+    assert fits[0].z_.size == X.shape[0] // 2
+
+
+def test_gpu_sharded_bem_matches_one_device(cp):
+    X, _, _ = planted()
+    kw = dict(n_components=5, method="bem", n_init=3, n_iter=30, tol=0.0, backend="cupy")
+    one = fit(X, **kw)
+    sh = fit(X, devices=mx.one_device_shards(3), **kw)
+    assert sh.n_iter_ == one.n_iter_ == 30
+    np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=1e-5)
+    np.testing.assert_allclose(sh.means_, one.means_, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sh.covariances_, one.covariances_, rtol=1e-4, atol=1e-4)

@@ -211,97 +211,116 @@ class BayesianNetwork:
         return [groups[k] for k in sorted(groups)]
 
     def fit(self, data, n_iter=100, same=1, prior=1.0, random_state=None, progress=True, backend=None,
-            learn=True):
+            learn=True, batch_size=None):
         """Learn the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
         ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
         sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
-        ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells (the
-        replicas' final imputations are in ``imputations_``, shape (m, n_cases, n_nodes)).
+
+        ``batch_size`` splits the cases into minibatches of that many cases (``None``: one batch).
+        Each visit to a batch sweeps its missing cells once and then redraws the CPTs from the
+        counts of the latest sweep of every batch (the moving sum of BIDMach): the batch's new
+        counts replace its counts of the previous pass. With more than one batch, only the batch
+        being swept is on the GPU; the observed cases and every replica's imputed cells stay in host
+        memory between visits, so the cases need not fit in GPU memory.
+
+        ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells. The
+        replicas' final imputations are in ``imputations_``, a uint8 array (m, n_cases, n_nodes)
+        of state indices.
         """
-        if prior <= 0:
-            raise ValueError("prior must be positive.")
         X = self._encode(data)
-        rng = default_rng(random_state, backend=backend)
-        xp = rng.xp()
-        sched = same if callable(same) else (lambda t, s=same: s[t]) if not np.isscalar(same) else (lambda t, s=same: s)
-        m_max = int(max(sched(t) for t in range(n_iter)))
-        if m_max < 1:
-            raise ValueError("same must be at least 1.")
         n, V = X.shape
-        idx = {v: i for i, v in enumerate(self.nodes)}
-        # flat CPT layout: node v has rows indexed by parent configuration
-        strides = {}
-        for v in self.nodes:
-            s, st = 1, {}
-            for p in reversed(self.parents[v]):
-                st[p] = s; s *= self.card[p]
-            strides[v] = (st, s)
-        children = {v: [c for c in self.nodes if v in self.parents[c]] for v in self.nodes}
-        Xd = xp.asarray(X)
-        miss = Xd < 0
-        miss_any = (X < 0).any(0)  # host-side: which nodes have missing cells
-        # init: missing cells uniform over states, same in every replica draw
-        cards = xp.asarray(np.array([self.card[v] for v in self.nodes]))
-        u0 = rng.random((m_max, n, V))
-        Z = xp.where(miss[None], xp.floor(u0 * cards).astype(xp.int64), Xd[None])
+        if not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
+            raise ValueError("n_iter must be a positive integer.")
+        sched = same if callable(same) else (lambda t, s=same: s[t]) if not np.isscalar(same) else (lambda t, s=same: s)
+        ms = [int(sched(t)) for t in range(n_iter)]
+        m_max = max(ms)
+        if min(ms) < 1 or m_max > 65535:
+            raise ValueError("same must be between 1 and 65535 at every iteration.")
+        if not prior > 0:
+            raise ValueError("prior must be positive.")
+        if learn and not m_max * (prior - 1.0) + 1.0 > 0:
+            raise ValueError(f"With prior = {prior} and m = {m_max} replicas, the Dirichlet parameters "
+                             "m (prior - 1) + 1 + counts can be non-positive; use prior > 1 - 1/m.")
+        if max(self.card.values()) > 255:
+            raise ValueError("Nodes with more than 255 states are not supported.")
         if not learn:
             self._need_cpts()
-        if not learn:
-            logc = {v: xp.log(xp.asarray(self.cpts_[v].reshape(strides[v][1], -1))) for v in self.nodes}
-        else:
-            logc = {v: xp.full((strides[v][1], self.card[v]), -np.log(self.card[v])) for v in self.nodes}
-        groups = self._colour()
-        draws = {v: [] for v in self.nodes}
+        bs = n if batch_size is None else int(batch_size)
+        if bs < 1:
+            raise ValueError("batch_size must be a positive integer or None.")
+        rng = default_rng(random_state, backend=backend)
+        xp = rng.xp()
+        plan = _Plan(self)
+        ops = _GpuOps(plan) if xp is not np else _NumpyOps(plan)
 
-        def cfg(Zr, v):
-            c = 0
-            for p, s in strides[v][0].items():
-                c = c + Zr[..., idx[p]] * s
-            return c
+        obs = np.where(X < 0, 0, X).astype(np.uint8)
+        batches = [plan.batch(X, s, min(n, s + bs), obs) for s in range(0, n, bs)]
+        resident = len(batches) == 1
+        # the imputed cells of every replica, per batch: (m_max, M_b) state indices, uniform at the start
+        for b in batches:
+            u = rng.random((m_max, b.M))
+            b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
+            if not resident:
+                b.vals = _backend.to_host(b.vals)
+                if xp is not np:
+                    b.pin()
+        if resident:
+            Z = batches[0].load(xp, m_max)
+
+        if learn:
+            logc = xp.asarray(plan.uniform_logc())
+            total = xp.zeros(plan.C, dtype=xp.float64)
+            last = [None] * len(batches)
+        else:
+            logc = xp.asarray(plan.logc_of(self.cpts_))
+        bad = xp.zeros(1, dtype=xp.int32)
+        trace = xp.empty((n_iter, plan.C), dtype=xp.float64) if learn else None
 
         it = range(n_iter)
         if progress:
             from tqdm.auto import tqdm
             it = tqdm(it, desc="BayesianNetwork")
-        # Value checks in the sweeps are recorded on the device and read once, after the loop.
+        # Value checks of the CPT draws are recorded on the device and read once, after the loop.
         with _validate.deferred():
             for t in it:
-                m = int(sched(t))
-                Zr = Z[:m]
-                for grp in groups:
-                    for v in grp:
-                        j = idx[v]
-                        if not miss_any[j]:
-                            continue
-                        K = self.card[v]
-                        lp = logc[v][cfg(Zr, v)]  # (m, n, K)
-                        for c in children[v]:
-                            s = strides[c][0][v]
-                            base = cfg(Zr, c) - Zr[..., j] * s
-                            rows = base[..., None] + xp.arange(K) * s
-                            lp = lp + logc[c][rows, Zr[..., idx[c]][..., None]]
-                        lp = lp - lp.max(-1, keepdims=True)
-                        p = xp.exp(lp)
-                        cum = xp.cumsum(p, -1)
-                        u = rng.random((m, n)) * cum[..., -1]
-                        k = xp.minimum((cum < u[..., None]).sum(-1), K - 1)
-                        Zr[..., j] = xp.where(miss[:, j][None], k, Zr[..., j])
-                for v in (self.nodes if learn else ()):
-                    R, K = strides[v][1], self.card[v]
-                    flat = (cfg(Zr, v) * K + Zr[..., idx[v]]).ravel()
-                    counts = xp.bincount(flat, minlength=R * K).reshape(R, K)
-                    alpha = m * (prior - 1.0) + 1.0 + counts
-                    logc[v] = rng.dirichlet(alpha, log=True)
-                    draws[v].append(xp.exp(logc[v]))  # stays on the device: no sync per iteration
+                m = ms[t]
+                for q, b in enumerate(batches):
+                    if not resident:
+                        Z = b.load(xp, m_max)
+                    off = rng.advance(1)
+                    for c in range(len(plan.groups)):
+                        ops.sweep(Z, m, b, c, logc, rng.key, off, bad)
+                    if learn:
+                        counts = ops.counts(Z, m, b.n).astype(xp.float64)
+                        total += counts if last[q] is None else counts - last[q]
+                        last[q] = counts
+                        logc = ops.normalise(rng.gamma(m * (prior - 1.0) + 1.0 + total, log=True))
+                    if not resident:
+                        b.store(Z)
+                if learn:
+                    trace[t] = logc
+        _validate.report(bad[0] != 0, "Some cases have probability 0 under the CPTs (a missing cell has no "
+                         "possible state); check the data against the CPTs' zeros.")
         _validate.check()
-        self.imputations_ = _backend.to_host(Z)
+        if resident:
+            self.imputations_ = _backend.to_host(Z)
+        else:
+            Zh = np.repeat(obs[None], m_max, 0)
+            for b in batches:
+                Zh[:, b.start + b.case, b.node] = b.vals
+            self.imputations_ = Zh
         if not learn:
             return self
         self._logc = logc
-        self.cpts_ = {v: _backend.to_host(xp.exp(logc[v])).reshape(
-            tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)) for v in self.nodes}
-        self.trace_ = {v: _backend.to_host(xp.stack(draws[v])) for v in self.nodes}
+        lc = _backend.to_host(logc)
+        tr = np.exp(_backend.to_host(trace))
+        self.cpts_, self.trace_ = {}, {}
+        for j, v in enumerate(self.nodes):
+            a, e = plan.toff[j], plan.toff[j + 1]
+            shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
+            self.cpts_[v] = np.exp(lc[a:e]).reshape(shape)
+            self.trace_[v] = tr[:, a:e].reshape((n_iter, -1, self.card[v]))
         return self
 
     def to_arviz(self):
@@ -357,3 +376,273 @@ class BayesianNetwork:
             kl = np.where(P > 0, P * (np.log(np.maximum(P, eps)) - np.log(np.maximum(Q, eps))), 0.0).sum(-1)
             tot += kl.sum(); rows += len(kl)
         return float(tot / rows)
+
+
+# ------------------------------------------------------------------------ sweep, counts, CPT draws
+# The GPU path runs kernels_cu/bayesnet.cu; the NumPy path below is its twin (same counter layout,
+# same double-precision operations in the same order, so the same draws for one seed).
+FILE = "bayesnet.cu"
+_KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
+_DEFINES = ()  # tunable macros of bayesnet.cu, e.g. (("BN_AGG", 0),)
+_SHARED_CELLS = 12 * 1024  # counts in shared memory when every CPT together has at most this many cells
+
+
+class _Plan:
+    """The network as flat integer arrays (the layout documented in kernels_cu/bayesnet.cu)."""
+
+    def __init__(self, net):
+        nodes = net.nodes
+        ix = {v: i for i, v in enumerate(nodes)}
+        self.V = len(nodes)
+        self.card = np.array([net.card[v] for v in nodes], dtype=np.int32)
+        rows = np.array([int(np.prod([net.card[p] for p in net.parents[v]])) for v in nodes], dtype=np.int64)
+        self.toff = np.concatenate([[0], np.cumsum(rows * self.card)]).astype(np.int64)
+        self.C = int(self.toff[-1])
+        if self.C >= 2**31:
+            raise ValueError("The CPTs have more than 2**31 cells together; this network is too large.")
+        self.toff = self.toff.astype(np.int32)
+        self.row_ptr = np.concatenate([[0], np.cumsum(np.repeat(self.card, rows))]).astype(np.int32)
+        par, pstride, pptr = [], [], [0]
+        stride_in = {}
+        for v in nodes:
+            s = 1
+            st = {}
+            for p in reversed(net.parents[v]):
+                st[p] = s
+                s *= net.card[p]
+            for p in net.parents[v]:
+                par.append(ix[p]); pstride.append(st[p])
+            pptr.append(len(par))
+            stride_in[v] = st
+        ch, cstride, cptr = [], [], [0]
+        for v in nodes:
+            for c in nodes:
+                if v in net.parents[c]:
+                    ch.append(ix[c]); cstride.append(stride_in[c][v])
+            cptr.append(len(ch))
+        as32 = lambda a: np.array(a, dtype=np.int32)  # noqa: E731
+        self.par_ptr, self.par, self.par_stride = as32(pptr), as32(par), as32(pstride)
+        self.ch_ptr, self.ch, self.ch_stride = as32(cptr), as32(ch), as32(cstride)
+        self.groups = [sorted(ix[v] for v in g) for g in net._colour()]
+
+    def uniform_logc(self):
+        return np.repeat(-np.log(self.card.astype(np.float64)), np.diff(self.toff))
+
+    def logc_of(self, cpts):
+        with np.errstate(divide="ignore"):
+            return np.concatenate([np.log(np.asarray(cpts[v], dtype=np.float64).ravel()) for v in cpts])
+
+    def card_of(self, node):
+        return self.card[node]
+
+    def batch(self, X, start, stop, obs=None):
+        """The missing cells of cases start..stop-1, colour by colour, node by node, case by case."""
+        if obs is None:
+            obs = np.where(X < 0, 0, X).astype(np.uint8)
+        miss = X[start:stop] < 0
+        case, node, gptr = [], [], [0]
+        for g in self.groups:
+            for v in g:
+                c = np.flatnonzero(miss[:, v]).astype(np.int32)
+                case.append(c)
+                node.append(np.full(len(c), v, dtype=np.int32))
+            gptr.append(gptr[-1] + sum(len(c) for c in case[len(case) - len(g):]))
+        return _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
+                      np.array(gptr, dtype=np.int64))
+
+
+def _to_device(xp, a):
+    if xp is np or isinstance(a, xp.ndarray):
+        return a
+    d = xp.empty(a.shape, dtype=a.dtype)
+    d.set(a)  # from page-locked memory (see _Batch.pin), a DMA copy without staging
+    return d
+
+
+class _Batch:
+    """A batch of cases: its observed cells ``obs`` (0 where missing), its missing cells (``case``
+    relative to ``start``, ``node``), the colour groups' ranges in that list (``gptr``) and, between
+    visits, the replicas' imputed values ``vals`` (m_max, M)."""
+
+    def __init__(self, start, stop, obs, case, node, gptr):
+        self.start, self.stop, self.n = start, stop, stop - start
+        self.obs, self.case, self.node, self.gptr = obs, case, node, gptr
+        self.M = len(case)
+        self.vals = None
+        self.case_d = self.node_d = None
+
+    def pin(self):
+        """Keep the host arrays in page-locked memory, for batches streamed to the GPU at each visit."""
+        import cupyx
+
+        for name in ("obs", "case", "node", "vals"):
+            a = getattr(self, name)
+            p = cupyx.empty_pinned(a.shape, dtype=a.dtype)
+            p[...] = a
+            setattr(self, name, p)
+
+    def upload(self, xp):
+        self.case_d, self.node_d = _to_device(xp, self.case), _to_device(xp, self.node)
+
+    def load(self, xp, m_max):
+        """The batch's case matrix, replicated m_max times, with the imputed cells filled in."""
+        self.upload(xp)
+        Z = xp.empty((m_max,) + self.obs.shape, dtype=xp.uint8)
+        Z[...] = _to_device(xp, self.obs)[None]
+        Z[:, self.case_d, self.node_d] = _to_device(xp, self.vals)
+        return Z
+
+    def store(self, Z):
+        """Keep the imputed cells of ``Z`` (in host memory) and free the device copies."""
+        v = Z[:, self.case_d, self.node_d]
+        if isinstance(v, np.ndarray):
+            self.vals = v
+        else:
+            v.get(out=self.vals)
+        self.case_d = self.node_d = None
+
+
+def _row(rows, f, plan):
+    """Row index of node f's CPT for every case in ``rows`` (..., V)."""
+    r = np.zeros(rows.shape[:-1], dtype=np.int64)
+    for q in range(plan.par_ptr[f], plan.par_ptr[f + 1]):
+        r += rows[..., plan.par[q]].astype(np.int64) * int(plan.par_stride[q])
+    return r
+
+
+class _NumpyOps:
+    """The NumPy twin of the kernels of bayesnet.cu."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def sweep(self, Z, m, b, c, logc, key, off, bad):
+        """Draw every missing cell of colour group ``c`` in replicas 0..m-1 of ``Z`` (in place)."""
+        from gpumcmc.random._philox import philox_rounds, u01_f64
+
+        P = self.plan
+        a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+        if a == e:
+            return
+        nodes = b.node[a:e]
+        cuts = np.concatenate([[0], np.flatnonzero(np.diff(nodes)) + 1, [e - a]])
+        mask = np.uint64(0xFFFFFFFF)
+        for s0, s1 in zip(cuts[:-1], cuts[1:]):
+            v = int(nodes[s0])
+            cs = b.case[a + s0:a + s1]
+            rows = Z[:m, cs]  # (m, Mv, V)
+            K = int(P.card[v])
+            tv = P.toff[v] + _row(rows, v, P) * K
+            lp = [logc[tv + k] for k in range(K)]
+            xv = rows[..., v].astype(np.int64)
+            for q in range(P.ch_ptr[v], P.ch_ptr[v + 1]):
+                ch, s, Kc = int(P.ch[q]), int(P.ch_stride[q]), int(P.card[P.ch[q]])
+                base = _row(rows, ch, P) - xv * s
+                tc = P.toff[ch] + rows[..., ch].astype(np.int64)
+                for k in range(K):
+                    lp[k] = lp[k] + logc[tc + (base + k * s) * Kc]
+            mx = lp[0]
+            for k in range(1, K):
+                mx = np.where(lp[k] > mx, lp[k], mx)
+            ok = mx > -1.0e308
+            cum, cums = 0.0, []
+            with np.errstate(invalid="ignore"):
+                for k in range(K):
+                    cum = cum + np.exp(lp[k] - mx)
+                    cums.append(cum)
+            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(b.M)
+                   + np.arange(a + s0, a + s1, dtype=np.uint64)[None])
+            w = philox_rounds(idx & mask, idx >> np.uint64(32), np.uint64(off & 0xFFFFFFFF),
+                              np.uint64(off >> 32), key[0], key[1])
+            target = u01_f64(w[0], w[1]) * cum
+            draw = np.zeros(target.shape, dtype=np.int64)
+            for ck in cums:
+                draw += ck < target
+            Z[:m, cs, v] = np.where(ok, np.minimum(draw, K - 1), xv)
+            if not ok.all():
+                bad[0] = 1
+
+    def counts(self, Z, m, n):
+        """Counts of every CPT cell over replicas 0..m-1 and every case (int64, length C)."""
+        P = self.plan
+        rows = Z[:m].reshape(-1, P.V)
+        out = np.zeros(P.C, dtype=np.int64)
+        for v in range(P.V):
+            cell = P.toff[v] + _row(rows, v, P) * int(P.card[v]) + rows[:, v]
+            out += np.bincount(cell, minlength=P.C)
+        return out
+
+    def normalise(self, x):
+        """Row-wise log-normalisation of log-gammas (max and sum in order, as the kernel)."""
+        P = self.plan
+        start, lens = P.row_ptr[:-1], np.diff(P.row_ptr)
+        mx = x[start].copy()
+        for k in range(1, int(lens.max())):
+            sel = lens > k
+            xk = x[start[sel] + k]
+            mx[sel] = np.where(xk > mx[sel], xk, mx[sel])
+        s = np.zeros(len(start))
+        for k in range(int(lens.max())):
+            sel = lens > k
+            s[sel] = s[sel] + np.exp(x[start[sel] + k] - mx[sel])
+        return x - np.repeat(mx + np.log(s), lens)
+
+
+class _GpuOps:
+    """Launchers of the kernels of bayesnet.cu (same interface as :class:`_NumpyOps`)."""
+
+    def __init__(self, plan):
+        import cupy as cp
+
+        self.plan = plan
+        self.cp = cp
+        d = {k: cp.asarray(getattr(plan, k)) for k in
+             ("card", "toff", "par_ptr", "par", "par_stride", "ch_ptr", "ch", "ch_stride", "row_ptr")}
+        self.d = d
+        # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
+        self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
+        self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
+
+    def _fn(self, name):
+        from gpumcmc import _loader
+
+        return _loader.get_function(FILE, name, self.names, _DEFINES)
+
+    def sweep(self, Z, m, b, c, logc, key, off, bad):
+        from gpumcmc import _loader
+
+        a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+        if a == e:
+            return
+        P, d = self.plan, self.d
+        fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
+        block = dict(_DEFINES).get("BN_BLOCK", 256)
+        gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
+        fn((gx, m), (block,), (Z, _loader.i64(b.n), _loader.i32(P.V), b.case_d[a:e], b.node_d[a:e],
+                                _loader.i64(e - a), _loader.i64(a), _loader.i64(b.M), logc, d["card"], d["toff"],
+                                d["par_ptr"], d["par"], d["par_stride"], d["ch_ptr"], d["ch"], d["ch_stride"],
+                                *_loader.philox_args(key, off), bad))
+
+    def counts(self, Z, m, n):
+        from gpumcmc import _loader
+
+        P, d, cp = self.plan, self.d, self.cp
+        out = cp.zeros(P.C, dtype=cp.int32)
+        fn = self._fn("bn_counts")
+        shared = P.C <= _SHARED_CELLS
+        smem = 4 * P.C if shared else 0
+        block = dict(_DEFINES).get("BN_COUNT_BLOCK", 256)
+        rows = m * n
+        grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
+        fn((grid,), (block,), (Z, _loader.i64(rows), _loader.i32(P.V), d["card"], d["toff"], d["par_ptr"],
+                               d["par"], d["par_stride"], out, _loader.i32(P.C), _loader.i32(shared)),
+           shared_mem=smem)
+        return out
+
+    def normalise(self, x):
+        from gpumcmc import _loader
+
+        fn = self._fn("bn_normalise")
+        R = len(self.plan.row_ptr) - 1
+        _loader.launch(fn, R, (x, self.d["row_ptr"], _loader.i32(R)), block=128)
+        return x

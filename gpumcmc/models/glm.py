@@ -224,7 +224,7 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     mu, prec, sigma = state.mu, state.prec, state.sigma
     if hyper is not None:
         mu, prec, sigma = _draw_hyper(rng, beta, hyper, xp)
-    ll = _segment_sum(xp, pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy), data).sum(axis=1)
+    ll = pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1, dtype=np.float64)
     new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
     info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
     return new, info
@@ -357,10 +357,66 @@ def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_
 
 
 def _draw_hyper(rng, beta, hyper, xp):
-    """mu, Sigma | beta from their conjugate conditional, all chains at once."""
+    """mu, Sigma | beta from their conjugate conditional, all chains at once.
+
+    ``Sigma | beta ~ InvWishart(nu0 + G, psi)`` with ``psi = psi0 + S +
+    kappa0 G / (kappa0 + G) bbar bbar^T`` (``bbar`` the groups' mean, ``S``
+    their scatter) by the Bartlett decomposition: with ``psi = C C^T`` and
+    ``A`` the Bartlett factor, ``M = C A^-T`` gives ``Sigma = M M^T`` and
+    ``Sigma^-1 = N N^T`` with ``N = C^-T A``; then
+    ``mu = G bbar / (kappa0 + G) + M z / sqrt(kappa0 + G)``, a draw of
+    ``N(G bbar / (kappa0 + G), Sigma / (kappa0 + G))``. The random numbers
+    (gamma variates for the diagonal of ``A``, normals below it, then ``z``)
+    are drawn by the generator on either backend; on the GPU one kernel
+    (``glm_niw``, a block per chain) does the rest, with no host round trip;
+    on NumPy :func:`_niw_twin` does the same arithmetic.
+    """
+    from .. import _validate
+
     kappa0, nu0, psi0 = hyper[:3]
     if len(hyper) > 3 and hyper[3] == "diag":
-        return _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp)
+        with _validate.validation(False):  # the shapes are positive by construction
+            return _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp)
+    C, G, K = beta.shape
+    # The Bartlett factor's draws, as gpumcmc.random's invwishart takes them: Gamma((df - i) / 2) for
+    # A_ii = sqrt(2 Gamma), df = nu0 + G, and standard normals below the diagonal.
+    shape = xp.broadcast_to((nu0 + G - xp.arange(K, dtype=np.float64)) / 2, (C, K)).copy()
+    with _validate.validation(False):  # nu0 > K - 1, so every shape is positive
+        gam = rng.gamma(shape, dtype=np.float64)
+        zn = rng.standard_normal(size=(C, K, K), dtype=np.float64)
+        z = rng.standard_normal(size=(C, K), dtype=np.float64)
+    if xp is not np and _niw_fits(K):
+        return _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z)
+    return _niw_twin(xp, beta, kappa0, psi0, gam, zn, z)
+
+
+_NIW_CH = 16  # GLM_NIW_CH in glm.cu
+
+
+def _niw_fits(K):
+    return 8 * (4 * K * K + K + _NIW_CH * K) <= 48 * 1024
+
+
+def _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z):
+    """The draw of :func:`_draw_hyper` by ``glm_niw`` (kernels_cu/glm.cu), one block per chain."""
+    from .. import _loader
+
+    C, G, K = beta.shape
+    dt = beta.dtype
+    ct = _loader.CTYPE[np.dtype(dt)]
+    names = ("glm_niw<float>", "glm_niw<double>")
+    fn = _loader.get_function("glm.cu", f"glm_niw<{ct}>", names)
+    mu = xp.empty((C, K), dtype=dt)
+    prec = xp.empty((C, K, K), dtype=dt)
+    sigma = xp.empty((C, K, K), dtype=dt)
+    fn((C,), (256,), (xp.ascontiguousarray(beta), xp.ascontiguousarray(psi0, dtype=np.float64), gam, zn, z,
+                      _loader.i32(G), _loader.i32(K), np.float64(kappa0), mu, prec, sigma),
+       shared_mem=8 * (4 * K * K + K + _NIW_CH * K))
+    return mu, prec, sigma
+
+
+def _niw_twin(xp, beta, kappa0, psi0, gam, zn, z):
+    """The host twin of ``glm_niw`` (and its fallback on the GPU for large K): see :func:`_draw_hyper`."""
     C, G, K = beta.shape
     b = beta.astype(np.float64)
     bbar = b.mean(axis=1)                                         # (C, K)
@@ -369,11 +425,18 @@ def _draw_hyper(rng, beta, hyper, xp):
     kn = kappa0 + G
     psi = psi0[None] + S + (kappa0 * G / kn) * bbar[:, :, None] * bbar[:, None, :]
     psi = 0.5 * (psi + xp.swapaxes(psi, 1, 2))
-    sigma = rng.invwishart(nu0 + G, psi, dtype=np.float64)        # (C, K, K)
-    chol = xp.linalg.cholesky(sigma / kn)
-    z = rng.standard_normal(size=(C, K), dtype=np.float64)
-    mu = (G / kn) * bbar + xp.einsum("cij,cj->ci", chol, z)
-    prec = xp.linalg.inv(sigma)
+    chol = xp.linalg.cholesky(psi)
+    idx = xp.arange(K)
+    A = xp.tril(zn, -1)
+    A[:, idx, idx] = xp.sqrt(2.0 * gam)
+    # M^T = A^-1 C^T and N = C^-T A, by general solves (the matrices are triangular)
+    M = xp.swapaxes(xp.linalg.solve(A, xp.swapaxes(chol, 1, 2)), 1, 2)
+    Nn = xp.linalg.solve(xp.swapaxes(chol, 1, 2), A)
+    sigma = M @ xp.swapaxes(M, 1, 2)
+    sigma = 0.5 * (sigma + xp.swapaxes(sigma, 1, 2))
+    prec = Nn @ xp.swapaxes(Nn, 1, 2)
+    prec = 0.5 * (prec + xp.swapaxes(prec, 1, 2))
+    mu = (G / kn) * bbar + xp.einsum("cij,cj->ci", M, z) / math.sqrt(kn)
     dt = beta.dtype
     return mu.astype(dt), prec.astype(dt), sigma.astype(dt)
 
@@ -610,9 +673,11 @@ class HierarchicalGLM(_GLMBase):
     All groups' coefficients move at once (conditionally independent given
     ``mu, Sigma``), each by slice-within-Gibbs with the differential update;
     ``mu, Sigma`` are then drawn from their conjugate conditional for all
-    chains at once: the batched inverse-Wishart, or for ``"diag"`` an
-    inverse-gamma per coefficient (from the generator's gamma draws) and a
-    normal for ``mu``. The diagonal model has K variances to learn instead of
+    chains at once: the inverse-Wishart by the Bartlett decomposition (on
+    the GPU one kernel, a block per chain, from the groups' scatter to
+    ``mu``, ``Sigma`` and its inverse, with no host round trip), or for
+    ``"diag"`` an inverse-gamma per coefficient (from the generator's gamma
+    draws) and a normal for ``mu``. The diagonal model has K variances to learn instead of
     K (K + 1) / 2 covariances, so it needs fewer groups and keeps no (K, K)
     matrix per draw. ``fit(X, y, groups)`` takes integer or string group
     labels, one per row.

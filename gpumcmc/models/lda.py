@@ -2,10 +2,20 @@
 
 One sweep, for every token at once:
 
-1. ``z_t ~ Cat(theta[d_t] * phi[w_t])`` with :func:`gpumcmc.categorical_products`,
-   the tokens in the cache-friendly :func:`gpumcmc.token_order` (computed once);
-2. the counts ``n_dk`` and ``n_wk`` in one kernel over the token stream
-   (global atomics; no tokens x K array is built);
+1. ``z_t ~ Cat(theta[d_t] * phi[w_t])``, the tokens in the cache-friendly
+   :func:`gpumcmc.token_order` (computed once);
+2. the counts ``n_dk`` and ``n_wk`` (no tokens x K array is built).
+
+   On the GPU, where K is large and theta mostly zero (small priors make most
+   of its entries underflow to exactly zero; see ``init``), both happen in one
+   kernel (``lda_zdraw`` in ``kernels_cu/lda.cu``): the tokens are read once
+   per sweep, z is never stored, and a theta row with few non-zero entries is
+   read as a compacted list of them. Elsewhere
+   :func:`gpumcmc.categorical_products` and a count kernel take two passes
+   (``init(fused=...)`` chooses). On NumPy the twin is
+   :func:`gpumcmc.categorical_products` (method ``"prefix"``) and a bincount;
+   the draws agree with the GPU's but where a prefix sum lies within rounding
+   of the search target;
 3. ``theta_d ~ Dir(alpha + n_d.)`` with the batched log-space Dirichlet of
    :meth:`gpumcmc.random.Generator.dirichlet`, and ``phi_.k ~ Dir(beta + n_.k)``
    from log-gammas normalised over each column (:func:`dirichlet_columns`).
@@ -16,9 +26,16 @@ columns, which costs a few passes over V x K elements with every element in
 flight, where a Dirichlet per topic row would give each of K rows of V
 elements to one warp.
 
+Chains. ``init(..., n_chains=C)`` runs C independent chains in the same
+launches: every array of the state leads with the chain axis, and the draws of
+chain ``c`` use Philox counters of their own (token ``t`` of chain ``c`` is row
+``c * T + t`` of one batched z-draw; the Dirichlet draws are batched over
+chains the same way). ``phi`` is stored as (V, C, K) and shown in the state as
+its (C, V, K) view, so that the Dirichlet over words normalises the columns of
+one (V, C K) array.
+
 The functional layer (:func:`init`, :func:`step`) follows the sampler core's
-conventions; this model runs one chain (the chain axis has length 1): a
-second chain of LDA is best run as an independent fit.
+conventions.
 """
 
 from __future__ import annotations
@@ -48,16 +65,18 @@ class LDAData(NamedTuple):
     alpha: float
     beta: float
     burn_in: int
+    fused: bool = True        # GPU: the fused z-draw and counts kernel (False: categorical_products, lda_counts)
+    sparse: bool = True       # GPU, fused: read theta rows with few non-zeros from a compacted list
 
 
 class LDAState(NamedTuple):
-    """Arrays lead with the chain axis (length 1)."""
+    """Arrays lead with the chain axis (C chains)."""
 
-    theta: object     # (1, M, K) document-topic proportions
-    phi: object       # (1, V, K) word-major topic-word distributions
-    phi_sum: object   # (1, V, K) sum of phi over kept sweeps
-    theta_sum: object  # (1, M, K) sum of theta over kept sweeps
-    it: object        # (1,) int64 sweeps done
+    theta: object     # (C, M, K) document-topic proportions
+    phi: object       # (C, V, K) word-major topic-word distributions (a view of a (V, C, K) array)
+    phi_sum: object   # (C, V, K) sum of phi over kept sweeps (same layout as phi)
+    theta_sum: object  # (C, M, K) sum of theta over kept sweeps
+    it: object        # (C,) int64 sweeps done
 
 
 class LDAInfo(NamedTuple):
@@ -127,7 +146,8 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
 
 
 def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: float, beta: float,
-         dtype="float32", burn_in: int = 0, order: bool = True):
+         dtype="float32", burn_in: int = 0, order: bool = True, n_chains: int = 1, fused: bool | None = None,
+         sparse: bool | None = None, cache_bytes: int | None = None):
     """``(data, state)``: the token stream in ``token_order``, and theta, phi drawn given random topics.
 
     Every token starts in a topic drawn uniformly at random; theta and phi are then drawn from their
@@ -135,21 +155,76 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
     alone is not a usable start with small priors: at ``alpha = beta = 1/K`` and K = 1024 most float32
     Dirichlet components underflow to zero, and many tokens would have no topic with a positive weight.
     Given the counts, each token's own topic has ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
+
+    ``n_chains`` independent chains start from independent topics. ``fused`` (GPU) draws z and counts in
+    one kernel (default: where theta is expected to be mostly zero, see ``_fused_default``); ``sparse``
+    (default: K >= ``SPARSE_MIN_K``) lets that kernel read mostly-zero theta rows as compacted lists.
+    Neither changes the draws but for rounding near ties.
+    ``cache_bytes`` is passed to :func:`gpumcmc.token_order`.
     """
     xp = _backend.get_array_module(rows)
     dtype = np.dtype(dtype)
     K = int(n_components)
+    C = int(n_chains)
+    if isinstance(n_chains, bool) or C != n_chains or C < 1:
+        raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
     if order and rows.size:
-        perm = token_order(rows, cols, K, dtype)
+        perm = token_order(rows, cols, K, dtype, cache_bytes=cache_bytes)
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
-    data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in))
-    z0 = xp.minimum((rng.random(int(rows.size), dtype=np.float32) * np.float32(K)).astype(np.int64), K - 1)
-    ndk, nwk = fused_counts(rows, cols, z0, int(n_docs), int(n_words), K)
-    theta = rng.dirichlet(xp.add(ndk, dtype.type(alpha), dtype=dtype), dtype=dtype)
-    phi = dirichlet_columns(rng, xp.add(nwk, dtype.type(beta), dtype=dtype))
-    state = LDAState(theta[None], phi[None], xp.zeros((1, n_words, K), dtype), xp.zeros((1, n_docs, K), dtype),
-                     xp.zeros(1, np.int64))
+    if xp is not np and max(int(n_docs), int(n_words)) < 2**31:
+        rows, cols = rows.astype(np.int32), cols.astype(np.int32)   # what the kernels read, converted once
+    fused = _fused_default(K, alpha, dtype) if fused is None else bool(fused)
+    sparse = K >= SPARSE_MIN_K if sparse is None else bool(sparse)
+    data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in), fused, sparse)
+    T = int(rows.size)
+    z0 = xp.minimum((rng.random(C * T, dtype=np.float32) * np.float32(K)).astype(np.int64), K - 1)
+    r_all, c_all = _chain_tokens(data, C)
+    ndk, nwk = fused_counts(r_all, c_all, z0, C * int(n_docs), int(n_words) * C, K)
+    theta = rng.dirichlet(xp.add(ndk, dtype.type(alpha), dtype=dtype), dtype=dtype).reshape(C, n_docs, K)
+    phi = dirichlet_columns(rng, xp.add(nwk.reshape(n_words, C * K), dtype.type(beta), dtype=dtype))
+    phi = phi.reshape(n_words, C, K).transpose(1, 0, 2)
+    state = LDAState(theta, phi, xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2),
+                     xp.zeros((C, n_docs, K), dtype), xp.zeros(C, np.int64))
     return data, state
+
+
+# init's defaults. The fused z-draw and counts (a warp per token, and the theta rows read as compacted lists
+# of their non-zero entries) pays where K is large and most of theta is exactly zero. Measured on an H100
+# on the paper corpus (benchmarks/lda.py), ms per sweep, fused against two kernels: K = 64, 1.25 against
+# 0.97; K = 256, alike; K = 1024 with alpha = 1/K (90% of theta zero in float32), 3.86 against 4.65; but
+# with every theta row read whole (sparse=False), as dense rows are, 16.5 against 4.65. A Dirichlet entry
+# with no count underflows to zero with probability about exp(-alpha * 103) in float32 (exp(-alpha * 744)
+# in float64; 103 and 744 are minus the log of the smallest subnormal); the fused kernel is the default
+# from FUSED_MIN_K topics where at most FUSED_MAX_FILL of those entries are expected to be non-zero.
+FUSED_MIN_K = 512
+FUSED_MAX_FILL = 0.2
+SPARSE_MIN_K = 256
+
+
+def _fused_default(K: int, alpha: float, dtype) -> bool:
+    """Whether init picks the fused z-draw: K >= FUSED_MIN_K and theta expected mostly zero."""
+    tiny = np.log(np.finfo(np.dtype(dtype)).smallest_subnormal)      # -103.3 (float32), -744.4 (float64)
+    return K >= FUSED_MIN_K and 1.0 - np.exp(float(alpha) * tiny) <= FUSED_MAX_FILL
+
+
+def _chain_tokens(data, C: int):
+    """Token rows and columns of all chains as one batch: theta row ``c M + d``, phi row ``w C + c``.
+
+    Token ``t`` of chain ``c`` is entry ``c T + t``, so its uniform is the z-draw's row ``c T + t``.
+    """
+    xp = _backend.get_array_module(data.rows)
+    rows, cols = data.rows, data.cols
+    if C == 1:
+        return rows, cols
+    rows, cols = rows.astype(np.int64), cols.astype(np.int64)
+    chains = xp.arange(C, dtype=np.int64)[:, None]
+    return (rows[None, :] + chains * data.n_docs).reshape(-1), (cols[None, :] * C + chains).reshape(-1)
+
+
+def _phi_store(phi):
+    """The (V, C, K) array behind a state's (C, V, K) ``phi`` (a view when it is one; else a copy)."""
+    xp = _backend.get_array_module(phi)
+    return xp.ascontiguousarray(phi.transpose(1, 0, 2))
 
 
 def counts(rows, z, n_rows: int, K: int):
@@ -192,10 +267,66 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     if z.dtype != np.int64:
         z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
     name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
-    fn = _loader.get_function("lda.cu", name, _NAMES)
+    fn = _loader.get_function("lda.cu", name, _ALL)
     _loader.launch(fn, int(rows.size), (_loader.contiguous(rows), _loader.contiguous(cols), _loader.contiguous(z),
                                        out[0], out[1], _loader.i64(rows.size), _loader.i32(K)))
     return out
+
+
+_Z_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw"))
+# Warps per block of lda_zdraw (at most 4, its launch bound) and its grid in multiples of the resident blocks.
+# On an H100 at K = 1024 on the paper corpus (benchmarks/lda.py): 2 or 4 warps per block ran alike; 4 times
+# the resident blocks ran 7% faster than twice them (3.60 against 3.86 ms per sweep), not yet measured on
+# the 100 M-token corpus.
+ZWARPS = 4
+ZWAVES = 2
+
+
+def zdraw_counts(rng, theta, phi, data, zout=None):
+    """One sweep's z-draw and counts for every chain: ``(n_dk (C M, K), n_wk (V C, K))`` int32.
+
+    ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store. Token ``t`` of chain ``c`` draws
+    ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset.
+    On the GPU (``data.fused``) one kernel draws and counts; on NumPy (and with ``fused=False``) z comes
+    from :func:`gpumcmc.categorical_products` over all chains' tokens, then the counts. ``zout`` (int64,
+    C T) receives z on the fused path (for tests).
+    """
+    xp = _backend.get_array_module(theta)
+    C, M, K = (int(x) for x in theta.shape)
+    V = int(phi.shape[0])
+    th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
+    row_bytes = (K + K // 32 + 1) * theta.dtype.itemsize     # a padded phi row in shared memory (lda.cu)
+    if (xp is np or not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32
+            or data.cols.dtype != np.int32):
+        r_all, c_all = _chain_tokens(data, C)
+        z = categorical_products(th2, ph2, r_all, c_all, rng, method="prefix" if xp is np else "auto")
+        if zout is not None:
+            zout[...] = z
+        return fused_counts(r_all, c_all, z, C * M, V * C, K)
+    from .. import _loader
+
+    T = int(data.rows.size)
+    offset = rng.advance()
+    t = _loader.CTYPE[theta.dtype]
+    th2 = _loader.contiguous(th2)
+    nnz = sidx = sval = 0
+    if data.sparse:
+        nnz = xp.empty(C * M, np.int32)
+        sidx = xp.empty((C * M, K), np.int32)
+        sval = xp.empty((C * M, K), theta.dtype)
+        _loader.launch(_loader.get_function("lda.cu", f"lda_theta_compact<{t}>", _ALL),
+                       C * M * 32, (th2, _loader.i64(C * M), _loader.i32(K), nnz, sidx, sval), block=256)
+    ndk = xp.zeros((C * M, K), np.int32)
+    nwk = xp.zeros((V * C, K), np.int32)
+    warps = max(1, min(ZWARPS, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
+    fn = _loader.get_function("lda.cu", f"lda_zdraw<{t}>", _ALL)
+    smem = warps * row_bytes
+    blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * ZWAVES
+    gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
+    fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval, ndk, nwk,
+                                zout if zout is not None else 0, _loader.i64(T), _loader.i32(M), _loader.i32(C),
+                                _loader.i32(K), *_loader.philox_args(rng.key, offset)), shared_mem=smem)
+    return ndk, nwk
 
 
 def dirichlet_columns(rng, concentration, total=None, keep=None):
@@ -232,6 +363,7 @@ def dirichlet_columns(rng, concentration, total=None, keep=None):
 
 _COL_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double")
                    for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise"))
+_ALL = _NAMES + _COL_NAMES + _Z_NAMES   # every instantiation, so that lda.cu compiles once
 
 
 def _columns_gpu(lg, total, keep):
@@ -242,7 +374,7 @@ def _columns_gpu(lg, total, keep):
 
     V, K = lg.shape
     t = "float" if lg.dtype == np.float32 else "double"
-    fns = [_loader.get_function("lda.cu", f"{k}<{t}>", _NAMES + _COL_NAMES)
+    fns = [_loader.get_function("lda.cu", f"{k}<{t}>", _ALL)
            for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
     # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
     tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
@@ -280,29 +412,31 @@ def _axpy_kernel():
 
 
 def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
-    """One sweep: z for every token, counts, then theta and (unless ``fixed_phi``) phi.
+    """One sweep of every chain: z for every token, counts, then theta and (unless ``fixed_phi``) phi.
 
     The sweep's own draws (theta, phi, counts plus positive priors) are valid
     by construction, and the tokens were checked when the data were built, so
     the primitives run without their value checks here.
     """
     xp = _backend.get_array_module(state.theta)
-    theta, phi = state.theta[0], state.phi[0]
+    theta = state.theta
     dtype = theta.dtype
-    M, K = theta.shape
-    V = phi.shape[0]
+    C, M, K = (int(x) for x in theta.shape)
+    phi = _phi_store(state.phi)
+    V = int(phi.shape[0])
     with _validate.validation(False):
-        z = categorical_products(theta, phi, data.rows, data.cols, rng)
-        ndk, nwk = fused_counts(data.rows, data.cols, z, M, V, K)
-        theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype)
-    keep = (state.it >= data.burn_in).astype(dtype)
+        ndk, nwk = zdraw_counts(rng, theta, phi, data)
+        theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype).reshape(C, M, K)
+    keep = (state.it[:1] >= data.burn_in).astype(dtype)
     phi_sum = state.phi_sum
     if not fixed_phi:
         with _validate.validation(False):
-            phi, phi_sum = dirichlet_columns(rng, xp.add(nwk, dtype.type(data.beta), dtype=dtype),
-                                             state.phi_sum, keep)
+            phi, phi_sum = dirichlet_columns(rng, xp.add(nwk.reshape(V, C * K), dtype.type(data.beta), dtype=dtype),
+                                             _phi_store(state.phi_sum).reshape(V, C * K), keep)
+        phi = phi.reshape(V, C, K)
+        phi_sum = phi_sum.reshape(V, C, K).transpose(1, 0, 2)
     theta_sum = _accumulate(state.theta_sum, theta, keep)
-    return LDAState(theta[None], phi[None], phi_sum, theta_sum, state.it + 1), LDAInfo()
+    return LDAState(theta, phi.transpose(1, 0, 2), phi_sum, theta_sum, state.it + 1), LDAInfo()
 
 
 def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
@@ -326,7 +460,15 @@ class LDA(Estimator):
     ``components_`` and ``doc_topic_`` are posterior means over kept sweeps.
     ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps;
     fitting again with the same path and data resumes where it stopped, with
-    the same draws as an uninterrupted fit. One chain is run.
+    the same draws as an uninterrupted fit.
+
+    ``n_chains`` independent chains run together (one launch per stage for
+    all of them). Topics are not identified across chains (any permutation of
+    them is as likely), so ``components_`` and ``doc_topic_`` come from one
+    chain, ``best_chain_``, the one with the highest final log-likelihood,
+    and so does ``loglik_trace_`` (iterations, values); ``loglik_traces_``
+    holds every chain's values, shape ``(n_chains, n)``, and :meth:`to_arviz`
+    returns them with a chain axis.
 
     Examples
     --------
@@ -341,7 +483,7 @@ class LDA(Estimator):
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
-                 backend=None, checkpoint=None, checkpoint_every=100):
+                 backend=None, checkpoint=None, checkpoint_every=100, n_chains=1):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -355,6 +497,7 @@ class LDA(Estimator):
         self.backend = backend
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
+        self.n_chains = n_chains
 
     def _priors(self):
         K = int(self.n_components)
@@ -372,14 +515,17 @@ class LDA(Estimator):
 
     def fit_transform(self, X, y=None):
         K, a, b = self._priors()
+        C = self.n_chains
+        if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
+            raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
         xp = self._xp()
         rng = self._make_rng()
         rows, cols, M, V = tokens_from(X, xp)
-        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in))
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=int(C))
         n_tok = int(rows.size)
 
         def ll(s):
-            return float(log_likelihood(s.theta[0], s.phi[0], data.rows, data.cols)) / n_tok
+            return [float(log_likelihood(s.theta[c], s.phi[c], data.rows, data.cols)) / n_tok for c in range(C)]
 
         trace = run(functools.partial(step, data=data), state, rng, int(self.n_iter), burn_in=int(self.burn_in),
                     monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
@@ -387,14 +533,18 @@ class LDA(Estimator):
                     checkpoint_every=int(self.checkpoint_every))
         s = trace.state
         n_kept = max(int(self.n_iter), 1)
+        it, vals = trace.monitors["loglik_per_token"]
+        vals = np.asarray(vals, dtype=float).reshape(len(it), C).T      # (chain, monitor point)
+        best = int(np.argmax(vals[:, -1]))
         self.trace_ = trace
         self.n_features_in_ = V
         self.n_tokens_ = n_tok
-        self.phi_ = s.phi_sum[0] / n_kept                      # (V, K) on the backend
+        self.best_chain_ = best
+        self.phi_ = s.phi_sum[best] / n_kept                   # (V, K) on the backend
         self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
-        self.doc_topic_ = _backend.to_host(s.theta_sum[0] / n_kept)
-        it, vals = trace.monitors["loglik_per_token"]
-        self.loglik_trace_ = (np.asarray(it), np.asarray(vals))
+        self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n_kept)
+        self.loglik_trace_ = (np.asarray(it), vals[best])
+        self.loglik_traces_ = vals
         return self.doc_topic_
 
     def _theta(self, X):
@@ -440,7 +590,6 @@ class LDA(Estimator):
         return [list(vocab[i]) for i in idx]
 
     def to_arviz(self):
-        """Log-likelihood trace as ArviZ data (the monitor's values, one chain)."""
+        """The log-likelihood per token as ArviZ data, ``(chain, draw)`` at the monitor's iterations."""
         self._check_fitted("trace_")
-        _, vals = self.loglik_trace_
-        return to_arviz({"loglik_per_token": np.asarray(vals, dtype=float)[None]})
+        return to_arviz({"loglik_per_token": np.asarray(self.loglik_traces_, dtype=float)})

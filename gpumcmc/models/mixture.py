@@ -51,9 +51,11 @@ from .. import _validate
 from .. import backend as _backend
 from ..random._philox import philox_rounds, u01_f32
 from ..sampling import Estimator, Monitor, as_data, run
+from ..shards import Shards
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "step", "bem_step", "make_bem_step",
-           "make_model", "relabel", "relabel_costs", "align_draws"]
+           "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "init_sharded",
+           "make_sharded_step", "make_sharded_bem_step", "one_device_shards", "allreduce_bytes"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 MODE_SAMPLE, MODE_ARGMAX, MODE_RESP = 0, 1, 2
@@ -153,8 +155,12 @@ def default_chunk(n: int, k: int, chains: int, itemsize: int, gpu: bool) -> int:
 
 def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_prior=None,
                covariance_prior=None, degrees_of_freedom_prior=None, alpha_prior=(1.0, 1.0),
-               chunk_size=None, chains: int = 1, cache_bytes: int | None = None) -> Model:
+               chunk_size=None, chains: int = 1, cache_bytes: int | None = None, moments=None) -> Model:
     """A :class:`Model` from data ``x`` (an (n, p) array on its backend) with data-based defaults.
+
+    ``moments = (center, var)``, host float64 (p,) arrays, gives the column
+    means and variances instead of computing them from ``x`` (a shard of the
+    data takes those of the whole set, see :func:`make_sharded_models`).
 
     Defaults, for column means ``xbar`` and column variances ``s^2``:
     ``m = xbar``; ``Phi = diag(s^2) / 64`` (a component's prior covariance
@@ -168,11 +174,14 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     xp = _xp_of(x)
     n, p = x.shape
     dtype = np.dtype(dtype)
-    xh = x.astype(np.float64)
-    center = xh.mean(axis=0)
-    var = ((xh - center) ** 2).mean(axis=0)
-    var = _backend.to_host(var)
-    center = _backend.to_host(center)
+    if moments is None:
+        xh = x.astype(np.float64)
+        center = xh.mean(axis=0)
+        var = ((xh - center) ** 2).mean(axis=0)
+        var = _backend.to_host(var)
+        center = _backend.to_host(center)
+    else:
+        center, var = (np.asarray(t, np.float64).reshape(p) for t in moments)
     pos = var[var > 0]
     floor = 1e-3 * (pos.mean() if pos.size else 1.0)
     var = np.maximum(var, floor)
@@ -290,11 +299,16 @@ def _logits_gemm(xb, w):
     return np.matmul(w, y.T)
 
 
-def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtype, key, offset: int):
-    """Gumbel noise ``(C, k, m)`` with the kernel's counter layout."""
+def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtype, key, offset: int,
+                 row0: int = 0):
+    """Gumbel noise ``(C, k, m)`` with the kernel's counter layout.
+
+    ``n_total`` is the counter range per chain (the rows of the whole data
+    set) and ``row0 + start`` the global index of the first row.
+    """
     k4 = (k + 3) // 4
     idx = (np.arange(chains, dtype=np.uint64)[:, None, None] * np.uint64(n_total)
-           + np.arange(start, start + m, dtype=np.uint64)[None, :, None]) * np.uint64(k4) \
+           + np.arange(row0 + start, row0 + start + m, dtype=np.uint64)[None, :, None]) * np.uint64(k4) \
         + np.arange(k4, dtype=np.uint64)[None, None, :]
     mask = np.uint64(0xFFFFFFFF)
     w = philox_rounds(idx & mask, idx >> np.uint64(32), np.uint64(offset & 0xFFFFFFFF),
@@ -309,10 +323,12 @@ def _twin_rows(chains, k, p):
     return max(64, (1 << 22) // max(1, chains * k * p))
 
 
-def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None, design=None):
+def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None, design=None, row0=0,
+                 ctr_rows=None):
     """NumPy/array-code twin of ``mixture_logits`` for rows ``start .. start+m-1``."""
     xp = _xp_of(x)
     n_total, p = x.shape
+    ctr_rows = n_total if ctr_rows is None else int(ctr_rows)
     chains, k, _ = params.shape
     step_rows = _twin_rows(chains, k, p)
     gemm = xp is np
@@ -333,7 +349,7 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
             if lse is not None:
                 lse[:, s:e] = tot
             if mode == MODE_SAMPLE:
-                g = _gumbel_twin(xp, chains, n_total, s, e - s, k, x.dtype, key, offset)
+                g = _gumbel_twin(xp, chains, ctr_rows, s, e - s, k, x.dtype, key, offset, row0)
                 z[:, s:e] = xp.argmax(lg + g, axis=1)
             elif mode == MODE_ARGMAX:
                 if z is not None:
@@ -393,8 +409,14 @@ def _kernel(p: int, dtype, which: str = "mixture_logits"):
 
 
 def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
-           resp=None, use_kernel: bool | None = None, design=None, scratch=None, block_rows=None) -> None:
+           resp=None, use_kernel: bool | None = None, design=None, scratch=None, block_rows=None, row0: int = 0,
+           ctr_rows: int | None = None) -> None:
     """Run the configuration kernel (or its twin) on rows ``start .. start+m-1`` of ``x``.
+
+    ``x`` may be one shard of a larger data set: ``row0`` is the global index
+    of its first row and ``ctr_rows`` the rows of the whole set (None: ``x``
+    is the whole set). The Gumbel noise of mode SAMPLE is keyed by the global
+    row, so a shard draws what one device would draw for those rows.
 
     ``z`` (C, n) int32 and ``lse`` (C, n) are written at the rows' global
     indices; ``resp`` (C, k, m), contiguous, of ``x.dtype`` or float64, gets the
@@ -417,7 +439,8 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
     if blocked and not (use_kernel and resp is not None and resp.dtype != x.dtype):
         raise ValueError("block_rows needs the kernel, float32 data and a float64 resp.")
     if not use_kernel:
-        _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp, design=design)
+        _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp, design=design, row0=row0,
+                     ctr_rows=ctr_rows)
         return
     fn = _kernel(p, x.dtype)
     defines = dict(_defines(p, x.dtype))
@@ -433,7 +456,8 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
     fn((gx, chains), (block,), (
         x, _loader.i64(n_total), _loader.i64(start), _loader.i64(m), params, _loader.i32(k), _loader.i32(mode),
         z if z is not None else null, lse if lse is not None else null, resp if resp is not None else null,
-        resp_out, _loader.i64(mb), *_loader.philox_args(key, offset)))
+        resp_out, _loader.i64(mb), _loader.i64(n_total if ctr_rows is None else ctr_rows), _loader.i64(row0),
+        *_loader.philox_args(key, offset)))
 
 
 def _resp_blocks(resp_flat, rows: int, m: int, ck: int):
@@ -551,14 +575,23 @@ def _mean_rows(a):
     """
     xp = _xp_of(a)
     c, n = a.shape
+    if xp is np or n // _MEAN_BLOCK < _MEAN_MIN_BLOCKS:
+        return a.mean(axis=1, dtype=np.float64)
+    return _sum_rows(a) / n
+
+
+def _sum_rows(a):
+    """The float64 sum of each row of ``a`` (C, n), in two passes on the GPU (see :func:`_mean_rows`)."""
+    xp = _xp_of(a)
+    c, n = a.shape
     nb = n // _MEAN_BLOCK
     if xp is np or nb < _MEAN_MIN_BLOCKS:
-        return a.mean(axis=1, dtype=np.float64)
+        return a.sum(axis=1, dtype=np.float64)
     cut = nb * _MEAN_BLOCK
     tot = a[:, :cut].reshape(c, nb, _MEAN_BLOCK).sum(axis=2, dtype=np.float64).sum(axis=1)
     if cut < n:
         tot += a[:, cut:].sum(axis=1, dtype=np.float64)
-    return tot / n
+    return tot
 
 
 def _unpack_stats(acc, p):
@@ -631,6 +664,14 @@ def init(rng, model: Model, chains: int = 1, z=True) -> State:
     u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
     idx = xp.minimum((u * n).astype(np.int64), n - 1)
     mu = x[idx].astype(np.float64)
+    zz = xp.zeros((chains, n), dtype=np.int32) if z else xp.zeros((chains, 0), dtype=np.int32)
+    return _init_from_means(model, mu, zz)
+
+
+def _init_from_means(model: Model, mu, zz) -> State:
+    xp = _xp_of(mu)
+    chains, k, p = mu.shape
+    x = model.x
     phi = model.psi0 / (model.df0 - p - 1)
     sigma = xp.broadcast_to(phi, (chains, k, p, p)).copy()
     j = xp.arange(k, dtype=np.float64)
@@ -639,7 +680,6 @@ def init(rng, model: Model, chains: int = 1, z=True) -> State:
     chol = _safe_cholesky(sigma)
     params = kernel_params(log_pi, mu, chol, x.dtype)
     alpha = xp.full((chains,), model.a / model.b)
-    zz = xp.zeros((chains, n), dtype=np.int32) if z else xp.zeros((chains, 0), dtype=np.int32)
     return State(zz, v, log_pi, mu, sigma, params, alpha, xp.zeros((chains, k)), xp.zeros((chains,)))
 
 
@@ -682,10 +722,7 @@ def make_step(model: Model):
     x = model.x
     xp = _xp_of(x)
     n, p = x.shape
-    k = model.k
-    kernel = _use_component_kernel(xp, p)
-    gibbs_params = _gibbs_params_kernel if kernel else _gibbs_params_twin
-    prior = _packed_prior(model) if kernel else None
+    draws = _make_global_draws(model)
 
     def step(rng, state: State):
         with _validate.validation(False):
@@ -699,34 +736,296 @@ def make_step(model: Model):
                        z=z, lse=lse)
             loglik = _mean_rows(lse)
             acc = _gibbs_acc(model, z)
-            counts = acc[..., 0]
-            # (2) NIW draws; empty components draw from the prior.
-            if kernel:
-                kn, mn, dfn, psi = _posterior_kernel(model, acc, prior)
-            else:
-                kn, mn, dfn, psi = niw_posterior(model, *_unpack_stats(acc, p))
-            sigma = rng.invwishart(dfn, psi, dtype=np.float64)
-            eps = _backend.asarray(rng.standard_normal((chains, k, p), dtype=np.float64), xp)
-            # (3) stick-breaking Betas: v_j ~ Be(1 + n_j, alpha + sum_{r>j} n_r).
-            tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
-            vb = rng.beta(1.0 + counts[:, :-1], state.alpha[:, None] + tail[:, :-1], dtype=np.float64)
-            v = xp.concatenate([xp.clip(vb, 1e-300, _V_MAX), xp.ones((chains, 1))], axis=1)
-            log_pi = _log_pi(v)
-            # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001).
-            rate = model.b - xp.log1p(-v[:, :-1]).sum(axis=1)
-            alpha = rng.gamma(xp.full((chains,), model.a + k - 1.0), 1.0 / rate, dtype=np.float64)
-            alpha = xp.maximum(alpha, 1e-300)
-            # (2, cont.) means mu_j = m_n + L_j eps_j / sqrt(kappa_n), and the kernel parameters.
-            mu, params = gibbs_params(log_pi, mn, kn, sigma, eps, x.dtype)
-            n_active = (counts > 0).sum(axis=1)
-        return State(z, v, log_pi, mu, sigma, params, alpha, counts, loglik), Info(n_active)
+            # (2)-(4) from the sufficient statistics
+            return draws(rng, state, z, acc, loglik)
 
     return step
+
+
+def _make_global_draws(model: Model):
+    """``draws(rng, state, z, acc, loglik) -> (state, info)``: steps (2)-(4) of a Gibbs sweep.
+
+    From the packed sufficient statistics ``acc`` (C, k, q), float64: the NIW
+    draws, the sticks and alpha, and the next kernel parameters. These are the
+    global draws of a sweep: with the data split over devices, every shard
+    makes them from the same summed statistics and the same key.
+    """
+    xp = _xp_of(model.x)
+    p = model.x.shape[1]
+    k = model.k
+    dtype = model.x.dtype
+    kernel = _use_component_kernel(xp, p)
+    gibbs_params = _gibbs_params_kernel if kernel else _gibbs_params_twin
+    prior = _packed_prior(model) if kernel else None
+
+    def draws(rng, state: State, z, acc, loglik):
+        chains = acc.shape[0]
+        counts = acc[..., 0]
+        # (2) NIW draws; empty components draw from the prior.
+        if kernel:
+            kn, mn, dfn, psi = _posterior_kernel(model, acc, prior)
+        else:
+            kn, mn, dfn, psi = niw_posterior(model, *_unpack_stats(acc, p))
+        sigma = rng.invwishart(dfn, psi, dtype=np.float64)
+        eps = _backend.asarray(rng.standard_normal((chains, k, p), dtype=np.float64), xp)
+        # (3) stick-breaking Betas: v_j ~ Be(1 + n_j, alpha + sum_{r>j} n_r).
+        tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
+        vb = rng.beta(1.0 + counts[:, :-1], state.alpha[:, None] + tail[:, :-1], dtype=np.float64)
+        v = xp.concatenate([xp.clip(vb, 1e-300, _V_MAX), xp.ones((chains, 1))], axis=1)
+        log_pi = _log_pi(v)
+        # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001).
+        rate = model.b - xp.log1p(-v[:, :-1]).sum(axis=1)
+        alpha = rng.gamma(xp.full((chains,), model.a + k - 1.0), 1.0 / rate, dtype=np.float64)
+        alpha = xp.maximum(alpha, 1e-300)
+        # (2, cont.) means mu_j = m_n + L_j eps_j / sqrt(kappa_n), and the kernel parameters.
+        mu, params = gibbs_params(log_pi, mn, kn, sigma, eps, dtype)
+        n_active = (counts > 0).sum(axis=1)
+        return State(z, v, log_pi, mu, sigma, params, alpha, counts, loglik), Info(n_active)
+
+    return draws
 
 
 def step(rng, state: State, model: Model):
     """One Gibbs sweep (see :func:`make_step`, which builds the closure the driver calls)."""
     return make_step(model)(rng, state)
+
+
+# ---------------------------------------------------------------------------
+# Data-parallel Gibbs: the data and indicators split over devices
+# ---------------------------------------------------------------------------
+
+class _OneDeviceShards(Shards):
+    """``n`` shards on one GPU, summed on the device (NCCL needs distinct GPUs)."""
+
+    def __init__(self, n: int, device: int | None = None):
+        cp = _backend.get_backend("cupy")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}.")
+        self._comms, self._rank0 = None, 0
+        self.devices = [cp.cuda.runtime.getDevice() if device is None else int(device)] * int(n)
+        self.world = int(n)
+        self.xp = cp
+
+    def allreduce(self, arrays):
+        arrays = list(arrays)
+        if len(arrays) != len(self):
+            raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
+        total = arrays[0].copy()
+        for a in arrays[1:]:
+            total += a
+        for a in arrays:
+            a[...] = total
+        return arrays
+
+
+def one_device_shards(n: int, device: int | None = None) -> Shards:
+    """``n`` shards of the data on one GPU, for ``DPGaussianMixture(devices=...)``.
+
+    The data-parallel layout of :class:`gpumcmc.shards.Shards` over ``n`` GPUs,
+    run on one: each part has its own indicators and statistics, and the
+    all-reduce is a sum on the device. It runs (and tests) the multi-GPU code
+    path on a single GPU; ``Shards(n_virtual=n)`` does the same on NumPy.
+    """
+    return _OneDeviceShards(n, device)
+
+
+def _as_shards(devices) -> Shards:
+    if isinstance(devices, Shards):
+        return devices
+    return Shards(devices)
+
+
+def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
+    """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
+
+    The column means and variances behind the defaults and the centring are
+    those of the whole data set, summed over the shards (two all-reduces of
+    ``p`` values), so every shard has the same prior. ``kwargs`` go to
+    :func:`make_model`.
+    """
+    n, p = X.shape
+    if n < shards.world:
+        raise ValueError(f"{n} rows cannot be split over {shards.world} shards: use fewer devices.")
+    xp = shards.xp
+    parts = shards.scatter(X)
+    sums = []
+    for i, part in enumerate(parts):
+        with shards.on(i):
+            sums.append(xp.ascontiguousarray(part.astype(np.float64).sum(axis=0)))
+    center = _backend.to_host(shards.allreduce(sums)[0]) / n
+    sq = []
+    for i, part in enumerate(parts):
+        with shards.on(i):
+            sq.append(xp.ascontiguousarray(((part.astype(np.float64) - xp.asarray(center)) ** 2).sum(axis=0)))
+    var = _backend.to_host(shards.allreduce(sq)[0]) / n
+    models = []
+    for i, part in enumerate(parts):
+        with shards.on(i):
+            models.append(make_model(part, k, moments=(center, var), **kwargs))
+    return models
+
+
+def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1, z: bool = True) -> State:
+    """:func:`init` over shards: the same starting state as one device for the same ``rng``.
+
+    The global fields live on local shard 0's device; ``z`` is a tuple of the
+    shards' indicators. The starting means are data points, gathered from the
+    shards that hold them by an all-reduce of (chains, k, p) values.
+    """
+    xp = shards.xp
+    k = models[0].k
+    p = models[0].x.shape[1]
+    with shards.on(0):
+        u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
+        idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
+    bufs, zs = [], []
+    for i, (model, (a, b)) in enumerate(zip(models, shards.bounds(n))):
+        with shards.on(i):
+            mine = (idx >= a) & (idx < b)
+            local = np.where(mine, idx - a, 0)
+            rows = model.x[_backend.asarray(local, xp)].astype(np.float64)
+            bufs.append(xp.ascontiguousarray(xp.where(_backend.asarray(mine, xp)[..., None], rows, 0.0)))
+            zs.append(xp.zeros((chains, model.x.shape[0] if z else 0), dtype=np.int32))
+    mu = shards.allreduce(bufs)[0]
+    with shards.on(0):
+        return _init_from_means(models[0], mu.reshape(chains, k, p), tuple(zs))
+
+
+def make_sharded_step(models: list, shards: Shards, n: int):
+    """``step(rng, state) -> (state, info)``: one Gibbs sweep with the data split over ``shards``.
+
+    Each shard draws the indicators of its rows, with Gumbel noise keyed by
+    the global row (so the indicators are those one device draws), and sums
+    its statistics ``[n_j, s1_j, vech(s2_j)]`` and its log-likelihood; one
+    all-reduce of ``chains (k q + 1)`` float64 values per sweep adds them up;
+    the global draws (NIW, sticks, alpha) follow from the sums with the same
+    key. In one process they are made once, on local shard 0's device, and the
+    kernel parameters are copied to the other devices; processes of a Dask
+    cluster (:func:`gpumcmc.shards.join_dask`) each make them, identically.
+    The sums over shards add the same terms in another order than one
+    device does, so the draws equal one device's up to that rounding (exactly
+    where the sums are exact, e.g. data on a coarse dyadic grid).
+    """
+    xp = shards.xp
+    k = models[0].k
+    p = models[0].x.shape[1]
+    q = 1 + p + p * (p + 1) // 2
+    dtype = models[0].x.dtype
+    bounds_ = shards.bounds(n)
+    with shards.on(0):
+        draws = _make_global_draws(models[0])
+
+    def step(rng, state: State):
+        with _validate.validation(False):
+            chains = state.params.shape[0]
+            offset = rng.advance()
+            bufs = []
+            copies = _ParamCopies(shards, state.params)
+            for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
+                params = copies(i)
+                with shards.on(i):
+                    z = state.z[i]
+                    ni = model.x.shape[0]
+                    lse = xp.empty((chains, ni), dtype=dtype)
+                    for s in range(0, ni, model.sample_rows):
+                        assign(model.x, params, s, min(model.sample_rows, ni - s), MODE_SAMPLE, rng.key, offset,
+                               z=z, lse=lse, row0=a, ctr_rows=n)
+                    acc = _gibbs_acc(model, z)
+                    ll = _sum_rows(lse)
+                    bufs.append(xp.ascontiguousarray(xp.concatenate([acc.reshape(chains, k * q), ll[:, None]], axis=1)))
+            total = shards.allreduce(bufs)[0]
+            with shards.on(0):
+                acc = total[:, :k * q].reshape(chains, k, q)
+                return draws(rng, state, state.z, acc, total[:, k * q] / n)
+
+    return step
+
+
+class _ParamCopies:
+    """The kernel parameters (on local shard 0's device) for shard ``i``: a peer copy on another GPU.
+
+    The copy waits for an event recorded on shard 0's stream, so that it
+    reads the parameters after the launches that wrote them.
+    """
+
+    def __init__(self, shards: Shards, params):
+        self.shards, self.params, self.ready = shards, params, None
+
+    def __call__(self, i: int):
+        sh = self.shards
+        if sh.devices[i] == sh.devices[0]:
+            return self.params
+        xp = sh.xp
+        if self.ready is None:
+            with sh.on(0):
+                self.ready = xp.cuda.Event()
+                self.ready.record()
+        with sh.on(i):
+            xp.cuda.get_current_stream().wait_event(self.ready)
+            return xp.array(self.params, copy=True)
+
+
+def make_sharded_bem_step(models: list, shards: Shards, n: int):
+    """``bem(state) -> state``: one Bayesian-EM iterate of every start with the data split over ``shards``.
+
+    Each shard computes its rows' configuration probabilities and their
+    weighted statistics (:func:`make_bem_step`'s steps (1)-(2)) and the sum of
+    its log-likelihoods; one all-reduce of ``starts (k q + 1)`` float64 values
+    adds them up, and the update (steps (2)-(4), deterministic) follows on
+    local shard 0's device (in every process of a Dask cluster, identically).
+    The iterates equal one device's up to the rounding of the sums' order.
+    """
+    xp = shards.xp
+    k = models[0].k
+    p = models[0].x.shape[1]
+    q = 1 + p + p * (p + 1) // 2
+    kernel = _use_component_kernel(xp, p)
+    stats = []
+    for i, model in enumerate(models):
+        with shards.on(i):
+            stats.append(_make_bem_stats(model))
+    with shards.on(0):
+        prior = _packed_prior(models[0]) if kernel else None
+
+    def bem(state: State) -> State:
+        with _validate.validation(False):
+            chains = state.params.shape[0]
+            copies = _ParamCopies(shards, state.params)
+            bufs = []
+            for i in range(len(models)):
+                params = copies(i)
+                with shards.on(i):
+                    acc, lse = stats[i](params)
+                    bufs.append(xp.ascontiguousarray(
+                        xp.concatenate([acc.reshape(chains, k * q), _sum_rows(lse)[:, None]], axis=1)))
+            total = shards.allreduce(bufs)[0]
+            with shards.on(0):
+                acc = xp.ascontiguousarray(total[:, :k * q].reshape(chains, k, q))
+                return _bem_update(models[0], state, acc, total[:, k * q] / n, kernel, prior)
+
+    return bem
+
+
+def _sharded_score(models: list, shards: Shards, params, n: int):
+    """Mean log-likelihood per sample (C,) of every parameter set, the data split over ``shards``."""
+    xp = shards.xp
+    copies = _ParamCopies(shards, params)
+    sums = []
+    for i, model in enumerate(models):
+        pi = copies(i)
+        with shards.on(i):
+            lse = _score_params(model.x, pi, model.chunk, per_sample=True)
+            sums.append(xp.ascontiguousarray(_sum_rows(lse)))
+    return shards.allreduce(sums)[0] / n
+
+
+def allreduce_bytes(k: int, p: int, chains: int = 1) -> int:
+    """Bytes all-reduced per Gibbs sweep or BEM iterate with the data split over devices.
+
+    ``chains (k q + 1)`` float64 values (``chains``: Gibbs chains or BEM starts).
+    """
+    q = 1 + p + p * (p + 1) // 2
+    return 8 * chains * (k * q + 1)
 
 
 # ---------------------------------------------------------------------------
@@ -813,6 +1112,36 @@ def make_bem_step(model: Model):
     logits, log-sum-exp) between calls; returned states never share memory
     with them.
     """
+    xp = _xp_of(model.x)
+    kernel = _use_component_kernel(xp, model.x.shape[1])
+    stats = _make_bem_stats(model)
+    prior = _packed_prior(model) if kernel else None
+
+    def bem(state: State) -> State:
+        with _validate.validation(False):
+            acc, lse = stats(state.params)
+            loglik = _mean_rows(lse)
+            return _bem_update(model, state, acc, loglik, kernel, prior)
+
+    return bem
+
+
+def _bem_update(model: Model, state: State, acc, loglik, kernel: bool, prior) -> State:
+    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q)."""
+    if kernel:
+        v, log_pi, mu, sigma, params, alpha = _bem_update_kernel(model, acc, state.alpha, prior)
+    else:
+        v, log_pi, mu, sigma, params, alpha = _bem_update_twin(model, acc, state.alpha)
+    return State(state.z, v, log_pi, mu, sigma, params, alpha, acc[..., 0], loglik)
+
+
+def _make_bem_stats(model: Model):
+    """``stats(params) -> (acc, lse)``: step (1) of a BEM iterate and its weighted statistics.
+
+    ``acc`` (C, k, q) float64 packs ``[sum_i r_ij, sum_i r_ij x_i, vech(sum_i r_ij x_i x_i^T)]``
+    and ``lse`` (C, n) holds each row's log-likelihood (a buffer of the closure,
+    overwritten by the next call).
+    """
     x = model.x
     xp = _xp_of(x)
     n, p = x.shape
@@ -825,7 +1154,6 @@ def make_bem_step(model: Model):
     blocks = _GEMM_ROWS if (kernel and x.dtype == np.float32 and _GEMM_ROWS) else None
     spans = [(s, min(n, s + model.chunk)) for s in range(0, n, model.chunk)]
     cached = model.y_blocks is not None and model.chunk == model.stats_rows
-    prior = _packed_prior(model) if kernel else None
     buffers: dict = {}
 
     def scratch(chains):
@@ -839,8 +1167,8 @@ def make_bem_step(model: Model):
                                    parts)
         return b
 
-    def bem(state: State) -> State:
-        chains = state.params.shape[0]
+    def stats(params):
+        chains = params.shape[0]
         resp_flat, logits_flat, lse, parts = scratch(chains)
         with _validate.validation(False):
             # (1) configuration probabilities, chunk by chunk, (2) their weighted statistics.
@@ -851,7 +1179,7 @@ def make_bem_step(model: Model):
                 logits = None if logits_flat is None else logits_flat[:chains * k * m].reshape(chains, k, m)
                 y = model.y_blocks[ci] if cached else _y_block(x[s:e], xp)
                 if blocks is not None and m >= _GEMM_MIN_BLOCKS * blocks:
-                    assign(x, state.params, s, m, MODE_RESP, lse=lse, resp=resp_flat, scratch=logits,
+                    assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp_flat, scratch=logits,
                            block_rows=blocks)
                     head, tail = _resp_blocks(resp_flat, blocks, m, chains * k)
                     nb = head.shape[0]
@@ -864,7 +1192,7 @@ def make_bem_step(model: Model):
                     else:
                         parts[ci] = part
                     continue
-                assign(x, state.params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
+                assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
                 # one GEMM for every start: (C k, m) x (m, q)
                 if parts is None:
                     acc = xp.matmul(resp.reshape(chains * k, m), y)
@@ -872,15 +1200,9 @@ def make_bem_step(model: Model):
                     xp.matmul(resp.reshape(chains * k, m), y, out=parts[ci])
             if parts is not None:
                 acc = parts.sum(axis=0)
-            acc = acc.reshape(chains, k, q)
-            loglik = _mean_rows(lse)
-            if kernel:
-                v, log_pi, mu, sigma, params, alpha = _bem_update_kernel(model, acc, state.alpha, prior)
-            else:
-                v, log_pi, mu, sigma, params, alpha = _bem_update_twin(model, acc, state.alpha)
-        return State(state.z, v, log_pi, mu, sigma, params, alpha, acc[..., 0], loglik)
+        return acc.reshape(chains, k, q), lse
 
-    return bem
+    return stats
 
 
 def bem_step(model: Model, state: State) -> State:
@@ -1050,6 +1372,23 @@ class DPGaussianMixture(Estimator):
         Show a progress bar.
     backend : {"numpy", "cupy", None}
         None: the active backend (CuPy where a GPU is present).
+    devices : None, "all", int, list of int, or gpumcmc.shards.Shards
+        Split the data and the indicators over devices: each device draws
+        the indicators of its rows (Gibbs) or their configuration
+        probabilities (BEM) and sums their statistics, and one all-reduce per
+        iteration (NCCL between GPUs) adds them up; the global draws or the
+        BEM update follow from the sums (see :func:`make_sharded_step` and
+        :func:`make_sharded_bem_step`).
+        ``"all"`` or a list of GPU ids drives those GPUs from this process; a
+        :class:`~gpumcmc.shards.Shards` may also come from
+        :func:`gpumcmc.shards.worker_shards` (one GPU per Dask worker),
+        ``Shards(n_virtual=2)`` (two parts on NumPy) or
+        :func:`one_device_shards` (parts on one GPU). For a seed, the draws
+        equal those of one device up to the rounding of the sums' order.
+        In a Dask task each worker fits with the whole ``X`` and the same
+        seed, keeps its own rows, and ends with the same draws as the others;
+        its ``z_`` holds its own rows' indicators only.
+        None (the default): one device, the backend's.
 
     Attributes
     ----------
@@ -1060,6 +1399,7 @@ class DPGaussianMixture(Estimator):
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)
     converged_, n_iter_ : BEM convergence.
+    n_shards_ : int  (fits with ``devices``: the shards the data was split over)
 
     Examples
     --------
@@ -1083,7 +1423,7 @@ class DPGaussianMixture(Estimator):
                  n_chains: int = 1, n_init: int = 4, tol: float = 1e-5, mean_prior=None,
                  mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
                  alpha_prior=None, relabel: bool = True, random_state=None, chunk_size=None,
-                 dtype="float32", progress: bool = True, backend=None):
+                 dtype="float32", progress: bool = True, backend=None, devices=None):
         self.n_components = n_components
         self.method = method
         self.n_iter = n_iter
@@ -1102,6 +1442,7 @@ class DPGaussianMixture(Estimator):
         self.dtype = dtype
         self.progress = progress
         self.backend = backend
+        self.devices = devices
 
     # -- checks -------------------------------------------------------------
     def _check_params(self):
@@ -1139,6 +1480,8 @@ class DPGaussianMixture(Estimator):
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
         dtype = self._check_params()
+        if self.devices is not None:
+            return self._fit_sharded(X, dtype)
         X = self._data(X, dtype)
         chains = self.n_chains if self.method == "gibbs" else self.n_init
         model = make_model(X, int(self.n_components), dtype=dtype, mean_prior=self.mean_prior,
@@ -1161,9 +1504,49 @@ class DPGaussianMixture(Estimator):
         self._point_params = None
         return self
 
-    def _fit_gibbs(self, model, rng):
-        state = init(rng, model, self.n_chains)
-        step_fn = make_step(model)
+    def _fit_sharded(self, X, dtype):
+        shards = _as_shards(self.devices)
+        gibbs = self.method == "gibbs"
+        gpu = shards.xp is not np
+        X = as_data(X, _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np, dtype, "X")
+        if X.shape[0] < 2:
+            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got {X.shape[0]}.")
+        if X.shape[1] < 1:
+            raise ValueError("X has no features (columns).")
+        n = X.shape[0]
+        models = make_sharded_models(
+            X, int(self.n_components), shards, dtype=dtype, mean_prior=self.mean_prior,
+            mean_precision_prior=self.mean_precision_prior, covariance_prior=self.covariance_prior,
+            degrees_of_freedom_prior=self.degrees_of_freedom_prior, alpha_prior=self._alpha_prior(),
+            chunk_size=self.chunk_size, chains=self.n_chains if gibbs else self.n_init,
+            cache_bytes=0 if (gpu and gibbs) else None)
+        del X
+        from ..random import default_rng
+
+        rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
+        m0 = models[0]
+        p = m0.x.shape[1]
+        self.n_features_in_ = p
+        self._center = m0.center
+        self._scale = np.sqrt(np.diag(_backend.to_host(m0.psi0)) / (m0.df0 - p - 1))
+        self.n_shards_ = shards.world
+        t0 = time.perf_counter()
+        with shards.on(0):
+            if gibbs:
+                state = init_sharded(rng, models, shards, n, self.n_chains)
+                self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
+            else:
+                state = init_sharded(rng, models, shards, n, self.n_init, z=False)
+                self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
+                              lambda params: _sharded_score(models, shards, params, n))
+        self.fit_seconds_ = time.perf_counter() - t0
+        self._point_params = None
+        return self
+
+    def _fit_gibbs(self, model, rng, state=None, step_fn=None):
+        if state is None:
+            state = init(rng, model, self.n_chains)
+            step_fn = make_step(model)
 
         def collect(s, info):
             return {"weights": _xp_of(s.log_pi).exp(s.log_pi), "means": s.mu, "covariances": s.sigma,
@@ -1194,11 +1577,15 @@ class DPGaussianMixture(Estimator):
         self.covariances_ = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
         self.alpha_ = float(d["alpha"].mean())
         self.n_active_ = int(np.round(np.median(d["n_active"])))
-        self.z_ = _backend.to_host(tr.state.z[0])
+        z = tr.state.z
+        self.z_ = (np.concatenate([_backend.to_host(part[0]) for part in z]) if isinstance(z, tuple)
+                   else _backend.to_host(z[0]))
 
-    def _fit_bem(self, model, rng, check_every: int = 10):
-        state = init(rng, model, self.n_init, z=False)
-        bem = make_bem_step(model)
+    def _fit_bem(self, model, rng, state=None, bem=None, score=None, check_every: int = 10):
+        if state is None:
+            state = init(rng, model, self.n_init, z=False)
+            bem = make_bem_step(model)
+            score = functools.partial(_score_params, model.x, chunk=model.chunk)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm
@@ -1225,7 +1612,7 @@ class DPGaussianMixture(Estimator):
                 bar.close()
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
-        ll = _backend.to_host(_score_params(model.x, state.params, model.chunk))
+        ll = _backend.to_host(score(state.params))
         _check_finite_fit([np.nanmax(ll)], "BEM")
         ll = np.where(np.isfinite(ll), ll, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(ll))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _loader
-from ._philox import block_words, box_muller, philox_rounds, u01_f32, u01_f64, u01_f64_from32
+from ._philox import Words, box_muller_into, philox32, philox_rounds, u01_f32_into, u01_f64_from32_into
 
 FILE = "random_fill.cu"
 _NAMES = (
@@ -33,42 +33,70 @@ _NAMES = (
     "fill_exponential<double>",
 )
 _CTYPE = _loader.CTYPE
-# Blocks per chunk on the CPU: bounds the temporaries to a few tens of MB.
-_CHUNK = 1 << 18
+# Blocks per chunk of the NumPy twin: its scratch arrays (about 60 bytes a block) stay in cache.
+_CHUNK = 1 << 15
 
 
 def per_block(dtype) -> int:
     return 4 if np.dtype(dtype) == np.float32 else 2
 
 
-def _twin_block(kind: str, dtype, words):
-    w0, w1, w2, w3 = words
-    if kind == "exponential":
-        if dtype == np.float32:
-            return np.stack([-np.log(u01_f64_from32(w)) for w in words], axis=1).astype(np.float32)
-        return np.stack([-np.log(u01_f64(w0, w1)), -np.log(u01_f64(w2, w3))], axis=1)
-    if kind == "uniform":
-        if dtype == np.float32:
-            return np.stack([u01_f32(w) for w in words], axis=1)
-        return np.stack([u01_f64(w0, w1), u01_f64(w2, w3)], axis=1)
+def _twin_chunk(kind: str, dtype, words, out, scratch) -> None:
+    """The draws of one chunk of Philox blocks into ``out``, ``per_block(dtype)`` a block:
+    ``words`` holds the blocks' uint32 words, or for float64 their two uniforms."""
+    n = words[0].size
+    u1, u2, tmp, z = (a[:n] for a in scratch)
     if dtype == np.float32:
-        z0, z1 = box_muller(u01_f64_from32(w0), u01_f64_from32(w1))
-        z2, z3 = box_muller(u01_f64_from32(w2), u01_f64_from32(w3))
-        return np.stack([z0, z1, z2, z3], axis=1).astype(np.float32)
-    z0, z1 = box_muller(u01_f64(w0, w1), u01_f64(w2, w3))
-    return np.stack([z0, z1], axis=1)
+        if kind == "uniform":
+            for k, w in enumerate(words):
+                u01_f32_into(w, out[k::4])
+        elif kind == "exponential":
+            for k, w in enumerate(words):
+                np.log(u01_f64_from32_into(w, u1), out=u1)
+                np.negative(u1, out=out[k::4], casting="same_kind")
+        else:  # two Box-Muller pairs, in float64, rounded once
+            for k, (a, b) in enumerate((words[:2], words[2:])):
+                r, z = box_muller_into(u01_f64_from32_into(a, u1), u01_f64_from32_into(b, u2), z, tmp)
+                np.multiply(r, z.real, out=out[2 * k::4], casting="same_kind")
+                np.multiply(r, z.imag, out=out[2 * k + 1::4], casting="same_kind")
+        return
+    ua, ub = words  # u01_f64(w0, w1), u01_f64(w2, w3)
+    if kind == "uniform":
+        out[0::2], out[1::2] = ua, ub
+    elif kind == "exponential":
+        np.log(ua, out=ua)
+        np.log(ub, out=ub)
+        np.negative(ua, out=out[0::2])
+        np.negative(ub, out=out[1::2])
+    else:
+        r, z = box_muller_into(ua, ub, z, tmp)
+        np.multiply(r, z.real, out=out[0::2])
+        np.multiply(r, z.imag, out=out[1::2])
 
 
 def fill_numpy(kind: str, n: int, dtype, key, offset: int) -> np.ndarray:
-    """NumPy twin of ``fill_<kind><T>``: a flat array of ``n`` draws."""
+    """NumPy twin of ``fill_<kind><T>``: a flat array of ``n`` draws.
+
+    Goes through the blocks in chunks of ``_CHUNK`` (a power of two, so that
+    no chunk straddles a change of the counter's high word) with one set of
+    scratch arrays, which stay in cache.
+    """
     dtype = np.dtype(dtype)
     p = per_block(dtype)
     nb = -(-n // p)
     out = np.empty(nb * p, dtype=dtype)
-    for start in range(0, nb, _CHUNK):
-        count = min(_CHUNK, nb - start)
-        vals = _twin_block(kind, dtype, block_words(start, count, key, offset))
-        out[start * p:(start + count) * p] = vals.reshape(-1)
+    size = min(_CHUNK, nb)
+    work = Words(size)
+    scratch = (np.empty(size), np.empty(size), np.empty(size), np.empty(size, dtype=np.complex128))
+    idx = np.arange(size, dtype=np.uint32)
+    off_lo, off_hi = offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF
+    with np.errstate(all="ignore"):
+        for start in range(0, nb, _CHUNK):
+            count = min(_CHUNK, nb - start)
+            c0 = np.add(idx[:count], np.uint32(start & 0xFFFFFFFF))
+            words = philox32(c0, start >> 32, off_lo, off_hi, key[0], key[1], work, count,
+                             u01=(scratch[0][:count], scratch[1][:count]) if dtype == np.float64 else None)
+            _twin_chunk(kind, dtype, words, out[start * p:(start + count) * p], scratch)
     return out[:n]
 
 

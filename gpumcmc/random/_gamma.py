@@ -65,7 +65,7 @@ from ._params import _as, _flat, out_shape, resolve_dtype
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill
-from ._philox import philox_rounds, u01_f32, u01_f64
+from ._philox import Words, box_muller, box_muller_into, philox32, u01_f32, u01_f32_into, u01_f64, u01_f64_into
 
 FILE = "gamma.cu"
 _NAMES = tuple(
@@ -78,8 +78,8 @@ _CTYPE = _loader.CTYPE
 
 MAX_ATTEMPTS = 1 << 22  # GPUMCMC_GAMMA_MAX_ATTEMPTS: never reached for valid shapes
 INDEX_LIMIT = 1 << 40  # element indices must stay below 2**40 (the counter holds 2**40 j + i)
-# Elements per chunk of the twin's first attempt: keeps its temporaries in cache.
-_CHUNK = 1 << 15
+# Elements per chunk of the twin (even): keeps its temporaries in cache.
+_CHUNK = 1 << 16
 # Block size (the kernels' GPUMCMC_GAMMA_BLOCK).
 _BLOCK = 256
 
@@ -197,12 +197,14 @@ def _errstate(xp):
 
 
 def _blocks(i, j, key, offset):
-    """Philox words of blocks ``j`` (int) of indices ``i`` (ascending uint64 array)."""
+    """Philox words (uint64) of blocks ``j`` (int) of indices ``i`` (ascending uint64 array)."""
+    n = i.size
     hi = i >> _S32
     # A shared high word (every i < 2**32) keeps the first rounds on scalars.
-    c1 = np.uint64(j << 8) | (hi[0] if hi.size and hi[0] == hi[-1] else hi)
-    return philox_rounds(i & _MASK, c1, np.uint64(offset & 0xFFFFFFFF),
-                         np.uint64((offset >> 32) & 0xFFFFFFFF), key[0], key[1])
+    c1 = (j << 8) | int(hi[0]) if n and hi[0] == hi[-1] else (hi | np.uint64(j << 8)).astype(np.uint32)
+    words = philox32((i & _MASK).astype(np.uint32), c1, offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF,
+                     key[0], key[1], Words(n), n)
+    return tuple(w.astype(np.uint64) for w in words)
 
 
 def _uniform_pair(w0, w1, dtype):
@@ -212,16 +214,14 @@ def _uniform_pair(w0, w1, dtype):
     return u01_f64(*w0), u01_f64(*w1)
 
 
-def _normal(r, u2, odd, dtype):
-    """``r cos(2 pi u2)`` (even halves) or ``r sin(2 pi u2)`` (odd halves), in ``dtype``.
-
-    Evaluated in float64 as ``r cos(2 pi (u2 - h/4))``: ``u2 - 1/4`` is exact,
-    and the result agrees with CUDA's ``sincospi`` to an absolute 1e-16, far
-    below what moves an accepted trial or a gamma value (G depends on x
-    through 1 + c x). Float32 normals come from float32 uniforms and are
-    rounded once to float32, as the kernel's float32 Box-Muller is.
+def _normals(u1, u2, dtype):
+    """The Box-Muller pair ``r cos(2 pi u2)``, ``r sin(2 pi u2)`` of float64
+    ``u1, u2``, in ``dtype``: :func:`box_muller` of the fills, whose angle is
+    reduced as CUDA's ``sincospi`` reduces it (the float64 kernel's), so that
+    the two sides differ by a few float64 ulp at most. Float32 normals come
+    from float32 uniforms and are rounded once to float32.
     """
-    return (r * np.cos((2.0 * np.pi) * (u2 - 0.25 * odd))).astype(dtype, copy=False)
+    return tuple(z.astype(dtype, copy=False) for z in box_muller(u1, u2))
 
 
 def _trial0(i, key, offset, dtype):
@@ -242,8 +242,8 @@ def _trial0(i, key, offset, dtype):
         u1, u2 = _uniform_pair((w0, w1), (w2, w3), dtype)
         v0, v1, v2, v3 = (w[at] for w in _blocks(pairs | np.uint64(1), 0, key, offset))
         u = u01_f64(np.where(odd, v2, v0), np.where(odd, v3, v1))
-    r = np.sqrt(-2.0 * np.log(u1))
-    return _normal(r[at], u2[at], odd, dtype), u
+    z0, z1 = _normals(u1[at], u2[at], dtype)
+    return np.where(odd.astype(bool), z1, z0), u
 
 
 def _attempt(i, t, key, offset, dtype):
@@ -257,8 +257,8 @@ def _attempt(i, t, key, offset, dtype):
         v0, v1, v2, v3 = _blocks(i, 2 * t + 1, key, offset)
         u1, u2 = _uniform_pair((w0, w1), (w2, w3), dtype)
         ua, ub = u01_f64(v0, v1), u01_f64(v2, v3)
-    r = np.sqrt(-2.0 * np.log(u1))
-    return (_normal(r, u2, 0, dtype), ua), (_normal(r, u2, 1, dtype), ub)
+    z0, z1 = _normals(u1, u2, dtype)
+    return (z0, ua), (z1, ub)
 
 
 def _boost_uniforms(i, key, offset, dtype):
@@ -287,6 +287,169 @@ def _finish(e, a, d, v, start, key, offset, log, out):
     out[e] = val
 
 
+class _Trial0:
+    """Trial 0 of a run of consecutive elements, a chunk at a time, with one
+    set of scratch arrays: :func:`_trial0` for ``i = lo .. hi - 1``, the same
+    values, for runs of whole pairs that do not straddle a multiple of 2**32."""
+
+    def __init__(self, dtype, key, offset, size):
+        self.dtype = np.dtype(dtype)
+        self.key, self.off = key, (offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF)
+        self.f64 = self.dtype == np.float64
+        m = size // 2  # pairs; each takes block 2p (and 2p + 1 in float64), one Philox call for each
+        self.work = Words(m)
+        self.idx = np.arange(m, dtype=np.uint32) * np.uint32(2)
+        self.u01, self.u23 = np.empty(m), np.empty(m)
+        self.f32 = np.empty(m, dtype=np.float32)
+        self.ang = np.empty(size // 2)
+        self.z = np.empty(size // 2, dtype=np.complex128)
+        self.x = np.empty(size, dtype=self.dtype)
+        self.u = np.empty(size, dtype=self.dtype)
+
+    def __call__(self, lo: int, hi: int):
+        """(x, u) of elements ``lo .. hi - 1`` (``lo``, ``hi`` even): views of the scratch."""
+        n = hi - lo
+        m = n // 2
+        c0 = np.add(self.idx[:m], np.uint32(lo & 0xFFFFFFFF))  # the pairs' blocks 2p
+        ctr = (lo >> 32, *self.off, *self.key, self.work, m)
+        x, u = self.x[:n], self.u[:n]
+        u1, u2 = self.u01[:m], self.u23[:m]  # contiguous: NumPy's log is slower on strided arrays
+        if self.f64:
+            philox32(c0, *ctr, u01=(u1, u2))
+            c0 += np.uint32(1)  # blocks 2p + 1: the halves' uniforms
+            philox32(c0, *ctr, u01=(u[0::2], u[1::2]))
+        else:
+            w0, w1, w2, w3 = philox32(c0, *ctr)
+            u01_f32_into(w2, u[0::2])
+            u01_f32_into(w3, u[1::2])
+            u1[...] = u01_f32_into(w0, self.f32[:m])
+            u2[...] = u01_f32_into(w1, self.f32[:m])
+        r, z = box_muller_into(u1, u2, self.z[:m], self.ang[:m])
+        np.multiply(r, z.real, out=x[0::2], casting="same_kind")
+        np.multiply(r, z.imag, out=x[1::2], casting="same_kind")
+        return x, u
+
+
+def _boost_some(gi, key, offset, dtype, work):
+    """The boost uniforms of global elements ``gi`` (uint64, under one value
+    of ``gi >> 32``): :func:`_boost_uniforms`, the same values. ``work``: a
+    :class:`Words` of ``gi.size``."""
+    n = gi.size
+    c0 = (gi & np.uint64(0xFFFFFFFE)).astype(np.uint32)
+    w0, w1, w2, w3 = philox32(c0, (1 << 8) | int(gi[0] >> np.uint64(32)), offset & 0xFFFFFFFF,
+                             (offset >> 32) & 0xFFFFFFFF, key[0], key[1], work, n)
+    # The odd half's words: a ^ ((a ^ b) & mask) is b where mask is all ones, else a.
+    mask = np.negative((gi & np.uint64(1)).astype(np.uint32))
+
+    def pick(a, b):
+        return np.bitwise_xor(a, np.bitwise_and(np.bitwise_xor(a, b), mask), out=mask.copy())
+
+    if dtype == np.float32:
+        return u01_f32_into(pick(w0, w1), np.empty(n, dtype=np.float32))
+    a0 = pick(w0, w2)
+    return u01_f64_into(a0, pick(w1, w3), np.empty(n))
+
+
+def _first_trials(a, start, key, offset, log, out, trials):
+    """Trial 0 of every element of ``a`` (gamma elements ``start ..``), chunk
+    by chunk in cache: values and trial numbers of the accepted ones into
+    ``out`` and ``trials``. Returns the indices of the valid elements that
+    trial 0 rejected, for :func:`gamma_numpy`'s later attempts.
+
+    The arithmetic is that of :func:`_setup`, :func:`mt_accept`,
+    :func:`gamma_value` and :func:`boosted`, operation for operation, written
+    into scratch arrays (IEEE products and sums commute, so operands may swap).
+    """
+    dtype = a.dtype
+    k = _consts(dtype)
+    one = k["one"]
+    n = a.size
+    gen = _Trial0(dtype, key, offset, min(n, _CHUNK) + 2)
+    size = min(n, _CHUNK)
+    d, c, cx, v, m, q = (np.empty(size, dtype=dtype) for _ in range(6))
+    small, acc, notacc = (np.empty(size, dtype=bool) for _ in range(3))
+    rest, boost = [], []
+    s = 0
+    while s < n:
+        g0 = start + s
+        # Whole pairs from an even element, never past a multiple of 2**32 (the counter's high word).
+        lo = g0 & ~1
+        hi = min(lo + _CHUNK, start + n, ((g0 >> 32) + 1) << 32)
+        e = hi - g0
+        hi += hi & 1
+        x, u = gen(lo, hi)
+        x, u = x[g0 - lo:g0 - lo + e], u[g0 - lo:g0 - lo + e]
+        ac = a[s:s + e]
+        sm, ok, ps = small[:e], acc[:e], notacc[:e]
+        # d = a' - 1/3, c = 1 / sqrt(9 d); a + 0 is a, so a + (a < 1) is a'.
+        np.less(ac, one, out=sm)
+        dc = np.add(ac, sm, out=d[:e], dtype=dtype)
+        dc -= k["third"]
+        cc = np.multiply(dc, k["nine"], out=c[:e])
+        np.sqrt(cc, out=cc)
+        np.divide(one, cc, out=cc)
+        # The squeeze: v = 1 + c x > 0 and u m < m - (c x**2)**2 / 12, m = min(v, 1).
+        cxc = np.multiply(cc, x, out=cx[:e])
+        vc = np.add(cxc, one, out=v[:e])
+        mc = np.minimum(vc, one, out=m[:e])
+        qc = np.multiply(cxc, x, out=q[:e])
+        np.multiply(qc, qc, out=qc)
+        qc *= k["twelfth"]
+        np.subtract(mc, qc, out=qc)
+        mc *= u
+        # (Where v <= 0, m = v and u m >= m >= m - (...): the squeeze refuses.)
+        np.less(mc, qc, out=ok)
+        # The logarithmic test (with v > 0) where the squeeze did not accept.
+        slow = np.flatnonzero(np.logical_not(ok, out=ps))
+        if slow.size:
+            cxs, xs = cxc[slow], x[slow]
+            y = cxs * (k["three"] + cxs * (k["three"] + cxs))
+            ok[slow] = (vc[slow] > 0) & (np.log(u[slow]) < k["half"] * (xs * xs) + dc[slow] * mt_log_term(cxs, y))
+        valid = ac.min() > 0 and ac.max() < np.inf  # else (NaN, <= 0, inf) refuse them below
+        if valid:
+            no = slow[~ok[slow]]
+        else:
+            ok &= (ac > 0) & (ac < np.inf)
+            no = np.flatnonzero(~ok)
+        # G = d v**3, its log, and G(a) from G(a + 1) below shape 1.
+        val = out[s:s + e]
+        np.multiply(vc, vc, out=val)
+        val *= vc
+        val *= dc
+        sm &= ok
+        b = np.flatnonzero(sm)
+        if b.size:  # boosted below, all at once
+            boost.append((b + s, val[b]))
+        if log:
+            np.log(val, out=val)
+        t = trials[s:s + e]
+        t[...] = 0
+        if no.size:
+            val[no] = np.nan
+            t[no] = -1
+            if not valid:
+                no = no[(ac[no] > 0) & (ac[no] < np.inf)]
+            rest.append(no + s)
+        s += e
+    if boost:
+        _boost_into(out, a, *(np.concatenate(z) for z in zip(*boost)), start, key, offset, log)
+    return np.concatenate(rest) if rest else np.empty(0, np.int64)
+
+
+def _boost_into(out, a, e, g, start, key, offset, log):
+    """``out[e] = boosted(g, U, a[e], log)`` with the boost uniforms ``U`` of
+    elements ``e`` (ascending), a chunk of them at a time."""
+    work = Words(min(e.size, _CHUNK))
+    gi = e.astype(np.uint64) + np.uint64(start)
+    s = 0
+    while s < e.size:
+        hi = int(gi[s] >> np.uint64(32))
+        stop = min(s + _CHUNK, int(np.searchsorted(gi, np.uint64((hi + 1) << 32))))
+        ub = _boost_some(gi[s:stop], key, offset, a.dtype, work)
+        out[e[s:stop]] = boosted(g[s:stop], ub, a[e[s:stop]], log)
+        s = stop
+
+
 def gamma_numpy(shape, key, offset, *, log=False, start=0):
     """NumPy twin of ``gamma_draw``: G (or log G) of unit scale for a flat ``shape``.
 
@@ -299,24 +462,11 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
     dtype = a.dtype
     k = _consts(dtype)
     n = a.size
-    out = np.full(n, np.nan, dtype=dtype)
-    trials = np.full(n, -1, dtype=np.int32)
+    out = np.empty(n, dtype=dtype)
+    trials = np.empty(n, dtype=np.int32)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
         # Trial 0 chunk by chunk (in cache), then attempts 1, 2, ... for the few left.
-        left = []
-        for s in range(0, n, _CHUNK):
-            ac = a[s:s + _CHUNK]
-            e = s + np.flatnonzero((ac > 0) & np.isfinite(ac))
-            if not e.size:
-                continue
-            ae = a[e]
-            d, c = _setup(ae, k)
-            x, u = _trial0((e + start).astype(np.uint64), key, offset, dtype)
-            acc, v = mt_accept(x, u, d, c)
-            trials[e[acc]] = 0
-            _finish(e[acc], ae[acc], d[acc], v[acc], start, key, offset, log, out)
-            left.append(e[~acc])
-        rest = np.concatenate(left) if left else np.empty(0, np.int64)
+        rest = _first_trials(a, start, key, offset, log, out, trials)
         t = 1
         while rest.size and t < MAX_ATTEMPTS:
             still = []
@@ -340,14 +490,49 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
 
 
 def _lse_rows(lg, log):
-    """Normalise rows of log-gammas (last axis) by their log-sum-exp."""
+    """Normalise rows of log-gammas (last axis, a C-contiguous array of 2 axes)
+    by their log-sum-exp, in place.
+
+    Relative to the row maximum, as the kernels do: subtracting a rounded
+    log-sum-exp would scale a float32 row by up to ~3e-5 at |log G| ~ 1e3.
+    Rows of up to ``_LSE_COLUMNS`` are normalised a chunk of rows at a time,
+    transposed, so that the maxima and sums run across rows (NumPy reduces a
+    short row at a time slowly): their sums add left to right, where longer
+    rows add pairwise (NumPy's sum); the two orders differ by at most K
+    rounding steps, as the GPU's does from either.
+    """
+    n, K = lg.shape
     with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
-        # Relative to the row maximum, as the kernels do: subtracting a rounded
-        # log-sum-exp would scale a float32 row by up to ~3e-5 at |log G| ~ 1e3.
-        m = np.max(lg, axis=-1, keepdims=True)
-        e = np.exp(lg - m)
-        tot = np.sum(e, axis=-1, keepdims=True)
-        return (lg - m) - np.log(tot) if log else e / tot
+        if K > _LSE_COLUMNS:
+            m = np.max(lg, axis=-1, keepdims=True)
+            np.subtract(lg, m, out=lg)
+            _normalise(lg, np.exp(lg) if log else np.exp(lg, out=lg), -1, log)
+            return lg
+        step = max(1, _LSE_CHUNK // K)
+        t = np.empty((K, min(n, step)), dtype=lg.dtype)
+        for s in range(0, n, step):
+            rows = lg[s:s + step]
+            tc = t[:, :rows.shape[0]]
+            np.copyto(tc, rows.T)
+            tc -= np.max(tc, axis=0)
+            _normalise(tc, np.exp(tc) if log else np.exp(tc, out=tc), 0, log)
+            np.copyto(rows, tc.T)
+    return lg
+
+
+def _normalise(d, e, axis, log):
+    """``d - log(sum(e))`` with ``log``, else ``e / sum(e)``, in place, the sums along ``axis``."""
+    tot = np.sum(e, axis=axis, keepdims=True)
+    if log:
+        d -= np.log(tot)
+    else:
+        e /= tot
+
+
+# Rows of at most this many categories are normalised transposed (see _lse_rows),
+# this many elements at a time.
+_LSE_COLUMNS = 32
+_LSE_CHUNK = 1 << 16
 
 
 def dirichlet_numpy(alpha, key, offset, *, log=False):

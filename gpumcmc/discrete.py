@@ -15,7 +15,7 @@ w1)`` for float64. Every method, on the GPU and in NumPy, uses this ``u``.
 
 Methods (Steele & Tristan, "Using butterfly-patterned partial sums to draw
 from discrete distributions", PPoPP 2017; the kernels are in
-``kernels_cu/categorical.cu``):
+``kernels_cu/discrete.cu``):
 
 ``"prefix"``
     One GPU thread per row: a pass that sums the row, a pass that rescans it
@@ -28,7 +28,7 @@ from discrete distributions", PPoPP 2017; the kernels are in
     draws, always.
 ``"butterfly"``
     The same coalesced loads; 31 ``__shfl_xor`` steps build the
-    butterfly-patterned table of partial sums (see :mod:`gpumcmc._butterfly`)
+    butterfly-patterned table of partial sums (see :mod:`gpumcmc._discrete_butterfly`)
     instead of transposing, and the search rebuilds the prefix values it needs
     from a low and a high value. Within a block it adds in pairs rather than
     left to right, so where a prefix value lies within rounding of ``u * total``
@@ -93,7 +93,7 @@ _AUTO_RULE = {
     ("products", "float64"): ((64, "butterfly"), (None, "warp")),
 }
 
-FILE = "categorical.cu"
+FILE = "discrete.cu"
 W = 32  # warp width of the kernels
 THREADS = 128  # threads per block of every kernel (GPUMCMC_CAT_THREADS)
 MIN_BLOCKS = 0  # blocks per SM asked of ptxas for the warp kernels, 0: none (GPUMCMC_CAT_MIN_BLOCKS)
@@ -108,10 +108,10 @@ _NAMES = tuple(
 ) + tuple(
     f"cat_warp<{t}, {s}, {m}>" for t in ("float", "double") for s in (0, 1, 2) for m in (1, 2)
 )
-# The "warp" kernels of categorical_warp.cu: (vector width V, chunks per lane NJ)
+# The "warp" kernels of discrete_warp.cu: (vector width V, chunks per lane NJ)
 # per dtype; a row of up to 32 * NJ * V categories is held in registers.
 # Keep in step with the instantiations at the end of that file.
-FILE_WARP = "categorical_warp.cu"
+FILE_WARP = "discrete_warp.cu"
 _WARP_SHAPES = {
     "float": ((4, 2), (4, 8), (2, 16), (1, 32)),
     "double": ((2, 2), (2, 8), (1, 16)),
@@ -158,7 +158,7 @@ def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def butterfly_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``"butterfly"`` on NumPy: :func:`gpumcmc._butterfly.draw` for warps of
+    """``"butterfly"`` on NumPy: :func:`gpumcmc._discrete_butterfly.draw` for warps of
     ``W`` lanes, the same indices, computed per row rather than per warp.
 
     The table entry that row ``r`` (lane ``r % W``) reads at a node whose

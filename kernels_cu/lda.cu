@@ -191,7 +191,7 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
 // another order than NumPy's cumsum, so where one lies within rounding of
 // u * total the index may differ by one positive neighbour, as for the
 // "warp" method.
-#include "categorical.cuh"
+#include "discrete.cuh"
 
 #ifndef GPUMCMC_LDA_ZWARPS
 #define GPUMCMC_LDA_ZWARPS 4

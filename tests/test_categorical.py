@@ -18,7 +18,7 @@ from scipy import stats
 
 import gpumcmc
 from conftest import ALPHA, to_np
-from gpumcmc import _butterfly, categorical, categorical_logits, categorical_products
+from gpumcmc import _discrete_butterfly as _butterfly, categorical, categorical_logits, categorical_products
 from gpumcmc.discrete import METHODS, choose_method, prefix_draw, row_uniforms
 from gpumcmc.random import default_rng, philox4x32
 

@@ -2,7 +2,7 @@
 
 The twins of the fills, of gamma and of the butterfly draw each have a plain
 form that reads like the kernel (``philox_rounds`` and ``box_muller`` in
-``_philox.py``, ``_trial0`` in ``_gamma.py``, ``gpumcmc._butterfly.draw``) and a
+``_philox.py``, ``_trial0`` in ``_gamma.py``, ``gpumcmc._discrete_butterfly.draw``) and a
 fast form that the public calls use; these tests hold the two to the same
 bits. No test here is statistical.
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import gpumcmc
-from gpumcmc import _butterfly, discrete
+from gpumcmc import _discrete_butterfly as _butterfly, discrete
 from gpumcmc.random import _gamma, _philox, default_rng
 
 KEY = (0xDEADBEEF, 0x12345678)

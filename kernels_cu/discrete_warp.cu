@@ -16,7 +16,7 @@
 // over those groups gives the inclusive chunk prefixes, and the last one is
 // the row's total.
 //
-// Search, for target = u * total (u the row's uniform; see categorical.cuh):
+// Search, for target = u * total (u the row's uniform; see discrete.cuh):
 // the first chunk whose inclusive prefix exceeds the target, then inside it
 // the first lane (a scan of the lanes' s_j), then inside that lane the first
 // element. Each step takes only a positive chunk, lane or weight and, if
@@ -33,7 +33,7 @@
 // uniform and the row indices of row l of the batch; a shuffle hands them out.
 //
 // Twin: the "prefix" twin of gpumcmc/discrete.py (cumsum and search).
-#include "categorical.cuh"
+#include "discrete.cuh"
 
 #ifndef GPUMCMC_CAT_THREADS
 #define GPUMCMC_CAT_THREADS 128
@@ -334,7 +334,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
 }  // namespace cat
 }  // namespace gpumcmc
 
-// The signature of categorical.cu's kernels without the scratch arguments
+// The signature of discrete.cu's kernels without the scratch arguments
 // (n_a, n_b, status and tag as there).
 template <typename T, int SRC, int V, int NJ>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)

@@ -1,6 +1,6 @@
 """The warp's butterfly-patterned table of partial sums and its search, in NumPy.
 
-This is the twin of the ``butterfly`` method in ``kernels_cu/categorical.cu``
+This is the twin of the ``butterfly`` method in ``kernels_cu/discrete.cu``
 (Steele & Tristan, "Using butterfly-patterned partial sums to draw from
 discrete distributions", PPoPP 2017), written for any warp width ``W`` that
 is a power of two, so that small tables (``W`` = 8, 16) can be read by eye.
@@ -232,7 +232,7 @@ def pairwise_totals(x):
 
 
 def draw(w, u, W: int = 32) -> np.ndarray:
-    """The ``butterfly`` draw of ``kernels_cu/categorical.cu``, emulated for warp width ``W``.
+    """The ``butterfly`` draw of ``kernels_cu/discrete.cu``, emulated for warp width ``W``.
 
     Rows ``g*W .. g*W + W-1`` form warp group ``g``, row ``r`` is its lane
     ``r % W``. Each row is split into ``ceil(K/W)`` blocks of ``W`` columns, the

@@ -55,7 +55,7 @@
 // a negative weight, as they read it: the least weight each lane sees is kept
 // alongside the sums, and only a bad row is read again, to name what is wrong.
 // Twin: gpumcmc/discrete.py and gpumcmc/_butterfly.py.
-#include "categorical.cuh"
+#include "discrete.cuh"
 
 // Threads per block; gpumcmc/discrete.py passes its THREADS here.
 #ifndef GPUMCMC_CAT_THREADS

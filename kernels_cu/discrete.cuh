@@ -1,5 +1,5 @@
-// Building blocks shared by the categorical kernels (categorical.cu and
-// categorical_warp.cu): the sources of the weights, the row's uniform and the
+// Building blocks shared by the categorical kernels (discrete.cu and
+// discrete_warp.cu): the sources of the weights, the row's uniform and the
 // index store. The uniform of row r at call offset off is the Philox block with
 // counter (r, off): u01_f32(w0) for float, u01_f64(w0, w1) for double, so every
 // method draws with the same u. Twin: gpumcmc/discrete.py (row_uniforms).

@@ -19,6 +19,7 @@ from pathlib import Path
 SUITES = {
     "rng": ["rng_fill", "rng_variates"],
     "categorical": ["categorical"],
+    "validation": ["validation"],
     "figure7": ["figure7"],
     "lda": ["lda"],
     "mixture": ["mixture"],

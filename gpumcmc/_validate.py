@@ -140,31 +140,31 @@ def check() -> None:
 
     Returns None when nothing failed. Costs one synchronisation per device and
     stream that recorded checks (none when nothing is pending, e.g. on NumPy).
-    Checks fused into the kernels (see :mod:`gpumcmc._status`) come first.
+    The checks recorded by :func:`report` (on a call's arguments, made before
+    its kernels run) come before those the kernels note themselves (see
+    :mod:`gpumcmc._status`).
     """
-    if _status.pending():
-        found = _status.read_all()  # synchronize! (once per stream with fused checks)
-        if found is not None:
-            _state.pending = None
-            err = ValueError(found[1])
-            err._gpumcmc_detailed = True  # the message names the call, the row and what to do
-            raise err
+    fused = _status.read_all() if _status.pending() else None  # synchronize! (once per stream with fused checks)
     p = getattr(_state, "pending", None)
-    if p is None or not p["calls"]:
-        return
-    _state.pending = None
-    found = []
-    for dev, word in p["words"].items():
-        import cupy
+    if p is not None and p["calls"]:
+        _state.pending = None
+        found = []
+        for dev, word in p["words"].items():
+            import cupy
 
-        with cupy.cuda.Device(dev):
-            call, index = (int(v) for v in word.get())  # synchronize!
-        if call != _NONE:
-            found.append((call, index))
-    if found:
-        call, index = min(found)
-        msg = p["messages"][call].replace("{index}", str(index))
-        raise ValueError(f"{msg} (the {_ordinal(call + 1)} value check recorded since the last gpumcmc.check())")
+            with cupy.cuda.Device(dev):
+                call, index = (int(v) for v in word.get())  # synchronize!
+            if call != _NONE:
+                found.append((call, index))
+        if found:
+            call, index = min(found)
+            msg = p["messages"][call].replace("{index}", str(index))
+            raise ValueError(f"{msg} (the {_ordinal(call + 1)} value check recorded since the last gpumcmc.check())")
+    if fused is not None:
+        _state.pending = None
+        err = ValueError(fused[1])
+        err._gpumcmc_detailed = True  # the message names the call, the row and what to do
+        raise err
 
 
 def fused(describe) -> tuple[int, int]:

@@ -66,6 +66,23 @@ sk = BayesianGaussianMixture(n_components=k, weight_concentration_prior_type="di
                              max_iter=100 if SMALL else 500, random_state=0).fit(X)
 print(f"scikit-learn: {time.perf_counter() - t:.1f} s, mean loglik {sk.score(X):.4f}, converged {sk.converged_}")
 print(f"gpumcmc BEM:  {bem.fit_seconds_:.1f} s, mean loglik {bem.score(X):.4f}")"""),
+    new_markdown_cell("""## The data split over devices
+
+`devices=` splits the events and their indicators over devices (Gibbs): each device draws the indicators of
+its rows and sums their counts, sums and scatter, one all-reduce per sweep adds them up (NCCL between GPUs),
+and the global draws follow from the sums. `devices="all"` uses every GPU of this machine;
+`gpumcmc.shards.Shards(n_virtual=2)` runs the same code as two parts on NumPy, and
+`gpumcmc.models.mixture.one_device_shards(2)` as two parts on one GPU. For a seed the draws are those of one
+device, up to the rounding of the sums' order."""),
+    new_code_cell("""from gpumcmc.shards import Shards
+
+Xs = X[::4]
+kw = dict(n_components=16, n_iter=20, burn_in=20, random_state=2, relabel=False, progress=False, backend="numpy")
+one = DPGaussianMixture(**kw).fit(Xs)
+two = DPGaussianMixture(devices=Shards(n_virtual=2), **kw).fit(Xs)
+print("same indicators:", np.array_equal(one.z_, two.z_))
+print("largest difference of the drawn means:",
+      float(np.abs(one.trace_.draws["means"] - two.trace_.draws["means"]).max()))"""),
 ]
 
 nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",

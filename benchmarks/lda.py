@@ -161,10 +161,14 @@ def _cpu_peers(bench):
                          note=f"{type(exc).__name__}: {exc}"[:200])
 
 
-def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tune=None, alpha=None, **init_kw):
-    """Time 10 sweeps through the run driver of one configuration; returns (data, state) for the stages."""
+def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tune=None, alpha=None, graph=False,
+             **init_kw):
+    """Time 10 sweeps through the run driver of one configuration; returns (data, state) for the stages.
+
+    ``graph``: the sweep captured once as a CUDA graph (during warm-up) and replayed."""
     from gpumcmc.models import lda as L
     from gpumcmc.random import default_rng
+    from gpumcmc.sampling import graph_step
     from gpumcmc.sampling import run as drive
 
     cp = bench.cupy
@@ -180,6 +184,8 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
         data, state = L.init(rng, rows, cols, M, V, K, alpha, beta, "float32", burn_in=0, n_chains=n_chains,
                              **init_kw)
         step = functools.partial(L.step, data=data)
+        if graph:
+            step = graph_step(step)
         holder = {"s": state}
 
         def fit():
@@ -194,7 +200,7 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
         bench.record(case, impl, ms, T * SWEEPS * n_chains,
                      bytes_moved=SWEEPS * n_chains * _floor_bytes(M, V, T, K),
                      params={"K": K, "M": M, "V": V, "n_chains": n_chains, "alpha": alpha, "fused": data.fused,
-                             "sparse": data.sparse, **init_kw, **(tune or {})},
+                             "sparse": data.sparse, "graph": graph, **init_kw, **(tune or {})},
                      note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
                           f"corpus{note}")
         return data, holder["s"], rng
@@ -218,10 +224,35 @@ def _fused_stage(bench, case, rng, data, state, M, V, T, K):
                    note="one kernel (and the compaction of theta when sparse); items: tokens")
 
 
+def _graph_rows(bench):
+    """Sweeps replayed from a CUDA graph beside the same sweeps launched one kernel at a time.
+
+    A sweep is about 15 launches and their Python; on a small corpus that, not
+    the GPU, sets its time. Corpora: one of the Reuters subset's shape (395
+    documents, 4,258 words, 84 k tokens, synthetic) and the paper's.
+    """
+    cp = bench.cupy
+    sizes = [("reuters-shape", 395, 4_258, 84_000, (16, 64)), ("paper", 43_556, 37_286, 3_072_662, (64,))]
+    if bench.small:
+        sizes = sizes[:1]
+    for name, M, V, T, Ks in sizes:
+        rows, cols = _corpus(cp, M, V, T, seed=2)
+        T = int(rows.size)
+        for K in Ks:
+            case = f"graph {name} T={T} K={K}"
+            _fit_row(bench, case, "gpumcmc LDA (driver)", rows, cols, M, V, T, K)
+            _fit_row(bench, case, "gpumcmc LDA (driver), graph=True", rows, cols, M, V, T, K, graph=True,
+                     note="; the sweep replayed from a CUDA graph")
+        del rows, cols
+        cp.get_default_memory_pool().free_all_blocks()
+
+
 def run(bench):
     from gpumcmc.models import lda as L
 
     cp = bench.cupy
+    if os.environ.get("GPUMCMC_LDA_GRAPH", "1") != "0":
+        _graph_rows(bench)
     pool = cp.get_default_memory_pool()
     corpora = [("paper", 43_556, 37_286, 3_072_662)]
     if bench.small:

@@ -13,6 +13,7 @@ CuPy adds the architecture of the current device (``-arch=sm_XX``) itself.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import importlib.resources
@@ -332,6 +333,36 @@ NULL = np.uint64(0)
 def philox_args(key, offset: int) -> tuple:
     """The kernel arguments ``k0, k1, off_lo, off_hi`` of a Philox key and a 64-bit call offset."""
     return (np.uint32(key[0]), np.uint32(key[1]), np.uint32(offset & 0xFFFFFFFF), np.uint32(offset >> 32))
+
+
+_replay = threading.local()
+
+
+def device_offset() -> int:
+    """The device address that kernels add to their call offset (0: none); see :func:`replay_offset`."""
+    return getattr(_replay, "ptr", 0)
+
+
+@contextlib.contextmanager
+def replay_offset(ptr: int):
+    """Launches in this block add the 64-bit value at device address ``ptr`` to their call offsets.
+
+    A CUDA graph captured in such a block replays with new random numbers when
+    the value is advanced between replays (see ``gpumcmc/sampling/_graph.py``).
+    Kernels that take ``off_dev`` read it (``offset_from_device`` in
+    ``kernels_cu/philox.cuh``); :func:`philox_dev_args` passes it.
+    """
+    old = device_offset()
+    _replay.ptr = int(ptr)
+    try:
+        yield
+    finally:
+        _replay.ptr = old
+
+
+def philox_dev_args(key, offset: int) -> tuple:
+    """:func:`philox_args` and then ``off_dev``, the address of :func:`replay_offset` (null outside one)."""
+    return (*philox_args(key, offset), np.uint64(device_offset()))
 
 
 def real(x, dtype) -> np.floating:

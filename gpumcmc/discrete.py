@@ -280,7 +280,7 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     dt = a.dtype
     src = _SRC[kind]
     word, tag = _validate.fused(describe)
-    args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_args(key, offset), _loader.i64(n_a),
+    args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_dev_args(key, offset), _loader.i64(n_a),
                  _loader.i64(n_b), _loader.u64(word), _loader.u64(tag))
     if method == "warp":
         V, NJ = warp_shape(K, dt, a, b)

@@ -491,6 +491,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
 //                when they do not fit in shared memory (s_in_smem == 0)
 //   region_words per-warp shared region in elements of T (see HDR_BYTES)
 //   out, out64   indices, int64 if out64 else int32
+//   off_dev      null, or a device offset added to off (a graph replay; see philox.cuh)
 //   n_a, n_b     products: rows of a and b; a token whose index is outside
 //                them reads row 0 and gets -1 (else unused)
 //   status, tag  the status word (null: no checks) and this call's tag; see
@@ -500,8 +501,9 @@ __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_prefix(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
            const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
            int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
-           unsigned int off_lo, unsigned int off_hi, long long n_a, long long n_b, unsigned long long* status,
-           unsigned long long tag) {
+           unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_a,
+           long long n_b, unsigned long long* status, unsigned long long tag) {
+    gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::prefix_rows<T, SRC>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi, n_a,
                                       n_b, status, tag);
 }
@@ -511,8 +513,9 @@ __global__ void GPUMCMC_CAT_WARP_BOUNDS
 cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
          int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
-         unsigned int off_lo, unsigned int off_hi, long long n_a, long long n_b, unsigned long long* status,
-         unsigned long long tag) {
+         unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_a,
+         long long n_b, unsigned long long* status, unsigned long long tag) {
+    gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::warp_rows<T, SRC, METHOD>(a, b, rows, cols, n, K, scratch, s_in_smem, region_words, out, out64,
                                             make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag);
 }
@@ -522,7 +525,8 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
 // are compiled; at run time NVRTC instantiates them through name_expressions.
 #define GPUMCMC_CAT_ARGS(T)                                                                               \
     const T*, const T*, const int*, const int*, long long, int, T*, int, int, void*, int, unsigned int, \
-        unsigned int, unsigned int, unsigned int, long long, long long, unsigned long long*, unsigned long long
+        unsigned int, unsigned int, unsigned int, const unsigned long long*, long long, long long,               \
+        unsigned long long*, unsigned long long
 #define GPUMCMC_CAT_INSTANTIATE(T, SRC)                                  \
     template __global__ void cat_prefix<T, SRC>(GPUMCMC_CAT_ARGS(T));    \
     template __global__ void cat_warp<T, SRC, 1>(GPUMCMC_CAT_ARGS(T));   \

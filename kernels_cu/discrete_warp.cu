@@ -335,13 +335,14 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
 }  // namespace gpumcmc
 
 // The signature of discrete.cu's kernels without the scratch arguments
-// (n_a, n_b, status and tag as there).
+// (off_dev, n_a, n_b, status and tag as there).
 template <typename T, int SRC, int V, int NJ>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64, unsigned int k0,
-         unsigned int k1, unsigned int off_lo, unsigned int off_hi, long long n_a, long long n_b,
-         unsigned long long* status, unsigned long long tag) {
+         unsigned int k1, unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev,
+         long long n_a, long long n_b, unsigned long long* status, unsigned long long tag) {
+    gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::row_warp_draw<T, SRC, V, NJ>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo,
                                            off_hi, n_a, n_b, status, tag);
 }
@@ -352,7 +353,7 @@ cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __rest
 // Keep this list in step with _WARP_SHAPES in gpumcmc/discrete.py.
 #define GPUMCMC_CATWARP_ARGS(T) \
     const T*, const T*, const int*, const int*, long long, int, void*, int, unsigned int, unsigned int, unsigned int, \
-        unsigned int, long long, long long, unsigned long long*, unsigned long long
+        unsigned int, const unsigned long long*, long long, long long, unsigned long long*, unsigned long long
 #define GPUMCMC_CATWARP_F32(SRC)                                               \
     template __global__ void cat_row_warp<float, SRC, 4, 2>(GPUMCMC_CATWARP_ARGS(float));  \
     template __global__ void cat_row_warp<float, SRC, 4, 8>(GPUMCMC_CATWARP_ARGS(float));  \

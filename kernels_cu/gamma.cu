@@ -637,8 +637,10 @@ template <typename T, bool DYN>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_GAMMA_MIN_BLOCKS : 1)
 gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
            long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-           unsigned int off_lo, unsigned int off_hi, int log_out, int* __restrict__ trials, long long chunk,
-           unsigned long long* __restrict__ next, unsigned long long* status, unsigned long long tag) {
+           unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, int log_out,
+           int* __restrict__ trials, long long chunk, unsigned long long* __restrict__ next,
+           unsigned long long* status, unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
     __shared__ GammaQueues<T> q;
     GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
                    off_hi, log_out, status, tag);
@@ -670,7 +672,9 @@ template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK)
 beta_draw(const T* __restrict__ a, long long a_step, const T* __restrict__ b, long long b_step,
           T* __restrict__ out, long long n, unsigned int k0, unsigned int k1, unsigned int off_lo,
-          unsigned int off_hi, unsigned long long* status, unsigned long long tag) {
+          unsigned int off_hi, const unsigned long long* __restrict__ off_dev, unsigned long long* status,
+          unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
     const uint2 key = make_uint2(k0, k1);
     bool noted = false;  // elements come in increasing order: only a thread's first bad one can be the least
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -787,8 +791,10 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
 dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
-               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int log_out,
-               unsigned long long* status, unsigned long long tag) {
+               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+               const unsigned long long* __restrict__ off_dev, int log_out, unsigned long long* status,
+               unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
     __shared__ GammaQueues<T> q;
     GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status, tag);
     const unsigned int mask = group_mask(G);
@@ -817,9 +823,9 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
 // are compiled; at run time NVRTC instantiates them through name_expressions.
 #define GPUMCMC_GAMMA_INSTANTIATE_DYN(T, D)                                                                 \
     template __global__ void gamma_draw<T, D>(const T*, long long, const T*, long long, T, T*, long long,   \
-                                              unsigned int, unsigned int, unsigned int, unsigned int, int, int*, \
-                                              long long, unsigned long long*, unsigned long long*,        \
-                                              unsigned long long);
+                                              unsigned int, unsigned int, unsigned int, unsigned int,      \
+                                              const unsigned long long*, int, int*, long long,             \
+                                              unsigned long long*, unsigned long long*, unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, false)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, true)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(double, false)
@@ -828,11 +834,13 @@ GPUMCMC_GAMMA_INSTANTIATE_DYN(double, true)
 #define GPUMCMC_GAMMA_INSTANTIATE(T)                                                                       \
     template __global__ void beta_draw<T>(const T*, long long, const T*, long long, T*, long long,          \
                                           unsigned int, unsigned int, unsigned int, unsigned int,           \
-                                          unsigned long long*, unsigned long long);                        \
+                                          const unsigned long long*, unsigned long long*,                  \
+                                          unsigned long long);                                             \
     template __global__ void lse_rows<T>(T*, long long, int, int, int);                                   \
     template __global__ void dirichlet_draw<T>(const T*, T*, long long, int, long long, int, unsigned int,  \
-                                               unsigned int, unsigned int, unsigned int, int,               \
-                                               unsigned long long*, unsigned long long);
+                                               unsigned int, unsigned int, unsigned int,                    \
+                                               const unsigned long long*, int, unsigned long long*,         \
+                                               unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

@@ -252,7 +252,8 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
           const int* __restrict__ cols, const int* __restrict__ nnz, const int* __restrict__ sidx,
           const T* __restrict__ sval, int* __restrict__ ndk, int* __restrict__ nwk, long long* __restrict__ zout,
           long long n, int M, int C, int K, unsigned int k0, unsigned int k1, unsigned int off_lo,
-          unsigned int off_hi) {
+          unsigned int off_hi, const unsigned long long* __restrict__ off_dev) {
+    gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     extern __shared__ __align__(16) unsigned char lda_smem[];
     using gpumcmc::cat::FULL;
     const int lane = threadIdx.x & 31;
@@ -357,8 +358,10 @@ template __global__ void lda_theta_compact<float>(const float*, long long, int, 
 template __global__ void lda_theta_compact<double>(const double*, long long, int, int*, int*, double*);
 template __global__ void lda_zdraw<float>(const float*, const float*, const int*, const int*, const int*, const int*,
                                           const float*, int*, int*, long long*, long long, int, int, int,
-                                          unsigned int, unsigned int, unsigned int, unsigned int);
+                                          unsigned int, unsigned int, unsigned int, unsigned int,
+                                          const unsigned long long*);
 template __global__ void lda_zdraw<double>(const double*, const double*, const int*, const int*, const int*,
                                            const int*, const double*, int*, int*, long long*, long long, int, int,
-                                           int, unsigned int, unsigned int, unsigned int, unsigned int);
+                                           int, unsigned int, unsigned int, unsigned int, unsigned int,
+                                           const unsigned long long*);
 #endif

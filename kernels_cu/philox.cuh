@@ -41,6 +41,19 @@ __device__ __forceinline__ uint4 philox_counter(unsigned long long idx, unsigned
     return make_uint4((unsigned int)idx, (unsigned int)(idx >> 32), off_lo, off_hi);
 }
 
+// The call offset of a launch that a CUDA graph may replay: the offset passed
+// by value plus, where `off_dev` is not null, the 64-bit value it points to,
+// which the graph advances between replays (see gpumcmc/sampling/_graph.py).
+// Kernels call it once, on entry, on their by-value offset.
+__device__ __forceinline__ void offset_from_device(const unsigned long long* off_dev, unsigned int& off_lo,
+                                                   unsigned int& off_hi) {
+    if (off_dev != nullptr) {
+        const unsigned long long o = ((((unsigned long long)off_hi) << 32) | off_lo) + *off_dev;
+        off_lo = (unsigned int)o;
+        off_hi = (unsigned int)(o >> 32);
+    }
+}
+
 // float32 uniform strictly inside (0, 1): the top 23 bits of w, plus a half
 // step. Values are (m + 0.5) * 2^-23 for m in [0, 2^23), so the CPU twin gives
 // the same bits. Smallest 2^-24, largest 1 - 2^-24. Computed as

@@ -52,7 +52,8 @@ __device__ __forceinline__ void fill_blocks(T* __restrict__ out, long long n, un
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_FILL_BLOCK)
 fill_uniform(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-             unsigned int off_lo, unsigned int off_hi) {
+             unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev) {
+    offset_from_device(off_dev, off_lo, off_hi);
     fill_blocks(out, n, k0, k1, off_lo, off_hi, [](uint4 w) {
         if constexpr (sizeof(T) == 4) {
             return make_float4(u01_f32(w.x), u01_f32(w.y), u01_f32(w.z), u01_f32(w.w));
@@ -65,7 +66,8 @@ fill_uniform(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_FILL_BLOCK)
 fill_normal(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-            unsigned int off_lo, unsigned int off_hi) {
+            unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev) {
+    offset_from_device(off_dev, off_lo, off_hi);
     fill_blocks(out, n, k0, k1, off_lo, off_hi, [](uint4 w) {
         if constexpr (sizeof(T) == 4) {
             // float64 inside, one rounding at the end: the CPU twin does the
@@ -87,7 +89,8 @@ fill_normal(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_FILL_BLOCK)
 fill_exponential(T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-                 unsigned int off_lo, unsigned int off_hi) {
+                 unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev) {
+    offset_from_device(off_dev, off_lo, off_hi);
     fill_blocks(out, n, k0, k1, off_lo, off_hi, [](uint4 w) {
         if constexpr (sizeof(T) == 4) {
             return make_float4((float)-log(u01_f64_from32(w.x)), (float)-log(u01_f64_from32(w.y)),
@@ -110,10 +113,16 @@ extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, const uin
 #ifndef __CUDACC_RTC__
 // Offline builds (nvcc in CI) instantiate the templates so that their bodies
 // are compiled; at run time NVRTC instantiates them through name_expressions.
-template __global__ void fill_uniform<float>(float*, long long, unsigned int, unsigned int, unsigned int, unsigned int);
-template __global__ void fill_uniform<double>(double*, long long, unsigned int, unsigned int, unsigned int, unsigned int);
-template __global__ void fill_normal<float>(float*, long long, unsigned int, unsigned int, unsigned int, unsigned int);
-template __global__ void fill_normal<double>(double*, long long, unsigned int, unsigned int, unsigned int, unsigned int);
-template __global__ void fill_exponential<float>(float*, long long, unsigned int, unsigned int, unsigned int, unsigned int);
-template __global__ void fill_exponential<double>(double*, long long, unsigned int, unsigned int, unsigned int, unsigned int);
+template __global__ void fill_uniform<float>(float*, long long, unsigned int, unsigned int, unsigned int, unsigned int,
+                                             const unsigned long long*);
+template __global__ void fill_uniform<double>(double*, long long, unsigned int, unsigned int, unsigned int, unsigned int,
+                                             const unsigned long long*);
+template __global__ void fill_normal<float>(float*, long long, unsigned int, unsigned int, unsigned int, unsigned int,
+                                             const unsigned long long*);
+template __global__ void fill_normal<double>(double*, long long, unsigned int, unsigned int, unsigned int, unsigned int,
+                                             const unsigned long long*);
+template __global__ void fill_exponential<float>(float*, long long, unsigned int, unsigned int, unsigned int, unsigned int,
+                                             const unsigned long long*);
+template __global__ void fill_exponential<double>(double*, long long, unsigned int, unsigned int, unsigned int, unsigned int,
+                                             const unsigned long long*);
 #endif

@@ -98,7 +98,7 @@ def test_gamma_draw_arguments_pack_as_the_kernel_lays_them_out(dtype):
     real = ctypes.c_float if dtype == np.float32 else ctypes.c_double
     P, LL, U, I = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_uint, ctypes.c_int
     params = [("shape", P), ("shape_step", LL), ("scale", P), ("scale_step", LL), ("scale_value", real),
-              ("out", P), ("n", LL), ("k0", U), ("k1", U), ("off_lo", U), ("off_hi", U), ("log_out", I),
+              ("out", P), ("n", LL), ("k0", U), ("k1", U), ("off_lo", U), ("off_hi", U), ("off_dev", P), ("log_out", I),
               ("trials", P), ("chunk", LL), ("next", P), ("status", P), ("tag", ctypes.c_uint64)]
     layout = type("Params", (ctypes.Structure,), {"_fields_": params})
     fmt = _gamma._GAMMA_ARGS[np.dtype(dtype)]

@@ -325,7 +325,7 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
     fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval, ndk, nwk,
                                 zout if zout is not None else 0, _loader.i64(T), _loader.i32(M), _loader.i32(C),
-                                _loader.i32(K), *_loader.philox_args(rng.key, offset)), shared_mem=smem)
+                                _loader.i32(K), *_loader.philox_dev_args(rng.key, offset)), shared_mem=smem)
     return ndk, nwk
 
 
@@ -470,6 +470,10 @@ class LDA(Estimator):
     holds every chain's values, shape ``(n_chains, n)``, and :meth:`to_arviz`
     returns them with a chain axis.
 
+    ``graph=True`` (GPU) captures the sweep once as a CUDA graph and replays
+    it, one launch per sweep (:func:`gpumcmc.sampling.graph_step`), with the
+    same draws; it pays where a sweep is short, with few tokens or topics.
+
     Examples
     --------
     >>> import numpy as np
@@ -483,7 +487,7 @@ class LDA(Estimator):
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
-                 backend=None, checkpoint=None, checkpoint_every=100, n_chains=1):
+                 backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=False):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -498,6 +502,7 @@ class LDA(Estimator):
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
         self.n_chains = n_chains
+        self.graph = graph
 
     def _priors(self):
         K = int(self.n_components)
@@ -530,7 +535,7 @@ class LDA(Estimator):
         trace = run(functools.partial(step, data=data), state, rng, int(self.n_iter), burn_in=int(self.burn_in),
                     monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
                     progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
-                    checkpoint_every=int(self.checkpoint_every))
+                    checkpoint_every=int(self.checkpoint_every), graph=bool(self.graph))
         s = trace.state
         n_kept = max(int(self.n_iter), 1)
         it, vals = trace.monitors["loglik_per_token"]

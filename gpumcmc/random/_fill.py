@@ -112,7 +112,7 @@ def fill_cupy(kind: str, n: int, dtype, key, offset: int):
     nb = -(-n // per_block(dtype))
     _loader.launch(
         fn, nb,
-        (out, _loader.i64(n), *_loader.philox_args(key, offset)),
+        (out, _loader.i64(n), *_loader.philox_dev_args(key, offset)),
     )
     return out
 

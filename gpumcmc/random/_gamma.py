@@ -575,8 +575,8 @@ _counters: dict = {}
 
 # gamma_draw's parameters as PackedLaunch packs them (see gamma.cu): shape,
 # shape_step, scale, scale_step, scale_value, out, n, k0, k1, off_lo, off_hi,
-# log_out, trials, chunk, next, status, tag.
-_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIi4xQqQQQ", np.dtype(np.float64): "<QqQqdQqIIIIi4xQqQQQ"}
+# off_dev, log_out, trials, chunk, next, status, tag.
+_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIQi4xQqQQQ", np.dtype(np.float64): "<QqQqdQqIIIIQi4xQqQQQ"}
 
 
 class ParamMessage:
@@ -675,7 +675,7 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
     word, tag = (0, 0) if describe is None else _v.fused(describe)
     launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream,
            sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
-           key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, 1 if log else 0,
+           key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0,
            0 if trials is None else trials.data.ptr, chunk, counter, word, tag)
 
 
@@ -707,7 +707,7 @@ def beta_cupy(a, b, n, key, offset, describe=None):
         pb, sb = _param_arg(b, dtype)
         word, tag = (0, 0) if describe is None else _v.fused(describe)
         _loader.launch(_fn("beta_draw", dtype), n,
-                       (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_args(key, offset), _loader.u64(word),
+                       (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_dev_args(key, offset), _loader.u64(word),
                         _loader.u64(tag)), block=_BLOCK)
     return out
 
@@ -769,7 +769,7 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
         word, tag = (0, 0) if describe is None else _v.fused(describe)
         _loader.launch(fn, -(-n_rows // R) * 32,
                        (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),
-                        *_loader.philox_args(key, offset), _loader.i32(1 if log else 0), _loader.u64(word),
+                        *_loader.philox_dev_args(key, offset), _loader.i32(1 if log else 0), _loader.u64(word),
                         _loader.u64(tag)),
                        block=_BLOCK, blocks_per_sm=blocks)
         return out.reshape(n_rows, K)

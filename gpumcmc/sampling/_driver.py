@@ -240,7 +240,7 @@ def _load_checkpoint(path: Path):
 def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0, thin: int = 1,
         collect: Callable | None = None, monitors=(), progress: bool = True, desc: str | None = None,
         checkpoint=None, checkpoint_every: int = 100, resume: bool = True, n_chains: int | None = None,
-        callback: Callable | None = None) -> Trace:
+        callback: Callable | None = None, graph: bool = False) -> Trace:
     """Run ``burn_in + n_iter`` iterations of ``state, info = step(rng, state)``.
 
     Parameters
@@ -280,6 +280,11 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     callback : callable, optional
         ``callback(iteration, state, info)`` after every iteration (it may
         synchronise; use monitors for periodic figures).
+    graph : bool
+        On the GPU, capture the sweep once as a CUDA graph and replay it
+        (:func:`gpumcmc.sampling.graph_step`): one launch per sweep instead of
+        one per kernel, for the same draws. The step must meet that
+        function's conditions. No effect on NumPy.
 
     Returns
     -------
@@ -313,6 +318,10 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         _positive_int(m.every, f"Monitor {m.name!r} every", 1)
     if not callable(step):
         raise TypeError("step must be a callable step(rng, state) -> (state, info).")
+    if graph:
+        from ._graph import graph_step
+
+        step = graph_step(step)
     rng = default_rng(rng)
     if n_chains is None:
         n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)

@@ -77,20 +77,25 @@ __all__ = ["METHODS", "categorical", "categorical_logits", "categorical_products
 METHODS = ("prefix", "transpose", "butterfly", "warp")
 
 # "auto": for (form, dtype), the first entry whose bound is >= K (None: any K).
-# Measured on an H200 (benchmarks/results/categorical-nvidia-h200.json):
-# with materialised weights (2**20 rows) one thread per row is fastest at
-# K = 16 in float32, the butterfly up to K = 256 (0.374 against 0.383 ms for
-# "warp") and "warp" at K = 1024 (1.078 against 1.165 ms); in float64 the
-# butterfly wins at every K (K = 1024: 2.04 against 2.35 transposed and 3.12
-# for "warp"). In the fused theta*phi form (2**20 tokens) the butterfly wins
-# up to K = 128 in float32 (K = 64: 0.22 against 0.37 ms) and K = 64 in
-# float64; above, "warp" (K = 1024: 0.98 ms against 2.73 butterfly and 3.48
-# transposed in float32; 2.55 against 5.44 transposed in float64).
+# Materialised weights (2**20 rows), measured on an H200
+# (benchmarks/results/categorical-nvidia-h200.json): one thread per row is
+# fastest at K = 16 in float32, the butterfly up to K = 256 (0.374 against
+# 0.383 ms for "warp") and "warp" at K = 1024 (1.078 against 1.165 ms); in
+# float64 the butterfly wins at every K (K = 1024: 2.04 against 2.35
+# transposed and 3.12 for "warp").
+# The fused theta*phi form (2**20 tokens sorted by word), from Figure 7 measured
+# on an H100 (benchmarks/results/figure7-nvidia-h100-80gb-hbm3.json): in float32
+# one thread per token up to K = 24 (0.254 against 0.262 ms butterfly), the
+# butterfly from 28 to 96, "warp" from 128 (K = 1024: 1.48 against 3.02 ms
+# butterfly); in float64 one thread per token up to K = 28, "warp" from 64 to
+# 992 (32 to 60 are within 5% of one another) and the transpose at K = 1024,
+# where a float64 row no longer fits the warp's registers (5.81 against
+# 6.20 ms). Larger K were not measured; "warp" reads them in segments.
 _AUTO_RULE = {
     ("rows", "float32"): ((16, "prefix"), (256, "butterfly"), (None, "warp")),
     ("rows", "float64"): ((None, "butterfly"),),
-    ("products", "float32"): ((128, "butterfly"), (None, "warp")),
-    ("products", "float64"): ((64, "butterfly"), (None, "warp")),
+    ("products", "float32"): ((24, "prefix"), (96, "butterfly"), (None, "warp")),
+    ("products", "float64"): ((28, "prefix"), (992, "warp"), (1024, "transpose"), (None, "warp")),
 }
 
 FILE = "discrete.cu"

@@ -562,6 +562,11 @@ class NestedSampler:
         return self
 
     @property
+    def fused(self) -> bool:
+        """Whether each iteration's slice step runs as one fused CUDA kernel (see the ``fused`` parameter)."""
+        return self._fused is not None
+
+    @property
     def results(self) -> NestedResults:
         if self._results is None:
             raise AttributeError("No results yet: call run() first.")

@@ -44,14 +44,14 @@ syncs = 0  # waits for the GPU made to read words, for tests
 class Word:
     """One status word: its host view, its device address and the calls noted since it was read."""
 
-    __slots__ = ("host", "ptr", "calls", "stream", "device", "_mem")
+    __slots__ = ("host", "ptr", "calls", "stream")
 
     def __init__(self, device: int, stream):
         import cupy
 
         rt = cupy.cuda.runtime
         ptr = rt.hostAlloc(8, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
-        self._mem = ptr  # kept for the life of the process: one word per thread, device and stream
+        # Never freed: one word per thread, device and stream, for the life of the process.
         self.host = np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(ptr))
         self.host[0] = NONE
         # With unified addressing (every 64-bit platform CUDA supports) a mapped
@@ -62,7 +62,6 @@ class Word:
         self.ptr = ptr
         self.calls: list = []
         self.stream = stream
-        self.device = device
 
     def tag(self, describe) -> int:
         """Register the next call on this word (``describe(code, index) -> str``); its tag for the kernel."""

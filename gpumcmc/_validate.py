@@ -170,12 +170,13 @@ def check() -> None:
 def fused(describe) -> tuple[int, int]:
     """The (status word address, call tag) arguments of a kernel that checks its own input.
 
-    (0, 0), no checks, with validation off or outside a deferred block (a
-    public function's direct call runs deferred inside :func:`checked`).
+    (0, 0), no checks, with validation off, outside a deferred block (a
+    public function's direct call runs deferred inside :func:`checked`), or
+    for ``describe=None`` (an internal launch that asks for none).
     ``describe(code, index)`` gives the message should the kernel note bad
     input; see :mod:`gpumcmc._status`.
     """
-    if not validating() or not deferring():
+    if describe is None or not validating() or not deferring():
         return 0, 0
     return _status.ticket(describe)
 

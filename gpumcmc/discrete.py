@@ -68,7 +68,7 @@ import numpy as np
 from . import _loader, _status, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
-from .backend import asarray, is_cupy_array, to_host
+from .backend import asarray, is_cupy_array
 from .random._generator import default_rng
 from .random._philox import block_words, u01_f32, u01_f64
 
@@ -357,27 +357,21 @@ def _first_bad_row(out, xp) -> int | None:
     return int(xp.argmax(bad))
 
 
-def _why(kind: str, values: np.ndarray, dtype) -> str:
-    if kind == "logits":
-        if np.isnan(values).any():
-            return "contains NaN"
-        if np.isposinf(values).any():
-            return "contains +inf"
-        return "is -inf everywhere, so every weight is zero"
+def _row_code(kind: str, values: np.ndarray) -> int:
+    """The status code of a row that got -1 on NumPy: the twin of ``row_code`` in kernels_cu/discrete.cuh.
+
+    Negative weights are refused before the draw on NumPy, so they do not reach here.
+    """
     if np.isnan(values).any():
-        return "contains NaN"
+        return _status.NAN
+    if kind == "logits":
+        return _status.INF if np.isposinf(values).any() else _status.ZERO
     if np.isinf(values).any():
-        return "contains inf"
+        return _status.INF
     if not (values > 0).any():
-        return "has no positive weight"
-    return (f"sums to more than the largest {np.dtype(dtype).name}; divide the row by its maximum "
-            f"or use float64")
-
-
-def _raise_bad_row(kind: str, label: str, r: int, batch: tuple, values, dtype) -> None:
-    where = _status.at(r, batch)
-    raise ValueError(f"{label} {where} {_why(kind, to_host(values), dtype)}: no index can be drawn from it "
-                     f"(flat index {r}). {_RULE}")
+        return _status.ZERO
+    with np.errstate(over="ignore"):
+        return _status.TINY if np.isfinite(values.sum(dtype=values.dtype)) else _status.OVERFLOW
 
 
 _RULE = ("Every row needs a finite, positive total; with gpumcmc.set_validation(False) such rows give -1 "
@@ -484,7 +478,7 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
     if validating():
         r = _first_bad_row(out, xp)
         if r is not None:
-            _raise_bad_row(kind, f"{name} row", r, batch, x.reshape(n, K)[r], x.dtype)
+            raise ValueError(_RowsMessage(kind, batch, x.dtype)(_row_code(kind, x.reshape(n, K)[r]), r))
     return out
 
 
@@ -651,9 +645,8 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     if validating():
         r = _first_bad_row(out, xp)
         if r is not None:
-            values = theta[int(rows_f[r])] * phi[int(cols_f[r])]
-            _raise_bad_row("products", "theta[rows[t]] * phi[cols[t]] of token t =", r, shape, values,
-                           theta.dtype)
+            code = _row_code("products", theta[int(rows_f[r])] * phi[int(cols_f[r])])
+            raise ValueError(_ProductsMessage(shape, theta.dtype, M, V)(code, r))
     return out
 
 

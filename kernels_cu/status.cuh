@@ -32,7 +32,6 @@ enum StatusCode : unsigned {
     ST_TINY = 11,     // the weights' positive total is too small to scale by a uniform
 };
 
-constexpr unsigned long long STATUS_NONE = ~0ull;
 constexpr int STATUS_CODE_BITS = 4;
 constexpr unsigned long long STATUS_INDEX_MAX = (1ull << 40) - 1;
 
@@ -54,13 +53,6 @@ __device__ __forceinline__ void status_note(unsigned long long* word, unsigned l
         best = o < best ? o : best;
     }
     if ((int)(threadIdx.x & 31u) == __ffs(mask) - 1) atomicMin(word, best);
-}
-
-// A value noted earlier, already combined (for example in shared memory):
-// `value` from status_value(), or STATUS_NONE for nothing.
-__device__ __forceinline__ void status_put(unsigned long long* word, unsigned long long tag,
-                                           unsigned long long value) {
-    if (word != nullptr && value != STATUS_NONE) atomicMin(word, tag | value);
 }
 
 }  // namespace gpumcmc

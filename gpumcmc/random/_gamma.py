@@ -672,7 +672,7 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
     stream = cupy.cuda.get_current_stream().ptr
     pairs = (n + 1) // 2
     launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, stream)  # rounds of 32 pairs
-    word, tag = (0, 0) if describe is None else _v.fused(describe)
+    word, tag = _v.fused(describe)
     launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream,
            sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
            key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0,
@@ -705,7 +705,7 @@ def beta_cupy(a, b, n, key, offset, describe=None):
     if n:
         pa, sa = _param_arg(a, dtype)
         pb, sb = _param_arg(b, dtype)
-        word, tag = (0, 0) if describe is None else _v.fused(describe)
+        word, tag = _v.fused(describe)
         _loader.launch(_fn("beta_draw", dtype), n,
                        (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_dev_args(key, offset), _loader.u64(word),
                         _loader.u64(tag)), block=_BLOCK)
@@ -766,7 +766,7 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     else:  # at most one chunk of all the rows (rounded up to even for odd K)
         R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
     if R:
-        word, tag = (0, 0) if describe is None else _v.fused(describe)
+        word, tag = _v.fused(describe)
         _loader.launch(fn, -(-n_rows // R) * 32,
                        (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),
                         *_loader.philox_dev_args(key, offset), _loader.i32(1 if log else 0), _loader.u64(word),

@@ -32,25 +32,19 @@ import numpy as np
 
 from .. import _loader, _validate
 from .. import backend as _backend
+from ._driver import _fields
 
 __all__ = ["graph_step"]
 
 
-def _arrays(obj, prefix: str = ""):
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        for name in obj._fields:
-            yield from _arrays(getattr(obj, name), f"{prefix}{name}/")
-    elif _backend.is_cupy_array(obj):
-        yield prefix.rstrip("/"), obj
+def _arrays(obj):
+    """(path, array) of the state's CuPy arrays."""
+    return [(k, v) for k, v in _fields(obj) if _backend.is_cupy_array(v)]
 
 
-def _others(obj, prefix: str = ""):
-    """(path, value) of the leaves that are not CuPy arrays."""
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        for name in obj._fields:
-            yield from _others(getattr(obj, name), f"{prefix}{name}/")
-    elif not _backend.is_cupy_array(obj):
-        yield prefix.rstrip("/"), obj
+def _others(obj):
+    """(path, value) of the state's leaves that are not CuPy arrays."""
+    return [(k, v) for k, v in _fields(obj) if not _backend.is_cupy_array(v)]
 
 
 def _map(obj, fn):
@@ -65,7 +59,7 @@ class _GraphStep:
         self.graph = None
 
     def __call__(self, rng, state):
-        if not any(True for _ in _arrays(state)):
+        if not _arrays(state):
             return self.step(rng, state)
         if self.graph is None:
             return self._capture(rng, state)

@@ -44,7 +44,7 @@ import numpy as np
 
 from . import backend
 
-__all__ = ["Shards", "join_dask", "worker_shards"]
+__all__ = ["Shards", "one_device", "as_shards", "join_dask", "worker_shards"]
 
 # NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
 # NCCL 2.x release).
@@ -222,6 +222,48 @@ class Shards:
         finally:
             nccl.groupEnd()
         return arrays
+
+
+class _OneDevice(Shards):
+    """``n`` shards on one GPU, summed on the device (NCCL needs distinct GPUs)."""
+
+    def __init__(self, n: int, device: int | None = None):
+        cp = backend.get_backend("cupy")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}.")
+        self._comms, self._rank0 = None, 0
+        self.devices = [cp.cuda.runtime.getDevice() if device is None else int(device)] * int(n)
+        self.world = int(n)
+        self.xp = cp
+
+    def allreduce(self, arrays):
+        arrays = list(arrays)
+        if len(arrays) != len(self):
+            raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
+        total = arrays[0].copy()
+        for a in arrays[1:]:
+            total += a
+        for a in arrays:
+            a[...] = total
+        return arrays
+
+
+def one_device(n: int, device: int | None = None) -> Shards:
+    """``n`` shards of the data on one GPU, for an estimator's ``devices=``.
+
+    The data-parallel layout of :class:`gpumcmc.shards.Shards` over ``n`` GPUs,
+    run on one: each part has its own indicators and statistics, and the
+    all-reduce is a sum on the device. It runs (and tests) the multi-GPU code
+    path on a single GPU; ``Shards(n_virtual=n)`` does the same on NumPy.
+    """
+    return _OneDevice(n, device)
+
+
+def as_shards(devices) -> Shards:
+    """``devices`` as :class:`Shards`: a Shards is kept, anything else goes to ``Shards(devices)``."""
+    if isinstance(devices, Shards):
+        return devices
+    return Shards(devices)
 
 
 def _slice(x, a, b, axis):

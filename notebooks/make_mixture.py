@@ -72,7 +72,7 @@ print(f"gpumcmc BEM:  {bem.fit_seconds_:.1f} s, mean loglik {bem.score(X):.4f}")
 its rows and sums their counts, sums and scatter, one all-reduce per sweep adds them up (NCCL between GPUs),
 and the global draws follow from the sums. `devices="all"` uses every GPU of this machine;
 `gpumcmc.shards.Shards(n_virtual=2)` runs the same code as two parts on NumPy, and
-`gpumcmc.models.mixture.one_device_shards(2)` as two parts on one GPU. For a seed the draws are those of one
+`gpumcmc.shards.one_device(2)` as two parts on one GPU. For a seed the draws are those of one
 device, up to the rounding of the sums' order."""),
     new_code_cell("""from gpumcmc.shards import Shards
 

@@ -51,6 +51,7 @@ from .. import _validate
 from .. import backend as _backend
 from ..random._philox import philox_rounds, u01_f32
 from ..sampling import Estimator, Monitor, as_data, run
+from .. import shards as _shards
 from ..shards import Shards
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "step", "bem_step", "make_bem_step",
@@ -794,45 +795,8 @@ def step(rng, state: State, model: Model):
 # Data-parallel Gibbs: the data and indicators split over devices
 # ---------------------------------------------------------------------------
 
-class _OneDeviceShards(Shards):
-    """``n`` shards on one GPU, summed on the device (NCCL needs distinct GPUs)."""
-
-    def __init__(self, n: int, device: int | None = None):
-        cp = _backend.get_backend("cupy")
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n must be a positive integer, got {n!r}.")
-        self._comms, self._rank0 = None, 0
-        self.devices = [cp.cuda.runtime.getDevice() if device is None else int(device)] * int(n)
-        self.world = int(n)
-        self.xp = cp
-
-    def allreduce(self, arrays):
-        arrays = list(arrays)
-        if len(arrays) != len(self):
-            raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
-        total = arrays[0].copy()
-        for a in arrays[1:]:
-            total += a
-        for a in arrays:
-            a[...] = total
-        return arrays
-
-
-def one_device_shards(n: int, device: int | None = None) -> Shards:
-    """``n`` shards of the data on one GPU, for ``DPGaussianMixture(devices=...)``.
-
-    The data-parallel layout of :class:`gpumcmc.shards.Shards` over ``n`` GPUs,
-    run on one: each part has its own indicators and statistics, and the
-    all-reduce is a sum on the device. It runs (and tests) the multi-GPU code
-    path on a single GPU; ``Shards(n_virtual=n)`` does the same on NumPy.
-    """
-    return _OneDeviceShards(n, device)
-
-
-def _as_shards(devices) -> Shards:
-    if isinstance(devices, Shards):
-        return devices
-    return Shards(devices)
+one_device_shards = _shards.one_device
+_as_shards = _shards.as_shards
 
 
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
@@ -1383,7 +1347,7 @@ class DPGaussianMixture(Estimator):
         :class:`~gpumcmc.shards.Shards` may also come from
         :func:`gpumcmc.shards.worker_shards` (one GPU per Dask worker),
         ``Shards(n_virtual=2)`` (two parts on NumPy) or
-        :func:`one_device_shards` (parts on one GPU). For a seed, the draws
+        :func:`gpumcmc.shards.one_device` (parts on one GPU). For a seed, the draws
         equal those of one device up to the rounding of the sums' order.
         In a Dask task each worker fits with the whole ``X`` and the same
         seed, keeps its own rows, and ends with the same draws as the others;

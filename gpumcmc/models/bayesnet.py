@@ -6,6 +6,11 @@ replica) from their Markov-blanket conditionals; then every CPT row is drawn
 from Dirichlet(m (prior - 1) + 1 + counts summed over the m replicas), the
 posterior raised to the power m.
 
+``fit(..., devices=...)`` splits the cases over devices: each sweeps its own
+cases' missing cells and counts them, the counts are all-reduced, and every
+device draws the same CPTs from the sums with the same key; the draws for a
+seed are those of one device.
+
 Examples
 --------
 >>> from gpumcmc.models.bayesnet import BayesianNetwork
@@ -15,9 +20,15 @@ Examples
 >>> fit = BayesianNetwork.koller().fit(X, n_iter=5, same=2, random_state=0, progress=False, backend="numpy")
 >>> fit.kl_avg(net) >= 0
 True
+>>> from gpumcmc.shards import Shards
+>>> two = BayesianNetwork.koller().fit(X, n_iter=5, same=2, random_state=0, progress=False,
+...                                    devices=Shards(n_virtual=2))
+>>> all((two.cpts_[v] == fit.cpts_[v]).all() for v in net.nodes)
+True
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 
@@ -25,6 +36,7 @@ import numpy as np
 
 from gpumcmc import _validate
 from gpumcmc import backend as _backend
+from gpumcmc import shards as _shards
 from gpumcmc.random import default_rng
 
 
@@ -211,7 +223,7 @@ class BayesianNetwork:
         return [groups[k] for k in sorted(groups)]
 
     def fit(self, data, n_iter=100, same=1, prior=1.0, random_state=None, progress=True, backend=None,
-            learn=True, batch_size=None):
+            learn=True, batch_size=None, devices=None):
         """Learn the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
         ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
@@ -223,6 +235,19 @@ class BayesianNetwork:
         counts replace its counts of the previous pass. With more than one batch, only the batch
         being swept is on the GPU; the observed cases and every replica's imputed cells stay in host
         memory between visits, so the cases need not fit in GPU memory.
+
+        ``devices`` splits the cases over devices (data parallel): ``"all"``, a GPU id, a list of
+        ids, or a :class:`gpumcmc.shards.Shards` (``Shards(n_virtual=k)``: k parts on NumPy;
+        :func:`gpumcmc.shards.one_device`: parts on one GPU; :func:`gpumcmc.shards.worker_shards`:
+        one GPU per Dask worker). Each device sweeps the missing cells of its cases and counts
+        them; the counts are summed over the devices (one all-reduce of the CPT cells per batch
+        visit, :func:`allreduce_bytes`), and the CPTs are drawn from the sums with the same
+        counter-based key everywhere, so every device holds the same CPTs. Every missing cell
+        draws from the counter of its place in the whole batch's list, so for a seed the draws
+        (``trace_`` and ``imputations_``) equal those of one device. With ``batch_size`` too,
+        every batch is split over the devices, which sweep their parts of it at once. A Dask
+        worker fits with all the cases and the same seed; its ``imputations_`` holds the rows of
+        its own parts only, whose indices are in ``imputation_rows_``.
 
         ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells. The
         replicas' final imputations are in ``imputations_``, a uint8 array (m, n_cases, n_nodes)
@@ -249,33 +274,58 @@ class BayesianNetwork:
         bs = n if batch_size is None else int(batch_size)
         if bs < 1:
             raise ValueError("batch_size must be a positive integer or None.")
+        sh, backend = _shards_for(devices, backend)
         rng = default_rng(random_state, backend=backend)
-        xp = rng.xp()
+        xp = rng.xp() if sh is None else sh.xp
+        if sh is None:
+            sh = _Single(xp)
         plan = _Plan(self)
-        ops = _GpuOps(plan) if xp is not np else _NumpyOps(plan)
+        ops = []
+        for i in range(len(sh)):
+            with sh.on(i):
+                ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
 
         obs = np.where(X < 0, 0, X).astype(np.uint8)
-        batches = [plan.batch(X, s, min(n, s + bs), obs) for s in range(0, n, bs)]
-        resident = len(batches) == 1
-        # the imputed cells of every replica, per batch: (m_max, M_b) state indices, uniform at the start
-        for b in batches:
-            u = rng.random((m_max, b.M))
-            b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
-            if not resident:
-                b.vals = _backend.to_host(b.vals)
-                if xp is not np:
-                    b.pin()
+        block = _block_rows(min(n, bs))
+        # parts[q][i]: local shard i's part of batch q (global rows s..e), cut at whole blocks
+        parts = []
+        for s in range(0, n, bs):
+            e = min(n, s + bs)
+            cuts = _block_cuts(s, e, block)
+            every = _shards.bounds(len(cuts) - 1, sh.world)
+            parts.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block)
+                          for r in sh.ranks])
+        resident = len(parts) == 1
+        # the imputed cells of every replica, per part: (m_max, M) state indices, uniform at the start
+        for row in parts:
+            off = rng.advance(1)
+            for i, b in enumerate(row):
+                with sh.on(i):
+                    u = _uniforms(xp, rng.key, off, m_max, b)
+                    b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
+                    if not resident:
+                        b.vals = _backend.to_host(b.vals)
+                        if xp is not np and b.n:
+                            b.pin()
+        Zs = [None] * len(sh)
         if resident:
-            Z = batches[0].load(xp, m_max)
+            for i, b in enumerate(parts[0]):
+                with sh.on(i):
+                    Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, V), dtype=xp.uint8)
+        empty = np.int64 if xp is np else np.int32  # the counts' type when a device has no part of a batch
 
-        if learn:
-            logc = xp.asarray(plan.uniform_logc())
-            total = xp.zeros(plan.C, dtype=xp.float64)
-            last = [None] * len(batches)
-        else:
-            logc = xp.asarray(plan.logc_of(self.cpts_))
-        bad = xp.zeros(1, dtype=xp.int32)
-        trace = xp.empty((n_iter, plan.C), dtype=xp.float64) if learn else None
+        with sh.on(0):
+            if learn:
+                logc = xp.asarray(plan.uniform_logc())
+                total = xp.zeros(plan.C, dtype=xp.float64)
+                last = [None] * len(parts)
+            else:
+                logc = xp.asarray(plan.logc_of(self.cpts_))
+            trace = xp.empty((n_iter, plan.C), dtype=xp.float64) if learn else None
+        bads = []
+        for i in range(len(sh)):
+            with sh.on(i):
+                bads.append(xp.zeros(1, dtype=xp.int32))
 
         it = range(n_iter)
         if progress:
@@ -285,31 +335,47 @@ class BayesianNetwork:
         with _validate.deferred():
             for t in it:
                 m = ms[t]
-                for q, b in enumerate(batches):
-                    if not resident:
-                        Z = b.load(xp, m_max)
+                for q, row in enumerate(parts):
                     off = rng.advance(1)
-                    for c in range(len(plan.groups)):
-                        ops.sweep(Z, m, b, c, logc, rng.key, off, bad)
+                    copies = _Copies(sh, logc)
+                    counts = []
+                    for i, b in enumerate(row):
+                        if not b.n:
+                            if learn:
+                                with sh.on(i):
+                                    counts.append(xp.zeros(plan.C, dtype=empty))
+                            continue
+                        lc = copies(i)
+                        with sh.on(i):
+                            if not resident:
+                                Zs[i] = b.load(xp, m_max)
+                            for c in range(len(plan.groups)):
+                                ops[i].sweep(Zs[i], m, b, c, lc, rng.key, off, bads[i])
+                            if learn:
+                                counts.append(ops[i].counts(Zs[i], m, b.n))
                     if learn:
-                        counts = ops.counts(Z, m, b.n).astype(xp.float64)
-                        total += counts if last[q] is None else counts - last[q]
-                        last[q] = counts
-                        logc = ops.normalise(rng.gamma(m * (prior - 1.0) + 1.0 + total, log=True))
+                        if sh.world > 1:
+                            sh.allreduce(counts)
+                        with sh.on(0):
+                            cq = counts[0].astype(xp.float64)
+                            total += cq if last[q] is None else cq - last[q]
+                            last[q] = cq
+                            logc = ops[0].normalise(rng.gamma(m * (prior - 1.0) + 1.0 + total, log=True))
                     if not resident:
-                        b.store(Z)
+                        for i, b in enumerate(row):
+                            if b.n:
+                                with sh.on(i):
+                                    b.store(Zs[i])
                 if learn:
-                    trace[t] = logc
-        _validate.report(bad[0] != 0, "Some cases have probability 0 under the CPTs (a missing cell has no "
-                         "possible state); check the data against the CPTs' zeros.")
+                    with sh.on(0):
+                        trace[t] = logc
+        for i in range(len(sh)):
+            with sh.on(i):
+                _validate.report(bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing cell "
+                                 "has no possible state); check the data against the CPTs' zeros.")
         _validate.check()
-        if resident:
-            self.imputations_ = _backend.to_host(Z)
-        else:
-            Zh = np.repeat(obs[None], m_max, 0)
-            for b in batches:
-                Zh[:, b.start + b.case, b.node] = b.vals
-            self.imputations_ = Zh
+        self._imputations(parts, Zs, resident, m_max, len(sh) == sh.world)
+        self.n_shards_ = sh.world
         if not learn:
             return self
         self._logc = logc
@@ -322,6 +388,24 @@ class BayesianNetwork:
             self.cpts_[v] = np.exp(lc[a:e]).reshape(shape)
             self.trace_[v] = tr[:, a:e].reshape((n_iter, -1, self.card[v]))
         return self
+
+    def _imputations(self, parts, Zs, resident, m_max, whole):
+        """``imputations_`` from the parts (and ``imputation_rows_`` where they are not every row)."""
+        pieces, rows = [], []
+        for q, row in enumerate(parts):
+            for i, b in enumerate(row):
+                if resident:
+                    pieces.append(_backend.to_host(Zs[i]))
+                else:
+                    Zh = np.repeat(b.obs[None], m_max, 0)
+                    Zh[:, b.case, b.node] = b.vals
+                    pieces.append(Zh)
+                rows.append(np.arange(b.start, b.stop))
+        self.imputations_ = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=1)
+        if whole:
+            self.imputation_rows_ = None
+        else:
+            self.imputation_rows_ = np.concatenate(rows)
 
     def to_arviz(self):
         """The CPT draws (one chain) as an ArviZ InferenceData."""
@@ -387,6 +471,142 @@ _DEFINES = ()  # tunable macros of bayesnet.cu, e.g. (("BN_AGG", 0),)
 _SHARED_CELLS = 12 * 1024  # counts in shared memory when every CPT together has at most this many cells
 
 
+_BLOCK_MAX = 4096  # the largest block of the cell order, in cases
+
+
+def allreduce_bytes(net, n_batches: int = 1) -> int:
+    """Bytes all-reduced per iteration of ``net.fit(..., devices=...)``: the counts of every CPT
+    cell (int32), once per visit to a batch (``n_batches`` = ceil(n_cases / batch_size))."""
+    return 4 * _Plan(net).C * int(n_batches)
+
+
+def _block_rows(rows: int) -> int:
+    """Cases per block of the cell order: a power of two near rows / 256, from 32 to 4096.
+
+    Devices take whole blocks of a batch, so the balance between them is within a block; within
+    a block the cells of one node are consecutive, so most warps of the sweep work on one node.
+    The order (and so the draws for a seed) depends on the batch's size, not on the devices.
+    """
+    want, b = -(-int(rows) // 256), 32
+    while b < want and b < _BLOCK_MAX:
+        b *= 2
+    return b
+
+
+def _block_cuts(s: int, e: int, block: int) -> list:
+    """The case boundaries of the blocks of batch s..e: s, the multiples of ``block`` inside, e."""
+    return [s, *range((s // block + 1) * block, e, block), e]
+
+
+def _uniforms(xp, key, off, m_max, b):
+    """Uniforms (m_max, b.M) for the cells of part ``b``: those of ``rng.random((m_max, b.Mtot))``
+    at call ``off`` in the columns of the cells' numbers in the whole batch."""
+    from gpumcmc.random import _fill
+
+    if b.M == b.Mtot:  # the whole batch: the fill itself
+        return _fill.fill(xp, "uniform", m_max * b.M, np.float64, key, off).reshape(m_max, b.M)
+    from gpumcmc.random import philox4x32
+    from gpumcmc.random._philox import u01_f64
+
+    pos = np.concatenate([int(b.g0[c]) + np.arange(int(b.gptr[c + 1] - b.gptr[c]), dtype=np.int64)
+                          for c in range(len(b.g0))])
+    out = xp.empty((m_max, b.M), dtype=np.float64)
+    if b.M == 0:
+        return out
+    pos = xp.asarray(pos.astype(np.uint64))
+    k = xp.asarray(np.array(key, dtype=np.uint32))
+    step = max(1, (1 << 22) // b.M)
+    for r0 in range(0, m_max, step):
+        r = xp.arange(r0, min(m_max, r0 + step), dtype=np.uint64)[:, None]
+        e = r * np.uint64(b.Mtot) + pos[None]  # element of the fill; 2 per Philox block (float64)
+        blk = e >> np.uint64(1)
+        ctr = xp.stack([blk & np.uint64(0xFFFFFFFF), blk >> np.uint64(32), xp.full_like(blk, off & 0xFFFFFFFF),
+                        xp.full_like(blk, off >> 32)], axis=-1).astype(np.uint32)
+        w = philox4x32(ctr, k).astype(np.uint64)
+        odd = (e & np.uint64(1)) == 1
+        out[r0:r0 + len(r)] = u01_f64(xp.where(odd, w[..., 2], w[..., 0]), xp.where(odd, w[..., 3], w[..., 1]))
+    return out
+
+
+def _check_devices(devices):
+    what = "devices must be 'all', a GPU id, a list of GPU ids or a gpumcmc.shards.Shards"
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"{what}, got {devices!r}.")
+        return
+    if isinstance(devices, (bool, np.bool_)):
+        raise TypeError(f"{what}, got {devices!r}.")
+    ids = [devices] if isinstance(devices, (int, np.integer)) else devices
+    try:
+        ids = list(ids)
+    except TypeError:
+        raise TypeError(f"{what}, got {devices!r}.") from None
+    if not ids:
+        raise ValueError("devices is empty: give at least one GPU id.")
+    for d in ids:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{what}; {d!r} is not a GPU id.")
+        if d < 0:
+            raise ValueError(f"GPU ids are 0 or more, got {d}.")
+    if len(set(int(d) for d in ids)) != len(ids):
+        raise ValueError(f"devices lists a GPU twice ({ids}); give each GPU once.")
+
+
+def _shards_for(devices, backend):
+    """The :class:`~gpumcmc.shards.Shards` of ``devices`` (None: None) and the backend they run on."""
+    if devices is None:
+        return None, backend
+    if not isinstance(devices, _shards.Shards):
+        _check_devices(devices)
+        if backend == "numpy":
+            raise ValueError("devices names GPUs, and backend='numpy' runs on none: to split the cases on "
+                             "NumPy, pass devices=gpumcmc.shards.Shards(n_virtual=k).")
+        devices = _shards.as_shards(devices)
+    name = "numpy" if devices.xp is np else "cupy"
+    if backend is not None and backend != name:
+        raise ValueError(f"backend={backend!r}, but these devices run on {name}: leave backend unset with devices.")
+    return devices, name
+
+
+class _Single:
+    """Every case in one part, on the backend's device: the layout of a fit without ``devices``."""
+
+    world, ranks, devices = 1, [0], [None]
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def __len__(self):
+        return 1
+
+    def on(self, i):
+        return contextlib.nullcontext()
+
+
+class _Copies:
+    """The CPTs (on local shard 0's device) for shard ``i``: the same array on the same device, else
+    a peer copy that waits for an event recorded on shard 0's stream after the draw."""
+
+    def __init__(self, sh, x):
+        self.sh, self.x, self.ready, self.made = sh, x, None, {}
+
+    def __call__(self, i):
+        sh = self.sh
+        dev = sh.devices[i]
+        if dev == sh.devices[0]:
+            return self.x
+        if dev not in self.made:
+            xp = sh.xp
+            if self.ready is None:
+                with sh.on(0):
+                    self.ready = xp.cuda.Event()
+                    self.ready.record()
+            with sh.on(i):
+                xp.cuda.get_current_stream().wait_event(self.ready)
+                self.made[dev] = xp.array(self.x, copy=True)
+        return self.made[dev]
+
+
 class _Plan:
     """The network as flat integer arrays (the layout documented in kernels_cu/bayesnet.cu)."""
 
@@ -435,20 +655,36 @@ class _Plan:
     def card_of(self, node):
         return self.card[node]
 
-    def batch(self, X, start, stop, obs=None):
-        """The missing cells of cases start..stop-1, colour by colour, node by node, case by case."""
+    def batch(self, X, start, stop, obs=None, within=None, block=None):
+        """The missing cells of cases start..stop-1 of the batch ``within`` = (s, e) (default: the
+        cases themselves): colour by colour; in a colour, block of ``block`` cases (global case
+        index // block) by block, then node by node, then case by case.
+
+        Numbered the same way over the whole batch, a colour's cells of a run of whole blocks
+        are consecutive, so a part of a batch cut at block boundaries holds one range of the
+        batch's cell numbers per colour (``g0``: where each colour's range starts)."""
         if obs is None:
             obs = np.where(X < 0, 0, X).astype(np.uint8)
-        miss = X[start:stop] < 0
-        case, node, gptr = [], [], [0]
+        s, e = (start, stop) if within is None else within
+        if block is None:
+            block = _block_rows(e - s)
+        lo = (start // block) * block  # pad to whole blocks, so that a reshape gives (block, node, case) order
+        nb = -(-(stop - lo) // block) if stop > start else 0
+        case, node, gptr, g0 = [], [], [0], []
+        before, whole = (X[s:start] < 0).sum(0), (X[s:e] < 0).sum(0)
+        first = 0
         for g in self.groups:
-            for v in g:
-                c = np.flatnonzero(miss[:, v]).astype(np.int32)
-                case.append(c)
-                node.append(np.full(len(c), v, dtype=np.int32))
-            gptr.append(gptr[-1] + sum(len(c) for c in case[len(case) - len(g):]))
+            pad = np.zeros((nb * block, len(g)), dtype=bool)
+            if nb:
+                pad[start - lo:stop - lo] = X[start:stop][:, g] < 0
+            bi, gi, ri = np.nonzero(pad.reshape(nb, block, len(g)).transpose(0, 2, 1))
+            case.append((bi * block + ri + lo - start).astype(np.int32))
+            node.append(np.asarray(g, dtype=np.int32)[gi])
+            gptr.append(gptr[-1] + len(bi))
+            g0.append(first + int(before[g].sum()))
+            first += int(whole[g].sum())
         return _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
-                      np.array(gptr, dtype=np.int64))
+                      np.array(gptr, dtype=np.int64), np.array(g0, dtype=np.int64), first)
 
 
 def _to_device(xp, a):
@@ -460,14 +696,17 @@ def _to_device(xp, a):
 
 
 class _Batch:
-    """A batch of cases: its observed cells ``obs`` (0 where missing), its missing cells (``case``
-    relative to ``start``, ``node``), the colour groups' ranges in that list (``gptr``) and, between
-    visits, the replicas' imputed values ``vals`` (m_max, M)."""
+    """A batch of cases (or a device's part of one): its observed cells ``obs`` (0 where missing),
+    its missing cells (``case`` relative to ``start``, ``node``), the colour groups' ranges in that
+    list (``gptr``), where each range starts in the numbering of the whole batch's ``Mtot`` cells
+    (``g0``) and, between visits, the replicas' imputed values ``vals`` (m_max, M)."""
 
-    def __init__(self, start, stop, obs, case, node, gptr):
+    def __init__(self, start, stop, obs, case, node, gptr, g0=None, Mtot=None):
         self.start, self.stop, self.n = start, stop, stop - start
         self.obs, self.case, self.node, self.gptr = obs, case, node, gptr
         self.M = len(case)
+        self.g0 = gptr[:-1] if g0 is None else g0
+        self.Mtot = self.M if Mtot is None else Mtot
         self.vals = None
         self.case_d = self.node_d = None
 
@@ -525,11 +764,13 @@ class _NumpyOps:
         if a == e:
             return
         nodes = b.node[a:e]
-        cuts = np.concatenate([[0], np.flatnonzero(np.diff(nodes)) + 1, [e - a]])
+        g0, Mtot = int(b.g0[c]), int(b.Mtot)
         mask = np.uint64(0xFFFFFFFF)
-        for s0, s1 in zip(cuts[:-1], cuts[1:]):
-            v = int(nodes[s0])
-            cs = b.case[a + s0:a + s1]
+        for v in P.groups[c]:
+            sel = np.flatnonzero(nodes == v)
+            if not len(sel):
+                continue
+            cs = b.case[a + sel]
             rows = Z[:m, cs]  # (m, Mv, V)
             K = int(P.card[v])
             tv = P.toff[v] + _row(rows, v, P) * K
@@ -550,8 +791,8 @@ class _NumpyOps:
                 for k in range(K):
                     cum = cum + np.exp(lp[k] - mx)
                     cums.append(cum)
-            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(b.M)
-                   + np.arange(a + s0, a + s1, dtype=np.uint64)[None])
+            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(Mtot)
+                   + (g0 + sel).astype(np.uint64)[None])
             w = philox_rounds(idx & mask, idx >> np.uint64(32), np.uint64(off & 0xFFFFFFFF),
                               np.uint64(off >> 32), key[0], key[1])
             target = u01_f64(w[0], w[1]) * cum
@@ -619,7 +860,8 @@ class _GpuOps:
         block = dict(_DEFINES).get("BN_BLOCK", 256)
         gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
         fn((gx, m), (block,), (Z, _loader.i64(b.n), _loader.i32(P.V), b.case_d[a:e], b.node_d[a:e],
-                                _loader.i64(e - a), _loader.i64(a), _loader.i64(b.M), logc, d["card"], d["toff"],
+                                _loader.i64(e - a), _loader.i64(b.g0[c]), _loader.i64(b.Mtot), logc, d["card"],
+                                d["toff"],
                                 d["par_ptr"], d["par"], d["par_stride"], d["ch_ptr"], d["ch"], d["ch_stride"],
                                 *_loader.philox_args(key, off), bad))
 

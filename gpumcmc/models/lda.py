@@ -40,6 +40,7 @@ conventions.
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import NamedTuple
 
@@ -50,9 +51,11 @@ from .. import backend as _backend
 from ..discrete import categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import _is_sparse
+from ..shards import Shards, as_shards
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
-           "dirichlet_columns"]
+           "dirichlet_columns", "LDAShardedState", "document_bounds", "shard_corpus", "init_sharded",
+           "make_sharded_step", "sharded_log_likelihood", "allreduce_bytes"]
 
 
 class LDAData(NamedTuple):
@@ -162,9 +165,23 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
     Neither changes the draws but for rounding near ties.
     ``cache_bytes`` is passed to :func:`gpumcmc.token_order`.
     """
-    xp = _backend.get_array_module(rows)
     dtype = np.dtype(dtype)
     K = int(n_components)
+    data, C = _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,
+                       cache_bytes)
+    xp = _backend.get_array_module(data.rows)
+    theta, nwk = _start_local(rng, data, C, K, dtype)
+    phi = dirichlet_columns(rng, xp.add(nwk.reshape(n_words, C * K), dtype.type(beta), dtype=dtype))
+    phi = phi.reshape(n_words, C, K).transpose(1, 0, 2)
+    state = LDAState(theta, phi, xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2),
+                     xp.zeros((C, n_docs, K), dtype), xp.zeros(C, np.int64))
+    return data, state
+
+
+def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,
+             cache_bytes):
+    """``(data, C)``: the token stream in ``token_order`` (int32 on the GPU) and init's settings, checked."""
+    xp = _backend.get_array_module(rows)
     C = int(n_chains)
     if isinstance(n_chains, bool) or C != n_chains or C < 1:
         raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
@@ -176,16 +193,21 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
     fused = _fused_default(K, alpha, dtype) if fused is None else bool(fused)
     sparse = K >= SPARSE_MIN_K if sparse is None else bool(sparse)
     data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in), fused, sparse)
-    T = int(rows.size)
+    return data, C
+
+
+def _start_local(rng, data, C: int, K: int, dtype):
+    """``(theta, n_wk)``: random topics for every token, then theta given them (two generator calls).
+
+    The draws that concern the documents of ``data`` alone; the phi draw, from the word counts, follows.
+    """
+    xp = _backend.get_array_module(data.rows)
+    T = int(data.rows.size)
     z0 = xp.minimum((rng.random(C * T, dtype=np.float32) * np.float32(K)).astype(np.int64), K - 1)
     r_all, c_all = _chain_tokens(data, C)
-    ndk, nwk = fused_counts(r_all, c_all, z0, C * int(n_docs), int(n_words) * C, K)
-    theta = rng.dirichlet(xp.add(ndk, dtype.type(alpha), dtype=dtype), dtype=dtype).reshape(C, n_docs, K)
-    phi = dirichlet_columns(rng, xp.add(nwk.reshape(n_words, C * K), dtype.type(beta), dtype=dtype))
-    phi = phi.reshape(n_words, C, K).transpose(1, 0, 2)
-    state = LDAState(theta, phi, xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2),
-                     xp.zeros((C, n_docs, K), dtype), xp.zeros(C, np.int64))
-    return data, state
+    ndk, nwk = fused_counts(r_all, c_all, z0, C * data.n_docs, data.n_words * C, K)
+    theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype).reshape(C, data.n_docs, K)
+    return theta, nwk
 
 
 # init's defaults. The fused z-draw and counts (a warp per token, and the theta rows read as compacted lists
@@ -442,6 +464,243 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     return LDAState(theta, phi.transpose(1, 0, 2), phi_sum, theta_sum, state.it + 1), LDAInfo()
 
 
+# ---------------------------------------------------------------------------
+# Data-parallel sweeps: the documents split over devices
+# ---------------------------------------------------------------------------
+
+# Generator calls a shard makes per sweep (the z-draw, the theta draw) and at the start (the random topics,
+# theta): each shard takes a block of this many call offsets of its own (see make_sharded_step).
+_LOCAL_CALLS = 2
+
+
+class LDAShardedState(NamedTuple):
+    """The state of a data-parallel sampler: one entry per local shard, each on its shard's device.
+
+    ``theta`` and ``theta_sum`` hold the shard's documents, (C, M_s, K). ``phi`` and ``phi_sum`` are the
+    global topics in their (V, C, K) store (as ``LDAState.phi`` is a view of); shards on one device share
+    one array. ``it`` counts sweeps.
+    """
+
+    theta: tuple
+    theta_sum: tuple
+    phi: tuple
+    phi_sum: tuple
+    it: int
+
+
+def document_bounds(rows, n_docs: int, world: int) -> np.ndarray:
+    """``world + 1`` document boundaries: shard ``r`` holds documents ``[b[r], b[r + 1])``.
+
+    Whole documents, about ``T / world`` tokens in each shard (the z-draw's work), and at least one token
+    in every shard. ``rows`` (host, any order) is the document of each token.
+    """
+    rows = np.asarray(rows)
+    world = int(world)
+    per_doc = np.bincount(rows, minlength=int(n_docs))
+    docs = np.flatnonzero(per_doc)                    # documents with tokens, ascending
+    if docs.size < world:
+        raise ValueError(f"the corpus has {docs.size} documents with tokens; it cannot be split over {world} "
+                         "shards: use fewer devices.")
+    starts = (np.cumsum(per_doc) - per_doc)[docs]     # first token of each, in document order
+    T = int(rows.size)
+    out = [0]
+    j_prev = 0
+    for r in range(1, world):
+        target = r * T / world
+        j = int(np.searchsorted(starts, target))
+        if j > 0 and (j == docs.size or target - starts[j - 1] < starts[j] - target):
+            j -= 1                                    # the nearer document start
+        j = min(max(j, j_prev + 1), docs.size - (world - r))
+        out.append(int(docs[j]))
+        j_prev = j
+    out.append(int(n_docs))
+    return np.asarray(out, dtype=np.int64)
+
+
+def shard_corpus(rows, cols, n_docs: int, shards: Shards):
+    """``(bounds, parts)``: :func:`document_bounds`, and this process's parts of the corpus.
+
+    ``parts[i]`` is ``(rows - bounds[r], cols, n_docs_r)`` of local shard ``i`` (global rank ``r``), on
+    its device: the tokens of its documents, rows counted from its first document.
+    """
+    rows = np.asarray(_backend.to_host(rows), dtype=np.int64)
+    cols = np.asarray(_backend.to_host(cols), dtype=np.int64)
+    bounds = document_bounds(rows, n_docs, shards.world)
+    order = np.argsort(rows, kind="stable") if rows.size > 1 and np.any(rows[1:] < rows[:-1]) else None
+    if order is not None:
+        rows, cols = rows[order], cols[order]
+    tok = np.searchsorted(rows, bounds)
+    parts = []
+    for i, r in enumerate(shards.ranks):
+        a, b = int(tok[r]), int(tok[r + 1])
+        with shards.on(i):
+            parts.append((shards.xp.asarray(rows[a:b] - bounds[r]), shards.xp.asarray(cols[a:b]),
+                          int(bounds[r + 1] - bounds[r])))
+    return bounds, parts
+
+
+def _local_rngs(rng, shards: Shards) -> list:
+    """One generator per local shard: rank ``r`` starts at the ``r``-th block of ``_LOCAL_CALLS`` offsets.
+
+    ``rng`` moves past all ``world`` blocks, so the draws that follow (phi) take the same offset in every
+    process. With one shard the block is the offsets one device's sweep uses.
+    """
+    base = copy.copy(rng)
+    rng.advance(_LOCAL_CALLS * shards.world)
+    out = []
+    for r in shards.ranks:
+        g = copy.copy(base)
+        g.advance(_LOCAL_CALLS * r)
+        out.append(g)
+    return out
+
+
+def _used_block(g, start: int) -> None:
+    if g.offset - start > _LOCAL_CALLS:
+        raise RuntimeError(f"a shard's draws took {g.offset - start} generator calls, more than its block of "
+                           f"{_LOCAL_CALLS}; raise _LOCAL_CALLS in gpumcmc/models/lda.py.")
+
+
+def _device_owners(shards: Shards) -> list[int]:
+    """For each local shard, the first local shard on its device (which draws phi for both)."""
+    first: dict = {}
+    return [first.setdefault(d, i) for i, d in enumerate(shards.devices)]
+
+
+def _draw_phi(rng, shards: Shards, nwks, phi_sums, beta: float, keeps):
+    """``(phis, phi_sums)`` from the all-reduced counts ``nwks`` (V C, K), and ``phi_sums + keeps * phis``.
+
+    Drawn once per device, with one key and offset (the same phi everywhere); ``rng`` then moves on as
+    one draw would move it. ``phi_sums`` are (V, C, K) stores, ``keeps`` 0-d arrays (0 or 1).
+    """
+    xp = shards.xp
+    owners = _device_owners(shards)
+    phis, sums = [None] * len(owners), [None] * len(owners)
+    used = rng.offset
+    for i, j in enumerate(owners):
+        if j != i:
+            phis[i], sums[i] = phis[j], sums[j]
+            continue
+        with shards.on(i):
+            g = copy.copy(rng)
+            V, C, K = (int(x) for x in phi_sums[i].shape)
+            dtype = phi_sums[i].dtype
+            conc = xp.add(nwks[i].reshape(V, C * K), dtype.type(beta), dtype=dtype)
+            p, t = dirichlet_columns(g, conc, phi_sums[i].reshape(V, C * K), keeps[i])
+            phis[i], sums[i] = p.reshape(V, C, K), t.reshape(V, C, K)
+            used = g.offset
+    rng.advance(used - rng.offset)
+    return phis, sums
+
+
+def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, alpha: float, beta: float,
+                 dtype="float32", burn_in: int = 0, n_chains: int = 1, fused: bool | None = None,
+                 sparse: bool | None = None, cache_bytes: int | None = None):
+    """``(datas, state)``: :func:`init` with the documents split over ``shards``.
+
+    ``parts`` come from :func:`shard_corpus`. Each shard orders its own tokens and draws their random
+    topics and its theta from its block of generator calls; the word counts are all-reduced and phi is
+    drawn from them with one key on every device.
+    """
+    dtype = np.dtype(dtype)
+    K = int(n_components)
+    datas, thetas, nwks = [], [], []
+    gens = _local_rngs(rng, shards)
+    for i, (rows, cols, m) in enumerate(parts):
+        with shards.on(i):
+            data, C = _prepare(rows, cols, m, n_words, K, alpha, beta, dtype, burn_in, True, n_chains, fused,
+                               sparse, cache_bytes)
+            start = gens[i].offset
+            theta, nwk = _start_local(gens[i], data, C, K, dtype)
+            _used_block(gens[i], start)
+            datas.append(data)
+            thetas.append(theta)
+            nwks.append(shards.xp.ascontiguousarray(nwk))
+    shards.allreduce(nwks)
+    xp = shards.xp
+    owners = _device_owners(shards)
+    zeros, keeps = [], []       # the running sums' start, and keep = 0 (none kept yet)
+    for i, j in enumerate(owners):
+        with shards.on(i):
+            zeros.append(xp.zeros((int(n_words), C, K), dtype) if j == i else zeros[j])
+            keeps.append(xp.zeros((), dtype) if j == i else keeps[j])
+    phis, _ = _draw_phi(rng, shards, nwks, zeros, beta, keeps)
+    theta_sums = []
+    for i, th in enumerate(thetas):
+        with shards.on(i):
+            theta_sums.append(xp.zeros_like(th))
+    return datas, LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(zeros), 0)
+
+
+def make_sharded_step(datas, shards: Shards):
+    """``step(rng, state) -> (state, info)``: one sweep of every chain with the documents split over ``shards``.
+
+    Each shard draws the topics of its tokens and counts them (the fused kernel, as :func:`step`), then
+    its documents' theta, from its own block of generator calls; the word-topic counts n_wk, (V C, K)
+    int32, are summed over every shard (one all-reduce, NCCL between GPUs); phi is drawn from the sums with
+    one key on every device, so all shards hold the same phi. The counts are integers, so the sums are
+    exact and phi is the same whatever the number of shards, given the counts. The sweep is not captured
+    as a CUDA graph (the all-reduce and the per-device launches run eagerly).
+    """
+    xp = shards.xp
+    owners = _device_owners(shards)
+    made: dict = {}     # (dtype, kept) -> one 0-d keep array per local shard (0 or 1, on its device)
+
+    def keeps_for(it: int, burn_in: int, dt):
+        key = (np.dtype(dt).str, it >= burn_in)
+        if key not in made:
+            out = []
+            for i, j in enumerate(owners):
+                with shards.on(i):
+                    out.append(xp.full((), float(key[1]), dt) if j == i else out[j])
+            made[key] = out
+        return made[key]
+
+    def sweep(rng, state: LDAShardedState):
+        gens = _local_rngs(rng, shards)
+        thetas, nwks = [], []
+        data0 = datas[0]
+        keeps = keeps_for(state.it, data0.burn_in, state.theta[0].dtype)
+        with _validate.validation(False):
+            for i, data in enumerate(datas):
+                with shards.on(i):
+                    th = state.theta[i]
+                    dt = th.dtype
+                    C, M, K = (int(x) for x in th.shape)
+                    start = gens[i].offset
+                    ndk, nwk = zdraw_counts(gens[i], th, state.phi[i], data)
+                    theta = gens[i].dirichlet(xp.add(ndk, dt.type(data.alpha), dtype=dt), dtype=dt).reshape(C, M, K)
+                    _used_block(gens[i], start)
+                    thetas.append(theta)
+                    nwks.append(xp.ascontiguousarray(nwk))
+            shards.allreduce(nwks)
+            phis, phi_sums = _draw_phi(rng, shards, nwks, state.phi_sum, data0.beta, keeps)
+            theta_sums = []
+            for i, th in enumerate(thetas):
+                with shards.on(i):
+                    theta_sums.append(_accumulate(state.theta_sum[i], th, keeps[i]))
+        return LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(phi_sums), state.it + 1), LDAInfo()
+
+    return sweep
+
+
+def sharded_log_likelihood(state: LDAShardedState, datas, shards: Shards):
+    """``(C,)`` float64 host array: each chain's log-likelihood of the whole corpus (summed over shards)."""
+    xp = shards.xp
+    bufs = []
+    for i, data in enumerate(datas):
+        with shards.on(i):
+            th, ph = state.theta[i], state.phi[i]
+            vals = [log_likelihood(th[c], ph[:, c], data.rows, data.cols) for c in range(th.shape[0])]
+            bufs.append(xp.ascontiguousarray(xp.stack(vals).astype(np.float64)))
+    return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
+
+
+def allreduce_bytes(n_words: int, n_components: int, n_chains: int = 1) -> int:
+    """Bytes all-reduced per sweep with the documents split over devices: n_wk, ``V C K`` int32 counts."""
+    return 4 * int(n_words) * int(n_chains) * int(n_components)
+
+
 def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
     """``sum_t log sum_k theta[d_t, k] phi[w_t, k]`` in chunks (no tokens x K array)."""
     xp = _backend.get_array_module(theta)
@@ -452,6 +711,42 @@ def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
         p = (theta[r] * phi[c]).sum(axis=1, dtype=np.float64)
         total = total + xp.log(xp.maximum(p, 1e-300)).sum()
     return total
+
+
+def _lda_shards(devices, backend) -> Shards:
+    """``devices`` as :class:`~gpumcmc.shards.Shards`, its form checked on the host before any GPU is asked."""
+    if not isinstance(devices, Shards):
+        if isinstance(devices, bool):
+            raise TypeError(f"devices must be None, 'all', a device id, a list of ids or a gpumcmc.shards.Shards, "
+                            f"got {devices!r}.")
+        if isinstance(devices, str):
+            if devices != "all":
+                raise ValueError(f"devices must be 'all', a device id or a list of ids, got {devices!r}.")
+        elif isinstance(devices, (int, np.integer)):
+            if devices < 0:
+                raise ValueError(f"device ids are >= 0, got {devices}.")
+        else:
+            try:
+                ids = list(devices)
+            except TypeError:
+                raise TypeError(f"devices must be None, 'all', a device id, a list of ids or a "
+                                f"gpumcmc.shards.Shards, got {type(devices).__name__}.") from None
+            if not ids:
+                raise ValueError("devices is empty: give at least one device id, or None for one device.")
+            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in ids):
+                raise TypeError(f"devices must list integer device ids, got {ids!r}.")
+            if min(ids) < 0:
+                raise ValueError(f"device ids are >= 0, got {ids!r}.")
+            if len(set(int(d) for d in ids)) != len(ids):
+                raise ValueError(f"devices lists a device twice ({ids!r}); give each once.")
+        if backend == "numpy":
+            raise ValueError("devices= names GPUs but backend='numpy': to split the documents on NumPy pass "
+                             "devices=gpumcmc.shards.Shards(n_virtual=k).")
+    shards = as_shards(devices)
+    gpu = shards.xp is not np
+    if backend is not None and backend != ("cupy" if gpu else "numpy"):
+        raise ValueError(f"backend={backend!r} disagrees with devices ({shards!r}); leave backend at None.")
+    return shards
 
 
 class LDA(Estimator):
@@ -480,6 +775,27 @@ class LDA(Estimator):
     graph keeps a second copy of the sampler's state and temporaries, so the
     default (None) takes it below GRAPH_MAX_TOKENS tokens (all chains).
 
+    ``devices`` splits the documents over devices (data-parallel Gibbs):
+    ``"all"``, a GPU id, a list of ids, or a :class:`gpumcmc.shards.Shards`
+    (:func:`gpumcmc.shards.one_device` for parts on one GPU,
+    ``Shards(n_virtual=k)`` for parts on NumPy, :func:`gpumcmc.shards.worker_shards`
+    in a Dask task). Each shard holds whole documents, about the same number
+    of tokens in each (:func:`document_bounds`), with their theta; it draws
+    its tokens' topics and its theta; the word-topic counts are summed over
+    the shards (one all-reduce of ``V K n_chains`` int32 values per sweep,
+    NCCL between GPUs) and phi is drawn from the sums with the same key on
+    every device (:func:`make_sharded_step`). The sharded sweep runs
+    eagerly, never from a CUDA graph, and does not checkpoint.
+    With one shard the draws are those of ``devices=None``. With several,
+    each shard's z and theta draws take Philox counters of their own (a
+    block of generator calls per shard), so the chain is another, equally
+    valid realisation, the same on NumPy and on GPUs for a seed and a number
+    of shards: the GPU kernels of the z-draw and of the Dirichlet key each
+    element by its index in the launch, with no base index, so a shard cannot
+    take the counters that one device gives its tokens. ``doc_topic_`` holds
+    this process's documents (all of them, but in a Dask task); ``n_shards_``
+    and ``doc_bounds_`` record the split.
+
     Examples
     --------
     >>> import numpy as np
@@ -493,7 +809,7 @@ class LDA(Estimator):
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
-                 backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=None):
+                 backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=None, devices=None):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -509,6 +825,7 @@ class LDA(Estimator):
         self.checkpoint_every = checkpoint_every
         self.n_chains = n_chains
         self.graph = graph
+        self.devices = devices
 
     def _priors(self):
         K = int(self.n_components)
@@ -529,6 +846,8 @@ class LDA(Estimator):
         C = self.n_chains
         if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
             raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
+        if self.devices is not None:
+            return self._fit_sharded(X, K, a, b, int(C))
         xp = self._xp()
         rng = self._make_rng()
         rows, cols, M, V = tokens_from(X, xp)
@@ -559,11 +878,58 @@ class LDA(Estimator):
         self.loglik_traces_ = vals
         return self.doc_topic_
 
+    def _fit_sharded(self, X, K, a, b, C):
+        shards = _lda_shards(self.devices, self.backend)
+        if self.checkpoint is not None:
+            raise ValueError("checkpoint= is not available with devices=: fit on one device (devices=None) to "
+                             "checkpoint, or drop checkpoint.")
+        if self.graph:
+            raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
+                             "a CUDA graph; leave graph at None or False.")
+        from ..random import default_rng
+
+        gpu = shards.xp is not np
+        rows, cols, M, V = tokens_from(X, np)
+        bounds, parts = shard_corpus(rows, cols, M, shards)
+        n_tok = int(rows.size)
+        del rows, cols
+        rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
+        with shards.on(0):
+            datas, state = init_sharded(rng, parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in),
+                                        n_chains=C)
+            del parts
+            sweep = make_sharded_step(datas, shards)
+            trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+                        monitors=[Monitor("loglik_per_token",
+                                          lambda s: sharded_log_likelihood(s, datas, shards) / n_tok,
+                                          every=int(self.monitor_every))],
+                        progress=self.progress, desc="LDA", n_chains=C)
+            s = trace.state
+            n_kept = max(int(self.n_iter), 1)
+            it, vals = trace.monitors["loglik_per_token"]
+            vals = np.asarray(vals, dtype=float).reshape(len(it), C).T
+            best = int(np.argmax(vals[:, -1]))
+            self.phi_ = s.phi_sum[0][:, best] / n_kept             # (V, K) on local shard 0's device
+            self.doc_topic_ = np.concatenate([_backend.to_host(t[best] / n_kept) for t in s.theta_sum])
+        self.trace_ = trace
+        self.n_features_in_ = V
+        self.n_tokens_ = n_tok
+        self.best_chain_ = best
+        self.components_ = _backend.to_host(self.phi_.T)
+        self.loglik_trace_ = (np.asarray(it), vals[best])
+        self.loglik_traces_ = vals
+        self.n_shards_ = shards.world
+        self.doc_bounds_ = bounds
+        return self.doc_topic_
+
     def _theta(self, X):
         self._check_fitted("phi_")
         K, a, b = self._priors()
         xp = _backend.get_array_module(self.phi_)
-        rng = self._make_rng()
+        from ..random import default_rng
+
+        # On the backend phi_ lives on (a fit with devices= may differ from self.backend); the same draws.
+        rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         rows, cols, M, V = tokens_from(X, xp, n_words=self.n_features_in_)
         n_b = max(1, int(self.transform_iter) // 2)
         data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)

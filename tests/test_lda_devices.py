@@ -1,0 +1,280 @@
+"""LDA with the documents split over devices (``LDA(devices=...)``, ``make_sharded_step``).
+
+On the CPU the shards are ``Shards(n_virtual=k)``; on a GPU, ``one_device(k)``
+runs the multi-GPU code path on one device.
+
+What is exact and what is statistical. With one shard the draws are those of
+one device, bit for bit. With k > 1 shards each shard draws its tokens'
+topics and its theta from a block of generator calls of its own (the GPU
+kernels key elements by their index in a launch and take no base index, so a
+shard cannot reuse the counters one device gives its tokens): the chain is
+another realisation of the same Markov kernel. So the tests compare, exactly,
+one shard with one device, two devices' phi draws with each other, and the
+GPU with NumPy for the same number of shards; and, statistically, the
+distribution after a few sweeps of many independent chains, sharded and not
+(two-sample KS tests at ALPHA each, 4 checks, so a false failure has
+probability below 4e-4 for seeds chosen before looking).
+"""
+
+import contextlib
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from scipy.optimize import linear_sum_assignment
+
+from gpumcmc import backend as B
+from gpumcmc.datasets import synthetic_lda_corpus
+from gpumcmc.models import LDA
+from gpumcmc.models import lda as L
+from gpumcmc.random import default_rng
+from gpumcmc.shards import Shards
+
+from conftest import ALPHA
+
+
+def _corpus(M=300, V=200, K=5, length=100, seed=1):
+    r, c, theta, phi = synthetic_lda_corpus(M, V, doc_length=length, n_components=K, topic_concentration=0.05,
+                                            random_state=seed, backend="numpy")
+    X = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(M, V))
+    return X, phi
+
+
+def _tv_matched(a, b):
+    tv = 0.5 * np.abs(a[:, None, :] - b[None]).sum(-1)
+    i, j = linear_sum_assignment(tv)
+    return tv[i, j]
+
+
+def _sweeps(backend, shards, X, K, C, n, seed=3, dtype="float32", **kw):
+    """State after ``n`` sweeps: ``devices=None`` when ``shards`` is None, else the sharded sampler."""
+    xp = B.get_backend(backend)
+    rng = default_rng(seed, backend=backend)
+    if shards is None:
+        rows, cols, M, V = L.tokens_from(X, xp)
+        data, state = L.init(rng, rows, cols, M, V, K, 0.3, 0.2, dtype, burn_in=1, n_chains=C, **kw)
+        for _ in range(n):
+            state, _ = L.step(rng, state, data)
+        return state, rng
+    rows, cols, M, V = L.tokens_from(X, np)
+    _, parts = L.shard_corpus(rows, cols, M, shards)
+    with shards.on(0):
+        datas, state = L.init_sharded(rng, parts, shards, V, K, 0.3, 0.2, dtype, burn_in=1, n_chains=C, **kw)
+        sweep = L.make_sharded_step(datas, shards)
+        for _ in range(n):
+            state, _ = sweep(rng, state)
+    return state, rng
+
+
+class _TwoHosts(Shards):
+    """Two NumPy shards that count as two devices: each draws its own phi (as two GPUs do)."""
+
+    def __init__(self):
+        super().__init__(n_virtual=2)
+        self.devices = ["host0", "host1"]
+
+    def on(self, i):
+        return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("C", [1, 2])
+def test_one_shard_is_one_device(C):
+    X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
+    a, ra = _sweeps("numpy", None, X, 3, C, 4)
+    b, rb = _sweeps("numpy", Shards(n_virtual=1), X, 3, C, 4)
+    np.testing.assert_array_equal(a.theta, b.theta[0])
+    np.testing.assert_array_equal(a.theta_sum, b.theta_sum[0])
+    np.testing.assert_array_equal(L._phi_store(a.phi), b.phi[0])
+    np.testing.assert_array_equal(L._phi_store(a.phi_sum), b.phi_sum[0])
+    assert ra.offset == rb.offset and b.it == 4
+
+
+def test_estimator_one_shard_is_one_device():
+    X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
+    kw = dict(n_iter=6, burn_in=4, monitor_every=3, random_state=1, progress=False, n_chains=2)
+    a = LDA(3, backend="numpy", **kw).fit(X)
+    b = LDA(3, devices=Shards(n_virtual=1), **kw).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.doc_topic_, b.doc_topic_)
+    np.testing.assert_allclose(a.loglik_traces_, b.loglik_traces_, rtol=1e-12)
+    assert b.n_shards_ == 1 and b.best_chain_ == a.best_chain_
+
+
+@pytest.mark.parametrize("W", [2, 3])
+def test_shards_draw_one_phi_and_are_deterministic(W):
+    X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
+    a, ra = _sweeps("numpy", Shards(n_virtual=W), X, 3, 2, 3)
+    b, rb = _sweeps("numpy", Shards(n_virtual=W), X, 3, 2, 3)
+    for x, y in zip(a.theta + a.phi + a.phi_sum, b.theta + b.phi + b.phi_sum):
+        np.testing.assert_array_equal(x, y)
+    assert ra.offset == rb.offset
+    assert sum(t.shape[1] for t in a.theta) == 40
+    # The generator moves past one block of two calls per shard each sweep, then the phi draw.
+    one, r1 = _sweeps("numpy", Shards(n_virtual=1), X, 3, 2, 3)
+    assert ra.offset - r1.offset == 4 * 2 * (W - 1)
+
+
+def test_two_devices_draw_the_same_phi():
+    """Where shards sit on different devices each draws phi itself, with one key: the same values."""
+    X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
+    a, ra = _sweeps("numpy", Shards(n_virtual=2), X, 3, 2, 3)
+    b, rb = _sweeps("numpy", _TwoHosts(), X, 3, 2, 3)
+    assert b.phi[0] is not b.phi[1]
+    for p in (b.phi[0], b.phi[1]):
+        np.testing.assert_array_equal(p, a.phi[0])
+    np.testing.assert_array_equal(b.phi_sum[1], a.phi_sum[0])
+    for x, y in zip(a.theta, b.theta):
+        np.testing.assert_array_equal(x, y)
+    assert ra.offset == rb.offset
+
+
+def test_counts_summed_over_shards_are_the_corpus_counts():
+    """Every token is counted once: the all-reduced n_wk sums to the corpus' word frequencies."""
+    X, _ = _corpus(M=30, V=20, K=3, length=20, seed=5)
+    sh = Shards(n_virtual=3)
+    rows, cols, M, V = L.tokens_from(X, np)
+    _, parts = L.shard_corpus(rows, cols, M, sh)
+    rng = default_rng(0, backend="numpy")
+    datas, state = L.init_sharded(rng, parts, sh, V, 3, 0.3, 0.2, n_chains=2)
+    nwks = []
+    for i, d in enumerate(datas):
+        _, nwk = L.zdraw_counts(default_rng(i, backend="numpy"), state.theta[i], state.phi[i], d)
+        nwks.append(np.ascontiguousarray(nwk))
+    total = sh.allreduce(nwks)[0].reshape(V, 2, 3)
+    np.testing.assert_array_equal(total.sum(axis=2), np.repeat(np.bincount(cols, minlength=V)[:, None], 2, 1))
+
+
+def test_sharded_chains_have_one_devices_distribution():
+    """Many independent chains, 3 sweeps from the start: one device and 3 shards give one distribution."""
+    docs = [np.array([0, 0, 1, 2]), np.array([1, 1, 2]), np.array([0, 2, 2, 2, 1]), np.array([2, 0])]
+    C = 400
+    out = []
+    for shards in (None, Shards(n_virtual=3)):
+        s, _ = _sweeps("numpy", shards, docs, 2, C, 3, seed=8 if shards is None else 9, dtype="float64")
+        theta = s.theta if shards is None else np.concatenate(s.theta, axis=1)
+        phi = s.phi if shards is None else s.phi[0].transpose(1, 0, 2)
+        out.append((theta[:, 0, 0], theta[:, 3, 1], phi[:, 0, 0], phi[:, 2, 1]))
+    for a, b in zip(*out):
+        assert stats.ks_2samp(a, b).pvalue > ALPHA
+
+
+def test_planted_topics_recovered_on_shards():
+    X, phi = _corpus()
+    m = LDA(5, n_iter=30, burn_in=60, monitor_every=10, random_state=0, progress=False,
+            devices=Shards(n_virtual=2)).fit(X)
+    tv = _tv_matched(m.components_, phi)
+    assert tv.max() < 0.1, tv          # as the one-device test: recovered topics lie within ~0.03
+    assert m.doc_topic_.shape == (300, 5) and np.allclose(m.doc_topic_.sum(1), 1, atol=1e-4)
+    it, ll = m.loglik_trace_
+    one = LDA(5, n_iter=30, burn_in=60, monitor_every=10, random_state=0, progress=False, backend="numpy").fit(X)
+    # Both chains have converged: their log-likelihoods per token agree to well within their spread.
+    assert abs(ll[-1] - one.loglik_trace_[1][-1]) < 0.02
+    assert m.transform(X[:5]).shape == (5, 5) and 1 < m.perplexity(X) < 200
+
+
+def test_document_bounds():
+    rows = np.repeat(np.arange(6), [5, 0, 1, 9, 0, 5])
+    b = L.document_bounds(rows, 6, 2)
+    assert b.tolist()[0] == 0 and b.tolist()[-1] == 6
+    per = [np.isin(rows, np.arange(b[r], b[r + 1])).sum() for r in range(2)]
+    assert sum(per) == rows.size and min(per) > 0
+    b3 = L.document_bounds(rows, 6, 3)
+    assert np.all(np.diff(b3) > 0)
+    assert all(np.isin(rows, np.arange(b3[r], b3[r + 1])).sum() > 0 for r in range(3))
+    # Balanced by tokens, not by documents: one long document gets a shard of its own.
+    rows = np.repeat(np.arange(5), [100, 1, 1, 1, 1])
+    assert L.document_bounds(rows, 5, 2).tolist() == [0, 1, 5]
+    with pytest.raises(ValueError, match="cannot be split over 4"):
+        L.document_bounds(np.array([0, 0, 2]), 3, 4)
+
+
+def test_shard_corpus_unsorted_tokens():
+    rows = np.array([3, 0, 1, 3, 0, 2, 1])
+    cols = np.array([0, 1, 2, 3, 4, 5, 6])
+    b, parts = L.shard_corpus(rows, cols, 4, Shards(n_virtual=2))
+    got = sorted((int(r) + int(b[i]), int(c)) for i, (rr, cc, m) in enumerate(parts) for r, c in zip(rr, cc))
+    assert got == sorted(zip(rows.tolist(), cols.tolist()))
+    assert sum(m for _, _, m in parts) == 4
+
+
+def test_allreduce_bytes():
+    assert L.allreduce_bytes(1000, 64, 2) == 4 * 1000 * 64 * 2
+
+
+@pytest.mark.parametrize("devices, err, match", [
+    ("gpus", ValueError, "'all'"),
+    (True, TypeError, "devices must be"),
+    ([], ValueError, "empty"),
+    ([0, 0], ValueError, "twice"),
+    (-1, ValueError, ">= 0"),
+    ([0, -2], ValueError, ">= 0"),
+    (1.5, TypeError, "devices must be"),
+    ([0, 1.5], TypeError, "integer device ids"),
+    ({"a": 1}, TypeError, "integer device ids"),
+])
+def test_bad_devices(devices, err, match):
+    X = np.ones((4, 5), np.int64)
+    with pytest.raises(err, match=match):
+        LDA(2, n_iter=1, burn_in=0, progress=False, devices=devices).fit(X)
+
+
+def test_devices_conflicts():
+    X = np.ones((4, 5), np.int64)
+    kw = dict(n_iter=1, burn_in=0, progress=False)
+    with pytest.raises(ValueError, match="backend='numpy'"):
+        LDA(2, backend="numpy", devices=[0], **kw).fit(X)
+    with pytest.raises(ValueError, match="disagrees"):
+        LDA(2, backend="cupy", devices=Shards(n_virtual=2), **kw).fit(X)
+    with pytest.raises(ValueError, match="cannot be split over 5"):
+        LDA(2, devices=Shards(n_virtual=5), **kw).fit(X)
+    with pytest.raises(ValueError, match="checkpoint"):
+        LDA(2, devices=Shards(n_virtual=2), checkpoint="x.npz", **kw).fit(X)
+    with pytest.raises(ValueError, match="graph=True"):
+        LDA(2, devices=Shards(n_virtual=2), graph=True, **kw).fit(X)
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+def test_gpu_one_shard_is_one_device(cp):
+    from gpumcmc.shards import one_device
+
+    X, _ = _corpus(M=60, V=50, K=4, length=30, seed=4)
+    for kw in ({}, {"fused": True, "sparse": True}):
+        a, ra = _sweeps("cupy", None, X, 8, 2, 3, **kw)
+        b, rb = _sweeps("cupy", one_device(1), X, 8, 2, 3, **kw)
+        np.testing.assert_array_equal(cp.asnumpy(a.theta), cp.asnumpy(b.theta[0]))
+        np.testing.assert_array_equal(cp.asnumpy(L._phi_store(a.phi_sum)), cp.asnumpy(b.phi_sum[0]))
+        assert ra.offset == rb.offset
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_gpu_shards_match_numpy_shards(cp, fused):
+    """``one_device(2)`` on the GPU and ``Shards(n_virtual=2)`` on NumPy: the same draws (float64, as the
+    one-device CPU/GPU test: the prefix sums add in another order, which moves a draw only near a tie)."""
+    from gpumcmc.shards import one_device
+
+    X, _ = _corpus(M=50, V=60, K=4, length=40, seed=4)
+    kw = dict(fused=fused, sparse=fused)
+    g, _ = _sweeps("cupy", one_device(2), X, 4, 2, 2, dtype="float64", **kw)
+    c, _ = _sweeps("numpy", Shards(n_virtual=2), X, 4, 2, 2, dtype="float64", **kw)
+    for x, y in zip(g.theta + g.phi_sum, c.theta + c.phi_sum):
+        np.testing.assert_allclose(cp.asnumpy(x), y, rtol=1e-6, atol=1e-12)
+
+
+def test_gpu_fit_one_device_two_shards(cp):
+    from gpumcmc.shards import one_device
+
+    X, phi = _corpus()
+    m = LDA(5, n_iter=30, burn_in=60, monitor_every=10, random_state=0, progress=False,
+            devices=one_device(2)).fit(X)
+    assert _tv_matched(m.components_, phi).max() < 0.1
+    assert m.n_shards_ == 2 and m.doc_topic_.shape == (300, 5)
+    assert B.is_cupy_array(m.phi_)
+    assert m.transform(X[:4]).shape == (4, 5)
+
+
+def test_gpu_bad_device_id(cp):
+    with pytest.raises(ValueError, match="no GPU with id"):
+        LDA(2, n_iter=1, burn_in=0, progress=False, devices=[0, 999]).fit(np.ones((4, 5), np.int64))

@@ -21,22 +21,24 @@ def _data(truth, n, frac):
     return X
 
 
-def _fit_ms(bench, truth, X, same, n_iter, batch_size=None):
+def _fit_ms(bench, truth, X, same, n_iter, batch_size=None, devices=None):
     fresh = BayesianNetwork(truth.parents, truth.states)
     cp = bench.cupy
     cp.cuda.Device().synchronize()
     t0 = time.perf_counter()
-    fresh.fit(X, n_iter=n_iter, same=same, random_state=0, progress=False, backend="cupy", batch_size=batch_size)
+    fresh.fit(X, n_iter=n_iter, same=same, random_state=0, progress=False, batch_size=batch_size,
+              **({"backend": "cupy"} if devices is None else {"devices": devices}))
     cp.cuda.Device().synchronize()
     return (time.perf_counter() - t0) * 1e3, fresh
 
 
-def _case(bench, name, truth, X, same, n_iter, batch_size=None, label="gpumcmc", reps=3, extra=None):
+def _case(bench, name, truth, X, same, n_iter, batch_size=None, label="gpumcmc", reps=3, extra=None,
+          devices=None):
     n, V = X.shape
     M = int((X < 0).sum())
-    _fit_ms(bench, truth, X[:1000], same, 2, batch_size and min(batch_size, 500))  # compile
-    short = min(_fit_ms(bench, truth, X, same, 1, batch_size)[0] for _ in range(reps))
-    runs = [_fit_ms(bench, truth, X, same, 1 + n_iter, batch_size) for _ in range(reps)]
+    _fit_ms(bench, truth, X[:1000], same, 2, batch_size and min(batch_size, 500), devices)  # compile
+    short = min(_fit_ms(bench, truth, X, same, 1, batch_size, devices)[0] for _ in range(reps))
+    runs = [_fit_ms(bench, truth, X, same, 1 + n_iter, batch_size, devices) for _ in range(reps)]
     long_, fit = min(r[0] for r in runs), runs[0][1]
     ms = (long_ - short) / n_iter
     bytes_it = same * n * V + same * M
@@ -101,6 +103,45 @@ def _parts(bench, name, truth, X, same, sweeps=True):
     bench.peer(f"{name} part:normalise", "gpumcmc", plan.C, lambda: ops.normalise(g), params={"C": plan.C})
 
 
+def _devices_rows(bench, koller, X, batches=True):
+    """The data-parallel path (``devices=``) with the cases in two parts on this one GPU, the counts
+    summed on the device: its cost over one part, not a two-GPU speed-up."""
+    from gpumcmc.shards import one_device
+
+    n = len(X)
+    for bs in (None, n // 4) if batches else (None,):
+        nb = 1 if bs is None else -(-n // bs)
+        ar = bn.allreduce_bytes(koller, nb)
+        name = "koller-1M-50%-m10" + ("" if bs is None else " batches of 250k")
+        _case(bench, name, koller, X, 10, 100 if bs is None else 20, batch_size=bs,
+              label="gpumcmc devices=one_device(2)", devices=one_device(2),
+              extra={"devices": "one_device(2)", "allreduce_bytes": ar,
+                     "note": f"two parts of the cases on one GPU, counts summed on the device (the code path "
+                             f"of two GPUs, run on one); {ar} bytes all-reduced per iteration"})
+
+
+def run_devices(bench):
+    """Koller at 1M cases on one part and on two parts of one GPU, whole and in four batches; Andes."""
+    from gpumcmc.shards import one_device
+
+    koller = BayesianNetwork.koller()
+    X = _data(koller, 100_000 if bench.small else 1_000_000, 0.5)
+    _case(bench, "koller-1M-50%-m10", koller, X, 10, 100)
+    _case(bench, "koller-1M-50%-m10 batches of 250k", koller, X, 10, 20, batch_size=len(X) // 4)
+    _devices_rows(bench, koller, X)
+    from gpumcmc.datasets.bif import bif_example_files
+
+    files = bif_example_files()
+    if "andes" in files:  # 223 nodes in 7 colours: one sweep launch per colour and part
+        andes = BayesianNetwork.from_bif(files["andes"])
+        Xa = _data(andes, 10_000 if bench.small else 100_000, 0.3)
+        _case(bench, "andes-100k-30%", andes, Xa, 1, 100)
+        ar = bn.allreduce_bytes(andes)
+        _case(bench, "andes-100k-30%", andes, Xa, 1, 100, label="gpumcmc devices=one_device(2)",
+              devices=one_device(2), extra={"devices": "one_device(2)", "allreduce_bytes": ar,
+                                            "note": f"{ar} bytes all-reduced per iteration"})
+
+
 _VARIANTS = ((), (("BN_AGG", 0),), (("BN_BLOCK", 128),), (("BN_BLOCK", 512),), (("BN_COUNT_BLOCK", 512),),
              (("BN_COUNT_BLOCK", 128),))
 
@@ -119,6 +160,7 @@ def run(bench):
             _parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps=True)
     finally:
         bn._DEFINES = old
+    _devices_rows(bench, koller, X, batches=False)
     # minibatches: four batches streamed from host memory at every iteration
     h2d = _h2d_bandwidth(bench)
     bs = n // 4

@@ -481,13 +481,13 @@ def allreduce_bytes(net, n_batches: int = 1) -> int:
 
 
 def _block_rows(rows: int) -> int:
-    """Cases per block of the cell order: a power of two near rows / 256, from 32 to 4096.
+    """Cases per block of the cell order: a power of two near rows / 128, from 32 to 4096.
 
     Devices take whole blocks of a batch, so the balance between them is within a block; within
     a block the cells of one node are consecutive, so most warps of the sweep work on one node.
     The order (and so the draws for a seed) depends on the batch's size, not on the devices.
     """
-    want, b = -(-int(rows) // 256), 32
+    want, b = -(-int(rows) // 128), 32
     while b < want and b < _BLOCK_MAX:
         b *= 2
     return b

@@ -32,35 +32,118 @@ import time
 import numpy as np
 
 
-def ess_min(draws):
-    """Smallest bulk ESS over the trailing coordinates of ``draws`` (chain, draw, ...)."""
-    draws = np.asarray(draws, dtype=np.float64)
-    C, D = draws.shape[:2]
-    flat = draws.reshape(C, D, -1)
-    try:
-        import arviz as az
-        return float(np.min(az.ess(az.convert_to_dataset({"x": flat}))["x"].values))
-    except ImportError:
-        pass
-    out = []
-    for j in range(flat.shape[2]):
-        x = flat[:, :, j]
-        x = x - x.mean()
-        var = x.var()
-        if var == 0:
-            out.append(float(C * D))
-            continue
-        f = np.fft.rfft(x, n=2 * D, axis=1)
-        ac = np.fft.irfft(f * np.conj(f), axis=1)[:, :D].mean(0) / (D * var)
-        s, t = 0.0, 0
-        while t + 1 < D:
-            pair = ac[t] + ac[t + 1]
-            if pair < 0:
-                break
-            s += pair
-            t += 2
-        out.append(C * D / max(2 * s - 1, 1e-12))
-    return float(min(out))
+def _avg_ranks(xp, v):
+    """Ranks 1..n of each row of ``v`` (M, n), ties given their average rank (scipy's method="average")."""
+    M, n = v.shape
+    o = xp.argsort(v, axis=1)
+    sv = xp.take_along_axis(v, o, axis=1)
+    start = xp.ones((M, n), dtype=bool)
+    start[:, 1:] = sv[:, 1:] != sv[:, :-1]
+    ranks = xp.empty((M, n), dtype=np.float64)
+    if bool(start.all()):  # no ties: the sorted positions
+        xp.put_along_axis(ranks, o, xp.broadcast_to(xp.arange(1, n + 1, dtype=np.float64), (M, n)), axis=1)
+        return ranks
+    gid = xp.cumsum(start.ravel()) - 1                      # tie groups numbered over all rows
+    counts = xp.bincount(gid)
+    first = xp.cumsum(counts) - counts                      # flat position of each group's first element
+    row0 = (xp.arange(M) * n)[:, None]
+    avg = (first[gid].reshape(M, n) - row0) + (counts[gid].reshape(M, n) + 1) / 2.0
+    xp.put_along_axis(ranks, o, avg, axis=1)
+    return ranks
+
+
+def ess_bulk(draws, xp=np):
+    """ArviZ's rank-normalised bulk ESS (``az.ess(..., method="bulk")``, its default) of every coordinate.
+
+    ``draws`` is (chain, draw, ...); the result has the trailing shape, as a
+    NumPy array. The same definition as ArviZ's (Vehtari et al. 2021): each
+    chain split in two halves, the draws of a coordinate replaced by the
+    normal quantiles of their average ranks over all split chains,
+    ``(rank - 3/8) / (n + 1/4)``; the autocovariance of every split chain by
+    FFT, the combined autocorrelation ``1 - (W - mean_chains acov_t) / var+``,
+    Geyer's initial positive sequence and then his initial monotone one.
+    Here all coordinates go through at once (ArviZ loops over them in
+    Python, ~15 s for 21,000 coordinates), on ``xp`` (NumPy or CuPy); the
+    two Geyer loops run over lags with a mask per coordinate. Agrees with
+    ArviZ to rounding (tests/test_glm.py).
+    """
+    from scipy.fft import next_fast_len
+
+    if xp is np:
+        from scipy.special import ndtri
+    else:
+        from cupyx.scipy.special import ndtri
+    a = xp.asarray(draws, dtype=np.float64)
+    C, D = a.shape[:2]
+    tail = a.shape[2:]
+    a = a.reshape(C, D, -1)
+    M = a.shape[2]
+    half = D // 2
+    a = xp.concatenate([a[:, :half], a[:, D - half:]], axis=0)      # (m, n, M): split chains
+    m, n = a.shape[:2]
+    v = xp.ascontiguousarray(xp.moveaxis(a, 2, 0).reshape(M, m * n))
+    z = ndtri((_avg_ranks(xp, v) - 0.375) / (m * n + 0.25)).reshape(M, m, n)
+    const = (z.max(axis=(1, 2)) - z.min(axis=(1, 2))) < np.finfo(float).resolution
+    L = next_fast_len(2 * n)
+    zc = z - z.mean(axis=2, keepdims=True)
+    f = xp.fft.rfft(zc, n=L, axis=2)
+    acov = xp.fft.irfft(f * xp.conj(f), n=L, axis=2)[:, :, :n] / n  # (M, m, n)
+    del f, zc
+    mean_var = acov[:, :, 0].mean(axis=1) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n
+    if m > 1:
+        var_plus = var_plus + z.mean(axis=2).var(axis=1, ddof=1)
+    with np.errstate(invalid="ignore", divide="ignore"):            # constant coordinates: set below
+        rho = xp.ascontiguousarray((1.0 - (mean_var[:, None] - acov.mean(axis=1)) / var_plus[:, None]).T)
+    del acov
+    rt = xp.zeros((n, M))                                            # lag-major: rows are lags
+    rt[0] = 1.0
+    rt[1] = rho[1]
+    even = xp.ones(M)
+    odd = rho[1].copy()
+    going = xp.ones(M, dtype=bool)
+    t_end = xp.ones(M, dtype=np.int64)   # each coordinate's lag counter when its loop stops
+    t = 1
+    # Geyer's initial positive sequence: pairs (t + 1, t + 2) while the last pair's sum is positive
+    while t < n - 3:
+        going &= (even + odd) > 0.0
+        if not bool(going.any()):
+            break
+        e, o = rho[t + 1], rho[t + 2]
+        even = xp.where(going, e, even)
+        odd = xp.where(going, o, odd)
+        keep = going & ((e + o) >= 0)
+        rt[t + 1] = xp.where(keep, e, rt[t + 1])
+        rt[t + 2] = xp.where(keep, o, rt[t + 2])
+        t_end = xp.where(going, t + 2, t_end)
+        t += 2
+    max_t = t_end - 2
+    idx = xp.arange(M)
+    rt[max_t + 1, idx] = xp.where(even > 0, even, rt[max_t + 1, idx])
+    # Geyer's initial monotone sequence
+    t = 1
+    tmax = int(max_t.max()) if M else 0
+    while t <= tmax - 2:
+        prev = rt[t - 1] + rt[t]
+        upd = (t <= max_t - 2) & ((rt[t + 1] + rt[t + 2]) > prev)
+        rt[t + 1] = xp.where(upd, prev / 2.0, rt[t + 1])
+        rt[t + 2] = xp.where(upd, prev / 2.0, rt[t + 2])
+        t += 2
+    lag = xp.arange(n)[:, None]
+    s1 = xp.where(lag <= max_t[None, :], rt, 0.0).sum(axis=0)
+    s2 = xp.where(lag == (max_t + 1)[None, :], rt, 0.0).sum(axis=0)
+    total = m * n
+    tau = xp.maximum(-1.0 + 2.0 * s1 + s2, 1.0 / np.log10(total))
+    ess = total / tau
+    ess = xp.where(xp.isnan(rt).any(axis=0), np.nan, ess)
+    ess = xp.where(const, float(total), ess)
+    out = ess.get() if hasattr(ess, "get") else ess
+    return np.asarray(out).reshape(tail)
+
+
+def ess_min(draws, xp=np):
+    """Smallest bulk ESS over the trailing coordinates of ``draws`` (chain, draw, ...), by :func:`ess_bulk`."""
+    return float(np.nanmin(ess_bulk(draws, xp)))
 
 
 def _logistic_data(rs, N, K):
@@ -150,7 +233,7 @@ def _fg(bench):
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def _numpyro_flat(X, y, n_warm, n_samp, chains, hier=None):
+def _numpyro_flat(X, y, n_warm, n_samp, chains, hier=None, ess_xp=np):
     import jax
     import jax.numpy as jnp
     import numpyro
@@ -177,13 +260,20 @@ def _numpyro_flat(X, y, n_warm, n_samp, chains, hier=None):
         args = (jnp.asarray(X), jnp.asarray(y), jnp.asarray(g))
     mcmc = MCMC(NUTS(model), num_warmup=n_warm, num_samples=n_samp, num_chains=chains,
                 chain_method="vectorized", progress_bar=False)
-    t0 = time.perf_counter()
-    mcmc.run(jax.random.PRNGKey(0), *args)
-    s = mcmc.get_samples(group_by_chain=True)
-    jax.block_until_ready(s)
-    wall = time.perf_counter() - t0
+    # JAX's default precision (the harness turns float64 on for other suites): float32, as gpumcmc runs here.
+    x64 = jnp.asarray(1.0).dtype == jnp.float64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        args = tuple(jnp.asarray(np.asarray(a)) for a in args)
+        t0 = time.perf_counter()
+        mcmc.run(jax.random.PRNGKey(0), *args)
+        s = mcmc.get_samples(group_by_chain=True)
+        jax.block_until_ready(s)
+        wall = time.perf_counter() - t0
+    finally:
+        jax.config.update("jax_enable_x64", bool(x64))
     key = "b" if hier is None else "z"
-    return wall, ess_min(np.asarray(s[key]))
+    return wall, ess_min(np.asarray(s[key]), xp=ess_xp)
 
 
 # NumPyro's warm-up and draws per chain as a fraction of gpumcmc's, by case, so that the whole suite
@@ -199,6 +289,20 @@ def _numpyro_counts(key, n_warm, n_samp, small):
     return w, d, note
 
 
+def _numpyro_row(bench, case, key, X, y, n_warm, n_samp, N, impl, hier=None):
+    t0 = time.perf_counter()
+    try:
+        nw, ns, cap = _numpyro_counts(key, n_warm, n_samp, bench.small)
+        w2, e2 = _numpyro_flat(X, y, nw, ns, 4, hier=hier, ess_xp=bench.cupy)
+        bench.record(case, impl, w2 * 1e3, N,
+                     params={"warmup": nw, "samples": ns, "chains": 4, "dtype": "float32"},
+                     note=f"min-ESS {e2:.0f}, min-ESS/s {e2 / w2:.1f} (warm-up counted; JIT compilation "
+                          f"included){cap}")
+    except Exception as exc:
+        bench.record(case, impl, None, N, note=f"{type(exc).__name__}: {exc}"[:300])
+    print(f"#   {case}: {impl} took {time.perf_counter() - t0:.1f} s with its ESS", flush=True)
+
+
 def _flat(bench, N):
     from gpumcmc.models import BayesianGLM
     K = 50
@@ -206,31 +310,34 @@ def _flat(bench, N):
     rs = np.random.default_rng(1)
     X, y = _logistic_data(rs, N, K)
     case = f"flat logistic N={N} K={K}"
-    Xc, yc = bench.cupy.asarray(X), bench.cupy.asarray(y)
+    cp = bench.cupy
+    Xc, yc = cp.asarray(X), cp.asarray(y)
     kw = dict(n_chains=4, random_state=0, progress=False, backend="cupy", dtype="float32")
-    BayesianGLM(n_samples=2, n_warmup=2, **kw).fit(Xc[:1000], yc[:1000])  # compile the kernels first
-    bench.cupy.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    m = BayesianGLM(n_samples=n_samp, n_warmup=n_warm, **kw).fit(Xc, yc)
-    wall = time.perf_counter() - t0
-    ess = ess_min(m.coef_draws_[..., 1:])
     sweeps = n_warm + n_samp
     # Fewest bytes a sweep must read: per coordinate X[:, k] and y once, and eta of every chain for
     # the current value and one accepted candidate (the least any slice update evaluates).
     bytes_sweep = (K + 1) * (2 * N * 4 + 2 * 4 * N * 4)
-    bench.record(case, "gpumcmc BayesianGLM slice-within-Gibbs", wall * 1e3, N,
-                 params={"N": N, "K": K, "warmup": n_warm, "samples": n_samp, "chains": 4},
-                 note=f"min-ESS {ess:.0f}, min-ESS/s {ess / wall:.1f} (warm-up counted)")
-    bench.record(case + " per sweep", "gpumcmc BayesianGLM", wall * 1e3 / sweeps, N,
-                 bytes_moved=int(bytes_sweep), note="floor: X, y and eta read once per evaluation, 2 evaluations")
+    for graph in ((True, False) if N <= 100_000 else (True,)):
+        t_all = time.perf_counter()
+        BayesianGLM(n_samples=2, n_warmup=2, graph=graph, **kw).fit(Xc[:1000], yc[:1000])  # compile first
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        m = BayesianGLM(n_samples=n_samp, n_warmup=n_warm, graph=graph, **kw).fit(Xc, yc)
+        wall = time.perf_counter() - t0
+        ess = ess_min(m.coef_draws_[..., 1:], xp=cp)
+        how = "" if graph else ", graph=False (eager sweeps)"
+        bench.record(case, "gpumcmc BayesianGLM slice-within-Gibbs" + how, wall * 1e3, N,
+                     params={"N": N, "K": K, "warmup": n_warm, "samples": n_samp, "chains": 4, "dtype": "float32",
+                             "graph": graph},
+                     note=f"min-ESS {ess:.0f}, min-ESS/s {ess / wall:.1f} (warm-up counted)")
+        bench.record(case + " per sweep", "gpumcmc BayesianGLM" + how, wall * 1e3 / sweeps, N,
+                     bytes_moved=int(bytes_sweep), params={"graph": graph},
+                     note="floor: X, y and eta read once per evaluation, 2 evaluations")
+        print(f"#   {case}: gpumcmc graph={graph} took {time.perf_counter() - t_all:.1f} s with its ESS", flush=True)
+        del m
     del Xc, yc
-    try:
-        nw, ns, cap = _numpyro_counts(f"flat{N}", n_warm, n_samp, bench.small)
-        w2, e2 = _numpyro_flat(X, y, nw, ns, 4)
-        bench.record(case, "numpyro NUTS", w2 * 1e3, N, params={"warmup": nw, "samples": ns, "chains": 4},
-                     note=f"min-ESS {e2:.0f}, min-ESS/s {e2 / w2:.1f} (warm-up counted){cap}")
-    except Exception as exc:
-        bench.record(case, "numpyro NUTS", None, N, note=f"{type(exc).__name__}: {exc}"[:300])
+    cp.get_default_memory_pool().free_all_blocks()
+    _numpyro_row(bench, case, f"flat{N}", X, y, n_warm, n_samp, N, "numpyro NUTS")
 
 
 def _hier(bench):
@@ -246,20 +353,34 @@ def _hier(bench):
     case = f"hierarchical logistic G={G} K={K} n={n}"
     kw = dict(n_chains=4, random_state=0, progress=False, backend="cupy", dtype="float32")
     cp = bench.cupy
-    HierarchicalGLM(n_samples=2, n_warmup=2, **kw).fit(cp.asarray(X[:n * 4]), cp.asarray(y[:n * 4]), g[:n * 4])
-    t0 = time.perf_counter()
-    m = HierarchicalGLM(n_samples=n_samp, n_warmup=n_warm, **kw).fit(cp.asarray(X), cp.asarray(y), g)
-    wall = time.perf_counter() - t0
-    ess = ess_min(m.beta_draws_)
-    bench.record(case, "gpumcmc HierarchicalGLM", wall * 1e3, G * n,
-                 params={"G": G, "K": K, "n": n, "warmup": n_warm, "samples": n_samp, "chains": 4},
-                 note=f"min-ESS {ess:.0f}, min-ESS/s {ess / wall:.1f} (whole wall time)")
+    N = G * n
+    for graph in (True, False):
+        t_all = time.perf_counter()
+        HierarchicalGLM(n_samples=2, n_warmup=2, graph=graph, **kw).fit(cp.asarray(X[:n * 4]), cp.asarray(y[:n * 4]),
+                                                                        g[:n * 4])
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        m = HierarchicalGLM(n_samples=n_samp, n_warmup=n_warm, graph=graph, **kw).fit(cp.asarray(X), cp.asarray(y), g)
+        wall = time.perf_counter() - t0
+        ess = ess_min(m.beta_draws_, xp=cp)
+        how = "" if graph else ", graph=False (eager sweeps)"
+        bench.record(case, "gpumcmc HierarchicalGLM" + how, wall * 1e3, N,
+                     params={"G": G, "K": K, "n": n, "warmup": n_warm, "samples": n_samp, "chains": 4,
+                             "dtype": "float32", "graph": graph},
+                     note=f"min-ESS {ess:.0f}, min-ESS/s {ess / wall:.1f} (whole wall time)")
+        bench.record(case + " per sweep", "gpumcmc HierarchicalGLM" + how, wall * 1e3 / (n_warm + n_samp), N,
+                     bytes_moved=int((K + 1) * (2 * N * 4 + 2 * 4 * N * 4)), params={"graph": graph},
+                     note="floor: X, y and eta read once per evaluation, 2 evaluations; hyperparameter draws "
+                          "included")
+        print(f"#   {case}: gpumcmc graph={graph} took {time.perf_counter() - t_all:.1f} s with its ESS", flush=True)
+        if graph:
+            bt = cp.asarray(m.trace_.state.beta)
+        del m
     # The conjugate hyperparameter draw alone, per sweep: the glm_niw kernel against the same arithmetic
     # by CuPy's batched linear algebra (the route taken for large K).
     from gpumcmc.models import glm as mg
     from gpumcmc.random import default_rng
     hyp = mg.HyperPrior(1.0, float(K + 3), cp.eye(K + 1, dtype=np.float64))
-    bt = cp.asarray(m.trace_.state.beta)
     for label, fits in (("glm_niw kernel", mg._niw_fits), ("cupy linalg (the fallback)", lambda k: False)):
         saved, mg._niw_fits = mg._niw_fits, fits
         try:
@@ -269,27 +390,26 @@ def _hier(bench):
             mg._niw_fits = saved
         bench.record(case + " hyperparameter draw", f"gpumcmc {label}", ms, 4,
                      note="mu, Sigma | beta for 4 chains, random numbers included")
-    N = G * n
-    bench.record(case + " per sweep", "gpumcmc HierarchicalGLM", wall * 1e3 / (n_warm + n_samp), N,
-                 bytes_moved=int((K + 1) * (2 * N * 4 + 2 * 4 * N * 4)),
-                 note="floor: X, y and eta read once per evaluation, 2 evaluations; hyperparameter draws included")
-    try:
-        nw, ns, cap = _numpyro_counts("hier", n_warm, n_samp, bench.small)
-        w2, e2 = _numpyro_flat(X, y, nw, ns, 4, hier=(g, G))
-        bench.record(case, "numpyro NUTS (non-centred)", w2 * 1e3, G * n,
-                     params={"warmup": nw, "samples": ns, "chains": 4},
-                     note=f"min-ESS {e2:.0f}, min-ESS/s {e2 / w2:.1f} (whole wall time){cap}")
-    except Exception as exc:
-        bench.record(case, "numpyro NUTS (non-centred)", None, G * n, note=f"{type(exc).__name__}: {exc}"[:300])
+    cp.get_default_memory_pool().free_all_blocks()
+    _numpyro_row(bench, case, "hier", X, y, n_warm, n_samp, N, "numpyro NUTS (non-centred)", hier=(g, G))
 
 
 def run(bench):
     # The largest flat case last: the others' figures are kept if a time limit cuts the run short.
-    _fg(bench)
-    _flat(bench, 10_000 if bench.small else 100_000)
-    _hier(bench)
-    if not bench.small:
-        _flat(bench, 1_000_000)
+    import os
+
+    cases = {"f+g": _fg, "flat": lambda b: _flat(b, 10_000 if b.small else 100_000), "hier": _hier,
+             "flat 10^6": None if bench.small else lambda b: _flat(b, 1_000_000)}
+    # GPUMCMC_GLM_CASES="hier,flat 10^6": only these cases, in this order (for trials)
+    only = os.environ.get("GPUMCMC_GLM_CASES")
+    order = [c.strip() for c in only.split(",")] if only else list(cases)
+    for name in order:
+        fn = cases[name]
+        if fn is None:
+            continue
+        t0 = time.perf_counter()
+        fn(bench)
+        print(f"# glm {name}: {time.perf_counter() - t0:.1f} s", flush=True)
 
 
 def cpu_comparison(N=5000, K=10, n_warm=100, n_samp=200):

@@ -123,6 +123,118 @@ def main(out, quick=False):
     gg._DEFINES, gg._THREADS, gg._TILE_BYTES = (), 256, 256 * 8 * 16
 
 
+def profile(out):
+    """Where the hierarchical fit's time goes (1,000 groups x 20 covariates x 100 rows, float32, 4 chains).
+
+    ms per sweep of: the whole fit (eager and from a CUDA graph); glm.step in a bare loop, plain, inside
+    the driver's deferred validation, and in warm-up mode; the host time to queue a sweep (no sync);
+    CUDA-event times of the sweep's parts; and a cProfile of an eager fit's host time."""
+    import cProfile
+    import io
+    import pstats
+
+    import cupy as cp
+
+    import gpumcmc._validate as v
+    import gpumcmc.models.glm as mg
+    from gpumcmc.models import HierarchicalGLM
+    from gpumcmc.random import default_rng
+    rows = []
+
+    def rec(**kw):
+        rows.append(kw)
+        print(json.dumps(kw), flush=True)
+        with open(out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+    G, K, n = 1000, 20, 100
+    rs = np.random.default_rng(2)
+    g = np.repeat(np.arange(G), n)
+    X = rs.normal(size=(G * n, K)).astype(np.float32)
+    beta = 0.3 * rs.normal(size=K + 1) + 0.3 * rs.normal(size=(G, K + 1))
+    eta = beta[g, 0] + np.sum(X * beta[g, 1:], axis=1)
+    y = (rs.random(G * n) < 1 / (1 + np.exp(-eta))).astype(np.float32)
+    Xc, yc = cp.asarray(X), cp.asarray(y)
+    kw = dict(n_chains=4, random_state=0, progress=False, backend="cupy", dtype="float32")
+    for graph in (False, True):
+        HierarchicalGLM(n_samples=2, n_warmup=2, graph=graph, **kw).fit(Xc[:400], yc[:400], g[:400])
+    for graph in (False, True):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        m = HierarchicalGLM(n_samples=500, n_warmup=200, graph=graph, **kw).fit(Xc, yc, g)
+        wall = time.perf_counter() - t0
+        rec(what="fit 200+500", graph=graph, ms_per_sweep=wall * 1e3 / 700, driver_s=m.trace_.seconds, wall_s=wall)
+    D = cp.asarray(np.column_stack([np.ones(G * n, np.float32), X]))
+    st0, data = mg.init(D, yc, "bernoulli", 4, 1.0, cp.asarray(g))
+    hyper = mg.HyperPrior(1.0, float(K + 3), cp.eye(K + 1, dtype=np.float64))
+    rng = default_rng(0, backend="cupy")
+    st = st0
+    for _ in range(20):
+        st, info = mg.step(rng, st, data, "bernoulli", 1.0, 10**9, hyper=hyper)
+    cp.cuda.Device().synchronize()
+    for label, nw, ctx in (("step plain", 0, None), ("step warm", 10**9, None), ("step deferred", 0, v.deferred),
+                           ("step no hyper", 0, None)):
+        hyp = None if "no hyper" in label else hyper
+        cm = ctx() if ctx else None
+        if cm:
+            cm.__enter__()
+        try:
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            for _ in range(100):
+                st, info = mg.step(rng, st, data, "bernoulli", 1.0, nw, hyper=hyp)
+            t1 = time.perf_counter()
+            cp.cuda.Device().synchronize()
+            t2 = time.perf_counter()
+        finally:
+            if cm:
+                cm.__exit__(None, None, None)
+        rec(what=label, ms_per_sweep=(t2 - t0) * 10, host_queue_ms_per_sweep=(t1 - t0) * 10)
+    # GPU time of the parts of one sweep, by CUDA events, with the sweep's own arrays
+    ev = [cp.cuda.Event() for _ in range(6)]
+    C = 4
+    dt = np.float32
+    parts = {}
+    for rep in range(30):
+        ev[0].record()
+        e_all = rng.standard_exponential(size=(K + 1, C, G), dtype=dt)
+        u_all = rng.uniform(size=(K + 1, 2, C, G), dtype=dt)
+        us_all = rng.uniform(size=(K + 1, 24, C, G), dtype=dt)
+        ev[1].record()
+        beta_, eta_, width_ = st.beta.copy(), st.eta.copy(), st.width.copy()
+        mg._slice_pass_sweep(cp, st, beta_, eta_, width_, data, "bernoulli", 1.0, 0, 4, 24, e_all, u_all, us_all)
+        ev[2].record()
+        mg._draw_hyper(rng, beta_, hyper, cp)
+        ev[3].record()
+        from gpumcmc.glm import pointwise_loglik
+        pointwise_loglik(eta_, data.y, "bernoulli", 1.0, cp, None).sum(axis=1, dtype=np.float64)
+        ev[4].record()
+        ev[4].synchronize()
+        if rep >= 5:
+            for name, (i, j) in (("draws", (0, 1)), ("slice sweep", (1, 2)), ("hyper", (2, 3)), ("loglik", (3, 4))):
+                parts.setdefault(name, []).append(cp.cuda.get_elapsed_time(ev[i], ev[j]))
+    rec(what="parts, GPU ms (events, each part synchronised)", **{k: float(np.median(x)) for k, x in parts.items()})
+    # the slice sweep alone queued back to back: its GPU time without host gaps
+    ev[0].record()
+    for _ in range(20):
+        beta_, eta_, width_ = st.beta.copy(), st.eta.copy(), st.width.copy()
+        mg._slice_pass_sweep(cp, st, beta_, eta_, width_, data, "bernoulli", 1.0, 0, 4, 24, e_all, u_all, us_all)
+    ev[1].record()
+    ev[1].synchronize()
+    rec(what="slice sweep queued x20", ms=cp.cuda.get_elapsed_time(ev[0], ev[1]) / 20)
+    pr = cProfile.Profile()
+    pr.enable()
+    HierarchicalGLM(n_samples=100, n_warmup=100, graph=False, **kw).fit(Xc, yc, g)
+    pr.disable()
+    sio = io.StringIO()
+    pstats.Stats(pr, stream=sio).sort_stats("tottime").print_stats(25)
+    rec(what="cProfile eager fit 100+100, by tottime", text=sio.getvalue()[-6000:])
+    print(sio.getvalue()[-6000:])
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "profile":
+        profile(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.environ.get("OUT", "."), "profile.json"))
+        sys.exit(0)
     main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("OUT", "."), "tune.json"),
          quick="quick" in sys.argv[2:])

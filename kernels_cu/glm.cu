@@ -7,6 +7,8 @@
 // (B, K); y, weights, offset are (N,) (weights and offset may be null).
 // family: 0 bernoulli (logit), 1 poisson (log), 2 gaussian (identity).
 
+#include "warp_reduce.cuh"
+
 #ifndef GLM_THREADS
 #define GLM_THREADS 256  // threads per block of glm_fg_tiles (8 warps)
 #endif
@@ -183,8 +185,7 @@ __device__ __forceinline__ void glm_group(const T* __restrict__ x_s, const T* __
         ll = glm_row<T>(family, (double)oi + (double)dot, (double)yi, sigma, &rd) * (double)wi;
         r = (T)(rd * (double)wi);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(GLM_FULL, ll, o);
+    ll = gpumcmc::warp_sum(ll);
 
     // Rows past the end of X (last tile) are zeros in x_s and have r = 0.
     T gp[KPL];
@@ -288,8 +289,7 @@ __global__ void glm_fg_reduce(const double* __restrict__ part, int n_part, int B
     if (o >= n_out) return;  // whole warps
     double s = 0.0;
     for (int j = lane; j < n_part; j += 32) s += part[(long long)j * n_out + o];
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(GLM_FULL, s, d);
+    s = gpumcmc::warp_sum(s);
     if (lane == 0) {
         const long long b = o / (K + 1), k = o - b * (K + 1);
         if (k < K) g[b * K + k] = (T)s;
@@ -576,7 +576,7 @@ __device__ double glm_segment_logdens(const T* __restrict__ xk, const T* __restr
         else { double z = ((double)y[i] - et) / sigma; ll = -0.5 * z * z; }
         acc += ll;
     }
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    acc = gpumcmc::warp_sum(acc);  // lane 0's sum is the one used
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     __syncthreads();
     if (lane == 0) red[warp] = acc;
@@ -733,8 +733,7 @@ __device__ void glm_slice_eval(const T* __restrict__ xk, const T* __restrict__ y
     for (int p = 0; p < GLM_PMAX; ++p) {
         if (p < np) {
             double v = acc[p];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            v = gpumcmc::warp_sum(v);
             if (lane == 0) wsum[warp][p] = v;
         }
     }
@@ -870,8 +869,7 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
         for (int j = threadIdx.x; j < K; j += 32)
             if (j != k) cc += ((double)beta[cg * K + j] - (double)mu[(long long)c * K + j]) *
                               (double)prec[((long long)c * K + k) * K + j];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) cc += __shfl_xor_sync(0xffffffffu, cc, o);
+        cc = gpumcmc::warp_sum(cc);
     }
     double logy = 0.0;
     T a = L0, b = R0, xn = x0;

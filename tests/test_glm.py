@@ -525,3 +525,58 @@ def test_kernel_many_columns_falls_back(cp):
     fc, gc = loglik_and_grad(cp.asarray(X), cp.asarray(y), cp.asarray(B))
     np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=1e-10)
     np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=1e-8, atol=1e-10)
+
+
+def _ar_draws(rs, C, D, M, phi):
+    x = np.zeros((C, D, M))
+    e = rs.normal(size=(C, D, M))
+    for t in range(1, D):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    return x
+
+
+@pytest.mark.parametrize("shape, phi", [((4, 200, 6), 0.0), ((4, 201, 6), 0.9), ((1, 80, 4), 0.95),
+                                        ((2, 57, 4), -0.5)])
+def test_vectorised_bulk_ess_matches_arviz(shape, phi):
+    # benchmarks.glm.ess_bulk (all coordinates in one pass) against ArviZ's bulk ESS, coordinate by
+    # coordinate: the same definition, so equal to rounding; also with ties (rounded draws), chains
+    # with different means and a constant coordinate.
+    az = pytest.importorskip("arviz")
+    from benchmarks.glm import ess_bulk
+
+    rs = np.random.default_rng(3)
+    x = _ar_draws(rs, *shape, phi)
+    x[..., 1] = np.round(x[..., 1])
+    x[..., 2] += np.arange(shape[0])[:, None] * 0.5
+    x[..., 3] = 1.0
+    ours = ess_bulk(x)
+    ref = np.array([az.ess(x[:, :, j]) for j in range(shape[2])])
+    np.testing.assert_allclose(ours, ref, rtol=1e-10)
+
+
+@pytest.mark.gpu
+def test_vectorised_bulk_ess_cupy_matches_numpy(cp):
+    from benchmarks.glm import ess_bulk
+
+    x = _ar_draws(np.random.default_rng(4), 4, 300, 50, 0.8)
+    x[..., 0] = np.round(x[..., 0])
+    np.testing.assert_allclose(ess_bulk(x, xp=cp), ess_bulk(x), rtol=1e-9)
+
+
+@pytest.mark.parametrize("model", ["flat", "full", "diag"])
+def test_graph_gives_the_same_draws(cp, model):
+    """The sweep replayed from a CUDA graph (the GPU default) against eager sweeps: the same draws,
+    bit for bit (the graph replays the same kernels with the same generator offsets)."""
+    rs = np.random.default_rng(11)
+    X, y = _data("bernoulli", N=900, K=3, seed=12)
+    groups = np.repeat(np.arange(9), 100)[rs.permutation(900)]
+    kw = dict(n_chains=3, n_samples=40, n_warmup=30, random_state=4, progress=False, backend="cupy")
+    draws = []
+    for graph in (False, True):
+        if model == "flat":
+            m = BayesianGLM(graph=graph, **kw).fit(cp.asarray(X), cp.asarray(y))
+        else:
+            m = HierarchicalGLM(covariance=model, graph=graph, **kw).fit(cp.asarray(X), cp.asarray(y), groups)
+        draws.append(m.trace_.draws)
+    for name in draws[0]:
+        np.testing.assert_array_equal(draws[0][name], draws[1][name], err_msg=name)

@@ -507,7 +507,16 @@ class _GLMBase(Estimator):
             return out
 
         return run(st, state, rng, self.n_samples, burn_in=self.n_warmup, collect=collect,
-                   progress=self.progress, desc=type(self).__name__)
+                   progress=self.progress, desc=type(self).__name__, graph=self._use_graph(data))
+
+    def _use_graph(self, data):
+        """Replay the sweep from a CUDA graph: on the GPU unless ``graph=False`` (or the earlier kernel)."""
+        g = getattr(self, "graph", None)
+        if data.plan is None:  # NumPy
+            return False
+        if g is None:
+            return _SLICE_KERNEL == "pass" and self.max_steps_out < _PMAX
+        return bool(g)
 
 
 def _init_state(xp, C, G, K, N, dt, prior_scale):
@@ -560,12 +569,18 @@ class BayesianGLM(_GLMBase):
         Add a column of ones; its coefficient is ``intercept`` in the results.
     max_steps_out, max_shrink : int
         The fixed bounds of the stepping-out and shrinkage rounds.
+    graph : bool or None
+        On the GPU, capture one sweep as a CUDA graph and replay it
+        (:func:`gpumcmc.sampling.graph_step`): one launch per sweep instead
+        of about 2 K kernel launches and the Python around them, for the same
+        draws bit for bit. ``None`` (the default): on the GPU, yes. The graph
+        keeps a second copy of the state (``eta`` is chains x rows).
     random_state, progress, backend, dtype : as everywhere in gpumcmc.
     """
 
     def __init__(self, family="bernoulli", prior_scale=2.5, n_chains=4, n_samples=1000, n_warmup=500,
                  sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24, random_state=None,
-                 progress=True, backend=None, dtype="float64"):
+                 progress=True, backend=None, dtype="float64", graph=None):
         self.family = family
         self.prior_scale = prior_scale
         self.n_chains = n_chains
@@ -579,6 +594,7 @@ class BayesianGLM(_GLMBase):
         self.progress = progress
         self.backend = backend
         self.dtype = dtype
+        self.graph = graph
 
     def fit(self, X, y):
         self.family_ = check_family(self.family)
@@ -690,12 +706,13 @@ class HierarchicalGLM(_GLMBase):
     covariance : {"full", "diag"}
         The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
     n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink,
-    random_state, progress, backend, dtype : as for :class:`BayesianGLM`.
+    random_state, progress, backend, dtype, graph : as for :class:`BayesianGLM`.
     """
 
     def __init__(self, family="bernoulli", kappa0=1.0, nu0=None, psi0=1.0, n_chains=4, n_samples=1000,
                  n_warmup=500, sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24,
-                 random_state=None, progress=True, backend=None, dtype="float64", covariance="full"):
+                 random_state=None, progress=True, backend=None, dtype="float64", covariance="full",
+                 graph=None):
         self.family = family
         self.kappa0 = kappa0
         self.nu0 = nu0
@@ -712,6 +729,7 @@ class HierarchicalGLM(_GLMBase):
         self.backend = backend
         self.dtype = dtype
         self.covariance = covariance
+        self.graph = graph
 
     def fit(self, X, y, groups):
         self.family_ = check_family(self.family)

@@ -186,3 +186,15 @@ def run(bench):
     if "pathfinder" in files:  # nodes of up to 63 states; CPTs too large for counts in shared memory
         pf = BayesianNetwork.from_bif(files["pathfinder"])
         _case(bench, "pathfinder-100k-30%", pf, _data(pf, 10_000 if small else 100_000, 0.3), 1, 20)
+
+
+if __name__ == "__main__":  # python -m benchmarks.bayesnet OUT_DIR: the rows of run_devices only
+    import sys
+    from pathlib import Path
+
+    from benchmarks.harness import Bench, format_table
+
+    bench = Bench(small="--small" in sys.argv)
+    run_devices(bench)
+    print(format_table(bench.rows))
+    print("# wrote", bench.write("bayesnet-devices", Path(sys.argv[1])))

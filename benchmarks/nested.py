@@ -157,13 +157,67 @@ def _sinusoid(bench, nested):
         ms, res = _wall(lambda: _dynesty(ll1, pt1, 3, dyn_nlive))
         bench.record(case, f"dynesty (CPU) nlive={dyn_nlive}", ms, res["ncall"],
                      params={"n_data": n_data, "nlive": dyn_nlive}, note=_note(res) + f" niter={res['niter']}")
-    for name in ("jaxns", "blackjax"):
-        try:
-            __import__(name)
-        except Exception as exc:
-            bench.record(case, name, None, 0, note=f"{name} is not installed here ({type(exc).__name__})")
-        else:
-            bench.record(case, name, None, 0, note=f"{name} is installed but no runner is written for it")
+    _jaxns(bench, case, t, y, n_data)
+    try:
+        import blackjax  # noqa: F401
+    except Exception as exc:
+        bench.record(case, "blackjax", None, 0, note=f"blackjax is not installed here ({type(exc).__name__})")
+    else:
+        bench.record(case, "blackjax", None, 0, note="blackjax is installed but no runner is written for it")
+
+
+def _jaxns(bench, case, t, y, n_data, seeds=(0, 1)):
+    """JAXNS 3 on the same GPU, the same model and priors, with its defaults.
+
+    JAXNS compiles its depth epochs on the first run; the first run's wall
+    time (compilation included, as a user's first call) and the later runs'
+    (compiled) are recorded apart. JAXNS turns on JAX's float64 itself.
+    """
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to CuPy
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jaxns.core import NestedSampler
+        from jaxns.model import Model
+        from jaxns.priors import Prior
+        from tensorflow_probability.substrates import jax as tfp
+    except Exception as exc:
+        bench.record(case, "jaxns", None, 0, note=f"jaxns is not installed here ({type(exc).__name__}: {exc})")
+        return
+    tfpd = tfp.distributions
+    sigma2 = 0.25
+
+    def prior_model(t, y):
+        a = Prior(tfpd.Uniform(-2.0, 2.0), name="A").realise()
+        b = Prior(tfpd.Uniform(-2.0, 2.0), name="B").realise()
+        f = Prior(tfpd.Uniform(0.0, 10.0), name="f").realise()
+        ph = 2 * jnp.pi * f * t
+        r = y - a * jnp.cos(ph) - b * jnp.sin(ph)
+        return -0.5 * jnp.sum(r * r) / sigma2 - 0.5 * t.shape[0] * jnp.log(2 * jnp.pi * sigma2)
+
+    model = Model(prior_model=prior_model)
+    device = jax.devices()[0]
+    args = (jax.device_put(jnp.asarray(t), device), jax.device_put(jnp.asarray(y), device))
+    sampler = NestedSampler(model=model)
+    import jaxns
+
+    version = getattr(jaxns, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as _v
+        version = _v("jaxns")
+    for i, seed in enumerate(seeds):
+        t0 = time.perf_counter()
+        r = sampler.run(key=jax.random.PRNGKey(seed), args=args).to_result().trim()
+        logz, logzerr = float(r.log_Z_mean), float(r.log_Z_uncert)  # waits for the device
+        ms = (time.perf_counter() - t0) * 1e3
+        res = {"logz": logz, "logzerr": logzerr, "ncall": int(r.total_num_likelihood_evaluations),
+               "niter": int(r.total_num_samples)}
+        what = "first run, compilation included" if i == 0 else "compiled"
+        bench.record(case, f"jaxns {version} on {device.platform.upper()} ({what})", ms, res["ncall"],
+                     params={"n_data": n_data, "seed": seed, "defaults": True},
+                     note=_note(res) + f" samples={res['niter']}")
 
 
 def run(bench) -> None:

@@ -1,31 +1,49 @@
 """Data-parallel scaling: one GPU against every visible GPU, the data split over them.
 
-The truncated DP mixture at n = 10**7 (small: 2**16), p = 14, k = 256,
-float32: a whole Gibbs sweep on one device (``devices=None``, the
-single-device path) and with the data and indicators split over every GPU
-this process sees (``gpumcmc.shards.Shards("all")``, NCCL between them), and
-for comparison over two shards on GPU 0 (``one_device_shards(2)``: the cost
-of the split itself, without a second GPU). The time of a sweep is wall-clock
-time until every device has finished (the median of the repeats), so that
-no device's work is left out.
+Two models, each timed as a whole Gibbs sweep on one device (``devices=None``,
+the single-device path) and with the data split over every GPU this process
+sees (``gpumcmc.shards.Shards("all")``, NCCL between them), and for
+comparison over two shards on GPU 0 (``gpumcmc.shards.one_device(2)``: the
+cost of the split itself, without a second GPU). The time of a sweep is
+wall-clock time until every device has finished (the median of the repeats),
+so that no device's work is left out. Scaling efficiency is
+``t_1 / (W t_W)``. On a one-GPU machine ``"all"`` is GPU 0 alone: the rows
+say so, and no multi-GPU figure is measured.
 
-Each sweep all-reduces ``chains (k q + 1)`` float64 values (the counts, sums
-and scatter of every component, ``q = 1 + p + p(p+1)/2``, and the
-log-likelihood); a ring all-reduce moves ``2 (W - 1) / W`` times that through
-each GPU's links. The note gives those bytes and their time at NVLink 4's
-nominal 450 GB/s per direction (a stated floor, not a measurement). Scaling
-efficiency is ``t_1 / (W t_W)``. On a one-GPU machine ``"all"`` is GPU 0
-alone: the rows say so, and no multi-GPU figure is measured.
+* The truncated DP mixture at n = 10**7 (small: 2**16), p = 14, k = 256,
+  float32. Each sweep all-reduces ``chains (k q + 1)`` float64 values (the
+  counts, sums and scatter of every component, ``q = 1 + p + p(p+1)/2``, and
+  the log-likelihood).
+* LDA at K = 1024 (alpha = beta = 1/K, float32) on a synthetic corpus drawn
+  from the LDA model itself (``gpumcmc.datasets.synthetic_lda_corpus``: 100
+  planted topics, Zipf word frequencies) of UCI NYTimes' size: 300,000
+  documents, 101,000 words, 100 M tokens (small: 64x fewer documents and
+  tokens, 16x fewer words). The documents are split over the shards
+  (``LDA(devices=...)``, :func:`gpumcmc.models.lda.make_sharded_step`); each
+  sweep all-reduces the word-topic counts n_wk, ``V K`` int32 values, and
+  every GPU then draws phi (V x K) itself, a part of the sweep that does not
+  shrink with more GPUs. The byte floor of a row is that of one device's
+  sweep (``benchmarks/lda.py``) over the copy bandwidth.
+
+A ring all-reduce moves ``2 (W - 1) / W`` times the reduced bytes through
+each GPU's links. The notes give those bytes and their time at NVLink 4's
+nominal 900 GB/s (450 GB/s each way; H100/H200 SXM): a stated floor, not a
+measurement. On one GPU (``one_device(2)``) the all-reduce is a sum in the
+GPU's memory and nothing crosses a link.
+
+``GPUMCMC_SCALING_MODELS`` (default ``"mixture,lda"``) picks the models.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import statistics
 import time
 
 import numpy as np
 
-_NVLINK_GBPS = 450.0  # NVLink 4 (H100/H200 SXM), nominal, per direction
+_NVLINK_GBPS = 450.0  # NVLink 4 (H100/H200 SXM), nominal: 900 GB/s in all, 450 GB/s each way
 
 
 def _time_all(bench, fn, devices):
@@ -103,10 +121,11 @@ def _mixture(bench):
         ring = 2.0 * (wr - 1) / wr * ar
         link_us = ring / (_NVLINK_GBPS * 1e9) * 1e6
         eff = t1 / (w * ms)
-        note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s); all-reduce {ar} bytes per sweep "
-                f"(a ring over {wr} GPUs moves {ring:.0f} bytes through each GPU's links: {link_us:.2f} us at "
-                f"NVLink's nominal {_NVLINK_GBPS:.0f} GB/s, a floor, not measured); time(1 GPU, devices=None) / "
-                f"time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; FLOP floor "
+        note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s); all-reduce {ar} "
+                f"bytes per sweep (a ring over {wr} GPUs moves {ring:.0f} bytes through each GPU's links: "
+                f"{link_us:.2f} us at NVLink 4's nominal 900 GB/s, {_NVLINK_GBPS:.0f} GB/s each way, a floor, not "
+                f"measured); time(1 GPU, devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = "
+                f"{eff:.2f}; FLOP floor "
                 f"{floor1 / w:.2f} ms")
         if count == 1 and label == "all":
             note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
@@ -128,8 +147,102 @@ def _mixture(bench):
     cp.get_default_memory_pool().free_all_blocks()
 
 
+def _lda(bench):
+    from gpumcmc.datasets import synthetic_lda_corpus
+    from gpumcmc.models import lda as L
+    from gpumcmc.random import default_rng
+    from gpumcmc.shards import Shards, one_device
+
+    from .lda import _floor_bytes
+
+    cp = bench.cupy
+    pool = cp.get_default_memory_pool()
+    M, V, T = (300_000 // 64, 101_000 // 16, 100_000_000 // 64) if bench.small else (300_000, 101_000, 100_000_000)
+    K = 1024
+    a = b = 1.0 / K
+    count = cp.cuda.runtime.getDeviceCount()
+    t0 = time.perf_counter()
+    rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=T, n_components=100, zipf=1.0, random_state=1,
+                                            backend="cupy")
+    cp.cuda.Stream.null.synchronize()
+    gen_s = time.perf_counter() - t0
+    T = int(rows.size)
+    case = f"scaling lda T={T} K={K}"
+    params = {"M": M, "V": V, "T": T, "K": K, "dtype": "float32", "alpha": a, "beta": b, "visible_gpus": count,
+              "corpus": "synthetic, drawn from the LDA model (100 planted topics, Zipf words)"}
+    floor = _floor_bytes(M, V, T, K)
+    ar = L.allreduce_bytes(V, K)
+    old_repeat = bench.repeat
+    bench.repeat = min(bench.repeat, 7)
+
+    # one device: the single-device path (eager sweeps: no CUDA graph at this size)
+    rng = default_rng(0, backend="cupy")
+    t0 = time.perf_counter()
+    data, state = L.init(rng, rows, cols, M, V, K, a, b, "float32")
+    cp.cuda.Stream.null.synchronize()
+    init_s = time.perf_counter() - t0
+    chain = _Chain(functools.partial(L.step, data=data), state, rng)
+    chain()
+    t1 = _time_all(bench, chain, [cp.cuda.runtime.getDevice()])
+    bench.record(case, "gpumcmc LDA sweep, 1 GPU (devices=None)", t1, T, bytes_moved=floor,
+                 params=dict(params, devices=1, fused=data.fused, sparse=data.sparse),
+                 note=f"init {init_s:.2f} s; corpus generated in {gen_s:.2f} s")
+    del chain, data, state
+    pool.free_all_blocks()
+
+    def sharded(shards, label, devices):
+        rng = default_rng(0, backend="cupy")
+        with shards.on(0):
+            t0 = time.perf_counter()
+            _, parts = L.shard_corpus(rows, cols, M, shards)
+            datas, state = L.init_sharded(rng, parts, shards, V, K, a, b, "float32")
+            del parts
+            for d in set(devices):
+                with cp.cuda.Device(d):
+                    cp.cuda.get_current_stream().synchronize()
+            init_s = time.perf_counter() - t0
+            chain = _Chain(L.make_sharded_step(datas, shards), state, rng)
+            chain()
+            ms = _time_all(bench, chain, devices)
+        w = len(set(devices))
+        wr = max(w, 2)  # on one GPU: the figure for two
+        ring = 2.0 * (wr - 1) / wr * ar
+        link_ms = ring / (_NVLINK_GBPS * 1e9) * 1e3
+        eff = t1 / (w * ms)
+        tokens = [int(d.rows.size) for d in datas]
+        note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s), tokens per shard "
+                f"{tokens}; all-reduce of n_wk: {ar / 1e6:.1f} MB per sweep (a ring over {wr} GPUs moves "
+                f"{ring / 1e6:.1f} MB through each GPU's links: {link_ms:.2f} ms at NVLink 4's nominal 900 GB/s, "
+                f"450 GB/s each way, a floor, not measured; {link_ms / ms:.1%} of this sweep); time(1 GPU, "
+                f"devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; "
+                f"init {init_s:.2f} s")
+        if w == 1 and shards.world > 1:
+            note = ("one GPU holds both shards and sums them in its memory (no link traffic): the cost of the "
+                    "split, not a multi-GPU figure; ") + note
+        if count == 1 and label == "all":
+            note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
+        bench.record(case, f"gpumcmc LDA sweep, devices={label}", ms, T, bytes_moved=floor,
+                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar), note=note)
+        del chain, state, datas
+        for d in set(devices):
+            with cp.cuda.Device(d):
+                pool.free_all_blocks()
+
+    try:
+        sharded(Shards("all"), "'all'", list(range(count)))
+    except Exception as e:  # no NCCL in this CuPy, or out of memory
+        bench.record(case, "gpumcmc LDA sweep, devices='all'", None, T, params=params,
+                     note=f"{type(e).__name__}: {e}"[:300])
+    sharded(one_device(2), "one_device(2)", [cp.cuda.runtime.getDevice()])
+    bench.repeat = old_repeat
+    del rows, cols
+    pool.free_all_blocks()
+
+
 def run(bench):
     from gpumcmc import _validate
 
+    models = [m.strip() for m in os.environ.get("GPUMCMC_SCALING_MODELS", "mixture,lda").split(",") if m.strip()]
     with _validate.validation(False):
-        _mixture(bench)
+        for m in models:
+            {"mixture": _mixture, "lda": _lda}[m](bench)

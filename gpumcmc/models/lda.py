@@ -34,6 +34,15 @@ chains the same way). ``phi`` is stored as (V, C, K) and shown in the state as
 its (C, V, K) view, so that the Dirichlet over words normalises the columns of
 one (V, C K) array.
 
+Devices. ``LDA(devices=...)`` splits the documents over devices
+(:class:`gpumcmc.shards.Shards`): :func:`shard_corpus` gives each shard whole
+documents, :func:`init_sharded` and :func:`make_sharded_step` draw each
+shard's z and theta there, all-reduce n_wk (V C K int32 values, exact) and
+draw phi from the sums with one key on every device. Each shard's own draws
+take a block of generator calls of its own, so one shard reproduces one
+device's draws and several shards give another realisation of the same chain
+(see :class:`LDA`).
+
 The functional layer (:func:`init`, :func:`step`) follows the sampler core's
 conventions.
 """
@@ -492,17 +501,21 @@ def document_bounds(rows, n_docs: int, world: int) -> np.ndarray:
     """``world + 1`` document boundaries: shard ``r`` holds documents ``[b[r], b[r + 1])``.
 
     Whole documents, about ``T / world`` tokens in each shard (the z-draw's work), and at least one token
-    in every shard. ``rows`` (host, any order) is the document of each token.
+    in every shard. ``rows`` (any order, NumPy or CuPy) is the document of each token.
     """
-    rows = np.asarray(rows)
+    xp = _backend.get_array_module(rows)
+    return _bounds_from_counts(np.asarray(_backend.to_host(xp.bincount(rows, minlength=int(n_docs)))), world)
+
+
+def _bounds_from_counts(per_doc, world: int) -> np.ndarray:
     world = int(world)
-    per_doc = np.bincount(rows, minlength=int(n_docs))
+    n_docs = per_doc.size
     docs = np.flatnonzero(per_doc)                    # documents with tokens, ascending
     if docs.size < world:
         raise ValueError(f"the corpus has {docs.size} documents with tokens; it cannot be split over {world} "
                          "shards: use fewer devices.")
     starts = (np.cumsum(per_doc) - per_doc)[docs]     # first token of each, in document order
-    T = int(rows.size)
+    T = int(per_doc.sum())
     out = [0]
     j_prev = 0
     for r in range(1, world):
@@ -521,21 +534,32 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
     """``(bounds, parts)``: :func:`document_bounds`, and this process's parts of the corpus.
 
     ``parts[i]`` is ``(rows - bounds[r], cols, n_docs_r)`` of local shard ``i`` (global rank ``r``), on
-    its device: the tokens of its documents, rows counted from its first document.
+    its device: the tokens of its documents, rows counted from its first document. ``rows`` and ``cols``
+    may be NumPy or CuPy arrays (then the parts are cut on their device and copied to the shards').
     """
-    rows = np.asarray(_backend.to_host(rows), dtype=np.int64)
-    cols = np.asarray(_backend.to_host(cols), dtype=np.int64)
-    bounds = document_bounds(rows, n_docs, shards.world)
-    order = np.argsort(rows, kind="stable") if rows.size > 1 and np.any(rows[1:] < rows[:-1]) else None
-    if order is not None:
+    xp = _backend.get_array_module(rows)
+    if xp is np or shards.xp is np:
+        rows = np.asarray(_backend.to_host(rows), dtype=np.int64)
+        cols = np.asarray(_backend.to_host(cols), dtype=np.int64)
+        xp = np
+    rows, cols = rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False)
+    per_doc = np.asarray(_backend.to_host(xp.bincount(rows, minlength=int(n_docs))))
+    bounds = _bounds_from_counts(per_doc, shards.world)
+    if rows.size > 1 and bool((rows[1:] < rows[:-1]).any()):
+        order = xp.argsort(rows)      # the order within a document does not matter: init re-orders the tokens
         rows, cols = rows[order], cols[order]
-    tok = np.searchsorted(rows, bounds)
+    tok = np.concatenate([[0], np.cumsum(per_doc)])[bounds]
     parts = []
     for i, r in enumerate(shards.ranks):
         a, b = int(tok[r]), int(tok[r + 1])
         with shards.on(i):
-            parts.append((shards.xp.asarray(rows[a:b] - bounds[r]), shards.xp.asarray(cols[a:b]),
-                          int(bounds[r + 1] - bounds[r])))
+            if shards.xp is np:
+                pr, pc = rows[a:b] - bounds[r], cols[a:b].copy()
+            else:   # a copy made under the shard's device lands there (a peer copy between GPUs)
+                pr = shards.xp.array(rows[a:b], copy=True)
+                pr -= int(bounds[r])
+                pc = shards.xp.array(cols[a:b], copy=True)
+            parts.append((pr, pc, int(bounds[r + 1] - bounds[r])))
     return bounds, parts
 
 

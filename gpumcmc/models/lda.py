@@ -934,7 +934,11 @@ class LDA(Estimator):
             vals = np.asarray(vals, dtype=float).reshape(len(it), C).T
             best = int(np.argmax(vals[:, -1]))
             self.phi_ = s.phi_sum[0][:, best] / n_kept             # (V, K) on local shard 0's device
-            self.doc_topic_ = np.concatenate([_backend.to_host(t[best] / n_kept) for t in s.theta_sum])
+            doc_topic = []
+            for i, t in enumerate(s.theta_sum):
+                with shards.on(i):
+                    doc_topic.append(_backend.to_host(t[best] / n_kept))
+            self.doc_topic_ = np.concatenate(doc_topic)
         self.trace_ = trace
         self.n_features_in_ = V
         self.n_tokens_ = n_tok

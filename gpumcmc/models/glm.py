@@ -55,7 +55,8 @@ from .. import backend as _backend
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
 
-__all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "SliceState", "init", "step"]
+__all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedSliceState", "SliceState", "allreduce_bytes",
+           "init", "init_sharded", "make_sharded_step", "step"]
 
 
 class SliceState(NamedTuple):
@@ -466,6 +467,215 @@ def _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp):
     return mu.astype(dt), (eye / tau2[:, None, :]).astype(dt), (eye * tau2[:, None, :]).astype(dt)
 
 
+
+# ---------------------------------------------------------------------------
+# Rows split over devices (BayesianGLM(devices=...))
+# ---------------------------------------------------------------------------
+
+class ShardedSliceState(NamedTuple):
+    beta: object    # (C, 1, K) coefficients, on local shard 0's device
+    width: object   # (C, 1, K) slice step widths, on local shard 0's device
+    eta: tuple      # per local shard, (C, N_i) linear predictor of its rows
+    it: object      # (C,) iteration counter, on local shard 0's device
+
+
+class _ShardData(NamedTuple):
+    Xt: object      # (K, N_i) column-major design of the shard's rows
+    y: object       # (N_i,)
+    lgy: object     # (N_i,) lgamma(y + 1) (poisson) or None
+
+
+# Candidates evaluated together on a shard: at most this many elements (candidates x chains x rows) a pass.
+_SHARD_ELEMENTS = 1 << 25
+_SHARD_SHRINK_BATCH = 8  # shrinkage proposals evaluated (and all-reduced) together
+
+
+def _to_shard(shards, i, a):
+    """``a`` (on local shard 0's device) for shard ``i``: itself, or a copy on shard ``i``'s GPU made after
+    the work queued on shard 0 so far."""
+    if shards.xp is np or shards.devices[i] == shards.devices[0]:
+        return a
+    xp = shards.xp
+    with shards.on(0):
+        ready = xp.cuda.Event()
+        ready.record()
+    with shards.on(i):
+        xp.cuda.get_current_stream().wait_event(ready)
+        return xp.array(a, copy=True)
+
+
+def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
+    """The state and the per-shard data for :func:`make_sharded_step`: the rows of the host arrays
+    ``X`` (N, K) and ``y`` split by ``shards.bounds``; the global fields on local shard 0's device."""
+    from ..glm import _lgamma1p
+
+    N, K = X.shape
+    if N < shards.world:
+        raise ValueError(f"{N} rows cannot be split over {shards.world} shards: use fewer devices.")
+    xp = shards.xp
+    parts, ys = shards.scatter(X), shards.scatter(y)
+    data, etas = [], []
+    for i, (Xi, yi) in enumerate(zip(parts, ys)):
+        with shards.on(i):
+            lgy = _lgamma1p(xp, yi) if family == "poisson" else None
+            data.append(_ShardData(xp.ascontiguousarray(Xi.T), yi, lgy))
+            etas.append(xp.zeros((n_chains, Xi.shape[0]), dtype=X.dtype))
+    with shards.on(0):
+        st = _init_state(xp, n_chains, 1, K, 0, X.dtype, prior_scale)
+    state = ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
+    return state, data, (st.mu, st.prec)
+
+
+def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_steps_out=4, max_shrink=24):
+    """``step(rng, state) -> (state, info)``: one slice-within-Gibbs sweep with the rows split over ``shards``.
+
+    The algorithm of :func:`step` (flat model: one group), with the log-density evaluations split:
+    each shard keeps ``eta`` of its rows and moves it by the differential update; for each
+    coordinate, the candidates are evaluated on every shard and their sums over rows all-reduced
+    (``Shards.allreduce``), so every shard (and every process of a Dask cluster) takes the same
+    decisions with the same random numbers (drawn on local shard 0 in the order :func:`step` draws
+    them). All candidates Neal's procedure may need are known before they are evaluated: the
+    first round evaluates ``x0`` and the stepping-out points (one all-reduce of
+    ``(2 max_steps_out - 1) x chains`` float64 values), the next rounds the shrinkage proposals,
+    ``_SHARD_SHRINK_BATCH`` at a time, until every chain has accepted (a check on the host, from
+    the all-reduced sums, so every process stops at the same round). The sums over rows add the
+    same terms as one device in another order, so the draws equal those of
+    ``BayesianGLM(devices=None)`` on NumPy for the same seed up to that rounding (a decision can
+    differ only where a candidate's log-density is within rounding of the slice level); with one
+    shard the sums are the same and so are the draws.
+    """
+    xp = shards.xp
+    mu, prec = prior
+    m = int(max_steps_out)
+    n_local = len(data)
+
+    def evaluate(state, x0, pts, k):
+        """f(pts) (P, C, 1), float64: the all-reduced log-likelihood sums plus the prior terms."""
+        P, C = pts.shape[:2]
+        sums = []
+        for i in range(n_local):
+            d = data[i]
+            pts_i, x0_i = _to_shard(shards, i, pts), _to_shard(shards, i, x0)
+            with shards.on(i):
+                eta, xk = state.eta[i], d.Xt[k]
+                Ni = eta.shape[1]
+                step_p = max(1, _SHARD_ELEMENTS // max(1, C * Ni))
+                out = []
+                for a in range(0, P, step_p):
+                    e = eta + (pts_i[a:a + step_p] - x0_i) * xk
+                    out.append(pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy).sum(axis=-1, dtype=np.float64))
+                sums.append(xp.ascontiguousarray(xp.concatenate(out, axis=0) if len(out) > 1 else out[0]))
+        total = shards.allreduce(sums)[0][..., None]                        # (P, C, 1)
+        with shards.on(0):
+            return total, x0
+
+    def step(rng, state):
+        C, G, K = state.beta.shape
+        with shards.on(0):
+            dt = state.beta.dtype
+            beta, width = state.beta.copy(), state.width.copy()
+            warm = (state.it < n_warmup)[:, None]
+            e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
+            u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
+            us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
+            fallbacks = xp.zeros((C,), dtype=np.int64)
+        etas = list(state.eta)
+        evals = 0
+        for k in range(K):
+            st = state._replace(eta=tuple(etas))
+            with shards.on(0):
+                x0 = beta[:, :, k]
+                w = width[:, :, k]
+                d = beta - mu[:, None, :]
+                pk = prec[:, k, :]
+                c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
+                pkk = pk[:, k][:, None]
+                muk = mu[:, k][:, None]
+                u = u_all[k]
+                Ls = [x0 - w * u[0]]
+                Rs = [Ls[0] + w]
+                for _ in range(m - 1):
+                    Ls.append(Ls[-1] - w)
+                    Rs.append(Rs[-1] + w)
+                J = xp.floor(m * u[1])
+                Jr = (m - 1) - J
+                pts = xp.stack([x0] + Ls[:m - 1] + Rs[:m - 1])
+
+            def target(pts):
+                ll, _ = evaluate(st, x0, pts, k)
+                z = pts - muk
+                return ll - 0.5 * pkk * z * z - z * c
+
+            f = target(pts)
+            evals += pts.shape[0]
+            with shards.on(0):
+                logy = f[0] - e_all[k]
+                # stepping out: the left end moves while the budget J lasts and each point is in the slice
+                L, R = Ls[0], Rs[0]
+                goL = xp.ones_like(logy, dtype=bool)
+                goR = xp.ones_like(logy, dtype=bool)
+                for s in range(m - 1):
+                    goL = goL & (J > s) & (f[1 + s] > logy)
+                    goR = goR & (Jr > s) & (f[m + s] > logy)
+                    L = xp.where(goL, Ls[s + 1], L)
+                    R = xp.where(goR, Rs[s + 1], R)
+                us = us_all[k]
+                xnew = x0
+                done = xp.zeros(x0.shape, dtype=bool)
+                a, b = L, R
+            for s0 in range(0, max_shrink, _SHARD_SHRINK_BATCH):
+                with shards.on(0):
+                    xs = []
+                    for s in range(s0, min(max_shrink, s0 + _SHARD_SHRINK_BATCH)):
+                        x1 = a + us[s] * (b - a)
+                        xs.append(x1)
+                        lower = x1 < x0
+                        a = xp.where(lower, x1, a)
+                        b = xp.where(lower, b, x1)
+                    pts = xp.stack(xs)
+                f = target(pts)
+                evals += pts.shape[0]
+                with shards.on(0):
+                    for j, x1 in enumerate(xs):
+                        ok = (~done) & (f[j] > logy)
+                        xnew = xp.where(ok, x1, xnew)
+                        done = done | ok
+                    if bool(done.all()):  # synchronize! (once a round; the same answer in every process)
+                        break
+            with shards.on(0):
+                fallbacks = fallbacks + (~done).sum(axis=1)
+                delta = xnew - x0
+                beta[:, :, k] = xnew
+                neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
+                width[:, :, k] = xp.where(warm, neww, w)
+            for i in range(n_local):
+                delta_i = _to_shard(shards, i, delta)
+                with shards.on(i):
+                    etas[i] = etas[i] + delta_i * data[i].Xt[k][None, :]
+        sums = []
+        for i in range(n_local):
+            with shards.on(i):
+                d = data[i]
+                sums.append(xp.ascontiguousarray(
+                    pointwise_loglik(etas[i], d.y, family, sigma_noise, xp, d.lgy).sum(axis=1, dtype=np.float64)))
+        ll = shards.allreduce(sums)[0]
+        with shards.on(0):
+            new = ShardedSliceState(beta, width, tuple(etas), state.it + 1)
+            info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
+        return new, info
+
+    return step
+
+
+def allreduce_bytes(n_chains: int, K: int, max_steps_out: int = 4, shrink_rounds: int = 1) -> int:
+    """Bytes all-reduced per sweep of ``BayesianGLM(devices=...)`` with ``K`` coefficients (intercept
+    included): per coordinate the first round's ``2 max_steps_out - 1`` candidates and
+    ``shrink_rounds`` rounds of ``_SHARD_SHRINK_BATCH`` proposals, and the log-likelihood at the end,
+    float64 values per chain."""
+    per = (2 * max_steps_out - 1) + shrink_rounds * _SHARD_SHRINK_BATCH
+    return 8 * n_chains * (K * per + 1)
+
+
 def _check_xy(X, y, family, xp, dtype):
     X = as_data(X, xp, dtype, "X")
     y = as_data(y, xp, dtype, "y", ndim=1, finite=False)
@@ -575,12 +785,21 @@ class BayesianGLM(_GLMBase):
         of about 2 K kernel launches and the Python around them, for the same
         draws bit for bit. ``None`` (the default): on the GPU, yes. The graph
         keeps a second copy of the state (``eta`` is chains x rows).
+    devices : None, "all", int, list of int, or gpumcmc.shards.Shards
+        Split the rows over devices (:func:`make_sharded_step`): each keeps
+        ``eta`` of its rows and moves it by the differential update; the
+        slice sampler's log-density evaluations are all-reduced, so every
+        device takes the same decisions. ``Shards(n_virtual=k)`` splits on
+        NumPy, :func:`gpumcmc.shards.one_device` on one GPU. The draws equal
+        those of ``devices=None`` on NumPy for the same seed, up to the order
+        of the sums over rows. X and y are checked on the host and copied
+        part by part to the devices.
     random_state, progress, backend, dtype : as everywhere in gpumcmc.
     """
 
     def __init__(self, family="bernoulli", prior_scale=2.5, n_chains=4, n_samples=1000, n_warmup=500,
                  sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24, random_state=None,
-                 progress=True, backend=None, dtype="float64", graph=None):
+                 progress=True, backend=None, dtype="float64", graph=None, devices=None):
         self.family = family
         self.prior_scale = prior_scale
         self.n_chains = n_chains
@@ -595,17 +814,21 @@ class BayesianGLM(_GLMBase):
         self.backend = backend
         self.dtype = dtype
         self.graph = graph
+        self.devices = devices
 
     def fit(self, X, y):
         self.family_ = check_family(self.family)
         if not (float(self.prior_scale) > 0):
             raise ValueError(f"prior_scale must be positive, got {self.prior_scale!r}.")
-        xp = self._xp()
-        X, y = _check_xy(X, y, self.family_, xp, self._dtype())
-        self.n_features_in_ = X.shape[1]
-        D = self._design(X)
-        state, data = init(D, y, self.family_, self.n_chains, float(self.prior_scale))
-        self.trace_ = self._run(state, data, None)
+        if self.devices is not None:
+            self.trace_ = self._fit_sharded(X, y)
+        else:
+            xp = self._xp()
+            X, y = _check_xy(X, y, self.family_, xp, self._dtype())
+            self.n_features_in_ = X.shape[1]
+            D = self._design(X)
+            state, data = init(D, y, self.family_, self.n_chains, float(self.prior_scale))
+            self.trace_ = self._run(state, data, None)
         b = self.trace_.draws["beta"][:, :, 0, :]                    # (chain, draw, K')
         self.coef_draws_ = b
         if self.fit_intercept:
@@ -615,6 +838,29 @@ class BayesianGLM(_GLMBase):
             self.intercept_ = 0.0
             self.coef_ = b.mean(axis=(0, 1))
         return self
+
+    def _fit_sharded(self, X, y):
+        """The rows split over ``self.devices`` (see :func:`make_sharded_step`)."""
+        from ..random import default_rng
+        from ..shards import as_shards
+
+        if self.graph:
+            raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
+                             "a CUDA graph; leave graph at None or False.")
+        shards = as_shards(self.devices)
+        X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
+        y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
+        X, y = _check_xy(X, y, self.family_, np, self._dtype())   # on the host, before the split
+        self.n_features_in_ = X.shape[1]
+        D = self._design(X)
+        state, data, prior = init_sharded(D, y, shards, self.family_, self.n_chains, float(self.prior_scale))
+        step_fn = make_sharded_step(data, shards, self.family_, float(self.sigma), self.n_warmup, prior,
+                                    self.max_steps_out, self.max_shrink)
+        with shards.on(0):
+            rng = default_rng(self.random_state, backend="numpy" if shards.xp is np else "cupy")
+            return run(step_fn, state, rng, self.n_samples, burn_in=self.n_warmup,
+                       collect=lambda s, info: {"beta": s.beta}, progress=self.progress,
+                       desc=type(self).__name__)
 
     def _draws(self, max_draws=None):
         b = self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1])

@@ -185,7 +185,7 @@ def _lda(bench):
     chain()
     t1 = _time_all(bench, chain, [cp.cuda.runtime.getDevice()])
     bench.record(case, "gpumcmc LDA sweep, 1 GPU (devices=None)", t1, T, bytes_moved=floor,
-                 params=dict(params, devices=1, fused=data.fused, sparse=data.sparse),
+                 params=dict(params, devices=1, fused=bool(data.fused), sparse=bool(data.sparse)),
                  note=f"init {init_s:.2f} s; corpus generated in {gen_s:.2f} s")
     del chain, data, state
     pool.free_all_blocks()
@@ -221,7 +221,7 @@ def _lda(bench):
                     "split, not a multi-GPU figure; ") + note
         if count == 1 and label == "all":
             note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
-        bench.record(case, f"gpumcmc LDA sweep, devices={label}", ms, T, bytes_moved=floor,
+        bench.record(case, f"gpumcmc LDA sweep, devices={label!r}", ms, T, bytes_moved=floor,
                      params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar), note=note)
         del chain, state, datas
         for d in set(devices):
@@ -229,7 +229,7 @@ def _lda(bench):
                 pool.free_all_blocks()
 
     try:
-        sharded(Shards("all"), "'all'", list(range(count)))
+        sharded(Shards("all"), "all", list(range(count)))
     except Exception as e:  # no NCCL in this CuPy, or out of memory
         bench.record(case, "gpumcmc LDA sweep, devices='all'", None, T, params=params,
                      note=f"{type(e).__name__}: {e}"[:300])

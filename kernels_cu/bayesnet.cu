@@ -15,8 +15,10 @@
 //   ch_ptr, ch, ch_stride: node v's children c, with v's stride in c's row
 //           index.
 //   cells   the missing cells of one colour group: cell_case[j], cell_node[j]
-//           for j in [0, Mc), sorted by node (a warp mostly works on one node,
-//           so the table reads are broadcasts and the loops do not diverge).
+//           for j in [0, Mc), sorted by block of cases, then node (a warp
+//           mostly works on one node, so the table reads are broadcasts and
+//           the loops do not diverge; a device's share of whole blocks is one
+//           range of j, so split cases keep the numbers of one device).
 //
 // Random numbers: cell j of the colour group, whose position in the batch's
 // list of all missing cells is cell0 + j, draws in replica r from the Philox

@@ -423,22 +423,40 @@ def run(bench):
         print(f"# glm {name}: {time.perf_counter() - t0:.1f} s", flush=True)
 
 
-def cpu_comparison(N=5000, K=10, n_warm=100, n_samp=200):
-    """The CPU backend against NumPyro NUTS on the CPU (``python -m benchmarks.glm``)."""
+def cpu_comparison(N=5000, K=10, n_warm=100, n_samp=200, out="benchmarks/results/glm_cpu.json"):
+    """The CPU backend (float64) against NumPyro NUTS on the CPU (``python -m benchmarks.glm``; JAX's float32).
+
+    Flat logistic regression, 4 chains, ``n_warm`` warm-up and ``n_samp``
+    draws each; min-ESS/s counts the whole wall time (warm-up, and NumPyro's
+    JIT compilation). Writes ``out`` (JSON) and prints the rows.
+    """
+    import json
+    import os
+    import platform
+
     from gpumcmc.models import BayesianGLM
     rs = np.random.default_rng(1)
     X, y = _logistic_data(rs, N, K)
+    rows = []
     t0 = time.perf_counter()
     m = BayesianGLM(n_chains=4, n_samples=n_samp, n_warmup=n_warm, random_state=0, progress=False,
                     backend="numpy").fit(X.astype(np.float64), y.astype(np.float64))
     wall = time.perf_counter() - t0
     ess = ess_min(m.coef_draws_[..., 1:])
-    print(f"gpumcmc numpy: {wall:.1f} s, min-ESS {ess:.0f}, min-ESS/s {ess / wall:.1f}")
+    rows.append({"impl": "gpumcmc BayesianGLM (NumPy backend)", "dtype": "float64", "seconds": wall, "min_ess": float(ess),
+                 "min_ess_per_s": float(ess / wall)})
     try:
         w2, (e2, _) = _numpyro_flat(X, y, n_warm, n_samp, 4)
-        print(f"numpyro NUTS cpu: {w2:.1f} s, min-ESS {e2:.0f}, min-ESS/s {e2 / w2:.1f}")
+        rows.append({"impl": "numpyro NUTS (CPU)", "dtype": "float32", "seconds": w2, "min_ess": float(e2), "min_ess_per_s": float(e2 / w2)})
     except ImportError as exc:
-        print(f"numpyro not installed here: {exc}")
+        rows.append({"impl": "numpyro NUTS (CPU)", "seconds": None, "note": f"numpyro is not installed here: {exc}"})
+    for r in rows:
+        print(r)
+    if out:
+        with open(out, "w") as f:
+            json.dump({"suite": "glm_cpu", "case": f"flat logistic N={N} K={K}", "chains": 4, "warmup": n_warm,
+                       "samples": n_samp, "cpu_count": os.cpu_count(),
+                       "machine": platform.processor() or platform.machine(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

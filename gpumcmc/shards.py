@@ -44,7 +44,8 @@ import numpy as np
 
 from . import backend
 
-__all__ = ["Shards", "one_device", "as_shards", "join_dask", "worker_shards"]
+__all__ = ["Shards", "Replica", "one_device", "as_shards", "check_devices", "resolve", "join_dask",
+           "worker_shards"]
 
 # NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
 # NCCL 2.x release).
@@ -70,23 +71,45 @@ def _nccl():
     return nccl
 
 
+_DEVICES = "devices must be 'all', a GPU id, a list of GPU ids or a gpumcmc.shards.Shards"
+
+
+def check_devices(devices) -> None:
+    """Raise ValueError/TypeError unless ``devices`` has the form an estimator's ``devices=`` takes.
+
+    ``"all"``, a GPU id, or a list of distinct ids (a :class:`Shards` is not
+    checked here). Only the form: no GPU is asked, so a CPU machine reports a
+    mistake before it reports the missing GPU.
+    """
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"{_DEVICES}, got {devices!r}.")
+        return
+    if isinstance(devices, (bool, np.bool_)):
+        raise TypeError(f"{_DEVICES}, got {devices!r}.")
+    ids = [devices] if isinstance(devices, (int, np.integer)) else devices
+    try:
+        ids = list(ids)
+    except TypeError:
+        raise TypeError(f"{_DEVICES}, got {devices!r}.") from None
+    if not ids:
+        raise ValueError("devices is empty: give at least one GPU id, or None for one device.")
+    for d in ids:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"devices must list integer GPU ids; {d!r} is not one.")
+        if d < 0:
+            raise ValueError(f"GPU ids are >= 0, got {d}.")
+    if len(set(int(d) for d in ids)) != len(ids):
+        raise ValueError(f"devices lists a GPU twice ({ids}); give each GPU once (NCCL needs each once).")
+
+
 def _device_ids(devices) -> list[int]:
+    check_devices(devices)
     cp = backend.get_backend("cupy")
     count = cp.cuda.runtime.getDeviceCount()
     if isinstance(devices, str):
-        if devices != "all":
-            raise ValueError(f"devices must be 'all', an int or a list of device ids, got {devices!r}.")
         return list(range(count))
-    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
-        devices = [int(devices)]
-    try:
-        ids = [int(d) for d in devices]
-    except TypeError:
-        raise TypeError(f"devices must be 'all', an int or a list of device ids, got {devices!r}.") from None
-    if not ids:
-        raise ValueError("devices is empty: give at least one device id.")
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"devices lists a GPU twice ({ids}); NCCL needs each GPU once.")
+    ids = [int(devices)] if isinstance(devices, (int, np.integer)) else [int(d) for d in devices]
     bad = [d for d in ids if not 0 <= d < count]
     if bad:
         raise ValueError(f"no GPU with id {bad[0]}: this machine has {count} (ids 0 to {count - 1}).")
@@ -264,6 +287,57 @@ def as_shards(devices) -> Shards:
     if isinstance(devices, Shards):
         return devices
     return Shards(devices)
+
+
+def resolve(devices, backend_name: str | None, what: str = "the data") -> tuple[Shards, str]:
+    """An estimator's ``devices=`` and ``backend=`` as (:class:`Shards`, ``"numpy"`` or ``"cupy"``).
+
+    The form of ``devices`` is checked on the host first (:func:`check_devices`);
+    GPU ids with ``backend="numpy"``, or a backend other than the one the
+    shards run on, raise ``ValueError``. ``what`` names what is split, for the
+    messages.
+    """
+    if not isinstance(devices, Shards):
+        check_devices(devices)
+        if backend_name == "numpy":
+            raise ValueError(f"devices names GPUs, and backend='numpy' runs on none: to split {what} on NumPy, "
+                             "pass devices=gpumcmc.shards.Shards(n_virtual=k).")
+        devices = Shards(devices)
+    name = "numpy" if devices.xp is np else "cupy"
+    if backend_name is not None and backend_name != name:
+        raise ValueError(f"backend={backend_name!r} disagrees with devices ({devices!r}), which run on {name}: "
+                         "leave backend unset with devices.")
+    return devices, name
+
+
+class Replica:
+    """``x``, an array on local shard 0's device, for each local shard of ``shards``.
+
+    ``Replica(shards, x)(i)`` is ``x`` itself where shard ``i`` shares shard
+    0's device (and on NumPy), else a copy on shard ``i``'s GPU that waits for
+    the work queued on shard 0 so far (an event, no host synchronisation);
+    one copy per device, made on first use. Global draws made on shard 0 reach
+    the other GPUs this way.
+    """
+
+    def __init__(self, shards: "Shards", x):
+        self.shards, self.x, self.ready, self.made = shards, x, None, {}
+
+    def __call__(self, i: int):
+        sh = self.shards
+        dev = sh.devices[i]
+        if dev == sh.devices[0]:
+            return self.x
+        if dev not in self.made:
+            xp = sh.xp
+            if self.ready is None:
+                with sh.on(0):
+                    self.ready = xp.cuda.Event()
+                    self.ready.record()
+            with sh.on(i):
+                xp.cuda.get_current_stream().wait_event(self.ready)
+                self.made[dev] = xp.array(self.x, copy=True)
+        return self.made[dev]
 
 
 def _slice(x, a, b, axis):

@@ -72,3 +72,24 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cp" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpu)
+
+
+def thread_rank(rank, world, slots, barrier):
+    """Rank ``rank`` of ``world`` processes of a Dask cluster, played by a thread: a one-shard
+    :class:`gpumcmc.shards.Shards` on NumPy whose all-reduce meets the other ranks' threads at
+    ``barrier`` (``slots``: a list of ``world`` entries shared by the threads)."""
+    from gpumcmc.shards import Shards
+
+    class Rank(Shards):
+        def __init__(self):
+            self.devices, self.world, self._rank0, self.xp, self._comms = [None], world, rank, np, None
+
+        def allreduce(self, arrays):
+            slots[self._rank0] = arrays[0].copy()
+            barrier.wait()
+            total = np.sum(np.stack(slots), axis=0, dtype=arrays[0].dtype)
+            barrier.wait()
+            arrays[0][...] = total
+            return arrays
+
+    return Rank()

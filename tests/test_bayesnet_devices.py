@@ -13,6 +13,8 @@ from gpumcmc.models import bayesnet as bn
 from gpumcmc.models.bayesnet import BayesianNetwork
 from gpumcmc.shards import Shards
 
+from conftest import thread_rank
+
 
 def _data(n=600, frac=0.4, seed=0):
     X = BayesianNetwork.koller().sample(n, seed)
@@ -98,18 +100,6 @@ def test_each_process_of_a_cluster_ends_with_the_draws_of_one_device():
     # The layout of a Dask cluster (one shard per process, rank r of 2), with the processes played by
     # two threads whose all-reduce meets at a barrier: each rank sweeps its own cases, draws the CPTs
     # itself, and both end with one device's CPT draws and their own rows of its imputations.
-    class Rank(Shards):
-        def __init__(self, rank, world, slots, barrier):
-            self.devices, self.world, self._rank0, self.xp, self._comms = [None], world, rank, np, None
-            self.slots, self.barrier = slots, barrier
-
-        def allreduce(self, arrays):
-            self.slots[self._rank0] = arrays[0].copy()
-            self.barrier.wait()
-            total = np.sum(np.stack(self.slots), axis=0, dtype=arrays[0].dtype)
-            self.barrier.wait()
-            arrays[0][...] = total
-            return arrays
 
     X = _data()
     kw = dict(KW, batch_size=250)
@@ -119,7 +109,7 @@ def test_each_process_of_a_cluster_ends_with_the_draws_of_one_device():
 
     def work(r):
         try:
-            fits[r] = _fresh().fit(X, devices=Rank(r, 2, slots, barrier), **kw)
+            fits[r] = _fresh().fit(X, devices=thread_rank(r, 2, slots, barrier), **kw)
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
             barrier.abort()
@@ -141,7 +131,7 @@ def test_each_process_of_a_cluster_ends_with_the_draws_of_one_device():
 
 @pytest.mark.parametrize("devices, err, match", [
     ("some", ValueError, "'all'"), (True, TypeError, "GPU id"), ([], ValueError, "empty"),
-    ([0, 0], ValueError, "twice"), (-1, ValueError, "0 or more"), (1.5, TypeError, "GPU id"),
+    ([0, 0], ValueError, "twice"), (-1, ValueError, ">= 0"), (1.5, TypeError, "GPU id"),
     (["0"], TypeError, "GPU id"),
 ])
 def test_bad_devices_raise(devices, err, match):

@@ -210,8 +210,8 @@ def test_allreduce_bytes():
     (-1, ValueError, ">= 0"),
     ([0, -2], ValueError, ">= 0"),
     (1.5, TypeError, "devices must be"),
-    ([0, 1.5], TypeError, "integer device ids"),
-    ({"a": 1}, TypeError, "integer device ids"),
+    ([0, 1.5], TypeError, "integer GPU ids"),
+    ({"a": 1}, TypeError, "integer GPU ids"),
 ])
 def test_bad_devices(devices, err, match):
     X = np.ones((4, 5), np.int64)

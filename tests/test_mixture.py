@@ -10,7 +10,7 @@ from gpumcmc.models import DPGaussianMixture
 from gpumcmc.models import mixture as mx
 from gpumcmc.random import default_rng
 
-from conftest import ALPHA, to_np
+from conftest import ALPHA, thread_rank, to_np
 
 
 def planted(seed=0, n=(300, 200, 100)):
@@ -714,21 +714,6 @@ def test_sharded_gibbs_across_processes_gives_every_rank_the_draws_of_one_device
     # and makes the global draws itself; both end with one device's draws.
     import threading
 
-    from gpumcmc.shards import Shards
-
-    class Rank(Shards):
-        def __init__(self, rank, world, slots, barrier):
-            self.devices, self.world, self._rank0, self.xp, self._comms = [None], world, rank, np, None
-            self.slots, self.barrier = slots, barrier
-
-        def allreduce(self, arrays):
-            self.slots[self._rank0] = arrays[0].copy()
-            self.barrier.wait()
-            total = np.sum(np.stack(self.slots), axis=0, dtype=arrays[0].dtype)
-            self.barrier.wait()
-            arrays[0][...] = total
-            return arrays
-
     X = _dyadic()
     kw = dict(n_components=6, n_iter=12, burn_in=4, relabel=False)
     one = fit(X, **kw)
@@ -737,7 +722,7 @@ def test_sharded_gibbs_across_processes_gives_every_rank_the_draws_of_one_device
 
     def work(r):
         try:
-            fits[r] = fit(X, devices=Rank(r, 2, slots, barrier), **kw)
+            fits[r] = fit(X, devices=thread_rank(r, 2, slots, barrier), **kw)
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
             barrier.abort()

@@ -123,3 +123,37 @@ def test_join_dask_on_a_cuda_cluster(cp):
         got_ranks, world, total = client.submit(task, 1000, pure=False).result()
     assert got_ranks == [0] and world == 1
     assert total == 1000 * 999 / 2
+
+
+@pytest.mark.parametrize("devices, err, match", [
+    ("gpus", ValueError, "'all'"), (True, TypeError, "devices must be"), ([], ValueError, "empty"),
+    ([0, 0], ValueError, "twice"), (-1, ValueError, ">= 0"), (1.5, TypeError, "devices must be"),
+    ([0, "1"], TypeError, "integer GPU ids"),
+])
+def test_the_form_of_devices_is_checked_before_any_gpu_is_asked(devices, err, match):
+    from gpumcmc.shards import check_devices, resolve
+
+    with pytest.raises(err, match=match):
+        check_devices(devices)
+    with pytest.raises(err, match=match):
+        resolve(devices, None)
+
+
+def test_resolve_refuses_gpus_on_numpy_and_a_backend_that_disagrees():
+    from gpumcmc.shards import resolve
+
+    with pytest.raises(ValueError, match="n_virtual"):
+        resolve([0], "numpy", "the rows")
+    with pytest.raises(ValueError, match="disagrees"):
+        resolve(Shards(n_virtual=2), "cupy")
+    sh, name = resolve(Shards(n_virtual=2), None)
+    assert name == "numpy" and len(sh) == 2
+
+
+def test_a_replica_on_numpy_is_the_array_itself():
+    from gpumcmc.shards import Replica
+
+    sh = Shards(n_virtual=3)
+    x = np.arange(4.0)
+    r = Replica(sh, x)
+    assert all(r(i) is x for i in range(3))

@@ -337,7 +337,7 @@ class BayesianNetwork:
                 m = ms[t]
                 for q, row in enumerate(parts):
                     off = rng.advance(1)
-                    copies = _Copies(sh, logc)
+                    copies = _shards.Replica(sh, logc)
                     counts = []
                     for i, b in enumerate(row):
                         if not b.n:
@@ -528,44 +528,11 @@ def _uniforms(xp, key, off, m_max, b):
     return out
 
 
-def _check_devices(devices):
-    what = "devices must be 'all', a GPU id, a list of GPU ids or a gpumcmc.shards.Shards"
-    if isinstance(devices, str):
-        if devices != "all":
-            raise ValueError(f"{what}, got {devices!r}.")
-        return
-    if isinstance(devices, (bool, np.bool_)):
-        raise TypeError(f"{what}, got {devices!r}.")
-    ids = [devices] if isinstance(devices, (int, np.integer)) else devices
-    try:
-        ids = list(ids)
-    except TypeError:
-        raise TypeError(f"{what}, got {devices!r}.") from None
-    if not ids:
-        raise ValueError("devices is empty: give at least one GPU id.")
-    for d in ids:
-        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"{what}; {d!r} is not a GPU id.")
-        if d < 0:
-            raise ValueError(f"GPU ids are 0 or more, got {d}.")
-    if len(set(int(d) for d in ids)) != len(ids):
-        raise ValueError(f"devices lists a GPU twice ({ids}); give each GPU once.")
-
-
 def _shards_for(devices, backend):
     """The :class:`~gpumcmc.shards.Shards` of ``devices`` (None: None) and the backend they run on."""
     if devices is None:
         return None, backend
-    if not isinstance(devices, _shards.Shards):
-        _check_devices(devices)
-        if backend == "numpy":
-            raise ValueError("devices names GPUs, and backend='numpy' runs on none: to split the cases on "
-                             "NumPy, pass devices=gpumcmc.shards.Shards(n_virtual=k).")
-        devices = _shards.as_shards(devices)
-    name = "numpy" if devices.xp is np else "cupy"
-    if backend is not None and backend != name:
-        raise ValueError(f"backend={backend!r}, but these devices run on {name}: leave backend unset with devices.")
-    return devices, name
+    return _shards.resolve(devices, backend, "the cases")
 
 
 class _Single:
@@ -581,30 +548,6 @@ class _Single:
 
     def on(self, i):
         return contextlib.nullcontext()
-
-
-class _Copies:
-    """The CPTs (on local shard 0's device) for shard ``i``: the same array on the same device, else
-    a peer copy that waits for an event recorded on shard 0's stream after the draw."""
-
-    def __init__(self, sh, x):
-        self.sh, self.x, self.ready, self.made = sh, x, None, {}
-
-    def __call__(self, i):
-        sh = self.sh
-        dev = sh.devices[i]
-        if dev == sh.devices[0]:
-            return self.x
-        if dev not in self.made:
-            xp = sh.xp
-            if self.ready is None:
-                with sh.on(0):
-                    self.ready = xp.cuda.Event()
-                    self.ready.record()
-            with sh.on(i):
-                xp.cuda.get_current_stream().wait_event(self.ready)
-                self.made[dev] = xp.array(self.x, copy=True)
-        return self.made[dev]
 
 
 class _Plan:

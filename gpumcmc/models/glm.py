@@ -63,6 +63,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend as _backend
+from ..shards import Replica
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
 
@@ -501,20 +502,6 @@ _SHARD_ELEMENTS = 1 << 25
 _SHARD_SHRINK_BATCH = 8  # shrinkage proposals evaluated (and all-reduced) together
 
 
-def _to_shard(shards, i, a):
-    """``a`` (on local shard 0's device) for shard ``i``: itself, or a copy on shard ``i``'s GPU made after
-    the work queued on shard 0 so far."""
-    if shards.xp is np or shards.devices[i] == shards.devices[0]:
-        return a
-    xp = shards.xp
-    with shards.on(0):
-        ready = xp.cuda.Event()
-        ready.record()
-    with shards.on(i):
-        xp.cuda.get_current_stream().wait_event(ready)
-        return xp.array(a, copy=True)
-
-
 def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
     """The state and the per-shard data for :func:`make_sharded_step`: the rows of the host arrays
     ``X`` (N, K) and ``y`` split by ``shards.bounds``; the global fields on local shard 0's device."""
@@ -564,9 +551,10 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
         """f(pts) (P, C, 1), float64: the all-reduced log-likelihood sums plus the prior terms."""
         P, C = pts.shape[:2]
         sums = []
+        rp, rx = Replica(shards, pts), Replica(shards, x0)
         for i in range(n_local):
             d = data[i]
-            pts_i, x0_i = _to_shard(shards, i, pts), _to_shard(shards, i, x0)
+            pts_i, x0_i = rp(i), rx(i)
             with shards.on(i):
                 eta, xk = state.eta[i], d.Xt[k]
                 Ni = eta.shape[1]
@@ -659,8 +647,9 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                 beta[:, :, k] = xnew
                 neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
                 width[:, :, k] = xp.where(warm, neww, w)
+            rd = Replica(shards, delta)
             for i in range(n_local):
-                delta_i = _to_shard(shards, i, delta)
+                delta_i = rd(i)
                 with shards.on(i):
                     etas[i] = etas[i] + delta_i * data[i].Xt[k][None, :]
         sums = []
@@ -853,12 +842,12 @@ class BayesianGLM(_GLMBase):
     def _fit_sharded(self, X, y):
         """The rows split over ``self.devices`` (see :func:`make_sharded_step`)."""
         from ..random import default_rng
-        from ..shards import as_shards
+        from ..shards import resolve
 
         if self.graph:
             raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
                              "a CUDA graph; leave graph at None or False.")
-        shards = as_shards(self.devices)
+        shards = resolve(self.devices, self.backend, "the rows")[0]
         X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
         y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
         X, y = _check_xy(X, y, self.family_, np, self._dtype())   # on the host, before the split

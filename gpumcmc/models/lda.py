@@ -60,7 +60,7 @@ from .. import backend as _backend
 from ..discrete import categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import _is_sparse
-from ..shards import Shards, as_shards
+from ..shards import Shards, resolve
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
            "dirichlet_columns", "LDAShardedState", "document_bounds", "shard_corpus", "init_sharded",
@@ -739,38 +739,7 @@ def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
 
 def _lda_shards(devices, backend) -> Shards:
     """``devices`` as :class:`~gpumcmc.shards.Shards`, its form checked on the host before any GPU is asked."""
-    if not isinstance(devices, Shards):
-        if isinstance(devices, bool):
-            raise TypeError(f"devices must be None, 'all', a device id, a list of ids or a gpumcmc.shards.Shards, "
-                            f"got {devices!r}.")
-        if isinstance(devices, str):
-            if devices != "all":
-                raise ValueError(f"devices must be 'all', a device id or a list of ids, got {devices!r}.")
-        elif isinstance(devices, (int, np.integer)):
-            if devices < 0:
-                raise ValueError(f"device ids are >= 0, got {devices}.")
-        else:
-            try:
-                ids = list(devices)
-            except TypeError:
-                raise TypeError(f"devices must be None, 'all', a device id, a list of ids or a "
-                                f"gpumcmc.shards.Shards, got {type(devices).__name__}.") from None
-            if not ids:
-                raise ValueError("devices is empty: give at least one device id, or None for one device.")
-            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in ids):
-                raise TypeError(f"devices must list integer device ids, got {ids!r}.")
-            if min(ids) < 0:
-                raise ValueError(f"device ids are >= 0, got {ids!r}.")
-            if len(set(int(d) for d in ids)) != len(ids):
-                raise ValueError(f"devices lists a device twice ({ids!r}); give each once.")
-        if backend == "numpy":
-            raise ValueError("devices= names GPUs but backend='numpy': to split the documents on NumPy pass "
-                             "devices=gpumcmc.shards.Shards(n_virtual=k).")
-    shards = as_shards(devices)
-    gpu = shards.xp is not np
-    if backend is not None and backend != ("cupy" if gpu else "numpy"):
-        raise ValueError(f"backend={backend!r} disagrees with devices ({shards!r}); leave backend at None.")
-    return shards
+    return resolve(devices, backend, "the documents")[0]
 
 
 class LDA(Estimator):

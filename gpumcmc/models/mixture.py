@@ -884,7 +884,7 @@ def make_sharded_step(models: list, shards: Shards, n: int):
             chains = state.params.shape[0]
             offset = rng.advance()
             bufs = []
-            copies = _ParamCopies(shards, state.params)
+            copies = _shards.Replica(shards, state.params)
             for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
                 params = copies(i)
                 with shards.on(i):
@@ -903,30 +903,6 @@ def make_sharded_step(models: list, shards: Shards, n: int):
                 return draws(rng, state, state.z, acc, total[:, k * q] / n)
 
     return step
-
-
-class _ParamCopies:
-    """The kernel parameters (on local shard 0's device) for shard ``i``: a peer copy on another GPU.
-
-    The copy waits for an event recorded on shard 0's stream, so that it
-    reads the parameters after the launches that wrote them.
-    """
-
-    def __init__(self, shards: Shards, params):
-        self.shards, self.params, self.ready = shards, params, None
-
-    def __call__(self, i: int):
-        sh = self.shards
-        if sh.devices[i] == sh.devices[0]:
-            return self.params
-        xp = sh.xp
-        if self.ready is None:
-            with sh.on(0):
-                self.ready = xp.cuda.Event()
-                self.ready.record()
-        with sh.on(i):
-            xp.cuda.get_current_stream().wait_event(self.ready)
-            return xp.array(self.params, copy=True)
 
 
 def make_sharded_bem_step(models: list, shards: Shards, n: int):
@@ -954,7 +930,7 @@ def make_sharded_bem_step(models: list, shards: Shards, n: int):
     def bem(state: State) -> State:
         with _validate.validation(False):
             chains = state.params.shape[0]
-            copies = _ParamCopies(shards, state.params)
+            copies = _shards.Replica(shards, state.params)
             bufs = []
             for i in range(len(models)):
                 params = copies(i)
@@ -973,7 +949,7 @@ def make_sharded_bem_step(models: list, shards: Shards, n: int):
 def _sharded_score(models: list, shards: Shards, params, n: int):
     """Mean log-likelihood per sample (C,) of every parameter set, the data split over ``shards``."""
     xp = shards.xp
-    copies = _ParamCopies(shards, params)
+    copies = _shards.Replica(shards, params)
     sums = []
     for i, model in enumerate(models):
         pi = copies(i)
@@ -1469,7 +1445,7 @@ class DPGaussianMixture(Estimator):
         return self
 
     def _fit_sharded(self, X, dtype):
-        shards = _as_shards(self.devices)
+        shards = _shards.resolve(self.devices, self.backend, "the events")[0]
         gibbs = self.method == "gibbs"
         gpu = shards.xp is not np
         X = as_data(X, _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np, dtype, "X")

@@ -259,13 +259,40 @@ class PackedLaunch:
             b = self._local.b = (buf, size, extra, ctypes.addressof(extra))
         return b
 
-    def __call__(self, grid: int, block: int, stream_ptr: int, *values) -> None:
-        """Launch ``grid`` blocks of ``block`` threads on the stream ``stream_ptr`` with ``values``."""
+    def __call__(self, grid: int, block: int, stream_ptr: int, *values, shared_mem: int = 0) -> None:
+        """Launch ``grid`` blocks of ``block`` threads on the stream ``stream_ptr`` with ``values``
+        (and ``shared_mem`` bytes of dynamic shared memory a block)."""
         import cupy
 
         buf, _, _, extra = self._buffers()
         self._struct.pack_into(buf, 0, *values)
-        cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, block, 1, 1, 0, stream_ptr, 0, extra)
+        cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, 0, extra)
+
+
+_packed: dict = {}
+
+
+def launch_packed(kernel, filename: str, name: str, T: str, n_items: int, args: tuple, block: int = 256,
+                  shared_mem: int = 0, blocks_per_sm: int = 32) -> None:
+    """:func:`launch` through a :class:`PackedLaunch` whose format is read from the kernel's source.
+
+    ``name`` is the kernel's name in ``filename`` (without template
+    arguments) and ``T`` the C type of its template parameter ``T``; the
+    format comes from :func:`packed_format` once per compiled kernel, so it
+    follows the signature. ``args`` as for :func:`launch`: CuPy arrays (passed
+    as their addresses) and explicitly typed NumPy scalars.
+    """
+    if n_items <= 0:
+        return
+    fn = kernel.kernel if hasattr(kernel, "kernel") else kernel  # RawKernel -> its driver Function
+    launcher = _packed.get(fn.ptr)
+    if launcher is None:
+        launcher = _packed[fn.ptr] = PackedLaunch(fn, packed_format(filename, name, T))
+    import cupy
+
+    values = [a.data.ptr if isinstance(a, cupy.ndarray) else a for a in args]
+    launcher(grid_size(n_items, block, blocks_per_sm), block, cupy.cuda.get_current_stream().ptr, *values,
+             shared_mem=shared_mem)
 
 
 _PARAM_CODES = {"long long": "q", "unsigned long long": "Q", "unsigned int": "I", "int": "i", "float": "f",

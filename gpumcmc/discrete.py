@@ -291,7 +291,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
         V, NJ = warp_shape(K, dt, a, b)
         fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
                                   defines=(("GPUMCMC_CAT_THREADS", THREADS),))
-        _loader.launch(fn, n * W, (a, b, rows, cols, _loader.i64(n), _loader.i32(K), *args_tail), block=THREADS)
+        _loader.launch_packed(fn, FILE_WARP, "cat_row_warp", _CTYPE[dt], n * W,
+                              (a, b, rows, cols, _loader.i64(n), _loader.i32(K), *args_tail), block=THREADS)
         return
     if method == "prefix":
         name = f"cat_prefix<{_CTYPE[dt]}, {src}>"
@@ -317,7 +318,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
         a, b, rows, cols, _loader.i64(n), _loader.i32(K), scratch, _loader.i32(s_in_smem), _loader.i32(region),
         *args_tail,
     )
-    _loader.launch(fn, n_items, args, block=THREADS, shared_mem=shared)
+    _loader.launch_packed(fn, FILE, "cat_prefix" if method == "prefix" else "cat_warp", _CTYPE[dt], n_items, args,
+                          block=THREADS, shared_mem=shared)
 
 
 # -- shared front end ---------------------------------------------------------------

@@ -127,3 +127,30 @@ def test_packed_format_follows_a_changed_signature(tmp_path):
                                    "k(const T* __restrict__ a, int n, T x, long long m) { }\n")
     assert _loader.packed_format("k.cu", "k", "float", tmp_path) == "<Qifq"
     assert _loader.packed_format("k.cu", "k", "double", tmp_path) == "<Qi4xdq"
+
+
+def test_packed_formats_of_the_categorical_and_dirichlet_kernels_match_c_layout():
+    """The formats launch_packed reads for cat_row_warp, cat_warp/cat_prefix and dirichlet_draw lay the
+    parameters out as a C struct of the same fields does (ctypes gives the C alignment)."""
+    import ctypes
+    import struct
+
+    from gpumcmc import _loader
+
+    P, LL, I, U, Q = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_uint, ctypes.c_uint64
+    philox = [U, U, U, U, P]
+    tail = [P, I, *philox, LL, LL, P, Q]                       # out, out64, key/offset, n_a, n_b, status, tag
+    kernels = {
+        ("discrete_warp.cu", "cat_row_warp"): [P, P, P, P, LL, I, *tail],
+        ("discrete.cu", "cat_warp"): [P, P, P, P, LL, I, P, I, I, *tail],
+        ("discrete.cu", "cat_prefix"): [P, P, P, P, LL, I, P, I, I, *tail],
+        ("gamma.cu", "dirichlet_draw"): [P, P, LL, I, LL, I, *philox, I, P, Q],
+    }
+    for (filename, name), types in kernels.items():
+        for ctype in ("float", "double"):
+            fmt = _loader.packed_format(filename, name, ctype)
+            layout = type("Params", (ctypes.Structure,), {"_fields_": [(f"p{i}", t) for i, t in enumerate(types)]})
+            assert struct.calcsize(fmt) == ctypes.sizeof(layout), (name, fmt)
+            values = list(range(1, len(types) + 1))
+            c = layout.from_buffer_copy(struct.pack(fmt, *values))
+            assert [getattr(c, f"p{i}") for i in range(len(types))] == values, (name, fmt)

@@ -767,11 +767,11 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
         R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
     if R:
         word, tag = _v.fused(describe)
-        _loader.launch(fn, -(-n_rows // R) * 32,
-                       (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),
-                        *_loader.philox_dev_args(key, offset), _loader.i32(1 if log else 0), _loader.u64(word),
-                        _loader.u64(tag)),
-                       block=_BLOCK, blocks_per_sm=blocks)
+        _loader.launch_packed(fn, FILE, "dirichlet_draw", _CTYPE[np.dtype(alpha.dtype)], -(-n_rows // R) * 32,
+                              (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),
+                               *_loader.philox_dev_args(key, offset), _loader.i32(1 if log else 0),
+                               _loader.u64(word), _loader.u64(tag)),
+                              block=_BLOCK, blocks_per_sm=blocks)
         return out.reshape(n_rows, K)
     _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
     _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,

@@ -351,16 +351,23 @@ def _flat(bench, N):
     _numpyro_row(bench, case, f"flat{N}", X, y, n_warm, n_samp, N, "numpyro NUTS")
 
 
-def _hier(bench):
-    from gpumcmc.models import HierarchicalGLM
-    G, K, n = (50, 5, 40) if bench.small else (1000, 20, 100)
-    n_warm, n_samp = (50, 100) if bench.small else (200, 500)
+def hier_data(G: int, K: int, n: int):
+    """(X, y, groups) of the hierarchical case: ``G`` groups of ``n`` rows, ``K`` covariates, float32,
+    logistic outcomes from planted coefficients (mu + group offsets), the same for a given size."""
     rs = np.random.default_rng(2)
     g = np.repeat(np.arange(G), n)
     X = rs.normal(size=(G * n, K)).astype(np.float32)
     beta = 0.3 * rs.normal(size=K + 1) + 0.3 * rs.normal(size=(G, K + 1))
     eta = beta[g, 0] + np.sum(X * beta[g, 1:], axis=1)
     y = (rs.random(G * n) < 1 / (1 + np.exp(-eta))).astype(np.float32)
+    return X, y, g
+
+
+def _hier(bench):
+    from gpumcmc.models import HierarchicalGLM
+    G, K, n = (50, 5, 40) if bench.small else (1000, 20, 100)
+    n_warm, n_samp = (50, 100) if bench.small else (200, 500)
+    X, y, g = hier_data(G, K, n)
     case = f"hierarchical logistic G={G} K={K} n={n}"
     kw = dict(n_chains=4, random_state=0, progress=False, backend="cupy", dtype="float32")
     cp = bench.cupy

@@ -7,12 +7,8 @@ import time
 import numpy as np
 
 
-def main(out, quick=False):
-    import cupy as cp
-
-    import gpumcmc.glm as gg
-    import gpumcmc.models.glm as mg
-    from gpumcmc.random import default_rng
+def _recorder(out):
+    """``rec(**row)``: print the row as JSON and rewrite ``out`` with every row so far."""
     rows = []
 
     def rec(**kw):
@@ -20,6 +16,17 @@ def main(out, quick=False):
         print(json.dumps(kw), flush=True)
         with open(out, "w") as fh:
             json.dump(rows, fh, indent=1)
+
+    return rec
+
+
+def main(out, quick=False):
+    import cupy as cp
+
+    import gpumcmc.glm as gg
+    import gpumcmc.models.glm as mg
+    from gpumcmc.random import default_rng
+    rec = _recorder(out)
 
     def sweeps(D, y, groups, dtype, n_warm=20, n=60, kernel="pass", spec=4, chunk=None, hyper=None, C=4, block=None):
         mg._SLICE_KERNEL, mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = kernel, spec, chunk, block
@@ -139,21 +146,12 @@ def profile(out):
     import gpumcmc.models.glm as mg
     from gpumcmc.models import HierarchicalGLM
     from gpumcmc.random import default_rng
-    rows = []
-
-    def rec(**kw):
-        rows.append(kw)
-        print(json.dumps(kw), flush=True)
-        with open(out, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    rec = _recorder(out)
 
     G, K, n = 1000, 20, 100
-    rs = np.random.default_rng(2)
-    g = np.repeat(np.arange(G), n)
-    X = rs.normal(size=(G * n, K)).astype(np.float32)
-    beta = 0.3 * rs.normal(size=K + 1) + 0.3 * rs.normal(size=(G, K + 1))
-    eta = beta[g, 0] + np.sum(X * beta[g, 1:], axis=1)
-    y = (rs.random(G * n) < 1 / (1 + np.exp(-eta))).astype(np.float32)
+    from benchmarks.glm import hier_data
+
+    X, y, g = hier_data(G, K, n)
     Xc, yc = cp.asarray(X), cp.asarray(y)
     kw = dict(n_chains=4, random_state=0, progress=False, backend="cupy", dtype="float32")
     for graph in (False, True):

@@ -67,6 +67,15 @@ def _time_all(bench, fn, devices):
     return statistics.median(times)
 
 
+def _ring(ar: int, devices) -> tuple[int, int, float, float]:
+    """(GPUs, GPUs of the ring, bytes through each GPU's links, their seconds at NVLink's nominal rate)
+    for an all-reduce of ``ar`` bytes over the distinct ``devices`` (on one GPU: the figure for two)."""
+    w = len(set(devices))
+    wr = max(w, 2)
+    ring = 2.0 * (wr - 1) / wr * ar
+    return w, wr, ring, ring / (_NVLINK_GBPS * 1e9)
+
+
 class _Chain:
     def __init__(self, step, state, rng):
         self.step, self.state, self.rng = step, state, rng
@@ -78,7 +87,7 @@ class _Chain:
 def _mixture(bench):
     import gpumcmc
     from gpumcmc.models import mixture as mx
-    from gpumcmc.shards import Shards
+    from gpumcmc.shards import Shards, one_device
 
     from .mixture import _fp32_rate, _planted
 
@@ -116,10 +125,8 @@ def _mixture(bench):
             for _ in range(3):
                 chain()
             ms = _time_all(bench, chain, devices)
-        w = len(set(devices))
-        wr = max(w, 2)  # on one GPU: the figure for two
-        ring = 2.0 * (wr - 1) / wr * ar
-        link_us = ring / (_NVLINK_GBPS * 1e9) * 1e6
+        w, wr, ring, link_s = _ring(ar, devices)
+        link_us = link_s * 1e6
         eff = t1 / (w * ms)
         note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s); all-reduce {ar} "
                 f"bytes per sweep (a ring over {wr} GPUs moves {ring:.0f} bytes through each GPU's links: "
@@ -141,7 +148,7 @@ def _mixture(bench):
     except Exception as e:  # no NCCL in this CuPy, or out of memory
         bench.record(case, "gpumcmc Gibbs sweep, devices='all'", None, n, params=params,
                      note=f"{type(e).__name__}: {e}"[:300])
-    sharded(mx.one_device_shards(2), "one_device_shards(2)", [cp.cuda.runtime.getDevice()])
+    sharded(one_device(2), "one_device(2)", [cp.cuda.runtime.getDevice()])
     bench.repeat = old_repeat
     del x
     cp.get_default_memory_pool().free_all_blocks()
@@ -204,10 +211,8 @@ def _lda(bench):
             chain = _Chain(L.make_sharded_step(datas, shards), state, rng)
             chain()
             ms = _time_all(bench, chain, devices)
-        w = len(set(devices))
-        wr = max(w, 2)  # on one GPU: the figure for two
-        ring = 2.0 * (wr - 1) / wr * ar
-        link_ms = ring / (_NVLINK_GBPS * 1e9) * 1e3
+        w, wr, ring, link_s = _ring(ar, devices)
+        link_ms = link_s * 1e3
         eff = t1 / (w * ms)
         tokens = [int(d.rows.size) for d in datas]
         note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s), tokens per shard "

@@ -93,3 +93,29 @@ def thread_rank(rank, world, slots, barrier):
             return arrays
 
     return Rank()
+
+
+def fit_as_ranks(fit, world: int = 2) -> list:
+    """``fit(shards)`` in ``world`` threads, each holding :func:`thread_rank` ``r`` of ``world``; their results.
+
+    The ranks' all-reduces meet at one barrier; an exception in any thread aborts
+    the barrier (so no rank waits forever) and fails the caller."""
+    import threading
+
+    slots, barrier = [None] * world, threading.Barrier(world, timeout=60)
+    fits, errors = [None] * world, []
+
+    def work(r):
+        try:
+            fits[r] = fit(thread_rank(r, world, slots, barrier))
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return fits

@@ -4,7 +4,6 @@ Every missing cell draws from the counter of its place in the whole batch's list
 CPT draws use one key everywhere, so for a seed the sharded draws equal one device's exactly (the
 counts are integers: their sums do not depend on the order).
 """
-import threading
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from gpumcmc.models import bayesnet as bn
 from gpumcmc.models.bayesnet import BayesianNetwork
 from gpumcmc.shards import Shards
 
-from conftest import thread_rank
+from conftest import fit_as_ranks
 
 
 def _data(n=600, frac=0.4, seed=0):
@@ -100,26 +99,10 @@ def test_each_process_of_a_cluster_ends_with_the_draws_of_one_device():
     # The layout of a Dask cluster (one shard per process, rank r of 2), with the processes played by
     # two threads whose all-reduce meets at a barrier: each rank sweeps its own cases, draws the CPTs
     # itself, and both end with one device's CPT draws and their own rows of its imputations.
-
     X = _data()
     kw = dict(KW, batch_size=250)
     one = _fresh().fit(X, backend="numpy", **kw)
-    slots, barrier = [None, None], threading.Barrier(2, timeout=60)
-    fits, errors = [None, None], []
-
-    def work(r):
-        try:
-            fits[r] = _fresh().fit(X, devices=thread_rank(r, 2, slots, barrier), **kw)
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=work, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    fits = fit_as_ranks(lambda sh: _fresh().fit(X, devices=sh, **kw))
     for f in fits:
         for v in one.nodes:
             np.testing.assert_array_equal(f.trace_[v], one.trace_[v], err_msg=v)

@@ -9,8 +9,9 @@ from scipy import stats
 from gpumcmc.models import DPGaussianMixture
 from gpumcmc.models import mixture as mx
 from gpumcmc.random import default_rng
+from gpumcmc.shards import one_device
 
-from conftest import ALPHA, thread_rank, to_np
+from conftest import ALPHA, fit_as_ranks, to_np
 
 
 def planted(seed=0, n=(300, 200, 100)):
@@ -684,7 +685,7 @@ def test_gpu_sharded_gibbs_gives_the_draws_of_one_device(cp):
     kw = dict(n_components=8, n_iter=15, burn_in=5, n_chains=2, relabel=False, backend="cupy")
     one = fit(X, **kw)
     for parts in (2, 3):
-        _draws_equal(one, fit(X, devices=mx.one_device_shards(parts), **kw))
+        _draws_equal(one, fit(X, devices=one_device(parts), **kw))
     rs = np.random.default_rng(5)
     params, _, _, _ = _random_params(rs, 2, 33, p, np.float32, dead=(1,))
     xh = rs.normal(0, 2, (3000, p)).astype(np.float32)
@@ -712,27 +713,10 @@ def test_sharded_gibbs_across_processes_gives_every_rank_the_draws_of_one_device
     # The layout of a Dask cluster (one shard per process, rank r of 2), with the processes played by
     # two threads whose all-reduce meets at a barrier: each rank keeps its own rows and indicators
     # and makes the global draws itself; both end with one device's draws.
-    import threading
-
     X = _dyadic()
     kw = dict(n_components=6, n_iter=12, burn_in=4, relabel=False)
     one = fit(X, **kw)
-    slots, barrier = [None, None], threading.Barrier(2, timeout=60)
-    fits, errors = [None, None], []
-
-    def work(r):
-        try:
-            fits[r] = fit(X, devices=thread_rank(r, 2, slots, barrier), **kw)
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=work, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    fits = fit_as_ranks(lambda sh: fit(X, devices=sh, **kw))
     for key in ("weights", "means", "covariances", "alpha"):
         for r in range(2):
             np.testing.assert_array_equal(fits[r].trace_.draws[key], one.trace_.draws[key], err_msg=key)
@@ -744,7 +728,7 @@ def test_gpu_sharded_bem_matches_one_device(cp):
     X, _, _ = planted()
     kw = dict(n_components=5, method="bem", n_init=3, n_iter=30, tol=0.0, backend="cupy")
     one = fit(X, **kw)
-    sh = fit(X, devices=mx.one_device_shards(3), **kw)
+    sh = fit(X, devices=one_device(3), **kw)
     assert sh.n_iter_ == one.n_iter_ == 30
     np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=1e-5)
     np.testing.assert_allclose(sh.means_, one.means_, rtol=1e-4, atol=1e-4)

@@ -14,7 +14,6 @@ only beyond 6x (measured on two cores of a Xeon: 1.3x to 3x; see
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ import pytest
 import gpumcmc
 from gpumcmc import _discrete_butterfly as _butterfly, discrete
 from gpumcmc.random import _gamma, _philox, default_rng
+from benchmarks.twins import best_of
 
 KEY = (0xDEADBEEF, 0x12345678)
 OFF = (1 << 33) + 5
@@ -112,18 +112,6 @@ def test_butterfly_twin_equals_the_warp_emulation(K, monkeypatch):
         np.testing.assert_array_equal(discrete.butterfly_draw(w, u), _butterfly.draw(w, u, 32))
 
 
-def _best(fns, repeat=5):
-    for f in fns:
-        f()
-    best = [np.inf] * len(fns)
-    for _ in range(repeat):
-        for i, f in enumerate(fns):
-            t0 = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
-
-
 def test_twins_run_within_6x_of_numpy():
     ref = np.random.default_rng(0)
     ours = default_rng(1, backend="numpy")
@@ -148,5 +136,5 @@ def test_twins_run_within_6x_of_numpy():
         "categorical butterfly": (lambda: gpumcmc.categorical(w, rng=ours, method="butterfly"), searchsorted_draw),
     }
     for name, (twin, numpy_twin) in cases.items():
-        t, r = _best([twin, numpy_twin])
+        t, r = best_of([twin, numpy_twin], 5)
         assert t < 6 * r, f"{name}: {t / r:.2f}x NumPy"

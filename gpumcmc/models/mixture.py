@@ -56,7 +56,7 @@ from ..shards import Shards
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "init_sharded",
-           "make_sharded_step", "make_sharded_bem_step", "one_device_shards", "allreduce_bytes"]
+           "make_sharded_step", "make_sharded_bem_step", "allreduce_bytes"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 MODE_SAMPLE, MODE_ARGMAX, MODE_RESP = 0, 1, 2
@@ -794,10 +794,6 @@ def step(rng, state: State, model: Model):
 # ---------------------------------------------------------------------------
 # Data-parallel Gibbs: the data and indicators split over devices
 # ---------------------------------------------------------------------------
-
-one_device_shards = _shards.one_device
-_as_shards = _shards.as_shards
-
 
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).

@@ -30,6 +30,7 @@ __all__ = [
     "KernelCompileError",
     "PackedLaunch",
     "packed_format",
+    "packed_launcher",
     "compile_options",
     "get_function",
     "kernel_dir",
@@ -272,6 +273,17 @@ class PackedLaunch:
 _packed: dict = {}
 
 
+def packed_launcher(kernel, filename: str, name: str, T: str) -> PackedLaunch:
+    """The :class:`PackedLaunch` of ``kernel`` (compiled from ``filename``, named ``name`` there, its
+    template parameter ``T`` standing for the C type ``T``), made once per compiled kernel (so per
+    device), with the format :func:`packed_format` reads from the source."""
+    fn = kernel.kernel if hasattr(kernel, "kernel") else kernel  # RawKernel -> its driver Function
+    launcher = _packed.get(fn.ptr)
+    if launcher is None:
+        launcher = _packed[fn.ptr] = PackedLaunch(fn, packed_format(filename, name, T))
+    return launcher
+
+
 def launch_packed(kernel, filename: str, name: str, T: str, n_items: int, args: tuple, block: int = 256,
                   shared_mem: int = 0, blocks_per_sm: int = 32) -> None:
     """:func:`launch` through a :class:`PackedLaunch` whose format is read from the kernel's source.
@@ -284,10 +296,7 @@ def launch_packed(kernel, filename: str, name: str, T: str, n_items: int, args: 
     """
     if n_items <= 0:
         return
-    fn = kernel.kernel if hasattr(kernel, "kernel") else kernel  # RawKernel -> its driver Function
-    launcher = _packed.get(fn.ptr)
-    if launcher is None:
-        launcher = _packed[fn.ptr] = PackedLaunch(fn, packed_format(filename, name, T))
+    launcher = packed_launcher(kernel, filename, name, T)
     import cupy
 
     values = [a.data.ptr if isinstance(a, cupy.ndarray) else a for a in args]

@@ -252,7 +252,6 @@ _PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu)
 _SPEC_SHRINK = 8   # shrinkage proposals on the initial bracket evaluated with the first pass
 _CHUNK_ROWS = None  # rows per chunk; None: chosen from the data size and the GPU
 _BLOCK = None       # threads per block; None: chosen from the largest group
-_pass_launch = {}
 
 
 def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
@@ -333,12 +332,8 @@ def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_
     N = eta.shape[1]
     plan = data.plan
     ctype = _loader.CTYPE[np.dtype(dt)]
-    name = f"glm_slice_pass<{ctype}>"
-    launcher = _pass_launch.get(name)
-    if launcher is None:
-        fn = _loader.get_function("glm.cu", name, _SEG_NAMES)
-        launcher = _pass_launch[name] = _loader.PackedLaunch(fn, _loader.packed_format("glm.cu", "glm_slice_pass",
-                                                                                      ctype))
+    fn = _loader.get_function("glm.cu", f"glm_slice_pass<{ctype}>", _SEG_NAMES)
+    launcher = _loader.packed_launcher(fn, "glm.cu", "glm_slice_pass", ctype)
     CG = C * G
     part = xp.empty((C * plan.n_chunks * _PMAX,), dtype=np.float64)
     counter = xp.zeros((CG,), dtype=np.int32)

@@ -788,10 +788,16 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 // its queues, and normalises the chunk's rows as lse_rows does (G lanes per
 // row) while they are still in cache: the same draws as gamma_draw (log)
 // followed by lse_rows, with one launch and one trip to memory.
+//
+// Rows [row0, n_rows): row r draws gamma elements r K + k, so a launch from
+// row0 > 0 gives rows row0.. the values that a launch over all the rows gives
+// them (a shard of a larger batch draws its own rows with the counters of the
+// whole). alpha and out point at row 0 (the caller shifts its pointers by
+// -row0 K elements); row0 K must be even (a chunk starts on a whole pair).
 template <typename T>
 __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
-dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, int K, long long R, int G,
-               unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, long long row0, int K, long long R,
+               int G, unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
                const unsigned long long* __restrict__ off_dev, int log_out, unsigned long long* status,
                unsigned long long tag) {
     offset_from_device(off_dev, off_lo, off_hi);
@@ -799,10 +805,10 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
     GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status, tag);
     const unsigned int mask = group_mask(G);
     const int sub = w.lane & (G - 1);
-    const long long n_chunks = (n_rows + R - 1) / R;
+    const long long n_chunks = (n_rows - row0 + R - 1) / R;
     const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < n_chunks; c += n_warps) {
-        const long long r0 = c * R, r1 = min(r0 + R, n_rows);
+        const long long r0 = row0 + c * R, r1 = min(r0 + R, n_rows);
         const long long e1 = r1 * K;  // elements [r0 K, e1); r0 K is even
         long long base = (r0 * K) >> 1;
         if (w.fast()) {
@@ -837,8 +843,8 @@ GPUMCMC_GAMMA_INSTANTIATE_DYN(double, true)
                                           const unsigned long long*, unsigned long long*,                  \
                                           unsigned long long);                                             \
     template __global__ void lse_rows<T>(T*, long long, int, int, int);                                   \
-    template __global__ void dirichlet_draw<T>(const T*, T*, long long, int, long long, int, unsigned int,  \
-                                               unsigned int, unsigned int, unsigned int,                    \
+    template __global__ void dirichlet_draw<T>(const T*, T*, long long, long long, int, long long, int,     \
+                                               unsigned int, unsigned int, unsigned int, unsigned int,      \
                                                const unsigned long long*, int, unsigned long long*,         \
                                                unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE(float)

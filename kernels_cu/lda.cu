@@ -163,6 +163,15 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
 // once: the tokens are read once per sweep and z is never stored (unless
 // zout is given, for tests).
 //
+// A shard of a larger token stream (the documents split over devices) keys
+// its tokens as the whole stream does: counter (c * n_all + g_t, off), where
+// g_t is token t's index in the whole stream. Its tokens are a contiguous
+// block of that stream but for a head and a tail (the tiles of documents
+// that it shares with its neighbours, whose tokens interleave with theirs):
+// g_t = gidx[t] for the n_head first tokens, gidx[n_head + t - (n - n_tail)]
+// for the n_tail last ones, and base + t between. One device: n_all = n,
+// base = 0, no head or tail.
+//
 // Layouts: theta (C, M, K); phi (V, C, K), so that the Dirichlet over words
 // normalises the columns of a (V, C K) array; n_dk like theta, n_wk like phi.
 //
@@ -252,7 +261,8 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
           const int* __restrict__ cols, const int* __restrict__ nnz, const int* __restrict__ sidx,
           const T* __restrict__ sval, int* __restrict__ ndk, int* __restrict__ nwk, long long* __restrict__ zout,
           long long n, int M, int C, int K, unsigned int k0, unsigned int k1, unsigned int off_lo,
-          unsigned int off_hi, const unsigned long long* __restrict__ off_dev) {
+          unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_all, long long base,
+          const long long* __restrict__ gidx, long long n_head, long long n_tail) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     extern __shared__ __align__(16) unsigned char lda_smem[];
     using gpumcmc::cat::FULL;
@@ -276,7 +286,9 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
         const int i = (int)((r - r_begin) & 31);
         if (i == 0) {
             const long long rr = r + lane < r_end ? r + lane : r_end - 1;
-            u_b = gpumcmc::cat::row_uniform((T*)nullptr, (unsigned long long)((long long)c * n + rr), key, off_lo,
+            const long long g = rr < n_head ? gidx[rr]
+                                : rr >= n - n_tail ? gidx[n_head + rr - (n - n_tail)] : base + rr;
+            u_b = gpumcmc::cat::row_uniform((T*)nullptr, (unsigned long long)((long long)c * n_all + g), key, off_lo,
                                            off_hi);
             d_b = rows[rr];
             w_b = cols[rr];
@@ -359,9 +371,11 @@ template __global__ void lda_theta_compact<double>(const double*, long long, int
 template __global__ void lda_zdraw<float>(const float*, const float*, const int*, const int*, const int*, const int*,
                                           const float*, int*, int*, long long*, long long, int, int, int,
                                           unsigned int, unsigned int, unsigned int, unsigned int,
-                                          const unsigned long long*);
+                                          const unsigned long long*, long long, long long, const long long*,
+                                          long long, long long);
 template __global__ void lda_zdraw<double>(const double*, const double*, const int*, const int*, const int*,
                                            const int*, const double*, int*, int*, long long*, long long, int, int,
                                            int, unsigned int, unsigned int, unsigned int, unsigned int,
-                                           const unsigned long long*);
+                                           const unsigned long long*, long long, long long, const long long*,
+                                           long long, long long);
 #endif

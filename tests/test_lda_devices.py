@@ -3,17 +3,20 @@
 On the CPU the shards are ``Shards(n_virtual=k)``; on a GPU, ``one_device(k)``
 runs the multi-GPU code path on one device.
 
-What is exact and what is statistical. With one shard the draws are those of
-one device, bit for bit. With k > 1 shards each shard draws its tokens'
-topics and its theta from a block of generator calls of its own (the GPU
-kernels key elements by their index in a launch and take no base index, so a
-shard cannot reuse the counters one device gives its tokens): the chain is
-another realisation of the same Markov kernel. So the tests compare, exactly,
-one shard with one device, two devices' phi draws with each other, and the
-GPU with NumPy for the same number of shards; and, statistically, the
-distribution after a few sweeps of many independent chains, sharded and not
-(two-sample KS tests at ALPHA each, 4 checks, so a false failure has
-probability below 4e-4 for seeds chosen before looking).
+What is exact and what is statistical. With the fused z-draw (``fused=True``)
+every shard draws its tokens and documents with the generator offsets and
+Philox counters that one device gives them, so any number of shards gives one
+device's draws, bit for bit: the tests compare them exactly, on NumPy (2 and 3
+shards, with tiles of documents small enough that shards share tiles) and on
+the GPU (``one_device(2)``). With ``fused=False`` (the GPU z-draw is then
+``categorical_products``, which takes no counter base) each shard draws from a
+block of generator calls of its own: another realisation of the same Markov
+kernel. For it the tests compare, exactly, one shard with one device, two
+devices' phi draws with each other, and the GPU with NumPy for the same number
+of shards; and, statistically, the distribution after a few sweeps of many
+independent chains, sharded and not (two-sample KS tests at ALPHA each, 4
+checks, so a false failure has probability below 4e-4 for seeds chosen before
+looking).
 """
 
 import contextlib
@@ -28,7 +31,7 @@ from gpumcmc import backend as B
 from gpumcmc.datasets import synthetic_lda_corpus
 from gpumcmc.models import LDA
 from gpumcmc.models import lda as L
-from gpumcmc.random import default_rng
+from gpumcmc.random import _gamma, default_rng
 from gpumcmc.shards import Shards
 
 from conftest import ALPHA
@@ -101,6 +104,75 @@ def test_estimator_one_shard_is_one_device():
     assert b.n_shards_ == 1 and b.best_chain_ == a.best_chain_
 
 
+def _assert_one_device(a, ra, b, rb, to_host=np.asarray):
+    """The sharded state ``b`` holds one device's ``a``, bit for bit, and the generators stand alike."""
+    np.testing.assert_array_equal(to_host(a.theta), np.concatenate([to_host(t) for t in b.theta], axis=1))
+    np.testing.assert_array_equal(to_host(a.theta_sum), np.concatenate([to_host(t) for t in b.theta_sum], axis=1))
+    for p in b.phi:
+        np.testing.assert_array_equal(to_host(L._phi_store(a.phi)), to_host(p))
+    np.testing.assert_array_equal(to_host(L._phi_store(a.phi_sum)), to_host(b.phi_sum[0]))
+    assert ra.offset == rb.offset
+
+
+@pytest.mark.parametrize("W", [2, 3])
+@pytest.mark.parametrize("C, dtype, K, tile", [(1, "float32", 3, None), (2, "float32", 4, 3), (2, "float64", 3, 7),
+                                               (1, "float64", 4, 1)])
+def test_shards_are_one_device(W, C, dtype, K, tile):
+    """fused=True: 2 and 3 shards draw what one device draws (theta, phi, their sums), bit for bit.
+
+    ``tile`` documents per tile of token_order (None: the default cache, one tile for this corpus), so
+    that shards share tiles with their neighbours and their tokens interleave in one device's stream."""
+    X, _ = _corpus(M=41, V=30, K=3, length=25, seed=2)
+    kw = dict(fused=True)
+    if tile:
+        kw["cache_bytes"] = 2 * K * np.dtype(dtype).itemsize * tile
+    a, ra = _sweeps("numpy", None, X, K, C, 3, dtype=dtype, **kw)
+    b, rb = _sweeps("numpy", Shards(n_virtual=W), X, K, C, 3, dtype=dtype, **kw)
+    _assert_one_device(a, ra, b, rb)
+
+
+def test_estimator_shards_are_one_device():
+    """LDA(devices=...) at K = 512, alpha = 1/K (the fused z-draw by default): one device's fit."""
+    X, _ = _corpus(M=30, V=40, K=3, length=20, seed=6)
+    kw = dict(n_iter=2, burn_in=1, monitor_every=1, random_state=4, progress=False, n_chains=2)
+    a = LDA(512, backend="numpy", **kw).fit(X)
+    b = LDA(512, devices=Shards(n_virtual=3), **kw).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.doc_topic_, b.doc_topic_)
+    np.testing.assert_allclose(a.loglik_traces_, b.loglik_traces_, rtol=1e-12)   # summed over shards
+
+
+def test_which_shards_are_placed():
+    """Shards are placed in one device's stream with the fused z-draw only, and then all of them."""
+    X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
+    rows, cols, M, V = L.tokens_from(X, np)
+    _, parts = L.shard_corpus(rows, cols, M, Shards(n_virtual=3))
+    for fused in (False, True):
+        datas, _ = L.init_sharded(default_rng(0, backend="numpy"), parts, Shards(n_virtual=3), V, 3, 0.3, 0.2,
+                                  fused=fused, cache_bytes=2 * 3 * 4 * 3)
+        assert all((d.place is not None) == fused for d in datas)
+    # Every token has one place in the whole stream.
+    g = np.concatenate([L._token_counters(d, 1) for d in datas])
+    np.testing.assert_array_equal(np.sort(g), np.arange(rows.size))
+    assert any(d.place.n_head for d in datas) and any(d.place.n_tail for d in datas)
+    # Parts without the corpus' layout (hand-made triples) draw as unplaced shards.
+    triples = [tuple(p[:3]) for p in parts]
+    datas, _ = L.init_sharded(default_rng(0, backend="numpy"), triples, Shards(n_virtual=3), V, 3, 0.3, 0.2,
+                              fused=True)
+    assert all(d.place is None for d in datas)
+
+
+@pytest.mark.parametrize("K", [3, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dirichlet_start_row(K, dtype):
+    """dirichlet_numpy(alpha[s:], start_row=s) is rows s.. of the whole batch's draw (odd s K included)."""
+    a = (np.random.default_rng(0).gamma(0.5, size=(37, K)) + 0.01).astype(dtype)
+    full = _gamma.dirichlet_numpy(a, (1, 2), 7)
+    for s in (1, 2, 5, 36):
+        np.testing.assert_array_equal(_gamma.dirichlet_numpy(np.ascontiguousarray(a[s:]), (1, 2), 7, start_row=s),
+                                      full[s:])
+
+
 @pytest.mark.parametrize("W", [2, 3])
 def test_shards_draw_one_phi_and_are_deterministic(W):
     X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
@@ -110,7 +182,8 @@ def test_shards_draw_one_phi_and_are_deterministic(W):
         np.testing.assert_array_equal(x, y)
     assert ra.offset == rb.offset
     assert sum(t.shape[1] for t in a.theta) == 40
-    # The generator moves past one block of two calls per shard each sweep, then the phi draw.
+    # Unplaced (fused=False, the default at K = 3): the generator moves past one block of two calls per
+    # shard each sweep, then the phi draw.
     one, r1 = _sweeps("numpy", Shards(n_virtual=1), X, 3, 2, 3)
     assert ra.offset - r1.offset == 4 * 2 * (W - 1)
 
@@ -193,9 +266,10 @@ def test_shard_corpus_unsorted_tokens():
     rows = np.array([3, 0, 1, 3, 0, 2, 1])
     cols = np.array([0, 1, 2, 3, 4, 5, 6])
     b, parts = L.shard_corpus(rows, cols, 4, Shards(n_virtual=2))
-    got = sorted((int(r) + int(b[i]), int(c)) for i, (rr, cc, m) in enumerate(parts) for r, c in zip(rr, cc))
+    got = sorted((int(r) + int(b[i]), int(c)) for i, p in enumerate(parts) for r, c in zip(p.rows, p.cols))
     assert got == sorted(zip(rows.tolist(), cols.tolist()))
-    assert sum(m for _, _, m in parts) == 4
+    assert sum(p.n_docs for p in parts) == 4
+    assert [p.first_doc for p in parts] == b[:-1].tolist()
 
 
 def test_allreduce_bytes():
@@ -247,6 +321,36 @@ def test_gpu_one_shard_is_one_device(cp):
         np.testing.assert_array_equal(cp.asnumpy(a.theta), cp.asnumpy(b.theta[0]))
         np.testing.assert_array_equal(cp.asnumpy(L._phi_store(a.phi_sum)), cp.asnumpy(b.phi_sum[0]))
         assert ra.offset == rb.offset
+
+
+@pytest.mark.parametrize("K, dtype, tile", [(8, "float32", None), (3, "float32", 3), (4, "float64", 5)])
+def test_gpu_shards_are_one_device(cp, K, dtype, tile):
+    """``one_device(2)`` with the fused z-draw: one device's draws on the GPU, bit for bit (K = 3 and 51
+    documents put odd start rows in the Dirichlet of theta; small tiles give the shards heads and tails)."""
+    from gpumcmc.shards import one_device
+
+    X, _ = _corpus(M=51, V=50, K=4, length=30, seed=4)
+    kw = dict(fused=True, sparse=True)
+    if tile:
+        kw["cache_bytes"] = 2 * K * np.dtype(dtype).itemsize * tile
+    a, ra = _sweeps("cupy", None, X, K, 2, 3, dtype=dtype, **kw)
+    b, rb = _sweeps("cupy", one_device(2), X, K, 2, 3, dtype=dtype, **kw)
+    _assert_one_device(a, ra, b, rb, cp.asnumpy)
+
+
+@pytest.mark.parametrize("K", [3, 4, 256])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_dirichlet_start_row(cp, K, dtype):
+    """dirichlet_cupy(alpha[s:], start_row=s): rows s.. of the whole batch's draw, bit for bit, whichever
+    kernel the whole batch took (the twin shifts alike: test_dirichlet_start_row; GPU against twin at
+    start_row 0: test_dirichlet_beta.py)."""
+    a = cp.asarray((np.random.default_rng(1).gamma(0.3, size=(301, K)) + 0.01).astype(dtype))
+    full = _gamma.dirichlet_cupy(a, (3, 4), 9)
+    for s in (1, 2, 37, 300):
+        part = _gamma.dirichlet_cupy(cp.ascontiguousarray(a[s:]), (3, 4), 9, start_row=s)
+        np.testing.assert_array_equal(cp.asnumpy(part), cp.asnumpy(full[s:]))
+        logp = _gamma.dirichlet_cupy(cp.ascontiguousarray(a[s:]), (3, 4), 9, log=True, start_row=s)
+        np.testing.assert_array_equal(cp.asnumpy(logp), cp.asnumpy(_gamma.dirichlet_cupy(a, (3, 4), 9, log=True)[s:]))
 
 
 @pytest.mark.parametrize("fused", [False, True])

@@ -144,7 +144,7 @@ def test_packed_formats_of_the_categorical_and_dirichlet_kernels_match_c_layout(
         ("discrete_warp.cu", "cat_row_warp"): [P, P, P, P, LL, I, *tail],
         ("discrete.cu", "cat_warp"): [P, P, P, P, LL, I, P, I, I, *tail],
         ("discrete.cu", "cat_prefix"): [P, P, P, P, LL, I, P, I, I, *tail],
-        ("gamma.cu", "dirichlet_draw"): [P, P, LL, I, LL, I, *philox, I, P, Q],
+        ("gamma.cu", "dirichlet_draw"): [P, P, LL, LL, I, LL, I, *philox, I, P, Q],
     }
     for (filename, name), types in kernels.items():
         for ctype in ("float", "double"):

@@ -38,10 +38,18 @@ Devices. ``LDA(devices=...)`` splits the documents over devices
 (:class:`gpumcmc.shards.Shards`): :func:`shard_corpus` gives each shard whole
 documents, :func:`init_sharded` and :func:`make_sharded_step` draw each
 shard's z and theta there, all-reduce n_wk (V C K int32 values, exact) and
-draw phi from the sums with one key on every device. Each shard's own draws
-take a block of generator calls of its own, so one shard reproduces one
-device's draws and several shards give another realisation of the same chain
-(see :class:`LDA`).
+draw phi from the sums with one key on every device. With the fused z-draw
+each shard's tokens keep the place they have in one device's token stream
+(:class:`ShardPlace`): the z-draw keys token ``t`` of chain ``c`` by
+``c T + g_t``, ``g_t`` its index in the whole stream (``lda_zdraw`` takes a
+base and the indices of the tokens in tiles of documents shared with the
+neighbouring shards), and the Dirichlet of theta draws document ``d`` as row
+``c M + d`` of one device's batch (``start_row`` of ``dirichlet_draw``), at
+the generator offsets of one device; so any number of shards gives one
+device's draws, bit for bit. With ``fused=False`` the GPU z-draw,
+:func:`gpumcmc.categorical_products`, takes no counter base, and each shard
+draws from a block of generator calls of its own: another realisation of the
+same chain (see :class:`LDA`).
 
 The functional layer (:func:`init`, :func:`step`) follows the sampler core's
 conventions.
@@ -63,7 +71,8 @@ from ..sampling._estimator import _is_sparse
 from ..shards import Shards, resolve
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
-           "dirichlet_columns", "LDAShardedState", "document_bounds", "shard_corpus", "init_sharded",
+           "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds", "shard_corpus",
+           "init_sharded",
            "make_sharded_step", "sharded_log_likelihood", "allreduce_bytes"]
 
 
@@ -79,6 +88,41 @@ class LDAData(NamedTuple):
     burn_in: int
     fused: bool = True        # GPU: the fused z-draw and counts kernel (False: categorical_products, lda_counts)
     sparse: bool = True       # GPU, fused: read theta rows with few non-zeros from a compacted list
+    place: object = None      # ShardPlace: these documents are a shard of a corpus, drawn as one device draws it
+
+
+class ShardPlace(NamedTuple):
+    """Where a shard's tokens and documents lie in the whole corpus (see :func:`init_sharded`).
+
+    The z-draw keys local token ``t`` of chain ``c`` by ``c * n_tokens + g_t``, ``g_t`` its index in the
+    whole corpus' token stream: ``index[t]`` for the ``n_head`` first tokens, ``index[n_head + t - (T -
+    n_tail)]`` for the ``n_tail`` last ones (the tiles of documents shared with the neighbouring shards,
+    whose tokens interleave), ``base + t`` between. Theta row ``d`` of chain ``c`` draws as row
+    ``c * n_docs + first_doc + d`` of one device's batch.
+    """
+
+    n_tokens: int     # T of the whole corpus
+    n_docs: int       # M of the whole corpus
+    first_doc: int
+    base: int
+    index: object     # (n_head + n_tail,) int64 on the shard's backend
+    n_head: int
+    n_tail: int
+
+
+class CorpusPart(NamedTuple):
+    """A shard's part of the corpus, as :func:`shard_corpus` gives it.
+
+    ``rows`` count from the shard's ``first_doc``; ``corpus`` is ``(rows, cols, starts)`` of the whole
+    corpus sorted by document (``starts``: the first token of each document, and T), from which
+    :func:`init_sharded` places the shard's tokens in the token stream of one device.
+    """
+
+    rows: object
+    cols: object
+    n_docs: int
+    first_doc: int = 0
+    corpus: object = None
 
 
 class LDAState(NamedTuple):
@@ -188,14 +232,18 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
 
 
 def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,
-             cache_bytes):
-    """``(data, C)``: the token stream in ``token_order`` (int32 on the GPU) and init's settings, checked."""
+             cache_bytes, first_doc: int = 0):
+    """``(data, C)``: the token stream in ``token_order`` (int32 on the GPU) and init's settings, checked.
+
+    ``first_doc``: the documents are those from ``first_doc`` on of a larger corpus, and the tokens are
+    ordered as they lie in that corpus' ``token_order`` (its tiles of documents).
+    """
     xp = _backend.get_array_module(rows)
     C = int(n_chains)
     if isinstance(n_chains, bool) or C != n_chains or C < 1:
         raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
     if order and rows.size:
-        perm = token_order(rows, cols, K, dtype, cache_bytes=cache_bytes)
+        perm = token_order(rows + int(first_doc) if first_doc else rows, cols, K, dtype, cache_bytes=cache_bytes)
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
     if xp is not np and max(int(n_docs), int(n_words)) < 2**31:
         rows, cols = rows.astype(np.int32), cols.astype(np.int32)   # what the kernels read, converted once
@@ -209,14 +257,54 @@ def _start_local(rng, data, C: int, K: int, dtype):
     """``(theta, n_wk)``: random topics for every token, then theta given them (two generator calls).
 
     The draws that concern the documents of ``data`` alone; the phi draw, from the word counts, follows.
+    A shard (``data.place``) takes the uniforms of its tokens from those of the whole corpus' tokens.
     """
     xp = _backend.get_array_module(data.rows)
     T = int(data.rows.size)
-    z0 = xp.minimum((rng.random(C * T, dtype=np.float32) * np.float32(K)).astype(np.int64), K - 1)
+    if data.place is None:
+        u = rng.random(C * T, dtype=np.float32)
+    else:
+        u = rng.random(C * data.place.n_tokens, dtype=np.float32)[_token_counters(data, C)]
+    z0 = xp.minimum((u * np.float32(K)).astype(np.int64), K - 1)
+    del u
     r_all, c_all = _chain_tokens(data, C)
     ndk, nwk = fused_counts(r_all, c_all, z0, C * data.n_docs, data.n_words * C, K)
-    theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype).reshape(C, data.n_docs, K)
+    theta = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, data.n_docs, K)
     return theta, nwk
+
+
+def _theta_draw(rng, conc, data, C: int):
+    """``theta ~ Dir(conc)`` for the (C M, K) concentrations of ``data``'s documents (one generator call).
+
+    A shard (``data.place``) draws chain ``c``'s rows as rows ``c M_all + first_doc + d`` of one device's
+    batch: one launch per chain, at one offset.
+    """
+    p = data.place
+    if p is None:
+        return rng.dirichlet(conc, dtype=conc.dtype)
+    from ..random import _gamma
+
+    xp = _backend.get_array_module(conc)
+    key, off = rng.key, rng.advance()
+    M = int(data.n_docs)
+    draw = _gamma.dirichlet_numpy if xp is np else _gamma.dirichlet_cupy
+    out = [draw(conc[c * M:(c + 1) * M], key, off, start_row=c * p.n_docs + p.first_doc) for c in range(C)]
+    return out[0] if C == 1 else xp.concatenate(out)
+
+
+def _token_counters(data, C: int):
+    """``(C T,)`` int64: the z-draw's counter of each token of every chain, ``c n_tokens + g_t`` (ShardPlace)."""
+    xp = _backend.get_array_module(data.rows)
+    p = data.place
+    T = int(data.rows.size)
+    g = xp.arange(T, dtype=np.int64) + p.base
+    if p.n_head:
+        g[:p.n_head] = p.index[:p.n_head]
+    if p.n_tail:
+        g[T - p.n_tail:] = p.index[p.n_head:]
+    if C == 1:
+        return g
+    return (xp.arange(C, dtype=np.int64)[:, None] * p.n_tokens + g[None, :]).reshape(-1)
 
 
 # init's defaults. The fused z-draw and counts (a warp per token, and the theta rows read as compacted lists
@@ -316,14 +404,22 @@ ZWARPS = 4
 ZWAVES = 2
 
 
+def _fused_kernel(data, K: int, dtype) -> bool:
+    """Whether the GPU's z-draw of ``data`` is the fused kernel (``lda_zdraw``): ``data.fused``, a padded
+    phi row in 48 KiB of shared memory, and int32 token indices (fewer than 2**31 documents and words)."""
+    row_bytes = (K + K // 32 + 1) * np.dtype(dtype).itemsize     # a padded phi row in shared memory (lda.cu)
+    return bool(data.fused) and row_bytes <= 48 * 1024 and max(int(data.n_docs), int(data.n_words)) < 2**31
+
+
 def zdraw_counts(rng, theta, phi, data, zout=None):
     """One sweep's z-draw and counts for every chain: ``(n_dk (C M, K), n_wk (V C, K))`` int32.
 
     ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store. Token ``t`` of chain ``c`` draws
-    ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset.
+    ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset
+    (a shard, ``data.place``: of row ``c T_all + g_t``, see :class:`ShardPlace`).
     On the GPU (``data.fused``) one kernel draws and counts; on NumPy (and with ``fused=False``) z comes
     from :func:`gpumcmc.categorical_products` over all chains' tokens, then the counts. ``zout`` (int64,
-    C T) receives z on the fused path (for tests).
+    C T) receives z (for tests).
     """
     xp = _backend.get_array_module(theta)
     C, M, K = (int(x) for x in theta.shape)
@@ -333,13 +429,22 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     if (xp is np or not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32
             or data.cols.dtype != np.int32):
         r_all, c_all = _chain_tokens(data, C)
-        z = categorical_products(th2, ph2, r_all, c_all, rng, method="prefix" if xp is np else "auto")
+        if data.place is None:
+            z = categorical_products(th2, ph2, r_all, c_all, rng, method="prefix" if xp is np else "auto")
+        elif xp is np:
+            z = _zdraw_numpy(th2, ph2, r_all, c_all, rng.key, rng.advance(), _token_counters(data, C))
+        else:   # init_sharded places a shard only where the fused kernel draws it
+            raise RuntimeError("a placed shard's z-draw needs the fused kernel (lda_zdraw).")
         if zout is not None:
             zout[...] = z
         return fused_counts(r_all, c_all, z, C * M, V * C, K)
     from .. import _loader
 
     T = int(data.rows.size)
+    p = data.place
+    place = ((_loader.i64(T), _loader.i64(0), 0, _loader.i64(0), _loader.i64(0)) if p is None else
+             (_loader.i64(p.n_tokens), _loader.i64(p.base), p.index if p.index.size else 0, _loader.i64(p.n_head),
+              _loader.i64(p.n_tail)))
     offset = rng.advance()
     t = _loader.CTYPE[theta.dtype]
     th2 = _loader.contiguous(th2)
@@ -359,8 +464,28 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
     fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval, ndk, nwk,
                                 zout if zout is not None else 0, _loader.i64(T), _loader.i32(M), _loader.i32(C),
-                                _loader.i32(K), *_loader.philox_dev_args(rng.key, offset)), shared_mem=smem)
+                                _loader.i32(K), *_loader.philox_dev_args(rng.key, offset), *place), shared_mem=smem)
     return ndk, nwk
+
+
+def _zdraw_numpy(th2, ph2, rows, cols, key, offset: int, counters):
+    """NumPy z-draw of :func:`gpumcmc.categorical_products` (method ``"prefix"``) with the uniform of each
+    token taken at its own Philox counter ``(counters[t], offset)`` instead of ``(t, offset)``."""
+    from ..discrete import prefix_draw
+    from ..random._philox import philox_rounds, u01_f32, u01_f64
+
+    n, K = int(rows.size), int(th2.shape[1])
+    out = np.empty(n, dtype=np.int64)
+    step = max(32, (1 << 16) // max(K, 1))
+    lo, hi = np.uint64(offset & 0xFFFFFFFF), np.uint64((offset >> 32) & 0xFFFFFFFF)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            idx = counters[s:e].astype(np.uint64)
+            w0, w1, _, _ = philox_rounds(idx & np.uint64(0xFFFFFFFF), idx >> np.uint64(32), lo, hi, key[0], key[1])
+            u = u01_f32(w0) if th2.dtype == np.float32 else u01_f64(w0, w1)
+            out[s:e] = prefix_draw(th2[rows[s:e]] * ph2[cols[s:e]], u)
+    return out
 
 
 def dirichlet_columns(rng, concentration, total=None, keep=None):
@@ -460,7 +585,7 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     V = int(phi.shape[0])
     with _validate.validation(False):
         ndk, nwk = zdraw_counts(rng, theta, phi, data)
-        theta = rng.dirichlet(xp.add(ndk, dtype.type(data.alpha), dtype=dtype), dtype=dtype).reshape(C, M, K)
+        theta = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, M, K)
     keep = (state.it[:1] >= data.burn_in).astype(dtype)
     phi_sum = state.phi_sum
     if not fixed_phi:
@@ -478,7 +603,8 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
 # ---------------------------------------------------------------------------
 
 # Generator calls a shard makes per sweep (the z-draw, the theta draw) and at the start (the random topics,
-# theta): each shard takes a block of this many call offsets of its own (see make_sharded_step).
+# theta). Placed shards (see init_sharded) make them at the offsets one device makes them at; others take a
+# block of this many call offsets each (see _local_rngs).
 _LOCAL_CALLS = 2
 
 
@@ -533,8 +659,10 @@ def _bounds_from_counts(per_doc, world: int) -> np.ndarray:
 def shard_corpus(rows, cols, n_docs: int, shards: Shards):
     """``(bounds, parts)``: :func:`document_bounds`, and this process's parts of the corpus.
 
-    ``parts[i]`` is ``(rows - bounds[r], cols, n_docs_r)`` of local shard ``i`` (global rank ``r``), on
-    its device: the tokens of its documents, rows counted from its first document. ``rows`` and ``cols``
+    ``parts[i]`` is the :class:`CorpusPart` ``(rows - bounds[r], cols, n_docs_r, bounds[r], corpus)`` of
+    local shard ``i`` (global rank ``r``), on its device: the tokens of its documents, rows counted from
+    its first document, and the whole corpus sorted by document (not copied), from which
+    :func:`init_sharded` places the shard's tokens in one device's token stream. ``rows`` and ``cols``
     may be NumPy or CuPy arrays (then the parts are cut on their device and copied to the shards').
     """
     xp = _backend.get_array_module(rows)
@@ -548,7 +676,9 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
     if rows.size > 1 and bool((rows[1:] < rows[:-1]).any()):
         order = xp.argsort(rows)      # the order within a document does not matter: init re-orders the tokens
         rows, cols = rows[order], cols[order]
-    tok = np.concatenate([[0], np.cumsum(per_doc)])[bounds]
+    starts = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
+    tok = starts[bounds]
+    corpus = (rows, cols, starts)
     parts = []
     for i, r in enumerate(shards.ranks):
         a, b = int(tok[r]), int(tok[r + 1])
@@ -559,16 +689,23 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
                 pr = shards.xp.array(rows[a:b], copy=True)
                 pr -= int(bounds[r])
                 pc = shards.xp.array(cols[a:b], copy=True)
-            parts.append((pr, pc, int(bounds[r + 1] - bounds[r])))
+            parts.append(CorpusPart(pr, pc, int(bounds[r + 1] - bounds[r]), int(bounds[r]), corpus))
     return bounds, parts
 
 
-def _local_rngs(rng, shards: Shards) -> list:
-    """One generator per local shard: rank ``r`` starts at the ``r``-th block of ``_LOCAL_CALLS`` offsets.
+def _local_rngs(rng, shards: Shards, placed: bool = False) -> list:
+    """One generator per local shard.
 
-    ``rng`` moves past all ``world`` blocks, so the draws that follow (phi) take the same offset in every
-    process. With one shard the block is the offsets one device's sweep uses.
+    ``placed`` (every shard's data has a :class:`ShardPlace`): each starts where ``rng`` is, as one device's
+    draws do, and ``rng`` moves past the ``_LOCAL_CALLS`` calls. Otherwise rank ``r`` starts at the
+    ``r``-th block of ``_LOCAL_CALLS`` offsets, and ``rng`` moves past all ``world`` blocks. Either way the
+    draws that follow (phi) take the same offset in every process, and with one shard the offsets are those
+    of one device's sweep.
     """
+    if placed:
+        out = [copy.copy(rng) for _ in shards.ranks]
+        rng.advance(_LOCAL_CALLS)
+        return out
     base = copy.copy(rng)
     rng.advance(_LOCAL_CALLS * shards.world)
     out = []
@@ -583,6 +720,48 @@ def _used_block(g, start: int) -> None:
     if g.offset - start > _LOCAL_CALLS:
         raise RuntimeError(f"a shard's draws took {g.offset - start} generator calls, more than its block of "
                            f"{_LOCAL_CALLS}; raise _LOCAL_CALLS in gpumcmc/models/lda.py.")
+
+
+def _cache_bytes(xp, cache_bytes):
+    """``cache_bytes`` as :func:`gpumcmc.token_order` resolves it on the current device of ``xp``."""
+    if cache_bytes is not None:
+        return int(cache_bytes)
+    return 32 << 20 if xp is np else int(xp.cuda.Device().attributes["L2CacheSize"])
+
+
+def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
+    """Where ``part``'s tokens lie in one device's token stream (:func:`gpumcmc.token_order` of the whole
+    corpus: tiles of ``tile`` documents, by word then document inside each).
+
+    The shard's own stream is that order restricted to its documents. Tiles that lie inside its documents
+    are contiguous blocks of both; the first and last tiles may hold other shards' documents too, whose
+    tokens interleave with the shard's, and their global indices are found by ordering those tiles whole.
+    """
+    R, W, starts = part.corpus
+    M = int(starts.size - 1)
+    b, e = int(part.first_doc), int(part.first_doc) + int(part.n_docs)
+    tile = max(1, int(cache_bytes) // 2 // (int(K) * np.dtype(dtype).itemsize))    # as token_order
+    first, last = b // tile, (e - 1) // tile
+    head = first * tile < b
+    tail = min((last + 1) * tile, M) > e
+    if head and tail and first == last:
+        tail = False                      # one tile holds the whole shard: all of it is the head
+    none = np.zeros(0, np.int64)
+    hi = _tile_tokens(R, W, starts, first * tile, min((first + 1) * tile, M), b, e) if head else none
+    ti = _tile_tokens(R, W, starts, last * tile, min((last + 1) * tile, M), b, e) if tail else none
+    inner = min((first + 1) * tile, M) if head else b      # the first document after the head
+    return ShardPlace(int(starts[-1]), M, b, int(starts[inner]) - hi.size, xp.asarray(np.concatenate([hi, ti])),
+                      int(hi.size), int(ti.size))
+
+
+def _tile_tokens(R, W, starts, lo: int, hi: int, b: int, e: int):
+    """Global stream indices, in stream order, of the tokens of documents ``[b, e)`` in the tile of documents
+    ``[lo, hi)``: the tile's tokens sorted by word then document, after the ``starts[lo]`` tokens before it."""
+    a, z = int(starts[lo]), int(starts[hi])
+    r = np.asarray(_backend.to_host(R[a:z]), dtype=np.int64)
+    w = np.asarray(_backend.to_host(W[a:z]), dtype=np.int64)
+    r = r[np.lexsort((r, w))]
+    return a + np.flatnonzero((r >= b) & (r < e)).astype(np.int64)
 
 
 def _device_owners(shards: Shards) -> list[int]:
@@ -622,26 +801,45 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
                  sparse: bool | None = None, cache_bytes: int | None = None):
     """``(datas, state)``: :func:`init` with the documents split over ``shards``.
 
-    ``parts`` come from :func:`shard_corpus`. Each shard orders its own tokens and draws their random
-    topics and its theta from its block of generator calls; the word counts are all-reduced and phi is
-    drawn from them with one key on every device.
+    ``parts`` come from :func:`shard_corpus`. Each shard orders its own tokens as they lie in one
+    device's token stream (:func:`gpumcmc.token_order` of the whole corpus) and draws their random topics
+    and its theta; the word counts are all-reduced and phi is drawn from them with one key on every
+    device.
+
+    Where the z-draw is the fused kernel (``fused=True``: the default from ``FUSED_MIN_K`` topics with
+    small priors; on NumPy its twin) and the parts hold the whole corpus' layout (:class:`CorpusPart`),
+    each shard is placed (:class:`ShardPlace`): its draws take the generator offsets and Philox counters
+    that one device gives its tokens and documents, so every draw equals one device's, bit for bit, for
+    any number of shards. Otherwise (``fused=False``, whose GPU z-draw, ``categorical_products``, keys
+    tokens by their index in the launch and takes no base) each shard draws from a block of generator
+    calls of its own: another, equally valid realisation of the chain, the same on NumPy and on GPUs.
     """
     dtype = np.dtype(dtype)
     K = int(n_components)
+    xp = shards.xp
     datas, thetas, nwks = [], [], []
-    gens = _local_rngs(rng, shards)
-    for i, (rows, cols, m) in enumerate(parts):
+    for i, part in enumerate(parts):
+        rows, cols, m = part[:3]
+        first = int(getattr(part, "first_doc", 0) or 0)
         with shards.on(i):
+            cb = _cache_bytes(xp, cache_bytes)
             data, C = _prepare(rows, cols, m, n_words, K, alpha, beta, dtype, burn_in, True, n_chains, fused,
-                               sparse, cache_bytes)
+                               sparse, cb, first_doc=first)
+            if getattr(part, "corpus", None) is not None and _fused_kernel(data, K, dtype):
+                data = data._replace(place=_place(part, K, dtype, cb, xp))
+            datas.append(data)
+    placed = all(d.place is not None for d in datas)
+    if not placed:
+        datas = [d._replace(place=None) for d in datas]
+    gens = _local_rngs(rng, shards, placed)
+    for i, data in enumerate(datas):
+        with shards.on(i):
             start = gens[i].offset
             theta, nwk = _start_local(gens[i], data, C, K, dtype)
             _used_block(gens[i], start)
-            datas.append(data)
             thetas.append(theta)
-            nwks.append(shards.xp.ascontiguousarray(nwk))
+            nwks.append(xp.ascontiguousarray(nwk))
     shards.allreduce(nwks)
-    xp = shards.xp
     owners = _device_owners(shards)
     zeros, keeps = [], []       # the running sums' start, and keep = 0 (none kept yet)
     for i, j in enumerate(owners):
@@ -660,7 +858,8 @@ def make_sharded_step(datas, shards: Shards):
     """``step(rng, state) -> (state, info)``: one sweep of every chain with the documents split over ``shards``.
 
     Each shard draws the topics of its tokens and counts them (the fused kernel, as :func:`step`), then
-    its documents' theta, from its own block of generator calls; the word-topic counts n_wk, (V C, K)
+    its documents' theta: placed shards (see :func:`init_sharded`) with one device's offsets and counters,
+    others from a block of generator calls of their own; the word-topic counts n_wk, (V C, K)
     int32, are summed over every shard (one all-reduce, NCCL between GPUs); phi is drawn from the sums with
     one key on every device, so all shards hold the same phi. The counts are integers, so the sums are
     exact and phi is the same whatever the number of shards, given the counts. The sweep is not captured
@@ -680,8 +879,10 @@ def make_sharded_step(datas, shards: Shards):
             made[key] = out
         return made[key]
 
+    placed = all(d.place is not None for d in datas)
+
     def sweep(rng, state: LDAShardedState):
-        gens = _local_rngs(rng, shards)
+        gens = _local_rngs(rng, shards, placed)
         thetas, nwks = [], []
         data0 = datas[0]
         keeps = keeps_for(state.it, data0.burn_in, state.theta[0].dtype)
@@ -693,7 +894,7 @@ def make_sharded_step(datas, shards: Shards):
                     C, M, K = (int(x) for x in th.shape)
                     start = gens[i].offset
                     ndk, nwk = zdraw_counts(gens[i], th, state.phi[i], data)
-                    theta = gens[i].dirichlet(xp.add(ndk, dt.type(data.alpha), dtype=dt), dtype=dt).reshape(C, M, K)
+                    theta = _theta_draw(gens[i], xp.add(ndk, dt.type(data.alpha), dtype=dt), data, C).reshape(C, M, K)
                     _used_block(gens[i], start)
                     thetas.append(theta)
                     nwks.append(xp.ascontiguousarray(nwk))
@@ -779,15 +980,20 @@ class LDA(Estimator):
     NCCL between GPUs) and phi is drawn from the sums with the same key on
     every device (:func:`make_sharded_step`). The sharded sweep runs
     eagerly, never from a CUDA graph, and does not checkpoint.
-    With one shard the draws are those of ``devices=None``. With several,
-    each shard's z and theta draws take Philox counters of their own (a
-    block of generator calls per shard), so the chain is another, equally
-    valid realisation, the same on NumPy and on GPUs for a seed and a number
-    of shards: the GPU kernels of the z-draw and of the Dirichlet key each
-    element by its index in the launch, with no base index, so a shard cannot
-    take the counters that one device gives its tokens. ``doc_topic_`` holds
-    this process's documents (all of them, but in a Dask task); ``n_shards_``
-    and ``doc_bounds_`` record the split.
+    Where the z-draw is the fused kernel (the default from ``FUSED_MIN_K``
+    topics with priors small enough that theta is mostly zero, as at
+    ``1 / n_components``), the draws are those of ``devices=None`` for any
+    number of shards, bit for bit: every shard draws its tokens and
+    documents with the Philox counters and generator offsets that one device
+    gives them (see :func:`init_sharded`). Below that (the two-kernel
+    z-draw, whose ``categorical_products`` takes no counter base) one shard
+    gives the draws of ``devices=None``, and several give another, equally
+    valid realisation of the chain (a block of generator calls per shard),
+    the same on NumPy and on GPUs for a seed and a number of shards. The
+    log-likelihood trace is a sum over shards, equal to one device's but for
+    the rounding of that sum. ``doc_topic_`` holds this process's documents
+    (all of them, but in a Dask task); ``n_shards_`` and ``doc_bounds_``
+    record the split.
 
     Examples
     --------

@@ -535,10 +535,12 @@ _LSE_COLUMNS = 32
 _LSE_CHUNK = 1 << 16
 
 
-def dirichlet_numpy(alpha, key, offset, *, log=False):
+def dirichlet_numpy(alpha, key, offset, *, log=False, start_row=0):
     """NumPy twin of ``dirichlet_cupy`` (log-gammas, then each row normalised by
-    its log-sum-exp): ``alpha`` (n_rows, K) contiguous -> draws (n_rows, K)."""
-    lg, _ = gamma_numpy(alpha.reshape(-1), key, offset, log=True)
+    its log-sum-exp): ``alpha`` (n_rows, K) contiguous -> draws (n_rows, K).
+    Row ``r`` draws as row ``start_row + r`` of a larger batch does (gamma
+    elements ``(start_row + r) K + k``)."""
+    lg, _ = gamma_numpy(alpha.reshape(-1), key, offset, log=True, start=int(start_row) * alpha.shape[-1])
     return _lse_rows(lg.reshape(alpha.shape), log)
 
 
@@ -743,18 +745,31 @@ def _row_lanes(K: int) -> int:
     return g
 
 
-def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, describe=None):
+def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, describe=None, start_row=0):
     """Dirichlet rows of a contiguous (n_rows, K) CuPy ``alpha``: log-gammas
     normalised by their row's log-sum-exp, by ``dirichlet_draw`` (a warp per
     chunk of rows, one launch) or, as :func:`_dirichlet_plan` chooses, by
     ``gamma_draw`` and ``lse_rows``; both give the same values.
     ``rows_per_chunk`` forces the first with that many rows per chunk (0
-    forces the second). ``describe``: see :func:`_launch_gamma`."""
+    forces the second). ``describe``: see :func:`_launch_gamma`.
+
+    ``start_row``: row ``r`` draws as row ``start_row + r`` of a larger batch
+    does (the NumPy twin takes the same argument); such a call always takes
+    ``dirichlet_draw``, from row ``start_row`` (with one throw-away row in
+    front where ``start_row K`` is odd, so that its pairs of gamma elements
+    are those of the whole batch)."""
     n_rows, K = alpha.shape
     if rows_per_chunk is not None and (rows_per_chunk < 0 or rows_per_chunk & K & 1):
         raise ValueError(f"rows_per_chunk must be >= 0, and even for odd K; got {rows_per_chunk} for K = {K}.")
     import cupy
 
+    start_row = int(start_row)
+    if start_row and (start_row * K) & 1:
+        pad = cupy.ones((n_rows + 1, K), dtype=alpha.dtype)
+        pad[1:] = alpha
+        return dirichlet_cupy(pad, key, offset, log=log, rows_per_chunk=rows_per_chunk,
+                              describe=None if describe is None else _Shifted(describe, K),
+                              start_row=start_row - 1)[1:]
     out = cupy.empty((n_rows * K,), dtype=alpha.dtype)
     if out.size == 0:
         return out.reshape(n_rows, K)
@@ -763,14 +778,19 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     blocks = _loader.resident_blocks(fn, _BLOCK)
     if rows_per_chunk is None:
         R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), alpha.dtype)
+        if start_row and not R:  # the pair of kernels takes no start row: one kernel, the same values
+            R = max(1, min(_DIRICHLET_CHUNK // K, n_rows))
+            R += R & K & 1
     else:  # at most one chunk of all the rows (rounded up to even for odd K)
         R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
     if R:
-        word, tag = _v.fused(describe)
+        word, tag = _v.fused(describe if not start_row or describe is None else _Shifted(describe, start_row * K))
+        shift = start_row * K * alpha.dtype.itemsize   # the kernel indexes rows from 0, and starts at start_row
         _loader.launch_packed(fn, FILE, "dirichlet_draw", _CTYPE[np.dtype(alpha.dtype)], -(-n_rows // R) * 32,
-                              (alpha, out, _loader.i64(n_rows), _loader.i32(K), _loader.i64(R), _loader.i32(g),
-                               *_loader.philox_dev_args(key, offset), _loader.i32(1 if log else 0),
-                               _loader.u64(word), _loader.u64(tag)),
+                              (np.uint64(alpha.data.ptr - shift), np.uint64(out.data.ptr - shift),
+                               _loader.i64(start_row + n_rows), _loader.i64(start_row), _loader.i32(K),
+                               _loader.i64(R), _loader.i32(g), *_loader.philox_dev_args(key, offset),
+                               _loader.i32(1 if log else 0), _loader.u64(word), _loader.u64(tag)),
                               block=_BLOCK, blocks_per_sm=blocks)
         return out.reshape(n_rows, K)
     _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
@@ -778,6 +798,18 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
                    (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
                    block=_BLOCK)
     return out.reshape(n_rows, K)
+
+
+class _Shifted:
+    """A status message maker whose flat indices are counted from ``shift`` elements later."""
+
+    __slots__ = ("describe", "shift")
+
+    def __init__(self, describe, shift: int):
+        self.describe, self.shift = describe, shift
+
+    def __call__(self, code: int, index: int) -> str:
+        return self.describe(code, index - self.shift)
 
 
 # ---------------------------------------------------------------------------

@@ -761,6 +761,160 @@ __device__ int glm_shrink_points(T a, T b, T x0, int s, int n_max, int max_shrin
     return n;
 }
 
+// The first pass's bracket (L0, R0) and stepping-out budgets (J on the left, Jr on the right) of (chain,
+// group) cg, from the uniforms ua (2 K, C, G), as the twin forms them.
+template <typename T>
+__device__ __forceinline__ void glm_first_bracket(const T* __restrict__ ua, int k, long long CG, long long cg, T x0,
+                                                  T w, int max_out, T& L0, T& R0, int& J, int& Jr) {
+    L0 = glm_sub(x0, glm_mul(w, ua[(long long)(2 * k) * CG + cg]));
+    R0 = glm_add(L0, w);
+    J = (int)floor((double)glm_mul((T)max_out, ua[(long long)(2 * k + 1) * CG + cg]));
+    Jr = (max_out - 1) - J;
+}
+
+// A pass's candidates pts[0 .. np) and their offsets pd = pts - x0, formed by one thread; returns np. The
+// first pass: x0, the J + Jr stepping-out points, then the first d1 shrinkage proposals on (L0, R0); a later
+// pass: the next GLM_PMAX proposals from the stored bracket (stL, stR) and count s0. usv: the pass's uniforms.
+template <typename T>
+__device__ __forceinline__ int glm_pass_points(int first, T x0, T w, T L0, T R0, int J, int Jr, int max_out, int d1,
+                                               int max_shrink, const T* __restrict__ stL, const T* __restrict__ stR,
+                                               long long cg, int s0, const T* usv, T* pts, T* pd) {
+    int np;
+    if (first) {
+        pts[0] = x0;
+        T L = L0, R = R0;
+        for (int j = 0; j < J; ++j) { pts[1 + j] = L; L = glm_sub(L, w); }
+        for (int j = 0; j < Jr; ++j) { pts[1 + J + j] = R; R = glm_add(R, w); }
+        np = max_out + glm_shrink_points<T>(L0, R0, x0, 0, d1, max_shrink, usv, 1, pts + max_out);
+    } else {
+        np = glm_shrink_points<T>(stL[cg], stR[cg], x0, s0, GLM_PMAX, max_shrink, usv, 1, pts);
+    }
+    for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
+    return np;
+}
+
+// Rows of (chain, group) cg split over nch > 1 chunks: this block's sums tot[0 .. np) go to part, and the last
+// block of cg to finish (an atomic counter, reset by that block) adds every chunk's sums into tot, in chunk
+// order (a fixed order for a fixed block size). Returns false in the other blocks, which are then done.
+__device__ __forceinline__ bool glm_chunk_total(double* __restrict__ part, int* __restrict__ counter, long long cg,
+                                                int c, int ch, int cf, int nch, int n_chunks, int np,
+                                                double (*wsum)[GLM_PMAX], double* tot, int* s_last) {
+    double* mine = part + ((long long)c * n_chunks + ch) * GLM_PMAX;
+    if (threadIdx.x < np) mine[threadIdx.x] = tot[threadIdx.x];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int done_before = atomicAdd(counter + cg, 1);
+        *s_last = done_before == nch - 1;
+        if (*s_last) counter[cg] = 0;  // ready for the next pass
+    }
+    __syncthreads();
+    if (!*s_last) return false;
+    __threadfence();
+    // The chunks' sums, thread t taking candidate t % GLM_PMAX of chunks t / GLM_PMAX, t / GLM_PMAX + q,
+    // ... (q = blockDim.x / GLM_PMAX), then those q partials in order: a fixed order for a fixed block.
+    const int q = blockDim.x / GLM_PMAX, p = threadIdx.x % GLM_PMAX, r = threadIdx.x / GLM_PMAX;
+    double* ws = &wsum[0][0];  // GLM_WS_ROWS >= q rows
+    if (r < q) {
+        double t = 0.0;
+        if (p < np) {
+            const double* pc = part + ((long long)c * n_chunks + cf) * GLM_PMAX + p;
+            for (int j = r; j < nch; j += q) t += __ldcg(pc + (long long)j * GLM_PMAX);
+        }
+        ws[r * GLM_PMAX + p] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x < np) {
+        double t = 0.0;
+        for (int j = 0; j < q; ++j) t += ws[j * GLM_PMAX + threadIdx.x];
+        tot[threadIdx.x] = t;
+    }
+    __syncthreads();
+    return true;
+}
+
+// The prior's cross term sum_{j != k} (beta_j - mu_j) prec[k, j] of (chain c, group cg), summed by warp 0
+// (its lanes return it; other threads return 0).
+template <typename T>
+__device__ __forceinline__ double glm_prior_cross(const T* __restrict__ beta, const T* __restrict__ mu,
+                                                  const T* __restrict__ prec, long long cg, int c, int K, int k) {
+    double cc = 0.0;
+    if (threadIdx.x < 32) {
+        for (int j = threadIdx.x; j < K; j += 32)
+            if (j != k) cc += ((double)beta[cg * K + j] - (double)mu[(long long)c * K + j]) *
+                              (double)prec[((long long)c * K + k) * K + j];
+        cc = gpumcmc::warp_sum(cc);
+    }
+    return cc;
+}
+
+// One round of Neal's decisions for (chain, group) cg, by one thread, over the candidates pts[0 .. np) whose
+// log-likelihood sums over the rows are tot[0 .. np); the prior adds -P (x - m)^2 / 2 - (x - m) cc. The
+// first round sets the slice level logy (from the exponential eav), moves the bracket (a, b) by the
+// stepping-out points in the slice and, when neither side moved, takes the shrinkage proposals; a later
+// round starts (entry) from the stored state. Shrinkage that has neither accepted nor used max_shrink
+// proposals either stores its state for the next pass (returns 0) or, with `alone`, forms its next
+// GLM_PMAX proposals into pts and pd, their count in *np_next (returns 1). Otherwise beta, the step dpend,
+// the tuned width (warm-up) and the fallback count are written and stDone set.
+template <typename T>
+__device__ __forceinline__ int glm_decide(int first, bool entry, bool alone, const T* pts, T* pd,
+                                          const double* tot, int np, T x0, T w, int J, int Jr, double eav, double P,
+                                          double m, double cc, int max_out, int max_shrink, double& logy, T& a,
+                                          T& b, T& xn, int& s, bool& done, T* __restrict__ beta,
+                                          T* __restrict__ width, const long long* __restrict__ iters,
+                                          long long n_warmup, int c, long long cg, long long CG, int K, int k,
+                                          const T* __restrict__ us, T* __restrict__ stL, T* __restrict__ stR,
+                                          double* __restrict__ stLogy, int* __restrict__ stS,
+                                          int* __restrict__ stDone, T* __restrict__ dpend, int* __restrict__ fb,
+                                          T* pts_next, int* np_next) {
+    auto fval = [&](int p) {
+        const double z = (double)pts[p] - m;
+        return tot[p] - 0.5 * P * z * z - z * cc;
+    };
+    int off = 0, nshr = np;
+    if (first) {
+        logy = fval(0) - eav;
+        int nl = 0, nr = 0;
+        for (int j = 0; j < J; ++j) { if (fval(1 + j) > logy) { a = glm_sub(a, w); ++nl; } else break; }
+        for (int j = 0; j < Jr; ++j) { if (fval(1 + J + j) > logy) { b = glm_add(b, w); ++nr; } else break; }
+        off = max_out;
+        nshr = (nl == 0 && nr == 0) ? np - max_out : 0;  // proposals on (L0, R0) apply only then
+    } else if (entry) {  // a later pass, on entry: the stored state
+        a = stL[cg]; b = stR[cg]; s = stS[cg]; logy = stLogy[cg];
+    }
+    for (int j = 0; j < nshr; ++j) {
+        const T x = pts[off + j];
+        ++s;
+        if (fval(off + j) > logy) { xn = x; done = true; break; }
+        if (x < x0) a = x;
+        else b = x;
+    }
+    int more = 0;
+    if (!done && s < max_shrink) {
+        if (!alone) {  // left to the next pass
+            stL[cg] = a; stR[cg] = b; stS[cg] = s; stLogy[cg] = logy; stDone[cg] = 0;
+        } else {       // rare: this block goes on alone over the group's rows
+            const int n = glm_shrink_points<T>(a, b, x0, s, GLM_PMAX, max_shrink, us + (long long)s * CG + cg, CG,
+                                               pts_next);
+            for (int p = 0; p < n; ++p) pd[p] = glm_sub(pts_next[p], x0);
+            *np_next = n;
+            more = 1;
+        }
+    } else {
+        beta[cg * K + k] = xn;
+        const T delta = glm_sub(xn, x0);
+        dpend[cg] = delta;
+        if (iters[c] < n_warmup) {
+            const T ad = delta < T(0) ? -delta : delta;
+            width[cg * K + k] = glm_add(glm_mul((T)0.9, w),
+                                        glm_mul((T)0.1, glm_add(glm_mul((T)3.0, ad), glm_mul((T)1e-3, w))));
+        }
+        if (!done) fb[cg] += 1;
+        stDone[cg] = 1;
+    }
+    return more;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(256, 2)
 glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict__ eta, T* __restrict__ beta,
@@ -804,125 +958,30 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
     // First pass: the stepping-out points and bracket, as every block of this (chain, group) forms them.
     T L0 = x0, R0 = x0;
     int J = 0, Jr = 0;
-    if (first) {
-        L0 = glm_sub(x0, glm_mul(w, ua[(long long)(2 * k) * CG + cg]));
-        R0 = glm_add(L0, w);
-        J = (int)floor((double)glm_mul((T)max_out, ua[(long long)(2 * k + 1) * CG + cg]));
-        Jr = (max_out - 1) - J;
-    }
-    if (threadIdx.x == 0) {
-        int np;
-        if (first) {
-            pts[0] = x0;
-            T L = L0, R = R0;
-            for (int j = 0; j < J; ++j) { pts[1 + j] = L; L = glm_sub(L, w); }
-            for (int j = 0; j < Jr; ++j) { pts[1 + J + j] = R; R = glm_add(R, w); }
-            np = max_out + glm_shrink_points<T>(L0, R0, x0, 0, d1, max_shrink, usv, 1, pts + max_out);
-        } else {
-            np = glm_shrink_points<T>(stL[cg], stR[cg], x0, s0, GLM_PMAX, max_shrink, usv, 1, pts);
-        }
-        for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
-        s_np = np;
-    }
+    if (first) glm_first_bracket<T>(ua, k, CG, cg, x0, w, max_out, L0, R0, J, Jr);
+    if (threadIdx.x == 0)
+        s_np = glm_pass_points<T>(first, x0, w, L0, R0, J, Jr, max_out, d1, max_shrink, stL, stR, cg, s0, usv, pts,
+                                  pd);
     __syncthreads();
     int np = s_np;
     const T* xprev = (first && kprev >= 0) ? Xt + (long long)kprev * N : nullptr;
     const T dprev = xprev ? dpend[cg] : T(0);
     glm_slice_eval<T>(xk, y, eta_c, xprev, dprev, r0, r1, pd, np, family, sigma, wsum, tot);
     if (nch > 1) {
-        double* mine = part + ((long long)c * n_chunks + ch) * GLM_PMAX;
-        if (threadIdx.x < np) mine[threadIdx.x] = tot[threadIdx.x];
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            const int done_before = atomicAdd(counter + cg, 1);
-            s_last = done_before == nch - 1;
-            if (s_last) counter[cg] = 0;  // ready for the next pass
-        }
-        __syncthreads();
-        if (!s_last) return;
-        __threadfence();
-        // The chunks' sums, thread t taking candidate t % GLM_PMAX of chunks t / GLM_PMAX, t / GLM_PMAX + q,
-        // ... (q = blockDim.x / GLM_PMAX), then those q partials in order: a fixed order for a fixed block.
-        const int q = blockDim.x / GLM_PMAX, p = threadIdx.x % GLM_PMAX, r = threadIdx.x / GLM_PMAX;
-        double* ws = &wsum[0][0];  // GLM_WS_ROWS >= q rows
-        if (r < q) {
-            double t = 0.0;
-            if (p < np) {
-                const double* pc = part + ((long long)c * n_chunks + cf) * GLM_PMAX + p;
-                for (int j = r; j < nch; j += q) t += __ldcg(pc + (long long)j * GLM_PMAX);
-            }
-            ws[r * GLM_PMAX + p] = t;
-        }
-        __syncthreads();
-        if (threadIdx.x < np) {
-            double t = 0.0;
-            for (int j = 0; j < q; ++j) t += ws[j * GLM_PMAX + threadIdx.x];
-            tot[threadIdx.x] = t;
-        }
-        __syncthreads();
+        if (!glm_chunk_total(part, counter, cg, c, ch, cf, nch, n_chunks, np, wsum, tot, &s_last)) return;
     }
     // The deciding block: the prior's cross term by warp 0, then thread 0 follows Neal's procedure over
     // the evaluated candidates.
-    double cc = 0.0;
-    if (threadIdx.x < 32) {
-        for (int j = threadIdx.x; j < K; j += 32)
-            if (j != k) cc += ((double)beta[cg * K + j] - (double)mu[(long long)c * K + j]) *
-                              (double)prec[((long long)c * K + k) * K + j];
-        cc = gpumcmc::warp_sum(cc);
-    }
+    const double cc = glm_prior_cross<T>(beta, mu, prec, cg, c, K, k);
     double logy = 0.0;
     T a = L0, b = R0, xn = x0;
     int s = 0;
     bool done = false, entry = true;
     for (;;) {
         if (threadIdx.x == 0) {
-            auto fval = [&](int p) {
-                const double z = (double)pts[p] - m;
-                return tot[p] - 0.5 * P * z * z - z * cc;
-            };
-            int off = 0, nshr = np;
-            if (first) {
-                logy = fval(0) - eav;
-                int nl = 0, nr = 0;
-                for (int j = 0; j < J; ++j) { if (fval(1 + j) > logy) { a = glm_sub(a, w); ++nl; } else break; }
-                for (int j = 0; j < Jr; ++j) { if (fval(1 + J + j) > logy) { b = glm_add(b, w); ++nr; } else break; }
-                off = max_out;
-                nshr = (nl == 0 && nr == 0) ? np - max_out : 0;  // proposals on (L0, R0) apply only then
-            } else if (entry) {  // the second pass, on entry: the stored state
-                a = stL[cg]; b = stR[cg]; s = stS[cg]; logy = stLogy[cg];
-            }
-            for (int j = 0; j < nshr; ++j) {
-                const T x = pts[off + j];
-                ++s;
-                if (fval(off + j) > logy) { xn = x; done = true; break; }
-                if (x < x0) a = x;
-                else b = x;
-            }
-            int more = 0;
-            if (!done && s < max_shrink) {
-                if (first) {  // left to the second pass
-                    stL[cg] = a; stR[cg] = b; stS[cg] = s; stLogy[cg] = logy; stDone[cg] = 0;
-                } else {      // rare: this block goes on alone over the group's rows
-                    np = glm_shrink_points<T>(a, b, x0, s, GLM_PMAX, max_shrink, us + (long long)s * CG + cg, CG,
-                                              pts);
-                    for (int p = 0; p < np; ++p) pd[p] = glm_sub(pts[p], x0);
-                    s_np = np;
-                    more = 1;
-                }
-            } else {
-                beta[cg * K + k] = xn;
-                const T delta = glm_sub(xn, x0);
-                dpend[cg] = delta;
-                if (iters[c] < n_warmup) {
-                    const T ad = delta < T(0) ? -delta : delta;
-                    width[cg * K + k] = glm_add(glm_mul((T)0.9, w),
-                                                glm_mul((T)0.1, glm_add(glm_mul((T)3.0, ad), glm_mul((T)1e-3, w))));
-                }
-                if (!done) fb[cg] += 1;
-                stDone[cg] = 1;
-            }
-            s_more = more;
+            s_more = glm_decide<T>(first, entry, !first, pts, pd, tot, np, x0, w, J, Jr, eav, P, m, cc, max_out,
+                                   max_shrink, logy, a, b, xn, s, done, beta, width, iters, n_warmup, c, cg, CG, K,
+                                   k, us, stL, stR, stLogy, stS, stDone, dpend, fb, pts, &s_np);
             first = 0;
             entry = false;
         }
@@ -941,6 +1000,132 @@ glm_slice_pass(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict_
         T*, int*, long long, long long, int, int, int, int, int, int, int, int, int, int, long long, int, double);
 GLM_PASS_INST(float)
 GLM_PASS_INST(double)
+#endif
+
+// ---------------------------------------------------------------------------
+// The rows split over devices (gpumcmc.models.glm.make_sharded_step): glm_slice_pass with its decision
+// taken out into a launch of its own, so that the candidates' sums over the rows can be all-reduced
+// between the two. Per coordinate and pass, on every device: glm_slice_shard_eval (each of the device's
+// shards evaluates the pass's candidates over its rows, as glm_slice_pass does, and the last block of a
+// (chain, group) writes the sums over its chunks to sums (C, G, GLM_PMAX), zeros past the candidates),
+// the all-reduce of sums, then glm_slice_decide (Neal's decisions from the summed candidates, a block
+// per (chain, group)). Every device holds the same state (beta, width, the pass state) and decides from
+// the same sums, so all take the same decisions with no broadcast and no host synchronisation. The
+// deciding block never goes on alone (it holds none of the other devices' rows): shrinkage still open
+// after a pass is left to the next, and the caller launches enough passes for max_shrink proposals
+// (1 + ceil(max_shrink / GLM_PMAX); a pass whose (chain, group)s are all settled returns at once).
+
+template <typename T>
+__global__ void __launch_bounds__(256, 2)
+glm_slice_shard_eval(const T* __restrict__ Xt, const T* __restrict__ y, T* __restrict__ eta,
+                     const T* __restrict__ beta, const T* __restrict__ width, const T* __restrict__ ua,
+                     const T* __restrict__ usa, const long long* __restrict__ starts,
+                     const long long* __restrict__ ends, const int* __restrict__ chunk_group,
+                     const int* __restrict__ chunk_first, double* __restrict__ part, int* __restrict__ counter,
+                     const T* __restrict__ stL, const T* __restrict__ stR, const int* __restrict__ stS,
+                     const int* __restrict__ stDone, const T* __restrict__ dpend, double* __restrict__ sums,
+                     long long N, long long chunk_rows, int n_chunks, int G, int C, int K, int k, int kprev,
+                     int first, int max_out, int max_shrink, int d1, int family, double sigma) {
+    __shared__ T pts[GLM_PMAX];
+    __shared__ T pd[GLM_PMAX];
+    __shared__ double wsum[GLM_WS_ROWS][GLM_PMAX];
+    __shared__ double tot[GLM_PMAX];
+    __shared__ T usv[GLM_PMAX];
+    __shared__ int s_np, s_last;
+    const int c = blockIdx.x / n_chunks, ch = blockIdx.x - c * n_chunks;
+    if (c >= C) return;
+    const int g = chunk_group[ch];
+    const long long cg = (long long)c * G + g, CG = (long long)C * G;
+    const int cf = chunk_first[g], nch = chunk_first[g + 1] - cf;
+    if (!first && stDone[cg]) {  // settled by an earlier pass: zeros for the all-reduce
+        if (ch == cf && threadIdx.x < GLM_PMAX) sums[cg * GLM_PMAX + threadIdx.x] = 0.0;
+        return;
+    }
+    const long long gs = starts[g], ge = ends[g];
+    const long long r0 = min(ge, gs + (long long)(ch - cf) * chunk_rows), r1 = min(ge, r0 + chunk_rows);
+    T* eta_c = eta + (long long)c * N;
+    const T* xk = Xt + (long long)k * N;
+    const T x0 = beta[cg * K + k], w = width[cg * K + k];
+    const T* us = usa + (long long)k * max_shrink * CG;
+    const int s0 = first ? 0 : stS[cg];
+    const int n_u = first ? d1 : GLM_PMAX;
+    if (threadIdx.x < n_u && s0 + (int)threadIdx.x < max_shrink)
+        usv[threadIdx.x] = us[(long long)(s0 + threadIdx.x) * CG + cg];
+    __syncthreads();
+    T L0 = x0, R0 = x0;
+    int J = 0, Jr = 0;
+    if (first) glm_first_bracket<T>(ua, k, CG, cg, x0, w, max_out, L0, R0, J, Jr);
+    if (threadIdx.x == 0)
+        s_np = glm_pass_points<T>(first, x0, w, L0, R0, J, Jr, max_out, d1, max_shrink, stL, stR, cg, s0, usv, pts,
+                                  pd);
+    __syncthreads();
+    const int np = s_np;
+    const T* xprev = (first && kprev >= 0) ? Xt + (long long)kprev * N : nullptr;
+    const T dprev = xprev ? dpend[cg] : T(0);
+    glm_slice_eval<T>(xk, y, eta_c, xprev, dprev, r0, r1, pd, np, family, sigma, wsum, tot);
+    if (nch > 1) {
+        if (!glm_chunk_total(part, counter, cg, c, ch, cf, nch, n_chunks, np, wsum, tot, &s_last)) return;
+    }
+    if (threadIdx.x < GLM_PMAX) sums[cg * GLM_PMAX + threadIdx.x] = (int)threadIdx.x < np ? tot[threadIdx.x] : 0.0;
+}
+
+// Neal's decisions of one pass from the all-reduced sums (C, G, GLM_PMAX): a block of 32 threads per
+// (chain, group), the candidates formed again as glm_slice_shard_eval formed them.
+template <typename T>
+__global__ void __launch_bounds__(32)
+glm_slice_decide(T* __restrict__ beta, T* __restrict__ width, const T* __restrict__ mu,
+                 const T* __restrict__ prec, const T* __restrict__ ea, const T* __restrict__ ua,
+                 const T* __restrict__ usa, const long long* __restrict__ iters, const double* __restrict__ sums,
+                 T* __restrict__ stL, T* __restrict__ stR, double* __restrict__ stLogy, int* __restrict__ stS,
+                 int* __restrict__ stDone, T* __restrict__ dpend, int* __restrict__ fb, int G, int C, int K, int k,
+                 int first, int max_out, int max_shrink, int d1, long long n_warmup) {
+    __shared__ T pts[GLM_PMAX];
+    __shared__ T pd[GLM_PMAX];
+    __shared__ double tot[GLM_PMAX];
+    __shared__ T usv[GLM_PMAX];
+    const long long CG = (long long)C * G, cg = blockIdx.x;
+    if (cg >= CG) return;
+    if (!first && stDone[cg]) return;
+    const int c = (int)(cg / G);
+    const T x0 = beta[cg * K + k], w = width[cg * K + k];
+    const T* us = usa + (long long)k * max_shrink * CG;
+    const int s0 = first ? 0 : stS[cg];
+    const int n_u = first ? d1 : GLM_PMAX;
+    for (int t = threadIdx.x; t < GLM_PMAX; t += blockDim.x) {
+        if (t < n_u && s0 + t < max_shrink) usv[t] = us[(long long)(s0 + t) * CG + cg];
+        tot[t] = sums[cg * GLM_PMAX + t];
+    }
+    T L0 = x0, R0 = x0;
+    int J = 0, Jr = 0;
+    if (first) glm_first_bracket<T>(ua, k, CG, cg, x0, w, max_out, L0, R0, J, Jr);
+    const double cc = glm_prior_cross<T>(beta, mu, prec, cg, c, K, k);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int np = glm_pass_points<T>(first, x0, w, L0, R0, J, Jr, max_out, d1, max_shrink, stL, stR, cg, s0,
+                                          usv, pts, pd);
+        const double eav = first ? (double)ea[(long long)k * CG + cg] : 0.0;
+        const double P = (double)prec[((long long)c * K + k) * K + k], m = (double)mu[(long long)c * K + k];
+        double logy = 0.0;
+        T a = L0, b = R0, xn = x0;
+        int s = 0, np_next = 0;
+        bool done = false;
+        glm_decide<T>(first, true, false, pts, pd, tot, np, x0, w, J, Jr, eav, P, m, cc, max_out, max_shrink, logy,
+                      a, b, xn, s, done, beta, width, iters, n_warmup, c, cg, CG, K, k, us, stL, stR, stLogy, stS,
+                      stDone, dpend, fb, pts, &np_next);
+    }
+}
+
+#ifndef __CUDACC_RTC__
+#define GLM_SHARD_INST(T)                                                                                       \
+    template __global__ void glm_slice_shard_eval<T>(                                                           \
+        const T*, const T*, T*, const T*, const T*, const T*, const T*, const long long*, const long long*,     \
+        const int*, const int*, double*, int*, const T*, const T*, const int*, const int*, const T*, double*,   \
+        long long, long long, int, int, int, int, int, int, int, int, int, int, int, double);                   \
+    template __global__ void glm_slice_decide<T>(T*, T*, const T*, const T*, const T*, const T*, const T*,       \
+                                                 const long long*, const double*, T*, T*, double*, int*, int*,   \
+                                                 T*, int*, int, int, int, int, int, int, int, int, long long);
+GLM_SHARD_INST(float)
+GLM_SHARD_INST(double)
 #endif
 
 // ---------------------------------------------------------------------------

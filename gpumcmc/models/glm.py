@@ -41,9 +41,13 @@ which took as long as the GPU's own work; one graph launch per sweep leaves
 only the GPU's time, for the same draws bit for bit.
 
 ``BayesianGLM(devices=...)`` splits the rows over devices
-(:func:`make_sharded_step`): each keeps ``eta`` of its rows, and the slice
-sampler's candidate sums over rows are all-reduced, so every device takes the
-same decisions.
+(:func:`make_sharded_step`): each keeps ``eta`` of its rows and moves it by
+the differential update. On the GPU the decision of ``glm_slice_pass`` is a
+launch of its own: per coordinate and pass, every device evaluates the
+candidates over its rows, the candidates' sums (16 float64 values a chain)
+are all-reduced, and every device decides from the same sums in its own copy
+of the state, so all take the same decisions with no broadcast and no host
+synchronisation.
 
 >>> import numpy as np
 >>> from gpumcmc.models import BayesianGLM
@@ -68,7 +72,7 @@ from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
 
 __all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedSliceState", "SliceState", "allreduce_bytes",
-           "init", "init_sharded", "make_sharded_step", "step"]
+           "init", "init_sharded", "make_sharded_step", "shard_passes", "step"]
 
 
 class SliceState(NamedTuple):
@@ -130,16 +134,21 @@ def _segment_sum(xp, v, data):
     return cs[:, data.ends] - cs[:, data.starts]
 
 
+def _prior_terms(xp, beta, mu, prec, k):
+    """The prior's part of coordinate ``k``'s conditional: ``-pkk (x - muk)^2 / 2 - (x - muk) c`` with
+    pkk (C, 1), muk (C, 1) and the cross term c (C, G), in the dtype of beta."""
+    d = beta - mu[:, None, :]                                  # (C, G, K)
+    pk = prec[:, k, :]                                         # (C, K)
+    c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
+    return pk[:, k][:, None], mu[:, k][:, None], c
+
+
 def _make_target(xp, data, family, sigma_noise, state, k, G):
     """The conditional log-density of coordinate ``k`` of every (chain, group) as a function of its value."""
     beta, eta = state.beta, state.eta
     xk = data.Xt[k][None, :]
     x0 = beta[:, :, k]
-    d = beta - state.mu[:, None, :]                            # (C, G, K)
-    pk = state.prec[:, k, :]                                   # (C, K)
-    c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
-    pkk = pk[:, k][:, None]
-    muk = state.mu[:, k][:, None]
+    pkk, muk, c = _prior_terms(xp, beta, state.mu, state.prec, k)
 
     def target(x):
         delta = x - x0
@@ -244,7 +253,8 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
 
 
 _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
-              "glm_slice_pass<double>")
+              "glm_slice_pass<double>", "glm_slice_shard_eval<float>", "glm_slice_shard_eval<double>",
+              "glm_slice_decide<float>", "glm_slice_decide<double>")
 # The GPU sweep: "pass" (rows split over many blocks, candidates evaluated together) or "segment" (the
 # earlier kernel, one block per chain and group).
 _SLICE_KERNEL = "pass"
@@ -490,16 +500,27 @@ class _ShardData(NamedTuple):
     Xt: object      # (K, N_i) column-major design of the shard's rows
     y: object       # (N_i,)
     lgy: object     # (N_i,) lgamma(y + 1) (poisson) or None
+    starts: object = None  # (1,) int64 [0] (the kernels' one group), CuPy only
+    ends: object = None    # (1,) int64 [N_i], CuPy only
+    plan: object = None    # the kernels' split of the shard's rows into chunks (_ChunkPlan), CuPy only
 
 
-# Candidates evaluated together on a shard: at most this many elements (candidates x chains x rows) a pass.
+# Candidates the NumPy twin evaluates together on a shard: at most this many elements (chains x candidates x
+# rows) a pass.
 _SHARD_ELEMENTS = 1 << 25
-_SHARD_SHRINK_BATCH = 8  # shrinkage proposals evaluated (and all-reduced) together
+
+
+def shard_passes(max_shrink: int = 24) -> int:
+    """Passes per coordinate of the sharded sweep: the first (``x0``, the stepping-out points and the
+    first shrinkage proposals), then enough passes of ``_PMAX`` proposals for ``max_shrink`` of them
+    (the first pass evaluates none when the bracket stepped out)."""
+    return 1 + -(-int(max_shrink) // _PMAX)
 
 
 def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
-    """The state and the per-shard data for :func:`make_sharded_step`: the rows of the host arrays
-    ``X`` (N, K) and ``y`` split by ``shards.bounds``; the global fields on local shard 0's device."""
+    """The state and the per-shard data for :func:`make_sharded_step`: the rows of ``X`` (N, K) and ``y``
+    (host arrays, or CuPy arrays on local shard 0's GPU) split by ``shards.bounds``; the global fields
+    on local shard 0's device."""
     from ..glm import _lgamma1p
 
     N, K = X.shape
@@ -508,167 +529,326 @@ def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
     xp = shards.xp
     parts, ys = shards.scatter(X), shards.scatter(y)
     data, etas = [], []
-    for i, (Xi, yi) in enumerate(zip(parts, ys)):
+    for i, yi in enumerate(ys):
         with shards.on(i):
+            Xi, parts[i] = parts[i], None  # the row-major part is dropped once transposed
+            Ni = Xi.shape[0]
             lgy = _lgamma1p(xp, yi) if family == "poisson" else None
-            data.append(_ShardData(xp.ascontiguousarray(Xi.T), yi, lgy))
-            etas.append(xp.zeros((n_chains, Xi.shape[0]), dtype=X.dtype))
+            Xt = xp.ascontiguousarray(Xi.T)
+            del Xi
+            if xp is np:
+                data.append(_ShardData(Xt, yi, lgy))
+            else:
+                starts, ends = xp.zeros((1,), dtype=np.int64), xp.full((1,), Ni, dtype=np.int64)
+                data.append(_ShardData(Xt, yi, lgy, starts, ends, _chunk_plan(xp, starts, ends, n_chains)))
+            etas.append(xp.zeros((n_chains, Ni), dtype=X.dtype))
     with shards.on(0):
         st = _init_state(xp, n_chains, 1, K, 0, X.dtype, prior_scale)
     state = ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
     return state, data, (st.mu, st.prec)
 
 
+def _first_bracket(xp, x0, w, u, max_out):
+    """(L0, R0, J, Jr) of the first pass, as glm_first_bracket forms them: the bracket of width w placed
+    by u[0], and the stepping-out budgets split by u[1] (J to the left, Jr = max_out - 1 - J)."""
+    L0 = x0 - w * u[0]
+    J = xp.floor(max_out * u[1]).astype(np.int64)
+    return L0, L0 + w, J, (max_out - 1) - J
+
+
+def _pass_points(xp, first, x0, w, bracket, st, us, max_out, d1, max_shrink):
+    """A pass's candidates (C, G, _PMAX) in the dtype of x0 and their count (C, G), as glm_pass_points
+    forms them (unused slots hold x0). ``us`` (max_shrink, C, G): the coordinate's shrinkage uniforms."""
+    C, G = x0.shape
+    pts = xp.broadcast_to(x0[..., None], (C, G, _PMAX)).copy()
+    if first:
+        L0, R0, J, _ = bracket
+        m = max_out
+        if m > 1:
+            Ls, Rs = [L0], [R0]
+            for _ in range(m - 2):
+                Ls.append(Ls[-1] - w)
+                Rs.append(Rs[-1] + w)
+            Ls, Rs = xp.stack(Ls, axis=-1), xp.stack(Rs, axis=-1)                # (C, G, m - 1)
+            t = xp.arange(m - 1)
+            right = xp.take_along_axis(Rs, xp.clip(t - J[..., None], 0, m - 2), axis=-1)
+            pts[..., 1:m] = xp.where(t < J[..., None], Ls, right)
+        a, b = L0, R0
+        n = min(d1, max_shrink)
+        for j in range(n):
+            x = a + us[j] * (b - a)
+            pts[..., m + j] = x
+            lower = x < x0
+            a, b = xp.where(lower, x, a), xp.where(lower, b, x)
+        return pts, xp.full((C, G), m + n, dtype=np.int64)
+    a, b, s0 = st["L"], st["R"], st["S"]
+    for j in range(_PMAX):
+        u = xp.take_along_axis(us, xp.minimum(s0 + j, max_shrink - 1)[None], axis=0)[0]
+        x = a + u * (b - a)
+        pts[..., j] = x
+        lower = x < x0
+        a, b = xp.where(lower, x, a), xp.where(lower, b, x)
+    return pts, xp.clip(max_shrink - s0, 0, _PMAX)
+
+
+def _twin_eval(xp, d, eta, k, x0, pts, count, live, family, sigma_noise):
+    """The NumPy twin of glm_slice_shard_eval on one shard (one group): the log-likelihood sums over the
+    shard's rows at every candidate, (C, 1, _PMAX) float64, zeros past each count and where not live."""
+    C = x0.shape[0]
+    P = int(count[live].max()) if live.any() else 0
+    out = xp.zeros((C, 1, _PMAX), dtype=np.float64)
+    if P == 0:
+        return out
+    pd = (pts - x0[..., None])[:, 0, :P]                                        # (C, P)
+    xk = d.Xt[k]
+    Ni = eta.shape[1]
+    step_p = max(1, _SHARD_ELEMENTS // max(1, C * Ni))
+    for a in range(0, P, step_p):
+        e = eta[:, None, :] + pd[:, a:min(P, a + step_p), None] * xk[None, None, :]    # (C, p, Ni)
+        out[:, 0, a:min(P, a + step_p)] = pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy).sum(axis=-1,
+                                                                                               dtype=np.float64)
+    keep = (xp.arange(_PMAX) < count[..., None]) & live[..., None]
+    return xp.where(keep, out, 0.0)
+
+
+def _twin_decide(xp, dv, sums, k, first, max_out, max_shrink, d1, n_warmup, e, u, us):
+    """The NumPy twin of glm_slice_decide: Neal's decisions of one pass for every (chain, group) from the
+    all-reduced sums (C, G, _PMAX), in the device state ``dv`` (beta, width, the pass state, dpend, fb)."""
+    beta, width = dv["beta"], dv["width"]
+    x0, w = beta[:, :, k].copy(), width[:, :, k]
+    C, G = x0.shape
+    live = xp.ones((C, G), dtype=bool) if first else ~dv["settled"]
+    bracket = _first_bracket(xp, x0, w, u, max_out) if first else None
+    pts, count = _pass_points(xp, first, x0, w, bracket, dv, us, max_out, d1, max_shrink)
+    pkk, muk, c = _prior_terms(xp, beta, dv["mu"], dv["prec"], k)
+    z = pts - muk[..., None]
+    F = sums - 0.5 * pkk[..., None] * z * z - z * c[..., None]                  # as _make_target's target
+    xn, done = x0, xp.zeros((C, G), dtype=bool)
+    if first:
+        L0, R0, J, Jr = bracket
+        logy = F[..., 0] - e
+        a, b = L0, R0
+        goL, goR, stepped = live, live, xp.zeros((C, G), dtype=bool)
+        for j in range(max_out - 1):
+            goL = goL & (J > j) & (F[..., 1 + j] > logy)
+            fR = xp.take_along_axis(F, xp.clip(1 + J + j, 0, _PMAX - 1)[..., None], axis=-1)[..., 0]
+            goR = goR & (Jr > j) & (fR > logy)
+            a, b = xp.where(goL, a - w, a), xp.where(goR, b + w, b)
+            stepped = stepped | goL | goR
+        off = max_out
+        nshr = xp.where(stepped, 0, count - max_out)  # proposals on (L0, R0) apply only without a step
+        s = xp.zeros((C, G), dtype=np.int64)
+    else:
+        a, b, s, logy = dv["L"], dv["R"], dv["S"], dv["logy"]
+        off, nshr = 0, count
+    for j in range(_PMAX - off):
+        act = live & ~done & (nshr > j)
+        x = pts[..., off + j]
+        s = s + act
+        ok = act & (F[..., off + j] > logy)
+        xn = xp.where(ok, x, xn)
+        done = done | ok
+        rej = act & ~ok
+        lower = x < x0
+        a, b = xp.where(rej & lower, x, a), xp.where(rej & ~lower, x, b)
+    still = live & ~done & (s < max_shrink)
+    settle = live & ~still
+    for key, v in (("L", a), ("R", b), ("S", s), ("logy", logy)):
+        dv[key] = xp.where(still, v, dv[key])
+    dv["settled"] = xp.where(live, ~still, dv["settled"])
+    xn = xp.where(settle, xn, x0)
+    delta = xn - x0
+    beta[:, :, k] = xn
+    dv["dpend"] = xp.where(settle, delta, dv["dpend"])
+    neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
+    width[:, :, k] = xp.where(settle & (dv["it"] < n_warmup)[:, None], neww, w)
+    dv["fb"] = dv["fb"] + (settle & ~done)
+    return int(count[live].max()) if live.any() else 0
+
+
 def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_steps_out=4, max_shrink=24):
     """``step(rng, state) -> (state, info)``: one slice-within-Gibbs sweep with the rows split over ``shards``.
 
-    The algorithm of :func:`step` (flat model: one group), with the log-density evaluations split:
-    each shard keeps ``eta`` of its rows and moves it by the differential update; for each
-    coordinate, the candidates are evaluated on every shard and their sums over rows all-reduced
-    (``Shards.allreduce``), so every shard (and every process of a Dask cluster) takes the same
-    decisions with the same random numbers (drawn on local shard 0 in the order :func:`step` draws
-    them). All candidates Neal's procedure may need are known before they are evaluated: the
-    first round evaluates ``x0`` and the stepping-out points (one all-reduce of
-    ``(2 max_steps_out - 1) x chains`` float64 values), the next rounds the shrinkage proposals,
-    ``_SHARD_SHRINK_BATCH`` at a time, until every chain has accepted (a check on the host, from
-    the all-reduced sums, so every process stops at the same round). The sums over rows add the
-    same terms as one device in another order, so the draws equal those of
-    ``BayesianGLM(devices=None)`` on NumPy for the same seed up to that rounding (a decision can
-    differ only where a candidate's log-density is within rounding of the slice level); with one
-    shard the sums are the same and so are the draws.
+    The algorithm of :func:`step` (flat model: one group), with its log-density evaluations split: each
+    shard keeps ``eta`` of its rows and moves it by the differential update. On the GPU, per coordinate
+    and pass, every shard evaluates the pass's candidates over its rows (``glm_slice_shard_eval``: the
+    candidates of ``glm_slice_pass``, at most ``_PMAX``), their sums, ``chains x _PMAX`` float64 values,
+    are all-reduced (``Shards.allreduce``), and every device takes Neal's decisions from them
+    (``glm_slice_decide``) in its own copy of the state: the same inputs, so the same decisions, with
+    no broadcast and no host synchronisation within the sweep. The pass count is fixed,
+    :func:`shard_passes` (3 for ``max_shrink=24``); a pass with nothing left open returns at once.
+    The random numbers are drawn on local shard 0 in the order :func:`step` draws them and copied to
+    the other devices once a sweep.
+
+    On NumPy the same passes run as array code (``_twin_eval``, ``_twin_decide``: the same candidates,
+    the same decisions, the prior's terms as :func:`step` computes them), stopping once every chain has
+    settled.
+
+    The draws: with one shard the sums are the single device's (the same chunks of rows, in the same
+    order), so the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than two
+    passes of proposals, which ``glm_slice_pass`` finishes in one block); with several shards the sums
+    add the same terms in another order, so the draws equal one device's up to that rounding (a decision
+    can differ only where a candidate's log-density lies within rounding of the slice level, and a chain
+    that takes another step there goes on from another point).
     """
     xp = shards.xp
-    mu, prec = prior
     m = int(max_steps_out)
+    if not 1 <= m < _PMAX:
+        raise ValueError(f"max_steps_out must be between 1 and {_PMAX - 1} with devices=, got {max_steps_out}.")
+    if int(max_shrink) < 1:
+        raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
+    max_shrink = int(max_shrink)
     n_local = len(data)
+    n_pass = shard_passes(max_shrink)
+    d1 = max(1, min(_SPEC_SHRINK, _PMAX - m, max_shrink))
+    # One copy of the state per distinct device (shards of one GPU share it, and it is decided once there).
+    devs, dev_of = [], []
+    for dev in shards.devices:
+        if dev not in devs:
+            devs.append(dev)
+        dev_of.append(devs.index(dev))
+    first_shard = [dev_of.index(j) for j in range(len(devs))]
+    mu_r, prec_r = Replica(shards, prior[0]), Replica(shards, prior[1])
+    gpu = xp is not np
+    if gpu:
+        import cupy
 
-    def evaluate(state, x0, pts, k):
-        """f(pts) (P, C, 1), float64: the all-reduced log-likelihood sums plus the prior terms."""
-        P, C = pts.shape[:2]
-        sums = []
-        rp, rx = Replica(shards, pts), Replica(shards, x0)
-        for i in range(n_local):
-            d = data[i]
-            pts_i, x0_i = rp(i), rx(i)
+        from .. import _loader
+        dt = prior[0].dtype
+        ctype = _loader.CTYPE[np.dtype(dt)]
+        fam = {"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]
+        C = prior[0].shape[0]
+        launch_eval, launch_decide, bufs = [], [], []
+        for j, i in enumerate(first_shard):
             with shards.on(i):
-                eta, xk = state.eta[i], d.Xt[k]
-                Ni = eta.shape[1]
-                step_p = max(1, _SHARD_ELEMENTS // max(1, C * Ni))
-                out = []
-                for a in range(0, P, step_p):
-                    e = eta + (pts_i[a:a + step_p] - x0_i) * xk
-                    out.append(pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy).sum(axis=-1, dtype=np.float64))
-                sums.append(xp.ascontiguousarray(xp.concatenate(out, axis=0) if len(out) > 1 else out[0]))
-        total = shards.allreduce(sums)[0][..., None]                        # (P, C, 1)
-        with shards.on(0):
-            return total, x0
+                fe = _loader.get_function("glm.cu", f"glm_slice_shard_eval<{ctype}>", _SEG_NAMES)
+                fd = _loader.get_function("glm.cu", f"glm_slice_decide<{ctype}>", _SEG_NAMES)
+                launch_eval.append(_loader.packed_launcher(fe, "glm.cu", "glm_slice_shard_eval", ctype))
+                launch_decide.append(_loader.packed_launcher(fd, "glm.cu", "glm_slice_decide", ctype))
+        for i in range(n_local):
+            with shards.on(i):
+                plan = data[i].plan
+                bufs.append(dict(part=xp.empty((C * plan.n_chunks * _PMAX,), dtype=np.float64),
+                                 counter=xp.zeros((C,), dtype=np.int32),
+                                 sums=xp.zeros((C, 1, _PMAX), dtype=np.float64)))
+
+    def device_states(state, draws):
+        """The sweep's state on each distinct device: beta and width (copies, moved in place), the
+        prior, the iteration counter, the random numbers, the pass state."""
+        C, G, K = state.beta.shape
+        reps = [Replica(shards, a) for a in (state.beta, state.width, state.it) + draws]
+        out = []
+        for j, i in enumerate(first_shard):
+            with shards.on(i):
+                beta, width, it, e, u, us = (r(i) for r in reps)
+                dt = beta.dtype
+                # (a copy for shard 0's device; the others' replicas are fresh copies already)
+                dv = dict(beta=beta.copy() if j == 0 else beta, width=width.copy() if j == 0 else width,
+                          mu=mu_r(i), prec=prec_r(i), it=it, e=e, u=u, us=us,
+                          L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt),
+                          S=xp.zeros((C, G), dtype=np.int64 if not gpu else np.int32),
+                          logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=bool),
+                          dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=np.int64))
+                if gpu:
+                    dv["settled"] = xp.zeros((C, G), dtype=np.int32)
+                    dv["fb"] = xp.zeros((C, G), dtype=np.int32)
+                    for name in ("e", "u", "us", "mu", "prec"):
+                        dv[name] = xp.ascontiguousarray(dv[name])
+                out.append(dv)
+        return out
+
+    def gpu_eval(i, dv, eta, k, first):
+        d, b, plan = data[i], bufs[i], data[i].plan
+        N = d.Xt.shape[1]
+        C, G, K = dv["beta"].shape
+        ptrs = [a.data.ptr for a in (d.Xt, d.y, eta, dv["beta"], dv["width"], dv["u"], dv["us"], d.starts,
+                                     d.ends, plan.chunk_group, plan.chunk_first, b["part"], b["counter"], dv["L"],
+                                     dv["R"], dv["S"], dv["settled"], dv["dpend"], b["sums"])]
+        launch_eval[dev_of[i]](C * plan.n_chunks, plan.block, cupy.cuda.get_current_stream().ptr, *ptrs, N,
+                               plan.chunk_rows, plan.n_chunks, G, C, K, k, k - 1 if first else -1, int(first), m,
+                               max_shrink, d1, fam, float(sigma_noise))
+        return b["sums"]
+
+    def gpu_decide(j, dv, sums, k, first):
+        C, G, K = dv["beta"].shape
+        ptrs = [a.data.ptr for a in (dv["beta"], dv["width"], dv["mu"], dv["prec"], dv["e"], dv["u"], dv["us"],
+                                     dv["it"], sums, dv["L"], dv["R"], dv["logy"], dv["S"], dv["settled"],
+                                     dv["dpend"], dv["fb"])]
+        launch_decide[j](C * G, 32, cupy.cuda.get_current_stream().ptr, *ptrs, G, C, K, k, int(first), m,
+                         max_shrink, d1, int(n_warmup))
 
     def step(rng, state):
         C, G, K = state.beta.shape
         with shards.on(0):
             dt = state.beta.dtype
-            beta, width = state.beta.copy(), state.width.copy()
-            warm = (state.it < n_warmup)[:, None]
             e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
             u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
             us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
-            fallbacks = xp.zeros((C,), dtype=np.int64)
+        dvs = device_states(state, (e_all, u_all, us_all))
         etas = list(state.eta)
+        if gpu:
+            for i in range(n_local):
+                with shards.on(i):
+                    etas[i] = etas[i].copy()  # moved in place by the kernels
         evals = 0
         for k in range(K):
-            st = state._replace(eta=tuple(etas))
-            with shards.on(0):
-                x0 = beta[:, :, k]
-                w = width[:, :, k]
-                d = beta - mu[:, None, :]
-                pk = prec[:, k, :]
-                c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
-                pkk = pk[:, k][:, None]
-                muk = mu[:, k][:, None]
-                u = u_all[k]
-                Ls = [x0 - w * u[0]]
-                Rs = [Ls[0] + w]
-                for _ in range(m - 1):
-                    Ls.append(Ls[-1] - w)
-                    Rs.append(Rs[-1] + w)
-                J = xp.floor(m * u[1])
-                Jr = (m - 1) - J
-                pts = xp.stack([x0] + Ls[:m - 1] + Rs[:m - 1])
-
-            def target(pts):
-                ll, _ = evaluate(st, x0, pts, k)
-                z = pts - muk
-                return ll - 0.5 * pkk * z * z - z * c
-
-            f = target(pts)
-            evals += pts.shape[0]
-            with shards.on(0):
-                logy = f[0] - e_all[k]
-                # stepping out: the left end moves while the budget J lasts and each point is in the slice
-                L, R = Ls[0], Rs[0]
-                goL = xp.ones_like(logy, dtype=bool)
-                goR = xp.ones_like(logy, dtype=bool)
-                for s in range(m - 1):
-                    goL = goL & (J > s) & (f[1 + s] > logy)
-                    goR = goR & (Jr > s) & (f[m + s] > logy)
-                    L = xp.where(goL, Ls[s + 1], L)
-                    R = xp.where(goR, Rs[s + 1], R)
-                us = us_all[k]
-                xnew = x0
-                done = xp.zeros(x0.shape, dtype=bool)
-                a, b = L, R
-            for s0 in range(0, max_shrink, _SHARD_SHRINK_BATCH):
-                with shards.on(0):
-                    xs = []
-                    for s in range(s0, min(max_shrink, s0 + _SHARD_SHRINK_BATCH)):
-                        x1 = a + us[s] * (b - a)
-                        xs.append(x1)
-                        lower = x1 < x0
-                        a = xp.where(lower, x1, a)
-                        b = xp.where(lower, b, x1)
-                    pts = xp.stack(xs)
-                f = target(pts)
-                evals += pts.shape[0]
-                with shards.on(0):
-                    for j, x1 in enumerate(xs):
-                        ok = (~done) & (f[j] > logy)
-                        xnew = xp.where(ok, x1, xnew)
-                        done = done | ok
-                    if bool(done.all()):  # synchronize! (once a round; the same answer in every process)
-                        break
-            with shards.on(0):
-                fallbacks = fallbacks + (~done).sum(axis=1)
-                delta = xnew - x0
-                beta[:, :, k] = xnew
-                neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
-                width[:, :, k] = xp.where(warm, neww, w)
-            rd = Replica(shards, delta)
-            for i in range(n_local):
-                delta_i = rd(i)
-                with shards.on(i):
-                    etas[i] = etas[i] + delta_i * data[i].Xt[k][None, :]
-        sums = []
+            if not gpu and k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
+                for i in range(n_local):
+                    etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
+            for p in range(n_pass):
+                first = p == 0
+                sums = []
+                for i in range(n_local):
+                    dv = dvs[dev_of[i]]
+                    with shards.on(i):
+                        if gpu:
+                            sums.append(gpu_eval(i, dv, etas[i], k, first))
+                        else:
+                            x0 = dv["beta"][:, :, k]
+                            w = dv["width"][:, :, k]
+                            live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
+                            bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
+                            pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
+                            sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family,
+                                                   sigma_noise))
+                shards.allreduce(sums)
+                for j, i in enumerate(first_shard):
+                    dv = dvs[j]
+                    with shards.on(i):
+                        if gpu:
+                            gpu_decide(j, dv, sums[i], k, first)
+                        else:
+                            evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
+                                                  dv["e"][k], dv["u"][k], dv["us"][k])
+                if not gpu and bool(dvs[0]["settled"].all()):
+                    break  # (free on NumPy; the GPU runs every pass, those with nothing open return at once)
+        lls = []
         for i in range(n_local):
+            dv = dvs[dev_of[i]]
             with shards.on(i):
                 d = data[i]
-                sums.append(xp.ascontiguousarray(
+                if gpu:  # the last coordinate's step, as the twin adds it
+                    etas[i] += dv["dpend"] * d.Xt[K - 1][None, :]
+                else:
+                    etas[i] = etas[i] + dv["dpend"] * d.Xt[K - 1][None, :]
+                lls.append(xp.ascontiguousarray(
                     pointwise_loglik(etas[i], d.y, family, sigma_noise, xp, d.lgy).sum(axis=1, dtype=np.float64)))
-        ll = shards.allreduce(sums)[0]
+        ll = shards.allreduce(lls)[0]
         with shards.on(0):
-            new = ShardedSliceState(beta, width, tuple(etas), state.it + 1)
-            info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
+            dv = dvs[0]
+            fallbacks = dv["fb"].sum(axis=1).astype(np.int64)
+            new = ShardedSliceState(dv["beta"], dv["width"], tuple(etas), state.it + 1)
+            info = SliceInfo(xp.full((C,), -1 if gpu else evals, dtype=np.int64), fallbacks, ll)
         return new, info
 
     return step
 
 
-def allreduce_bytes(n_chains: int, K: int, max_steps_out: int = 4, shrink_rounds: int = 1) -> int:
-    """Bytes all-reduced per sweep of ``BayesianGLM(devices=...)`` with ``K`` coefficients (intercept
-    included): per coordinate the first round's ``2 max_steps_out - 1`` candidates and
-    ``shrink_rounds`` rounds of ``_SHARD_SHRINK_BATCH`` proposals, and the log-likelihood at the end,
-    float64 values per chain."""
-    per = (2 * max_steps_out - 1) + shrink_rounds * _SHARD_SHRINK_BATCH
-    return 8 * n_chains * (K * per + 1)
+def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:
+    """Bytes all-reduced per sweep of ``BayesianGLM(devices=...)`` on the GPU with ``K`` coefficients
+    (intercept included): per coordinate :func:`shard_passes` all-reduces of ``_PMAX`` float64 sums a
+    chain, and the log-likelihood at the end."""
+    return 8 * n_chains * (K * shard_passes(max_shrink) * _PMAX + 1)
 
 
 def _check_xy(X, y, family, xp, dtype):
@@ -785,10 +965,12 @@ class BayesianGLM(_GLMBase):
         ``eta`` of its rows and moves it by the differential update; the
         slice sampler's log-density evaluations are all-reduced, so every
         device takes the same decisions. ``Shards(n_virtual=k)`` splits on
-        NumPy, :func:`gpumcmc.shards.one_device` on one GPU. The draws equal
-        those of ``devices=None`` on NumPy for the same seed, up to the order
-        of the sums over rows. X and y are checked on the host and copied
-        part by part to the devices.
+        NumPy, :func:`gpumcmc.shards.one_device` on one GPU. With one shard
+        the draws equal those of ``devices=None`` for the same seed; with
+        several, up to the order of the sums over rows (a chain can take
+        another step where a candidate lies within rounding of the slice
+        level). X and y are checked on the host and copied part by part to
+        the devices.
     random_state, progress, backend, dtype : as everywhere in gpumcmc.
     """
 

@@ -1,0 +1,195 @@
+"""The GLM with its rows split over devices: the pass-by-pass sharded sweep (kernels on the GPU, the
+NumPy twin without one) against one device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpumcmc.models.glm as mg
+from gpumcmc.models.glm import BayesianGLM
+from gpumcmc.random import default_rng
+from gpumcmc.shards import Shards
+
+from conftest import fit_as_ranks
+
+FAMILIES = ("bernoulli", "poisson", "gaussian")
+
+
+def _data(family, N=300, K=3, seed=0):
+    rs = np.random.default_rng(seed)
+    X = rs.normal(size=(N, K))
+    eta = X @ (rs.normal(size=K) * 0.5)
+    if family == "bernoulli":
+        y = (rs.random(N) < 1 / (1 + np.exp(-eta))).astype(float)
+    elif family == "poisson":
+        y = rs.poisson(np.exp(eta)).astype(float)
+    else:
+        y = eta + rs.normal(size=N) * 0.7
+    return X, y
+
+
+def _sweeps(xp, X, y, family, shards, n, width_scale=1.0, dtype=np.float64, max_shrink=24, max_steps_out=4,
+            seed=3, n_warmup=1):
+    """``n`` sweeps from a common start: ``shards=None`` by :func:`step` (one device), else by
+    :func:`make_sharded_step`. Returns beta, eta (over all rows), width and the fallbacks, on the host."""
+    from gpumcmc import backend
+
+    C = 3
+    name = "numpy" if xp is np else "cupy"
+    rng = default_rng(seed, backend=name)
+    fbs = []
+    if shards is None:
+        st, data = mg.init(xp.asarray(X, dtype=dtype), xp.asarray(y, dtype=dtype), family, C, 1.5)
+        st = st._replace(width=st.width * width_scale)
+        for _ in range(n):
+            st, info = mg.step(rng, st, data, family, 0.8, n_warmup, max_steps_out, max_shrink)
+            fbs.append(backend.to_host(info.fallbacks))
+        eta = backend.to_host(st.eta)
+    else:
+        st, data, prior = mg.init_sharded(np.asarray(X, dtype=dtype), np.asarray(y, dtype=dtype), shards, family,
+                                          C, 1.5)
+        with shards.on(0):
+            st = st._replace(width=st.width * width_scale)
+        step = mg.make_sharded_step(data, shards, family, 0.8, n_warmup, prior, max_steps_out, max_shrink)
+        with shards.on(0):
+            for _ in range(n):
+                st, info = step(rng, st)
+                fbs.append(backend.to_host(info.fallbacks))
+        eta = np.concatenate([backend.to_host(e) for e in st.eta], axis=1)
+    return backend.to_host(st.beta), eta, backend.to_host(st.width), np.array(fbs)
+
+
+# Settings that reach every branch of the passes: the defaults (most coordinates settle in the first
+# pass); a huge step width (no stepping out, then shrinkage over the first pass's 8 proposals and
+# several later passes of 16, up to max_shrink = 60); a tiny one (the bracket steps out, so the first
+# pass takes no proposals and the second pass does the shrinkage); max_shrink = 2 (fallbacks).
+CASES = {
+    "default": dict(),
+    "long_shrink": dict(width_scale=1e6, max_shrink=60),
+    "step_out": dict(width_scale=1e-3),
+    "fallbacks": dict(max_shrink=2, max_steps_out=1),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("n_virtual", [1, 3])
+def test_twin_passes_give_the_draws_of_one_device(case, n_virtual):
+    """The NumPy twin of the sharded sweep against :func:`step` on one device, float64: the same
+    candidates and decisions. With one shard the sums over rows are the same, so everything is equal
+    bit for bit; with three they add the same terms in another order, which could flip a decision only
+    where a candidate's log-density lies within rounding (about 1e-13) of the slice level: for these
+    seeds none does, so the draws are equal to 1e-12."""
+    X, y = _data("bernoulli", N=301, seed=1)
+    kw = CASES[case]
+    one = _sweeps(np, X, y, "bernoulli", None, 4, **kw)
+    sh = _sweeps(np, X, y, "bernoulli", Shards(n_virtual=n_virtual), 4, **kw)
+    if n_virtual == 1:
+        for a, b in zip(one, sh):
+            np.testing.assert_array_equal(a, b)
+    else:
+        for a, b in zip(one[:3], sh[:3]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(one[3], sh[3])
+    if case == "fallbacks":
+        assert one[3].sum() > 0
+    # the differential update keeps eta = X beta on every shard
+    np.testing.assert_allclose(sh[1], sh[0][:, 0, :] @ X.T, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_twin_float32_agrees_with_one_device(family):
+    """float32, three shards: the sums over rows round differently (about 1e-7 of the log density), so a
+    candidate near the slice level can flip and a chain go on from another point. Most of the draws of
+    four sweeps still agree (at least 80% of the coordinates) and all are finite."""
+    X, y = _data(family, N=400, seed=2)
+    one = _sweeps(np, X, y, family, None, 4, dtype=np.float32)
+    sh = _sweeps(np, X, y, family, Shards(n_virtual=3), 4, dtype=np.float32)
+    assert np.isfinite(sh[0]).all()
+    same = np.isclose(one[0], sh[0], rtol=1e-4, atol=1e-5)
+    assert same.mean() >= 0.8, same.mean()
+
+
+def test_each_process_of_a_cluster_takes_the_same_decisions():
+    """The layout of a Dask cluster (one shard per process), played by threads whose all-reduce meets at
+    a barrier: every rank decides from the same sums, so all end with the same draws, which equal one
+    device's."""
+    X, y = _data("poisson", N=250, seed=4)
+    kw = dict(family="poisson", n_chains=2, n_samples=15, n_warmup=10, random_state=7, progress=False)
+    one = BayesianGLM(backend="numpy", **kw).fit(X, y)
+    fits = fit_as_ranks(lambda sh: BayesianGLM(devices=sh, **kw).fit(X, y), world=3)
+    for f in fits:
+        np.testing.assert_allclose(f.coef_draws_, one.coef_draws_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(fits[0].coef_draws_, fits[2].coef_draws_)
+
+
+def test_shard_passes_and_allreduce_bytes():
+    assert mg.shard_passes(24) == 3     # first pass, then 16 + 8 proposals
+    assert mg.shard_passes(16) == 2
+    assert mg.shard_passes(1) == 2
+    # 4 chains, K = 51: 3 passes of 16 float64 sums a chain and coordinate, and the log-likelihood
+    assert mg.allreduce_bytes(4, 51) == 8 * 4 * (51 * 3 * 16 + 1)
+
+
+def test_sharded_bad_settings():
+    X, y = _data("bernoulli", N=50)
+    with pytest.raises(ValueError, match="max_steps_out must be between 1 and 15"):
+        BayesianGLM(devices=Shards(n_virtual=2), max_steps_out=16, progress=False).fit(X, y)
+    with pytest.raises(ValueError, match="max_shrink must be at least 1"):
+        BayesianGLM(devices=Shards(n_virtual=2), max_shrink=0, progress=False).fit(X, y)
+
+
+# ---------------------------------------------------------------------------
+# GPU: the kernels glm_slice_shard_eval and glm_slice_decide
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_one_shard_equals_devices_none_on_the_gpu(cp, family, dtype):
+    """One shard on the GPU: the same chunks of rows, summed in the same order, and the same decision
+    code as glm_slice_pass, so the draws, eta and widths equal those of devices=None bit for bit (the
+    default settings, where no coordinate needs a third pass of proposals)."""
+    from gpumcmc.shards import one_device
+
+    X, y = _data(family, N=3000, K=4, seed=5)
+    one = _sweeps(cp, X, y, family, None, 3, dtype=dtype)
+    sh = _sweeps(cp, X, y, family, one_device(1), 3, dtype=dtype)
+    for a, b in zip(one, sh):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_gpu_shards_match_the_twin(cp, case, monkeypatch):
+    """Three shards on one GPU (one_device(3), summed on the device; 512 rows a chunk, so each shard's
+    rows span several blocks) against the NumPy twin with three shards and against devices=None on the
+    GPU, float64, in every case of CASES (later passes, stepping out, fallbacks): the same decisions but
+    where a candidate lies within rounding of the slice level, so at least 95% of the coordinates agree
+    to 1e-9, the fallbacks are equal, and eta = X beta on every shard."""
+    from gpumcmc.shards import one_device
+
+    monkeypatch.setattr(mg, "_CHUNK_ROWS", 512)
+    X, y = _data("bernoulli", N=6001, K=4, seed=6)
+    kw = CASES[case]
+    gpu = _sweeps(cp, X, y, "bernoulli", one_device(3), 3, **kw)
+    twin = _sweeps(np, X, y, "bernoulli", Shards(n_virtual=3), 3, **kw)
+    single = _sweeps(cp, X, y, "bernoulli", None, 3, **kw)
+    for ref in (twin, single):
+        same = np.isclose(gpu[0], ref[0], rtol=1e-9, atol=1e-12)
+        assert same.mean() >= 0.95, (same.mean(), gpu[0], ref[0])
+        np.testing.assert_array_equal(gpu[3], ref[3])
+    np.testing.assert_allclose(gpu[1], gpu[0][:, 0, :] @ X.T, rtol=1e-9, atol=1e-9)
+
+
+def test_gpu_two_shards_fit_agrees_with_one_gpu(cp):
+    """BayesianGLM(devices=one_device(2)) against devices=None on the GPU, float32, 100 draws: most
+    draws agree (float32 sums over rows in another order can flip a candidate near the slice level and
+    send a chain elsewhere; then the posterior means must still agree within 0.3 posterior sd)."""
+    from gpumcmc.shards import one_device
+
+    X, y = _data("bernoulli", N=5000, K=3, seed=8)
+    kw = dict(n_chains=4, n_samples=100, n_warmup=50, random_state=2, progress=False, dtype="float32")
+    one = BayesianGLM(backend="cupy", **kw).fit(cp.asarray(X), cp.asarray(y))
+    sh = BayesianGLM(devices=one_device(2), **kw).fit(X, y)
+    sd = one.coef_draws_.std(axis=(0, 1))
+    assert np.all(np.abs(one.coef_draws_.mean(axis=(0, 1)) - sh.coef_draws_.mean(axis=(0, 1))) < 0.3 * sd)
+    assert np.isfinite(sh.coef_draws_).all()

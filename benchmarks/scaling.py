@@ -25,13 +25,27 @@ say so, and no multi-GPU figure is measured.
   shrink with more GPUs. The byte floor of a row is that of one device's
   sweep (``benchmarks/lda.py``) over the copy bandwidth.
 
+* The Bayesian logistic GLM at N = 4 10**7 rows (small: 2**18), K = 50
+  coefficients (no intercept), 4 chains, float32, on synthetic data drawn
+  from the model (X standard normal, beta ~ N(0, 1/K), y ~ Bernoulli), by
+  slice-within-Gibbs with the differential update. The rows are split over
+  the shards (:func:`gpumcmc.models.glm.make_sharded_step`): per coordinate
+  and pass each shard evaluates the candidates over its rows, the candidates'
+  sums (``chains x 16`` float64) are all-reduced, and every device decides
+  from them; ``allreduce_bytes`` in :mod:`gpumcmc.models.glm` gives the bytes
+  per sweep (``3 K`` small all-reduces and the log-likelihood). The one-device
+  row is the single-device kernel sweep (eager, no CUDA graph: at this size a
+  sweep's host time is a small part of it). The byte floor of a sweep: per
+  coordinate one pass over X[:, k] and y and every chain's eta read and
+  written, over the copy bandwidth.
+
 A ring all-reduce moves ``2 (W - 1) / W`` times the reduced bytes through
 each GPU's links. The notes give those bytes and their time at NVLink 4's
 nominal 900 GB/s (450 GB/s each way; H100/H200 SXM): a stated floor, not a
 measurement. On one GPU (``one_device(2)``) the all-reduce is a sum in the
 GPU's memory and nothing crosses a link.
 
-``GPUMCMC_SCALING_MODELS`` (default ``"mixture,lda"``) picks the models.
+``GPUMCMC_SCALING_MODELS`` (default ``"mixture,lda,glm"``) picks the models.
 """
 
 from __future__ import annotations
@@ -244,10 +258,117 @@ def _lda(bench):
     pool.free_all_blocks()
 
 
+def _glm(bench):
+    from gpumcmc.models import glm as mg
+    from gpumcmc.random import default_rng
+    from gpumcmc.shards import Shards, one_device
+
+    cp = bench.cupy
+    pool = cp.get_default_memory_pool()
+    N, K, C = (1 << 18 if bench.small else 40_000_000), 50, 4
+    count = cp.cuda.runtime.getDeviceCount()
+    case = f"scaling glm logistic N={N} K={K}"
+    params = {"N": N, "K": K, "chains": C, "dtype": "float32", "visible_gpus": count, "family": "bernoulli",
+              "data": "synthetic, drawn from the model: X ~ N(0, 1), beta ~ N(0, 1/K), y ~ Bernoulli(sigmoid(X beta))",
+              "start": "the planted beta, step widths 3 / sqrt(0.2 N), not tuned"}
+    t0 = time.perf_counter()
+    g = cp.random.default_rng(1)
+    X = g.standard_normal((N, K), dtype=np.float32)
+    beta = g.standard_normal(K, dtype=np.float32) / np.float32(np.sqrt(K))
+    y = (g.random(N, dtype=np.float32) < 1 / (1 + cp.exp(-(X @ beta)))).astype(np.float32)
+    # Every chain starts at the planted beta with step widths of about three posterior sd (Fisher
+    # information about 0.2 N a coefficient), the regime of a tuned sampler, and keeps them (no tuning).
+    w0 = np.float32(3.0 / np.sqrt(0.2 * N))
+
+    def start(state, etas):
+        b = cp.broadcast_to(beta, state.beta.shape).copy()
+        return state._replace(beta=b, width=cp.full(state.beta.shape, w0, dtype=np.float32), eta=etas)
+
+    cp.cuda.Stream.null.synchronize()
+    gen_s = time.perf_counter() - t0
+    floor = K * (2 * N * 4 + 2 * C * N * 4)
+    passes = mg.shard_passes(24)
+    ar = mg.allreduce_bytes(C, K)
+    n_ar = K * passes + 1
+    old_repeat = bench.repeat
+    bench.repeat = min(bench.repeat, 3)
+
+    # one device: the single-device kernel sweep
+    rng = default_rng(0, backend="cupy")
+    t0 = time.perf_counter()
+    state, data = mg.init(X, y, "bernoulli", C, 2.5)
+    state = start(state, cp.ascontiguousarray(cp.broadcast_to(X @ beta, (C, N))))
+    cp.cuda.Stream.null.synchronize()
+    init_s = time.perf_counter() - t0
+    chain = _Chain(functools.partial(mg.step, data=data, family="bernoulli", sigma_noise=1.0, n_warmup=0),
+                   state, rng)
+    chain()
+    t1 = _time_all(bench, chain, [cp.cuda.runtime.getDevice()])
+    bench.record(case, "gpumcmc slice-within-Gibbs sweep, 1 GPU (devices=None)", t1, N, bytes_moved=floor,
+                 params=dict(params, devices=1),
+                 note=f"eager sweeps (no CUDA graph); init {init_s:.2f} s; data generated on the GPU in {gen_s:.2f} s")
+    del chain, state, data
+    pool.free_all_blocks()
+
+    def sharded(shards, label, devices):
+        rng = default_rng(0, backend="cupy")
+        with shards.on(0):
+            t0 = time.perf_counter()
+            state, datas, prior = mg.init_sharded(X, y, shards, "bernoulli", C, 2.5)
+            etas = []
+            for i, d in enumerate(datas):
+                with shards.on(i):
+                    b = cp.array(beta, copy=True)  # a copy on shard i's GPU
+                    etas.append(cp.ascontiguousarray(cp.broadcast_to(b @ d.Xt, (C, d.Xt.shape[1]))))
+            state = start(state, tuple(etas))
+            for d in set(devices):
+                with cp.cuda.Device(d):
+                    cp.cuda.get_current_stream().synchronize()
+            init_s = time.perf_counter() - t0
+            chain = _Chain(mg.make_sharded_step(datas, shards, "bernoulli", 1.0, 0, prior), state, rng)
+            chain()
+            ms = _time_all(bench, chain, devices)
+        w, wr, ring, link_s = _ring(ar, devices)
+        eff = t1 / (w * ms)
+        rows = [int(d.Xt.shape[1]) for d in datas]
+        note = (f"wall-clock until every device is idle; {shards.world} shard(s) on {w} GPU(s), rows per shard "
+                f"{rows}; {n_ar} all-reduces a sweep ({passes} passes a coordinate, then the log-likelihood), "
+                f"{ar} bytes in all (a ring over {wr} GPUs moves {ring:.0f} bytes through each GPU's links: "
+                f"{link_s * 1e6:.2f} us at NVLink 4's nominal 900 GB/s, 450 GB/s each way, a floor, not measured; "
+                f"at this size each all-reduce's latency, not its bytes, would set its cost); time(1 GPU, "
+                f"devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; "
+                f"init {init_s:.2f} s")
+        if w == 1 and shards.world > 1:
+            note = ("2 shards on one GPU, summed in its memory (no link traffic): the cost of the split, not a "
+                    "multi-GPU figure; ") + note
+        if count == 1 and label == "all":
+            note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
+        impl = ("gpumcmc slice-within-Gibbs sweep, 2 shards on one GPU (one_device(2))" if label == "one_device(2)"
+                else f"gpumcmc slice-within-Gibbs sweep, devices={label!r}")
+        bench.record(case, impl, ms, N, bytes_moved=floor,
+                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar, allreduces=n_ar),
+                     note=note)
+        del chain, state, datas, prior
+        for d in set(devices):
+            with cp.cuda.Device(d):
+                pool.free_all_blocks()
+
+    try:
+        sharded(Shards("all"), "all", list(range(count)))
+    except Exception as e:  # no NCCL in this CuPy, or out of memory
+        bench.record(case, "gpumcmc slice-within-Gibbs sweep, devices='all'", None, N, params=params,
+                     note=f"{type(e).__name__}: {e}"[:300])
+    sharded(one_device(2), "one_device(2)", [cp.cuda.runtime.getDevice()])
+    bench.repeat = old_repeat
+    del X, y, beta
+    pool.free_all_blocks()
+
+
 def run(bench):
     from gpumcmc import _validate
 
-    models = [m.strip() for m in os.environ.get("GPUMCMC_SCALING_MODELS", "mixture,lda").split(",") if m.strip()]
+    models = [m.strip() for m in os.environ.get("GPUMCMC_SCALING_MODELS", "mixture,lda,glm").split(",")
+              if m.strip()]
     with _validate.validation(False):
         for m in models:
-            {"mixture": _mixture, "lda": _lda}[m](bench)
+            {"mixture": _mixture, "lda": _lda, "glm": _glm}[m](bench)

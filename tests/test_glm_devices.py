@@ -193,3 +193,99 @@ def test_gpu_two_shards_fit_agrees_with_one_gpu(cp):
     sd = one.coef_draws_.std(axis=(0, 1))
     assert np.all(np.abs(one.coef_draws_.mean(axis=(0, 1)) - sh.coef_draws_.mean(axis=(0, 1))) < 0.3 * sd)
     assert np.isfinite(sh.coef_draws_).all()
+
+
+# ---------------------------------------------------------------------------
+# HierarchicalGLM(devices=...): whole groups on each shard
+# ---------------------------------------------------------------------------
+
+def _groups_data(seed=9, G=7, K=2):
+    rs = np.random.default_rng(seed)
+    sizes = rs.integers(20, 120, size=G)
+    groups = np.repeat(np.arange(G), sizes)
+    groups = np.array([f"g{g}" for g in groups])[rs.permutation(len(groups))]   # unsorted string labels
+    gi = np.unique(groups, return_inverse=True)[1]
+    X = rs.normal(size=(len(groups), K))
+    B = 0.3 + 0.5 * rs.normal(size=(G, K))
+    eta = np.sum(X * B[gi], axis=1)
+    y = (rs.random(len(groups)) < 1 / (1 + np.exp(-eta))).astype(float)
+    return X, y, groups
+
+
+def test_group_bounds():
+    assert mg.group_bounds([10, 10, 10, 10], 2) == [(0, 2), (2, 4)]
+    assert mg.group_bounds([100, 1, 1, 1], 2) == [(0, 1), (1, 4)]
+    assert mg.group_bounds([1, 1, 1, 100], 3) == [(0, 2), (2, 3), (3, 4)]   # at least one group each
+    assert mg.group_bounds([5, 7, 9], 1) == [(0, 3)]
+    with pytest.raises(ValueError, match="3 groups cannot be split over 4 shards"):
+        mg.group_bounds([1, 2, 3], 4)
+    assert mg.groups_allreduce_bytes(4, 1000, 21) == 4 * (1000 * 21 * 4 + 16)
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+@pytest.mark.parametrize("n_virtual", [1, 3])
+def test_hierarchical_groups_on_numpy_shards_give_the_draws_of_one_device(covariance, n_virtual):
+    """Groups split over NumPy shards: each group's random numbers are one device's, its rows sum on one
+    shard, and mu, Sigma are drawn from every group's gathered coefficients. With one shard everything
+    is equal bit for bit; with three, a group's sum comes from a running sum that starts elsewhere, which
+    could flip a decision only within rounding of a slice level (none for this seed): equal to 1e-12."""
+    X, y, groups = _groups_data()
+    kw = dict(n_chains=2, n_samples=20, n_warmup=15, random_state=3, progress=False, covariance=covariance)
+    one = mg.HierarchicalGLM(backend="numpy", **kw).fit(X, y, groups)
+    sh = mg.HierarchicalGLM(devices=Shards(n_virtual=n_virtual), **kw).fit(X, y, groups)
+    for name in one.trace_.draws:
+        if n_virtual == 1:
+            np.testing.assert_array_equal(sh.trace_.draws[name], one.trace_.draws[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(sh.trace_.draws[name], one.trace_.draws[name], rtol=1e-12, atol=1e-12,
+                                       err_msg=name)
+    np.testing.assert_array_equal(sh.trace_.stats["fallbacks"], one.trace_.stats["fallbacks"])
+    np.testing.assert_allclose(sh.trace_.stats["loglik"], one.trace_.stats["loglik"], rtol=1e-12)
+    assert list(sh.groups_) == list(one.groups_)
+    assert sh.to_arviz().posterior["beta"].shape == (2, 20, 7, 3)
+
+
+def test_hierarchical_groups_as_cluster_ranks():
+    """Two processes of a cluster (threads with a barrier all-reduce), each holding its groups: both end
+    with every group's draws, equal to one device's."""
+    X, y, groups = _groups_data(seed=10, G=5)
+    kw = dict(n_chains=2, n_samples=10, n_warmup=10, random_state=1, progress=False)
+    one = mg.HierarchicalGLM(backend="numpy", **kw).fit(X, y, groups)
+    fits = fit_as_ranks(lambda sh: mg.HierarchicalGLM(devices=sh, **kw).fit(X, y, groups))
+    for f in fits:
+        for name in one.trace_.draws:
+            np.testing.assert_allclose(f.trace_.draws[name], one.trace_.draws[name], rtol=1e-12, atol=1e-12)
+
+
+def test_hierarchical_devices_bad_input():
+    X, y, groups = _groups_data(G=3)
+    with pytest.raises(ValueError, match="3 groups cannot be split over 4 shards"):
+        mg.HierarchicalGLM(devices=Shards(n_virtual=4), progress=False).fit(X, y, groups)
+    with pytest.raises(ValueError, match="graph=True needs devices=None"):
+        mg.HierarchicalGLM(devices=Shards(n_virtual=2), graph=True, progress=False).fit(X, y, groups)
+    with pytest.raises(ValueError, match="one label per row"):
+        mg.HierarchicalGLM(devices=Shards(n_virtual=2), progress=False).fit(X, y, groups[:-1])
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_hierarchical_groups_on_gpu_shards_equal_one_gpu(cp, covariance, dtype):
+    """Three shards on one GPU (whole groups each, split into chunks of rows as one device splits them;
+    64 rows a chunk, so the larger groups span several blocks) against devices=None on the GPU: the same
+    sums, decisions and hyperparameter draws, so every draw is equal bit for bit."""
+    from gpumcmc.shards import one_device
+
+    X, y, groups = _groups_data(seed=11, G=9)
+    kw = dict(n_chains=3, n_samples=20, n_warmup=20, random_state=5, progress=False, covariance=covariance,
+              dtype=dtype)
+    import gpumcmc.models.glm as glm_module
+    old = glm_module._CHUNK_ROWS
+    glm_module._CHUNK_ROWS = 64
+    try:
+        one = mg.HierarchicalGLM(backend="cupy", graph=False, **kw).fit(cp.asarray(X), cp.asarray(y), groups)
+        sh = mg.HierarchicalGLM(devices=one_device(3), **kw).fit(X, y, groups)
+    finally:
+        glm_module._CHUNK_ROWS = old
+    for name in one.trace_.draws:
+        np.testing.assert_array_equal(sh.trace_.draws[name], one.trace_.draws[name], err_msg=name)
+    np.testing.assert_array_equal(sh.trace_.stats["fallbacks"], one.trace_.stats["fallbacks"])

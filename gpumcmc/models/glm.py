@@ -71,8 +71,9 @@ from ..shards import Replica
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
 
-__all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedSliceState", "SliceState", "allreduce_bytes",
-           "init", "init_sharded", "make_sharded_step", "shard_passes", "step"]
+__all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedGroupState", "ShardedSliceState", "SliceState",
+           "allreduce_bytes", "group_bounds", "groups_allreduce_bytes", "init", "init_groups_sharded", "init_sharded",
+           "make_groups_sharded_step", "make_sharded_step", "shard_passes", "step"]
 
 
 class SliceState(NamedTuple):
@@ -173,17 +174,32 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     xp = _backend.get_array_module(state.eta)
     C, G, K = state.beta.shape
     dt = state.beta.dtype
-    beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
-    warm = (state.it < n_warmup)[:, None]
-    early_exit = xp is np
-    evals = 0
-    fallbacks = xp.zeros((C,), dtype=np.int64)
     # The sweep's random numbers, drawn up front (the GPU path draws the same ones in the same order):
     # per coordinate an exponential (the slice level), two uniforms (the bracket's position and the
     # split of the stepping-out budget) and max_shrink uniforms (the shrinkage proposals).
     e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
     u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
     us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
+    beta, eta, width, fallbacks, evals = _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out,
+                                                      max_shrink, e_all, u_all, us_all)
+    mu, prec, sigma = state.mu, state.prec, state.sigma
+    if hyper is not None:
+        mu, prec, sigma = _draw_hyper(rng, beta, hyper, xp)
+    ll = pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1, dtype=np.float64)
+    new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
+    info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
+    return new, info
+
+
+def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all):
+    """The coefficients' part of :func:`step`, with its random numbers given: returns the new beta, eta,
+    width, the fallbacks per chain and the evaluations (-1 on the GPU)."""
+    C, G, K = state.beta.shape
+    beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
+    warm = (state.it < n_warmup)[:, None]
+    early_exit = xp is np
+    evals = 0
+    fallbacks = xp.zeros((C,), dtype=np.int64)
     if xp is not np:
         eta = eta.copy()  # moved in place by the kernels
         if _SLICE_KERNEL == "pass" and max_steps_out < _PMAX and data.plan is not None:
@@ -243,13 +259,7 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
         beta[:, :, k] = xnew
         neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
         width[:, :, k] = xp.where(warm, neww, w)
-    mu, prec, sigma = state.mu, state.prec, state.sigma
-    if hyper is not None:
-        mu, prec, sigma = _draw_hyper(rng, beta, hyper, xp)
-    ll = pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1, dtype=np.float64)
-    new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
-    info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
-    return new, info
+    return beta, eta, width, fallbacks, evals
 
 
 _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
@@ -301,8 +311,10 @@ def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, si
     return (ok == 0).sum(axis=1)
 
 
-def _chunk_plan(xp, starts, ends, n_chains):
-    """Split each group's rows into chunks for glm_slice_pass: enough blocks to fill the GPU."""
+def _chunk_plan(xp, starts, ends, n_chains, shape=None):
+    """Split each group's rows into chunks for glm_slice_pass: enough blocks to fill the GPU.
+    ``shape``: (rows a chunk, threads a block) to use instead of choosing them (the plan of a part of
+    the groups that splits each group as the plan of all of them does)."""
     from .. import _loader
 
     st = np.asarray(_backend.to_host(starts), dtype=np.int64)
@@ -317,7 +329,9 @@ def _chunk_plan(xp, starts, ends, n_chains):
     half = -(-biggest // 2)
     block = _BLOCK or min(256, max(32, 1 << max(0, half - 1).bit_length()))
     rows = _CHUNK_ROWS
-    if rows is None:  # about four blocks per SM over all chains, whole blocks of rows
+    if shape is not None:
+        rows, block = shape
+    elif rows is None:  # about four blocks per SM over all chains, whole blocks of rows
         target = -(-N * n_chains // (4 * _loader.sm_count()))
         rows = max(block, -(-target // block) * block)
     rows = max(1, int(rows))
@@ -851,6 +865,146 @@ def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:
     return 8 * n_chains * (K * shard_passes(max_shrink) * _PMAX + 1)
 
 
+# ---------------------------------------------------------------------------
+# Groups split over devices (HierarchicalGLM(devices=...))
+# ---------------------------------------------------------------------------
+
+class ShardedGroupState(NamedTuple):
+    beta: object    # (C, G, K) every group's coefficients, on local shard 0's device
+    mu: object      # (C, K) the groups' mean, on local shard 0's device
+    prec: object    # (C, K, K) its precision
+    sigma: object   # (C, K, K) its covariance
+    it: object      # (C,) iteration counter
+    betas: tuple    # per local shard, (C, G, K) every group's coefficients on its device (the all-reduce's copy)
+    eta: tuple      # per local shard, (C, N_i) linear predictor of its rows
+    width: tuple    # per local shard, (C, G_i, K) its groups' slice step widths
+
+
+def group_bounds(sizes, world: int) -> list:
+    """``world`` contiguous ranges ``(g0, g1)`` of the groups, about equal in rows, each of at least one
+    group (the same answer in every process, from the group sizes alone)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    G = len(sizes)
+    if G < world:
+        raise ValueError(f"{G} groups cannot be split over {world} shards (each holds whole groups): "
+                         "use fewer devices.")
+    ends = np.cumsum(sizes)
+    N = int(ends[-1])
+    cuts = [0]
+    for r in range(1, world):
+        target = r * N / world
+        b = int(np.searchsorted(ends, target)) + 1   # the first cut with at least `target` rows before it
+        if b > 1 and target - ends[b - 2] < ends[b - 1] - target:
+            b -= 1
+        cuts.append(min(max(b, cuts[-1] + 1), G - (world - r)))
+    cuts.append(G)
+    return [(cuts[r], cuts[r + 1]) for r in range(world)]
+
+
+def init_groups_sharded(X, y, gid, shards, family="bernoulli", n_chains=4, prior_scale=1.0):
+    """The state, the per-shard data and each local shard's groups ``(g0, g1)`` for
+    :func:`make_groups_sharded_step`: ``X`` (N, K), ``y`` (host arrays, or CuPy arrays on local shard 0's
+    GPU) with their rows sorted by group, ``gid`` (N,) the group of each row, 0 .. G - 1, on the host.
+    Each shard holds whole groups (:func:`group_bounds`); on the GPU every shard splits its groups' rows
+    into chunks as one device would split them all, so each group's sums are those of one device."""
+    N, K = X.shape
+    xp = shards.xp
+    gid = np.asarray(_backend.to_host(gid), dtype=np.int64)
+    G = int(gid[-1]) + 1 if N else 0
+    sizes = np.bincount(gid, minlength=G)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    bounds = [group_bounds(sizes, shards.world)[r] for r in shards.ranks]
+    shape = None
+    if xp is not np:
+        with shards.on(0):
+            whole = _chunk_plan(xp, starts, ends, n_chains)
+            shape = (whole.chunk_rows, whole.block)
+    datas, etas, widths, betas = [], [], [], []
+    for i, (g0, g1) in enumerate(bounds):
+        a, b = int(starts[g0]), int(ends[g1 - 1])
+        with shards.on(i):
+            # a copy made under the shard's device lands there (as Shards.scatter copies)
+            Xi = np.ascontiguousarray(X[a:b]) if xp is np else xp.array(X[a:b], copy=True, order="C")
+            yi = np.ascontiguousarray(y[a:b]) if xp is np else xp.array(y[a:b], copy=True, order="C")
+            st, d = init(Xi, yi, family, n_chains, prior_scale, xp.asarray(gid[a:b] - g0), chunk_shape=shape)
+            del Xi
+            datas.append(d)
+            etas.append(st.eta)
+            widths.append(st.width)
+            betas.append(xp.zeros((n_chains, G, K), dtype=X.dtype))
+    with shards.on(0):
+        st = _init_state(xp, n_chains, G, K, 0, X.dtype, prior_scale)
+    state = ShardedGroupState(betas[0], st.mu, st.prec, st.sigma, st.it, tuple(betas), tuple(etas), tuple(widths))
+    return state, datas, bounds
+
+
+def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup, hyper, max_steps_out=4,
+                             max_shrink=24):
+    """``step(rng, state) -> (state, info)``: one sweep of the hierarchical model with its groups split
+    over ``shards`` (each holds whole groups: their rows, coefficients, widths and eta).
+
+    The random numbers of :func:`step` are drawn on local shard 0 for every group and each shard takes
+    its groups' part, so group g's numbers are those of one device whatever shard holds it. Each shard
+    sweeps its groups' coefficients by the single-device kernels (no all-reduce within the sweep: a
+    group's rows are all on one shard); then the coefficients of every group are gathered by an
+    all-reduce of a (C, G, K) array that holds zeros outside each shard's groups (exact: x + 0 = x), and
+    ``mu, Sigma`` are drawn from them as :func:`step` draws them. On the GPU, where every shard splits
+    its groups' rows as one device splits them (:func:`init_groups_sharded`), the draws equal those of
+    ``devices=None`` bit for bit; on NumPy the sums over a group's rows come from a running sum over the
+    shard's rows, whose rounding depends on the rows before it, so the draws equal one device's up to
+    that rounding.
+    """
+    xp = shards.xp
+    if hyper is None:
+        raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")
+
+    def step(rng, state):
+        C, G, K = state.beta.shape
+        with shards.on(0):
+            dt = state.beta.dtype
+            e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
+            u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
+            us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
+        reps = [Replica(shards, a) for a in (state.mu, state.prec, state.sigma, state.it, e_all, u_all, us_all)]
+        fulls, lls, fbs, etas, widths = [], [], [], [], []
+        for i, (g0, g1) in enumerate(bounds):
+            with shards.on(i):
+                mu, prec, sigma, it, e, u, us = (r(i) for r in reps)
+                e, u, us = (xp.ascontiguousarray(a[..., g0:g1]) for a in (e, u, us))
+                st = SliceState(xp.ascontiguousarray(state.betas[i][:, g0:g1]), state.eta[i], state.width[i], mu,
+                                prec, sigma, it)
+                beta_i, eta_i, width_i, fb, _ = _sweep_coefs(xp, st, data[i], family, sigma_noise, n_warmup,
+                                                             max_steps_out, max_shrink, e, u, us)
+                full = xp.zeros((C, G, K), dtype=dt)
+                full[:, g0:g1] = beta_i
+                fulls.append(full)
+                fbs.append(xp.ascontiguousarray(fb, dtype=np.int64))
+                etas.append(eta_i)
+                widths.append(width_i)
+                lls.append(xp.ascontiguousarray(
+                    pointwise_loglik(eta_i, data[i].y, family, sigma_noise, xp, data[i].lgy).sum(axis=1,
+                                                                                                 dtype=np.float64)))
+        shards.allreduce(fulls)
+        shards.allreduce(lls)
+        shards.allreduce(fbs)
+        with shards.on(0):
+            mu, prec, sigma = _draw_hyper(rng, fulls[0], hyper, xp)
+            new = ShardedGroupState(fulls[0], mu, prec, sigma, state.it + 1, tuple(fulls), tuple(etas),
+                                    tuple(widths))
+            info = SliceInfo(xp.full((C,), -1, dtype=np.int64), fbs[0], lls[0])
+        return new, info
+
+    return step
+
+
+def groups_allreduce_bytes(n_chains: int, G: int, K: int, itemsize: int = 4) -> int:
+    """Bytes all-reduced per sweep of ``HierarchicalGLM(devices=...)``: every group's coefficients
+    (``itemsize`` bytes each: 4 for float32), then the log-likelihood and the fallbacks (8 bytes a chain
+    each)."""
+    return n_chains * (G * K * itemsize + 16)
+
+
 def _check_xy(X, y, family, xp, dtype):
     X = as_data(X, xp, dtype, "X")
     y = as_data(y, xp, dtype, "y", ndim=1, finite=False)
@@ -878,6 +1032,12 @@ class _GLMBase(Estimator):
         def st(r, s):
             return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
 
+        return run(st, state, rng, self.n_samples, burn_in=self.n_warmup, collect=self._collector(hyper),
+                   progress=self.progress, desc=type(self).__name__, graph=self._use_graph(data))
+
+    @staticmethod
+    def _collector(hyper):
+        """What the run driver keeps of each draw: beta, and mu with Sigma (or tau) for the hierarchy."""
         diag = hyper is not None and len(hyper) > 3 and hyper[3] == "diag"
 
         def collect(s, info):
@@ -891,8 +1051,7 @@ class _GLMBase(Estimator):
                     out["Sigma"] = s.sigma
             return out
 
-        return run(st, state, rng, self.n_samples, burn_in=self.n_warmup, collect=collect,
-                   progress=self.progress, desc=type(self).__name__, graph=self._use_graph(data))
+        return collect
 
     def _use_graph(self, data):
         """Replay the sweep from a CUDA graph: on the GPU unless ``graph=False`` (or the earlier kernel)."""
@@ -913,8 +1072,9 @@ def _init_state(xp, C, G, K, N, dt, prior_scale):
         sigma=xp.broadcast_to(eye * prior_scale**2, (C, K, K)).copy(), it=xp.zeros((C,), dtype=np.int64))
 
 
-def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None):
-    """Initial state and data for :func:`step` (arrays on X's backend); see the estimators."""
+def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chunk_shape=None):
+    """Initial state and data for :func:`step` (arrays on X's backend); see the estimators.
+    ``chunk_shape``: the GPU kernel's (rows a chunk, threads a block), chosen from the data if None."""
     xp = _backend.get_array_module(X)
     N, K = X.shape
     if groups is None:
@@ -932,7 +1092,7 @@ def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None):
     if family == "poisson":
         from ..glm import _lgamma1p
         lgy = _lgamma1p(xp, y)
-    plan = _chunk_plan(xp, starts, ends, n_chains) if xp is not np else None
+    plan = _chunk_plan(xp, starts, ends, n_chains, chunk_shape) if xp is not np else None
     data = _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan)
     return _init_state(xp, n_chains, G, K, N, X.dtype, prior_scale), data
 
@@ -1130,12 +1290,22 @@ class HierarchicalGLM(_GLMBase):
         The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
     n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink,
     random_state, progress, backend, dtype, graph : as for :class:`BayesianGLM`.
+    devices : None, "all", int, list of int, or gpumcmc.shards.Shards
+        Split the groups over devices (:func:`make_groups_sharded_step`):
+        each holds whole groups (their rows, coefficients and ``eta``,
+        about equal rows per device) and sweeps them with no communication;
+        once a sweep, every group's coefficients are all-reduced (``C G K``
+        values) for the draw of ``mu, Sigma``. Group g's random numbers are
+        the same on any device, so on the GPU the draws equal those of
+        ``devices=None`` for the same seed, bit for bit; on NumPy
+        (``Shards(n_virtual=k)``), up to the rounding of the sums over a
+        group's rows. There must be at least as many groups as devices.
     """
 
     def __init__(self, family="bernoulli", kappa0=1.0, nu0=None, psi0=1.0, n_chains=4, n_samples=1000,
                  n_warmup=500, sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24,
                  random_state=None, progress=True, backend=None, dtype="float64", covariance="full",
-                 graph=None):
+                 graph=None, devices=None):
         self.family = family
         self.kappa0 = kappa0
         self.nu0 = nu0
@@ -1153,6 +1323,7 @@ class HierarchicalGLM(_GLMBase):
         self.dtype = dtype
         self.covariance = covariance
         self.graph = graph
+        self.devices = devices
 
     def fit(self, X, y, groups):
         self.family_ = check_family(self.family)
@@ -1162,7 +1333,19 @@ class HierarchicalGLM(_GLMBase):
         if not (float(self.kappa0) >= 0 and float(self.psi0) >= 0):
             raise ValueError(f"kappa0 and psi0 must be non-negative numbers (0: the improper limit), "
                              f"got kappa0={self.kappa0!r}, psi0={self.psi0!r}.")
-        xp = self._xp()
+        shards = None
+        if self.devices is not None:
+            from ..shards import resolve
+
+            if self.graph:
+                raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
+                                 "as a CUDA graph; leave graph at None or False.")
+            shards = resolve(self.devices, self.backend, "the groups")[0]
+            xp = np  # X and y are checked on the host, then copied group by group to the devices
+            X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
+            y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
+        else:
+            xp = self._xp()
         X, y = _check_xy(X, y, self.family_, xp, self._dtype())
         groups = np.asarray(_backend.to_host(groups))
         if groups.ndim != 1 or groups.shape[0] != X.shape[0]:
@@ -1175,7 +1358,11 @@ class HierarchicalGLM(_GLMBase):
         self.n_features_in_ = X.shape[1]
         D = self._design(X)
         K = D.shape[1]
-        state, data = init(D, y, self.family_, self.n_chains, 1.0, xp.asarray(gid[order].astype(np.int64)))
+        if shards is None:
+            state, data = init(D, y, self.family_, self.n_chains, 1.0, xp.asarray(gid[order].astype(np.int64)))
+        else:
+            state, datas, bounds = init_groups_sharded(D, y, gid[order], shards, self.family_, self.n_chains, 1.0)
+            xp = shards.xp
         if self.covariance == "diag":
             nu0 = float(3.0 if self.nu0 is None else self.nu0)
             if not nu0 > 0:
@@ -1185,8 +1372,22 @@ class HierarchicalGLM(_GLMBase):
             nu0 = float(K + 2 if self.nu0 is None else self.nu0)
             if nu0 <= K - 1:
                 raise ValueError(f"nu0 must exceed K - 1 = {K - 1}, got {nu0}.")
-            hyper = HyperPrior(float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
-        self.trace_ = self._run(state, data, hyper)
+            if shards is None:
+                hyper = HyperPrior(float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
+            else:
+                with shards.on(0):
+                    hyper = HyperPrior(float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
+        if shards is None:
+            self.trace_ = self._run(state, data, hyper)
+        else:
+            from ..random import default_rng
+
+            step_fn = make_groups_sharded_step(datas, shards, bounds, self.family_, float(self.sigma),
+                                               self.n_warmup, hyper, self.max_steps_out, self.max_shrink)
+            with shards.on(0):
+                rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
+                self.trace_ = run(step_fn, state, rng, self.n_samples, burn_in=self.n_warmup,
+                                  collect=self._collector(hyper), progress=self.progress, desc=type(self).__name__)
         self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
         self.coef_ = self.beta_draws_.mean(axis=(0, 1))
         return self

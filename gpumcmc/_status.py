@@ -37,7 +37,15 @@ CALL_LIMIT = (1 << (64 - CALL_SHIFT)) - 2  # calls beyond it share its number
 # Codes of kernels_cu/status.cuh.
 NAN, INF, NEG, NEG_B, ZERO, OVERFLOW, ROWS, COLS, PARAM, PARAM_B, TINY = range(1, 12)
 
-_local = threading.local()
+class _Local(threading.local):
+    """This thread's words, by (device, stream pointer), and those with calls not read yet."""
+
+    def __init__(self):
+        self.words: dict = {}
+        self.pending: list = []
+
+
+_local = _Local()
 syncs = 0  # waits for the GPU made to read words, for tests
 
 
@@ -52,8 +60,8 @@ class Word:
         rt = cupy.cuda.runtime
         ptr = rt.hostAlloc(8, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
         # Never freed: one word per thread, device and stream, for the life of the process.
-        self.host = np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(ptr))
-        self.host[0] = NONE
+        self.host = ctypes.c_uint64.from_address(ptr)  # .value reads the memory each time
+        self.host.value = NONE
         # With unified addressing (every 64-bit platform CUDA supports) a mapped
         # allocation has the same address on the host and on the device.
         if not rt.deviceGetAttribute(41, device):  # cudaDevAttrUnifiedAddressing
@@ -67,7 +75,7 @@ class Word:
         """Register the next call on this word (``describe(code, index) -> str``); its tag for the kernel."""
         n = len(self.calls)
         if not n:
-            _pending().append(self)
+            _local.pending.append(self)
         self.calls.append(describe)
         return min(n, CALL_LIMIT) << CALL_SHIFT
 
@@ -78,31 +86,16 @@ class Word:
             return None
         syncs += 1
         self.stream.synchronize()  # synchronize! (the one wait of a direct call)
-        v = int(self.host[0])
+        v = self.host.value
         calls = self.calls
         self.calls = []
         if v == NONE:
             return None
-        self.host[0] = NONE
+        self.host.value = NONE
         call = v >> CALL_SHIFT
         index = (v >> CODE_BITS) & ((1 << INDEX_BITS) - 1)
         code = v & ((1 << CODE_BITS) - 1)
         return call, len(calls), calls[min(call, len(calls) - 1)], code, index
-
-
-def _words() -> dict:
-    w = getattr(_local, "words", None)
-    if w is None:
-        w = _local.words = {}
-    return w
-
-
-def _pending() -> list:
-    """This thread's words with calls not read yet."""
-    p = getattr(_local, "pending", None)
-    if p is None:
-        p = _local.pending = []
-    return p
 
 
 def ticket(describe) -> tuple[int, int]:
@@ -116,7 +109,7 @@ def ticket(describe) -> tuple[int, int]:
 
     stream = cupy.cuda.get_current_stream()
     key = (cupy.cuda.runtime.getDevice(), stream.ptr)
-    words = _words()
+    words = _local.words
     word = words.get(key)
     if word is None:
         word = words[key] = Word(key[0], stream)
@@ -125,14 +118,14 @@ def ticket(describe) -> tuple[int, int]:
 
 def pending() -> bool:
     """True when a word of this thread has calls that were not read yet."""
-    return bool(getattr(_local, "pending", None))
+    return bool(_local.pending)
 
 
 def read_all():
     """Read every word of this thread with calls pending; the first failure as
     (call number, message) or None. One wait per word read."""
     found = None
-    words = _pending()
+    words = _local.pending
     _local.pending = []
     for word in words:
         got = word.read()

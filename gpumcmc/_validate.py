@@ -48,13 +48,23 @@ __all__ = [
     "validation",
 ]
 
-_state = threading.local()
+class _State(threading.local):
+    """This thread's settings. Class attributes give every thread the defaults,
+    so reads never miss (a missed ``getattr`` default costs an exception inside,
+    on every call of a checked function)."""
+
+    on = True        # value checks on
+    deferred = 0     # depth of deferred() blocks
+    pending = None   # verdicts recorded by report() since the last check()
+
+
+_state = _State()
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def validating() -> bool:
     """True when value checks (which may synchronise the GPU) are on."""
-    return getattr(_state, "on", True)
+    return _state.on
 
 
 def set_validation(on: bool) -> None:
@@ -75,7 +85,7 @@ def validation(on: bool):
 
 def deferring() -> bool:
     """True inside a :func:`deferred` block (value checks on CuPy data record, not raise)."""
-    return getattr(_state, "deferred", 0) > 0
+    return _state.deferred > 0
 
 
 @contextlib.contextmanager
@@ -87,7 +97,7 @@ def deferred():
     the outermost block does not check: call :func:`check` where the host
     waits for the GPU anyway.
     """
-    _state.deferred = getattr(_state, "deferred", 0) + 1
+    _state.deferred += 1
     try:
         yield
     finally:
@@ -98,7 +108,7 @@ _NONE = np.iinfo(np.int64).max
 
 
 def _pending() -> dict:
-    p = getattr(_state, "pending", None)
+    p = _state.pending
     if p is None:
         p = _state.pending = {"calls": 0, "messages": [], "words": {}}
     return p
@@ -145,7 +155,7 @@ def check() -> None:
     :mod:`gpumcmc._status`).
     """
     fused = _status.read_all() if _status.pending() else None  # synchronize! (once per stream with fused checks)
-    p = getattr(_state, "pending", None)
+    p = _state.pending
     if p is not None and p["calls"]:
         _state.pending = None
         found = []
@@ -176,7 +186,8 @@ def fused(describe) -> tuple[int, int]:
     ``describe(code, index)`` gives the message should the kernel note bad
     input; see :mod:`gpumcmc._status`.
     """
-    if describe is None or not validating() or not deferring():
+    st = _state
+    if describe is None or not st.on or st.deferred <= 0:
         return 0, 0
     return _status.ticket(describe)
 
@@ -193,10 +204,10 @@ def checked(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         st = _state
-        depth = getattr(st, "deferred", 0)
-        if depth > 0 or not getattr(st, "on", True):
+        depth = st.deferred
+        if depth > 0 or not st.on:
             return fn(*args, **kwargs)
-        saved = getattr(st, "pending", None)
+        saved = st.pending
         st.pending = None
         try:
             st.deferred = depth + 1  # as `with deferred():`, inlined: this runs on every call
@@ -204,14 +215,15 @@ def checked(fn):
                 result = fn(*args, **kwargs)
             finally:
                 st.deferred = depth
-            try:
-                check()  # synchronize! (once, and only when a CuPy check was recorded)
-            except ValueError as err:
-                st.pending = None
-                if getattr(err, "_gpumcmc_detailed", False):
-                    raise
-                fn(*args, **kwargs)  # raises the detailed message
-                raise err from None
+            if _status.pending() or st.pending is not None:  # else nothing was recorded: no wait
+                try:
+                    check()  # synchronize! (once, and only when a CuPy check was recorded)
+                except ValueError as err:
+                    st.pending = None
+                    if getattr(err, "_gpumcmc_detailed", False):
+                        raise
+                    fn(*args, **kwargs)  # raises the detailed message
+                    raise err from None
         finally:
             st.pending = saved
         return result

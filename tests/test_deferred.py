@@ -184,7 +184,7 @@ def test_numpy_direct_call_never_reads_a_word(monkeypatch):
     monkeypatch.setattr(_validate, "check", lambda: seen.append(1))
     gpumcmc.categorical(np.ones((3, 4)), 0)
     default_rng(0).gamma(np.ones(5))
-    assert seen == [1, 1]  # called, but with nothing pending it reads nothing
+    assert seen == []  # nothing was recorded (NumPy checks raise at once), so there is nothing to read
 
 
 def test_products_out_of_range_index_gives_minus_one_with_validation_off(xp):

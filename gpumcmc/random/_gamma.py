@@ -939,8 +939,58 @@ def beta(rng, a, b, size=None, dtype=None):
     return out.reshape(oshape)
 
 
+_dirichlet_plans: dict = {}
+
+
+def _dirichlet_device(rng, alpha, dtype, log):
+    """:func:`dirichlet` for the usual call on the GPU, with less host time per
+    call: ``alpha`` a C-contiguous 2-d CuPy array of float32 or float64
+    (``size=None``), drawn in its dtype, where :func:`_dirichlet_plan` takes
+    the one-launch kernel. The launch is planned once per device, dtype and
+    shape; the values are those of :func:`dirichlet_cupy`. Returns None for
+    any other call, which the general path takes."""
+    dt = alpha.dtype
+    if dt not in _CTYPE or (dtype is not None and np.dtype(dtype) != dt) or alpha.ndim != 2 \
+            or not alpha.flags.c_contiguous:
+        return None
+    import cupy
+
+    n_rows, K = alpha.shape
+    pkey = (cupy.cuda.runtime.getDevice(), dt, n_rows, K)
+    plan = _dirichlet_plans.get(pkey)
+    if plan is None:
+        plan = False
+        if 0 < n_rows * K < INDEX_LIMIT:
+            fn = _fn("dirichlet_draw", dt)
+            blocks = _loader.resident_blocks(fn, _BLOCK)
+            R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), dt)
+            if R:
+                plan = (_loader.packed_launcher(fn, FILE, "dirichlet_draw", _CTYPE[dt]),
+                        _loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), R, _row_lanes(K))
+        if len(_dirichlet_plans) >= 256:  # many shapes: keep the cache small
+            _dirichlet_plans.clear()
+        _dirichlet_plans[pkey] = plan
+    if not plan:
+        return None
+    launch, grid, R, g = plan
+    key, off = rng.key, rng.advance()
+    with annotate("gpumcmc.random.dirichlet", cupy):
+        out = cupy.empty((n_rows, K), dtype=dt)
+        # The kernel checks alpha as it reads it (see _status).
+        word, tag = _v.fused(ParamMessage(("alpha", "alpha"), (n_rows, K)))
+        # dirichlet_draw's parameters (see dirichlet_cupy): alpha, out, rows in all, first row, K,
+        # rows per chunk, lanes per row, Philox key and offset, off_dev, log, status word, tag.
+        launch(grid, _BLOCK, cupy.cuda.get_current_stream().ptr, alpha.data.ptr, out.data.ptr, n_rows, 0, K, R, g,
+               key[0], key[1], off & 0xFFFFFFFF, off >> 32, _loader.device_offset(), 1 if log else 0, word, tag)
+    return out
+
+
 def dirichlet(rng, alpha, size=None, dtype=None, log=False):
     """Implementation of :meth:`Generator.dirichlet`."""
+    if size is None and _backend.is_cupy_array(alpha):
+        out = _dirichlet_device(rng, alpha, dtype, log)
+        if out is not None:
+            return out
     xp = rng.xp(alpha)
     dtype = resolve_dtype(dtype, alpha)
     al = _as(alpha, xp, dtype)

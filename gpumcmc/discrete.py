@@ -12,6 +12,10 @@ The uniform. Row ``r`` (in C order over the batch axes) of a call at
 generator offset ``off`` uses the Philox4x32-10 block with counter
 ``(r, off)`` (``idx = r``): ``u = u01_f32(w0)`` for float32, ``u01_f64(w0,
 w1)`` for float64. Every method, on the GPU and in NumPy, uses this ``u``.
+:func:`categorical_products` can draw its tokens as part of a larger call
+(``counter_base``, ``counter_index``): token ``t`` then takes the counter, and
+for ``"butterfly"`` the lane of a warp, that the larger call gives it, so it
+draws what that call draws.
 
 Methods (Steele & Tristan, "Using butterfly-patterned partial sums to draw
 from discrete distributions", PPoPP 2017; the kernels are in
@@ -70,7 +74,7 @@ from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, is_cupy_array
 from .random._generator import default_rng
-from .random._philox import block_words, u01_f32, u01_f64
+from .random._philox import block_words, philox_rounds, u01_f32, u01_f64
 
 __all__ = ["METHODS", "categorical", "categorical_logits", "categorical_products", "choose_method", "token_order"]
 
@@ -153,6 +157,14 @@ def row_uniforms(start: int, count: int, dtype, key, offset: int) -> np.ndarray:
     return u01_f32(w0) if np.dtype(dtype) == np.float32 else u01_f64(w0, w1)
 
 
+def counter_uniforms(counters, dtype, key, offset: int) -> np.ndarray:
+    """The uniforms of the rows whose Philox counters are ``counters`` (non-negative integers)."""
+    idx = np.asarray(counters).astype(np.uint64)
+    lo, hi = np.uint64(offset & 0xFFFFFFFF), np.uint64((offset >> 32) & 0xFFFFFFFF)
+    w0, w1, _, _ = philox_rounds(idx & np.uint64(0xFFFFFFFF), idx >> np.uint64(32), lo, hi, key[0], key[1])
+    return u01_f32(w0) if np.dtype(dtype) == np.float32 else u01_f64(w0, w1)
+
+
 def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     """``"prefix"`` / ``"transpose"`` on NumPy: left-to-right prefix sums in the dtype."""
     p = np.cumsum(w, axis=1, dtype=w.dtype)
@@ -162,7 +174,7 @@ def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.where(total > target, idx, -1)
 
 
-def butterfly_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None) -> np.ndarray:
     """``"butterfly"`` on NumPy: :func:`gpumcmc._discrete_butterfly.draw` for warps of
     ``W`` lanes, the same indices, computed per row rather than per warp.
 
@@ -171,7 +183,8 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     ``m`` of its lane selects, and the kernel's mask tests ask whether a child
     holds a positive weight; both are read here from the chosen block's
     pairwise sums at every level, which are also the steps of its block total.
-    ``w`` (n, K) and ``u`` (n,) of one dtype; the rows start at a whole warp.
+    ``w`` (n, K) and ``u`` (n,) of one dtype; row ``r`` sits in lane ``lanes[r]`` (default ``r % W``: the
+    rows start at a whole warp).
     """
     n, K = w.shape
     nb = -(-K // W)
@@ -180,7 +193,7 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     out = np.empty(n, dtype=np.int64)
     for s in range(0, n, step):
         e = min(n, s + step)
-        out[s:e] = _butterfly_rows(w[s:e], u[s:e], xb[:e - s])
+        out[s:e] = _butterfly_rows(w[s:e], u[s:e], xb[:e - s], None if lanes is None else lanes[s:e])
     return out
 
 
@@ -188,7 +201,7 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
 _BUTTERFLY_CHUNK = 1 << 16
 
 
-def _butterfly_rows(w, u, xb):
+def _butterfly_rows(w, u, xb, lanes=None):
     """:func:`butterfly_draw` of rows that fit the scratch ``xb`` (zeros in front of each row's weights)."""
     n, K = w.shape
     dt = w.dtype
@@ -225,7 +238,7 @@ def _butterfly_rows(w, u, xb):
     while positive[-1].shape[-1] > 1:
         z = positive[-1]
         positive.append(z[:, 0::2] | z[:, 1::2])
-    lane = rows % W
+    lane = rows % W if lanes is None else np.asarray(lanes, dtype=np.int64) % W
     q = np.zeros(n, dtype=np.int64)
     m, j = W // 2, len(levels) - 2  # children of m columns: levels[j]
     while m >= 1:
@@ -248,15 +261,23 @@ def _chunk_rows(K: int) -> int:
     return max(W, (_TWIN_CHUNK // max(K, 1)) // W * W)
 
 
-def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int, out: np.ndarray) -> None:
+def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int, out: np.ndarray,
+                counters_of=None) -> None:
+    """Rows ``0 .. n-1`` into ``out``; ``counters_of(start, stop)``: their Philox counters (default the row
+    indices), which also give each row its lane for the butterfly."""
     flat = out.reshape(-1)
     step = _chunk_rows(K)
     with np.errstate(invalid="ignore", over="ignore"):
         for start in range(0, n, step):
             stop = min(n, start + step)
             w = weights_of(start, stop)
-            u = row_uniforms(start, stop - start, dtype, key, offset)
-            flat[start:stop] = butterfly_draw(w, u) if method == "butterfly" else prefix_draw(w, u)
+            if counters_of is None:
+                u = row_uniforms(start, stop - start, dtype, key, offset)
+                flat[start:stop] = butterfly_draw(w, u) if method == "butterfly" else prefix_draw(w, u)
+            else:
+                c = counters_of(start, stop)
+                u = counter_uniforms(c, dtype, key, offset)
+                flat[start:stop] = butterfly_draw(w, u, c % W) if method == "butterfly" else prefix_draw(w, u)
 
 
 def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
@@ -274,11 +295,15 @@ def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
 # -- CUDA launcher ----------------------------------------------------------------
 
 def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out, describe,
-            n_a: int = 0, n_b: int = 0) -> None:
+            n_a: int = 0, n_b: int = 0, cbase: int = 0, cidx=None) -> None:
     """Run ``cat_prefix`` / ``cat_warp`` / ``cat_row_warp`` for ``n`` rows of ``K`` categories into ``out``.
 
     ``n_a``, ``n_b``: rows of ``a`` and ``b`` (products). ``describe``: the
     message maker for the status word (see :func:`gpumcmc._validate.fused`).
+    ``cbase``, ``cidx`` (products): row ``r`` draws with counter ``cbase + r``,
+    or ``cbase + cidx[r]`` (int64 on the device); the butterfly puts row ``r``
+    in lane ``(cbase + r) % W`` (with ``cidx`` the caller lays the rows out so
+    that ``r % W`` is their lane: :func:`_lane_layout`).
     """
     import cupy
 
@@ -286,7 +311,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     src = _SRC[kind]
     word, tag = _validate.fused(describe)
     args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_dev_args(key, offset), _loader.i64(n_a),
-                 _loader.i64(n_b), _loader.u64(word), _loader.u64(tag))
+                 _loader.i64(n_b), _loader.u64(word), _loader.u64(tag), _loader.i64(cbase),
+                 0 if cidx is None else cidx)
     if method == "warp":
         V, NJ = warp_shape(K, dt, a, b)
         fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
@@ -303,7 +329,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     scratch, s_in_smem, region, shared = a, 0, 0, 0
     n_items = n
     if method != "prefix":
-        groups = -(-n // W)
+        shift = cbase % W if method == "butterfly" and kind == "products" and cidx is None else 0   # as the kernel
+        groups = -(-(n + shift) // W)
         words = -(-K // W) * W
         warps = THREADS // W
         region = max(words, _TBL_WORDS)
@@ -552,7 +579,8 @@ def categorical_logits(logits, rng=None, axis: int = -1, method: str = "auto", o
 
 
 @_validate.checked
-def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto", out=None):
+def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto", out=None, *,
+                         counter_base: int = 0, counter_index=None):
     """For each token ``t``, draw ``k`` with weight ``theta[rows[t], k] * phi[cols[t], k]``.
 
     The z-draw of a latent Dirichlet allocation sampler (``rows`` = documents,
@@ -574,6 +602,20 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         checked, and an index out of range is undefined behaviour on the GPU.
     rng, method, out
         As :func:`categorical`; ``out`` has the shape of ``rows``.
+    counter_base : int, optional
+    counter_index : array_like of int, shape of ``rows``, optional
+        Draw the tokens as part of a larger call: token ``t`` (flat) draws
+        as token ``counter_base + t``, or ``counter_base + counter_index[t]``,
+        of a call at the same generator offset over more tokens (pass a copy
+        of that call's generator). Both its uniform (the Philox counter) and,
+        for ``"butterfly"``, its place in a warp (its rounding near ties
+        depends on it) are that token's, so for the same weights the draws
+        are the larger call's, bit for bit, with every method: tokens
+        ``[a, b)`` drawn with ``counter_base=a`` give that call's ``[a, b)``.
+        Used where a corpus is split over devices. Defaults: the call's own
+        counters. ``counter_index`` costs one more read per token, and with
+        ``"butterfly"`` on the GPU a layout of the tokens in warps (gaps
+        between the counters leave lanes idle).
 
     Returns
     -------
@@ -609,6 +651,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     n = int(rows.size)
     M, K = (int(s) for s in theta.shape)
     V = int(phi.shape[0])
+    cbase, cidx = _counters(xp, counter_base, counter_index, shape)
     method = _method(method, K, theta.dtype, products=True)
     offset = rng.advance()
     out = _output(out, xp, shape)
@@ -623,10 +666,22 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
             raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
         # The kernel checks every token as it reads it (see _status): an index out of range reads row 0 and
         # gets -1, whatever the validation setting, and bad values are noted in the status word.
+        message = _ProductsMessage(shape, theta.dtype, M, V)
         with annotate("gpumcmc.categorical_products", xp):
-            _launch("products", method, _loader.contiguous(theta), _loader.contiguous(phi),
-                    _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32),
-                    n, K, rng.key, offset, out, _ProductsMessage(shape, theta.dtype, M, V), M, V)
+            th, ph = _loader.contiguous(theta), _loader.contiguous(phi)
+            r32, c32 = _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32)
+            if cidx is not None and method == "butterfly":
+                # Each token in the lane its counter gives it: the tokens spread over slots, the gaps
+                # filled with copies of the next token (drawn and dropped).
+                counters = cidx + cbase
+                slot, tok = _lane_layout(counters, xp)
+                flat = xp.empty(int(tok.size), dtype=np.int64)
+                _launch("products", method, th, ph, r32[tok], c32[tok], int(tok.size), K, rng.key, offset, flat,
+                        _SlotMessage(message, tok), M, V, 0, counters[tok])
+                out.reshape(-1)[...] = flat[slot]
+            else:
+                _launch("products", method, th, ph, r32, c32, n, K, rng.key, offset, out, message, M, V, cbase,
+                        cidx)
         return out
     # NumPy: a token with an index out of range gets -1, whatever the validation setting.
     outside = (rows_f < 0) | (rows_f >= M) | (cols_f < 0) | (cols_f >= V)
@@ -642,7 +697,14 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         def weights_of(s, e):
             return theta[rows_f[s:e]] * phi[cols_f[s:e]]
 
-        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out)
+        counters_of = None
+        if cidx is not None:
+            def counters_of(s, e):
+                return cidx[s:e] + cbase
+        elif cbase:
+            def counters_of(s, e):
+                return np.arange(s + cbase, e + cbase, dtype=np.int64)
+        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out, counters_of)
         np.copyto(out.reshape(-1), -1, where=outside)
     if validating():
         r = _first_bad_row(out, xp)
@@ -650,6 +712,48 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
             code = _row_code("products", theta[int(rows_f[r])] * phi[int(cols_f[r])])
             raise ValueError(_ProductsMessage(shape, theta.dtype, M, V)(code, r))
     return out
+
+
+def _counters(xp, counter_base, counter_index, shape):
+    """``(cbase, cidx)``: categorical_products' counter base (int) and index (flat int64 on ``xp``, or None)."""
+    if isinstance(counter_base, bool) or not isinstance(counter_base, (int, np.integer)):
+        raise TypeError(f"counter_base must be an integer, got {counter_base!r}.")
+    cbase = int(counter_base)
+    if cbase < 0:
+        raise ValueError(f"counter_base must be >= 0, got {cbase}.")
+    if counter_index is None:
+        return cbase, None
+    cidx = asarray(counter_index, xp)
+    if cidx.dtype.kind not in "iu":
+        raise TypeError(f"counter_index must hold integers, got {cidx.dtype}.")
+    if tuple(cidx.shape) != tuple(shape):
+        raise ValueError(f"counter_index must have the shape of rows, {tuple(shape)}, got {tuple(cidx.shape)}.")
+    cidx = xp.ascontiguousarray(cidx.reshape(-1), dtype=np.int64)
+    if validating() and cidx.size:
+        _validate.report(xp.any(cidx < 0), "counter_index must be non-negative (below 2**63); found values < 0.")
+    return cbase, cidx
+
+
+def _lane_layout(counters, xp):
+    """``(slot, tok)``: token ``t`` goes to slot ``slot[t]``, with ``slot[t] % W == counters[t] % W`` and the
+    slots increasing; ``tok[s]`` is the first token at or after slot ``s`` (every slot holds a token)."""
+    first = counters[:1] % W
+    gaps = (counters[1:] - counters[:-1] - 1) % W + 1          # 1 .. W slots to the next lane wanted
+    slot = xp.concatenate([first, first + xp.cumsum(gaps)])
+    n_slots = int(slot[-1]) + 1
+    return slot, xp.searchsorted(slot, xp.arange(n_slots, dtype=np.int64))
+
+
+class _SlotMessage:
+    """A products message for a launch over slots (:func:`_lane_layout`): slot ``s`` names token ``tok[s]``."""
+
+    __slots__ = ("message", "tok")
+
+    def __init__(self, message, tok):
+        self.message, self.tok = message, tok
+
+    def __call__(self, code: int, index: int) -> str:
+        return self.message(code, int(self.tok[index]))
 
 
 def token_order(rows, cols, K: int, dtype=np.float32, cache_bytes: int | None = None):

@@ -47,7 +47,10 @@
 //
 // Random numbers: row r at call offset off uses the Philox block with counter
 // (r, off): u = u01_f32(w0) for float, u01_f64(w0, w1) for double. Every method
-// uses the same u for a row, whatever the launch shape.
+// uses the same u for a row, whatever the launch shape. A part of a larger call
+// (products) takes the counters cbase + r or cbase + cidx[r] of its rows in that
+// call, and the butterfly puts each row in the lane that call gives it (its
+// rounding depends on the lane), so the part draws what that call draws.
 //
 // Rows with no positive total (all zeros, NaN, inf or an overflowing sum), and
 // products tokens with an index out of range, get index -1. With a status word
@@ -103,7 +106,8 @@ template <typename T, int SRC>
 __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
                             const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64,
                             uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
-                            unsigned long long* status, unsigned long long tag) {
+                            unsigned long long* status, unsigned long long tag, long long cbase,
+                            const long long* __restrict__ cidx) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     bool noted = false;  // rows come in increasing order: only a thread's first bad row can be the minimum
     for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < n; r += stride) {
@@ -129,7 +133,7 @@ __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, co
             total += w;
             if constexpr (SRC != LOGITS) lo = min_t(lo, w);  // a NaN is caught by the total
         }
-        const T target = row_uniform((T*)nullptr, (unsigned long long)r, key, off_lo, off_hi) * total;
+        const T target = row_uniform((T*)nullptr, row_counter(r, cbase, cidx), key, off_lo, off_hi) * total;
         long long idx = -1;
         const bool found = total > target && !oob;
         if (found) {
@@ -333,7 +337,8 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
                           const int* __restrict__ cols_idx, long long n, int K, T* __restrict__ scratch,
                           int s_in_smem, int region_words, void* __restrict__ out, int out64, uint2 key,
                           unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
-                          unsigned long long* status, unsigned long long tag) {
+                          unsigned long long* status, unsigned long long tag, long long cbase,
+                          const long long* __restrict__ cidx) {
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x & (W - 1);
     const int wib = threadIdx.x / W;
@@ -344,21 +349,26 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
 
     const int NB = (K + W - 1) / W;
     const int pad = NB * W - K;
-    const long long n_groups = (n + W - 1) / W;
+    // The butterfly's rounding depends on the lane that holds a row, so a part
+    // of a larger call (products with a counter base) puts token t in lane
+    // (cbase + t) mod W, as that call would: the groups start `shift` slots
+    // before token 0. With cidx the caller lays the tokens out so (discrete.py).
+    const int shift = (SRC == PRODUCTS && METHOD == BUTTERFLY && cidx == nullptr) ? (int)(cbase & (W - 1)) : 0;
+    const long long n_groups = (n + shift + W - 1) / W;
     const long long wstride = (long long)gridDim.x * wpb;
     bool noted = false;  // warp-uniform: groups come in increasing order, so only the first bad one counts
 
     for (long long g = (long long)blockIdx.x * wpb + wib; g < n_groups; g += wstride) {
-        const long long r0 = g * W;
+        const long long r0 = g * W - shift;  // negative in a shifted first group (products only)
         const long long r = r0 + lane;
-        const bool valid = r < n;
+        const bool valid = r >= 0 && r < n;
+        const long long rc = r < 0 ? 0 : valid ? r : n - 1;
         const int rows_left = n - r0 < W ? (int)(n - r0) : W;
         T* S = s_in_smem ? region : scratch + g * (long long)NB * W;
         Rows<T, SRC> rows{a, b, hdr, reinterpret_cast<const T*>(hdr), r0, n - 1, K};
 
         bool oob = false;  // products: an index out of range (row 0 is read instead, and -1 stored)
         if constexpr (SRC == PRODUCTS) {
-            const long long rc = valid ? r : n - 1;
             const int ra = rows_idx[rc], rb = cols_idx[rc];
             oob = (unsigned long long)ra >= (unsigned long long)n_a || (unsigned long long)rb >= (unsigned long long)n_b;
             hdr[lane] = oob ? 0 : (long long)ra * K;
@@ -411,7 +421,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
         __syncwarp();
 
         const T total = run;
-        const T target = row_uniform((T*)nullptr, (unsigned long long)r, key, off_lo, off_hi) * total;
+        const T target = row_uniform((T*)nullptr, row_counter(rc, cbase, cidx), key, off_lo, off_hi) * total;
         const bool found = total > target && !oob;
         // Smallest block whose end prefix exceeds the target.
         int lo = 0, hi = NB - 1;
@@ -496,16 +506,19 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
 //                them reads row 0 and gets -1 (else unused)
 //   status, tag  the status word (null: no checks) and this call's tag; see
 //                status.cuh. Bad rows are noted there as they are met.
+//   cbase, cidx  row r draws with Philox counter cbase + r, or cbase + cidx[r]
+//                (see row_counter in discrete.cuh); 0 and null for a whole call
 template <typename T, int SRC>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_prefix(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
            const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
            int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_a,
-           long long n_b, unsigned long long* status, unsigned long long tag) {
+           long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
+           const long long* __restrict__ cidx) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::prefix_rows<T, SRC>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi, n_a,
-                                      n_b, status, tag);
+                                      n_b, status, tag, cbase, cidx);
 }
 
 template <typename T, int SRC, int METHOD>
@@ -514,10 +527,11 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
          const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
          int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
          unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_a,
-         long long n_b, unsigned long long* status, unsigned long long tag) {
+         long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
+         const long long* __restrict__ cidx) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::warp_rows<T, SRC, METHOD>(a, b, rows, cols, n, K, scratch, s_in_smem, region_words, out, out64,
-                                            make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag);
+                                            make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag, cbase, cidx);
 }
 
 #ifndef __CUDACC_RTC__
@@ -526,7 +540,7 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
 #define GPUMCMC_CAT_ARGS(T)                                                                               \
     const T*, const T*, const int*, const int*, long long, int, T*, int, int, void*, int, unsigned int, \
         unsigned int, unsigned int, unsigned int, const unsigned long long*, long long, long long,               \
-        unsigned long long*, unsigned long long
+        unsigned long long*, unsigned long long, long long, const long long*
 #define GPUMCMC_CAT_INSTANTIATE(T, SRC)                                  \
     template __global__ void cat_prefix<T, SRC>(GPUMCMC_CAT_ARGS(T));    \
     template __global__ void cat_warp<T, SRC, 1>(GPUMCMC_CAT_ARGS(T));   \

@@ -1,8 +1,9 @@
 // Building blocks shared by the categorical kernels (discrete.cu and
 // discrete_warp.cu): the sources of the weights, the row's uniform and the
 // index store. The uniform of row r at call offset off is the Philox block with
-// counter (r, off): u01_f32(w0) for float, u01_f64(w0, w1) for double, so every
-// method draws with the same u. Twin: gpumcmc/discrete.py (row_uniforms).
+// counter (r, off) (a part of a larger call: (row_counter(r), off), below):
+// u01_f32(w0) for float, u01_f64(w0, w1) for double, so every method draws
+// with the same u. Twin: gpumcmc/discrete.py (row_uniforms, counter_uniforms).
 #pragma once
 
 #include "philox.cuh"
@@ -24,6 +25,15 @@ __device__ __forceinline__ double row_uniform(double*, unsigned long long r, uin
                                               unsigned off_hi) {
     const uint4 w = philox4x32_10(philox_counter(r, off_lo, off_hi), key);
     return u01_f64(w.x, w.y);
+}
+
+// The Philox counter of token t of a call: cbase + t, or cbase + cidx[t] where
+// the call names each token's counter (a part of a larger call: token t then
+// draws with the uniform of token cbase + cidx[t] of it). cbase = 0 and no
+// cidx: the counter is t.
+__device__ __forceinline__ unsigned long long row_counter(long long t, long long cbase,
+                                                          const long long* __restrict__ cidx) {
+    return (unsigned long long)(cbase + (cidx != nullptr ? cidx[t] : t));
 }
 
 __device__ __forceinline__ float exp_t(float x) { return expf(x); }

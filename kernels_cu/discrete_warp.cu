@@ -206,7 +206,8 @@ template <typename T, int SRC, int V, int NJ>
 __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows_idx,
                               const int* __restrict__ cols_idx, long long n, int K, void* __restrict__ out,
                               int out64, uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
-                              unsigned long long* status, unsigned long long tag) {
+                              unsigned long long* status, unsigned long long tag, long long cbase,
+                              const long long* __restrict__ cidx) {
     static_assert(NJ >= 1 && NJ <= W && (NJ & (NJ - 1)) == 0, "NJ must be a power of two <= 32");
     constexpr int SEG = W * NJ;  // chunks per segment
     const int lane = threadIdx.x & (W - 1);
@@ -228,7 +229,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
         const int i = (int)((r - r_begin) & (W - 1));
         if (i == 0) {
             const long long rr = r + lane < r_end ? r + lane : r_end - 1;
-            u_batch = row_uniform((T*)nullptr, (unsigned long long)rr, key, off_lo, off_hi);
+            u_batch = row_uniform((T*)nullptr, row_counter(rr, cbase, cidx), key, off_lo, off_hi);
             if constexpr (SRC == PRODUCTS) {
                 ra_batch = rows_idx[rr];
                 rb_batch = cols_idx[rr];
@@ -335,16 +336,19 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
 }  // namespace gpumcmc
 
 // The signature of discrete.cu's kernels without the scratch arguments
-// (off_dev, n_a, n_b, status and tag as there).
+// (off_dev, n_a, n_b, status, tag, cbase and cidx as there; the row's lane
+// does not change its draw here, so a part of a larger call needs only the
+// counters).
 template <typename T, int SRC, int V, int NJ>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64, unsigned int k0,
          unsigned int k1, unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev,
-         long long n_a, long long n_b, unsigned long long* status, unsigned long long tag) {
+         long long n_a, long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
+         const long long* __restrict__ cidx) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::row_warp_draw<T, SRC, V, NJ>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo,
-                                           off_hi, n_a, n_b, status, tag);
+                                           off_hi, n_a, n_b, status, tag, cbase, cidx);
 }
 
 #ifndef __CUDACC_RTC__
@@ -353,7 +357,8 @@ cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __rest
 // Keep this list in step with _WARP_SHAPES in gpumcmc/discrete.py.
 #define GPUMCMC_CATWARP_ARGS(T) \
     const T*, const T*, const int*, const int*, long long, int, void*, int, unsigned int, unsigned int, unsigned int, \
-        unsigned int, const unsigned long long*, long long, long long, unsigned long long*, unsigned long long
+        unsigned int, const unsigned long long*, long long, long long, unsigned long long*, unsigned long long, \
+        long long, const long long*
 #define GPUMCMC_CATWARP_F32(SRC)                                               \
     template __global__ void cat_row_warp<float, SRC, 4, 2>(GPUMCMC_CATWARP_ARGS(float));  \
     template __global__ void cat_row_warp<float, SRC, 4, 8>(GPUMCMC_CATWARP_ARGS(float));  \

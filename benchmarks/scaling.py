@@ -98,10 +98,37 @@ class _Chain:
         self.state, _ = self.step(self.rng, self.state)
 
 
+def _layout_note(note: str, shards, w: int, count: int, label: str) -> str:
+    """``note`` prefixed with what the layout measured: two shards on one GPU, or one GPU only."""
+    if w == 1 and shards.world > 1:
+        note = ("one GPU holds both shards and sums them in its memory (no link traffic): the cost of the "
+                "split, not a multi-GPU figure; ") + note
+    if count == 1 and label == "all":
+        note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
+    return note
+
+
+def _free(cp, devices) -> None:
+    for d in set(devices):
+        with cp.cuda.Device(d):
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+def _layouts(bench, sharded, count: int, case: str, impl_all: str, items: int, params: dict) -> None:
+    """``sharded(shards, label, devices)`` on every visible GPU (a failure, such as a CuPy without NCCL
+    or too little memory, becomes a row saying so) and as two shards on the current GPU."""
+    from gpumcmc.shards import Shards, one_device
+
+    try:
+        sharded(Shards("all"), "all", list(range(count)))
+    except Exception as e:  # no NCCL in this CuPy, or out of memory
+        bench.record(case, impl_all, None, items, params=params, note=f"{type(e).__name__}: {e}"[:300])
+    sharded(one_device(2), "one_device(2)", [bench.cupy.cuda.runtime.getDevice()])
+
+
 def _mixture(bench):
     import gpumcmc
     from gpumcmc.models import mixture as mx
-    from gpumcmc.shards import Shards, one_device
 
     from .mixture import _fp32_rate, _planted
 
@@ -148,21 +175,13 @@ def _mixture(bench):
                 f"measured); time(1 GPU, devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = "
                 f"{eff:.2f}; FLOP floor "
                 f"{floor1 / w:.2f} ms")
-        if count == 1 and label == "all":
-            note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
+        note = _layout_note(note, shards, w, count, label)
         bench.record(case, f"gpumcmc Gibbs sweep, devices={label!r}", ms, n, flops=flops, bytes_moved=None,
                      params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar), note=note)
         del chain, state, models
-        for d in set(devices):
-            with cp.cuda.Device(d):
-                cp.get_default_memory_pool().free_all_blocks()
+        _free(cp, devices)
 
-    try:
-        sharded(Shards("all"), "all", list(range(count)))
-    except Exception as e:  # no NCCL in this CuPy, or out of memory
-        bench.record(case, "gpumcmc Gibbs sweep, devices='all'", None, n, params=params,
-                     note=f"{type(e).__name__}: {e}"[:300])
-    sharded(one_device(2), "one_device(2)", [cp.cuda.runtime.getDevice()])
+    _layouts(bench, sharded, count, case, "gpumcmc Gibbs sweep, devices='all'", n, params)
     bench.repeat = old_repeat
     del x
     cp.get_default_memory_pool().free_all_blocks()
@@ -172,7 +191,6 @@ def _lda(bench):
     from gpumcmc.datasets import synthetic_lda_corpus
     from gpumcmc.models import lda as L
     from gpumcmc.random import default_rng
-    from gpumcmc.shards import Shards, one_device
 
     from .lda import _floor_bytes
 
@@ -235,24 +253,13 @@ def _lda(bench):
                 f"450 GB/s each way, a floor, not measured; {link_ms / ms:.1%} of this sweep); time(1 GPU, "
                 f"devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; "
                 f"init {init_s:.2f} s")
-        if w == 1 and shards.world > 1:
-            note = ("one GPU holds both shards and sums them in its memory (no link traffic): the cost of the "
-                    "split, not a multi-GPU figure; ") + note
-        if count == 1 and label == "all":
-            note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
+        note = _layout_note(note, shards, w, count, label)
         bench.record(case, f"gpumcmc LDA sweep, devices={label!r}", ms, T, bytes_moved=floor,
                      params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar), note=note)
         del chain, state, datas
-        for d in set(devices):
-            with cp.cuda.Device(d):
-                pool.free_all_blocks()
+        _free(cp, devices)
 
-    try:
-        sharded(Shards("all"), "all", list(range(count)))
-    except Exception as e:  # no NCCL in this CuPy, or out of memory
-        bench.record(case, "gpumcmc LDA sweep, devices='all'", None, T, params=params,
-                     note=f"{type(e).__name__}: {e}"[:300])
-    sharded(one_device(2), "one_device(2)", [cp.cuda.runtime.getDevice()])
+    _layouts(bench, sharded, count, case, "gpumcmc LDA sweep, devices='all'", T, params)
     bench.repeat = old_repeat
     del rows, cols
     pool.free_all_blocks()
@@ -261,7 +268,6 @@ def _lda(bench):
 def _glm(bench):
     from gpumcmc.models import glm as mg
     from gpumcmc.random import default_rng
-    from gpumcmc.shards import Shards, one_device
 
     cp = bench.cupy
     pool = cp.get_default_memory_pool()
@@ -338,27 +344,16 @@ def _glm(bench):
                 f"at this size each all-reduce's latency, not its bytes, would set its cost); time(1 GPU, "
                 f"devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; "
                 f"init {init_s:.2f} s")
-        if w == 1 and shards.world > 1:
-            note = ("2 shards on one GPU, summed in its memory (no link traffic): the cost of the split, not a "
-                    "multi-GPU figure; ") + note
-        if count == 1 and label == "all":
-            note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
+        note = _layout_note(note, shards, w, count, label)
         impl = ("gpumcmc slice-within-Gibbs sweep, 2 shards on one GPU (one_device(2))" if label == "one_device(2)"
                 else f"gpumcmc slice-within-Gibbs sweep, devices={label!r}")
         bench.record(case, impl, ms, N, bytes_moved=floor,
                      params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar, allreduces=n_ar),
                      note=note)
         del chain, state, datas, prior
-        for d in set(devices):
-            with cp.cuda.Device(d):
-                pool.free_all_blocks()
+        _free(cp, devices)
 
-    try:
-        sharded(Shards("all"), "all", list(range(count)))
-    except Exception as e:  # no NCCL in this CuPy, or out of memory
-        bench.record(case, "gpumcmc slice-within-Gibbs sweep, devices='all'", None, N, params=params,
-                     note=f"{type(e).__name__}: {e}"[:300])
-    sharded(one_device(2), "one_device(2)", [cp.cuda.runtime.getDevice()])
+    _layouts(bench, sharded, count, case, "gpumcmc slice-within-Gibbs sweep, devices='all'", N, params)
     bench.repeat = old_repeat
     del X, y, beta
     pool.free_all_blocks()

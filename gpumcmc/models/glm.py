@@ -161,6 +161,16 @@ def _make_target(xp, data, family, sigma_noise, state, k, G):
     return target, x0
 
 
+def sweep_randoms(rng, shape, dtype, max_shrink: int):
+    """The random numbers of one sweep over chains x groups x coefficients ``shape = (C, G, K)``, drawn
+    up front and in this order by every path (NumPy, the GPU kernels, the sharded sweeps): per
+    coordinate an exponential (the slice level), two uniforms (the bracket's position and the split of
+    the stepping-out budget) and ``max_shrink`` uniforms (the shrinkage proposals)."""
+    C, G, K = shape
+    return (rng.standard_exponential(size=(K, C, G), dtype=dtype), rng.uniform(size=(K, 2, C, G), dtype=dtype),
+            rng.uniform(size=(K, max_shrink, C, G), dtype=dtype))
+
+
 def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n_warmup: int,
          max_steps_out: int = 4, max_shrink: int = 24, hyper=None):
     """One slice-within-Gibbs sweep over every coefficient of every chain and group.
@@ -174,12 +184,7 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     xp = _backend.get_array_module(state.eta)
     C, G, K = state.beta.shape
     dt = state.beta.dtype
-    # The sweep's random numbers, drawn up front (the GPU path draws the same ones in the same order):
-    # per coordinate an exponential (the slice level), two uniforms (the bracket's position and the
-    # split of the stepping-out budget) and max_shrink uniforms (the shrinkage proposals).
-    e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
-    u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
-    us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
+    e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), dt, max_shrink)
     beta, eta, width, fallbacks, evals = _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out,
                                                       max_shrink, e_all, u_all, us_all)
     mu, prec, sigma = state.mu, state.prec, state.sigma
@@ -794,10 +799,7 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
     def step(rng, state):
         C, G, K = state.beta.shape
         with shards.on(0):
-            dt = state.beta.dtype
-            e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
-            u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
-            us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
+            e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
         dvs = device_states(state, (e_all, u_all, us_all))
         etas = list(state.eta)
         if gpu:
@@ -962,10 +964,7 @@ def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup
     def step(rng, state):
         C, G, K = state.beta.shape
         with shards.on(0):
-            dt = state.beta.dtype
-            e_all = rng.standard_exponential(size=(K, C, G), dtype=dt)
-            u_all = rng.uniform(size=(K, 2, C, G), dtype=dt)
-            us_all = rng.uniform(size=(K, max_shrink, C, G), dtype=dt)
+            e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
         reps = [Replica(shards, a) for a in (state.mu, state.prec, state.sigma, state.it, e_all, u_all, us_all)]
         fulls, lls, fbs, etas, widths = [], [], [], [], []
         for i, (g0, g1) in enumerate(bounds):
@@ -976,7 +975,7 @@ def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup
                                 prec, sigma, it)
                 beta_i, eta_i, width_i, fb, _ = _sweep_coefs(xp, st, data[i], family, sigma_noise, n_warmup,
                                                              max_steps_out, max_shrink, e, u, us)
-                full = xp.zeros((C, G, K), dtype=dt)
+                full = xp.zeros((C, G, K), dtype=state.beta.dtype)
                 full[:, g0:g1] = beta_i
                 fulls.append(full)
                 fbs.append(xp.ascontiguousarray(fb, dtype=np.int64))

@@ -3,23 +3,24 @@
 On the CPU the shards are ``Shards(n_virtual=k)``; on a GPU, ``one_device(k)``
 runs the multi-GPU code path on one device.
 
-What is exact and what is statistical. With the fused z-draw (``fused=True``)
-every shard draws its tokens and documents with the generator offsets and
-Philox counters that one device gives them, so any number of shards gives one
+What is exact and what is statistical. Every shard draws its tokens and
+documents with the generator offsets and Philox counters that one device gives
+them, with the fused z-draw (``fused=True``) and with ``categorical_products``
+(``fused=False``, which takes ``counter_base`` / ``counter_index`` and puts each
+token in one device's lane of a warp), so any number of shards gives one
 device's draws, bit for bit: the tests compare them exactly, on NumPy (2 and 3
-shards, with tiles of documents small enough that shards share tiles) and on
-the GPU (``one_device(2)``). With ``fused=False`` (the GPU z-draw is then
-``categorical_products``, which takes no counter base) each shard draws from a
-block of generator calls of its own: another realisation of the same Markov
-kernel. For it the tests compare, exactly, one shard with one device, two
-devices' phi draws with each other, and the GPU with NumPy for the same number
-of shards; and, statistically, the distribution after a few sweeps of many
-independent chains, sharded and not (two-sample KS tests at ALPHA each, 4
-checks, so a false failure has probability below 4e-4 for seeds chosen before
-looking).
+shards, with tiles of documents small enough that shards share tiles, and with
+every method of ``categorical_products`` forced) and on the GPU
+(``one_device(2)``, for each method that "auto" picks and each one forced).
+They also compare two devices' phi draws with each other and the GPU with
+NumPy for the same number of shards; and, statistically, the distribution
+after a few sweeps of many independent chains, sharded and not, from different
+seeds (two-sample KS tests at ALPHA each, 4 checks, so a false failure has
+probability below 4e-4 for seeds chosen before looking).
 """
 
 import contextlib
+import functools
 
 import numpy as np
 import pytest
@@ -114,16 +115,27 @@ def _assert_one_device(a, ra, b, rb, to_host=np.asarray):
     assert ra.offset == rb.offset
 
 
+def _force_method(monkeypatch, method):
+    """Make the two-kernel z-draw of lda.py call categorical_products with ``method``."""
+    monkeypatch.setattr(L, "categorical_products", functools.partial(_with_method, L.categorical_products, method))
+
+
+def _with_method(_fn, _method, *args, **kw):
+    kw["method"] = _method
+    return _fn(*args, **kw)
+
+
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("W", [2, 3])
 @pytest.mark.parametrize("C, dtype, K, tile", [(1, "float32", 3, None), (2, "float32", 4, 3), (2, "float64", 3, 7),
                                                (1, "float64", 4, 1)])
-def test_shards_are_one_device(W, C, dtype, K, tile):
-    """fused=True: 2 and 3 shards draw what one device draws (theta, phi, their sums), bit for bit.
+def test_shards_are_one_device(W, C, dtype, K, tile, fused):
+    """2 and 3 shards draw what one device draws (theta, phi, their sums), bit for bit, with either z-draw.
 
     ``tile`` documents per tile of token_order (None: the default cache, one tile for this corpus), so
     that shards share tiles with their neighbours and their tokens interleave in one device's stream."""
     X, _ = _corpus(M=41, V=30, K=3, length=25, seed=2)
-    kw = dict(fused=True)
+    kw = dict(fused=fused)
     if tile:
         kw["cache_bytes"] = 2 * K * np.dtype(dtype).itemsize * tile
     a, ra = _sweeps("numpy", None, X, K, C, 3, dtype=dtype, **kw)
@@ -131,35 +143,52 @@ def test_shards_are_one_device(W, C, dtype, K, tile):
     _assert_one_device(a, ra, b, rb)
 
 
-def test_estimator_shards_are_one_device():
-    """LDA(devices=...) at K = 512, alpha = 1/K (the fused z-draw by default): one device's fit."""
+@pytest.mark.parametrize("K", [512, 5])
+def test_estimator_shards_are_one_device(K):
+    """LDA(devices=...) at K = 512, alpha = 1/K (the fused z-draw by default) and K = 5 (the two-kernel
+    one): one device's fit."""
     X, _ = _corpus(M=30, V=40, K=3, length=20, seed=6)
     kw = dict(n_iter=2, burn_in=1, monitor_every=1, random_state=4, progress=False, n_chains=2)
-    a = LDA(512, backend="numpy", **kw).fit(X)
-    b = LDA(512, devices=Shards(n_virtual=3), **kw).fit(X)
+    a = LDA(K, backend="numpy", **kw).fit(X)
+    b = LDA(K, devices=Shards(n_virtual=3), **kw).fit(X)
     np.testing.assert_array_equal(a.components_, b.components_)
     np.testing.assert_array_equal(a.doc_topic_, b.doc_topic_)
     np.testing.assert_allclose(a.loglik_traces_, b.loglik_traces_, rtol=1e-12)   # summed over shards
 
 
+@pytest.mark.parametrize("method", ["transpose", "butterfly", "warp"])
+def test_shards_are_one_device_each_method(monkeypatch, method):
+    """The two-kernel z-draw with each method of categorical_products forced (NumPy's own is "prefix"):
+    3 shards sharing tiles draw what one device draws (the butterfly's twin puts each token in one
+    device's lane)."""
+    _force_method(monkeypatch, method)
+    X, _ = _corpus(M=41, V=30, K=3, length=25, seed=2)
+    kw = dict(fused=False, cache_bytes=2 * 40 * 4 * 4)
+    a, ra = _sweeps("numpy", None, X, 40, 2, 2, **kw)
+    b, rb = _sweeps("numpy", Shards(n_virtual=3), X, 40, 2, 2, **kw)
+    _assert_one_device(a, ra, b, rb)
+
+
 def test_which_shards_are_placed():
-    """Shards are placed in one device's stream with the fused z-draw only, and then all of them."""
+    """Every shard of several is placed in one device's stream, with either z-draw; one shard is not."""
     X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)
     rows, cols, M, V = L.tokens_from(X, np)
     _, parts = L.shard_corpus(rows, cols, M, Shards(n_virtual=3))
     for fused in (False, True):
         datas, _ = L.init_sharded(default_rng(0, backend="numpy"), parts, Shards(n_virtual=3), V, 3, 0.3, 0.2,
                                   fused=fused, cache_bytes=2 * 3 * 4 * 3)
-        assert all((d.place is not None) == fused for d in datas)
-    # Every token has one place in the whole stream.
-    g = np.concatenate([L._token_counters(d, 1) for d in datas])
-    np.testing.assert_array_equal(np.sort(g), np.arange(rows.size))
-    assert any(d.place.n_head for d in datas) and any(d.place.n_tail for d in datas)
-    # Parts without the corpus' layout (hand-made triples) draw as unplaced shards.
+        assert all(d.place is not None for d in datas)
+        # Every token has one place in the whole stream.
+        g = np.concatenate([L._token_counters(d, 1) for d in datas])
+        np.testing.assert_array_equal(np.sort(g), np.arange(rows.size))
+        assert any(d.place.n_head for d in datas) and any(d.place.n_tail for d in datas)
+    _, one = L.shard_corpus(rows, cols, M, Shards(n_virtual=1))
+    datas, _ = L.init_sharded(default_rng(0, backend="numpy"), one, Shards(n_virtual=1), V, 3, 0.3, 0.2)
+    assert datas[0].place is None
+    # Parts without the corpus' layout (hand-made triples) cannot be placed.
     triples = [tuple(p[:3]) for p in parts]
-    datas, _ = L.init_sharded(default_rng(0, backend="numpy"), triples, Shards(n_virtual=3), V, 3, 0.3, 0.2,
-                              fused=True)
-    assert all(d.place is None for d in datas)
+    with pytest.raises(TypeError, match="shard_corpus"):
+        L.init_sharded(default_rng(0, backend="numpy"), triples, Shards(n_virtual=3), V, 3, 0.3, 0.2)
 
 
 @pytest.mark.parametrize("K", [3, 4])
@@ -182,10 +211,9 @@ def test_shards_draw_one_phi_and_are_deterministic(W):
         np.testing.assert_array_equal(x, y)
     assert ra.offset == rb.offset
     assert sum(t.shape[1] for t in a.theta) == 40
-    # Unplaced (fused=False, the default at K = 3): the generator moves past one block of two calls per
-    # shard each sweep, then the phi draw.
+    # The generator moves as one device's does, whatever the number of shards.
     one, r1 = _sweeps("numpy", Shards(n_virtual=1), X, 3, 2, 3)
-    assert ra.offset - r1.offset == 4 * 2 * (W - 1)
+    assert ra.offset == r1.offset
 
 
 def test_two_devices_draw_the_same_phi():
@@ -219,7 +247,8 @@ def test_counts_summed_over_shards_are_the_corpus_counts():
 
 
 def test_sharded_chains_have_one_devices_distribution():
-    """Many independent chains, 3 sweeps from the start: one device and 3 shards give one distribution."""
+    """Many independent chains, 3 sweeps from the start: one device and 3 shards give one distribution
+    (from different seeds, so this holds apart from the shards' counters)."""
     docs = [np.array([0, 0, 1, 2]), np.array([1, 1, 2]), np.array([0, 2, 2, 2, 1]), np.array([2, 0])]
     C = 400
     out = []
@@ -323,19 +352,43 @@ def test_gpu_one_shard_is_one_device(cp):
         assert ra.offset == rb.offset
 
 
-@pytest.mark.parametrize("K, dtype, tile", [(8, "float32", None), (3, "float32", 3), (4, "float64", 5)])
-def test_gpu_shards_are_one_device(cp, K, dtype, tile):
-    """``one_device(2)`` with the fused z-draw: one device's draws on the GPU, bit for bit (K = 3 and 51
-    documents put odd start rows in the Dirichlet of theta; small tiles give the shards heads and tails)."""
+@pytest.mark.parametrize("fused, K, dtype, tile", [
+    (True, 8, "float32", None), (True, 3, "float32", 3), (True, 4, "float64", 5),
+    (False, 8, "float32", None), (False, 3, "float32", 3), (False, 4, "float64", 5),     # "auto": prefix
+    (False, 40, "float32", 2), (False, 40, "float32", None),                               # butterfly
+    (False, 130, "float32", 3), (False, 40, "float64", 4),                                 # warp
+])
+def test_gpu_shards_are_one_device(cp, fused, K, dtype, tile):
+    """``one_device(2)``: one device's draws on the GPU, bit for bit, with the fused z-draw and with
+    categorical_products at each method "auto" picks (K = 3 and 51 documents put odd start rows in the
+    Dirichlet of theta; small tiles give the shards heads and tails)."""
     from gpumcmc.shards import one_device
 
     X, _ = _corpus(M=51, V=50, K=4, length=30, seed=4)
-    kw = dict(fused=True, sparse=True)
+    kw = dict(fused=fused, sparse=fused)
     if tile:
         kw["cache_bytes"] = 2 * K * np.dtype(dtype).itemsize * tile
     a, ra = _sweeps("cupy", None, X, K, 2, 3, dtype=dtype, **kw)
     b, rb = _sweeps("cupy", one_device(2), X, K, 2, 3, dtype=dtype, **kw)
     _assert_one_device(a, ra, b, rb, cp.asnumpy)
+
+
+@pytest.mark.parametrize("method", ["prefix", "transpose", "butterfly", "warp"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_shards_are_one_device_each_method(cp, monkeypatch, method, dtype):
+    """fused=False with each method of categorical_products forced, 3 shards sharing tiles (their heads and
+    tails drawn through counter_index) and one sharing none: one device's draws, bit for bit."""
+    from gpumcmc.shards import one_device
+
+    _force_method(monkeypatch, method)
+    X, _ = _corpus(M=51, V=50, K=4, length=30, seed=4)
+    for tile in (2, None):
+        kw = dict(fused=False, sparse=False)
+        if tile:
+            kw["cache_bytes"] = 2 * 40 * np.dtype(dtype).itemsize * tile
+        a, ra = _sweeps("cupy", None, X, 40, 2, 2, dtype=dtype, **kw)
+        b, rb = _sweeps("cupy", one_device(3), X, 40, 2, 2, dtype=dtype, **kw)
+        _assert_one_device(a, ra, b, rb, cp.asnumpy)
 
 
 @pytest.mark.parametrize("K", [3, 4, 256])

@@ -38,18 +38,17 @@ Devices. ``LDA(devices=...)`` splits the documents over devices
 (:class:`gpumcmc.shards.Shards`): :func:`shard_corpus` gives each shard whole
 documents, :func:`init_sharded` and :func:`make_sharded_step` draw each
 shard's z and theta there, all-reduce n_wk (V C K int32 values, exact) and
-draw phi from the sums with one key on every device. With the fused z-draw
-each shard's tokens keep the place they have in one device's token stream
-(:class:`ShardPlace`): the z-draw keys token ``t`` of chain ``c`` by
-``c T + g_t``, ``g_t`` its index in the whole stream (``lda_zdraw`` takes a
-base and the indices of the tokens in tiles of documents shared with the
-neighbouring shards), and the Dirichlet of theta draws document ``d`` as row
+draw phi from the sums with one key on every device. Each shard's tokens keep
+the place they have in one device's token stream (:class:`ShardPlace`): the
+z-draw keys token ``t`` of chain ``c`` by ``c T + g_t``, ``g_t`` its index in
+the whole stream (the fused kernel ``lda_zdraw`` takes a base and the indices
+of the tokens in tiles of documents shared with the neighbouring shards;
+:func:`gpumcmc.categorical_products` takes ``counter_base`` and
+``counter_index``, and puts each token in the lane of a warp that one device's
+call gives it), and the Dirichlet of theta draws document ``d`` as row
 ``c M + d`` of one device's batch (``start_row`` of ``dirichlet_draw``), at
 the generator offsets of one device; so any number of shards gives one
-device's draws, bit for bit. With ``fused=False`` the GPU z-draw,
-:func:`gpumcmc.categorical_products`, takes no counter base, and each shard
-draws from a block of generator calls of its own: another realisation of the
-same chain (see :class:`LDA`).
+device's draws, bit for bit, with either z-draw (see :class:`LDA`).
 
 The functional layer (:func:`init`, :func:`step`) follows the sampler core's
 conventions.
@@ -404,13 +403,6 @@ ZWARPS = 4
 ZWAVES = 2
 
 
-def _fused_kernel(data, K: int, dtype) -> bool:
-    """Whether the GPU's z-draw of ``data`` is the fused kernel (``lda_zdraw``): ``data.fused``, a padded
-    phi row in 48 KiB of shared memory, and int32 token indices (fewer than 2**31 documents and words)."""
-    row_bytes = (K + K // 32 + 1) * np.dtype(dtype).itemsize     # a padded phi row in shared memory (lda.cu)
-    return bool(data.fused) and row_bytes <= 48 * 1024 and max(int(data.n_docs), int(data.n_words)) < 2**31
-
-
 def zdraw_counts(rng, theta, phi, data, zout=None):
     """One sweep's z-draw and counts for every chain: ``(n_dk (C M, K), n_wk (V C, K))`` int32.
 
@@ -418,8 +410,8 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset
     (a shard, ``data.place``: of row ``c T_all + g_t``, see :class:`ShardPlace`).
     On the GPU (``data.fused``) one kernel draws and counts; on NumPy (and with ``fused=False``) z comes
-    from :func:`gpumcmc.categorical_products` over all chains' tokens, then the counts. ``zout`` (int64,
-    C T) receives z (for tests).
+    from :func:`gpumcmc.categorical_products` over all chains' tokens (a shard: with their counters,
+    ``counter_base`` / ``counter_index``), then the counts. ``zout`` (int64, C T) receives z (for tests).
     """
     xp = _backend.get_array_module(theta)
     C, M, K = (int(x) for x in theta.shape)
@@ -429,12 +421,11 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     if (xp is np or not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32
             or data.cols.dtype != np.int32):
         r_all, c_all = _chain_tokens(data, C)
+        method = "prefix" if xp is np else "auto"
         if data.place is None:
-            z = categorical_products(th2, ph2, r_all, c_all, rng, method="prefix" if xp is np else "auto")
-        elif xp is np:
-            z = _zdraw_numpy(th2, ph2, r_all, c_all, rng.key, rng.advance(), _token_counters(data, C))
-        else:   # init_sharded places a shard only where the fused kernel draws it
-            raise RuntimeError("a placed shard's z-draw needs the fused kernel (lda_zdraw).")
+            z = categorical_products(th2, ph2, r_all, c_all, rng, method=method)
+        else:
+            z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method)
         if zout is not None:
             zout[...] = z
         return fused_counts(r_all, c_all, z, C * M, V * C, K)
@@ -468,24 +459,35 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     return ndk, nwk
 
 
-def _zdraw_numpy(th2, ph2, rows, cols, key, offset: int, counters):
-    """NumPy z-draw of :func:`gpumcmc.categorical_products` (method ``"prefix"``) with the uniform of each
-    token taken at its own Philox counter ``(counters[t], offset)`` instead of ``(t, offset)``."""
-    from ..discrete import prefix_draw
-    from ..random._philox import philox_rounds, u01_f32, u01_f64
+def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str):
+    """:func:`gpumcmc.categorical_products` of a shard's tokens (all chains, ``r_all``, ``c_all``) at one
+    generator offset, token ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call
+    (:class:`ShardPlace`): the same uniform and, for the butterfly, the same lane, so the same index.
 
-    n, K = int(rows.size), int(th2.shape[1])
-    out = np.empty(n, dtype=np.int64)
-    step = max(32, (1 << 16) // max(K, 1))
-    lo, hi = np.uint64(offset & 0xFFFFFFFF), np.uint64((offset >> 32) & 0xFFFFFFFF)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for s in range(0, n, step):
-            e = min(n, s + step)
-            idx = counters[s:e].astype(np.uint64)
-            w0, w1, _, _ = philox_rounds(idx & np.uint64(0xFFFFFFFF), idx >> np.uint64(32), lo, hi, key[0], key[1])
-            u = u01_f32(w0) if th2.dtype == np.float32 else u01_f64(w0, w1)
-            out[s:e] = prefix_draw(th2[rows[s:e]] * ph2[cols[s:e]], u)
-    return out
+    On the GPU each chain's run of tokens between the head and the tail is one call with a counter base
+    (no per-token read), and the heads and tails of all chains one call with their counters.
+    """
+    xp = _backend.get_array_module(th2)
+    if xp is np:
+        return categorical_products(th2, ph2, r_all, c_all, rng, method=method,
+                                    counter_index=_token_counters(data, C))
+    p = data.place
+    T = int(data.rows.size)
+    z = xp.empty(C * T, np.int64)
+    for c in range(C):
+        a, b = c * T + p.n_head, (c + 1) * T - p.n_tail
+        if b > a:
+            categorical_products(th2, ph2, r_all[a:b], c_all[a:b], copy.copy(rng), method=method, out=z[a:b],
+                                 counter_base=c * p.n_tokens + p.base + p.n_head)
+    if p.n_head or p.n_tail:
+        local = xp.concatenate([xp.arange(p.n_head, dtype=np.int64), xp.arange(T - p.n_tail, T, dtype=np.int64)])
+        chains = xp.arange(C, dtype=np.int64)[:, None]
+        pos = (chains * T + local[None, :]).reshape(-1)
+        counters = (chains * p.n_tokens + p.index[None, :]).reshape(-1)
+        z[pos] = categorical_products(th2, ph2, r_all[pos], c_all[pos], copy.copy(rng), method=method,
+                                      counter_index=counters)
+    rng.advance()
+    return z
 
 
 def dirichlet_columns(rng, concentration, total=None, keep=None):
@@ -602,12 +604,6 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
 # Data-parallel sweeps: the documents split over devices
 # ---------------------------------------------------------------------------
 
-# Generator calls a shard makes per sweep (the z-draw, the theta draw) and at the start (the random topics,
-# theta). Placed shards (see init_sharded) make them at the offsets one device makes them at; others take a
-# block of this many call offsets each (see _local_rngs).
-_LOCAL_CALLS = 2
-
-
 class LDAShardedState(NamedTuple):
     """The state of a data-parallel sampler: one entry per local shard, each on its shard's device.
 
@@ -693,33 +689,20 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
     return bounds, parts
 
 
-def _local_rngs(rng, shards: Shards, placed: bool = False) -> list:
-    """One generator per local shard.
-
-    ``placed`` (every shard's data has a :class:`ShardPlace`): each starts where ``rng`` is, as one device's
-    draws do, and ``rng`` moves past the ``_LOCAL_CALLS`` calls. Otherwise rank ``r`` starts at the
-    ``r``-th block of ``_LOCAL_CALLS`` offsets, and ``rng`` moves past all ``world`` blocks. Either way the
-    draws that follow (phi) take the same offset in every process, and with one shard the offsets are those
-    of one device's sweep.
-    """
-    if placed:
-        out = [copy.copy(rng) for _ in shards.ranks]
-        rng.advance(_LOCAL_CALLS)
-        return out
-    base = copy.copy(rng)
-    rng.advance(_LOCAL_CALLS * shards.world)
-    out = []
-    for r in shards.ranks:
-        g = copy.copy(base)
-        g.advance(_LOCAL_CALLS * r)
-        out.append(g)
-    return out
+def _local_rngs(rng, shards: Shards) -> list:
+    """One copy of ``rng`` per local shard: each shard's draws take the generator offsets that one device's
+    draws take (see :func:`_catch_up`)."""
+    return [copy.copy(rng) for _ in shards.ranks]
 
 
-def _used_block(g, start: int) -> None:
-    if g.offset - start > _LOCAL_CALLS:
-        raise RuntimeError(f"a shard's draws took {g.offset - start} generator calls, more than its block of "
-                           f"{_LOCAL_CALLS}; raise _LOCAL_CALLS in gpumcmc/models/lda.py.")
+def _catch_up(rng, gens) -> None:
+    """Move ``rng`` past the calls that the shards' copies made: one device's calls, the same in every shard
+    (so the phi draw that follows takes the same offset in every process)."""
+    used = {g.offset for g in gens}
+    if len(used) > 1:
+        raise RuntimeError(f"the shards' draws took different numbers of generator calls ({sorted(used)}).")
+    if used:
+        rng.advance(used.pop() - rng.offset)
 
 
 def _cache_bytes(xp, cache_bytes):
@@ -801,44 +784,37 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
                  sparse: bool | None = None, cache_bytes: int | None = None):
     """``(datas, state)``: :func:`init` with the documents split over ``shards``.
 
-    ``parts`` come from :func:`shard_corpus`. Each shard orders its own tokens as they lie in one
-    device's token stream (:func:`gpumcmc.token_order` of the whole corpus) and draws their random topics
-    and its theta; the word counts are all-reduced and phi is drawn from them with one key on every
-    device.
-
-    Where the z-draw is the fused kernel (``fused=True``: the default from ``FUSED_MIN_K`` topics with
-    small priors; on NumPy its twin) and the parts hold the whole corpus' layout (:class:`CorpusPart`),
-    each shard is placed (:class:`ShardPlace`): its draws take the generator offsets and Philox counters
-    that one device gives its tokens and documents, so every draw equals one device's, bit for bit, for
-    any number of shards. Otherwise (``fused=False``, whose GPU z-draw, ``categorical_products``, keys
-    tokens by their index in the launch and takes no base) each shard draws from a block of generator
-    calls of its own: another, equally valid realisation of the chain, the same on NumPy and on GPUs.
+    ``parts`` come from :func:`shard_corpus` (:class:`CorpusPart`, which carry the whole corpus' layout).
+    Each shard orders its own tokens as they lie in one device's token stream (:func:`gpumcmc.token_order`
+    of the whole corpus) and is placed there (:class:`ShardPlace`): its draws take the generator offsets
+    and Philox counters that one device gives its tokens and documents, with either z-draw (the fused
+    kernel, ``lda_zdraw``, or :func:`gpumcmc.categorical_products` with ``counter_base`` and
+    ``counter_index``), so every draw equals one device's, bit for bit, for any number of shards. A shard
+    that holds the whole corpus draws as one device does. The word counts are all-reduced and phi is
+    drawn from them with one key on every device.
     """
     dtype = np.dtype(dtype)
     K = int(n_components)
     xp = shards.xp
     datas, thetas, nwks = [], [], []
     for i, part in enumerate(parts):
-        rows, cols, m = part[:3]
-        first = int(getattr(part, "first_doc", 0) or 0)
+        if getattr(part, "corpus", None) is None:
+            raise TypeError("init_sharded needs the parts that shard_corpus gives (CorpusPart, with the whole "
+                            f"corpus' layout), got {type(part).__name__}; split the corpus with shard_corpus.")
         with shards.on(i):
             cb = _cache_bytes(xp, cache_bytes)
-            data, C = _prepare(rows, cols, m, n_words, K, alpha, beta, dtype, burn_in, True, n_chains, fused,
-                               sparse, cb, first_doc=first)
-            if getattr(part, "corpus", None) is not None and _fused_kernel(data, K, dtype):
+            data, C = _prepare(part.rows, part.cols, part.n_docs, n_words, K, alpha, beta, dtype, burn_in, True,
+                               n_chains, fused, sparse, cb, first_doc=int(part.first_doc))
+            if int(part.n_docs) < int(part.corpus[2].size) - 1:       # not the whole corpus
                 data = data._replace(place=_place(part, K, dtype, cb, xp))
             datas.append(data)
-    placed = all(d.place is not None for d in datas)
-    if not placed:
-        datas = [d._replace(place=None) for d in datas]
-    gens = _local_rngs(rng, shards, placed)
+    gens = _local_rngs(rng, shards)
     for i, data in enumerate(datas):
         with shards.on(i):
-            start = gens[i].offset
             theta, nwk = _start_local(gens[i], data, C, K, dtype)
-            _used_block(gens[i], start)
             thetas.append(theta)
             nwks.append(xp.ascontiguousarray(nwk))
+    _catch_up(rng, gens)
     shards.allreduce(nwks)
     owners = _device_owners(shards)
     zeros, keeps = [], []       # the running sums' start, and keep = 0 (none kept yet)
@@ -857,13 +833,13 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
 def make_sharded_step(datas, shards: Shards):
     """``step(rng, state) -> (state, info)``: one sweep of every chain with the documents split over ``shards``.
 
-    Each shard draws the topics of its tokens and counts them (the fused kernel, as :func:`step`), then
-    its documents' theta: placed shards (see :func:`init_sharded`) with one device's offsets and counters,
-    others from a block of generator calls of their own; the word-topic counts n_wk, (V C, K)
-    int32, are summed over every shard (one all-reduce, NCCL between GPUs); phi is drawn from the sums with
-    one key on every device, so all shards hold the same phi. The counts are integers, so the sums are
-    exact and phi is the same whatever the number of shards, given the counts. The sweep is not captured
-    as a CUDA graph (the all-reduce and the per-device launches run eagerly).
+    Each shard draws the topics of its tokens and counts them (as :func:`step`), then its documents'
+    theta, with one device's generator offsets and Philox counters (see :func:`init_sharded`); the
+    word-topic counts n_wk, (V C, K) int32, are summed over every shard (one all-reduce, NCCL between
+    GPUs); phi is drawn from the sums with one key on every device, so all shards hold the same phi. The
+    counts are integers, so the sums are exact and phi is the same whatever the number of shards, given
+    the counts. The sweep is not captured as a CUDA graph (the all-reduce and the per-device launches run
+    eagerly).
     """
     xp = shards.xp
     owners = _device_owners(shards)
@@ -879,10 +855,8 @@ def make_sharded_step(datas, shards: Shards):
             made[key] = out
         return made[key]
 
-    placed = all(d.place is not None for d in datas)
-
     def sweep(rng, state: LDAShardedState):
-        gens = _local_rngs(rng, shards, placed)
+        gens = _local_rngs(rng, shards)
         thetas, nwks = [], []
         data0 = datas[0]
         keeps = keeps_for(state.it, data0.burn_in, state.theta[0].dtype)
@@ -892,12 +866,11 @@ def make_sharded_step(datas, shards: Shards):
                     th = state.theta[i]
                     dt = th.dtype
                     C, M, K = (int(x) for x in th.shape)
-                    start = gens[i].offset
                     ndk, nwk = zdraw_counts(gens[i], th, state.phi[i], data)
                     theta = _theta_draw(gens[i], xp.add(ndk, dt.type(data.alpha), dtype=dt), data, C).reshape(C, M, K)
-                    _used_block(gens[i], start)
                     thetas.append(theta)
                     nwks.append(xp.ascontiguousarray(nwk))
+            _catch_up(rng, gens)
             shards.allreduce(nwks)
             phis, phi_sums = _draw_phi(rng, shards, nwks, state.phi_sum, data0.beta, keeps)
             theta_sums = []
@@ -980,18 +953,12 @@ class LDA(Estimator):
     NCCL between GPUs) and phi is drawn from the sums with the same key on
     every device (:func:`make_sharded_step`). The sharded sweep runs
     eagerly, never from a CUDA graph, and does not checkpoint.
-    Where the z-draw is the fused kernel (the default from ``FUSED_MIN_K``
-    topics with priors small enough that theta is mostly zero, as at
-    ``1 / n_components``), the draws are those of ``devices=None`` for any
-    number of shards, bit for bit: every shard draws its tokens and
-    documents with the Philox counters and generator offsets that one device
-    gives them (see :func:`init_sharded`). Below that (the two-kernel
-    z-draw, whose ``categorical_products`` takes no counter base) one shard
-    gives the draws of ``devices=None``, and several give another, equally
-    valid realisation of the chain (a block of generator calls per shard),
-    the same on NumPy and on GPUs for a seed and a number of shards. The
-    log-likelihood trace is a sum over shards, equal to one device's but for
-    the rounding of that sum. ``doc_topic_`` holds this process's documents
+    The draws are those of ``devices=None`` for any number of shards, bit
+    for bit, with the fused z-draw and with the two-kernel one alike: every
+    shard draws its tokens and documents with the Philox counters and
+    generator offsets that one device gives them (see :func:`init_sharded`).
+    The log-likelihood trace is a sum over shards, equal to one device's but
+    for the rounding of that sum. ``doc_topic_`` holds this process's documents
     (all of them, but in a Dask task); ``n_shards_`` and ``doc_bounds_``
     record the split.
 

@@ -614,8 +614,8 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         ``[a, b)`` drawn with ``counter_base=a`` give that call's ``[a, b)``.
         Used where a corpus is split over devices. Defaults: the call's own
         counters. ``counter_index`` costs one more read per token, and with
-        ``"butterfly"`` on the GPU a layout of the tokens in warps (gaps
-        between the counters leave lanes idle).
+        ``"butterfly"`` on the GPU a layout of the tokens in warps by their
+        lanes (a sort of the counters and one wait).
 
     Returns
     -------
@@ -671,8 +671,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
             th, ph = _loader.contiguous(theta), _loader.contiguous(phi)
             r32, c32 = _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32)
             if cidx is not None and method == "butterfly":
-                # Each token in the lane its counter gives it: the tokens spread over slots, the gaps
-                # filled with copies of the next token (drawn and dropped).
+                # Each token in the lane its counter gives it (see _lane_layout).
                 counters = cidx + cbase
                 slot, tok = _lane_layout(counters, xp)
                 flat = xp.empty(int(tok.size), dtype=np.int64)
@@ -735,13 +734,26 @@ def _counters(xp, counter_base, counter_index, shape):
 
 
 def _lane_layout(counters, xp):
-    """``(slot, tok)``: token ``t`` goes to slot ``slot[t]``, with ``slot[t] % W == counters[t] % W`` and the
-    slots increasing; ``tok[s]`` is the first token at or after slot ``s`` (every slot holds a token)."""
-    first = counters[:1] % W
-    gaps = (counters[1:] - counters[:-1] - 1) % W + 1          # 1 .. W slots to the next lane wanted
-    slot = xp.concatenate([first, first + xp.cumsum(gaps)])
-    n_slots = int(slot[-1]) + 1
-    return slot, xp.searchsorted(slot, xp.arange(n_slots, dtype=np.int64))
+    """``(slot, tok)``: token ``t`` goes to slot ``slot[t] = W rank_t + counters[t] % W``, where ``rank_t``
+    is its place among the tokens of its lane, in their order; ``tok[s]`` is the token at slot ``s``.
+
+    The butterfly's rounding depends on a row's lane and on nothing else of its warp, so any slots with the
+    lanes of the counters give the same draws; this layout keeps a warp's tokens near each other in the
+    given order and leaves a slot empty only where the lanes hold unequal numbers of tokens (an empty slot
+    draws token 0 again, and the draw is dropped). One wait: the number of slots."""
+    n = int(counters.size)
+    lane = counters % W
+    idx = xp.arange(n, dtype=np.int64)
+    order = xp.argsort(lane * n + idx)                        # by lane, then by place: unique keys
+    counts = xp.bincount(lane, minlength=W)
+    starts = xp.cumsum(counts) - counts
+    rank = xp.empty(n, dtype=np.int64)
+    rank[order] = idx - starts[lane[order]]
+    slot = rank * W + lane
+    n_slots = int(counts.max()) * W  # synchronize! (the launch's size)
+    tok = xp.zeros(n_slots, dtype=np.int64)
+    tok[slot] = idx
+    return slot, tok
 
 
 class _SlotMessage:

@@ -191,3 +191,22 @@ def test_gpu_counter_index_message_names_the_token(cp):
     with pytest.raises(ValueError, match=f"token t = {first} "):
         categorical_products(theta, phi, rows, cols, 0, method="butterfly",
                              counter_index=cp.arange(200) * 3)
+
+
+def test_lane_layout_keeps_lanes_and_fills_warps():
+    """Every token lands in a slot of its counter's lane, once; a warp of slots holds at most one token
+    of each lane, and the slots are as few as the fullest lane allows."""
+    from gpumcmc.discrete import W, _lane_layout
+
+    rs = np.random.default_rng(3)
+    for trial in range(60):
+        n = int(rs.integers(1, 400))
+        if trial % 2:
+            c = np.sort(rs.choice(5000, size=n, replace=False)).astype(np.int64)
+        else:
+            c = rs.integers(0, 10**6, size=n).astype(np.int64)
+        slot, tok = _lane_layout(c, np)
+        assert np.array_equal(slot % W, c % W)
+        assert np.array_equal(tok[slot], np.arange(n))
+        assert np.unique(slot).size == n
+        assert tok.size == W * np.bincount(c % W, minlength=W).max()

@@ -72,11 +72,12 @@ import numpy as np
 from . import _loader, _status, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
-from .backend import asarray, is_cupy_array
+from .backend import asarray, get_array_module, is_cupy_array
 from .random._generator import default_rng
 from .random._philox import block_words, philox_rounds, u01_f32, u01_f64
 
-__all__ = ["METHODS", "categorical", "categorical_logits", "categorical_products", "choose_method", "token_order"]
+__all__ = ["METHODS", "CounterIndex", "categorical", "categorical_logits", "categorical_products", "choose_method",
+           "token_order"]
 
 METHODS = ("prefix", "transpose", "butterfly", "warp")
 
@@ -615,7 +616,9 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         Used where a corpus is split over devices. Defaults: the call's own
         counters. ``counter_index`` costs one more read per token, and with
         ``"butterfly"`` on the GPU a layout of the tokens in warps by their
-        lanes (a sort of the counters and one wait).
+        lanes (a sort of the counters and one wait; a bad token's message
+        then names a bad token, not always the first). Calls that repeat one
+        index can pass a :class:`CounterIndex`, which keeps that layout.
 
     Returns
     -------
@@ -651,7 +654,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     n = int(rows.size)
     M, K = (int(s) for s in theta.shape)
     V = int(phi.shape[0])
-    cbase, cidx = _counters(xp, counter_base, counter_index, shape)
+    cbase, cidx, layout = _counters(xp, counter_base, counter_index, shape)
     method = _method(method, K, theta.dtype, products=True)
     offset = rng.advance()
     out = _output(out, xp, shape)
@@ -673,7 +676,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
             if cidx is not None and method == "butterfly":
                 # Each token in the lane its counter gives it (see _lane_layout).
                 counters = cidx + cbase
-                slot, tok = _lane_layout(counters, xp)
+                slot, tok = layout.lanes(cbase) if layout is not None else _lane_layout(counters, xp)
                 flat = xp.empty(int(tok.size), dtype=np.int64)
                 _launch("products", method, th, ph, r32[tok], c32[tok], int(tok.size), K, rng.key, offset, flat,
                         _SlotMessage(message, tok), M, V, 0, counters[tok])
@@ -714,23 +717,74 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
 
 
 def _counters(xp, counter_base, counter_index, shape):
-    """``(cbase, cidx)``: categorical_products' counter base (int) and index (flat int64 on ``xp``, or None)."""
+    """``(cbase, cidx, layout)``: categorical_products' counter base (int), index (flat int64 on ``xp``, or
+    None) and the :class:`CounterIndex` it came in (or None)."""
     if isinstance(counter_base, bool) or not isinstance(counter_base, (int, np.integer)):
         raise TypeError(f"counter_base must be an integer, got {counter_base!r}.")
     cbase = int(counter_base)
     if cbase < 0:
         raise ValueError(f"counter_base must be >= 0, got {cbase}.")
     if counter_index is None:
-        return cbase, None
-    cidx = asarray(counter_index, xp)
-    if cidx.dtype.kind not in "iu":
-        raise TypeError(f"counter_index must hold integers, got {cidx.dtype}.")
+        return cbase, None, None
+    layout = counter_index if isinstance(counter_index, CounterIndex) else None
+    if layout is not None:
+        if get_array_module(layout.index) is not xp:
+            raise TypeError("counter_index is a CounterIndex of another backend than theta and phi; make it from "
+                            "an array of theirs.")
+        cidx = layout.index
+    else:
+        cidx = asarray(counter_index, xp)
+        if cidx.dtype.kind not in "iu":
+            raise TypeError(f"counter_index must hold integers, got {cidx.dtype}.")
     if tuple(cidx.shape) != tuple(shape):
         raise ValueError(f"counter_index must have the shape of rows, {tuple(shape)}, got {tuple(cidx.shape)}.")
-    cidx = xp.ascontiguousarray(cidx.reshape(-1), dtype=np.int64)
-    if validating() and cidx.size:
-        _validate.report(xp.any(cidx < 0), "counter_index must be non-negative (below 2**63); found values < 0.")
-    return cbase, cidx
+    if layout is None:
+        cidx = xp.ascontiguousarray(cidx.reshape(-1), dtype=np.int64)
+        if validating() and cidx.size:
+            _validate.report(xp.any(cidx < 0), "counter_index must be non-negative (below 2**63); found values < 0.")
+    return cbase, cidx.reshape(-1), layout
+
+
+class CounterIndex:
+    """A ``counter_index`` for :func:`categorical_products` that is given again and again (a sampler's
+    sweeps): checked once, and on the GPU its layout of the tokens in warps for ``"butterfly"`` (a sort and
+    a wait) made at its first use and kept.
+
+    ``CounterIndex(index)``: ``index`` an array of non-negative integers, NumPy or CuPy, of the shape of
+    the ``rows`` it will go with; pass the object as ``counter_index``.
+
+    Examples
+    --------
+    >>> import numpy as np, gpumcmc
+    >>> from gpumcmc.discrete import CounterIndex
+    >>> theta, phi = np.ones((2, 3)), np.ones((4, 3))
+    >>> idx = CounterIndex(np.array([5, 9, 2]))
+    >>> a = gpumcmc.categorical_products(theta, phi, [0, 1, 1], [3, 0, 2], gpumcmc.random.default_rng(1, backend="numpy"),
+    ...                                  counter_index=idx)
+    >>> a.shape
+    (3,)
+    """
+
+    __slots__ = ("index", "_lanes")
+
+    def __init__(self, index):
+        xp = get_array_module(index)
+        index = asarray(index, xp)
+        if index.dtype.kind not in "iu":
+            raise TypeError(f"counter_index must hold integers, got {index.dtype}.")
+        index = xp.ascontiguousarray(index, dtype=np.int64)
+        if index.size and int(index.min()) < 0:  # synchronize! (once, when made)
+            raise ValueError("counter_index must be non-negative (below 2**63); found values < 0.")
+        self.index = index
+        self._lanes = {}
+
+    def lanes(self, base: int = 0):
+        """:func:`_lane_layout` of ``index + base``, made once per base."""
+        got = self._lanes.get(base)
+        if got is None:
+            xp = get_array_module(self.index)
+            got = self._lanes[base] = _lane_layout(self.index.reshape(-1) + base, xp)
+        return got
 
 
 def _lane_layout(counters, xp):

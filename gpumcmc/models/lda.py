@@ -64,7 +64,7 @@ import numpy as np
 
 from .. import _validate
 from .. import backend as _backend
-from ..discrete import categorical_products, token_order
+from ..discrete import CounterIndex, categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import _is_sparse
 from ..shards import Shards, resolve
@@ -107,6 +107,7 @@ class ShardPlace(NamedTuple):
     index: object     # (n_head + n_tail,) int64 on the shard's backend
     n_head: int
     n_tail: int
+    memo: dict | None = None  # per chain count, what the two-kernel z-draw makes once (_placed_products)
 
 
 class CorpusPart(NamedTuple):
@@ -480,11 +481,18 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str):
             categorical_products(th2, ph2, r_all[a:b], c_all[a:b], copy.copy(rng), method=method, out=z[a:b],
                                  counter_base=c * p.n_tokens + p.base + p.n_head)
     if p.n_head or p.n_tail:
-        local = xp.concatenate([xp.arange(p.n_head, dtype=np.int64), xp.arange(T - p.n_tail, T, dtype=np.int64)])
-        chains = xp.arange(C, dtype=np.int64)[:, None]
-        pos = (chains * T + local[None, :]).reshape(-1)
-        counters = (chains * p.n_tokens + p.index[None, :]).reshape(-1)
-        z[pos] = categorical_products(th2, ph2, r_all[pos], c_all[pos], copy.copy(rng), method=method,
+        ends = None if p.memo is None else p.memo.get(C)
+        if ends is None:  # the heads' and tails' places, tokens and counters: the same every sweep
+            local = xp.concatenate([xp.arange(p.n_head, dtype=np.int64),
+                                    xp.arange(T - p.n_tail, T, dtype=np.int64)])
+            chains = xp.arange(C, dtype=np.int64)[:, None]
+            pos = (chains * T + local[None, :]).reshape(-1)
+            counters = CounterIndex((chains * p.n_tokens + p.index[None, :]).reshape(-1))
+            ends = (pos, r_all[pos], c_all[pos], counters)
+            if p.memo is not None:
+                p.memo[C] = ends
+        pos, r_ends, c_ends, counters = ends
+        z[pos] = categorical_products(th2, ph2, r_ends, c_ends, copy.copy(rng), method=method,
                                       counter_index=counters)
     rng.advance()
     return z
@@ -734,7 +742,7 @@ def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
     ti = _tile_tokens(R, W, starts, last * tile, min((last + 1) * tile, M), b, e) if tail else none
     inner = min((first + 1) * tile, M) if head else b      # the first document after the head
     return ShardPlace(int(starts[-1]), M, b, int(starts[inner]) - hi.size, xp.asarray(np.concatenate([hi, ti])),
-                      int(hi.size), int(ti.size))
+                      int(hi.size), int(ti.size), {})
 
 
 def _tile_tokens(R, W, starts, lo: int, hi: int, b: int, e: int):

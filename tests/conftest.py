@@ -119,3 +119,18 @@ def fit_as_ranks(fit, world: int = 2) -> list:
         t.join()
     assert not errors, errors
     return fits
+
+
+def glm_data(family, N=60, K=3, seed=0):
+    """(X, y): N rows of K standard-normal covariates and a response of ``family`` drawn from a GLM with
+    coefficients N(0, 0.25) (sigma 0.7 for "gaussian")."""
+    rs = np.random.default_rng(seed)
+    X = rs.normal(size=(N, K))
+    eta = X @ (rs.normal(size=K) * 0.5)
+    if family == "bernoulli":
+        y = (rs.random(N) < 1 / (1 + np.exp(-eta))).astype(float)
+    elif family == "poisson":
+        y = rs.poisson(np.exp(eta)).astype(float)
+    else:
+        y = eta + rs.normal(size=N) * 0.7
+    return X, y

@@ -9,23 +9,13 @@ from scipy import optimize, stats
 from gpumcmc.glm import loglik_and_grad
 from gpumcmc.models.glm import BayesianGLM, HierarchicalGLM
 
-from conftest import ALPHA
+from conftest import ALPHA, glm_data
 
 FAMILIES = ("bernoulli", "poisson", "gaussian")
 
 
 def _data(family, N=60, K=3, seed=0):
-    rs = np.random.default_rng(seed)
-    X = rs.normal(size=(N, K))
-    beta = rs.normal(size=K) * 0.5
-    eta = X @ beta
-    if family == "bernoulli":
-        y = (rs.random(N) < 1 / (1 + np.exp(-eta))).astype(float)
-    elif family == "poisson":
-        y = rs.poisson(np.exp(eta)).astype(float)
-    else:
-        y = eta + rs.normal(size=N) * 0.7
-    return X, y
+    return glm_data(family, N, K, seed)
 
 
 def _reference(X, y, b, family, w, off, sigma):

@@ -11,22 +11,13 @@ from gpumcmc.models.glm import BayesianGLM
 from gpumcmc.random import default_rng
 from gpumcmc.shards import Shards
 
-from conftest import fit_as_ranks
+from conftest import fit_as_ranks, glm_data
 
 FAMILIES = ("bernoulli", "poisson", "gaussian")
 
 
 def _data(family, N=300, K=3, seed=0):
-    rs = np.random.default_rng(seed)
-    X = rs.normal(size=(N, K))
-    eta = X @ (rs.normal(size=K) * 0.5)
-    if family == "bernoulli":
-        y = (rs.random(N) < 1 / (1 + np.exp(-eta))).astype(float)
-    elif family == "poisson":
-        y = rs.poisson(np.exp(eta)).astype(float)
-    else:
-        y = eta + rs.normal(size=N) * 0.7
-    return X, y
+    return glm_data(family, N, K, seed)
 
 
 def _sweeps(xp, X, y, family, shards, n, width_scale=1.0, dtype=np.float64, max_shrink=24, max_steps_out=4,

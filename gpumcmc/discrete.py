@@ -616,8 +616,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         Used where a corpus is split over devices. Defaults: the call's own
         counters. ``counter_index`` costs one more read per token, and with
         ``"butterfly"`` on the GPU a layout of the tokens in warps by their
-        lanes (a sort of the counters and one wait; a bad token's message
-        then names a bad token, not always the first). Calls that repeat one
+        lanes (a sort of the counters and one wait). Calls that repeat one
         index can pass a :class:`CounterIndex`, which keeps that layout.
 
     Returns
@@ -679,7 +678,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
                 slot, tok = layout.lanes(cbase) if layout is not None else _lane_layout(counters, xp)
                 flat = xp.empty(int(tok.size), dtype=np.int64)
                 _launch("products", method, th, ph, r32[tok], c32[tok], int(tok.size), K, rng.key, offset, flat,
-                        _SlotMessage(message, tok), M, V, 0, counters[tok])
+                        _SlotMessage(message, tok, slot, flat, th, ph, rows_f, cols_f), M, V, 0, counters[tok])
                 out.reshape(-1)[...] = flat[slot]
             else:
                 _launch("products", method, th, ph, r32, c32, n, K, rng.key, offset, out, message, M, V, cbase,
@@ -811,15 +810,45 @@ def _lane_layout(counters, xp):
 
 
 class _SlotMessage:
-    """A products message for a launch over slots (:func:`_lane_layout`): slot ``s`` names token ``tok[s]``."""
+    """A products message for a launch over slots (:func:`_lane_layout`).
 
-    __slots__ = ("message", "tok")
+    The kernel notes the first bad *slot*, and slots are ordered by lane, not by token; every bad token's
+    draw is -1, so the message names the first token whose draw is -1, with what is wrong with that token
+    (found again here, on the error path only). ``flat`` is the launch's own output, not the caller's.
+    """
 
-    def __init__(self, message, tok):
-        self.message, self.tok = message, tok
+    __slots__ = ("message", "tok", "slot", "flat", "theta", "phi", "rows", "cols")
+
+    def __init__(self, message, tok, slot, flat, theta, phi, rows, cols):
+        self.message, self.tok, self.slot, self.flat = message, tok, slot, flat
+        self.theta, self.phi, self.rows, self.cols = theta, phi, rows, cols
 
     def __call__(self, code: int, index: int) -> str:
-        return self.message(code, int(self.tok[index]))
+        from .backend import to_host
+
+        noted = int(self.tok[index])
+        bad = to_host(self.flat[self.slot] < 0)
+        t = int(np.argmax(bad)) if bad.any() else noted
+        if t != noted:
+            code = self._code(t)
+        return self.message(code, t)
+
+    def _code(self, t: int) -> int:
+        """The status code of token ``t``, as the kernels find it (see kernels_cu/status.cuh)."""
+        from .backend import to_host
+
+        r, c = int(self.rows[t]), int(self.cols[t])
+        if not 0 <= r < self.theta.shape[0]:
+            return _status.ROWS
+        if not 0 <= c < self.phi.shape[0]:
+            return _status.COLS
+        a, b = to_host(self.theta[r]), to_host(self.phi[c])
+        if (a < 0).any():
+            return _status.NEG
+        if (b < 0).any():
+            return _status.NEG_B
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _row_code("products", a * b)
 
 
 def token_order(rows, cols, K: int, dtype=np.float32, cache_bytes: int | None = None):

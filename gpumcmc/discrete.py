@@ -74,7 +74,7 @@ from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, get_array_module, is_cupy_array
 from .random._generator import default_rng
-from .random._philox import block_words, philox_rounds, u01_f32, u01_f64
+from .random._philox import philox_rounds, u01_f32, u01_f64
 
 __all__ = ["METHODS", "CounterIndex", "categorical", "categorical_logits", "categorical_products", "choose_method",
            "token_order"]
@@ -152,18 +152,17 @@ def _method(method: str, K: int, dtype, products: bool) -> str:
 
 # -- NumPy twin -----------------------------------------------------------------
 
-def row_uniforms(start: int, count: int, dtype, key, offset: int) -> np.ndarray:
-    """The uniforms of rows ``start .. start+count-1`` (see the module docstring)."""
-    w0, w1, _, _ = block_words(start, count, key, offset)
-    return u01_f32(w0) if np.dtype(dtype) == np.float32 else u01_f64(w0, w1)
-
-
 def counter_uniforms(counters, dtype, key, offset: int) -> np.ndarray:
     """The uniforms of the rows whose Philox counters are ``counters`` (non-negative integers)."""
     idx = np.asarray(counters).astype(np.uint64)
     lo, hi = np.uint64(offset & 0xFFFFFFFF), np.uint64((offset >> 32) & 0xFFFFFFFF)
     w0, w1, _, _ = philox_rounds(idx & np.uint64(0xFFFFFFFF), idx >> np.uint64(32), lo, hi, key[0], key[1])
     return u01_f32(w0) if np.dtype(dtype) == np.float32 else u01_f64(w0, w1)
+
+
+def row_uniforms(start: int, count: int, dtype, key, offset: int) -> np.ndarray:
+    """The uniforms of rows ``start .. start+count-1`` (see the module docstring)."""
+    return counter_uniforms(np.arange(start, start + count, dtype=np.uint64), dtype, key, offset)
 
 
 def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -263,22 +262,18 @@ def _chunk_rows(K: int) -> int:
 
 
 def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int, out: np.ndarray,
-                counters_of=None) -> None:
-    """Rows ``0 .. n-1`` into ``out``; ``counters_of(start, stop)``: their Philox counters (default the row
-    indices), which also give each row its lane for the butterfly."""
+                cbase: int = 0, cidx=None) -> None:
+    """Rows ``0 .. n-1`` into ``out``; row ``r`` takes the Philox counter ``cbase + r``, or ``cbase +
+    cidx[r]``, which also gives it its lane for the butterfly."""
     flat = out.reshape(-1)
     step = _chunk_rows(K)
     with np.errstate(invalid="ignore", over="ignore"):
         for start in range(0, n, step):
             stop = min(n, start + step)
             w = weights_of(start, stop)
-            if counters_of is None:
-                u = row_uniforms(start, stop - start, dtype, key, offset)
-                flat[start:stop] = butterfly_draw(w, u) if method == "butterfly" else prefix_draw(w, u)
-            else:
-                c = counters_of(start, stop)
-                u = counter_uniforms(c, dtype, key, offset)
-                flat[start:stop] = butterfly_draw(w, u, c % W) if method == "butterfly" else prefix_draw(w, u)
+            c = (np.arange(start, stop, dtype=np.int64) if cidx is None else cidx[start:stop]) + cbase
+            u = counter_uniforms(c, dtype, key, offset)
+            flat[start:stop] = butterfly_draw(w, u, c % W) if method == "butterfly" else prefix_draw(w, u)
 
 
 def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
@@ -698,14 +693,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         def weights_of(s, e):
             return theta[rows_f[s:e]] * phi[cols_f[s:e]]
 
-        counters_of = None
-        if cidx is not None:
-            def counters_of(s, e):
-                return cidx[s:e] + cbase
-        elif cbase:
-            def counters_of(s, e):
-                return np.arange(s + cbase, e + cbase, dtype=np.int64)
-        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out, counters_of)
+        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out, cbase, cidx)
         np.copyto(out.reshape(-1), -1, where=outside)
     if validating():
         r = _first_bad_row(out, xp)

@@ -178,3 +178,16 @@ def test_gpu_generator_equals_numpy_generator(cp):
     for dtype in (np.float32, np.float64):
         assert np.array_equal(a.random((100, 7), dtype=dtype).get(), b.random((100, 7), dtype=dtype))
     assert max_ulp_diff(a.standard_normal(10_000, dtype=np.float32), b.standard_normal(10_000, dtype=np.float32)) <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_uniform_at_is_the_fill_at_those_elements(xp, dtype):
+    """uniform_at gives the elements of a larger uniform fill, exactly, in any shape and order, and
+    across a change of the call offset's high word."""
+    rs = np.random.default_rng(1)
+    for offset in (0, 9, (1 << 33) + 5):
+        whole = to_np(_fill.fill(xp, "uniform", 4097, dtype, (11, 22), offset))
+        idx = rs.integers(0, 4097, size=(13, 7))
+        got = _fill.uniform_at(xp, xp.asarray(idx), dtype, (11, 22), offset)
+        assert got.dtype == dtype and got.shape == idx.shape
+        np.testing.assert_array_equal(to_np(got), whole[idx])

@@ -505,27 +505,10 @@ def _uniforms(xp, key, off, m_max, b):
 
     if b.M == b.Mtot:  # the whole batch: the fill itself
         return _fill.fill(xp, "uniform", m_max * b.M, np.float64, key, off).reshape(m_max, b.M)
-    from gpumcmc.random import philox4x32
-    from gpumcmc.random._philox import u01_f64
-
     pos = np.concatenate([int(b.g0[c]) + np.arange(int(b.gptr[c + 1] - b.gptr[c]), dtype=np.int64)
                           for c in range(len(b.g0))])
-    out = xp.empty((m_max, b.M), dtype=np.float64)
-    if b.M == 0:
-        return out
-    pos = xp.asarray(pos.astype(np.uint64))
-    k = xp.asarray(np.array(key, dtype=np.uint32))
-    step = max(1, (1 << 22) // b.M)
-    for r0 in range(0, m_max, step):
-        r = xp.arange(r0, min(m_max, r0 + step), dtype=np.uint64)[:, None]
-        e = r * np.uint64(b.Mtot) + pos[None]  # element of the fill; 2 per Philox block (float64)
-        blk = e >> np.uint64(1)
-        ctr = xp.stack([blk & np.uint64(0xFFFFFFFF), blk >> np.uint64(32), xp.full_like(blk, off & 0xFFFFFFFF),
-                        xp.full_like(blk, off >> 32)], axis=-1).astype(np.uint32)
-        w = philox4x32(ctr, k).astype(np.uint64)
-        odd = (e & np.uint64(1)) == 1
-        out[r0:r0 + len(r)] = u01_f64(xp.where(odd, w[..., 2], w[..., 0]), xp.where(odd, w[..., 3], w[..., 1]))
-    return out
+    elements = np.arange(m_max, dtype=np.int64)[:, None] * b.Mtot + pos[None, :]
+    return _fill.uniform_at(xp, xp.asarray(elements), np.float64, key, off)
 
 
 def _shards_for(devices, backend):

@@ -264,7 +264,10 @@ def _start_local(rng, data, C: int, K: int, dtype):
     if data.place is None:
         u = rng.random(C * T, dtype=np.float32)
     else:
-        u = rng.random(C * data.place.n_tokens, dtype=np.float32)[_token_counters(data, C)]
+        from ..random._fill import uniform_at
+
+        # what rng.random(C * n_tokens, dtype=float32) gives these tokens, without drawing the others'
+        u = uniform_at(xp, _token_counters(data, C), np.float32, rng.key, rng.advance())
     z0 = xp.minimum((u * np.float32(K)).astype(np.int64), K - 1)
     del u
     r_all, c_all = _chain_tokens(data, C)

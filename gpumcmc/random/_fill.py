@@ -123,6 +123,38 @@ def fill(xp, kind: str, n: int, dtype, key, offset: int):
     return fill_cupy(kind, n, dtype, key, offset)
 
 
+# Elements per pass of uniform_at: its counters and words take about 40 bytes an element.
+_AT_CHUNK = 1 << 22
+
+
+def uniform_at(xp, elements, dtype, key, offset: int):
+    """Elements ``elements`` (non-negative integers, any shape) of ``fill(xp, "uniform", n, dtype, key,
+    offset)`` for any ``n`` beyond them, without drawing the rest: a part of a larger call's uniforms
+    (a shard's cells or tokens), on ``xp``. Element ``e`` is word ``e % p`` of Philox block ``e // p``,
+    ``p = per_block(dtype)`` (float64: the pair of words 2 (e % 2), 2 (e % 2) + 1)."""
+    from . import _philox
+
+    dtype = np.dtype(dtype)
+    e_all = xp.asarray(elements).astype(np.uint64)
+    out = xp.empty(e_all.shape, dtype=dtype)
+    flat, res = e_all.reshape(-1), out.reshape(-1)
+    p = np.uint64(per_block(dtype))
+    k = xp.asarray(np.array(key, dtype=np.uint32))
+    for a in range(0, flat.size, _AT_CHUNK):
+        e = flat[a:a + _AT_CHUNK]
+        blk = e // p
+        ctr = xp.stack([blk & np.uint64(0xFFFFFFFF), blk >> np.uint64(32), xp.full_like(blk, offset & 0xFFFFFFFF),
+                        xp.full_like(blk, (offset >> 32) & 0xFFFFFFFF)], axis=-1).astype(np.uint32)
+        w = philox4x32(ctr, k).astype(np.uint64)
+        j = (e % p).astype(np.int64)[:, None]
+        if dtype == np.float32:
+            res[a:a + e.size] = _philox.u01_f32(xp.take_along_axis(w, j, axis=1)[:, 0])
+        else:
+            res[a:a + e.size] = _philox.u01_f64(xp.take_along_axis(w, 2 * j, axis=1)[:, 0],
+                                                xp.take_along_axis(w, 2 * j + 1, axis=1)[:, 0])
+    return out
+
+
 def philox_words_gpu(counter, key):
     """CUDA side of :func:`gpumcmc.random.philox4x32` (inputs already broadcast)."""
     import cupy

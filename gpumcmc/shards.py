@@ -44,8 +44,7 @@ import numpy as np
 
 from . import backend
 
-__all__ = ["Shards", "Replica", "one_device", "as_shards", "check_devices", "resolve", "join_dask",
-           "worker_shards"]
+__all__ = ["Shards", "Replica", "one_device", "check_devices", "resolve", "join_dask", "worker_shards"]
 
 # NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
 # NCCL 2.x release).
@@ -280,13 +279,6 @@ def one_device(n: int, device: int | None = None) -> Shards:
     path on a single GPU; ``Shards(n_virtual=n)`` does the same on NumPy.
     """
     return _OneDevice(n, device)
-
-
-def as_shards(devices) -> Shards:
-    """``devices`` as :class:`Shards`: a Shards is kept, anything else goes to ``Shards(devices)``."""
-    if isinstance(devices, Shards):
-        return devices
-    return Shards(devices)
 
 
 def resolve(devices, backend_name: str | None, what: str = "the data") -> tuple[Shards, str]:

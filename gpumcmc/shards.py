@@ -44,7 +44,8 @@ import numpy as np
 
 from . import backend
 
-__all__ = ["Shards", "Replica", "one_device", "check_devices", "resolve", "join_dask", "worker_shards"]
+__all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask",
+           "worker_shards"]
 
 # NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
 # NCCL 2.x release).
@@ -126,6 +127,24 @@ def bounds(n: int, parts: int) -> list[tuple[int, int]]:
         out.append((start, stop))
         start = stop
     return out
+
+
+def balanced_cuts(sizes, parts: int) -> list[int]:
+    """``parts + 1`` cuts of a sequence of items of positive ``sizes`` into contiguous runs of about equal
+    total size: each inner cut is the item boundary nearest to ``r * sum / parts``, and every run holds
+    at least one item (the caller checks that there are at least ``parts`` items). The same answer in
+    every process, from the sizes alone."""
+    ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    n, total = len(ends), int(ends[-1])
+    cuts = [0]
+    for r in range(1, parts):
+        target = r * total / parts
+        b = int(np.searchsorted(ends, target)) + 1   # the first cut with at least `target` before it
+        if b > 1 and target - ends[b - 2] < ends[b - 1] - target:
+            b -= 1                                   # the nearer boundary
+        cuts.append(min(max(b, cuts[-1] + 1), n - (parts - r)))
+    cuts.append(n)
+    return cuts
 
 
 class Shards:

@@ -157,3 +157,21 @@ def test_a_replica_on_numpy_is_the_array_itself():
     x = np.arange(4.0)
     r = Replica(sh, x)
     assert all(r(i) is x for i in range(3))
+
+
+def test_balanced_cuts_nearest_boundaries_and_one_item_each():
+    from gpumcmc.shards import balanced_cuts
+
+    assert balanced_cuts([10, 10, 10, 10], 2) == [0, 2, 4]
+    assert balanced_cuts([100, 1, 1, 1], 2) == [0, 1, 4]
+    assert balanced_cuts([1, 1, 100], 3) == [0, 1, 2, 3]          # every run holds an item
+    assert balanced_cuts([3, 3, 3], 1) == [0, 3]
+    rs = np.random.default_rng(2)
+    for _ in range(200):
+        sizes = rs.integers(1, 40, size=int(rs.integers(4, 30)))
+        parts = int(rs.integers(1, 4))
+        cuts = balanced_cuts(sizes, parts)
+        assert cuts[0] == 0 and cuts[-1] == len(sizes) and all(b > a for a, b in zip(cuts, cuts[1:]))
+        ends = np.concatenate([[0], np.cumsum(sizes)])
+        for r, c in enumerate(cuts[1:-1], 1):   # within one item of the target
+            assert abs(ends[c] - r * ends[-1] / parts) <= sizes.max()

@@ -67,7 +67,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend as _backend
-from ..shards import Replica
+from ..shards import Replica, balanced_cuts
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
 
@@ -885,21 +885,11 @@ class ShardedGroupState(NamedTuple):
 def group_bounds(sizes, world: int) -> list:
     """``world`` contiguous ranges ``(g0, g1)`` of the groups, about equal in rows, each of at least one
     group (the same answer in every process, from the group sizes alone)."""
-    sizes = np.asarray(sizes, dtype=np.int64)
     G = len(sizes)
     if G < world:
         raise ValueError(f"{G} groups cannot be split over {world} shards (each holds whole groups): "
                          "use fewer devices.")
-    ends = np.cumsum(sizes)
-    N = int(ends[-1])
-    cuts = [0]
-    for r in range(1, world):
-        target = r * N / world
-        b = int(np.searchsorted(ends, target)) + 1   # the first cut with at least `target` rows before it
-        if b > 1 and target - ends[b - 2] < ends[b - 1] - target:
-            b -= 1
-        cuts.append(min(max(b, cuts[-1] + 1), G - (world - r)))
-    cuts.append(G)
+    cuts = balanced_cuts(sizes, world)
     return [(cuts[r], cuts[r + 1]) for r in range(world)]
 
 

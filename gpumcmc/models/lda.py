@@ -67,7 +67,7 @@ from .. import backend as _backend
 from ..discrete import CounterIndex, categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import _is_sparse
-from ..shards import Shards, resolve
+from ..shards import Shards, balanced_cuts, resolve
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
            "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds", "shard_corpus",
@@ -647,20 +647,8 @@ def _bounds_from_counts(per_doc, world: int) -> np.ndarray:
     if docs.size < world:
         raise ValueError(f"the corpus has {docs.size} documents with tokens; it cannot be split over {world} "
                          "shards: use fewer devices.")
-    starts = (np.cumsum(per_doc) - per_doc)[docs]     # first token of each, in document order
-    T = int(per_doc.sum())
-    out = [0]
-    j_prev = 0
-    for r in range(1, world):
-        target = r * T / world
-        j = int(np.searchsorted(starts, target))
-        if j > 0 and (j == docs.size or target - starts[j - 1] < starts[j] - target):
-            j -= 1                                    # the nearer document start
-        j = min(max(j, j_prev + 1), docs.size - (world - r))
-        out.append(int(docs[j]))
-        j_prev = j
-    out.append(int(n_docs))
-    return np.asarray(out, dtype=np.int64)
+    cuts = balanced_cuts(per_doc[docs], world)        # over the documents with tokens
+    return np.asarray([0, *(int(docs[j]) for j in cuts[1:-1]), int(n_docs)], dtype=np.int64)
 
 
 def shard_corpus(rows, cols, n_docs: int, shards: Shards):

@@ -80,22 +80,38 @@ class Word:
         return min(n, CALL_LIMIT) << CALL_SHIFT
 
     def read(self):
-        """Wait for the word's stream, then (call description, code, index) of its first failure or None; reset."""
+        """Wait for the word's stream, then (call number, calls noted, call description, code, index) of
+        its first failure, or None; reset. Everything but the read of the word itself happens before
+        the wait, so a direct call returns as soon as the GPU is done."""
         global syncs
-        if not self.calls:
+        calls = self.calls
+        if not calls:
             return None
+        self.calls = []
+        host = self.host
         syncs += 1
         self.stream.synchronize()  # synchronize! (the one wait of a direct call)
-        v = self.host.value
-        calls = self.calls
-        self.calls = []
+        v = host.value
         if v == NONE:
             return None
-        self.host.value = NONE
+        host.value = NONE
         call = v >> CALL_SHIFT
         index = (v >> CODE_BITS) & ((1 << INDEX_BITS) - 1)
         code = v & ((1 << CODE_BITS) - 1)
         return call, len(calls), calls[min(call, len(calls) - 1)], code, index
+
+
+_cupy = None
+
+
+def _cuda():
+    """CuPy's ``cuda`` module, imported once (``ticket`` runs on every checked launch)."""
+    global _cupy
+    if _cupy is None:
+        import cupy
+
+        _cupy = cupy.cuda
+    return _cupy
 
 
 def ticket(describe) -> tuple[int, int]:
@@ -105,14 +121,12 @@ def ticket(describe) -> tuple[int, int]:
     message, should this call meet bad input. The word is read by
     :func:`read_all` (which :func:`gpumcmc.check` and every direct call use).
     """
-    import cupy
-
-    stream = cupy.cuda.get_current_stream()
-    key = (cupy.cuda.runtime.getDevice(), stream.ptr)
-    words = _local.words
-    word = words.get(key)
+    cuda = _cupy or _cuda()
+    stream = cuda.get_current_stream()
+    key = (cuda.runtime.getDevice(), stream.ptr)
+    word = _local.words.get(key)
     if word is None:
-        word = words[key] = Word(key[0], stream)
+        word = _local.words[key] = Word(key[0], stream)
     return word.ptr, word.tag(describe)
 
 
@@ -124,9 +138,11 @@ def pending() -> bool:
 def read_all():
     """Read every word of this thread with calls pending; the first failure as
     (call number, message) or None. One wait per word read."""
-    found = None
     words = _local.pending
+    if not words:
+        return None
     _local.pending = []
+    found = None
     for word in words:
         got = word.read()
         if got is not None and found is None:

@@ -215,18 +215,26 @@ def checked(fn):
                 result = fn(*args, **kwargs)
             finally:
                 st.deferred = depth
-            if _status.pending() or st.pending is not None:  # else nothing was recorded: no wait
+            if st.pending is None:
+                # Only kernels' own checks (the usual case): read their words
+                # straight away, with nothing left to do after the wait but
+                # return (none recorded: no wait at all).
+                found = _status.read_all()  # synchronize! (once, and only when a kernel was told to check)
+                if found is None:
+                    return result
+                err = ValueError(found[1])
+            else:
                 try:
-                    check()  # synchronize! (once, and only when a CuPy check was recorded)
-                except ValueError as err:
-                    st.pending = None
-                    if getattr(err, "_gpumcmc_detailed", False):
-                        raise
+                    check()  # synchronize! (once)
+                    return result
+                except ValueError as e:
+                    err = e
+                st.pending = None
+                if not getattr(err, "_gpumcmc_detailed", False):
                     fn(*args, **kwargs)  # raises the detailed message
-                    raise err from None
+            raise err from None
         finally:
             st.pending = saved
-        return result
 
     return wrapper
 

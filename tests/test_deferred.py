@@ -159,14 +159,16 @@ def test_direct_call_syncs_once_at_the_end(cp, name, monkeypatch):
     call = _calls(cp)[name]
     call()
     cp.cuda.get_current_stream().synchronize()
-    seen = []
-    real = _validate.check
+    from gpumcmc import _status
 
-    def counting_check():
+    seen = []
+    real = _status.read_all
+
+    def counting_read():
         seen.append(not cp.cuda.get_current_stream().done)
         return real()
 
-    monkeypatch.setattr(_validate, "check", counting_check)
+    monkeypatch.setattr(_status, "read_all", counting_read)
     _busy(cp)
     call()
     assert seen == [True], f"{name}: {len(seen)} reads of the checks, GPU busy at each: {seen}"
@@ -180,11 +182,17 @@ def test_direct_call_keeps_its_detailed_message(cp):
 
 
 def test_numpy_direct_call_never_reads_a_word(monkeypatch):
+    from gpumcmc import _status
+
     seen = []
-    monkeypatch.setattr(_validate, "check", lambda: seen.append(1))
+    monkeypatch.setattr(_validate, "check", lambda: seen.append("check"))
+    monkeypatch.setattr(_status.Word, "read", lambda self: seen.append("read"))
+    before = _status.syncs
     gpumcmc.categorical(np.ones((3, 4)), 0)
     default_rng(0).gamma(np.ones(5))
-    assert seen == []  # nothing was recorded (NumPy checks raise at once), so there is nothing to read
+    default_rng(0).dirichlet(np.ones((2, 3)))
+    # Nothing was recorded (NumPy checks raise at once), so there is nothing to read or wait for.
+    assert seen == [] and _status.syncs == before
 
 
 def test_products_out_of_range_index_gives_minus_one_with_validation_off(xp):

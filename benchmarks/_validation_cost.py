@@ -16,7 +16,7 @@ drift of the clocks or of the host's load falls on every mode alike:
 Two clocks: CUDA events around one call (the median of ``EVENT_REPEATS``),
 and the wall clock of ``LOOP_CALLS`` back-to-back calls with one
 synchronisation at the end, divided by the calls (the best of
-``LOOP_REPEATS`` loops). The mode is switched outside the timed window, so
+``LOOP_REPEATS`` loops, the modes taking turns loop by loop). The mode is switched outside the timed window, so
 no row counts the cost of entering a ``with`` block. An empty kernel's launch
 and wait is timed in the same run: no check that raises at the call can cost
 less than that round trip.
@@ -81,25 +81,27 @@ def events_ms(bench, fn, modes=None) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def wall_loop_ms(bench, fn, calls: int = LOOP_CALLS, end=None, ctx=contextlib.nullcontext) -> float:
-    """Milliseconds per call of ``calls`` back-to-back calls of ``fn``, one sync at the end (after ``end()``),
-    inside ``ctx()``; the best of ``LOOP_REPEATS`` loops."""
+def wall_loop_ms(bench, fn, modes=None, calls: int = LOOP_CALLS) -> dict:
+    """Milliseconds per call of ``calls`` back-to-back calls of ``fn`` in each mode, one sync at the end of
+    each loop (after the mode's ``end()``): the best of ``LOOP_REPEATS`` loops, the modes taking turns loop by
+    loop, each loop inside its mode's context."""
     stream = bench.cupy.cuda.get_current_stream()
-    best = float("inf")
-    with ctx():
-        for _ in range(bench.warmup):
-            fn()
-        if end is not None:
-            end()
-        stream.synchronize()
-        for _ in range(LOOP_REPEATS):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            if end is not None:
-                end()
-            stream.synchronize()
-            best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
+    modes = modes or _modes(bench)
+    best = {name: float("inf") for name in modes}
+    for rep in range(bench.warmup + LOOP_REPEATS):
+        for name, (ctx, wrap, end) in modes.items():
+            call = wrap(fn)
+            with ctx():
+                stream.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    call()
+                if end is not None:
+                    end()
+                stream.synchronize()
+                t = (time.perf_counter() - t0) * 1e3 / calls
+            if rep >= bench.warmup:
+                best[name] = min(best[name], t)
     return best
 
 
@@ -133,7 +135,7 @@ def compare(bench, case: str, fn, items: int, **kw) -> None:
     rt = round_trip_ms(bench)
     modes = _modes(bench)
     ev = events_ms(bench, fn, modes)
-    wall = {name: wall_loop_ms(bench, wrap(fn), end=end, ctx=ctx) for name, (ctx, wrap, end) in modes.items()}
+    wall = wall_loop_ms(bench, fn, modes)
 
     def over(a, b):
         return f"{(a / b - 1) * 100:+.1f}%"

@@ -67,6 +67,9 @@ total get -1, and negative weights give an unspecified index.
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from . import _loader, _status, _validate
@@ -133,6 +136,7 @@ _WARP_NAMES = tuple(
 _TWIN_CHUNK = 1 << 22
 
 
+@functools.lru_cache(maxsize=4096)
 def choose_method(K: int, dtype, *, products: bool = False) -> str:
     """The method ``method="auto"`` uses for ``K`` categories of ``dtype``."""
     rule = _AUTO_RULE[("products" if products else "rows", np.dtype(dtype).name)]
@@ -290,6 +294,46 @@ def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
 
 # -- CUDA launcher ----------------------------------------------------------------
 
+_plans: dict = {}
+
+
+def _plan(kind: str, method: str, a, b, n: int, K: int, shift: int) -> tuple:
+    """How to launch ``method`` on ``n`` rows of ``K`` (see :func:`_launch`), worked out once per device,
+    form, method, dtype, shape, butterfly shift and alignment of ``a`` and ``b``: (launcher, blocks,
+    dynamic shared bytes, scratch elements to allocate (0: none), s_in_smem, region words); the last
+    three are None for "warp", whose kernel takes no scratch."""
+    dt = a.dtype
+    src = _SRC[kind]
+    if method == "warp":
+        V, NJ = warp_shape(K, dt, a, b)
+        fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
+                                  defines=(("GPUMCMC_CAT_THREADS", THREADS),))
+        launcher = _loader.packed_launcher(fn, FILE_WARP, "cat_row_warp", _CTYPE[dt])
+        return launcher, _loader.grid_size(n * W, THREADS), 0, None, None, None
+    if method == "prefix":
+        name = f"cat_prefix<{_CTYPE[dt]}, {src}>"
+    else:
+        name = f"cat_warp<{_CTYPE[dt]}, {src}, {_METHOD_ID[method]}>"
+    defines = (("GPUMCMC_CAT_THREADS", THREADS), ("GPUMCMC_CAT_MIN_BLOCKS", MIN_BLOCKS))
+    fn = _loader.get_function(FILE, name, _NAMES, defines=defines)
+    launcher = _loader.packed_launcher(fn, FILE, "cat_prefix" if method == "prefix" else "cat_warp", _CTYPE[dt])
+    scratch, s_in_smem, region, shared = 0, 0, 0, 0
+    n_items = n
+    if method != "prefix":
+        groups = -(-(n + shift) // W)
+        words = -(-K // W) * W
+        warps = THREADS // W
+        region = max(words, _TBL_WORDS)
+        region += -region % 4  # keeps every warp's header 16-byte aligned
+        s_in_smem = int(warps * (_HDR_BYTES + region * dt.itemsize) <= _SMEM_BUDGET)
+        if not s_in_smem:
+            region = _TBL_WORDS + (-_TBL_WORDS % 4)
+            scratch = groups * words
+        shared = warps * (_HDR_BYTES + region * dt.itemsize)
+        n_items = groups * W
+    return launcher, _loader.grid_size(n_items, THREADS), shared, scratch, s_in_smem, region
+
+
 def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out, describe,
             n_a: int = 0, n_b: int = 0, cbase: int = 0, cidx=None) -> None:
     """Run ``cat_prefix`` / ``cat_warp`` / ``cat_row_warp`` for ``n`` rows of ``K`` categories into ``out``.
@@ -299,50 +343,34 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     ``cbase``, ``cidx`` (products): row ``r`` draws with counter ``cbase + r``,
     or ``cbase + cidx[r]`` (int64 on the device); the butterfly puts row ``r``
     in lane ``(cbase + r) % W`` (with ``cidx`` the caller lays the rows out so
-    that ``r % W`` is their lane: :func:`_lane_layout`).
+    that ``r % W`` is their lane: :func:`_lane_layout`). The launch is planned
+    once (:func:`_plan`); a call packs only the pointers, counters and status word.
     """
     import cupy
 
-    dt = a.dtype
-    src = _SRC[kind]
-    word, tag = _validate.fused(describe)
-    args_tail = (out, _loader.i32(out.dtype == np.int64), *_loader.philox_dev_args(key, offset), _loader.i64(n_a),
-                 _loader.i64(n_b), _loader.u64(word), _loader.u64(tag), _loader.i64(cbase),
-                 0 if cidx is None else cidx)
-    if method == "warp":
-        V, NJ = warp_shape(K, dt, a, b)
-        fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
-                                  defines=(("GPUMCMC_CAT_THREADS", THREADS),))
-        _loader.launch_packed(fn, FILE_WARP, "cat_row_warp", _CTYPE[dt], n * W,
-                              (a, b, rows, cols, _loader.i64(n), _loader.i32(K), *args_tail), block=THREADS)
+    if n <= 0:
         return
-    if method == "prefix":
-        name = f"cat_prefix<{_CTYPE[dt]}, {src}>"
-    else:
-        name = f"cat_warp<{_CTYPE[dt]}, {src}, {_METHOD_ID[method]}>"
-    defines = (("GPUMCMC_CAT_THREADS", THREADS), ("GPUMCMC_CAT_MIN_BLOCKS", MIN_BLOCKS))
-    fn = _loader.get_function(FILE, name, _NAMES, defines=defines)
-    scratch, s_in_smem, region, shared = a, 0, 0, 0
-    n_items = n
-    if method != "prefix":
-        shift = cbase % W if method == "butterfly" and kind == "products" and cidx is None else 0   # as the kernel
-        groups = -(-(n + shift) // W)
-        words = -(-K // W) * W
-        warps = THREADS // W
-        region = max(words, _TBL_WORDS)
-        region += -region % 4  # keeps every warp's header 16-byte aligned
-        s_in_smem = int(warps * (_HDR_BYTES + region * dt.itemsize) <= _SMEM_BUDGET)
-        if not s_in_smem:
-            region = _TBL_WORDS + (-_TBL_WORDS % 4)
-            scratch = cupy.empty(groups * words, dtype=dt)
-        shared = warps * (_HDR_BYTES + region * dt.itemsize)
-        n_items = groups * W
-    args = (
-        a, b, rows, cols, _loader.i64(n), _loader.i32(K), scratch, _loader.i32(s_in_smem), _loader.i32(region),
-        *args_tail,
-    )
-    _loader.launch_packed(fn, FILE, "cat_prefix" if method == "prefix" else "cat_warp", _CTYPE[dt], n_items, args,
-                          block=THREADS, shared_mem=shared)
+    shift = cbase % W if method == "butterfly" and kind == "products" and cidx is None else 0   # as the kernel
+    ap, bp = a.data.ptr, b.data.ptr
+    pkey = (cupy.cuda.runtime.getDevice(), kind, method, a.dtype, n, K, shift,
+            (ap | bp) & 15 if method == "warp" else 0)  # the vector width of "warp" follows the alignment
+    plan = _plans.get(pkey)
+    if plan is None:
+        if len(_plans) >= 256:  # many shapes: keep the cache small
+            _plans.clear()
+        plan = _plans[pkey] = _plan(kind, method, a, b, n, K, shift)
+    launcher, grid, shared, scratch, s_in_smem, region = plan
+    word, tag = _validate.fused(describe)
+    off_dev = _loader.device_offset()
+    stream = cupy.cuda.get_current_stream().ptr
+    head = (ap, bp, rows.data.ptr, cols.data.ptr, n, K)
+    tail = (out.data.ptr, int(out.dtype == np.int64), key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, off_dev,
+            n_a, n_b, word, tag, cbase, 0 if cidx is None else cidx.data.ptr)
+    if s_in_smem is None:  # "warp"
+        launcher(grid, THREADS, stream, *head, *tail)
+        return
+    scratch_ptr = cupy.empty(scratch, dtype=a.dtype).data.ptr if scratch else ap
+    launcher(grid, THREADS, stream, *head, scratch_ptr, s_in_smem, region, *tail, shared_mem=shared)
 
 
 # -- shared front end ---------------------------------------------------------------
@@ -370,7 +398,8 @@ def _rows_view(x, xp, axis: int, name: str):
     axis = int(axis)
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"axis {axis} is out of range for {name} of shape {x.shape}.")
-    x = xp.moveaxis(x, axis, -1)
+    if axis not in (-1, x.ndim - 1):
+        x = xp.moveaxis(x, axis, -1)
     return x, tuple(x.shape[:-1])
 
 
@@ -474,7 +503,7 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
     name = "weights" if kind == "weights" else "logits"
     x, batch = _rows_view(asarray(x, xp), xp, axis, name)
     K = int(x.shape[-1])
-    n = int(np.prod(batch, dtype=np.int64))
+    n = math.prod(batch)
     method = _method(method, K, x.dtype, products=False)
     offset = rng.advance()
     out = _output(out, xp, batch)
@@ -496,7 +525,7 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
                     return np.exp(z - z.max(axis=1, keepdims=True))
             _draw_numpy(weights_of, n, K, x.dtype, method, rng.key, offset, out)
         else:
-            a = _loader.contiguous(x)
+            a = x if x.flags.c_contiguous else _loader.contiguous(x)
             # The kernel checks the rows as it reads them (see _status).
             _launch(kind, method, a, a, a, a, n, K, rng.key, offset, out, _RowsMessage(kind, batch, x.dtype))
             return out

@@ -114,19 +114,25 @@ def _cuda():
     return _cupy
 
 
-def ticket(describe) -> tuple[int, int]:
-    """(word address, tag) for a kernel launch on the current device and stream.
+def ticket(describe, device=None, stream=None) -> tuple[int, int]:
+    """(word address, tag) for a kernel launch on ``device`` and ``stream``
+    (a CuPy Stream; None: the current ones, which callers that have them at
+    hand pass, to save looking them up again).
 
     ``describe(code, index)`` turns the word's code and index into the error
     message, should this call meet bad input. The word is read by
     :func:`read_all` (which :func:`gpumcmc.check` and every direct call use).
     """
-    cuda = _cupy or _cuda()
-    stream = cuda.get_current_stream()
-    key = (cuda.runtime.getDevice(), stream.ptr)
+    if stream is None or device is None:
+        cuda = _cupy or _cuda()
+        if stream is None:
+            stream = cuda.get_current_stream()
+        if device is None:
+            device = cuda.runtime.getDevice()
+    key = (device, stream.ptr)
     word = _local.words.get(key)
     if word is None:
-        word = _local.words[key] = Word(key[0], stream)
+        word = _local.words[key] = Word(device, stream)
     return word.ptr, word.tag(describe)
 
 

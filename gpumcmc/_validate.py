@@ -177,8 +177,9 @@ def check() -> None:
         raise err
 
 
-def fused(describe) -> tuple[int, int]:
-    """The (status word address, call tag) arguments of a kernel that checks its own input.
+def fused(describe, device=None, stream=None) -> tuple[int, int]:
+    """The (status word address, call tag) arguments of a kernel that checks its own input,
+    launched on ``device`` and ``stream`` (None: the current ones).
 
     (0, 0), no checks, with validation off, outside a deferred block (a
     public function's direct call runs deferred inside :func:`checked`), or
@@ -189,7 +190,7 @@ def fused(describe) -> tuple[int, int]:
     st = _state
     if describe is None or not st.on or st.deferred <= 0:
         return 0, 0
-    return _status.ticket(describe)
+    return _status.ticket(describe, device, stream)
 
 
 def checked(fn):

@@ -352,7 +352,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
         return
     shift = cbase % W if method == "butterfly" and kind == "products" and cidx is None else 0   # as the kernel
     ap, bp = a.data.ptr, b.data.ptr
-    pkey = (cupy.cuda.runtime.getDevice(), kind, method, a.dtype, n, K, shift,
+    device = cupy.cuda.runtime.getDevice()
+    pkey = (device, kind, method, a.dtype, n, K, shift,
             (ap | bp) & 15 if method == "warp" else 0)  # the vector width of "warp" follows the alignment
     plan = _plans.get(pkey)
     if plan is None:
@@ -360,9 +361,10 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
             _plans.clear()
         plan = _plans[pkey] = _plan(kind, method, a, b, n, K, shift)
     launcher, grid, shared, scratch, s_in_smem, region = plan
-    word, tag = _validate.fused(describe)
+    stream = cupy.cuda.get_current_stream()
+    word, tag = _validate.fused(describe, device, stream)
     off_dev = _loader.device_offset()
-    stream = cupy.cuda.get_current_stream().ptr
+    stream = stream.ptr
     head = (ap, bp, rows.data.ptr, cols.data.ptr, n, K)
     tail = (out.data.ptr, int(out.dtype == np.int64), key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, off_dev,
             n_a, n_b, word, tag, cbase, 0 if cidx is None else cidx.data.ptr)

@@ -633,12 +633,9 @@ def _counter(device: int, stream_ptr: int) -> int:
     return c.data.ptr
 
 
-def _work_args(dtype, rounds: int, stream_ptr: int):
+def _work_args(dtype, rounds: int, device: int, stream_ptr: int):
     """(launcher, blocks, rounds per request, counter address) for ``rounds``
-    rounds of gamma_draw on the current device and the stream ``stream_ptr``."""
-    import cupy
-
-    device = cupy.cuda.runtime.getDevice()
+    rounds of gamma_draw on ``device`` (the current one) and the stream ``stream_ptr``."""
     fs, bs, fd, bd, warps = _gamma_plan(device, dtype)
     if rounds < _DYN_MIN_ROUNDS * warps:
         return fs, bs, 1, 0
@@ -671,11 +668,12 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
         return
     if scale_value is None:
         scale_value = 0.0 if log else 1.0
-    stream = cupy.cuda.get_current_stream().ptr
+    stream = cupy.cuda.get_current_stream()
+    device = cupy.cuda.runtime.getDevice()
     pairs = (n + 1) // 2
-    launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, stream)  # rounds of 32 pairs
-    word, tag = _v.fused(describe)
-    launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream,
+    launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, device, stream.ptr)  # rounds of 32 pairs
+    word, tag = _v.fused(describe, device, stream)
+    launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream.ptr,
            sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
            key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0,
            0 if trials is None else trials.data.ptr, chunk, counter, word, tag)
@@ -956,7 +954,8 @@ def _dirichlet_device(rng, alpha, dtype, log):
     import cupy
 
     n_rows, K = alpha.shape
-    pkey = (cupy.cuda.runtime.getDevice(), dt, n_rows, K)
+    device = cupy.cuda.runtime.getDevice()
+    pkey = (device, dt, n_rows, K)
     plan = _dirichlet_plans.get(pkey)
     if plan is None:
         plan = False
@@ -966,21 +965,23 @@ def _dirichlet_device(rng, alpha, dtype, log):
             R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), dt)
             if R:
                 plan = (_loader.packed_launcher(fn, FILE, "dirichlet_draw", _CTYPE[dt]),
-                        _loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), R, _row_lanes(K))
+                        _loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), R, _row_lanes(K),
+                        ParamMessage(("alpha", "alpha"), (n_rows, K)))
         if len(_dirichlet_plans) >= 256:  # many shapes: keep the cache small
             _dirichlet_plans.clear()
         _dirichlet_plans[pkey] = plan
     if not plan:
         return None
-    launch, grid, R, g = plan
+    launch, grid, R, g, message = plan
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.dirichlet", cupy):
         out = cupy.empty((n_rows, K), dtype=dt)
+        stream = cupy.cuda.get_current_stream()
         # The kernel checks alpha as it reads it (see _status).
-        word, tag = _v.fused(ParamMessage(("alpha", "alpha"), (n_rows, K)))
+        word, tag = _v.fused(message, device, stream)
         # dirichlet_draw's parameters (see dirichlet_cupy): alpha, out, rows in all, first row, K,
         # rows per chunk, lanes per row, Philox key and offset, off_dev, log, status word, tag.
-        launch(grid, _BLOCK, cupy.cuda.get_current_stream().ptr, alpha.data.ptr, out.data.ptr, n_rows, 0, K, R, g,
+        launch(grid, _BLOCK, stream.ptr, alpha.data.ptr, out.data.ptr, n_rows, 0, K, R, g,
                key[0], key[1], off & 0xFFFFFFFF, off >> 32, _loader.device_offset(), 1 if log else 0, word, tag)
     return out
 

@@ -743,6 +743,23 @@ def _row_lanes(K: int) -> int:
     return g
 
 
+def _dirichlet_launcher(fn, blocks: int, n_rows: int, K: int, R: int, dtype) -> tuple:
+    """(launcher, blocks in the grid, lanes per row) of ``dirichlet_draw`` (``fn``, ``blocks`` resident on the
+    device) for ``n_rows`` rows of ``K`` in chunks of ``R`` rows a warp."""
+    return (_loader.packed_launcher(fn, FILE, "dirichlet_draw", _CTYPE[np.dtype(dtype)]),
+            _loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), _row_lanes(K))
+
+
+def _launch_dirichlet(launcher, stream_ptr: int, alpha_ptr: int, out_ptr: int, rows: int, start_row: int, K: int,
+                      R: int, key, offset: int, log: bool, word: int, tag: int) -> None:
+    """Launch ``dirichlet_draw`` as :func:`_dirichlet_launcher` planned it. Its parameters: alpha, out (both
+    indexed from row 0, the kernel starting at ``start_row``), rows in all, first row, K, rows per chunk,
+    lanes per row, Philox key and offset, off_dev, log, status word, tag."""
+    launch, grid, g = launcher
+    launch(grid, _BLOCK, stream_ptr, alpha_ptr, out_ptr, rows, start_row, K, R, g, key[0], key[1],
+           offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0, word, tag)
+
+
 def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, describe=None, start_row=0):
     """Dirichlet rows of a contiguous (n_rows, K) CuPy ``alpha``: log-gammas
     normalised by their row's log-sum-exp, by ``dirichlet_draw`` (a warp per
@@ -771,7 +788,6 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     out = cupy.empty((n_rows * K,), dtype=alpha.dtype)
     if out.size == 0:
         return out.reshape(n_rows, K)
-    g = _row_lanes(K)
     fn = _fn("dirichlet_draw", alpha.dtype)
     blocks = _loader.resident_blocks(fn, _BLOCK)
     if rows_per_chunk is None:
@@ -784,14 +800,12 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     if R:
         word, tag = _v.fused(describe if not start_row or describe is None else _Shifted(describe, start_row * K))
         shift = start_row * K * alpha.dtype.itemsize   # the kernel indexes rows from 0, and starts at start_row
-        _loader.launch_packed(fn, FILE, "dirichlet_draw", _CTYPE[np.dtype(alpha.dtype)], -(-n_rows // R) * 32,
-                              (np.uint64(alpha.data.ptr - shift), np.uint64(out.data.ptr - shift),
-                               _loader.i64(start_row + n_rows), _loader.i64(start_row), _loader.i32(K),
-                               _loader.i64(R), _loader.i32(g), *_loader.philox_dev_args(key, offset),
-                               _loader.i32(1 if log else 0), _loader.u64(word), _loader.u64(tag)),
-                              block=_BLOCK, blocks_per_sm=blocks)
+        _launch_dirichlet(_dirichlet_launcher(fn, blocks, n_rows, K, R, alpha.dtype),
+                          cupy.cuda.get_current_stream().ptr, alpha.data.ptr - shift, out.data.ptr - shift,
+                          start_row + n_rows, start_row, K, R, key, offset, log, word, tag)
         return out.reshape(n_rows, K)
     _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
+    g = _row_lanes(K)
     _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
                    (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
                    block=_BLOCK)
@@ -964,25 +978,22 @@ def _dirichlet_device(rng, alpha, dtype, log):
             blocks = _loader.resident_blocks(fn, _BLOCK)
             R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), dt)
             if R:
-                plan = (_loader.packed_launcher(fn, FILE, "dirichlet_draw", _CTYPE[dt]),
-                        _loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), R, _row_lanes(K),
-                        ParamMessage(("alpha", "alpha"), (n_rows, K)))
+                plan = (_dirichlet_launcher(fn, blocks, n_rows, K, R, dt), R, ParamMessage(("alpha", "alpha"),
+                                                                                          (n_rows, K)))
         if len(_dirichlet_plans) >= 256:  # many shapes: keep the cache small
             _dirichlet_plans.clear()
         _dirichlet_plans[pkey] = plan
     if not plan:
         return None
-    launch, grid, R, g, message = plan
+    launcher, R, message = plan
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.dirichlet", cupy):
         out = cupy.empty((n_rows, K), dtype=dt)
         stream = cupy.cuda.get_current_stream()
         # The kernel checks alpha as it reads it (see _status).
         word, tag = _v.fused(message, device, stream)
-        # dirichlet_draw's parameters (see dirichlet_cupy): alpha, out, rows in all, first row, K,
-        # rows per chunk, lanes per row, Philox key and offset, off_dev, log, status word, tag.
-        launch(grid, _BLOCK, stream.ptr, alpha.data.ptr, out.data.ptr, n_rows, 0, K, R, g,
-               key[0], key[1], off & 0xFFFFFFFF, off >> 32, _loader.device_offset(), 1 if log else 0, word, tag)
+        _launch_dirichlet(launcher, stream.ptr, alpha.data.ptr, out.data.ptr, n_rows, 0, K, R, key, off, log, word,
+                          tag)
     return out
 
 

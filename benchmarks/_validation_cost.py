@@ -28,9 +28,9 @@ import contextlib
 import statistics
 import time
 
-EVENT_REPEATS = 41  # sub-millisecond calls: the median of a few would move with the host's noise
+EVENT_REPEATS = 101  # sub-millisecond calls: the median of a few would move with the host's noise
 LOOP_CALLS = 30
-LOOP_REPEATS = 5
+LOOP_REPEATS = 7
 
 
 def _modes(bench):

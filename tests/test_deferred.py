@@ -375,3 +375,122 @@ def test_generator_categorical_products_is_gpumcmc_categorical_products(xp):
     a = gpumcmc.to_host(default_rng(3).categorical_products(theta, phi, rows, cols))
     b = gpumcmc.to_host(gpumcmc.categorical_products(theta, phi, rows, cols, default_rng(3)))
     np.testing.assert_array_equal(a, b)
+
+
+# --- the early verdict: gamma and Dirichlet return once their parameters are checked ------------------
+
+def _early_calls(cp, bad=None):
+    """Large direct calls whose kernels give an early verdict, each with a fresh generator of one seed:
+    name -> (call, the same call with validation off). ``bad``: {name: (flat index, value)} to plant."""
+    shape = cp.random.default_rng(3).uniform(0.1, 10.0, 1 << 27).astype(cp.float32)
+    scale = cp.random.default_rng(4).uniform(0.5, 2.0, 1 << 25)
+    small_shape = shape[: 1 << 25].astype(cp.float64)
+    alpha = cp.random.default_rng(5).uniform(0.1, 10.0, (1 << 18, 256)).astype(cp.float32)
+    arrays = {"gamma": [shape], "gamma_scale_array": [small_shape, scale], "dirichlet": [alpha]}
+    for name, (i, v) in (bad or {}).items():
+        *_, target = arrays[name]
+        target.reshape(-1)[i] = v
+    make = {
+        "gamma": lambda rng: rng.gamma(shape),
+        "gamma_scale_array": lambda rng: rng.gamma(small_shape, scale),
+        "dirichlet": lambda rng: rng.dirichlet(alpha),
+    }
+    return {name: (lambda f=f: f(default_rng(21, backend="cupy")), lambda f=f: f(default_rng(21, backend="cupy")))
+            for name, f in make.items()}
+
+
+@pytest.mark.parametrize("name", ["gamma", "gamma_scale_array", "dirichlet"])
+def test_direct_call_returns_at_the_early_verdict_with_the_same_draws(cp, name):
+    """The call checks its parameters ahead of its draws and returns while its own kernel still runs;
+    the draws are those of validation off."""
+    from gpumcmc import _status
+
+    on, off = _early_calls(cp)[name]
+    on()
+    stream = cp.cuda.get_current_stream()
+    stream.synchronize()
+    word = _status._local.words[(cp.cuda.runtime.getDevice(), stream.ptr)]
+    seq = word.seq
+    got = on()
+    still_running = not stream.done
+    assert word.seq == seq + 1 and word.verdict.value == seq + 1
+    assert still_running, f"{name}: the call returned after its kernel ended"
+    with gpumcmc.validation(False):
+        want = off()
+    assert cp.array_equal(got, want)
+
+
+@pytest.mark.parametrize("name,index,value,message", [
+    ("gamma", (1 << 27) - 1, -1.0, r"shape must be positive.*index 134217727"),
+    ("gamma", 40_000_003, np.nan, r"shape must be positive.*index 40000003"),
+    ("gamma_scale_array", 1_000_001, 0.0, r"scale must be positive.*index 1000001"),
+    ("dirichlet", 200_000 * 256 + 7, np.inf, r"alpha must be positive.*index \(200000, 7\)"),
+])
+def test_early_verdict_names_the_first_bad_element(cp, name, index, value, message):
+    """A bad parameter anywhere in a large call (in any warp's share, checked ahead of the draws) raises
+    at the call, naming its element; the next good call on the stream is not blamed for it."""
+    on, _ = _early_calls(cp, {name: (index, value)})[name]
+    with pytest.raises(ValueError, match=message):
+        on()
+    rng = default_rng(1, backend="cupy")
+    rng.gamma(cp.ones(1 << 20, dtype=cp.float32))
+    rng.dirichlet(cp.ones((1 << 12, 64), dtype=cp.float32))
+    cp.cuda.get_current_stream().synchronize()
+    gpumcmc.check()
+
+
+def test_early_verdict_two_bad_elements_give_the_first(cp):
+    shape = cp.random.default_rng(3).uniform(0.1, 10.0, 1 << 27).astype(cp.float32)
+    shape[90_000_000] = -2.0
+    shape[12_345] = 0.0
+    with pytest.raises(ValueError, match=r"index 12345\b"):
+        default_rng(2, backend="cupy").gamma(shape)
+
+
+def test_a_verdict_that_never_comes_falls_back_to_the_stream_wait(cp, monkeypatch):
+    """Should a kernel never write its verdict, the call waits for the stream after SPIN_LIMIT_S and still
+    reads every note: bad input still raises, and the next calls' verdicts come as before."""
+    from gpumcmc import _status
+
+    real = _status.Word.early
+
+    def unreachable(self, warps):
+        vptr, count, target, seq = real(self, warps)
+        return vptr, count, target + 1, seq  # the count never reaches it: no verdict
+
+    monkeypatch.setattr(_status.Word, "early", unreachable)
+    monkeypatch.setattr(_status, "SPIN_LIMIT_S", 1e-3)
+    shape = cp.random.default_rng(3).uniform(0.1, 10.0, 1 << 24).astype(cp.float32)
+    rng = default_rng(4, backend="cupy")
+    good = rng.gamma(shape)
+    with gpumcmc.validation(False):
+        want = default_rng(4, backend="cupy").gamma(shape)
+    assert cp.array_equal(good, want)
+    shape[777] = -1.0
+    with pytest.raises(ValueError, match=r"index 777\b"):
+        rng.gamma(shape)
+    monkeypatch.setattr(_status.Word, "early", real)
+    shape[777] = 1.0
+    on = default_rng(5, backend="cupy")
+    stream = cp.cuda.get_current_stream()
+    stream.synchronize()
+    word = _status._local.words[(cp.cuda.runtime.getDevice(), stream.ptr)]
+    seq = word.seq
+    on.gamma(shape)
+    assert word.verdict.value == seq + 1
+
+
+def test_deferred_calls_ask_for_no_verdict(cp):
+    from gpumcmc import _status
+
+    shape = cp.ones(1 << 20, dtype=cp.float32)
+    rng = default_rng(6, backend="cupy")
+    rng.gamma(shape)
+    stream = cp.cuda.get_current_stream()
+    word = _status._local.words[(cp.cuda.runtime.getDevice(), stream.ptr)]
+    seq = word.seq
+    with gpumcmc.deferred_validation():
+        rng.gamma(shape)
+        rng.dirichlet(cp.ones((1000, 30), dtype=cp.float32))
+    assert word.seq == seq and word.full
+    gpumcmc.check()

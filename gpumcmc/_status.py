@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 
 import numpy as np
 
@@ -50,112 +49,48 @@ _local = _Local()
 syncs = 0  # waits for the GPU made to read words, for tests
 
 
-# A direct call whose kernels give an early verdict (see verdict_count in
-# kernels_cu/status.cuh) spins on the verdict for at most this long, then
-# waits for the stream: the verdict of a very long call, or of a kernel that
-# never wrote it (a failed launch), costs no more than the plain wait.
-SPIN_LIMIT_S = 2e-3
-# No early verdict where a warp's share of the check would pass 2^31 elements.
-SHARE_LIMIT = 1 << 31
-
-
 class Word:
-    """One status word: its host view, its device address and the calls noted since it was read.
+    """One status word: its host view, its device address and the calls noted since it was read."""
 
-    Beside it, in the same mapped allocation, the *verdict* word: kernels of a
-    direct call that check their parameters ahead of their draws write the
-    call's sequence number there once every check is done, and the host reads
-    the status word then, while the kernel still draws. ``count`` (device
-    memory) is the kernels' running count of warps done checking, never reset:
-    ``counted`` is the total it reaches after the launches made so far.
-    """
-
-    __slots__ = ("host", "ptr", "calls", "stream", "verdict", "vptr", "count", "counted", "seq", "wait_seq",
-                 "full")
+    __slots__ = ("host", "ptr", "calls", "stream")
 
     def __init__(self, device: int, stream):
         import cupy
 
         rt = cupy.cuda.runtime
-        ptr = rt.hostAlloc(16, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
+        ptr = rt.hostAlloc(8, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
         # Never freed: one word per thread, device and stream, for the life of the process.
         self.host = ctypes.c_uint64.from_address(ptr)  # .value reads the memory each time
         self.host.value = NONE
-        self.verdict = ctypes.c_uint64.from_address(ptr + 8)
-        self.verdict.value = 0
         # With unified addressing (every 64-bit platform CUDA supports) a mapped
         # allocation has the same address on the host and on the device.
         if not rt.deviceGetAttribute(41, device):  # cudaDevAttrUnifiedAddressing
             raise RuntimeError("gpumcmc's fused input checks need a GPU with unified addressing; "
                                "turn checks off with gpumcmc.set_validation(False).")
         self.ptr = ptr
-        self.vptr = ptr + 8
         self.calls: list = []
         self.stream = stream
-        self.count = None  # made at the first early verdict
-        self.counted = 0
-        self.seq = 0       # the last early verdict asked for
-        self.wait_seq = 0  # the verdict a read waits for (0: none)
-        self.full = False  # a call since the last read has no early verdict: the read waits for the stream
 
     def tag(self, describe) -> int:
-        """Register the next call on this word (``describe(code, index) -> str``); its tag for the kernel.
-        The call's kernels give no early verdict unless :meth:`early` says so."""
+        """Register the next call on this word (``describe(code, index) -> str``); its tag for the kernel."""
         n = len(self.calls)
         if not n:
             _local.pending.append(self)
         self.calls.append(describe)
-        self.full = True
         return min(n, CALL_LIMIT) << CALL_SHIFT
 
-    def early(self, warps: int) -> tuple:
-        """For the launch of the call just tagged, of ``warps`` warps in all, that gives an early verdict:
-        (verdict address, count address, count target, sequence number). Call it for the call's last
-        launch with checks only (the read waits for that launch's verdict)."""
-        if self.count is None:
-            import cupy
-
-            self.count = cupy.zeros(1, dtype=cupy.uint64)
-        self.counted += warps
-        self.seq += 1
-        self.wait_seq = self.seq
-        self.full = False
-        return self.vptr, self.count.data.ptr, self.counted, self.seq
-
-    def _await_verdict(self, seq: int) -> None:
-        """Spin until the verdict reaches ``seq``; past SPIN_LIMIT_S, wait for the stream instead."""
-        verdict = self.verdict
-        if verdict.value >= seq:
-            return
-        t0 = time.perf_counter()
-        i = 0
-        while verdict.value < seq:
-            i += 1
-            if not i & 1023 and time.perf_counter() - t0 > SPIN_LIMIT_S:
-                self.stream.synchronize()  # synchronize! (a long call, or a verdict never written)
-                # A launch that failed never counted its warps: take the count as it is, so that the
-                # next verdicts come again.
-                self.counted = int(self.count.get()[0])
-                return
-
     def read(self):
-        """Wait for the word's calls (for their early verdict, else for the stream), then (call number,
-        calls noted, call description, code, index) of its first failure, or None; reset. Everything but
-        the read of the word itself happens before the wait, so a direct call returns as soon as it can."""
+        """Wait for the word's stream, then (call number, calls noted, call description, code, index) of
+        its first failure, or None; reset. Everything but the read of the word itself happens before
+        the wait, so a direct call returns as soon as the GPU is done."""
         global syncs
         calls = self.calls
         if not calls:
             return None
         self.calls = []
         host = self.host
-        seq = 0 if self.full else self.wait_seq
-        self.full = False
-        self.wait_seq = 0
         syncs += 1
-        if seq:
-            self._await_verdict(seq)  # synchronize! (on the kernels' verdict: the one wait of a direct call)
-        else:
-            self.stream.synchronize()  # synchronize! (the one wait of a direct call)
+        self.stream.synchronize()  # synchronize! (the one wait of a direct call)
         v = host.value
         if v == NONE:
             return None
@@ -179,7 +114,7 @@ def _cuda():
     return _cupy
 
 
-def ticket(describe, device=None, stream=None, early_warps: int = 0, early_share: int = 0):
+def ticket(describe, device=None, stream=None) -> tuple[int, int]:
     """(word address, tag) for a kernel launch on ``device`` and ``stream``
     (a CuPy Stream; None: the current ones, which callers that have them at
     hand pass, to save looking them up again).
@@ -187,11 +122,6 @@ def ticket(describe, device=None, stream=None, early_warps: int = 0, early_share
     ``describe(code, index)`` turns the word's code and index into the error
     message, should this call meet bad input. The word is read by
     :func:`read_all` (which :func:`gpumcmc.check` and every direct call use).
-
-    With ``early_warps`` (the launch's warps in all) and ``early_share`` (the
-    most elements one warp checks), for a kernel that can give an early
-    verdict: (word address, tag, verdict address, count address, count
-    target, sequence number); the last four are 0 where it should not.
     """
     if stream is None or device is None:
         cuda = _cupy or _cuda()
@@ -203,12 +133,7 @@ def ticket(describe, device=None, stream=None, early_warps: int = 0, early_share
     word = _local.words.get(key)
     if word is None:
         word = _local.words[key] = Word(device, stream)
-    tag = word.tag(describe)
-    if not early_warps:
-        return word.ptr, tag
-    if early_share >= SHARE_LIMIT:
-        return word.ptr, tag, 0, 0, 0, 0
-    return (word.ptr, tag, *word.early(early_warps))
+    return word.ptr, word.tag(describe)
 
 
 def pending() -> bool:

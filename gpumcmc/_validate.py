@@ -55,7 +55,6 @@ class _State(threading.local):
 
     on = True        # value checks on
     deferred = 0     # depth of deferred() blocks
-    direct = 0       # the depth at which a direct call of a checked function runs (0: none)
     pending = None   # verdicts recorded by report() since the last check()
 
 
@@ -194,20 +193,6 @@ def fused(describe, device=None, stream=None) -> tuple[int, int]:
     return _status.ticket(describe, device, stream)
 
 
-def fused_early(describe, warps: int, share: int, device=None, stream=None) -> tuple:
-    """:func:`fused` for a kernel that can give an early verdict (see ``verdict_count`` in
-    ``kernels_cu/status.cuh``): (status word address, call tag, verdict address, count address, count
-    target, sequence number). ``warps``: the launch's warps in all; ``share``: the most elements one warp
-    checks. The verdict is asked for in a direct call only, which waits for it; the last four are 0
-    otherwise (in a deferred block nothing waits) and all six with no checks."""
-    st = _state
-    if describe is None or not st.on or st.deferred <= 0:
-        return 0, 0, 0, 0, 0, 0
-    if st.deferred != st.direct:
-        return (*_status.ticket(describe, device, stream), 0, 0, 0, 0)
-    return _status.ticket(describe, device, stream, warps, share)
-
-
 def checked(fn):
     """Run a public function so that its value checks cost at most one synchronisation.
 
@@ -226,12 +211,11 @@ def checked(fn):
         saved = st.pending
         st.pending = None
         try:
-            st.deferred = st.direct = depth + 1  # as `with deferred():`, inlined: this runs on every call
+            st.deferred = depth + 1  # as `with deferred():`, inlined: this runs on every call
             try:
                 result = fn(*args, **kwargs)
             finally:
                 st.deferred = depth
-                st.direct = 0
             if st.pending is None:
                 # Only kernels' own checks (the usual case): read their words
                 # straight away, with nothing left to do after the wait but

@@ -84,41 +84,6 @@ template <typename T>
 __device__ __forceinline__ bool valid_scale(T s, bool lg) {
     return lg ? fabs(s) < fp_special<T>::inf() : (s > T(0)) & (s < fp_special<T>::inf());
 }
-// A warp's share of a direct call's early parameter check (see verdict_count
-// in status.cuh). The `total` elements to check are those of `a` at
-// [a_first, a_first + na) (the shapes, or alpha), noted as ST_PARAM at their
-// own index, then those of `b` (a scale array of total - na elements, or
-// none), noted as ST_PARAM_B; they are split evenly over the grid's warps in
-// runs of 32. `checked` is how much of the warp's share is done (EARLY_DONE:
-// all of it, and the warp counted in); a call checks up to m more elements
-// and returns the new value. Only `checked` lives across the draws, so the
-// kernels' registers are spent on the draws.
-constexpr unsigned int EARLY_DONE = 0xffffffffu;
-template <typename T>
-__device__ __forceinline__ unsigned int early_piece(unsigned int checked, long long m, long long total,
-                                                    const T* __restrict__ a, long long a_first, long long na,
-                                                    const T* __restrict__ b, bool lg, unsigned long long* status,
-                                                    unsigned long long tag, unsigned long long* verdict,
-                                                    unsigned long long* count, unsigned long long target,
-                                                    unsigned long long seq) {
-    if (checked == EARLY_DONE) return checked;
-    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    const long long wid = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long long share = (((total + warps - 1) / warps) + 31) & ~31ll;  // < 2^32: the caller sees to it
-    const long long s0 = min(total, wid * share), s1 = min(total, s0 + share);
-    const long long stop = min(s1, s0 + (long long)checked + m);
-    for (long long p = s0 + checked + (threadIdx.x & 31); p < stop; p += 32) {
-        if (p < na) {
-            if (!valid_shape(a[a_first + p])) status_note(status, tag, (unsigned long long)(a_first + p), ST_PARAM);
-        } else if (!valid_scale(b[p - na], lg)) {
-            status_note(status, tag, (unsigned long long)(p - na), ST_PARAM_B);
-        }
-    }
-    if (stop < s1) return (unsigned int)(stop - s0);
-    verdict_count(verdict, count, target, seq);
-    return EARLY_DONE;
-}
-
 template <typename T>
 constexpr bool gamma_attempt_queue() {
     return sizeof(T) == 4;
@@ -674,23 +639,13 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
            long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, int log_out,
            int* __restrict__ trials, long long chunk, unsigned long long* __restrict__ next,
-           unsigned long long* status, unsigned long long tag, unsigned long long* verdict,
-           unsigned long long* vcount, unsigned long long vtarget, unsigned long long vseq) {
+           unsigned long long* status, unsigned long long tag) {
     offset_from_device(off_dev, off_lo, off_hi);
     __shared__ GammaQueues<T> q;
-    // With an early verdict (a direct call) the parameters are checked ahead of the draws, which then
-    // note nothing: the host resets the word at the verdict, while the draws go on.
-    const bool early = verdict != nullptr;
     GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
-                   off_hi, log_out, early ? nullptr : status, tag);
-    unsigned int checked = early ? 0u : EARLY_DONE;
-#define GPUMCMC_GAMMA_CHECK(m)                                                                                   \
-    checked = early_piece<T>(checked, (m), (shape_step ? n : 1) + (scale == nullptr ? 0 : (scale_step ? n : 1)), \
-                             shape, 0, shape_step ? n : 1, scale, log_out != 0, status, tag, verdict, vcount,    \
-                             vtarget, vseq)
+                   off_hi, log_out, status, tag);
     const long long n_pairs = (n + 1) >> 1;
-    if (!DYN) {  // a grid stride: rounds at base, base + stride, ... (small calls: the check first)
-        GPUMCMC_GAMMA_CHECK(2 * n + 2);
+    if (!DYN) {  // a grid stride: rounds at base, base + stride, ...
         const long long stride = (long long)gridDim.x * blockDim.x;
         const long long full_end = (n >> 1) - 32;  // a warp at base <= full_end has 32 whole pairs
         long long base = w.template whole_rounds<false>((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31),
@@ -700,7 +655,6 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         const long long n_rounds = (n_pairs + 31) >> 5, full_rounds = n >> 6;  // whole: all 64 elements below n
         WorkChunks work(next, chunk);
         for (; work.first() < n_rounds; work.advance()) {
-            GPUMCMC_GAMMA_CHECK(256 * chunk);  // 4x the elements of a chunk: the check ends a quarter in
             long long k = work.first();
             const long long end = min(k + chunk, n_rounds), full_end = min(end, full_rounds);
             if (k < full_end) {
@@ -710,9 +664,7 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
             for (; k < end; ++k) w.template pairs<false, false>(k << 5, n);
         }
         work.done();
-        GPUMCMC_GAMMA_CHECK(2 * n + 2);  // a warp with few chunks: the rest of its share
     }
-#undef GPUMCMC_GAMMA_CHECK
     w.flush();
 }
 
@@ -847,22 +799,15 @@ __global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLO
 dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, long long row0, int K, long long R,
                int G, unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
                const unsigned long long* __restrict__ off_dev, int log_out, unsigned long long* status,
-               unsigned long long tag, unsigned long long* verdict, unsigned long long* vcount,
-               unsigned long long vtarget, unsigned long long vseq) {
+               unsigned long long tag) {
     offset_from_device(off_dev, off_lo, off_hi);
     __shared__ GammaQueues<T> q;
-    const bool early = verdict != nullptr;  // see gamma_draw
-    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1,
-                   early ? nullptr : status, tag);
-    unsigned int checked = early ? 0u : EARLY_DONE;
+    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status, tag);
     const unsigned int mask = group_mask(G);
     const int sub = w.lane & (G - 1);
     const long long n_chunks = (n_rows - row0 + R - 1) / R;
     const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long c = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; c < n_chunks; c += n_warps) {
-        // 4x the elements of a chunk: the check ends a quarter of the way in
-        checked = early_piece<T>(checked, 4 * R * K, (n_rows - row0) * K, alpha, row0 * K, (n_rows - row0) * K,
-                                 (const T*)nullptr, false, status, tag, verdict, vcount, vtarget, vseq);
         const long long r0 = row0 + c * R, r1 = min(r0 + R, n_rows);
         const long long e1 = r1 * K;  // elements [r0 K, e1); r0 K is even
         long long base = (r0 * K) >> 1;
@@ -877,8 +822,6 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
         for (long long row = r0 + w.lane / G; row < r1; row += 32 / G) lse_row(out + row * K, K, G, sub, mask, log_out);
         __syncwarp();  // the rows are read before the next chunk's queue entries are written
     }
-    early_piece<T>(checked, (n_rows - row0) * K, (n_rows - row0) * K, alpha, row0 * K, (n_rows - row0) * K,
-                   (const T*)nullptr, false, status, tag, verdict, vcount, vtarget, vseq);
 }
 
 #ifndef __CUDACC_RTC__
@@ -888,9 +831,7 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
     template __global__ void gamma_draw<T, D>(const T*, long long, const T*, long long, T, T*, long long,   \
                                               unsigned int, unsigned int, unsigned int, unsigned int,      \
                                               const unsigned long long*, int, int*, long long,             \
-                                              unsigned long long*, unsigned long long*, unsigned long long, \
-                                              unsigned long long*, unsigned long long*, unsigned long long, \
-                                              unsigned long long);
+                                              unsigned long long*, unsigned long long*, unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, false)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, true)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(double, false)
@@ -905,8 +846,7 @@ GPUMCMC_GAMMA_INSTANTIATE_DYN(double, true)
     template __global__ void dirichlet_draw<T>(const T*, T*, long long, long long, int, long long, int,     \
                                                unsigned int, unsigned int, unsigned int, unsigned int,      \
                                                const unsigned long long*, int, unsigned long long*,         \
-                                               unsigned long long, unsigned long long*, unsigned long long*, \
-                                               unsigned long long, unsigned long long);
+                                               unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

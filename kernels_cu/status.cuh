@@ -55,23 +55,4 @@ __device__ __forceinline__ void status_note(unsigned long long* word, unsigned l
     if ((int)(threadIdx.x & 31u) == __ffs(mask) - 1) atomicMin(word, best);
 }
 
-// The early verdict of a direct call. A kernel whose work is mostly
-// arithmetic (gamma, Dirichlet) checks all its parameters in a first part of
-// its run, each warp a fixed share beside its draws, and then counts itself
-// in `count` (device memory, never reset: the caller passes the total it
-// will reach, `target`). The warp that brings the count to `target` writes
-// the call's sequence number `seq` to `verdict` (mapped pinned memory, next
-// to the status word), after every note of the call, so the host can read
-// the status word and return while the kernel still draws. Call it once per
-// warp, with all 32 lanes, after the warp's share is checked.
-__device__ __forceinline__ void verdict_count(unsigned long long* verdict, unsigned long long* count,
-                                              unsigned long long target, unsigned long long seq) {
-    __threadfence_system();  // this lane's notes reach the host before the count
-    __syncwarp();
-    if ((threadIdx.x & 31u) == 0u && atomicAdd(count, 1ull) + 1ull == target) {
-        __threadfence_system();  // every warp's notes (ordered before its count) before the verdict
-        *reinterpret_cast<volatile unsigned long long*>(verdict) = seq;
-    }
-}
-
 }  // namespace gpumcmc

@@ -464,8 +464,7 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
             (grid,), (block,), (shape, _loader.i64(1), one, _loader.i64(0), _loader.real(7, dtype), out, _loader.i64(n),
                                 *_loader.philox_args((5, 6), 7), _gamma.NULL, _loader.i32(0), _gamma.NULL,
                                 _loader.i64(chunk),
-                                counter if dyn else _gamma.NULL, _gamma.NULL, _loader.u64(0), _gamma.NULL,
-                                _gamma.NULL, _loader.u64(0), _loader.u64(0)))
+                                counter if dyn else _gamma.NULL, _gamma.NULL, _loader.u64(0)))
         outs.append(out.get())
         assert not counter.get().any()
     for o in outs[1:]:
@@ -510,8 +509,7 @@ def test_gpu_gamma_boost_paths_give_the_same_draws(cp, dtype):
             fn((264,), (256,), (sh, _loader.i64(1), _gamma.NULL, _loader.i64(0), _loader.real(1 - log, dtype), out,
                                 _loader.i64(n),
                                 *_loader.philox_args((9, 10), 11), _gamma.NULL, _loader.i32(log), _gamma.NULL,
-                                _loader.i64(1), _gamma.NULL, _gamma.NULL, _loader.u64(0), _gamma.NULL, _gamma.NULL,
-                                _loader.u64(0), _loader.u64(0)))
+                                _loader.i64(1), _gamma.NULL, _gamma.NULL, _loader.u64(0)))
             outs[threshold, log] = out.get()
     for log in (0, 1):
         assert np.array_equal(outs[0, log], outs[64, log])

@@ -99,8 +99,7 @@ def test_gamma_draw_arguments_pack_as_the_kernel_lays_them_out(dtype):
     P, LL, U, I = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_uint, ctypes.c_int
     params = [("shape", P), ("shape_step", LL), ("scale", P), ("scale_step", LL), ("scale_value", real),
               ("out", P), ("n", LL), ("k0", U), ("k1", U), ("off_lo", U), ("off_hi", U), ("off_dev", P), ("log_out", I),
-              ("trials", P), ("chunk", LL), ("next", P), ("status", P), ("tag", ctypes.c_uint64), ("verdict", P),
-              ("vcount", P), ("vtarget", ctypes.c_uint64), ("vseq", ctypes.c_uint64)]
+              ("trials", P), ("chunk", LL), ("next", P), ("status", P), ("tag", ctypes.c_uint64)]
     layout = type("Params", (ctypes.Structure,), {"_fields_": params})
     fmt = _gamma._GAMMA_ARGS[np.dtype(dtype)]
     assert struct.calcsize(fmt) == ctypes.sizeof(layout)
@@ -145,7 +144,7 @@ def test_packed_formats_of_the_categorical_and_dirichlet_kernels_match_c_layout(
         ("discrete_warp.cu", "cat_row_warp"): [P, P, P, P, LL, I, *tail],
         ("discrete.cu", "cat_warp"): [P, P, P, P, LL, I, P, I, I, *tail],
         ("discrete.cu", "cat_prefix"): [P, P, P, P, LL, I, P, I, I, *tail],
-        ("gamma.cu", "dirichlet_draw"): [P, P, LL, LL, I, LL, I, *philox, I, P, Q, P, P, Q, Q],
+        ("gamma.cu", "dirichlet_draw"): [P, P, LL, LL, I, LL, I, *philox, I, P, Q],
     }
     for (filename, name), types in kernels.items():
         for ctype in ("float", "double"):

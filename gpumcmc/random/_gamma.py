@@ -577,10 +577,8 @@ _counters: dict = {}
 
 # gamma_draw's parameters as PackedLaunch packs them (see gamma.cu): shape,
 # shape_step, scale, scale_step, scale_value, out, n, k0, k1, off_lo, off_hi,
-# off_dev, log_out, trials, chunk, next, status, tag, verdict, vcount, vtarget,
-# vseq.
-_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIQi4xQqQQQQQQQ",
-               np.dtype(np.float64): "<QqQqdQqIIIIQi4xQqQQQQQQQ"}
+# off_dev, log_out, trials, chunk, next, status, tag.
+_GAMMA_ARGS = {np.dtype(np.float32): "<QqQqf4xQqIIIIQi4xQqQQQ", np.dtype(np.float64): "<QqQqdQqIIIIQi4xQqQQQ"}
 
 
 class ParamMessage:
@@ -674,14 +672,11 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
     device = cupy.cuda.runtime.getDevice()
     pairs = (n + 1) // 2
     launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, device, stream.ptr)  # rounds of 32 pairs
-    grid = min(-(-pairs // _BLOCK), blocks)
-    warps = grid * (_BLOCK // 32)
-    checks = (n if sh_step else 1) + (0 if sc is None else (n if sc_step else 1))
-    early = _v.fused_early(describe, warps, -(-checks // warps), device, stream)
-    launch(grid, _BLOCK, stream.ptr,
+    word, tag = _v.fused(describe, device, stream)
+    launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream.ptr,
            sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
            key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0,
-           0 if trials is None else trials.data.ptr, chunk, counter, *early)
+           0 if trials is None else trials.data.ptr, chunk, counter, word, tag)
 
 
 def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None, describe=None):
@@ -755,18 +750,14 @@ def _dirichlet_launcher(fn, blocks: int, n_rows: int, K: int, R: int, dtype) -> 
             _loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), _row_lanes(K))
 
 
-def _launch_dirichlet(launcher, stream, device: int, alpha_ptr: int, out_ptr: int, rows: int, start_row: int,
-                      K: int, R: int, key, offset: int, log: bool, describe) -> None:
-    """Launch ``dirichlet_draw`` as :func:`_dirichlet_launcher` planned it, on ``stream`` of ``device``, its
-    checks described by ``describe`` (see :func:`_launch_gamma`). Its parameters: alpha, out (both indexed
-    from row 0, the kernel starting at ``start_row``), rows in all, first row, K, rows per chunk, lanes per
-    row, Philox key and offset, off_dev, log, then the status word, tag, verdict, count, count target and
-    sequence number (see ``verdict_count`` in kernels_cu/status.cuh)."""
+def _launch_dirichlet(launcher, stream_ptr: int, alpha_ptr: int, out_ptr: int, rows: int, start_row: int, K: int,
+                      R: int, key, offset: int, log: bool, word: int, tag: int) -> None:
+    """Launch ``dirichlet_draw`` as :func:`_dirichlet_launcher` planned it. Its parameters: alpha, out (both
+    indexed from row 0, the kernel starting at ``start_row``), rows in all, first row, K, rows per chunk,
+    lanes per row, Philox key and offset, off_dev, log, status word, tag."""
     launch, grid, g = launcher
-    warps = grid * (_BLOCK // 32)
-    early = _v.fused_early(describe, warps, -(-((rows - start_row) * K) // warps), device, stream)
-    launch(grid, _BLOCK, stream.ptr, alpha_ptr, out_ptr, rows, start_row, K, R, g, key[0], key[1],
-           offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0, *early)
+    launch(grid, _BLOCK, stream_ptr, alpha_ptr, out_ptr, rows, start_row, K, R, g, key[0], key[1],
+           offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0, word, tag)
 
 
 def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, describe=None, start_row=0):
@@ -807,11 +798,11 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     else:  # at most one chunk of all the rows (rounded up to even for odd K)
         R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
     if R:
+        word, tag = _v.fused(describe if not start_row or describe is None else _Shifted(describe, start_row * K))
         shift = start_row * K * alpha.dtype.itemsize   # the kernel indexes rows from 0, and starts at start_row
         _launch_dirichlet(_dirichlet_launcher(fn, blocks, n_rows, K, R, alpha.dtype),
-                          cupy.cuda.get_current_stream(), cupy.cuda.runtime.getDevice(), alpha.data.ptr - shift,
-                          out.data.ptr - shift, start_row + n_rows, start_row, K, R, key, offset, log,
-                          describe if not start_row or describe is None else _Shifted(describe, start_row * K))
+                          cupy.cuda.get_current_stream().ptr, alpha.data.ptr - shift, out.data.ptr - shift,
+                          start_row + n_rows, start_row, K, R, key, offset, log, word, tag)
         return out.reshape(n_rows, K)
     _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
     g = _row_lanes(K)
@@ -998,10 +989,11 @@ def _dirichlet_device(rng, alpha, dtype, log):
     key, off = rng.key, rng.advance()
     with annotate("gpumcmc.random.dirichlet", cupy):
         out = cupy.empty((n_rows, K), dtype=dt)
-        # The kernel checks alpha (see _status): ahead of its draws in a direct call, which returns at the
-        # kernel's verdict.
-        _launch_dirichlet(launcher, cupy.cuda.get_current_stream(), device, alpha.data.ptr, out.data.ptr, n_rows, 0,
-                          K, R, key, off, log, message)
+        stream = cupy.cuda.get_current_stream()
+        # The kernel checks alpha as it reads it (see _status).
+        word, tag = _v.fused(message, device, stream)
+        _launch_dirichlet(launcher, stream.ptr, alpha.data.ptr, out.data.ptr, n_rows, 0, K, R, key, off, log, word,
+                          tag)
     return out
 
 

@@ -1,10 +1,13 @@
-"""Data-parallel scaling: one GPU against every visible GPU, the data split over them.
+"""Data-parallel scaling: one GPU against 2, 4, ... and every visible GPU, the data split over them.
 
-Two models, each timed as a whole Gibbs sweep on one device (``devices=None``,
-the single-device path) and with the data split over every GPU this process
-sees (``gpumcmc.shards.Shards("all")``, NCCL between them), and for
-comparison over two shards on GPU 0 (``gpumcmc.shards.one_device(2)``: the
-cost of the split itself, without a second GPU). The time of a sweep is
+Three models, each timed as a whole Gibbs sweep on one device (``devices=None``,
+the single-device path) and with the data split over the first 2, 4 and 8 GPUs
+as far as the machine has them and over every GPU it has
+(``gpumcmc.shards.Shards([0, 1])``, ``Shards("all")``, NCCL between them), and
+for comparison over two shards on GPU 0 (``gpumcmc.shards.one_device(2)``: the
+cost of the split itself, without a second GPU). Beside each multi-GPU row the
+same all-reduce is timed alone, on the same GPUs, and given as bus bandwidth
+(``2 (W - 1) / W`` bytes over its time, NCCL's measure). The time of a sweep is
 wall-clock time until every device has finished (the median of the repeats),
 so that no device's work is left out. Scaling efficiency is
 ``t_1 / (W t_W)``. On a one-GPU machine ``"all"`` is GPU 0 alone: the rows
@@ -103,7 +106,7 @@ def _layout_note(note: str, shards, w: int, count: int, label: str) -> str:
     if w == 1 and shards.world > 1:
         note = ("one GPU holds both shards and sums them in its memory (no link traffic): the cost of the "
                 "split, not a multi-GPU figure; ") + note
-    if count == 1 and label == "all":
+    if count == 1 and label == "'all'":
         note = "measured 1 GPU only (this machine has one GPU; no multi-GPU figure); " + note
     return note
 
@@ -114,15 +117,49 @@ def _free(cp, devices) -> None:
             cp.get_default_memory_pool().free_all_blocks()
 
 
-def _layouts(bench, sharded, count: int, case: str, impl_all: str, items: int, params: dict) -> None:
-    """``sharded(shards, label, devices)`` on every visible GPU (a failure, such as a CuPy without NCCL
-    or too little memory, becomes a row saying so) and as two shards on the current GPU."""
+def _widths(count: int) -> list[int]:
+    """The GPU counts measured besides one: 2, 4, 8 as far as the machine goes, and all of them."""
+    ws = [w for w in (2, 4, 8) if w <= count]
+    return ws + ([count] if count not in ws else [])
+
+
+def _allreduce_ms(bench, shards, nbytes: int, dtype) -> float | None:
+    """Median milliseconds of one all-reduce of ``nbytes`` over ``shards`` alone (None on one GPU)."""
+    if len(set(shards.devices)) < 2:
+        return None
+    cp = bench.cupy
+    n = max(1, nbytes // np.dtype(dtype).itemsize)
+    bufs = []
+    for i in range(len(shards)):
+        with shards.on(i):
+            bufs.append(cp.ones(n, dtype=dtype))
+    ms = _time_all(bench, lambda: shards.allreduce(bufs), shards.devices)
+    del bufs
+    return ms
+
+
+def _allreduce_note(bench, shards, ar: int, dtype) -> str:
+    ms = _allreduce_ms(bench, shards, ar, dtype)
+    if ms is None:
+        return ""
+    w = len(shards)
+    bus = 2.0 * (w - 1) / w * ar / (ms * 1e-3) / 1e9
+    return (f"; the same all-reduce alone, measured: {ms:.3f} ms ({bus:.0f} GB/s bus bandwidth, "
+            f"{bus / _NVLINK_GBPS:.0%} of NVLink's nominal {_NVLINK_GBPS:.0f} GB/s each way)")
+
+
+def _layouts(bench, sharded, count: int, case: str, what: str, items: int, params: dict) -> None:
+    """``sharded(shards, label, devices)`` on 2, 4, ... and every visible GPU (a failure, such as a CuPy
+    without NCCL or too little memory, becomes a row saying so) and as two shards on the current GPU."""
     from gpumcmc.shards import Shards, one_device
 
-    try:
-        sharded(Shards("all"), "all", list(range(count)))
-    except Exception as e:  # no NCCL in this CuPy, or out of memory
-        bench.record(case, impl_all, None, items, params=params, note=f"{type(e).__name__}: {e}"[:300])
+    for w in _widths(count):
+        label = "'all'" if w == count else str(list(range(w)))
+        try:
+            sharded(Shards("all" if w == count else list(range(w))), label, list(range(w)))
+        except Exception as e:  # no NCCL in this CuPy, or out of memory
+            bench.record(case, f"{what}, devices={label}", None, items, params=dict(params, devices=w),
+                         note=f"{type(e).__name__}: {e}"[:300])
     sharded(one_device(2), "one_device(2)", [bench.cupy.cuda.runtime.getDevice()])
 
 
@@ -175,13 +212,15 @@ def _mixture(bench):
                 f"measured); time(1 GPU, devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = "
                 f"{eff:.2f}; FLOP floor "
                 f"{floor1 / w:.2f} ms")
+        note += _allreduce_note(bench, shards, ar, np.float64)
         note = _layout_note(note, shards, w, count, label)
-        bench.record(case, f"gpumcmc Gibbs sweep, devices={label!r}", ms, n, flops=flops, bytes_moved=None,
-                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar), note=note)
+        bench.record(case, f"gpumcmc Gibbs sweep, devices={label}", ms, n, flops=flops, bytes_moved=None,
+                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar,
+                                 scaling_efficiency=round(eff, 4)), note=note)
         del chain, state, models
         _free(cp, devices)
 
-    _layouts(bench, sharded, count, case, "gpumcmc Gibbs sweep, devices='all'", n, params)
+    _layouts(bench, sharded, count, case, "gpumcmc Gibbs sweep", n, params)
     bench.repeat = old_repeat
     del x
     cp.get_default_memory_pool().free_all_blocks()
@@ -253,13 +292,15 @@ def _lda(bench):
                 f"450 GB/s each way, a floor, not measured; {link_ms / ms:.1%} of this sweep); time(1 GPU, "
                 f"devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; "
                 f"init {init_s:.2f} s")
+        note += _allreduce_note(bench, shards, ar, np.int32)
         note = _layout_note(note, shards, w, count, label)
-        bench.record(case, f"gpumcmc LDA sweep, devices={label!r}", ms, T, bytes_moved=floor,
-                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar), note=note)
+        bench.record(case, f"gpumcmc LDA sweep, devices={label}", ms, T, bytes_moved=floor,
+                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar,
+                                 scaling_efficiency=round(eff, 4)), note=note)
         del chain, state, datas
         _free(cp, devices)
 
-    _layouts(bench, sharded, count, case, "gpumcmc LDA sweep, devices='all'", T, params)
+    _layouts(bench, sharded, count, case, "gpumcmc LDA sweep", T, params)
     bench.repeat = old_repeat
     del rows, cols
     pool.free_all_blocks()
@@ -344,16 +385,22 @@ def _glm(bench):
                 f"at this size each all-reduce's latency, not its bytes, would set its cost); time(1 GPU, "
                 f"devices=None) / time = {t1 / ms:.2f}, scaling efficiency t1 / (W tW) = {eff:.2f}; "
                 f"init {init_s:.2f} s")
+        per = ar // n_ar
+        one_ms = _allreduce_ms(bench, shards, per, np.float64)
+        if one_ms is not None:
+            note += (f"; one all-reduce of {per} bytes alone, measured: {one_ms * 1e3:.1f} us, "
+                     f"{n_ar} of them {n_ar * one_ms:.2f} ms ({n_ar * one_ms / ms:.1%} of this sweep)")
         note = _layout_note(note, shards, w, count, label)
         impl = ("gpumcmc slice-within-Gibbs sweep, 2 shards on one GPU (one_device(2))" if label == "one_device(2)"
-                else f"gpumcmc slice-within-Gibbs sweep, devices={label!r}")
+                else f"gpumcmc slice-within-Gibbs sweep, devices={label}")
         bench.record(case, impl, ms, N, bytes_moved=floor,
-                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar, allreduces=n_ar),
+                     params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar, allreduces=n_ar,
+                                 scaling_efficiency=round(eff, 4)),
                      note=note)
         del chain, state, datas, prior
         _free(cp, devices)
 
-    _layouts(bench, sharded, count, case, "gpumcmc slice-within-Gibbs sweep, devices='all'", N, params)
+    _layouts(bench, sharded, count, case, "gpumcmc slice-within-Gibbs sweep", N, params)
     bench.repeat = old_repeat
     del X, y, beta
     pool.free_all_blocks()

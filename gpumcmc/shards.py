@@ -177,7 +177,9 @@ class Shards:
         self.world = len(self.devices)
         self.xp = backend.get_backend("cupy")
         if self.world > 1:
-            self._comms = _nccl().NcclCommunicator.initAll(self.devices)
+            # NCCL's initAll leaves the last GPU current; the caller's stays current.
+            with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
+                self._comms = _nccl().NcclCommunicator.initAll(self.devices)
 
     @classmethod
     def _from_comm(cls, comm, device: int, rank: int, world: int) -> "Shards":
@@ -250,9 +252,12 @@ class Shards:
         code = _NCCL_DTYPE.get(np.dtype(dtype))
         if code is None:
             raise TypeError(f"NCCL cannot sum {dtype}; use float32/64 or (u)int8/32/64.")
-        for a in arrays:
+        for i, a in enumerate(arrays):
             if not a.flags.c_contiguous:
                 raise ValueError("allreduce needs C-contiguous arrays; pass cupy.ascontiguousarray(a).")
+            if a.device.id != self.devices[i]:
+                raise ValueError(f"allreduce: array {i} is on GPU {a.device.id}, but shard {i} is on GPU "
+                                 f"{self.devices[i]}; make each shard's array under `with shards.on(i):`.")
         nccl = _nccl()
         nccl.groupStart()
         try:

@@ -81,7 +81,11 @@ def test_allreduce_sums_over_every_gpu(cp, gpus, dtype):
 
 
 def test_scatter_puts_each_part_on_its_gpu(cp, gpus):
-    sh = Shards("all")
+    with cp.cuda.Device(1):
+        sh = Shards("all")
+        assert cp.cuda.runtime.getDevice() == 1      # NCCL's set-up leaves the current GPU as it was
+    with pytest.raises(ValueError, match="under `with shards.on"):
+        sh.allreduce([cp.zeros(3) for _ in range(gpus)])     # all on GPU 0
     x = cp.arange(10 * gpus + 3, dtype=cp.float64)
     parts = sh.scatter(x)
     assert [p.device.id for p in parts] == list(range(gpus))
@@ -124,7 +128,7 @@ def test_mixture_gibbs_on_two_gpus_is_one_device(cp, gpus):
     X = _dyadic(n=1024, p=3)
     kw = dict(n_components=8, n_iter=15, burn_in=5, relabel=False, backend="cupy")
     one = _mixture_fit(X, **kw)
-    kw.pop("backend")
+    kw["backend"] = None
     _draws_equal(one, _mixture_fit(X, devices=[0, 1], **kw))
 
 
@@ -134,7 +138,7 @@ def test_mixture_bem_on_every_gpu_matches_one_device(cp, gpus):
     X, _, _ = planted()
     kw = dict(n_components=5, method="bem", n_init=3, n_iter=30, tol=0.0)
     one = _mixture_fit(X, backend="cupy", **kw)
-    sh = _mixture_fit(X, devices="all", **kw)
+    sh = _mixture_fit(X, devices="all", backend=None, **kw)
     assert sh.n_iter_ == one.n_iter_ == 30
     np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=1e-5)
     np.testing.assert_allclose(sh.means_, one.means_, rtol=1e-4, atol=1e-4)

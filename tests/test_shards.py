@@ -66,7 +66,13 @@ def test_gpu_shards_scatter_and_sum(cp):
     assert len(sh) == cp.cuda.runtime.getDeviceCount()
     parts = sh.scatter(x)
     assert sum(p.shape[0] for p in parts) == 6
-    sums = sh.allreduce([p.sum(axis=0) for p in parts])
+    before = cp.cuda.runtime.getDevice()
+    local = []
+    for i, p in enumerate(parts):
+        with sh.on(i):
+            local.append(p.sum(axis=0))
+    assert cp.cuda.runtime.getDevice() == before
+    sums = sh.allreduce(local)
     for i, s in enumerate(sums):
         with sh.on(i):
             np.testing.assert_array_equal(cp.asnumpy(s), [30.0, 36.0])

@@ -181,6 +181,24 @@ class Shards:
             with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
                 self._comms = _nccl().NcclCommunicator.initAll(self.devices)
 
+    def close(self) -> None:
+        """Free the NCCL communicators now (they are freed anyway when the Shards is collected).
+
+        NCCL's teardown makes each communicator's GPU current; the caller's GPU
+        stays current here, so arrays made afterwards land where they did before.
+        """
+        comms, self._comms = self._comms, None
+        if comms and self.xp is not np:
+            with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
+                for c in comms:
+                    c.destroy()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown, or CUDA already torn down)
+            pass
+
     @classmethod
     def _from_comm(cls, comm, device: int, rank: int, world: int) -> "Shards":
         self = cls.__new__(cls)
@@ -331,13 +349,20 @@ class Replica:
 
     ``Replica(shards, x)(i)`` is ``x`` itself where shard ``i`` shares shard
     0's device (and on NumPy), else a copy on shard ``i``'s GPU that waits for
-    the work queued on shard 0 so far (an event, no host synchronisation);
-    one copy per device, made on first use. Global draws made on shard 0 reach
-    the other GPUs this way.
+    the work queued on shard 0 when the Replica was made (an event, no host
+    synchronisation); one copy per device, made on first use. Global draws
+    made on shard 0 reach the other GPUs this way. Make the Replica before
+    queuing shard 0's share of the next step, and write ``x`` no more after:
+    a copy that waited for that work as well would hold the other GPUs back
+    until shard 0's share is done, and the GPUs would run in turn.
     """
 
     def __init__(self, shards: "Shards", x):
         self.shards, self.x, self.ready, self.made = shards, x, None, {}
+        if any(d != shards.devices[0] for d in shards.devices):
+            with shards.on(0):
+                self.ready = shards.xp.cuda.Event(disable_timing=True)
+                self.ready.record()
 
     def __call__(self, i: int):
         sh = self.shards
@@ -346,10 +371,6 @@ class Replica:
             return self.x
         if dev not in self.made:
             xp = sh.xp
-            if self.ready is None:
-                with sh.on(0):
-                    self.ready = xp.cuda.Event()
-                    self.ready.record()
             with sh.on(i):
                 xp.cuda.get_current_stream().wait_event(self.ready)
                 self.made[dev] = xp.array(self.x, copy=True)

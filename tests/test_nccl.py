@@ -21,6 +21,7 @@ posterior means, as the one-GPU test of two shards is.
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -86,10 +87,45 @@ def test_scatter_puts_each_part_on_its_gpu(cp, gpus):
         assert cp.cuda.runtime.getDevice() == 1      # NCCL's set-up leaves the current GPU as it was
     with pytest.raises(ValueError, match="under `with shards.on"):
         sh.allreduce([cp.zeros(3) for _ in range(gpus)])     # all on GPU 0
+    with cp.cuda.Device(1):
+        gone = Shards("all")
+        del gone
+        gc.collect()                                          # NCCL's teardown, too, leaves it as it was
+        assert cp.cuda.runtime.getDevice() == 1
     x = cp.arange(10 * gpus + 3, dtype=cp.float64)
     parts = sh.scatter(x)
     assert [p.device.id for p in parts] == list(range(gpus))
     np.testing.assert_array_equal(np.concatenate([cp.asnumpy(p) for p in parts]), cp.asnumpy(x))
+
+
+_SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+
+
+def test_replica_copies_do_not_wait_for_later_work_on_shard_zero(cp, gpus):
+    """A Replica waits for the work queued on GPU 0 before it was made, not after: else the other GPUs
+    would wait for shard 0's share of a sweep, and the GPUs would run in turn (as they once did)."""
+    from gpumcmc.shards import Replica
+
+    sh = Shards([0, 1])
+    with sh.on(0):
+        x = cp.arange(5.0)
+        rep = Replica(sh, x)
+        spin = cp.RawKernel(_SPIN, "spin")
+        spin((1,), (1,), (cp.int64(2 * 10**9),))        # about a second of GPU 0's time, queued after
+        busy = cp.cuda.Event()
+        busy.record()
+    with sh.on(1):
+        y = rep(1)
+        assert y.device.id == 1
+        cp.cuda.get_current_stream().synchronize()
+        np.testing.assert_array_equal(cp.asnumpy(y), np.arange(5.0))
+    assert not busy.done        # GPU 1's copy was done while GPU 0 still ran the later kernel
+    busy.synchronize()
 
 
 # --------------------------------------------------------------------------- LDA

@@ -879,24 +879,19 @@ def make_sharded_step(models: list, shards: Shards, n: int):
         with _validate.validation(False):
             chains = state.params.shape[0]
             offset = rng.advance()
+            bufs = []
             copies = _shards.Replica(shards, state.params)
-            # Every shard's indicators are queued first: the statistics sort the indicators, and a
-            # sort returns to the host only when its GPU is done, so one loop would run the GPUs in turn.
-            lses = []
             for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
                 params = copies(i)
                 with shards.on(i):
+                    z = state.z[i]
                     ni = model.x.shape[0]
                     lse = xp.empty((chains, ni), dtype=dtype)
                     for s in range(0, ni, model.sample_rows):
                         assign(model.x, params, s, min(model.sample_rows, ni - s), MODE_SAMPLE, rng.key, offset,
-                               z=state.z[i], lse=lse, row0=a, ctr_rows=n)
-                    lses.append(lse)
-            bufs = []
-            for i, model in enumerate(models):
-                with shards.on(i):
-                    acc = _gibbs_acc(model, state.z[i])
-                    ll = _sum_rows(lses[i])
+                               z=z, lse=lse, row0=a, ctr_rows=n)
+                    acc = _gibbs_acc(model, z)
+                    ll = _sum_rows(lse)
                     bufs.append(xp.ascontiguousarray(xp.concatenate([acc.reshape(chains, k * q), ll[:, None]], axis=1)))
             total = shards.allreduce(bufs)[0]
             with shards.on(0):

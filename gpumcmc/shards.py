@@ -277,14 +277,16 @@ class Shards:
                 raise ValueError(f"allreduce: array {i} is on GPU {a.device.id}, but shard {i} is on GPU "
                                  f"{self.devices[i]}; make each shard's array under `with shards.on(i):`.")
         nccl = _nccl()
-        nccl.groupStart()
-        try:
-            for i, (comm, a) in enumerate(zip(self._comms, arrays)):
-                with self.on(i):
-                    stream = self.xp.cuda.get_current_stream()
-                    comm.allReduce(a.data.ptr, a.data.ptr, a.size, code, _NCCL_SUM, stream.ptr)
-        finally:
-            nccl.groupEnd()
+        # The group's end launches on every GPU and leaves the last one current; the caller's stays.
+        with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
+            nccl.groupStart()
+            try:
+                for i, (comm, a) in enumerate(zip(self._comms, arrays)):
+                    with self.on(i):
+                        stream = self.xp.cuda.get_current_stream()
+                        comm.allReduce(a.data.ptr, a.data.ptr, a.size, code, _NCCL_SUM, stream.ptr)
+            finally:
+                nccl.groupEnd()
         return arrays
 
 
@@ -373,8 +375,37 @@ class Replica:
             xp = sh.xp
             with sh.on(i):
                 xp.cuda.get_current_stream().wait_event(self.ready)
-                self.made[dev] = xp.array(self.x, copy=True)
+                self.made[dev] = _peer_copy(xp, self.x, dev)
         return self.made[dev]
+
+
+_PEERS: set = set()  # (to, from) GPU pairs with peer access enabled in this process
+
+
+def _peer_copy(xp, x, dev: int):
+    """A copy of ``x`` (on another GPU) made on the current GPU ``dev`` by a kernel there that reads ``x``
+    over the link: ordered on ``dev``'s stream alone (see kernels_cu/shards.cu)."""
+    src = x.device.id
+    if x.nbytes % 8 or not x.flags.c_contiguous:
+        return xp.array(x, copy=True)
+    if (dev, src) not in _PEERS:
+        if not xp.cuda.runtime.deviceCanAccessPeer(dev, src):
+            return xp.array(x, copy=True)
+        try:
+            xp.cuda.runtime.deviceEnablePeerAccess(src)
+        except xp.cuda.runtime.CUDARuntimeError as err:  # already enabled (by CuPy, say)
+            if "PeerAccessAlreadyEnabled" not in str(err):
+                raise
+        _PEERS.add((dev, src))
+    from . import _loader
+
+    out = xp.empty(x.shape, dtype=x.dtype)
+    words = x.nbytes // 8
+    if words:
+        fn = _loader.get_function("shards.cu", "peer_copy")
+        fn((int(min(max(1, -(-words // 256)), 4096)),), (256,),
+           (_loader.u64(x.data.ptr), out, _loader.i64(words)))
+    return out
 
 
 def _slice(x, a, b, axis):

@@ -72,7 +72,9 @@ def test_allreduce_sums_over_every_gpu(cp, gpus, dtype):
     for i, h in enumerate(host):
         with sh.on(i):
             arrays.append(cp.asarray(h))
+    before = cp.cuda.runtime.getDevice()
     out = sh.allreduce(arrays)
+    assert cp.cuda.runtime.getDevice() == before     # NCCL's group end leaves the current GPU as it was
     total = np.sum(np.stack(host), axis=0, dtype=dtype)
     for i, a in enumerate(out):
         assert a.device.id == i

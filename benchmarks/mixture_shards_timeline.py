@@ -1,0 +1,57 @@
+"""Events on every GPU around each piece of one sharded mixture sweep (n = 10^7, p = 14, k = 256).
+
+Run it as ``python -m benchmarks.mixture_shards_timeline`` on a machine with 4
+GPUs. At 21314eb (logs-h100/mixture-shards-probes-21314eb.log) GPU 1's
+indicator kernel started 13.2 ms into the sweep, when GPU 0's ended: the copy
+of the kernel parameters for GPU 1 (``gpumcmc.shards.Replica``) waited for the
+work queued on GPU 0 before it. The fix (4876c77) records the Replica's event
+when it is made and copies with a kernel on the receiving GPU.
+"""
+import os, sys, time
+import numpy as np, cupy as cp
+import gpumcmc
+from gpumcmc import _validate
+from gpumcmc.models import mixture as mx
+from gpumcmc.shards import Shards
+sys.path.insert(0, os.getcwd())
+from benchmarks.mixture import _planted
+
+n, p, k = 10**7, 14, 256
+x = _planted(cp, n, p)
+ev = []
+def mark(tag):
+    e = cp.cuda.Event(); e.record(); ev.append((tag, cp.cuda.runtime.getDevice(), e))
+oa, og, osr = mx.assign, mx._gibbs_acc, mx._sum_rows
+def A(*a, **kw):
+    mark("assign0"); r = oa(*a, **kw); mark("assign1"); return r
+def G(*a, **kw):
+    mark("acc0"); r = og(*a, **kw); mark("acc1"); return r
+mx.assign, mx._gibbs_acc = A, G
+with _validate.validation(False):
+    for devs in ([0, 1], [0, 1, 2, 3], [1], [2, 3]):
+        sh = Shards(devs) if len(devs) > 1 else gpumcmc.shards.one_device(1, devs[0])
+        models = mx.make_sharded_models(x, k, sh, dtype=np.float32, cache_bytes=0)
+        print("x devices", [m.x.device.id for m in models], "contig", [m.x.flags.c_contiguous for m in models], [m.x.shape for m in models])
+        rng = gpumcmc.random.default_rng(0, backend="cupy")
+        with sh.on(0):
+            state = mx.init_sharded(rng, models, sh, n)
+            print("z devices", [z.device.id for z in state.z], "params", state.params.device.id)
+            step = mx.make_sharded_step(models, sh, n)
+            for _ in range(3):
+                state, _ = step(rng, state)
+            for d in devs:
+                with cp.cuda.Device(d): cp.cuda.get_current_stream().synchronize()
+            ev.clear()
+            for d in devs:
+                with cp.cuda.Device(d): mark("start")
+            state, _ = step(rng, state)
+            for d in devs:
+                with cp.cuda.Device(d): mark("end")
+            for d in devs:
+                with cp.cuda.Device(d): cp.cuda.get_current_stream().synchronize()
+        for d in devs:
+            mine = [(t, e) for t, dv, e in ev if dv == d]
+            s = mine[0][1]
+            print(f"W={len(devs)} dev {d}:", [(t, round(cp.cuda.get_elapsed_time(s, e), 2)) for t, e in mine])
+        del models, state, step
+        cp.get_default_memory_pool().free_all_blocks()

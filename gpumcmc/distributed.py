@@ -4,7 +4,9 @@ A run of a gpumcmc estimator or sampler is a pure function of its settings,
 its data and its seed, so independent chains, restarts and nested-sampling
 runs parallelise as tasks. :func:`map_runs` gives each task its own child of
 one ``SeedSequence`` and gathers the results in order; without a Dask client
-it runs them in this process, and gives the same draws.
+it runs them in this process, and gives the same draws. Chains merge with
+:func:`concat_arviz`; nested-sampling runs with
+:func:`gpumcmc.nested.combine_runs`, the combined-runs estimator.
 
 On a GPU host, ``dask_cuda.LocalCUDACluster()`` starts one worker per GPU;
 on a CPU, ``distributed.LocalCluster(n_workers=..., threads_per_worker=1)``

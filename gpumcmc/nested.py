@@ -55,7 +55,7 @@ import numpy as np
 from . import backend as _backend
 from .random import default_rng
 
-__all__ = ["NestedSampler", "NestedResults", "SinusoidModel", "plot_run", "merge_points",
+__all__ = ["NestedSampler", "NestedResults", "SinusoidModel", "combine_runs", "plot_run", "merge_points",
            "gaussian_shells", "eggbox", "correlated_gaussian"]
 
 _SAMPLERS = ("slice", "cslice", "rwalk")
@@ -236,7 +236,9 @@ class NestedResults:
         Likelihood evaluations (points evaluated, counting every walker).
     nbatch : int
         Calls of the batched ``loglike``.
-    niter, n_runs, nlive_per_run, n_replace, seconds : run settings and wall time.
+    niter, n_runs, nlive_per_run, n_replace, seconds : run settings and wall time (for runs merged by
+        :func:`combine_runs`: the longest run's iterations, the runs counted, the total time, and -1 for
+        a setting the runs do not share).
     """
 
     logz: float
@@ -314,6 +316,69 @@ class NestedResults:
 
     def __repr__(self) -> str:
         return f"NestedResults({self.summary()})"
+
+
+def combine_runs(runs) -> NestedResults:
+    """One :class:`NestedResults` from independent runs: the combined-runs estimator.
+
+    For runs made apart, as Dask tasks (:func:`gpumcmc.distributed.map_runs`)
+    or in separate sessions. At any level ``L`` the live points of the merged
+    run are those of every run still going, so the merged point at ``L`` was
+    the lowest of ``sum_r n_r(L)`` live points, where ``n_r(L)`` is run r's
+    live count at its first point at or above ``L`` (0 once run r has ended).
+    Each run's ``nlive`` already holds that count (for runs of one call with
+    ``n_runs=M``, the merged count of its M runs), so the merged counts equal
+    those that :func:`merge_points` gives from every point's birth, and the
+    evidence, weights and error follow as for one run. ``logz_runs`` lists
+    every run's own evidence; ``logzerr_runs`` is their spread over
+    ``sqrt(number of runs)``. The runs must share the model: the same
+    ``ndim`` (and, for the estimate to mean anything, the same likelihood and
+    prior).
+
+    Examples
+    --------
+    >>> from gpumcmc.nested import NestedSampler, combine_runs, correlated_gaussian
+    >>> ll, pt, logz = correlated_gaussian(2)
+    >>> runs = [NestedSampler(ll, pt, 2, nlive=50, random_state=s, progress=False, backend="numpy").run().results
+    ...         for s in range(3)]
+    >>> both = combine_runs(runs)
+    >>> both.n_runs, int(both.nlive.max())
+    (3, 150)
+    """
+    runs = list(runs)
+    if not runs:
+        raise ValueError("combine_runs needs at least one NestedResults.")
+    for r in runs:
+        if not isinstance(r, NestedResults):
+            raise TypeError(f"combine_runs takes NestedResults (a sampler's .results), got {type(r).__name__}.")
+    d = runs[0].samples.shape[1]
+    if any(r.samples.shape[1] != d for r in runs):
+        raise ValueError(f"the runs have different dimensions ({sorted({r.samples.shape[1] for r in runs})}); "
+                         "combine runs of one model only.")
+    if len(runs) == 1:
+        return runs[0]
+    logl = np.concatenate([r.logl for r in runs])
+    order = np.argsort(logl, kind="stable")
+    ls = logl[order]
+    nlive = np.zeros(ls.size, np.int64)
+    for r in runs:
+        nxt = np.searchsorted(r.logl, ls, side="left")     # run r's next point at or above each level
+        going = nxt < r.logl.size
+        nlive[going] += r.nlive[nxt[going]]
+    logz, logwt, logx, info, err = _evidence(ls, nlive)
+    logz_runs = np.concatenate([np.atleast_1d(r.logz_runs) for r in runs]).astype(np.float64)
+    m = logz_runs.size
+    per_run = {r.nlive_per_run for r in runs}
+    replace = {r.n_replace for r in runs}
+    return NestedResults(
+        logz=float(logz), logzerr=float(err),
+        logzerr_runs=float(np.std(logz_runs, ddof=1) / math.sqrt(m)) if m > 1 else None, logz_runs=logz_runs,
+        samples=np.concatenate([r.samples for r in runs])[order],
+        samples_u=np.concatenate([r.samples_u for r in runs])[order], logl=ls, logwt=logwt, logvol=logx,
+        nlive=nlive, information=float(info), ncall=sum(r.ncall for r in runs),
+        nbatch=sum(r.nbatch for r in runs), niter=max(r.niter for r in runs), n_runs=m,
+        nlive_per_run=per_run.pop() if len(per_run) == 1 else -1,
+        n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs))
 
 
 def plot_run(results: NestedResults, axes=None, color="C0"):

@@ -70,6 +70,26 @@ def test_fit_runs_and_concat(client):
     assert idata.posterior["x"].shape == (6, 20)
 
 
+def nested_run(seed, nlive):
+    from gpumcmc.nested import NestedSampler, correlated_gaussian
+
+    ll, pt, _ = correlated_gaussian(2, rho=0.5)
+    return NestedSampler(ll, pt, 2, nlive=nlive, random_state=seed, progress=False, backend="numpy").run().results
+
+
+def test_nested_runs_on_a_cluster_combine_as_runs_here(client):
+    """Nested-sampling runs as Dask tasks, merged by the combined-runs estimator: the same evidence and
+    points as the same runs made here."""
+    from gpumcmc.nested import combine_runs, correlated_gaussian
+
+    here = combine_runs(map_runs(nested_run, 3, random_state=2, args=(40,)))
+    there = combine_runs(map_runs(nested_run, 3, random_state=2, args=(40,), client=client))
+    np.testing.assert_array_equal(here.logl, there.logl)
+    np.testing.assert_array_equal(here.nlive, there.nlive)
+    assert here.logz == there.logz and here.n_runs == 3 and here.nlive.max() == 120
+    assert abs(here.logz - correlated_gaussian(2)[2]) < 4 * here.logzerr
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError):
         run_seeds(0)

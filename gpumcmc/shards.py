@@ -177,8 +177,7 @@ class Shards:
         self.world = len(self.devices)
         self.xp = backend.get_backend("cupy")
         if self.world > 1:
-            # NCCL's initAll leaves the last GPU current; the caller's stays current.
-            with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
+            with _keep_current(self.xp):  # NCCL's initAll leaves the last GPU current
                 self._comms = _nccl().NcclCommunicator.initAll(self.devices)
 
     def close(self) -> None:
@@ -189,7 +188,7 @@ class Shards:
         """
         comms, self._comms = self._comms, None
         if comms and self.xp is not np:
-            with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
+            with _keep_current(self.xp):
                 for c in comms:
                     c.destroy()
 
@@ -277,8 +276,7 @@ class Shards:
                 raise ValueError(f"allreduce: array {i} is on GPU {a.device.id}, but shard {i} is on GPU "
                                  f"{self.devices[i]}; make each shard's array under `with shards.on(i):`.")
         nccl = _nccl()
-        # The group's end launches on every GPU and leaves the last one current; the caller's stays.
-        with self.xp.cuda.Device(self.xp.cuda.runtime.getDevice()):
+        with _keep_current(self.xp):  # the group's end launches on every GPU and leaves the last current
             nccl.groupStart()
             try:
                 for i, (comm, a) in enumerate(zip(self._comms, arrays)):
@@ -384,7 +382,9 @@ _PEERS: set = set()  # (to, from) GPU pairs with peer access enabled in this pro
 
 def _peer_copy(xp, x, dev: int):
     """A copy of ``x`` (on another GPU) made on the current GPU ``dev`` by a kernel there that reads ``x``
-    over the link: ordered on ``dev``'s stream alone (see kernels_cu/shards.cu)."""
+    over the link: ordered on ``dev``'s stream alone (see kernels_cu/shards.cu). Where that cannot be
+    (no peer access between the two GPUs, a size not a multiple of 8 bytes, a strided ``x``) CuPy's
+    copy is made instead: the same values, but it may also wait for work queued on ``x``'s GPU later."""
     src = x.device.id
     if x.nbytes % 8 or not x.flags.c_contiguous:
         return xp.array(x, copy=True)
@@ -406,6 +406,11 @@ def _peer_copy(xp, x, dev: int):
         fn((int(min(max(1, -(-words // 256)), 4096)),), (256,),
            (_loader.u64(x.data.ptr), out, _loader.i64(words)))
     return out
+
+
+def _keep_current(xp):
+    """A block that leaves the caller's GPU current, whatever NCCL makes current inside it."""
+    return xp.cuda.Device(xp.cuda.runtime.getDevice())
 
 
 def _slice(x, a, b, axis):

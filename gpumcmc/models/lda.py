@@ -860,15 +860,21 @@ def make_sharded_step(datas, shards: Shards):
         data0 = datas[0]
         keeps = keeps_for(state.it, data0.burn_in, state.theta[0].dtype)
         with _validate.validation(False):
+            # Every shard's z-draw is queued before any shard's theta draw, so that no GPU's z-draw
+            # waits for the host to queue the previous shard's theta draw.
+            ndks = []
+            for i, data in enumerate(datas):
+                with shards.on(i):
+                    ndk, nwk = zdraw_counts(gens[i], state.theta[i], state.phi[i], data)
+                    ndks.append(ndk)
+                    nwks.append(xp.ascontiguousarray(nwk))
             for i, data in enumerate(datas):
                 with shards.on(i):
                     th = state.theta[i]
                     dt = th.dtype
                     C, M, K = (int(x) for x in th.shape)
-                    ndk, nwk = zdraw_counts(gens[i], th, state.phi[i], data)
-                    theta = _theta_draw(gens[i], xp.add(ndk, dt.type(data.alpha), dtype=dt), data, C).reshape(C, M, K)
-                    thetas.append(theta)
-                    nwks.append(xp.ascontiguousarray(nwk))
+                    theta = _theta_draw(gens[i], xp.add(ndks[i], dt.type(data.alpha), dtype=dt), data, C)
+                    thetas.append(theta.reshape(C, M, K))
             _catch_up(rng, gens)
             shards.allreduce(nwks)
             phis, phi_sums = _draw_phi(rng, shards, nwks, state.phi_sum, data0.beta, keeps)

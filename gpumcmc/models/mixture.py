@@ -879,19 +879,25 @@ def make_sharded_step(models: list, shards: Shards, n: int):
         with _validate.validation(False):
             chains = state.params.shape[0]
             offset = rng.advance()
-            bufs = []
             copies = _shards.Replica(shards, state.params)
+            # Every shard's indicator kernel is queued before any shard's statistics: queuing a shard's
+            # statistics takes about 1 ms of host time (a sort and several small kernels), which in one
+            # loop would start each GPU's indicator kernel that much after the previous GPU's.
+            lses = []
             for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
                 params = copies(i)
                 with shards.on(i):
-                    z = state.z[i]
                     ni = model.x.shape[0]
                     lse = xp.empty((chains, ni), dtype=dtype)
                     for s in range(0, ni, model.sample_rows):
                         assign(model.x, params, s, min(model.sample_rows, ni - s), MODE_SAMPLE, rng.key, offset,
-                               z=z, lse=lse, row0=a, ctr_rows=n)
-                    acc = _gibbs_acc(model, z)
-                    ll = _sum_rows(lse)
+                               z=state.z[i], lse=lse, row0=a, ctr_rows=n)
+                    lses.append(lse)
+            bufs = []
+            for i, model in enumerate(models):
+                with shards.on(i):
+                    acc = _gibbs_acc(model, state.z[i])
+                    ll = _sum_rows(lses[i])
                     bufs.append(xp.ascontiguousarray(xp.concatenate([acc.reshape(chains, k * q), ll[:, None]], axis=1)))
             total = shards.allreduce(bufs)[0]
             with shards.on(0):

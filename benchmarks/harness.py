@@ -64,6 +64,11 @@ class Bench:
         self.cupy = backend.get_backend("cupy") if backend.cupy_available() else None
         if self.cupy is None:
             raise SystemExit("The benchmarks need CuPy and a CUDA device; none was found.")
+        rt = self.cupy.cuda.runtime
+        # JAX's start-up makes each GPU current in turn and leaves the last one current (seen on a 4-GPU
+        # host: every one-GPU row and the data of the scaling suite landed on GPU 3); the caller's GPU is
+        # made current again below.
+        current = rt.getDevice()
         torch = _optional("torch")
         self.torch = torch if torch is not None and torch.cuda.is_available() else None
         # JAX would otherwise take 75% of the GPU's memory at start, starving the others.
@@ -75,7 +80,7 @@ class Bench:
             self.jax = None
         if self.jax is not None:
             self.jax.config.update("jax_enable_x64", True)  # so float64 cases are really float64
-        rt = self.cupy.cuda.runtime
+        rt.setDevice(current)
         props = rt.getDeviceProperties(rt.getDevice())
         name = props["name"]
         self.device = name.decode() if isinstance(name, bytes) else name

@@ -163,6 +163,7 @@ class Shards:
     def __init__(self, devices=None, *, n_virtual: int | None = None):
         self._comms = None
         self._rank0 = 0
+        self._sides: dict = {}  # GPU -> the side stream of allreduce_async
         if devices is None:
             n = 1 if n_virtual is None else n_virtual
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -204,6 +205,7 @@ class Shards:
         self.devices, self.world, self._rank0 = [device], world, rank
         self.xp = backend.get_backend("cupy")
         self._comms = [comm]
+        self._sides = {}
         return self
 
     def __len__(self) -> int:
@@ -245,11 +247,12 @@ class Shards:
                 out.append(np.ascontiguousarray(part) if self.xp is np else self.xp.array(part, copy=True, order="C"))
         return out
 
-    def allreduce(self, arrays: Sequence) -> list:
+    def allreduce(self, arrays: Sequence, streams: Sequence | None = None) -> list:
         """Sum ``arrays`` (one per local shard, equal shapes and dtypes) over every shard, in place.
 
         Returns ``arrays``. On GPUs the sums are queued on each device's
-        current stream; there is no host synchronisation.
+        current stream (or on ``streams``, one per local shard); there is no
+        host synchronisation. See also :meth:`allreduce_async`.
         """
         arrays = list(arrays)
         if len(arrays) != len(self):
@@ -281,11 +284,46 @@ class Shards:
             try:
                 for i, (comm, a) in enumerate(zip(self._comms, arrays)):
                     with self.on(i):
-                        stream = self.xp.cuda.get_current_stream()
+                        stream = self.xp.cuda.get_current_stream() if streams is None else streams[i]
                         comm.allReduce(a.data.ptr, a.data.ptr, a.size, code, _NCCL_SUM, stream.ptr)
             finally:
                 nccl.groupEnd()
         return arrays
+
+    def allreduce_async(self, arrays: Sequence):
+        """Queue the sums of :meth:`allreduce` beside the work that follows; returns ``wait()``.
+
+        Between GPUs the sums run on a side stream of each GPU, after the work
+        queued so far on its current stream; work queued after this call runs
+        beside them, and ``wait()`` makes each GPU's current stream wait for
+        them. Neither touches the host. ``arrays`` must be neither read nor
+        written, nor freed, before ``wait()``. Elsewhere (NumPy, shards on one
+        GPU, one GPU) the sums are made at once and ``wait()`` does nothing.
+        """
+        if self.xp is np or self._comms is None:
+            self.allreduce(arrays)
+            return _no_wait
+        xp = self.xp
+        sides, after = [], []
+        for i in range(len(self)):
+            with self.on(i):
+                side = self._sides.get(self.devices[i])
+                if side is None:
+                    # Non-blocking: a blocking stream would wait for the legacy default stream's later work.
+                    side = self._sides[self.devices[i]] = xp.cuda.Stream(non_blocking=True)
+                side.wait_event(xp.cuda.get_current_stream().record())
+                sides.append(side)
+        self.allreduce(arrays, streams=sides)
+        for i, side in enumerate(sides):
+            with self.on(i):
+                after.append(side.record())
+
+        def wait():
+            for i, ev in enumerate(after):
+                with self.on(i):
+                    xp.cuda.get_current_stream().wait_event(ev)
+
+        return wait
 
 
 class _OneDevice(Shards):
@@ -295,12 +333,12 @@ class _OneDevice(Shards):
         cp = backend.get_backend("cupy")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}.")
-        self._comms, self._rank0 = None, 0
+        self._comms, self._rank0, self._sides = None, 0, {}
         self.devices = [cp.cuda.runtime.getDevice() if device is None else int(device)] * int(n)
         self.world = int(n)
         self.xp = cp
 
-    def allreduce(self, arrays):
+    def allreduce(self, arrays, streams=None):
         arrays = list(arrays)
         if len(arrays) != len(self):
             raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
@@ -406,6 +444,10 @@ def _peer_copy(xp, x, dev: int):
         fn((int(min(max(1, -(-words // 256)), 4096)),), (256,),
            (_loader.u64(x.data.ptr), out, _loader.i64(words)))
     return out
+
+
+def _no_wait() -> None:
+    """The ``wait()`` of sums that were made at once."""
 
 
 def _keep_current(xp):

@@ -130,6 +130,40 @@ def test_replica_copies_do_not_wait_for_later_work_on_shard_zero(cp, gpus):
     busy.synchronize()
 
 
+def test_allreduce_async_runs_beside_later_work(cp, gpus):
+    """allreduce_async sums on a side stream of each GPU: work queued after it on the GPUs' streams (here
+    a second of spinning) does not hold the sums back, and wait() orders later work after them."""
+    sh = Shards([0, 1])
+    host = [np.arange(6.0) * (i + 1) for i in range(2)]
+    arrays = []
+    for i, h in enumerate(host):
+        with sh.on(i):
+            arrays.append(cp.asarray(h))
+    before = cp.cuda.runtime.getDevice()
+    wait = sh.allreduce_async(arrays)
+    assert cp.cuda.runtime.getDevice() == before
+    spin = cp.RawKernel(_SPIN, "spin")
+    busy = []
+    for i in range(2):
+        with sh.on(i):
+            spin((1,), (1,), (cp.int64(2 * 10**9),))
+            busy.append(cp.cuda.get_current_stream().record())
+    for i in range(2):
+        with sh.on(i):
+            side = sh._sides[i]
+            side.synchronize()
+            np.testing.assert_array_equal(arrays[i].get(stream=side), host[0] + host[1])
+    assert not any(e.done for e in busy)      # the sums were done while both GPUs still spun
+    wait()
+    doubled = []
+    for i in range(2):
+        with sh.on(i):
+            doubled.append(arrays[i] * 2)     # queued after wait(): reads the sums
+    for i in range(2):
+        with sh.on(i):
+            np.testing.assert_array_equal(cp.asnumpy(doubled[i]), 2 * (host[0] + host[1]))
+
+
 # --------------------------------------------------------------------------- LDA
 
 @pytest.mark.parametrize("fused, K, method", [

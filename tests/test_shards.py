@@ -29,6 +29,15 @@ def test_scatter_and_allreduce_on_virtual_shards():
         np.testing.assert_array_equal(s, x.sum(axis=0))
 
 
+def test_allreduce_async_on_virtual_shards_sums_at_once():
+    sh = Shards(n_virtual=3)
+    parts = [np.arange(4.0) * (i + 1) for i in range(3)]
+    wait = sh.allreduce_async(parts)
+    for p in parts:
+        np.testing.assert_array_equal(p, np.arange(4.0) * 6)
+    assert wait() is None
+
+
 def test_counts_summed_over_shards_equal_the_global_counts():
     # The pattern of every data-parallel sampler here: local sufficient
     # statistics, summed over shards, equal the statistics of the whole data.

@@ -861,13 +861,15 @@ def make_sharded_step(datas, shards: Shards):
         keeps = keeps_for(state.it, data0.burn_in, state.theta[0].dtype)
         with _validate.validation(False):
             # Every shard's z-draw is queued before any shard's theta draw, so that no GPU's z-draw
-            # waits for the host to queue the previous shard's theta draw.
+            # waits for the host to queue the previous shard's theta draw; the sums of n_wk over the
+            # GPUs run beside the theta draws, which do not read them.
             ndks = []
             for i, data in enumerate(datas):
                 with shards.on(i):
                     ndk, nwk = zdraw_counts(gens[i], state.theta[i], state.phi[i], data)
                     ndks.append(ndk)
                     nwks.append(xp.ascontiguousarray(nwk))
+            summed = shards.allreduce_async(nwks)
             for i, data in enumerate(datas):
                 with shards.on(i):
                     th = state.theta[i]
@@ -876,7 +878,7 @@ def make_sharded_step(datas, shards: Shards):
                     theta = _theta_draw(gens[i], xp.add(ndks[i], dt.type(data.alpha), dtype=dt), data, C)
                     thetas.append(theta.reshape(C, M, K))
             _catch_up(rng, gens)
-            shards.allreduce(nwks)
+            summed()
             phis, phi_sums = _draw_phi(rng, shards, nwks, state.phi_sum, data0.beta, keeps)
             theta_sums = []
             for i, th in enumerate(thetas):

@@ -257,6 +257,8 @@ class Shards:
         arrays = list(arrays)
         if len(arrays) != len(self):
             raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
+        if streams is not None and len(streams) != len(self):
+            raise ValueError(f"allreduce needs one stream per local shard ({len(self)}), got {len(streams)}.")
         shape, dtype = arrays[0].shape, arrays[0].dtype
         for a in arrays[1:]:
             if a.shape != shape or a.dtype != dtype:
@@ -342,11 +344,12 @@ class _OneDevice(Shards):
         arrays = list(arrays)
         if len(arrays) != len(self):
             raise ValueError(f"allreduce needs one array per local shard ({len(self)}), got {len(arrays)}.")
-        total = arrays[0].copy()
-        for a in arrays[1:]:
-            total += a
-        for a in arrays:
-            a[...] = total
+        with streams[0] if streams else contextlib.nullcontext():  # one GPU: the first stream sums them all
+            total = arrays[0].copy()
+            for a in arrays[1:]:
+                total += a
+            for a in arrays:
+                a[...] = total
         return arrays
 
 

@@ -60,6 +60,8 @@ def test_bad_input_says_what_to_do():
         sh.allreduce([np.zeros(3)])
     with pytest.raises(ValueError, match="equal shapes"):
         sh.allreduce([np.zeros(3), np.zeros(4)])
+    with pytest.raises(ValueError, match="one stream per local shard"):
+        sh.allreduce([np.zeros(3), np.zeros(3)], streams=[None])
     with pytest.raises(ValueError, match="equal shapes"):
         sh.allreduce([np.zeros(3), np.zeros(3, np.float32)])
     with pytest.raises(TypeError, match="dask"):

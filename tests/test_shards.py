@@ -71,6 +71,23 @@ def test_bad_input_says_what_to_do():
 
 
 @pytest.mark.gpu
+def test_shards_on_one_gpu_sum_on_the_stream_given(cp):
+    from gpumcmc.shards import one_device
+
+    sh = one_device(2)
+    side = cp.cuda.Stream(non_blocking=True)
+    a, b = cp.arange(4.0), cp.ones(4)
+    cp.cuda.get_current_stream().synchronize()
+    sh.allreduce([a, b], streams=[side, side])
+    side.synchronize()
+    np.testing.assert_array_equal(a.get(stream=side), np.arange(4.0) + 1)
+    np.testing.assert_array_equal(b.get(stream=side), np.arange(4.0) + 1)
+    wait = sh.allreduce_async([a, b])             # one GPU: summed at once
+    wait()
+    np.testing.assert_array_equal(cp.asnumpy(a), 2 * (np.arange(4.0) + 1))
+
+
+@pytest.mark.gpu
 def test_gpu_shards_scatter_and_sum(cp):
     x = cp.arange(12, dtype=cp.float32).reshape(6, 2)
     sh = Shards("all")

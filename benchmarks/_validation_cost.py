@@ -20,6 +20,10 @@ synchronisation at the end, divided by the calls (the best of
 no row counts the cost of entering a ``with`` block. An empty kernel's launch
 and wait is timed in the same run: no check that raises at the call can cost
 less than that round trip.
+
+The suites ``rng`` and ``categorical`` time these rows first, before their
+peers start (see ``harness.Bench``); each row's ``params`` name the peers
+already started in the process (by an earlier suite of the same run).
 """
 
 from __future__ import annotations
@@ -134,6 +138,10 @@ def compare(bench, case: str, fn, items: int, **kw) -> None:
     by events and by wall loop."""
     rt = round_trip_ms(bench)
     modes = _modes(bench)
+    peers = bench.peers_started()
+    # The host's share of a direct call is what the goal measures, and a started PyTorch or JAX slows every
+    # host path of the process: say which were running.
+    kw = {**kw, "params": {**kw.get("params", {}), "peers_started_before": peers}}
     ev = events_ms(bench, fn, modes)
     wall = wall_loop_ms(bench, fn, modes)
 

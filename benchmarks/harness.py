@@ -46,6 +46,37 @@ def _git_commit() -> str:
         return "unknown"
 
 
+_UNSET = object()
+_PEERS_STARTED: set = set()  # by any Bench of this process: they stay started across its suites
+
+
+def _start_torch():
+    torch = _optional("torch")
+    torch = torch if torch is not None and torch.cuda.is_available() else None
+    if torch is not None:
+        _PEERS_STARTED.add("torch")
+    return torch
+
+
+def _start_jax(runtime):
+    # JAX's start-up makes each GPU current in turn and leaves the last one current (seen on a 4-GPU
+    # host: every one-GPU row and the data of the scaling suite landed on GPU 3); the caller's GPU is
+    # made current again.
+    current = runtime.getDevice()
+    # JAX would otherwise take 75% of the GPU's memory at start, starving the others.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = _optional("jax")
+    try:
+        jax = jax if jax is not None and jax.devices("gpu") else None
+    except Exception:
+        jax = None
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)  # so float64 cases are really float64
+        _PEERS_STARTED.add("jax")
+    runtime.setDevice(current)
+    return jax
+
+
 class Bench:
     """State of one benchmark run: the peers available, the floor, and the rows."""
 
@@ -65,27 +96,33 @@ class Bench:
         if self.cupy is None:
             raise SystemExit("The benchmarks need CuPy and a CUDA device; none was found.")
         rt = self.cupy.cuda.runtime
-        # JAX's start-up makes each GPU current in turn and leaves the last one current (seen on a 4-GPU
-        # host: every one-GPU row and the data of the scaling suite landed on GPU 3); the caller's GPU is
-        # made current again below.
-        current = rt.getDevice()
-        torch = _optional("torch")
-        self.torch = torch if torch is not None and torch.cuda.is_available() else None
-        # JAX would otherwise take 75% of the GPU's memory at start, starving the others.
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        jax = _optional("jax")
-        try:
-            self.jax = jax if jax is not None and jax.devices("gpu") else None
-        except Exception:
-            self.jax = None
-        if self.jax is not None:
-            self.jax.config.update("jax_enable_x64", True)  # so float64 cases are really float64
-        rt.setDevice(current)
+        # The peers start at first use (``bench.torch``, ``bench.jax``): once started, their runtimes slowed
+        # every host path of the process (a bare CuPy launch took 20-25 us instead of 12.6 on an H100 host,
+        # ``benchmarks/done_word.py``), which the rows that time gpumcmc's own host work should not carry.
+        self._torch = self._jax = _UNSET
         props = rt.getDeviceProperties(rt.getDevice())
         name = props["name"]
         self.device = name.decode() if isinstance(name, bytes) else name
         self.sm_count = props["multiProcessorCount"]
         self.copy_bandwidth, self.write_bandwidth = self._measure_bandwidth()
+
+    @property
+    def torch(self):
+        """PyTorch with CUDA, started at the first use; None where it is missing."""
+        if self._torch is _UNSET:
+            self._torch = _start_torch()
+        return self._torch
+
+    @property
+    def jax(self):
+        """JAX on the GPU (64-bit floats on), started at the first use; None where it is missing."""
+        if self._jax is _UNSET:
+            self._jax = _start_jax(self.cupy.cuda.runtime)
+        return self._jax
+
+    def peers_started(self) -> list[str]:
+        """The peers started in this process so far, by this or an earlier suite of the run."""
+        return sorted(_PEERS_STARTED)
 
     # -- timing -----------------------------------------------------------
     def time(self, fn, sync: str = "cuda") -> float:
@@ -177,10 +214,9 @@ class Bench:
             "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
             "cuda_driver": cp.cuda.runtime.driverGetVersion(),
         }
-        if self.torch is not None:
-            out["torch"] = self.torch.__version__
-        if self.jax is not None:
-            out["jax"] = self.jax.__version__
+        for name, mod in (("torch", self._torch), ("jax", self._jax)):  # the peers this suite used
+            if mod not in (None, _UNSET):
+                out[name] = mod.__version__
         return out
 
     def summary(self, suite: str) -> dict:

@@ -63,8 +63,6 @@ def _start_jax(runtime):
     # host: every one-GPU row and the data of the scaling suite landed on GPU 3); the caller's GPU is
     # made current again.
     current = runtime.getDevice()
-    # JAX would otherwise take 75% of the GPU's memory at start, starving the others.
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     jax = _optional("jax")
     try:
         jax = jax if jax is not None and jax.devices("gpu") else None
@@ -100,6 +98,9 @@ class Bench:
         # every host path of the process (a bare CuPy launch took 20-25 us instead of 12.6 on an H100 host,
         # ``benchmarks/done_word.py``), which the rows that time gpumcmc's own host work should not carry.
         self._torch = self._jax = _UNSET
+        # JAX would otherwise take 75% of the GPU's memory when it starts, starving the others; set here, before
+        # any suite can start it (a NumPyro row does without asking for bench.jax).
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         props = rt.getDeviceProperties(rt.getDevice())
         name = props["name"]
         self.device = name.decode() if isinstance(name, bytes) else name

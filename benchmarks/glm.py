@@ -301,6 +301,7 @@ def _numpyro_counts(key, n_warm, n_samp, small):
 
 
 def _numpyro_row(bench, case, key, X, y, n_warm, n_samp, N, impl, hier=None):
+    _ = bench.jax  # start JAX through the harness, which keeps the caller's GPU current
     t0 = time.perf_counter()
     try:
         nw, ns, cap = _numpyro_counts(key, n_warm, n_samp, bench.small)

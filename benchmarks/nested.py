@@ -183,6 +183,7 @@ def _jaxns(bench, case, t, y, n_data, seeds=(0, 1)):
     import os
 
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to CuPy
+    _ = bench.jax  # start JAX through the harness, which keeps the caller's GPU current
     try:
         import jax
         import jax.numpy as jnp

@@ -75,8 +75,9 @@ def _dynesty(ll, pt, d, nlive, seed=0, **kw):
 
 def _shells(bench, nested):
     cp = bench.cupy
-    nlive = 100 if bench.small else 500
     for d, truth in SHELLS.items():
+        # at least d + 1 live points in each of the 10 runs below
+        nlive = max(100 if bench.small else 500, 10 * (d + 1))
         case = f"shells {d}-D nlive={nlive}"
         llg, ptg = nested.gaussian_shells(d, xp=cp)
         # warm-up (kernel compilation), not timed

@@ -35,12 +35,6 @@ METHODS = ("prefix", "transpose", "butterfly", "warp", "auto")
 LDA = {"M": 43_556, "V": 37_286, "T": 3_072_662}
 
 
-def _free(bench):
-    bench.cupy.get_default_memory_pool().free_all_blocks()
-    if "torch" in bench.peers_started():  # (asking for bench.torch would start it)
-        bench.torch.cuda.empty_cache()
-
-
 def _check(case, idx, n, K):
     """Before timing: the right shape, and every index in [0, K) (no row failed)."""
     if idx.shape != (n,) or not bool(((idx >= 0) & (idx < K)).all()):
@@ -98,7 +92,7 @@ def _materialised(bench, gpumcmc):
                     bench.record(case, "jax.random.categorical (log w)", None, n,
                                  note=f"{type(exc).__name__}: {exc}"[:300], **kw)
             del w, out
-            _free(bench)
+            bench.free_memory()
 
 
 def _lda(bench, T, M, V, K, dtype, seed=0, order="word"):
@@ -155,7 +149,7 @@ def _fused(bench, gpumcmc):
             bench.peer(case, "cupy gather + cumsum + compare", T, cupy_gather,
                        note=f"chunks of {chunk} tokens", **kw)
             del theta, phi, rows, cols
-            _free(bench)
+            bench.free_memory()
             # The same tokens in gpumcmc.token_order's cache-tiled order.
             theta, phi, rows, cols = _lda(bench, T, M, V, K, dtype, order="tiles")
             kw["params"] = {**kw["params"], "sorted": "token_order (document tiles, by word)"}
@@ -165,7 +159,7 @@ def _fused(bench, gpumcmc):
                 _check(case, tiled(), T, K)
                 bench.record(case + " tiled", f"gpumcmc {method}", bench.time(tiled), T, **kw)
             del theta, phi, rows, cols, out
-            _free(bench)
+            bench.free_memory()
 
 
 def _curve(bench, gpumcmc):
@@ -193,7 +187,7 @@ def _curve(bench, gpumcmc):
             bench.record(case, "gpumcmc warp", ms["warp"], T,
                          note=f"{ms['transpose'] / ms['warp']:.2f}x the transpose", **kw)
             del theta, phi, rows, cols, out
-            _free(bench)
+            bench.free_memory()
 
 
 def _default_path(bench, gpumcmc):
@@ -209,7 +203,7 @@ def _default_path(bench, gpumcmc):
             lambda: gpumcmc.categorical(w, rng, out=out), n, bytes_moved=n * K * 4 + n * 8,
             params={"n": n, "K": K, "dtype": "float32"})
     del w, out
-    _free(bench)
+    bench.free_memory()
     scale = 16 if bench.small else 1
     M, V, T = (LDA[k] // scale for k in ("M", "V", "T"))
     for order in ("tiles", "document"):
@@ -223,7 +217,7 @@ def _default_path(bench, gpumcmc):
                 lambda: gpumcmc.categorical_products(theta, phi, rows, cols, rng, out=out), T,
                 bytes_moved=(M + V) * K * 4 + T * 16, params={"tokens": T, "K": K, "order": order})
         del theta, phi, rows, cols, out
-        _free(bench)
+        bench.free_memory()
 
 
 def run(bench) -> None:

@@ -95,7 +95,7 @@ class Bench:
             raise SystemExit("The benchmarks need CuPy and a CUDA device; none was found.")
         rt = self.cupy.cuda.runtime
         # The peers start at first use (``bench.torch``, ``bench.jax``): once started, their runtimes slowed
-        # every host path of the process (a bare CuPy launch took 20-25 us instead of 12.6 on an H100 host,
+        # every host path of the process (a bare CuPy launch took 17-25 us instead of 12.6 on an H100 host,
         # ``benchmarks/done_word.py``), which the rows that time gpumcmc's own host work should not carry.
         self._torch = self._jax = _UNSET
         # JAX would otherwise take 75% of the GPU's memory when it starts, starving the others; set here, before
@@ -124,6 +124,12 @@ class Bench:
     def peers_started(self) -> list[str]:
         """The peers started in this process so far, by this or an earlier suite of the run."""
         return sorted(_PEERS_STARTED)
+
+    def free_memory(self) -> None:
+        """Return CuPy's pooled GPU memory, and PyTorch's cache where PyTorch was started (without starting it)."""
+        self.cupy.get_default_memory_pool().free_all_blocks()
+        if self._torch not in (None, _UNSET):
+            self._torch.cuda.empty_cache()
 
     # -- timing -----------------------------------------------------------
     def time(self, fn, sync: str = "cuda") -> float:

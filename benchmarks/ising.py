@@ -32,12 +32,6 @@ import numpy as np
 SWEEPS = 10  # sweeps per timed call
 
 
-def _free(bench):
-    bench.cupy.get_default_memory_pool().free_all_blocks()
-    if "torch" in bench.peers_started():  # (asking for bench.torch would start it)
-        bench.torch.cuda.empty_cache()
-
-
 def _philox_floor_ms(bench, flips: int) -> float:
     cp = bench.cupy
     clock_hz = cp.cuda.Device().attributes["ClockRate"] * 1e3
@@ -84,7 +78,7 @@ def _ising(bench):
             row["philox_floor_ms"] = floor_int
             row["fraction_of_philox_floor"] = floor_int / ms
         del state
-        _free(bench)
+        bench.free_memory()
         # the byte path: one byte per spin (what a per-site field needs)
         if L * L * 6 < free:
             bmodel = Ising((L, L), beta=beta, method="byte", backend="cupy")
@@ -101,7 +95,7 @@ def _ising(bench):
                                                          "neighbours mostly cached: ~3 bytes/site")
             row["flips_per_ns"] = flips / (ms * 1e6)
             del bstate
-            _free(bench)
+            bench.free_memory()
         # peers: byte lattices with float uniforms; they need ~10 bytes per site of temporaries
         if L > (2048 if bench.small else 16384):
             for impl in ("jax jit checkerboard", "torch checkerboard"):
@@ -110,10 +104,10 @@ def _ising(bench):
             continue
         if jax is not None:
             bench.peer(case, "jax jit checkerboard", flips, _jax_peer(jax, L, beta), sync="jax", **kw)
-            _free(bench)
+            bench.free_memory()
         if torch is not None:
             bench.peer(case, "torch checkerboard", flips, _torch_peer(torch, L, beta), **kw)
-            _free(bench)
+            bench.free_memory()
     for r in bench.rows:
         if r["case"].startswith("ising") and r.get("ms") and "flips_per_ns" not in r:
             r["flips_per_ns"] = r["items"] / (r["ms"] * 1e6)
@@ -214,7 +208,7 @@ def _rbm(bench):
             if row.get("ms"):
                 row["fraction_of_gemm_floor"] = floor_ms / row["ms"]
         del state, rbm
-        _free(bench)
+        bench.free_memory()
 
 
 def _rbm_fit(bench):

@@ -181,9 +181,6 @@ def _jaxns(bench, case, t, y, n_data, seeds=(0, 1)):
     time (compilation included, as a user's first call) and the later runs'
     (compiled) are recorded apart. JAXNS turns on JAX's float64 itself.
     """
-    import os
-
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to CuPy
     _ = bench.jax  # start JAX through the harness, which keeps the caller's GPU current
     try:
         import jax

@@ -40,6 +40,7 @@ __all__ = [
     "check_finite",
     "check_float_dtype",
     "check_positive",
+    "check_real",
     "deferred",
     "deferring",
     "report",
@@ -278,3 +279,33 @@ def check_positive(a, name: str, *, strict: bool = True) -> None:
     bad = (a <= 0) if strict else (a < 0)
     what = "positive" if strict else "non-negative"
     report(xp.any(bad), f"{name} must be {what}; found values {'<= 0' if strict else '< 0'}.")
+
+
+def check_real(p, name: str) -> None:
+    """Raise TypeError unless ``p`` holds real numbers (bool, integer or float).
+
+    Reads only types and dtypes, so it costs no synchronisation and always
+    runs. Without it NumPy and CuPy would read the string ``'2'`` as 2.0 and
+    drop the imaginary part of a complex value with only a warning.
+    """
+    t = type(p)
+    if t is float or t is int:  # the usual call: nothing to look at
+        return
+    dt = getattr(p, "dtype", None)
+    if dt is None:
+        if isinstance(p, (str, bytes)):
+            raise TypeError(f"{name} must be a real number or an array of them, got the string {p!r}; "
+                            "convert it first, e.g. float(x).")
+        try:
+            dt = np.asarray(p).dtype  # host data only: device arrays carry a dtype
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} must be a real number or an array of them, got {t.__name__} "
+                            f"({e}).") from None
+    kind = np.dtype(dt).kind
+    if kind in "biuf":
+        return
+    if kind == "c":
+        raise TypeError(f"{name} must be real, got complex values ({np.dtype(dt)}); pass the part you mean, "
+                        "e.g. x.real or abs(x).")
+    raise TypeError(f"{name} must hold real numbers, got dtype {np.dtype(dt)}; convert it first, "
+                    "e.g. numpy.asarray(x, dtype=float).")

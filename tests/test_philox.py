@@ -109,6 +109,48 @@ def test_bad_arguments():
     assert rng.random(0).shape == (0,)
 
 
+# (call, error, words the message must hold). Parameters given as callables of
+# ``xp`` are built on the backend under test; numbers are checked on the host.
+BAD_PARAMETERS = [
+    pytest.param(lambda r, xp: r.normal(0, -1, size=3), ValueError, "scale must be a finite number >= 0",
+                 id="normal-negative-scale"),
+    pytest.param(lambda r, xp: r.normal(0, float("nan"), size=3), ValueError, "scale", id="normal-nan-scale"),
+    pytest.param(lambda r, xp: r.normal(0, xp.asarray([1.0, -1.0])), ValueError, "scale must be non-negative",
+                 id="normal-negative-scale-array"),
+    pytest.param(lambda r, xp: r.normal("0", 1.0, size=3), TypeError, "loc .*string", id="normal-str-loc"),
+    pytest.param(lambda r, xp: r.normal(0, 1 + 2j, size=3), TypeError, "scale must be real", id="normal-complex"),
+    pytest.param(lambda r, xp: r.uniform(0, "1", size=3), TypeError, "high .*string", id="uniform-str-high"),
+    pytest.param(lambda r, xp: r.gamma(1 + 2j, size=3), TypeError, "shape must be real, got complex",
+                 id="gamma-complex-shape"),
+    pytest.param(lambda r, xp: r.gamma(np.array([1 + 2j, 2.0])), TypeError, "shape must be real",
+                 id="gamma-complex-array"),
+    pytest.param(lambda r, xp: r.gamma("2", size=3), TypeError, "shape .*the string '2'.*float",
+                 id="gamma-str-shape"),
+    pytest.param(lambda r, xp: r.gamma(["2", "3"]), TypeError, "shape must hold real numbers", id="gamma-str-list"),
+    pytest.param(lambda r, xp: r.gamma(2.0, "1", size=3), TypeError, "scale .*string", id="gamma-str-scale"),
+    pytest.param(lambda r, xp: r.gamma(np.array([1.0, None], dtype=object)), TypeError, "shape must hold real",
+                 id="gamma-object-array"),
+    pytest.param(lambda r, xp: r.beta(1j, 1.0, size=3), TypeError, "a must be real", id="beta-complex"),
+    pytest.param(lambda r, xp: r.dirichlet(["1", "2"]), TypeError, "alpha must hold real", id="dirichlet-str"),
+    pytest.param(lambda r, xp: r.exponential("1", size=3), TypeError, "scale .*string", id="exponential-str"),
+    pytest.param(lambda r, xp: r.wishart(3 + 0j, np.eye(2)), TypeError, "df must be real", id="wishart-complex-df"),
+]
+
+
+@pytest.mark.parametrize("call,error,message", BAD_PARAMETERS)
+def test_bad_parameters_raise_naming_the_argument(xp, call, error, message):
+    rng = default_rng(0, backend=xp.__name__)
+    with pytest.raises(error, match=message):
+        call(rng, xp)
+
+
+def test_good_parameters_of_every_real_kind_still_draw():
+    rng = default_rng(0, backend="numpy")
+    for shape in (2, 2.0, True, np.float32(2.0), np.int64(2), [2, 3], np.array([2, 3], dtype=np.int8)):
+        assert np.all(np.isfinite(rng.gamma(shape, size=2)))
+    assert np.all(rng.normal(0.0, 0.0, size=3) == 0.0)  # scale 0 is allowed, as in NumPy
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_uniform_and_normal_match_their_laws(xp, dtype):
     rng = default_rng(11, backend=xp.__name__)

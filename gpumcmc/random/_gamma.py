@@ -887,6 +887,8 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
         out = _gamma_device(rng, shape, scale, dtype, log)
         if out is not None:
             return out
+    _v.check_real(shape, "shape")
+    _v.check_real(scale, "scale")
     xp = rng.xp(shape, scale)
     dtype = resolve_dtype(dtype, shape, scale)
     oshape = out_shape(size, shape, scale)
@@ -929,6 +931,8 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
 
 def beta(rng, a, b, size=None, dtype=None):
     """Implementation of :meth:`Generator.beta`."""
+    _v.check_real(a, "a")
+    _v.check_real(b, "b")
     xp = rng.xp(a, b)
     dtype = resolve_dtype(dtype, a, b)
     oshape = out_shape(size, a, b)
@@ -1003,6 +1007,7 @@ def dirichlet(rng, alpha, size=None, dtype=None, log=False):
         out = _dirichlet_device(rng, alpha, dtype, log)
         if out is not None:
             return out
+    _v.check_real(alpha, "alpha")
     xp = rng.xp(alpha)
     dtype = resolve_dtype(dtype, alpha)
     al = _as(alpha, xp, dtype)

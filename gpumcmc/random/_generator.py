@@ -97,6 +97,8 @@ class Generator:
 
     def uniform(self, low=0.0, high=1.0, size=None, dtype=np.float64):
         """Uniforms on (low, high), with per-element ``low``/``high`` broadcast to ``size``."""
+        _validate.check_real(low, "low")
+        _validate.check_real(high, "high")
         xp, u = self._standard("uniform", size, dtype, low, high)
         low, high = _param(low, xp, u.dtype), _param(high, xp, u.dtype)
         return low + (high - low) * u
@@ -107,9 +109,22 @@ class Generator:
 
         float32 draws are computed in float64 and rounded once, on both
         backends, so they agree to within one float32 ulp.
+
+        Raises ValueError for a ``scale`` below 0, NaN or infinite (a scale
+        given as a number is checked on the host; for arrays, a check that
+        synchronises the GPU, see :func:`gpumcmc.set_validation`), and
+        TypeError for parameters that are not real numbers.
         """
+        _validate.check_real(loc, "loc")
+        _validate.check_real(scale, "scale")
+        if type(scale) in (int, float):
+            if not 0.0 <= scale < float("inf"):
+                raise ValueError(f"scale must be a finite number >= 0, got {scale!r}; a normal's scale is its "
+                                 "standard deviation.")
         xp, z = self._standard("normal", size, dtype, loc, scale)
         loc, scale = _param(loc, xp, z.dtype), _param(scale, xp, z.dtype)
+        if type(scale) not in (int, float):
+            _validate.check_positive(scale, "scale", strict=False)  # synchronize! (deferred under @checked)
         return loc + scale * z
 
     def standard_normal(self, size=None, dtype=np.float64):
@@ -164,7 +179,8 @@ class Generator:
         Raises ValueError for a shape or scale that is not positive and finite
         (for arrays, a check that synchronises the GPU; see
         :func:`gpumcmc.set_validation`; a scale given as a number is always
-        checked, on the host, and goes to the kernel by value).
+        checked, on the host, and goes to the kernel by value), and TypeError
+        for parameters that are not real numbers (a string, a complex value).
         """
         return _gamma.gamma(self, shape, scale, size, dtype, log)
 
@@ -200,6 +216,7 @@ class Generator:
 
     def exponential(self, scale=1.0, size=None, dtype=np.float64):
         """Exponential variates with per-element ``scale`` (broadcast to ``size``)."""
+        _validate.check_real(scale, "scale")
         scale = _as(scale, self.xp(scale), _validate.check_float_dtype(dtype))
         _validate.check_positive(scale, "scale")  # synchronize!
         return scale * _gamma.standard_exponential(self, size, dtype, scale)

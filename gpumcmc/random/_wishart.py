@@ -82,6 +82,8 @@ def bartlett_factor(rng, df, batch, p, dtype, xp):
 
 def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
     """Implementation of :meth:`Generator.wishart` and :meth:`Generator.invwishart`."""
+    _v.check_real(df, "df")
+    _v.check_real(scale, "scale")
     xp = rng.xp(df, scale)
     dtype = resolve_dtype(dtype, df, scale)
     s = _as(scale, xp, dtype)

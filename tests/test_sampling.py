@@ -83,6 +83,44 @@ def test_checkpoint_with_other_settings_is_refused(tmp_path):
         run(ar_step, AR(np.zeros(3), 0), rng, n_iter=20, checkpoint=path, progress=False)
 
 
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _meta_garbled(data: bytes) -> bytes:
+    import io
+
+    arrays = dict(np.load(io.BytesIO(data)))
+    arrays["meta"] = np.asarray("{'version': ")
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    return out.getvalue()
+
+
+# How a checkpoint file gets damaged: a full disk cuts it short, a tool empties
+# it, another file lands at its path, its metadata is garbled.
+DAMAGED = [
+    pytest.param(_truncated, id="truncated"),
+    pytest.param(lambda data: b"", id="empty"),
+    pytest.param(lambda data: b"not a checkpoint\n" * 10, id="text"),
+    pytest.param(_meta_garbled, id="garbled-metadata"),
+    pytest.param(lambda data: data[:30] + bytes(len(data) - 30), id="zeroed-tail"),
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_damaged_checkpoint_raises_saying_what_to_do(tmp_path, damage):
+    path = tmp_path / "run.npz"
+    _run(np, n_iter=20, checkpoint=path, checkpoint_every=5)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(ValueError, match="checkpoint .* is damaged .*resume=False"):
+        _run(np, n_iter=20, checkpoint=path)
+    # resume=False starts afresh and rewrites the file, which then resumes.
+    fresh = _run(np, n_iter=20, checkpoint=path, resume=False)
+    again = _run(np, n_iter=20, checkpoint=path)
+    np.testing.assert_array_equal(again.draws["x"], fresh.draws["x"])
+
+
 @pytest.mark.parametrize("kw, err", [({"n_iter": -1}, ValueError), ({"thin": 0}, ValueError),
                                      ({"burn_in": 1.5}, TypeError), ({"monitors": [lambda s: 0]}, TypeError)])
 def test_bad_settings(kw, err):

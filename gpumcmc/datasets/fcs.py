@@ -39,13 +39,20 @@ def fcs_example_files() -> dict:
     """The FCS files bundled in the installed fcsparser package, ``{name: path}``.
 
     ``"facscalibur"`` (37,395 events x 8 channels), ``"lsr2"`` (14,945 x 11),
-    ``"fortessa"`` (11,585 x 11). Raises ImportError when fcsparser is missing.
+    ``"fortessa"`` (11,585 x 11). Raises ImportError when fcsparser is not
+    installed.
+
+    Only fcsparser's files are read (flowio parses them), so fcsparser is
+    located, never imported: its own imports (``six``, which it does not
+    declare, and pandas) need not be installed.
     """
-    try:
-        import fcsparser
-    except ImportError as e:
-        raise ImportError("The example FCS files come with fcsparser: pip install fcsparser.") from e
-    root = Path(fcsparser.__file__).resolve().parent
+    import importlib.util
+
+    spec = importlib.util.find_spec("fcsparser")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("The example FCS files come with the fcsparser package, which is not installed: "
+                          "pip install fcsparser (or pip install 'gpumcmc[data]').")
+    root = Path(next(iter(spec.submodule_search_locations))).resolve()
     out = {}
     for name, rel in _EXAMPLES.items():
         p = root / rel
@@ -88,7 +95,8 @@ def load_fcs(path, cofactor: float = 150.0, channels=None, drop_time: bool = Tru
         try:
             examples = fcs_example_files()
         except (ImportError, FileNotFoundError):
-            pass
+            if path in _EXAMPLES:  # an example's name: say what to install
+                raise
         if path in examples:
             path = examples[path]
         else:

@@ -229,11 +229,21 @@ def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, st
 
 
 def _load_checkpoint(path: Path):
+    """``(meta, arrays)`` of a checkpoint; ValueError naming the file if it cannot be read whole."""
     import ast
+    import zipfile
 
-    with np.load(path, allow_pickle=False) as z:
-        meta = ast.literal_eval(str(z["meta"]))
-        data = {k: z[k] for k in z.files if k != "meta"}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = ast.literal_eval(str(z["meta"]))
+            data = {k: z[k] for k in z.files if k != "meta"}
+        if not isinstance(meta, dict):
+            raise ValueError("its metadata is not a dictionary")
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError, SyntaxError) as e:
+        # A truncated file (a full disk, a copy cut short) or another file at the path.
+        raise ValueError(f"The checkpoint {path} is damaged or is not a gpumcmc checkpoint "
+                         f"({type(e).__name__}: {e}); delete it, or pass resume=False, to start the run "
+                         "afresh (it is rewritten at the next checkpoint).") from e
     return meta, data
 
 

@@ -1,9 +1,14 @@
-"""The scikit-learn-style layer shared by every model's estimator.
+"""The scikit-learn layer shared by every model's estimator.
 
-Estimators follow scikit-learn's conventions without importing it: every
-``__init__`` argument is stored unchanged under its own name, fitted results
-end in an underscore, and ``get_params``/``set_params`` read the signature, so
-``sklearn.base.clone`` and ``Pipeline`` work with them.
+Where scikit-learn imports, :class:`Estimator` is a subclass of
+``sklearn.base.BaseEstimator``: ``get_params``/``set_params``, ``clone``,
+``__sklearn_tags__``, the HTML repr and parameter validation through each
+estimator's ``_parameter_constraints`` all come from scikit-learn itself, so
+``Pipeline``, ``GridSearchCV``, ``cross_val_score`` and ``check_is_fitted``
+work with every gpumcmc estimator on current releases. Without scikit-learn a
+small shim keeps the same conventions (parameters read from ``__init__``'s
+signature and stored unchanged; fitted attributes end in an underscore), so
+the library has no hard dependency on it.
 """
 
 from __future__ import annotations
@@ -15,54 +20,86 @@ import numpy as np
 from .. import backend as _backend
 from ..random._generator import default_rng
 
-__all__ = ["Estimator", "NotFittedError", "as_data"]
+__all__ = ["Estimator", "NotFittedError", "as_data", "mixin"]
+
+try:  # scikit-learn is optional; with it, its own base class and exception
+    from sklearn.base import BaseEstimator as _Base
+    from sklearn.exceptions import NotFittedError as _NotFittedBase
+    HAVE_SKLEARN = True
+except ImportError:  # pragma: no cover - exercised where scikit-learn is absent
+    HAVE_SKLEARN = False
+
+    class _NotFittedBase(ValueError, AttributeError):
+        pass
+
+    class _Base:
+        """The part of ``sklearn.base.BaseEstimator`` gpumcmc relies on, for use without scikit-learn."""
+
+        @classmethod
+        def _get_param_names(cls) -> list[str]:
+            sig = inspect.signature(cls.__init__)
+            names = []
+            for p in sig.parameters.values():
+                if p.name == "self":
+                    continue
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    raise TypeError(f"{cls.__name__}.__init__ must list its parameters explicitly "
+                                    "(no *args/**kwargs).")
+                names.append(p.name)
+            return sorted(names)
+
+        def get_params(self, deep: bool = True) -> dict:
+            """The constructor's parameters, as scikit-learn's ``get_params``."""
+            return {name: getattr(self, name) for name in self._get_param_names()}
+
+        def set_params(self, **params):
+            """Set constructor parameters; unknown names raise ValueError."""
+            valid = self._get_param_names()
+            for name, value in params.items():
+                if name not in valid:
+                    raise ValueError(f"{type(self).__name__} has no parameter {name!r}; "
+                                     f"valid parameters: {valid}.")
+                setattr(self, name, value)
+            return self
+
+        def __repr__(self) -> str:
+            sig = inspect.signature(type(self).__init__)
+            shown = []
+            for name in self._get_param_names():
+                default = sig.parameters[name].default
+                value = getattr(self, name, None)
+                try:
+                    same = value is default or bool(value == default)
+                except Exception:
+                    same = False
+                if not same:
+                    shown.append(f"{name}={value!r}")
+            return f"{type(self).__name__}({', '.join(shown)})"
 
 
-class NotFittedError(ValueError, AttributeError):
-    """An estimator was used before ``fit`` (the same bases as scikit-learn's)."""
+class NotFittedError(_NotFittedBase):
+    """An estimator was used before ``fit``: scikit-learn's ``NotFittedError`` where it imports."""
 
 
-class Estimator:
+def mixin(name: str):
+    """scikit-learn's mixin ``name`` (e.g. ``"TransformerMixin"``), or ``object`` without scikit-learn.
+
+    The mixins add only conveniences (``fit_transform``, ``score``, the estimator-type tag), which
+    each gpumcmc estimator also defines where it needs them, so nothing is lost without scikit-learn.
+    """
+    if not HAVE_SKLEARN:
+        return object
+    import sklearn.base
+
+    return getattr(sklearn.base, name)
+
+
+class Estimator(_Base):
     """Base class: parameters from ``__init__``, a generator from ``random_state`` and ``backend``."""
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        names = []
-        for p in sig.parameters.values():
-            if p.name == "self":
-                continue
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TypeError(f"{cls.__name__}.__init__ must list its parameters explicitly (no *args/**kwargs).")
-            names.append(p.name)
-        return sorted(names)
-
-    def get_params(self, deep: bool = True) -> dict:
-        """The constructor's parameters, as scikit-learn's ``get_params``."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        """Set constructor parameters; unknown names raise ValueError."""
-        valid = self._param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(f"{type(self).__name__} has no parameter {name!r}; valid parameters: {valid}.")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        sig = inspect.signature(type(self).__init__)
-        shown = []
-        for name in self._param_names():
-            default = sig.parameters[name].default
-            value = getattr(self, name, None)
-            try:
-                same = value is default or bool(value == default)
-            except Exception:
-                same = False
-            if not same:
-                shown.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(shown)})"
+        return cls._get_param_names()
 
     def __sklearn_is_fitted__(self) -> bool:
         return any(k.endswith("_") and not k.startswith("__") for k in vars(self))

@@ -39,6 +39,11 @@ from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
 from gpumcmc.random import default_rng
 
+# impute's exact branch: at most this many joint states of a case's missing cells are enumerated
+# (one log_prob row each); cases with more are filled by Gibbs imputation.
+_MAX_COMBINATIONS = 20_000
+_SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute's Gibbs sweeps
+
 
 class BayesianNetwork:
     """A discrete Bayesian network: ``parents`` (node -> parent names), ``states`` (node -> state names)
@@ -223,11 +228,18 @@ class BayesianNetwork:
         return [groups[k] for k in sorted(groups)]
 
     def fit(self, data, n_iter=100, same=1, prior=1.0, random_state=None, progress=True, backend=None,
-            learn=True, batch_size=None, devices=None):
+            learn=True, batch_size=None, devices=None, burn_in=None):
         """Learn the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
         ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
         sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
+
+        ``cpts_`` is the mean of the CPT draws after the first ``burn_in`` iterations (``None``:
+        ``n_iter // 2``), the posterior-mean estimate; ``cpts_last_`` is the final draw alone. The
+        mean is the better estimate at small m: the final draw of a SAME chain still carries the
+        posterior's spread, which averaging removes (on sachs, KL_avg 0.078 for the final draw
+        against 0.033 for the mean of the trace). With a growing ``same`` schedule, set ``burn_in``
+        past the iterations of small m. Before this, ``cpts_`` was the final draw.
 
         ``batch_size`` splits the cases into minibatches of that many cases (``None``: one batch).
         Each visit to a batch sweeps its missing cells once and then redraws the CPTs from the
@@ -257,6 +269,11 @@ class BayesianNetwork:
         n, V = X.shape
         if not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
             raise ValueError("n_iter must be a positive integer.")
+        burn = n_iter // 2 if burn_in is None else burn_in
+        if not isinstance(burn, (int, np.integer)) or not 0 <= burn < n_iter:
+            raise ValueError(f"burn_in must be an integer from 0 to n_iter - 1 = {n_iter - 1}, or None "
+                             f"(n_iter // 2); got {burn_in!r}.")
+        burn = int(burn)
         sched = same if callable(same) else (lambda t, s=same: s[t]) if not np.isscalar(same) else (lambda t, s=same: s)
         ms = [int(sched(t)) for t in range(n_iter)]
         m_max = max(ms)
@@ -381,12 +398,15 @@ class BayesianNetwork:
         self._logc = logc
         lc = _backend.to_host(logc)
         tr = np.exp(_backend.to_host(trace))
-        self.cpts_, self.trace_ = {}, {}
+        mean = tr[burn:].mean(0)
+        self.cpts_, self.cpts_last_, self.trace_ = {}, {}, {}
         for j, v in enumerate(self.nodes):
             a, e = plan.toff[j], plan.toff[j + 1]
             shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
-            self.cpts_[v] = np.exp(lc[a:e]).reshape(shape)
+            self.cpts_[v] = mean[a:e].reshape(shape)
+            self.cpts_last_[v] = np.exp(lc[a:e]).reshape(shape)
             self.trace_[v] = tr[:, a:e].reshape((n_iter, -1, self.card[v]))
+        self.burn_in_ = burn
         return self
 
     def _imputations(self, parts, Zs, resident, m_max, whole):
@@ -418,24 +438,91 @@ class BayesianNetwork:
             post[f"cpt_{v}"] = self.trace_[v].reshape((1, len(self.trace_[v])) + shape)
         return to_arviz(post)
 
-    def impute(self, data, method="mode", random_state=None):
-        """Fill missing cells from the conditional given the observed ones and ``cpts_`` (exact, by
-        enumeration over each case's missing cells; for small numbers of missing cells per case)."""
+    def impute(self, data, method="mode", random_state=None, max_combinations=_MAX_COMBINATIONS,
+               n_sweeps=50, replicas=64, backend=None):
+        """Fill the missing cells from their conditional given the observed ones and ``cpts_``.
+
+        A case whose missing cells have at most ``max_combinations`` joint states is filled exactly,
+        by enumerating them: ``method="mode"`` takes the most probable joint state, ``"draw"`` draws
+        one. The other cases (most cases of large networks with many missing cells: the joint
+        states of hailfinder's cases number above 20,000 for 99.8% of them) are filled by Gibbs
+        imputation: ``replicas`` independent chains of the fit's chromatic sweep, with the CPTs
+        held fixed, run ``n_sweeps`` sweeps from uniform states; ``"mode"`` takes the most probable
+        of the replicas' final joint states (an approximate joint mode, as good as the chains'
+        exploration) and ``"draw"`` takes the first replica's (one approximate joint draw, exact
+        as the chains converge). ``backend`` is the Gibbs imputation's backend (``None``: the
+        active one).
+
+        Raises ValueError for a case that has probability 0 under ``cpts_``.
+        """
         self._need_cpts()
+        if method not in ("mode", "draw"):
+            raise ValueError(f"method must be 'mode' or 'draw', got {method!r}.")
+        for name, val in (("max_combinations", max_combinations), ("n_sweeps", n_sweeps), ("replicas", replicas)):
+            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
+                raise ValueError(f"{name} must be a positive integer, got {val!r}.")
         X = self._encode(data).copy()
         rs = np.random.default_rng(random_state)
+        cards = np.array([self.card[v] for v in self.nodes], dtype=np.float64)
+        large = []
         for r in range(len(X)):
             mis = np.flatnonzero(X[r] < 0)
             if not len(mis):
                 continue
+            if np.prod(cards[mis]) > max_combinations:
+                large.append(r)
+                continue
             combos = np.array(list(np.ndindex(*[self.card[self.nodes[j]] for j in mis])))
             Y = np.repeat(X[r][None], len(combos), 0)
             Y[:, mis] = combos
-            lp = self.log_prob(Y)
+            with np.errstate(divide="ignore"):
+                lp = self.log_prob(Y)
+            if not np.isfinite(lp.max()):
+                raise ValueError(f"Case {r} has probability 0 under cpts_ (no state of its missing cells is "
+                                 "possible); check the data against the CPTs' zeros.")
             p = np.exp(lp - lp.max()); p /= p.sum()
             k = int(np.argmax(p)) if method == "mode" else int(rs.choice(len(p), p=p))
             X[r] = Y[k]
+        if large:
+            X[large] = self._gibbs_impute(X[large], method, int(rs.integers(2**63)), n_sweeps, replicas, backend)
         return X
+
+    def _gibbs_impute(self, X, method, seed, n_sweeps, replicas, backend):
+        """Gibbs imputation of the cases ``X`` (see :meth:`impute`) with ``cpts_`` fixed.
+
+        The replicas start from uniform states, which CPTs with zeros can make impossible (every
+        state of a cell has probability 0 given the rest, so the exact sweep cannot move it).
+        The first half of the sweeps therefore runs on the CPTs mixed with ``_SOFT`` of the
+        uniform row, the second half on ``cpts_`` themselves; replicas whose final state is
+        still impossible are left out of the result."""
+        rng = default_rng(seed, backend=backend)
+        xp = rng.xp()
+        plan = _Plan(self)
+        ops = _GpuOps(plan) if xp is not np else _NumpyOps(plan)
+        b = plan.batch(X, 0, len(X))
+        b.vals = xp.floor(_uniforms(xp, rng.key, rng.advance(1), replicas, b)
+                          * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
+        Z = b.load(xp, replicas)
+        exact = xp.asarray(plan.logc_of(self.cpts_))
+        soft = xp.asarray(plan.logc_of({v: (1 - _SOFT) * t + _SOFT / t.shape[-1] for v, t in self.cpts_.items()}))
+        bad = xp.zeros(1, dtype=xp.int32)  # cells that could not move (read through the final states instead)
+        for t in range(n_sweeps):
+            off = rng.advance(1)
+            for c in range(len(plan.groups)):
+                ops.sweep(Z, replicas, b, c, soft if 2 * t < n_sweeps else exact, rng.key, off, bad)
+        Z = _backend.to_host(Z).astype(np.int64)  # (replicas, n, V)
+        with np.errstate(divide="ignore"):
+            lp = self.log_prob(Z.reshape(-1, plan.V)).reshape(Z.shape[:2])
+        lost = np.flatnonzero(~np.isfinite(lp).any(0))
+        if len(lost):
+            raise ValueError(f"{len(lost)} case(s) (the first: row {lost[0]} of the cases imputed by Gibbs "
+                             "sampling) have probability 0 under cpts_, or none of their chains found a possible "
+                             f"state in {n_sweeps} sweeps; check the data against the CPTs' zeros, or raise n_sweeps "
+                             "or replicas.")
+        # "mode": the most probable of the replicas' joint states (each cell's majority state can make
+        # an impossible joint state under CPTs with zeros); "draw": the first replica in a possible state
+        pick = lp.argmax(0) if method == "mode" else np.isfinite(lp).argmax(0)
+        return Z[pick, np.arange(Z.shape[1])]
 
     def log_prob(self, X):
         """Log joint probability of complete cases (int array)."""
@@ -472,6 +559,7 @@ _SHARED_CELLS = 12 * 1024  # counts in shared memory when every CPT together has
 
 
 _BLOCK_MAX = 4096  # the largest block of the cell order, in cases
+
 
 
 def allreduce_bytes(net, n_batches: int = 1) -> int:

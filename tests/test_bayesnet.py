@@ -1,6 +1,7 @@
 """Tests of gpumcmc.models.BayesianNetwork (SAME chromatic Gibbs with missing data)."""
 import glob
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -80,9 +81,10 @@ def test_dataframe_and_bad_input():
     pd = pytest.importorskip("pandas")
     net = BayesianNetwork.koller()
     df = pd.DataFrame({"I": ["0", None, "1"], "G": ["2", "1", np.nan]})
-    X = net._encode(df)
+    with pytest.warns(UserWarning, match="no column"):
+        X = net._encode(df)
     assert X[1, 0] == -1 and X[0, 3] == 2 and X[0, 1] == -1
-    with pytest.raises(ValueError, match="Unknown state"):
+    with pytest.raises(ValueError, match="Unknown state"), pytest.warns(UserWarning, match="no column"):
         net._encode(pd.DataFrame({"I": ["7"]}))
     with pytest.raises(ValueError, match="not nodes"):
         net._encode(pd.DataFrame({"Q": ["0"]}))
@@ -421,3 +423,103 @@ def test_gpu_gibbs_imputation_matches_twin(cp):
         g = net.impute(X, method=method, random_state=3, max_combinations=1, backend="cupy")
         c = net.impute(X, method=method, random_state=3, max_combinations=1, backend="numpy")
         np.testing.assert_array_equal(g, c)
+
+
+# --------------------------------------------------------------------------- bad input, one row each
+
+_BIF_HEAD = """network x {
+}
+variable A {
+  type discrete [ 2 ] { a0, a1 };
+}
+variable B {
+  type discrete [ 2 ] { b0, b1 };
+}
+"""
+_BIF_GOOD = _BIF_HEAD + """probability ( A ) {
+  table 0.3, 0.7;
+}
+probability ( B | A ) {
+  (a0) 0.1, 0.9;
+  (a1) 0.5, 0.5;
+}
+"""
+
+
+def _bif(tmp_path, text):
+    path = tmp_path / "net.bif"
+    path.write_text(text)
+    return BayesianNetwork.from_bif(path)
+
+
+def _df(cols):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame(cols)
+
+
+_BAD = [
+    ("garbage BIF file", lambda tp: _bif(tp, "this is not a network\n{ at all }\n"), ValueError, "no variables"),
+    ("undeclared variable", lambda tp: _bif(tp, _BIF_GOOD.replace("( B | A )", "( B | C )")), ValueError,
+     "'C', which no variable block declares"),
+    ("missing probability block", lambda tp: _bif(tp, _BIF_GOOD[:_BIF_GOOD.index("probability ( B")]), ValueError,
+     r"no probability block for \['B'\]"),
+    ("table of the wrong length", lambda tp: _bif(tp, _BIF_GOOD.replace("0.3, 0.7;", "0.3, 0.3, 0.4;")),
+     ValueError, "has 3 values; .* needs 2"),
+    ("unknown parent state", lambda tp: _bif(tp, _BIF_GOOD.replace("(a1)", "(zz)")), ValueError,
+     "state 'zz' of 'A', whose states are"),
+    ("row with too few values", lambda tp: _bif(tp, _BIF_GOOD.replace("0.5, 0.5;", "1.0;")), ValueError,
+     "has 1 values; 'B' has 2 states"),
+    ("missing row", lambda tp: _bif(tp, _BIF_GOOD.replace("  (a1) 0.5, 0.5;\n", "")), ValueError, r"no row \(a1\)"),
+    ("a value not a number", lambda tp: _bif(tp, _BIF_GOOD.replace("0.3, 0.7", "0.3, x")), ValueError,
+     "not a number"),
+    ("cyclic parents", lambda tp: BayesianNetwork({"A": ["B"], "B": ["A"]}, {"A": [0, 1], "B": [0, 1]}),
+     ValueError, "directed cycle among"),
+    ("a node its own parent", lambda tp: BayesianNetwork({"A": ["A"]}, {"A": [0, 1]}), ValueError, "directed cycle"),
+    ("CPT of the wrong size", lambda tp: BayesianNetwork({}, {"A": [0, 1]}, {"A": [0.2, 0.3, 0.5]}), ValueError,
+     "has 3 cells"),
+    ("CPT missing", lambda tp: BayesianNetwork({}, {"A": [0, 1]}, {}), ValueError, "no table for node"),
+    ("a string of parents", lambda tp: BayesianNetwork({"B": "A"}, {"A": [0, 1], "B": [0, 1]}), TypeError,
+     "list of node names"),
+    ("DataFrame with -1 cells", lambda tp: BayesianNetwork.koller().fit(
+        _df({v: [-1, 0] for v in "IDSGL"}), n_iter=1, progress=False, backend="numpy"), ValueError,
+     "None or NaN, not -1"),
+    ("kl_avg against another network", lambda tp: BayesianNetwork.koller().kl_avg(_bif(tp, _BIF_GOOD)), ValueError,
+     "same nodes"),
+    ("kl_avg against another structure", lambda tp: BayesianNetwork.koller().kl_avg(BayesianNetwork(
+        {"G": ["I"], "L": ["G"], "S": ["I"]}, BayesianNetwork.koller().states,
+        {"I": [.5, .5], "D": [.5, .5], "S": [[.5, .5]] * 2, "G": [[1 / 3] * 3] * 2, "L": [[.5, .5]] * 3})),
+     ValueError, "node 'G' has parents"),
+    ("kl_avg against a dict", lambda tp: BayesianNetwork.koller().kl_avg(BayesianNetwork.koller().cpts_), TypeError,
+     "another BayesianNetwork"),
+    ("impute method", lambda tp: BayesianNetwork.koller().impute(np.zeros((1, 5), int), method="mean"), ValueError,
+     "'mode' or 'draw'"),
+    ("impute replicas", lambda tp: BayesianNetwork.koller().impute(np.zeros((1, 5), int), replicas=0), ValueError,
+     "replicas must be a positive integer"),
+]
+
+
+@pytest.mark.parametrize("call, err, match", [pytest.param(c, e, m, id=i) for i, c, e, m in _BAD])
+def test_bad_input_raises(tmp_path, call, err, match):
+    with pytest.raises(err, match=match):
+        call(tmp_path)
+
+
+def test_good_bif_reads():  # the base text of the bad-input rows is itself valid
+    import tempfile
+    import pathlib
+
+    with tempfile.TemporaryDirectory() as d:
+        net = _bif(pathlib.Path(d), _BIF_GOOD)
+    np.testing.assert_allclose(net.cpts_["B"], [[0.1, 0.9], [0.5, 0.5]])
+    assert net.parents == {"A": [], "B": ["A"]}
+
+
+def test_dataframe_without_a_node_column_warns():
+    net = BayesianNetwork.koller()
+    df = _df({v: ["0", "1"] for v in "IDSL"})
+    with pytest.warns(UserWarning, match=r"no column for node\(s\) \['G'\]"):
+        X = net._encode(df)
+    assert (X[:, 3] == -1).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        net._encode(_df({**{v: ["0", "1"] for v in "IDSL"}, "G": [None, None]}))

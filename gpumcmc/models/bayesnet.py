@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import re
+import warnings
 
 import numpy as np
 
@@ -50,22 +51,40 @@ class BayesianNetwork:
     and optional ``cpts`` (node -> array of shape (*parent cards, card))."""
 
     def __init__(self, parents: dict, states: dict, cpts: dict | None = None):
+        if not isinstance(parents, dict) or not isinstance(states, dict):
+            raise TypeError("parents and states must be dicts: node -> list of parent names, node -> list of "
+                            f"state names; got {type(parents).__name__} and {type(states).__name__}.")
         self.nodes = list(states)
         for v, ps in parents.items():
             if v not in states:
                 raise ValueError(f"Node {v!r} has parents but no states; give states for every node.")
+            if isinstance(ps, str):
+                raise TypeError(f"The parents of {v!r} must be a list of node names, got the string {ps!r}.")
             for p in ps:
                 if p not in states:
                     raise ValueError(f"Parent {p!r} of {v!r} is not a node; add it to states.")
+            if len(set(ps)) != len(ps):
+                raise ValueError(f"Node {v!r} lists a parent twice ({list(ps)}); list each parent once.")
+        for v in self.nodes:
+            if isinstance(states[v], str) or len(states[v]) < 1:
+                raise ValueError(f"The states of {v!r} must be a non-empty list of names, got {states[v]!r}.")
         self.parents = {v: list(parents.get(v, [])) for v in self.nodes}
         self.states = {v: [str(s) for s in states[v]] for v in self.nodes}
         self.card = {v: len(self.states[v]) for v in self.nodes}
+        self._topo()  # raises for a directed cycle
         self.cpts_ = None
         if cpts is not None:
+            missing = [v for v in self.nodes if v not in cpts]
+            if missing:
+                raise ValueError(f"cpts has no table for node(s) {missing}; give one for every node, or cpts=None.")
             self.cpts_ = {}
             for v in self.nodes:
                 shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
-                a = np.asarray(cpts[v], dtype=np.float64).reshape(shape)
+                a = np.asarray(cpts[v], dtype=np.float64)
+                if a.size != int(np.prod(shape)):
+                    raise ValueError(f"The CPT of {v!r} has {a.size} cells; its parents {self.parents[v]} and "
+                                     f"states make it an array of shape {shape}.")
+                a = a.reshape(shape)
                 if np.any(a < 0) or not np.allclose(a.sum(-1), 1.0, atol=1e-6):
                     raise ValueError(f"The CPT of {v!r} must be non-negative with rows summing to 1.")
                 self.cpts_[v] = a / a.sum(-1, keepdims=True)
@@ -110,25 +129,68 @@ class BayesianNetwork:
             if sm is None:
                 raise ValueError(f"Variable {m.group(1)} in {path} has no states.")
             states[m.group(1)] = [s.strip() for s in sm.group(1).split(",")]
+        if not states:
+            raise ValueError(f"{path} declares no variables ('variable NAME {{ type discrete [ k ] {{ ... }}; }}'); "
+                             "is it a BIF file?")
+
+        def _declared(v, where):
+            if v not in states:
+                raise ValueError(f"{where} in {path} names {v!r}, which no variable block declares; declare it "
+                                 "with 'variable ... { type discrete [ k ] { ... }; }'.")
+
+        def _numbers(text_, v):
+            try:
+                return np.array([float(x) for x in re.split(r"[\s,]+", text_.strip())])
+            except ValueError:
+                raise ValueError(f"The probability block of {v!r} in {path} holds a value that is not a number: "
+                                 f"{text_.strip()!r}.") from None
+
         for m in re.finditer(r"probability\s*\(\s*([^|)]+?)\s*(?:\|\s*([^)]*))?\)\s*\{(.*?)\}", text, re.S):
             v = m.group(1).strip()
             ps = [p.strip() for p in m.group(2).split(",")] if m.group(2) else []
+            for u in [v, *ps]:
+                _declared(u, f"The probability block ( {v}{' | ' + ', '.join(ps) if ps else ''} )")
+            if v in parents:
+                raise ValueError(f"{path} has two probability blocks for {v!r}; keep one.")
             parents[v] = ps
             body = m.group(3)
             card = len(states[v])
             shape = tuple(len(states[p]) for p in ps) + (card,)
-            t = np.zeros(shape)
             tab = re.search(r"table\s+([^;]*);", body)
             if tab is not None:
-                t = np.array([float(x) for x in re.split(r"[\s,]+", tab.group(1).strip())])
+                t = _numbers(tab.group(1), v)
+                if t.size != int(np.prod(shape)):
+                    raise ValueError(f"The table of {v!r} in {path} has {t.size} values; with {card} states and "
+                                     f"parents {ps} it needs {int(np.prod(shape))}.")
                 # BIF tables list the child's state slowest.
                 t = t.reshape((card,) + shape[:-1])
                 t = np.moveaxis(t, 0, -1)
             else:
+                t = np.full(shape, np.nan)
                 for row in re.finditer(r"\(([^)]*)\)\s*([^;]*);", body):
-                    idx = tuple(states[p].index(s.strip()) for p, s in zip(ps, row.group(1).split(",")))
-                    t[idx] = [float(x) for x in re.split(r"[\s,]+", row.group(2).strip())]
+                    names = [x.strip() for x in row.group(1).split(",")]
+                    if len(names) != len(ps):
+                        raise ValueError(f"The row ({row.group(1)}) of {v!r} in {path} names {len(names)} parent "
+                                         f"states; {v!r} has the parents {ps}.")
+                    for p, x in zip(ps, names):
+                        if x not in states[p]:
+                            raise ValueError(f"The row ({row.group(1)}) of {v!r} in {path} names state {x!r} of "
+                                             f"{p!r}, whose states are {states[p]}.")
+                    vals = _numbers(row.group(2), v)
+                    if vals.size != card:
+                        raise ValueError(f"The row ({row.group(1)}) of {v!r} in {path} has {vals.size} values; "
+                                         f"{v!r} has {card} states.")
+                    t[tuple(states[p].index(x) for p, x in zip(ps, names))] = vals
+                if np.isnan(t).any():
+                    first = next(np.ndindex(*shape[:-1])) if not ps else np.argwhere(np.isnan(t[..., 0]))[0]
+                    names = ", ".join(states[p][k] for p, k in zip(ps, first))
+                    raise ValueError(f"The probability block of {v!r} in {path} has no row ({names}); give a row "
+                                     "for every combination of its parents' states, or a table.")
             cpts[v] = t
+        missing = [v for v in states if v not in parents]
+        if missing:
+            raise ValueError(f"{path} has no probability block for {missing}; add 'probability ( NAME ) {{ table "
+                             "...; }' for each.")
         order = list(states)
         return cls({v: parents.get(v, []) for v in order}, states, cpts)
 
@@ -179,7 +241,9 @@ class BayesianNetwork:
                 if v not in done and all(p in done for p in self.parents[v]):
                     done.add(v); order.append(v); progressed = True
             if not progressed:
-                raise ValueError("The network has a directed cycle.")
+                left = [v for v in self.nodes if v not in done]
+                raise ValueError(f"The parents make a directed cycle among {left}; a Bayesian network's "
+                                 "parents must form a DAG: remove a parent on the cycle.")
         return order
 
     def _encode(self, data) -> np.ndarray:
@@ -191,6 +255,11 @@ class BayesianNetwork:
             unknown = [c for c in data.columns if c not in self.card]
             if unknown:
                 raise ValueError(f"Columns {unknown} are not nodes of the network ({self.nodes}).")
+            absent = [v for v in self.nodes if v not in data.columns]
+            if absent:
+                warnings.warn(f"The DataFrame has no column for node(s) {absent}: they are taken as missing in "
+                              "every case (latent). Add a column of None for each to say so and silence this "
+                              "warning.", UserWarning, stacklevel=3)
             X = np.full((len(data), len(self.nodes)), -1, dtype=np.int64)
             for j, v in enumerate(self.nodes):
                 if v not in data.columns:
@@ -201,7 +270,10 @@ class BayesianNetwork:
                         continue
                     key = str(val)
                     if key not in lookup:
-                        raise ValueError(f"Unknown state {val!r} of node {v!r}; its states are {self.states[v]}.")
+                        hint = ("; DataFrames mark missing cells with None or NaN, not -1" if key in ("-1", "-1.0")
+                                else "")
+                        raise ValueError(f"Unknown state {val!r} of node {v!r}; its states are "
+                                         f"{self.states[v]}{hint}.")
                     X[r, j] = lookup[key]
             return X
         X = np.asarray(_backend.to_host(data))
@@ -538,7 +610,18 @@ class BayesianNetwork:
         """KL_avg of the paper: the mean over all CPT rows of KL(true row || learnt row), with
         ``self`` the learnt network and ``other`` the reference (or the other way round: the rows
         of ``other`` are taken as the truth)."""
+        if not isinstance(other, BayesianNetwork):
+            raise TypeError(f"kl_avg compares with another BayesianNetwork, got {type(other).__name__}.")
         self._need_cpts(); other._need_cpts()
+        if set(other.nodes) != set(self.nodes):  # the same nodes in another order are compared by name
+            raise ValueError(f"kl_avg compares networks of the same nodes; these differ in "
+                             f"{sorted(set(self.nodes) ^ set(other.nodes))}. Fit a network with other's parents "
+                             "and states to compare with it.")
+        for v in self.nodes:
+            if other.parents[v] != self.parents[v] or other.states[v] != self.states[v]:
+                raise ValueError(f"kl_avg compares networks of the same structure; node {v!r} has parents "
+                                 f"{self.parents[v]} and states {self.states[v]} here but {other.parents[v]} and "
+                                 f"{other.states[v]} in other.")
         tot, rows = 0.0, 0
         eps = 1e-300
         for v in self.nodes:

@@ -28,10 +28,14 @@
 // states for one seed. Twin: gpumcmc/models/ising.py.
 //
 // Observables without a second pass (the "differential update" of section
-// 4.3.3 turned into a by-product of the sweep): each pass adds the number of
-// up spins it wrote to counts[chain][0]; the second pass (c = 1) also adds
-// sum_i s_i S_i over its sites, which, since every bond joins the two colours,
-// is the whole bond sum sum_<ij> s_i s_j of the state after the sweep.
+// 4.3.3 turned into a by-product of the sweep): the byte kernel's passes each
+// add the number of up spins they wrote to counts[chain][0]; the second pass
+// (c = 1) also adds sum_i s_i S_i over its sites, which, since every bond joins
+// the two colours, is the whole bond sum sum_<ij> s_i s_j of the state after
+// the sweep. The multispin kernel counts everything in its second pass alone,
+// whose threads read every word of the first colour once (as the word beside
+// their own), so its first pass runs without observables. counts may point
+// into a per-sweep slot of a longer buffer: the kernels only add to it.
 #include "philox.cuh"
 #include "warp_reduce.cuh"
 
@@ -299,8 +303,10 @@ __device__ __noinline__ uint2 ms_settle_pair(u64* q0, u64* q1, bool t0, bool t1,
 // for 2 words. Word x of the colour (x = r words + m) draws the Philox calls
 // (hi, glo + 2 x) and (hi, glo + 2 x + 1), as in the general loop: the caller
 // makes sure that glo + 2 x never carries into the high word.
-// Adds to up / bond the observables of the words this thread wrote (the u32
-// sums cannot wrap: a thread gets at most per / stride + 1 < 2^22 pairs).
+// With OBS (second colour only): adds to up the up spins of the words this
+// thread wrote and of the first colour's words it read beside them, and to bond
+// the bond sum of its sites (the 32-bit sums cannot wrap: a thread gets at
+// most per / stride + 1 < 2^22 pairs).
 template <bool OBS>
 __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __restrict__ other, u32 per, u32 words,
                                         int colour, u32 tid, u32 stride, u32 glo, u32 hi, const MsConsts& c,
@@ -315,7 +321,8 @@ __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __res
     u32 o0 = tid < P * words ? (2u * (tid / words) + (u32)colour) * words + m : end;
     u32 x0 = glo + 2u * o0;  // low word of the Philox index of word o0
     const u64* p0 = other + o0;
-    u32 n_up = 0u, n_u = 0u, pairs = 0u;
+    u32 n_up = 0u;  // up spins, both colours
+    int n_bond = 0;  // bond sum: at most 128 in size per pair, over < 2^22 pairs
     for (; o0 < end; o0 += step, x0 += 2u * step, p0 += step) {
         // offsets from word o0 of row r0 to rows r0 - 1, r0 + 1, r0 + 2 (periodic)
         const int du = o0 < words ? (int)(per - words) : -(int)words;
@@ -329,6 +336,10 @@ __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __res
         const u32 s0h = c0h + __funnelshift_l(c0l, c0h, 4) + (u32)(a0 >> 32) + c1h;
         const u32 s1l = c1l + __funnelshift_r(c1l, c1h, 4) + c0l + (u32)b1;
         const u32 s1h = c1h + (c1h >> 4) + ((u32)r1 << 28) + c0h + (u32)(b1 >> 32);
+        if (OBS) {  // up spins of the first colour: c0 and c1 are its words at (r0, m) and (r0 + 1, m)
+            const u32 oc = (c0l + c0h) + (c1l + c1h);  // nibbles <= 4
+            n_up += (((oc + (oc >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+        }
         const u32 x1 = x0 + 2u * (u32)d1;
         bool t0, t1;
         const u64 w0 = ms_word(s0l, s0h, x0, c, t0), w1 = ms_word(s1l, s1h, x1, c, t1);
@@ -336,23 +347,25 @@ __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __res
         u64* q1 = q0 + d1;
         *q0 = w0;
         *q1 = w1;
-        if (OBS) ++pairs;
+        u32 p_up = 0u, p_u = 0u;  // the pair's up spins and u sum (ms_observe)
         if (t0 || t1) {  // rare
             const uint2 r = ms_settle_pair<OBS>(q0, q1, t0, t1, x0, x1, hi, s0l, s0h, s1l, s1h, thi, tlo, key, off_lo,
-                                                off_hi, colour == 1);
-            if (OBS) {
-                n_up += r.x;
-                n_u += r.y;
-            }
+                                                off_hi, true);
+            p_up = r.x;
+            p_u = r.y;
         } else if (OBS) {
             const u32 w[4] = {(u32)w0, (u32)(w0 >> 32), (u32)w1, (u32)(w1 >> 32)};
             const u32 s[4] = {s0l, s0h, s1l, s1h};
-            ms_observe(w, s, colour == 1, n_up, n_u);
+            ms_observe(w, s, true, p_up, p_u);
+        }
+        if (OBS) {
+            n_up += p_up;
+            n_bond += 2 * (int)p_u + 6 * (int)p_up - 320;  // the pair's bond sum (ms_observe)
         }
     }
     if (OBS) {
         up += n_up;
-        if (colour == 1) bond += 2 * (long long)n_u + 6 * (long long)n_up - 320 * (long long)pairs;
+        bond += n_bond;
     }
 }
 
@@ -363,6 +376,8 @@ __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __res
 #define ISING_MIN_BLOCKS_OBS 3  // the same with observables (80 registers: at 64 its loop spills)
 #endif
 
+// OBS: launched for colour 1 only (after a colour-0 pass without it), adds the
+// up spins of both colours and the bond sum of the state to counts[chain].
 template <bool OBS>
 __global__ void __launch_bounds__(ISING_BLOCK, OBS ? ISING_MIN_BLOCKS_OBS : ISING_MIN_BLOCKS)
 ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long rows, long long words,
@@ -396,7 +411,7 @@ ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long
         const MsConsts c = consts;
         ms_rows<OBS>(mine, other, (u32)per, (u32)words, colour, blockIdx.x * blockDim.x + threadIdx.x, (u32)stride,
                      (u32)gbase, (u32)(gbase >> 32), c, key, off_lo, off_hi, thi, tlo, up, bond);
-        if (OBS) block_add2(up, colour == 1 ? bond : 0, counts + 2 * chain);
+        if (OBS) block_add2(up, bond, counts + 2 * chain);
         return;
     }
     const bool small = per + stride < 0xffffffffLL;
@@ -443,11 +458,11 @@ ising_multispin(u64* __restrict__ packed, const u32* __restrict__ thr, long long
                 const int n = (int)((half[b >> 3] >> (4 * (b & 7))) & 15u);
                 bw += (word >> (4 * b)) & 1u ? (2 * n - 4) : (4 - 2 * n);
             }
-            up += __popcll(word);
+            up += __popcll(word) + __popcll(c);  // c: the first colour's word at this position
             bond += bw;
         }
     }
-    if (OBS) block_add2(up, colour == 1 ? bond : 0, counts + 2 * chain);
+    if (OBS) block_add2(up, bond, counts + 2 * chain);
 }
 
 // One byte per spin (+1 / -1), row-major (chains, D, L, W): D = 1 for the

@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _loader
 from .. import backend as _backend
 from ..random._generator import default_rng
 from ..random._philox import philox_rounds
@@ -623,9 +624,21 @@ class Ising:
     def step(self, rng, state: IsingState, observe: bool = True):
         """One sweep (both colours) of every chain: ``(state, info)``. The state's arrays are updated in place."""
         xp = _backend.get_array_module(state.counts)
+        if observe and xp is not np:
+            state.counts.fill(0)
+        self._sweep(rng, state, state.counts if (observe or xp is np) else None)
+        return state, (self._info(state, xp) if observe else None)
+
+    def _sweep(self, rng, state: IsingState, out) -> None:
+        """One sweep of every chain, in place; adds each chain's up spins and bond sum after it to ``out``.
+
+        ``out``: None (not counted), or a zeroed (chains, 2) int64 array on the
+        state's backend, such as one slot of a (sweeps, chains, 2) buffer; on
+        CuPy also the device address of one.
+        """
+        xp = _backend.get_array_module(state.counts)
         off = rng.advance(1)
         key = rng.key
-        periodic = self.boundary == "periodic"
         if xp is np:
             if self._method == "multispin":
                 up, bond = _multispin_twin(state.packed, self._thr5, key, off)
@@ -634,33 +647,32 @@ class Ising:
                     self._index = tuple(_byte_index(*self._dims, c) for c in (0, 1))
                 thr = self._thr if self._thr.ndim == 2 else self._thr[None, :]
                 spins = state.spins.reshape((state.spins.shape[0], *self._dims))
-                up, bond = _byte_twin(spins, thr, self._thr.ndim == 2, periodic, key, off, self._index,
-                                      self._by_pattern)
-            state.counts[:, 0] = up
-            state.counts[:, 1] = bond
+                up, bond = _byte_twin(spins, thr, self._thr.ndim == 2, self.boundary == "periodic", key, off,
+                                      self._index, self._by_pattern)
+            if out is not None:
+                out[:, 0] = up
+                out[:, 1] = bond
         else:
-            self._launch(xp, state, key, off, observe)
-        return state, (self._info(state, xp) if observe else None)
+            self._launch(xp, state, key, off, None if out is None else
+                         _loader.u64(out if isinstance(out, int) else out.data.ptr))
 
-    def _launch(self, cp, state, key, off, observe):
-        from .. import _loader
-
+    def _launch(self, cp, state, key, off, counts):
+        """The sweep's two launches; ``counts``: the device address of a zeroed (chains, 2) int64 block, or None."""
         n = state.counts.shape[0]
-        if observe:
-            state.counts.fill(0)
-        counts = state.counts if observe else None
         args_key = _loader.philox_args(key, off)
         D, L, W = self._dims
+        obs = counts is not None
         if self._method == "multispin":
-            fn = _loader.get_function(FILE, f"ising_multispin<{'true' if observe else 'false'}>", _NAMES)
+            # the second pass counts both colours (kernels_cu/ising.cu), so the first never observes
             thr = self._dev_array("thr5", cp, lambda: self._thr5)
             per = L * (W // 32)
-            grid = _grid(fn, per, n)
             for c in (0, 1):
-                fn((grid, n), (BLOCK,), (state.packed, thr, _loader.i64(L), _loader.i64(W // 32), _loader.i32(c),
-                                         *args_key, counts if counts is not None else _loader.NULL))
+                o = obs and c == 1
+                fn = _loader.get_function(FILE, "ising_multispin<true>" if o else "ising_multispin<false>", _NAMES)
+                fn((_grid(fn, per, n), n), (BLOCK,), (state.packed, thr, _loader.i64(L), _loader.i64(W // 32),
+                                                      _loader.i32(c), *args_key, counts if o else _loader.NULL))
         else:
-            fn = _loader.get_function(FILE, f"ising_bytes<{'true' if observe else 'false'}>", _NAMES)
+            fn = _loader.get_function(FILE, "ising_bytes<true>" if obs else "ising_bytes<false>", _NAMES)
             thr = self._dev_array("thr", cp, lambda: np.ascontiguousarray(self._thr))
             stride = self._thr.shape[1] if self._thr.ndim == 2 else 0
             G = (D * L * ((W + 1) // 2) + 3) // 4
@@ -670,7 +682,7 @@ class Ising:
                                          _loader.i64(D), _loader.i64(L),
                                          _loader.i64(W),
                                          _loader.i32(self.boundary == "periodic"), _loader.i32(c), *args_key,
-                                         counts if counts is not None else _loader.NULL))
+                                         counts if obs else _loader.NULL))
 
     # -- high-level ------------------------------------------------------------
     def sample(self, n_sweeps: int, burn_in: int = 0, n_chains: int = 1, random_state=None, progress: bool = True,
@@ -679,19 +691,75 @@ class Ising:
 
         Returns an :class:`IsingResult` with the magnetisation and energy per
         site of each chain after each kept sweep, ``(chains, n_sweeps //
-        thin)``, the final spins, and ``to_arviz()``.
+        thin)``, the final spins, and ``to_arviz()``. ``n_sweeps=0`` gives
+        empty ``(chains, 0)`` figures and the spins after the burn-in.
+        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
+        or None) seeds this call: the same seed gives the same draws every
+        time.
+
+        With one coupling and one field for every site, the sweep's kernels
+        count each kept sweep's up spins and bond sum into a slot of their own
+        on the device (no pass of their own, nothing per sweep on the host but
+        the launches), and the figures come to the host once, at the end.
+        Sweeps that are not kept (burn-in, thinned out) count nothing. A field
+        per site or couplings per bond need the spins for the energy: there
+        each kept sweep computes it in a pass of its own.
         """
         from ..sampling import Monitor, run
 
+        n_sweeps = _count(n_sweeps, "n_sweeps", 0)
+        burn_in = _count(burn_in, "burn_in", 0)
+        thin = _count(thin, "thin", 1)
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         state = self.init(n_chains, rng, initial)
-        mon = [Monitor("|m|", lambda s: float(abs(_backend.to_host(s.counts[:, 0]) * 2.0 / self.n_sites - 1).mean()),
-                       every=max(1, (burn_in + n_sweeps) // 20))]
-        trace = run(self.step, state, rng, n_sweeps, burn_in=burn_in, thin=thin,
-                    collect=lambda s, info: {"magnetization": info.magnetization, "energy": info.energy},
-                    monitors=mon, progress=progress, desc=f"Ising {'x'.join(map(str, self.shape))}",
-                    n_chains=n_chains)
+        desc = f"Ising {'x'.join(map(str, self.shape))}"
+        total = burn_in + n_sweeps
+        every = max(1, total // 20)
+        if self._field.ndim or self._by_pattern:
+            mon = [Monitor("|m|", lambda s: float(abs(_backend.to_host(s.counts[:, 0]) * 2.0 / self.n_sites - 1)
+                                                  .mean()), every=every)] if progress else []
+            trace = run(self.step, state, rng, n_sweeps, burn_in=burn_in, thin=thin,
+                        collect=lambda s, info: {"magnetization": info.magnetization, "energy": info.energy},
+                        monitors=mon, progress=progress, desc=desc, n_chains=n_chains)
+            for name in ("magnetization", "energy"):
+                trace.draws.setdefault(name, np.zeros((n_chains, 0)))
+            return IsingResult(trace, self.spins(trace.state))
+
+        kept = n_sweeps // thin
+        slots = xp.zeros((kept + 1, n_chains, 2), dtype=xp.int64)  # slot `kept`: the last sweep when not kept
+        where = {"sweep": 0, "last": -1}
+        slot = (lambda k: slots[k]) if xp is np else (lambda k, base=slots.data.ptr: base + 16 * n_chains * k)
+
+        def sweep(r, s):
+            j = where["sweep"]
+            where["sweep"] = j + 1
+            i = j - burn_in
+            k = i // thin if i >= 0 and (i + 1) % thin == 0 else (kept if j + 1 == total else -1)
+            if k >= 0:
+                where["last"] = k
+            self._sweep(r, s, slot(k) if k >= 0 else None)
+            return s, None
+
+        def abs_m(s):  # the progress bar's figure, from the last counted sweep (synchronises)
+            k = where["last"]
+            if k < 0:
+                return float("nan")
+            up = _backend.to_host(slots[k, :, 0])
+            return float(np.abs(up * 2.0 / self.n_sites - 1).mean())
+
+        mon = [Monitor("|m|", abs_m, every=every)] if progress else []
+        trace = run(sweep, state, rng, n_sweeps, burn_in=burn_in, thin=thin, monitors=mon, progress=progress,
+                    desc=desc, n_chains=n_chains)
+        if where["last"] >= 0:
+            state.counts[...] = slots[where["last"]]
+        counts = np.moveaxis(_backend.to_host(slots[:kept]), 0, 1)  # (chains, kept, 2)
+        N = self.n_sites
+        up = counts[..., 0].astype(np.float64)
+        bond = counts[..., 1].astype(np.float64)
+        mag = 2.0 * up - N
+        trace.draws = {"magnetization": mag / N,
+                       "energy": (-(float(self._J) * bond) - float(self._field) * mag) / N}
         return IsingResult(trace, self.spins(trace.state))
 
     def energy(self, spins):
@@ -709,10 +777,17 @@ class Ising:
         return e if batched else e[0]
 
 
+def _count(value, name: str, minimum: int) -> int:
+    """An integer argument of at least ``minimum``, or a ValueError/TypeError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+    return int(value)
+
+
 def _grid(fn, items: int, n_chains: int) -> int:
     """Blocks along x for ``items`` work items of each chain: one full wave of resident blocks over the GPU."""
-    from .. import _loader
-
     want = max(1, (_loader.sm_count() * _loader.resident_blocks(fn, BLOCK)) // max(1, n_chains))
     return max(1, min(-(-items // BLOCK), want))
 

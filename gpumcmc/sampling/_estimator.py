@@ -101,6 +101,12 @@ class Estimator(_Base):
     def _param_names(cls) -> list[str]:
         return cls._get_param_names()
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # as_data densifies SciPy/CuPy sparse input (LDA keeps it sparse), so every estimator takes it.
+        tags.input_tags.sparse = True
+        return tags
+
     def __sklearn_is_fitted__(self) -> bool:
         return any(k.endswith("_") and not k.startswith("__") for k in vars(self))
 
@@ -136,6 +142,11 @@ def as_data(X, xp, dtype=None, name: str = "X", *, ndim: int | None = 2, allow_s
         X = X.toarray() if not hasattr(X, "get") else X.toarray()
     if X is None:
         raise TypeError(f"{name} is None; pass an array.")
+    if getattr(getattr(X, "dtype", None), "kind", None) == "c" or (
+            not hasattr(X, "dtype") and isinstance(X, (list, tuple)) and _holds_complex(X)):
+        # Checked before any cast: casting complex to float would drop the imaginary part silently.
+        raise ValueError(f"Complex data not supported: {name} holds complex numbers; "
+                         "pass the real part (or its magnitude) explicitly.")
     try:
         X = _backend.asarray(X, xp, dtype=dtype)
     except (TypeError, ValueError) as e:
@@ -145,12 +156,24 @@ def as_data(X, xp, dtype=None, name: str = "X", *, ndim: int | None = 2, allow_s
         raise TypeError(f"{name} must hold numbers, got dtype {X.dtype}.")
     if ndim is not None and X.ndim != ndim:
         if ndim == 2 and X.ndim == 1:
-            raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape {X.shape}; "
-                             "reshape a single feature with X.reshape(-1, 1).")
+            raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape {X.shape}. "
+                             "Reshape your data with X.reshape(-1, 1) for a single feature or "
+                             "X.reshape(1, -1) for a single sample.")
         raise ValueError(f"{name} must be {ndim}-d, got shape {X.shape}.")
+    if ndim == 2 and 0 in X.shape:
+        what = "sample(s)" if X.shape[0] == 0 else "feature(s)"
+        raise ValueError(f"{name} has 0 {what} (shape={tuple(X.shape)}) while a minimum of 1 is required; "
+                         "pass at least one row and one column.")
     if finite and X.dtype.kind == "f" and X.size and not bool(xp.isfinite(X).all()):  # synchronize! (once, at fit)
         raise ValueError(f"{name} contains NaN or inf; remove or impute those values first.")
     return X
+
+
+def _holds_complex(X) -> bool:
+    try:
+        return np.asarray(X).dtype.kind == "c"
+    except (TypeError, ValueError):
+        return False
 
 
 def _is_sparse(X) -> bool:

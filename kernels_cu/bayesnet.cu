@@ -162,9 +162,10 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
 }
 
 // Row-wise log-normalisation of log-gammas into log-probabilities: for the
-// row of cells [row_ptr[q], row_ptr[q + 1]), x -= max + log(sum exp(x - max)),
-// the maximum and the sum taken in order (as the twin does).
-extern "C" __global__ void bn_normalise(double* __restrict__ x, const int* __restrict__ row_ptr, int R) {
+// row of cells [row_ptr[q], row_ptr[q + 1]), out = x - (max + log(sum exp(x -
+// max))), the maximum and the sum taken in order (as the twin does). out may
+// be x itself (each thread reads its row before writing it).
+extern "C" __global__ void bn_normalise(const double* x, double* out, const int* __restrict__ row_ptr, int R) {
     const int stride = gridDim.x * blockDim.x;
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < R; q += stride) {
         const int a = row_ptr[q], b = row_ptr[q + 1];
@@ -174,7 +175,7 @@ extern "C" __global__ void bn_normalise(double* __restrict__ x, const int* __res
         double s = 0.0;
         for (int c = a; c < b; ++c) s += exp(x[c] - mx);
         const double l = mx + log(s);
-        for (int c = a; c < b; ++c) x[c] -= l;
+        for (int c = a; c < b; ++c) out[c] = x[c] - l;
     }
 }
 

@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from gpumcmc import _validate
+from gpumcmc import _loader, _validate
 from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
 from gpumcmc.random import default_rng
@@ -406,7 +406,7 @@ class BayesianNetwork:
         with sh.on(0):
             if learn:
                 logc = xp.asarray(plan.uniform_logc())
-                total = xp.zeros(plan.C, dtype=xp.float64)
+                total = xp.zeros(plan.C, dtype=xp.float64) if len(parts) > 1 else None
                 last = [None] * len(parts)
             else:
                 logc = xp.asarray(plan.logc_of(self.cpts_))
@@ -446,18 +446,21 @@ class BayesianNetwork:
                         if sh.world > 1:
                             sh.allreduce(counts)
                         with sh.on(0):
-                            cq = counts[0].astype(xp.float64)
-                            total += cq if last[q] is None else cq - last[q]
-                            last[q] = cq
-                            logc = ops[0].normalise(rng.gamma(m * (prior - 1.0) + 1.0 + total, log=True))
+                            # counts are whole numbers below 2**53, so every sum here is exact
+                            if len(parts) == 1:  # the total is this batch's counts: one launch
+                                alpha = xp.add(m * (prior - 1.0) + 1.0, counts[0], dtype=xp.float64)
+                            else:
+                                cq = counts[0].astype(xp.float64)
+                                total += cq if last[q] is None else cq - last[q]
+                                last[q] = cq
+                                alpha = m * (prior - 1.0) + 1.0 + total
+                            # the draw is normalised straight into the trace, where the sweeps read it
+                            logc = ops[0].normalise(rng.gamma(alpha, log=True), out=trace[t])
                     if not resident:
                         for i, b in enumerate(row):
                             if b.n:
                                 with sh.on(i):
                                     b.store(Zs[i])
-                if learn:
-                    with sh.on(0):
-                        trace[t] = logc
         for i in range(len(sh)):
             with sh.on(i):
                 _validate.report(bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing cell "
@@ -806,6 +809,7 @@ class _Batch:
         self.Mtot = self.M if Mtot is None else Mtot
         self.vals = None
         self.case_d = self.node_d = None
+        self.launches = None  # the GPU sweep's launch arguments of the uploaded cell lists (see _GpuOps)
 
     def pin(self):
         """Keep the host arrays in page-locked memory, for batches streamed to the GPU at each visit."""
@@ -819,6 +823,7 @@ class _Batch:
 
     def upload(self, xp):
         self.case_d, self.node_d = _to_device(xp, self.case), _to_device(xp, self.node)
+        self.launches = None
 
     def load(self, xp, m_max):
         """The batch's case matrix, replicated m_max times, with the imputed cells filled in."""
@@ -835,7 +840,7 @@ class _Batch:
             self.vals = v
         else:
             v.get(out=self.vals)
-        self.case_d = self.node_d = None
+        self.case_d = self.node_d = self.launches = None
 
 
 def _row(rows, f, plan):
@@ -910,8 +915,9 @@ class _NumpyOps:
             out += np.bincount(cell, minlength=P.C)
         return out
 
-    def normalise(self, x):
-        """Row-wise log-normalisation of log-gammas (max and sum in order, as the kernel)."""
+    def normalise(self, x, out=None):
+        """Row-wise log-normalisation of log-gammas (max and sum in order, as the kernel), into
+        ``out`` (default: ``x`` itself)."""
         P = self.plan
         start, lens = P.row_ptr[:-1], np.diff(P.row_ptr)
         mx = x[start].copy()
@@ -923,7 +929,10 @@ class _NumpyOps:
         for k in range(int(lens.max())):
             sel = lens > k
             s[sel] = s[sel] + np.exp(x[start[sel] + k] - mx[sel])
-        return x - np.repeat(mx + np.log(s), lens)
+        if out is None:
+            out = x
+        np.subtract(x, np.repeat(mx + np.log(s), lens), out=out)
+        return out
 
 
 class _GpuOps:
@@ -940,33 +949,43 @@ class _GpuOps:
         # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
         self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
         self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
+        self._counts = None
 
     def _fn(self, name):
-        from gpumcmc import _loader
-
         return _loader.get_function(FILE, name, self.names, _DEFINES)
 
-    def sweep(self, Z, m, b, c, logc, key, off, bad):
-        from gpumcmc import _loader
+    def _sweep_args(self, b, c, m):
+        """The launch of colour ``c``'s sweep of part ``b`` with m replicas, but for the per-call
+        arguments: (kernel, grid, block, arguments before logc, arguments after logc), made once per
+        upload of the part's cell lists and kept on the part."""
+        cache = b.launches if b.launches is not None else {}
+        b.launches = cache
+        got = cache.get((c, m))
+        if got is None:
+            a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+            P, d = self.plan, self.d
+            fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
+            block = dict(_DEFINES).get("BN_BLOCK", 256)
+            gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
+            head = (_loader.i64(b.n), _loader.i32(P.V), b.case_d[a:e], b.node_d[a:e], _loader.i64(e - a),
+                    _loader.i64(b.g0[c]), _loader.i64(b.Mtot))
+            tail = (d["card"], d["toff"], d["par_ptr"], d["par"], d["par_stride"], d["ch_ptr"], d["ch"],
+                    d["ch_stride"])
+            got = cache[(c, m)] = (fn, (gx, m), (block,), head, tail)
+        return got
 
-        a, e = int(b.gptr[c]), int(b.gptr[c + 1])
-        if a == e:
+    def sweep(self, Z, m, b, c, logc, key, off, bad):
+        if b.gptr[c] == b.gptr[c + 1]:
             return
-        P, d = self.plan, self.d
-        fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
-        block = dict(_DEFINES).get("BN_BLOCK", 256)
-        gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
-        fn((gx, m), (block,), (Z, _loader.i64(b.n), _loader.i32(P.V), b.case_d[a:e], b.node_d[a:e],
-                                _loader.i64(e - a), _loader.i64(b.g0[c]), _loader.i64(b.Mtot), logc, d["card"],
-                                d["toff"],
-                                d["par_ptr"], d["par"], d["par_stride"], d["ch_ptr"], d["ch"], d["ch_stride"],
-                                *_loader.philox_args(key, off), bad))
+        fn, grid, block, head, tail = self._sweep_args(b, c, m)
+        fn(grid, block, (Z, *head, logc, *tail, *_loader.philox_args(key, off), bad))
 
     def counts(self, Z, m, n):
-        from gpumcmc import _loader
-
         P, d, cp = self.plan, self.d, self.cp
-        out = cp.zeros(P.C, dtype=cp.int32)
+        if self._counts is None:
+            self._counts = cp.empty(P.C, dtype=cp.int32)
+        out = self._counts  # one buffer, read (by the CPT draw or the all-reduce) before the next call
+        out.data.memset_async(0, out.nbytes)
         fn = self._fn("bn_counts")
         shared = P.C <= _SHARED_CELLS
         smem = 4 * P.C if shared else 0
@@ -978,10 +997,10 @@ class _GpuOps:
            shared_mem=smem)
         return out
 
-    def normalise(self, x):
-        from gpumcmc import _loader
-
+    def normalise(self, x, out=None):
         fn = self._fn("bn_normalise")
         R = len(self.plan.row_ptr) - 1
-        _loader.launch(fn, R, (x, self.d["row_ptr"], _loader.i32(R)), block=128)
-        return x
+        if out is None:
+            out = x
+        _loader.launch(fn, R, (x, out, self.d["row_ptr"], _loader.i32(R)), block=128)
+        return out

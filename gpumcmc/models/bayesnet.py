@@ -48,7 +48,7 @@ _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute
 
 class BayesianNetwork:
     """A discrete Bayesian network: ``parents`` (node -> parent names), ``states`` (node -> state names)
-    and optional ``cpts`` (node -> array of shape (*parent cards, card))."""
+    and optional ``cpts`` (node -> array of shape ``(*parent_cards, card)``)."""
 
     def __init__(self, parents: dict, states: dict, cpts: dict | None = None):
         if not isinstance(parents, dict) or not isinstance(states, dict):

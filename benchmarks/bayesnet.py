@@ -188,12 +188,83 @@ def run(bench):
         _case(bench, "pathfinder-100k-30%", pf, _data(pf, 10_000 if small else 100_000, 0.3), 1, 20)
 
 
-if __name__ == "__main__":  # python -m benchmarks.bayesnet OUT_DIR: the rows of run_devices only
+def _bare_step_ms(X, same, iters):
+    """ms per iteration of the sweep alone, the public fit's kernels in a loop (kernel only): every
+    colour's sweep, the counts, the Dirichlet parameters, the gamma draw and the normalisation,
+    with no trace, progress, checks or driver around them."""
+    import cupy as cp
+
+    from gpumcmc import _validate
+    from gpumcmc.random import default_rng
+
+    truth = BayesianNetwork.koller()
+    plan = bn._Plan(truth)
+    b = plan.batch(X, 0, len(X))
+    b.vals = (np.random.default_rng(0).random((same, b.M)) * plan.card[b.node]).astype(np.uint8)
+    Z = b.load(cp, same)
+    ops = bn._GpuOps(plan)
+    rng = default_rng(0, backend="cupy")
+    bad = cp.zeros(1, cp.int32)
+    state = {"logc": cp.asarray(plan.uniform_logc())}
+
+    def loop(n):
+        with _validate.deferred():
+            for _ in range(n):
+                off = rng.advance(1)
+                for c in range(len(plan.groups)):
+                    ops.sweep(Z, same, b, c, state["logc"], rng.key, off, bad)
+                alpha = cp.add(1.0, ops.counts(Z, same, len(X)), dtype=cp.float64)  # prior 1: m (prior - 1) + 1 = 1
+                state["logc"] = ops.normalise(rng.gamma(alpha, log=True))
+        _validate.check()
+
+    return _per_iteration_ms(loop, 5, 205)
+
+
+def _per_iteration_ms(call, a, b, repeats=3):
+    """ms per iteration: the median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a),
+    after one warm-up call, as ../shared/bench/user_path.py measures the public calls."""
+    import cupy as cp
+
+    def wall(n):
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        call(n)
+        cp.cuda.Device().synchronize()
+        return time.perf_counter() - t
+
+    call(a)
+    return float(np.median([(wall(b) - wall(a)) / (b - a) for _ in range(repeats)])) * 1e3
+
+
+def user_path(out_dir):
+    """The public ``fit`` (its defaults but ``progress=False``; Koller, 10^6 cases, half missing,
+    same=10) against the bare step loop, per iteration; writes bayesnet-user-path.json."""
+    import json
+    import os
+
+    koller = BayesianNetwork.koller()
+    X = koller.sample(1_000_000, 0)
+    X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
+    fit = lambda n: BayesianNetwork(koller.parents, koller.states).fit(  # noqa: E731
+        X, n_iter=n, same=10, random_state=0, progress=False)
+    row = {"public_fit_ms": _per_iteration_ms(fit, 5, 205), "bare_step_ms": _bare_step_ms(X, 10, 205)}
+    row["ratio"] = row["public_fit_ms"] / row["bare_step_ms"]
+    row["goal"] = "ratio <= 1.1 (issue 40 item 7)"
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "bayesnet-user-path.json"), "w") as f:
+        json.dump(row, f, indent=1)
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":  # python -m benchmarks.bayesnet OUT_DIR [--small] [--user-path]
     import sys
     from pathlib import Path
 
     from benchmarks.harness import Bench, format_table
 
+    if "--user-path" in sys.argv:  # the public fit against the bare step loop only
+        user_path(sys.argv[1])
+        sys.exit()
     bench = Bench(small="--small" in sys.argv)
     run_devices(bench)
     print(format_table(bench.rows))

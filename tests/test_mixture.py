@@ -217,6 +217,74 @@ def test_relabel_gives_the_labels_of_the_per_draw_assignment(block_bytes):
     np.testing.assert_array_equal(cost[d], direct)
 
 
+@pytest.mark.parametrize("workers,block_bytes", [(1, None), (2, None), (3, 5000), (2, 1)])
+def test_relabel_on_threads_gives_the_serial_labels(workers, block_bytes):
+    # The assignments are solved on a thread pool, block after block; each draw's labels are the per-draw ones.
+    rs = np.random.default_rng(13)
+    means, weights = _label_switched_draws(rs, draws=41)
+    ref, ref_w, scale = means[1, 5], weights[1, 5], np.array([1.0, 2.0, 0.5])
+    got = mx.relabel(means, ref, scale, weights, ref_w, block_bytes=block_bytes, workers=workers)
+    np.testing.assert_array_equal(got, _relabel_per_draw(means, ref, scale, weights, ref_w))
+    with pytest.raises(ValueError, match="workers"):
+        mx.relabel(means, ref, scale, weights, ref_w, workers=0)
+
+
+def _align_three_rounds(weights, means, covariances, loglik, scale, rounds=3):
+    """align_draws as it was first written: every round run, one draw at a time on the host."""
+    c, d = np.unravel_index(int(np.argmax(loglik)), loglik.shape)
+    ref_mu, ref_w = means[c, d], weights[c, d]
+    for _ in range(rounds):
+        perm = _relabel_per_draw(means, ref_mu, scale, weights, ref_w)
+        w, mu = mx._take(weights, perm), mx._take(means, perm)
+        ref_w = w.mean(axis=(0, 1))
+        ref_mu = (w[..., None] * mu).sum(axis=(0, 1)) / np.maximum(w.sum(axis=(0, 1)), 1e-300)[:, None]
+    return w, mu, mx._take(covariances, perm)
+
+
+def _summaries_as_before(gm):
+    """The fitted attributes from the stored draws, as the Gibbs fit computed them before the draws were
+    kept on the device: every relabelling round, on the host, one draw at a time."""
+    d = gm.trace_.draws
+    w, mu, cov = d["weights"], d["means"], d["covariances"]
+    if gm.relabel:
+        w, mu, cov = _align_three_rounds(w, mu, cov, d["loglik"], gm._scale)
+    wm = w.mean(axis=(0, 1))
+    ws = np.maximum(w.sum(axis=(0, 1)), 1e-300)
+    return {"weights_": wm / wm.sum(),
+            "means_": (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None] + gm._center,
+            "covariances_": (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None],
+            "alpha_": float(d["alpha"].mean()), "n_active_": int(np.round(np.median(d["n_active"]))),
+            "aligned_weights": w, "aligned_means": mu + gm._center}
+
+
+@pytest.mark.parametrize("kw", [dict(n_components=8, n_iter=40, burn_in=30),
+                                dict(n_components=6, n_iter=25, burn_in=7, n_chains=2, random_state=4),
+                                dict(n_components=5, n_iter=20, burn_in=0, relabel=False)])
+def test_gibbs_fit_gives_the_attributes_of_the_per_draw_path(kw):
+    # The draws are kept on the device and aligned once after the run (threads, rounds stopped once the
+    # labels repeat): the attributes are those of the host computation from the same draws, bit for bit.
+    X, _, _ = planted()
+    gm = fit(X, **kw)
+    want = _summaries_as_before(gm)
+    for name in ("weights_", "means_", "covariances_", "alpha_", "n_active_"):
+        np.testing.assert_array_equal(getattr(gm, name), want[name], err_msg=name)
+    np.testing.assert_array_equal(gm._draws["weights"], want["aligned_weights"])
+    np.testing.assert_array_equal(gm._draws["means"], want["aligned_means"])
+    d = gm.trace_.draws
+    # the monitors: every 10th iteration and the last, burn-in included, as the run driver records them
+    its, ll = gm.trace_.monitors["loglik"]
+    total = kw["burn_in"] + kw["n_iter"]
+    np.testing.assert_array_equal(its, sorted(set(range(10, total + 1, 10)) | {total}))
+    chains = kw.get("n_chains", 1)
+    assert ll.shape == (len(its), chains) and gm.trace_.monitors["alpha"][1].shape == (len(its), chains)
+    kept = its > kw["burn_in"]
+    np.testing.assert_array_equal(ll[kept], d["loglik"][:, its[kept] - kw["burn_in"] - 1].T)
+    np.testing.assert_array_equal(gm.trace_.monitors["alpha"][1][kept], d["alpha"][:, its[kept] - kw["burn_in"] - 1].T)
+    np.testing.assert_array_equal(gm.trace_.stats["n_active"], d["n_active"])
+    assert d["counts"].shape == d["weights"].shape
+    np.testing.assert_array_equal(d["counts"].sum(-1), X.shape[0])
+
+
 def test_to_arviz_and_attributes():
     X, _, _ = planted()
     gm = fit(X, n_components=5, n_iter=10, burn_in=5, n_chains=2)
@@ -575,6 +643,20 @@ def test_relabel_on_gpu_gives_the_host_labels(cp):
     np.testing.assert_allclose(to_np(wg), wa, rtol=1e-12)
     np.testing.assert_allclose(to_np(mg), ma, rtol=1e-12)
     np.testing.assert_array_equal(cg, ca)  # the covariances stay on the host, permuted alike
+
+
+def test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path(cp):
+    # On the GPU the draws stay there until the run ends, the relabelling costs are built there and copied
+    # into page-locked blocks, and the averages are device reductions: the host path's values up to rounding.
+    X, _, _ = planted()
+    gm = fit(X, n_components=8, n_iter=40, burn_in=30, n_chains=2, backend="cupy")
+    want = _summaries_as_before(gm)
+    for name in ("weights_", "means_", "covariances_"):
+        np.testing.assert_allclose(getattr(gm, name), want[name], rtol=1e-10, atol=1e-12, err_msg=name)
+    assert gm.alpha_ == want["alpha_"] and gm.n_active_ == want["n_active_"]
+    its, ll = gm.trace_.monitors["loglik"]
+    np.testing.assert_array_equal(its, [10, 20, 30, 40, 50, 60, 70])
+    np.testing.assert_array_equal(ll[3:], gm.trace_.draws["loglik"][:, [9, 19, 29, 39]].T)
 
 
 def test_mean_rows_matches_numpy(cp):

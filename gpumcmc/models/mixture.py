@@ -1179,7 +1179,7 @@ def relabel_costs(means, reference, scale=None, weights=None, reference_weights=
 
 
 def relabel(means, reference, scale=None, weights=None, reference_weights=None, weight_cost: float = 100.0,
-            block_bytes: int | None = None):
+            block_bytes: int | None = None, workers: int | None = None):
     """Permutations aligning each draw's components to ``reference`` by their means (and weights).
 
     ``means`` is (..., k, p), on the host or the GPU; ``reference`` (k, p).
@@ -1192,12 +1192,13 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
 
     The cost matrices are built by one batched expression on the backend of
     ``means`` for blocks of draws (a block's (draws, k, k, p) differences stay
-    within ``block_bytes``: 256 MB on the GPU, 32 MB on the host by default)
-    and copied to the host once per block; only the (k, k) assignments are
-    solved there, by :func:`scipy.optimize.linear_sum_assignment`.
+    within ``block_bytes``: 256 MB on the GPU, 32 MB on the host by default).
+    The (k, k) assignments are solved on the host by
+    :func:`scipy.optimize.linear_sum_assignment`, which releases the GIL: on
+    ``workers`` threads (None: one per CPU core this process may use), while
+    the next block's costs are built and copied (on the GPU into page-locked
+    memory). Each draw's assignment is the one a serial loop finds.
     """
-    from scipy.optimize import linear_sum_assignment
-
     xp = _xp_of(means)
     means = means if hasattr(means, "reshape") else np.asarray(means, dtype=np.float64)
     k, p = np.shape(reference)
@@ -1205,17 +1206,84 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
     wflat = None if weights is None else xp.asarray(weights).reshape(-1, k)
     if block_bytes is None:
         block_bytes = (256 if xp is not np else 32) * 2**20
-    step = max(1, int(block_bytes) // (k * k * p * 8))
+    pool = _lsa_pool(workers)
+    n_workers = pool._max_workers if pool is not None else 1
+    # blocks of two draws per worker, so that solving one block overlaps building and copying the next
+    step = max(1, min(int(block_bytes) // (k * k * p * 8), 2 * n_workers))
     d_total = flat.shape[0]
     perm = np.empty((d_total, k), dtype=np.int64)
-    for s in range(0, d_total, step):
+    buffers = _HostBuffers(xp, 2, (min(step, d_total), k, k))
+    pending = [None, None]  # the futures still reading each host buffer
+    for bi, s in enumerate(range(0, d_total, step)):
         e = min(d_total, s + step)
-        cost = _backend.to_host(relabel_costs(flat[s:e], reference, scale, None if wflat is None else wflat[s:e],
-                                              reference_weights, weight_cost))
-        for d in range(e - s):
-            rows, cols = linear_sum_assignment(cost[d])
-            perm[s + d, cols] = rows
+        cost_dev = relabel_costs(flat[s:e], reference, scale, None if wflat is None else wflat[s:e],
+                                 reference_weights, weight_cost)
+        slot = bi % 2
+        if pending[slot] is not None:  # the block two back must be solved before its buffer is refilled
+            for f in pending[slot]:
+                f.result()
+        cost = buffers.fill(slot, cost_dev)
+        if pool is None:
+            for d in range(e - s):
+                _solve_one(cost, d, perm, s + d)
+            continue
+        pending[slot] = [pool.submit(_solve_one, cost, d, perm, s + d) for d in range(e - s)]
+    for fs in pending:
+        for f in fs or ():
+            f.result()
     return perm.reshape(means.shape[:-1])
+
+
+def _solve_one(cost, d, perm, row):
+    """``perm[row]`` from the assignment of the cost matrix ``cost[d]`` (host)."""
+    from scipy.optimize import linear_sum_assignment
+
+    rows, cols = linear_sum_assignment(cost[d])
+    perm[row, cols] = rows
+
+
+_POOLS: dict = {}
+
+
+def _lsa_pool(workers=None):
+    """A shared thread pool for the assignments (None where one thread is all there is)."""
+    import os
+
+    if workers is None:
+        try:
+            workers = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            workers = os.cpu_count() or 1
+    workers = int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be a positive number of threads, got {workers}.")
+    if workers == 1:
+        return None
+    key = (os.getpid(), workers)  # a forked child makes its own: the parent's threads are not in it
+    pool = _POOLS.get(key)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _POOLS[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpumcmc-relabel")
+    return pool
+
+
+class _HostBuffers:
+    """Host copies of device blocks: page-locked buffers reused from block to block (NumPy: the arrays)."""
+
+    def __init__(self, xp, count, shape):
+        self.xp, self.bufs = xp, None
+        if xp is not np:
+            import cupyx
+
+            self.bufs = [cupyx.empty_pinned(shape, dtype=np.float64) for _ in range(count)]
+
+    def fill(self, slot, a):
+        if self.bufs is None:
+            return np.asarray(a)
+        out = self.bufs[slot][:a.shape[0]]
+        a.get(out=out)  # synchronises with the stream that built ``a``
+        return out
 
 
 def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
@@ -1231,8 +1299,12 @@ def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
     loglik = _backend.to_host(loglik)
     c, d = np.unravel_index(int(np.argmax(loglik)), loglik.shape)
     ref_mu, ref_w = means[c, d], weights[c, d]
+    last = None
     for _ in range(rounds):
         perm = relabel(means, ref_mu, scale, weights, ref_w)
+        if last is not None and np.array_equal(perm, last):
+            break  # the same permutations give the same reference: every later round repeats this one
+        last = perm
         w, mu = _take(weights, perm), _take(means, perm)
         ref_w = w.mean(axis=(0, 1))
         ref_mu = (w[..., None] * mu).sum(axis=(0, 1)) / xp.maximum(w.sum(axis=(0, 1)), 1e-300)[:, None]
@@ -1244,6 +1316,53 @@ def _take(a, perm):
     xp = _xp_of(a)
     idx = _backend.asarray(perm, xp).reshape(perm.shape + (1,) * (a.ndim - perm.ndim))
     return xp.take_along_axis(a, idx, axis=perm.ndim - 1)
+
+
+class _KeptDraws:
+    """The draws of a Gibbs run, kept on the device without a copy per sweep.
+
+    Called after every sweep with the new state. A sweep's state arrays are
+    new arrays that no later sweep writes (only the indicators ``z`` are
+    updated in place, and they are not kept), so the kept iterations' fields
+    are held by reference and stacked once at the end: no launch and no host
+    read per sweep. The monitors' values (log-likelihood and alpha every
+    ``every`` iterations and at the last) are held the same way.
+    """
+
+    def __init__(self, burn_in: int, n_iter: int, every: int = 10):
+        self.burn_in, self.total, self.every = int(burn_in), int(burn_in) + int(n_iter), int(every)
+        self.it = 0
+        self.kept: list = []
+        self.mon_it: list = []
+        self.mon: list = []
+
+    def __call__(self, s: State, info: Info) -> None:
+        self.it += 1
+        if self.it > self.burn_in:
+            # counts is a view of the sweep's packed statistics: a copy keeps (C, k) values, not (C, k, q)
+            self.kept.append((s.log_pi, s.mu, s.sigma, s.alpha, s.loglik, info.n_active, s.counts.copy()))
+        if self.it % self.every == 0 or self.it == self.total:
+            self.mon_it.append(self.it)
+            self.mon.append((s.loglik, s.alpha))
+
+    def draws(self, xp) -> dict:
+        """The kept fields stacked as (chain, draw, ...) on the device (``weights = exp(log_pi)``)."""
+        names = ("log_pi", "means", "covariances", "alpha", "loglik", "n_active", "counts")
+        out = {}
+        for i, name in enumerate(names):
+            out[name] = xp.moveaxis(xp.stack([t[i] for t in self.kept]), 0, 1)
+        out["weights"] = xp.exp(out.pop("log_pi"))
+        return out
+
+    def monitors(self) -> dict:
+        """``Trace.monitors``: for "loglik" and "alpha", the iterations and the values there (one host read)."""
+        its = np.asarray(self.mon_it, dtype=np.int64)
+        if not self.mon:
+            return {"loglik": (its, np.zeros((0,))), "alpha": (its, np.zeros((0,)))}
+        xp = _xp_of(self.mon[0][0])
+        vals = _backend.to_host(xp.stack([xp.stack([a.astype(np.float64), b.astype(np.float64)])
+                                          for a, b in self.mon]))
+        return {"loglik": (its, np.ascontiguousarray(vals[:, 0])), "alpha": (its, np.ascontiguousarray(vals[:, 1]))}
 
 
 # ---------------------------------------------------------------------------
@@ -1489,36 +1608,48 @@ class DPGaussianMixture(Estimator):
         if state is None:
             state = init(rng, model, self.n_chains)
             step_fn = make_step(model)
+        xp = _xp_of(state.params)
+        keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
 
-        def collect(s, info):
-            return {"weights": _xp_of(s.log_pi).exp(s.log_pi), "means": s.mu, "covariances": s.sigma,
-                    "alpha": s.alpha, "loglik": s.loglik, "n_active": info.n_active, "counts": s.counts}
+        def kept_step(rng_, s):
+            s, info = step_fn(rng_, s)
+            keep(s, info)
+            return s, None
 
-        tr = run(step_fn, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, collect=collect,
-                 monitors=[Monitor("loglik", lambda s: s.loglik, every=10),
-                           Monitor("alpha", lambda s: s.alpha, every=10)],
+        # The progress bar shows the monitors (a host read every 10 iterations); without it nothing is read
+        # back during the run: the monitors' values are kept on the device and read once at the end.
+        monitors = ([Monitor("loglik", lambda s: s.loglik, every=10), Monitor("alpha", lambda s: s.alpha, every=10)]
+                    if self.progress else [])
+        tr = run(kept_step, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, monitors=monitors,
                  progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
-        self.trace_ = tr
-        d = tr.draws
+        d = keep.draws(xp)  # on the device, (chain, draw, ...)
+        flags = xp.stack([xp.isfinite(d[name]).all() for name in ("loglik", "weights", "means", "alpha")])
+        if not bool(_backend.to_host(flags).all()):
+            _check_finite_fit([np.nan], "Gibbs")
         w, mu, cov = d["weights"], d["means"], d["covariances"]
-        _check_finite_fit([d["loglik"], w, mu, d["alpha"]], "Gibbs")
         if self.relabel:
-            # on the GPU the assignment costs of all the draws are built there; the assignments are
-            # solved on the host
-            xp = _xp_of(model.x)
-            w, mu, cov = align_draws(xp.asarray(w), xp.asarray(mu), cov, d["loglik"], self._scale)
-            w, mu = _backend.to_host(w), _backend.to_host(mu)
-        self._draws = {"weights": w, "means": mu + self._center, "covariances": cov, "alpha": d["alpha"],
-                       "loglik": d["loglik"], "n_active": d["n_active"]}
+            w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
         # Weights: posterior means; means and covariances: averages weighted by each draw's weight,
         # so that prior draws of momentarily empty components do not blur them.
         wm = w.mean(axis=(0, 1))
+        ws = xp.maximum(w.sum(axis=(0, 1)), 1e-300)
+        means = (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None]
+        covs = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
+        host = {name: _backend.to_host(a) for name, a in d.items()}
+        tr.draws = {name: host[name] for name in ("weights", "means", "covariances", "alpha", "loglik", "n_active",
+                                                  "counts")}
+        tr.stats = {"n_active": host["n_active"]}
+        tr.monitors = keep.monitors()
+        self.trace_ = tr
+        w_h, mu_h = _backend.to_host(w), _backend.to_host(mu)
+        self._draws = {"weights": w_h, "means": mu_h + self._center, "alpha": host["alpha"],
+                       "loglik": host["loglik"], "n_active": host["n_active"]}
+        wm = _backend.to_host(wm)
         self.weights_ = wm / wm.sum()
-        ws = np.maximum(w.sum(axis=(0, 1)), 1e-300)
-        self.means_ = (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None] + self._center
-        self.covariances_ = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
-        self.alpha_ = float(d["alpha"].mean())
-        self.n_active_ = int(np.round(np.median(d["n_active"])))
+        self.means_ = _backend.to_host(means) + self._center
+        self.covariances_ = _backend.to_host(covs)
+        self.alpha_ = float(host["alpha"].mean())
+        self.n_active_ = int(np.round(np.median(host["n_active"])))
         z = tr.state.z
         self.z_ = (np.concatenate([_backend.to_host(part[0]) for part in z]) if isinstance(z, tuple)
                    else _backend.to_host(z[0]))

@@ -60,7 +60,6 @@ myst_heading_anchors = 3
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"gpumcmc {release}"
-html_static_path = ["_static"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -74,6 +74,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.gpu)
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    # One line for the skips (`-rfE` lists failures and errors only): most are
+    # the CuPy cases of a machine without a GPU; `-rs` lists each.
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: dict[str, int] = {}
+    for rep in skipped:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    top = sorted(reasons.items(), key=lambda kv: -kv[1])
+    gpu = reasons.get(_NO_GPU, 0)
+    detail = f"{gpu} need a GPU, {len(skipped) - gpu} for other reasons" if gpu else \
+        f"most often: {top[0][0]} ({top[0][1]})"
+    terminalreporter.write_line(f"{len(skipped)} tests skipped ({detail}); pass -rs to list them.")
+
+
 def thread_rank(rank, world, slots, barrier):
     """Rank ``rank`` of ``world`` processes of a Dask cluster, played by a thread: a one-shard
     :class:`gpumcmc.shards.Shards` on NumPy whose all-reduce meets the other ranks' threads at

@@ -1,10 +1,12 @@
 """``python -m gpumcmc demo``: each part runs with small settings and reports a summary."""
 
+import re
 import subprocess
 import sys
 
 import pytest
 
+import gpumcmc
 from gpumcmc import demo
 
 
@@ -22,6 +24,66 @@ def test_demo_rejects_unknown_part(tmp_path):
         demo.run(["no-such-model"], tmp_path)
 
 
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "gpumcmc", *args], capture_output=True, text=True, timeout=120)
+
+
 def test_demo_command_line_help():
-    r = subprocess.run([sys.executable, "-m", "gpumcmc", "demo", "--help"], capture_output=True, text=True)
+    r = _cli("demo", "--help")
     assert r.returncode == 0 and "demo" in r.stdout
+    for part in demo.PARTS:
+        assert part in r.stdout
+
+
+# (arguments, exit status, stream, words it must hold, words it must not hold)
+CLI = [
+    pytest.param(("--version",), 0, "stdout", "gpumcmc " + gpumcmc.__version__, None, id="version"),
+    pytest.param(("--help",), 0, "stdout", "demo", "``", id="help-has-no-rest-markup"),
+    pytest.param(("demo", "--help"), 0, "stdout", "--small", "``", id="demo-help-has-no-rest-markup"),
+    pytest.param(("demo", "no-such-part"), 2, "stderr", "usage: python -m gpumcmc demo", None,
+                 id="unknown-part-prints-the-demo-usage"),
+    pytest.param(("demo", "no-such-part"), 2, "stderr", "unknown part.*no-such-part.*lda", None,
+                 id="unknown-part-names-the-parts"),
+    pytest.param(("no-such-command",), 2, "stderr", "invalid choice", None, id="unknown-command"),
+]
+
+
+@pytest.mark.parametrize("args,status,stream,present,absent", CLI)
+def test_command_line(args, status, stream, present, absent):
+    r = _cli(*args)
+    assert r.returncode == status, (r.stdout, r.stderr)
+    text = getattr(r, stream)
+    assert re.search(present, text), text
+    if absent:
+        assert absent not in r.stdout + r.stderr
+
+
+def test_each_part_prints_its_result_when_it_finishes(tmp_path, monkeypatch, capsys):
+    import types
+
+    calls = []
+
+    def fake(name):
+        def run(outdir, small):
+            calls.append(name)
+            print(f"inside {name}")
+            return {"model": name, "data": "d", "seconds": 0.0, "quality": f"q-{name}"}
+
+        return types.SimpleNamespace(run=run)
+
+    monkeypatch.setattr(demo.importlib, "import_module", lambda mod: fake(mod.rsplit(".", 1)[1]))
+    demo.run(["lda", "glm"], tmp_path, small=True)
+    out = capsys.readouterr().out
+    # The result line of lda comes before glm starts, not only in the final summary.
+    assert out.index("-> lda: d; 0.0 s; q-lda") < out.index("== glm") < out.index("== summary")
+    assert calls == ["lda", "glm"]
+
+
+@pytest.mark.parametrize("env,gpu,expected", [("", False, True), ("", True, False), ("0", False, False),
+                                              ("1", True, True)])
+def test_small_settings_without_a_gpu_unless_told(monkeypatch, env, gpu, expected):
+    from gpumcmc import backend
+
+    monkeypatch.setenv("GPUMCMC_SMALL", env)
+    monkeypatch.setattr(backend, "backend_name", lambda: "cupy" if gpu else "numpy")
+    assert demo.small_settings() is expected

@@ -5,7 +5,7 @@ dict``: it fits on data that ships with gpumcmc's dependencies (or synthetic
 data drawn from the model, said so in its summary), shows progress bars,
 writes PNG plots into ``outdir`` and returns ``{"model", "data", "seconds",
 "quality"}``. On a CPU the parts run small settings so that the whole demo
-finishes in a few minutes; on a GPU they scale up.
+finishes in a few minutes; on a GPU they scale up (:func:`small_settings`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,19 @@ from pathlib import Path
 PARTS = ("lda", "mixture", "bayesnet", "glm", "ising", "nested")
 
 
+def small_settings() -> bool:
+    """Whether the demo and the notebooks take their small settings: without a GPU, unless
+    the environment variable ``GPUMCMC_SMALL`` says otherwise (``1``: small, ``0``: full)."""
+    import os
+
+    from .. import backend
+
+    flag = os.environ.get("GPUMCMC_SMALL", "").strip()
+    if flag in ("0", "1"):
+        return flag == "1"
+    return backend.backend_name() != "cupy"
+
+
 def available() -> list[str]:
     """The parts whose module exists in this installation."""
     here = Path(__file__).resolve().parent
@@ -30,7 +43,7 @@ def run(parts=None, outdir="gpumcmc-demo", small: bool | None = None) -> list[di
     from .. import backend
 
     if small is None:
-        small = backend.backend_name() != "cupy"
+        small = small_settings()
     names = list(parts) if parts else available()
     unknown = [p for p in names if p not in PARTS]
     if unknown:
@@ -54,10 +67,14 @@ def run(parts=None, outdir="gpumcmc-demo", small: bool | None = None) -> list[di
             summary = {"model": name, "error": f"{type(e).__name__}: {e}"}
         summary.setdefault("seconds", time.perf_counter() - t0)
         results.append(summary)
-    print("\n== summary")
+        print(f"-> {_line(summary)}", flush=True)  # each part's result as soon as it is known
+    print("\n== summary", flush=True)
     for s in results:
-        if "error" in s:
-            print(f"{s['model']}: FAILED ({s['error']})")
-        else:
-            print(f"{s.get('model')}: {s.get('data')}; {s['seconds']:.1f} s; {s.get('quality')}")
+        print(_line(s))
     return results
+
+
+def _line(s: dict) -> str:
+    if "error" in s:
+        return f"{s['model']}: FAILED ({s['error']})"
+    return f"{s.get('model')}: {s.get('data')}; {s['seconds']:.1f} s; {s.get('quality')}"

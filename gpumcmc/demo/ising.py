@@ -51,15 +51,14 @@ def run(outdir: Path, small: bool) -> dict:
     post = np.asarray(I._backend.to_host(post))
     err_before = float((noisy != clean).mean())
     err_after = float(((post > 0.5) != clean).mean())
-    fig, ax = plt.subplots(1, 3, figsize=(11, 4))
+    fig, ax = plt.subplots(1, 3, figsize=(12, 4.6), layout="constrained")
     for a, im, title in zip(ax, (noisy, post, post > 0.5),
-                            (f"noisy ({err_before:.1%} wrong)", "posterior P(pixel = 1)",
-                             f"denoised ({err_after:.2%} wrong)")):
+                            (f"noisy\n{err_before:.1%} of pixels wrong", "posterior\nP(pixel = 1)",
+                             f"denoised (P > 0.5)\n{err_after:.2%} of pixels wrong")):
         a.imshow(im, cmap="gray", vmin=0, vmax=1)
-        a.set_title(title)
+        a.set_title(title, fontsize=11)
         a.axis("off")
-    fig.tight_layout()
-    fig.savefig(outdir / "ising_denoise.png", dpi=100)
+    fig.savefig(outdir / "ising_denoise.png", dpi=100, bbox_inches="tight", pad_inches=0.2)
     plt.close(fig)
 
     # 2. |m| against temperature near T_c

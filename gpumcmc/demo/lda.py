@@ -26,7 +26,10 @@ def run(outdir: Path, small: bool) -> dict:
     model = LDA(n_components=K, n_iter=n_iter, burn_in=burn_in, monitor_every=10, random_state=0, progress=True)
     model.fit(X)
     seconds = time.perf_counter() - t0
-    for k, words in enumerate(model.top_words(vocab, 8)[:10]):
+    top = model.top_words(vocab, 8)
+    shown = min(10, len(top))
+    print(f"the first {shown} of {len(top)} topics, 8 words each (all are in model.top_words(vocab, 8)):")
+    for k, words in enumerate(top[:shown]):
         print(f"topic {k:2d}: {' '.join(words)}")
     it, ll = model.loglik_trace_
     fig, ax = plt.subplots(figsize=(6, 3.5))

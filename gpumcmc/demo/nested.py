@@ -16,6 +16,27 @@ import numpy as np
 ATOMS = [(1.0, 0.5, 3.0), (0.6, -0.4, 7.0)]
 
 
+def _zoom_to_the_posterior(ax, res) -> None:
+    """Limit the log L axis to the dead points from where the posterior weight begins.
+
+    The first dead points, drawn from the prior, have log L thousands of nats
+    below the peak; on their scale the climb through the posterior mass is flat.
+    """
+    logl = np.asarray(res.logl, dtype=float)
+    w = np.asarray(res.weights, dtype=float)
+    ok = np.isfinite(logl) & np.isfinite(w)
+    if ok.sum() < 2 or not w[ok].sum() > 0:
+        return
+    logl, w = logl[ok], w[ok]
+    order = np.argsort(logl)
+    mass = np.cumsum(w[order]) / w.sum()
+    lo = logl[order][np.searchsorted(mass, 1e-4)]  # below it: a 1e-4 share of the posterior
+    hi = logl.max()
+    pad = 0.05 * max(hi - lo, 1.0)
+    ax.set_ylim(lo - 4 * pad, hi + pad)
+    ax.set_ylabel("log L (posterior region)")
+
+
 def run(outdir: Path, small: bool) -> dict:
     import matplotlib
 
@@ -39,6 +60,7 @@ def run(outdir: Path, small: bool) -> dict:
         results[j] = s.run().results
         print(f"{j} atom(s): {results[j].summary()}", flush=True)
     fig = plot_run(results[2])
+    _zoom_to_the_posterior(fig.axes[0], results[2])
     fig.savefig(outdir / "nested_run.png", dpi=100)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -33,7 +33,8 @@ def test_koller_cpts():
 def test_kl_falls_with_cases():
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(4000, 0), 0.5, 1)
-    kls = [_fresh().fit(X[:n], n_iter=30, same=2, random_state=0, progress=False, backend="numpy").kl_avg(truth)
+    kw = dict(n_iter=30, same=2, random_state=0, progress=False, backend="numpy")
+    kls = [_fresh().set_params(**kw).fit(X[:n]).kl_avg(truth)
            for n in (100, 4000)]
     assert kls[1] < kls[0] / 3
 
@@ -43,7 +44,7 @@ def test_latent_node_and_deterministic_rows():
     truth.cpts_["S"] = np.array([[1.0, 0.0], [0.0, 1.0]])
     X = truth.sample(2000, 2)
     X[:, truth.nodes.index("D")] = -1
-    fit = _fresh().fit(X, n_iter=20, same=1, random_state=3, progress=False, backend="numpy")
+    fit = _fresh().set_params(n_iter=20, same=1, random_state=3, progress=False, backend="numpy").fit(X)
     assert np.all(np.isfinite(fit.cpts_["D"]))
     assert fit.cpts_["S"][0, 0] > 0.99 and fit.cpts_["S"][1, 1] > 0.99
 
@@ -65,14 +66,15 @@ def test_gibbs_imputations_given_fixed_cpts():
     # through the public path: with many complete cases the learnt CPTs approach the truth
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(20000, 5), 0.3, 6)
-    fit = _fresh().fit(X, n_iter=15, same=1, random_state=7, progress=False, backend="numpy")
+    fit = _fresh().set_params(n_iter=15, same=1, random_state=7, progress=False, backend="numpy").fit(X)
     assert fit.kl_avg(truth) < 0.01
 
 
 def test_same_schedule_and_arviz():
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(300, 0), 0.4, 1)
-    fit = _fresh().fit(X, n_iter=6, same=lambda t: 1 + t // 2, random_state=0, progress=False, backend="numpy")
+    fit = _fresh().set_params(n_iter=6, same=lambda t: 1 + t // 2, random_state=0, progress=False,
+                              backend="numpy").fit(X)
     idata = fit.to_arviz()
     assert "cpt_G" in idata.posterior
 
@@ -116,8 +118,8 @@ def test_bif_reader(name, tmp_path):
 def test_gpu_runs(cp):
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(2000, 0), 0.5, 1)
-    g = _fresh().fit(X, n_iter=10, same=2, random_state=0, progress=False, backend="cupy")
-    c = _fresh().fit(X, n_iter=10, same=2, random_state=0, progress=False, backend="numpy")
+    g = _fresh().set_params(n_iter=10, same=2, random_state=0, progress=False, backend="cupy").fit(X)
+    c = _fresh().set_params(n_iter=10, same=2, random_state=0, progress=False, backend="numpy").fit(X)
     assert abs(g.kl_avg(truth) - c.kl_avg(truth)) < 0.02
 
 
@@ -130,7 +132,7 @@ def test_gibbs_sweep_matches_enumeration_fixed_cpts():
     p = np.exp(net.log_prob(Y)); p /= p.sum()
     # (I=1, G=2) has probability 7e-4: pooled with (I=1, G=1) so that every expected count is >= 5.
     m = 20000
-    net.fit(x, n_iter=15, same=m, random_state=11, progress=False, backend="numpy", learn=False)
+    net.set_params(n_iter=15, same=m, random_state=11, progress=False, backend="numpy", learn=False).fit(x)
     Z = net.imputations_[:, 0].astype(np.int64)
     obs = np.bincount(Z[:, 0] * 3 + Z[:, 3], minlength=6)
     pool = lambda a: np.concatenate([a[:4], [a[4] + a[5]]])  # noqa: E731
@@ -152,7 +154,8 @@ def _random_net(seed, cards=(2, 3, 5, 2, 17, 3, 2, 4)):
 def test_minibatches_recover_cpts():
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(8000, 5), 0.3, 6)
-    fit = _fresh().fit(X, n_iter=15, same=2, random_state=7, progress=False, backend="numpy", batch_size=2000)
+    fit = _fresh().set_params(n_iter=15, same=2, random_state=7, progress=False, backend="numpy",
+                              batch_size=2000).fit(X)
     assert fit.kl_avg(truth) < 0.01
     obs = X >= 0
     np.testing.assert_array_equal(fit.imputations_[:, obs], np.broadcast_to(X[obs], (2, obs.sum())))
@@ -162,8 +165,8 @@ def test_minibatches_recover_cpts():
 def test_one_batch_is_the_default():
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(500, 0), 0.4, 1)
-    a = _fresh().fit(X, n_iter=4, same=3, random_state=2, progress=False, backend="numpy")
-    b = _fresh().fit(X, n_iter=4, same=3, random_state=2, progress=False, backend="numpy", batch_size=500)
+    a = _fresh().set_params(n_iter=4, same=3, random_state=2, progress=False, backend="numpy").fit(X)
+    b = _fresh().set_params(n_iter=4, same=3, random_state=2, progress=False, backend="numpy", batch_size=500).fit(X)
     for v in a.nodes:
         np.testing.assert_array_equal(a.cpts_[v], b.cpts_[v])
     np.testing.assert_array_equal(a.imputations_, b.imputations_)
@@ -174,12 +177,12 @@ def test_impossible_cases_and_bad_settings():
     net.cpts_["G"] = np.array([[[0.5, 0.5, 0.0]] * 2] * 2)
     net.cpts_["L"] = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     with pytest.raises(ValueError, match="probability 0"):
-        net.fit(np.array([[0, 0, 0, -1, 1]]), n_iter=2, progress=False, backend="numpy", learn=False)
+        net.set_params(n_iter=2, progress=False, backend="numpy", learn=False).fit(np.array([[0, 0, 0, -1, 1]]))
     X = np.array([[0, 0, 0, -1, 1]])
     with pytest.raises(ValueError, match="prior"):
-        _fresh().fit(X, n_iter=2, same=10, prior=0.5, progress=False, backend="numpy")
+        _fresh().set_params(n_iter=2, same=10, prior=0.5, progress=False, backend="numpy").fit(X)
     with pytest.raises(ValueError, match="batch_size"):
-        _fresh().fit(X, n_iter=2, progress=False, backend="numpy", batch_size=0)
+        _fresh().set_params(n_iter=2, progress=False, backend="numpy", batch_size=0).fit(X)
 
 
 def _blanket_net(seed):
@@ -290,8 +293,8 @@ def test_gpu_fit_matches_cpu(cp, batch_size):
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(2000, 0), 0.5, 1)
     kw = dict(n_iter=4, same=3, random_state=0, progress=False, batch_size=batch_size)
-    g = _fresh().fit(X, backend="cupy", **kw)
-    c = _fresh().fit(X, backend="numpy", **kw)
+    g = _fresh().set_params(backend="cupy", **kw).fit(X)
+    c = _fresh().set_params(backend="numpy", **kw).fit(X)
     np.testing.assert_array_equal(g.imputations_, c.imputations_)
     for v in g.nodes:
         np.testing.assert_allclose(g.cpts_[v], c.cpts_[v], rtol=1e-10)
@@ -302,19 +305,19 @@ def test_gpu_fit_matches_cpu(cp, batch_size):
 def test_cpts_are_the_mean_of_the_kept_draws():
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(500, 0), 0.4, 1)
-    fit = _fresh().fit(X, n_iter=8, same=2, random_state=0, progress=False, backend="numpy")
+    fit = _fresh().set_params(n_iter=8, same=2, random_state=0, progress=False, backend="numpy").fit(X)
     assert fit.burn_in_ == 4
     for v in fit.nodes:
         shape = fit.cpts_[v].shape
         np.testing.assert_allclose(fit.cpts_[v], fit.trace_[v][4:].mean(0).reshape(shape), rtol=1e-15)
         np.testing.assert_array_equal(fit.cpts_last_[v], fit.trace_[v][-1].reshape(shape))
         np.testing.assert_allclose(fit.cpts_[v].sum(-1), 1.0, rtol=1e-12)
-    one = _fresh().fit(X, n_iter=8, same=2, random_state=0, progress=False, backend="numpy", burn_in=7)
+    one = _fresh().set_params(n_iter=8, same=2, random_state=0, progress=False, backend="numpy", burn_in=7).fit(X)
     for v in fit.nodes:
         np.testing.assert_array_equal(one.cpts_[v], one.cpts_last_[v])
     for bad in (8, -1, 2.5):
         with pytest.raises(ValueError, match="burn_in"):
-            _fresh().fit(X, n_iter=8, progress=False, backend="numpy", burn_in=bad)
+            _fresh().set_params(n_iter=8, progress=False, backend="numpy", burn_in=bad).fit(X)
 
 
 def test_mean_of_the_trace_beats_the_last_draw_on_sachs():
@@ -325,8 +328,8 @@ def test_mean_of_the_trace_beats_the_last_draw_on_sachs():
         pytest.skip("pgmpy has no sachs.bif.gz")
     truth = BayesianNetwork.from_bif(files[0])
     X = _mask(truth.sample(2000, 0), 0.5, 1)
-    fit = BayesianNetwork(truth.parents, truth.states).fit(X, n_iter=40, same=1, random_state=0, progress=False,
-                                                           backend="numpy")
+    fit = BayesianNetwork(truth.parents, truth.states, n_iter=40, same=1, random_state=0, progress=False,
+                          backend="numpy").fit(X)
     last = BayesianNetwork(truth.parents, truth.states, fit.cpts_last_)
     assert fit.kl_avg(truth) < 0.8 * last.kl_avg(truth)
 
@@ -480,8 +483,8 @@ _BAD = [
     ("CPT missing", lambda tp: BayesianNetwork({}, {"A": [0, 1]}, {}), ValueError, "no table for node"),
     ("a string of parents", lambda tp: BayesianNetwork({"B": "A"}, {"A": [0, 1], "B": [0, 1]}), TypeError,
      "list of node names"),
-    ("DataFrame with -1 cells", lambda tp: BayesianNetwork.koller().fit(
-        _df({v: [-1, 0] for v in "IDSGL"}), n_iter=1, progress=False, backend="numpy"), ValueError,
+    ("DataFrame with -1 cells", lambda tp: BayesianNetwork.koller().set_params(n_iter=1, progress=False).fit(
+        _df({v: [-1, 0] for v in "IDSGL"})), ValueError,
      "None or NaN, not -1"),
     ("kl_avg against another network", lambda tp: BayesianNetwork.koller().kl_avg(_bif(tp, _BIF_GOOD)), ValueError,
      "same nodes"),
@@ -523,3 +526,50 @@ def test_dataframe_without_a_node_column_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         net._encode(_df({**{v: ["0", "1"] for v in "IDSL"}, "G": [None, None]}))
+
+
+# --------------------------------------------------------------------------- scikit-learn conventions
+
+def test_settings_in_the_constructor_and_clone():
+    sklearn_base = pytest.importorskip("sklearn.base")
+    truth = BayesianNetwork.koller()
+    net = BayesianNetwork(truth.parents, truth.states, n_iter=4, same=2, random_state=1, progress=False,
+                          backend="numpy")
+    assert net.get_params()["same"] == 2 and net.get_params()["cpts"] is None
+    twin = sklearn_base.clone(net)
+    assert twin.get_params()["n_iter"] == 4 and twin.cpts_ is None and twin.nodes == net.nodes
+    X = _mask(truth.sample(300, 0), 0.4, 1)
+    a, b = net.fit(X), twin.fit(X)
+    for v in truth.nodes:
+        np.testing.assert_array_equal(a.trace_[v], b.trace_[v])
+    fitted = sklearn_base.clone(a)  # the constructor's cpts (none here): unfitted
+    assert fitted.cpts_ is None and fitted.trace_ is None
+    given = sklearn_base.clone(truth)  # a network built with CPTs keeps them
+    np.testing.assert_array_equal(given.cpts_["G"], truth.cpts_["G"])
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(a)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(sklearn_base.clone(net))
+
+
+def test_settings_given_to_fit_still_work_and_warn():
+    truth = BayesianNetwork.koller()
+    X = _mask(truth.sample(300, 0), 0.4, 1)
+    new = BayesianNetwork(truth.parents, truth.states, n_iter=4, same=2, random_state=1, progress=False,
+                          backend="numpy").fit(X)
+    with pytest.warns(DeprecationWarning, match=r"BayesianNetwork\(parents, states, n_iter=\.\.\., same=\.\.\."):
+        old = BayesianNetwork(truth.parents, truth.states).fit(X, n_iter=4, same=2, random_state=1, progress=False,
+                                                                backend="numpy")
+    with pytest.warns(DeprecationWarning, match="n_iter"):
+        pos = BayesianNetwork(truth.parents, truth.states, same=2, random_state=1, progress=False,
+                              backend="numpy").fit(X, 4)
+    for v in truth.nodes:
+        np.testing.assert_array_equal(old.trace_[v], new.trace_[v])
+        np.testing.assert_array_equal(pos.trace_[v], new.trace_[v])
+    assert old.n_iter == 100  # a setting given to fit is for that call only
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        old.fit(X, n_iters=3)
+    with pytest.raises(TypeError, match="y is not used"):
+        old.fit(X, np.zeros(len(X)))

@@ -43,8 +43,8 @@ def test_sharded_fit_gives_the_draws_of_one_device(parts, batch_size):
     # batch_size=50: a batch has two blocks of the cell order (32 cases each), so with three devices
     # one of them has no part of it, and the sums still add up.
     X = _data()
-    one = _fresh().fit(X, backend="numpy", batch_size=batch_size, **KW)
-    sharded = _fresh().fit(X, devices=Shards(n_virtual=parts), batch_size=batch_size, **KW)
+    one = _fresh().set_params(backend="numpy", batch_size=batch_size, **KW).fit(X)
+    sharded = _fresh().set_params(devices=Shards(n_virtual=parts), batch_size=batch_size, **KW).fit(X)
     _same(one, sharded)
     assert sharded.n_shards_ == parts and sharded.imputation_rows_ is None
 
@@ -89,9 +89,9 @@ def test_part_uniforms_are_the_whole_batch_fill():
 def test_fixed_cpts_impute_as_one_device():
     X = _data(n=400, frac=0.5)
     net = BayesianNetwork.koller()
-    a = net.fit(X, n_iter=3, same=2, random_state=1, progress=False, backend="numpy", learn=False).imputations_
-    b = net.fit(X, n_iter=3, same=2, random_state=1, progress=False, learn=False,
-                devices=Shards(n_virtual=3)).imputations_
+    net.set_params(n_iter=3, same=2, random_state=1, progress=False, learn=False)
+    a = net.set_params(backend="numpy").fit(X).imputations_
+    b = net.set_params(backend=None, devices=Shards(n_virtual=3)).fit(X).imputations_
     np.testing.assert_array_equal(a, b)
 
 
@@ -101,8 +101,8 @@ def test_each_process_of_a_cluster_ends_with_the_draws_of_one_device():
     # itself, and both end with one device's CPT draws and their own rows of its imputations.
     X = _data()
     kw = dict(KW, batch_size=250)
-    one = _fresh().fit(X, backend="numpy", **kw)
-    fits = fit_as_ranks(lambda sh: _fresh().fit(X, devices=sh, **kw))
+    one = _fresh().set_params(backend="numpy", **kw).fit(X)
+    fits = fit_as_ranks(lambda sh: _fresh().set_params(devices=sh, **kw).fit(X))
     for f in fits:
         for v in one.nodes:
             np.testing.assert_array_equal(f.trace_[v], one.trace_[v], err_msg=v)
@@ -119,15 +119,15 @@ def test_each_process_of_a_cluster_ends_with_the_draws_of_one_device():
 ])
 def test_bad_devices_raise(devices, err, match):
     with pytest.raises(err, match=match):
-        _fresh().fit(_data(n=50), n_iter=1, progress=False, devices=devices)
+        _fresh().set_params(n_iter=1, progress=False, devices=devices).fit(_data(n=50))
 
 
 def test_devices_and_backend_must_agree():
     X = _data(n=50)
     with pytest.raises(ValueError, match="n_virtual"):
-        _fresh().fit(X, n_iter=1, progress=False, backend="numpy", devices=[0])
+        _fresh().set_params(n_iter=1, progress=False, backend="numpy", devices=[0]).fit(X)
     with pytest.raises(ValueError, match="leave backend unset"):
-        _fresh().fit(X, n_iter=1, progress=False, backend="cupy", devices=Shards(n_virtual=2))
+        _fresh().set_params(n_iter=1, progress=False, backend="cupy", devices=Shards(n_virtual=2)).fit(X)
 
 
 def test_allreduce_bytes():
@@ -146,10 +146,10 @@ def test_gpu_sharded_fit_gives_the_draws_of_one_device(cp):
     X = _data(n=3000, frac=0.5)
     for batch_size in (None, 1100, 40):  # 40: two blocks a batch, so one of three parts is empty
         kw = dict(KW, batch_size=batch_size)
-        one = _fresh().fit(X, backend="cupy", **kw)
+        one = _fresh().set_params(backend="cupy", **kw).fit(X)
         for parts in (2, 3):
-            _same(one, _fresh().fit(X, devices=one_device(parts), **kw))
-        twin = _fresh().fit(X, devices=Shards(n_virtual=2), **kw)
+            _same(one, _fresh().set_params(devices=one_device(parts), **kw).fit(X))
+        twin = _fresh().set_params(devices=Shards(n_virtual=2), **kw).fit(X)
         np.testing.assert_array_equal(one.imputations_, twin.imputations_)
         for v in one.nodes:
             np.testing.assert_allclose(one.trace_[v], twin.trace_[v], rtol=1e-10)
@@ -168,4 +168,4 @@ def test_nccl_sharded_fit_gives_the_draws_of_one_device(cp):
     if cp.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("needs 2 GPUs")
     X = _data(n=3000, frac=0.5)
-    _same(_fresh().fit(X, backend="cupy", **KW), _fresh().fit(X, devices="all", **KW))
+    _same(_fresh().set_params(backend="cupy", **KW).fit(X), _fresh().set_params(devices="all", **KW).fit(X))

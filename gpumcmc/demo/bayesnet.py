@@ -18,7 +18,7 @@ def run(outdir: pathlib.Path, small: bool) -> dict:
     X = truth.sample(n, 0)
     X[np.random.default_rng(1).random(X.shape) < 0.5] = -1
     t0 = time.perf_counter()
-    fit = BayesianNetwork(truth.parents, truth.states).fit(X, n_iter=30 if small else 100, same=2, random_state=0)
+    fit = BayesianNetwork(truth.parents, truth.states, n_iter=30 if small else 100, same=2, random_state=0).fit(X)
     secs = time.perf_counter() - t0
     kls = []
     for t in range(len(fit.trace_["I"])):

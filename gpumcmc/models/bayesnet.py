@@ -17,12 +17,13 @@ Examples
 >>> net = BayesianNetwork.koller()
 >>> X = net.sample(200, random_state=0)
 >>> X[::3, 2] = -1
->>> fit = BayesianNetwork.koller().fit(X, n_iter=5, same=2, random_state=0, progress=False, backend="numpy")
+>>> fit = BayesianNetwork(net.parents, net.states, n_iter=5, same=2, random_state=0, progress=False,
+...                       backend="numpy").fit(X)
 >>> fit.kl_avg(net) >= 0
 True
 >>> from gpumcmc.shards import Shards
->>> two = BayesianNetwork.koller().fit(X, n_iter=5, same=2, random_state=0, progress=False,
-...                                    devices=Shards(n_virtual=2))
+>>> two = BayesianNetwork(net.parents, net.states, n_iter=5, same=2, random_state=0, progress=False,
+...                       devices=Shards(n_virtual=2)).fit(X)
 >>> all((two.cpts_[v] == fit.cpts_[v]).all() for v in net.nodes)
 True
 """
@@ -39,18 +40,69 @@ from gpumcmc import _loader, _validate
 from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
 from gpumcmc.random import default_rng
+from gpumcmc.sampling._estimator import Estimator
 
 # impute's exact branch: at most this many joint states of a case's missing cells are enumerated
 # (one log_prob row each); cases with more are filled by Gibbs imputation.
 _MAX_COMBINATIONS = 20_000
+# fit's settings, given to the constructor (and, deprecated, to fit), with their defaults
+_DEFAULTS = {"n_iter": 100, "same": 1, "prior": 1.0, "random_state": None, "progress": True, "backend": None,
+             "learn": True, "batch_size": None, "devices": None, "burn_in": None}
+_SETTINGS = tuple(_DEFAULTS)
 _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute's Gibbs sweeps
 
 
-class BayesianNetwork:
+class BayesianNetwork(Estimator):
     """A discrete Bayesian network: ``parents`` (node -> parent names), ``states`` (node -> state names)
-    and optional ``cpts`` (node -> array of shape ``(*parent_cards, card)``)."""
+    and optional ``cpts`` (node -> array of shape ``(*parent_cards, card)``), with the settings of
+    :meth:`fit`, which learns the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
-    def __init__(self, parents: dict, states: dict, cpts: dict | None = None):
+    ``n_iter`` is the number of iterations. ``prior`` is the Dirichlet prior of every CPT row.
+    ``random_state`` is an int, a ``SeedSequence`` or a gpumcmc Generator; ``backend`` is
+    ``"numpy"``, ``"cupy"`` or ``None`` (the active backend); ``progress`` shows a progress bar.
+    ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
+    sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
+
+    ``cpts_`` is the mean of the CPT draws after the first ``burn_in`` iterations (``None``:
+    ``n_iter // 2``), the posterior-mean estimate; ``cpts_last_`` is the final draw alone. The
+    mean is the better estimate at small m: the final draw of a SAME chain still carries the
+    posterior's spread, which averaging removes (on sachs, KL_avg 0.078 for the final draw
+    against 0.033 for the mean of the trace). With a growing ``same`` schedule, set ``burn_in``
+    past the iterations of small m. (Before this release, ``cpts_`` was the final draw.)
+
+    ``batch_size`` splits the cases into minibatches of that many cases (``None``: one batch).
+    Each visit to a batch sweeps its missing cells once and then redraws the CPTs from the
+    counts of the latest sweep of every batch (the moving sum of BIDMach): the batch's new
+    counts replace its counts of the previous pass. With more than one batch, only the batch
+    being swept is on the GPU; the observed cases and every replica's imputed cells stay in host
+    memory between visits, so the cases need not fit in GPU memory.
+
+    ``devices`` splits the cases over devices (data parallel): ``"all"``, a GPU id, a list of
+    ids, or a :class:`gpumcmc.shards.Shards` (``Shards(n_virtual=k)``: k parts on NumPy;
+    :func:`gpumcmc.shards.one_device`: parts on one GPU; :func:`gpumcmc.shards.worker_shards`:
+    one GPU per Dask worker). Each device sweeps the missing cells of its cases and counts
+    them; the counts are summed over the devices (one all-reduce of the CPT cells per batch
+    visit, :func:`allreduce_bytes`), and the CPTs are drawn from the sums with the same
+    counter-based key everywhere, so every device holds the same CPTs. Every missing cell
+    draws from the counter of its place in the whole batch's list, so for a seed the draws
+    (``trace_`` and ``imputations_``) equal those of one device. With ``batch_size`` too,
+    every batch is split over the devices, which sweep their parts of it at once. A Dask
+    worker fits with all the cases and the same seed; its ``imputations_`` holds the rows of
+    its own parts only, whose indices are in ``imputation_rows_``.
+
+    ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells.
+
+    The network is a scikit-learn estimator: ``get_params``/``set_params`` and
+    ``sklearn.base.clone`` (which gives the network with the constructor's ``cpts``, unfitted).
+    """
+
+    def __init__(self, parents: dict, states: dict, cpts: dict | None = None, *, n_iter=100, same=1, prior=1.0,
+                 burn_in=None, learn=True, batch_size=None, devices=None, backend=None, random_state=None,
+                 progress=True):
+        self.n_iter, self.same, self.prior, self.burn_in, self.learn = n_iter, same, prior, burn_in, learn
+        self.batch_size, self.devices, self.backend = batch_size, devices, backend
+        self.random_state, self.progress = random_state, progress
+        self.cpts = cpts
         if not isinstance(parents, dict) or not isinstance(states, dict):
             raise TypeError("parents and states must be dicts: node -> list of parent names, node -> list of "
                             f"state names; got {type(parents).__name__} and {type(states).__name__}.")
@@ -68,8 +120,11 @@ class BayesianNetwork:
         for v in self.nodes:
             if isinstance(states[v], str) or len(states[v]) < 1:
                 raise ValueError(f"The states of {v!r} must be a non-empty list of names, got {states[v]!r}.")
-        self.parents = {v: list(parents.get(v, [])) for v in self.nodes}
-        self.states = {v: [str(s) for s in states[v]] for v in self.nodes}
+        # kept as given where already in this form, so that get_params returns the very objects (clone)
+        self.parents = parents if list(parents) == self.nodes and all(type(p) is list for p in parents.values()) \
+            else {v: list(parents.get(v, [])) for v in self.nodes}
+        self.states = states if all(type(t) is list and all(type(x) is str for x in t) for t in states.values()) \
+            else {v: [str(s) for s in states[v]] for v in self.nodes}
         self.card = {v: len(self.states[v]) for v in self.nodes}
         self._topo()  # raises for a directed cycle
         self.cpts_ = None
@@ -215,6 +270,15 @@ class BayesianNetwork:
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
 
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.cpts_ is not None
+
+    def __repr__(self, N_CHAR_MAX=700):
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _SETTINGS
+                          if getattr(self, k) is not _DEFAULTS[k] and getattr(self, k) != _DEFAULTS[k])
+        return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
+            (f", {shown})" if shown else ")")
+
     def _need_cpts(self):
         if self.cpts_ is None:
             raise ValueError("This network has no CPTs; fit it or give cpts to the constructor.")
@@ -228,7 +292,8 @@ class BayesianNetwork:
         X = np.full((n, len(self.nodes)), -1, dtype=np.int64)
         for v in self._topo():
             t = self.cpts_[v]
-            p = t[tuple(X[:, idx[q]] for q in self.parents[v])] if self.parents[v] else np.broadcast_to(t, (n, t.shape[-1]))
+            p = (t[tuple(X[:, idx[q]] for q in self.parents[v])] if self.parents[v]
+                 else np.broadcast_to(t, (n, t.shape[-1])))
             u = rs.random(n)[:, None]
             X[:, idx[v]] = np.minimum((np.cumsum(p, -1) < u).sum(-1), t.shape[-1] - 1)
         return X
@@ -278,7 +343,8 @@ class BayesianNetwork:
             return X
         X = np.asarray(_backend.to_host(data))
         if X.ndim != 2 or X.shape[1] != len(self.nodes) or not np.issubdtype(X.dtype, np.integer):
-            raise TypeError(f"data must be a DataFrame or an integer array (n_cases, {len(self.nodes)}) with -1 for missing.")
+            raise TypeError(f"data must be a DataFrame or an integer array (n_cases, {len(self.nodes)}) with -1 "
+                            "for missing.")
         cards = np.array([self.card[v] for v in self.nodes])
         if np.any(X < -1) or np.any(X >= cards):
             raise ValueError("An integer cell is out of range: use 0..card-1 for states and -1 for missing.")
@@ -299,44 +365,37 @@ class BayesianNetwork:
             groups.setdefault(col[v], []).append(v)
         return [groups[k] for k in sorted(groups)]
 
-    def fit(self, data, n_iter=100, same=1, prior=1.0, random_state=None, progress=True, backend=None,
-            learn=True, batch_size=None, devices=None, burn_in=None):
-        """Learn the CPTs from cases with missing cells by SAME chromatic Gibbs.
+    def fit(self, X, y=None, **settings):
+        """Learn the CPTs from the cases ``X`` (an integer array (n_cases, n_nodes) of state indices
+        with -1 for missing, or a DataFrame with None/NaN for missing) by SAME chromatic Gibbs, with
+        the settings given to the constructor (see the class docstring). ``y`` is not used.
 
-        ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
-        sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
+        The replicas' final imputations are in ``imputations_``, a uint8 array (m, n_cases,
+        n_nodes) of state indices; the CPT draws are in ``trace_``, their mean after ``burn_in``
+        in ``cpts_`` and the final draw in ``cpts_last_``.
 
-        ``cpts_`` is the mean of the CPT draws after the first ``burn_in`` iterations (``None``:
-        ``n_iter // 2``), the posterior-mean estimate; ``cpts_last_`` is the final draw alone. The
-        mean is the better estimate at small m: the final draw of a SAME chain still carries the
-        posterior's spread, which averaging removes (on sachs, KL_avg 0.078 for the final draw
-        against 0.033 for the mean of the trace). With a growing ``same`` schedule, set ``burn_in``
-        past the iterations of small m. Before this, ``cpts_`` was the final draw.
-
-        ``batch_size`` splits the cases into minibatches of that many cases (``None``: one batch).
-        Each visit to a batch sweeps its missing cells once and then redraws the CPTs from the
-        counts of the latest sweep of every batch (the moving sum of BIDMach): the batch's new
-        counts replace its counts of the previous pass. With more than one batch, only the batch
-        being swept is on the GPU; the observed cases and every replica's imputed cells stay in host
-        memory between visits, so the cases need not fit in GPU memory.
-
-        ``devices`` splits the cases over devices (data parallel): ``"all"``, a GPU id, a list of
-        ids, or a :class:`gpumcmc.shards.Shards` (``Shards(n_virtual=k)``: k parts on NumPy;
-        :func:`gpumcmc.shards.one_device`: parts on one GPU; :func:`gpumcmc.shards.worker_shards`:
-        one GPU per Dask worker). Each device sweeps the missing cells of its cases and counts
-        them; the counts are summed over the devices (one all-reduce of the CPT cells per batch
-        visit, :func:`allreduce_bytes`), and the CPTs are drawn from the sums with the same
-        counter-based key everywhere, so every device holds the same CPTs. Every missing cell
-        draws from the counter of its place in the whole batch's list, so for a seed the draws
-        (``trace_`` and ``imputations_``) equal those of one device. With ``batch_size`` too,
-        every batch is split over the devices, which sweep their parts of it at once. A Dask
-        worker fits with all the cases and the same seed; its ``imputations_`` holds the rows of
-        its own parts only, whose indices are in ``imputation_rows_``.
-
-        ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells. The
-        replicas' final imputations are in ``imputations_``, a uint8 array (m, n_cases, n_nodes)
-        of state indices.
+        Settings given to ``fit`` (``fit(X, n_iter=..., same=...)``, or ``n_iter`` as its second
+        argument) still work for this release and warn: give them to the constructor or to
+        ``set_params`` instead.
         """
+        if y is not None:
+            if isinstance(y, (int, np.integer)) and not isinstance(y, bool) and "n_iter" not in settings:
+                settings["n_iter"] = y  # the old fit(data, n_iter)
+            else:
+                raise TypeError("fit(X, y=None) takes no targets: y is not used; give the settings to the "
+                                "constructor, e.g. BayesianNetwork(parents, states, n_iter=100).")
+        unknown = sorted(set(settings) - set(_SETTINGS))
+        if unknown:
+            raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}; the settings are {list(_SETTINGS)}.")
+        if settings:
+            given = ", ".join(f"{k}=..." for k in settings)
+            warnings.warn(f"Passing settings to BayesianNetwork.fit is deprecated and will stop working in the next "
+                          f"release; give them to the constructor, BayesianNetwork(parents, states, {given}), or "
+                          f"call net.set_params({given}).fit(X).", DeprecationWarning, stacklevel=2)
+        return self._fit(X, **{k: settings.get(k, getattr(self, k)) for k in _SETTINGS})
+
+    def _fit(self, data, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices, burn_in):
+        """:meth:`fit` with every setting given."""
         X = self._encode(data)
         n, V = X.shape
         if not isinstance(n_iter, (int, np.integer)) or n_iter < 1:

@@ -171,16 +171,20 @@ def row_uniforms(start: int, count: int, dtype, key, offset: int) -> np.ndarray:
     return counter_uniforms(np.arange(start, start + count, dtype=np.uint64), dtype, key, offset)
 
 
-def prefix_draw(w: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``"prefix"`` / ``"transpose"`` on NumPy: left-to-right prefix sums in the dtype."""
+def prefix_draw(w: np.ndarray, u: np.ndarray, totals: np.ndarray | None = None) -> np.ndarray:
+    """``"prefix"`` / ``"transpose"`` on NumPy: left-to-right prefix sums in the dtype.
+
+    ``totals`` (n,), optional, receives each row's total as the prefix sums formed it."""
     p = np.cumsum(w, axis=1, dtype=w.dtype)
     total = p[:, -1]
+    if totals is not None:
+        totals[...] = total
     target = u * total
     idx = np.argmax(p > target[:, None], axis=1)
     return np.where(total > target, idx, -1)
 
 
-def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None) -> np.ndarray:
+def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None, totals: np.ndarray | None = None) -> np.ndarray:
     """``"butterfly"`` on NumPy: :func:`gpumcmc._discrete_butterfly.draw` for warps of
     ``W`` lanes, the same indices, computed per row rather than per warp.
 
@@ -190,7 +194,7 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None) -> np.ndarray:
     holds a positive weight; both are read here from the chosen block's
     pairwise sums at every level, which are also the steps of its block total.
     ``w`` (n, K) and ``u`` (n,) of one dtype; row ``r`` sits in lane ``lanes[r]`` (default ``r % W``: the
-    rows start at a whole warp).
+    rows start at a whole warp). ``totals`` (n,), optional, receives each row's total as the warp forms it.
     """
     n, K = w.shape
     nb = -(-K // W)
@@ -199,7 +203,8 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None) -> np.ndarray:
     out = np.empty(n, dtype=np.int64)
     for s in range(0, n, step):
         e = min(n, s + step)
-        out[s:e] = _butterfly_rows(w[s:e], u[s:e], xb[:e - s], None if lanes is None else lanes[s:e])
+        out[s:e] = _butterfly_rows(w[s:e], u[s:e], xb[:e - s], None if lanes is None else lanes[s:e],
+                                   None if totals is None else totals[s:e])
     return out
 
 
@@ -207,7 +212,7 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None) -> np.ndarray:
 _BUTTERFLY_CHUNK = 1 << 16
 
 
-def _butterfly_rows(w, u, xb, lanes=None):
+def _butterfly_rows(w, u, xb, lanes=None, totals=None):
     """:func:`butterfly_draw` of rows that fit the scratch ``xb`` (zeros in front of each row's weights)."""
     n, K = w.shape
     dt = w.dtype
@@ -239,6 +244,8 @@ def _butterfly_rows(w, u, xb, lanes=None):
         low = np.where(b > 0, flat[rows * nb + np.maximum(b - 1, 0)], dt.type(0))
         chosen = xb.reshape(-1)[(rows * (nb * W) + b * W)[:, None] + np.arange(W)]
         levels = pairwise(chosen)  # the chosen block's sums, as its total added them
+    if totals is not None:
+        totals[...] = total
     found = total > target
     positive = [levels[0] > 0]
     while positive[-1].shape[-1] > 1:
@@ -268,18 +275,36 @@ def _chunk_rows(K: int) -> int:
 
 
 def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int, out: np.ndarray,
-                cbase: int = 0, cidx=None) -> None:
+                cbase: int = 0, cidx=None, log_total=None, zero=None) -> None:
     """Rows ``0 .. n-1`` into ``out``; row ``r`` takes the Philox counter ``cbase + r``, or ``cbase +
-    cidx[r]``, which also gives it its lane for the butterfly."""
+    cidx[r]``, which also gives it its lane for the butterfly. ``log_total`` (G,) float64: row ``r`` adds
+    the log of its total (:func:`_log_totals`) to entry ``r // (n // G)``, or nothing where ``zero[r]``."""
     flat = out.reshape(-1)
     step = _chunk_rows(K)
+    totals = None
     with np.errstate(invalid="ignore", over="ignore"):
         for start in range(0, n, step):
             stop = min(n, start + step)
             w = weights_of(start, stop)
             c = (np.arange(start, stop, dtype=np.int64) if cidx is None else cidx[start:stop]) + cbase
             u = counter_uniforms(c, dtype, key, offset)
-            flat[start:stop] = butterfly_draw(w, u, c % W) if method == "butterfly" else prefix_draw(w, u)
+            if log_total is not None:
+                totals = np.empty(stop - start, dtype=w.dtype)
+            flat[start:stop] = (butterfly_draw(w, u, c % W, totals) if method == "butterfly"
+                                else prefix_draw(w, u, totals))
+            if log_total is not None:
+                lt = _log_totals(totals)
+                if zero is not None:
+                    lt[zero[start:stop]] = np.log(1e-300)
+                groups = np.arange(start, stop, dtype=np.int64) // (n // log_total.size)
+                log_total += np.bincount(groups, weights=lt, minlength=log_total.size)
+
+
+def _log_totals(totals) -> np.ndarray:
+    """``log(max(total, 1e-300))`` in float64: what a draw adds to ``log_total`` (``LogSum`` in
+    kernels_cu/discrete.cuh)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.maximum(np.asarray(totals, dtype=np.float64), 1e-300))
 
 
 def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
@@ -337,7 +362,7 @@ def _plan(kind: str, method: str, a, b, n: int, K: int, shift: int) -> tuple:
 
 
 def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offset: int, out, describe,
-            n_a: int = 0, n_b: int = 0, cbase: int = 0, cidx=None) -> None:
+            n_a: int = 0, n_b: int = 0, cbase: int = 0, cidx=None, ll=None, ll_group: int = 1) -> None:
     """Run ``cat_prefix`` / ``cat_warp`` / ``cat_row_warp`` for ``n`` rows of ``K`` categories into ``out``.
 
     ``n_a``, ``n_b``: rows of ``a`` and ``b`` (products). ``describe``: the
@@ -345,7 +370,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     ``cbase``, ``cidx`` (products): row ``r`` draws with counter ``cbase + r``,
     or ``cbase + cidx[r]`` (int64 on the device); the butterfly puts row ``r``
     in lane ``(cbase + r) % W`` (with ``cidx`` the caller lays the rows out so
-    that ``r % W`` is their lane: :func:`_lane_layout`). The launch is planned
+    that ``r % W`` is their lane: :func:`_lane_layout`). ``ll`` (float64, products): row ``r`` adds the
+    log of its total to ``ll[r // ll_group]``. The launch is planned
     once (:func:`_plan`); a call packs only the pointers, counters and status word.
     """
     import cupy
@@ -369,7 +395,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     stream = stream.ptr
     head = (ap, bp, rows.data.ptr, cols.data.ptr, n, K)
     tail = (out.data.ptr, int(out.dtype == np.int64), key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, off_dev,
-            n_a, n_b, word, tag, cbase, 0 if cidx is None else cidx.data.ptr)
+            n_a, n_b, word, tag, cbase, 0 if cidx is None else cidx.data.ptr, 0 if ll is None else ll.data.ptr,
+            int(ll_group))
     if s_in_smem is None:  # "warp"
         launcher(grid, THREADS, stream, *head, *tail)
         return
@@ -609,7 +636,7 @@ def categorical_logits(logits, rng=None, axis: int = -1, method: str = "auto", o
 
 @_validate.checked
 def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto", out=None, *,
-                         counter_base: int = 0, counter_index=None):
+                         counter_base: int = 0, counter_index=None, log_total=None):
     """For each token ``t``, draw ``k`` with weight ``theta[rows[t], k] * phi[cols[t], k]``.
 
     The z-draw of a latent Dirichlet allocation sampler (``rows`` = documents,
@@ -646,6 +673,16 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         ``"butterfly"`` on the GPU a layout of the tokens in warps by their
         lanes (a sort of the counters and one wait). Calls that repeat one
         index can pass a :class:`CounterIndex`, which keeps that layout.
+    log_total : float64 array of shape (G,), optional
+        Adds, as the draw goes, ``log(max(total_t, 1e-300))`` of every token
+        to ``log_total[t // (n / G)]`` (``n`` tokens in G equal consecutive
+        groups, e.g. the chains of a sampler), ``total_t = sum_k theta[rows[t],
+        k] phi[cols[t], k]`` as the method summed it: the log-likelihood of
+        the tokens under ``theta`` and ``phi``, with no pass of its own. It is
+        added to, not overwritten. The draws are the same with or without it.
+        On the GPU the sum is formed in float64 with atomic additions, whose
+        order (and so the last bits) varies from call to call. With
+        ``counter_index`` and ``"butterfly"`` on the GPU, G must be 1.
 
     Returns
     -------
@@ -683,6 +720,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     V = int(phi.shape[0])
     cbase, cidx, layout = _counters(xp, counter_base, counter_index, shape)
     method = _method(method, K, theta.dtype, products=True)
+    _log_total_checked(log_total, xp, n)
     offset = rng.advance()
     out = _output(out, xp, shape)
     if n == 0:
@@ -705,12 +743,20 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
                 counters = cidx + cbase
                 slot, tok = layout.lanes(cbase) if layout is not None else _lane_layout(counters, xp)
                 flat = xp.empty(int(tok.size), dtype=np.int64)
+                if log_total is not None and log_total.size != 1:
+                    raise ValueError("log_total must have one entry with counter_index and method='butterfly' "
+                                     "on the GPU; pass a (1,) array, or draw each group in its own call.")
                 _launch("products", method, th, ph, r32[tok], c32[tok], int(tok.size), K, rng.key, offset, flat,
-                        _SlotMessage(message, tok, slot, flat, th, ph, rows_f, cols_f), M, V, 0, counters[tok])
+                        _SlotMessage(message, tok, slot, flat, th, ph, rows_f, cols_f), M, V, 0, counters[tok],
+                        log_total, max(1, int(tok.size)))
+                if log_total is not None and int(tok.size) > n:
+                    # The empty slots drew token 0 again: take its term out (summed here in another order).
+                    t0 = xp.sum(th[r32[0]] * ph[c32[0]], dtype=th.dtype).astype(np.float64)
+                    log_total -= (int(tok.size) - n) * xp.log(xp.maximum(t0, 1e-300))
                 out.reshape(-1)[...] = flat[slot]
             else:
                 _launch("products", method, th, ph, r32, c32, n, K, rng.key, offset, out, message, M, V, cbase,
-                        cidx)
+                        cidx, log_total, n // log_total.size if log_total is not None else 1)
         return out
     # NumPy: a token with an index out of range gets -1, whatever the validation setting.
     outside = (rows_f < 0) | (rows_f >= M) | (cols_f < 0) | (cols_f >= V)
@@ -726,7 +772,8 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         def weights_of(s, e):
             return theta[rows_f[s:e]] * phi[cols_f[s:e]]
 
-        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out, cbase, cidx)
+        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out, cbase, cidx, log_total,
+                    outside if log_total is not None and outside.any() else None)
         np.copyto(out.reshape(-1), -1, where=outside)
     if validating():
         r = _first_bad_row(out, xp)
@@ -734,6 +781,22 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
             code = _row_code("products", theta[int(rows_f[r])] * phi[int(cols_f[r])])
             raise ValueError(_ProductsMessage(shape, theta.dtype, M, V)(code, r))
     return out
+
+
+def _log_total_checked(log_total, xp, n: int) -> None:
+    """categorical_products' ``log_total``: a C-contiguous float64 (G,) array of the draws' backend, G
+    dividing the number of tokens."""
+    if log_total is None:
+        return
+    if is_cupy_array(log_total) != (xp is not np):
+        where = "a CuPy" if xp is not np else "a NumPy"
+        raise TypeError(f"log_total must be {where} array, like the draws.")
+    if log_total.dtype != np.float64 or log_total.ndim != 1 or not log_total.flags.c_contiguous:
+        raise TypeError(f"log_total must be a C-contiguous 1-d float64 array, got {log_total.dtype} of shape "
+                        f"{log_total.shape}; pass e.g. zeros(n_groups, float64).")
+    G = int(log_total.size)
+    if G < 1 or (n and n % G):
+        raise ValueError(f"log_total has {G} entries, which must divide the {n} tokens into equal groups.")
 
 
 def _counters(xp, counter_base, counter_index, shape):

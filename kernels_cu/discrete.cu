@@ -57,6 +57,9 @@
 // (status.cuh) the kernels also note the first such row, or the first row with
 // a negative weight, as they read it: the least weight each lane sees is kept
 // alongside the sums, and only a bad row is read again, to name what is wrong.
+// Products may also sum the log of each token's total into ll[t / ll_group]
+// (see LogSum in discrete.cuh); ll == nullptr for none.
+//
 // Twin: gpumcmc/discrete.py and gpumcmc/_butterfly.py.
 #include "discrete.cuh"
 
@@ -107,8 +110,9 @@ __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, co
                             const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64,
                             uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
                             unsigned long long* status, unsigned long long tag, long long cbase,
-                            const long long* __restrict__ cidx) {
+                            const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     const long long stride = (long long)gridDim.x * blockDim.x;
+    LogSum lsum;
     bool noted = false;  // rows come in increasing order: only a thread's first bad row can be the minimum
     for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < n; r += stride) {
         const T* pa;
@@ -147,11 +151,15 @@ __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, co
             }
         }
         store_index(out, out64, r, idx);
+        if constexpr (SRC == PRODUCTS) {
+            if (ll != nullptr) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)total);
+        }
         if (status != nullptr && !noted && (!found || lo < T(0))) {
             note_row<T, SRC>(status, tag, r, found, pa, pb, K, oob, rows, n_a);
             noted = true;
         }
     }
+    if (ll != nullptr) ll_flush(ll, lsum, threadIdx.x & (W - 1));
 }
 
 // ---------------------------------------------------------------------------
@@ -338,8 +346,9 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
                           int s_in_smem, int region_words, void* __restrict__ out, int out64, uint2 key,
                           unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
                           unsigned long long* status, unsigned long long tag, long long cbase,
-                          const long long* __restrict__ cidx) {
+                          const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     extern __shared__ __align__(16) unsigned char smem[];
+    LogSum lsum;
     const int lane = threadIdx.x & (W - 1);
     const int wib = threadIdx.x / W;
     const int wpb = blockDim.x / W;
@@ -473,6 +482,9 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
             }
         }
         if (valid) store_index(out, out64, r, found ? (long long)bsel * W + col - pad : -1LL);
+        if constexpr (SRC == PRODUCTS) {
+            if (ll != nullptr && valid) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)total);
+        }
         if (status != nullptr && !noted) {
             // A negative weight anywhere in the group sends every row to the rescan.
             const bool neg = SRC != LOGITS && __any_sync(FULL, least < T(0));
@@ -488,6 +500,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
         }
         __syncwarp();  // the next group reuses the header and the region
     }
+    if (ll != nullptr) ll_flush(ll, lsum, lane);
 }
 
 }  // namespace cat
@@ -515,10 +528,10 @@ cat_prefix(const T* __restrict__ a, const T* __restrict__ b, const int* __restri
            int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
            unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_a,
            long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
-           const long long* __restrict__ cidx) {
+           const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::prefix_rows<T, SRC>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi, n_a,
-                                      n_b, status, tag, cbase, cidx);
+                                      n_b, status, tag, cbase, cidx, ll, ll_group);
 }
 
 template <typename T, int SRC, int METHOD>
@@ -528,10 +541,11 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
          int region_words, void* __restrict__ out, int out64, unsigned int k0, unsigned int k1,
          unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_a,
          long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
-         const long long* __restrict__ cidx) {
+         const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::warp_rows<T, SRC, METHOD>(a, b, rows, cols, n, K, scratch, s_in_smem, region_words, out, out64,
-                                            make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag, cbase, cidx);
+                                            make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag, cbase, cidx,
+                                            ll, ll_group);
 }
 
 #ifndef __CUDACC_RTC__
@@ -540,7 +554,7 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
 #define GPUMCMC_CAT_ARGS(T)                                                                               \
     const T*, const T*, const int*, const int*, long long, int, T*, int, int, void*, int, unsigned int, \
         unsigned int, unsigned int, unsigned int, const unsigned long long*, long long, long long,               \
-        unsigned long long*, unsigned long long, long long, const long long*
+        unsigned long long*, unsigned long long, long long, const long long*, double*, long long
 #define GPUMCMC_CAT_INSTANTIATE(T, SRC)                                  \
     template __global__ void cat_prefix<T, SRC>(GPUMCMC_CAT_ARGS(T));    \
     template __global__ void cat_warp<T, SRC, 1>(GPUMCMC_CAT_ARGS(T));   \

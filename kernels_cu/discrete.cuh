@@ -113,5 +113,44 @@ __device__ __forceinline__ void note_row(unsigned long long* status, unsigned lo
     if (code != 0u) status_note(status, tag, (unsigned long long)r, code);
 }
 
+// Log-likelihood sums of the draws (categorical_products' log_total, LDA's
+// monitor): a thread adds log(max(total, 1e-300)) of each row it draws into a
+// double in a register, for the group r / ll_group of the row (the rows of one
+// chain), and writes to ll[group] with an atomicAdd when its group changes
+// (rows come in increasing order, so at most once per group boundary) and at
+// the end, where the lanes of a warp that share a group add once through their
+// leader. ll == nullptr: nothing is added and nothing is read. The sum's order
+// of additions (and so its last bits) varies from run to run; the draws do not
+// depend on it. Twin: gpumcmc/discrete.py (_log_totals).
+struct LogSum {
+    double acc = 0.0;
+    long long group = -1;
+};
+
+__device__ __forceinline__ double log_total(double total) { return log(fmax(total, 1e-300)); }
+
+__device__ __forceinline__ void ll_add(double* __restrict__ ll, long long ll_group, LogSum& s, long long r,
+                                       double total) {
+    const long long g = r / ll_group;
+    if (g != s.group) {
+        if (s.group >= 0) atomicAdd(ll + s.group, s.acc);
+        s.acc = 0.0;
+        s.group = g;
+    }
+    s.acc += log_total(total);
+}
+
+// Every lane of the warp must call it (converged).
+__device__ __forceinline__ void ll_flush(double* __restrict__ ll, const LogSum& s, int lane) {
+    const unsigned peers = __match_any_sync(FULL, (unsigned long long)s.group);
+    double sum = 0.0;
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        const double v = __shfl_sync(FULL, s.acc, j);
+        if ((peers >> j) & 1u) sum += v;
+    }
+    if (s.group >= 0 && lane == __ffs(peers) - 1) atomicAdd(ll + s.group, sum);
+}
+
 }  // namespace cat
 }  // namespace gpumcmc

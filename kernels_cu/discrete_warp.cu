@@ -32,6 +32,9 @@
 // read each phi (theta) row once per run. Every 32 rows, lane l fetches the
 // uniform and the row indices of row l of the batch; a shuffle hands them out.
 //
+// Products with ll: lane 0 adds the log of each row's total (LogSum in
+// discrete.cuh).
+//
 // Twin: the "prefix" twin of gpumcmc/discrete.py (cumsum and search).
 #include "discrete.cuh"
 
@@ -207,7 +210,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
                               const int* __restrict__ cols_idx, long long n, int K, void* __restrict__ out,
                               int out64, uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
                               unsigned long long* status, unsigned long long tag, long long cbase,
-                              const long long* __restrict__ cidx) {
+                              const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     static_assert(NJ >= 1 && NJ <= W && (NJ & (NJ - 1)) == 0, "NJ must be a power of two <= 32");
     constexpr int SEG = W * NJ;  // chunks per segment
     const int lane = threadIdx.x & (W - 1);
@@ -225,6 +228,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
     T u_batch = T(0);
     int ra_batch = 0, rb_batch = 0;
     bool noted = false;  // warp-uniform: rows come in increasing order, so only the first bad one counts
+    LogSum lsum;         // lane 0's sum of the rows' log totals (products, with ll)
     for (long long r = r_begin; r < r_end; ++r) {
         const int i = (int)((r - r_begin) & (W - 1));
         if (i == 0) {
@@ -279,11 +283,13 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
 
         T chunk, incl, least = T(0);
         long long idx = -1;
+        T row_total;
         if (nseg == 1) {
             if (SRC != LOGITS) load(0);
             prev_a = oa;
             prev_b = ob;
             const T total = segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, least);
+            row_total = total;
             const T target = u * total;
             if (total > target && !oob) {  // a positive, finite total (u < 1); the same in every lane
                 idx = segment_search<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, T(0), target);
@@ -297,6 +303,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
                 load(sg);
                 total += segment_sums<T, SRC, V, NJ>(xa, xb, m, lane, s, chunk, incl, least);
             }
+            row_total = total;
             const T target = u * total;
             if (total > target && !oob) {
                 T cum = T(0), last_base = T(0);
@@ -322,6 +329,9 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             }
         }
         if (lane == 0) store_index(out, out64, r, idx);
+        if constexpr (SRC == PRODUCTS) {
+            if (ll != nullptr && lane == 0) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)row_total);
+        }
         if (status != nullptr && !noted) {
             const bool bad = idx < 0 || (SRC != LOGITS && __any_sync(FULL, least < T(0)));  // warp-uniform
             if (bad) {
@@ -330,6 +340,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             }
         }
     }
+    if (ll != nullptr) ll_flush(ll, lsum, lane);
 }
 
 }  // namespace cat
@@ -345,10 +356,10 @@ cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __rest
          const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64, unsigned int k0,
          unsigned int k1, unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev,
          long long n_a, long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
-         const long long* __restrict__ cidx) {
+         const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     gpumcmc::cat::row_warp_draw<T, SRC, V, NJ>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo,
-                                           off_hi, n_a, n_b, status, tag, cbase, cidx);
+                                           off_hi, n_a, n_b, status, tag, cbase, cidx, ll, ll_group);
 }
 
 #ifndef __CUDACC_RTC__
@@ -358,7 +369,7 @@ cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __rest
 #define GPUMCMC_CATWARP_ARGS(T) \
     const T*, const T*, const int*, const int*, long long, int, void*, int, unsigned int, unsigned int, unsigned int, \
         unsigned int, const unsigned long long*, long long, long long, unsigned long long*, unsigned long long, \
-        long long, const long long*
+        long long, const long long*, double*, long long
 #define GPUMCMC_CATWARP_F32(SRC)                                               \
     template __global__ void cat_row_warp<float, SRC, 4, 2>(GPUMCMC_CATWARP_ARGS(float));  \
     template __global__ void cat_row_warp<float, SRC, 4, 8>(GPUMCMC_CATWARP_ARGS(float));  \

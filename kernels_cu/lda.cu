@@ -195,6 +195,13 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
 // Counts: every 32 tokens, lane i holds token i's keys; lanes that share a
 // cell add once through their leader (__match_any_sync), as lda_counts does.
 //
+// Log-likelihood (ll != nullptr): ll[c] += sum over chain c's tokens of
+// log(max(total, 1e-300)), total = sum_k theta[c, d_t, k] phi[w_t, c, k] as
+// the draw formed it, i.e. the log-likelihood of the theta and phi the sweep
+// draws from (a warp sum, a block sum and one double atomicAdd per block; the
+// order of the atomics varies the last bits from run to run). The draws do not
+// depend on it.
+//
 // Twin: gpumcmc/models/lda.py (zdraw_counts on NumPy: categorical_products
 // with method "prefix", then counts_twin). The prefix sums are added in
 // another order than NumPy's cumsum, so where one lies within rounding of
@@ -262,7 +269,7 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
           const T* __restrict__ sval, int* __restrict__ ndk, int* __restrict__ nwk, long long* __restrict__ zout,
           long long n, int M, int C, int K, unsigned int k0, unsigned int k1, unsigned int off_lo,
           unsigned int off_hi, const unsigned long long* __restrict__ off_dev, long long n_all, long long base,
-          const long long* __restrict__ gidx, long long n_head, long long n_tail) {
+          const long long* __restrict__ gidx, long long n_head, long long n_tail, double* __restrict__ ll) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     extern __shared__ __align__(16) unsigned char lda_smem[];
     using gpumcmc::cat::FULL;
@@ -282,6 +289,7 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
     T u_b = T(0);
     int d_b = 0, w_b = 0;
     long long myz = -1;
+    double ll_acc = 0.0;   // with ll: the log totals of the tokens this lane holds in its batches
     for (long long r = r_begin; r < r_end; ++r) {
         const int i = (int)((r - r_begin) & 31);
         if (i == 0) {
@@ -325,6 +333,7 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
             if (lane >= o) incl += t;
         }
         const T total = __shfl_sync(FULL, incl, 31);
+        if (ll != nullptr && lane == i) ll_acc += gpumcmc::cat::log_total((double)total);
         const T target = u * total;
         int z = -1;
         if (total > target) {  // a positive, finite total (u < 1); the same in every lane
@@ -363,6 +372,18 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
             if (has && lane == __ffs(wp) - 1) atomicAdd(nwk + wkey, __popc(wp));
         }
     }
+    if (ll != nullptr) {  // every token of the block is chain c's: a warp sum, a block sum, one atomic
+        __shared__ double lda_ll_part[GPUMCMC_LDA_ZWARPS];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ll_acc += __shfl_xor_sync(FULL, ll_acc, o);
+        if (lane == 0) lda_ll_part[wib] = ll_acc;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double sum = 0.0;
+            for (int w = 0; w < (int)(blockDim.x >> 5); ++w) sum += lda_ll_part[w];
+            atomicAdd(ll + c, sum);
+        }
+    }
 }
 
 #ifndef __CUDACC_RTC__
@@ -372,10 +393,10 @@ template __global__ void lda_zdraw<float>(const float*, const float*, const int*
                                           const float*, int*, int*, long long*, long long, int, int, int,
                                           unsigned int, unsigned int, unsigned int, unsigned int,
                                           const unsigned long long*, long long, long long, const long long*,
-                                          long long, long long);
+                                          long long, long long, double*);
 template __global__ void lda_zdraw<double>(const double*, const double*, const int*, const int*, const int*,
                                            const int*, const double*, int*, int*, long long*, long long, int, int,
                                            int, unsigned int, unsigned int, unsigned int, unsigned int,
                                            const unsigned long long*, long long, long long, const long long*,
-                                           long long, long long);
+                                           long long, long long, double*);
 #endif

@@ -516,3 +516,164 @@ def test_lda_graph_switch_gives_the_same_fit(cp):
     np.testing.assert_array_equal(a.components_, b.components_)
     np.testing.assert_array_equal(a.doc_topic_, b.doc_topic_)
     np.testing.assert_array_equal(a.components_, c.components_)
+
+
+# -- the log-likelihood summed by the z-draw ------------------------------------------------------------
+
+def _chain_log_likelihood(theta, phi, rows, cols):
+    """Each chain's log_likelihood of (C, M, K) theta and (V, C, K) phi, on the host, in float64."""
+    theta, phi = np.asarray(theta, np.float64), np.asarray(phi, np.float64)
+    return np.array([float(lda_mod.log_likelihood(theta[c], phi[:, c], rows, cols)) for c in range(theta.shape[0])])
+
+
+# K picks the z-draw: on the GPU, categorical_products' "prefix" (K = 5), "butterfly" (64 in float32) and
+# "warp" (200) with fused=False, and the fused kernel (sparse theta rows or not); NumPy has one path.
+@pytest.mark.parametrize("K, C, fused, sparse", [(5, 2, False, False), (64, 1, False, False), (200, 3, False, False),
+                                                 (64, 2, True, False), (1024, 2, True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zdraw_loglik_is_log_likelihood(xp, K, C, fused, sparse, dtype):
+    """zdraw_counts(loglik=...) sums log sum_k theta phi of every token as it draws: equal to
+    log_likelihood of the same theta and phi (the totals differ only in the order of their additions: a
+    relative 1e-6 of each token's term in float32), and the draws are those of a call without it."""
+    from gpumcmc import backend as B
+
+    backend = "numpy" if xp is np else "cupy"
+    rs = np.random.default_rng(K + C)
+    M, V, T = 40, 70, 6000
+    theta = rs.dirichlet(np.full(K, 0.05), size=(C, M))
+    theta[:, ::2][theta[:, ::2] < 1e-6] = 0
+    theta = (theta + 1e-3 * (rs.random((C, M, K)) < 0.05)).astype(dtype)
+    phi = rs.dirichlet(np.full(V, 0.5), size=C * K).reshape(C, K, V).transpose(2, 0, 1).astype(dtype)
+    rows, cols = np.sort(rs.integers(0, M, T)), rs.integers(0, V, T)
+    order = np.lexsort((rows, cols))
+    rows, cols = rows[order], cols[order]
+    idx = np.int32 if backend == "cupy" else np.int64
+    data = lda_mod.LDAData(xp.asarray(rows.astype(idx)), xp.asarray(cols.astype(idx)), M, V, 0.1, 0.1, 0, fused,
+                           sparse)
+    th, ph = xp.asarray(theta), xp.asarray(np.ascontiguousarray(phi))
+    z0, z1 = xp.empty(C * T, np.int64), xp.empty(C * T, np.int64)
+    ll = xp.full(C, 2.0)       # added to, not overwritten
+    a = lda_mod.zdraw_counts(default_rng(4, backend=backend), th, ph, data, zout=z0)
+    b = lda_mod.zdraw_counts(default_rng(4, backend=backend), th, ph, data, zout=z1, loglik=ll)
+    np.testing.assert_array_equal(B.to_host(z0), B.to_host(z1))
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(B.to_host(x), B.to_host(y))
+    ref = _chain_log_likelihood(theta, phi, rows, cols)
+    np.testing.assert_allclose(B.to_host(ll) - 2.0, ref, rtol=2e-6 if dtype == np.float32 else 1e-12)
+
+
+def test_loglik_counts_a_token_without_weight_as_log_1e300():
+    """A token whose theta * phi is all zero adds log(1e-300), as log_likelihood's floor does."""
+    theta = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    phi = np.array([[[1.0, 0.0]], [[0.5, 0.5]]])          # (V, C, K)
+    rows, cols = np.array([0, 1, 1]), np.array([0, 0, 1])  # token 1: theta[1] * phi[0] = 0
+    data = lda_mod.LDAData(rows, cols, 2, 2, 0.1, 0.1, 0)
+    ll = np.zeros(1)
+    with lda_mod._validate.validation(False):
+        lda_mod.zdraw_counts(default_rng(0, backend="numpy"), theta, phi, data, loglik=ll)
+    assert np.isclose(ll[0], np.log(1e-300) + np.log(0.5))
+    assert np.isclose(ll[0], float(lda_mod.log_likelihood(theta[0], phi[:, 0], rows, cols)))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_step_loglik_scores_the_state_it_started_from(xp, fused):
+    """step(loglik=True): the same draws as step(), and info.loglik is log_likelihood of the state given."""
+    from gpumcmc import backend as B
+
+    X, _, _ = _corpus(M=50, V=60, K=4, length=40, seed=4)
+    backend = "numpy" if xp is np else "cupy"
+    out = []
+    for loglik in (False, True):
+        rng = default_rng(11, backend=backend)
+        rows, cols, M, V = lda_mod.tokens_from(X, xp)
+        data, state = lda_mod.init(rng, rows, cols, M, V, 8, 0.1, 0.1, "float32", n_chains=2, fused=fused,
+                                   sparse=fused)
+        lls = []
+        for _ in range(3):
+            before = state
+            state, info = lda_mod.step(rng, state, data, loglik=loglik)
+            if loglik:
+                lls.append((B.to_host(info.loglik), _chain_log_likelihood(B.to_host(before.theta),
+                                                                          B.to_host(lda_mod._phi_store(before.phi)),
+                                                                          B.to_host(data.rows), B.to_host(data.cols))))
+            else:
+                assert info.loglik is None
+        out.append(tuple(B.to_host(a) for a in state))
+        for got, ref in lls:
+            np.testing.assert_allclose(got, ref, rtol=2e-6)
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
+# Recorded at 9b0c4f3 (log-likelihood by a pass of its own) with the fit below.
+REF_THETA = [0.07072526961565018, 0.13170811533927917, 0.09246107935905457, 0.0015000038547441363,
+             0.2642975151538849, 8.919808180962718e-08, 0.00019182859978172928, 0.20701919496059418,
+             0.12534978985786438, 0.19830188155174255, 0.0266319178044796, 0.14444251358509064]
+REF_PHI_SUM = [0.04485992714762688, 0.23555389046669006, 0.6573299169540405, 0.03760404512286186,
+               0.5528515577316284, 0.1316465437412262, 0.01918085478246212, 0.4789506196975708]
+
+
+def test_fit_draws_as_before_the_fused_loglik():
+    """LDA.fit's draws for a seed, recorded before the log-likelihood moved into the z-draw (NumPy)."""
+    X = np.random.default_rng(0).poisson(0.7, size=(60, 80))
+    m = LDA(n_components=7, n_iter=15, burn_in=5, random_state=3, progress=False, backend="numpy", n_chains=2).fit(X)
+    s = m.trace_.state
+    np.testing.assert_allclose(s.phi_sum.sum(axis=(1, 2)), [105.0, 105.0], rtol=1e-6)
+    np.testing.assert_allclose(s.theta[:, :2, :3].ravel(), REF_THETA, rtol=1e-5)
+    np.testing.assert_allclose(s.phi_sum[:, :2, :2].ravel(), REF_PHI_SUM, rtol=1e-5)
+    assert m.loglik_traces_.shape == (2, 2) and np.all(np.isfinite(m.loglik_traces_))
+    assert np.all(m.loglik_traces_ < 0) and np.all(m.loglik_traces_ > -np.log(80) - 1)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_fit_monitor_reads_the_sweeps_sum(xp, graph):
+    """LDA.fit's loglik_traces_ at sweep i is log_likelihood (per token) of the state after i - 1 sweeps,
+    from the sum the z-draw formed (with the sweeps replayed from a CUDA graph too, on the GPU)."""
+    from gpumcmc import backend as B
+
+    if graph and xp is np:
+        pytest.skip("graphs are a GPU feature")
+    backend = "numpy" if xp is np else "cupy"
+    X, _, _ = _corpus(M=40, V=50, K=3, length=30, seed=2)
+    m = LDA(3, n_iter=4, burn_in=2, monitor_every=2, n_chains=2, random_state=3, progress=False, backend=backend,
+            graph=graph).fit(X)
+    rng = default_rng(3, backend=backend)
+    rows, cols, M, V = lda_mod.tokens_from(X, xp)
+    data, state = lda_mod.init(rng, rows, cols, M, V, 3, 1 / 3, 1 / 3, "float32", burn_in=2, n_chains=2)
+    ref = []
+    for i in range(6):
+        if (i + 1) % 2 == 0:
+            ref.append(_chain_log_likelihood(B.to_host(state.theta), B.to_host(lda_mod._phi_store(state.phi)),
+                                             B.to_host(data.rows), B.to_host(data.cols)) / rows.size)
+        state, _ = lda_mod.step(rng, state, data)
+    np.testing.assert_array_equal(m.loglik_trace_[0], [2, 4, 6])
+    np.testing.assert_allclose(m.loglik_traces_, np.array(ref).T, rtol=2e-6)
+    np.testing.assert_array_equal(B.to_host(m.trace_.state.theta), B.to_host(state.theta))
+
+
+@pytest.mark.parametrize("method", ["prefix", "transpose", "butterfly", "warp"])
+@pytest.mark.parametrize("index", [False, True])
+def test_categorical_products_log_total(xp, method, index):
+    """categorical_products(log_total=...) with each method (and counter_index, which the butterfly lays out
+    in lanes on the GPU): the draws of a call without it, and the groups' log-likelihoods."""
+    from gpumcmc import backend as B
+    from gpumcmc import categorical_products
+
+    backend = "numpy" if xp is np else "cupy"
+    rs = np.random.default_rng(1)
+    th = rs.dirichlet(np.ones(40), size=50).astype(np.float32)
+    ph = rs.dirichlet(np.ones(40), size=30).astype(np.float32)
+    r, c = rs.integers(0, 50, 999), rs.integers(0, 30, 999)
+    G = 1 if (index and method == "butterfly") else 3
+    kw = dict(counter_index=rs.permutation(5000)[:999]) if index else {}
+    args = (xp.asarray(th), xp.asarray(ph), xp.asarray(r), xp.asarray(c))
+    lt = xp.zeros(G)
+    a = categorical_products(*args, default_rng(5, backend=backend), method=method, **kw)
+    b = categorical_products(*args, default_rng(5, backend=backend), method=method, log_total=lt, **kw)
+    np.testing.assert_array_equal(B.to_host(a), B.to_host(b))
+    terms = np.log((th[r].astype(np.float64) * ph[c]).sum(1))
+    np.testing.assert_allclose(B.to_host(lt), terms.reshape(G, -1).sum(1), rtol=1e-6)
+    with pytest.raises(ValueError, match="equal groups"):
+        categorical_products(*args, default_rng(5, backend=backend), method=method, log_total=xp.zeros(2), **kw)
+    with pytest.raises(TypeError, match="float64"):
+        categorical_products(*args, default_rng(5, backend=backend), method=method, log_total=xp.zeros(3, np.float32))

@@ -435,3 +435,67 @@ def test_gpu_fit_one_device_two_shards(cp):
 def test_gpu_bad_device_id(cp):
     with pytest.raises(ValueError, match="no GPU with id"):
         LDA(2, n_iter=1, burn_in=0, progress=False, devices=[0, 999]).fit(np.ones((4, 5), np.int64))
+
+
+# -- the log-likelihood summed by the z-draw, over shards -------------------------------------------------
+
+def _sharded_lls(backend, shards, X, K, C, n, dtype="float32", **kw):
+    """``(state, rng, lls)``: :func:`_sweeps` with ``loglik=True``; ``lls[i]`` is sweep i's (C,) sum over
+    every shard."""
+    rng = default_rng(3, backend=backend)
+    rows, cols, M, V = L.tokens_from(X, np)
+    _, parts = L.shard_corpus(rows, cols, M, shards)
+    lls = []
+    with shards.on(0):
+        datas, state = L.init_sharded(rng, parts, shards, V, K, 0.3, 0.2, dtype, burn_in=1, n_chains=C, **kw)
+        sweep = L.make_sharded_step(datas, shards, loglik=True)
+        for _ in range(n):
+            state, info = sweep(rng, state)
+            lls.append(L.sharded_loglik(info.loglik, shards))
+    return state, rng, lls
+
+
+def _one_device_lls(backend, X, K, C, n, dtype="float32", **kw):
+    xp = B.get_backend(backend)
+    rng = default_rng(3, backend=backend)
+    rows, cols, M, V = L.tokens_from(X, xp)
+    data, state = L.init(rng, rows, cols, M, V, K, 0.3, 0.2, dtype, burn_in=1, n_chains=C, **kw)
+    lls = []
+    for _ in range(n):
+        th, ph = B.to_host(state.theta).astype(np.float64), B.to_host(L._phi_store(state.phi)).astype(np.float64)
+        lls.append([float(L.log_likelihood(th[c], ph[:, c], B.to_host(data.rows), B.to_host(data.cols)))
+                    for c in range(C)])
+        state, _ = L.step(rng, state, data)
+    return state, rng, np.array(lls)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("W, C", [(2, 1), (3, 2)])
+def test_sharded_loglik_is_one_devices_log_likelihood(W, C, fused):
+    """Shards with loglik=True: one device's draws, bit for bit, and the shards' sums add up to
+    log_likelihood of the state each sweep started from (tiles shared between shards)."""
+    X, _ = _corpus(M=41, V=30, K=3, length=25, seed=2)
+    kw = dict(fused=fused, cache_bytes=2 * 4 * 4 * 3)
+    a, ra, ref = _one_device_lls("numpy", X, 4, C, 3, **kw)
+    b, rb, lls = _sharded_lls("numpy", Shards(n_virtual=W), X, 4, C, 3, **kw)
+    _assert_one_device(a, ra, b, rb)
+    np.testing.assert_allclose(np.array(lls), ref, rtol=2e-6)
+
+
+@pytest.mark.parametrize("fused, K, dtype, tile", [
+    (True, 8, "float32", 3), (True, 4, "float64", 5),
+    (False, 8, "float32", 3),                        # "auto": prefix
+    (False, 40, "float32", 2),                       # butterfly (heads and tails through counter_index)
+    (False, 130, "float32", 3), (False, 40, "float64", 4),   # warp
+])
+def test_gpu_sharded_loglik_is_one_devices_log_likelihood(cp, fused, K, dtype, tile):
+    """``one_device(2)`` with loglik=True: one device's draws, bit for bit, and the shards' sums equal
+    log_likelihood of the state each sweep started from, with each z-draw."""
+    from gpumcmc.shards import one_device
+
+    X, _ = _corpus(M=51, V=50, K=4, length=30, seed=4)
+    kw = dict(fused=fused, sparse=fused, cache_bytes=2 * K * np.dtype(dtype).itemsize * tile)
+    a, ra, ref = _one_device_lls("cupy", X, K, 2, 3, dtype=dtype, **kw)
+    b, rb, lls = _sharded_lls("cupy", one_device(2), X, K, 2, 3, dtype=dtype, **kw)
+    _assert_one_device(a, ra, b, rb, cp.asnumpy)
+    np.testing.assert_allclose(np.array(lls), ref, rtol=2e-6 if dtype == "float32" else 1e-12)

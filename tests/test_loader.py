@@ -139,7 +139,8 @@ def test_packed_formats_of_the_categorical_and_dirichlet_kernels_match_c_layout(
 
     P, LL, I, U, Q = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_uint, ctypes.c_uint64
     philox = [U, U, U, U, P]
-    tail = [P, I, *philox, LL, LL, P, Q, LL, P]   # out, out64, key/offset, n_a, n_b, status, tag, cbase, cidx
+    # out, out64, key/offset, n_a, n_b, status, tag, cbase, cidx, ll, ll_group
+    tail = [P, I, *philox, LL, LL, P, Q, LL, P, P, LL]
     kernels = {
         ("discrete_warp.cu", "cat_row_warp"): [P, P, P, P, LL, I, *tail],
         ("discrete.cu", "cat_warp"): [P, P, P, P, LL, I, P, I, I, *tail],

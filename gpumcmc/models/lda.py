@@ -72,7 +72,7 @@ from ..shards import Shards, balanced_cuts, resolve
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
            "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds", "shard_corpus",
            "init_sharded",
-           "make_sharded_step", "sharded_log_likelihood", "allreduce_bytes"]
+           "make_sharded_step", "sharded_log_likelihood", "sharded_loglik", "allreduce_bytes"]
 
 
 class LDAData(NamedTuple):
@@ -136,7 +136,12 @@ class LDAState(NamedTuple):
 
 
 class LDAInfo(NamedTuple):
-    pass
+    """What a sweep reports besides the state."""
+
+    # (C,) float64 with step(..., loglik=True), else None: each chain's log-likelihood of the corpus,
+    # sum_t log sum_k theta[d_t, k] phi[w_t, k], under the theta and phi the sweep drew z from (those of
+    # the state it was given), summed by the z-draw as it drew (no pass of its own).
+    loglik: object = None
 
 
 def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
@@ -192,13 +197,38 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
             raise ValueError(f"{name} has {V} columns but the model was fitted on {n_words} words; "
                              "build X with the same vocabulary (e.g. the same fitted CountVectorizer).")
         data = data.astype(np.int64)
-        rows = np.repeat(r.astype(np.int64), data)
-        cols = np.repeat(c.astype(np.int64), data)
-        order = np.lexsort((cols, rows))
-        rows, cols = rows[order], cols[order]
+        r, c = r.astype(np.int64, copy=False), c.astype(np.int64, copy=False)
+        # The tokens by document, then word. A CSR matrix in canonical form and np.nonzero give the entries
+        # in that order already; others are sorted here, entries (not the more numerous tokens).
+        if r.size > 1 and not bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (c[1:] >= c[:-1])))):
+            order = np.lexsort((c, r))
+            r, c, data = r[order], c[order], data[order]
+        if M == 0 or not data.sum():
+            raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
+        rows, cols = _expand(r, c, data, xp)
+        return rows, cols, int(M), int(V)
     if M == 0 or rows.size == 0:
         raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
     return xp.asarray(rows), xp.asarray(cols), int(M), int(V)
+
+
+def _expand(r, c, n, xp):
+    """``(rows, cols)`` int64 on ``xp``: entry ``i`` of ``(r, c)`` repeated ``n[i]`` times, in order.
+
+    On the GPU the entries travel (not the tokens, which are more numerous) and are expanded there: token
+    ``t`` belongs to the entry whose running count first exceeds ``t``.
+    """
+    if xp is np:
+        return np.repeat(r, n), np.repeat(c, n)
+    keep = n > 0
+    if not keep.all():
+        r, c, n = r[keep], c[keep], n[keep]
+    small = np.int32 if max(int(r.max()), int(c.max())) < 2**31 else np.int64
+    ends = xp.cumsum(xp.asarray(n.astype(small if int(n.max()) < 2**31 else np.int64)), dtype=np.int64)
+    owner = xp.searchsorted(ends, xp.arange(int(n.sum()), dtype=np.int64), side="right")
+    rows = xp.asarray(r.astype(small))[owner].astype(np.int64)
+    cols = xp.asarray(c.astype(small))[owner].astype(np.int64)
+    return rows, cols
 
 
 def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: float, beta: float,
@@ -407,7 +437,7 @@ ZWARPS = 4
 ZWAVES = 2
 
 
-def zdraw_counts(rng, theta, phi, data, zout=None):
+def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
     """One sweep's z-draw and counts for every chain: ``(n_dk (C M, K), n_wk (V C, K))`` int32.
 
     ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store. Token ``t`` of chain ``c`` draws
@@ -416,6 +446,9 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     On the GPU (``data.fused``) one kernel draws and counts; on NumPy (and with ``fused=False``) z comes
     from :func:`gpumcmc.categorical_products` over all chains' tokens (a shard: with their counters,
     ``counter_base`` / ``counter_index``), then the counts. ``zout`` (int64, C T) receives z (for tests).
+    ``loglik`` ((C,) float64, optional): chain ``c``'s ``sum_t log(max(total_t, 1e-300))`` is added to
+    ``loglik[c]``, ``total_t = sum_k theta[c, d_t, k] phi[w_t, c, k]`` as the draw summed it (the fused
+    kernel, or ``categorical_products(log_total=...)``): the log-likelihood with no pass of its own.
     """
     xp = _backend.get_array_module(theta)
     C, M, K = (int(x) for x in theta.shape)
@@ -427,9 +460,9 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
         r_all, c_all = _chain_tokens(data, C)
         method = "prefix" if xp is np else "auto"
         if data.place is None:
-            z = categorical_products(th2, ph2, r_all, c_all, rng, method=method)
+            z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik)
         else:
-            z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method)
+            z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method, loglik)
         if zout is not None:
             zout[...] = z
         return fused_counts(r_all, c_all, z, C * M, V * C, K)
@@ -459,22 +492,24 @@ def zdraw_counts(rng, theta, phi, data, zout=None):
     gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
     fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval, ndk, nwk,
                                 zout if zout is not None else 0, _loader.i64(T), _loader.i32(M), _loader.i32(C),
-                                _loader.i32(K), *_loader.philox_dev_args(rng.key, offset), *place), shared_mem=smem)
+                                _loader.i32(K), *_loader.philox_dev_args(rng.key, offset), *place,
+                                loglik if loglik is not None else 0), shared_mem=smem)
     return ndk, nwk
 
 
-def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str):
+def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, loglik=None):
     """:func:`gpumcmc.categorical_products` of a shard's tokens (all chains, ``r_all``, ``c_all``) at one
     generator offset, token ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call
     (:class:`ShardPlace`): the same uniform and, for the butterfly, the same lane, so the same index.
 
     On the GPU each chain's run of tokens between the head and the tail is one call with a counter base
-    (no per-token read), and the heads and tails of all chains one call with their counters.
+    (no per-token read), and the heads and tails of all chains one call with their counters (one call per
+    chain where ``loglik``, (C,), sums each chain's log totals).
     """
     xp = _backend.get_array_module(th2)
     if xp is np:
         return categorical_products(th2, ph2, r_all, c_all, rng, method=method,
-                                    counter_index=_token_counters(data, C))
+                                    counter_index=_token_counters(data, C), log_total=loglik)
     p = data.place
     T = int(data.rows.size)
     z = xp.empty(C * T, np.int64)
@@ -482,7 +517,8 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str):
         a, b = c * T + p.n_head, (c + 1) * T - p.n_tail
         if b > a:
             categorical_products(th2, ph2, r_all[a:b], c_all[a:b], copy.copy(rng), method=method, out=z[a:b],
-                                 counter_base=c * p.n_tokens + p.base + p.n_head)
+                                 counter_base=c * p.n_tokens + p.base + p.n_head,
+                                 log_total=None if loglik is None else loglik[c:c + 1])
     if p.n_head or p.n_tail:
         ends = None if p.memo is None else p.memo.get(C)
         if ends is None:  # the heads' and tails' places, tokens and counters: the same every sweep
@@ -495,8 +531,20 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str):
             if p.memo is not None:
                 p.memo[C] = ends
         pos, r_ends, c_ends, counters = ends
-        z[pos] = categorical_products(th2, ph2, r_ends, c_ends, copy.copy(rng), method=method,
-                                      counter_index=counters)
+        if loglik is None or C == 1:
+            z[pos] = categorical_products(th2, ph2, r_ends, c_ends, copy.copy(rng), method=method,
+                                          counter_index=counters, log_total=loglik)
+        else:   # one call per chain, so that each chain's log totals have a sum of their own
+            E = p.n_head + p.n_tail
+            per = p.memo.get((C, "chains")) if p.memo is not None else None
+            if per is None:
+                per = [CounterIndex(counters.index[c * E:(c + 1) * E]) for c in range(C)]
+                if p.memo is not None:
+                    p.memo[(C, "chains")] = per
+            for c in range(C):
+                e = slice(c * E, (c + 1) * E)
+                z[pos[e]] = categorical_products(th2, ph2, r_ends[e], c_ends[e], copy.copy(rng), method=method,
+                                                 counter_index=per[c], log_total=loglik[c:c + 1])
     rng.advance()
     return z
 
@@ -583,8 +631,12 @@ def _axpy_kernel():
     return cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x", "gpumcmc_lda_accumulate")
 
 
-def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
+def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False, loglik: bool = False):
     """One sweep of every chain: z for every token, counts, then theta and (unless ``fixed_phi``) phi.
+
+    ``loglik=True``: ``info.loglik`` is each chain's log-likelihood of the corpus, (C,) float64, under the
+    theta and phi of ``state`` (those the sweep draws z from, not the new ones), summed by the z-draw as
+    it draws: no pass of its own, and the same draws as without it.
 
     The sweep's own draws (theta, phi, counts plus positive priors) are valid
     by construction, and the tokens were checked when the data were built, so
@@ -596,8 +648,9 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
     C, M, K = (int(x) for x in theta.shape)
     phi = _phi_store(state.phi)
     V = int(phi.shape[0])
+    ll = xp.zeros(C, np.float64) if loglik else None
     with _validate.validation(False):
-        ndk, nwk = zdraw_counts(rng, theta, phi, data)
+        ndk, nwk = zdraw_counts(rng, theta, phi, data, loglik=ll)
         theta = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, M, K)
     keep = (state.it[:1] >= data.burn_in).astype(dtype)
     phi_sum = state.phi_sum
@@ -608,7 +661,7 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False):
         phi = phi.reshape(V, C, K)
         phi_sum = phi_sum.reshape(V, C, K).transpose(1, 0, 2)
     theta_sum = _accumulate(state.theta_sum, theta, keep)
-    return LDAState(theta, phi.transpose(1, 0, 2), phi_sum, theta_sum, state.it + 1), LDAInfo()
+    return LDAState(theta, phi.transpose(1, 0, 2), phi_sum, theta_sum, state.it + 1), LDAInfo(ll)
 
 
 # ---------------------------------------------------------------------------
@@ -829,7 +882,7 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
     return datas, LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(zeros), 0)
 
 
-def make_sharded_step(datas, shards: Shards):
+def make_sharded_step(datas, shards: Shards, loglik: bool = False):
     """``step(rng, state) -> (state, info)``: one sweep of every chain with the documents split over ``shards``.
 
     Each shard draws the topics of its tokens and counts them (as :func:`step`), then its documents'
@@ -839,6 +892,10 @@ def make_sharded_step(datas, shards: Shards):
     counts are integers, so the sums are exact and phi is the same whatever the number of shards, given
     the counts. The sweep is not captured as a CUDA graph (the all-reduce and the per-device launches run
     eagerly).
+
+    ``loglik=True``: ``info.loglik`` holds, per local shard, the (C,) float64 log-likelihood of its tokens
+    under the theta and phi the sweep drew z from, summed by the z-draw (see :func:`step`);
+    :func:`sharded_loglik` sums them over the shards.
     """
     xp = shards.xp
     owners = _device_owners(shards)
@@ -863,11 +920,13 @@ def make_sharded_step(datas, shards: Shards):
             # Every shard's z-draw is queued before any shard's theta draw, so that no GPU's z-draw
             # waits for the host to queue the previous shard's theta draw; the sums of n_wk over the
             # GPUs run beside the theta draws, which do not read them.
-            ndks = []
+            ndks, lls = [], []
             for i, data in enumerate(datas):
                 with shards.on(i):
-                    ndk, nwk = zdraw_counts(gens[i], state.theta[i], state.phi[i], data)
+                    ll = xp.zeros(int(state.theta[i].shape[0]), np.float64) if loglik else None
+                    ndk, nwk = zdraw_counts(gens[i], state.theta[i], state.phi[i], data, loglik=ll)
                     ndks.append(ndk)
+                    lls.append(ll)
                     nwks.append(xp.ascontiguousarray(nwk))
             summed = shards.allreduce_async(nwks)
             for i, data in enumerate(datas):
@@ -884,9 +943,21 @@ def make_sharded_step(datas, shards: Shards):
             for i, th in enumerate(thetas):
                 with shards.on(i):
                     theta_sums.append(_accumulate(state.theta_sum[i], th, keeps[i]))
-        return LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(phi_sums), state.it + 1), LDAInfo()
+        return (LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(phi_sums), state.it + 1),
+                LDAInfo(tuple(lls) if loglik else None))
 
     return sweep
+
+
+def sharded_loglik(lls, shards: Shards):
+    """``(C,)`` float64 host array: the per-shard sums of a sharded sweep's ``info.loglik`` summed over every
+    shard (one all-reduce of C values, then one wait)."""
+    xp = shards.xp
+    bufs = []
+    for i, ll in enumerate(lls):
+        with shards.on(i):
+            bufs.append(xp.array(ll, dtype=np.float64, copy=True))
+    return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
 
 
 def sharded_log_likelihood(state: LDAShardedState, datas, shards: Shards):
@@ -918,6 +989,28 @@ def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
     return total
 
 
+def _monitored(step_fn, read):
+    """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside
+    and reports an empty info to the run driver (nothing stored per sweep), and the monitor's function,
+    ``read(loglik)`` of the latest sweep's sums (the state is not read: those sums score the state the
+    sweep started from, so the value at iteration i is the log-likelihood after i - 1 sweeps).
+
+    Under a CUDA graph (:func:`gpumcmc.sampling.graph_step`) the captured sweep's ``loglik`` is the array
+    every replay writes, so the monitor reads the latest replay's sums.
+    """
+    last = [None]
+
+    def sweep(rng, state):
+        state, info = step_fn(rng, state)
+        last[0] = info.loglik
+        return state, LDAInfo()
+
+    def monitor(state):
+        return read(last[0])
+
+    return sweep, monitor
+
+
 def _lda_shards(devices, backend) -> Shards:
     """``devices`` as :class:`~gpumcmc.shards.Shards`, its form checked on the host before any GPU is asked."""
     return resolve(devices, backend, "the documents")[0]
@@ -941,6 +1034,12 @@ class LDA(Estimator):
     and so does ``loglik_trace_`` (iterations, values); ``loglik_traces_``
     holds every chain's values, shape ``(n_chains, n)``, and :meth:`to_arviz`
     returns them with a chain axis.
+
+    The log-likelihood per token (every ``monitor_every`` sweeps and at the
+    last) is summed by the z-draw itself, ``log sum_k theta_dk phi_wk`` of
+    each token as it draws (no pass of its own): the value recorded at sweep
+    ``i`` scores the theta and phi that sweep ``i`` drew from, i.e. the state
+    after ``i - 1`` sweeps (the last one, the state before the final sweep).
 
     ``graph=True`` (GPU) captures the sweep once as a CUDA graph and replays
     it, one launch per sweep (:func:`gpumcmc.sampling.graph_step`), with the
@@ -1026,11 +1125,8 @@ class LDA(Estimator):
         rows, cols, M, V = tokens_from(X, xp)
         data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=int(C))
         n_tok = int(rows.size)
-
-        def ll(s):
-            return [float(log_likelihood(s.theta[c], s.phi[c], data.rows, data.cols)) / n_tok for c in range(C)]
-
-        trace = run(functools.partial(step, data=data), state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+        sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok)
+        trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
                     monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
                     progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
                     checkpoint_every=int(self.checkpoint_every),
@@ -1071,11 +1167,10 @@ class LDA(Estimator):
             datas, state = init_sharded(rng, parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in),
                                         n_chains=C)
             del parts
-            sweep = make_sharded_step(datas, shards)
+            sweep, ll = _monitored(make_sharded_step(datas, shards, loglik=True),
+                                   lambda v: sharded_loglik(v, shards) / n_tok)
             trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
-                        monitors=[Monitor("loglik_per_token",
-                                          lambda s: sharded_log_likelihood(s, datas, shards) / n_tok,
-                                          every=int(self.monitor_every))],
+                        monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
                         progress=self.progress, desc="LDA", n_chains=C)
             s = trace.state
             n_kept = max(int(self.n_iter), 1)

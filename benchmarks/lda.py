@@ -318,3 +318,115 @@ def run(bench):
         pool.free_all_blocks()
     if os.environ.get("GPUMCMC_LDA_CPU_PEERS", "1") != "0":
         _cpu_peers(bench)
+
+
+# ----------------------------------------------------------------------------- the public call against the sweep
+
+def fit_against_step(out=None):
+    """``LDA.fit`` with its defaults against the bare step loop, per sweep, on the corpora of
+    ``../shared/bench/user_path.py`` (the paper's shape, Zipf words) and a 29 M-token Zipf corpus of the real
+    corpus' size (23.6 k documents, V = 50 k); and fit's set-up before its first sweep, in pieces.
+
+    Per sweep of fit: (time of fit(n_iter=60) - time of fit(n_iter=10)) / 50, median of 3 after a warm-up
+    call, as user_path.py does. The bare loop: 50 calls of ``lda.step`` on the state of ``init``, one
+    synchronisation at the end. Run: ``python -m benchmarks.lda [--out FILE]``.
+    """
+    import cProfile
+    import io
+    import json
+    import pstats
+    import sys
+
+    import cupy as cp
+    import scipy.sparse as sp
+
+    from gpumcmc.models import LDA
+    from gpumcmc.models import lda as L
+    from gpumcmc.random import default_rng
+
+    def wall(fn):
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        return time.perf_counter() - t
+
+    def zipf(M, V, T, seed=1):
+        rs = np.random.default_rng(seed)
+        lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
+        f = 1.0 / (np.arange(V) + 1.0)
+        w = rs.choice(V, size=T, p=f / f.sum())
+        X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
+        X.sum_duplicates()
+        return X
+
+    R = {}
+    corpora = {"paper_shape_zipf": zipf(43556, 37286, 3072662), "zipf_29M": zipf(23600, 50000, 29_000_000)}
+    for name, X in corpora.items():
+        T = int(X.sum())
+        for K in (256, 1024):
+            key = f"{name}_K{K}"
+            call = lambda n, K=K, X=X: LDA(n_components=K, n_iter=n, burn_in=0, random_state=0,  # noqa: E731
+                                           progress=False).fit(X)
+            call(10)
+            diffs, t10 = [], []
+            for _ in range(3):
+                a = wall(lambda: call(10))
+                b = wall(lambda: call(60))
+                diffs.append((b - a) / 50)
+                t10.append(a)
+            per_fit = float(np.median(diffs))
+            # the bare step loop
+            rng = default_rng(0, backend="cupy")
+            rows, cols, M, V = L.tokens_from(X, cp)
+            data, state = L.init(rng, rows, cols, M, V, K, 1 / K, 1 / K, "float32", burn_in=0)
+            for _ in range(3):
+                state, _ = L.step(rng, state, data)
+            s = {"x": state}
+
+            def loop(n=50):
+                for _ in range(n):
+                    s["x"], _ = L.step(rng, s["x"], data)
+
+            per_step = float(np.median([wall(loop) / 50 for _ in range(3)]))
+            s["x"] = state
+
+            def loop_ll(n=50):
+                for _ in range(n):
+                    s["x"], _ = L.step(rng, s["x"], data, loglik=True)
+
+            per_step_ll = float(np.median([wall(loop_ll) / 50 for _ in range(3)]))
+            del data, state, s, rows, cols
+            # set-up, in pieces
+            t_tok = wall(lambda: L.tokens_from(X, cp))
+            rows, cols, M, V = L.tokens_from(X, cp)
+            t_init = wall(lambda: L.init(default_rng(0, backend="cupy"), rows, cols, M, V, K, 1 / K, 1 / K, "float32"))
+            del rows, cols
+            prof = cProfile.Profile()
+            prof.enable()
+            t1 = wall(lambda: call(1))
+            prof.disable()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats("cumtime").print_stats(25)
+            R[key] = {"tokens": T, "fit_ms_per_sweep": per_fit * 1e3, "step_ms_per_sweep": per_step * 1e3,
+                      "step_loglik_ms_per_sweep": per_step_ll * 1e3, "fit_over_step": per_fit / per_step,
+                      "fit_Mtokens_per_s": T / per_fit / 1e6, "step_Mtokens_per_s": T / per_step / 1e6,
+                      "fit_setup_s": float(np.median(t10)) - 10 * per_fit, "tokens_from_s": t_tok,
+                      "init_s": t_init, "fit_1_sweep_s": t1, "fit_1_sweep_profile": buf.getvalue()[-6000:]}
+            print(json.dumps({k: v for k, v in R[key].items() if k != "fit_1_sweep_profile"} | {"case": key}),
+                  flush=True)
+            cp.get_default_memory_pool().free_all_blocks()
+    R["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    if out:
+        with open(out, "w") as fh:
+            json.dump(R, fh, indent=1)
+    print(R["device"], file=sys.stderr)
+    return R
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=fit_against_step.__doc__)
+    parser.add_argument("--out")
+    fit_against_step(parser.parse_args().out)

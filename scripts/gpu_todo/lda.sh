@@ -8,4 +8,4 @@ python -m pytest -m gpu tests/test_lda.py tests/test_lda_devices.py tests/test_t
 python -m pytest -m gpu tests/test_categorical.py tests/test_products_base.py tests/test_loader.py -q -p no:cacheprovider -x 2>&1 | tail -15
 # The public call (fit, defaults) against the bare step loop, and LDA.fit's set-up, on the user_path corpora.
 python ../shared/bench/user_path.py lda --out "$OUT/user_path_lda.json"
-python benchmarks/lda_fit_vs_step.py --out "$OUT/lda_fit_vs_step.json" 2>&1 | tail -30
+python -m benchmarks.lda --out "$OUT/lda_fit_vs_step.json" 2>&1 | tail -30

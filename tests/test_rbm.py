@@ -76,20 +76,49 @@ def test_fit_on_digits_is_on_par_with_scikit_learn():
     assert abs(pl_ours - pl_sk) < 3.0, (pl_ours, pl_sk)
 
 
-def test_bad_input_says_what_to_do():
-    with pytest.raises(ValueError, match="components_"):
-        RBM(np.zeros((4, 3)), np.zeros(3), np.zeros(3), backend="numpy")
-    with pytest.raises(ValueError, match="binary"):
-        RBM.fit(np.full((5, 4), 0.5), 2, backend="numpy", progress=False)
-    with pytest.raises(ValueError, match="binary"):
-        _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2))
-    with pytest.raises(ValueError, match="NaN"):
-        RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy")
-    X = np.zeros((20, 4), np.uint8)
-    with pytest.raises(ValueError, match="GPU only"):
-        RBM.fit(X, 2, backend="numpy", progress=False, fused=True)
-    with pytest.raises(TypeError, match="fused"):
-        RBM.fit(X, 2, backend="numpy", progress=False, fused="yes")
+_X = np.zeros((20, 4), np.uint8)
+_BAD = [
+    pytest.param(lambda: RBM(np.zeros((4, 3)), np.zeros(3), np.zeros(3), backend="numpy"), ValueError, "components_",
+                 id="bias-shape"),
+    pytest.param(lambda: RBM.fit(np.full((5, 4), 0.5), 2, backend="numpy", progress=False), ValueError, "binary",
+                 id="fit-not-binary"),
+    pytest.param(lambda: _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2)), ValueError, "binary",
+                 id="initial-not-binary"),
+    pytest.param(lambda: RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy"), ValueError, "NaN",
+                 id="weights-nan"),
+    pytest.param(lambda: RBM.fit(_X, 2, backend="numpy", progress=False, fused=True), ValueError, "GPU only",
+                 id="fused-on-cpu"),
+    pytest.param(lambda: RBM.fit(_X, 2, backend="numpy", progress=False, fused="yes"), TypeError, "fused",
+                 id="fused-not-bool"),
+    pytest.param(lambda: _small_rbm().sample(n_chains=2, n_steps=-1), ValueError, "n_steps", id="negative-steps"),
+    pytest.param(lambda: _small_rbm().sample(n_chains=2, n_steps=1.5), TypeError, "n_steps", id="float-steps"),
+    pytest.param(lambda: _small_rbm().sample(n_chains=0, n_steps=1), ValueError, "n_chains", id="zero-chains"),
+    pytest.param(lambda: RBM.fit(_X, 0, backend="numpy", progress=False), ValueError, "n_hidden", id="zero-hidden"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", _BAD)
+def test_bad_input_says_what_to_do(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_sample_of_zero_steps_gives_the_initial_states():
+    v = _small_rbm().sample(n_chains=3, n_steps=0, random_state=0, initial=np.array([1, 0, 1, 1, 0]))
+    np.testing.assert_array_equal(v, np.tile([1, 0, 1, 1, 0], (3, 1)))
+
+
+def test_progress_bar_scores_fixed_rows_and_leaves_the_weights_alone():
+    X = (np.random.default_rng(0).random((300, 8)) < 0.3).astype(np.uint8)
+    kw = dict(n_hidden=4, n_iter=3, random_state=0, backend="numpy")
+    quiet = RBM.fit(X, progress=False, **kw)
+    shown = RBM.fit(X, progress=True, **kw)
+    np.testing.assert_array_equal(quiet.W, shown.W)
+    assert len(shown.pseudo_likelihood_) == 3 and quiet.pseudo_likelihood_ == []
+    rows = X[np.linspace(0, len(X) - 1, R.PROGRESS_ROWS).astype(int)]
+    assert shown.pseudo_likelihood_[-1] == pytest.approx(shown.pseudo_likelihood(rows), rel=1e-6)
+    # the figure follows the training: the untrained machine scores 8 log(1/2) on every row
+    assert shown.pseudo_likelihood_[-1] != pytest.approx(8 * np.log(0.5), abs=0.05)
 
 
 # --------------------------------------------------------------------------- GPU

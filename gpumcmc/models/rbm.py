@@ -172,18 +172,22 @@ class RBM:
         """
         from ..sampling import run
 
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)):
+            raise TypeError(f"n_steps must be an integer, got {n_steps!r}.")
+        if n_steps < 0:
+            raise ValueError(f"n_steps must be >= 0 (the block-Gibbs steps to run), got {n_steps}.")
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         state = self.init(n_chains, rng, initial)
-        trace = run(self.step, state, rng, n_steps, progress=progress, desc="RBM", n_chains=n_chains)
+        trace = run(self.step, state, rng, int(n_steps), progress=progress, desc="RBM", n_chains=n_chains)
         return trace.state.v.astype(xp.uint8)
 
     # -- figures -----------------------------------------------------------------
     def free_energy(self, v):
         """``F(v) = -v.b - sum_j log(1 + exp(c_j + v W_j))``, per row of ``v``."""
         xp = self._xp()
-        v = _backend.asarray(v, xp, dtype=self.dtype)
-        return -(v @ self.visible_bias) - xp.logaddexp(0, v @ self.W + self.hidden_bias).sum(axis=1)
+        return _free_energy(xp, _backend.asarray(v, xp, dtype=self.dtype), self.W, self.visible_bias,
+                            self.hidden_bias)
 
     def pseudo_likelihood(self, X, random_state=0):
         """Mean log pseudo-likelihood of binary rows ``X``, as scikit-learn's ``BernoulliRBM.score_samples``.
@@ -193,14 +197,8 @@ class RBM:
         so two models scored with one seed see the same flips).
         """
         xp = self._xp()
-        X = np.asarray(_backend.to_host(X), dtype=np.float64)
-        rs = np.random.RandomState(random_state)
-        ind = (np.arange(X.shape[0]), rs.randint(0, X.shape[1], X.shape[0]))
-        Xf = X.copy()
-        Xf[ind] = 1 - Xf[ind]
-        fe = self.free_energy(xp.asarray(X))
-        fe_ = self.free_energy(xp.asarray(Xf))
-        return float(_backend.to_host(-(X.shape[1] * xp.logaddexp(0, -(fe_ - fe))).mean()))
+        X, Xf = _flipped(X, random_state, xp, self.dtype)
+        return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
 
     def log_prob_visible_unnormalised(self, v):
         """``-F(v)``: the log of the unnormalised marginal of the visible units."""
@@ -216,8 +214,11 @@ class RBM:
         N(0, 0.01^2), biases at 0; ``batch_size`` persistent chains take one
         block-Gibbs step per minibatch; the gradient uses the hidden
         probabilities of the data and of the chains. The chains' hidden draws
-        use the fused kernel. ``fit_seconds_`` and ``pseudo_likelihood_``
-        (per epoch, on ``X``) are set on the returned model.
+        use the fused kernel. ``fit_seconds_`` and, with ``progress``,
+        ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
+        ``PROGRESS_ROWS`` evenly spaced rows of ``X``, each with one feature
+        flipped, the same rows and flips every epoch) are set on the returned
+        model.
 
         On a GPU, a model whose weights and chains fit in one block's shared
         memory (``fused=None``, the default, decides; the digits' 64 x 256
@@ -262,6 +263,8 @@ class RBM:
 
             bar = tqdm(total=n_iter, desc="RBM PCD", unit="epoch")
         history = []
+        if bar is not None:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
+            score = _flipped(_backend.to_host(X)[np.linspace(0, n - 1, min(n, PROGRESS_ROWS)).astype(int)], 0, xp, dtype)
         use_fused = _use_fused_pcd(fused, xp, nv, n_hidden, batch_size, dtype)
         if use_fused:
             from .. import _loader
@@ -288,8 +291,7 @@ class RBM:
                     c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
                     b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
             if bar is not None:
-                model = cls(W, b, c, dtype=dtype, backend=backend)
-                pl = model.pseudo_likelihood(X[: min(n, 2000)])
+                pl = _pseudo_likelihood(xp, *score, W, b, c)
                 history.append(pl)
                 bar.set_postfix({"pseudo-likelihood": f"{pl:.2f}"}, refresh=False)
                 bar.update(1)
@@ -307,6 +309,33 @@ class RBM:
         """The :class:`RBM` of a fitted scikit-learn ``BernoulliRBM`` (for scoring both with one function)."""
         return cls(estimator.components_.T, estimator.intercept_visible_, estimator.intercept_hidden_, dtype=dtype,
                    backend=backend)
+
+
+def _free_energy(xp, v, W, b, c):
+    return -(v @ b) - xp.logaddexp(0, v @ W + c).sum(axis=1)
+
+
+def _flipped(X, random_state, xp, dtype):
+    """Binary rows ``X`` and the same rows with one feature each flipped (``RandomState(random_state)`` picks it),
+    both on ``xp`` in ``dtype``."""
+    X = np.asarray(_backend.to_host(X), dtype=np.float64)
+    rs = np.random.RandomState(random_state)
+    ind = (np.arange(X.shape[0]), rs.randint(0, X.shape[1], X.shape[0]))
+    Xf = X.copy()
+    Xf[ind] = 1 - Xf[ind]
+    return xp.asarray(X, dtype=dtype), xp.asarray(Xf, dtype=dtype)
+
+
+def _pseudo_likelihood(xp, X, Xf, W, b, c) -> float:
+    """Mean log pseudo-likelihood from rows ``X`` and their flipped twins ``Xf`` (synchronises)."""
+    fe = _free_energy(xp, X, W, b, c)
+    fe_ = _free_energy(xp, Xf, W, b, c)
+    return float(_backend.to_host(-(X.shape[1] * xp.logaddexp(0, -(fe_ - fe))).mean()))
+
+
+#: Rows of X that ``RBM.fit``'s progress bar scores after each epoch (evenly spaced through X). Scoring takes
+#: about a third of an epoch's work per row, so this many keeps it to a few per cent of an epoch on 2,000 rows.
+PROGRESS_ROWS = 256
 
 
 def _pcd_smem_bytes(nv: int, nh: int, chains: int, itemsize: int) -> int:

@@ -6,6 +6,7 @@ chains, Student t with chains - 1 degrees of freedom), at significance ALPHA
 per check (conftest), with fixed seeds.
 """
 
+import hashlib
 import itertools
 
 import numpy as np
@@ -15,6 +16,7 @@ from scipy import stats
 from conftest import ALPHA
 from gpumcmc.models import Ising
 from gpumcmc.models import ising as I
+from gpumcmc import backend as B
 
 
 def _within(values, exact, alpha=ALPHA, bias=0.0):
@@ -56,6 +58,7 @@ def test_onsager_references():
 
 # --------------------------------------------------------------------------- the sampler against them
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beta, shape, sweeps, burn", [
     (0.3, (32, 32), 1000, 100),      # above T_c
     (I.BETA_C, (16, 32), 2000, 300),  # at T_c: exact finite-lattice energy
@@ -68,6 +71,7 @@ def test_energy_per_site_is_exact(beta, shape, sweeps, burn):
     assert se < 0.01  # the test can tell a wrong temperature apart
 
 
+@pytest.mark.slow
 def test_spontaneous_magnetisation_below_tc():
     beta = 0.6
     res = Ising((32, 32), beta=beta, backend="numpy").sample(600, burn_in=100, n_chains=16, random_state=5,
@@ -76,6 +80,7 @@ def test_spontaneous_magnetisation_below_tc():
     _within(np.abs(res.magnetization), float(I.onsager_magnetization(beta)), bias=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("open", (3, 4)),
                                              ("open", (2, 2, 3)), ("periodic", (2, 2, 2))])
 def test_field_per_site_matches_enumeration(boundary, shape):
@@ -90,6 +95,7 @@ def test_field_per_site_matches_enumeration(boundary, shape):
     _within(res.magnetization, (w * states.sum(axis=tuple(range(1, states.ndim)))).sum() / n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("boundary, shape", [("open", (3, 3)), ("periodic", (2, 4)), ("periodic", (4, 2))])
 def test_couplings_per_bond_match_enumeration(boundary, shape):
     rs = np.random.default_rng(5)
@@ -203,30 +209,150 @@ def test_denoise_recovers_the_image():
     assert err_after < err_before / 3, (err_before, err_after)
 
 
+# --------------------------------------------------------------------------- draws and figures of sample
+
+# sha256 (first 16 hex digits) of the final spins (int8) of sample(7, random_state=5, progress=False,
+# **call), recorded before sample counted its figures into per-sweep slots: the spins of a seed never change.
+_FIELD = np.random.default_rng(1).normal(size=(6, 9))
+_BONDS = np.random.default_rng(3).normal(0.4, 0.7, (2, 6, 8))
+_SPINS = [
+    pytest.param(dict(shape=(8, 64), beta=0.44), dict(n_chains=3), "af2888af3026318a", id="multispin"),
+    pytest.param(dict(shape=(8, 64), beta=0.44, method="byte"), dict(n_chains=3), "af2888af3026318a", id="byte"),
+    pytest.param(dict(shape=(6, 9), beta=0.5, boundary="open", field=_FIELD), dict(n_chains=2), "a64187407d2cac03",
+                 id="open-field-per-site"),
+    pytest.param(dict(shape=(4, 6, 8), beta=0.3, field=0.1), dict(n_chains=2), "fc7e8627561a299a", id="cubic"),
+    pytest.param(dict(shape=(6, 8), beta=0.7, coupling=_BONDS, field=0.1), dict(n_chains=2), "55dba7737facb12c",
+                 id="bonds"),
+    pytest.param(dict(shape=(8, 32), beta=0.44), dict(n_chains=2, burn_in=3, thin=2), "43d43321c556fc25",
+                 id="burn-in-thin"),
+]
+
+
+@pytest.mark.parametrize("model, call, digest", _SPINS)
+def test_spins_of_a_seed_are_unchanged(xp, model, call, digest):
+    res = Ising(backend=xp.__name__, **model).sample(7, random_state=5, progress=False, **call)
+    spins = np.ascontiguousarray(B.to_host(res.states))
+    assert hashlib.sha256(spins.tobytes()).hexdigest()[:16] == digest
+
+
+def _second_pass(model, xp, n_sweeps, burn_in, thin, n_chains, seed):
+    """Magnetisation and energy per site of every kept sweep, from the spins (observables off in the sweep)."""
+    rng = I.default_rng(seed, backend=xp.__name__)
+    st = model.init(n_chains, rng)
+    mag, energy = [], []
+    for j in range(burn_in + n_sweeps):
+        st, _ = model.step(rng, st, observe=False)
+        i = j - burn_in
+        if i >= 0 and (i + 1) % thin == 0:
+            s = model.spins(st)
+            mag.append(B.to_host(s.reshape(n_chains, -1).astype(xp.float64).mean(axis=1)))
+            energy.append(B.to_host(model.energy(s)))
+    return np.stack(mag, axis=1), np.stack(energy, axis=1)
+
+
+@pytest.mark.parametrize("kw, sweeps, burn_in, thin", [
+    (dict(shape=(8, 64), field=0.0), 9, 0, 1),        # multispin, every sweep kept
+    (dict(shape=(6, 32), field=0.15), 10, 3, 3),      # multispin, a field; the last sweep not kept
+    (dict(shape=(6, 10)), 6, 2, 2),                   # byte path, periodic
+    (dict(shape=(5, 7), boundary="open", field=-0.2), 5, 1, 1),
+    (dict(shape=(4, 6, 8), field=0.1), 4, 0, 2),      # cubic
+    (dict(shape=(6, 8), field=np.linspace(-1, 1, 48).reshape(6, 8)), 4, 1, 1),  # a field per site
+])
+def test_figures_counted_in_the_sweep_equal_a_second_pass(xp, kw, sweeps, burn_in, thin):
+    model = Ising(beta=0.45, backend=xp.__name__, **kw)
+    res = model.sample(sweeps, burn_in=burn_in, thin=thin, n_chains=3, random_state=12, progress=False)
+    mag, energy = _second_pass(model, xp, sweeps, burn_in, thin, 3, 12)
+    assert res.magnetization.shape == res.energy.shape == (3, sweeps // thin)
+    np.testing.assert_array_equal(res.magnetization, mag)
+    np.testing.assert_allclose(res.energy, energy, rtol=1e-12, atol=1e-14)
+    # and the final state's counts are the last sweep's
+    state = res.trace.state
+    np.testing.assert_array_equal(B.to_host(state.counts[:, 0]), (B.to_host(res.states) > 0).reshape(3, -1).sum(1))
+    # a test that can fail: another seed gives other figures
+    other = model.sample(sweeps, burn_in=burn_in, thin=thin, n_chains=3, random_state=13, progress=False)
+    assert not np.array_equal(other.magnetization, mag)
+
+
+def test_step_figures_equal_a_second_pass(xp):
+    for method in ("multispin", "byte"):
+        model = Ising((6, 32), beta=0.4, field=0.2, method=method, backend=xp.__name__)
+        rng = I.default_rng(3, backend=xp.__name__)
+        st = model.init(2, rng)
+        for _ in range(3):
+            st, info = model.step(rng, st)
+            s = model.spins(st)
+            np.testing.assert_array_equal(B.to_host(info.magnetization),
+                                          B.to_host(s.reshape(2, -1).astype(xp.float64).mean(axis=1)))
+            np.testing.assert_allclose(B.to_host(info.energy), B.to_host(model.energy(s)), rtol=1e-12)
+
+
+def test_sample_twice_with_one_seed_gives_the_same_draws(xp):
+    model = Ising((8, 32), beta=0.4, backend=xp.__name__)
+    a = model.sample(6, n_chains=2, random_state=4, progress=False)
+    b = model.sample(6, n_chains=2, random_state=np.random.SeedSequence(4), progress=False)
+    np.testing.assert_array_equal(a.magnetization, b.magnetization)
+    assert np.array_equal(B.to_host(a.states), B.to_host(b.states))
+    c = model.sample(6, n_chains=2, random_state=5, progress=False)
+    assert not np.array_equal(B.to_host(a.states), B.to_host(c.states))
+
+
+def test_sample_with_a_progress_bar_gives_the_same_draws():
+    model = Ising((8, 32), beta=0.4, backend="numpy")
+    a = model.sample(8, burn_in=2, n_chains=2, random_state=4, progress=False)
+    b = model.sample(8, burn_in=2, n_chains=2, random_state=4, progress=True)
+    np.testing.assert_array_equal(a.energy, b.energy)
+    assert "|m|" in b.trace.monitors
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(field=np.zeros((4, 4)))], ids=["uniform", "field-per-site"])
+def test_zero_sweeps_give_an_empty_result(kw):
+    model = Ising((4, 4), beta=0.4, backend="numpy", **kw)
+    res = model.sample(0, burn_in=3, n_chains=2, random_state=0, progress=False)
+    assert res.magnetization.shape == res.energy.shape == (2, 0)
+    assert res.states.shape == (2, 4, 4)
+    after = model.sample(3, n_chains=2, random_state=0, progress=False)  # the same 3 sweeps, kept
+    assert np.array_equal(res.states, after.states)
+
+
 # --------------------------------------------------------------------------- bad input
 
-def test_bad_input_says_what_to_do():
-    with pytest.raises(ValueError, match="even sides"):
-        Ising((5, 6))
-    Ising((5, 6), boundary="open")  # fine with open boundaries
-    with pytest.raises(ValueError, match="lattice's shape"):
-        Ising((4, 4), field=np.zeros((4, 5)))
-    with pytest.raises(ValueError, match=r"\+1 and -1"):
-        Ising((4, 4), backend="numpy").init(1, 0, initial=np.zeros((4, 4)))
-    with pytest.raises(ValueError, match="method='byte'"):
-        Ising((4, 4), method="multispin")
-    with pytest.raises(ValueError, match="boundary"):
-        Ising((4, 4), boundary="helical")
-    with pytest.raises(ValueError, match="binary"):
-        I.denoise(np.full((4, 4), 0.5), backend="numpy")
-    with pytest.raises(ValueError, match="NaN"):
-        Ising((4, 4), field=np.full((4, 4), np.nan))
-    with pytest.raises(ValueError, match="cubic"):
-        Ising((4, 4, 4, 4))
-    with pytest.raises(ValueError, match=r"\(2, L, W\)"):
-        Ising((4, 6), coupling=np.ones((4, 6)))
-    with pytest.raises(ValueError, match="2-D periodic"):
-        Ising((4, 4, 32), method="multispin")
+_BAD = [
+    pytest.param(lambda: Ising((5, 6)), ValueError, "even sides", id="odd-periodic"),
+    pytest.param(lambda: Ising((8.5, 8)), ValueError, "shape", id="float-side"),
+    pytest.param(lambda: Ising(("8", 8)), ValueError, "shape", id="string-side"),
+    pytest.param(lambda: Ising((True, 8)), ValueError, "shape", id="bool-side"),
+    pytest.param(lambda: Ising((4, 4), field=np.zeros((4, 5))), ValueError, "lattice's shape", id="field-shape"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").init(1, 0, initial=np.zeros((4, 4))), ValueError,
+                 r"\+1 and -1", id="initial-values"),
+    pytest.param(lambda: Ising((4, 4), method="multispin"), ValueError, "method='byte'", id="multispin-width"),
+    pytest.param(lambda: Ising((4, 4), boundary="helical"), ValueError, "boundary", id="boundary"),
+    pytest.param(lambda: I.denoise(np.full((4, 4), 0.5), backend="numpy"), ValueError, "binary", id="denoise"),
+    pytest.param(lambda: Ising((4, 4), field=np.full((4, 4), np.nan)), ValueError, "NaN", id="field-nan"),
+    pytest.param(lambda: Ising((4, 4, 4, 4)), ValueError, "cubic", id="four-d"),
+    pytest.param(lambda: Ising((4, 6), coupling=np.ones((4, 6))), ValueError, r"\(2, L, W\)", id="coupling-shape"),
+    pytest.param(lambda: Ising((4, 4, 32), method="multispin"), ValueError, "2-D periodic", id="multispin-3d"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").sample(-1, progress=False), ValueError, "n_sweeps",
+                 id="negative-sweeps"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").sample(2.5, progress=False), TypeError, "n_sweeps",
+                 id="float-sweeps"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").sample(2, burn_in=-1, progress=False), ValueError, "burn_in",
+                 id="negative-burn-in"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").sample(2, thin=0, progress=False), ValueError, "thin",
+                 id="zero-thin"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").sample(2, n_chains=0, progress=False), ValueError,
+                 "n_chains", id="zero-chains"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", _BAD)
+def test_bad_input_says_what_to_do(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_open_boundaries_take_odd_sides():
+    assert Ising((5, 6), boundary="open").shape == (5, 6)
+    assert Ising((np.int64(6), 8)).shape == (6, 8)
 
 
 # --------------------------------------------------------------------------- GPU
@@ -282,3 +408,15 @@ def test_gpu_denoise_matches_numpy(cp):
     a = I.denoise(img, n_sweeps=10, burn_in=2, n_chains=3, random_state=0, progress=False, backend="numpy")
     b = I.denoise(img, n_sweeps=10, burn_in=2, n_chains=3, random_state=0, progress=False, backend="cupy")
     np.testing.assert_array_equal(a, cp.asnumpy(b))
+
+
+def test_gpu_figures_of_the_general_multispin_loop(cp):
+    # 600 chains of 2 x 16,384 sites: one block per chain, fewer threads than words in a row, so the
+    # multispin kernel takes its general loop (not the row-pair fast path); figures and spins as elsewhere.
+    model = Ising((2, 16384), beta=0.45, field=0.05, backend="cupy")
+    res = model.sample(3, n_chains=600, random_state=8, progress=False)
+    mag, energy = _second_pass(model, cp, 3, 0, 1, 600, 8)
+    np.testing.assert_array_equal(res.magnetization, mag)
+    np.testing.assert_allclose(res.energy, energy, rtol=1e-12, atol=1e-14)
+    byte = Ising((2, 16384), beta=0.45, field=0.05, method="byte", backend="cupy")
+    assert bool((byte.sample(3, n_chains=600, random_state=8, progress=False).states == res.states).all())

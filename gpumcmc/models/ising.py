@@ -482,9 +482,12 @@ class Ising:
     def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
                  backend=None):
         try:
-            dims = tuple(int(v) for v in shape)
-        except (TypeError, ValueError):
+            dims = tuple(shape)
+        except TypeError:
             dims = ()
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in dims):
+            raise ValueError(f"shape must hold integers (the number of sites along each side), got {shape!r}.")
+        dims = tuple(int(v) for v in dims)
         if len(dims) not in (2, 3):
             raise ValueError(f"shape must be (rows, columns) for a square lattice or (depth, rows, columns) for a "
                              f"cubic one, got {shape!r}.")

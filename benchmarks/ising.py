@@ -23,6 +23,15 @@
     time and pseudo-likelihood side by side. The default fit runs each epoch
     as one kernel (weights and chains in shared memory); the row
     `fused=False` times the launch-per-product path beside it.
+(d) First, the public calls as users make them, per iteration (the difference
+    of two whole calls of different lengths, as ../shared/bench/user_path.py
+    times them): `Ising((L, L), beta=0.44).sample(n, random_state=0,
+    progress=False)` at L = 16,384 (small: 2,048), and `RBM.fit` on the digits
+    (progress off, and on: the defaults), each beside its bare loop, labelled
+    "kernel only": the sweep with observables off, the sweep counting into a
+    slot as sample does, and the fused PCD epoch.
+
+    python -m benchmarks.ising OUT_DIR --user-path [--small]   # (d) alone, to OUT_DIR/ising-user-path.json
 """
 
 from __future__ import annotations
@@ -243,7 +252,120 @@ def _rbm_fit(bench):
                  note=f"pseudo-likelihood {pl:.2f}; one run, host clock")
 
 
+def _per_iteration_ms(call, a, b, repeats=3):
+    """ms per iteration: the median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a),
+    after one warm-up call, as ../shared/bench/user_path.py measures the public calls."""
+    import time
+
+    import cupy as cp
+
+    def wall(n):
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        call(n)
+        cp.cuda.Device().synchronize()
+        return time.perf_counter() - t
+
+    call(a)
+    return float(np.median([(wall(b) - wall(a)) / (b - a) for _ in range(repeats)])) * 1e3
+
+
+def _ising_public(bench):
+    """Ising.sample through the public call (user_path.py's) beside its bare sweep loops, per sweep."""
+    import gpumcmc
+    from gpumcmc.models import Ising
+
+    cp = bench.cupy
+    L = 2048 if bench.small else 16384
+    beta, a, b = 0.44, 5, 405
+    case = f"ising L={L} per sweep, public call"
+    params = {"L": L, "beta": beta, "calls": [a, b], "chains": 1}
+    public = lambda n: Ising((L, L), beta=beta).sample(n, random_state=0, progress=False)  # noqa: E731
+    ms_public = _per_iteration_ms(public, a, b)
+    model = Ising((L, L), beta=beta, backend="cupy")
+    rng = gpumcmc.random.default_rng(0, backend="cupy")
+    state = model.init(1, rng, initial="up")
+    slot = cp.zeros((1, 2), dtype=cp.int64)
+
+    def bare(n, observe):
+        for _ in range(n):
+            model._sweep(rng, state, slot if observe else None)
+
+    ms_off = _per_iteration_ms(lambda n: bare(n, False), a, b)
+    ms_slot = _per_iteration_ms(lambda n: bare(n, True), a, b)
+    for impl, ms in (("gpumcmc Ising.sample, defaults (progress=False)", ms_public),
+                     ("kernel only: sweep, observables off", ms_off),
+                     ("kernel only: sweep counting into a slot (as sample)", ms_slot)):
+        row = bench.record(case, impl, ms, L * L, params=params)
+        row["flips_per_ns"] = L * L / (ms * 1e6)
+        row["ratio_to_observables_off"] = ms / ms_off
+    del state, slot
+    bench.free_memory()
+
+
+def _rbm_fit_public(bench):
+    """RBM.fit through the public call (progress off; and on, the defaults) beside the bare fused epoch loop."""
+    import gpumcmc
+    from gpumcmc import _loader
+    from gpumcmc.models import RBM
+    from gpumcmc.models import rbm as R
+
+    cp = bench.cupy
+    X = R.load_binary_digits()
+    nh, a, b = 256, 2, 12
+    case = f"rbm fit digits {X.shape[0]}x{X.shape[1]} hidden={nh} per epoch, public call"
+    params = {"n_hidden": nh, "batch_size": 10, "learning_rate": 0.05, "calls": [a, b]}
+    rows = {}
+    for progress in (False, True):
+        fit = lambda n, progress=progress: RBM.fit(X, nh, learning_rate=0.05, n_iter=n, random_state=0,  # noqa: E731
+                                                   backend="cupy", progress=progress)
+        rows[progress] = _per_iteration_ms(fit, a, b)
+    Xd = _loader.contiguous(cp.asarray(X, dtype=cp.float32))
+    edges = np.linspace(0, len(X), -(-len(X) // 10) + 1).astype(int)
+    edges_dev = cp.asarray(edges, dtype=cp.int64)
+    rng = gpumcmc.random.default_rng(0, backend="cupy")
+    W = rng.normal(0.0, 0.01, size=(X.shape[1], nh), dtype=np.float32)
+    bv, c = cp.zeros(X.shape[1], cp.float32), cp.zeros(nh, cp.float32)
+    h = cp.zeros((10, nh), cp.float32)
+
+    def bare(n):
+        for _ in range(n):
+            off = rng.advance(2 * (len(edges) - 1))
+            R._pcd_epoch(Xd, edges_dev, len(edges) - 1, W, bv, c, h, 0.05, rng.key, off)
+
+    ms_bare = _per_iteration_ms(bare, a, b)
+    for impl, ms in (("gpumcmc RBM.fit, progress=False", rows[False]),
+                     ("gpumcmc RBM.fit, defaults (progress bar on)", rows[True]),
+                     ("kernel only: fused PCD epoch", ms_bare)):
+        row = bench.record(case, impl, ms, X.shape[0], params=params)
+        row["ratio_to_kernel_only"] = ms / ms_bare
+
+
+def user_path(out_dir, small=False):
+    """(d) alone: the public calls against their bare loops; writes OUT_DIR/ising-user-path.json."""
+    from pathlib import Path
+
+    from benchmarks.harness import Bench, format_table
+
+    bench = Bench(small=small)
+    _ising_public(bench)
+    _rbm_fit_public(bench)
+    print(format_table(bench.rows))
+    print(bench.write("ising-user-path", Path(out_dir)))
+
+
 def run(bench):
+    _ising_public(bench)
+    _rbm_fit_public(bench)
     _ising(bench)
     _rbm(bench)
     _rbm_fit(bench)
+
+
+if __name__ == "__main__":  # python -m benchmarks.ising OUT_DIR --user-path [--small]
+    import sys
+
+    if "--user-path" not in sys.argv:
+        raise SystemExit("python -m benchmarks.ising OUT_DIR --user-path [--small]; the whole suite runs through "
+                         "python -m benchmarks.")
+    user_path(sys.argv[1], small="--small" in sys.argv)

@@ -10,7 +10,12 @@ import gpumcmc
 from gpumcmc import demo
 
 
-@pytest.mark.parametrize("part", demo.available())
+# Parts that take more than a few seconds on a 2-core CPU run with the slow tests.
+SLOW_PARTS = {"lda", "mixture", "glm", "ising", "nested"}
+
+
+@pytest.mark.parametrize("part", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PARTS else p
+                                  for p in demo.available()])
 def test_demo_part_runs(part, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     (summary,) = demo.run([part], tmp_path, small=True)

@@ -77,6 +77,7 @@ def nested_run(seed, nlive):
     return NestedSampler(ll, pt, 2, nlive=nlive, random_state=seed, progress=False, backend="numpy").run().results
 
 
+@pytest.mark.slow
 def test_nested_runs_on_a_cluster_combine_as_runs_here(client):
     """Nested-sampling runs as Dask tasks, merged by the combined-runs estimator: the same evidence and
     points as the same runs made here."""

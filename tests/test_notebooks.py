@@ -1,7 +1,9 @@
 """Every notebook under notebooks/ runs top to bottom on this machine, with small settings.
 
-The notebooks read ``GPUMCMC_SMALL=1`` and shrink their corpora, data sets and
-iteration counts, so this runs on a 2-core CPU in CI.
+The notebooks take their small settings (smaller corpora, data sets and
+iteration counts) from :func:`gpumcmc.demo.small_settings`; ``GPUMCMC_SMALL=1``
+asks for them even on a GPU. Each takes from seconds to two minutes on a 2-core
+CPU, so they are slow tests: CI runs them after the quick suite.
 """
 
 import os
@@ -12,6 +14,7 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")

@@ -42,6 +42,7 @@ def test_shapes_burn_in_and_thinning(xp):
     np.testing.assert_array_equal(tr.draws["x"], full.draws["x"][:, 13::4])
 
 
+@pytest.mark.slow
 def test_ar1_stationary_moments():
     # AR(1) with coefficient 0.5 and unit noise: stationary variance 4/3. 4 chains x 5,000 draws; the
     # variance estimate's standard error is about 0.03 (with autocorrelation); a 6-sigma band: budget < 1e-8.

@@ -112,6 +112,7 @@ def test_butterfly_twin_equals_the_warp_emulation(K, monkeypatch):
         np.testing.assert_array_equal(discrete.butterfly_draw(w, u), _butterfly.draw(w, u, 32))
 
 
+@pytest.mark.slow
 def test_twins_run_within_6x_of_numpy():
     ref = np.random.default_rng(0)
     ours = default_rng(1, backend="numpy")

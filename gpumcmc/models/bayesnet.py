@@ -868,7 +868,7 @@ class _Batch:
         self.Mtot = self.M if Mtot is None else Mtot
         self.vals = None
         self.case_d = self.node_d = None
-        self.launches = None  # the GPU sweep's launch arguments of the uploaded cell lists (see _GpuOps)
+        self.launches = None  # the sweep's launch arguments (GPU) or cell lists by node (twin), per upload
 
     def pin(self):
         """Keep the host arrays in page-locked memory, for batches streamed to the GPU at each visit."""
@@ -902,6 +902,15 @@ class _Batch:
         self.case_d = self.node_d = self.launches = None
 
 
+def _row_of(rows, pars):
+    """Row index (intp) of a CPT for every case in ``rows`` (..., columns): sum over the parents'
+    (column, stride) of the column's state times the stride."""
+    r = np.zeros(rows.shape[:-1], dtype=np.intp)
+    for j, st in pars:
+        r += rows[..., j] * st
+    return r
+
+
 def _row(rows, f, plan):
     """Row index of node f's CPT for every case in ``rows`` (..., V)."""
     r = np.zeros(rows.shape[:-1], dtype=np.int64)
@@ -916,33 +925,56 @@ class _NumpyOps:
     def __init__(self, plan):
         self.plan = plan
 
+    def _cells(self, b, c):
+        """Colour ``c``'s missing cells of part ``b``, node by node: (v, their cases, their numbers in
+        the whole batch (uint64), the columns of Z that v's Markov blanket reads, v's column among
+        them, v's parents' (column, stride) and each child's (table offset, card, column, stride of
+        v, parents' (column, stride))). Made once per upload of the part, as the GPU launches are."""
+        cache = b.launches if b.launches is not None else {}
+        b.launches = cache
+        got = cache.get(("cells", c))
+        if got is None:
+            P = self.plan
+            a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+            nodes = b.node[a:e]
+            got = []
+            for v in P.groups[c]:
+                sel = np.flatnonzero(nodes == v)
+                if not len(sel):
+                    continue
+                pars = lambda f: [(int(P.par[q]), int(P.par_stride[q]))  # noqa: E731
+                                  for q in range(P.par_ptr[f], P.par_ptr[f + 1])]
+                chs = [(int(P.ch[q]), int(P.ch_stride[q])) for q in range(P.ch_ptr[v], P.ch_ptr[v + 1])]
+                cols = sorted({v, *(p for p, _ in pars(v)), *(h for h, _ in chs),
+                               *(p for h, _ in chs for p, _ in pars(h))})
+                at = {col: j for j, col in enumerate(cols)}
+                kids = [(int(P.toff[h]), int(P.card[h]), at[h], s, [(at[p], st) for p, st in pars(h)])
+                        for h, s in chs]
+                got.append((v, b.case[a + sel].astype(np.intp), (int(b.g0[c]) + sel).astype(np.uint64),
+                            np.array(cols, dtype=np.intp), at[v], [(at[p], st) for p, st in pars(v)], kids))
+            cache[("cells", c)] = got
+        return got
+
     def sweep(self, Z, m, b, c, logc, key, off, bad):
         """Draw every missing cell of colour group ``c`` in replicas 0..m-1 of ``Z`` (in place)."""
-        from gpumcmc.random._philox import philox_rounds, u01_f64
+        from gpumcmc.random._philox import Words, philox32
 
         P = self.plan
-        a, e = int(b.gptr[c]), int(b.gptr[c + 1])
-        if a == e:
-            return
-        nodes = b.node[a:e]
-        g0, Mtot = int(b.g0[c]), int(b.Mtot)
-        mask = np.uint64(0xFFFFFFFF)
-        for v in P.groups[c]:
-            sel = np.flatnonzero(nodes == v)
-            if not len(sel):
-                continue
-            cs = b.case[a + sel]
-            rows = Z[:m, cs]  # (m, Mv, V)
+        Mtot = int(b.Mtot)
+        for v, cs, pos, cols, jv, vpars, kids in self._cells(b, c):
+            # (m, Mv, the blanket's columns); take is several times faster than fancy indexing here
+            rows = np.take(np.take(Z[:m], cs, axis=1), cols, axis=2).astype(np.intp)
             K = int(P.card[v])
-            tv = P.toff[v] + _row(rows, v, P) * K
-            lp = [logc[tv + k] for k in range(K)]
-            xv = rows[..., v].astype(np.int64)
-            for q in range(P.ch_ptr[v], P.ch_ptr[v + 1]):
-                ch, s, Kc = int(P.ch[q]), int(P.ch_stride[q]), int(P.card[P.ch[q]])
-                base = _row(rows, ch, P) - xv * s
-                tc = P.toff[ch] + rows[..., ch].astype(np.int64)
+            tv = _row_of(rows, vpars)
+            tv *= K
+            tv += int(P.toff[v])
+            lp = [logc.take(tv + k) for k in range(K)]
+            xv = rows[..., jv]
+            for toff, Kc, jc, s, cpars in kids:
+                base = _row_of(rows, cpars) - xv * s
+                tc = toff + rows[..., jc]
                 for k in range(K):
-                    lp[k] = lp[k] + logc[tc + (base + k * s) * Kc]
+                    lp[k] += logc.take(tc + (base + k * s) * Kc)
             mx = lp[0]
             for k in range(1, K):
                 mx = np.where(lp[k] > mx, lp[k], mx)
@@ -952,12 +984,16 @@ class _NumpyOps:
                 for k in range(K):
                     cum = cum + np.exp(lp[k] - mx)
                     cums.append(cum)
-            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(Mtot)
-                   + (g0 + sel).astype(np.uint64)[None])
-            w = philox_rounds(idx & mask, idx >> np.uint64(32), np.uint64(off & 0xFFFFFFFF),
-                              np.uint64(off >> 32), key[0], key[1])
-            target = u01_f64(w[0], w[1]) * cum
-            draw = np.zeros(target.shape, dtype=np.int64)
+            # Philox counters (r Mtot + cell number, offset): the fill's uniforms u01_f64(w0, w1)
+            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(Mtot) + pos[None]).ravel()
+            n = idx.size
+            hi = idx >> np.uint64(32)
+            c1 = int(hi[0]) if hi[0] == hi[-1] else hi.astype(np.uint32)
+            u = np.empty(n), np.empty(n)
+            philox32(idx.astype(np.uint32), c1, off & 0xFFFFFFFF, off >> 32, int(key[0]), int(key[1]), Words(n), n,
+                     u01=u)
+            target = u[0].reshape(cum.shape) * cum
+            draw = np.zeros(target.shape, dtype=np.intp)
             for ck in cums:
                 draw += ck < target
             Z[:m, cs, v] = np.where(ok, np.minimum(draw, K - 1), xv)

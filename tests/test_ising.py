@@ -350,6 +350,25 @@ def test_bad_input_says_what_to_do(call, error, match):
         call()
 
 
+def test_settings_are_parameters_that_clone_and_set_params_apply():
+    from sklearn.base import clone
+
+    model = Ising((8, 32), beta=0.4, field=0.1, backend="numpy")
+    twin = clone(model)
+    assert twin.get_params() == model.get_params() and twin is not model
+    a = model.sample(5, n_chains=2, random_state=1, progress=False)
+    np.testing.assert_array_equal(a.energy, twin.sample(5, n_chains=2, random_state=1, progress=False).energy)
+    hot = clone(model).set_params(beta=0.1)
+    assert hot.beta == 0.1 and model.beta == 0.4
+    np.testing.assert_array_equal(hot.sample(5, n_chains=2, random_state=1, progress=False).energy,
+                                  Ising((8, 32), beta=0.1, field=0.1, backend="numpy")
+                                  .sample(5, n_chains=2, random_state=1, progress=False).energy)
+    with pytest.raises(ValueError, match="boundary"):
+        model.set_params(boundary="helical")
+    assert model.boundary == "periodic"
+    np.testing.assert_array_equal(model.sample(5, n_chains=2, random_state=1, progress=False).energy, a.energy)
+
+
 def test_open_boundaries_take_odd_sides():
     assert Ising((5, 6), boundary="open").shape == (5, 6)
     assert Ising((np.int64(6), 8)).shape == (6, 8)

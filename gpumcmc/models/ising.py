@@ -55,6 +55,7 @@ from .. import _loader
 from .. import backend as _backend
 from ..random._generator import default_rng
 from ..random._philox import philox_rounds
+from ..sampling._estimator import Estimator
 
 __all__ = ["Ising", "IsingInfo", "IsingResult", "IsingState", "onsager_energy", "onsager_magnetization",
            "exact_energy_finite", "BETA_C"]
@@ -444,7 +445,7 @@ def _check_spins(a, name="state"):
         raise ValueError(f"{name} must hold only +1 and -1 spins; map a 0/1 array b with 2 * b - 1.")
 
 
-class Ising:
+class Ising(Estimator):
     """The 2-D Ising model on an L x W square lattice, sampled by checkerboard heat-bath Gibbs.
 
     Parameters
@@ -471,6 +472,10 @@ class Ising:
     backend : {"numpy", "cupy", None}
         None: the active backend.
 
+    The settings are checked when the model is made and when ``set_params``
+    changes them; the model keeps no draws, so ``sklearn.base.clone`` copies
+    it, and :meth:`sample` seeds at each call from its ``random_state``.
+
     Examples
     --------
     >>> from gpumcmc.models import Ising
@@ -481,6 +486,31 @@ class Ising:
 
     def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
                  backend=None):
+        self.shape = shape
+        self.coupling = coupling
+        self.field = field
+        self.beta = beta
+        self.boundary = boundary
+        self.method = method
+        self.backend = backend
+        self._configure()
+
+    def set_params(self, **params):
+        """Set settings (scikit-learn's ``set_params``), checked and applied at once; bad ones change nothing."""
+        old = self.get_params(deep=False)
+        super().set_params(**params)
+        try:
+            self._configure()
+        except (TypeError, ValueError):
+            super().set_params(**old)
+            self._configure()
+            raise
+        return self
+
+    def _configure(self) -> None:
+        """Check the settings and work out the thresholds and the path from them."""
+        shape, coupling, field, beta = self.shape, self.coupling, self.field, self.beta
+        boundary, method = self.boundary, self.method
         try:
             dims = tuple(shape)
         except TypeError:
@@ -525,29 +555,24 @@ class Ising:
                              "for every site and a width that is a multiple of 32 (got shape "
                              f"{dims}, boundary {boundary!r}, field {'per site' if f.ndim else 'uniform'}, "
                              f"coupling {'per bond' if J.ndim else 'uniform'}); use method='byte' or 'auto'.")
-        self.shape = dims
+        self._shape = dims
         self._dims = dims if len(dims) == 3 else (1,) + dims  # (D, L, W)
-        self.coupling = coupling
-        self.field = field
-        self.beta = float(beta)
-        self.boundary = boundary
-        self.method = method
-        self.backend = backend
+        self._beta = float(beta)
         self._method = "multispin" if (method == "multispin" or (method == "auto" and multispin_ok)) else "byte"
         self._field = f
         self._J = J
         self._by_pattern = J.ndim > 0
         if self._by_pattern:
-            self._thr = _pattern_thresholds(self.beta, J, f, boundary == "periodic")
+            self._thr = _pattern_thresholds(self._beta, J, f, boundary == "periodic")
         else:
-            self._thr = _thresholds(self.beta, float(J), f)
+            self._thr = _thresholds(self._beta, float(J), f)
         self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if self._thr.ndim == 1 else None  # S = 2n - 4
         self._dev = {}
         self._index = None
 
     @property
     def n_sites(self) -> int:
-        return int(np.prod(self.shape))
+        return int(np.prod(self._shape))
 
     @property
     def path(self) -> str:
@@ -566,7 +591,7 @@ class Ising:
         shape ``shape`` or ``(n_chains, *shape)``.
         """
         xp = self._xp()
-        full = (n_chains, *self.shape) if isinstance(n_chains, (int, np.integer)) else None
+        full = (n_chains, *self._shape) if isinstance(n_chains, (int, np.integer)) else None
         if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
             raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
         if xp is not np and n_chains > 65535:
@@ -582,8 +607,8 @@ class Ising:
                 raise ValueError(f"initial must be 'random', 'up', 'down' or an array of +-1, got {initial!r}.")
         else:
             a = _backend.asarray(initial, xp)
-            if a.shape not in (self.shape, full):
-                raise ValueError(f"initial has shape {a.shape}; pass the lattice's shape {self.shape} or "
+            if a.shape not in (self._shape, full):
+                raise ValueError(f"initial has shape {a.shape}; pass the lattice's shape {self._shape} or "
                                  f"(n_chains, *shape) = {full}.")
             _check_spins(a, "initial")
             spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), full))
@@ -716,7 +741,7 @@ class Ising:
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         state = self.init(n_chains, rng, initial)
-        desc = f"Ising {'x'.join(map(str, self.shape))}"
+        desc = f"Ising {'x'.join(map(str, self._shape))}"
         total = burn_in + n_sweeps
         every = max(1, total // 20)
         if self._field.ndim or self._by_pattern:
@@ -768,7 +793,7 @@ class Ising:
     def energy(self, spins):
         """Energy per site of +-1 ``spins`` of the lattice's shape, or with a leading chain axis."""
         xp = _backend.get_array_module(spins)
-        batched = spins.ndim == len(self.shape) + 1
+        batched = spins.ndim == len(self._shape) + 1
         s = spins if batched else spins[None]
         periodic = self.boundary == "periodic"
         if self._by_pattern:

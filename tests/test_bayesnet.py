@@ -288,16 +288,33 @@ def test_gpu_counts_in_global_memory(cp, monkeypatch):
                                   bn._NumpyOps(plan).counts(Z, 2, len(X)))
 
 
+@pytest.mark.parametrize("same", [3, [1, 3, 2, 3, 1]])  # a schedule: launches of several m on one part
 @pytest.mark.parametrize("batch_size", [None, 700])
-def test_gpu_fit_matches_cpu(cp, batch_size):
+def test_gpu_fit_matches_cpu(cp, batch_size, same):
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(2000, 0), 0.5, 1)
-    kw = dict(n_iter=4, same=3, random_state=0, progress=False, batch_size=batch_size)
+    kw = dict(n_iter=5, same=same, random_state=0, progress=False, batch_size=batch_size)
     g = _fresh().set_params(backend="cupy", **kw).fit(X)
     c = _fresh().set_params(backend="numpy", **kw).fit(X)
     np.testing.assert_array_equal(g.imputations_, c.imputations_)
     for v in g.nodes:
         np.testing.assert_allclose(g.cpts_[v], c.cpts_[v], rtol=1e-10)
+        np.testing.assert_allclose(g.cpts_last_[v], c.cpts_last_[v], rtol=1e-10)
+        np.testing.assert_allclose(g.trace_[v], c.trace_[v], rtol=1e-10)
+
+
+def test_gpu_normalise_into_another_array(cp):
+    from gpumcmc.models import bayesnet as bn
+
+    plan = bn._Plan(_random_net(2))
+    g = np.random.default_rng(3).normal(size=plan.C)
+    x = cp.asarray(g)
+    out = cp.zeros((2, plan.C))
+    got = bn._GpuOps(plan).normalise(x, out=out[1])
+    assert got.data.ptr == out[1].data.ptr
+    np.testing.assert_array_equal(cp.asnumpy(x), g)  # the input is left as it was
+    np.testing.assert_allclose(cp.asnumpy(out[1]), bn._NumpyOps(plan).normalise(g.copy()), rtol=1e-13, atol=1e-13)
+    assert not out[0].any()
 
 
 # --------------------------------------------------------------------------- estimates and imputation
@@ -573,3 +590,16 @@ def test_settings_given_to_fit_still_work_and_warn():
         old.fit(X, n_iters=3)
     with pytest.raises(TypeError, match="y is not used"):
         old.fit(X, np.zeros(len(X)))
+
+
+def test_twin_normalise_into_another_array():
+    from gpumcmc.models import bayesnet as bn
+
+    plan = bn._Plan(_random_net(2))
+    g = np.random.default_rng(3).normal(size=plan.C)
+    out = np.zeros((2, plan.C))
+    got = bn._NumpyOps(plan).normalise(g.copy(), out=out[1])
+    assert np.shares_memory(got, out) and not out[0].any()
+    rows = np.split(out[1], plan.row_ptr[1:-1])
+    np.testing.assert_allclose([np.logaddexp.reduce(r) for r in rows], 0.0, atol=1e-12)
+    np.testing.assert_array_equal(bn._NumpyOps(plan).normalise(g.copy()), out[1])  # in place: the same values

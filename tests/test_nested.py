@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from gpumcmc.nested import (NestedResults, NestedSampler, SinusoidModel, _evidence, combine_runs,
-                            correlated_gaussian, eggbox, gaussian_shells, merge_points, plot_run)
+                            correlated_gaussian, eggbox, gaussian_shells, merge_points, mode_check, plot_run)
 
 
 def _run(ll, pt, d, **kw):
@@ -22,6 +23,7 @@ def _run(ll, pt, d, **kw):
 K = 4.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", [dict(), dict(n_replace=5), dict(n_runs=3)], ids=["plain", "R5", "M3"])
 def test_shells_2d(scheme):
     ll, pt = gaussian_shells(2)
@@ -31,6 +33,7 @@ def test_shells_2d(scheme):
         assert abs(r.logz - (-1.75)) < K * max(r.logzerr, r.logzerr_runs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,truth", [(5, -5.67), (10, -14.59)])
 def test_shells_high_dim(d, truth):
     ll, pt = gaussian_shells(d)
@@ -85,18 +88,116 @@ def test_other_samplers(sampler):
     assert abs(r.logz - lz) < K * r.logzerr, r
 
 
-def test_bad_input():
-    ll, pt, _ = correlated_gaussian(2)
-    with pytest.raises(ValueError, match="ndim"):
-        NestedSampler(ll, pt, 2, nlive=2)
-    with pytest.raises(ValueError, match="NaN"):
-        _run(lambda x: np.full(x.shape[0], np.nan), pt, 2, nlive=20)
-    with pytest.raises(ValueError, match="shape"):
-        NestedSampler(lambda x: np.zeros((x.shape[0], 2)), pt, 2, nlive=20, backend="numpy")
+_LL, _PT, _ = correlated_gaussian(2)
+
+# (settings, exception, words the message must hold): each setting alone, the others valid
+BAD_SETTINGS = [
+    (dict(nlive=2), ValueError, "ndim \\+ 1"),
+    (dict(nlive=0), ValueError, "nlive must be at least 1"),
+    (dict(nlive=20.5), TypeError, "nlive must be an integer"),
+    (dict(nlive="20"), TypeError, "nlive must be an integer"),
+    (dict(ndim=0), ValueError, "ndim must be at least 1"),
+    (dict(ndim=2.5), TypeError, "ndim must be an integer"),
+    (dict(ndim=True), TypeError, "ndim must be an integer"),
+    (dict(n_replace=0), ValueError, "n_replace must be at least 1"),
+    (dict(n_replace=11), ValueError, "n_replace must be between 1 and nlive // 2"),
+    (dict(n_runs=0), ValueError, "n_runs must be at least 1"),
+    (dict(n_runs=1.5), TypeError, "n_runs must be an integer"),
+    (dict(sampler="foo"), ValueError, "sampler must be one of"),
+    (dict(dlogz=0), ValueError, "dlogz must be positive"),
+    (dict(dlogz=float("nan")), ValueError, "dlogz must be positive and finite"),
+    (dict(dlogz=float("inf")), ValueError, "dlogz must be positive and finite"),
+    (dict(dlogz="0.1"), TypeError, "dlogz must be a positive number"),
+    (dict(max_iter=0), ValueError, "max_iter must be at least 1 or None"),
+    (dict(max_iter=2.5), TypeError, "max_iter must be an integer"),
+    (dict(check_lag=-1), ValueError, "check_lag must be at least 0"),
+    (dict(max_shrink=0), ValueError, "max_shrink must be at least 1"),
+    (dict(n_steps=0), ValueError, "n_steps must be at least 1"),
+    (dict(random_state="seed"), TypeError, "random_state must be"),
+    (dict(loglike=3), TypeError, "callables"),
+    (dict(loglike=lambda x: np.zeros((x.shape[0], 2))), ValueError, "loglike returned shape"),
+]
+
+
+@pytest.mark.parametrize("kw,exc,match", BAD_SETTINGS, ids=[next(iter(k)) + "=" + repr(next(iter(k.values())))[:12]
+                                                            for k, _, _ in BAD_SETTINGS])
+def test_bad_settings(kw, exc, match):
+    args = dict(loglike=_LL, prior_transform=_PT, ndim=2, nlive=20, backend="numpy", progress=False)
+    args.update(kw)
+    with pytest.raises(exc, match=match):
+        NestedSampler(**args)
+
+
+def _singular(value, radius=0.3):
+    """The correlated Gaussian with ``value`` (NaN or +inf) inside ``radius`` of its mode: rarely met by the
+    initial live points (about 0.7e-3 of the prior each), always met once the run closes in on the mode."""
+    def ll(x):
+        return np.where((x * x).sum(axis=1) < radius ** 2, value, _LL(x))
+    return ll
+
+
+MID_RUN = "returned (inf|nan) at x = \\[(?P<x>[^]]*)\\], a point proposed at iteration \\d+"
+
+# (likelihood, sampler, words the message must hold). Before the check, +inf looped forever on NaN stopping
+# values (or, with max_iter, returned logz = inf), and a NaN proposal inside the contour passed unseen on the
+# fused and rwalk paths. The run is replayed from its seed to name the point; max_iter only bounds the test
+# should the check regress.
+BAD_VALUES = [
+    (_singular(np.inf), "slice", MID_RUN),
+    (_singular(np.inf), "rwalk", MID_RUN),
+    (_singular(np.inf), "cslice", MID_RUN),
+    (_singular(np.nan), "slice", MID_RUN),
+    (_singular(np.nan), "rwalk", MID_RUN),
+    (lambda x: np.full(x.shape[0], np.nan), "slice", "returned nan for a point drawn from the prior"),
+    (lambda x: np.full(x.shape[0], np.inf), "slice", "returned inf for a point drawn from the prior"),
+]
+
+
+@pytest.mark.parametrize("ll,sampler,match", BAD_VALUES, ids=[f"{i}-{s}" for i, (_, s, _) in enumerate(BAD_VALUES)])
+def test_bad_likelihood_values_raise(ll, sampler, match):
+    kw = dict(nlive=20, n_replace=2, sampler=sampler, random_state=1, max_iter=100_000)  # a bound for the test
+    with pytest.raises(ValueError, match=match) as info:
+        _run(ll, _PT, 2, **kw)
+    assert "return -inf for zero likelihood" in str(info.value)
+    if match is MID_RUN:  # the point named is one where the likelihood is bad
+        import re
+        x = np.array(re.search(MID_RUN, str(info.value)).group("x").split(), float)
+        assert (x * x).sum() < 0.3 ** 2, x
+
+
+def test_bad_value_without_replay_searches_the_live_points():
+    """A gpumcmc Generator as random_state moves on, so the run cannot be replayed: a +inf kept among the live
+    points is still named, a NaN (never kept) is reported without coordinates."""
+    from gpumcmc.random import default_rng
+    with pytest.raises(ValueError, match="(returned inf for a point found at iteration \\d+ or before, at x = |"
+                                         "NaN or \\+inf .* not kept)"):
+        _run(_singular(np.inf), _PT, 2, nlive=20, sampler="rwalk", random_state=default_rng(1, backend="numpy"),
+             max_iter=5000)
+    with pytest.raises(ValueError, match="NaN or \\+inf .* not kept"):
+        _run(_singular(np.nan), _PT, 2, nlive=20, random_state=default_rng(1, backend="numpy"), max_iter=5000)
+
+
+def test_max_iter_does_not_return_an_infinite_evidence():
+    """With max_iter the run used to stop and return logz = inf +/- 0."""
+    with pytest.raises(ValueError, match=MID_RUN):
+        _run(_singular(np.inf), _PT, 2, nlive=20, random_state=1, max_iter=60)
+
+
+def test_bad_value_at_the_last_iterations_is_seen():
+    """A +inf met in the last check_lag iterations before max_iter, whose flags the loop never reads."""
+    calls = []
+
+    def ll(x):
+        calls.append(x.shape[0])
+        out = _LL(x)
+        return np.where(len(calls) > 3, np.inf, out)  # every batch after the first three
+    with pytest.raises(ValueError, match="returned inf"):
+        _run(ll, _PT, 2, nlive=20, random_state=0, max_iter=1, check_lag=2)
+
+
+def test_nonfinite_prior_transform():
     with pytest.raises(ValueError, match="non-finite"):
-        _run(ll, lambda u: np.log(u - 0.5), 2, nlive=20)
-    with pytest.raises(ValueError, match="sampler"):
-        NestedSampler(ll, pt, 2, sampler="foo")
+        _run(_LL, lambda u: np.log(u - 0.5), 2, nlive=20)
 
 
 def test_scalar_loglike_warns():
@@ -188,6 +289,7 @@ def test_combine_runs_counts_equal_merge_points():
     np.testing.assert_array_equal(got.samples[:, 0], got.logl)      # the samples follow their points
 
 
+@pytest.mark.slow
 def test_combined_runs_recover_the_evidence():
     """Four runs of 50 live points made apart and combined: within 4 logzerr of the analytic evidence, with
     a smaller error than one run's, and the same as one run where there is one."""
@@ -213,6 +315,7 @@ def test_combine_runs_bad_input():
         combine_runs([r2, r3])
 
 
+@pytest.mark.slow
 def test_logzerr_calibrated():
     """Over 20 seeds about 2/3 of the evidences fall within 1 logzerr of the truth.
 
@@ -239,6 +342,7 @@ def test_zero_likelihood_region():
     assert abs(r.logz - lz) < K * r.logzerr, r
 
 
+@pytest.mark.slow
 def test_live_point_counts_and_arviz():
     """Dead points carry N - i within an iteration (R = 3 of N = 20) and M N across M = 2 merged runs."""
     ll, pt, _ = correlated_gaussian(2, rho=0.3)
@@ -340,3 +444,101 @@ def test_fused_full_run_recovers_atom(cp):
     mean = w @ rf.samples
     sd = np.sqrt(w @ (rf.samples - mean) ** 2)
     assert np.all(np.abs(mean - [1.0, 0.5, 3.0]) < 5 * sd), (mean, sd)
+
+
+def _two_modes(w2=0.3, narrow=0.5, d=4, sep=5.0, half=10.0):
+    """A 4-D mixture of two Gaussians, weights 0.7 / 0.3, at -5 and +5 on the first axis (unit sd, and
+    ``narrow`` sd for the lighter mode), in the box [-10, 10]^4: the case where runs of 50 live points
+    lose the lighter mode. Returns (loglike, prior_transform, log Z)."""
+    c = np.zeros((2, d))
+    c[0, 0], c[1, 0] = -sep, sep
+    lw = np.log([1 - w2, w2]) - 0.5 * d * math.log(2 * math.pi) - np.array([0.0, d * math.log(narrow)])
+
+    def ll(x):
+        return np.logaddexp(lw[0] - 0.5 * ((x - c[0]) ** 2).sum(1), lw[1] - 0.5 * ((x - c[1]) ** 2).sum(1) / narrow ** 2)
+    return ll, (lambda u: half * (2 * u - 1)), -d * math.log(2 * half)
+
+
+def _own_mass(r, m, where):
+    """Run m's own posterior mass at the points ``where`` (a mask over r.samples)."""
+    return np.exp(r.logwt_run[(r.run == m) & where]).sum()
+
+
+@pytest.mark.slow
+def test_lost_mode_is_flagged():
+    """5 runs of 50 live points (R = 10) of the two-mode mixture lose the 0.3 mode: its merged weight came out
+    0.04 to 0.22 over 6 seeds, while logzerr_runs / logzerr stays near 1. A run with (almost) none of its own
+    mass in that mode is flagged, and only such runs, with a warning; each seed whose merged weight is under
+    0.2 flags a run. (Fixed seeds: the outcome is fixed.)"""
+    ll, pt, _ = _two_modes()
+    for seed in range(4):
+        with pytest.warns() as rec:
+            r = _run(ll, pt, 4, nlive=50, n_runs=5, n_replace=10, random_state=seed)
+        right = r.samples[:, 0] > 0
+        w2 = r.weights[right].sum()
+        own = np.array([_own_mass(r, m, right) for m in range(5)])
+        for m in range(5):  # each run's own weights are normalised
+            np.testing.assert_allclose(np.exp(r.logwt_run[r.run == m]).sum(), 1.0, rtol=1e-9)
+        assert set(np.unique(r.run)) == set(range(5))
+        lost = r.runs_lost_mode
+        assert np.all(own[lost] < 0.05), (seed, own, lost)       # a flagged run has (almost) none of the mode
+        assert np.all(lost[own < 0.01]), (seed, own, lost)       # a run with none of it is flagged
+        warned = any("lost a mode" in str(w.message) for w in rec)
+        assert warned == bool(lost.any())
+        if w2 < 0.2:
+            assert lost.any(), (seed, w2, own)
+        assert ("lost a mode" in r.summary()) == bool(lost.any())
+
+
+@pytest.mark.slow
+def test_modes_kept_are_not_flagged():
+    """Two modes of equal shape (0.7 / 0.3, 10 sd apart) that runs of 50 live points keep: no run is flagged
+    over 4 seeds, and the check finds the two modes with their weights."""
+    ll, pt, _ = _two_modes(narrow=1.0, half=30.0)
+    for seed in range(4):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            r = _run(ll, pt, 4, nlive=50, n_runs=5, n_replace=10, random_state=seed)
+        assert not r.runs_lost_mode.any()
+        assert r.mode_mass.size == 2
+        assert abs(min(r.mode_mass) - r.weights[r.samples[:, 0] > 0].sum()) < 0.03
+
+
+def test_mode_check_bookkeeping():
+    """Points in two far-apart clusters: the masses per run follow the run labels and own weights given."""
+    rs = np.random.default_rng(0)
+    x = np.concatenate([0.2 + 0.01 * rs.standard_normal((300, 2)), 0.8 + 0.01 * rs.standard_normal((300, 2))])
+    run = np.tile(np.arange(3), 200)
+    w = np.full(600, 1 / 600)
+    own = np.where(np.arange(600) < 300, 1.0, 0.5)
+    own[(run == 2) & (np.arange(600) >= 300)] = 0.0      # run 2 has no mass in the second cluster
+    own /= np.bincount(run, weights=own)[run]
+    mass, mass_runs, lost = mode_check(x, w, run, own, 3)
+    np.testing.assert_allclose(np.sort(mass), [0.5, 0.5], atol=0.02)  # the lightest 2% are left out
+    assert lost.tolist() == [False, False, True]
+    j = int(np.argmin(mass_runs[2]))
+    np.testing.assert_allclose(mass_runs[:, j], [1 / 3, 1 / 3, 0.0], atol=0.02)
+
+
+def test_run_labels_and_combine():
+    """Each point carries its run; combine_runs numbers runs in the order given and keeps each run's own
+    weights, so its mode check sees every run."""
+    ll, pt, _ = correlated_gaussian(2, rho=0.3)
+    a = _run(ll, pt, 2, nlive=20, n_runs=2, random_state=0, dlogz=0.5)
+    b = _run(ll, pt, 2, nlive=20, random_state=1, dlogz=0.5)
+    assert set(np.unique(a.run)) == {0, 1} and set(np.unique(b.run)) == {0}
+    assert a.runs_lost_mode.tolist() == [False, False] and b.mode_mass.size == 0
+    both = combine_runs([a, b])
+    assert both.n_runs == 3 and set(np.unique(both.run)) == {0, 1, 2}
+    for m in range(3):
+        np.testing.assert_allclose(np.exp(both.logwt_run[both.run == m]).sum(), 1.0, rtol=1e-9)
+    assert both.mode_mass_runs.shape[0] == 3 and not both.runs_lost_mode.any()
+
+
+def test_run_twice_gives_the_same_run():
+    """random_state is used at run(), so a second call repeats the first."""
+    ll, pt, _ = correlated_gaussian(2, rho=0.3)
+    s = NestedSampler(ll, pt, 2, nlive=20, random_state=3, backend="numpy", progress=False, dlogz=0.5)
+    r1, r2 = s.run().results, s.run().results
+    np.testing.assert_array_equal(r1.logl, r2.logl)
+    np.testing.assert_array_equal(r1.samples, r2.samples)

@@ -397,31 +397,8 @@ class BayesianNetwork(Estimator):
     def _fit(self, data, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices, burn_in):
         """:meth:`fit` with every setting given."""
         X = self._encode(data)
-        n, V = X.shape
-        if not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-            raise ValueError("n_iter must be a positive integer.")
-        burn = n_iter // 2 if burn_in is None else burn_in
-        if not isinstance(burn, (int, np.integer)) or not 0 <= burn < n_iter:
-            raise ValueError(f"burn_in must be an integer from 0 to n_iter - 1 = {n_iter - 1}, or None "
-                             f"(n_iter // 2); got {burn_in!r}.")
-        burn = int(burn)
-        sched = same if callable(same) else (lambda t, s=same: s[t]) if not np.isscalar(same) else (lambda t, s=same: s)
-        ms = [int(sched(t)) for t in range(n_iter)]
+        ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
         m_max = max(ms)
-        if min(ms) < 1 or m_max > 65535:
-            raise ValueError("same must be between 1 and 65535 at every iteration.")
-        if not prior > 0:
-            raise ValueError("prior must be positive.")
-        if learn and not m_max * (prior - 1.0) + 1.0 > 0:
-            raise ValueError(f"With prior = {prior} and m = {m_max} replicas, the Dirichlet parameters "
-                             "m (prior - 1) + 1 + counts can be non-positive; use prior > 1 - 1/m.")
-        if max(self.card.values()) > 255:
-            raise ValueError("Nodes with more than 255 states are not supported.")
-        if not learn:
-            self._need_cpts()
-        bs = n if batch_size is None else int(batch_size)
-        if bs < 1:
-            raise ValueError("batch_size must be a positive integer or None.")
         sh, backend = _shards_for(devices, backend)
         rng = default_rng(random_state, backend=backend)
         xp = rng.xp() if sh is None else sh.xp
@@ -433,33 +410,7 @@ class BayesianNetwork(Estimator):
             with sh.on(i):
                 ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
 
-        obs = np.where(X < 0, 0, X).astype(np.uint8)
-        block = _block_rows(min(n, bs))
-        # parts[q][i]: local shard i's part of batch q (global rows s..e), cut at whole blocks
-        parts = []
-        for s in range(0, n, bs):
-            e = min(n, s + bs)
-            cuts = _block_cuts(s, e, block)
-            every = _shards.bounds(len(cuts) - 1, sh.world)
-            parts.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block)
-                          for r in sh.ranks])
-        resident = len(parts) == 1
-        # the imputed cells of every replica, per part: (m_max, M) state indices, uniform at the start
-        for row in parts:
-            off = rng.advance(1)
-            for i, b in enumerate(row):
-                with sh.on(i):
-                    u = _uniforms(xp, rng.key, off, m_max, b)
-                    b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
-                    if not resident:
-                        b.vals = _backend.to_host(b.vals)
-                        if xp is not np and b.n:
-                            b.pin()
-        Zs = [None] * len(sh)
-        if resident:
-            for i, b in enumerate(parts[0]):
-                with sh.on(i):
-                    Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, V), dtype=xp.uint8)
+        parts, Zs, resident = _layout(X, bs, sh, rng, xp, plan, m_max)
         empty = np.int64 if xp is np else np.int32  # the counts' type when a device has no part of a batch
 
         with sh.on(0):
@@ -529,7 +480,40 @@ class BayesianNetwork(Estimator):
         self.n_shards_ = sh.world
         if not learn:
             return self
-        self._logc = logc
+        self._keep_draws(plan, logc, trace, burn)
+        return self
+
+    def _checked(self, n, n_iter, same, prior, learn, batch_size, burn_in):
+        """The settings of a fit of n cases, checked: (m at every iteration, burn-in, batch size)."""
+        if not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
+            raise ValueError("n_iter must be a positive integer.")
+        burn = n_iter // 2 if burn_in is None else burn_in
+        if not isinstance(burn, (int, np.integer)) or not 0 <= burn < n_iter:
+            raise ValueError(f"burn_in must be an integer from 0 to n_iter - 1 = {n_iter - 1}, or None "
+                             f"(n_iter // 2); got {burn_in!r}.")
+        burn = int(burn)
+        sched = same if callable(same) else (lambda t, s=same: s[t]) if not np.isscalar(same) else (lambda t, s=same: s)
+        ms = [int(sched(t)) for t in range(n_iter)]
+        m_max = max(ms)
+        if min(ms) < 1 or m_max > 65535:
+            raise ValueError("same must be between 1 and 65535 at every iteration.")
+        if not prior > 0:
+            raise ValueError("prior must be positive.")
+        if learn and not m_max * (prior - 1.0) + 1.0 > 0:
+            raise ValueError(f"With prior = {prior} and m = {m_max} replicas, the Dirichlet parameters "
+                             "m (prior - 1) + 1 + counts can be non-positive; use prior > 1 - 1/m.")
+        if max(self.card.values()) > 255:
+            raise ValueError("Nodes with more than 255 states are not supported.")
+        if not learn:
+            self._need_cpts()
+        bs = n if batch_size is None else int(batch_size)
+        if bs < 1:
+            raise ValueError("batch_size must be a positive integer or None.")
+        return ms, burn, bs
+
+    def _keep_draws(self, plan, logc, trace, burn):
+        """``trace_``, ``cpts_`` (the mean of the draws after ``burn``) and ``cpts_last_`` from the
+        draws of a fit (log-probabilities, the final draw ``logc`` and the (n_iter, C) ``trace``)."""
         lc = _backend.to_host(logc)
         tr = np.exp(_backend.to_host(trace))
         mean = tr[burn:].mean(0)
@@ -539,9 +523,8 @@ class BayesianNetwork(Estimator):
             shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
             self.cpts_[v] = mean[a:e].reshape(shape)
             self.cpts_last_[v] = np.exp(lc[a:e]).reshape(shape)
-            self.trace_[v] = tr[:, a:e].reshape((n_iter, -1, self.card[v]))
+            self.trace_[v] = tr[:, a:e].reshape((len(tr), -1, self.card[v]))
         self.burn_in_ = burn
-        return self
 
     def _imputations(self, parts, Zs, resident, m_max, whole):
         """``imputations_`` from the parts (and ``imputation_rows_`` where they are not every row)."""
@@ -742,6 +725,42 @@ def _uniforms(xp, key, off, m_max, b):
                           for c in range(len(b.g0))])
     elements = np.arange(m_max, dtype=np.int64)[:, None] * b.Mtot + pos[None, :]
     return _fill.uniform_at(xp, xp.asarray(elements), np.float64, key, off)
+
+
+def _layout(X, bs, sh, rng, xp, plan, m_max):
+    """The cases ``X`` in batches of ``bs`` and each batch in parts, one per local shard of ``sh``,
+    cut at whole blocks of the cell order: ``parts[q][i]``, shard i's part of batch q, with every
+    replica's imputed cells drawn uniformly; and, where there is one batch, each part's case
+    matrix ``Zs[i]`` on its device (``resident``; else the parts are loaded at each visit)."""
+    n, V = X.shape
+    obs = np.where(X < 0, 0, X).astype(np.uint8)
+    block = _block_rows(min(n, bs))
+    # parts[q][i]: local shard i's part of batch q (global rows s..e), cut at whole blocks
+    parts = []
+    for s in range(0, n, bs):
+        e = min(n, s + bs)
+        cuts = _block_cuts(s, e, block)
+        every = _shards.bounds(len(cuts) - 1, sh.world)
+        parts.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block)
+                      for r in sh.ranks])
+    resident = len(parts) == 1
+    # the imputed cells of every replica, per part: (m_max, M) state indices, uniform at the start
+    for row in parts:
+        off = rng.advance(1)
+        for i, b in enumerate(row):
+            with sh.on(i):
+                u = _uniforms(xp, rng.key, off, m_max, b)
+                b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
+                if not resident:
+                    b.vals = _backend.to_host(b.vals)
+                    if xp is not np and b.n:
+                        b.pin()
+    Zs = [None] * len(sh)
+    if resident:
+        for i, b in enumerate(parts[0]):
+            with sh.on(i):
+                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, V), dtype=xp.uint8)
+    return parts, Zs, resident
 
 
 def _shards_for(devices, backend):

@@ -50,6 +50,7 @@ _DEFAULTS = {"n_iter": 100, "same": 1, "prior": 1.0, "random_state": None, "prog
              "learn": True, "batch_size": None, "devices": None, "burn_in": None}
 _SETTINGS = tuple(_DEFAULTS)
 _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute's Gibbs sweeps
+_IMPUTE_CELLS = 1 << 24  # cells (replicas x cases x nodes) of one chunk of impute's Gibbs imputation
 
 
 class BayesianNetwork(Estimator):
@@ -600,8 +601,12 @@ class BayesianNetwork(Estimator):
             p = np.exp(lp - lp.max()); p /= p.sum()
             k = int(np.argmax(p)) if method == "mode" else int(rs.choice(len(p), p=p))
             X[r] = Y[k]
-        if large:
-            X[large] = self._gibbs_impute(X[large], method, int(rs.integers(2**63)), n_sweeps, replicas, backend)
+        # Gibbs imputation in chunks of about _IMPUTE_CELLS cells over the replicas (their states and
+        # log-probabilities are held on the host as int64 at the end)
+        chunk = max(1, _IMPUTE_CELLS // (replicas * len(self.nodes)))
+        for s in range(0, len(large), chunk):
+            rows = large[s:s + chunk]
+            X[rows] = self._gibbs_impute(X[rows], method, int(rs.integers(2**63)), n_sweeps, replicas, backend)
         return X
 
     def _gibbs_impute(self, X, method, seed, n_sweeps, replicas, backend):

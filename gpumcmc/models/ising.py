@@ -620,7 +620,7 @@ class Ising(Estimator):
         return IsingState(spins, None, counts)
 
     def spins(self, state: IsingState):
-        """The +-1 spins of ``state``, (chains, *shape) int8, whichever path made it."""
+        """The +-1 spins of ``state``, ``(chains, *shape)`` int8, whichever path made it."""
         return state.spins if state.packed is None else unpack(state.packed)
 
     def _info(self, state: IsingState, xp) -> IsingInfo:

@@ -46,7 +46,6 @@ templates_path = ["_templates"]
 # API reference: one stub per public name, written from each module's __all__.
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": False}
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
@@ -70,6 +69,19 @@ copybutton_prompt_text = r">>> |\.\.\. |\$ "
 copybutton_prompt_is_regexp = True
 
 suppress_warnings = ["mystnb.unknown_mime_type"]
+
+
+def _skip_foreign(app, what, name, obj, skip, options):
+    """Leave out members that scikit-learn adds to its estimators (``set_fit_request`` and the like):
+    they are scikit-learn's, documented there, and their docstrings refer to its glossary."""
+    module = getattr(obj, "__module__", "") or ""
+    if module.startswith("sklearn") or (name.startswith("set_") and name.endswith("_request")):
+        return True
+    return skip
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_foreign)
 
 
 def _generate(app):

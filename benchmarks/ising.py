@@ -232,10 +232,10 @@ def _rbm_fit(bench):
     case = f"rbm fit digits {X.shape[0]}x{X.shape[1]} hidden={n_hidden} epochs={n_iter}"
     params = {"n_hidden": n_hidden, "n_iter": n_iter, "batch_size": 10, "learning_rate": 0.05}
     for fused in (None, False):  # compile and warm up both paths
-        RBM.fit(X[:50], n_hidden, n_iter=1, backend="cupy", progress=False, fused=fused)
+        RBM(n_hidden=n_hidden, n_iter=1, backend="cupy", progress=False, fused=fused).fit(X[:50])
     for fused, label in ((None, "gpumcmc RBM.fit (GPU)"), (False, "gpumcmc RBM.fit (GPU), fused=False")):
-        ours = RBM.fit(X, n_hidden, learning_rate=0.05, n_iter=n_iter, random_state=0, backend="cupy",
-                       progress=False, fused=fused)
+        ours = RBM(n_hidden=n_hidden, learning_rate=0.05, n_iter=n_iter, random_state=0, backend="cupy",
+                   progress=False, fused=fused).fit(X)
         bench.record(case, label, ours.fit_seconds_ * 1e3, X.shape[0] * n_iter, params=params,
                      note=f"pseudo-likelihood {ours.pseudo_likelihood(X):.2f}; one run, host clock")
     try:
@@ -317,8 +317,8 @@ def _rbm_fit_public(bench):
     params = {"n_hidden": nh, "batch_size": 10, "learning_rate": 0.05, "calls": [a, b]}
     rows = {}
     for progress in (False, True):
-        fit = lambda n, progress=progress: RBM.fit(X, nh, learning_rate=0.05, n_iter=n, random_state=0,  # noqa: E731
-                                                   backend="cupy", progress=progress)
+        fit = lambda n, progress=progress: RBM(n_hidden=nh, learning_rate=0.05, n_iter=n,  # noqa: E731
+                                               random_state=0, backend="cupy", progress=progress).fit(X)
         rows[progress] = _per_iteration_ms(fit, a, b)
     Xd = _loader.contiguous(cp.asarray(X, dtype=cp.float32))
     edges = np.linspace(0, len(X), -(-len(X) // 10) + 1).astype(int)

@@ -66,8 +66,8 @@ def test_fit_on_digits_is_on_par_with_scikit_learn():
     from sklearn.neural_network import BernoulliRBM
 
     X = R.load_binary_digits()[:600]
-    ours = RBM.fit(X, 32, learning_rate=0.05, batch_size=10, n_iter=5, random_state=0, backend="numpy",
-                   progress=False)
+    ours = RBM(n_hidden=32, learning_rate=0.05, batch_size=10, n_iter=5, random_state=0, backend="numpy",
+               progress=False).fit(X)
     sk = BernoulliRBM(n_components=32, learning_rate=0.05, batch_size=10, n_iter=5, random_state=0).fit(X)
     pl_ours = ours.pseudo_likelihood(X)
     pl_sk = RBM.from_sklearn(sk, backend="numpy").pseudo_likelihood(X)
@@ -80,20 +80,20 @@ _X = np.zeros((20, 4), np.uint8)
 _BAD = [
     pytest.param(lambda: RBM(np.zeros((4, 3)), np.zeros(3), np.zeros(3), backend="numpy"), ValueError, "components_",
                  id="bias-shape"),
-    pytest.param(lambda: RBM.fit(np.full((5, 4), 0.5), 2, backend="numpy", progress=False), ValueError, "binary",
+    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False).fit(np.full((5, 4), 0.5)), ValueError, "binary",
                  id="fit-not-binary"),
     pytest.param(lambda: _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2)), ValueError, "binary",
                  id="initial-not-binary"),
     pytest.param(lambda: RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy"), ValueError, "NaN",
                  id="weights-nan"),
-    pytest.param(lambda: RBM.fit(_X, 2, backend="numpy", progress=False, fused=True), ValueError, "GPU only",
+    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False, fused=True).fit(_X), ValueError, "GPU only",
                  id="fused-on-cpu"),
-    pytest.param(lambda: RBM.fit(_X, 2, backend="numpy", progress=False, fused="yes"), TypeError, "fused",
+    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False, fused="yes").fit(_X), TypeError, "fused",
                  id="fused-not-bool"),
     pytest.param(lambda: _small_rbm().sample(n_chains=2, n_steps=-1), ValueError, "n_steps", id="negative-steps"),
     pytest.param(lambda: _small_rbm().sample(n_chains=2, n_steps=1.5), TypeError, "n_steps", id="float-steps"),
     pytest.param(lambda: _small_rbm().sample(n_chains=0, n_steps=1), ValueError, "n_chains", id="zero-chains"),
-    pytest.param(lambda: RBM.fit(_X, 0, backend="numpy", progress=False), ValueError, "n_hidden", id="zero-hidden"),
+    pytest.param(lambda: RBM(n_hidden=0, backend="numpy", progress=False).fit(_X), ValueError, "n_hidden", id="zero-hidden"),
 ]
 
 
@@ -111,14 +111,50 @@ def test_sample_of_zero_steps_gives_the_initial_states():
 def test_progress_bar_scores_fixed_rows_and_leaves_the_weights_alone():
     X = (np.random.default_rng(0).random((300, 8)) < 0.3).astype(np.uint8)
     kw = dict(n_hidden=4, n_iter=3, random_state=0, backend="numpy")
-    quiet = RBM.fit(X, progress=False, **kw)
-    shown = RBM.fit(X, progress=True, **kw)
+    quiet = RBM(progress=False, **kw).fit(X)
+    shown = RBM(progress=True, **kw).fit(X)
     np.testing.assert_array_equal(quiet.W, shown.W)
     assert len(shown.pseudo_likelihood_) == 3 and quiet.pseudo_likelihood_ == []
     rows = X[np.linspace(0, len(X) - 1, R.PROGRESS_ROWS).astype(int)]
     assert shown.pseudo_likelihood_[-1] == pytest.approx(shown.pseudo_likelihood(rows), rel=1e-6)
     # the figure follows the training: the untrained machine scores 8 log(1/2) on every row
     assert shown.pseudo_likelihood_[-1] != pytest.approx(8 * np.log(0.5), abs=0.05)
+
+
+def test_fit_trains_the_model_it_is_called_on_and_the_class_spelling_warns():
+    X = (np.random.default_rng(1).random((60, 6)) < 0.4).astype(np.uint8)
+    kw = dict(learning_rate=0.05, batch_size=7, n_iter=3, random_state=2, backend="numpy", progress=False)
+    model = RBM(n_hidden=5, **kw)
+    assert model.fit(X) is model and model.W.shape == (6, 5)
+    with pytest.warns(DeprecationWarning, match=r"RBM\(n_hidden=n_hidden, ...\)\.fit\(X\)"):
+        old = RBM.fit(X, 5, **kw)
+    np.testing.assert_array_equal(old.W, model.W)
+    np.testing.assert_array_equal(old.hidden_bias, model.hidden_bias)
+    # seeded at the call: fitting again gives the same weights; another seed others
+    W = model.W.copy()
+    np.testing.assert_array_equal(model.fit(X).W, W)
+    assert not np.array_equal(model.set_params(random_state=3).fit(X).W, W)
+
+
+def test_clone_copies_settings_and_weights():
+    from sklearn.base import clone
+
+    untrained = RBM(n_hidden=300, n_iter=2, backend="numpy")
+    assert clone(untrained).get_params() == untrained.get_params()
+    rbm = _small_rbm()
+    twin = clone(rbm)
+    assert twin.W is not rbm.W
+    np.testing.assert_array_equal(twin.W, rbm.W)
+    np.testing.assert_array_equal(twin.sample(4, 3, random_state=0), rbm.sample(4, 3, random_state=0))
+
+
+def test_a_model_without_weights_says_to_fit_first():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError, match="fit"):
+        RBM(n_hidden=3, backend="numpy").sample(2, 3)
+    with pytest.raises(ValueError, match="all three"):
+        RBM(np.zeros((4, 3)), backend="numpy")
 
 
 # --------------------------------------------------------------------------- GPU
@@ -144,8 +180,8 @@ def test_gpu_visible_distribution_matches_enumeration(cp, dtype):
 
 def test_gpu_fit_matches_cpu_quality(cp):
     X = R.load_binary_digits()
-    gpu = RBM.fit(X, 64, learning_rate=0.05, n_iter=5, random_state=0, backend="cupy", progress=False)
-    cpu = RBM.fit(X, 64, learning_rate=0.05, n_iter=5, random_state=0, backend="numpy", progress=False)
+    gpu = RBM(n_hidden=64, learning_rate=0.05, n_iter=5, random_state=0, backend="cupy", progress=False).fit(X)
+    cpu = RBM(n_hidden=64, learning_rate=0.05, n_iter=5, random_state=0, backend="numpy", progress=False).fit(X)
     assert abs(gpu.pseudo_likelihood(X) - cpu.pseudo_likelihood(X)) < 2.0
 
 
@@ -161,13 +197,13 @@ def test_gpu_fused_epoch_follows_the_unfused_path(cp, dtype):
     X = R.load_binary_digits()[:295]
     kw = dict(learning_rate=0.05, batch_size=10, n_iter=2, random_state=3, backend="cupy", progress=False,
               dtype=dtype)
-    fused = RBM.fit(X, 48, fused=True, **kw)
-    plain = RBM.fit(X, 48, fused=False, **kw)
+    fused = RBM(n_hidden=48, fused=True, **kw).fit(X)
+    plain = RBM(n_hidden=48, fused=False, **kw).fit(X)
     tol = 2e-4 if dtype == np.float32 else 1e-10
     for a, b in ((fused.W, plain.W), (fused.visible_bias, plain.visible_bias), (fused.hidden_bias, plain.hidden_bias)):
         np.testing.assert_allclose(cp.asnumpy(a), cp.asnumpy(b), rtol=0, atol=tol)
     # and a test that can fail: another seed's chains give other weights
-    other = RBM.fit(X, 48, fused=True, **{**kw, "random_state": 4})
+    other = RBM(n_hidden=48, fused=True, **{**kw, "random_state": 4}).fit(X)
     assert np.abs(cp.asnumpy(other.W) - cp.asnumpy(fused.W)).max() > 100 * tol
 
 
@@ -175,6 +211,6 @@ def test_gpu_fused_fit_on_digits_matches_scikit_learn_quality(cp):
     from sklearn.neural_network import BernoulliRBM
 
     X = R.load_binary_digits()
-    ours = RBM.fit(X, 256, learning_rate=0.05, n_iter=10, random_state=0, backend="cupy", progress=False)
+    ours = RBM(n_hidden=256, learning_rate=0.05, n_iter=10, random_state=0, backend="cupy", progress=False).fit(X)
     sk = BernoulliRBM(n_components=256, learning_rate=0.05, batch_size=10, n_iter=10, random_state=0).fit(X)
     assert abs(ours.pseudo_likelihood(X) - RBM.from_sklearn(sk, backend="numpy").pseudo_likelihood(X)) < 2.0

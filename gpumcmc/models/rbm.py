@@ -18,6 +18,7 @@ CPU and a GPU run agree in distribution, and in nearly every draw of a step.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from .. import backend as _backend
 from ..random._generator import default_rng
 from ..random._philox import block_words, u01_f32, u01_f64_from32
+from ..sampling._estimator import Estimator, NotFittedError
 
 __all__ = ["RBM", "RBMState", "bernoulli_logits", "load_binary_digits"]
 
@@ -83,18 +85,27 @@ def _check_binary(X, name):
         raise ValueError(f"{name} must be binary (0/1 or booleans); threshold it first, e.g. X > 0.5.")
 
 
-class RBM:
+class RBM(Estimator):
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
+
+    Made either from weights (to sample from them), or from training settings
+    and then trained by :meth:`fit` on binary rows (persistent contrastive
+    divergence), which sets the weights and returns the model. Every argument
+    is a parameter (``get_params``, ``sklearn.base.clone``).
 
     Parameters
     ----------
-    W : array (n_visible, n_hidden)
+    W : array (n_visible, n_hidden), optional
         Weights (the transpose of scikit-learn's ``components_``).
-    visible_bias : array (n_visible,)
-    hidden_bias : array (n_hidden,)
+    visible_bias : array (n_visible,), optional
+    hidden_bias : array (n_hidden,), optional
     dtype : float32 or float64
         Arithmetic of the products and the draws.
     backend : {"numpy", "cupy", None}
+    n_hidden : int, optional
+        Hidden units to train (``W.shape[1]`` when W is given).
+    learning_rate, batch_size, n_iter, random_state, progress, fused
+        The training settings of :meth:`fit`.
 
     Examples
     --------
@@ -103,40 +114,64 @@ class RBM:
     >>> rbm = RBM(np.zeros((6, 3)), np.zeros(6), np.zeros(3), backend="numpy")
     >>> rbm.sample(n_chains=5, n_steps=10, random_state=0).shape
     (5, 6)
+    >>> X = (np.random.default_rng(0).random((40, 8)) < 0.3).astype(np.uint8)
+    >>> RBM(n_hidden=4, n_iter=2, random_state=0, backend="numpy", progress=False).fit(X).W.shape
+    (8, 4)
     """
 
-    def __init__(self, W, visible_bias, hidden_bias, dtype=np.float32, backend=None):
-        xp = _backend.get_backend(backend)
+    def __init__(self, W=None, visible_bias=None, hidden_bias=None, dtype=np.float32, backend=None, *,
+                 n_hidden=None, learning_rate=0.1, batch_size=10, n_iter=10, random_state=None, progress=True,
+                 fused=None):
         dtype = np.dtype(dtype)
         if dtype not in _CTYPE:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}.")
-        W = _backend.asarray(W, xp, dtype=dtype)
-        b = _backend.asarray(visible_bias, xp, dtype=dtype)
-        c = _backend.asarray(hidden_bias, xp, dtype=dtype)
+        self.dtype = dtype
+        self.backend = backend
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.n_iter = n_iter
+        self.random_state = random_state
+        self.progress = progress
+        self.fused = fused
+        if W is None:
+            if visible_bias is not None or hidden_bias is not None:
+                raise ValueError("visible_bias and hidden_bias come with W; pass all three, or none and fit(X).")
+            self.W = self.visible_bias = self.hidden_bias = None
+            self.n_hidden = n_hidden
+            return
+        if visible_bias is None or hidden_bias is None:
+            raise ValueError("W comes with visible_bias and hidden_bias; pass all three (zeros for no biases).")
+        xp = _backend.get_backend(backend)
+        # arrays already of this backend and dtype are kept as they are (what sklearn.base.clone checks)
+        W, b, c = (a if a.dtype == dtype else a.astype(dtype)
+                   for a in (_backend.asarray(v, xp) for v in (W, visible_bias, hidden_bias)))
         if W.ndim != 2:
             raise ValueError(f"W must be 2-d (n_visible, n_hidden), got shape {W.shape}.")
         if b.shape != (W.shape[0],) or c.shape != (W.shape[1],):
             raise ValueError(f"W is {W.shape}, so visible_bias must have shape ({W.shape[0]},) and hidden_bias "
                              f"({W.shape[1]},); got {b.shape} and {c.shape}. scikit-learn's components_ is W.T.")
+        if n_hidden is not None and n_hidden != W.shape[1]:
+            raise ValueError(f"n_hidden is {n_hidden} but W has {W.shape[1]} columns; leave n_hidden out with W.")
         for name, a in (("W", W), ("visible_bias", b), ("hidden_bias", c)):
             if not bool(xp.isfinite(a).all()):  # synchronize! (once, at construction)
                 raise ValueError(f"{name} contains NaN or inf; every value must be finite.")
         self.W = xp.ascontiguousarray(W)
         self.visible_bias = b
         self.hidden_bias = c
-        self.dtype = dtype
-        self.backend = backend
+        self.n_hidden = W.shape[1] if n_hidden is None else n_hidden
 
     @property
     def n_visible(self) -> int:
-        return self.W.shape[0]
+        return self._weights().shape[0]
 
-    @property
-    def n_hidden(self) -> int:
-        return self.W.shape[1]
+    def _weights(self):
+        if self.W is None:
+            raise NotFittedError("This RBM has no weights yet; call fit(X), or make it with W, visible_bias and "
+                                 "hidden_bias.")
+        return self.W
 
     def _xp(self):
-        return _backend.get_array_module(self.W)
+        return _backend.get_array_module(self._weights())
 
     # -- functional layer ----------------------------------------------------
     def init(self, n_chains: int, rng, initial=None) -> RBMState:
@@ -205,20 +240,20 @@ class RBM:
         return -self.free_energy(v)
 
     # -- training ------------------------------------------------------------------
-    @classmethod
-    def fit(cls, X, n_hidden: int, learning_rate: float = 0.1, batch_size: int = 10, n_iter: int = 10,
-            random_state=None, dtype=np.float32, backend=None, progress: bool = True, fused=None) -> "RBM":
-        """Train an RBM on binary rows ``X`` by persistent contrastive divergence; returns a new :class:`RBM`.
+    def _fit(self, X, y=None) -> "RBM":
+        """Train on binary rows ``X`` by persistent contrastive divergence: the weights become the trained ones,
+        and the model is returned.
 
         The schedule is scikit-learn's ``BernoulliRBM``: weights start as
         N(0, 0.01^2), biases at 0; ``batch_size`` persistent chains take one
         block-Gibbs step per minibatch; the gradient uses the hidden
-        probabilities of the data and of the chains. The chains' hidden draws
-        use the fused kernel. ``fit_seconds_`` and, with ``progress``,
+        probabilities of the data and of the chains; ``n_iter`` epochs at
+        ``learning_rate``. The chains' hidden draws use the fused kernel.
+        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
+        or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
         ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
         ``PROGRESS_ROWS`` evenly spaced rows of ``X``, each with one feature
-        flipped, the same rows and flips every epoch) are set on the returned
-        model.
+        flipped, the same rows and flips every epoch) are set.
 
         On a GPU, a model whose weights and chains fit in one block's shared
         memory (``fused=None``, the default, decides; the digits' 64 x 256
@@ -228,25 +263,26 @@ class RBM:
         epoch uses the same random words and arithmetic up to the order of
         the sums. ``fused=False`` keeps the launch-per-product path.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from gpumcmc.models import RBM
-        >>> X = (np.random.default_rng(0).random((40, 8)) < 0.3).astype(np.uint8)
-        >>> rbm = RBM.fit(X, n_hidden=4, n_iter=2, random_state=0, backend="numpy", progress=False)
-        >>> rbm.W.shape
-        (8, 4)
+        ``RBM.fit(X, n_hidden, ...)`` on the class, which returned a new
+        model, still works and warns (DeprecationWarning): it is
+        ``RBM(n_hidden=n_hidden, ...).fit(X)``.
         """
         from ..sampling import as_data
 
+        n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
+        random_state, dtype, backend, progress, fused = (self.random_state, self.dtype, self.backend, self.progress,
+                                                         self.fused)
         xp = _backend.get_backend(backend)
         dtype = np.dtype(dtype)
         X = as_data(X, xp, dtype=dtype, name="X")
         _check_binary(X, "X")
         if isinstance(n_hidden, bool) or not isinstance(n_hidden, (int, np.integer)) or n_hidden < 1:
             raise ValueError(f"n_hidden must be a positive integer, got {n_hidden!r}.")
-        if batch_size < 1 or n_iter < 0 or not learning_rate > 0:
-            raise ValueError("batch_size must be >= 1, n_iter >= 0 and learning_rate > 0.")
+        for name, v, low in (("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
+        if not learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         n, nv = X.shape
         W = rng.normal(0.0, 0.01, size=(nv, n_hidden), dtype=dtype)
@@ -299,16 +335,39 @@ class RBM:
             bar.close()
         if xp is not np:
             xp.cuda.get_current_stream().synchronize()
-        model = cls(W, b, c, dtype=dtype, backend=backend)
-        model.fit_seconds_ = time.perf_counter() - t0
-        model.pseudo_likelihood_ = history
-        return model
+        self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(W), b, c
+        self.n_hidden = n_hidden
+        self.fit_seconds_ = time.perf_counter() - t0
+        self.pseudo_likelihood_ = history
+        return self
+
+    @classmethod
+    def _fit_new(cls, X, n_hidden, learning_rate=0.1, batch_size=10, n_iter=10, random_state=None,
+                 dtype=np.float32, backend=None, progress=True, fused=None) -> "RBM":
+        """The deprecated ``RBM.fit(X, n_hidden, ...)`` on the class: ``RBM(n_hidden=n_hidden, ...).fit(X)``."""
+        warnings.warn("RBM.fit(X, n_hidden, ...) on the class is deprecated: use RBM(n_hidden=n_hidden, ...).fit(X), "
+                      "which trains that model and returns it.", DeprecationWarning, stacklevel=2)
+        return cls(dtype=dtype, backend=backend, n_hidden=n_hidden, learning_rate=learning_rate,
+                   batch_size=batch_size, n_iter=n_iter, random_state=random_state, progress=progress,
+                   fused=fused)._fit(X)
 
     @classmethod
     def from_sklearn(cls, estimator, dtype=np.float64, backend=None) -> "RBM":
         """The :class:`RBM` of a fitted scikit-learn ``BernoulliRBM`` (for scoring both with one function)."""
         return cls(estimator.components_.T, estimator.intercept_visible_, estimator.intercept_hidden_, dtype=dtype,
                    backend=backend)
+
+
+class _FitMethod:
+    """``rbm.fit(X)`` trains ``rbm``; ``RBM.fit(X, n_hidden, ...)`` on the class (deprecated) trains a new one."""
+
+    __doc__ = RBM._fit.__doc__
+
+    def __get__(self, obj, cls=None):
+        return cls._fit_new if obj is None else obj._fit
+
+
+RBM.fit = _FitMethod()
 
 
 def _free_energy(xp, v, W, b, c):

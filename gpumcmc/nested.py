@@ -148,43 +148,72 @@ def _fusable_model(loglike, prior_transform):
     return model
 
 
-class _Readback:
-    """Small device values copied to the host without waiting for the queue behind them.
+class _Progress:
+    """Each run's evidence and the stopping rule, one iteration at a time, read back ``lag`` iterations late.
 
-    ``push(a)`` enqueues an asynchronous copy of ``a`` into pinned memory and
-    records an event; ``pop()`` waits for the oldest copy only and returns it.
-    On NumPy both are plain copies.
+    ``push`` adds the points just removed to each run's evidence and computes the worst run's stopping
+    value ``log(Z + L_max X) - log Z`` and the NaN/+inf flag; ``pop`` returns the oldest pair not read yet.
+    On CuPy ``push`` is one launch of ``nested_progress`` (``kernels_cu/nested.cu``), which writes the pair
+    into a slot of mapped host memory, and ``pop`` waits for that iteration's event only, so the host never
+    waits for the GPU to drain; on NumPy it is the kernel's twin, the array expression below.
     """
 
-    def __init__(self, xp, size, depth):
+    def __init__(self, xp, n_runs, offsets, lag):
         self.xp, self.queue = xp, []
+        self.logz = xp.full((n_runs,), -np.inf)
+        self.offsets = offsets  # (R,) log X of each removed point's shell from the iteration's start
         self.gpu = xp is not np
         if self.gpu:
-            import cupyx
-            self.bufs = [cupyx.empty_pinned((size,), dtype=np.float64) for _ in range(depth + 2)]
+            from . import _loader
+
+            rt = xp.cuda.runtime
+            self.n_slots = lag + 2
+            self.ptr = rt.hostAlloc(16 * self.n_slots, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
+            import ctypes
+            self.host = np.ctypeslib.as_array((ctypes.c_double * (2 * self.n_slots)).from_address(self.ptr))
+            self.events = [xp.cuda.Event(disable_timing=True) for _ in range(self.n_slots)]
+            self.fn = _loader.get_function("nested.cu", "nested_progress", _KERNELS)
+            self.offsets = _loader.contiguous(offsets, np.float64)
             self.k = 0
 
     def __len__(self):
         return len(self.queue)
 
-    def push(self, a):
+    def push(self, dead, live, fine, logx, logx_next):
+        xp = self.xp
         if not self.gpu:
-            self.queue.append(np.array(a, dtype=np.float64))
+            lw = dead + (logx + self.offsets)[None, :]
+            lwm = lw.max(axis=1, keepdims=True)
+            lwm = xp.where(xp.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
+            self.logz = xp.logaddexp(self.logz, xp.log(xp.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
+            remain = xp.logaddexp(self.logz, live.max(axis=1) + logx_next) - self.logz
+            self.queue.append((float(remain.max()), bool(fine)))
             return
-        buf = self.bufs[self.k % len(self.bufs)]
+        from . import _loader
+
+        slot = self.k % self.n_slots
         self.k += 1
-        a.get(out=buf, blocking=False)
-        ev = self.xp.cuda.Event(disable_timing=True)
-        ev.record()
-        self.queue.append((buf, ev))
+        M, R = dead.shape
+        self.fn((1,), (256,), (_loader.contiguous(dead, np.float64), self.offsets,
+                               _loader.contiguous(live, np.float64), self.logz, fine, np.float64(logx),
+                               np.float64(logx_next), _loader.i32(M), _loader.i32(R), _loader.i32(live.shape[1]),
+                               np.uint64(self.ptr + 16 * slot)))
+        self.events[slot].record()
+        self.queue.append(slot)
 
     def pop(self):
         item = self.queue.pop(0)
         if not self.gpu:
             return item
-        buf, ev = item
-        ev.synchronize()  # synchronize! (with this copy only: later work stays queued)
-        return np.array(buf)
+        self.events[item].synchronize()  # synchronize! (with this iteration's launch only: later work stays queued)
+        return float(self.host[2 * item]), bool(self.host[2 * item + 1])
+
+    def close(self):
+        if self.gpu and self.ptr:
+            for ev in self.events:  # launches still queued (a run stopped by an error) write here
+                ev.synchronize()
+            self.xp.cuda.runtime.freeHost(self.ptr)
+            self.ptr = 0
 
 
 def merge_points(logl, birth):
@@ -793,7 +822,8 @@ class NestedSampler:
         v, logl = self._eval(u)
         self._check_init(v, logl)
         birth = xp.full((M, N), -np.inf)
-        dead_u, dead_v, dead_l, dead_b = [], [], [], []
+        dead_l = []
+        self._dead_u, self._dead_v, self._dead_b = dead_u, dead_v, dead_b = [], [], []
         # shrink of log X per iteration (the same for every run): sum_{i<R} 1/(N - i)
         inv_n = 1.0 / (N - np.arange(R))
         logx_steps = -np.cumsum(inv_n)
@@ -801,7 +831,6 @@ class NestedSampler:
         # log X of each replaced point's shell relative to the iteration's start, on the array backend once
         step_offsets = xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
         logx = 0.0
-        logz = xp.full((M,), -np.inf)
         scale = xp.ones((M,))
         run_idx = xp.arange(M)[:, None]
         niter, bar = 0, None
@@ -812,47 +841,21 @@ class NestedSampler:
         # False once a batch of likelihoods held NaN or +inf (checked as each batch comes, with no wait)
         fine = xp.ones((), dtype=bool)
         # the stopping rule and that flag of iteration n are read on the host at iteration n + check_lag
-        readback = _Readback(xp, 2, self.check_lag)
+        progress = _Progress(xp, M, step_offsets, self.check_lag)
         self._ncall_dev = xp.zeros((), dtype=xp.int64)
         try:
             while niter < max_iter:
-                order = xp.argsort(logl, axis=1)
-                low = order[:, :R]                                  # (M, R), ascending
-                lstar = xp.take_along_axis(logl, low[:, -1:], axis=1)  # (M, 1)
-                dl = xp.take_along_axis(logl, low, axis=1)
-                dead_l.append(dl)
-                dead_b.append(xp.take_along_axis(birth, low, axis=1))
-                dead_u.append(xp.take_along_axis(u, low[..., None], axis=1))
-                dead_v.append(xp.take_along_axis(v, low[..., None], axis=1))
-                # running evidence per run
-                lw = dl + (logx + step_offsets)[None, :]
-                lwm = lw.max(axis=1, keepdims=True)
-                lwm = xp.where(xp.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
-                logz = xp.logaddexp(logz, xp.log(xp.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
-                logx += logx_steps[-1]
-                # starts: random survivors of the same run
-                pick = xp.floor(rng.random((M, R)) * (N - R)).astype(xp.int64) + R
-                pick = xp.minimum(pick, N - 1)
-                start = xp.take_along_axis(order, pick, axis=1)
-                u0 = xp.take_along_axis(u, start[..., None], axis=1)
-                l0 = xp.take_along_axis(logl, start, axis=1)
-                v0 = xp.take_along_axis(v, start[..., None], axis=1)
-                chol = self._chol(u)
-                un, vn, ln, scale, fine_step = self._evolve(u0, v0, l0, lstar, chol, scale)
+                u, v, logl, birth, scale, dl, fine_step = self._iterate(u, v, logl, birth, scale, run_idx)
                 fine = fine & fine_step
-                # replace
-                u[run_idx, low] = un
-                v[run_idx, low] = vn
-                logl[run_idx, low] = ln
-                birth[run_idx, low] = xp.broadcast_to(lstar, (M, R))
+                logx_prev, logx = logx, logx + logx_steps[-1]
+                dead_l.append(dl)
                 niter += 1
                 self._niter = niter
+                progress.push(dl, logl, fine, logx_prev, logx)
                 if bar is not None:
                     bar.update(1)
-                remain = xp.logaddexp(logz, logl.max(axis=1) + logx) - logz
-                readback.push(xp.stack([remain.max(), fine.astype(xp.float64)]))
-                if len(readback) > self.check_lag:
-                    worst, ok = readback.pop()
+                if len(progress) > self.check_lag:
+                    worst, ok = progress.pop()
                     if not ok:
                         raise self._located_error(v, logl, f"a point found at iteration {niter - self.check_lag}"
                                                            f" or before")
@@ -863,12 +866,41 @@ class NestedSampler:
         finally:
             if bar is not None:
                 bar.close()
+            progress.close()
         if not bool(fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
             raise self._located_error(v, logl, f"a point found by iteration {niter}")
         self._u, self._v, self._logl, self._birth = u, v, logl, birth
         self._ncall += int(self._ncall_dev)
         self._results = self._finish(dead_u, dead_v, dead_l, dead_b, niter, time.perf_counter() - t0)
         return self
+
+    def _iterate(self, u, v, logl, birth, scale, run_idx):
+        """One iteration of every run: the R lowest live points die (recorded) and R walkers started at random
+        survivors replace them. Returns the new live set, the adapted scales, the dead log-likelihoods
+        (M, R) and the NaN/+inf flag of the likelihoods evaluated."""
+        xp, rng, M, N, R = self.xp, self.rng, self.n_runs, self.nlive, self.n_replace
+        order = xp.argsort(logl, axis=1)
+        low = order[:, :R]                                  # (M, R), ascending
+        lstar = xp.take_along_axis(logl, low[:, -1:], axis=1)  # (M, 1)
+        dl = xp.take_along_axis(logl, low, axis=1)
+        self._dead_b.append(xp.take_along_axis(birth, low, axis=1))
+        self._dead_u.append(xp.take_along_axis(u, low[..., None], axis=1))
+        self._dead_v.append(xp.take_along_axis(v, low[..., None], axis=1))
+        # starts: random survivors of the same run
+        pick = xp.floor(rng.random((M, R)) * (N - R)).astype(xp.int64) + R
+        pick = xp.minimum(pick, N - 1)
+        start = xp.take_along_axis(order, pick, axis=1)
+        u0 = xp.take_along_axis(u, start[..., None], axis=1)
+        l0 = xp.take_along_axis(logl, start, axis=1)
+        v0 = xp.take_along_axis(v, start[..., None], axis=1)
+        chol = self._chol(u)
+        un, vn, ln, scale, fine = self._evolve(u0, v0, l0, lstar, chol, scale)
+        # replace
+        u[run_idx, low] = un
+        v[run_idx, low] = vn
+        logl[run_idx, low] = ln
+        birth[run_idx, low] = xp.broadcast_to(lstar, (M, R))
+        return u, v, logl, birth, scale, dl, fine
 
     @property
     def fused(self) -> bool:
@@ -1098,7 +1130,8 @@ def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
 
 
 # --------------------------------------------------------------------------- the sinusoid-atoms model
-_KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>")
+_KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>",
+            "nested_progress")
 
 
 class SinusoidModel:

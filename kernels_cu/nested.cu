@@ -1,5 +1,6 @@
 // Nested sampling: the sinusoid-atoms likelihood of Henderson's tutorial for a
-// whole batch of parameter points in one launch.
+// whole batch of parameter points in one launch, its fused constrained step,
+// and the run's per-iteration bookkeeping (nested_progress).
 //
 //   ssq[p] += sum_i (sum_j A_pj cos(2 pi f_pj t_i) + B_pj sin(2 pi f_pj t_i) - y_i)^2
 //
@@ -222,6 +223,73 @@ sinusoid_slice(double* __restrict__ u, double* __restrict__ v, double* __restric
             nrej[w] = misses;
             neval[w] = evals;
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The run's bookkeeping after an iteration, in one launch: each run's evidence
+// takes the R points just removed, and the stopping value of every run is
+// reduced to its worst, written with the run's NaN/+inf flag into a slot of
+// mapped host memory that the host reads check_lag iterations later (after an
+// event, so no copy and no wait of its own). Twin: NestedSampler._progress's
+// array expression in gpumcmc/nested.py:
+//
+//   lw_r    = dead[m][r] + (logx + offs[r])              (r < R)
+//   logz[m] = logaddexp(logz[m], logsumexp_r lw_r)       (all -inf: unchanged)
+//   out[0]  = max_m  logaddexp(logz[m], max_n live[m][n] + logx_next) - logz[m]
+//   out[1]  = *fine (1 while no likelihood was NaN or +inf)
+//
+// One block; warp w takes runs w, w + n_warps, ... NaN propagates through the
+// maxima as in NumPy's max.
+__device__ __forceinline__ double nan_max(double a, double b) { return (a > b || a != a) ? a : b; }
+
+// -inf without math headers (NVRTC defines no INFINITY)
+__device__ __forceinline__ double nested_neg_inf() { return __longlong_as_double(0xfff0000000000000ll); }
+
+__device__ __forceinline__ double log_add_exp(double x, double y) {  // NumPy's npy_logaddexp
+    if (x == y) return x + 0.693147180559945309417232121458176568;
+    const double d = x - y;
+    if (d > 0) return x + log1p(exp(-d));
+    if (d <= 0) return y + log1p(exp(d));
+    return d;  // NaN
+}
+
+__device__ __forceinline__ double warp_max_nan(double x) {
+    for (int o = 16; o > 0; o >>= 1) x = nan_max(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+nested_progress(const double* __restrict__ dead, const double* __restrict__ offs, const double* __restrict__ live,
+                double* __restrict__ logz, const bool* __restrict__ fine, double logx, double logx_next,
+                int n_runs, int n_dead, int n_live, double* __restrict__ out) {
+    __shared__ double worst[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    double mine = nested_neg_inf();  // this warp's worst stopping value
+    for (int m = warp; m < n_runs; m += n_warps) {
+        double mx = nested_neg_inf();
+        for (int r = lane; r < n_dead; r += 32) mx = nan_max(mx, dead[(long long)m * n_dead + r] + (logx + offs[r]));
+        mx = warp_max_nan(mx);
+        const double shift = isfinite(mx) ? mx : 0.0;
+        double sum = 0.0;
+        for (int r = lane; r < n_dead; r += 32) sum += exp(dead[(long long)m * n_dead + r] + (logx + offs[r]) - shift);
+        sum = warp_sum_d(sum);
+        double top = nested_neg_inf();
+        for (int n = lane; n < n_live; n += 32) top = nan_max(top, live[(long long)m * n_live + n]);
+        top = warp_max_nan(top);
+        if (lane == 0) {
+            const double z = log_add_exp(logz[m], log(sum) + shift);
+            logz[m] = z;
+            mine = nan_max(mine, log_add_exp(z, top + logx_next) - z);
+        }
+    }
+    if (lane == 0) worst[warp] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double w = nested_neg_inf();
+        for (int q = 0; q < n_warps; ++q) w = nan_max(w, worst[q]);
+        out[0] = w;
+        out[1] = *fine ? 1.0 : 0.0;
     }
 }
 

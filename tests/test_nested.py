@@ -542,3 +542,50 @@ def test_run_twice_gives_the_same_run():
     r1, r2 = s.run().results, s.run().results
     np.testing.assert_array_equal(r1.logl, r2.logl)
     np.testing.assert_array_equal(r1.samples, r2.samples)
+
+
+@pytest.mark.parametrize("M,R,N", [(1, 1, 5), (3, 7, 40), (40, 50, 100)])
+def test_progress_kernel_matches_twin(cp, M, R, N):
+    """The per-iteration bookkeeping kernel (each run's evidence, the worst stopping value and the flag read
+    back from mapped memory) against its NumPy twin over a few iterations, with -inf points, a run whose
+    removed points are all -inf, and the flag turned off in the last iteration."""
+    from gpumcmc.nested import _Progress
+
+    rs = np.random.default_rng(M + R + N)
+    offs = np.log(rs.random(R)) - 0.1
+    lag = 1
+    pg, pn = _Progress(cp, M, cp.asarray(offs), lag), _Progress(np, M, offs, lag)
+    logx, got, want = 0.0, [], []
+    for it in range(4):
+        dead = rs.normal(size=(M, R)) + it
+        dead[0, : R // 2] = -np.inf
+        if it == 0:
+            dead[-1] = -np.inf
+        live = rs.normal(size=(M, N)) + it + 1
+        live[:, 0] = -np.inf
+        ok = it < 3
+        pg.push(cp.asarray(dead), cp.asarray(live), cp.asarray(ok), logx, logx - 0.3)
+        pn.push(dead, live, np.asarray(ok), logx, logx - 0.3)
+        logx -= 0.3
+        if len(pg) > lag:
+            got.append(pg.pop())
+            want.append(pn.pop())
+    got += [pg.pop()]
+    want += [pn.pop()]
+    pg.close()
+    np.testing.assert_allclose(cp.asnumpy(pg.logz), pn.logz, rtol=1e-13)
+    np.testing.assert_allclose([g[0] for g in got], [w[0] for w in want], rtol=1e-12)
+    assert [g[1] for g in got] == [w[1] for w in want] == [True, True, False]
+
+
+def test_gpu_run_twice_and_bad_value(cp):
+    """On CuPy: a second run() repeats the first, and a +inf found mid-run stops the run with the point."""
+    ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
+    s = NestedSampler(ll, pt, 2, nlive=30, n_replace=3, random_state=3, backend="cupy", progress=False)
+    r1, r2 = s.run().results, s.run().results
+    np.testing.assert_array_equal(r1.logl, r2.logl)
+
+    def bad(x):
+        return cp.where((x * x).sum(axis=1) < 0.3 ** 2, cp.inf, ll(x))
+    with pytest.raises(ValueError, match=MID_RUN):
+        NestedSampler(bad, pt, 2, nlive=20, random_state=1, backend="cupy", progress=False, max_iter=100_000).run()

@@ -89,7 +89,7 @@ def run(outdir: Path, small: bool) -> dict:
     # 3. an RBM on binarised digits, beside scikit-learn
     X = load_binary_digits()
     n_hidden, n_iter = (32, 3) if small else (128, 20)
-    rbm = RBM.fit(X, n_hidden, learning_rate=0.05, n_iter=n_iter, random_state=0)
+    rbm = RBM(n_hidden=n_hidden, learning_rate=0.05, n_iter=n_iter, random_state=0).fit(X)
     pl = rbm.pseudo_likelihood(X)
     line = f"gpumcmc RBM: pseudo-likelihood {pl:.2f} in {rbm.fit_seconds_:.2f} s"
     try:

@@ -292,6 +292,9 @@ def test_sample_twice_with_one_seed_gives_the_same_draws(xp):
     b = model.sample(6, n_chains=2, random_state=np.random.SeedSequence(4), progress=False)
     np.testing.assert_array_equal(a.magnetization, b.magnetization)
     assert np.array_equal(B.to_host(a.states), B.to_host(b.states))
+    g = I.default_rng(4, backend=xp.__name__)  # a gpumcmc Generator is used, and moved on, as given
+    np.testing.assert_array_equal(model.sample(6, n_chains=2, random_state=g, progress=False).energy, a.energy)
+    assert not np.array_equal(model.sample(6, n_chains=2, random_state=g, progress=False).energy, a.energy)
     c = model.sample(6, n_chains=2, random_state=5, progress=False)
     assert not np.array_equal(B.to_host(a.states), B.to_host(c.states))
 

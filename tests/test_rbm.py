@@ -80,8 +80,8 @@ _X = np.zeros((20, 4), np.uint8)
 _BAD = [
     pytest.param(lambda: RBM(np.zeros((4, 3)), np.zeros(3), np.zeros(3), backend="numpy"), ValueError, "components_",
                  id="bias-shape"),
-    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False).fit(np.full((5, 4), 0.5)), ValueError, "binary",
-                 id="fit-not-binary"),
+    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False).fit(np.full((5, 4), 0.5)), ValueError,
+                 "binary", id="fit-not-binary"),
     pytest.param(lambda: _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2)), ValueError, "binary",
                  id="initial-not-binary"),
     pytest.param(lambda: RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy"), ValueError, "NaN",
@@ -93,7 +93,13 @@ _BAD = [
     pytest.param(lambda: _small_rbm().sample(n_chains=2, n_steps=-1), ValueError, "n_steps", id="negative-steps"),
     pytest.param(lambda: _small_rbm().sample(n_chains=2, n_steps=1.5), TypeError, "n_steps", id="float-steps"),
     pytest.param(lambda: _small_rbm().sample(n_chains=0, n_steps=1), ValueError, "n_chains", id="zero-chains"),
-    pytest.param(lambda: RBM(n_hidden=0, backend="numpy", progress=False).fit(_X), ValueError, "n_hidden", id="zero-hidden"),
+    pytest.param(lambda: RBM(n_hidden=0, backend="numpy", progress=False).fit(_X), ValueError, "n_hidden",
+                 id="zero-hidden"),
+    pytest.param(lambda: RBM(n_hidden=2, batch_size=0, backend="numpy", progress=False).fit(_X), ValueError,
+                 "batch_size", id="zero-batch"),
+    pytest.param(lambda: RBM(n_hidden=2, learning_rate=-1, backend="numpy", progress=False).fit(_X), ValueError,
+                 "learning_rate", id="negative-rate"),
+    pytest.param(lambda: RBM(n_hidden=2, dtype=np.int32, backend="numpy"), TypeError, "dtype", id="int-dtype"),
 ]
 
 

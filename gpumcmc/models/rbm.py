@@ -300,7 +300,8 @@ class RBM(Estimator):
             bar = tqdm(total=n_iter, desc="RBM PCD", unit="epoch")
         history = []
         if bar is not None:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
-            score = _flipped(_backend.to_host(X)[np.linspace(0, n - 1, min(n, PROGRESS_ROWS)).astype(int)], 0, xp, dtype)
+            rows = np.linspace(0, n - 1, min(n, PROGRESS_ROWS)).astype(int)
+            score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
         use_fused = _use_fused_pcd(fused, xp, nv, n_hidden, batch_size, dtype)
         if use_fused:
             from .. import _loader

@@ -3,8 +3,10 @@
 Names resolve lazily to ``gpumcmc/datasets/<module>.py``. Nothing here
 downloads: each loader reads a file the user gives, or data that an installed
 package ships (the ``lda`` package's Reuters subset, the FCS files in
-fcsparser's wheel, pgmpy's BIF networks, scikit-learn's bundled data sets),
-and says which package to install when it is missing.
+fcsparser's wheel, scikit-learn's bundled data sets: the ``data`` extra), and
+says which package to install when it is missing. ``bif_example_files`` lists
+pgmpy's BIF networks where pgmpy is installed (the ``test`` extra brings it);
+gpumcmc reads BIF files itself.
 """
 
 from __future__ import annotations

@@ -472,6 +472,17 @@ def _bif(tmp_path, text):
     return BayesianNetwork.from_bif(path)
 
 
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _cyclic_later():
+    net = _fresh().set_params(n_iter=1, progress=False, backend="numpy")
+    net.parents["I"] = ["L"]
+    return net
+
+
 def _df(cols):
     pd = pytest.importorskip("pandas")
     return pd.DataFrame(cols)
@@ -479,6 +490,10 @@ def _df(cols):
 
 _BAD = [
     ("garbage BIF file", lambda tp: _bif(tp, "this is not a network\n{ at all }\n"), ValueError, "no variables"),
+    ("a .gz file that is not gzipped", lambda tp: BayesianNetwork.from_bif(_write(tp / "net.bif.gz", _BIF_GOOD)),
+     ValueError, "cannot be read as gzipped BIF"),
+    ("parents made cyclic after the constructor", lambda tp: _cyclic_later().fit(np.zeros((2, 5), int)), ValueError,
+     "directed cycle"),
     ("undeclared variable", lambda tp: _bif(tp, _BIF_GOOD.replace("( B | A )", "( B | C )")), ValueError,
      "'C', which no variable block declares"),
     ("missing probability block", lambda tp: _bif(tp, _BIF_GOOD[:_BIF_GOOD.index("probability ( B")]), ValueError,

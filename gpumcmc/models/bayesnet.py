@@ -177,8 +177,12 @@ class BayesianNetwork(Estimator):
         """Read a BIF file, gzipped (``.gz``) or not."""
         path = str(path)
         opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            text = f.read()
+        try:
+            with opener(path, "rt") as f:
+                text = f.read()
+        except (gzip.BadGzipFile, UnicodeDecodeError, EOFError) as e:
+            raise ValueError(f"{path} cannot be read as {'gzipped ' if opener is gzip.open else ''}BIF text "
+                             f"({e}); give a BIF file (.bif, or .bif.gz gzipped).") from None
         states, parents, cpts = {}, {}, {}
         for m in re.finditer(r"variable\s+([^\s{]+)\s*\{(.*?)\n\s*\}", text, re.S):
             sm = re.search(r"\{\s*(.*?)\s*\}", m.group(2), re.S)
@@ -505,6 +509,7 @@ class BayesianNetwork(Estimator):
                              "m (prior - 1) + 1 + counts can be non-positive; use prior > 1 - 1/m.")
         if max(self.card.values()) > 255:
             raise ValueError("Nodes with more than 255 states are not supported.")
+        self._topo()  # parents changed since the constructor may have made a cycle
         if not learn:
             self._need_cpts()
         bs = n if batch_size is None else int(batch_size)

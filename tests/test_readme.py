@@ -1,8 +1,12 @@
-"""The README's Python examples run as written, each as a script would (``__name__ == "__main__"``).
+"""The README's and the documentation's Python examples run as written, each as a script would
+(``__name__ == "__main__"``).
 
-They run on NumPy here (most pass ``backend="numpy"``) and on CuPy where a GPU is present. An
-example that needs a GPU says so in a ``# needs a GPU`` comment and is skipped without one; the
-Dask example starts worker processes and is marked slow.
+The README's examples run on NumPy here (most pass ``backend="numpy"``) and on CuPy where a GPU
+is present; they are quick, but for the Dask one, which starts worker processes and is marked
+slow. The guides' examples (``docs/**/*.md``) use the default backend and realistic settings, so
+they are all marked slow. An example that needs a GPU says so in a ``# needs a GPU`` comment and
+is skipped without one; templates that are not meant to run are written as ``{code-block}``
+directives, which this test does not collect.
 """
 
 import re
@@ -11,19 +15,26 @@ from pathlib import Path
 import pytest
 from conftest import requires_gpu
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 TEXT = README.read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
+FENCE = re.compile(r"```python\n(.*?)```", re.S)
+BLOCKS = FENCE.findall(TEXT)
+DOCS = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_gen" not in p.parts and "_build" not in p.parts)
 
 
-def _param(i, code):
+def _param(code, where, slow=False):
     marks = []
     if "# needs a GPU" in code:
         marks += [pytest.mark.gpu, requires_gpu]
-    if "LocalCluster" in code:
+    if slow or "LocalCluster" in code:
         marks.append(pytest.mark.slow)
     first = next(line for line in code.splitlines() if line.strip() and not line.startswith(("import", "from")))
-    return pytest.param(code, id=f"{i}-{re.sub(r'[^A-Za-z0-9]+', '_', first)[:30]}", marks=marks)
+    return pytest.param(code, where, id=f"{where.name}-{re.sub(r'[^A-Za-z0-9]+', '_', first)[:30]}", marks=marks)
+
+
+def _run(code, where):
+    exec(compile(code, str(where), "exec"), {"__name__": "__main__"})
 
 
 def test_readme_has_examples_and_the_ci_command():
@@ -34,6 +45,11 @@ def test_readme_has_examples_and_the_ci_command():
     assert len(lines) <= 200, "the README stays short; longer material belongs in docs/"
 
 
-@pytest.mark.parametrize("code", [_param(i, b) for i, b in enumerate(BLOCKS)])
-def test_readme_example_runs(code):
-    exec(compile(code, str(README), "exec"), {"__name__": "__main__"})
+@pytest.mark.parametrize("code, where", [_param(b, README) for b in BLOCKS])
+def test_readme_example_runs(code, where):
+    _run(code, where)
+
+
+@pytest.mark.parametrize("code, where", [_param(b, p, slow=True) for p in DOCS for b in FENCE.findall(p.read_text())])
+def test_docs_example_runs(code, where):
+    _run(code, where)

@@ -83,13 +83,10 @@ def _logsumexp(a, axis=None):
 
 
 def _integer(name, value, minimum, alternative=""):
-    """``value`` as an int of at least ``minimum``: a TypeError for what is not an integer (2.5, "3", True),
-    a ValueError below ``minimum``."""
+    """``value`` checked as an integer of at least ``minimum`` and returned as an int: a TypeError for what is
+    not an integer (2.5, 3.0, "3", True), a ValueError below ``minimum``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name} must be an integer{' ' + alternative if alternative else ''}, got {value!r}.")
+        raise TypeError(f"{name} must be an integer{' ' + alternative if alternative else ''}, got {value!r}.")
     value = int(value)
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}{' ' + alternative if alternative else ''}, "
@@ -136,14 +133,25 @@ def _batchify(fn, ndim, xp, name, out_dim):
 
 
 def _fusable_model(loglike, prior_transform):
-    """The model whose bound ``loglike`` and ``prior_transform`` these are, if it has a fused slice kernel."""
+    """The object whose bound ``loglike`` and ``prior_transform`` these are, where it offers a fused step.
+
+    The protocol: an object may define ``nested_fused_slice(u, v, logl, lstar, dirs, unif, max_shrink) ->
+    (u, v, logl, nrej, neval)``, every slice of every walker in one call (see
+    :meth:`SinusoidModel.nested_fused_slice`), and optionally ``nested_fused_available(xp) -> bool``. It
+    is used where ``loglike`` and ``prior_transform`` are methods of that object defined by the class that
+    defines ``nested_fused_slice`` (a subclass that overrides either falls back to the generic path).
+    """
     model = getattr(loglike, "__self__", None)
     if model is None or getattr(prior_transform, "__self__", None) is not model:
         return None
-    if not isinstance(model, SinusoidModel):
+    if not callable(getattr(model, "nested_fused_slice", None)):
         return None
-    if getattr(loglike, "__func__", None) is not SinusoidModel.loglike or \
-            getattr(prior_transform, "__func__", None) is not SinusoidModel.prior_transform:
+    owner = next((c for c in type(model).__mro__ if "nested_fused_slice" in vars(c)), None)
+    if owner is None:
+        return None
+    mine = list(vars(owner).values())
+    if not any(getattr(loglike, "__func__", None) is f for f in mine) or \
+            not any(getattr(prior_transform, "__func__", None) is f for f in mine):
         return None
     return model
 
@@ -406,7 +414,7 @@ class FewLivePointsWarning(UserWarning):
     """Few live points per run for merged runs: a run may lose a mode (filter it where modes are not a risk)."""
 
 
-def _clusters(x, w, keep=0.98, max_points=2000, cut=5.0, min_mass=CLUSTER_MIN_MASS):
+def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MASS):
     """Modes as single-linkage clusters of the points ``x`` (n, d) that carry ``keep`` of the weight ``w``.
 
     ``x`` are unit-cube coordinates, the scale the constrained sampler moves on. The tree is split from its
@@ -654,10 +662,12 @@ class NestedSampler:
         every backend.
     fused : bool, optional
         Run each iteration's whole constrained step (every slice and shrinkage
-        round of every walker, likelihood included) as one CUDA kernel, where
-        the model has one: ``loglike`` and ``prior_transform`` are the methods
-        of one :class:`SinusoidModel` (with ``kernel=True``), on CuPy, with
-        ``sampler="slice"`` or ``"cslice"``. ``None`` (default) uses it where it
+        round of every walker, likelihood included) as one call, where the
+        model offers one: ``loglike`` and ``prior_transform`` are methods of
+        one object that defines ``nested_fused_slice`` (the protocol of
+        :func:`_fusable_model`; :class:`SinusoidModel` does, as one CUDA
+        kernel, with ``kernel=True``), on CuPy, with ``sampler="slice"`` or
+        ``"cslice"``. ``None`` (default) uses it where it
         applies; ``False`` never. Its twin is the generic path with the model's
         ``loglike``: the same directions and uniforms give the same new points
         (to rounding of the likelihood). On NumPy the generic path runs.
@@ -665,16 +675,64 @@ class NestedSampler:
         Shrinkage rounds per slice; a walker that has missed this many times
         stays where it is for that slice (a valid move: the chance of a jump
         from x to x' and back is the same either way).
+    check_modes : bool
+        With ``n_runs > 1``, check after the run for runs that lost a mode
+        (:func:`mode_check`: ``results.runs_lost_mode``, and a warning); it
+        clusters at most 500 points on the host, once. ``False`` skips it
+        (the results' mode fields are then empty).
     """
 
     def __init__(self, loglike, prior_transform, ndim, nlive=500, n_replace=1, n_runs=1, sampler="slice",
                  dlogz=0.01, random_state=None, progress=True, backend=None, n_steps=None, max_iter=None,
-                 check_lag=2, fused=None, max_shrink=30, dtype=np.float64):
+                 check_lag=2, fused=None, max_shrink=30, dtype=np.float64, check_modes=True):
+        # The settings are stored as given (so get_params and sklearn.base.clone give them back) and checked
+        # here and again by run() where set_params changed them.
+        self.loglike, self.prior_transform, self.ndim = loglike, prior_transform, ndim
+        self.nlive, self.n_replace, self.n_runs, self.sampler = nlive, n_replace, n_runs, sampler
+        self.dlogz, self.random_state, self.progress, self.backend = dlogz, random_state, progress, backend
+        self.n_steps, self.max_iter, self.check_lag, self._fused_setting = n_steps, max_iter, check_lag, fused
+        self.max_shrink, self.dtype, self.check_modes = max_shrink, dtype, check_modes
+        self.rng = None  # seeded by run(), so that two runs with the same random_state agree
+        self._results = None
+        self._seed, self._locate, self._niter, self._configured = None, False, 0, None
+        self._setup(stacklevel=3)
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        import inspect
+
+        return sorted(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+
+    # ``fused`` the setting is kept apart from ``fused`` the property (whether the fused step runs)
+    _STORED = {"fused": "_fused_setting"}
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The settings given to ``__init__``, as scikit-learn's ``get_params`` (for ``sklearn.base.clone``)."""
+        return {name: getattr(self, self._STORED.get(name, name)) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Change settings; they are checked at once, and the next :meth:`run` uses them."""
+        valid = self._get_param_names()
+        for name in params:
+            if name not in valid:
+                raise ValueError(f"NestedSampler has no setting {name!r}; valid settings: {valid}.")
+        for name, value in params.items():
+            setattr(self, self._STORED.get(name, name), value)
+        self._setup(stacklevel=3)
+        return self
+
+    def _settings(self):
+        return tuple(id(v) for v in self.get_params().values())
+
+    def _setup(self, stacklevel=2):
+        """Check the settings and derive what the run needs from them (the batched callables, the backend,
+        the fused step)."""
+        loglike, prior_transform, sampler, fused = self.loglike, self.prior_transform, self.sampler, self._fused_setting
         if not callable(loglike) or not callable(prior_transform):
             raise TypeError("loglike and prior_transform must be callables on (n, ndim) arrays.")
-        ndim = _integer("ndim", ndim, 1)
-        nlive = _integer("nlive", nlive, 1)
-        n_replace, n_runs = _integer("n_replace", n_replace, 1), _integer("n_runs", n_runs, 1)
+        ndim = _integer("ndim", self.ndim, 1)
+        nlive = _integer("nlive", self.nlive, 1)
+        n_replace, n_runs = _integer("n_replace", self.n_replace, 1), _integer("n_runs", self.n_runs, 1)
         if nlive < ndim + 1:
             raise ValueError(f"nlive={nlive} is too few for ndim={ndim}: use at least ndim + 1 = {ndim + 1} "
                              f"live points (hundreds are usual).")
@@ -682,50 +740,44 @@ class NestedSampler:
             raise ValueError(f"n_replace must be between 1 and nlive // 2 = {nlive // 2}, got {n_replace}.")
         if sampler not in _SAMPLERS:
             raise ValueError(f"sampler must be one of {_SAMPLERS}, got {sampler!r}.")
-        if n_runs > 1 and nlive < NLIVE_MODES:
-            warnings.warn(f"nlive={nlive} live points per run: runs this small can lose a mode of a multimodal "
-                          f"posterior (the merged run then gives it too little weight); use at least "
-                          f"{NLIVE_MODES} per run where modes are possible. results.runs_lost_mode flags "
-                          f"runs that did.", FewLivePointsWarning, stacklevel=2)
+        dlogz = self.dlogz
         if isinstance(dlogz, (bool, np.bool_)) or not isinstance(dlogz, (int, float, np.integer, np.floating)):
             raise TypeError(f"dlogz must be a positive number, got {type(dlogz).__name__}.")
         if not 0 < dlogz < np.inf:
             raise ValueError(f"dlogz must be positive and finite, got {dlogz}; 0.01 to 0.5 is usual.")
-        if max_iter is not None:
-            max_iter = _integer("max_iter", max_iter, 1, "or None for no limit")
-        check_lag = _integer("check_lag", check_lag, 0)
-        max_shrink = _integer("max_shrink", max_shrink, 1)
-        if n_steps is not None:
-            n_steps = _integer("n_steps", n_steps, 1, "or None for the default")
-        self.ndim, self.nlive, self.n_replace, self.n_runs = ndim, nlive, n_replace, n_runs
-        self.sampler, self.dlogz, self.random_state, self.progress = sampler, float(dlogz), random_state, progress
-        self.backend, self.max_iter, self.check_lag = backend, max_iter, check_lag
-        self.max_shrink = max_shrink
+        if self.max_iter is not None:
+            _integer("max_iter", self.max_iter, 1, "or None for no limit")
+        _integer("check_lag", self.check_lag, 0)
+        _integer("max_shrink", self.max_shrink, 1)
+        n_steps = self.n_steps
         if n_steps is None:
             n_steps = max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim
-        self.n_steps = int(n_steps)
-        self.dtype = np.dtype(dtype)
-        self.xp = _backend.get_backend(backend)
-        self._loglike_raw, self._prior_raw = loglike, prior_transform
-        self._loglike, _ = _batchify(loglike, ndim, self.xp, "loglike", None)
-        self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
+        self._n_steps = _integer("n_steps", n_steps, 1, "or None for the default")
+        random_state = self.random_state
         if not (random_state is None or isinstance(random_state, (int, np.integer, np.random.SeedSequence,
                                                                   np.random.Generator))
                 or type(random_state).__name__ == "Generator"):
             raise TypeError(f"random_state must be None, an int, a SeedSequence or a Generator, got "
                             f"{type(random_state).__name__}.")
-        self.rng = None  # seeded by run(), so that two runs with the same random_state agree
-        self._results = None
-        self._seed, self._locate, self._niter = None, False, 0
+        self.xp = _backend.get_backend(self.backend)
+        self._loglike, _ = _batchify(loglike, ndim, self.xp, "loglike", None)
+        self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
         model = _fusable_model(loglike, prior_transform)
         if fused and (model is None or sampler == "rwalk"):
-            raise ValueError("fused=True needs loglike and prior_transform to be the methods of one "
-                             "SinusoidModel and sampler='slice' or 'cslice'; leave fused=None to use the fused "
-                             "kernel only where it applies.")
+            raise ValueError("fused=True needs loglike and prior_transform to be methods of one object that offers "
+                             "nested_fused_slice (as SinusoidModel does) and sampler='slice' or 'cslice'; leave "
+                             "fused=None to use a fused step only where it applies.")
         self._fused = None
-        if (fused is None or fused) and model is not None and sampler != "rwalk" and self.xp is not np \
-                and model.xp is self.xp and model.kernel:
-            self._fused = model
+        if (fused is None or fused) and model is not None and sampler != "rwalk" and self.xp is not np:
+            available = getattr(model, "nested_fused_available", None)
+            if available is None or available(self.xp):
+                self._fused = model
+        if n_runs > 1 and nlive < NLIVE_MODES:
+            warnings.warn(f"nlive={nlive} live points per run: runs this small can lose a mode of a multimodal "
+                          f"posterior (the merged run then gives it too little weight); use at least "
+                          f"{NLIVE_MODES} per run where modes are possible. results.runs_lost_mode flags "
+                          f"runs that did.", FewLivePointsWarning, stacklevel=stacklevel + 1)
+        self._configured = self._settings()
 
     # -- evaluation -------------------------------------------------------------
     def _eval(self, u):
@@ -768,7 +820,9 @@ class NestedSampler:
             twin = copy.copy(self)
             twin.random_state, twin.max_iter, twin.progress, twin._locate = self._seed, self._niter, False, True
             try:
-                twin.run()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the run's own warnings were given already
+                    twin.run()
             except _BadValue as e:
                 return ValueError(f"{e}; {_BAD_FIX}")
             except Exception:  # a likelihood with state of its own need not repeat itself
@@ -804,6 +858,8 @@ class NestedSampler:
             When ``loglike`` returns NaN or +inf for any point, at the start or during the run (read back
             with the stopping rule, ``check_lag`` iterations later: no wait of its own).
         """
+        if self._configured != self._settings():  # settings assigned since the last check
+            self._setup(stacklevel=3)
         xp, M, N, R, d = self.xp, self.n_runs, self.nlive, self.n_replace, self.ndim
         t0 = time.perf_counter()
         self._ncall = 0
@@ -830,6 +886,8 @@ class NestedSampler:
         log1m = np.log(-np.expm1(-inv_n))
         # log X of each replaced point's shell relative to the iteration's start, on the array backend once
         step_offsets = xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
+        self._eye = xp.eye(d)
+        self._eye_eps = xp.eye(d)[None] * 1e-12
         logx = 0.0
         scale = xp.ones((M,))
         run_idx = xp.arange(M)[:, None]
@@ -919,8 +977,8 @@ class NestedSampler:
         xp, d = self.xp, self.ndim
         c = u - u.mean(axis=1, keepdims=True)
         cov = xp.einsum("mni,mnj->mij", c, c) / (u.shape[1] - 1)
-        cov = cov + xp.eye(d)[None] * 1e-12
-        diag = xp.sqrt(xp.diagonal(cov, axis1=1, axis2=2))[..., None] * xp.eye(d)[None]
+        cov = cov + self._eye_eps  # xp.eye(d)[None] * 1e-12, made once per run
+        diag = xp.sqrt(xp.diagonal(cov, axis1=1, axis2=2))[..., None] * self._eye[None]
         if xp is np:
             try:
                 return np.linalg.cholesky(cov)
@@ -958,8 +1016,8 @@ class NestedSampler:
         if self.sampler == "rwalk":
             acc = xp.zeros((M,))
             step = 2.38 / math.sqrt(d)
-            Z = rng.standard_normal((self.n_steps, M, R, d))
-            for i in range(self.n_steps):
+            Z = rng.standard_normal((self._n_steps, M, R, d))
+            for i in range(self._n_steps):
                 z = Z[i]
                 prop = u + step * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, z)
                 pv, pl = self._propose_eval(prop)
@@ -969,7 +1027,7 @@ class NestedSampler:
                 v = xp.where(ok[..., None], pv, v)
                 l = xp.where(ok, pl, l)
                 acc = acc + ok.mean(axis=1)
-            rate = acc / self.n_steps
+            rate = acc / self._n_steps
             scale = xp.clip(scale * xp.exp(rate - 0.5), 1e-3, 1e3)
             return u, v, l, scale, fine
         # Slice sampling along random directions: an interval of width scale * w placed at random
@@ -984,16 +1042,16 @@ class NestedSampler:
             first = self._evolve_calls % d
             self._evolve_calls += 1
             eye = xp.eye(d)
-            Z = xp.broadcast_to(xp.stack([eye[(first + i) % d] for i in range(self.n_steps)])[:, None, None, :],
-                                (self.n_steps, M, R, d))
+            Z = xp.broadcast_to(xp.stack([eye[(first + i) % d] for i in range(self._n_steps)])[:, None, None, :],
+                                (self._n_steps, M, R, d))
         else:
-            Z = rng.standard_normal((self.n_steps, M, R, d))
+            Z = rng.standard_normal((self._n_steps, M, R, d))
             Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))
-        dirs = (base * scale[None, :, None, None] * xp.einsum("mij,smrj->smri", chol, Z)).reshape(self.n_steps, W, d)
-        U = rng.random((self.n_steps, K + 1, W))
+        dirs = (base * scale[None, :, None, None] * xp.einsum("mij,smrj->smri", chol, Z)).reshape(self._n_steps, W, d)
+        U = rng.random((self._n_steps, K + 1, W))
         ls = xp.ascontiguousarray(xp.broadcast_to(lstar, (M, R)).reshape(W))
         if self._fused is not None:
-            uf, vf, lf, nrej, neval = self._fused._fused_slice(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls,
+            uf, vf, lf, nrej, neval = self._fused.nested_fused_slice(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls,
                                                                dirs, U, K)
             self._ncall_dev += neval.sum()
             self._nbatch += 1
@@ -1001,7 +1059,7 @@ class NestedSampler:
         else:
             uf, vf, lf = u.reshape(W, d).copy(), v.reshape(W, d).copy(), l.reshape(W).copy()
             nrej = xp.zeros(W)
-            for i in range(self.n_steps):
+            for i in range(self._n_steps):
                 dirn = dirs[i]
                 lo = -U[i, 0]
                 hi = 1.0 + lo
@@ -1024,7 +1082,7 @@ class NestedSampler:
                         break
                     nrej[idx] += 1.0
         u, v, l = uf.reshape(M, R, d), vf.reshape(M, R, d), lf.reshape(M, R)
-        mean_rej = nrej.reshape(M, R).sum(axis=1) / (R * self.n_steps)
+        mean_rej = nrej.reshape(M, R).sum(axis=1) / (R * self._n_steps)
         scale = xp.clip(scale * xp.exp(0.2 * (1.0 - mean_rej)), 0.02, 50.0)
         return u, v, l, scale, fine
 
@@ -1067,7 +1125,7 @@ class NestedSampler:
             run=run, logwt_run=logwt_run, mode_mass=mass, mode_mass_runs=mass_runs, runs_lost_mode=lost)
 
     def _mode_check(self, samples_u, logw, run, logwt_run, M):
-        if M < 2:
+        if M < 2 or not self.check_modes:
             return np.zeros(0), np.zeros((M, 0)), np.zeros(M, bool)
         mass, mass_runs, lost = mode_check(samples_u, np.exp(logw), run, np.exp(logwt_run), M)
         _warn_lost(lost, mass, mass_runs, self.nlive, stacklevel=4)
@@ -1253,8 +1311,15 @@ class SinusoidModel:
         fn((gx, gy), (256,), (p, self.t, self.y, _loader.i64(n), _loader.i32(self.n_atoms), _loader.i64(T), ssq))
         return self._const - 0.5 * ssq / self.sigma ** 2
 
-    def _fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink):
+    def nested_fused_available(self, xp) -> bool:
+        """Whether :meth:`nested_fused_slice` runs for a sampler on ``xp``: this model's kernel on CuPy."""
+        return self.kernel and self.xp is xp and xp is not np
+
+    def nested_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink):
         """All slices of all walkers in one launch (``sinusoid_slice`` in ``kernels_cu/nested.cu``).
+
+        The fused-step protocol of :class:`NestedSampler` (any object whose ``loglike`` and
+        ``prior_transform`` are given to it may offer this method).
 
         ``u``, ``v`` (W, ndim) and ``logl`` (W,) are the starts (not modified),
         ``lstar`` (W,) each walker's threshold, ``dirs`` (n_steps, W, ndim) the
@@ -1289,6 +1354,8 @@ class SinusoidModel:
             f64(self.amax), f64(self.fmin), f64(self.fmax), _loader.i32(int(self.ordered and self.n_atoms > 1)),
             f64(self._const), f64(self.sigma ** 2), nrej, neval))
         return uo, vo, lo, nrej, neval
+
+    _fused_slice = nested_fused_slice  # the former name
 
     def _loglike_expr(self, theta):
         xp = self.xp

@@ -455,7 +455,8 @@ def _two_modes(w2=0.3, narrow=0.5, d=4, sep=5.0, half=10.0):
     lw = np.log([1 - w2, w2]) - 0.5 * d * math.log(2 * math.pi) - np.array([0.0, d * math.log(narrow)])
 
     def ll(x):
-        return np.logaddexp(lw[0] - 0.5 * ((x - c[0]) ** 2).sum(1), lw[1] - 0.5 * ((x - c[1]) ** 2).sum(1) / narrow ** 2)
+        return np.logaddexp(lw[0] - 0.5 * ((x - c[0]) ** 2).sum(1),
+                            lw[1] - 0.5 * ((x - c[1]) ** 2).sum(1) / narrow ** 2)
     return ll, (lambda u: half * (2 * u - 1)), -d * math.log(2 * half)
 
 
@@ -589,3 +590,53 @@ def test_gpu_run_twice_and_bad_value(cp):
         return cp.where((x * x).sum(axis=1) < 0.3 ** 2, cp.inf, ll(x))
     with pytest.raises(ValueError, match=MID_RUN):
         NestedSampler(bad, pt, 2, nlive=20, random_state=1, backend="cupy", progress=False, max_iter=100_000).run()
+
+
+def test_clone_and_set_params():
+    """Settings are stored as given: get_params gives them back, sklearn's clone makes an equal sampler whose
+    run repeats the original's, and set_params is checked at once and used by the next run."""
+    sklearn_base = pytest.importorskip("sklearn.base")
+    s = NestedSampler(_LL, _PT, 2, nlive=20, n_replace=2, random_state=5, backend="numpy", progress=False,
+                      dlogz=1, fused=None)
+    p = s.get_params()
+    assert p["dlogz"] == 1 and type(p["dlogz"]) is int and p["n_steps"] is None and p["fused"] is None
+    assert p["loglike"] is _LL and p["random_state"] == 5 and s.fused is False
+    c = sklearn_base.clone(s)
+    np.testing.assert_array_equal(c.run().results.logl, s.run().results.logl)
+    with pytest.raises(ValueError, match="n_replace must be between"):
+        c.set_params(n_replace=50)
+    c.set_params(n_replace=2, nlive=30)
+    assert c.run().results.nlive.max() == 30
+    with pytest.raises(ValueError, match="no setting"):
+        s.set_params(n_live=3)
+
+
+def test_fused_step_is_a_protocol():
+    """The fused step is taken from any object whose class defines nested_fused_slice beside the loglike and
+    prior_transform given, not from an isinstance test; a subclass overriding loglike falls back."""
+    from gpumcmc.nested import _fusable_model
+
+    class Model:
+        def loglike(self, x):
+            return _LL(x)
+
+        def prior_transform(self, u):
+            return _PT(u)
+
+        def nested_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink):
+            raise NotImplementedError
+
+    class Changed(Model):
+        def loglike(self, x):
+            return 2 * _LL(x)
+
+    m, c = Model(), Changed()
+    assert _fusable_model(m.loglike, m.prior_transform) is m
+    assert _fusable_model(c.loglike, c.prior_transform) is None
+    assert _fusable_model(_LL, _PT) is None
+    assert _fusable_model(m.loglike, Model().prior_transform) is None
+    t, y = SinusoidModel.synthetic(n_data=100, random_state=0)
+    sm = SinusoidModel(t, y, backend="numpy")
+    assert _fusable_model(sm.loglike, sm.prior_transform) is sm
+    assert sm._fused_slice == sm.nested_fused_slice  # the former name
+    assert not sm.nested_fused_available(np)

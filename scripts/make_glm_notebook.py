@@ -11,15 +11,16 @@ cells = [
         "`HierarchicalGLM` samples every group's coefficients at once by slice-within-Gibbs with the "
         "differential update (Mahani & Sharabiani, §3.4.4 and §4.1), and draws `mu, Sigma` from their "
         "normal-inverse-Wishart conditional. The data here are synthetic, drawn from the model, with "
-        "groups of different sizes."),
+        "groups of different sizes.\n\n"
+        "Settings: small without a GPU or with `GPUMCMC_SMALL=1`, full on a GPU or with `GPUMCMC_SMALL=0` (`gpumcmc.demo.small_settings()`). The outputs saved in this notebook come from a CPU run with the small settings (NumPy backend, 2 cores)."),
     nbf.v4.new_code_cell(
-        "import os\n"
         "import numpy as np\n"
         "import arviz as az\n"
         "import matplotlib.pyplot as plt\n"
         "from gpumcmc import backend\n"
         "from gpumcmc.models import HierarchicalGLM\n\n"
-        "SMALL = os.environ.get('GPUMCMC_SMALL') == '1'\n"
+        "from gpumcmc.demo import small_settings\n"
+        "SMALL = small_settings()\n"
         "BACKEND = 'cupy' if backend.cupy_available() and not SMALL else 'numpy'\n"
         "G, K = (6, 2) if SMALL else (200, 5)\n"
         "rs = np.random.default_rng(0)\n"

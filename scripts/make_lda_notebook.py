@@ -12,11 +12,12 @@ cells = [
         "draws a topic z for every token at once given theta and phi, counts topics per document and per word, "
         "and draws theta and phi from their Dirichlet posteriors. With theta and phi fixed, all tokens are "
         "independent, so the whole sweep is a few wide GPU launches.\n\n"
-        "Set `GPUMCMC_SMALL=1` for the small settings used in CI (CPU)."),
+        "Settings: small without a GPU or with `GPUMCMC_SMALL=1`, full on a GPU or with `GPUMCMC_SMALL=0` (`gpumcmc.demo.small_settings()`). The outputs saved in this notebook come from a CPU run with the small settings (NumPy backend, 2 cores)."),
     nbf.v4.new_code_cell(
-        "import os\nimport matplotlib.pyplot as plt\nfrom gpumcmc.datasets import load_reuters\n"
+        "import matplotlib.pyplot as plt\nfrom gpumcmc.datasets import load_reuters\n"
         "from gpumcmc.models import LDA\n\n"
-        "small = os.environ.get('GPUMCMC_SMALL') == '1'\n"
+        "from gpumcmc.demo import small_settings\n"
+        "small = small_settings()\n"
         "X, vocab, titles = load_reuters()\nprint(X.shape, 'tokens:', X.sum())"),
     nbf.v4.new_markdown_cell(
         "## Fit\n\nThe priors default to 1/K, as in scikit-learn. `burn_in` sweeps are discarded; "

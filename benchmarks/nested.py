@@ -21,6 +21,11 @@
     Items are likelihood calls; the notes give log Z, logzerr and the error
     against the analytic value.
 
+(c) The public call against its bare iteration (run first): ``run`` per
+    iteration as the difference of two whole runs of different ``max_iter``,
+    against ``NestedSampler._iterate`` looped, on user_path's sinusoid shape
+    and on the 2-D shells; the issue's goal is at most 1.1x.
+
 Whole runs are long, so each is timed once with the host clock, after an
 untimed run of the same configuration with another seed (CuPy compiles its
 kernels once per machine, on first use); a run's time includes its

@@ -1,6 +1,6 @@
 // Nested sampling: the sinusoid-atoms likelihood of Henderson's tutorial for a
 // whole batch of parameter points in one launch, its fused constrained step,
-// and the run's per-iteration bookkeeping (nested_progress).
+// and the run's per-iteration pieces (nested_progress, nested_argsort_rows).
 //
 //   ssq[p] += sum_i (sum_j A_pj cos(2 pi f_pj t_i) + B_pj sin(2 pi f_pj t_i) - y_i)^2
 //
@@ -290,6 +290,45 @@ nested_progress(const double* __restrict__ dead, const double* __restrict__ offs
         for (int q = 0; q < n_warps; ++q) w = nan_max(w, worst[q]);
         out[0] = w;
         out[1] = *fine ? 1.0 : 0.0;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The order of each run's live points by log-likelihood, in one launch with no
+// wait: the rank of x[i] in its row is the number of x[j] before it, where
+//   j is before i  <=>  x[j] < x[i], or x[j] == x[i] and j < i   (NaN last,
+//                       NaNs among themselves by index)
+// which is the order of cupy.argsort (a stable sort, NaN last), so
+// order[m][rank(i)] = i is the same permutation. cupy.argsort sorts with
+// Thrust's blocking policy, which waits for the stream to drain at each call.
+// One block per row (grid-stride); the row is read through shared memory in
+// tiles of blockDim.x values; O(n^2) comparisons per row.
+extern "C" __global__ void __launch_bounds__(1024)
+nested_argsort_rows(const double* __restrict__ x, int n_rows, int n, long long* __restrict__ order) {
+    __shared__ double tile[1024];
+    for (int m = blockIdx.x; m < n_rows; m += gridDim.x) {
+        const double* row = x + (long long)m * n;
+        for (int i0 = 0; i0 < n; i0 += blockDim.x) {
+            const int i = i0 + threadIdx.x;
+            const double xi = i < n ? row[i] : 0.0;
+            const bool nan_i = xi != xi;
+            int rank = 0;
+            for (int j0 = 0; j0 < n; j0 += blockDim.x) {
+                __syncthreads();  // the previous tile is no longer read
+                if (j0 + (int)threadIdx.x < n) tile[threadIdx.x] = row[j0 + threadIdx.x];
+                __syncthreads();
+                const int jn = min((int)blockDim.x, n - j0);
+                if (i < n) {
+                    for (int jj = 0; jj < jn; ++jj) {
+                        const double xj = tile[jj];
+                        const int j = j0 + jj;
+                        const bool nan_j = xj != xj;
+                        rank += nan_i ? (!nan_j || j < i) : (!nan_j && (xj < xi || (xj == xi && j < i)));
+                    }
+                }
+            }
+            if (i < n) order[(long long)m * n + rank] = i;
+        }
     }
 }
 

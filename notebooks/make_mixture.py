@@ -26,7 +26,8 @@ SMALL = small_settings()
 print(sorted(fcs_example_files()))"""),
     new_markdown_cell("""## Data
 
-The FACSCalibur file bundled with fcsparser, read with flowio: its five log-amplified channels. The instrument
+The FACSCalibur file that gpumcmc ships (a copy of fcsparser's test file), read with flowio: its five
+log-amplified channels. The instrument
 records them over four decades, so `log10` of the values is its own scale (`arcsinh(x / 150)`, the usual
 transform for linear channels, would put 97% of these events within 0.02 of zero)."""),
     new_code_cell("""channels = ["FSC-H", "SSC-H", "FL1-H", "FL2-H", "FL3-H"]

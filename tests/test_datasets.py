@@ -8,19 +8,30 @@ import pytest
 
 from gpumcmc.datasets import fcs_example_files, load_fcs
 
-HAVE_FCS = importlib.util.find_spec("fcsparser") is not None and importlib.util.find_spec("flowio") is not None
-needs_fcs = pytest.mark.skipif(not HAVE_FCS, reason="needs fcsparser and flowio (pip install 'gpumcmc[data]')")
+HAVE_FLOWIO = importlib.util.find_spec("flowio") is not None
+HAVE_FCSPARSER = importlib.util.find_spec("fcsparser") is not None
+needs_flowio = pytest.mark.skipif(not HAVE_FLOWIO, reason="needs flowio (pip install 'gpumcmc[data]')")
+needs_fcsparser = pytest.mark.skipif(not (HAVE_FLOWIO and HAVE_FCSPARSER),
+                                     reason="needs fcsparser and flowio (pip install fcsparser flowio)")
 
 
-@needs_fcs
-def test_fcs_examples_do_not_import_fcsparser_or_its_undeclared_six(monkeypatch):
-    # fcsparser imports six without declaring it; its files are read without importing it.
+@needs_flowio
+def test_the_bundled_fcs_file_needs_only_flowio(monkeypatch):
+    _no_fcsparser(monkeypatch)
+    assert set(fcs_example_files()) == {"facscalibur"}
+    d = load_fcs("facscalibur")
+    assert d.data.shape == (37395, 7) and np.all(np.isfinite(d.data))
+    assert "gpumcmc" in d.path
+
+
+@needs_fcsparser
+def test_fcs_examples_do_not_import_fcsparser_or_its_six(monkeypatch):
+    # fcsparser imports six (undeclared in some releases); its files are read without importing it.
     monkeypatch.setitem(sys.modules, "six", None)  # `import six` now raises ImportError
     monkeypatch.delitem(sys.modules, "fcsparser", raising=False)
     files = fcs_example_files()
     assert set(files) == {"facscalibur", "lsr2", "fortessa"}
-    d = load_fcs("facscalibur")
-    assert d.data.shape == (37395, 7) and np.all(np.isfinite(d.data))
+    assert load_fcs("lsr2", drop_time=False).data.shape == (14945, 11)
     assert "fcsparser" not in sys.modules
 
 
@@ -31,19 +42,17 @@ def _no_fcsparser(monkeypatch):
 
 # (call, error, words the message must hold)
 BAD = [
-    pytest.param(lambda mp: (_no_fcsparser(mp), fcs_example_files()), ImportError, "pip install fcsparser",
-                 id="examples-without-fcsparser"),
-    pytest.param(lambda mp: (_no_fcsparser(mp), load_fcs("facscalibur")), ImportError, "pip install fcsparser",
-                 id="example-name-without-fcsparser", marks=pytest.mark.skipif(
-                     importlib.util.find_spec("flowio") is None, reason="needs flowio")),
+    pytest.param(lambda mp: (_no_fcsparser(mp), load_fcs("lsr2")), ImportError, "comes with the fcsparser package, "
+                 "which is not installed: pip install fcsparser", id="fcsparser-example-without-fcsparser",
+                 marks=needs_flowio),
     pytest.param(lambda mp: load_fcs("no-such-file.fcs"), FileNotFoundError, "example names",
-                 id="unknown-file", marks=needs_fcs),
+                 id="unknown-file", marks=needs_flowio),
     pytest.param(lambda mp: load_fcs("facscalibur", channels=["XYZ"]), ValueError, "no channel 'XYZ'",
-                 id="unknown-channel", marks=needs_fcs),
+                 id="unknown-channel", marks=needs_flowio),
     pytest.param(lambda mp: load_fcs("facscalibur", channels=[99]), ValueError, "out of range",
-                 id="channel-index", marks=needs_fcs),
+                 id="channel-index", marks=needs_flowio),
     pytest.param(lambda mp: load_fcs("facscalibur", cofactor=-1.0), ValueError, "cofactor must be positive",
-                 id="cofactor", marks=needs_fcs),
+                 id="cofactor", marks=needs_flowio),
 ]
 
 

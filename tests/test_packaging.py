@@ -1,4 +1,4 @@
-"""The wheel carries kernels_cu/ and the installed loader finds every source."""
+"""The wheel carries kernels_cu/ and the bundled data, and the installed loader finds every kernel source."""
 
 import os
 import subprocess
@@ -38,6 +38,8 @@ def test_wheel_ships_every_kernel_source(tmp_path):
         "found = sorted(p.name for p in L.kernel_sources())\n"
         "assert str(L.kernel_dir()).startswith(sys.prefix), L.kernel_dir()\n"
         "for p in L.kernel_sources(): L.source_hash(p.name)\n"
+        "from gpumcmc.datasets.fcs import _BUNDLED\n"
+        "assert all(p.is_file() and str(p).startswith(sys.prefix) for p in _BUNDLED.values()), _BUNDLED\n"
         "print(' '.join(found))\n"
     )
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)

@@ -2,7 +2,8 @@
 
 FCS files are read with ``flowio`` (fcsparser's own parser calls
 ``ndarray.newbyteorder``, which NumPy 2 removed); the example files are the
-real instrument files that fcsparser's wheel ships for its tests.
+real instrument files that fcsparser's wheel ships for its tests, one of which
+(``"facscalibur"``) gpumcmc also ships.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _EXAMPLES = {
     "lsr2": "tests/data/FlowCytometers/HTS_BD_LSR-II/HTS_BD_LSR_II_Mixed_Specimen_001_D6_D06.fcs",  # 14,945 x 11
     "fortessa": "tests/data/FlowCytometers/Fortessa/FCS_3.0_Fortessa_PBS_Specimen_001_A1_A01.fcs",  # 11,585 x 11
 }
+# Files gpumcmc ships itself (copies of fcsparser's, MIT; see data/README.md).
+_BUNDLED = {"facscalibur": Path(__file__).resolve().parent / "data" / "facscalibur_Sample_Well_A02.fcs"}
 
 
 class FCSData(NamedTuple):
@@ -36,30 +39,26 @@ class FCSData(NamedTuple):
 
 
 def fcs_example_files() -> dict:
-    """The FCS files bundled in the installed fcsparser package, ``{name: path}``.
+    """Example FCS files, ``{name: path}``.
 
-    ``"facscalibur"`` (37,395 events x 8 channels), ``"lsr2"`` (14,945 x 11),
-    ``"fortessa"`` (11,585 x 11). Raises ImportError when fcsparser is not
-    installed.
+    ``"facscalibur"`` (37,395 events x 8 channels) ships with gpumcmc;
+    ``"lsr2"`` (14,945 x 11) and ``"fortessa"`` (11,585 x 11) come with the
+    fcsparser package, and are listed where it is installed.
 
     Only fcsparser's files are read (flowio parses them), so fcsparser is
-    located, never imported: its own imports (``six``, which it does not
-    declare, and pandas) need not be installed.
+    located, never imported: its own imports (``six`` and pandas) need not
+    work.
     """
     import importlib.util
 
+    out = {name: str(p) for name, p in _BUNDLED.items() if p.is_file()}
     spec = importlib.util.find_spec("fcsparser")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("The example FCS files come with the fcsparser package, which is not installed: "
-                          "pip install fcsparser (or pip install 'gpumcmc[data]').")
-    root = Path(next(iter(spec.submodule_search_locations))).resolve()
-    out = {}
-    for name, rel in _EXAMPLES.items():
-        p = root / rel
-        if p.is_file():
-            out[name] = str(p)
-    if not out:
-        raise FileNotFoundError(f"No example FCS files found under {root}; reinstall fcsparser.")
+    if spec is not None and spec.submodule_search_locations:
+        root = Path(next(iter(spec.submodule_search_locations))).resolve()
+        for name, rel in _EXAMPLES.items():
+            p = root / rel
+            if name not in out and p.is_file():
+                out[name] = str(p)
     return out
 
 
@@ -91,14 +90,12 @@ def load_fcs(path, cofactor: float = 150.0, channels=None, drop_time: bool = Tru
         raise ImportError("load_fcs needs flowio: pip install flowio.") from e
     path = str(path)
     if not Path(path).is_file():
-        examples = {}
-        try:
-            examples = fcs_example_files()
-        except (ImportError, FileNotFoundError):
-            if path in _EXAMPLES:  # an example's name: say what to install
-                raise
+        examples = fcs_example_files()
         if path in examples:
             path = examples[path]
+        elif path in _EXAMPLES:
+            raise ImportError(f"The example FCS file {path!r} comes with the fcsparser package, which is not "
+                              "installed: pip install fcsparser.")
         else:
             raise FileNotFoundError(f"No FCS file {path!r}; give a path or one of the example names "
                                     f"{sorted(_EXAMPLES)}.")

@@ -1,11 +1,12 @@
 """Demo part ``mixture``: a truncated DP Gaussian mixture on a real flow-cytometry file.
 
 Fits :class:`gpumcmc.models.DPGaussianMixture` by Bayesian EM and by Gibbs
-sampling to the FACSCalibur file bundled with fcsparser (37,395 events), on
-its five log-amplified channels (FSC-H, SSC-H, FL1-H, FL2-H, FL3-H). The
-instrument records these over four decades, so ``log10`` of the values is its
-own scale; ``arcsinh(x / 150)``, the usual transform for linear channels,
-would put 97% of these events within 0.02 of zero. It plots side scatter
+sampling to the FACSCalibur file that gpumcmc ships (37,395 events; a copy of
+fcsparser's test file), on its five log-amplified channels (FSC-H, SSC-H,
+FL1-H, FL2-H, FL3-H). The instrument records these over four decades, so
+``log10`` of the values is its own scale; ``arcsinh(x / 150)``, the usual
+transform for linear channels, would put 97% of these events within 0.02 of
+zero. It plots side scatter
 against FL1 (a bright population apart from the debris), a random 6,000
 events coloured by component with a legend of the components, and the Gibbs
 traces of alpha and of the number of occupied components.
@@ -90,7 +91,7 @@ def run(outdir: Path, small: bool) -> dict:
     plt.close(fig)
     return {
         "model": "mixture",
-        "data": f"FACSCalibur FCS file (fcsparser), {X.shape[0]} events x {X.shape[1]} log channels, k = {k}",
+        "data": f"FACSCalibur FCS file, {X.shape[0]} events x {X.shape[1]} log channels, k = {k}",
         "seconds": time.perf_counter() - t0,
         "quality": f"mean log-likelihood per event = {gibbs.score(X):.3f} (Gibbs), {bem.score(X):.3f} (BEM)",
     }

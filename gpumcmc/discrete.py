@@ -118,10 +118,15 @@ _SMEM_BUDGET = 48 * 1024  # block prefixes go to global scratch beyond this
 _SRC = {"weights": 0, "logits": 1, "products": 2}
 _METHOD_ID = {"transpose": 1, "butterfly": 2}
 _CTYPE = _loader.CTYPE
+# The last template argument, LL: products that also sum the log of each token's total (log_total).
 _NAMES = tuple(
-    f"cat_prefix<{t}, {s}>" for t in ("float", "double") for s in (0, 1, 2)
+    f"cat_prefix<{t}, {s}, false>" for t in ("float", "double") for s in (0, 1, 2)
 ) + tuple(
-    f"cat_warp<{t}, {s}, {m}>" for t in ("float", "double") for s in (0, 1, 2) for m in (1, 2)
+    f"cat_warp<{t}, {s}, {m}, false>" for t in ("float", "double") for s in (0, 1, 2) for m in (1, 2)
+) + tuple(
+    f"cat_prefix<{t}, 2, true>" for t in ("float", "double")
+) + tuple(
+    f"cat_warp<{t}, 2, {m}, true>" for t in ("float", "double") for m in (1, 2)
 )
 # The "warp" kernels of discrete_warp.cu: (vector width V, chunks per lane NJ)
 # per dtype; a row of up to 32 * NJ * V categories is held in registers.
@@ -132,8 +137,9 @@ _WARP_SHAPES = {
     "double": ((2, 2), (2, 8), (1, 16)),
 }
 _WARP_NAMES = tuple(
-    f"cat_row_warp<{t}, {s}, {v}, {nj}>" for t, shapes in _WARP_SHAPES.items() for s in (0, 1, 2) for v, nj in shapes
-)
+    f"cat_row_warp<{t}, {s}, {v}, {nj}, false>" for t, shapes in _WARP_SHAPES.items() for s in (0, 1, 2)
+    for v, nj in shapes
+) + tuple(f"cat_row_warp<{t}, 2, {v}, {nj}, true>" for t, shapes in _WARP_SHAPES.items() for v, nj in shapes)
 # Elements per chunk of rows in the NumPy twin: bounds its temporaries.
 _TWIN_CHUNK = 1 << 22
 
@@ -324,23 +330,25 @@ def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
 _plans: dict = {}
 
 
-def _plan(kind: str, method: str, a, b, n: int, K: int, shift: int) -> tuple:
+def _plan(kind: str, method: str, a, b, n: int, K: int, shift: int, ll: bool = False) -> tuple:
     """How to launch ``method`` on ``n`` rows of ``K`` (see :func:`_launch`), worked out once per device,
     form, method, dtype, shape, butterfly shift and alignment of ``a`` and ``b``: (launcher, blocks,
     dynamic shared bytes, scratch elements to allocate (0: none), s_in_smem, region words); the last
-    three are None for "warp", whose kernel takes no scratch."""
+    three are None for "warp", whose kernel takes no scratch. ``ll``: the instantiation that sums the log
+    totals (products)."""
     dt = a.dtype
     src = _SRC[kind]
     if method == "warp":
         V, NJ = warp_shape(K, dt, a, b)
-        fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}>", _WARP_NAMES,
+        fn = _loader.get_function(FILE_WARP, f"cat_row_warp<{_CTYPE[dt]}, {src}, {V}, {NJ}, {'true' if ll else 'false'}>",
+                                  _WARP_NAMES,
                                   defines=(("GPUMCMC_CAT_THREADS", THREADS),))
         launcher = _loader.packed_launcher(fn, FILE_WARP, "cat_row_warp", _CTYPE[dt])
         return launcher, _loader.grid_size(n * W, THREADS), 0, None, None, None
     if method == "prefix":
-        name = f"cat_prefix<{_CTYPE[dt]}, {src}>"
+        name = f"cat_prefix<{_CTYPE[dt]}, {src}, {'true' if ll else 'false'}>"
     else:
-        name = f"cat_warp<{_CTYPE[dt]}, {src}, {_METHOD_ID[method]}>"
+        name = f"cat_warp<{_CTYPE[dt]}, {src}, {_METHOD_ID[method]}, {'true' if ll else 'false'}>"
     defines = (("GPUMCMC_CAT_THREADS", THREADS), ("GPUMCMC_CAT_MIN_BLOCKS", MIN_BLOCKS))
     fn = _loader.get_function(FILE, name, _NAMES, defines=defines)
     launcher = _loader.packed_launcher(fn, FILE, "cat_prefix" if method == "prefix" else "cat_warp", _CTYPE[dt])
@@ -382,12 +390,13 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     ap, bp = a.data.ptr, b.data.ptr
     device = cupy.cuda.runtime.getDevice()
     pkey = (device, kind, method, a.dtype, n, K, shift,
-            (ap | bp) & 15 if method == "warp" else 0)  # the vector width of "warp" follows the alignment
+            (ap | bp) & 15 if method == "warp" else 0,  # the vector width of "warp" follows the alignment
+            ll is not None)
     plan = _plans.get(pkey)
     if plan is None:
         if len(_plans) >= 256:  # many shapes: keep the cache small
             _plans.clear()
-        plan = _plans[pkey] = _plan(kind, method, a, b, n, K, shift)
+        plan = _plans[pkey] = _plan(kind, method, a, b, n, K, shift, ll is not None)
     launcher, grid, shared, scratch, s_in_smem, region = plan
     stream = cupy.cuda.get_current_stream()
     word, tag = _validate.fused(describe, device, stream)

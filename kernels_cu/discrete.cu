@@ -58,7 +58,8 @@
 // a negative weight, as they read it: the least weight each lane sees is kept
 // alongside the sums, and only a bad row is read again, to name what is wrong.
 // Products may also sum the log of each token's total into ll[t / ll_group]
-// (see LogSum in discrete.cuh); ll == nullptr for none.
+// (see LogSum in discrete.cuh): the instantiations with LL = true, so that
+// the others keep their registers; they ignore ll.
 //
 // Twin: gpumcmc/discrete.py and gpumcmc/_butterfly.py.
 #include "discrete.cuh"
@@ -105,7 +106,7 @@ __device__ __forceinline__ T weight_at(const T* pa, const T* pb, T m, int k) {
     }
 }
 
-template <typename T, int SRC>
+template <typename T, int SRC, bool LL>
 __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
                             const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64,
                             uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
@@ -151,15 +152,13 @@ __device__ void prefix_rows(const T* __restrict__ a, const T* __restrict__ b, co
             }
         }
         store_index(out, out64, r, idx);
-        if constexpr (SRC == PRODUCTS) {
-            if (ll != nullptr) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)total);
-        }
+        if constexpr (LL) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)total);
         if (status != nullptr && !noted && (!found || lo < T(0))) {
             note_row<T, SRC>(status, tag, r, found, pa, pb, K, oob, rows, n_a);
             noted = true;
         }
     }
-    if (ll != nullptr) ll_flush(ll, lsum, threadIdx.x & (W - 1));
+    if constexpr (LL) ll_flush(ll, lsum, threadIdx.x & (W - 1));
 }
 
 // ---------------------------------------------------------------------------
@@ -340,7 +339,7 @@ __device__ __forceinline__ void load_block(T (&x)[W], const Rows<T, SRC>& rows, 
 // ---------------------------------------------------------------------------
 // transpose and butterfly: one warp per 32 rows
 // ---------------------------------------------------------------------------
-template <typename T, int SRC, int METHOD>
+template <typename T, int SRC, int METHOD, bool LL>
 __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows_idx,
                           const int* __restrict__ cols_idx, long long n, int K, T* __restrict__ scratch,
                           int s_in_smem, int region_words, void* __restrict__ out, int out64, uint2 key,
@@ -482,8 +481,8 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
             }
         }
         if (valid) store_index(out, out64, r, found ? (long long)bsel * W + col - pad : -1LL);
-        if constexpr (SRC == PRODUCTS) {
-            if (ll != nullptr && valid) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)total);
+        if constexpr (LL) {
+            if (valid) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)total);
         }
         if (status != nullptr && !noted) {
             // A negative weight anywhere in the group sends every row to the rescan.
@@ -500,7 +499,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
         }
         __syncwarp();  // the next group reuses the header and the region
     }
-    if (ll != nullptr) ll_flush(ll, lsum, lane);
+    if constexpr (LL) ll_flush(ll, lsum, lane);
 }
 
 }  // namespace cat
@@ -521,7 +520,7 @@ __device__ void warp_rows(const T* __restrict__ a, const T* __restrict__ b, cons
 //                status.cuh. Bad rows are noted there as they are met.
 //   cbase, cidx  row r draws with Philox counter cbase + r, or cbase + cidx[r]
 //                (see row_counter in discrete.cuh); 0 and null for a whole call
-template <typename T, int SRC>
+template <typename T, int SRC, bool LL = false>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_prefix(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
            const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
@@ -530,11 +529,11 @@ cat_prefix(const T* __restrict__ a, const T* __restrict__ b, const int* __restri
            long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
            const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
-    gpumcmc::cat::prefix_rows<T, SRC>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi, n_a,
+    gpumcmc::cat::prefix_rows<T, SRC, LL>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo, off_hi, n_a,
                                       n_b, status, tag, cbase, cidx, ll, ll_group);
 }
 
-template <typename T, int SRC, int METHOD>
+template <typename T, int SRC, int METHOD, bool LL = false>
 __global__ void GPUMCMC_CAT_WARP_BOUNDS
 cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, T* __restrict__ scratch, int s_in_smem,
@@ -543,7 +542,7 @@ cat_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict
          long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
          const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
-    gpumcmc::cat::warp_rows<T, SRC, METHOD>(a, b, rows, cols, n, K, scratch, s_in_smem, region_words, out, out64,
+    gpumcmc::cat::warp_rows<T, SRC, METHOD, LL>(a, b, rows, cols, n, K, scratch, s_in_smem, region_words, out, out64,
                                             make_uint2(k0, k1), off_lo, off_hi, n_a, n_b, status, tag, cbase, cidx,
                                             ll, ll_group);
 }
@@ -565,6 +564,13 @@ GPUMCMC_CAT_INSTANTIATE(float, 2)
 GPUMCMC_CAT_INSTANTIATE(double, 0)
 GPUMCMC_CAT_INSTANTIATE(double, 1)
 GPUMCMC_CAT_INSTANTIATE(double, 2)
+#define GPUMCMC_CAT_INSTANTIATE_LL(T)                                     \
+    template __global__ void cat_prefix<T, 2, true>(GPUMCMC_CAT_ARGS(T));  \
+    template __global__ void cat_warp<T, 2, 1, true>(GPUMCMC_CAT_ARGS(T)); \
+    template __global__ void cat_warp<T, 2, 2, true>(GPUMCMC_CAT_ARGS(T));
+GPUMCMC_CAT_INSTANTIATE_LL(float)
+GPUMCMC_CAT_INSTANTIATE_LL(double)
+#undef GPUMCMC_CAT_INSTANTIATE_LL
 #undef GPUMCMC_CAT_INSTANTIATE
 #undef GPUMCMC_CAT_ARGS
 #endif

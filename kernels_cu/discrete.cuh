@@ -119,7 +119,7 @@ __device__ __forceinline__ void note_row(unsigned long long* status, unsigned lo
 // chain), and writes to ll[group] with an atomicAdd when its group changes
 // (rows come in increasing order, so at most once per group boundary) and at
 // the end, where the lanes of a warp that share a group add once through their
-// leader. ll == nullptr: nothing is added and nothing is read. The sum's order
+// leader (the kernels' LL = true instantiations). The sum's order
 // of additions (and so its last bits) varies from run to run; the draws do not
 // depend on it. Twin: gpumcmc/discrete.py (_log_totals).
 struct LogSum {

@@ -32,8 +32,8 @@
 // read each phi (theta) row once per run. Every 32 rows, lane l fetches the
 // uniform and the row indices of row l of the batch; a shuffle hands them out.
 //
-// Products with ll: lane 0 adds the log of each row's total (LogSum in
-// discrete.cuh).
+// Products with LL = true: lane 0 adds the log of each row's total into
+// ll[r / ll_group] (LogSum in discrete.cuh); LL = false ignores ll.
 //
 // Twin: the "prefix" twin of gpumcmc/discrete.py (cumsum and search).
 #include "discrete.cuh"
@@ -205,7 +205,7 @@ __device__ __forceinline__ int segment_search(const T (&xa)[NJ][V], const T (&xb
     return (js * W + ls) * V + q_sel;
 }
 
-template <typename T, int SRC, int V, int NJ>
+template <typename T, int SRC, int V, int NJ, bool LL>
 __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows_idx,
                               const int* __restrict__ cols_idx, long long n, int K, void* __restrict__ out,
                               int out64, uint2 key, unsigned off_lo, unsigned off_hi, long long n_a, long long n_b,
@@ -329,8 +329,8 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             }
         }
         if (lane == 0) store_index(out, out64, r, idx);
-        if constexpr (SRC == PRODUCTS) {
-            if (ll != nullptr && lane == 0) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)row_total);
+        if constexpr (LL) {
+            if (lane == 0) ll_add(ll, ll_group, lsum, r, oob ? 0.0 : (double)row_total);
         }
         if (status != nullptr && !noted) {
             const bool bad = idx < 0 || (SRC != LOGITS && __any_sync(FULL, least < T(0)));  // warp-uniform
@@ -340,7 +340,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
             }
         }
     }
-    if (ll != nullptr) ll_flush(ll, lsum, lane);
+    if constexpr (LL) ll_flush(ll, lsum, lane);
 }
 
 }  // namespace cat
@@ -350,7 +350,7 @@ __device__ void row_warp_draw(const T* __restrict__ a, const T* __restrict__ b, 
 // (off_dev, n_a, n_b, status, tag, cbase and cidx as there; the row's lane
 // does not change its draw here, so a part of a larger call needs only the
 // counters).
-template <typename T, int SRC, int V, int NJ>
+template <typename T, int SRC, int V, int NJ, bool LL = false>
 __global__ void __launch_bounds__(GPUMCMC_CAT_THREADS)
 cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ rows,
          const int* __restrict__ cols, long long n, int K, void* __restrict__ out, int out64, unsigned int k0,
@@ -358,7 +358,7 @@ cat_row_warp(const T* __restrict__ a, const T* __restrict__ b, const int* __rest
          long long n_a, long long n_b, unsigned long long* status, unsigned long long tag, long long cbase,
          const long long* __restrict__ cidx, double* __restrict__ ll, long long ll_group) {
     gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
-    gpumcmc::cat::row_warp_draw<T, SRC, V, NJ>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo,
+    gpumcmc::cat::row_warp_draw<T, SRC, V, NJ, LL>(a, b, rows, cols, n, K, out, out64, make_uint2(k0, k1), off_lo,
                                            off_hi, n_a, n_b, status, tag, cbase, cidx, ll, ll_group);
 }
 
@@ -385,6 +385,13 @@ GPUMCMC_CATWARP_F32(2)
 GPUMCMC_CATWARP_F64(0)
 GPUMCMC_CATWARP_F64(1)
 GPUMCMC_CATWARP_F64(2)
+template __global__ void cat_row_warp<float, 2, 4, 2, true>(GPUMCMC_CATWARP_ARGS(float));
+template __global__ void cat_row_warp<float, 2, 4, 8, true>(GPUMCMC_CATWARP_ARGS(float));
+template __global__ void cat_row_warp<float, 2, 2, 16, true>(GPUMCMC_CATWARP_ARGS(float));
+template __global__ void cat_row_warp<float, 2, 1, 32, true>(GPUMCMC_CATWARP_ARGS(float));
+template __global__ void cat_row_warp<double, 2, 2, 2, true>(GPUMCMC_CATWARP_ARGS(double));
+template __global__ void cat_row_warp<double, 2, 2, 8, true>(GPUMCMC_CATWARP_ARGS(double));
+template __global__ void cat_row_warp<double, 2, 1, 16, true>(GPUMCMC_CATWARP_ARGS(double));
 #undef GPUMCMC_CATWARP_F32
 #undef GPUMCMC_CATWARP_F64
 #undef GPUMCMC_CATWARP_ARGS

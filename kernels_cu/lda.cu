@@ -262,8 +262,10 @@ __device__ __forceinline__ void lda_load_row(T* __restrict__ dst, const T* __res
     }
 }
 
+// The second bound keeps float32's registers at the 48 it used before the log-likelihood sum (10 blocks of
+// 4 warps per SM; ptxas -v for sm_90 reports no spills), which the sum's code would otherwise raise to 56.
 template <typename T>
-__global__ void __launch_bounds__(32 * GPUMCMC_LDA_ZWARPS)
+__global__ void __launch_bounds__(32 * GPUMCMC_LDA_ZWARPS, sizeof(T) == 4 ? 10 : 9)
 lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __restrict__ rows,
           const int* __restrict__ cols, const int* __restrict__ nnz, const int* __restrict__ sidx,
           const T* __restrict__ sval, int* __restrict__ ndk, int* __restrict__ nwk, long long* __restrict__ zout,
@@ -289,7 +291,8 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
     T u_b = T(0);
     int d_b = 0, w_b = 0;
     long long myz = -1;
-    double ll_acc = 0.0;   // with ll: the log totals of the tokens this lane holds in its batches
+    double ll_acc = 0.0;   // with ll: the sum of the log totals of the tokens this lane held in its batches
+    T mytot = T(0);        // and the total of token `lane` of the current batch
     for (long long r = r_begin; r < r_end; ++r) {
         const int i = (int)((r - r_begin) & 31);
         if (i == 0) {
@@ -333,7 +336,6 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
             if (lane >= o) incl += t;
         }
         const T total = __shfl_sync(FULL, incl, 31);
-        if (ll != nullptr && lane == i) ll_acc += gpumcmc::cat::log_total((double)total);
         const T target = u * total;
         int z = -1;
         if (total > target) {  // a positive, finite total (u < 1); the same in every lane
@@ -358,10 +360,14 @@ lda_zdraw(const T* __restrict__ theta, const T* __restrict__ phi, const int* __r
             }
             z = __shfl_sync(FULL, sel, ls);
         }
-        if (lane == i) myz = z;
+        if (lane == i) {
+            myz = z;
+            mytot = total;
+        }
         if (zout && lane == 0) zout[(long long)c * n + r] = z;
         if (i == 31 || r + 1 == r_end) {
-            // The batch's counts: lane j < i + 1 holds token j's topic.
+            // The batch's counts: lane j < i + 1 holds token j's topic (and total).
+            if (ll != nullptr && lane <= i) ll_acc += gpumcmc::cat::log_total((double)mytot);
             const bool has = lane <= i && myz >= 0;
             const unsigned long long none = ~0ull - (unsigned long long)lane;  // distinct, never a real key
             const unsigned long long dkey = has ? (unsigned long long)((row0 + d_b) * K + myz) : none;

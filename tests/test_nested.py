@@ -576,7 +576,7 @@ def test_progress_kernel_matches_twin(cp, M, R, N):
     pg.close()
     np.testing.assert_allclose(cp.asnumpy(pg.logz), pn.logz, rtol=1e-13)
     np.testing.assert_allclose([g[0] for g in got], [w[0] for w in want], rtol=1e-12)
-    assert [g[1] for g in got] == [w[1] for w in want] == [True, True, False]
+    assert [g[1] for g in got] == [w[1] for w in want] == [True, True, True, False]
 
 
 def test_gpu_run_twice_and_bad_value(cp):

@@ -677,3 +677,52 @@ def test_categorical_products_log_total(xp, method, index):
         categorical_products(*args, default_rng(5, backend=backend), method=method, log_total=xp.zeros(2), **kw)
     with pytest.raises(TypeError, match="float64"):
         categorical_products(*args, default_rng(5, backend=backend), method=method, log_total=xp.zeros(3, np.float32))
+
+
+# -- held-out scores: document completion; empty documents -----------------------------------------------
+
+def test_completion_split():
+    rows = np.array([0, 0, 0, 1, 3, 3, 3, 3])
+    first, second = lda_mod.completion_split(rows)
+    np.testing.assert_array_equal(first, [1, 0, 1, 1, 1, 0, 1, 0])
+    np.testing.assert_array_equal(second, ~first)
+
+
+def test_transform_empty_documents_get_the_prior_mean(xp):
+    """An empty document's transform is 1 / K exactly (not one noisy draw from the prior), beside
+    documents with tokens; a matrix with no token at all gives the prior mean everywhere."""
+    backend = "numpy" if xp is np else "cupy"
+    X, _, _ = _corpus(M=60, V=50, K=3, length=30, seed=5)
+    m = LDA(4, n_iter=5, burn_in=5, transform_iter=6, random_state=0, progress=False, backend=backend).fit(X)
+    new = X[:5].toarray()
+    new[[1, 3]] = 0
+    theta = m.transform(new)
+    np.testing.assert_array_equal(theta[[1, 3]], np.full((2, 4), 0.25, theta.dtype))
+    assert np.all(np.abs(theta[[0, 2, 4]] - 0.25).max(axis=1) > 1e-3)   # documents with tokens move from it
+    np.testing.assert_array_equal(m.transform(np.zeros((3, 50), np.int64)), np.full((3, 4), 0.25, theta.dtype))
+
+
+def test_score_completion_is_held_out(xp):
+    """score(method="completion") is log_likelihood of each document's second half under theta fitted on its
+    first half, and it is below the optimistic method="full" per token (theta fitted on the tokens scored).
+    Here full - completion is about 0.05 nats per token (-2.355 against -2.401); the bound is 0."""
+    from gpumcmc import backend as B
+
+    backend = "numpy" if xp is np else "cupy"
+    X, _, _ = _corpus(M=200, V=150, K=4, length=40, seed=9)
+    m = LDA(4, n_iter=20, burn_in=40, random_state=0, progress=False, backend=backend).fit(X[:150])
+    held = X[150:]
+    rows, cols, M, V = lda_mod.tokens_from(held, xp, n_words=150)
+    first, second = lda_mod.completion_split(rows)
+    theta = m._theta(held, (rows[first], cols[first], M, V))[0]
+    ref = float(lda_mod.log_likelihood(theta, m.phi_, rows[second], cols[second]))
+    got = m.score(held, method="completion")
+    assert np.isclose(got, ref, rtol=1e-12)
+    n2 = int(B.to_host(second).sum())
+    assert np.isclose(m.perplexity(held, method="completion"), np.exp(-ref / n2), rtol=1e-12)
+    assert got / n2 < m.score(held) / int(rows.size)          # "full" is optimistic
+    assert m.score(held) == m.score(held, method="full")
+    with pytest.raises(ValueError, match="method"):
+        m.score(held, method="half")
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        m.perplexity(np.eye(3, 150, dtype=np.int64), method="completion")

@@ -69,7 +69,8 @@ from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import _is_sparse
 from ..shards import Shards, balanced_cuts, resolve
 
-__all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "log_likelihood",
+__all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
+           "log_likelihood",
            "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds", "shard_corpus",
            "init_sharded",
            "make_sharded_step", "sharded_log_likelihood", "sharded_loglik", "allreduce_bytes"]
@@ -144,8 +145,35 @@ class LDAInfo(NamedTuple):
     loglik: object = None
 
 
-def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
-    """``(rows, cols, n_docs, n_words)`` from counts or a list of token-id arrays, checked once."""
+def completion_split(rows):
+    """``(first, second)``: boolean masks of the tokens of each document's two halves, for document
+    completion (:meth:`LDA.score` with ``method="completion"``).
+
+    ``rows`` (the document of each token, sorted, as :func:`tokens_from` gives them) on NumPy or CuPy. The
+    tokens of a document alternate between the halves in their order (by word, for a count matrix): tokens
+    0, 2, 4, ... are the first half, 1, 3, 5, ... the second, so a word seen twice lands once in each. The
+    split is the same on every backend and for every seed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> first, second = completion_split(np.array([0, 0, 0, 1, 2, 2]))
+    >>> first.astype(int).tolist(), second.astype(int).tolist()
+    ([1, 0, 1, 1, 1, 0], [0, 1, 0, 0, 0, 1])
+    """
+    xp = _backend.get_array_module(rows)
+    idx = xp.arange(int(rows.size), dtype=np.int64)
+    pos = idx - xp.searchsorted(rows, rows, side="left")      # the token's place within its document
+    second = (pos % 2) == 1
+    return ~second, second
+
+
+def tokens_from(X, xp, n_words: int | None = None, name: str = "X", allow_empty: bool = False):
+    """``(rows, cols, n_docs, n_words)`` from counts or a list of token-id arrays, checked once.
+
+    The tokens come by document (``rows`` sorted), by word within a document for a count matrix and in the
+    given order for a list. ``allow_empty``: a corpus with documents but no token gives empty arrays rather
+    than a ValueError."""
     if isinstance(X, (list, tuple)) and (len(X) == 0 or not np.isscalar(X[0])):
         if len(X) == 0:
             raise ValueError(f"{name} is an empty corpus; pass at least one document.")
@@ -204,10 +232,12 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X"):
             order = np.lexsort((c, r))
             r, c, data = r[order], c[order], data[order]
         if M == 0 or not data.sum():
+            if allow_empty and M:
+                return xp.zeros(0, np.int64), xp.zeros(0, np.int64), int(M), int(V)
             raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
         rows, cols = _expand(r, c, data, xp)
         return rows, cols, int(M), int(V)
-    if M == 0 or rows.size == 0:
+    if M == 0 or (rows.size == 0 and not allow_empty):
         raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
     return xp.asarray(rows), xp.asarray(cols), int(M), int(V)
 
@@ -1041,6 +1071,12 @@ class LDA(Estimator):
     ``i`` scores the theta and phi that sweep ``i`` drew from, i.e. the state
     after ``i - 1`` sweeps (the last one, the state before the final sweep).
 
+    Choosing a model (``n_components``, the priors): compare held-out
+    documents by ``perplexity(X_test, method="completion")`` (document
+    completion: theta fitted on half of each document's tokens, the other half
+    scored); the default ``method="full"`` scores the tokens theta was fitted
+    on, which flatters larger models.
+
     ``graph=True`` (GPU) captures the sweep once as a CUDA graph and replays
     it, one launch per sweep (:func:`gpumcmc.sampling.graph_step`), with the
     same draws; it pays where a sweep is short: on an H100, 84 k tokens at
@@ -1194,15 +1230,25 @@ class LDA(Estimator):
         self.doc_bounds_ = bounds
         return self.doc_topic_
 
-    def _theta(self, X):
+    def _tokens(self, X):
+        """``(rows, cols, M, V)`` of ``X`` on the backend phi_ lives on (a corpus with no token is allowed)."""
         self._check_fitted("phi_")
-        K, a, b = self._priors()
         xp = _backend.get_array_module(self.phi_)
+        return tokens_from(X, xp, n_words=self.n_features_in_, allow_empty=True)
+
+    def _theta(self, X, tokens=None):
+        """``(theta (M, K), rows, cols)``: each document's theta averaged over ``transform_iter`` Gibbs sweeps
+        of theta with phi fixed (half of them burn-in), fitted on the tokens ``rows``, ``cols`` (by default
+        all of ``X``'s); a document with no token gets the prior mean, 1 / K."""
+        K, a, b = self._priors()
+        rows, cols, M, V = self._tokens(X) if tokens is None else tokens
+        xp = _backend.get_array_module(self.phi_)
+        if rows.size == 0:
+            return xp.full((M, K), 1.0 / K, dtype=np.dtype(self.dtype)), rows, cols
         from ..random import default_rng
 
         # On the backend phi_ lives on (a fit with devices= may differ from self.backend); the same draws.
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
-        rows, cols, M, V = tokens_from(X, xp, n_words=self.n_features_in_)
         n_b = max(1, int(self.transform_iter) // 2)
         data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)
         # phi is the fitted one; theta starts uniform, so each token's weights sum to the mean of its word's
@@ -1213,22 +1259,55 @@ class LDA(Estimator):
         for _ in range(n_b + max(1, int(self.transform_iter) - n_b)):
             state, _ = step(rng, state, data, fixed_phi=True)
         theta = state.theta_sum[0] / max(1, int(self.transform_iter) - n_b)
-        return theta, data
+        empty = xp.bincount(rows, minlength=M) == 0
+        theta[empty] = 1.0 / K          # the prior mean, not one noisy draw from the prior
+        return theta, rows, cols
 
     def transform(self, X):
-        """Doc-topic distributions of new documents, averaged over Gibbs sweeps of theta with phi fixed."""
+        """Doc-topic distributions of new documents, averaged over Gibbs sweeps of theta with phi fixed.
+
+        A document with no token (in the fitted vocabulary) gets the prior mean, ``1 / n_components`` in
+        every topic."""
         return _backend.to_host(self._theta(X)[0])
 
-    def score(self, X, y=None):
-        """Total log-likelihood of ``X`` under the fitted topics (theta sampled by :meth:`transform`)."""
-        theta, data = self._theta(X)
-        return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, data.rows, data.cols))
+    def _held_out(self, X, method: str):
+        """``(log-likelihood, tokens scored)`` of ``X`` by ``method`` (see :meth:`score`)."""
+        if method not in ("completion", "full"):
+            raise ValueError(f"method must be 'completion' or 'full', got {method!r}.")
+        rows, cols, M, V = self._tokens(X)
+        if rows.size == 0:
+            raise ValueError("X has no token in the fitted vocabulary; there is nothing to score.")
+        if method == "full":
+            theta, _, _ = self._theta(X, (rows, cols, M, V))
+            return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, rows, cols)), int(rows.size)
+        est, ev = completion_split(rows)
+        if not bool(ev.any()):
+            raise ValueError("method='completion' needs documents of at least 2 tokens (one to fit theta on, "
+                             "one to score); X has none. Use method='full', or longer documents.")
+        theta, _, _ = self._theta(X, (rows[est], cols[est], M, V))
+        r, c = rows[ev], cols[ev]
+        return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, r, c)), int(r.size)
 
-    def perplexity(self, X):
-        """``exp(-log-likelihood per token)`` of ``X``."""
-        theta, data = self._theta(X)
-        ll = float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, data.rows, data.cols))
-        return float(np.exp(-ll / int(data.rows.size)))
+    def score(self, X, y=None, method: str = "full"):
+        """Log-likelihood of ``X`` under the fitted topics, summed over the tokens scored.
+
+        ``method="completion"`` (document completion, the held-out measure to choose models by, e.g.
+        ``n_components``): each document's tokens are split in two halves (:func:`completion_split`),
+        theta is fitted on the first half (as :meth:`transform` does, phi fixed) and the second half is
+        scored, ``sum log sum_k theta_dk phi_wk`` over its tokens. Documents of one token only add to theta.
+
+        ``method="full"`` (the default, as in earlier versions): theta fitted on all of a document's tokens
+        and those same tokens scored. It measures how well the topics can fit the documents, not how well
+        they predict unseen words, so it favours larger models: use it to follow a fit, not to compare
+        models.
+        """
+        return self._held_out(X, method)[0]
+
+    def perplexity(self, X, method: str = "full"):
+        """``exp(-log-likelihood per token scored)`` of ``X``; ``method`` as for :meth:`score`
+        (``"completion"`` for model choice: the perplexity of each document's second half given its first)."""
+        ll, n = self._held_out(X, method)
+        return float(np.exp(-ll / n))
 
     def top_words(self, vocab=None, n=10):
         """The ``n`` most probable words of each topic (indices when ``vocab`` is None)."""

@@ -2,8 +2,8 @@
 (``__name__ == "__main__"``).
 
 The README's examples run on NumPy here (most pass ``backend="numpy"``) and on CuPy where a GPU
-is present; they are quick, but for the Dask one, which starts worker processes and is marked
-slow. The guides' examples (``docs/**/*.md``) use the default backend and realistic settings, so
+is present. Those that read a data set (a few seconds each on 2 cores, most of it loading the
+data and scikit-learn) and the Dask one, which starts worker processes, are marked slow. The guides' examples (``docs/**/*.md``) use the default backend and realistic settings, so
 they are all marked slow. An example that needs a GPU says so in a ``# needs a GPU`` comment and
 is skipped without one; templates that are not meant to run are written as ``{code-block}``
 directives, which this test does not collect.
@@ -27,7 +27,7 @@ def _param(code, where, slow=False):
     marks = []
     if "# needs a GPU" in code:
         marks += [pytest.mark.gpu, requires_gpu]
-    if slow or "LocalCluster" in code:
+    if slow or any(s in code for s in ("LocalCluster", "load_reuters", "load_fcs", "load_breast_cancer")):
         marks.append(pytest.mark.slow)
     first = next(line for line in code.splitlines() if line.strip() and not line.startswith(("import", "from")))
     return pytest.param(code, where, id=f"{where.name}-{re.sub(r'[^A-Za-z0-9]+', '_', first)[:30]}", marks=marks)

@@ -53,3 +53,24 @@ def test_readme_example_runs(code, where):
 @pytest.mark.parametrize("code, where", [_param(b, p, slow=True) for p in DOCS for b in FENCE.findall(p.read_text())])
 def test_docs_example_runs(code, where):
     _run(code, where)
+
+
+def test_readme_speed_table_matches_the_committed_results():
+    """Every figure of the README's speed table is read from benchmarks/results/, as the docs' table is."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    import bench_pages
+
+    table = TEXT[TEXT.index("## Speed"):]
+    table = table[:table.index("\n\n", table.index("| case |"))]
+    rows = bench_pages.headline(bench_pages._load(ROOT / "benchmarks" / "results"))
+    assert len(rows) == len(bench_pages.HEADLINE), "a headline row's file or case is missing from the results"
+    lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(lines) == len(rows)
+    for line, h in zip(lines, rows):
+        ours, peers = line.split(" | ")[1:3]
+        assert ours == bench_pages._show(h["value"], h["metric"]), (line, h["value"])
+        for _, value, ratio in h["peer_values"]:
+            assert bench_pages._show(value, h["metric"]) in peers, (line, value)
+            assert (f"({ratio:.1f}x)" if ratio < 10 else f"({ratio:.0f}x)") in peers, (line, ratio)

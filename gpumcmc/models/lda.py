@@ -20,6 +20,11 @@ One sweep, for every token at once:
    :meth:`gpumcmc.random.Generator.dirichlet`, and ``phi_.k ~ Dir(beta + n_.k)``
    from log-gammas normalised over each column (:func:`dirichlet_columns`).
 
+Asked (``step(..., loglik=True)``, as ``LDA.fit``'s monitor does), the z-draw
+also sums ``log sum_k theta[d_t, k] phi[w_t, k]`` over each chain's tokens as
+it draws (the total it forms for the draw anyway): the log-likelihood of the
+theta and phi the sweep started from, with no pass of its own.
+
 ``phi`` is stored word-major, shape (V, K), as the z-draw reads it, and the
 word counts are kept in the same layout: the Dirichlet over words normalises
 columns, which costs a few passes over V x K elements with every element in

@@ -452,8 +452,8 @@ def test_stats_kernel_matches_twin(cp, dtype, p, k):
 
 
 def test_bem_cuts_back_a_component_to_zero_weight():
-    # A start whose third component sits far from every point: its probabilities underflow to 0,
-    # so p_3 = 0, v_3 = 0 and the component keeps weight exactly zero afterwards.
+    # A start whose third component sits far from every point: its probabilities underflow to 0, so it
+    # sums less than one event, is held at weight zero (v = 0, log weight -inf in the E-step) from then on.
     X, lab, _ = planted()
     model = mx.make_model(X, 4, dtype=np.float32)
     state = mx.init(default_rng(0, backend="numpy"), model, 1, z=False)
@@ -464,9 +464,55 @@ def test_bem_cuts_back_a_component_to_zero_weight():
     for _ in range(30):
         state = mx.bem_step(model, state)
     w = np.exp(state.log_pi[0])
-    assert w[2] == 0.0 and state.v[0, 2] == 0.0
+    # the components are kept in order of decreasing summed probability: the far one is last
+    assert w[3] == 0.0 and state.v[0, 3] == 0.0 and state.counts[0, 3] == 0.0
+    assert (w[:3] > 0.1).all() and not np.isfinite(state.params[0, 3, 0])
     np.testing.assert_allclose(w.sum(), 1.0)
     assert np.isfinite(state.loglik).all()
+
+
+def _planted_mixture(n_clusters, n=4000, p=5, seed=0):
+    """Training and held-out draws of a p-D mixture of ``n_clusters`` correlated Gaussians (4 apart)."""
+    rs = np.random.default_rng(seed)
+    w = {3: [0.5, 0.3, 0.2], 6: [0.34, 0.26, 0.18, 0.12, 0.08, 0.02]}.get(n_clusters)
+    w = np.asarray(w if w is not None else rs.dirichlet(np.full(n_clusters, 5.0)))
+    centres = rs.normal(0, 4, (n_clusters, p))
+    chol = np.linalg.cholesky(np.eye(p) * 0.5 + 0.3 * np.ones((p, p)))
+
+    def draw(m):
+        lab = rs.choice(n_clusters, m, p=w)
+        return centres[lab] + rs.normal(size=(m, p)) @ chol.T, lab
+
+    X, lab = draw(n)
+    Xt, _ = draw(n)
+    return X, lab, Xt
+
+
+_SPLITS = pytest.mark.xfail(strict=False, reason="a large cluster split between two components at the start stays "
+                            "split (6 planted, 16 allowed: 8 above 1%, ARI 0.78), and components of a few events in "
+                            "a cluster's tail take its points (ARI 0.984 against 1.0): issue 37 item 1 is open there")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_clusters,k", [(3, 16), pytest.param(6, 16, marks=_SPLITS), pytest.param(6, 32, marks=_SPLITS),
+                                          pytest.param(10, 32, marks=_SPLITS)])
+def test_bem_prunes_to_the_planted_components_as_sklearn(n_clusters, k):
+    # BEM on planted mixtures with many more components allowed: the components above 1% weight are the
+    # planted ones (+-1), the ARI is within 0.01 of scikit-learn's BayesianGaussianMixture (DP prior, the
+    # same truncation) and the held-out log-likelihood at least its. Deterministic for the seeds here.
+    import warnings
+
+    from sklearn.mixture import BayesianGaussianMixture
+
+    X, lab, Xt = _planted_mixture(n_clusters)
+    gm = fit(X, n_components=k, method="bem", n_init=4, n_iter=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk = BayesianGaussianMixture(n_components=k, weight_concentration_prior_type="dirichlet_process",
+                                     max_iter=1000, random_state=0).fit(X)
+    assert abs(int((gm.weights_ > 0.01).sum()) - n_clusters) <= 1, gm.weights_
+    assert ari(lab, gm.predict(X)) >= ari(lab, sk.predict(X)) - 0.01
+    assert gm.score(Xt) >= sk.score(Xt)
 
 
 def _bem_states(X, k, iters, xp=np, **model_kw):
@@ -657,6 +703,17 @@ def test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path(cp):
     its, ll = gm.trace_.monitors["loglik"]
     np.testing.assert_array_equal(its, [10, 20, 30, 40, 50, 60, 70])
     np.testing.assert_array_equal(ll[3:], gm.trace_.draws["loglik"][:, [9, 19, 29, 39]].T)
+
+
+def test_gpu_bem_prunes_as_numpy(cp):
+    # The variational update is array code on both backends: on the GPU BEM keeps the components NumPy
+    # keeps (above 1%) and labels the points alike.
+    X, lab, _ = planted()
+    a = fit(X, n_components=8, method="bem", n_iter=500, dtype="float64")
+    b = fit(X, n_components=8, method="bem", n_iter=500, dtype="float64", backend="cupy")
+    assert (a.weights_ > 0.01).sum() == (b.weights_ > 0.01).sum() == 3
+    np.testing.assert_allclose(np.sort(b.weights_), np.sort(a.weights_), atol=1e-4)
+    assert ari(a.predict(X), b.predict(X)) > 0.99
 
 
 def test_mean_rows_matches_numpy(cp):

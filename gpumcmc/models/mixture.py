@@ -30,11 +30,13 @@ file (:func:`gibbs_stats`), their twin from one-hot blocks times the design.
 The component updates run one thread per component in the same file: the NIW
 posterior (``mixture_niw_posterior``, twin :func:`niw_posterior`), the Gibbs
 means and kernel parameters from the covariance draws (``mixture_gibbs_params``,
-twin :func:`_gibbs_params_twin`) and the whole BEM update from the weighted
-statistics (``mixture_bem_update``, twin :func:`_bem_update_twin`), so that a
-BEM iterate on data that fit one chunk is four launches on the GPU
-(probabilities, GEMM, mean log-likelihood, update; each further chunk adds a
-kernel and a GEMM) and never reads back to the host.
+twin :func:`_gibbs_params_twin`). A BEM iterate is the fused kernel's
+probabilities, their weighted statistics (one GEMM per chunk) and the
+variational update of :func:`_bem_vb_update` (array code, a few dozen small
+launches on the GPU), and never reads back to the host. The plug-in update of
+the paper's BEM steps is kept as ``mixture_bem_update`` (twin
+:func:`_bem_update_twin`); BEM no longer takes it, since its modes never cut a
+component back to zero weight.
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ from ..sampling import Estimator, Monitor, as_data, run
 from .. import shards as _shards
 from ..shards import Shards
 
-__all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "step", "bem_step", "make_bem_step",
+__all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "init_bem", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "init_sharded",
-           "make_sharded_step", "make_sharded_bem_step", "allreduce_bytes"]
+           "make_sharded_step", "make_sharded_bem_step", "init_bem_sharded", "allreduce_bytes"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 MODE_SAMPLE, MODE_ARGMAX, MODE_RESP = 0, 1, 2
@@ -684,6 +686,77 @@ def _init_from_means(model: Model, mu, zz) -> State:
     return State(zz, v, log_pi, mu, sigma, params, alpha, xp.zeros((chains, k)), xp.zeros((chains,)))
 
 
+_KMEANS_ROWS = 8192   # rows of the subsample a BEM start's k-means++ sees (at most; at least 16 per component)
+_KMEANS_LLOYD = 10    # Lloyd iterations on the subsample after the k-means++ seeding
+
+
+def _kmeans_rows(n: int, k: int) -> int:
+    return int(min(n, max(16 * k, min(_KMEANS_ROWS, n))))
+
+
+def _kmeanspp(xs, k: int, u):
+    """k-means++ centres of the host rows ``xs`` (m, p), float64, then Lloyd iterations.
+
+    ``u`` (k,) host uniforms make the choices (inverse CDF of the squared
+    distances), so that a seed gives the same centres on every backend.
+    Distances are ``|x|^2 - 2 x.c + |c|^2`` (one GEMM per Lloyd iteration);
+    a centre that loses all its rows keeps its place.
+    """
+    m, p = xs.shape
+    centres = np.empty((k, p))
+    centres[0] = xs[min(int(u[0] * m), m - 1)]
+    d2 = ((xs - centres[0]) ** 2).sum(1)
+    for j in range(1, k):
+        cum = np.cumsum(d2)
+        if cum[-1] > 0:
+            i = int(np.searchsorted(cum, u[j] * cum[-1], side="right"))
+        else:  # every row sits on a centre already
+            i = int(u[j] * m)
+        centres[j] = xs[min(i, m - 1)]
+        d2 = np.minimum(d2, ((xs - centres[j]) ** 2).sum(1))
+    sq = (xs * xs).sum(1)
+    for _ in range(_KMEANS_LLOYD):
+        lab = np.argmin(sq[:, None] - 2.0 * xs @ centres.T + (centres * centres).sum(1)[None, :], axis=1)
+        sums = np.zeros((k, p))
+        np.add.at(sums, lab, xs)
+        cnt = np.bincount(lab, minlength=k)
+        moved = cnt > 0
+        new = centres.copy()
+        new[moved] = sums[moved] / cnt[moved, None]
+        if np.array_equal(new, centres):
+            break
+        centres = new
+    return centres
+
+
+def _bem_start_means(rng, n: int, k: int, starts: int, gather):
+    """Starting means (starts, k, p), host float64: k-means++ on a subsample of rows for each start.
+
+    ``gather(idx)`` returns the rows at global indices ``idx`` (starts, m) as a
+    host float64 array (starts, m, p) (centred data). Each start takes its own
+    subsample (rows drawn with replacement), so the starts differ.
+    """
+    m = _kmeans_rows(n, k)
+    u = _backend.to_host(rng.random((starts, m + k), dtype=np.float64))
+    idx = np.minimum((u[:, :m] * n).astype(np.int64), n - 1)
+    rows = gather(idx)
+    return np.stack([_kmeanspp(rows[s], k, u[s, m:]) for s in range(starts)])
+
+
+def init_bem(rng, model: Model, starts: int = 1) -> State:
+    """BEM starting states: means from k-means++ (and a few Lloyd iterations) on a subsample for each start,
+    covariances ``Phi``, equal weights."""
+    xp = _xp_of(model.x)
+    n = model.x.shape[0]
+
+    def gather(idx):
+        return _backend.to_host(model.x[_backend.asarray(idx.ravel(), xp)].astype(np.float64)).reshape(
+            idx.shape + (model.x.shape[1],))
+
+    mu = _bem_start_means(rng, n, model.k, starts, gather)
+    return _init_from_means(model, _backend.asarray(mu, xp), xp.zeros((starts, 0), dtype=np.int32))
+
+
 def _gibbs_params_twin(log_pi, mn, kn, sigma, eps, dtype):
     """Means ``mn + L eps / sqrt(kn)`` and kernel parameters of the drawn components (array code)."""
     xp = _xp_of(sigma)
@@ -849,6 +922,30 @@ def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1, z: 
     mu = shards.allreduce(bufs)[0]
     with shards.on(0):
         return _init_from_means(models[0], mu.reshape(chains, k, p), tuple(zs))
+
+
+def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1) -> State:
+    """:func:`init_bem` over shards: the same starting state as one device for the same ``rng``.
+
+    The subsample's rows are gathered from the shards that hold them by one
+    all-reduce of (starts, m, p) values.
+    """
+    xp = shards.xp
+    p = models[0].x.shape[1]
+
+    def gather(idx):
+        bufs = []
+        for i, (model, (a, b)) in enumerate(zip(models, shards.bounds(n))):
+            with shards.on(i):
+                mine = (idx >= a) & (idx < b)
+                local = np.where(mine, idx - a, 0)
+                rows = model.x[_backend.asarray(local, xp)].astype(np.float64)
+                bufs.append(xp.ascontiguousarray(xp.where(_backend.asarray(mine, xp)[..., None], rows, 0.0)))
+        return _backend.to_host(shards.allreduce(bufs)[0]).reshape(idx.shape + (p,))
+
+    with shards.on(0):
+        mu = _bem_start_means(rng, n, models[0].k, starts, gather)
+        return _init_from_means(models[0], _backend.asarray(mu, xp), xp.zeros((starts, 0), dtype=np.int32))
 
 
 def make_sharded_step(models: list, shards: Shards, n: int):
@@ -1047,10 +1144,10 @@ def make_bem_step(model: Model):
     chunk with the design ``[1, x, vech(x x^T)]``, batched over the blocks
     where a chunk holds at least ``_GEMM_MIN_BLOCKS`` of them (float64
     because a float32 sum of ``x x^T`` loses the scatter of a tight component
-    far from the data's centre); (2)-(4) the posterior means, the sticks' and
-    alpha's modes and the next kernel parameters: one launch on the GPU
-    (``mixture_bem_update``; twin :func:`_bem_update_twin`). Nothing is read
-    back to the host. The closure keeps its scratch buffers (probabilities,
+    far from the data's centre); (2)-(4) the variational update of the NIW,
+    stick and alpha posteriors and the next E-step's kernel parameters
+    (:func:`_bem_vb_update`, which also holds components of too little
+    support at zero weight). Nothing is read back to the host. The closure keeps its scratch buffers (probabilities,
     logits, log-sum-exp) between calls; returned states never share memory
     with them.
     """
@@ -1069,12 +1166,101 @@ def make_bem_step(model: Model):
 
 
 def _bem_update(model: Model, state: State, acc, loglik, kernel: bool, prior) -> State:
-    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q)."""
-    if kernel:
-        v, log_pi, mu, sigma, params, alpha = _bem_update_kernel(model, acc, state.alpha, prior)
+    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q): :func:`_bem_vb_update`.
+
+    (``kernel`` and ``prior`` are those of the plug-in update ``mixture_bem_update``, which the iterate
+    no longer takes: its modes never reach zero weight, see :func:`_bem_vb_update`.)
+    """
+    v, log_pi, mu, sigma, params, alpha, counts = _bem_vb_update(model, acc, state.alpha)
+    return State(state.z, v, log_pi, mu, sigma, params, alpha, counts, loglik)
+
+
+def _prune_count(p: int) -> float:
+    """Summed probability below which BEM holds a component at zero weight: half the number of free
+    parameters of a component's mean and covariance, ``(p + p (p + 1) / 2) / 2`` events (Figueiredo and
+    Jain 2002: a component with less support than that does not pay for its parameters). With the default
+    covariance prior a handful of points far in a cluster's tail otherwise keeps a tight component of its
+    own, which takes those points from the cluster."""
+    return 0.5 * (p + p * (p + 1) / 2)
+
+
+def _digamma(x):
+    xp = _xp_of(x)
+    if xp is np:
+        from scipy.special import digamma
     else:
-        v, log_pi, mu, sigma, params, alpha = _bem_update_twin(model, acc, state.alpha)
-    return State(state.z, v, log_pi, mu, sigma, params, alpha, acc[..., 0], loglik)
+        from cupyx.scipy.special import digamma
+    return digamma(x)
+
+
+def _bem_vb_update(model: Model, acc, alpha):
+    """Steps (2)-(4) of a BEM iterate as a mean-field variational update of the truncated DP mixture.
+
+    From the weighted statistics ``acc`` (C, k, q), float64: the NIW posterior
+    of every component (step 2), the Beta posteriors of the sticks
+    ``Be(1 + p_j, alpha + sum_{r>j} p_r)`` (step 3) and alpha's Gamma posterior
+    ``Gamma(a + k - 1, b - sum_j E log(1 - v_j))`` (step 4), as in Blei and
+    Jordan (2006). The next configuration probabilities use the expected log
+    weights and log densities, ``E log pi_j + E log N(x | mu_j, Sigma_j)``:
+    a component that holds few points pays for its uncertainty there, and the
+    truncated stick-breaking prior drains it. The plug-in modes of the paper's
+    step 3 never reach zero (a Beta mode with first parameter ``1 + p_j > 1``
+    is positive), and with k-means++ starts every component keeps its share.
+    A component whose probabilities sum to less than :func:`_prune_count`
+    events (10 at p = 5, 59.5 at p = 14) is held at zero weight from then on
+    (its probabilities are exactly zero).
+
+    Returns ``v, log_pi, mu, sigma, params, alpha, counts``: the sticks' and
+    weights' posterior means (log weights ``log E pi_j``, -inf for pruned
+    components), the NIW posterior means of ``mu`` and ``Sigma``, the kernel
+    parameters of the next E-step, ``E alpha`` and the summed probabilities,
+    with the components in order of decreasing summed probability. Array code,
+    the same on NumPy and CuPy.
+    """
+    xp = _xp_of(acc)
+    p = model.x.shape[1]
+    k = model.k
+    chains = acc.shape[0]
+    # the sticks in order of decreasing size (Kurihara, Welling and Vlassis 2007): the prior's mass goes
+    # to the large components first, and the small ones, last, are drained faster
+    order = xp.argsort(-acc[..., 0], axis=1, kind="stable")
+    acc = xp.take_along_axis(acc, order[..., None], axis=1)
+    counts, s1, s2 = _unpack_stats(acc, p)
+    dead = counts < _prune_count(p)
+    counts = xp.where(dead, 0.0, counts)
+    kn, mn, dfn, psi = niw_posterior(model, counts, s1 * ~dead[..., None], s2 * ~dead[..., None, None])
+    sigma = psi / (dfn - p - 1)[..., None, None]
+    chol = _safe_cholesky(psi)
+    logdet = 2.0 * xp.log(xp.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
+    # E log|Lambda| for Lambda ~ Wishart(df_n, Psi_n^-1)
+    i = xp.arange(p, dtype=np.float64)
+    elogdet = _digamma((dfn[..., None] - i) / 2.0).sum(-1) + p * math.log(2.0) - logdet
+    # sticks: Be(1 + p_j, alpha + tail_j), j < k
+    tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
+    g1 = 1.0 + counts[:, :-1]
+    g2 = alpha[:, None] + tail[:, :-1]
+    dg = _digamma(g1 + g2)
+    elv = _digamma(g1) - dg
+    el1v = _digamma(g2) - dg
+    zero = xp.zeros((chains, 1))
+    elogpi = xp.concatenate([elv, zero], axis=1) + xp.concatenate([zero, xp.cumsum(el1v, axis=1)], axis=1)
+    ev = g1 / (g1 + g2)
+    v = xp.concatenate([ev, xp.ones((chains, 1))], axis=1)
+    v = xp.where(dead, 0.0, v)
+    with np.errstate(divide="ignore"):
+        log_pi = _log_pi(v)
+    # pruned components come last (they hold the least): the stick they leave goes to the others
+    top = log_pi.max(axis=1, keepdims=True)
+    log_pi = log_pi - (top + xp.log(xp.exp(log_pi - top).sum(axis=1, keepdims=True)))
+    alpha_new = (model.a + k - 1.0) / (model.b - el1v.sum(axis=1))
+    # E-step parameters: the quadratic form of E Lambda = df_n Psi_n^-1 (factor chol / sqrt(df_n)) and the
+    # constant E log pi_j + E log|Lambda| / 2 - p / (2 kappa_n) - p log(2 pi) / 2
+    scaled = chol / xp.sqrt(dfn)[..., None, None]
+    # kernel_params adds -sum log diag(scaled) = (p log df_n - log|Psi_n|) / 2; take it back out
+    c = elogpi + 0.5 * elogdet - 0.5 * (p * xp.log(dfn) - logdet) - 0.5 * p / kn
+    c = xp.where(dead, -xp.inf, c)
+    params = kernel_params(c, mn, scaled, model.x.dtype)
+    return v, log_pi, mn, sigma, params, alpha_new, counts
 
 
 def _make_bem_stats(model: Model):
@@ -1394,8 +1580,18 @@ class DPGaussianMixture(Estimator):
         The truncation ``k``: an upper bound on the number of components.
     method : {"gibbs", "bem"}
         ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks,
-        alpha). ``"bem"``: Bayesian EM to a posterior mode from ``n_init``
-        starts run side by side; components can be cut back to zero weight.
+        alpha). ``"bem"``: Bayesian EM from ``n_init`` starts run side by side,
+        as a mean-field variational fit of the truncated DP mixture (the
+        paper's four steps with expected log weights and log densities in step
+        1, Blei and Jordan 2006): the stick-breaking prior drains components
+        the data do not need, and a component whose probabilities sum to less
+        than half its number of parameters, ``(p + p (p + 1) / 2) / 2``
+        events, is held at zero weight. Each start's means come from
+        k-means++ on a subsample of the rows. (Before this, BEM took the
+        plug-in modes from random data points, kept every component and could
+        stop in local optima: its results differ from those of earlier
+        versions.) The reported mixture is the posterior mean of the weights,
+        means and covariances.
     n_iter : int
         Gibbs: kept iterations; BEM: the largest number of iterations.
     burn_in : int
@@ -1403,7 +1599,8 @@ class DPGaussianMixture(Estimator):
     n_chains : int
         Gibbs chains, run side by side in one launch.
     n_init : int
-        BEM starts; the one with the largest mean log-likelihood is kept.
+        BEM starts; the one whose posterior-mean mixture has the largest mean
+        log-likelihood is kept.
     tol : float
         BEM stops when no start's mean log-likelihood per sample has changed by
         more than ``tol`` per iteration over the last 10 iterations (checked
@@ -1597,7 +1794,7 @@ class DPGaussianMixture(Estimator):
                 state = init_sharded(rng, models, shards, n, self.n_chains)
                 self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
             else:
-                state = init_sharded(rng, models, shards, n, self.n_init, z=False)
+                state = init_bem_sharded(rng, models, shards, n, self.n_init)
                 self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
                               lambda params: _sharded_score(models, shards, params, n))
         self.fit_seconds_ = time.perf_counter() - t0
@@ -1656,7 +1853,7 @@ class DPGaussianMixture(Estimator):
 
     def _fit_bem(self, model, rng, state=None, bem=None, score=None, check_every: int = 10):
         if state is None:
-            state = init(rng, model, self.n_init, z=False)
+            state = init_bem(rng, model, self.n_init)
             bem = make_bem_step(model)
             score = functools.partial(_score_params, model.x, chunk=model.chunk)
         bar = None
@@ -1685,7 +1882,8 @@ class DPGaussianMixture(Estimator):
                 bar.close()
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
-        ll = _backend.to_host(score(state.params))
+        point = kernel_params(state.log_pi, state.mu, _safe_cholesky(state.sigma), model.x.dtype)
+        ll = _backend.to_host(score(point))
         _check_finite_fit([np.nanmax(ll)], "BEM")
         ll = np.where(np.isfinite(ll), ll, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(ll))

@@ -353,3 +353,107 @@ def run(bench):
         for name, part in parts.items():
             if not chosen or name in chosen:
                 part(bench, gpumcmc)
+
+
+# ----------------------------------------------------------------------------- the public fit against its sweep
+def _per_iteration(call, a, b, sync, repeats=3):
+    """Median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a), after a warm-up call(a)."""
+    call(a)
+    diffs = []
+    for _ in range(repeats):
+        sync()
+        t = time.perf_counter()
+        call(a)
+        sync()
+        ta = time.perf_counter() - t
+        t = time.perf_counter()
+        call(b)
+        sync()
+        diffs.append((time.perf_counter() - t - ta) / (b - a))
+    return float(np.median(diffs))
+
+
+def profile_fit(n=1 << 20, p=14, k=256, a=5, b=65):
+    """Per-iteration cost of ``DPGaussianMixture.fit`` (defaults, no progress bar) against the bare sweep.
+
+    Rows (ms per iteration): the bare Gibbs step loop ("kernel only"), fit with the default relabelling and
+    without it, align_draws alone on b - a draws (per draw), and the same for BEM (bare make_bem_step loop,
+    fit with tol = 0, n_init = 1). The data are those of ``../shared/bench/user_path.py`` (12 planted
+    clusters, scale 5). Runs on CuPy where it imports, else on NumPy at n = 2**14.
+    """
+    import gpumcmc
+    from gpumcmc.models import DPGaussianMixture
+    from gpumcmc.models import mixture as mx
+
+    try:
+        import cupy as xp
+
+        backend = "cupy"
+        sync = xp.cuda.Device().synchronize
+    except ImportError:
+        xp, backend, sync, n = np, "numpy", (lambda: None), min(n, 1 << 14)
+    rs = np.random.default_rng(2)
+    centres = rs.normal(0, 5, (12, p))
+    X = (centres[rs.integers(0, 12, n)] + rs.normal(0, 1, (n, p))).astype(np.float32)
+    out = {"n": n, "p": p, "k": k, "backend": backend, "iterations": [a, b]}
+    Xd = xp.asarray(X)
+    model = mx.make_model(Xd, k, dtype=np.float32, cache_bytes=0 if backend == "cupy" else None)
+    rng = gpumcmc.random.default_rng(0, backend=backend)
+    holder = [mx.init(rng, model, 1)]
+    step = mx.make_step(model)
+
+    def bare(m):
+        for _ in range(m):
+            holder[0], _ = step(rng, holder[0])
+
+    out["gibbs_step_ms"] = _per_iteration(bare, a, b, sync) * 1e3
+
+    def gibbs(m, **kw):
+        DPGaussianMixture(n_components=k, n_iter=m, burn_in=0, random_state=0, progress=False, backend=backend,
+                          **kw).fit(X)
+
+    out["gibbs_fit_ms"] = _per_iteration(gibbs, a, b, sync) * 1e3
+    out["gibbs_fit_relabel_false_ms"] = _per_iteration(lambda m: gibbs(m, relabel=False), a, b, sync) * 1e3
+    gm = DPGaussianMixture(n_components=k, n_iter=b - a, burn_in=0, random_state=0, progress=False,
+                           backend=backend, relabel=False).fit(X)
+    d = gm.trace_.draws
+    args = (xp.asarray(d["weights"]), xp.asarray(d["means"]), xp.asarray(d["covariances"]), d["loglik"], gm._scale)
+    mx.align_draws(*args)
+    sync()
+    t = time.perf_counter()
+    mx.align_draws(*args)
+    sync()
+    out["align_draws_per_draw_ms"] = (time.perf_counter() - t) / (b - a) * 1e3
+    bmodel = mx.make_model(Xd, k, dtype=np.float32)
+    bholder = [mx.init(rng, bmodel, 1, z=False)]
+    bem_step = mx.make_bem_step(bmodel)
+
+    def bare_bem(m):
+        for _ in range(m):
+            bholder[0] = bem_step(bholder[0])
+
+    out["bem_step_ms"] = _per_iteration(bare_bem, a, b, sync) * 1e3
+    out["bem_fit_ms"] = _per_iteration(
+        lambda m: DPGaussianMixture(n_components=k, method="bem", n_iter=m, n_init=1, tol=0.0, random_state=0,
+                                    progress=False, backend=backend).fit(X), a, b, sync) * 1e3
+    out["gibbs_fit_over_step"] = out["gibbs_fit_ms"] / out["gibbs_step_ms"]
+    out["bem_fit_over_step"] = out["bem_fit_ms"] / out["bem_step_ms"]
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="Per-iteration cost of the mixture's public fit against its sweep.")
+    ap.add_argument("--profile-fit", action="store_true", help="time fit against the bare step (the default)")
+    ap.add_argument("--n", type=int, default=1 << 20)
+    ap.add_argument("--k", type=int, default=256)
+    ap.add_argument("--iterations", type=int, nargs=2, default=(5, 65), metavar=("A", "B"))
+    ap.add_argument("--out", default=None, help="write the JSON there too")
+    args = ap.parse_args()
+    res = profile_fit(n=args.n, k=args.k, a=args.iterations[0], b=args.iterations[1])
+    print(json.dumps(res, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)

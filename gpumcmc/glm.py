@@ -23,10 +23,12 @@ neither overflows nor loses the log-likelihood.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
+from . import _validate as _v
 from . import backend as _backend
 
 __all__ = ["FAMILIES", "KERNELS", "check_family", "check_y", "loglik_and_grad", "pointwise_loglik", "mean_function"]
@@ -54,6 +56,108 @@ def check_y(y, family: str, xp) -> None:
     elif family == "poisson":
         if not bool(((y >= 0) & (y == xp.floor(y))).all()):
             raise ValueError("y must hold non-negative integer counts for family='poisson'.")
+
+
+# What the f+g kernels note in the status word (GlmBad in kernels_cu/glm.cu), and _first_bad finds on the host.
+_BAD_X, _BAD_Y, _BAD_SUPPORT, _BAD_BETA, _BAD_OFFSET, _BAD_WEIGHT = range(1, 7)
+
+
+class _BadInput:
+    """The message for bad input of :func:`loglik_and_grad`: ``(code, index)`` as the kernels note it in
+    the status word (see :mod:`gpumcmc._status`) or :func:`_first_bad` finds it. The first sentence of
+    each is the message of the earlier separate check."""
+
+    __slots__ = ("family", "batched")
+
+    def __init__(self, family: str, batched: bool):
+        self.family, self.batched = family, batched
+
+    def __call__(self, code: int, index: int) -> str:
+        row = f" The first such row is {index}."
+        if code == _BAD_X:
+            return "X contains NaN or inf; remove or impute those values first." + row
+        if code == _BAD_Y:
+            return "y contains NaN or inf; remove those rows first." + row
+        if code == _BAD_SUPPORT:
+            what = ("y must hold only 0 and 1 for family='bernoulli'; encode the classes as 0/1."
+                    if self.family == "bernoulli" else "y must hold non-negative integer counts for family='poisson'.")
+            return what + f" The first row that does not is {index}."
+        if code == _BAD_BETA:
+            return ("beta contains NaN or inf; every coefficient must be finite."
+                    + (f" The first such chain (row of beta) is {index}." if self.batched else ""))
+        if code == _BAD_OFFSET:
+            return "offset contains NaN or inf; every value must be finite." + row
+        if code == _BAD_WEIGHT:
+            return "weights contains NaN or inf; every weight must be finite." + row
+        return f"loglik_and_grad met bad input (code {code} at index {index})."
+
+
+def _first_bad(xp, X, y, beta2, w, off, family: str):
+    """``(code, index)`` of the bad input the kernels' status word would name for this call, or None.
+
+    As the kernels note it: each bad row with its lowest code (X, then y not finite, then y outside the
+    family's support, then offset, then weights) and, where there are rows, each chain of ``beta2`` with
+    a coefficient that is not finite (code ``_BAD_BETA``, indexed by the chain); the word keeps the least
+    ``index * 16 + code``. On CuPy this synchronises (the paths without fused checks use it)."""
+    N = y.shape[0]
+    if N == 0:
+        return None
+    fin = xp.isfinite
+    ynan = ~fin(y)
+    if family == "bernoulli":
+        outside = ~ynan & (y != 0) & (y != 1)
+    elif family == "poisson":
+        outside = ~ynan & ((y < 0) | (y != xp.floor(y)))
+    else:
+        outside = xp.zeros(N, dtype=bool)
+    code = xp.where(outside, _BAD_SUPPORT, 0)
+    if off is not None:
+        code = xp.where((code == 0) & ~fin(off), _BAD_OFFSET, code)
+    if w is not None:
+        code = xp.where((code == 0) & ~fin(w), _BAD_WEIGHT, code)
+    code = xp.where(ynan, _BAD_Y, code)
+    if X.shape[1]:
+        code = xp.where(~fin(X).all(axis=1), _BAD_X, code)
+    keys = xp.where(code > 0, xp.arange(N, dtype=np.int64) * 16 + code, np.iinfo(np.int64).max)
+    best = keys.min()
+    if beta2.shape[0] and beta2.shape[1]:
+        bad_b = ~fin(beta2).all(axis=1)
+        kb = xp.where(bad_b, xp.arange(beta2.shape[0], dtype=np.int64) * 16 + _BAD_BETA, np.iinfo(np.int64).max)
+        best = xp.minimum(best, kb.min())
+    best = int(best)  # synchronize! (on CuPy: the paths without fused checks)
+    if best == np.iinfo(np.int64).max:
+        return None
+    return best & 15, best >> 4
+
+
+_calls = itertools.count(1)  # numbers of checked calls (glm_fg_rows writes the number of one that met bad input)
+_flags: dict = {}
+
+
+def _flag(device: int, stream_ptr: int):
+    """The 64-bit device word glm_fg_rows writes a call's number to (one per device and stream, made once:
+    a number is never reused, so no call resets it)."""
+    f = _flags.get((device, stream_ptr))
+    if f is None:
+        import cupy
+
+        f = _flags[device, stream_ptr] = cupy.zeros(1, dtype=np.uint64)
+    return f
+
+
+def _check_args(describe):
+    """(status word, tag, flag address, call number) for a launch that checks its input, or zeros."""
+    from . import _loader
+
+    if describe is None:
+        return 0, 0, _loader.NULL, 0
+    word, tag = _v.fused(describe)
+    if not word:
+        return 0, 0, _loader.NULL, 0
+    import cupy
+
+    flag = _flag(cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
+    return word, tag, _loader.u64(flag.data.ptr), next(_calls)
 
 
 def _softplus(xp, eta):
@@ -143,8 +247,9 @@ def _ctype(dtype) -> str:
     return "float" if dtype == np.float32 else "double"
 
 
-def _tiled_fg(X, y, beta2, family, w, off, sigma):
-    """f, g by ``glm_fg_tiles`` (X read once, in 128-bit loads) and ``glm_fg_reduce``; see kernels_cu/glm.cu."""
+def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
+    """f, g by ``glm_fg_tiles`` (X read once, in 128-bit loads) and ``glm_fg_reduce``; see kernels_cu/glm.cu.
+    ``describe``: the message maker when the call is to check its input (then ``glm_fg_check`` ends it)."""
     import cupy
 
     from . import _loader
@@ -160,7 +265,7 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma):
     R = min(_MAX_ROWS, _TILE_BYTES // (K * s) // 32 * 32)   # >= 32 by _tiled_fits
     G = R // 32
     # One module per instantiation: each compiles in about half a second, all seven together in five.
-    names = (f"glm_fg_tiles<{ct}, {kpl}>", f"glm_fg_reduce<{ct}>")
+    names = (f"glm_fg_tiles<{ct}, {kpl}>", f"glm_fg_reduce<{ct}>", f"glm_fg_check<{ct}>")
     fn = _loader.get_function("glm.cu", names[0], names, _DEFINES)
     sms = _loader.sm_count()
     X = _loader.contiguous(X, dtype)
@@ -168,6 +273,8 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma):
             _loader.NULL if off is None else _loader.contiguous(off, dtype))
     tail = (_loader.i32(R), _loader.i32(X.data.ptr % 16 == 0))
     beta2 = _loader.contiguous(beta2, dtype)
+    no_check = (_loader.NULL, _loader.u64(0), _loader.NULL, _loader.u64(0), _loader.i32(0)) + args[:4] \
+        + (beta2, _loader.i64(N), _loader.i32(B))
     f = g = None
     # Chains per launch: the blocks' partial sums (grid x chains x (K + 1) doubles) stay under
     # _PART_BYTES; X is read once per launch, so once in all unless B runs into the hundreds.
@@ -191,7 +298,13 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma):
         red = _loader.get_function("glm.cu", names[1], names, _DEFINES)
         n_out = Bc * (K + 1)
         red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(Bc), _loader.i32(K),
-                                               f[c0:c0 + Bc], g[c0:c0 + Bc]))
+                                               f[c0:c0 + Bc], g[c0:c0 + Bc]) + no_check)
+    word, tag, _, _ = _check_args(describe)
+    if word:
+        chk = _loader.get_function("glm.cu", names[2], names, _DEFINES)
+        chk((max(1, min(-(-N // 256), 2 * sms)),), (256,), (f, _loader.i32(B), _loader.u64(word), _loader.u64(tag),
+                                                            _loader.i32(_CODE[family])) + args[:4]
+            + (beta2, _loader.i64(N), _loader.i32(K)))
     return f, g
 
 
@@ -239,8 +352,9 @@ def _rows_plan(N, K, B, dtype):
     return plan
 
 
-def _rows_fg(X, y, beta2, family, w, off, sigma):
-    """f, g by ``glm_fg_rows`` (a thread per row, X read once, up to 8 chains) and ``glm_fg_reduce``."""
+def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
+    """f, g by ``glm_fg_rows`` (a thread per row, X read once, up to 8 chains) and ``glm_fg_reduce``.
+    ``describe``: the message maker when the call is to check its input (see kernels_cu/glm.cu)."""
     import cupy
 
     from . import _loader
@@ -252,16 +366,20 @@ def _rows_fg(X, y, beta2, family, w, off, sigma):
         return cupy.zeros(B, dtype=dtype), cupy.zeros((B, K), dtype=dtype)
     fn, red, R, Kp, xs_len, smem, grid = _rows_plan(N, K, B, dtype)
     X = _loader.contiguous(X, dtype)
+    ins = (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
+           _loader.NULL if off is None else _loader.contiguous(off, dtype), _loader.contiguous(beta2, dtype))
+    word, tag, flag, call = _check_args(describe)
     part = cupy.empty((grid, B, K + 1), dtype=np.float64)
-    fn((grid,), (_THREADS,), (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
-                              _loader.NULL if off is None else _loader.contiguous(off, dtype),
-                              _loader.contiguous(beta2, dtype), _loader.i64(N), _loader.i32(K), _loader.i32(Kp),
-                              _loader.i32(B), _loader.i32(R), _loader.i32(xs_len), _loader.i32(X.data.ptr % 16 == 0),
-                              _loader.i32(_CODE[family]), np.float64(sigma), part), shared_mem=smem)
+    fam = _loader.i32(_CODE[family])
+    fn((grid,), (_THREADS,), ins + (_loader.i64(N), _loader.i32(K), _loader.i32(Kp), _loader.i32(B), _loader.i32(R),
+                                    _loader.i32(xs_len), _loader.i32(X.data.ptr % 16 == 0), fam, np.float64(sigma),
+                                    part, flag, _loader.u64(call)), shared_mem=smem)
     f = cupy.empty(B, dtype=dtype)
     g = cupy.empty((B, K), dtype=dtype)
     n_out = B * (K + 1)
-    red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(B), _loader.i32(K), f, g))
+    red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(B), _loader.i32(K), f, g, flag,
+                                           _loader.u64(call), _loader.u64(word), _loader.u64(tag), fam) + ins
+        + (_loader.i64(N), _loader.i32(B)))
     return f, g
 
 
@@ -310,8 +428,10 @@ def _rowwise_fg(X, y, beta2, family, w, off, sigma):
     return f, g
 
 
-def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto"):
-    """f, g on CuPy by the implementation ``kernel`` names (see :func:`loglik_and_grad`)."""
+def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto", describe=None):
+    """f, g on CuPy by the implementation ``kernel`` names (see :func:`loglik_and_grad`). ``describe``: the
+    message maker when the input is to be checked: noted by the kernels (``"rows"``, ``"tiled"``), read by
+    the caller (:func:`gpumcmc._validate.checked`); checked here, with a synchronisation, on the others."""
     if kernel == "auto":
         K, B = X.shape[1], beta2.shape[0]
         kernel = "rows" if _rows_fits(K, B, X.dtype) else "tiled" if _tiled_fits(K, X.dtype) else "gemm"
@@ -319,15 +439,31 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto"):
         if not _rows_fits(X.shape[1], beta2.shape[0], X.dtype):
             raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {_THREADS} columns "
                              f"(here {beta2.shape[0]} and {X.shape[1]}); use kernel='auto'.")
-        return _rows_fg(X, y, beta2, family, w, off, sigma)
+        return _rows_fg(X, y, beta2, family, w, off, sigma, describe)
     if kernel == "tiled":
         if not _tiled_fits(X.shape[1], X.dtype):
             raise ValueError(f"kernel='tiled' takes at most {32 * _KPL[X.dtype][-1]} columns in {X.dtype.name} "
                              f"(X has {X.shape[1]}); use kernel='auto' or 'gemm'.")
+        if beta2.shape[0]:
+            return _tiled_fg(X, y, beta2, family, w, off, sigma, describe)
+    if describe is not None:  # no kernel of ours reads the input (or no chain): a separate pass
+        import cupy
+
+        _raise_bad(cupy, describe, X, y, beta2, w, off, family)
+    if kernel == "tiled":
         return _tiled_fg(X, y, beta2, family, w, off, sigma)
     if kernel == "rowwise":
         return _rowwise_fg(X, y, beta2, family, w, off, sigma)
     return _gemm_fg(X, y, beta2, family, w, off, sigma)
+
+
+def _raise_bad(xp, describe, X, y, beta2, w, off, family):
+    bad = _first_bad(xp, X, y, beta2, w, off, family)  # synchronize! (on CuPy; the paths without fused checks)
+    if bad is not None:
+        raise ValueError(describe(*bad))
+
+
+_device_fg = _v.checked(_kernel_fg)  # one synchronisation per direct call, to read the kernels' notes
 
 
 def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=None, sigma=1.0,
@@ -348,8 +484,15 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
     sigma : float
         The known noise standard deviation of the gaussian family.
     check : bool
-        Validate ``y`` and finiteness (synchronises the GPU once); pass False
-        inside a sampler loop after checking once.
+        Check the input: ``X``, ``y``, ``beta``, ``weights`` and ``offset``
+        finite, ``y`` in the family's support (0/1, counts); a ValueError
+        names the first bad row (or chain of ``beta``). On the GPU the
+        ``"rows"`` kernel checks as it reads the input, and ``"tiled"`` with a
+        short pass over ``y`` after it, noting bad values in the status word
+        (:mod:`gpumcmc._status`): a direct call waits for its kernels once,
+        and inside :func:`gpumcmc.deferred_validation` the error is raised at
+        the next :func:`gpumcmc.check`. Off while value checks are off
+        (:func:`gpumcmc.set_validation`). ``check=False`` skips it.
     kernel : {"auto", "rows", "tiled", "gemm", "rowwise"}
         The CuPy implementation (NumPy input ignores it). ``"rows"`` and
         ``"tiled"`` read ``X`` once, in row tiles of coalesced 128-bit loads,
@@ -394,14 +537,13 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
             raise ValueError(f"{name} must have shape ({N},) to match X's rows, got {a.shape}.")
     if not (float(sigma) > 0 and math.isfinite(float(sigma))):
         raise ValueError(f"sigma must be a positive finite number, got {sigma!r}.")
-    if check:
-        if X.size and not bool(xp.isfinite(X).all()):  # synchronize! (once per checked call)
-            raise ValueError("X contains NaN or inf; remove or impute those values first.")
-        check_y(y, family, xp)
+    describe = _BadInput(family, not single) if check and _v.validating() else None
     if xp is np:
+        if describe is not None:
+            _raise_bad(np, describe, X, y, beta2, w, off, family)
         f, g = _twin(X, y, beta2, family, w, off, float(sigma))
     else:
-        f, g = _kernel_fg(X, y, beta2, family, w, off, float(sigma), kernel)
+        f, g = _device_fg(X, y, beta2, family, w, off, float(sigma), kernel, describe)
     f = f.astype(dtype, copy=False)
     g = g.astype(dtype, copy=False)
     return (f[0], g[0]) if single else (f, g)

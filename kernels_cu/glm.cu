@@ -7,6 +7,7 @@
 // (B, K); y, weights, offset are (N,) (weights and offset may be null).
 // family: 0 bernoulli (logit), 1 poisson (log), 2 gaussian (identity).
 
+#include "status.cuh"
 #include "warp_reduce.cuh"
 
 #ifndef GLM_THREADS
@@ -50,6 +51,68 @@ __device__ __forceinline__ double glm_row(int family, double eta, double y, doub
         double z = (y - eta) / sigma;
         *r = z / sigma;
         return -0.5 * z * z - log(sigma) - 0.91893853320467274178;
+    }
+}
+
+// Bad input, noted in the status word (status.cuh) with no pass of its own where the kernel allows.
+// A NaN or inf in a row of X, in y, in the row's offset or weight, or in a chain's coefficients, makes
+// that row's weighted log-likelihood not finite (0 * inf is NaN), and so every sum it enters. So
+// glm_fg_rows tests each row only for a y outside the family's support (glm_y_outside: one or two
+// comparisons) and, at its end, each block its log-likelihood sums; a block where either test fails
+// writes the call's number to `flag` (null: no checks), and the call's glm_fg_reduce then, and only
+// then, goes over the inputs once more (glm_note_inputs) and notes each bad row, or chain, in the
+// status word. glm_fg_tiles makes no test: any code after its tile loop costs that loop registers it
+// needs for the next tile in flight (spills, with nvcc 13.0 for sm_90). Its calls end with
+// glm_fg_check instead, which reads f and y (1 / K of the bytes of X) and notes the same way. The
+// codes are the GLM's own, turned into messages by gpumcmc/glm.py's _BadInput; the index is the row,
+// or the chain for GLM_BAD_BETA. A row whose inputs are finite but whose log-likelihood overflows is
+// not noted.
+enum GlmBad : unsigned {
+    GLM_BAD_X = 1,        // the row of X holds NaN or inf
+    GLM_BAD_Y = 2,        // y is NaN or inf
+    GLM_BAD_SUPPORT = 3,  // y is outside the family's support (bernoulli: 0/1; poisson: counts)
+    GLM_BAD_BETA = 4,     // the chain's coefficients hold NaN or inf (index: the chain)
+    GLM_BAD_OFFSET = 5,   // the row's offset is NaN or inf
+    GLM_BAD_WEIGHT = 6,   // the row's weight is NaN or inf
+};
+
+__device__ __forceinline__ unsigned glm_y_bad(int family, double y) {
+    if (!isfinite(y)) return GLM_BAD_Y;
+    if (family == 0) return (y == 0.0 || y == 1.0) ? 0u : (unsigned)GLM_BAD_SUPPORT;
+    if (family == 1) return (y >= 0.0 && y == floor(y)) ? 0u : (unsigned)GLM_BAD_SUPPORT;
+    return 0u;
+}
+
+// A finite y outside the family's support (NaN and inf show in the log-likelihood).
+template <typename T>
+__device__ __forceinline__ bool glm_y_outside(int family, T y) {
+    if (family == 0) return y * (T(1) - y) != T(0);
+    if (family == 1) return y < T(0) || y != floor(y);
+    return false;
+}
+
+// Every row of X (N x K) with y, w, off (w, off may be null), and every chain of beta (B x K): note
+// each bad row with its lowest code and each chain with a coefficient that is not finite. A grid-stride
+// loop over the whole grid: the path of bad input only.
+template <typename T>
+__device__ __noinline__ void glm_note_inputs(unsigned long long* status, unsigned long long tag, int family,
+                                             const T* __restrict__ X, const T* __restrict__ y,
+                                             const T* __restrict__ w, const T* __restrict__ off,
+                                             const T* __restrict__ beta, long long N, int K, int B) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (long long i = first; i < N; i += stride) {
+        bool xbad = false;
+        for (int c = 0; c < K; ++c) xbad |= !isfinite((double)X[i * K + c]);
+        unsigned code = xbad ? (unsigned)GLM_BAD_X : glm_y_bad(family, (double)y[i]);
+        if (code == 0u && off && !isfinite((double)off[i])) code = GLM_BAD_OFFSET;
+        if (code == 0u && w && !isfinite((double)w[i])) code = GLM_BAD_WEIGHT;
+        if (code != 0u) gpumcmc::status_note(status, tag, (unsigned long long)i, code);
+    }
+    for (long long b = first; b < B; b += stride) {
+        bool bad = false;
+        for (int c = 0; c < K; ++c) bad |= !isfinite((double)beta[b * K + c]);
+        if (bad) gpumcmc::status_note(status, tag, (unsigned long long)b, GLM_BAD_BETA);
     }
 }
 
@@ -279,10 +342,16 @@ glm_fg_tiles(const T* __restrict__ X, const T* __restrict__ y, const T* __restri
 }
 
 // f[b] and g[b, :] from the blocks' partials part (n_part, B, K + 1): one warp per output, a fixed
-// order of summation.
+// order of summation. Where the call's kernels wrote its number `call` to `flag` (null: no checks), the
+// whole grid first notes what is wrong with the inputs (glm_note_inputs; X, y, w, off and all B_all
+// chains of beta, as the call was given them) in the status word.
 template <typename T>
 __global__ void glm_fg_reduce(const double* __restrict__ part, int n_part, int B, int K, T* __restrict__ f,
-                              T* __restrict__ g) {
+                              T* __restrict__ g, const unsigned long long* flag, unsigned long long call,
+                              unsigned long long* status, unsigned long long tag, int family,
+                              const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w,
+                              const T* __restrict__ off, const T* __restrict__ beta, long long N, int B_all) {
+    if (flag != nullptr && *flag == call) glm_note_inputs<T>(status, tag, family, X, y, w, off, beta, N, K, B_all);
     const long long n_out = (long long)B * (K + 1);
     const long long o = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
@@ -295,6 +364,24 @@ __global__ void glm_fg_reduce(const double* __restrict__ part, int n_part, int B
         if (k < K) g[b * K + k] = (T)s;
         else f[b] = (T)s;
     }
+}
+
+// The checks of a call by glm_fg_tiles, after it (see glm_note_inputs): f (B,) as glm_fg_reduce wrote
+// it, and y. A grid-stride loop; every thread reads all of f, so the grid agrees without a word.
+template <typename T>
+__global__ void glm_fg_check(const T* __restrict__ f, int B, unsigned long long* status, unsigned long long tag,
+                             int family, const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w,
+                             const T* __restrict__ off, const T* __restrict__ beta, long long N, int K) {
+    bool bad = false;
+    for (int b = 0; b < B; ++b) bad |= !isfinite((double)f[b]);
+    if (bad) {
+        glm_note_inputs<T>(status, tag, family, X, y, w, off, beta, N, K, B);
+        return;
+    }
+    if (family == 2) return;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += stride)
+        if (glm_y_outside<T>(family, y[i])) gpumcmc::status_note(status, tag, (unsigned long long)i, GLM_BAD_SUPPORT);
 }
 
 // ---------------------------------------------------------------------------
@@ -334,7 +421,7 @@ template <typename T, int NB>
 __global__ void __launch_bounds__(GLM_THREADS, glm_rows_min_blocks<NB>::value)
 glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w, const T* __restrict__ off,
             const T* __restrict__ beta, long long N, int K, int Kp, int B, int R, int xs_len, int vec, int family,
-            double sigma, double* __restrict__ part) {
+            double sigma, double* __restrict__ part, unsigned long long* flag, unsigned long long call) {
     constexpr int EV = 16 / (int)sizeof(T);
     extern __shared__ __align__(16) unsigned char glm_smem[];
     double* ll_s = reinterpret_cast<double*>(glm_smem);
@@ -354,6 +441,7 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
     const long long n_tiles = (N + R - 1) / R;
     const int tile_el = R * K;
     const float invK = 1.0f / (float)K;
+    bool suspect = false;  // the block met a y outside the support (see glm_note_inputs)
     uint4 buf[GLM_VPT];
     long long tile = blockIdx.x;
     if (tile < n_tiles) glm_prefetch<T>(buf, X, tile, R, K, N, vec);
@@ -408,6 +496,7 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                 double rd;
                 ll = glm_row<T>(family, (double)oi + (double)(s0 + s1), (double)yi, sigma, &rd) * (double)wi;
                 r = (T)(rd * (double)wi);
+                suspect |= flag != nullptr && glm_y_outside<T>(family, yi);
             }
             ll_s[item] = ll;
             r_s[item] = r;
@@ -449,13 +538,16 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
         double s = 0.0;
         for (int q = 0; q < nsub; ++q) s += red[(size_t)q * B * KA + j];
         part[(size_t)blockIdx.x * B * KA + j] = s;
+        if (j % KA == K) suspect |= flag != nullptr && !isfinite(s);
     }
+    if (flag != nullptr && __syncthreads_or(suspect) && tid == 0) *flag = call;
 }
 
 #ifndef __CUDACC_RTC__
 #define GLM_ROWS_INST(T, NB)                                                                                    \
     template __global__ void glm_fg_rows<T, NB>(const T*, const T*, const T*, const T*, const T*, long long, int, \
-                                                int, int, int, int, int, int, double, double*);
+                                                int, int, int, int, int, int, double, double*,               \
+                                                unsigned long long*, unsigned long long);
 GLM_ROWS_INST(float, 1)
 GLM_ROWS_INST(float, 2)
 GLM_ROWS_INST(float, 4)
@@ -536,7 +628,11 @@ __global__ void glm_fg_rowwise(const T* __restrict__ X, const T* __restrict__ y,
                                                 int, int, int, int, int, double, double*);                   \
     template __global__ void glm_fg_tiles<T, 4>(const T*, const T*, const T*, const T*, const T*, long long, int, \
                                                 int, int, int, int, int, double, double*);                   \
-    template __global__ void glm_fg_reduce<T>(const double*, int, int, int, T*, T*);                            \
+    template __global__ void glm_fg_reduce<T>(const double*, int, int, int, T*, T*, const unsigned long long*,  \
+                                              unsigned long long, unsigned long long*, unsigned long long, int, \
+                                              const T*, const T*, const T*, const T*, const T*, long long, int); \
+    template __global__ void glm_fg_check<T>(const T*, int, unsigned long long*, unsigned long long, int, const T*, \
+                                             const T*, const T*, const T*, const T*, long long, int);           \
     template __global__ void glm_fg_rowwise<T>(const T*, const T*, const T*, const T*, const T*, long long, int, \
                                                int, int, int, double, double*, double*);
 GLM_FG_INST(float)

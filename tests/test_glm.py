@@ -81,6 +81,117 @@ def test_bad_input_loglik(bad, match):
         loglik_and_grad(args["X"], args["y"], args["beta"], args["family"])
 
 
+# Bad values of loglik_and_grad's input, each with the message the check gives (the sentence the earlier
+# separate check gave, then where): (family, what to spoil, how, expected message). Rows 3 and 7 of 10.
+_BAD_VALUES = [
+    ("bernoulli", "y", lambda a: a.__setitem__(3, 2.0),
+     "y must hold only 0 and 1 for family='bernoulli'; encode the classes as 0/1. The first row that does not is 3."),
+    ("bernoulli", "y", lambda a: a.__setitem__(7, np.nan), "y contains NaN or inf; remove those rows first. "
+                                                           "The first such row is 7."),
+    ("poisson", "y", lambda a: a.__setitem__(3, 1.5),
+     "y must hold non-negative integer counts for family='poisson'. The first row that does not is 3."),
+    ("poisson", "y", lambda a: a.__setitem__(7, -1.0),
+     "y must hold non-negative integer counts for family='poisson'. The first row that does not is 7."),
+    ("gaussian", "y", lambda a: a.__setitem__(7, np.inf), "y contains NaN or inf; remove those rows first. "
+                                                          "The first such row is 7."),
+    ("bernoulli", "X", lambda a: a.__setitem__((7, 1), np.inf),
+     "X contains NaN or inf; remove or impute those values first. The first such row is 7."),
+    ("gaussian", "X", lambda a: a.__setitem__((3, 0), np.nan),
+     "X contains NaN or inf; remove or impute those values first. The first such row is 3."),
+    ("poisson", "beta", lambda a: a.__setitem__(1, np.nan), "beta contains NaN or inf; every coefficient must be "
+                                                            "finite."),
+    ("bernoulli", "beta2", lambda a: a.__setitem__((2, 0), -np.inf),
+     "beta contains NaN or inf; every coefficient must be finite. The first such chain (row of beta) is 2."),
+    ("gaussian", "offset", lambda a: a.__setitem__(7, np.nan), "offset contains NaN or inf; every value must be "
+                                                               "finite. The first such row is 7."),
+    ("bernoulli", "weights", lambda a: a.__setitem__(3, np.inf), "weights contains NaN or inf; every weight must "
+                                                                 "be finite. The first such row is 3."),
+    # Two bad values: the lower row wins, and within a row the lower code (X before y).
+    ("bernoulli", "Xy", lambda a: None,
+     "X contains NaN or inf; remove or impute those values first. The first such row is 3."),
+]
+
+
+def _bad_case(family, what, spoil, dtype=np.float64):
+    X, y = _data(family, N=10, K=2, seed=4)
+    args = dict(X=X.astype(dtype), y=y.astype(dtype), beta=np.full(2, 0.1, dtype), weights=None, offset=None)
+    if what == "beta2":
+        args["beta"] = np.full((3, 2), 0.1, dtype)
+    if what in ("offset", "weights"):
+        args[what] = np.ones(10, dtype)
+    if what == "Xy":
+        args["y"][5] = 0.5
+        args["y"][3] = 7.0
+        args["X"][3, 1] = np.nan
+    else:
+        spoil(args["beta" if what == "beta2" else what])
+    return args
+
+
+@pytest.mark.parametrize("family, what, spoil, message", _BAD_VALUES)
+def test_loglik_bad_values_name_the_row(xp, family, what, spoil, message):
+    """The default check refuses each bad value with the same message on both backends, and check=False
+    skips it (the call then returns whatever the arithmetic gives)."""
+    a = {k: (None if v is None else xp.asarray(v)) for k, v in _bad_case(family, what, spoil).items()}
+    with pytest.raises(ValueError) as e:
+        loglik_and_grad(a["X"], a["y"], a["beta"], family, weights=a["weights"], offset=a["offset"])
+    assert str(e.value) == message
+    with np.errstate(all="ignore"):
+        loglik_and_grad(a["X"], a["y"], a["beta"], family, weights=a["weights"], offset=a["offset"], check=False)
+
+
+def test_loglik_check_follows_validation_switch():
+    import gpumcmc
+    a = _bad_case(*_BAD_VALUES[0][:3])
+    with gpumcmc.validation(False):
+        loglik_and_grad(a["X"], a["y"], a["beta"], "bernoulli")  # no check while value checks are off
+    with pytest.raises(ValueError, match="0 and 1"):
+        loglik_and_grad(a["X"], a["y"], a["beta"], "bernoulli")
+
+
+@pytest.mark.parametrize("kernel", ["rows", "tiled", "gemm", "rowwise"])
+@pytest.mark.parametrize("family, what, spoil, message", _BAD_VALUES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loglik_bad_values_every_kernel(cp, kernel, family, what, spoil, message, dtype):
+    """Each GPU path gives the NumPy check's message: "rows" and "tiled" note the value in the status
+    word, "gemm" and "rowwise" check in a pass of their own."""
+    a = {k: (None if v is None else cp.asarray(v)) for k, v in _bad_case(family, what, spoil, dtype).items()}
+    with pytest.raises(ValueError) as e:
+        loglik_and_grad(a["X"], a["y"], a["beta"], family, weights=a["weights"], offset=a["offset"], kernel=kernel)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("kernel, N", [("rows", 300_000), ("tiled", 300_000), ("rows", 1000)])
+def test_loglik_check_far_row_and_deferred(cp, kernel, N):
+    """A bad value in the last row of many blocks' worth of rows is found and named; inside
+    gpumcmc.deferred_validation() the call does not wait and gpumcmc.check() raises it; a good call
+    waits for its kernels once (a direct call) and check=False not at all."""
+    import gpumcmc
+    from gpumcmc import _status
+    rs = np.random.default_rng(9)
+    X = cp.asarray(rs.normal(size=(N, 5)), dtype=cp.float32)
+    y = cp.asarray(rs.random(N) < 0.5, dtype=cp.float32)
+    b = cp.zeros((2, 5), dtype=cp.float32)
+    before = _status.syncs
+    f, g = loglik_and_grad(X, y, b, kernel=kernel)
+    assert _status.syncs - before == 1
+    before = _status.syncs
+    loglik_and_grad(X, y, b, kernel=kernel, check=False)
+    assert _status.syncs == before
+    y[N - 1] = 3.0
+    with pytest.raises(ValueError, match=f"The first row that does not is {N - 1}."):
+        loglik_and_grad(X, y, b, kernel=kernel)
+    y[N - 1] = 1.0
+    X[N - 2, 4] = cp.nan
+    with gpumcmc.deferred_validation():
+        loglik_and_grad(X, y, b, kernel=kernel)  # recorded, not raised
+        with pytest.raises(ValueError, match=f"X contains NaN or inf; .* The first such row is {N - 2}."):
+            gpumcmc.check()
+    X[N - 2, 4] = 0.0
+    f2, g2 = loglik_and_grad(X, y, b, kernel=kernel)  # the word was read and reset: good input passes
+    assert bool(cp.isfinite(f2).all())
+
+
 def test_bad_input_models():
     X, y = _data("bernoulli", N=20)
     with pytest.raises(ValueError, match="counts"):

@@ -42,6 +42,7 @@ def test_planted_topics_recovered():
     assert ll[-1] > ll[0] and np.all(np.isfinite(ll))
 
 
+@pytest.mark.slow  # several seconds on 2 CPU cores
 def test_transform_perplexity_score_top_words():
     X, theta, phi = _corpus(M=120, V=80, K=3, length=60, seed=2)
     m = LDA(3, n_iter=20, burn_in=30, transform_iter=20, monitor_every=25, random_state=0, progress=False,
@@ -252,6 +253,7 @@ def _sparse_prior_start(backend):
     return t0, theta, phi
 
 
+@pytest.mark.slow  # several seconds on 2 CPU cores
 def test_tiny_priors_large_k_start():
     _sparse_prior_start("numpy")
 
@@ -374,6 +376,7 @@ def test_zdraw_counts_chain_topics():
         assert nwk[:, c, c].sum() == T and nwk[:, c].sum() == T
 
 
+@pytest.mark.slow  # several seconds on 2 CPU cores
 def test_fit_chains():
     X, theta, phi = _corpus(M=200, V=150, K=4, length=80, seed=8)
     m = LDA(4, n_iter=20, burn_in=100, monitor_every=10, n_chains=3, random_state=0, progress=False,
@@ -705,13 +708,13 @@ def test_transform_empty_documents_get_the_prior_mean(xp):
 def test_score_completion_is_held_out(xp):
     """score(method="completion") is log_likelihood of each document's second half under theta fitted on its
     first half, and it is below the optimistic method="full" per token (theta fitted on the tokens scored).
-    Here full - completion is about 0.05 nats per token (-2.355 against -2.401); the bound is 0."""
+    Here full - completion is about 0.05 nats per token; the bound is 0."""
     from gpumcmc import backend as B
 
     backend = "numpy" if xp is np else "cupy"
-    X, _, _ = _corpus(M=200, V=150, K=4, length=40, seed=9)
-    m = LDA(4, n_iter=20, burn_in=40, random_state=0, progress=False, backend=backend).fit(X[:150])
-    held = X[150:]
+    X, _, _ = _corpus(M=160, V=150, K=4, length=40, seed=9)
+    m = LDA(4, n_iter=10, burn_in=30, random_state=0, progress=False, backend=backend).fit(X[:120])
+    held = X[120:]
     rows, cols, M, V = lda_mod.tokens_from(held, xp, n_words=150)
     first, second = lda_mod.completion_split(rows)
     theta = m._theta(held, (rows[first], cols[first], M, V))[0]
@@ -726,3 +729,56 @@ def test_score_completion_is_held_out(xp):
         m.score(held, method="half")
     with pytest.raises(ValueError, match="at least 2 tokens"):
         m.perplexity(np.eye(3, 150, dtype=np.int64), method="completion")
+
+
+# -- the seeded start ----------------------------------------------------------------------------------------
+
+def test_seeded_topics():
+    X, _, _ = _corpus(M=80, V=60, K=3, length=30, seed=3)
+    rows, cols, M, V = lda_mod.tokens_from(X, np)
+    a = lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=1)
+    seen = np.bincount(cols, minlength=V) > 0
+    assert a.shape == (60, 2, 4) and a.dtype == np.float32 and (a[seen] > 0).all() and (a >= 0).all()
+    np.testing.assert_allclose(a.sum(axis=0), 1, rtol=1e-5)
+    np.testing.assert_array_equal(a, lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=1))
+    assert not np.allclose(a[:, 0], a[:, 1])                      # chains start apart
+    # Every topic starts half from one document: far from the corpus' word frequencies, and apart.
+    uni = np.bincount(cols, minlength=V) / cols.size
+    assert (0.5 * np.abs(a[:, 0] - uni[:, None]).sum(0) > 0.2).all()
+    with pytest.raises(ValueError, match="at least n_components"):
+        lda_mod.seeded_topics(rows, cols, M, V, 81)
+
+
+@pytest.mark.slow  # several seconds on 2 CPU cores
+def test_seeded_start(xp):
+    """LDA(start="seeded") recovers planted topics."""
+    backend = "numpy" if xp is np else "cupy"
+    X, _, phi = _corpus(M=200, V=150, K=4, length=60, seed=8)
+    m = LDA(4, n_iter=20, burn_in=40, random_state=2, progress=False, start="seeded", backend=backend).fit(X)
+    assert _tv_matched(m.components_, phi).max() < 0.1
+
+
+def test_seeded_start_state_and_shards(xp):
+    """The seeded start is theta = 1/K and the seeded topics (no draw), and splitting the documents over
+    shards gives one device's fit (NumPy); bad starts raise."""
+    from gpumcmc.shards import Shards
+
+    backend = "numpy" if xp is np else "cupy"
+    X, _, _ = _corpus(M=30, V=40, K=3, length=20, seed=6)
+    rows, cols, M, V = lda_mod.tokens_from(X, xp)
+    phi0 = lda_mod.seeded_topics(rows, cols, M, V, 3, n_chains=2, seed=4)
+    rng = default_rng(0, backend=backend)
+    _, state = lda_mod.init(rng, rows, cols, M, V, 3, 0.3, 0.3, n_chains=2, phi_start=phi0)
+    assert rng.advance(0) == 0
+    np.testing.assert_array_equal(lda_mod._backend.to_host(lda_mod._phi_store(state.phi)), phi0)
+    np.testing.assert_array_equal(lda_mod._backend.to_host(state.theta), np.full((2, M, 3), 1 / 3, np.float32))
+    kw = dict(n_iter=2, burn_in=1, random_state=2, progress=False, start="seeded", n_chains=2)
+    m = LDA(3, backend=backend, **kw).fit(X)
+    if xp is np:
+        s = LDA(3, devices=Shards(n_virtual=3), **kw).fit(X)
+        np.testing.assert_array_equal(m.components_, s.components_)
+        np.testing.assert_array_equal(m.doc_topic_, s.doc_topic_)
+    with pytest.raises(ValueError, match="start"):
+        LDA(3, backend=backend, start="kmeans", progress=False).fit(X)
+    with pytest.raises(ValueError, match="phi_start must have shape"):
+        lda_mod.init(default_rng(0, backend=backend), rows, cols, M, V, 3, 0.25, 0.25, phi_start=np.ones((V, 3)))

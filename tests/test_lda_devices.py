@@ -246,6 +246,7 @@ def test_counts_summed_over_shards_are_the_corpus_counts():
     np.testing.assert_array_equal(total.sum(axis=2), np.repeat(np.bincount(cols, minlength=V)[:, None], 2, 1))
 
 
+@pytest.mark.slow  # several seconds on 2 CPU cores
 def test_sharded_chains_have_one_devices_distribution():
     """Many independent chains, 3 sweeps from the start: one device and 3 shards give one distribution
     (from different seeds, so this holds apart from the shards' counters)."""
@@ -261,6 +262,7 @@ def test_sharded_chains_have_one_devices_distribution():
         assert stats.ks_2samp(a, b).pvalue > ALPHA
 
 
+@pytest.mark.slow  # several seconds on 2 CPU cores
 def test_planted_topics_recovered_on_shards():
     X, phi = _corpus()
     m = LDA(5, n_iter=30, burn_in=60, monitor_every=10, random_state=0, progress=False,

@@ -9,3 +9,6 @@ python -m pytest -m gpu tests/test_categorical.py tests/test_products_base.py te
 # The public call (fit, defaults) against the bare step loop, and LDA.fit's set-up, on the user_path corpora.
 python ../shared/bench/user_path.py lda --out "$OUT/user_path_lda.json"
 python -m benchmarks.lda --out "$OUT/lda_fit_vs_step.json" 2>&1 | tail -30
+# Issue 37: single seeded chains against lda's collapsed Gibbs over 20 planted corpora (slow; prints the counts
+# on failure). If it passes, consider making start="seeded" the default (it changes default draws).
+python -m pytest -m "gpu and slow" tests/test_lda.py -q -p no:cacheprovider -k "stick or seeded" 2>&1 | tail -15

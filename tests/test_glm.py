@@ -204,6 +204,61 @@ def test_bad_input_models():
         HierarchicalGLM(backend="numpy").fit(X, y, np.zeros(5))
 
 
+@pytest.mark.parametrize("kw, error, match", [
+    (dict(n_chains=0), ValueError, "n_chains must be at least 1, got 0"),
+    (dict(n_chains=2.5), TypeError, "n_chains must be an integer"),
+    (dict(family="gaussian", sigma=0), ValueError, "sigma must be a positive finite number, got 0"),
+    (dict(family="gaussian", sigma=float("nan")), ValueError, "sigma must be a positive finite number"),
+    (dict(n_samples=0), ValueError, "n_samples must be at least 1, got 0"),
+    (dict(n_warmup=-1), ValueError, "n_warmup must be at least 0"),
+    (dict(max_shrink=0), ValueError, "max_shrink must be at least 1"),
+    (dict(prior_scale=float("inf")), ValueError, "prior_scale must be a positive finite number"),
+    (dict(family="probit"), ValueError, "family must be one of"),
+])
+@pytest.mark.parametrize("model", ["flat", "hierarchical"])
+def test_bad_settings_raise_naming_the_argument(kw, error, match, model):
+    X, y = _data("bernoulli", N=20)
+    if model == "flat":
+        call = lambda: BayesianGLM(backend="numpy", progress=False, **kw).fit(X, y)  # noqa: E731
+    else:
+        kw = {k: v for k, v in kw.items() if k != "prior_scale"}
+        if not kw:
+            return
+        call = lambda: HierarchicalGLM(backend="numpy", progress=False, **kw).fit(X, y, np.arange(20) % 2)  # noqa: E731
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("groups", [np.where(np.arange(20) == 7, np.nan, np.arange(20) % 2),
+                                    np.array(["a", "b"] * 7 + [None] + ["a"] * 5, dtype=object)])
+def test_hierarchical_missing_group_label_raises(groups):
+    X, y = _data("bernoulli", N=20)
+    with pytest.raises(ValueError, match="groups holds a missing label .* at row"):
+        HierarchicalGLM(backend="numpy", progress=False).fit(X, y, groups)
+
+
+def test_score_and_predict_proba_follow_the_family():
+    """score is scikit-learn's for the family (accuracy, or R^2 of the predictive mean) and predict_proba
+    exists only for family='bernoulli'."""
+    from sklearn.metrics import accuracy_score, r2_score
+    kw = dict(n_samples=40, n_warmup=40, random_state=0, progress=False, backend="numpy")
+    Xb, yb = _data("bernoulli", N=200)
+    m = BayesianGLM("bernoulli", **kw).fit(Xb, yb)
+    assert hasattr(m, "predict_proba") and m.predict_proba(Xb[:3]).shape == (3, 2)
+    assert m.score(Xb, yb) == accuracy_score(yb, m.predict(Xb))
+    w = np.linspace(0.5, 2.0, 200)
+    assert m.score(Xb, yb, sample_weight=w) == pytest.approx(accuracy_score(yb, m.predict(Xb), sample_weight=w))
+    for family in ("poisson", "gaussian"):
+        X, y = _data(family, N=200)
+        est = BayesianGLM(family, **kw)
+        assert not hasattr(est, "predict_proba")
+        est.fit(X, y)
+        assert not hasattr(est, "predict_proba")
+        with pytest.raises(AttributeError):
+            est.predict_proba(X)
+        assert est.score(X, y) == pytest.approx(r2_score(y, est.predict_mean(X)), rel=1e-12)
+
+
 def test_gaussian_posterior_matches_closed_form():
     """KS on each of 2 coordinates against the exact normal posterior (2 checks at ALPHA)."""
     rs = np.random.default_rng(3)

@@ -1003,7 +1003,60 @@ def _check_xy(X, y, family, xp, dtype):
     return X, y
 
 
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__}).")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}; pass {name}={max(minimum, 1)} or more.")
+    return int(value)
+
+
+def _positive_float(value, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a positive number, got {value!r}.") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
+    return v
+
+
+def _available_if(check):
+    """``sklearn.utils.metaestimators.available_if`` where scikit-learn imports, else the same idea: the
+    method exists on an instance only where ``check(instance)`` holds (or raises AttributeError itself)."""
+    try:
+        from sklearn.utils.metaestimators import available_if
+    except ImportError:
+        available_if = None
+    if available_if is not None:
+        return available_if(check)
+
+    class _Descriptor:
+        def __init__(self, fn):
+            self.fn = fn
+            self.__doc__ = fn.__doc__
+
+        def __get__(self, obj, owner=None):
+            if obj is None:
+                return self.fn
+            if not check(obj):
+                raise AttributeError(f"This {type(obj).__name__} has no attribute {self.fn.__name__!r}.")
+            return self.fn.__get__(obj, owner)
+
+    return _Descriptor
+
+
 class _GLMBase(Estimator):
+    def _check_settings(self):
+        """The settings shared by both estimators, checked at fit (sigma: the gaussian noise)."""
+        self.family_ = check_family(self.family)
+        _positive_int(self.n_chains, "n_chains")
+        _positive_int(self.n_samples, "n_samples")
+        _positive_int(self.n_warmup, "n_warmup", 0)
+        _positive_int(self.max_steps_out, "max_steps_out")
+        _positive_int(self.max_shrink, "max_shrink")
+        _positive_float(self.sigma, "sigma")
+
     def _design(self, X):
         xp = _backend.get_array_module(X)
         if self.fit_intercept:
@@ -1143,9 +1196,8 @@ class BayesianGLM(_GLMBase):
         self.devices = devices
 
     def fit(self, X, y):
-        self.family_ = check_family(self.family)
-        if not (float(self.prior_scale) > 0):
-            raise ValueError(f"prior_scale must be positive, got {self.prior_scale!r}.")
+        self._check_settings()
+        _positive_float(self.prior_scale, "prior_scale")
         if self.devices is not None:
             self.trace_ = self._fit_sharded(X, y)
         else:
@@ -1207,12 +1259,42 @@ class BayesianGLM(_GLMBase):
             eta = b @ X.T
         return mean_function(eta, self.family_, np).mean(axis=0)
 
+    def _is_classifier(self) -> bool:
+        family = getattr(self, "family_", self.family)
+        if isinstance(family, str) and family.lower() == "bernoulli":
+            return True
+        raise AttributeError(f"predict_proba exists only for family='bernoulli' (this model has family={family!r}); "
+                             "use predict_mean for the posterior predictive mean.")
+
+    @_available_if(_is_classifier)
     def predict_proba(self, X, max_draws=1000):
-        """(n, 2) class probabilities from the posterior predictive (bernoulli family)."""
-        if self.family_ != "bernoulli":
-            raise ValueError("predict_proba needs family='bernoulli'; use predict_mean for other families.")
+        """(n, 2) class probabilities from the posterior predictive. Only for ``family="bernoulli"``:
+        for the other families the attribute does not exist (``hasattr`` is False)."""
         p = self.predict_mean(X, max_draws)
         return np.stack([1 - p, p], axis=1)
+
+    def score(self, X, y, sample_weight=None, max_draws=1000):
+        """scikit-learn's score for the family: for ``"bernoulli"`` the accuracy of :meth:`predict` (as
+        ``ClassifierMixin``), for ``"poisson"`` and ``"gaussian"`` the coefficient of determination R^2 of
+        the posterior predictive mean (as ``RegressorMixin``). So ``GridSearchCV`` and
+        ``cross_val_score`` rank fits as they rank scikit-learn's own classifiers and regressors."""
+        self._check_fitted("coef_draws_")
+        y = np.asarray(_backend.to_host(as_data(y, np, np.float64, "y", ndim=1)), dtype=np.float64)
+        w = None if sample_weight is None else np.asarray(_backend.to_host(sample_weight), dtype=np.float64)
+        if w is not None and w.shape != y.shape:
+            raise ValueError(f"sample_weight must have one weight per value of y ({y.shape[0]}), got {w.shape}.")
+        if self.family_ == "bernoulli":
+            return float(np.average(self.predict(X, max_draws) == y, weights=w))
+        pred = self.predict_mean(X, max_draws)
+        if pred.shape != y.shape:
+            raise ValueError(f"X has {pred.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
+        ww = np.ones_like(y) if w is None else w
+        ybar = np.average(y, weights=ww)
+        ss_res = float(np.sum(ww * (y - pred) ** 2))
+        ss_tot = float(np.sum(ww * (y - ybar) ** 2))
+        if ss_tot == 0.0:  # scikit-learn's r2_score for constant y
+            return 1.0 if ss_res == 0.0 else 0.0
+        return 1.0 - ss_res / ss_tot
 
     def predict(self, X, max_draws=1000):
         """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean."""
@@ -1315,7 +1397,7 @@ class HierarchicalGLM(_GLMBase):
         self.devices = devices
 
     def fit(self, X, y, groups):
-        self.family_ = check_family(self.family)
+        self._check_settings()
         if self.covariance not in ("full", "diag"):
             raise ValueError(f"covariance must be 'full' (Sigma with an inverse-Wishart prior) or 'diag' "
                              f"(diag(tau^2) with inverse-gamma priors), got {self.covariance!r}.")
@@ -1340,6 +1422,12 @@ class HierarchicalGLM(_GLMBase):
         if groups.ndim != 1 or groups.shape[0] != X.shape[0]:
             raise ValueError(f"groups must be 1-d with one label per row of X ({X.shape[0]}), "
                              f"got shape {groups.shape}.")
+        missing = groups != groups  # NaN (float or object labels): a label that equals nothing
+        if groups.dtype == object:
+            missing = missing | np.array([g is None for g in groups], dtype=bool)
+        if missing.any():
+            raise ValueError(f"groups holds a missing label (NaN or None) at row {int(np.argmax(missing))}; give "
+                             "every row a group, or drop the rows without one.")
         self.groups_, gid = np.unique(groups, return_inverse=True)
         order = np.argsort(gid, kind="stable")
         o = xp.asarray(order)

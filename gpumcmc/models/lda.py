@@ -1170,9 +1170,11 @@ class LDA(Estimator):
     picked k-means++-style (:func:`seeded_topics`) instead of random topics
     for the tokens (``"random"``, the default, whose draws are those of
     earlier versions). On small planted corpora (K = 10, V = 500, 1,000
-    documents) a single chain from the random start stuck with two topics
-    merged in 4 of 10 corpora, against 1 of 10 for the ``lda`` package's
-    collapsed Gibbs; from the seeded start, in 1 of 9 (see issue 37).
+    documents, NumPy) a single chain from the random start stuck with two
+    topics merged in 5 of 20 corpora, the ``lda`` package's collapsed Gibbs
+    in 2 of 20, a prototype of the seeded start in 2 of 20 (issue 37). The
+    seeded start costs K sparse products on the host at ``fit``'s start (see
+    :func:`seeded_topics`), seconds at K = 1024 on large corpora.
 
     Choosing a model (``n_components``, the priors): compare held-out
     documents by ``perplexity(X_test, method="completion")`` (document

@@ -1071,6 +1071,59 @@ def allreduce_bytes(k: int, p: int, chains: int = 1) -> int:
 # Bayesian EM
 # ---------------------------------------------------------------------------
 
+def _gammaln(x):
+    xp = _xp_of(x)
+    if xp is np:
+        from scipy.special import gammaln
+    else:
+        from cupyx.scipy.special import gammaln
+    return gammaln(x)
+
+
+def _bem_kl(model: Model, state: State):
+    """The KL divergences of a BEM state's variational posteriors from the prior, summed, (C,) float64.
+
+    Sticks ``Be(1 + p_j, alpha + tail_j)`` against ``Be(1, alpha)`` (at the
+    state's ``E alpha``) and every component's NIW posterior against the NIW
+    prior (zero for a pruned component, whose posterior is the prior). With
+    the mean log-sum-exp of the E-step at the state's parameters, ``n`` times
+    that less this is the variational lower bound (alpha's own term left out:
+    it is the same order for every start).
+    """
+    xp = _xp_of(state.counts)
+    p = model.x.shape[1]
+    counts = state.counts
+    alpha = state.alpha[:, None]
+    tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
+    g1, g2 = 1.0 + counts[:, :-1], alpha + tail[:, :-1]
+    dg = _digamma(g1 + g2)
+    # log B(1, alpha) = -log alpha
+    kl_v = (-xp.log(alpha) - (_gammaln(g1) + _gammaln(g2) - _gammaln(g1 + g2))
+            + (g1 - 1.0) * (_digamma(g1) - dg) + (g2 - alpha) * (_digamma(g2) - dg)).sum(axis=1)
+    kn = model.kappa0 + counts
+    dfn = model.df0 + counts
+    psi = state.sigma * (dfn - p - 1)[..., None, None]
+    chol = _safe_cholesky(psi)
+    logdet_n = 2.0 * xp.log(xp.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
+    psi0 = 0.5 * (model.psi0 + model.psi0.T)
+    logdet_0 = 2.0 * xp.log(xp.diagonal(xp.linalg.cholesky(psi0))).sum()
+    inv_n = xp.linalg.inv(psi)
+    tr = (psi0[None, None] * inv_n).sum(axis=(-2, -1))  # tr(Psi_0 Psi_n^-1), both symmetric
+    i = xp.arange(p, dtype=np.float64)
+    lmg_n = _gammaln((dfn[..., None] - i) / 2.0).sum(-1)
+    lmg_0 = _gammaln((model.df0 - i) / 2.0).sum()
+    dmg_n = _digamma((dfn[..., None] - i) / 2.0).sum(-1)
+    df0 = model.df0
+    # Wishart(df_n, Psi_n^-1) against Wishart(df_0, Psi_0^-1)
+    kl_w = (-0.5 * df0 * (logdet_0 - logdet_n) + 0.5 * dfn * (tr - p) + lmg_0 - lmg_n
+            + 0.5 * (dfn - df0) * dmg_n)
+    d = state.mu - model.m
+    quad = (d[..., :, None] * inv_n * d[..., None, :]).sum(axis=(-2, -1)) * dfn
+    kl_m = 0.5 * (p * model.kappa0 / kn - p + p * xp.log(kn / model.kappa0) + model.kappa0 * quad)
+    live = xp.isfinite(state.log_pi)
+    return kl_v + xp.where(live, kl_w + kl_m, 0.0).sum(axis=1)
+
+
 def _bem_update_twin(model: Model, acc, alpha):
     """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q), float64.
 
@@ -1587,7 +1640,8 @@ class DPGaussianMixture(Estimator):
         the data do not need, and a component whose probabilities sum to less
         than half its number of parameters, ``(p + p (p + 1) / 2) / 2``
         events, is held at zero weight. Each start's means come from
-        k-means++ on a subsample of the rows. (Before this, BEM took the
+        k-means++ on a subsample of the rows, and the start of largest lower
+        bound is kept. (Before this, BEM took the
         plug-in modes from random data points, kept every component and could
         stop in local optima: its results differ from those of earlier
         versions.) The reported mixture is the posterior mean of the weights,
@@ -1599,8 +1653,11 @@ class DPGaussianMixture(Estimator):
     n_chains : int
         Gibbs chains, run side by side in one launch.
     n_init : int
-        BEM starts; the one whose posterior-mean mixture has the largest mean
-        log-likelihood is kept.
+        BEM starts; the one of largest variational lower bound is kept (the
+        E-step's mean log-normaliser less the posteriors' KL divergences from
+        the prior per sample, :func:`_bem_kl`), which charges every component
+        for its parameters: the likelihood of the point estimate would prefer a
+        start that split a cluster in two.
     tol : float
         BEM stops when no start's mean log-likelihood per sample has changed by
         more than ``tol`` per iteration over the last 10 iterations (checked
@@ -1657,6 +1714,8 @@ class DPGaussianMixture(Estimator):
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)
     converged_, n_iter_ : BEM convergence.
+    lower_bound_ : float  (BEM: the kept start's lower bound per sample)
+    bem_logliks_ : (n_init,) host array  (BEM: each start's mean log-likelihood under its posterior-mean mixture)
     n_shards_ : int  (fits with ``devices``: the shards the data was split over)
 
     Examples
@@ -1751,6 +1810,7 @@ class DPGaussianMixture(Estimator):
                            cache_bytes=0 if (self.method == "gibbs" and _xp_of(X) is not np) else None)
         rng = self._make_rng()
         self.n_features_in_ = X.shape[1]
+        self._n_samples = X.shape[0]
         self._center = model.center
         self._scale = np.sqrt(np.diag(_backend.to_host(model.psi0)) / (model.df0 - X.shape[1] - 1))
         t0 = time.perf_counter()
@@ -1785,6 +1845,7 @@ class DPGaussianMixture(Estimator):
         m0 = models[0]
         p = m0.x.shape[1]
         self.n_features_in_ = p
+        self._n_samples = n
         self._center = m0.center
         self._scale = np.sqrt(np.diag(_backend.to_host(m0.psi0)) / (m0.df0 - p - 1))
         self.n_shards_ = shards.world
@@ -1885,11 +1946,15 @@ class DPGaussianMixture(Estimator):
         point = kernel_params(state.log_pi, state.mu, _safe_cholesky(state.sigma), model.x.dtype)
         ll = _backend.to_host(score(point))
         _check_finite_fit([np.nanmax(ll)], "BEM")
-        ll = np.where(np.isfinite(ll), ll, -np.inf)  # a start that broke down is never chosen
-        best = int(np.argmax(ll))
+        ll = np.where(np.isfinite(ll), ll, -np.inf)
+        # the start kept: the largest variational lower bound (per sample), which charges every component
+        # for its parameters, where the point estimate's likelihood rewards a cluster split in two
+        elbo = _backend.to_host(score(state.params) - _bem_kl(model, state) / self._n_samples)
+        elbo = np.where(np.isfinite(elbo) & np.isfinite(ll), elbo, -np.inf)  # a start that broke down is never chosen
+        best = int(np.argmax(elbo))
         self.converged_ = converged
         self.n_iter_ = it
-        self.lower_bound_ = float(ll[best])
+        self.lower_bound_ = float(elbo[best])
         self.bem_logliks_ = ll
         w = np.exp(_backend.to_host(state.log_pi[best]))
         self.weights_ = w / w.sum()

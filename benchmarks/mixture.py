@@ -179,7 +179,7 @@ def _paper_shape(bench, gpumcmc):
                  note=f"floor {floor_b:.3f} ms = max(FP32 {floor_ms:.3f} + FP64 tensor {gemm_ms:.3f}, bytes "
                       f"{bytes_ms:.3f}); floor / time = {floor_b / msb:.2f}; probabilities written once in "
                       f"float64 by the fused kernel in blocks of {mx._GEMM_ROWS} rows, one batched cuBLAS DGEMM "
-                      f"over the blocks per chunk of {model.chunk} rows, one update launch")
+                      f"over the blocks per chunk of {model.chunk} rows, the variational update in array code")
     del model, st, chain, x, bem_step, holder
     bench.cupy.get_default_memory_pool().free_all_blocks()
 
@@ -267,7 +267,7 @@ def _fcs(bench, gpumcmc):
             holder[0] = bem_step(holder[0])
 
         bench.record(case, "gpumcmc BEM iteration (4 starts)", bench.time(one), n, params=params,
-                     note="four launches (probabilities, DGEMM, mean log-likelihood, update), no host sync")
+                     note="probabilities, DGEMM, mean log-likelihood and the variational update (array code), no host sync")
         gibbs = DPGaussianMixture(n_components=64, n_iter=200, burn_in=200, random_state=0, progress=False,
                                   backend=_BACKEND)
         ms, _ = _wall(cp, lambda: gibbs.fit(X))

@@ -673,7 +673,7 @@ def test_gibbs_component_kernels_match_twins(cp, dtype, p, k):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_bem_matches_numpy_and_chunks(cp, dtype, gemm_rows, monkeypatch):
     # Twenty iterates on the GPU (kernel probabilities, one GEMM per chunk or one batched GEMM over
-    # blocks of 64 rows, the update kernel) against the NumPy twin, unchunked and in chunks of 97 rows.
+    # blocks of 64 rows, the variational update on CuPy) against NumPy, unchunked and in chunks of 97 rows.
     monkeypatch.setattr(mx, "_GEMM_ROWS", gemm_rows)
     monkeypatch.setattr(mx, "_GEMM_MIN_BLOCKS", 1)  # blocks from 64 rows up (600 rows: 9 blocks and 24 rows)
     X, _, _ = planted()

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# GPU checks of the mixture (run from the repository root on a GPU machine; $OUT collects the JSON).
+# GPU checks of the mixture, from the repository root on a GPU machine ($OUT collects the JSON).
 set -x
-python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider 2>&1 | tail -30
-# the public calls against the bare sweep (mixture section of the reference measurement)
+# the GPU tests: kernels against twins, the Gibbs fit's device-side draws and relabelling against the host
+# path (test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path), BEM on CuPy against NumPy
+# (test_gpu_bem_prunes_as_numpy, test_gpu_bem_matches_numpy_and_chunks), sharded fits
+python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider 2>&1 | tail -40
+# the public calls per iteration (defaults, progress off): goal Gibbs <= 4.0 ms at n = 2^20, k = 256
 python ../shared/bench/user_path.py mixture --out "$OUT/user_path_mixture.json"
-# where the Gibbs fit's time goes: bare step, fit with and without relabelling, align_draws alone, BEM step vs fit
+# fit against its bare sweep in one process: Gibbs (relabel on / off), align_draws per draw, BEM
 python benchmarks/mixture.py --profile-fit --out "$OUT/mixture_fit_profile.json"
+# on a machine of 2 or 4 GPUs: fit(devices=...) efficiency (mixture row of the scaling section)
+# python ../shared/bench/user_path.py scaling --out "$OUT/user_path_scaling.json"

@@ -776,25 +776,33 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                 out.append(dv)
         return out
 
-    def gpu_eval(i, dv, eta, k, first):
-        d, b, plan = data[i], bufs[i], data[i].plan
-        N = d.Xt.shape[1]
-        C, G, K = dv["beta"].shape
-        ptrs = [a.data.ptr for a in (d.Xt, d.y, eta, dv["beta"], dv["width"], dv["u"], dv["us"], d.starts,
+    def gpu_launches(dvs, etas):
+        """Per local shard and per distinct device, the launches of one sweep: every argument that stays the
+        same over its coordinates and passes (the arrays' addresses, the stream, the sizes) is gathered
+        once a sweep, so that each of the sweep's K x passes launches costs the host only the launch."""
+        evals, decides = [], []
+        for i in range(n_local):
+            dv, d, b, plan = dvs[dev_of[i]], data[i], bufs[i], data[i].plan
+            C, G, K = dv["beta"].shape
+            with shards.on(i):
+                stream = cupy.cuda.get_current_stream().ptr
+            head = (C * plan.n_chunks, plan.block, stream) + tuple(
+                a.data.ptr for a in (d.Xt, d.y, etas[i], dv["beta"], dv["width"], dv["u"], dv["us"], d.starts,
                                      d.ends, plan.chunk_group, plan.chunk_first, b["part"], b["counter"], dv["L"],
-                                     dv["R"], dv["S"], dv["settled"], dv["dpend"], b["sums"])]
-        launch_eval[dev_of[i]](C * plan.n_chunks, plan.block, cupy.cuda.get_current_stream().ptr, *ptrs, N,
-                               plan.chunk_rows, plan.n_chunks, G, C, K, k, k - 1 if first else -1, int(first), m,
-                               max_shrink, d1, fam, float(sigma_noise))
-        return b["sums"]
-
-    def gpu_decide(j, dv, sums, k, first):
-        C, G, K = dv["beta"].shape
-        ptrs = [a.data.ptr for a in (dv["beta"], dv["width"], dv["mu"], dv["prec"], dv["e"], dv["u"], dv["us"],
-                                     dv["it"], sums, dv["L"], dv["R"], dv["logy"], dv["S"], dv["settled"],
-                                     dv["dpend"], dv["fb"])]
-        launch_decide[j](C * G, 32, cupy.cuda.get_current_stream().ptr, *ptrs, G, C, K, k, int(first), m,
-                         max_shrink, d1, int(n_warmup))
+                                     dv["R"], dv["S"], dv["settled"], dv["dpend"], b["sums"])) \
+                + (d.Xt.shape[1], plan.chunk_rows, plan.n_chunks, G, C, K)
+            evals.append((launch_eval[dev_of[i]], head))
+        for j, i in enumerate(first_shard):
+            dv = dvs[j]
+            C, G, K = dv["beta"].shape
+            with shards.on(i):
+                stream = cupy.cuda.get_current_stream().ptr
+            head = (C * G, 32, stream) + tuple(
+                a.data.ptr for a in (dv["beta"], dv["width"], dv["mu"], dv["prec"], dv["e"], dv["u"], dv["us"],
+                                     dv["it"], bufs[i]["sums"], dv["L"], dv["R"], dv["logy"], dv["S"],
+                                     dv["settled"], dv["dpend"], dv["fb"])) + (G, C, K)
+            decides.append((launch_decide[j], head))
+        return evals, decides
 
     def step(rng, state):
         C, G, K = state.beta.shape
@@ -807,6 +815,9 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                 with shards.on(i):
                     etas[i] = etas[i].copy()  # moved in place by the kernels
         evals = 0
+        if gpu:
+            eval_launches, decide_launches = gpu_launches(dvs, etas)
+            sigma_f, warm = float(sigma_noise), int(n_warmup)
         for k in range(K):
             if not gpu and k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
                 for i in range(n_local):
@@ -818,7 +829,9 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                     dv = dvs[dev_of[i]]
                     with shards.on(i):
                         if gpu:
-                            sums.append(gpu_eval(i, dv, etas[i], k, first))
+                            launch, head = eval_launches[i]
+                            launch(*head, k, k - 1 if first else -1, int(first), m, max_shrink, d1, fam, sigma_f)
+                            sums.append(bufs[i]["sums"])
                         else:
                             x0 = dv["beta"][:, :, k]
                             w = dv["width"][:, :, k]
@@ -831,8 +844,9 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                 for j, i in enumerate(first_shard):
                     dv = dvs[j]
                     with shards.on(i):
-                        if gpu:
-                            gpu_decide(j, dv, sums[i], k, first)
+                        if gpu:  # sums[i] is bufs[i]["sums"], all-reduced in place
+                            launch, head = decide_launches[j]
+                            launch(*head, k, int(first), m, max_shrink, d1, warm)
                         else:
                             evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
                                                   dv["e"][k], dv["u"][k], dv["us"][k])

@@ -145,19 +145,22 @@ def _flag(device: int, stream_ptr: int):
     return f
 
 
-def _check_args(describe):
-    """(status word, tag, flag address, call number) for a launch that checks its input, or zeros."""
+def _flag_args(describe):
+    """(flag address, call number) for glm_fg_rows when the call checks its input (``describe`` given:
+    the call then runs inside :func:`gpumcmc._validate.checked`, so it gets a status word), else (NULL, 0)."""
     from . import _loader
 
     if describe is None:
-        return 0, 0, _loader.NULL, 0
-    word, tag = _v.fused(describe)
-    if not word:
-        return 0, 0, _loader.NULL, 0
+        return _loader.NULL, 0
     import cupy
 
     flag = _flag(cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-    return word, tag, _loader.u64(flag.data.ptr), next(_calls)
+    return _loader.u64(flag.data.ptr), next(_calls)
+
+
+def _word_args(describe):
+    """(status word, tag) for the launch that notes bad input, or (0, 0) (see :func:`gpumcmc._validate.fused`)."""
+    return (0, 0) if describe is None else _v.fused(describe)
 
 
 def _softplus(xp, eta):
@@ -299,7 +302,7 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
         n_out = Bc * (K + 1)
         red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(Bc), _loader.i32(K),
                                                f[c0:c0 + Bc], g[c0:c0 + Bc]) + no_check)
-    word, tag, _, _ = _check_args(describe)
+    word, tag = _word_args(describe)
     if word:
         chk = _loader.get_function("glm.cu", names[2], names, _DEFINES)
         chk((max(1, min(-(-N // 256), 2 * sms)),), (256,), (f, _loader.i32(B), _loader.u64(word), _loader.u64(tag),
@@ -368,12 +371,16 @@ def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
     X = _loader.contiguous(X, dtype)
     ins = (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
            _loader.NULL if off is None else _loader.contiguous(off, dtype), _loader.contiguous(beta2, dtype))
-    word, tag, flag, call = _check_args(describe)
+    flag, call = _flag_args(describe)
     part = cupy.empty((grid, B, K + 1), dtype=np.float64)
     fam = _loader.i32(_CODE[family])
     fn((grid,), (_THREADS,), ins + (_loader.i64(N), _loader.i32(K), _loader.i32(Kp), _loader.i32(B), _loader.i32(R),
                                     _loader.i32(xs_len), _loader.i32(X.data.ptr % 16 == 0), fam, np.float64(sigma),
                                     part, flag, _loader.u64(call)), shared_mem=smem)
+    # Host work from here on overlaps the kernel above.
+    word, tag = _word_args(describe)
+    if word == 0:  # no word to note in (not expected: a call that checks runs where it gets one)
+        flag = _loader.NULL
     f = cupy.empty(B, dtype=dtype)
     g = cupy.empty((B, K), dtype=dtype)
     n_out = B * (K + 1)

@@ -804,6 +804,32 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
             decides.append((launch_decide[j], head))
         return evals, decides
 
+    def gpu_passes(dvs, etas, K):
+        """The sweep's K x n_pass passes on the GPUs: per pass each shard's evaluation, the all-reduce of
+        the sums (in place, into each shard's bufs[i]["sums"]), each device's decision. The host sets each
+        launch's device directly (one runtime call) and puts the caller's device back at the end."""
+        eval_launches, decide_launches = gpu_launches(dvs, etas)
+        sums = [bufs[i]["sums"] for i in range(n_local)]
+        ev_dev = [shards.devices[i] for i in range(n_local)]
+        de_dev = [shards.devices[i] for i in first_shard]
+        sigma_f, warm = float(sigma_noise), int(n_warmup)
+        rt = cupy.cuda.runtime
+        prev = rt.getDevice()
+        try:
+            for k in range(K):
+                for p in range(n_pass):
+                    first = int(p == 0)
+                    for (launch, head), dev in zip(eval_launches, ev_dev):
+                        rt.setDevice(dev)
+                        launch(*head, k, k - 1 if first else -1, first, m, max_shrink, d1, fam, sigma_f)
+                    rt.setDevice(prev)
+                    shards.allreduce(sums)
+                    for (launch, head), dev in zip(decide_launches, de_dev):
+                        rt.setDevice(dev)
+                        launch(*head, k, first, m, max_shrink, d1, warm)
+        finally:
+            rt.setDevice(prev)
+
     def step(rng, state):
         C, G, K = state.beta.shape
         with shards.on(0):
@@ -816,10 +842,9 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                     etas[i] = etas[i].copy()  # moved in place by the kernels
         evals = 0
         if gpu:
-            eval_launches, decide_launches = gpu_launches(dvs, etas)
-            sigma_f, warm = float(sigma_noise), int(n_warmup)
-        for k in range(K):
-            if not gpu and k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
+            gpu_passes(dvs, etas, K)
+        for k in range(0 if gpu else K):
+            if k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
                 for i in range(n_local):
                     etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
             for p in range(n_pass):
@@ -828,29 +853,19 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
                 for i in range(n_local):
                     dv = dvs[dev_of[i]]
                     with shards.on(i):
-                        if gpu:
-                            launch, head = eval_launches[i]
-                            launch(*head, k, k - 1 if first else -1, int(first), m, max_shrink, d1, fam, sigma_f)
-                            sums.append(bufs[i]["sums"])
-                        else:
-                            x0 = dv["beta"][:, :, k]
-                            w = dv["width"][:, :, k]
-                            live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
-                            bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
-                            pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
-                            sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family,
-                                                   sigma_noise))
+                        x0 = dv["beta"][:, :, k]
+                        w = dv["width"][:, :, k]
+                        live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
+                        bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
+                        pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
+                        sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
                 shards.allreduce(sums)
                 for j, i in enumerate(first_shard):
                     dv = dvs[j]
                     with shards.on(i):
-                        if gpu:  # sums[i] is bufs[i]["sums"], all-reduced in place
-                            launch, head = decide_launches[j]
-                            launch(*head, k, int(first), m, max_shrink, d1, warm)
-                        else:
-                            evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
-                                                  dv["e"][k], dv["u"][k], dv["us"][k])
-                if not gpu and bool(dvs[0]["settled"].all()):
+                        evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
+                                              dv["e"][k], dv["u"][k], dv["us"][k])
+                if bool(dvs[0]["settled"].all()):
                     break  # (free on NumPy; the GPU runs every pass, those with nothing open return at once)
         lls = []
         for i in range(n_local):

@@ -498,8 +498,9 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
         short pass over ``y`` after it, noting bad values in the status word
         (:mod:`gpumcmc._status`): a direct call waits for its kernels once,
         and inside :func:`gpumcmc.deferred_validation` the error is raised at
-        the next :func:`gpumcmc.check`. Off while value checks are off
-        (:func:`gpumcmc.set_validation`). ``check=False`` skips it.
+        the next :func:`gpumcmc.check`; ``"gemm"`` and ``"rowwise"`` check
+        in a pass of their own (one synchronisation). Off while value checks
+        are off (:func:`gpumcmc.set_validation`). ``check=False`` skips it.
     kernel : {"auto", "rows", "tiled", "gemm", "rowwise"}
         The CuPy implementation (NumPy input ignores it). ``"rows"`` and
         ``"tiled"`` read ``X`` once, in row tiles of coalesced 128-bit loads,

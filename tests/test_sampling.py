@@ -255,3 +255,23 @@ def test_run_with_graph_keeps_the_same_draws(cp):
     t2 = run(g_step, _g_state(cp), 11, graph=True, **kw)
     np.testing.assert_array_equal(t1.draws["x"], t2.draws["x"])
     np.testing.assert_array_equal(t1.draws["z"], t2.draws["z"])
+
+
+def test_run_tells_a_step_which_sweeps_a_monitor_reads():
+    """A step with a ``monitored`` attribute learns before each sweep whether a monitor reads its state
+    (every ``every``-th iteration, burn-in counted, and the last), so it can skip work only monitors need."""
+
+    class Step:
+        monitored = True
+
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, rng, state):
+            self.seen.append(self.monitored)
+            return state, None
+
+    step = Step()
+    run(step, np.zeros(1), 0, 5, burn_in=2, progress=False,
+        monitors=[Monitor("a", lambda s: 0.0, every=3), Monitor("b", lambda s: 0.0, every=5)])
+    assert step.seen == [False, False, True, False, True, True, True]

@@ -1114,26 +1114,35 @@ def log_likelihood(theta, phi, rows, cols, chunk: int | None = None):
     return total
 
 
-def _monitored(step_fn, read):
+def _monitored(step_fn, read, plain_fn=None):
     """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside
     and reports an empty info to the run driver (nothing stored per sweep), and the monitor's function,
     ``read(loglik)`` of the latest sweep's sums (the state is not read: those sums score the state the
     sweep started from, so the value at iteration i is the log-likelihood after i - 1 sweeps).
 
-    Under a CUDA graph (:func:`gpumcmc.sampling.graph_step`) the captured sweep's ``loglik`` is the array
-    every replay writes, so the monitor reads the latest replay's sums.
+    ``plain_fn``, the same sweep without the sums, runs where no monitor reads the sweep: the run driver
+    sets ``sweep.monitored`` before each call (see :func:`gpumcmc.sampling.run`), so the sums cost only the
+    monitored sweeps. Under a CUDA graph (:func:`gpumcmc.sampling.graph_step`) the driver leaves it set and
+    the captured sweep always sums; its ``loglik`` is the array every replay writes, so the monitor reads
+    the latest replay's sums.
     """
     last = [None]
 
-    def sweep(rng, state):
-        state, info = step_fn(rng, state)
-        last[0] = info.loglik
-        return state, LDAInfo()
+    class _Sweep:
+        monitored = True
+
+        def __call__(self, rng, state):
+            if self.monitored or plain_fn is None:
+                state, info = step_fn(rng, state)
+                last[0] = info.loglik
+            else:
+                state, _ = plain_fn(rng, state)
+            return state, LDAInfo()
 
     def monitor(state):
         return read(last[0])
 
-    return sweep, monitor
+    return _Sweep(), monitor
 
 
 def _lda_shards(devices, backend) -> Shards:
@@ -1271,7 +1280,8 @@ class LDA(Estimator):
         data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=int(C),
                            phi_start=self._phi_start(rng, rows, cols, M, V, K, int(C)))
         n_tok = int(rows.size)
-        sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok)
+        sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
+                               functools.partial(step, data=data))
         trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
                     monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
                     progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
@@ -1315,7 +1325,7 @@ class LDA(Estimator):
                                         n_chains=C, phi_start=phi_start)
             del parts
             sweep, ll = _monitored(make_sharded_step(datas, shards, loglik=True),
-                                   lambda v: sharded_loglik(v, shards) / n_tok)
+                                   lambda v: sharded_loglik(v, shards) / n_tok, make_sharded_step(datas, shards))
             trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
                         monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
                         progress=self.progress, desc="LDA", n_chains=C)

@@ -296,6 +296,11 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         one per kernel, for the same draws. The step must meet that
         function's conditions. No effect on NumPy.
 
+    A step object with a ``monitored`` attribute has it set before each sweep
+    (without ``graph``): True where a monitor reads the state after that sweep
+    (every ``every``-th iteration and the last), False elsewhere, so a step can
+    skip work that only its monitors need.
+
     Returns
     -------
     Trace
@@ -328,6 +333,8 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         _positive_int(m.every, f"Monitor {m.name!r} every", 1)
     if not callable(step):
         raise TypeError("step must be a callable step(rng, state) -> (state, info).")
+    # A step with a ``monitored`` attribute is told before each eager sweep whether a monitor reads it.
+    gate = not graph and hasattr(step, "monitored")
     if graph:
         from ._graph import graph_step
 
@@ -370,6 +377,8 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     try:
         with _deferred():
             for it in range(done, total):
+                if gate:
+                    step.monitored = it + 1 == total or any((it + 1) % m.every == 0 for m in monitors)
                 state, info = step(rng, state)
                 i = it - burn_in
                 if i >= 0 and (i + 1) % thin == 0 and kept < n_draws:

@@ -14,20 +14,38 @@ the library has no hard dependency on it.
 from __future__ import annotations
 
 import inspect
+from numbers import Integral, Real
 
 import numpy as np
 
 from .. import backend as _backend
 from ..random._generator import default_rng
 
-__all__ = ["Estimator", "NotFittedError", "as_data", "mixin"]
+__all__ = ["Estimator", "NotFittedError", "as_data", "mixin", "Interval", "StrOptions", "Integral", "Real"]
 
-try:  # scikit-learn is optional; with it, its own base class and exception
+try:  # scikit-learn is optional; with it, its own base class, exception and parameter constraints
     from sklearn.base import BaseEstimator as _Base
+    from sklearn.exceptions import DataConversionWarning
     from sklearn.exceptions import NotFittedError as _NotFittedBase
+    from sklearn.utils._param_validation import InvalidParameterError, Interval, StrOptions
     HAVE_SKLEARN = True
 except ImportError:  # pragma: no cover - exercised where scikit-learn is absent
     HAVE_SKLEARN = False
+
+    class InvalidParameterError(ValueError, TypeError):
+        pass
+
+    class DataConversionWarning(UserWarning):
+        pass
+
+    class _Constraint:
+        """A stand-in for scikit-learn's constraint objects: stored, never checked (the models' own
+        checks run without scikit-learn)."""
+
+        def __init__(self, *args, **kwargs):
+            self.args, self.kwargs = args, kwargs
+
+    Interval = StrOptions = _Constraint
 
     class _NotFittedBase(ValueError, AttributeError):
         pass
@@ -106,6 +124,40 @@ class Estimator(_Base):
         # as_data densifies SciPy/CuPy sparse input (LDA keeps it sparse), so every estimator takes it.
         tags.input_tags.sparse = True
         return tags
+
+    def _expected_failed_checks(self) -> dict[str, str]:
+        """scikit-learn's ``check_estimator`` checks this estimator, as configured, cannot pass, each with
+        its reason: pass it as ``check_estimator(est, expected_failed_checks=est._expected_failed_checks())``
+        (scikit-learn 1.6 and later)."""
+        return {}
+
+    def _validate_settings(self, own_checks=None) -> None:
+        """Check the constructor's parameters at the start of ``fit``.
+
+        With scikit-learn, its validation of ``_parameter_constraints`` runs first, so a bad value raises
+        ``InvalidParameterError`` (a ValueError and a TypeError) with scikit-learn's sentence ("The 'n_chains'
+        parameter of BayesianGLM must be ..."); where the model's own ``own_checks()`` also refuses the
+        settings, its sentence (what to pass instead) follows. Without scikit-learn only ``own_checks`` run.
+        """
+        if HAVE_SKLEARN and getattr(self, "_parameter_constraints", None) is not None:
+            try:
+                self._validate_params()
+            except InvalidParameterError as e:
+                try:
+                    if own_checks is not None:
+                        own_checks()
+                except (ValueError, TypeError) as own:
+                    raise InvalidParameterError(f"{e} {own}") from None
+                raise
+        if own_checks is not None:
+            own_checks()
+
+    def _check_n_features(self, X, name: str = "X") -> None:
+        """A ValueError in scikit-learn's words where ``X`` has not the number of columns ``fit`` saw."""
+        n = getattr(self, "n_features_in_", None)
+        if n is not None and X.shape[1] != n:
+            raise ValueError(f"{name} has {X.shape[1]} features, but {type(self).__name__} is expecting {n} "
+                             "features as input; pass data with the columns the model was fitted on.")
 
     def __sklearn_is_fitted__(self) -> bool:
         return any(k.endswith("_") and not k.startswith("__") for k in vars(self))

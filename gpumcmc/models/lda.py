@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -71,7 +72,7 @@ from .. import _validate
 from .. import backend as _backend
 from ..discrete import CounterIndex, categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
-from ..sampling._estimator import _is_sparse
+from ..sampling._estimator import Integral, Interval, Real, StrOptions, _is_sparse, mixin
 from ..shards import Shards, balanced_cuts, resolve
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
@@ -211,11 +212,22 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X", allow_empty:
         else:
             A = np.asarray(_backend.to_host(X) if hasattr(X, "get") else X)
             if A.ndim != 2:
+                hint = (" Reshape your data with X.reshape(1, -1) for a single document." if A.ndim == 1 else "")
                 raise ValueError(f"{name} must be a 2-d (n_docs, n_words) count matrix or a list of "
-                                 f"token-id arrays, got shape {A.shape}.")
+                                 f"token-id arrays, got shape {A.shape}.{hint}")
+            if A.dtype.kind == "c":
+                raise ValueError(f"Complex data not supported: {name} holds complex numbers; pass word counts.")
+            if A.dtype.kind == "O":  # numbers held as Python objects (e.g. from a DataFrame)
+                try:
+                    A = A.astype(np.float64)
+                except (TypeError, ValueError) as e:
+                    raise TypeError(f"{name} must hold counts: {e}") from None
             if A.dtype.kind not in "biuf":
                 raise TypeError(f"{name} must hold counts, got dtype {A.dtype}.")
             M, V = A.shape
+            if V == 0:
+                raise ValueError(f"{name} has 0 feature(s) (shape={A.shape}) while a minimum of 1 is required: "
+                                 "an empty corpus; pass documents over at least one word.")
             r, c = np.nonzero(A)
             data = A[r, c]
         if data.dtype.kind == "f":
@@ -225,10 +237,12 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X", allow_empty:
                 raise ValueError(f"{name} has non-integer counts; pass word counts (e.g. from "
                                  "sklearn's CountVectorizer), not TF-IDF weights.")
         if data.size and data.min() < 0:
-            raise ValueError(f"{name} has negative counts; counts must be non-negative integers.")
+            raise ValueError(f"Negative values in data passed to {name}: it has negative counts; counts must be "
+                             "non-negative integers.")
         if n_words is not None and V != n_words:
-            raise ValueError(f"{name} has {V} columns but the model was fitted on {n_words} words; "
-                             "build X with the same vocabulary (e.g. the same fitted CountVectorizer).")
+            raise ValueError(f"{name} has {V} features, but LDA is expecting {n_words} features as input (the "
+                             "words it was fitted on); build X with the same vocabulary (e.g. the same fitted "
+                             "CountVectorizer).")
         data = data.astype(np.int64)
         r, c = r.astype(np.int64, copy=False), c.astype(np.int64, copy=False)
         # The tokens by document, then word. A CSR matrix in canonical form and np.nonzero give the entries
@@ -1150,7 +1164,7 @@ def _lda_shards(devices, backend) -> Shards:
     return resolve(devices, backend, "the documents")[0]
 
 
-class LDA(Estimator):
+class LDA(mixin("TransformerMixin"), Estimator):
     """Latent Dirichlet allocation by uncollapsed Gibbs sampling, on the GPU or NumPy.
 
     Parameters follow scikit-learn's ``LatentDirichletAllocation``:
@@ -1229,6 +1243,29 @@ class LDA(Estimator):
     ((20, 3), (3, 30))
     """
 
+    # Checked by scikit-learn at fit where it imports (the own checks in fit_transform run without it).
+    # devices (None, "all", ids or a Shards) and random_state (an int, a SeedSequence or a generator) are
+    # checked where they are resolved; dtype by gpumcmc's float-dtype check.
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "transform_iter": [Interval(Integral, 1, None, closed="left")],
+        "monitor_every": [Interval(Integral, 1, None, closed="left")],
+        "random_state": "no_validation",
+        "dtype": "no_validation",
+        "progress": ["boolean"],
+        "backend": [None, StrOptions({"numpy", "cupy"})],
+        "checkpoint": [None, str, os.PathLike],
+        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "graph": [None, "boolean"],
+        "devices": "no_validation",
+        "start": [StrOptions({"random", "seeded"})],
+    }
+
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
                  backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=None, devices=None,
@@ -1251,6 +1288,22 @@ class LDA(Estimator):
         self.devices = devices
         self.start = start
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # X holds word counts: non-negative integers. scikit-learn has no tag for counts; "categorical"
+        # with "positive_only" is the one that makes its checks pass non-negative integers.
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True
+        # transform's output has the dtype parameter's precision, whatever X's dtype.
+        tags.transformer_tags.preserves_dtype = []
+        return tags
+
+    def _expected_failed_checks(self):
+        why = ("fit_transform returns doc_topic_, the fit's posterior mean of theta, and transform draws theta "
+               "anew with the topics fixed: two Monte Carlo estimates of one mean, which agree to their Monte "
+               "Carlo error, not to the check's 0.01.")
+        return {"check_transformer_general": why, "check_transformer_data_not_an_array": why}
+
     def _priors(self):
         K = int(self.n_components)
         if K < 1:
@@ -1265,13 +1318,19 @@ class LDA(Estimator):
         self.fit_transform(X)
         return self
 
-    def fit_transform(self, X, y=None):
+    def _check_settings(self):
         K, a, b = self._priors()
         C = self.n_chains
         if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
             raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
         if self.start not in ("random", "seeded"):
             raise ValueError(f"start must be 'random' or 'seeded', got {self.start!r}.")
+        return K, a, b
+
+    def fit_transform(self, X, y=None):
+        self._validate_settings(self._check_settings)
+        K, a, b = self._check_settings()
+        C = self.n_chains
         if self.devices is not None:
             return self._fit_sharded(X, K, a, b, int(C))
         xp = self._xp()

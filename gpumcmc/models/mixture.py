@@ -53,6 +53,7 @@ from .. import _validate
 from .. import backend as _backend
 from ..random._philox import philox_rounds, u01_f32
 from ..sampling import Estimator, Monitor, as_data, run
+from ..sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 from .. import shards as _shards
 from ..shards import Shards
 
@@ -1608,7 +1609,7 @@ class _KeptDraws:
 # The estimator
 # ---------------------------------------------------------------------------
 
-class DPGaussianMixture(Estimator):
+class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     """Truncated Dirichlet-process Gaussian mixture, by blocked Gibbs or Bayesian EM, on GPU or CPU.
 
     The model of Suchard et al. (2010): ``n_components`` Gaussian components
@@ -1736,6 +1737,39 @@ class DPGaussianMixture(Estimator):
     True
     """
 
+    # A density estimator, as scikit-learn's GaussianMixture and BayesianGaussianMixture (DensityMixin
+    # alone, no ClusterMixin): predict gives each sample's most probable component, but fit keeps no
+    # labels_ for the training data (BEM never assigns them; Gibbs keeps its last draw, z_).
+    # Checked by scikit-learn at fit where it imports (_check_params runs without it). The priors
+    # (None or arrays), random_state and devices are checked where they are used.
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "method": [StrOptions({"gibbs", "bem"})],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "mean_prior": "no_validation",
+        "mean_precision_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "covariance_prior": "no_validation",
+        "degrees_of_freedom_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "alpha_prior": [None, tuple, list],
+        "relabel": ["boolean"],
+        "random_state": "no_validation",
+        "chunk_size": [None, Interval(Integral, 1, None, closed="left")],
+        "dtype": "no_validation",
+        "progress": ["boolean"],
+        "backend": [None, StrOptions({"numpy", "cupy"})],
+        "devices": "no_validation",
+    }
+
+    def _expected_failed_checks(self):
+        why = ("the check reads classifier tags of any estimator with predict_proba, and a density estimator has "
+               "none (an AttributeError inside scikit-learn's check); fit, predict and predict_proba on sparse "
+               "input pass before it.")
+        return {"check_estimator_sparse_array": why, "check_estimator_sparse_matrix": why}
+
     def __init__(self, n_components: int = 16, method: str = "gibbs", n_iter: int = 200, burn_in: int = 100,
                  n_chains: int = 1, n_init: int = 4, tol: float = 1e-5, mean_prior=None,
                  mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
@@ -1780,7 +1814,7 @@ class DPGaussianMixture(Estimator):
         xp = self._xp()
         X = as_data(X, xp, dtype, "X")
         if X.shape[0] < 2:
-            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got {X.shape[0]}.")
+            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
         if X.shape[1] < 1:
             raise ValueError("X has no features (columns).")
         return X
@@ -1796,6 +1830,7 @@ class DPGaussianMixture(Estimator):
     # -- fit ----------------------------------------------------------------
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
+        self._validate_settings(self._check_params)
         dtype = self._check_params()
         if self.devices is not None:
             return self._fit_sharded(X, dtype)
@@ -1819,7 +1854,7 @@ class DPGaussianMixture(Estimator):
         else:
             self._fit_bem(model, rng)
         self.fit_seconds_ = time.perf_counter() - t0
-        self._point_params = None
+        self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
         return self
 
     def _fit_sharded(self, X, dtype):
@@ -1828,7 +1863,7 @@ class DPGaussianMixture(Estimator):
         gpu = shards.xp is not np
         X = as_data(X, _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np, dtype, "X")
         if X.shape[0] < 2:
-            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got {X.shape[0]}.")
+            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
         if X.shape[1] < 1:
             raise ValueError("X has no features (columns).")
         n = X.shape[0]
@@ -1859,7 +1894,7 @@ class DPGaussianMixture(Estimator):
                 self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
                               lambda params: _sharded_score(models, shards, params, n))
         self.fit_seconds_ = time.perf_counter() - t0
-        self._point_params = None
+        self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
         return self
 
     def _fit_gibbs(self, model, rng, state=None, step_fn=None):
@@ -1966,9 +2001,9 @@ class DPGaussianMixture(Estimator):
     # -- prediction ---------------------------------------------------------
     def _params(self, xp, dtype):
         key = (xp.__name__, np.dtype(dtype).str)
-        cached = getattr(self, "_point_params", None)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        memo = self._point_params  # fit's dict, filled in place: predict leaves the attributes as they were
+        if key in memo:
+            return memo[key]
         w = self.weights_
         with np.errstate(divide="ignore"):
             log_pi = np.log(w)
@@ -1976,15 +2011,14 @@ class DPGaussianMixture(Estimator):
         chol = _safe_cholesky(np.asarray(self.covariances_, np.float64))
         params = kernel_params(log_pi[None], mu[None], chol[None], dtype)
         params = _backend.asarray(params, xp)
-        self._point_params = (key, params)
+        memo[key] = params
         return params
 
     def _prepare(self, X):
         self._check_fitted("weights_")
         dtype = _validate.check_float_dtype(self.dtype)
         X = self._data(X, dtype) if np.shape(X)[0] >= 2 else as_data(X, self._xp(), dtype, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the mixture was fitted with {self.n_features_in_}.")
+        self._check_n_features(X)
         xp = _xp_of(X)
         xc = xp.ascontiguousarray((X - xp.asarray(self._center, dtype=X.dtype)).astype(dtype))
         return xc, self._params(xp, dtype)

@@ -70,6 +70,7 @@ from .. import backend as _backend
 from ..shards import Replica, balanced_cuts
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
 from ..sampling import Estimator, as_data, run, to_arviz
+from ..sampling._estimator import HAVE_SKLEARN, Integral, Interval, Real, StrOptions
 
 __all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedGroupState", "ShardedSliceState", "SliceState",
            "allreduce_bytes", "group_bounds", "groups_allreduce_bytes", "init", "init_groups_sharded", "init_sharded",
@@ -1024,6 +1025,17 @@ def groups_allreduce_bytes(n_chains: int, G: int, K: int, itemsize: int = 4) -> 
 
 
 def _check_xy(X, y, family, xp, dtype):
+    if y is None:
+        raise ValueError("This estimator requires y to be passed, but the target y is None; pass one target "
+                         "per row of X.")
+    if getattr(y, "ndim", None) == 2 and y.shape[1] == 1:  # a column vector, as scikit-learn takes it
+        import warnings
+
+        from ..sampling._estimator import DataConversionWarning
+
+        warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
+                      "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=3)
+        y = y[:, 0]
     X = as_data(X, xp, dtype, "X")
     y = as_data(y, xp, dtype, "y", ndim=1, finite=False)
     if y.shape[0] != X.shape[0]:
@@ -1075,7 +1087,86 @@ def _available_if(check):
     return _Descriptor
 
 
+def _hidden(constraint):
+    """scikit-learn's ``Hidden`` (valid, not named in messages) where it imports."""
+    if not HAVE_SKLEARN:
+        return constraint
+    from sklearn.utils._param_validation import Hidden
+
+    return Hidden(constraint)
+
+
+# The settings both estimators share, checked by scikit-learn at fit where it imports (_check_settings runs
+# without it). random_state (an int, a SeedSequence or a generator), dtype and devices are checked where
+# they are resolved.
+_SHARED_CONSTRAINTS = {
+    "family": [StrOptions({"bernoulli", "poisson", "gaussian"}),
+               _hidden(StrOptions({"Bernoulli", "Poisson", "Gaussian"}))],
+    "n_chains": [Interval(Integral, 1, None, closed="left")],
+    "n_samples": [Interval(Integral, 1, None, closed="left")],
+    "n_warmup": [Interval(Integral, 0, None, closed="left")],
+    "sigma": [Interval(Real, 0, None, closed="neither")],
+    "fit_intercept": ["boolean"],
+    "max_steps_out": [Interval(Integral, 1, None, closed="left")],
+    "max_shrink": [Interval(Integral, 1, None, closed="left")],
+    "random_state": "no_validation",
+    "progress": ["boolean"],
+    "backend": [None, StrOptions({"numpy", "cupy"})],
+    "dtype": "no_validation",
+    "graph": [None, "boolean"],
+    "devices": "no_validation",
+}
+
+
 class _GLMBase(Estimator):
+    def __sklearn_tags__(self):
+        # One class for the three families, so the estimator type follows the family parameter, as
+        # scikit-learn does for estimators whose kind depends on a parameter: bernoulli classifies (labels
+        # 0 and 1), poisson and gaussian regress.
+        from sklearn.utils import ClassifierTags, RegressorTags
+
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        family = self.family.lower() if isinstance(self.family, str) else self.family
+        if family == "bernoulli":
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags(multi_class=False)
+        else:
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+            tags.target_tags.positive_only = family == "poisson"
+        return tags
+
+    def _expected_failed_checks(self):
+        if (self.family.lower() if isinstance(self.family, str) else self.family) != "bernoulli":
+            return {}
+        why = ("family='bernoulli' takes y in {0, 1}, the likelihood's support, and refuses other labels with "
+               "a ValueError that names them (it does not encode labels): the check fits on labels other than 0 "
+               "and 1 (strings, three classes, a continuous target) and expects them encoded or refused in "
+               "scikit-learn's words.")
+        return dict.fromkeys(["check_estimators_dtypes", "check_classifier_data_not_an_array",
+                              "check_classifiers_classes", "check_classifiers_regression_target",
+                              "check_classifier_not_supporting_multiclass", "check_fit2d_1feature"], why)
+
+    def _family_score(self, y, sample_weight, predict_mean):
+        """Accuracy (bernoulli, threshold 0.5) or R^2 of ``predict_mean()`` against ``y``, weighted."""
+        y = np.asarray(_backend.to_host(as_data(y, np, np.float64, "y", ndim=1)), dtype=np.float64)
+        w = None if sample_weight is None else np.asarray(_backend.to_host(sample_weight), dtype=np.float64)
+        if w is not None and w.shape != y.shape:
+            raise ValueError(f"sample_weight must have one weight per value of y ({y.shape[0]}), got {w.shape}.")
+        pred = predict_mean()
+        if pred.shape != y.shape:
+            raise ValueError(f"X has {pred.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
+        if self.family_ == "bernoulli":
+            return float(np.average((pred > 0.5) == y, weights=w))
+        ww = np.ones_like(y) if w is None else w
+        ybar = np.average(y, weights=ww)
+        ss_res = float(np.sum(ww * (y - pred) ** 2))
+        ss_tot = float(np.sum(ww * (y - ybar) ** 2))
+        if ss_tot == 0.0:  # scikit-learn's r2_score for constant y
+            return 1.0 if ss_res == 0.0 else 0.0
+        return 1.0 - ss_res / ss_tot
+
     def _check_settings(self):
         """The settings shared by both estimators, checked at fit (sigma: the gaussian noise)."""
         self.family_ = check_family(self.family)
@@ -1169,6 +1260,8 @@ def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chu
 
 
 class BayesianGLM(_GLMBase):
+    _parameter_constraints = {**_SHARED_CONSTRAINTS, "prior_scale": [Interval(Real, 0, None, closed="neither")]}
+
     """Bayesian GLM with ``beta ~ N(0, prior_scale^2 I)``, sampled by slice-within-Gibbs.
 
     Parameters
@@ -1224,9 +1317,12 @@ class BayesianGLM(_GLMBase):
         self.graph = graph
         self.devices = devices
 
-    def fit(self, X, y):
+    def _check_flat_settings(self):
         self._check_settings()
         _positive_float(self.prior_scale, "prior_scale")
+
+    def fit(self, X, y):
+        self._validate_settings(self._check_flat_settings)
         if self.devices is not None:
             self.trace_ = self._fit_sharded(X, y)
         else:
@@ -1238,6 +1334,8 @@ class BayesianGLM(_GLMBase):
             self.trace_ = self._run(state, data, None)
         b = self.trace_.draws["beta"][:, :, 0, :]                    # (chain, draw, K')
         self.coef_draws_ = b
+        if self.family_ == "bernoulli":
+            self.classes_ = np.array([0, 1])  # y's support, as predict returns it
         if self.fit_intercept:
             self.intercept_ = float(b[..., 0].mean())
             self.coef_ = b[..., 1:].mean(axis=(0, 1))
@@ -1279,8 +1377,7 @@ class BayesianGLM(_GLMBase):
         """The posterior predictive mean E[y | X] (averaged over the draws), on the host."""
         self._check_fitted("coef_draws_")
         X = np.asarray(_backend.to_host(as_data(X, self._xp(), self._dtype(), "X")), dtype=np.float64)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; the model was fitted with {self.n_features_in_}.")
+        self._check_n_features(X)
         b = self._draws(max_draws)
         if self.fit_intercept:
             eta = b[:, :1] + b[:, 1:] @ X.T
@@ -1308,22 +1405,7 @@ class BayesianGLM(_GLMBase):
         the posterior predictive mean (as ``RegressorMixin``). So ``GridSearchCV`` and
         ``cross_val_score`` rank fits as they rank scikit-learn's own classifiers and regressors."""
         self._check_fitted("coef_draws_")
-        y = np.asarray(_backend.to_host(as_data(y, np, np.float64, "y", ndim=1)), dtype=np.float64)
-        w = None if sample_weight is None else np.asarray(_backend.to_host(sample_weight), dtype=np.float64)
-        if w is not None and w.shape != y.shape:
-            raise ValueError(f"sample_weight must have one weight per value of y ({y.shape[0]}), got {w.shape}.")
-        if self.family_ == "bernoulli":
-            return float(np.average(self.predict(X, max_draws) == y, weights=w))
-        pred = self.predict_mean(X, max_draws)
-        if pred.shape != y.shape:
-            raise ValueError(f"X has {pred.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
-        ww = np.ones_like(y) if w is None else w
-        ybar = np.average(y, weights=ww)
-        ss_res = float(np.sum(ww * (y - pred) ** 2))
-        ss_tot = float(np.sum(ww * (y - ybar) ** 2))
-        if ss_tot == 0.0:  # scikit-learn's r2_score for constant y
-            return 1.0 if ss_res == 0.0 else 0.0
-        return 1.0 - ss_res / ss_tot
+        return self._family_score(y, sample_weight, lambda: self.predict_mean(X, max_draws))
 
     def predict(self, X, max_draws=1000):
         """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean."""
@@ -1347,6 +1429,14 @@ class BayesianGLM(_GLMBase):
 
 
 class HierarchicalGLM(_GLMBase):
+    _parameter_constraints = {
+        **_SHARED_CONSTRAINTS,
+        "kappa0": [Interval(Real, 0, None, closed="left")],
+        "nu0": [None, Interval(Real, 0, None, closed="neither")],
+        "psi0": [Interval(Real, 0, None, closed="left")],
+        "covariance": [StrOptions({"full", "diag"})],
+    }
+
     """Hierarchical GLM: each group g has its own coefficients ``beta_g``, drawn around a common mean.
 
     The model, for groups g = 1..G and coefficients k = 1..K (the intercept
@@ -1425,7 +1515,7 @@ class HierarchicalGLM(_GLMBase):
         self.graph = graph
         self.devices = devices
 
-    def fit(self, X, y, groups):
+    def _check_hier_settings(self):
         self._check_settings()
         if self.covariance not in ("full", "diag"):
             raise ValueError(f"covariance must be 'full' (Sigma with an inverse-Wishart prior) or 'diag' "
@@ -1433,6 +1523,13 @@ class HierarchicalGLM(_GLMBase):
         if not (float(self.kappa0) >= 0 and float(self.psi0) >= 0):
             raise ValueError(f"kappa0 and psi0 must be non-negative numbers (0: the improper limit), "
                              f"got kappa0={self.kappa0!r}, psi0={self.psi0!r}.")
+        if self.covariance == "diag" and self.nu0 is not None and not float(self.nu0) > 0:
+            raise ValueError(f"nu0 must be positive for covariance='diag', got {float(self.nu0)}.")
+
+    def fit(self, X, y, groups=None):
+        """Sample the posterior given ``X``, ``y`` and one group label per row (``groups=None``: all rows in
+        one group)."""
+        self._validate_settings(self._check_hier_settings)
         shards = None
         if self.devices is not None:
             from ..shards import resolve
@@ -1447,7 +1544,7 @@ class HierarchicalGLM(_GLMBase):
         else:
             xp = self._xp()
         X, y = _check_xy(X, y, self.family_, xp, self._dtype())
-        groups = np.asarray(_backend.to_host(groups))
+        groups = np.zeros(X.shape[0], np.int64) if groups is None else np.asarray(_backend.to_host(groups))
         if groups.ndim != 1 or groups.shape[0] != X.shape[0]:
             raise ValueError(f"groups must be 1-d with one label per row of X ({X.shape[0]}), "
                              f"got shape {groups.shape}.")
@@ -1495,8 +1592,58 @@ class HierarchicalGLM(_GLMBase):
                 self.trace_ = run(step_fn, state, rng, self.n_samples, burn_in=self.n_warmup,
                                   collect=self._collector(hyper), progress=self.progress, desc=type(self).__name__)
         self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
+        if self.family_ == "bernoulli":
+            self.classes_ = np.array([0, 1])  # y's support, as predict returns it
         self.coef_ = self.beta_draws_.mean(axis=(0, 1))
         return self
+
+    def _group_ids(self, groups, n):
+        """Each row's index into ``groups_`` (labels seen at fit; ``None`` where fit saw one group)."""
+        G = len(self.groups_)
+        if groups is None:
+            if G != 1:
+                raise ValueError(f"groups is None but the model was fitted on {G} groups; pass one group label "
+                                 "per row of X.")
+            return np.zeros(n, np.int64)
+        groups = np.asarray(_backend.to_host(groups))
+        if groups.ndim != 1 or groups.shape[0] != n:
+            raise ValueError(f"groups must be 1-d with one label per row of X ({n}), got shape {groups.shape}.")
+        gid = np.minimum(np.searchsorted(self.groups_, groups), G - 1)   # groups_ is sorted (np.unique)
+        unseen = self.groups_[gid] != groups
+        if unseen.any():
+            i = int(np.argmax(unseen))
+            raise ValueError(f"groups holds the label {groups[i]!r} (row {i}), not seen at fit; predict for the "
+                             "groups the model was fitted on.")
+        return gid
+
+    def predict_mean(self, X, groups=None, max_draws=1000):
+        """The posterior predictive mean E[y | X] on the host, each row under the draws of its group's
+        coefficients (``groups`` as at fit, one label per row; ``None`` where fit saw one group)."""
+        self._check_fitted("beta_draws_")
+        X = np.asarray(_backend.to_host(as_data(X, self._xp(), self._dtype(), "X")), dtype=np.float64)
+        self._check_n_features(X)
+        gid = self._group_ids(groups, X.shape[0])
+        D = self._design(X)
+        b = self.beta_draws_.reshape((-1,) + self.beta_draws_.shape[2:])          # (draw, G, K')
+        if b.shape[0] > max_draws:
+            b = b[np.linspace(0, b.shape[0] - 1, max_draws).astype(int)]
+        eta = np.empty((b.shape[0], X.shape[0]))
+        for g in np.unique(gid):
+            rows = gid == g
+            eta[:, rows] = b[:, g, :] @ D[rows].T
+        return mean_function(eta, self.family_, np).mean(axis=0)
+
+    def predict(self, X, groups=None, max_draws=1000):
+        """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean; ``groups`` as for
+        :meth:`predict_mean`."""
+        p = self.predict_mean(X, groups, max_draws)
+        return (p > 0.5).astype(np.int64) if self.family_ == "bernoulli" else p
+
+    def score(self, X, y, groups=None, sample_weight=None, max_draws=1000):
+        """Accuracy (bernoulli) or R^2 of the posterior predictive mean, as :meth:`BayesianGLM.score`;
+        ``groups`` as for :meth:`predict_mean`."""
+        self._check_fitted("beta_draws_")
+        return self._family_score(y, sample_weight, lambda: self.predict_mean(X, groups, max_draws))
 
     def to_arviz(self):
         """ArviZ InferenceData: ``beta`` (chain, draw, G, K), ``mu`` (chain, draw, K), and ``Sigma``

@@ -236,3 +236,77 @@ def test_clone_of_the_models_with_settings_in_init(make, result):
         assert type(p[k]) is type(q[k]) and (p[k] is q[k] or repr(p[k]) == repr(q[k])), k
     assert clone(model).__dict__.keys() == twin.__dict__.keys()
     np.testing.assert_array_equal(result(twin), result(model))
+
+
+_ON_BACKEND = {
+    "lda": (lambda b: _lda(backend=b), lambda: (_counts(), None)),
+    "mixture": (lambda b: _mixture(backend=b), lambda: (_blobs(), None)),
+    "glm": (lambda b: _glm(backend=b), _logistic),
+    "hglm": (lambda b: _hglm(backend=b), _logistic),
+}
+
+
+@pytest.mark.parametrize("name", list(_ON_BACKEND))
+def test_contract_on_each_backend(name, xp):
+    """On the GPU too: fit from host data, check_is_fitted, the predict-side methods on host data, the
+    estimator's attributes unchanged by them, and a wrong feature count refused in scikit-learn's words."""
+    make, data = _ON_BACKEND[name]
+    X, y = data()
+    est = make("numpy" if xp is np else "cupy")
+    est.fit(X) if y is None else est.fit(X, y)
+    check_is_fitted(est)
+    before = dict(vars(est))
+    method = est.transform if name == "lda" else est.predict
+    out = method(X)
+    assert isinstance(out, np.ndarray) and out.shape[0] == len(X)
+    assert np.isfinite(est.score(X) if y is None else est.score(X, y))
+    assert vars(est).keys() == before.keys() and all(vars(est)[k] is before[k] for k in before)
+    with pytest.raises(ValueError, match=f"X has {X.shape[1] + 1} features, but {type(est).__name__} is "
+                                         f"expecting {X.shape[1]} features as input"):
+        method(np.concatenate([X, X[:, :1]], axis=1))
+
+
+def test_without_scikit_learn_the_shim_keeps_the_conventions():
+    # A fresh interpreter in which scikit-learn cannot be imported: the estimators still import, fit, predict,
+    # score and refuse a bad setting with their own sentence.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "sklearn" or name.startswith("sklearn."):
+                    raise ImportError("scikit-learn is blocked in this test")
+        sys.meta_path.insert(0, Block())
+        import numpy as np
+        from gpumcmc.models import LDA, BayesianGLM, DPGaussianMixture, HierarchicalGLM
+        from gpumcmc.sampling._estimator import HAVE_SKLEARN, NotFittedError
+        assert not HAVE_SKLEARN
+        rs = np.random.default_rng(0)
+        X = rs.normal(size=(60, 2)); y = (X[:, 0] > 0).astype(float); g = np.arange(60) % 3
+        kw = dict(n_samples=5, n_warmup=5, n_chains=1, progress=False, backend="numpy", random_state=0)
+        assert 0.5 < BayesianGLM(**kw).fit(X, y).score(X, y) <= 1
+        assert 0.5 < HierarchicalGLM(**kw).fit(X, y, g).score(X, y, g) <= 1
+        assert not hasattr(BayesianGLM(family="gaussian"), "predict_proba")
+        m = DPGaussianMixture(n_components=3, n_iter=5, burn_in=5, progress=False, backend="numpy", random_state=0)
+        assert m.fit(X).predict(X).shape == (60,)
+        lda = LDA(2, n_iter=3, burn_in=2, progress=False, backend="numpy", random_state=0)
+        assert lda.fit_transform(rs.poisson(1, (10, 6))).shape == (10, 2)
+        assert repr(LDA(3)) == "LDA(n_components=3)" and LDA(3).set_params(n_iter=5).get_params()["n_iter"] == 5
+        try:
+            BayesianGLM(n_chains=0, backend="numpy").fit(X, y)
+        except ValueError as e:
+            assert str(e).startswith("n_chains must be at least 1, got 0"), e
+        else:
+            raise AssertionError("n_chains=0 was accepted")
+        try:
+            LDA(2).transform(np.ones((2, 6)))
+        except NotFittedError:
+            pass
+        else:
+            raise AssertionError("transform before fit did not raise NotFittedError")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]

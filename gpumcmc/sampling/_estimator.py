@@ -99,14 +99,19 @@ class NotFittedError(_NotFittedBase):
     """An estimator was used before ``fit``: scikit-learn's ``NotFittedError`` where it imports."""
 
 
+_EMPTY_MIXINS: dict[str, type] = {}
+
+
 def mixin(name: str):
-    """scikit-learn's mixin ``name`` (e.g. ``"TransformerMixin"``), or ``object`` without scikit-learn.
+    """scikit-learn's mixin ``name`` (e.g. ``"TransformerMixin"``), or an empty class without scikit-learn.
 
     The mixins add only conveniences (``fit_transform``, ``score``, the estimator-type tag), which
     each gpumcmc estimator also defines where it needs them, so nothing is lost without scikit-learn.
+    Listed before :class:`Estimator` in a class's bases, as scikit-learn requires; the stand-in is a class
+    of its own (not ``object``, which cannot come before another base).
     """
     if not HAVE_SKLEARN:
-        return object
+        return _EMPTY_MIXINS.setdefault(name, type(name, (), {"__module__": __name__}))
     import sklearn.base
 
     return getattr(sklearn.base, name)

@@ -1,0 +1,7 @@
+#!/bin/sh
+# The scikit-learn contract on a GPU: fit, predict/transform/score, unchanged attributes and the feature-count
+# message for LDA, DPGaussianMixture, BayesianGLM and HierarchicalGLM on the cupy backend; then the whole
+# file (check_estimator on NumPy, Pipeline, GridSearchCV, cross_val_score, clone) as CI runs it.
+set -e
+python -m pytest -m gpu -q -p no:cacheprovider tests/test_sklearn.py
+python -m pytest -q -p no:cacheprovider tests/test_sklearn.py

@@ -74,3 +74,23 @@ def test_readme_speed_table_matches_the_committed_results():
         for _, value, ratio in h["peer_values"]:
             assert bench_pages._show(value, h["metric"]) in peers, (line, value)
             assert (f"({ratio:.1f}x)" if ratio < 10 else f"({ratio:.0f}x)") in peers, (line, ratio)
+
+
+@pytest.mark.slow
+def test_mixture_guide_pruning_figures():
+    """The README and the mixture guide quote BEM on the FACSCalibur file's log channels (every 12th event,
+    16 components allowed, NumPy): 13 components above 1% weight and 3 drained to zero. Refit and compare,
+    so that a change to BEM updates the text too. BEM is deterministic for a seed: no false failures."""
+    import numpy as np
+
+    from gpumcmc.datasets import load_fcs
+    from gpumcmc.models import DPGaussianMixture
+
+    channels = ["FSC-H", "SSC-H", "FL1-H", "FL2-H", "FL3-H"]
+    X = np.log10(load_fcs("facscalibur", cofactor=None, channels=channels).data[::12])
+    bem = DPGaussianMixture(n_components=16, method="bem", n_init=2, random_state=0, progress=False,
+                            backend="numpy").fit(X)
+    assert "13 of 16 components above 1%, 3 at zero" in TEXT
+    assert "it kept 13\nof 16 components above 1% and drained the other 3 to zero" in (
+        ROOT / "docs" / "guide" / "mixture.md").read_text()
+    assert int((bem.weights_ > 0.01).sum()) == 13 and int((bem.weights_ == 0).sum()) == 3, bem.weights_

@@ -1328,8 +1328,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
         return K, a, b
 
     def fit_transform(self, X, y=None):
-        self._validate_settings(self._check_settings)
-        K, a, b = self._check_settings()
+        K, a, b = self._validate_settings(self._check_settings)
         C = self.n_chains
         if self.devices is not None:
             return self._fit_sharded(X, K, a, b, int(C))

@@ -1830,8 +1830,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     # -- fit ----------------------------------------------------------------
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
-        self._validate_settings(self._check_params)
-        dtype = self._check_params()
+        dtype = self._validate_settings(self._check_params)
         if self.devices is not None:
             return self._fit_sharded(X, dtype)
         X = self._data(X, dtype)

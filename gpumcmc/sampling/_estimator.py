@@ -136,8 +136,8 @@ class Estimator(_Base):
         (scikit-learn 1.6 and later)."""
         return {}
 
-    def _validate_settings(self, own_checks=None) -> None:
-        """Check the constructor's parameters at the start of ``fit``.
+    def _validate_settings(self, own_checks=None):
+        """Check the constructor's parameters at the start of ``fit``; returns what ``own_checks()`` returns.
 
         With scikit-learn, its validation of ``_parameter_constraints`` runs first, so a bad value raises
         ``InvalidParameterError`` (a ValueError and a TypeError) with scikit-learn's sentence ("The 'n_chains'
@@ -154,8 +154,7 @@ class Estimator(_Base):
                 except (ValueError, TypeError) as own:
                     raise InvalidParameterError(f"{e} {own}") from None
                 raise
-        if own_checks is not None:
-            own_checks()
+        return None if own_checks is None else own_checks()
 
     def _check_n_features(self, X, name: str = "X") -> None:
         """A ValueError in scikit-learn's words where ``X`` has not the number of columns ``fit`` saw."""

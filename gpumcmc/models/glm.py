@@ -1469,7 +1469,11 @@ class HierarchicalGLM(_GLMBase):
     draws) and a normal for ``mu``. The diagonal model has K variances to learn instead of
     K (K + 1) / 2 covariances, so it needs fewer groups and keeps no (K, K)
     matrix per draw. ``fit(X, y, groups)`` takes integer or string group
-    labels, one per row.
+    labels, one per row (``groups=None``: one group); :meth:`predict`,
+    :meth:`predict_mean` and :meth:`score` take labels seen at fit. In
+    scikit-learn's ``cross_val_score`` or ``GridSearchCV``, route them with
+    ``sklearn.set_config(enable_metadata_routing=True)`` and
+    ``set_fit_request(groups=True).set_score_request(groups=True)``.
 
     Parameters
     ----------

@@ -96,6 +96,28 @@ def test_bad_input(X, match):
         LDA(2, n_iter=1, burn_in=0, progress=False, backend="numpy").fit(X)
 
 
+@pytest.mark.parametrize("settings, match", [
+    ({"n_components": 2.7}, "n_components"),
+    ({"n_components": 0}, "n_components"),
+    ({"n_iter": 0}, "n_iter"),
+    ({"n_iter": 2.5}, "n_iter"),
+    ({"burn_in": -1}, "burn_in"),
+    ({"n_chains": 0}, "n_chains"),
+    ({"start": "kmeans"}, "start"),
+])
+def test_bad_settings(settings, match):
+    """Settings LDA once took silently (n_components=2.7 became 2; n_iter=0 gave all-zero components_)."""
+    kw = {"n_components": 2, "n_iter": 2, "burn_in": 0, "progress": False, "backend": "numpy", **settings}
+    with pytest.raises(ValueError, match=match):
+        LDA(**kw).fit(np.ones((3, 4), np.int64))
+
+
+def test_dense_lists_are_counts():
+    """A count matrix given as nested lists is read as counts, one row a document (not as token ids)."""
+    m = LDA(2, n_iter=2, burn_in=0, progress=False, backend="numpy", random_state=0).fit([[1, 0, 2, 0], [0, 1, 1, 3]])
+    assert m.n_features_in_ == 4 and m.n_tokens_ == 8
+
+
 def test_transform_vocabulary_mismatch():
     m = LDA(2, n_iter=2, burn_in=0, progress=False, backend="numpy").fit(np.ones((3, 5), np.int64))
     with pytest.raises(ValueError, match="same vocabulary"):

@@ -1250,7 +1250,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
-        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "transform_iter": [Interval(Integral, 1, None, closed="left")],
         "monitor_every": [Interval(Integral, 1, None, closed="left")],
@@ -1305,9 +1305,10 @@ class LDA(mixin("TransformerMixin"), Estimator):
         return {"check_transformer_general": why, "check_transformer_data_not_an_array": why}
 
     def _priors(self):
-        K = int(self.n_components)
-        if K < 1:
-            raise ValueError(f"n_components must be a positive integer, got {self.n_components}.")
+        K = self.n_components
+        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+            raise ValueError(f"n_components must be a positive integer, got {K!r}.")
+        K = int(K)
         a = 1.0 / K if self.doc_topic_prior is None else float(self.doc_topic_prior)
         b = 1.0 / K if self.topic_word_prior is None else float(self.topic_word_prior)
         if not (a > 0 and b > 0):
@@ -1325,6 +1326,12 @@ class LDA(mixin("TransformerMixin"), Estimator):
             raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
         if self.start not in ("random", "seeded"):
             raise ValueError(f"start must be 'random' or 'seeded', got {self.start!r}.")
+        for name, least in (("n_iter", 1), ("burn_in", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {v!r}: the posterior means "
+                                 "(components_, doc_topic_) average the sweeps after burn_in, so at least one "
+                                 "is needed.")
         return K, a, b
 
     def fit_transform(self, X, y=None):

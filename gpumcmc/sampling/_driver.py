@@ -27,6 +27,7 @@ import numpy as np
 from .. import _validate
 from .. import backend as _backend
 from ..random._generator import Generator, default_rng
+from ._tree import _fields
 
 __all__ = ["Monitor", "Trace", "run"]
 
@@ -93,15 +94,6 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}.")
     return int(value)
-
-
-def _fields(obj, prefix: str = ""):
-    """(path, value) for every leaf of a (nested) NamedTuple."""
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        for name in obj._fields:
-            yield from _fields(getattr(obj, name), f"{prefix}{name}/")
-    else:
-        yield prefix.rstrip("/"), obj
 
 
 def _rebuild(template, values: dict, prefix: str = ""):

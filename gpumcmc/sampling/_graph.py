@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import _loader, _validate
 from .. import backend as _backend
-from ._driver import _fields
+from ._tree import _fields
 
 __all__ = ["graph_step"]
 

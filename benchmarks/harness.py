@@ -96,7 +96,7 @@ class Bench:
         rt = self.cupy.cuda.runtime
         # The peers start at first use (``bench.torch``, ``bench.jax``): once started, their runtimes slowed
         # every host path of the process (a bare CuPy launch took 17-25 us instead of 12.6 on an H100 host,
-        # ``benchmarks/done_word.py``), which the rows that time gpumcmc's own host work should not carry.
+        # ``benchmarks/probes/done_word.py``), which the rows that time gpumcmc's own host work should not carry.
         self._torch = self._jax = _UNSET
         # JAX would otherwise take 75% of the GPU's memory when it starts, starving the others; set here, before
         # any suite can start it (a NumPyro row does without asking for bench.jax).

@@ -2,7 +2,7 @@
 
 A synthetic corpus drawn from the model (20,000 documents, 20,000 words, 2 M tokens), 2 chains, K = 64
 (the butterfly) and 128 (the warp kernel); medians of 20 sweeps. Run it as
-``python -m benchmarks.lda_unfused_shards`` on a GPU.
+``python -m benchmarks.probes.lda_unfused_shards`` on a GPU.
 """
 
 

@@ -4,7 +4,7 @@ Prints, with validation off, deferred and on: CUDA-event times of one call
 (and of validation off with a wait), the GPU time of the call queued behind
 another, and by the host clock the time before the kernel's launch, the
 launch, the work after it, the wait (on: the read of the status word) and the
-rest. Run it as ``python -m benchmarks.host_probe``; it patches the packed
+rest. Run it as ``python -m benchmarks.probes.host_probe``; it patches the packed
 launcher and the status word's read to time them, so run it in its own
 process.
 """

@@ -3,7 +3,7 @@
 Prints, on the current GPU: an empty kernel's launch and wait (the round trip any check that
 raises at the call must pay), and for gamma (2^26 shapes), Dirichlet (65,536 x 256) and categorical
 (2^20 x 1024) in float32, with validation off and on, the host time until the call returns and the
-wait after it. Run it as ``python -m benchmarks.wait_probe``.
+wait after it. Run it as ``python -m benchmarks.probes.wait_probe``.
 """
 import time
 

@@ -7,7 +7,7 @@ before the launch, then the kernel) and from the kernel's end to the stop event
 turns call by call (301 each): validation off with a wait, as users call it
 (validation on), checks deferred and then read by the status word's own reader,
 and deferred with a plain stream wait. Run it as
-``python -m benchmarks.wait_split``; it patches the packed launcher, so run it in
+``python -m benchmarks.probes.wait_split``; it patches the packed launcher, so run it in
 its own process.
 """
 import time, statistics as S

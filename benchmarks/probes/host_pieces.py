@@ -5,7 +5,7 @@ stream and device look-ups, an allocation, the status-word ticket, then
 Dirichlet 4 x 4, gamma 1,024 and categorical 64 x 1,024 with validation on,
 off, off with a wait, and deferred; an empty kernel's launch and wait; and
 cProfile listings of the Dirichlet and categorical calls. Run it as
-``python -m benchmarks.host_pieces``.
+``python -m benchmarks.probes.host_pieces``.
 """
 import time
 import numpy as np, cupy as cp

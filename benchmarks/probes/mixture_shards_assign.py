@@ -1,6 +1,6 @@
 """The mixture's indicator kernel (``assign``) and statistics alone on m rows of n = 10^7, by CUDA events.
 
-Run it as ``python -m benchmarks.mixture_shards_assign``
+Run it as ``python -m benchmarks.probes.mixture_shards_assign``
 (logs-h100/mixture-shards-probes-21314eb.log): the kernel's time is linear in
 the rows (25.1 ms at 10^7, 13.0 at 5 10^6, 6.5 at 2.5 10^6), the statistics
 take 2-4 ms, about 2 ms of which does not shrink with the rows.

@@ -2,7 +2,7 @@
 
 Each call of the indicator kernel's launcher, the statistics and the row sums
 is timed on the host, without a wait of its own, so a piece that waits for its
-GPU shows as a long host call. Run it as ``python -m benchmarks.mixture_shards_host``
+GPU shows as a long host call. Run it as ``python -m benchmarks.probes.mixture_shards_host``
 on a machine with 4 GPUs (logs-h100/mixture-shards-probes-21314eb.log): no piece
 waits (the statistics take 0.3-0.8 ms of host time), while the GPUs finish at
 28 ms on 1 and 2 GPUs alike; so the 2-GPU sweep was held back on the GPUs,

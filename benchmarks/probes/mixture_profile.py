@@ -1,6 +1,6 @@
 """Where a Bayesian-EM iteration of the DP mixture spends its time, stage by stage (CUDA events).
 
-    python -m benchmarks.mixture_profile [--out DIR] [--budget SECONDS]
+    python -m benchmarks.probes.mixture_profile [--out DIR] [--budget SECONDS]
 
 At the paper's shape (n = 2**20, p = 14, k = 256, float32, one start) it times
 the probability kernel, the statistics GEMM, and the log-likelihood mean plus
@@ -50,7 +50,7 @@ def main(argv=None):
     from gpumcmc import _validate
     from gpumcmc.models import mixture as mx
 
-    from .mixture import _planted
+    from benchmarks.mixture import _planted
 
     dev = cp.cuda.runtime.getDeviceProperties(0)
     sms, clock = dev["multiProcessorCount"], dev["clockRate"] * 1e3

@@ -1,6 +1,6 @@
 """Events on every GPU around each piece of one sharded LDA sweep (10^8 tokens, K = 1024).
 
-Run it as ``python -m benchmarks.lda_shards_timeline`` on a machine with 2 or
+Run it as ``python -m benchmarks.probes.lda_shards_timeline`` on a machine with 2 or
 more GPUs. Marks on each GPU's stream: the z-draw and counts ("z0/z1"), the
 theta draw ("theta0/theta1"), the wait for the sums of n_wk ("wait"), the phi
 draw ("phi0/phi1"); on the side stream of ``Shards.allreduce_async``: the

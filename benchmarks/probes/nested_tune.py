@@ -1,4 +1,4 @@
-"""Tuning figures for the fused nested-sampling kernel (not a suite): ``python -m benchmarks.nested_tune``.
+"""Tuning figures for the fused nested-sampling kernel (not a suite): ``python -m benchmarks.probes.nested_tune``.
 
 Prints, for the sinusoid model with one atom:
 (a) wall time per iteration of a fused run (40 iterations after a warm-up) at

@@ -5,7 +5,7 @@ validation off), the host waits either by ``stream.synchronize()`` or by
 queueing ``cuStreamWriteValue64`` of a sequence number into mapped pinned
 memory and spinning on that word. Also timed: the call as users make it and
 deferred + ``gpumcmc.check()``. CUDA events and the call's wall clock, the
-cases taking turns (301 each). Run it as ``python -m benchmarks.spin_wait``.
+cases taking turns (301 each). Run it as ``python -m benchmarks.probes.spin_wait``.
 """
 import ctypes, time, statistics as S
 import numpy as np, cupy as cp

@@ -1,6 +1,6 @@
 """Events on every GPU around each piece of one sharded mixture sweep (n = 10^7, p = 14, k = 256).
 
-Run it as ``python -m benchmarks.mixture_shards_timeline`` on a machine with 4
+Run it as ``python -m benchmarks.probes.mixture_shards_timeline`` on a machine with 4
 GPUs. At 21314eb (logs-h100/mixture-shards-probes-21314eb.log) GPU 1's
 indicator kernel started 13.2 ms into the sweep, when GPU 0's ended: the copy
 of the kernel parameters for GPU 1 (``gpumcmc.shards.Replica``) waited for the

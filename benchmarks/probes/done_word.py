@@ -13,7 +13,7 @@ float32, ~0.17 ms) is timed by CUDA events, start to stop, with the host:
 The same kernel with the count but no wait shows what the count costs. The
 real Dirichlet call, off / off + wait / on, is timed beside them. The cases
 take turns call by call (301 each); medians. Run it as
-``python -m benchmarks.done_word`` (``--peers``: with PyTorch and JAX
+``python -m benchmarks.probes.done_word`` (``--peers``: with PyTorch and JAX
 started on the GPU first, as the benchmark suites did before their peers
 started at first use; ``--torch`` or ``--jax``: one of them).
 

@@ -14,6 +14,8 @@ import numpy as np
 from gpumcmc.models import bayesnet as bn
 from gpumcmc.models.bayesnet import BayesianNetwork
 
+from benchmarks.harness import per_iteration_ms
+
 
 def _data(truth, n, frac):
     X = truth.sample(n, 0)
@@ -218,23 +220,7 @@ def _bare_step_ms(X, same, iters):
                 state["logc"] = ops.normalise(rng.gamma(alpha, log=True))
         _validate.check()
 
-    return _per_iteration_ms(loop, 5, 205)
-
-
-def _per_iteration_ms(call, a, b, repeats=3):
-    """ms per iteration: the median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a),
-    after one warm-up call, as ../shared/bench/user_path.py measures the public calls."""
-    import cupy as cp
-
-    def wall(n):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        call(n)
-        cp.cuda.Device().synchronize()
-        return time.perf_counter() - t
-
-    call(a)
-    return float(np.median([(wall(b) - wall(a)) / (b - a) for _ in range(repeats)])) * 1e3
+    return per_iteration_ms(loop, 5, 205)
 
 
 def user_path(out_dir):
@@ -248,7 +234,7 @@ def user_path(out_dir):
     X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
     fit = lambda n: BayesianNetwork(koller.parents, koller.states, n_iter=n, same=10,  # noqa: E731
                                     random_state=0, progress=False).fit(X)
-    row = {"public_fit_ms": _per_iteration_ms(fit, 5, 205), "bare_step_ms": _bare_step_ms(X, 10, 205)}
+    row = {"public_fit_ms": per_iteration_ms(fit, 5, 205), "bare_step_ms": _bare_step_ms(X, 10, 205)}
     row["ratio"] = row["public_fit_ms"] / row["bare_step_ms"]
     row["goal"] = "ratio <= 1.1 (issue 40 item 7)"
     os.makedirs(out_dir, exist_ok=True)

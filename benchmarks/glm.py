@@ -423,19 +423,6 @@ def _hier(bench):
     _numpyro_row(bench, case, "hier", X, y, n_warm, n_samp, N, "numpyro NUTS (non-centred)", hier=(g, G))
 
 
-def _per_sweep(call, a, b, cp, repeats=3):
-    """Seconds per sweep of ``call(n)``: median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a),
-    after a warm-up call; set-up drops out, everything paid per sweep stays in."""
-    def wall(n):
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        call(n)
-        cp.cuda.Device().synchronize()
-        return time.perf_counter() - t0
-    call(a)
-    return float(np.median([(wall(b) - wall(a)) / (b - a) for _ in range(repeats)]))
-
-
 def _public_path(bench):
     """BayesianGLM.fit and HierarchicalGLM.fit with their defaults (progress off), per sweep as the
     difference of two whole calls, against their bare step loop (the same sweep replayed from its CUDA
@@ -445,6 +432,8 @@ def _public_path(bench):
     from gpumcmc.models import glm as mg
     from gpumcmc.random import default_rng
     from gpumcmc.sampling import graph_step
+
+    from benchmarks.harness import per_iteration_ms
     cp = bench.cupy
     N, K = (1 << 14, 50) if bench.small else (1_000_000, 50)
     rs = np.random.default_rng(1)
@@ -461,7 +450,7 @@ def _public_path(bench):
             mg.HyperPrior(1.0, float(Kh + 3), cp.eye(Kh + 1, dtype=np.float64))),
     }
     for case, (fit, hyper) in cases.items():
-        public = _per_sweep(fit, 5, 105, cp)
+        public = per_iteration_ms(fit, 5, 105) / 1e3
         if hyper is None:
             D = cp.concatenate([cp.ones((N, 1), dtype=cp.float32), Xc], axis=1)
             state, data = mg.init(D, yc, "bernoulli", 4, 2.5)
@@ -474,7 +463,7 @@ def _public_path(bench):
             r, s = default_rng(0, backend="cupy"), state
             for _ in range(m):
                 s, _ = sweep(r, s)
-        step = _per_sweep(bare, 5, 105, cp)
+        step = per_iteration_ms(bare, 5, 105) / 1e3
         bench.record(case + " per sweep", "gpumcmc fit, defaults (public call)", public * 1e3, 1,
                      note=f"{public / step:.3f}x the bare step loop (goal <= 1.1x)")
         bench.record(case + " per sweep", "gpumcmc step loop from its CUDA graph (kernel only)", step * 1e3, 1)

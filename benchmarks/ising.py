@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from benchmarks.harness import per_iteration_ms
+
 SWEEPS = 10  # sweeps per timed call
 
 
@@ -252,24 +254,6 @@ def _rbm_fit(bench):
                  note=f"pseudo-likelihood {pl:.2f}; one run, host clock")
 
 
-def _per_iteration_ms(call, a, b, repeats=3):
-    """ms per iteration: the median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a),
-    after one warm-up call, as ../shared/bench/user_path.py measures the public calls."""
-    import time
-
-    import cupy as cp
-
-    def wall(n):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        call(n)
-        cp.cuda.Device().synchronize()
-        return time.perf_counter() - t
-
-    call(a)
-    return float(np.median([(wall(b) - wall(a)) / (b - a) for _ in range(repeats)])) * 1e3
-
-
 def _ising_public(bench):
     """Ising.sample through the public call (user_path.py's) beside its bare sweep loops, per sweep."""
     import gpumcmc
@@ -281,7 +265,7 @@ def _ising_public(bench):
     case = f"ising L={L} per sweep, public call"
     params = {"L": L, "beta": beta, "calls": [a, b], "chains": 1}
     public = lambda n: Ising((L, L), beta=beta).sample(n, random_state=0, progress=False)  # noqa: E731
-    ms_public = _per_iteration_ms(public, a, b)
+    ms_public = per_iteration_ms(public, a, b)
     model = Ising((L, L), beta=beta, backend="cupy")
     rng = gpumcmc.random.default_rng(0, backend="cupy")
     state = model.init(1, rng, initial="up")
@@ -291,8 +275,8 @@ def _ising_public(bench):
         for _ in range(n):
             model._sweep(rng, state, slot if observe else None)
 
-    ms_off = _per_iteration_ms(lambda n: bare(n, False), a, b)
-    ms_slot = _per_iteration_ms(lambda n: bare(n, True), a, b)
+    ms_off = per_iteration_ms(lambda n: bare(n, False), a, b)
+    ms_slot = per_iteration_ms(lambda n: bare(n, True), a, b)
     for impl, ms in (("gpumcmc Ising.sample, defaults (progress=False)", ms_public),
                      ("kernel only: sweep, observables off", ms_off),
                      ("kernel only: sweep counting into a slot (as sample)", ms_slot)):
@@ -319,7 +303,7 @@ def _rbm_fit_public(bench):
     for progress in (False, True):
         fit = lambda n, progress=progress: RBM(n_hidden=nh, learning_rate=0.05, n_iter=n,  # noqa: E731
                                                random_state=0, backend="cupy", progress=progress).fit(X)
-        rows[progress] = _per_iteration_ms(fit, a, b)
+        rows[progress] = per_iteration_ms(fit, a, b)
     Xd = _loader.contiguous(cp.asarray(X, dtype=cp.float32))
     edges = np.linspace(0, len(X), -(-len(X) // 10) + 1).astype(int)
     edges_dev = cp.asarray(edges, dtype=cp.int64)
@@ -333,7 +317,7 @@ def _rbm_fit_public(bench):
             off = rng.advance(2 * (len(edges) - 1))
             R._pcd_epoch(Xd, edges_dev, len(edges) - 1, W, bv, c, h, 0.05, rng.key, off)
 
-    ms_bare = _per_iteration_ms(bare, a, b)
+    ms_bare = per_iteration_ms(bare, a, b)
     for impl, ms in (("gpumcmc RBM.fit, progress=False", rows[False]),
                      ("gpumcmc RBM.fit, defaults (progress bar on)", rows[True]),
                      ("kernel only: fused PCD epoch", ms_bare)):

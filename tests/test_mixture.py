@@ -882,3 +882,13 @@ def test_gpu_sharded_bem_matches_one_device(cp):
     np.testing.assert_allclose(sh.bem_logliks_, one.bem_logliks_, rtol=1e-5)
     np.testing.assert_allclose(sh.means_, one.means_, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(sh.covariances_, one.covariances_, rtol=1e-4, atol=1e-4)
+
+
+def test_bem_keeps_its_largest_component_on_few_events():
+    """With fewer events than the prune count per component (n = 100, p = 14, k = 16: 59.5 events), BEM
+    keeps the largest component instead of pruning every one (which left a log-likelihood of -inf)."""
+    X = np.random.default_rng(0).normal(size=(100, 14))
+    for n_iter in (3, 50):
+        m = DPGaussianMixture(n_components=16, method="bem", n_iter=n_iter, progress=False, backend="numpy",
+                              random_state=0).fit(X)
+        assert np.isclose(m.weights_.max(), 1.0) and np.isfinite(m.score(X))

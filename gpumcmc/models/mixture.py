@@ -1281,6 +1281,7 @@ def _bem_vb_update(model: Model, acc, alpha):
     acc = xp.take_along_axis(acc, order[..., None], axis=1)
     counts, s1, s2 = _unpack_stats(acc, p)
     dead = counts < _prune_count(p)
+    dead[:, 0] = False  # the largest component stays, however few the events (n < the prune count)
     counts = xp.where(dead, 0.0, counts)
     kn, mn, dfn, psi = niw_posterior(model, counts, s1 * ~dead[..., None], s2 * ~dead[..., None, None])
     sigma = psi / (dfn - p - 1)[..., None, None]

@@ -10,9 +10,10 @@ cells = [
 
 `gpumcmc.models.DPGaussianMixture` fits the truncated Dirichlet-process mixture of Suchard et al. (2010):
 `k` Gaussian components with Normal-inverse-Wishart priors, stick-breaking weights `v_j ~ Be(1, alpha)` and a
-Gamma prior on `alpha`. Two methods: blocked Gibbs sampling (`method="gibbs"`) and Bayesian EM to a posterior
-mode from several starts (`method="bem"`). On a GPU the configuration probabilities of every event and
-component are computed by one fused kernel, never stored as an `n x k` matrix.
+Gamma prior on `alpha`. Two methods: blocked Gibbs sampling (`method="gibbs"`) and Bayesian EM from several
+starts (`method="bem"`), a mean-field variational fit that drains the components the data do not need. On a
+GPU the configuration probabilities of every event and component are computed by one fused kernel, never
+stored as an `n x k` matrix.
 
 Settings: small without a GPU or with `GPUMCMC_SMALL=1`, full on a GPU or with `GPUMCMC_SMALL=0` (`gpumcmc.demo.small_settings()`). The outputs saved in this notebook come from a CPU run with the small settings (NumPy backend, 2 cores)."""),
     new_code_cell("""import numpy as np
@@ -35,15 +36,43 @@ d = load_fcs("facscalibur", cofactor=None, channels=channels)
 X = np.log10(d.data)
 X = X[::12] if SMALL else X
 print(X.shape, d.channels)"""),
-    new_markdown_cell("## Bayesian EM: a posterior mode from several starts"),
-    new_code_cell("""k = 16 if SMALL else 64
-bem = DPGaussianMixture(n_components=k, method="bem", n_init=2 if SMALL else 8,
-                        n_iter=100 if SMALL else 1000, random_state=0).fit(X)
-print("converged:", bem.converged_, "after", bem.n_iter_, "iterations")
-print("mean log-likelihood per event:", round(bem.score(X), 4))
-print("components with weight > 1%:", int((bem.weights_ > 0.01).sum()), "alpha:", round(bem.alpha_, 3))"""),
+    new_markdown_cell("""## Bayesian EM prunes the components the data do not need
+
+`method="bem"` iterates the mean-field variational update of the truncated stick-breaking mixture: every
+event's configuration probabilities come from the expected log weights and log densities, so a component
+holding few events pays for its uncertainty and the stick-breaking prior drains it; a component with less
+support than half its number of parameters is held at zero weight. Each start takes its means from k-means++
+on a subsample, and the start of largest variational lower bound is kept. `n_components` is only an upper
+bound: here 16."""),
+    new_code_cell("""bem = DPGaussianMixture(n_components=16, method="bem", n_init=2 if SMALL else 8,
+                        n_iter=300 if SMALL else 1000, random_state=0).fit(X)
+print("converged:", bem.converged_, "after", bem.n_iter_, "iterations;",
+      "mean log-likelihood per event:", round(bem.score(X), 4))
+print("components with weight > 1%:", int((bem.weights_ > 0.01).sum()), "of 16;",
+      "at zero weight:", int((bem.weights_ == 0).sum()))
+print("weights, largest first:", np.sort(bem.weights_)[::-1].round(3))"""),
+    new_markdown_cell("""With twice the truncation, BEM drains most of the extra components instead of splitting the populations
+further: the number above 1% hardly moves."""),
+    new_code_cell("""k_more = 32 if SMALL else 64
+bem_more = DPGaussianMixture(n_components=k_more, method="bem", n_init=2 if SMALL else 8,
+                             n_iter=300 if SMALL else 1000, random_state=0).fit(X)
+print(f"k = {k_more}: converged {bem_more.converged_} after {bem_more.n_iter_} iterations; components with "
+      f"weight > 1%: {int((bem_more.weights_ > 0.01).sum())} of {k_more}; at zero weight: "
+      f"{int((bem_more.weights_ == 0).sum())}")
+fig, ax = plt.subplots(figsize=(8, 3.2))
+for model, label in ((bem, "k = 16"), (bem_more, f"k = {k_more}")):
+    w = np.sort(model.weights_)[::-1]
+    ax.plot(np.arange(1, w.size + 1), w, "o-", ms=4, label=label)
+ax.axhline(0.01, ls="--", c="grey", lw=0.8, label="1%")
+ax.set_yscale("symlog", linthresh=1e-2)
+ax.set_ylim(-2e-3, 0.5)
+ax.set(xlabel="component, by weight", ylabel="weight", title="BEM weights (log scale above 1e-2, linear below)")
+ax.legend();"""),
     new_markdown_cell("## Gibbs sampling: two chains, draws relabelled to a common reference"),
-    new_code_cell("""gibbs = DPGaussianMixture(n_components=k, n_iter=40 if SMALL else 500, burn_in=40 if SMALL else 500,
+    new_markdown_cell("""Gibbs keeps every component's draws; they are relabelled to a common reference once, after the run
+(`relabel=True`), so that posterior means of the components make sense."""),
+    new_code_cell("""k = 16 if SMALL else 64
+gibbs = DPGaussianMixture(n_components=k, n_iter=40 if SMALL else 500, burn_in=40 if SMALL else 500,
                           n_chains=2, random_state=1).fit(X)
 print("mean log-likelihood per event:", round(gibbs.score(X), 4))
 idata = gibbs.to_arviz()
@@ -74,15 +103,17 @@ ax[1].set(title="alpha", xlabel="draw")
 ax[2].set(title="occupied components", xlabel="draw");"""),
     new_markdown_cell("""## Against scikit-learn
 
-scikit-learn's variational `BayesianGaussianMixture` with a Dirichlet-process prior on the same events,
-compared by mean log-likelihood per event."""),
+scikit-learn's variational `BayesianGaussianMixture` with a Dirichlet-process prior and the same truncation,
+16, on the same events: mean log-likelihood per event and the components above 1%."""),
     new_code_cell("""import time
 from sklearn.mixture import BayesianGaussianMixture
 t = time.perf_counter()
-sk = BayesianGaussianMixture(n_components=k, weight_concentration_prior_type="dirichlet_process",
+sk = BayesianGaussianMixture(n_components=16, weight_concentration_prior_type="dirichlet_process",
                              max_iter=300 if SMALL else 500, random_state=0).fit(X)
-print(f"scikit-learn: {time.perf_counter() - t:.1f} s, mean loglik {sk.score(X):.4f}, converged {sk.converged_}")
-print(f"gpumcmc BEM:  {bem.fit_seconds_:.1f} s, mean loglik {bem.score(X):.4f}")"""),
+print(f"scikit-learn: {time.perf_counter() - t:.1f} s, mean loglik {sk.score(X):.4f}, converged {sk.converged_}, "
+      f"{int((sk.weights_ > 0.01).sum())} components > 1%")
+print(f"gpumcmc BEM:  {bem.fit_seconds_:.1f} s, mean loglik {bem.score(X):.4f}, converged {bem.converged_}, "
+      f"{int((bem.weights_ > 0.01).sum())} components > 1%")"""),
     new_markdown_cell("""## The data split over devices
 
 `devices=` splits the events and their indicators over devices (Gibbs): each device draws the indicators of

@@ -796,3 +796,17 @@ def test_sharded_glm_one_gpu_two_shards(cp, family):
     sh = BayesianGLM(devices=one_device(2), **kw).fit(cp.asarray(X), cp.asarray(y))
     np.testing.assert_allclose(sh.coef_draws_, ref.coef_draws_, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(sh.trace_.stats["fallbacks"], ref.trace_.stats["fallbacks"])
+
+
+def test_refit_leaves_no_attribute_of_an_earlier_fit():
+    """A poisson refit drops the bernoulli fit's classes_, and a refit refused for its settings keeps the
+    last fit's family_ beside its coefficients."""
+    rs = np.random.default_rng(0)
+    X, y = rs.normal(size=(60, 2)), (rs.random(60) < 0.5).astype(float)
+    m = BayesianGLM("bernoulli", n_samples=5, n_warmup=2, progress=False, backend="numpy", random_state=0).fit(X, y)
+    assert hasattr(m, "classes_")
+    m.set_params(family="poisson").fit(X, y)
+    assert not hasattr(m, "classes_") and m.family_ == "poisson"
+    with pytest.raises(ValueError, match="n_chains"):
+        m.set_params(family="bernoulli", n_chains=0).fit(X, y)
+    assert m.family_ == "poisson"

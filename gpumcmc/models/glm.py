@@ -1169,13 +1169,14 @@ class _GLMBase(Estimator):
 
     def _check_settings(self):
         """The settings shared by both estimators, checked at fit (sigma: the gaussian noise)."""
-        self.family_ = check_family(self.family)
+        family = check_family(self.family)
         _positive_int(self.n_chains, "n_chains")
         _positive_int(self.n_samples, "n_samples")
         _positive_int(self.n_warmup, "n_warmup", 0)
         _positive_int(self.max_steps_out, "max_steps_out")
         _positive_int(self.max_shrink, "max_shrink")
         _positive_float(self.sigma, "sigma")
+        self.family_ = family  # only once every setting passed: a refused refit leaves the last fit whole
 
     def _design(self, X):
         xp = _backend.get_array_module(X)
@@ -1336,6 +1337,8 @@ class BayesianGLM(_GLMBase):
         self.coef_draws_ = b
         if self.family_ == "bernoulli":
             self.classes_ = np.array([0, 1])  # y's support, as predict returns it
+        else:
+            self.__dict__.pop("classes_", None)  # from an earlier bernoulli fit
         if self.fit_intercept:
             self.intercept_ = float(b[..., 0].mean())
             self.coef_ = b[..., 1:].mean(axis=(0, 1))
@@ -1598,6 +1601,8 @@ class HierarchicalGLM(_GLMBase):
         self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
         if self.family_ == "bernoulli":
             self.classes_ = np.array([0, 1])  # y's support, as predict returns it
+        else:
+            self.__dict__.pop("classes_", None)  # from an earlier bernoulli fit
         self.coef_ = self.beta_draws_.mean(axis=(0, 1))
         return self
 

@@ -835,6 +835,7 @@ class NestedSampler:
         replay cannot give the same draws (a Generator passed as ``random_state``, or the fused kernel) the
         live points are searched instead.
         """
+        note = ""
         if self._seed is not None and self._fused is None and not self._locate:
             import copy
 
@@ -846,9 +847,11 @@ class NestedSampler:
                     twin.run()
             except _BadValue as e:
                 return ValueError(f"{e}; {_BAD_FIX}")
-            except Exception:  # a likelihood with state of its own need not repeat itself
-                pass
-        return self._bad_value_error(v, logl, where)
+            except Exception as exc:  # a likelihood with state of its own need not repeat itself
+                note = (f" (replaying the run to name the first bad point failed with {type(exc).__name__}: "
+                        f"{exc}; the live points were searched instead)")
+        err = self._bad_value_error(v, logl, where)
+        return ValueError(f"{err}{note}") if note else err
 
     def _bad_value_error(self, v, logl, where):
         """The ValueError for a NaN or +inf log-likelihood: the first such live point, its run and coordinates.

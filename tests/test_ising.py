@@ -442,3 +442,10 @@ def test_gpu_figures_of_the_general_multispin_loop(cp):
     np.testing.assert_allclose(res.energy, energy, rtol=1e-12, atol=1e-14)
     byte = Ising((2, 16384), beta=0.45, field=0.05, method="byte", backend="cupy")
     assert bool((byte.sample(3, n_chains=600, random_state=8, progress=False).states == res.states).all())
+
+
+def test_set_params_with_an_unknown_name_changes_nothing():
+    m = Ising((8, 8), beta=0.2)
+    with pytest.raises(ValueError):
+        m.set_params(beta=0.9, bogus=1)
+    assert m.beta == 0.2 and m.get_params()["beta"] == 0.2

@@ -498,8 +498,8 @@ class Ising(Estimator):
     def set_params(self, **params):
         """Set settings (scikit-learn's ``set_params``), checked and applied at once; bad ones change nothing."""
         old = self.get_params(deep=False)
-        super().set_params(**params)
         try:
+            super().set_params(**params)  # an unknown name raises after the names before it were set
             self._configure()
         except (TypeError, ValueError):
             super().set_params(**old)

@@ -284,7 +284,8 @@ def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int
                 cbase: int = 0, cidx=None, log_total=None, zero=None) -> None:
     """Rows ``0 .. n-1`` into ``out``; row ``r`` takes the Philox counter ``cbase + r``, or ``cbase +
     cidx[r]``, which also gives it its lane for the butterfly. ``log_total`` (G,) float64: row ``r`` adds
-    the log of its total (:func:`_log_totals`) to entry ``r // (n // G)``, or nothing where ``zero[r]``."""
+    the log of its total (:func:`_log_totals`) to entry ``r // (n // G)``; a row outside the table
+    (``zero[r]``) adds ``log(1e-300)``, as the kernels do for a total of 0."""
     flat = out.reshape(-1)
     step = _chunk_rows(K)
     totals = None

@@ -73,7 +73,7 @@ __all__ = ["NestedSampler", "NestedResults", "SinusoidModel", "combine_runs", "p
 _SAMPLERS = ("slice", "cslice", "rwalk")
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- small checks and utilities
 def _logsumexp(a, axis=None):
     a = np.asarray(a, dtype=np.float64)
     m = np.max(a, axis=axis, keepdims=True)

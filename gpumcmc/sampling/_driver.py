@@ -88,14 +88,6 @@ class Trace:
         return to_arviz(self.draws, self.stats if sample_stats else None, coords=coords, dims=dims)
 
 
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
-
-
 def _rebuild(template, values: dict, prefix: str = ""):
     """A state of the template's structure and backends, from host values keyed by path."""
     if isinstance(template, tuple) and hasattr(template, "_fields"):
@@ -314,15 +306,15 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     >>> tr.draws["x"].shape
     (4, 100)
     """
-    n_iter = _positive_int(n_iter, "n_iter", 0)
-    burn_in = _positive_int(burn_in, "burn_in", 0)
-    thin = _positive_int(thin, "thin", 1)
-    checkpoint_every = _positive_int(checkpoint_every, "checkpoint_every", 1)
+    n_iter = _validate.check_int(n_iter, "n_iter", 0)
+    burn_in = _validate.check_int(burn_in, "burn_in", 0)
+    thin = _validate.check_int(thin, "thin", 1)
+    checkpoint_every = _validate.check_int(checkpoint_every, "checkpoint_every", 1)
     monitors = tuple(monitors)
     for m in monitors:
         if not isinstance(m, Monitor):
             raise TypeError("monitors must be gpumcmc.sampling.Monitor(name, fn, every) tuples.")
-        _positive_int(m.every, f"Monitor {m.name!r} every", 1)
+        _validate.check_int(m.every, f"Monitor {m.name!r} every", 1)
     if not callable(step):
         raise TypeError("step must be a callable step(rng, state) -> (state, info).")
     # A step with a ``monitored`` attribute is told before each eager sweep whether a monitor reads it.

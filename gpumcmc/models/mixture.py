@@ -912,17 +912,27 @@ def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1, z: 
     with shards.on(0):
         u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
         idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
-    bufs, zs = [], []
+    mu = _gather_rows(models, shards, n, idx)
+    zs = []
+    for i, model in enumerate(models):
+        with shards.on(i):
+            zs.append(xp.zeros((chains, model.x.shape[0] if z else 0), dtype=np.int32))
+    with shards.on(0):
+        return _init_from_means(models[0], mu.reshape(chains, k, p), tuple(zs))
+
+
+def _gather_rows(models: list, shards: Shards, n: int, idx):
+    """Rows ``idx`` (host integers, any shape) of the data split over ``shards``, float64, on shard 0's
+    device: each shard fills the rows it holds and zeros elsewhere, and one all-reduce sums them."""
+    xp = shards.xp
+    bufs = []
     for i, (model, (a, b)) in enumerate(zip(models, shards.bounds(n))):
         with shards.on(i):
             mine = (idx >= a) & (idx < b)
             local = np.where(mine, idx - a, 0)
             rows = model.x[_backend.asarray(local, xp)].astype(np.float64)
             bufs.append(xp.ascontiguousarray(xp.where(_backend.asarray(mine, xp)[..., None], rows, 0.0)))
-            zs.append(xp.zeros((chains, model.x.shape[0] if z else 0), dtype=np.int32))
-    mu = shards.allreduce(bufs)[0]
-    with shards.on(0):
-        return _init_from_means(models[0], mu.reshape(chains, k, p), tuple(zs))
+    return shards.allreduce(bufs)[0]
 
 
 def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1) -> State:
@@ -935,14 +945,7 @@ def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1)
     p = models[0].x.shape[1]
 
     def gather(idx):
-        bufs = []
-        for i, (model, (a, b)) in enumerate(zip(models, shards.bounds(n))):
-            with shards.on(i):
-                mine = (idx >= a) & (idx < b)
-                local = np.where(mine, idx - a, 0)
-                rows = model.x[_backend.asarray(local, xp)].astype(np.float64)
-                bufs.append(xp.ascontiguousarray(xp.where(_backend.asarray(mine, xp)[..., None], rows, 0.0)))
-        return _backend.to_host(shards.allreduce(bufs)[0]).reshape(idx.shape + (p,))
+        return _backend.to_host(_gather_rows(models, shards, n, idx)).reshape(idx.shape + (p,))
 
     with shards.on(0):
         mu = _bem_start_means(rng, n, models[0].k, starts, gather)

@@ -1568,8 +1568,9 @@ class _KeptDraws:
     Called after every sweep with the new state. A sweep's state arrays are
     new arrays that no later sweep writes (only the indicators ``z`` are
     updated in place, and they are not kept), so the kept iterations' fields
-    are held by reference and stacked once at the end: no launch and no host
-    read per sweep. The monitors' values (log-likelihood and alpha every
+    are held by reference and stacked once at the end: no host read per sweep,
+    and one small copy (the (C, k) counts, a view of the sweep's packed
+    statistics, which the next sweep reuses). The monitors' values (log-likelihood and alpha every
     ``every`` iterations and at the last) are held the same way.
     """
 

@@ -1570,7 +1570,7 @@ class _KeptDraws:
     updated in place, and they are not kept), so the kept iterations' fields
     are held by reference and stacked once at the end: no host read per sweep,
     and one small copy (the (C, k) counts, a view of the sweep's packed
-    statistics, which the next sweep reuses). The monitors' values (log-likelihood and alpha every
+    (C, k, q) statistics, which a reference would keep whole). The monitors' values (log-likelihood and alpha every
     ``every`` iterations and at the last) are held the same way.
     """
 

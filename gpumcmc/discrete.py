@@ -76,7 +76,7 @@ from . import _loader, _status, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, get_array_module, is_cupy_array
-from .random._generator import default_rng
+from .random._stream import as_stream
 from .random._philox import philox_rounds, u01_f32, u01_f64
 
 __all__ = ["METHODS", "CounterIndex", "categorical", "categorical_logits", "categorical_products", "choose_method",
@@ -539,7 +539,7 @@ def _check_non_negative(xp, arrays) -> None:
 
 
 def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
-    rng = default_rng(rng)
+    rng = as_stream(rng)
     xp = rng.xp(x)
     name = "weights" if kind == "weights" else "logits"
     x, batch = _rows_view(asarray(x, xp), xp, axis, name)
@@ -707,7 +707,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     >>> gpumcmc.categorical_products(theta, phi, rows=[0, 1, 1], cols=[2, 0, 1], rng=rng)
     array([0, 1, 1])
     """
-    rng = default_rng(rng)
+    rng = as_stream(rng)
     xp = rng.xp(theta, phi, rows, cols)
     theta = asarray(theta, xp)
     phi = asarray(phi, xp)

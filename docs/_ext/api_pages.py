@@ -25,6 +25,10 @@ MODULES = [
     ("gpumcmc", "Top level: backend, validation, re-exported draws"),
 ]
 
+# Classes whose public members are partly inherited from a private base, documented with them:
+# Generator's key, offset, advance and xp come from the Philox stream it shares with gpumcmc.discrete.
+WITH_INHERITED = {"gpumcmc.random.Generator"}
+
 
 def _names(module):
     names = getattr(module, "__all__", None)
@@ -49,6 +53,7 @@ def write(out: Path) -> None:
         module = importlib.import_module(modname)
         groups: dict[str, list[str]] = {"Classes": [], "Functions": [], "Constants": []}
         links: list[str] = []
+        inherited: list[str] = []
         for name in _names(module):
             obj = getattr(module, name)
             hashable = not isinstance(obj, (str, int, float, tuple, frozenset, dict, list, set))
@@ -61,13 +66,20 @@ def write(out: Path) -> None:
             if hashable:
                 home[id(obj)] = modname
             groups[_kind(obj)].append(name)
+            if f"{modname}.{name}" in WITH_INHERITED:
+                inherited.append(name)
         lines = [f"``{modname}``", "=" * (len(modname) + 4), "", title + ".", "",
                  f".. automodule:: {modname}", "   :no-members:", "", f".. currentmodule:: {modname}", ""]
         for kind, names in groups.items():
             if not names:
                 continue
-            lines += [kind, "-" * len(kind), "", ".. autosummary::", "   :toctree: generated/", ""]
-            lines += [f"   {n}" for n in names] + [""]
+            lines += [kind, "-" * len(kind), ""]
+            own = [n for n in names if n not in inherited]
+            for block, template in ((own, ""), ([n for n in names if n in inherited], "class_inherited.rst")):
+                if block:
+                    lines += [".. autosummary::", "   :toctree: generated/"]
+                    lines += [f"   :template: autosummary/{template}"] if template else []
+                    lines += [""] + [f"   {n}" for n in block] + [""]
         if links:
             lines += ["Also here", "---------", ""] + [f"- {x}" for x in links] + [""]
         page = modname.replace(".", "_")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validate
-from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill, _gamma, _wishart
 from ._params import _as, _param, size_tuple
+from ._stream import PhiloxStream, seed_sequence
 
 __all__ = ["Generator", "default_rng"]
 
-class Generator:
+class Generator(PhiloxStream):
     """A Philox4x32-10 stream in the style of :class:`numpy.random.Generator`.
 
     Every call takes a fresh 64-bit call offset, and element ``i`` of the call
@@ -30,52 +30,12 @@ class Generator:
         at the first draw, not at construction.
     """
 
-    def __init__(self, seed_seq: np.random.SeedSequence, *, backend: str | None = None):
-        if not isinstance(seed_seq, np.random.SeedSequence):
-            raise TypeError("Generator takes a numpy.random.SeedSequence; use gpumcmc.random.default_rng(seed).")
-        if backend not in (None, "numpy", "cupy"):
-            raise ValueError(f"backend must be 'numpy', 'cupy' or None, got {backend!r}.")
-        self._seed_seq = seed_seq
-        k = seed_seq.generate_state(2, np.uint32)
-        self._key = (int(k[0]), int(k[1]))
-        self._offset = 0
-        self._backend = backend
-
     def __repr__(self) -> str:
         return f"Generator(Philox4x32-10, key={self._key[0]:08x}{self._key[1]:08x}, offset={self._offset})"
-
-    @property
-    def key(self) -> tuple[int, int]:
-        """The two 32-bit key words."""
-        return self._key
-
-    @property
-    def offset(self) -> int:
-        """The next call offset (the number of calls made so far)."""
-        return self._offset
-
-    def advance(self, calls: int = 1) -> int:
-        """Reserve ``calls`` call offsets and return the first.
-
-        Samplers built on this generator take their counters from here, so a
-        counter is never used by two calls.
-        """
-        off = self._offset
-        if off + calls >= 2**64:
-            raise OverflowError("This generator's 2**64 call offsets are spent; spawn a new one.")
-        self._offset = off + calls
-        return off
 
     def spawn(self, n_children: int) -> list[Generator]:
         """``n_children`` independent generators (for chains), as ``SeedSequence.spawn`` does."""
         return [Generator(s, backend=self._backend) for s in self._seed_seq.spawn(n_children)]
-
-    def xp(self, *params):
-        """The array module draws go to: CuPy if a parameter is a CuPy array, else the generator's backend."""
-        for p in params:
-            if _backend.is_cupy_array(p):
-                return _backend.get_backend("cupy")
-        return _backend.get_backend(self._backend)
 
     def _standard(self, kind: str, size, dtype, *params):
         dtype = _validate.check_float_dtype(dtype)
@@ -258,10 +218,4 @@ def default_rng(seed=None, *, backend: str | None = None) -> Generator:
     """
     if isinstance(seed, Generator):
         return seed
-    if isinstance(seed, np.random.SeedSequence):
-        return Generator(seed, backend=backend)
-    if isinstance(seed, np.random.Generator):
-        # Draw a fresh 256-bit seed from it, so that the NumPy generator moves on.
-        seed = np.random.SeedSequence(seed.integers(0, 2**32, size=8, dtype=np.uint64))
-        return Generator(seed, backend=backend)
-    return Generator(np.random.SeedSequence(seed), backend=backend)
+    return Generator(seed_sequence(seed), backend=backend)

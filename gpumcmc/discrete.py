@@ -32,7 +32,7 @@ from discrete distributions", PPoPP 2017; the kernels are in
     draws, always.
 ``"butterfly"``
     The same coalesced loads; 31 ``__shfl_xor`` steps build the
-    butterfly-patterned table of partial sums (see :mod:`gpumcmc._discrete_butterfly`)
+    butterfly-patterned table of partial sums (see ``tests/butterfly_reference.py``)
     instead of transposing, and the search rebuilds the prefix values it needs
     from a low and a high value. Within a block it adds in pairs rather than
     left to right, so where a prefix value lies within rounding of ``u * total``
@@ -191,7 +191,7 @@ def prefix_draw(w: np.ndarray, u: np.ndarray, totals: np.ndarray | None = None) 
 
 
 def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None, totals: np.ndarray | None = None) -> np.ndarray:
-    """``"butterfly"`` on NumPy: :func:`gpumcmc._discrete_butterfly.draw` for warps of
+    """``"butterfly"`` on NumPy: ``draw`` in ``tests/butterfly_reference.py`` for warps of
     ``W`` lanes, the same indices, computed per row rather than per warp.
 
     The table entry that row ``r`` (lane ``r % W``) reads at a node whose

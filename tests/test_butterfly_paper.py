@@ -10,12 +10,12 @@ order here, since with O and P swapped row S would not hold "the sum of its
 own a array" in lanes 14 and 15, as the text says it does.
 Algorithm 10 searches one W x W block with that table; it is emulated here
 lane by lane, ``__shfl_xor`` included, and compared with
-:func:`gpumcmc._discrete_butterfly.butterfly_search`.
+``butterfly_reference.butterfly_search`` (in tests/).
 """
 
 import numpy as np
 
-from gpumcmc import _discrete_butterfly as _butterfly
+import butterfly_reference as _butterfly
 
 W = 16
 

@@ -1,7 +1,10 @@
-"""The warp's butterfly-patterned table of partial sums and its search, in NumPy.
+"""The warp's butterfly-patterned table of partial sums and its search, in NumPy: a reference.
 
-This is the twin of the ``butterfly`` method in ``kernels_cu/discrete.cu``
-(Steele & Tristan, "Using butterfly-patterned partial sums to draw from
+The library draws ``method="butterfly"`` on NumPy with
+``gpumcmc.discrete.butterfly_draw``, row by row; this module builds the table
+warp by warp, as the kernel does, and the tests hold the two (and the paper's
+algorithms) to the same indices. It is the twin of the ``butterfly`` method
+in ``kernels_cu/discrete.cu`` (Steele & Tristan, "Using butterfly-patterned partial sums to draw from
 discrete distributions", PPoPP 2017), written for any warp width ``W`` that
 is a power of two, so that small tables (``W`` = 8, 16) can be read by eye.
 

@@ -85,22 +85,18 @@ __all__ = ["METHODS", "CounterIndex", "categorical", "categorical_logits", "cate
 METHODS = ("prefix", "transpose", "butterfly", "warp")
 
 # "auto": for (form, dtype), the first entry whose bound is >= K (None: any K).
-# Materialised weights (2**20 rows), measured on an H200
-# (benchmarks/results/categorical-nvidia-h200.json): one thread per row is
-# fastest at K = 16 in float32, the butterfly up to K = 256 (0.374 against
-# 0.383 ms for "warp") and "warp" at K = 1024 (1.078 against 1.165 ms); in
-# float64 the butterfly wins at every K (K = 1024: 2.04 against 2.35
-# transposed and 3.12 for "warp").
-# The fused theta*phi form (2**20 tokens sorted by word), from Figure 7 measured
-# on an H100 (benchmarks/results/figure7-nvidia-h100-80gb-hbm3.json): in float32
-# one thread per token up to K = 24 (0.254 against 0.262 ms butterfly), the
-# butterfly from 28 to 96, "warp" from 128 (K = 1024: 1.48 against 3.02 ms
-# butterfly); in float64 one thread per token up to K = 28 and "warp" from 64
-# (32 to 60 are within 5% of one another). At K = 1024 in float64 Figure 7 has
-# the transpose 6% ahead (5.81 against 6.20 ms), but on the LDA-shaped tokens
-# of the categorical suite (3.07 M tokens, in either order) "warp" is 1.7x
-# faster (9.9 against 17.1 ms; categorical-nvidia-h100-80gb-hbm3.json), so
-# "warp" it is. Larger K were not measured; "warp" reads them in segments.
+# Each bound is the crossover measured by the categorical suite (materialised
+# weights, 2**20 rows) and Figure 7 (the fused theta*phi form, 2**20 tokens
+# sorted by word); benchmarks/NOTES.md ("gpumcmc.discrete") has the times.
+# Materialised weights: one thread per row is fastest at K = 16 in float32,
+# the butterfly up to K = 256 and "warp" at K = 1024; in float64 the
+# butterfly wins at every K. The fused form: in float32 one thread per token
+# up to K = 24, the butterfly from 28 to 96, "warp" from 128; in float64 one
+# thread per token up to K = 28 and "warp" from 64 (32 to 60 are within
+# timing noise of one another). At K = 1024 in float64 Figure 7 has the
+# transpose slightly ahead, but on the LDA-shaped tokens of the categorical
+# suite (in either order) "warp" is well ahead, so "warp" it is. Larger K
+# were not measured; "warp" reads them in segments.
 _AUTO_RULE = {
     ("rows", "float32"): ((16, "prefix"), (256, "butterfly"), (None, "warp")),
     ("rows", "float64"): ((None, "butterfly"),),

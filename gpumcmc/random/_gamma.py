@@ -564,9 +564,9 @@ def _fn(kind: str, dtype, dyn: bool | None = None):
 
 # gamma_draw takes its rounds from a counter where each warp of the grid has
 # at least this many to do: below, a fixed share leaves little to balance.
-# Rounds per request: about 1/DYN_SHARE of a warp's share, at most DYN_CHUNK
-# (on an H200 at 2^26 float32 elements, chunks of 4, 8, 16 and 32 rounds ran
-# at 126, 132, 134 and 135 G/s).
+# Rounds per request: about 1/DYN_SHARE of a warp's share, at most DYN_CHUNK:
+# larger requests mean fewer of them, with little gain beyond 16 rounds
+# (benchmarks/NOTES.md, "gpumcmc.random._gamma").
 _DYN_MIN_ROUNDS = 16
 _DYN_SHARE = 8
 _DYN_CHUNK = 16
@@ -714,8 +714,8 @@ def beta_cupy(a, b, n, key, offset, describe=None):
 
 # Rows per dirichlet_draw chunk: about this many elements, so that a warp
 # normalises rows it has just written (still in cache) and its queues are
-# served part-full only once per chunk. On an H200 (65,536 x 256 float32),
-# chunks of 512, 1024, 2048 and 4096 elements ran at 69, 71, 72 and 71 G/s.
+# served part-full only once per chunk. The throughput is flat from 1024 to
+# 4096 elements (benchmarks/NOTES.md, "gpumcmc.random._gamma").
 _DIRICHLET_CHUNK = 2048
 
 
@@ -723,9 +723,9 @@ def _dirichlet_plan(n_rows: int, K: int, warps: int, dtype=np.float32) -> int:
     """Rows per warp chunk for ``dirichlet_draw``, or 0 for ``gamma_draw`` and
     ``lse_rows``: where the rows are too few to keep ``warps`` warps busy (the
     pair spreads every element over the GPU), and in float64, where the pair
-    ran faster on an H200 (27 against 24 G/s at 65,536 x 256): the fused
-    kernel's normalisation there is compute-bound, two passes with an exp
-    each, where lse_rows' is hidden behind its memory traffic."""
+    is the faster: the fused kernel's normalisation there is compute-bound,
+    two passes with an exp each, where lse_rows' is hidden behind its memory
+    traffic (benchmarks/NOTES.md, "gpumcmc.random._gamma")."""
     if np.dtype(dtype) == np.float64:
         return 0
     R = max(1, min(_DIRICHLET_CHUNK // K, -(-n_rows // warps)))

@@ -159,7 +159,7 @@ def _argsort_rows(xp, x):
     """
     if xp is np:
         return np.argsort(x, axis=1)
-    from . import _loader
+    from . import _kernel_args, _loader
 
     M, N = x.shape
     out = xp.empty((M, N), dtype=xp.int64)
@@ -167,7 +167,9 @@ def _argsort_rows(xp, x):
         return out
     fn = _loader.get_function("nested.cu", "nested_argsort_rows", _KERNELS)
     block = min(1024, 32 * -(-N // 32))
-    fn((min(M, 65535),), (block,), (_loader.contiguous(x, np.float64), _loader.i32(M), _loader.i32(N), out))
+    fn((min(M, 65535),), (block,), _kernel_args.args("nested.cu", "nested_argsort_rows",
+                                                     x=_loader.contiguous(x, np.float64), n_rows=_loader.i32(M),
+                                                     n=_loader.i32(N), order=out))
     return out
 
 
@@ -212,15 +214,17 @@ class _Progress:
             remain = xp.logaddexp(self.logz, live.max(axis=1) + logx_next) - self.logz
             self.queue.append((float(remain.max()), bool(fine)))
             return
-        from . import _loader
+        from . import _kernel_args, _loader
 
         slot = self.k % self.n_slots
         self.k += 1
         M, R = dead.shape
-        self.fn((1,), (256,), (_loader.contiguous(dead, np.float64), self.offsets,
-                               _loader.contiguous(live, np.float64), self.logz, fine, np.float64(logx),
-                               np.float64(logx_next), _loader.i32(M), _loader.i32(R), _loader.i32(live.shape[1]),
-                               np.uint64(self.ptr + 16 * slot)))
+        self.fn((1,), (256,),
+                _kernel_args.args("nested.cu", "nested_progress", dead=_loader.contiguous(dead, np.float64),
+                                  offs=self.offsets, live=_loader.contiguous(live, np.float64), logz=self.logz,
+                                  fine=fine, logx=np.float64(logx), logx_next=np.float64(logx_next),
+                                  n_runs=_loader.i32(M), n_dead=_loader.i32(R), n_live=_loader.i32(live.shape[1]),
+                                  out=np.uint64(self.ptr + 16 * slot)))
         self.events[slot].record()
         self.queue.append(slot)
 
@@ -1312,7 +1316,7 @@ class SinusoidModel:
         return self._loglike_expr(theta)
 
     def _loglike_kernel(self, theta):
-        from . import _loader
+        from . import _kernel_args, _loader
         cp = self.xp
         p = _loader.contiguous(theta, self.dtype)
         n = p.shape[0]
@@ -1326,7 +1330,9 @@ class SinusoidModel:
         n_chunks = -(-T // chunk)
         gx = max(1, min(n_chunks, 4096))
         gy = max(1, min(n, 65535))
-        fn((gx, gy), (256,), (p, self.t, self.y, _loader.i64(n), _loader.i32(self.n_atoms), _loader.i64(T), ssq))
+        fn((gx, gy), (256,), _kernel_args.args("nested.cu", "sinusoid_ssq", params=p, t=self.t, y=self.y,
+                                                n_points=_loader.i64(n), n_atoms=_loader.i32(self.n_atoms),
+                                                n_data=_loader.i64(T), ssq=ssq))
         return self._const - 0.5 * ssq / self.sigma ** 2
 
     def nested_fused_available(self, xp) -> bool:
@@ -1347,7 +1353,7 @@ class SinusoidModel:
         The twin is :class:`NestedSampler`'s generic slice path with this
         model's :meth:`loglike`.
         """
-        from . import _loader
+        from . import _kernel_args, _loader
         cp = self.xp
         f64 = np.float64
         W, d = u.shape
@@ -1366,11 +1372,14 @@ class SinusoidModel:
             block = 1024 if W <= _loader.sm_count() else 512
         grid = min(W, 65535)
         fn((grid,), (int(block),),
-           (uo, vo, lo, _loader.contiguous(lstar, f64), _loader.contiguous(dirs, f64),
-            _loader.contiguous(unif, f64), self.t, self.y, _loader.i64(self.t.shape[0]), _loader.i32(W),
-            _loader.i32(self.n_atoms), _loader.i32(n_steps), _loader.i32(max_shrink), f64(self.amin),
-            f64(self.amax), f64(self.fmin), f64(self.fmax), _loader.i32(int(self.ordered and self.n_atoms > 1)),
-            f64(self._const), f64(self.sigma ** 2), nrej, neval))
+           _kernel_args.args("nested.cu", "sinusoid_slice", u=uo, v=vo, logl=lo, lstar=_loader.contiguous(lstar, f64),
+                             dirs=_loader.contiguous(dirs, f64), unif=_loader.contiguous(unif, f64), t=self.t,
+                             y=self.y, n_data=_loader.i64(self.t.shape[0]), n_walkers=_loader.i32(W),
+                             n_atoms=_loader.i32(self.n_atoms), n_steps=_loader.i32(n_steps),
+                             max_shrink=_loader.i32(max_shrink), amin=f64(self.amin), amax=f64(self.amax),
+                             fmin=f64(self.fmin), fmax=f64(self.fmax),
+                             ordered=_loader.i32(int(self.ordered and self.n_atoms > 1)), lconst=f64(self._const),
+                             sigma2=f64(self.sigma ** 2), nrej=nrej, neval=neval))
         return uo, vo, lo, nrej, neval
 
     _fused_slice = nested_fused_slice  # the former name

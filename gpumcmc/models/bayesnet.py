@@ -36,7 +36,7 @@ import warnings
 
 import numpy as np
 
-from gpumcmc import _loader, _validate
+from gpumcmc import _kernel_args, _loader, _validate
 from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
 from gpumcmc.random import default_rng
@@ -1080,8 +1080,8 @@ class _GpuOps:
 
     def _sweep_args(self, b, c, m):
         """The launch of colour ``c``'s sweep of part ``b`` with m replicas, but for the per-call
-        arguments: (kernel, grid, block, arguments before logc, arguments after logc), made once per
-        upload of the part's cell lists and kept on the part."""
+        arguments: (kernel, grid, block, the other arguments by name), made once per upload of the
+        part's cell lists and kept on the part."""
         cache = b.launches if b.launches is not None else {}
         b.launches = cache
         got = cache.get((c, m))
@@ -1091,18 +1091,20 @@ class _GpuOps:
             fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
             block = dict(_DEFINES).get("BN_BLOCK", 256)
             gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
-            head = (_loader.i64(b.n), _loader.i32(P.V), b.case_d[a:e], b.node_d[a:e], _loader.i64(e - a),
-                    _loader.i64(b.g0[c]), _loader.i64(b.Mtot))
-            tail = (d["card"], d["toff"], d["par_ptr"], d["par"], d["par_stride"], d["ch_ptr"], d["ch"],
-                    d["ch_stride"])
-            got = cache[(c, m)] = (fn, (gx, m), (block,), head, tail)
+            fixed = _kernel_args.part(
+                FILE, "bn_sweep", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d[a:e],
+                cell_node=b.node_d[a:e], Mc=_loader.i64(e - a), cell0=_loader.i64(b.g0[c]), Mtot=_loader.i64(b.Mtot),
+                card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
+                ch_ptr=d["ch_ptr"], ch=d["ch"], ch_stride=d["ch_stride"])
+            got = cache[(c, m)] = (fn, (gx, m), (block,), fixed)
         return got
 
     def sweep(self, Z, m, b, c, logc, key, off, bad):
         if b.gptr[c] == b.gptr[c + 1]:
             return
-        fn, grid, block, head, tail = self._sweep_args(b, c, m)
-        fn(grid, block, (Z, *head, logc, *tail, *_loader.philox_args(key, off), bad))
+        fn, grid, block, fixed = self._sweep_args(b, c, m)
+        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, logc=logc, **_kernel_args.philox(key, off), bad=bad,
+                                          **fixed))
 
     def counts(self, Z, m, n):
         P, d, cp = self.plan, self.d, self.cp
@@ -1116,8 +1118,10 @@ class _GpuOps:
         block = dict(_DEFINES).get("BN_COUNT_BLOCK", 256)
         rows = m * n
         grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
-        fn((grid,), (block,), (Z, _loader.i64(rows), _loader.i32(P.V), d["card"], d["toff"], d["par_ptr"],
-                               d["par"], d["par_stride"], out, _loader.i32(P.C), _loader.i32(shared)),
+        fn((grid,), (block,),
+           _kernel_args.args(FILE, "bn_counts", Z=Z, rows=_loader.i64(rows), V=_loader.i32(P.V), card=d["card"],
+                             toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
+                             counts=out, C=_loader.i32(P.C), use_shared=_loader.i32(shared)),
            shared_mem=smem)
         return out
 
@@ -1126,5 +1130,6 @@ class _GpuOps:
         R = len(self.plan.row_ptr) - 1
         if out is None:
             out = x
-        _loader.launch(fn, R, (x, out, self.d["row_ptr"], _loader.i32(R)), block=128)
+        _loader.launch(fn, R, _kernel_args.args(FILE, "bn_normalise", x=x, out=out, row_ptr=self.d["row_ptr"],
+                                                R=_loader.i32(R)), block=128)
         return out

@@ -51,7 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _loader, _validate
+from .. import _kernel_args, _loader, _validate
 from .. import backend as _backend
 from ..random._generator import default_rng
 from ..random._philox import philox_rounds
@@ -687,7 +687,7 @@ class Ising(Estimator):
     def _launch(self, cp, state, key, off, counts):
         """The sweep's two launches; ``counts``: the device address of a zeroed (chains, 2) int64 block, or None."""
         n = state.counts.shape[0]
-        args_key = _loader.philox_args(key, off)
+        philox = _kernel_args.philox(key, off)
         D, L, W = self._dims
         obs = counts is not None
         if self._method == "multispin":
@@ -697,8 +697,10 @@ class Ising(Estimator):
             for c in (0, 1):
                 o = obs and c == 1
                 fn = _loader.get_function(FILE, "ising_multispin<true>" if o else "ising_multispin<false>", _NAMES)
-                fn((_grid(fn, per, n), n), (BLOCK,), (state.packed, thr, _loader.i64(L), _loader.i64(W // 32),
-                                                      _loader.i32(c), *args_key, counts if o else _loader.NULL))
+                fn((_grid(fn, per, n), n), (BLOCK,),
+                   _kernel_args.args(FILE, "ising_multispin", packed=state.packed, thr=thr, rows=_loader.i64(L),
+                                     words=_loader.i64(W // 32), colour=_loader.i32(c), **philox,
+                                     counts=counts if o else _loader.NULL))
         else:
             fn = _loader.get_function(FILE, "ising_bytes<true>" if obs else "ising_bytes<false>", _NAMES)
             thr = self._dev_array("thr", cp, lambda: np.ascontiguousarray(self._thr))
@@ -706,11 +708,11 @@ class Ising(Estimator):
             G = (D * L * ((W + 1) // 2) + 3) // 4
             grid = _grid(fn, G, n)
             for c in (0, 1):
-                fn((grid, n), (BLOCK,), (state.spins, thr, _loader.i64(stride), _loader.i32(self._by_pattern),
-                                         _loader.i64(D), _loader.i64(L),
-                                         _loader.i64(W),
-                                         _loader.i32(self.boundary == "periodic"), _loader.i32(c), *args_key,
-                                         counts if obs else _loader.NULL))
+                fn((grid, n), (BLOCK,),
+                   _kernel_args.args(FILE, "ising_bytes", spins=state.spins, thr=thr, thr_stride=_loader.i64(stride),
+                                     by_pattern=_loader.i32(self._by_pattern), D=_loader.i64(D), L=_loader.i64(L),
+                                     W=_loader.i64(W), periodic=_loader.i32(self.boundary == "periodic"),
+                                     colour=_loader.i32(c), **philox, counts=counts if obs else _loader.NULL))
 
     # -- high-level ------------------------------------------------------------
     def sample(self, n_sweeps: int, burn_in: int = 0, n_chains: int = 1, random_state=None, progress: bool = True,

@@ -60,11 +60,12 @@ def bernoulli_logits(pre, bias, key, offset: int, out=None):
         with np.errstate(over="ignore"):
             np.less(u * (one + np.exp(-(pre + bias))), one, out=out, casting="unsafe")
         return out
-    from .. import _loader
+    from .. import _kernel_args, _loader
 
     fn = _loader.get_function(FILE, f"rbm_bernoulli<{_CTYPE[pre.dtype]}>", _NAMES)
-    _loader.launch(fn, -(-n // 4), (pre, bias, out, _loader.i64(rows), _loader.i64(cols),
-                                    *_loader.philox_args(key, offset)))
+    _loader.launch(fn, -(-n // 4), _kernel_args.args(FILE, "rbm_bernoulli", pre=pre, bias=bias, out=out,
+                                                     rows=_loader.i64(rows), cols=_loader.i64(cols),
+                                                     **_kernel_args.philox(key, offset)))
     return out
 
 
@@ -424,7 +425,7 @@ def _use_fused_pcd(fused, xp, nv, nh, chains, dtype) -> bool:
 
 def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):
     """One epoch of PCD in one launch of ``rbm_pcd_epoch`` (W, b, c, h_chain updated in place)."""
-    from .. import _loader
+    from .. import _kernel_args, _loader
 
     nv, nh = W.shape
     chains = h_chain.shape[0]
@@ -432,8 +433,10 @@ def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):
     smem = _pcd_smem_bytes(nv, nh, chains, W.dtype.itemsize)
     if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
-    fn((1,), (1024,), (X, edges, np.int32(n_batches), np.int32(nv), np.int32(nh), np.int32(chains), W, b, c,
-                        h_chain, np.float64(rate), np.uint32(key[0]), np.uint32(key[1]), np.uint64(off0)),
+    fn((1,), (1024,),
+       _kernel_args.args(FILE, "rbm_pcd_epoch", X=X, edges=edges, n_batches=np.int32(n_batches), nv=np.int32(nv),
+                         nh=np.int32(nh), chains=np.int32(chains), W=W, b=b, c=c, h_chain=h_chain,
+                         rate=np.float64(rate), k0=np.uint32(key[0]), k1=np.uint32(key[1]), off0=np.uint64(off0)),
        shared_mem=smem)
 
 

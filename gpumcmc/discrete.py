@@ -72,7 +72,7 @@ import math
 
 import numpy as np
 
-from . import _loader, _status, _validate
+from . import _kernel_args, _loader, _status, _validate
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, get_array_module, is_cupy_array
@@ -377,7 +377,8 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     in lane ``(cbase + r) % W`` (with ``cidx`` the caller lays the rows out so
     that ``r % W`` is their lane: :func:`_lane_layout`). ``ll`` (float64, products): row ``r`` adds the
     log of its total to ``ll[r // ll_group]``. The launch is planned
-    once (:func:`_plan`); a call packs only the pointers, counters and status word.
+    once (:func:`_plan`); a call packs only the pointers, counters and status word, named as the
+    kernels' parameters (:mod:`gpumcmc._kernel_args`).
     """
     import cupy
 
@@ -399,15 +400,26 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
     word, tag = _validate.fused(describe, device, stream)
     off_dev = _loader.device_offset()
     stream = stream.ptr
-    head = (ap, bp, rows.data.ptr, cols.data.ptr, n, K)
-    tail = (out.data.ptr, int(out.dtype == np.int64), key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, off_dev,
-            n_a, n_b, word, tag, cbase, 0 if cidx is None else cidx.data.ptr, 0 if ll is None else ll.data.ptr,
-            int(ll_group))
+    rows_p, cols_p, out_p = rows.data.ptr, cols.data.ptr, out.data.ptr
+    out64, lo, hi = int(out.dtype == np.int64), offset & 0xFFFFFFFF, offset >> 32
+    cidx_p, ll_p = 0 if cidx is None else cidx.data.ptr, 0 if ll is None else ll.data.ptr
+    # the same arguments, and the scratch for cat_prefix and cat_warp (written out in full: one keyword
+    # call is the cheapest on the host, and the static check sees every name)
     if s_in_smem is None:  # "warp"
-        launcher(grid, THREADS, stream, *head, *tail)
+        launcher(grid, THREADS, stream,
+                 *_kernel_args.packed(FILE_WARP, "cat_row_warp", a=ap, b=bp, rows=rows_p, cols=cols_p, n=n, K=K,
+                                      out=out_p, out64=out64, k0=key[0], k1=key[1], off_lo=lo, off_hi=hi,
+                                      off_dev=off_dev, n_a=n_a, n_b=n_b, status=word, tag=tag, cbase=cbase,
+                                      cidx=cidx_p, ll=ll_p, ll_group=int(ll_group)))
         return
     scratch_ptr = cupy.empty(scratch, dtype=a.dtype).data.ptr if scratch else ap
-    launcher(grid, THREADS, stream, *head, scratch_ptr, s_in_smem, region, *tail, shared_mem=shared)
+    launcher(grid, THREADS, stream,
+             *_kernel_args.packed(FILE, "cat_prefix" if method == "prefix" else "cat_warp", a=ap, b=bp, rows=rows_p,
+                                  cols=cols_p, n=n, K=K, scratch=scratch_ptr, s_in_smem=s_in_smem, region_words=region,
+                                  out=out_p, out64=out64, k0=key[0], k1=key[1], off_lo=lo, off_hi=hi, off_dev=off_dev,
+                                  n_a=n_a, n_b=n_b, status=word, tag=tag, cbase=cbase, cidx=cidx_p, ll=ll_p,
+                                  ll_group=int(ll_group)),
+             shared_mem=shared)
 
 
 # -- shared front end ---------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _loader
+from .. import _kernel_args, _loader
 from ._philox import Words, box_muller_into, philox32, philox_rounds, u01_f32_into, u01_f64_from32_into
 
 FILE = "random_fill.cu"
@@ -110,10 +110,9 @@ def fill_cupy(kind: str, n: int, dtype, key, offset: int):
         return out
     fn = _loader.get_function(FILE, f"fill_{kind}<{_CTYPE[dtype]}>", _NAMES)
     nb = -(-n // per_block(dtype))
-    _loader.launch(
-        fn, nb,
-        (out, _loader.i64(n), *_loader.philox_dev_args(key, offset)),
-    )
+    name = "fill_uniform" if kind == "uniform" else "fill_normal" if kind == "normal" else "fill_exponential"
+    _loader.launch(fn, nb, _kernel_args.args(FILE, name, out=out, n=_loader.i64(n),
+                                             **_kernel_args.philox_dev(key, offset)))
     return out
 
 
@@ -166,7 +165,7 @@ def philox_words_gpu(counter, key):
     n = ctr.shape[0]
     if n:
         fn = _loader.get_function(FILE, "philox_words", _NAMES)
-        _loader.launch(fn, n, (ctr, k, out, _loader.i64(n)))
+        _loader.launch(fn, n, _kernel_args.args(FILE, "philox_words", ctr=ctr, key=k, out=out, n=_loader.i64(n)))
     return out.reshape(shape)
 
 

@@ -59,7 +59,7 @@ import numbers
 
 import numpy as np
 
-from .. import _loader, _status
+from .. import _kernel_args, _loader, _status
 from .. import _validate as _v
 from ._params import _as, _flat, out_shape, resolve_dtype
 from .. import backend as _backend
@@ -674,9 +674,12 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
     launch, blocks, chunk, counter = _work_args(out.dtype, (pairs + 31) // 32, device, stream.ptr)  # rounds of 32 pairs
     word, tag = _v.fused(describe, device, stream)
     launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream.ptr,
-           sh.data.ptr, sh_step, 0 if sc is None else sc.data.ptr, sc_step, scale_value, out.data.ptr, n,
-           key[0], key[1], offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0,
-           0 if trials is None else trials.data.ptr, chunk, counter, word, tag)
+           *_kernel_args.packed(FILE, "gamma_draw", shape=sh.data.ptr, shape_step=sh_step,
+                                scale=0 if sc is None else sc.data.ptr, scale_step=sc_step, scale_value=scale_value,
+                                out=out.data.ptr, n=n, k0=key[0], k1=key[1], off_lo=offset & 0xFFFFFFFF,
+                                off_hi=offset >> 32, off_dev=_loader.device_offset(), log_out=1 if log else 0,
+                                trials=0 if trials is None else trials.data.ptr, chunk=chunk, next=counter,
+                                status=word, tag=tag))
 
 
 def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None, describe=None):
@@ -707,8 +710,9 @@ def beta_cupy(a, b, n, key, offset, describe=None):
         pb, sb = _param_arg(b, dtype)
         word, tag = _v.fused(describe)
         _loader.launch(_fn("beta_draw", dtype), n,
-                       (pa, sa, pb, sb, out, _loader.i64(n), *_loader.philox_dev_args(key, offset), _loader.u64(word),
-                        _loader.u64(tag)), block=_BLOCK)
+                       _kernel_args.args(FILE, "beta_draw", a=pa, a_step=sa, b=pb, b_step=sb, out=out,
+                                         n=_loader.i64(n), **_kernel_args.philox_dev(key, offset),
+                                         status=_loader.u64(word), tag=_loader.u64(tag)), block=_BLOCK)
     return out
 
 
@@ -756,8 +760,10 @@ def _launch_dirichlet(launcher, stream_ptr: int, alpha_ptr: int, out_ptr: int, r
     indexed from row 0, the kernel starting at ``start_row``), rows in all, first row, K, rows per chunk,
     lanes per row, Philox key and offset, off_dev, log, status word, tag."""
     launch, grid, g = launcher
-    launch(grid, _BLOCK, stream_ptr, alpha_ptr, out_ptr, rows, start_row, K, R, g, key[0], key[1],
-           offset & 0xFFFFFFFF, offset >> 32, _loader.device_offset(), 1 if log else 0, word, tag)
+    launch(grid, _BLOCK, stream_ptr,
+           *_kernel_args.packed(FILE, "dirichlet_draw", alpha=alpha_ptr, out=out_ptr, n_rows=rows, row0=start_row,
+                                K=K, R=R, G=g, k0=key[0], k1=key[1], off_lo=offset & 0xFFFFFFFF, off_hi=offset >> 32,
+                                off_dev=_loader.device_offset(), log_out=1 if log else 0, status=word, tag=tag))
 
 
 def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, describe=None, start_row=0):
@@ -807,7 +813,8 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
     g = _row_lanes(K)
     _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
-                   (out, _loader.i64(n_rows), _loader.i32(K), _loader.i32(g), _loader.i32(1 if log else 0)),
+                   _kernel_args.args(FILE, "lse_rows", x=out, n_rows=_loader.i64(n_rows), K=_loader.i32(K),
+                                     G=_loader.i32(g), log_out=_loader.i32(1 if log else 0)),
                    block=_BLOCK)
     return out.reshape(n_rows, K)
 

@@ -456,9 +456,10 @@ def check_values(sig: KernelSignature, values: tuple, packed: bool = False) -> N
     A pointer takes a CuPy array (of the pointer's element type; any for
     ``void*``) or an address (a ``numpy.uint64``, or in a packed launch any
     integer; never ``None``, which CuPy passes as 0xffffffff). A value takes
-    a NumPy scalar of its C type, or in a packed launch a Python number of
-    its kind. Every array and value of one template type (``T``) has one
-    dtype.
+    a NumPy scalar of its C type, or a Python number that CuPy passes as that
+    type (an ``int`` for ``long long``, a ``float`` for ``double``); in a
+    packed launch any number of its kind. Every array and value of one
+    template type (``T``) has one dtype.
     """
     bound: dict = {}
     for p, v in zip(sig.params, values):
@@ -469,8 +470,13 @@ def check_values(sig: KernelSignature, values: tuple, packed: bool = False) -> N
 
 def _problem(sig, p: Param, v, packed: bool, bound: dict) -> str | None:
     is_array = type(v).__module__.startswith("cupy") or isinstance(v, np.ndarray)
-    if p.base in sig.type_params:  # T: one dtype for the call
-        dtype = getattr(v, "dtype", None) if is_array or isinstance(v, np.generic) else None
+    if p.base in sig.type_params:  # T: one dtype for the call (a Python float goes in as a double)
+        if is_array or isinstance(v, np.generic):
+            dtype = v.dtype
+        elif isinstance(v, float) and not packed and not p.pointer:
+            dtype = np.dtype(np.float64)
+        else:
+            dtype = None
         if dtype is not None and bound.setdefault(p.base, dtype) != dtype:
             return f"is of {dtype}, but an earlier argument of type {p.base} was of {bound[p.base]}."
         want = None
@@ -499,8 +505,14 @@ def _problem(sig, p: Param, v, packed: bool, bound: dict) -> str | None:
             return f"is a float; {want} is expected."
         return None
     if not isinstance(v, np.generic):
-        return (f"is a Python {type(v).__name__}, which CuPy passes as "
-                f"{'long long' if isinstance(v, int) else 'double'}; pass a NumPy scalar of the C type.")
+        if not isinstance(v, (int, float)):
+            return f"is {type(v).__name__}; a NumPy scalar of the C type is expected."
+        # CuPy passes a Python bool as bool, an int as long long and a float as double
+        got = np.dtype(np.bool_ if isinstance(v, bool) else np.int64 if isinstance(v, int) else np.float64)
+        if want is not None and got != want or want is None and got.kind != "f":
+            return (f"is a Python {type(v).__name__}, which CuPy passes as {got}; pass a NumPy scalar of the "
+                    f"C type.")
+        return None
     got = np.dtype(type(v))
     if want is not None and got != want:
         return f"is {got}; {want} is expected."

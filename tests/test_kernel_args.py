@@ -188,7 +188,10 @@ def _kind_problem(kind, param, sig, packed: bool) -> str | None:
         if kind[1] is not None and want is not None and np.dtype(kind[1]) != want:
             return f"a {kind[1]} where {param.ctype} ({want}) belongs"
         return None
-    if not packed:
+    if not packed:  # CuPy passes a Python int as long long and a float as double
+        passed = np.dtype(np.int64 if tag == "int" else np.float64)
+        if want is None and not templated or want == passed or templated and tag == "float":
+            return None
         return f"a Python {tag}, which CuPy passes as {'long long' if tag == 'int' else 'double'}"
     if tag == "float" and want is not None and want.kind in "iub":
         return f"a float where {param.ctype} belongs"
@@ -525,7 +528,9 @@ def _normalise_args(**change):
 
 @pytest.mark.parametrize("change, message", [
     (dict(R=np.int64(1)), "argument R \\(int\\) is int64; int32 is expected"),
-    (dict(R=1), "Python int, which CuPy passes as long long"),
+    (dict(R=1), "Python int, which CuPy passes as int64"),
+    (dict(R=1.0), "Python float, which CuPy passes as float64"),
+    (dict(R="1"), "is str"),
     (dict(row_ptr=np.zeros(2, np.int64)), "array of int64; int32 is expected"),
     (dict(x=None), "is None"),
     (dict(x=12345), "other than numpy.uint64"),
@@ -544,6 +549,15 @@ def test_checking_keeps_one_dtype_per_template_type(checking):
                   rows=np.int64(2), cols=np.int64(2), **_kernel_args.philox((1, 2), 3))
     with pytest.raises(TypeError, match="argument of type T was of float32"):
         _kernel_args.args("rbm.cu", "rbm_bernoulli", **values)
+    # a Python float for a T value goes in as a double: wrong beside float32 arrays
+    gamma = {n: np.uint64(0) for n in _kernel_args.signature("gamma.cu", "gamma_draw").names}
+    gamma.update(shape=np.zeros(2, np.float32), shape_step=np.int64(1), scale=np.zeros(2, np.float32),
+                 scale_step=np.int64(1), scale_value=np.float32(1), out=np.zeros(2, np.float32), n=np.int64(2),
+                 log_out=np.int32(0), chunk=np.int64(1), **_kernel_args.philox((1, 2), 3))
+    gamma["trials"] = np.zeros(2, np.int32)
+    _kernel_args.args("gamma.cu", "gamma_draw", **gamma)
+    with pytest.raises(TypeError, match="scale_value .* is of float64, but an earlier argument of type T"):
+        _kernel_args.args("gamma.cu", "gamma_draw", **{**gamma, "scale_value": 1.0})
 
 
 def test_checking_packed_launches(checking):

@@ -224,9 +224,7 @@ def _param(text: str, aliases: dict, where: str) -> Param:
 
 def _template_before(text: str, start: int) -> tuple:
     """The template parameter list that ends just before ``start`` (skipping ``extern "C"``), or ()."""
-    head = text[:start].rstrip()
-    if head.endswith('extern "C"'):
-        head = head[: -len('extern "C"')].rstrip()
+    head = re.sub(r'extern\s*"\s*"$', "", text[:start].rstrip()).rstrip()  # extern "C", its string blanked
     if not head.endswith(">"):
         return ()
     depth, j = 0, len(head) - 1
@@ -252,8 +250,8 @@ def parse_kernels(text: str, filename: str = "<source>") -> dict[str, KernelSign
     definitions of one name (overloads) must have the same parameters.
     Raises ValueError on a parameter it cannot read.
     """
-    src = _strip(_STRING_RE.sub(lambda m: '"' + " " * (len(m.group()) - 2) + '"' if "\n" not in m.group()
-                                else m.group(), text))
+    # string literals blanked (a "//" or "/*" in one is no comment), then comments and directives
+    src = _strip(_STRING_RE.sub(lambda m: '"' + " " * (len(m.group()) - 2) + '"', text))
     aliases = {}
     for m in _TYPEDEF_RE.finditer(src):
         aliases[m.group(2)] = " ".join(m.group(1).split())

@@ -600,7 +600,7 @@ def test_parser_reads_templates_macros_and_skips_declarations():
     assert k.names == ("a", "n", "seed", "out")
     assert [p.base for p in k.params] == ["T", "int", "unsigned int", "void"]
     assert [p.pointer for p in k.params] == [True, False, False, True]
-    assert sigs["plain"].params[1].dtype == np.dtype(np.uint64)
+    assert sigs["plain"].params[1].dtype == np.dtype(np.uint64) and sigs["plain"].template == ()
 
 
 def test_parser_refuses_what_it_cannot_read():

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from gpumcmc._config import config
 from gpumcmc.models import bayesnet as bn
 from gpumcmc.models.bayesnet import BayesianNetwork
 
@@ -50,7 +51,7 @@ def _case(bench, name, truth, X, same, n_iter, batch_size=None, label="gpumcmc",
             f"set-up and one iteration {short:.1f} ms" + ("; BIDMach anchor 804 ms (Titan X)" if "koller" in name else ""))
     bench.record(name, label, ms, n * same, bytes_moved=bytes_it,
                  params={"cases": n, "nodes": V, "missing_cells": M, "same": same, "batch_size": batch_size,
-                         "n_iter": n_iter, "defines": dict(bn._DEFINES), **(extra or {})},
+                         "n_iter": n_iter, "defines": dict(config.bayesnet_defines), **(extra or {})},
                  note=note + (f"; {extra['note']}" if extra and "note" in extra else ""))
     return fit
 
@@ -81,16 +82,17 @@ def _parts(bench, name, truth, X, same, sweeps=True):
     ops = bn._GpuOps(plan)
     logc = cp.asarray(plan.logc_of(truth.cpts_))
     bad = cp.zeros(1, cp.int32)
-    tag = "" if not bn._DEFINES else " " + " ".join(f"{k}={v}" for k, v in bn._DEFINES)
+    defines = config.bayesnet_defines
+    tag = "" if not defines else " " + " ".join(f"{k}={v}" for k, v in defines)
     if sweeps:
         for c in range(len(plan.groups)):
             Mc = int(b.gptr[c + 1] - b.gptr[c])
             bench.peer(f"{name} part:sweep colour {c}", "gpumcmc" + tag, same * Mc,
                        lambda c=c: ops.sweep(Z, same, b, c, logc, (1, 2), 0, bad),
-                       bytes_moved=same * Mc * 2, params={"cells": Mc, "same": same, "defines": dict(bn._DEFINES)})
+                       bytes_moved=same * Mc * 2, params={"cells": Mc, "same": same, "defines": dict(defines)})
     bench.peer(f"{name} part:counts", "gpumcmc" + tag, same * len(X), lambda: ops.counts(Z, same, len(X)),
-               bytes_moved=Z.nbytes, params={"C": plan.C, "shared": plan.C <= bn._SHARED_CELLS,
-                                             "defines": dict(bn._DEFINES)})
+               bytes_moved=Z.nbytes, params={"C": plan.C, "shared": plan.C <= config.bayesnet_shared_cells,
+                                             "defines": dict(defines)})
     if not sweeps:
         return
     rng = default_rng(0, backend="cupy")
@@ -154,15 +156,11 @@ def run(bench):
     small = bench.small
     n = 100_000 if small else 1_000_000
     X = _data(koller, n, 0.5)
-    old = bn._DEFINES
-    try:
-        for defs in _VARIANTS:  # the draws are the same in every variant (the same KL_avg shows it)
-            bn._DEFINES = defs
+    for defs in _VARIANTS:  # the draws are the same in every variant (the same KL_avg shows it)
+        with config.override(bayesnet_defines=defs):
             label = "gpumcmc" + "".join(f" {k}={v}" for k, v in defs)
             _case(bench, "koller-1M-50%-m10", koller, X, 10, 100, label=label)
             _parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps=True)
-    finally:
-        bn._DEFINES = old
     _devices_rows(bench, koller, X, batches=False)
     # minibatches: four batches streamed from host memory at every iteration
     h2d = _h2d_bandwidth(bench)
@@ -181,11 +179,8 @@ def run(bench):
         Xa = _data(andes, 10_000 if small else 100_000, 0.3)
         _case(bench, "andes-100k-30%", andes, Xa, 1, 100)
         _parts(bench, "andes-100k-30%", andes, Xa, 1)
-        try:
-            bn._DEFINES = (("BN_AGG", 0),)
+        with config.override(bayesnet_defines=(("BN_AGG", 0),)):
             _parts(bench, "andes-100k-30%", andes, Xa, 1, sweeps=False)
-        finally:
-            bn._DEFINES = old
     if "pathfinder" in files:  # nodes of up to 63 states; CPTs too large for counts in shared memory
         pf = BayesianNetwork.from_bif(files["pathfinder"])
         _case(bench, "pathfinder-100k-30%", pf, _data(pf, 10_000 if small else 100_000, 0.3), 1, 20)

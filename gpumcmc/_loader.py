@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._config import memo
+
 __all__ = [
     "CTYPE",
     "KernelCompileError",
@@ -105,17 +107,16 @@ def compile_options(filename: str, defines: tuple = (), directory: Path | None =
     return tuple(opts)
 
 
-_modules: dict = {}
-_functions: dict = {}  # one kernel object per (device, module, name): launches skip the lookup
+_modules = memo.table("loader.modules")
+_functions = memo.table("loader.functions")  # one kernel object per (device, module, name): launches skip the lookup
 _lock = threading.Lock()
 
 
 def clear_cache() -> None:
-    """Forget compiled modules and kernels held in memory (CuPy's on-disk cache stays)."""
+    """Forget compiled modules and kernels held in memory, and every launch plan made from them: all of
+    :data:`gpumcmc._config.memo` (CuPy's on-disk cache stays)."""
     with _lock:
-        _functions.clear()
-        _modules.clear()
-        _resident.clear()
+        memo.clear()
 
 
 def _module(filename: str, name_expressions: tuple, defines: tuple, directory: Path | None):
@@ -170,7 +171,7 @@ def get_function(filename: str, name: str, name_expressions: tuple = (), defines
     return fn
 
 
-_sm_counts: dict[int, int] = {}
+_sm_counts: dict[int, int] = memo.table("loader.sm_counts")
 
 
 def sm_count() -> int:
@@ -183,7 +184,7 @@ def sm_count() -> int:
     return _sm_counts[dev]
 
 
-_resident: dict = {}
+_resident = memo.table("loader.resident", device_at=3)
 
 
 def resident_blocks(kernel, block: int, shared_mem: int = 0) -> int:
@@ -270,7 +271,7 @@ class PackedLaunch:
         cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, 0, extra)
 
 
-_packed: dict = {}
+_packed = memo.table("loader.packed", device_at=None)  # keyed by kernel address
 
 
 def packed_launcher(kernel, filename: str, name: str, T: str) -> PackedLaunch:

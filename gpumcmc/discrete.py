@@ -73,6 +73,7 @@ import math
 import numpy as np
 
 from . import _kernel_args, _loader, _status, _validate
+from ._config import config, forward, memo
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, get_array_module, is_cupy_array
@@ -136,8 +137,8 @@ _WARP_NAMES = tuple(
     f"cat_row_warp<{t}, {s}, {v}, {nj}, false>" for t, shapes in _WARP_SHAPES.items() for s in (0, 1, 2)
     for v, nj in shapes
 ) + tuple(f"cat_row_warp<{t}, 2, {v}, {nj}, true>" for t, shapes in _WARP_SHAPES.items() for v, nj in shapes)
-# Elements per chunk of rows in the NumPy twin: bounds its temporaries.
-_TWIN_CHUNK = 1 << 22
+# Elements per chunk of rows in the NumPy twin, config.categorical_twin_chunk: bounds its temporaries.
+forward(__name__, {"_TWIN_CHUNK": "categorical_twin_chunk"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -200,7 +201,7 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None, totals: np.ndarray 
     """
     n, K = w.shape
     nb = -(-K // W)
-    step = max(W, (_BUTTERFLY_CHUNK // (nb * W)) // W * W)  # rows at a time: the scratch stays in cache
+    step = max(W, (config.butterfly_twin_chunk // (nb * W)) // W * W)  # rows at a time: the scratch stays in cache
     xb = np.zeros((min(n, step), nb * W), dtype=w.dtype)
     out = np.empty(n, dtype=np.int64)
     for s in range(0, n, step):
@@ -210,8 +211,8 @@ def butterfly_draw(w: np.ndarray, u: np.ndarray, lanes=None, totals: np.ndarray 
     return out
 
 
-# Elements per chunk of butterfly_draw.
-_BUTTERFLY_CHUNK = 1 << 16
+# Elements per chunk of butterfly_draw: config.butterfly_twin_chunk.
+forward(__name__, {"_BUTTERFLY_CHUNK": "butterfly_twin_chunk"})
 
 
 def _butterfly_rows(w, u, xb, lanes=None, totals=None):
@@ -273,7 +274,7 @@ def _butterfly_rows(w, u, xb, lanes=None, totals=None):
 
 
 def _chunk_rows(K: int) -> int:
-    return max(W, (_TWIN_CHUNK // max(K, 1)) // W * W)
+    return max(W, (config.categorical_twin_chunk // max(K, 1)) // W * W)
 
 
 def _draw_numpy(weights_of, n: int, K: int, dtype, method: str, key, offset: int, out: np.ndarray,
@@ -324,7 +325,7 @@ def warp_shape(K: int, dtype, *arrays) -> tuple[int, int]:
 
 # -- CUDA launcher ----------------------------------------------------------------
 
-_plans: dict = {}
+_plans = memo.table("discrete.plans")
 
 
 def _plan(kind: str, method: str, a, b, n: int, K: int, shift: int, ll: bool = False) -> tuple:

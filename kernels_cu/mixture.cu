@@ -171,7 +171,9 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
     long long mb,                  // rows per block of resp_out (m: the plain (chains, K, m) layout)
     long long ctr_rows,            // rows of the whole data set (the Philox counter range per chain)
     long long row0,                // global index of row 0 of x (this shard's first row)
-    unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi) {
+    unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+    const unsigned long long* __restrict__ off_dev) {  // null, or added to the offset (a graph replay)
+    gpumcmc::offset_from_device(off_dev, off_lo, off_hi);
     // Tile rows padded to a multiple of 4 values and 16-byte aligned, so that
     // the broadcast loads of one component's values can be vectorised.
     __shared__ __align__(16) T tile[MIX_TILE * MIX_QP];
@@ -609,10 +611,10 @@ __global__ void __launch_bounds__(MIX_COMP_THREADS) mixture_gibbs_params(
 #ifndef __CUDACC_RTC__
 template __global__ void mixture_logits<float>(const float*, long long, long long, long long, const float*, int, int,
                                                int*, float*, float*, double*, long long, long long, long long, unsigned int,
-                                               unsigned int, unsigned int, unsigned int);
+                                               unsigned int, unsigned int, unsigned int, const unsigned long long*);
 template __global__ void mixture_logits<double>(const double*, long long, long long, long long, const double*, int,
                                                 int, int*, double*, double*, double*, long long, long long, long long, unsigned int,
-                                                unsigned int, unsigned int, unsigned int);
+                                                unsigned int, unsigned int, unsigned int, const unsigned long long*);
 template __global__ void mixture_stats_partial<float>(const float*, long long, const int*, const int*, int, long long,
                                                       double*);
 template __global__ void mixture_stats_partial<double>(const double*, long long, const int*, const int*, int,

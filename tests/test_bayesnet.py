@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gpumcmc._config import config
 from gpumcmc.models.bayesnet import BayesianNetwork
 
 
@@ -283,7 +284,7 @@ def test_gpu_counts_in_global_memory(cp, monkeypatch):
     net = _random_net(5)
     X = _mask(net.sample(2000, 1), 0.3, 2)
     plan, b, Z = _ops_both(cp, net, X, 2)
-    monkeypatch.setattr(bn, "_SHARED_CELLS", 0)
+    monkeypatch.setattr(config, "bayesnet_shared_cells", 0)
     np.testing.assert_array_equal(cp.asnumpy(bn._GpuOps(plan).counts(cp.asarray(Z), 2, len(X))),
                                   bn._NumpyOps(plan).counts(Z, 2, len(X)))
 
@@ -628,7 +629,7 @@ def test_gibbs_imputation_in_chunks_is_the_same_method(monkeypatch):
 
     net = BayesianNetwork.koller()
     X = _mask(net.sample(30, 1), 0.6, 2)
-    monkeypatch.setattr(bn, "_IMPUTE_CELLS", 7 * 8 * 5)
+    monkeypatch.setattr(config, "bayesnet_impute_cells", 7 * 8 * 5)
     a = net.impute(X, method="draw", random_state=3, max_combinations=1, replicas=8, backend="numpy")
     b = net.impute(X, method="draw", random_state=3, max_combinations=1, replicas=8, backend="numpy")
     np.testing.assert_array_equal(a, b)

@@ -419,10 +419,10 @@ def test_same_seed_same_draws_and_one_offset_per_call(xp):
 
 
 def test_twin_does_not_depend_on_its_chunk_size(monkeypatch):
-    import gpumcmc.discrete as mod
+    from gpumcmc._config import config
     w = np.random.default_rng(0).random((1000, 70)).astype(np.float32)
     ref = {m: categorical(w, rng=3, method=m) for m in METHODS}
-    monkeypatch.setattr(mod, "_TWIN_CHUNK", 100)
+    monkeypatch.setattr(config, "categorical_twin_chunk", 100)
     for m in METHODS:
         assert np.array_equal(categorical(w, rng=3, method=m), ref[m])
 

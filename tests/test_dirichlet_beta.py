@@ -179,7 +179,7 @@ def test_gpu_dirichlet_paths_give_the_same_bits(cp, dtype, n_rows, k):
 
 
 def test_dirichlet_plan():
-    # Many rows: chunks of about _DIRICHLET_CHUNK elements, an even count for odd K.
+    # Many rows: chunks of about config.dirichlet_chunk elements, an even count for odd K.
     assert _gamma._dirichlet_plan(65_536, 256, 4224) == 8
     assert _gamma._dirichlet_plan(65_536, 255, 4224) == 8
     assert _gamma._dirichlet_plan(10_000_000, 3, 4224) == 682

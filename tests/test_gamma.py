@@ -16,6 +16,7 @@ from scipy import special, stats
 
 import gpumcmc
 from conftest import ALPHA, to_np
+from gpumcmc._config import config
 from gpumcmc.random import _gamma, _philox, default_rng, gamma_from_buffers, philox4x32
 
 SHAPES = [1e-6, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.5, 100.0, 1e4]
@@ -476,14 +477,14 @@ def test_gpu_gamma_does_not_depend_on_the_launch(cp, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_gpu_launcher_takes_the_counter_for_large_calls(cp, dtype, monkeypatch):
     # The launcher hands rounds out from a counter where every warp has at
-    # least _DYN_MIN_ROUNDS of them; lowered to 0 and to 1, a call of 1e6
+    # least config.gamma_dyn_min_rounds of them; lowered to 0 and to 1, a call of 1e6
     # elements goes the counter's way (chunks of 1 round, then of several).
     # Same draws as the fixed grid stride, values and trials.
     shape = cp.asarray(np.exp(np.random.default_rng(8).uniform(-4, 5, 1_000_001)).astype(dtype))
     ref = _gamma.gamma_cupy(shape, None, (3, 4), 5, return_trials=True)
     for min_rounds, share in ((0, 10**6), (0, 1)):
-        monkeypatch.setattr(_gamma, "_DYN_MIN_ROUNDS", min_rounds)
-        monkeypatch.setattr(_gamma, "_DYN_SHARE", share)
+        monkeypatch.setattr(config, "gamma_dyn_min_rounds", min_rounds)
+        monkeypatch.setattr(config, "gamma_dyn_share", share)
         got = _gamma.gamma_cupy(shape, None, (3, 4), 5, return_trials=True)
         for a, b in zip(got, ref):
             assert np.array_equal(a.get(), b.get())

@@ -20,6 +20,7 @@ import pytest
 
 import gpumcmc
 from gpumcmc import discrete
+from gpumcmc._config import config
 import butterfly_reference as _butterfly
 from gpumcmc.random import _gamma, _philox, default_rng
 from benchmarks.twins import best_of
@@ -77,7 +78,7 @@ def test_gamma_trial0_chunks_equal_the_per_element_form(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 def test_gamma_twin_draws_depend_on_the_element_only(dtype, log, monkeypatch):
     # Small chunks: many chunk edges, boosts and later attempts inside one call.
-    monkeypatch.setattr(_gamma, "_CHUNK", 1 << 10)
+    monkeypatch.setattr(config, "gamma_twin_chunk", 1 << 10)
     rng = np.random.default_rng(2)
     a = np.exp(rng.uniform(-5, 4, 20_001)).astype(dtype)
     start = (1 << 32) - 10_001  # odd, and across the counter's high word
@@ -99,7 +100,7 @@ def test_gamma_twin_draws_depend_on_the_element_only(dtype, log, monkeypatch):
 
 @pytest.mark.parametrize("K", [1, 3, 16, 31, 32, 33, 100, 300])
 def test_butterfly_twin_equals_the_warp_emulation(K, monkeypatch):
-    monkeypatch.setattr(discrete, "_BUTTERFLY_CHUNK", 1 << 12)  # several chunks of rows
+    monkeypatch.setattr(config, "butterfly_twin_chunk", 1 << 12)  # several chunks of rows
     rng = np.random.default_rng(K)
     n = 32 * 11
     for dtype in (np.float32, np.float64):

@@ -38,6 +38,7 @@ import numpy as np
 
 from gpumcmc import _kernel_args, _loader, _validate
 from gpumcmc import backend as _backend
+from gpumcmc._config import config, forward
 from gpumcmc import shards as _shards
 from gpumcmc.random import default_rng
 from gpumcmc.sampling._estimator import Estimator
@@ -50,7 +51,8 @@ _DEFAULTS = {"n_iter": 100, "same": 1, "prior": 1.0, "random_state": None, "prog
              "learn": True, "batch_size": None, "devices": None, "burn_in": None}
 _SETTINGS = tuple(_DEFAULTS)
 _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute's Gibbs sweeps
-_IMPUTE_CELLS = 1 << 24  # cells (replicas x cases x nodes) of one chunk of impute's Gibbs imputation
+# config.bayesnet_impute_cells: cells (replicas x cases x nodes) of one chunk of impute's Gibbs imputation
+forward(__name__, {"_IMPUTE_CELLS": "bayesnet_impute_cells"})
 
 
 class BayesianNetwork(Estimator):
@@ -606,9 +608,9 @@ class BayesianNetwork(Estimator):
             p = np.exp(lp - lp.max()); p /= p.sum()
             k = int(np.argmax(p)) if method == "mode" else int(rs.choice(len(p), p=p))
             X[r] = Y[k]
-        # Gibbs imputation in chunks of about _IMPUTE_CELLS cells over the replicas (their states and
+        # Gibbs imputation in chunks of about bayesnet_impute_cells cells over the replicas (their states and
         # log-probabilities are held on the host as int64 at the end)
-        chunk = max(1, _IMPUTE_CELLS // (replicas * len(self.nodes)))
+        chunk = max(1, config.bayesnet_impute_cells // (replicas * len(self.nodes)))
         for s in range(0, len(large), chunk):
             rows = large[s:s + chunk]
             X[rows] = self._gibbs_impute(X[rows], method, int(rs.integers(2**63)), n_sweeps, replicas, backend)
@@ -692,8 +694,9 @@ class BayesianNetwork(Estimator):
 # same double-precision operations in the same order, so the same draws for one seed).
 FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
-_DEFINES = ()  # tunable macros of bayesnet.cu, e.g. (("BN_AGG", 0),)
-_SHARED_CELLS = 12 * 1024  # counts in shared memory when every CPT together has at most this many cells
+# config.bayesnet_defines: tunable macros of bayesnet.cu, e.g. (("BN_AGG", 0),);
+# config.bayesnet_shared_cells: counts in shared memory when every CPT together has at most this many cells
+forward(__name__, {"_DEFINES": "bayesnet_defines", "_SHARED_CELLS": "bayesnet_shared_cells"})
 
 
 _BLOCK_MAX = 4096  # the largest block of the cell order, in cases
@@ -1076,7 +1079,7 @@ class _GpuOps:
         self._counts = None
 
     def _fn(self, name):
-        return _loader.get_function(FILE, name, self.names, _DEFINES)
+        return _loader.get_function(FILE, name, self.names, config.bayesnet_defines)
 
     def _sweep_args(self, b, c, m):
         """The launch of colour ``c``'s sweep of part ``b`` with m replicas, but for the per-call
@@ -1089,7 +1092,7 @@ class _GpuOps:
             a, e = int(b.gptr[c]), int(b.gptr[c + 1])
             P, d = self.plan, self.d
             fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
-            block = dict(_DEFINES).get("BN_BLOCK", 256)
+            block = dict(config.bayesnet_defines).get("BN_BLOCK", 256)
             gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
             fixed = _kernel_args.part(
                 FILE, "bn_sweep", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d[a:e],
@@ -1113,9 +1116,9 @@ class _GpuOps:
         out = self._counts  # one buffer, read (by the CPT draw or the all-reduce) before the next call
         out.data.memset_async(0, out.nbytes)
         fn = self._fn("bn_counts")
-        shared = P.C <= _SHARED_CELLS
+        shared = P.C <= config.bayesnet_shared_cells
         smem = 4 * P.C if shared else 0
-        block = dict(_DEFINES).get("BN_COUNT_BLOCK", 256)
+        block = dict(config.bayesnet_defines).get("BN_COUNT_BLOCK", 256)
         rows = m * n
         grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
         fn((grid,), (block,),

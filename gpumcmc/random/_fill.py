@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernel_args, _loader
+from .._config import config, forward
 from ._philox import Words, box_muller_into, philox32, philox_rounds, u01_f32_into, u01_f64_from32_into
 
 FILE = "random_fill.cu"
@@ -33,8 +34,9 @@ _NAMES = (
     "fill_exponential<double>",
 )
 _CTYPE = _loader.CTYPE
-# Blocks per chunk of the NumPy twin: its scratch arrays (about 60 bytes a block) stay in cache.
-_CHUNK = 1 << 15
+# Blocks per chunk of the NumPy twin, config.fill_twin_chunk: its scratch arrays (about 60 bytes a
+# block) stay in cache.
+forward(__name__, {"_CHUNK": "fill_twin_chunk"})
 
 
 def per_block(dtype) -> int:
@@ -77,7 +79,7 @@ def _twin_chunk(kind: str, dtype, words, out, scratch) -> None:
 def fill_numpy(kind: str, n: int, dtype, key, offset: int) -> np.ndarray:
     """NumPy twin of ``fill_<kind><T>``: a flat array of ``n`` draws.
 
-    Goes through the blocks in chunks of ``_CHUNK`` (a power of two, so that
+    Goes through the blocks in chunks of ``config.fill_twin_chunk`` (a power of two, so that
     no chunk straddles a change of the counter's high word) with one set of
     scratch arrays, which stay in cache.
     """
@@ -85,14 +87,14 @@ def fill_numpy(kind: str, n: int, dtype, key, offset: int) -> np.ndarray:
     p = per_block(dtype)
     nb = -(-n // p)
     out = np.empty(nb * p, dtype=dtype)
-    size = min(_CHUNK, nb)
+    size = min(config.fill_twin_chunk, nb)
     work = Words(size)
     scratch = (np.empty(size), np.empty(size), np.empty(size), np.empty(size, dtype=np.complex128))
     idx = np.arange(size, dtype=np.uint32)
     off_lo, off_hi = offset & 0xFFFFFFFF, (offset >> 32) & 0xFFFFFFFF
     with np.errstate(all="ignore"):
-        for start in range(0, nb, _CHUNK):
-            count = min(_CHUNK, nb - start)
+        for start in range(0, nb, config.fill_twin_chunk):
+            count = min(config.fill_twin_chunk, nb - start)
             c0 = np.add(idx[:count], np.uint32(start & 0xFFFFFFFF))
             words = philox32(c0, start >> 32, off_lo, off_hi, key[0], key[1], work, count,
                              u01=(scratch[0][:count], scratch[1][:count]) if dtype == np.float64 else None)
@@ -122,8 +124,9 @@ def fill(xp, kind: str, n: int, dtype, key, offset: int):
     return fill_cupy(kind, n, dtype, key, offset)
 
 
-# Elements per pass of uniform_at: its counters and words take about 40 bytes an element.
-_AT_CHUNK = 1 << 22
+# Elements per pass of uniform_at, config.fill_at_chunk: its counters and words take about 40 bytes
+# an element.
+forward(__name__, {"_AT_CHUNK": "fill_at_chunk"})
 
 
 def uniform_at(xp, elements, dtype, key, offset: int):
@@ -139,8 +142,8 @@ def uniform_at(xp, elements, dtype, key, offset: int):
     flat, res = e_all.reshape(-1), out.reshape(-1)
     p = np.uint64(per_block(dtype))
     k = xp.asarray(np.array(key, dtype=np.uint32))
-    for a in range(0, flat.size, _AT_CHUNK):
-        e = flat[a:a + _AT_CHUNK]
+    for a in range(0, flat.size, config.fill_at_chunk):
+        e = flat[a:a + config.fill_at_chunk]
         blk = e // p
         ctr = xp.stack([blk & np.uint64(0xFFFFFFFF), blk >> np.uint64(32), xp.full_like(blk, offset & 0xFFFFFFFF),
                         xp.full_like(blk, (offset >> 32) & 0xFFFFFFFF)], axis=-1).astype(np.uint32)

@@ -60,6 +60,7 @@ import numbers
 import numpy as np
 
 from .. import _kernel_args, _loader, _status
+from .._config import config, forward, memo
 from .. import _validate as _v
 from ._params import _as, _flat, out_shape, resolve_dtype
 from .. import backend as _backend
@@ -78,8 +79,8 @@ _CTYPE = _loader.CTYPE
 
 MAX_ATTEMPTS = 1 << 22  # GPUMCMC_GAMMA_MAX_ATTEMPTS: never reached for valid shapes
 INDEX_LIMIT = 1 << 40  # element indices must stay below 2**40 (the counter holds 2**40 j + i)
-# Elements per chunk of the twin (even): keeps its temporaries in cache.
-_CHUNK = 1 << 16
+# Elements per chunk of the twin (even), config.gamma_twin_chunk: keeps its temporaries in cache.
+forward(__name__, {"_CHUNK": "gamma_twin_chunk"})
 # Block size (the kernels' GPUMCMC_GAMMA_BLOCK).
 _BLOCK = 256
 
@@ -364,8 +365,8 @@ def _first_trials(a, start, key, offset, log, out, trials):
     k = _consts(dtype)
     one = k["one"]
     n = a.size
-    gen = _Trial0(dtype, key, offset, min(n, _CHUNK) + 2)
-    size = min(n, _CHUNK)
+    gen = _Trial0(dtype, key, offset, min(n, config.gamma_twin_chunk) + 2)
+    size = min(n, config.gamma_twin_chunk)
     d, c, cx, v, m, q = (np.empty(size, dtype=dtype) for _ in range(6))
     small, acc, notacc = (np.empty(size, dtype=bool) for _ in range(3))
     rest, boost = [], []
@@ -374,7 +375,7 @@ def _first_trials(a, start, key, offset, log, out, trials):
         g0 = start + s
         # Whole pairs from an even element, never past a multiple of 2**32 (the counter's high word).
         lo = g0 & ~1
-        hi = min(lo + _CHUNK, start + n, ((g0 >> 32) + 1) << 32)
+        hi = min(lo + config.gamma_twin_chunk, start + n, ((g0 >> 32) + 1) << 32)
         e = hi - g0
         hi += hi & 1
         x, u = gen(lo, hi)
@@ -439,12 +440,12 @@ def _first_trials(a, start, key, offset, log, out, trials):
 def _boost_into(out, a, e, g, start, key, offset, log):
     """``out[e] = boosted(g, U, a[e], log)`` with the boost uniforms ``U`` of
     elements ``e`` (ascending), a chunk of them at a time."""
-    work = Words(min(e.size, _CHUNK))
+    work = Words(min(e.size, config.gamma_twin_chunk))
     gi = e.astype(np.uint64) + np.uint64(start)
     s = 0
     while s < e.size:
         hi = int(gi[s] >> np.uint64(32))
-        stop = min(s + _CHUNK, int(np.searchsorted(gi, np.uint64((hi + 1) << 32))))
+        stop = min(s + config.gamma_twin_chunk, int(np.searchsorted(gi, np.uint64((hi + 1) << 32))))
         ub = _boost_some(gi[s:stop], key, offset, a.dtype, work)
         out[e[s:stop]] = boosted(g[s:stop], ub, a[e[s:stop]], log)
         s = stop
@@ -470,8 +471,8 @@ def gamma_numpy(shape, key, offset, *, log=False, start=0):
         t = 1
         while rest.size and t < MAX_ATTEMPTS:
             still = []
-            for s in range(0, rest.size, _CHUNK):
-                e = rest[s:s + _CHUNK]
+            for s in range(0, rest.size, config.gamma_twin_chunk):
+                e = rest[s:s + config.gamma_twin_chunk]
                 ae = a[e]
                 d, c = _setup(ae, k)
                 (x0, u0), (x1, u1) = _attempt((e + start).astype(np.uint64), t, key, offset, dtype)
@@ -508,7 +509,7 @@ def _lse_rows(lg, log):
             np.subtract(lg, m, out=lg)
             _normalise(lg, np.exp(lg) if log else np.exp(lg, out=lg), -1, log)
             return lg
-        step = max(1, _LSE_CHUNK // K)
+        step = max(1, config.gamma_lse_chunk // K)
         t = np.empty((K, min(n, step)), dtype=lg.dtype)
         for s in range(0, n, step):
             rows = lg[s:s + step]
@@ -529,10 +530,10 @@ def _normalise(d, e, axis, log):
         e /= tot
 
 
-# Rows of at most this many categories are normalised transposed (see _lse_rows),
-# this many elements at a time.
+# Rows of at most _LSE_COLUMNS categories are normalised transposed (see _lse_rows),
+# config.gamma_lse_chunk elements at a time.
 _LSE_COLUMNS = 32
-_LSE_CHUNK = 1 << 16
+forward(__name__, {"_LSE_CHUNK": "gamma_lse_chunk"})
 
 
 def dirichlet_numpy(alpha, key, offset, *, log=False, start_row=0):
@@ -563,16 +564,17 @@ def _fn(kind: str, dtype, dyn: bool | None = None):
 
 
 # gamma_draw takes its rounds from a counter where each warp of the grid has
-# at least this many to do: below, a fixed share leaves little to balance.
-# Rounds per request: about 1/DYN_SHARE of a warp's share, at most DYN_CHUNK:
+# at least config.gamma_dyn_min_rounds to do: below, a fixed share leaves little to balance.
+# Rounds per request: about 1/gamma_dyn_share of a warp's share, at most gamma_dyn_chunk:
 # larger requests mean fewer of them, with little gain beyond 16 rounds
 # (benchmarks/NOTES.md, "gpumcmc.random._gamma").
-_DYN_MIN_ROUNDS = 16
-_DYN_SHARE = 8
-_DYN_CHUNK = 16
+forward(__name__, {"_DYN_MIN_ROUNDS": "gamma_dyn_min_rounds", "_DYN_SHARE": "gamma_dyn_share",
+                   "_DYN_CHUNK": "gamma_dyn_chunk"})
 
 
-_plans: dict = {}
+_plans = memo.table("gamma.plans")
+# Not in the memo: a captured CUDA graph may hold a counter's address, so the counters stay as long
+# as the process.
 _counters: dict = {}
 
 # gamma_draw's parameters as PackedLaunch packs them (see gamma.cu): shape,
@@ -637,9 +639,10 @@ def _work_args(dtype, rounds: int, device: int, stream_ptr: int):
     """(launcher, blocks, rounds per request, counter address) for ``rounds``
     rounds of gamma_draw on ``device`` (the current one) and the stream ``stream_ptr``."""
     fs, bs, fd, bd, warps = _gamma_plan(device, dtype)
-    if rounds < _DYN_MIN_ROUNDS * warps:
+    if rounds < config.gamma_dyn_min_rounds * warps:
         return fs, bs, 1, 0
-    return fd, bd, max(1, min(_DYN_CHUNK, rounds // (_DYN_SHARE * warps))), _counter(device, stream_ptr)
+    chunk = max(1, min(config.gamma_dyn_chunk, rounds // (config.gamma_dyn_share * warps)))
+    return fd, bd, chunk, _counter(device, stream_ptr)
 
 
 def _param_arg(p, dtype):
@@ -716,11 +719,11 @@ def beta_cupy(a, b, n, key, offset, describe=None):
     return out
 
 
-# Rows per dirichlet_draw chunk: about this many elements, so that a warp
+# Rows per dirichlet_draw chunk: about config.dirichlet_chunk elements, so that a warp
 # normalises rows it has just written (still in cache) and its queues are
 # served part-full only once per chunk. The throughput is flat from 1024 to
 # 4096 elements (benchmarks/NOTES.md, "gpumcmc.random._gamma").
-_DIRICHLET_CHUNK = 2048
+forward(__name__, {"_DIRICHLET_CHUNK": "dirichlet_chunk"})
 
 
 def _dirichlet_plan(n_rows: int, K: int, warps: int, dtype=np.float32) -> int:
@@ -732,9 +735,9 @@ def _dirichlet_plan(n_rows: int, K: int, warps: int, dtype=np.float32) -> int:
     traffic (benchmarks/NOTES.md, "gpumcmc.random._gamma")."""
     if np.dtype(dtype) == np.float64:
         return 0
-    R = max(1, min(_DIRICHLET_CHUNK // K, -(-n_rows // warps)))
+    R = max(1, min(config.dirichlet_chunk // K, -(-n_rows // warps)))
     R += R & K & 1  # an even number of rows when K is odd: chunks start on a whole pair
-    if -(-n_rows // R) < warps // 2 and n_rows * K > _DIRICHLET_CHUNK * 32:
+    if -(-n_rows // R) < warps // 2 and n_rows * K > config.dirichlet_chunk * 32:
         return 0
     return R
 
@@ -799,7 +802,7 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
     if rows_per_chunk is None:
         R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), alpha.dtype)
         if start_row and not R:  # the pair of kernels takes no start row: one kernel, the same values
-            R = max(1, min(_DIRICHLET_CHUNK // K, n_rows))
+            R = max(1, min(config.dirichlet_chunk // K, n_rows))
             R += R & K & 1
     else:  # at most one chunk of all the rows (rounded up to even for odd K)
         R = min(rows_per_chunk, n_rows + (n_rows & K & 1))
@@ -962,7 +965,7 @@ def beta(rng, a, b, size=None, dtype=None):
     return out.reshape(oshape)
 
 
-_dirichlet_plans: dict = {}
+_dirichlet_plans = memo.table("gamma.dirichlet_plans")
 
 
 def _dirichlet_device(rng, alpha, dtype, log):
@@ -980,7 +983,7 @@ def _dirichlet_device(rng, alpha, dtype, log):
 
     n_rows, K = alpha.shape
     device = cupy.cuda.runtime.getDevice()
-    pkey = (device, dt, n_rows, K)
+    pkey = (device, dt, n_rows, K, config.dirichlet_chunk)
     plan = _dirichlet_plans.get(pkey)
     if plan is None:
         plan = False

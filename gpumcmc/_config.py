@@ -1,0 +1,170 @@
+"""The tuning knobs and the memoised values, each in one place.
+
+``config`` holds the knobs: chunk sizes of the NumPy twins and thresholds of
+the GPU launch plans, which tests and benchmarks change to reach a path or to
+tune one. Every knob is an attribute with its default written below; set one
+with ``config.override(name=value)`` (a context manager) or, in a test,
+``monkeypatch.setattr(config, "name", value)``. An unknown name raises
+AttributeError, so a misspelt knob cannot be set silently.
+
+``memo`` holds what is worked out once and kept: compiled modules and
+kernels, occupancy, launch plans. Each module takes its table
+from it once, at import (``_plans = memo.table("gamma.plans")``), and reads
+and fills that dict as before, so a lookup costs what it did. The entries of
+a table keyed by device (its position in the key given to :meth:`Memo.table`)
+belong to that device. ``memo.clear()`` empties every table;
+``memo.clear(device)`` drops that device's entries and every table not keyed
+by device. A plan that depends on a knob has the knob's value in its key, so
+changing a knob needs no clear. What a captured CUDA graph may still point
+at (gamma's work counters) stays out of the memo.
+
+The knobs' old module names (``gpumcmc.random._gamma._DYN_SHARE`` and the
+like) still read and set the knob: see :func:`forward`.
+
+This module imports nothing from gpumcmc, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import types
+
+__all__ = ["Config", "Memo", "config", "forward", "memo"]
+
+
+class Memo:
+    """Named tables of memoised values, scoped per device, with one :meth:`clear`."""
+
+    def __init__(self):
+        self._tables: dict[str, tuple[dict, int | None]] = {}
+        self._lock = threading.Lock()
+
+    def table(self, name: str, *, device_at: int | None = 0) -> dict:
+        """The dict registered as ``name``, made on the first call.
+
+        ``device_at``: where the device ordinal sits in the table's keys (a
+        tuple key's index, or 0 for a key that is the ordinal itself); None
+        for a table whose keys name no device.
+        """
+        with self._lock:
+            entry = self._tables.get(name)
+            if entry is None:
+                entry = self._tables[name] = ({}, device_at)
+            elif entry[1] != device_at:
+                raise ValueError(f"memo table {name!r} is keyed by device at {entry[1]}, not {device_at}; "
+                                 "give each table one name.")
+            return entry[0]
+
+    def names(self) -> list[str]:
+        """The registered tables' names."""
+        return sorted(self._tables)
+
+    def clear(self, device: int | None = None) -> None:
+        """Empty every table; with ``device``, drop only that device's entries, and every table whose keys
+        name no device (what they hold may still depend on one)."""
+        with self._lock:
+            for table, at in self._tables.values():
+                if device is None or at is None:
+                    table.clear()
+                    continue
+                for key in list(table):
+                    if (key[at] if isinstance(key, tuple) else key) == device:
+                        table.pop(key, None)
+
+
+class Config:
+    """The tuning knobs: each changes how work is split or launched. Where a test holds the draws equal
+    across a knob's values, the comment beside the knob names it; ``bayesnet_impute_cells`` does change
+    the draws (each chunk's chains take their own seed)."""
+
+    _DEFAULTS = {
+        # gpumcmc.random._fill: blocks per chunk of the NumPy fill twin (a power of two), and elements per
+        # chunk of its per-element form.
+        "fill_twin_chunk": 1 << 15,
+        "fill_at_chunk": 1 << 22,
+        # gpumcmc.random._gamma: elements per chunk of the NumPy gamma twin (even: keeps its temporaries in
+        # cache; test_twins), and elements at a time of the twin's transposed normalisation of short rows.
+        "gamma_twin_chunk": 1 << 16,
+        "gamma_lse_chunk": 1 << 16,
+        # gamma_draw takes its rounds from a counter where each warp of the grid has at least
+        # gamma_dyn_min_rounds to do; a request takes about 1/gamma_dyn_share of a warp's share, at most
+        # gamma_dyn_chunk rounds (test_gamma's dynamic-schedule test).
+        "gamma_dyn_min_rounds": 16,
+        "gamma_dyn_share": 8,
+        "gamma_dyn_chunk": 16,
+        # Elements per dirichlet_draw chunk: a warp normalises rows it has just written.
+        "dirichlet_chunk": 2048,
+        # gpumcmc.discrete: elements per chunk of rows of the NumPy twin (bounds its temporaries;
+        # test_categorical), and per chunk of butterfly_draw (test_twins).
+        "categorical_twin_chunk": 1 << 22,
+        "butterfly_twin_chunk": 1 << 16,
+        # gpumcmc.models.bayesnet: cells (replicas x cases x nodes) of one chunk of impute's Gibbs
+        # imputation (test_bayesnet); counts go to shared memory when every CPT together has at most
+        # bayesnet_shared_cells cells; bayesnet_defines: tunable macros of bayesnet.cu, e.g.
+        # (("BN_AGG", 0),), the same draws in every variant (benchmarks/bayesnet.py compares them).
+        "bayesnet_impute_cells": 1 << 24,
+        "bayesnet_shared_cells": 12 * 1024,
+        "bayesnet_defines": (),
+    }
+
+    def __init__(self):
+        for name, value in self._DEFAULTS.items():  # plain attributes: a read costs what a global's does
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str):  # called only for a name that is not a knob
+        raise AttributeError(f"gpumcmc has no tuning knob {name!r}; the knobs are "
+                             f"{', '.join(sorted(self._DEFAULTS))}.")
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in self._DEFAULTS:
+            raise AttributeError(f"gpumcmc has no tuning knob {name!r}; the knobs are "
+                                 f"{', '.join(sorted(self._DEFAULTS))}.")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        changed = {k: getattr(self, k) for k, v in self._DEFAULTS.items() if getattr(self, k) != v}
+        return f"Config({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+
+    @contextlib.contextmanager
+    def override(self, **knobs):
+        """Set ``knobs`` for the ``with`` block, and restore them after it."""
+        old = {name: getattr(self, name) for name in knobs}
+        try:
+            for name, value in knobs.items():
+                setattr(self, name, value)
+            yield self
+        finally:
+            for name, value in old.items():
+                setattr(self, name, value)
+
+    def reset(self) -> None:
+        """Every knob back to its default."""
+        for name, value in self._DEFAULTS.items():
+            setattr(self, name, value)
+
+
+memo = Memo()
+config = Config()
+
+
+def _knob_property(knob: str) -> property:
+    return property(lambda module: getattr(config, knob), lambda module, value: setattr(config, knob, value),
+                    doc=f"gpumcmc._config.config.{knob}")
+
+
+def forward(module_name: str, names: dict[str, str]) -> None:
+    """Keep the module-level names of knobs that moved into :data:`config` working: reading or setting
+    ``module.OLD`` reads or sets ``config.NEW``, for each ``OLD: NEW`` in ``names``.
+
+    The names become properties of the module's own subclass of ``ModuleType``, so that every other
+    attribute of the module is read as before, and a test's ``monkeypatch.setattr(module, OLD, value)``
+    restores the knob afterwards."""
+    module = sys.modules[module_name]
+    if type(module) is types.ModuleType:
+        module.__class__ = type(f"{module_name}:knobs", (types.ModuleType,), {"__module__": __name__})
+    for old, knob in names.items():
+        getattr(config, knob)  # AttributeError for a knob that does not exist
+        module.__dict__.pop(old, None)
+        setattr(type(module), old, _knob_property(knob))

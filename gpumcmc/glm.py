@@ -470,7 +470,17 @@ def _raise_bad(xp, describe, X, y, beta2, w, off, family):
         raise ValueError(describe(*bad))
 
 
-_device_fg = _v.checked(_kernel_fg)  # one synchronisation per direct call, to read the kernels' notes
+def _kernel_fg_out(X, y, beta2, family, w, off, sigma, kernel, describe, single):
+    """:func:`_kernel_fg` and the results in ``X``'s dtype, shaped as :func:`loglik_and_grad` returns them:
+    every launch is queued before :func:`gpumcmc._validate.checked` waits, so the call returns as soon as
+    the GPU is done."""
+    f, g = _kernel_fg(X, y, beta2, family, w, off, sigma, kernel, describe)
+    f = f.astype(X.dtype, copy=False)
+    g = g.astype(X.dtype, copy=False)
+    return (f[0], g[0]) if single else (f, g)
+
+
+_device_fg = _v.checked(_kernel_fg_out)  # one synchronisation per direct call, to read the kernels' notes
 
 
 def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=None, sigma=1.0,
@@ -551,7 +561,7 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
             _raise_bad(np, describe, X, y, beta2, w, off, family)
         f, g = _twin(X, y, beta2, family, w, off, float(sigma))
     else:
-        f, g = _device_fg(X, y, beta2, family, w, off, float(sigma), kernel, describe)
+        return _device_fg(X, y, beta2, family, w, off, float(sigma), kernel, describe, single)
     f = f.astype(dtype, copy=False)
     g = g.astype(dtype, copy=False)
     return (f[0], g[0]) if single else (f, g)

@@ -497,8 +497,9 @@ struct GammaWarp {
     // (inclusive) among elements [0, n), where fast() holds and log_out == LOG;
     // returns the first base past `last`. In float32 the loop computes each round's trial-0
     // Philox block one round ahead (the compiler places it at the end of the
-    // round, after the queues are served): 3% faster than at the start of its
-    // own round; in float64, with twice the words to carry, 4% slower. The
+    // round, after the queues are served): faster than at the start of its
+    // own round; in float64, with twice the words to carry, slower (the
+    // numbers: benchmarks/NOTES.md, "kernels_cu/gamma.cu"). The
     // loop counts its rounds down in 32 bits: with the last round as a 64-bit
     // bound, NVRTC recomputed that bound (two 64-bit minimums) every round.
     template <int LOG, bool UNIT>
@@ -578,9 +579,10 @@ struct GammaWarp {
 // (zero at launch): each warp asks for its following chunk as it starts one,
 // so that the answer is back when it is needed. Warps progress at different
 // rates (the scheduler favours some, and the queues make rounds uneven), and
-// with a fixed share of rounds (a grid stride) the first warps finished up
-// to a fifth of the kernel's time before the last: on an H200, 12.7% of warp
-// time idle at 2^26 float32 elements, 1.8% with the counter. Which warp
+// with a fixed share of rounds (a grid stride) the first warps finished
+// well before the last, and warps stood idle for a large share of the
+// kernel's time, a share the counter cuts to a few per cent (the numbers:
+// benchmarks/NOTES.md, "kernels_cu/gamma.cu"). Which warp
 // draws an element does not change its value. The launcher takes the counter
 // for large calls only, where the tail is worth it.
 //
@@ -626,10 +628,11 @@ struct WorkChunks {
 };
 
 // Blocks per SM that gamma_draw<float> is built to fit at least (the register
-// budget). Measured at 2^26 float32 suite shapes on an H200, with the attempts
-// queue and the grid stride: 3 blocks (76 registers) 119.7 G/s, 4 blocks (64
-// registers, some spilled) 119.0. With the counter NVRTC takes 60 registers
-// on its own, and 4 blocks fit. float64 keeps the compiler's choice.
+// budget): with the attempts queue and the grid stride, 3 blocks (76
+// registers) ran as fast as 4 (64 registers, some spilled), without the
+// spills (benchmarks/NOTES.md, "kernels_cu/gamma.cu"). With the counter NVRTC
+// takes 60 registers on its own, and 4 blocks fit. float64 keeps the
+// compiler's choice.
 #ifndef GPUMCMC_GAMMA_MIN_BLOCKS
 #define GPUMCMC_GAMMA_MIN_BLOCKS 3
 #endif
@@ -772,12 +775,12 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
     for (long long row = tid / G; row < n_rows; row += groups) lse_row(x + row * K, K, G, sub, mask, log_out);
 }
 
-// Blocks per SM that dirichlet_draw is built to fit. Measured on an H200
-// (65,536 x 256 float32, chunks of 2048 elements): 4 blocks (64 registers)
-// 82.7 G/s, 3 blocks 72.5, and the compiler's own choice without a bound
-// (76 registers, 3 blocks) 73.4. float64 (64 registers at 4 blocks, as the
-// compiler chose before the float32 attempts queue): 24.6 G/s end to end in
-// suite rng, and 22.4 with an explicit bound of 1 block (80 registers).
+// Blocks per SM that dirichlet_draw is built to fit: in float32, 4 blocks (64
+// registers) ran clearly faster than 3 and than the compiler's own choice
+// without a bound (76 registers, 3 blocks); in float64, 64 registers at 4
+// blocks (as the compiler chose before the float32 attempts queue) ran faster
+// than an explicit bound of 1 block (80 registers). The numbers:
+// benchmarks/NOTES.md, "kernels_cu/gamma.cu".
 #ifndef GPUMCMC_DIRICHLET_MIN_BLOCKS
 #define GPUMCMC_DIRICHLET_MIN_BLOCKS 4
 #endif

@@ -538,9 +538,9 @@ struct GammaWarp {
     // Rounds of 32 whole pairs at base, base + stride, ... up to `last`
     // (inclusive), by fast_rounds where fast() holds; returns the first base
     // past `last`. With SPLIT a unit scale (the usual call) takes a copy of
-    // the loop without the multiply per value: 1.5% fewer cycles for the
-    // float32 counter kernel, the one large calls take; elsewhere the copy
-    // is not worth its compile time.
+    // the loop without the multiply per value: fewer cycles for the float32
+    // counter kernel, the one large calls take (benchmarks/NOTES.md,
+    // "kernels_cu/gamma.cu"); elsewhere the copy is not worth its compile time.
     template <bool SPLIT>
     __device__ __forceinline__ long long whole_rounds(long long base, long long last, long long stride, long long n) {
         if (!fast()) {

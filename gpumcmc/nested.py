@@ -33,12 +33,17 @@ Few live points per run can lose modes, and neither ``logzerr`` nor
 (weights 0.7 / 0.3, 10 sd apart, the lighter one half as wide) in runs of 50
 live points, runs lost the lighter mode in most seeds and its merged weight
 came out 0.04 to 0.22 over 6 seeds; at 200 live points per run, 0.19 to 0.29
-over 4. So
-after merged runs the sampler checks each run's posterior mass in each mode
+over 4. With equal widths (0.7 / 0.3, 30 sd apart) a mode is lost less
+often, but once the modes part each run's share of the lighter one drifts
+either way: its merged weight came out 0.18 to 0.60 over 8 seeds at 50 live
+points per run, 0.21 to 0.41 at 100 and 0.26 to 0.37 at 500. So after
+merged runs the sampler checks each run's posterior mass in each mode
 (:func:`mode_check`, ``results.mode_mass_runs``) and warns, naming the runs
-that lost one; and it warns at construction when ``n_runs > 1`` and
-``nlive`` is under ``NLIVE_MODES`` (100) per run. The default, 500, keeps
-such modes.
+that lost one, or, where none did, when the runs disagree on a mode's mass
+by more than ``MODE_ERR_MAX`` (0.05; ``results.mode_mass_err``, each mode's
+between-run error, as ``logzerr_runs`` is for log Z); and it warns at
+construction when ``n_runs > 1`` and ``nlive`` is under ``NLIVE_MODES``
+(100) per run. The default, 500, keeps such modes.
 
 Example
 -------
@@ -333,7 +338,8 @@ class NestedResults:
         among the points (clusters holding at least 2% of the merged mass), in the merged run and in each
         run on its own, and which runs hold less than a fifth of the merged mass of a mode holding at
         least 5% of it: those runs lost the mode, and the merged run then gives it too little weight. A
-        warning says so after the run. Empty for a single run.
+        warning says so after the run, and also where the runs disagree on a mode's mass by more than
+        ``MODE_ERR_MAX`` (:attr:`mode_mass_err`). Empty for a single run.
     """
 
     logz: float
@@ -370,6 +376,15 @@ class NestedResults:
     def weights(self) -> np.ndarray:
         """Normalised posterior weights of :attr:`samples`."""
         return np.exp(self.logwt - self.logz)
+
+    @property
+    def mode_mass_err(self) -> np.ndarray:
+        """Each mode's between-run error of its merged mass (C,): the spread of :attr:`mode_mass_runs` over
+        ``sqrt(n_runs)``, as ``logzerr_runs`` is for log Z (empty for a single run). Where it is over
+        ``MODE_ERR_MAX`` (0.05) the runs disagree on the mode, and a warning says so after the run."""
+        if self.mode_mass_runs is None:
+            return np.zeros(0)
+        return _mass_err(self.mode_mass_runs)
 
     @property
     def eff(self) -> float:
@@ -414,6 +429,9 @@ class NestedResults:
                f"{self.n_runs} run(s) x {self.nlive_per_run} live points, R = {self.n_replace}")
         if self.runs_lost_mode is not None and self.runs_lost_mode.any():
             s += f", runs that lost a mode: {np.flatnonzero(self.runs_lost_mode).tolist()}"
+        err = self.mode_mass_err
+        if err.size and err.max() > MODE_ERR_MAX:
+            s += f", a mode's mass uncertain by {err.max():.2f} between runs"
         return s
 
     def __repr__(self) -> str:
@@ -425,6 +443,11 @@ class NestedResults:
 # widths, held 0.13 to 0.48 of their own mass there at 50 live points (6 seeds): a fifth of the mean stays
 # clear of them.
 MODE_MIN_MASS, LOST_FRACTION, CLUSTER_MIN_MASS = 0.05, 0.2, 0.02
+# Where no run lost a mode, a warning says when the runs disagree on a mode's mass: its between-run error
+# (NestedResults.mode_mass_err) over MODE_ERR_MAX. On the equal-width mixture of the module docstring (5
+# runs, R = 10), the error was 0.07 to 0.13 at 50 live points per run (8 seeds; merged weight 0.18 to 0.60
+# for 0.3), 0.04 to 0.06 at 100 and 0.02 to 0.05 at the default 500 (weight 0.26 to 0.37).
+MODE_ERR_MAX = 0.05
 # Live points per run under which NestedSampler warns, with n_runs > 1 (see the module docstring).
 NLIVE_MODES = 100
 
@@ -439,8 +462,8 @@ def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MAS
     ``x`` are unit-cube coordinates, the scale the constrained sampler moves on. The tree is split from its
     top wherever a merge is longer than ``cut`` times the median merge (about the nearest-neighbour distance
     within a mode) and both sides carry at least ``min_mass`` of the weight; a mode's tails, which split off
-    in small pieces, stay with it. The ``max_points`` heaviest points make the tree; the others join the
-    mode of their nearest point in it. Returns labels (n,), -1 for points left out (the lightest, holding
+    in small pieces, stay with it. At most ``max_points`` points, drawn in proportion to their weight
+    (systematic resampling), make the tree; the others join the mode of their nearest point in it. Returns labels (n,), -1 for points left out (the lightest, holding
     ``1 - keep``).
     """
     from scipy.cluster.hierarchy import linkage
@@ -450,7 +473,22 @@ def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MAS
     by_weight = np.argsort(-w, kind="stable")
     k = int(np.searchsorted(np.cumsum(w[by_weight]), keep * w.sum())) + 1
     k = max(min(k, n), min(n, 10))
-    rest, idx = by_weight[min(k, max_points):k], by_weight[:min(k, max_points)]
+    kept = by_weight[:k]
+    if k > max_points:
+        # The tree's points in proportion to their weight (systematic resampling, no random draw), so that
+        # every mode holds points in proportion to its mass: the heaviest points alone can all lie in the
+        # mode of highest likelihood and leave a lighter mode out of the tree.
+        # Each tree point carries the mass it was drawn for (its draws times 1 / max_points of the whole).
+        cw = np.cumsum(w[kept])
+        at, draws = np.unique(np.minimum(np.searchsorted(cw, (np.arange(max_points) + 0.5) * (cw[-1] / max_points)),
+                                         k - 1), return_counts=True)
+        inside = np.zeros(k, bool)
+        inside[at] = True
+        idx, rest = kept[inside], kept[~inside]
+        leaf_mass = draws * (cw[-1] / max_points)  # at is sorted, as kept[inside] is
+    else:
+        idx, rest = kept, kept[:0]
+        leaf_mass = w[idx]
     k = idx.size
     if k < 2:
         labels[idx] = 0
@@ -458,7 +496,7 @@ def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MAS
     z = linkage(x[idx], method="single")
     t = cut * float(np.median(z[:, 2]))
     pair = z[:, :2].astype(np.int64)
-    mass = np.concatenate([w[idx], np.zeros(k - 1)])
+    mass = np.concatenate([leaf_mass, np.zeros(k - 1)])
     for i in range(k - 1):
         mass[k + i] = mass[pair[i, 0]] + mass[pair[i, 1]]
     mmin = min_mass * w.sum()
@@ -516,12 +554,28 @@ def _lost(mass_runs):
     return (mass_runs[:, big] < LOST_FRACTION * mass_runs[:, big].mean(axis=0)).any(axis=1)
 
 
+def _mass_err(mass_runs):
+    """Each mode's between-run error of its merged mass: the runs' spread over ``sqrt(n_runs)``."""
+    M = mass_runs.shape[0]
+    if M < 2 or not mass_runs.size:
+        return np.zeros(mass_runs.shape[1])
+    return np.std(mass_runs, axis=0, ddof=1) / math.sqrt(M)
+
+
 def _warn_lost(lost, mass, mass_runs, nlive_per_run, stacklevel=3):
+    per_run = f" (it has {nlive_per_run})" if nlive_per_run > 0 else ""
     if not lost.any():
+        err = _mass_err(mass_runs)
+        if err.size and err.max() > MODE_ERR_MAX:
+            j = int(np.argmax(err))
+            warnings.warn(f"the runs disagree on the mass of a mode: it holds "
+                          f"{np.array2string(mass_runs[:, j], precision=2)} of each run's mass, so its merged "
+                          f"mass {mass[j]:.2f} is uncertain by {err[j]:.2f} (results.mode_mass_err; over "
+                          f"{MODE_ERR_MAX} is flagged). Use more live points per run (at least {NLIVE_MODES}"
+                          f"{per_run}) or more runs.", RuntimeWarning, stacklevel=stacklevel)
         return
     big = mass_runs.max(axis=0) >= MODE_MIN_MASS
     j = int(np.argmax(np.where(big, (mass_runs < LOST_FRACTION * mass_runs.mean(axis=0)).sum(axis=0), -1)))
-    per_run = f" (it has {nlive_per_run})" if nlive_per_run > 0 else ""
     warnings.warn(f"{int(lost.sum())} of {lost.size} runs lost a mode: a mode with {mass[j]:.2f} of the merged "
                   f"posterior mass holds {np.array2string(mass_runs[:, j], precision=2)} of each run's mass "
                   f"(runs {np.flatnonzero(lost).tolist()} flagged; see results.mode_mass_runs). The merged run "

@@ -715,25 +715,6 @@ def test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path(cp):
     np.testing.assert_array_equal(ll[3:], gm.trace_.draws["loglik"][:, [9, 19, 29, 39]].T)
 
 
-def test_gpu_gibbs_graph_replay_draws_as_eager(cp):
-    # The default fit on one GPU replays its sweep from a CUDA graph: the same draws bit for bit as the eager
-    # sweeps (graph=False), for every kept field, and the capture succeeds (no fallback warning).
-    import warnings
-
-    X, _, _ = planted()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        a = fit(X, n_components=8, n_iter=30, burn_in=20, n_chains=2, backend="cupy")
-    b = fit(X, n_components=8, n_iter=30, burn_in=20, n_chains=2, backend="cupy", graph=False)
-    for name in ("weights", "means", "covariances", "alpha", "loglik", "n_active", "counts"):
-        np.testing.assert_array_equal(a.trace_.draws[name], b.trace_.draws[name], err_msg=name)
-    np.testing.assert_array_equal(a.z_, b.z_)
-    np.testing.assert_array_equal(a.trace_.monitors["loglik"][1], b.trace_.monitors["loglik"][1])
-    with pytest.raises(ValueError, match="graph=True needs devices=None"):
-        mx.DPGaussianMixture(n_components=4, n_iter=2, burn_in=0, graph=True, devices=one_device(2),
-                             progress=False).fit(cp.asarray(X))
-
-
 def test_gpu_bem_prunes_as_numpy(cp):
     # The variational update is array code on both backends: on the GPU BEM keeps the components NumPy
     # keeps (above 1%) and labels the points alike.

@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -953,13 +952,7 @@ def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1)
         return _init_from_means(models[0], _backend.asarray(mu, xp), xp.zeros((starts, 0), dtype=np.int32))
 
 
-class _Global(NamedTuple):
-    """The global draws' input in a sharded sweep: the state (without the indicators) and the summed statistics."""
-    state: State
-    total: object  # (C, k q + 1) float64: the packed statistics and the log-likelihood sum
-
-
-def make_sharded_step(models: list, shards: Shards, n: int, graph: bool = False):
+def make_sharded_step(models: list, shards: Shards, n: int):
     """``step(rng, state) -> (state, info)``: one Gibbs sweep with the data split over ``shards``.
 
     Each shard draws the indicators of its rows, with Gumbel noise keyed by
@@ -973,11 +966,6 @@ def make_sharded_step(models: list, shards: Shards, n: int, graph: bool = False)
     The sums over shards add the same terms in another order than one
     device does, so the draws equal one device's up to that rounding (exactly
     where the sums are exact, e.g. data on a coarse dyadic grid).
-
-    ``graph=True`` (GPUs) replays the global draws, a hundred-odd small
-    launches on shard 0's device, from a CUDA graph (the same draws): with
-    the data split over several GPUs their host time would otherwise hold
-    every GPU back once a sweep.
     """
     xp = shards.xp
     k = models[0].k
@@ -987,13 +975,6 @@ def make_sharded_step(models: list, shards: Shards, n: int, graph: bool = False)
     bounds_ = shards.bounds(n)
     with shards.on(0):
         draws = _make_global_draws(models[0])
-    replay = None
-    if graph and xp is not np:
-        def global_step(rng, g: _Global):
-            s, info = draws(rng, g.state, None, g.total[:, :k * q].reshape(-1, k, q), g.total[:, k * q] / n)
-            return _Global(s, g.total), info
-
-        replay = _GraphOrEager(global_step)
 
     def step(rng, state: State):
         with _validate.validation(False):
@@ -1021,9 +1002,6 @@ def make_sharded_step(models: list, shards: Shards, n: int, graph: bool = False)
                     bufs.append(xp.ascontiguousarray(xp.concatenate([acc.reshape(chains, k * q), ll[:, None]], axis=1)))
             total = shards.allreduce(bufs)[0]
             with shards.on(0):
-                if replay is not None:
-                    g, info = replay(rng, _Global(state._replace(z=None), total))
-                    return g.state._replace(z=state.z), info
                 acc = total[:, :k * q].reshape(chains, k, q)
                 return draws(rng, state, state.z, acc, total[:, k * q] / n)
 
@@ -1584,33 +1562,6 @@ def _take(a, perm):
     return xp.take_along_axis(a, idx, axis=perm.ndim - 1)
 
 
-class _GraphOrEager:
-    """A Gibbs sweep replayed from a CUDA graph (:func:`gpumcmc.sampling.graph_step`), or run eagerly where
-    the capture fails: the first call captures; if that raises, the generator's offset is put back and this
-    and every later sweep run eagerly (the same draws either way). The state is copied at the capture, so a
-    failed capture leaves it as it was."""
-
-    def __init__(self, step):
-        from ..sampling import graph_step
-
-        self.step, self.graphed, self.first = step, graph_step(step), True
-
-    def __call__(self, rng, state):
-        if not self.first:
-            return self.graphed(rng, state)
-        self.first = False
-        start = rng.advance(0)
-        try:
-            return self.graphed(rng, state)
-        except Exception as exc:  # e.g. a sort that synchronises, which a capture cannot hold
-            warnings.warn(f"The Gibbs sweep could not be captured as a CUDA graph ({type(exc).__name__}: {exc}); "
-                          "it runs eagerly, with the same draws. Pass graph=False to skip the attempt.",
-                          RuntimeWarning, stacklevel=4)
-            rng._offset = start
-            self.graphed = self.step
-            return self.step(rng, state)
-
-
 class _KeptDraws:
     """The draws of a Gibbs run, kept on the device without a copy per sweep.
 
@@ -1623,9 +1574,8 @@ class _KeptDraws:
     ``every`` iterations and at the last) are held the same way.
     """
 
-    def __init__(self, burn_in: int, n_iter: int, every: int = 10, copy: bool = False):
+    def __init__(self, burn_in: int, n_iter: int, every: int = 10):
         self.burn_in, self.total, self.every = int(burn_in), int(burn_in) + int(n_iter), int(every)
-        self.copy = copy  # a graph-replayed sweep overwrites the same arrays: keep copies
         self.it = 0
         self.kept: list = []
         self.mon_it: list = []
@@ -1635,12 +1585,10 @@ class _KeptDraws:
         self.it += 1
         if self.it > self.burn_in:
             # counts is a view of the sweep's packed statistics: a copy keeps (C, k) values, not (C, k, q)
-            kept = (s.log_pi, s.mu, s.sigma, s.alpha, s.loglik, info.n_active)
-            self.kept.append(tuple(a.copy() for a in kept) + (s.counts.copy(),) if self.copy
-                             else kept + (s.counts.copy(),))
+            self.kept.append((s.log_pi, s.mu, s.sigma, s.alpha, s.loglik, info.n_active, s.counts.copy()))
         if self.it % self.every == 0 or self.it == self.total:
             self.mon_it.append(self.it)
-            self.mon.append((s.loglik.copy(), s.alpha.copy()) if self.copy else (s.loglik, s.alpha))
+            self.mon.append((s.loglik, s.alpha))
 
     def draws(self, xp) -> dict:
         """The kept fields stacked as (chain, draw, ...) on the device (``weights = exp(log_pi)``)."""
@@ -1762,14 +1710,6 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         seed, keeps its own rows, and ends with the same draws as the others;
         its ``z_`` holds its own rows' indicators only.
         None (the default): one device, the backend's.
-    graph : bool or None
-        Gibbs on one GPU: capture one sweep as a CUDA graph and replay it
-        (:func:`gpumcmc.sampling.graph_step`), one launch per sweep instead of
-        the hundred-odd small launches (and their Python) of the global draws
-        and the statistics, with the same draws bit for bit. ``None`` (the
-        default): on one GPU, yes; where the capture fails (a CuPy or CUDA
-        version whose sort cannot be captured) the sweeps run eagerly. Not
-        with ``devices`` (several devices' sweeps are not captured).
 
     Attributes
     ----------
@@ -1827,7 +1767,6 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         "progress": ["boolean"],
         "backend": [None, StrOptions({"numpy", "cupy"})],
         "devices": "no_validation",
-        "graph": [None, "boolean"],
     }
 
     def _expected_failed_checks(self):
@@ -1840,7 +1779,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                  n_chains: int = 1, n_init: int = 4, tol: float = 1e-5, mean_prior=None,
                  mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
                  alpha_prior=None, relabel: bool = True, random_state=None, chunk_size=None,
-                 dtype="float32", progress: bool = True, backend=None, devices=None, graph=None):
+                 dtype="float32", progress: bool = True, backend=None, devices=None):
         self.n_components = n_components
         self.method = method
         self.n_iter = n_iter
@@ -1859,7 +1798,6 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.dtype = dtype
         self.progress = progress
         self.backend = backend
-        self.graph = graph
         self.devices = devices
 
     # -- checks -------------------------------------------------------------
@@ -1954,11 +1892,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         with shards.on(0):
             if gibbs:
                 state = init_sharded(rng, models, shards, n, self.n_chains)
-                if self.graph:
-                    raise ValueError("graph=True needs devices=None: the sweep over several devices is not "
-                                     "captured as a CUDA graph; leave graph at None or False.")
-                replay = gpu and self.graph is None
-                self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n, graph=replay), copy=replay)
+                self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
             else:
                 state = init_bem_sharded(rng, models, shards, n, self.n_init)
                 self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
@@ -1967,15 +1901,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
         return self
 
-    def _fit_gibbs(self, model, rng, state=None, step_fn=None, copy: bool = False):
+    def _fit_gibbs(self, model, rng, state=None, step_fn=None):
         if state is None:
             state = init(rng, model, self.n_chains)
             step_fn = make_step(model)
-            copy = _xp_of(state.params) is not np and self.graph is not False
-            if copy:
-                step_fn = _GraphOrEager(step_fn)
         xp = _xp_of(state.params)
-        keep = _KeptDraws(self.burn_in, self.n_iter, every=10, copy=copy)
+        keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
 
         def kept_step(rng_, s):
             s, info = step_fn(rng_, s)

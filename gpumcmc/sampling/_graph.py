@@ -16,9 +16,11 @@ the graph gives the same draws as one without, bit for bit.
 
 What a captured step must do: draw only through kernels that take ``off_dev``
 (gamma, beta, Dirichlet, the uniform, normal and exponential fills, the
-categorical kernels, LDA's z-draw; not Wishart's or the models' own samplers
-elsewhere), make no host synchronisation and no host-side decision on device
-values, and return the same structure of arrays every time. The capture runs
+categorical kernels, LDA's z-draw, the mixture's indicator kernel; not the
+models' own samplers elsewhere), make no host synchronisation and no
+host-side decision on device values, call no cuSOLVER routine (CuPy refuses
+them inside a capture, so Wishart draws and the mixture's Gibbs sweep cannot
+be captured), and return the same structure of arrays every time. The capture runs
 with validation off (a replayed status word would never be read). Its
 temporaries come from a memory pool of its own, kept with the graph, so that
 no later allocation reuses memory a replay writes.

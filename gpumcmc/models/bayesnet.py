@@ -994,7 +994,8 @@ class _NumpyOps:
         P = self.plan
         Mtot = int(b.Mtot)
         for v, cs, pos, cols, jv, vpars, kids in self._cells(b, c):
-            # (m, Mv, the blanket's columns); take is several times faster than fancy indexing here
+            # (m, Mv, the blanket's columns), gathered with take rather than fancy indexing, the faster of
+            # the two here (benchmarks/NOTES.md)
             rows = np.take(np.take(Z[:m], cs, axis=1), cols, axis=2).astype(np.intp)
             K = int(P.card[v])
             tv = _row_of(rows, vpars)

@@ -107,6 +107,20 @@ class Config:
         "bayesnet_impute_cells": 1 << 24,
         "bayesnet_shared_cells": 12 * 1024,
         "bayesnet_defines": (),
+        # gpumcmc.models.mixture: rows per block of the Bayesian-EM statistics GEMM on float32 data (None or
+        # 0: one GEMM per chunk), and the blocks a chunk needs to take the batched GEMM; sorted rows per
+        # block of the Gibbs statistics kernel (MIX_STATS_ROWS); values per partial sum of the two-pass
+        # row means and the blocks a row needs to take them; the rows and Lloyd iterations of a BEM
+        # start's k-means++ (these two change the starts); mixture_defines: overrides of mixture.cu's
+        # macros, e.g. (("MIX_ROWS", 2),) (test_mixture holds the draws equal across the GEMM blocks).
+        "mixture_gemm_rows": 4096,
+        "mixture_gemm_min_blocks": 16,
+        "mixture_stats_rows": 2048,
+        "mixture_mean_block": 4096,
+        "mixture_mean_min_blocks": 32,
+        "mixture_kmeans_rows": 8192,
+        "mixture_kmeans_lloyd": 10,
+        "mixture_defines": (),
     }
 
     def __init__(self):

@@ -17,7 +17,7 @@ import pytest
 import gpumcmc
 from gpumcmc import _config, _loader, discrete
 from gpumcmc._config import Config, Memo, config, memo
-from gpumcmc.models import bayesnet
+from gpumcmc.models import bayesnet, mixture
 from gpumcmc.random import _fill, _gamma
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpumcmc"
@@ -36,6 +36,14 @@ OLD_NAMES = [
     (bayesnet, "_IMPUTE_CELLS", "bayesnet_impute_cells"),
     (bayesnet, "_SHARED_CELLS", "bayesnet_shared_cells"),
     (bayesnet, "_DEFINES", "bayesnet_defines"),
+    (mixture, "_GEMM_ROWS", "mixture_gemm_rows"),
+    (mixture, "_GEMM_MIN_BLOCKS", "mixture_gemm_min_blocks"),
+    (mixture, "_STATS_ROWS", "mixture_stats_rows"),
+    (mixture, "_MEAN_BLOCK", "mixture_mean_block"),
+    (mixture, "_MEAN_MIN_BLOCKS", "mixture_mean_min_blocks"),
+    (mixture, "_KMEANS_ROWS", "mixture_kmeans_rows"),
+    (mixture, "_KMEANS_LLOYD", "mixture_kmeans_lloyd"),
+    (mixture, "_TUNE", "mixture_defines"),
 ]
 
 # Module-level caches that are not yet in the memo, each with its reason. A new module-level dict or
@@ -45,10 +53,6 @@ OUTSIDE_MEMO = {
     ("gpumcmc.sampling._estimator", "_EMPTY_MIXINS"): "classes made once per name, not values of a device",
     ("gpumcmc.glm", "_flags"): "glm.py is being rewritten (issue 35 item 5)",
     ("gpumcmc.glm", "_rows_plans"): "glm.py is being rewritten (issue 35 item 5)",
-    ("gpumcmc.models.mixture", "_TRI_DEVICE"): "models/mixture.py is being rewritten (issue 35 item 2)",
-    ("gpumcmc.models.mixture", "_TUNE"): "a knob of models/mixture.py, being rewritten (issue 35 item 2)",
-    ("gpumcmc.models.mixture", "_STATS_CONSTS"): "models/mixture.py is being rewritten (issue 35 item 2)",
-    ("gpumcmc.models.mixture", "_POOLS"): "models/mixture.py is being rewritten (issue 35 item 2)",
     ("gpumcmc.shards", "_WORKER_COMMS"): "communicators a worker process keeps, not memoised values",
     ("gpumcmc.shards", "_PEERS"): "peer access enabled in this process: a fact about the process, not a value",
     ("gpumcmc._kernel_args", "_files"): "parsed kernel signatures of the named-argument layer, added beside this",

@@ -44,8 +44,6 @@ POSITIONAL = {
     ("lda.cu", "lda_col_normalise"),
     ("lda.cu", "lda_zdraw"),
     ("mixture.cu", "mixture_bem_update"),
-    ("mixture.cu", "mixture_logits"),
-    ("mixture.cu", "mixture_niw_posterior"),
 }
 BIG = 8  # parameters above which a kernel must be launched by name
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gpumcmc._config import config
 from gpumcmc.models import DPGaussianMixture
 from gpumcmc.models import mixture as mx
 from gpumcmc.random import default_rng
@@ -674,8 +675,8 @@ def test_gibbs_component_kernels_match_twins(cp, dtype, p, k):
 def test_gpu_bem_matches_numpy_and_chunks(cp, dtype, gemm_rows, monkeypatch):
     # Twenty iterates on the GPU (kernel probabilities, one GEMM per chunk or one batched GEMM over
     # blocks of 64 rows, the variational update on CuPy) against NumPy, unchunked and in chunks of 97 rows.
-    monkeypatch.setattr(mx, "_GEMM_ROWS", gemm_rows)
-    monkeypatch.setattr(mx, "_GEMM_MIN_BLOCKS", 1)  # blocks from 64 rows up (600 rows: 9 blocks and 24 rows)
+    monkeypatch.setattr(config, "mixture_gemm_rows", gemm_rows)
+    monkeypatch.setattr(config, "mixture_gemm_min_blocks", 1)  # blocks from 64 rows up (600 rows: 9 blocks, 24 rows)
     X, _, _ = planted()
     ref = _bem_states(X, 5, 20, dtype=dtype)[-1]
     tol = 1e-8 if dtype == np.float64 else 2e-4
@@ -729,7 +730,7 @@ def test_gpu_bem_prunes_as_numpy(cp):
 def test_mean_rows_matches_numpy(cp):
     # two-pass row means on the GPU (partial sums of 4096 values, then a remainder of 17)
     rs = np.random.default_rng(16)
-    a = rs.normal(-3.0, 2.0, (3, mx._MEAN_MIN_BLOCKS * mx._MEAN_BLOCK + 17)).astype(np.float32)
+    a = rs.normal(-3.0, 2.0, (3, config.mixture_mean_min_blocks * config.mixture_mean_block + 17)).astype(np.float32)
     want = a.astype(np.float64).mean(axis=1)
     np.testing.assert_allclose(to_np(mx._mean_rows(cp.asarray(a))), want, rtol=1e-12)
     np.testing.assert_allclose(mx._mean_rows(a), want, rtol=1e-12)

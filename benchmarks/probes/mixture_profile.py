@@ -180,8 +180,7 @@ def main(argv=None):
         if time.perf_counter() - t_start > args.budget:
             row(f"skipped {tune}: time budget", 0.0)
             continue
-        mx._TUNE.clear()
-        mx._TUNE.update(tune)
+        mx._TUNE = tuple(tune.items())  # config.mixture_defines
         try:
             got = probs()
             same = bool(cp.array_equal(got[0], ref[0]) and cp.array_equal(got[1], ref[1]))
@@ -190,7 +189,7 @@ def main(argv=None):
             whole(model, state, f"chunk={n} tune={tune}", tune=tune, chunk=n, bitwise_equal_probs=same)
         except Exception as e:  # noqa: BLE001 (a variant that does not compile or launch)
             row(f"tune={tune} failed: {type(e).__name__}: {e}"[:200], 0.0)
-    mx._TUNE.clear()
+    mx._TUNE = ()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "mixture_profile.json").write_text(json.dumps(out, indent=1))
     print(f"# total {time.perf_counter() - t_start:.1f} s")

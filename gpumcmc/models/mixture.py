@@ -48,8 +48,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _loader
+from .. import _kernel_args, _loader
 from .. import _validate
+from .._config import config, forward, memo
 from .. import backend as _backend
 from ..random._philox import philox_rounds, u01_f32
 from ..sampling import Estimator, Monitor, as_data, run
@@ -136,7 +137,7 @@ def _xp_of(a):
     return _backend.get_array_module(a)
 
 
-_TRI_DEVICE: dict = {}  # (p, device) -> the indices on that device, copied there once
+_TRI_DEVICE = memo.table("mixture.tri", device_at=1)  # (p, device) -> the indices on that device, copied once
 
 
 def _tri(p, xp=np):
@@ -366,9 +367,12 @@ _NAMES = ("mixture_logits<float>", "mixture_logits<double>", "mixture_stats_part
           "mixture_stats_partial<double>", "mixture_bem_update<float>", "mixture_bem_update<double>",
           "mixture_gibbs_params<float>", "mixture_gibbs_params<double>")
 _BLOCK = 256
-_GEMM_ROWS = 4096  # rows per block of the Bayesian-EM statistics GEMM (None: one GEMM per chunk)
-_GEMM_MIN_BLOCKS = 16  # chunks of fewer blocks take one GEMM: there launches, not the GEMM, take the time
-_STATS_ROWS = 2048  # MIX_STATS_ROWS: sorted rows per block of the statistics kernel
+FILE = "mixture.cu"
+# config.mixture_gemm_rows: rows per block of the Bayesian-EM statistics GEMM (None: one GEMM per chunk);
+# config.mixture_gemm_min_blocks: chunks of fewer blocks take one GEMM (there launches, not the GEMM, take
+# the time); config.mixture_stats_rows: MIX_STATS_ROWS, sorted rows per block of the statistics kernel
+forward(__name__, {"_GEMM_ROWS": "mixture_gemm_rows", "_GEMM_MIN_BLOCKS": "mixture_gemm_min_blocks",
+                   "_STATS_ROWS": "mixture_stats_rows"})
 _MAX_STATS_E = 1024  # the statistics kernel has one thread per entry of [1, x, vech(x x^T)]
 
 
@@ -378,15 +382,20 @@ def _comp_threads(p: int) -> int:
     return int(max(1, min(32, 40960 // (8 * (2 * tri + p)))))
 
 
-_TUNE: dict = {}  # overrides of the defines, e.g. MIX_ROWS, MIX_WU (for tuning runs; empty by default)
+# config.mixture_defines: overrides of the defines, e.g. (("MIX_ROWS", 2),) (for tuning runs; none by default)
+forward(__name__, {"_TUNE": "mixture_defines"})
+_DEFINES = memo.table("mixture.defines", device_at=None)  # (p, dtype, stats rows, overrides) -> the defines
 
 
 def _defines(p: int, dtype) -> tuple:
-    return _defines_for(p, np.dtype(dtype), tuple(sorted(_TUNE.items())))
+    key = (p, np.dtype(dtype), config.mixture_stats_rows, tuple(sorted(dict(config.mixture_defines).items())))
+    d = _DEFINES.get(key)
+    if d is None:
+        d = _DEFINES[key] = _defines_for(*key)
+    return d
 
 
-@functools.lru_cache(maxsize=None)
-def _defines_for(p: int, dtype, tune: tuple) -> tuple:
+def _defines_for(p: int, dtype, stats_rows: int, tune: tuple) -> tuple:
     q = 1 + p + p * (p + 1) // 2
     qp = (q + 3) // 4 * 4
     tile = int(max(1, min(32, 24576 // (qp * dtype.itemsize))))
@@ -397,7 +406,7 @@ def _defines_for(p: int, dtype, tune: tuple) -> tuple:
     # Two resident blocks of 256 threads at 4 float32 rows: ask the register allocator for them (128
     # registers), which it otherwise exceeds for the probability writes of mode RESP.
     min_blocks = 2 if (dtype == np.float32 and rows == 4) else 1
-    d = {"MIX_P": p, "MIX_TILE": tile, "MIX_ROWS": rows, "MIX_BLOCK": _BLOCK, "MIX_STATS_ROWS": _STATS_ROWS,
+    d = {"MIX_P": p, "MIX_TILE": tile, "MIX_ROWS": rows, "MIX_BLOCK": _BLOCK, "MIX_STATS_ROWS": stats_rows,
          "MIX_STATS_BLOCK": stats_block, "MIX_COMP_THREADS": _comp_threads(p), "MIX_MIN_BLOCKS": min_blocks}
     d.update(dict(tune))
     return tuple(d.items())
@@ -409,7 +418,7 @@ _PLAIN = ("mixture_stats_reduce", "mixture_niw_posterior")  # extern "C" kernels
 def _kernel(p: int, dtype, which: str = "mixture_logits"):
     dtype = np.dtype(dtype)  # the defines are memoised per (p, dtype): pass a dtype, not a type
     name = which if which in _PLAIN else f"{which}<{'float' if dtype == np.float32 else 'double'}>"
-    return _loader.get_function("mixture.cu", name, _NAMES, defines=_defines(p, dtype))
+    return _loader.get_function(FILE, name, _NAMES, defines=_defines(p, dtype))
 
 
 def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
@@ -457,11 +466,12 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
         resp_out = resp
         resp = xp.empty((chains, k, m), dtype=x.dtype) if scratch is None else scratch
     mb = int(block_rows) if blocked else m
-    fn((gx, chains), (block,), (
-        x, _loader.i64(n_total), _loader.i64(start), _loader.i64(m), params, _loader.i32(k), _loader.i32(mode),
-        z if z is not None else null, lse if lse is not None else null, resp if resp is not None else null,
-        resp_out, _loader.i64(mb), _loader.i64(n_total if ctr_rows is None else ctr_rows), _loader.i64(row0),
-        *_loader.philox_dev_args(key, offset)))
+    fn((gx, chains), (block,), _kernel_args.args(
+        FILE, "mixture_logits", x=x, n_total=_loader.i64(n_total), start=_loader.i64(start), m=_loader.i64(m),
+        params=params, K=_loader.i32(k), mode=_loader.i32(mode), z=z if z is not None else null,
+        lse=lse if lse is not None else null, resp=resp if resp is not None else null, resp_out=resp_out,
+        mb=_loader.i64(mb), ctr_rows=_loader.i64(n_total if ctr_rows is None else ctr_rows), row0=_loader.i64(row0),
+        **_kernel_args.philox_dev(key, offset)))
 
 
 def _resp_blocks(resp_flat, rows: int, m: int, ck: int):
@@ -517,7 +527,7 @@ def _gibbs_acc(model: Model, z, use_kernel: bool | None = None):
     return _stats_from(lambda s, e: (z[:, None, s:e] == comp).astype(np.float64), model, chains)
 
 
-_STATS_CONSTS: dict = {}  # (chains, k, n, device) -> index arrays of _stats_kernel, made once
+_STATS_CONSTS = memo.table("mixture.stats_consts", device_at=3)  # (chains, k, n, device) -> index arrays
 
 
 def _stats_consts(xp, chains: int, k: int, n: int):
@@ -552,34 +562,37 @@ def _stats_kernel(model: Model, z):
     zs = xp.ascontiguousarray(sorted_keys.reshape(chains, n) - off_k)
     order = xp.ascontiguousarray((order_flat.reshape(chains, n) - off_n).astype(np.int32))
     offsets = xp.ascontiguousarray(xp.searchsorted(sorted_keys, search)[gather] - off_n, dtype=np.int64)
-    n_tiles = -(-n // _STATS_ROWS)
+    n_tiles = -(-n // dict(_defines(p, x.dtype))["MIX_STATS_ROWS"])
     partial = xp.empty((chains, n_tiles + k, q), dtype=np.float64)
     out = xp.empty((chains, k, q), dtype=np.float64)
     defines = dict(_defines(p, x.dtype))
     fn = _kernel(p, x.dtype, "mixture_stats_partial")
     grid = int(min(n_tiles, 65535))
     fn((grid, chains), (defines["MIX_STATS_BLOCK"],),
-       (x, _loader.i64(n), order, zs, _loader.i32(k), _loader.i64(n_tiles), partial))
+       _kernel_args.args(FILE, "mixture_stats_partial", x=x, n=_loader.i64(n), order=order, zs=zs,
+                         K=_loader.i32(k), n_tiles=_loader.i64(n_tiles), partial=partial))
     red = _kernel(p, x.dtype, "mixture_stats_reduce")
     red((int(min(-(-k * q // 256), 65535)), chains), (256,),
-        (partial, offsets, _loader.i32(k), _loader.i32(q), _loader.i64(n_tiles), out))
+        _kernel_args.args(FILE, "mixture_stats_reduce", partial=partial, offsets=offsets, K=_loader.i32(k),
+                          E=_loader.i32(q), n_tiles=_loader.i64(n_tiles), out=out))
     return out
 
 
-_MEAN_BLOCK = 4096  # values per partial sum of _mean_rows on the GPU
-_MEAN_MIN_BLOCKS = 32  # shorter rows take one reduction (a few launches fewer where launches dominate)
+# config.mixture_mean_block: values per partial sum of _mean_rows on the GPU; config.mixture_mean_min_blocks:
+# shorter rows take one reduction (a few launches fewer where launches dominate)
+forward(__name__, {"_MEAN_BLOCK": "mixture_mean_block", "_MEAN_MIN_BLOCKS": "mixture_mean_min_blocks"})
 
 
 def _mean_rows(a):
     """The float64 mean of each row of ``a`` (C, n).
 
-    On the GPU in two passes, partial sums of ``_MEAN_BLOCK`` values and then
+    On the GPU in two passes, partial sums of ``config.mixture_mean_block`` values and then
     their sum: a reduction with one output per row would run on one block per
     row, a millisecond for a million values. Deterministic (no atomics).
     """
     xp = _xp_of(a)
     c, n = a.shape
-    if xp is np or n // _MEAN_BLOCK < _MEAN_MIN_BLOCKS:
+    if xp is np or n // config.mixture_mean_block < config.mixture_mean_min_blocks:
         return a.mean(axis=1, dtype=np.float64)
     return _sum_rows(a) / n
 
@@ -588,11 +601,12 @@ def _sum_rows(a):
     """The float64 sum of each row of ``a`` (C, n), in two passes on the GPU (see :func:`_mean_rows`)."""
     xp = _xp_of(a)
     c, n = a.shape
-    nb = n // _MEAN_BLOCK
-    if xp is np or nb < _MEAN_MIN_BLOCKS:
+    block = config.mixture_mean_block
+    nb = n // block
+    if xp is np or nb < config.mixture_mean_min_blocks:
         return a.sum(axis=1, dtype=np.float64)
-    cut = nb * _MEAN_BLOCK
-    tot = a[:, :cut].reshape(c, nb, _MEAN_BLOCK).sum(axis=2, dtype=np.float64).sum(axis=1)
+    cut = nb * block
+    tot = a[:, :cut].reshape(c, nb, block).sum(axis=2, dtype=np.float64).sum(axis=1)
     if cut < n:
         tot += a[:, cut:].sum(axis=1, dtype=np.float64)
     return tot
@@ -634,8 +648,10 @@ def _posterior_kernel(model: Model, acc, prior):
     psi = xp.empty((chains, k, p, p), dtype=np.float64)
     fn = _kernel(p, model.x.dtype, "mixture_niw_posterior")
     n_comp = chains * k
-    fn((-(-n_comp // 128),), (128,), (xp.ascontiguousarray(acc), prior, _loader.i64(n_comp),
-                                      np.float64(model.kappa0), np.float64(model.df0), kn, mn, dfn, psi))
+    fn((-(-n_comp // 128),), (128,), _kernel_args.args(
+        FILE, "mixture_niw_posterior", stats=xp.ascontiguousarray(acc), prior=prior, n_comp=_loader.i64(n_comp),
+        kappa0=np.float64(model.kappa0), df0=np.float64(model.df0), kn_out=kn, mn_out=mn, df_out=dfn,
+        psi_out=psi))
     return kn, mn, dfn, psi
 
 
@@ -687,12 +703,13 @@ def _init_from_means(model: Model, mu, zz) -> State:
     return State(zz, v, log_pi, mu, sigma, params, alpha, xp.zeros((chains, k)), xp.zeros((chains,)))
 
 
-_KMEANS_ROWS = 8192   # rows of the subsample a BEM start's k-means++ sees (at most; at least 16 per component)
-_KMEANS_LLOYD = 10    # Lloyd iterations on the subsample after the k-means++ seeding
+# config.mixture_kmeans_rows: rows of the subsample a BEM start's k-means++ sees (at most; at least 16 per
+# component); config.mixture_kmeans_lloyd: Lloyd iterations on the subsample after the k-means++ seeding
+forward(__name__, {"_KMEANS_ROWS": "mixture_kmeans_rows", "_KMEANS_LLOYD": "mixture_kmeans_lloyd"})
 
 
 def _kmeans_rows(n: int, k: int) -> int:
-    return int(min(n, max(16 * k, min(_KMEANS_ROWS, n))))
+    return int(min(n, max(16 * k, min(config.mixture_kmeans_rows, n))))
 
 
 def _kmeanspp(xs, k: int, u):
@@ -716,7 +733,7 @@ def _kmeanspp(xs, k: int, u):
         centres[j] = xs[min(i, m - 1)]
         d2 = np.minimum(d2, ((xs - centres[j]) ** 2).sum(1))
     sq = (xs * xs).sum(1)
-    for _ in range(_KMEANS_LLOYD):
+    for _ in range(config.mixture_kmeans_lloyd):
         lab = np.argmin(sq[:, None] - 2.0 * xs @ centres.T + (centres * centres).sum(1)[None, :], axis=1)
         sums = np.zeros((k, p))
         np.add.at(sums, lab, xs)
@@ -777,8 +794,9 @@ def _gibbs_params_kernel(log_pi, mn, kn, sigma, eps, dtype):
     fn = _kernel(p, dtype, "mixture_gibbs_params")
     w = _comp_threads(p)
     c = xp.ascontiguousarray
-    fn((-(-chains * k // w),), (w,), (c(sigma), c(mn), c(kn), c(eps), c(log_pi), _loader.i64(chains * k), mu,
-                                      params))
+    fn((-(-chains * k // w),), (w,), _kernel_args.args(
+        FILE, "mixture_gibbs_params", sigma=c(sigma), mn=c(mn), kn=c(kn), eps=c(eps), log_pi=c(log_pi),
+        n_comp=_loader.i64(chains * k), mu_out=mu, params=params))
     return mu, params
 
 
@@ -1197,9 +1215,9 @@ def make_bem_step(model: Model):
 
     (1) The configuration probabilities, chunk by chunk: on the GPU the fused
     kernel writes them once, in float64 (for float32 data, in blocks of
-    ``_GEMM_ROWS`` rows); (2) their weighted statistics, one float64 GEMM per
+    ``config.mixture_gemm_rows`` rows); (2) their weighted statistics, one float64 GEMM per
     chunk with the design ``[1, x, vech(x x^T)]``, batched over the blocks
-    where a chunk holds at least ``_GEMM_MIN_BLOCKS`` of them (float64
+    where a chunk holds at least ``config.mixture_gemm_min_blocks`` of them (float64
     because a float32 sum of ``x x^T`` loses the scatter of a tight component
     far from the data's centre); (2)-(4) the variational update of the NIW,
     stick and alpha posteriors and the next E-step's kernel parameters
@@ -1336,8 +1354,9 @@ def _make_bem_stats(model: Model):
     kernel = _use_component_kernel(xp, p)
     # Row blocks of the float64 probabilities (float32 data on the GPU): the chunk's GEMM
     # (C k, m) x (m, q) has few output tiles and a long inner dimension; one batched GEMM over
-    # blocks of _GEMM_ROWS rows keeps every tile busy, and the blocks' products are summed after.
-    blocks = _GEMM_ROWS if (kernel and x.dtype == np.float32 and _GEMM_ROWS) else None
+    # blocks of config.mixture_gemm_rows rows keeps every tile busy, and the blocks' products are summed after.
+    gemm_rows, min_blocks = config.mixture_gemm_rows, config.mixture_gemm_min_blocks
+    blocks = gemm_rows if (kernel and x.dtype == np.float32 and gemm_rows) else None
     spans = [(s, min(n, s + model.chunk)) for s in range(0, n, model.chunk)]
     cached = model.y_blocks is not None and model.chunk == model.stats_rows
     buffers: dict = {}
@@ -1364,7 +1383,7 @@ def _make_bem_stats(model: Model):
                 resp = resp_flat[:chains * k * m].reshape(chains, k, m)
                 logits = None if logits_flat is None else logits_flat[:chains * k * m].reshape(chains, k, m)
                 y = model.y_blocks[ci] if cached else _y_block(x[s:e], xp)
-                if blocks is not None and m >= _GEMM_MIN_BLOCKS * blocks:
+                if blocks is not None and m >= min_blocks * blocks:
                     assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp_flat, scratch=logits,
                            block_rows=blocks)
                     head, tail = _resp_blocks(resp_flat, blocks, m, chains * k)
@@ -1486,7 +1505,7 @@ def _solve_one(cost, d, perm, row):
     perm[row, cols] = rows
 
 
-_POOLS: dict = {}
+_POOLS = memo.table("mixture.lsa_pools", device_at=None)  # (pid, workers) -> the thread pool
 
 
 def _lsa_pool(workers=None):

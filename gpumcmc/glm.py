@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from . import _kernel_args
 from . import _validate as _v
 from . import backend as _backend
 
@@ -35,6 +36,7 @@ __all__ = ["FAMILIES", "KERNELS", "check_family", "check_y", "loglik_and_grad", 
 
 FAMILIES = ("bernoulli", "poisson", "gaussian")
 _CODE = {"bernoulli": 0, "poisson": 1, "gaussian": 2}
+FILE = "glm.cu"
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -272,12 +274,15 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
     fn = _loader.get_function("glm.cu", names[0], names, _DEFINES)
     sms = _loader.sm_count()
     X = _loader.contiguous(X, dtype)
-    args = (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
-            _loader.NULL if off is None else _loader.contiguous(off, dtype))
-    tail = (_loader.i32(R), _loader.i32(X.data.ptr % 16 == 0))
+    ins = _kernel_args.part(FILE, "glm_fg_tiles", X=X, y=_loader.contiguous(y, dtype),
+                            w=_loader.NULL if w is None else _loader.contiguous(w, dtype),
+                            off=_loader.NULL if off is None else _loader.contiguous(off, dtype))
+    vec = _loader.i32(X.data.ptr % 16 == 0)
+    fam = _loader.i32(_CODE[family])
     beta2 = _loader.contiguous(beta2, dtype)
-    no_check = (_loader.NULL, _loader.u64(0), _loader.NULL, _loader.u64(0), _loader.i32(0)) + args[:4] \
-        + (beta2, _loader.i64(N), _loader.i32(B))
+    no_check = _kernel_args.part(FILE, "glm_fg_reduce", flag=_loader.NULL, call=_loader.u64(0), status=_loader.NULL,
+                                 tag=_loader.u64(0), family=_loader.i32(0), beta=beta2, N=_loader.i64(N),
+                                 B_all=_loader.i32(B))
     f = g = None
     # Chains per launch: the blocks' partial sums (grid x chains x (K + 1) doubles) stay under
     # _PART_BYTES; X is read once per launch, so once in all unless B runs into the hundreds.
@@ -291,8 +296,10 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
             smem += 8 * Bc * (K + 1)
         grid = max(1, min(-(-N // R), sms * _loader.resident_blocks(fn, _THREADS, smem)))
         part = cupy.empty((grid, Bc, K + 1), dtype=np.float64)
-        fn((grid,), (_THREADS,), args + (beta2[c0:c0 + Bc], _loader.i64(N), _loader.i32(K), _loader.i32(Bc))
-           + tail + (_loader.i32(acc_shared), _loader.i32(_CODE[family]), np.float64(sigma), part),
+        fn((grid,), (_THREADS,),
+           _kernel_args.args(FILE, "glm_fg_tiles", **ins, beta=beta2[c0:c0 + Bc], N=_loader.i64(N), K=_loader.i32(K),
+                             B=_loader.i32(Bc), R=_loader.i32(R), vec=vec, acc_shared=_loader.i32(acc_shared),
+                             family=fam, sigma=np.float64(sigma), part=part),
            shared_mem=smem)
         # Host work from here on overlaps the kernel above.
         if f is None:
@@ -300,14 +307,16 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
             g = cupy.empty((B, K), dtype=dtype)
         red = _loader.get_function("glm.cu", names[1], names, _DEFINES)
         n_out = Bc * (K + 1)
-        red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(Bc), _loader.i32(K),
-                                               f[c0:c0 + Bc], g[c0:c0 + Bc]) + no_check)
+        red((-(-n_out * 32 // 256),), (256,),
+            _kernel_args.args(FILE, "glm_fg_reduce", part=part, n_part=_loader.i32(grid), B=_loader.i32(Bc),
+                              K=_loader.i32(K), f=f[c0:c0 + Bc], g=g[c0:c0 + Bc], **ins, **no_check))
     word, tag = _word_args(describe)
     if word:
         chk = _loader.get_function("glm.cu", names[2], names, _DEFINES)
-        chk((max(1, min(-(-N // 256), 2 * sms)),), (256,), (f, _loader.i32(B), _loader.u64(word), _loader.u64(tag),
-                                                            _loader.i32(_CODE[family])) + args[:4]
-            + (beta2, _loader.i64(N), _loader.i32(K)))
+        chk((max(1, min(-(-N // 256), 2 * sms)),), (256,),
+            _kernel_args.args(FILE, "glm_fg_check", f=f, B=_loader.i32(B), status=_loader.u64(word),
+                              tag=_loader.u64(tag), family=fam, **ins, beta=beta2, N=_loader.i64(N),
+                              K=_loader.i32(K)))
     return f, g
 
 
@@ -369,14 +378,19 @@ def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
         return cupy.zeros(B, dtype=dtype), cupy.zeros((B, K), dtype=dtype)
     fn, red, R, Kp, xs_len, smem, grid = _rows_plan(N, K, B, dtype)
     X = _loader.contiguous(X, dtype)
-    ins = (X, _loader.contiguous(y, dtype), _loader.NULL if w is None else _loader.contiguous(w, dtype),
-           _loader.NULL if off is None else _loader.contiguous(off, dtype), _loader.contiguous(beta2, dtype))
+    ins = _kernel_args.part(FILE, "glm_fg_rows", X=X, y=_loader.contiguous(y, dtype),
+                            w=_loader.NULL if w is None else _loader.contiguous(w, dtype),
+                            off=_loader.NULL if off is None else _loader.contiguous(off, dtype),
+                            beta=_loader.contiguous(beta2, dtype))
     flag, call = _flag_args(describe)
     part = cupy.empty((grid, B, K + 1), dtype=np.float64)
     fam = _loader.i32(_CODE[family])
-    fn((grid,), (_THREADS,), ins + (_loader.i64(N), _loader.i32(K), _loader.i32(Kp), _loader.i32(B), _loader.i32(R),
-                                    _loader.i32(xs_len), _loader.i32(X.data.ptr % 16 == 0), fam, np.float64(sigma),
-                                    part, flag, _loader.u64(call)), shared_mem=smem)
+    fn((grid,), (_THREADS,),
+       _kernel_args.args(FILE, "glm_fg_rows", **ins, N=_loader.i64(N), K=_loader.i32(K), Kp=_loader.i32(Kp),
+                         B=_loader.i32(B), R=_loader.i32(R), xs_len=_loader.i32(xs_len),
+                         vec=_loader.i32(X.data.ptr % 16 == 0), family=fam, sigma=np.float64(sigma), part=part,
+                         flag=flag, call=_loader.u64(call)),
+       shared_mem=smem)
     # Host work from here on overlaps the kernel above.
     word, tag = _word_args(describe)
     if word == 0:  # no word to note in (not expected: a call that checks runs where it gets one)
@@ -384,9 +398,10 @@ def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
     f = cupy.empty(B, dtype=dtype)
     g = cupy.empty((B, K), dtype=dtype)
     n_out = B * (K + 1)
-    red((-(-n_out * 32 // 256),), (256,), (part, _loader.i32(grid), _loader.i32(B), _loader.i32(K), f, g, flag,
-                                           _loader.u64(call), _loader.u64(word), _loader.u64(tag), fam) + ins
-        + (_loader.i64(N), _loader.i32(B)))
+    red((-(-n_out * 32 // 256),), (256,),
+        _kernel_args.args(FILE, "glm_fg_reduce", part=part, n_part=_loader.i32(grid), B=_loader.i32(B),
+                          K=_loader.i32(K), f=f, g=g, flag=flag, call=_loader.u64(call), status=_loader.u64(word),
+                          tag=_loader.u64(tag), family=fam, **ins, N=_loader.i64(N), B_all=_loader.i32(B)))
     return f, g
 
 
@@ -426,12 +441,14 @@ def _rowwise_fg(X, y, beta2, family, w, off, sigma):
         X = _loader.contiguous(X, dtype)
         n_tiles = -(-N // 128)
         grid = max(1, min(n_tiles, _loader.sm_count() * 8))
-        fn((grid,), (128,), (X, _loader.contiguous(y, dtype),
-                             null if w is None else _loader.contiguous(w, dtype),
-                             null if off is None else _loader.contiguous(off, dtype),
-                             _loader.contiguous(beta2, dtype), _loader.i64(N), _loader.i32(K),
-                             _loader.i32(B), _loader.i32(bc), _loader.i32(_CODE[family]), np.float64(sigma),
-                             f, g), shared_mem=8 * bc * K)
+        fn((grid,), (128,),
+           _kernel_args.args(FILE, "glm_fg_rowwise", X=X, y=_loader.contiguous(y, dtype),
+                             w=null if w is None else _loader.contiguous(w, dtype),
+                             off=null if off is None else _loader.contiguous(off, dtype),
+                             beta=_loader.contiguous(beta2, dtype), N=_loader.i64(N), K=_loader.i32(K),
+                             B=_loader.i32(B), bc=_loader.i32(bc), family=_loader.i32(_CODE[family]),
+                             sigma=np.float64(sigma), f=f, g=g),
+           shared_mem=8 * bc * K)
     return f, g
 
 

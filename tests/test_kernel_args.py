@@ -31,16 +31,6 @@ KERNELS = ROOT / "kernels_cu"
 # Kernels of more than 8 parameters that gpumcmc/ still launches by position (file, kernel). The GLM,
 # mixture and LDA launchers are to move to gpumcmc._kernel_args next; remove each one converted.
 POSITIONAL = {
-    ("glm.cu", "glm_fg_check"),
-    ("glm.cu", "glm_fg_reduce"),
-    ("glm.cu", "glm_fg_rows"),
-    ("glm.cu", "glm_fg_rowwise"),
-    ("glm.cu", "glm_fg_tiles"),
-    ("glm.cu", "glm_niw"),
-    ("glm.cu", "glm_slice_decide"),
-    ("glm.cu", "glm_slice_pass"),
-    ("glm.cu", "glm_slice_segment"),
-    ("glm.cu", "glm_slice_shard_eval"),
     ("lda.cu", "lda_col_normalise"),
     ("lda.cu", "lda_zdraw"),
     ("mixture.cu", "mixture_bem_update"),

@@ -66,7 +66,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _validate
+from .. import _kernel_args, _validate
 from .. import backend as _backend
 from ..shards import Replica, balanced_cuts
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
@@ -269,6 +269,22 @@ def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, 
     return beta, eta, width, fallbacks, evals
 
 
+FILE = "glm.cu"
+_FAMILY = {"bernoulli": 0, "poisson": 1, "gaussian": 2}  # the kernels' family codes
+
+
+def _around(kernel: str, varying: tuple, values: tuple) -> tuple:
+    """``(head, tail)``: ``values``, a launch's arguments of ``kernel`` in the declared order (as
+    :func:`gpumcmc._kernel_args.packed` gives them), without the parameters ``varying``, which follow one
+    another in the declaration. A launch that changes only those then takes ``*head, *varying values,
+    *tail``: the arguments bound by name once, each launch costing the host a tuple."""
+    names = _kernel_args.signature(FILE, kernel).names
+    i = names.index(varying[0])
+    if names[i:i + len(varying)] != tuple(varying):
+        raise ValueError(f"{kernel} in {FILE}: the parameters {', '.join(varying)} do not follow one another.")
+    return values[:i], values[i + len(varying):]
+
+
 _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
               "glm_slice_pass<double>", "glm_slice_shard_eval<float>", "glm_slice_shard_eval<double>",
               "glm_slice_decide<float>", "glm_slice_decide<double>")
@@ -308,10 +324,13 @@ def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, si
     # The kernel's registers may not allow 1,024 threads a block: take the largest power of two it allows.
     while block > 64 and block > fn.max_threads_per_block:
         block //= 2
-    fn((G, C), (block,), (data.Xt[k], data.y, _loader.NULL, eta, data.starts, data.ends, x0, w, cpr, pkk, muk,
-                          e, u, us, _loader.i64(N), _loader.i32(G), _loader.i32(C), _loader.i32(max_steps_out),
-                          _loader.i32(max_shrink), _loader.i32({"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]),
-                          np.float64(sigma_noise), xnew, ok))
+    fn((G, C), (block,),
+       _kernel_args.args(FILE, "glm_slice_segment", xk=data.Xt[k], y=data.y, lgy=_loader.NULL, eta=eta,
+                         starts=data.starts, ends=data.ends, x0a=x0, wa=w, cpr=cpr, pkk=pkk, muk=muk, ea=e, ua=u,
+                         usa=us, N=_loader.i64(N), G=_loader.i32(G), C=_loader.i32(C),
+                         max_out=_loader.i32(max_steps_out), max_shrink=_loader.i32(max_shrink),
+                         family=_loader.i32(_FAMILY[family]), sigma=np.float64(sigma_noise), xnew_out=xnew,
+                         ok_out=ok))
     beta[:, :, k] = xnew
     delta = xnew - x0
     width[:, :, k] = xp.where(warm, 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w), w)
@@ -378,17 +397,22 @@ def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_
     it = xp.ascontiguousarray(state.it, dtype=np.int64)
     e_all, u_all, us_all = (xp.ascontiguousarray(a) for a in (e_all, u_all, us_all))
     d1 = max(1, min(_SPEC_SHRINK, _PMAX - max_steps_out, max_shrink))
-    fam = {"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]
-    ptrs = [a.data.ptr for a in (data.Xt, data.y, eta, beta, width, mu, prec, e_all, u_all, us_all, data.starts,
-                                 data.ends, plan.chunk_group, plan.chunk_first, it, part, counter, stL, stR, stLogy,
-                                 stS, stDone, dpend, fb)]
+    # Every argument but k, kprev and first stays the same over the sweep: bound by name once.
+    head, tail = _around("glm_slice_pass", ("k", "kprev", "first"), _kernel_args.packed(
+        FILE, "glm_slice_pass", Xt=data.Xt.data.ptr, y=data.y.data.ptr, eta=eta.data.ptr, beta=beta.data.ptr,
+        width=width.data.ptr, mu=mu.data.ptr, prec=prec.data.ptr, ea=e_all.data.ptr, ua=u_all.data.ptr,
+        usa=us_all.data.ptr, starts=data.starts.data.ptr, ends=data.ends.data.ptr,
+        chunk_group=plan.chunk_group.data.ptr, chunk_first=plan.chunk_first.data.ptr, iters=it.data.ptr,
+        part=part.data.ptr, counter=counter.data.ptr, stL=stL.data.ptr, stR=stR.data.ptr, stLogy=stLogy.data.ptr,
+        stS=stS.data.ptr, stDone=stDone.data.ptr, dpend=dpend.data.ptr, fb=fb.data.ptr, N=N,
+        chunk_rows=plan.chunk_rows, n_chunks=plan.n_chunks, G=G, C=C, K=K, k=0, kprev=0, first=0,
+        max_out=max_steps_out, max_shrink=max_shrink, d1=d1, n_warmup=int(n_warmup), family=_FAMILY[family],
+        sigma=float(sigma_noise)))
     grid = C * plan.n_chunks
     stream = cupy.cuda.get_current_stream().ptr
     for k in range(K):
         for first in (1, 0):
-            launcher(grid, plan.block, stream, *ptrs, N, plan.chunk_rows, plan.n_chunks, G, C, K, k,
-                     k - 1 if first else -1, first, max_steps_out, max_shrink, d1, int(n_warmup), fam,
-                     float(sigma_noise))
+            launcher(grid, plan.block, stream, *head, k, k - 1 if first else -1, first, *tail)
     # The last coordinate's step, as the twin adds it.
     d = dpend.reshape(C, G)
     eta += (d[:, data.gid] if G > 1 else d) * data.Xt[K - 1][None, :]
@@ -446,8 +470,10 @@ def _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z):
     mu = xp.empty((C, K), dtype=dt)
     prec = xp.empty((C, K, K), dtype=dt)
     sigma = xp.empty((C, K, K), dtype=dt)
-    fn((C,), (256,), (xp.ascontiguousarray(beta), xp.ascontiguousarray(psi0, dtype=np.float64), gam, zn, z,
-                      _loader.i32(G), _loader.i32(K), np.float64(kappa0), mu, prec, sigma),
+    fn((C,), (256,),
+       _kernel_args.args(FILE, "glm_niw", beta=xp.ascontiguousarray(beta),
+                         psi0=xp.ascontiguousarray(psi0, dtype=np.float64), gam=gam, zn=zn, z=z, G=_loader.i32(G),
+                         K=_loader.i32(K), kappa0=np.float64(kappa0), mu_out=mu, prec_out=prec, sigma_out=sigma),
        shared_mem=8 * (4 * K * K + K + _NIW_CH * K))
     return mu, prec, sigma
 
@@ -735,7 +761,7 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
         from .. import _loader
         dt = prior[0].dtype
         ctype = _loader.CTYPE[np.dtype(dt)]
-        fam = {"bernoulli": 0, "poisson": 1, "gaussian": 2}[family]
+        fam = _FAMILY[family]
         C = prior[0].shape[0]
         launch_eval, launch_decide, bufs = [], [], []
         for j, i in enumerate(first_shard):
@@ -786,22 +812,29 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
             C, G, K = dv["beta"].shape
             with shards.on(i):
                 stream = cupy.cuda.get_current_stream().ptr
-            head = (C * plan.n_chunks, plan.block, stream) + tuple(
-                a.data.ptr for a in (d.Xt, d.y, etas[i], dv["beta"], dv["width"], dv["u"], dv["us"], d.starts,
-                                     d.ends, plan.chunk_group, plan.chunk_first, b["part"], b["counter"], dv["L"],
-                                     dv["R"], dv["S"], dv["settled"], dv["dpend"], b["sums"])) \
-                + (d.Xt.shape[1], plan.chunk_rows, plan.n_chunks, G, C, K)
-            evals.append((launch_eval[dev_of[i]], head))
+            head, tail = _around("glm_slice_shard_eval", ("k", "kprev", "first"), _kernel_args.packed(
+                FILE, "glm_slice_shard_eval", Xt=d.Xt.data.ptr, y=d.y.data.ptr, eta=etas[i].data.ptr,
+                beta=dv["beta"].data.ptr, width=dv["width"].data.ptr, ua=dv["u"].data.ptr, usa=dv["us"].data.ptr,
+                starts=d.starts.data.ptr, ends=d.ends.data.ptr, chunk_group=plan.chunk_group.data.ptr,
+                chunk_first=plan.chunk_first.data.ptr, part=b["part"].data.ptr, counter=b["counter"].data.ptr,
+                stL=dv["L"].data.ptr, stR=dv["R"].data.ptr, stS=dv["S"].data.ptr, stDone=dv["settled"].data.ptr,
+                dpend=dv["dpend"].data.ptr, sums=b["sums"].data.ptr, N=d.Xt.shape[1], chunk_rows=plan.chunk_rows,
+                n_chunks=plan.n_chunks, G=G, C=C, K=K, k=0, kprev=0, first=0, max_out=m, max_shrink=max_shrink,
+                d1=d1, family=fam, sigma=float(sigma_noise)))
+            evals.append((launch_eval[dev_of[i]], (C * plan.n_chunks, plan.block, stream) + head, tail))
         for j, i in enumerate(first_shard):
             dv = dvs[j]
             C, G, K = dv["beta"].shape
             with shards.on(i):
                 stream = cupy.cuda.get_current_stream().ptr
-            head = (C * G, 32, stream) + tuple(
-                a.data.ptr for a in (dv["beta"], dv["width"], dv["mu"], dv["prec"], dv["e"], dv["u"], dv["us"],
-                                     dv["it"], bufs[i]["sums"], dv["L"], dv["R"], dv["logy"], dv["S"],
-                                     dv["settled"], dv["dpend"], dv["fb"])) + (G, C, K)
-            decides.append((launch_decide[j], head))
+            head, tail = _around("glm_slice_decide", ("k", "first"), _kernel_args.packed(
+                FILE, "glm_slice_decide", beta=dv["beta"].data.ptr, width=dv["width"].data.ptr,
+                mu=dv["mu"].data.ptr, prec=dv["prec"].data.ptr, ea=dv["e"].data.ptr, ua=dv["u"].data.ptr,
+                usa=dv["us"].data.ptr, iters=dv["it"].data.ptr, sums=bufs[i]["sums"].data.ptr,
+                stL=dv["L"].data.ptr, stR=dv["R"].data.ptr, stLogy=dv["logy"].data.ptr, stS=dv["S"].data.ptr,
+                stDone=dv["settled"].data.ptr, dpend=dv["dpend"].data.ptr, fb=dv["fb"].data.ptr, G=G, C=C, K=K,
+                k=0, first=0, max_out=m, max_shrink=max_shrink, d1=d1, n_warmup=int(n_warmup)))
+            decides.append((launch_decide[j], (C * G, 32, stream) + head, tail))
         return evals, decides
 
     def gpu_passes(dvs, etas, K):
@@ -812,21 +845,20 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
         sums = [bufs[i]["sums"] for i in range(n_local)]
         ev_dev = [shards.devices[i] for i in range(n_local)]
         de_dev = [shards.devices[i] for i in first_shard]
-        sigma_f, warm = float(sigma_noise), int(n_warmup)
         rt = cupy.cuda.runtime
         prev = rt.getDevice()
         try:
             for k in range(K):
                 for p in range(n_pass):
                     first = int(p == 0)
-                    for (launch, head), dev in zip(eval_launches, ev_dev):
+                    for (launch, head, tail), dev in zip(eval_launches, ev_dev):
                         rt.setDevice(dev)
-                        launch(*head, k, k - 1 if first else -1, first, m, max_shrink, d1, fam, sigma_f)
+                        launch(*head, k, k - 1 if first else -1, first, *tail)
                     rt.setDevice(prev)
                     shards.allreduce(sums)
-                    for (launch, head), dev in zip(decide_launches, de_dev):
+                    for (launch, head, tail), dev in zip(decide_launches, de_dev):
                         rt.setDevice(dev)
-                        launch(*head, k, first, m, max_shrink, d1, warm)
+                        launch(*head, k, first, *tail)
         finally:
             rt.setDevice(prev)
 

@@ -18,6 +18,7 @@ import gpumcmc
 from gpumcmc import _config, _loader, discrete
 from gpumcmc._config import Config, Memo, config, memo
 from gpumcmc.models import bayesnet, mixture
+from gpumcmc.models import rbm
 from gpumcmc.random import _fill, _gamma
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpumcmc"
@@ -44,6 +45,7 @@ OLD_NAMES = [
     (mixture, "_KMEANS_ROWS", "mixture_kmeans_rows"),
     (mixture, "_KMEANS_LLOYD", "mixture_kmeans_lloyd"),
     (mixture, "_TUNE", "mixture_defines"),
+    (rbm, "PROGRESS_ROWS", "rbm_progress_rows"),
 ]
 
 # Module-level caches that are not yet in the memo, each with its reason. A new module-level dict or

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from conftest import ALPHA
+from gpumcmc._config import config
 from gpumcmc.models import RBM
 from gpumcmc.models import rbm as R
 
@@ -121,10 +122,17 @@ def test_progress_bar_scores_fixed_rows_and_leaves_the_weights_alone():
     shown = RBM(progress=True, **kw).fit(X)
     np.testing.assert_array_equal(quiet.W, shown.W)
     assert len(shown.pseudo_likelihood_) == 3 and quiet.pseudo_likelihood_ == []
-    rows = X[np.linspace(0, len(X) - 1, R.PROGRESS_ROWS).astype(int)]
+    rows = X[np.linspace(0, len(X) - 1, config.rbm_progress_rows).astype(int)]
     assert shown.pseudo_likelihood_[-1] == pytest.approx(shown.pseudo_likelihood(rows), rel=1e-6)
     # the figure follows the training: the untrained machine scores 8 log(1/2) on every row
     assert shown.pseudo_likelihood_[-1] != pytest.approx(8 * np.log(0.5), abs=0.05)
+    # the knob sets the rows scored
+    with config.override(rbm_progress_rows=7):
+        few = RBM(progress=True, **kw).fit(X)
+    np.testing.assert_array_equal(few.W, shown.W)
+    rows = X[np.linspace(0, len(X) - 1, 7).astype(int)]
+    assert few.pseudo_likelihood_[-1] == pytest.approx(few.pseudo_likelihood(rows), rel=1e-6)
+    assert few.pseudo_likelihood_[-1] != pytest.approx(shown.pseudo_likelihood_[-1], rel=1e-3)
 
 
 def test_fit_trains_the_model_it_is_called_on_and_the_class_spelling_warns():

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend as _backend
+from .._config import config, forward
 from ..random._generator import default_rng
 from ..random._philox import block_words, u01_f32, u01_f64_from32
 from ..sampling._estimator import Estimator, NotFittedError
@@ -253,7 +254,7 @@ class RBM(Estimator):
         ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
         or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
         ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
-        ``PROGRESS_ROWS`` evenly spaced rows of ``X``, each with one feature
+        ``gpumcmc._config.config.rbm_progress_rows`` (256) evenly spaced rows of ``X``, each with one feature
         flipped, the same rows and flips every epoch) are set.
 
         On a GPU, a model whose weights and chains fit in one block's shared
@@ -301,7 +302,7 @@ class RBM(Estimator):
             bar = tqdm(total=n_iter, desc="RBM PCD", unit="epoch")
         history = []
         if bar is not None:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
-            rows = np.linspace(0, n - 1, min(n, PROGRESS_ROWS)).astype(int)
+            rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
             score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
         use_fused = _use_fused_pcd(fused, xp, nv, n_hidden, batch_size, dtype)
         if use_fused:
@@ -394,9 +395,10 @@ def _pseudo_likelihood(xp, X, Xf, W, b, c) -> float:
     return float(_backend.to_host(-(X.shape[1] * xp.logaddexp(0, -(fe_ - fe))).mean()))
 
 
-#: Rows of X that ``RBM.fit``'s progress bar scores after each epoch (evenly spaced through X). Scoring takes
-#: about a third of an epoch's work per row, so this many keeps it to a few per cent of an epoch on 2,000 rows.
-PROGRESS_ROWS = 256
+# config.rbm_progress_rows: rows of X that RBM.fit's progress bar scores after each epoch (evenly spaced
+# through X). Scoring takes about a third of an epoch's work per row, so 256 keeps it to a few per cent of an
+# epoch on 2,000 rows. PROGRESS_ROWS, its old name here, still reads and sets it.
+forward(__name__, {"PROGRESS_ROWS": "rbm_progress_rows"})
 
 
 def _pcd_smem_bytes(nv: int, nh: int, chains: int, itemsize: int) -> int:

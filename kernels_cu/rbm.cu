@@ -58,9 +58,9 @@ rbm_bernoulli(const T* pre, const T* __restrict__ bias, T* out, long long rows, 
 // scikit-learn's schedule (RBM.fit in gpumcmc/models/rbm.py) takes one
 // minibatch of `batch` rows at a time and updates the weights after each, so
 // the minibatches depend on each other and a small model (the 8 x 8 digits:
-// 64 x 256 weights) gives a GPU only a few microseconds of work per
-// minibatch: launched as separate matrix products and elementwise kernels it
-// is bound by launch and host overhead. Here one block of 1024 threads keeps
+// 64 x 256 weights) gives a GPU little work per minibatch: launched as
+// separate matrix products and elementwise kernels it is bound by launch and
+// host overhead (benchmarks/NOTES.md, under kernels_cu/rbm.cu). Here one block of 1024 threads keeps
 // W, the biases and the persistent chains in shared memory and runs every
 // minibatch of an epoch in turn, with the same arithmetic and the same
 // random words as the unfused path:

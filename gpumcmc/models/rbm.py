@@ -254,14 +254,15 @@ class RBM(Estimator):
         ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
         or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
         ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
-        ``gpumcmc._config.config.rbm_progress_rows`` (256) evenly spaced rows of ``X``, each with one feature
-        flipped, the same rows and flips every epoch) are set.
+        ``gpumcmc._config.config.rbm_progress_rows`` (256) evenly spaced
+        rows of ``X``, each with one feature flipped, the same rows and flips
+        every epoch) are set.
 
         On a GPU, a model whose weights and chains fit in one block's shared
         memory (``fused=None``, the default, decides; the digits' 64 x 256
-        does) runs each epoch as one kernel launch: minibatches of 10 rows
-        give a GPU a few microseconds of work each, so launched one matrix
-        product at a time the schedule is bound by launch overhead. The fused
+        does) runs each epoch as one kernel launch: a minibatch of 10 rows
+        gives a GPU little work, so launched one matrix product at a time the
+        schedule is bound by launch overhead. The fused
         epoch uses the same random words and arithmetic up to the order of
         the sums. ``fused=False`` keeps the launch-per-product path.
 

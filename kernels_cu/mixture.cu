@@ -32,8 +32,8 @@
 //               rows come in blocks of mb, each block (chains, K, mb), so that
 //               the GEMM runs as a batch over the blocks (mb = m: one block).
 //
-// The component kernels below (mixture_bem_update, mixture_gibbs_params) turn
-// sufficient statistics or covariance draws into the next parameters: one
+// The component kernels below (mixture_niw_posterior, mixture_gibbs_params) turn
+// sufficient statistics and covariance draws into the next parameters: one
 // thread per component.
 #include "philox.cuh"
 
@@ -69,7 +69,6 @@
 #define MIX_COMP_THREADS 16  // components per block of the component kernels, at most 32 (one warp; Python
 #endif                       // sets it so that their shared memory stays within 40 KB)
 #define MIX_COMP_STRIDE (2 * MIX_TRI + MIX_P)  // doubles of shared memory per component
-#define MIX_V_MAX (1.0 - 9.094947017729282e-13)  // 1 - 2^-40: sticks stay below 1 in log(1 - v)
 #define MIX_LOG_2PI 1.8378770664093453
 
 #define MIX_SAMPLE 0
@@ -372,7 +371,7 @@ extern "C" __global__ void mixture_stats_reduce(const double* __restrict__ parti
 }
 
 // ---------------------------------------------------------------------------
-// Component updates. Twins: mixture.py _bem_update_twin and _gibbs_params_twin.
+// Component updates. Twins: mixture.py niw_posterior and _gibbs_params_twin.
 //
 // Matrices are packed lower triangles, row-major ((0,0), (1,0), (1,1), (2,0),
 // ...), as in the kernel parameters and the statistics [n, s1, vech(s2)]. Each
@@ -384,15 +383,6 @@ extern "C" __global__ void mixture_stats_reduce(const double* __restrict__ parti
 namespace {
 
 __device__ __forceinline__ int tri_index(int r, int c) { return r * (r + 1) / 2 + c; }
-
-// Inclusive prefix sum over the W = blockDim.x <= 32 threads of a one-warp block.
-__device__ __forceinline__ double warp_scan(double v, int lane, int W, unsigned int mask) {
-    for (int d = 1; d < W; d <<= 1) {
-        const double o = __shfl_up_sync(mask, v, d);
-        if (lane >= d) v += o;
-    }
-    return v;
-}
 
 // In place: A (packed symmetric matrix) -> the Cholesky factor of A + 1e-10 mean|diag A| I
 // (the twin's _safe_cholesky). Returns sum_r log L_rr. A matrix that is not positive
@@ -486,95 +476,6 @@ extern "C" __global__ void mixture_niw_posterior(
     }
 }
 
-// One Bayesian-EM update of every start from its weighted statistics: the posterior
-// means of the NIW posterior, the stick-breaking modes and alpha's mode, and the
-// kernel parameters. Grid (ceil(K / W), chains), W = MIX_COMP_THREADS threads.
-//
-//   stats (chains, K, Q): [n_j, s1_j, vech(s2_j)] summed with the probabilities.
-//   prior: [m (P), vech(Psi_0) (TRI)], Psi_0 symmetrised.
-//   kn = kappa0 + n_j; m_n = (kappa0 m + s1) / kn;
-//   Sigma_j = (Psi_0 + s2 + kappa0 m m^T - kn m_n m_n^T) / (df0 + n_j - P - 1);
-//   v_j = n_j / (n_j + alpha - 1 + sum_{r>j} n_r) in [0, 1] (1 where the denominator is not
-//   positive), v_K = 1; log pi_j = log v_j + sum_{r<j} log(1 - min(v_r, V_MAX));
-//   alpha' = max((a + K - 2) / (b - sum_{j<K} log(1 - min(v_j, V_MAX))), 1e-6).
-//
-// The sums over components are prefix sums across the warp, tile by tile; every
-// block scans the tiles up to its own (the last block, holding component K - 1,
-// writes alpha). No floating-point atomics: a run repeats bit for bit.
-template <typename T>
-__global__ void __launch_bounds__(MIX_COMP_THREADS) mixture_bem_update(
-    const double* __restrict__ stats, const double* __restrict__ prior, const double* __restrict__ alpha_in,
-    int K, double kappa0, double df0, double a, double b,
-    double* __restrict__ v_out,       // (chains, K)
-    double* __restrict__ log_pi_out,  // (chains, K)
-    double* __restrict__ alpha_out,   // (chains,)
-    double* __restrict__ mu_out,      // (chains, K, P)
-    double* __restrict__ sigma_out,   // (chains, K, P, P)
-    T* __restrict__ params) {         // (chains, K, Q)
-    __shared__ double sm[MIX_COMP_THREADS * MIX_COMP_STRIDE];
-    const int lane = threadIdx.x;
-    const int W = blockDim.x;
-    const unsigned int mask = W >= 32 ? 0xffffffffu : (1u << W) - 1u;
-    const long long chain = blockIdx.y;
-    const int tile = blockIdx.x;
-    const int j = tile * W + lane;
-    const double* st = stats + chain * (long long)K * MIX_Q;
-    const double alpha = alpha_in[chain];
-
-    // (3)-(4) sticks and alpha.
-    double part = 0.0;
-    for (int i = lane; i < K; i += W) part += st[(long long)i * MIX_Q];
-    const double total = __shfl_sync(mask, warp_scan(part, lane, W, mask), W - 1);
-    double carry_n = 0.0, carry_l = 0.0, my_v = 1.0, my_log_pi = 0.0;
-    for (int t = 0; t <= tile; ++t) {
-        const int i = t * W + lane;
-        const double ni = i < K ? st[(long long)i * MIX_Q] : 0.0;
-        const double cum = carry_n + warp_scan(ni, lane, W, mask);
-        double v = 1.0;
-        if (i < K - 1) {
-            const double den = ni + alpha - 1.0 + (total - cum);
-            v = den > 0.0 ? ni / den : 1.0;
-            v = v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v);  // NaN stays NaN, as in the twin
-        }
-        const double l1 = i < K ? log1p(-(v > MIX_V_MAX ? MIX_V_MAX : v)) : 0.0;
-        const double cl = carry_l + warp_scan(l1, lane, W, mask);
-        if (t == tile && j < K) {
-            my_v = v;
-            my_log_pi = log(v) + (cl - l1);
-            if (j == K - 1) {
-                const double r = (a + K - 2.0) / (b - (cl - l1));
-                alpha_out[chain] = r < 1e-6 ? 1e-6 : r;
-            }
-        }
-        carry_n = __shfl_sync(mask, cum, W - 1);
-        carry_l = __shfl_sync(mask, cl, W - 1);
-    }
-    if (j >= K) return;  // no warp-wide operations below
-
-    // (2) posterior means of the components.
-    double* A = sm + lane * MIX_COMP_STRIDE;
-    double* U = A + MIX_TRI;
-    double* mu = U + MIX_TRI;
-    const long long jc = chain * K + j;
-    const double* sj = st + (long long)j * MIX_Q;
-    const double kn = posterior_mean(sj, prior, kappa0, mu);
-    const double div = df0 + sj[0] - MIX_P - 1.0;  // Sigma_j = Psi_n / (df_n - P - 1)
-    double* so = sigma_out + jc * (MIX_P * MIX_P);
-    for (int r = 0; r < MIX_P; ++r) {
-        for (int c = 0; c <= r; ++c) {
-            const int e = tri_index(r, c);
-            A[e] = posterior_scatter(sj, prior, kappa0, kn, mu, r, c, e) / div;
-            so[r * MIX_P + c] = A[e];
-            so[c * MIX_P + r] = A[e];
-        }
-    }
-    for (int r = 0; r < MIX_P; ++r) mu_out[jc * MIX_P + r] = mu[r];
-    v_out[jc] = my_v;
-    log_pi_out[jc] = my_log_pi;
-    const double logdet = safe_cholesky(A);
-    write_params(A, U, mu, my_log_pi, logdet, params + jc * MIX_Q);
-}
-
 // Gibbs: the kernel parameters of the drawn components, and their means
 // mu = m_n + L eps / sqrt(kappa_n) with L the Cholesky factor of the drawn
 // covariance (step 2 of the sweep). One thread per (chain, component), 1-D grid.
@@ -619,12 +520,6 @@ template __global__ void mixture_stats_partial<float>(const float*, long long, c
                                                       double*);
 template __global__ void mixture_stats_partial<double>(const double*, long long, const int*, const int*, int,
                                                        long long, double*);
-template __global__ void mixture_bem_update<float>(const double*, const double*, const double*, int, double, double,
-                                                   double, double, double*, double*, double*, double*, double*,
-                                                   float*);
-template __global__ void mixture_bem_update<double>(const double*, const double*, const double*, int, double, double,
-                                                    double, double, double*, double*, double*, double*, double*,
-                                                    double*);
 template __global__ void mixture_gibbs_params<float>(const double*, const double*, const double*, const double*,
                                                      const double*, long long, double*, float*);
 template __global__ void mixture_gibbs_params<double>(const double*, const double*, const double*, const double*,

@@ -33,7 +33,6 @@ KERNELS = ROOT / "kernels_cu"
 POSITIONAL = {
     ("lda.cu", "lda_col_normalise"),
     ("lda.cu", "lda_zdraw"),
-    ("mixture.cu", "mixture_bem_update"),
 }
 BIG = 8  # parameters above which a kernel must be launched by name
 

@@ -621,29 +621,6 @@ def _weighted_stats(rs, model, chains, dead=()):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("p,k,chains,dead", [(2, 1, 1, ()), (2, 5, 2, (1, 4)), (5, 33, 2, (0, 7, 32)),
-                                             (14, 70, 1, (3,)), (14, 23, 3, (22,))])
-def test_bem_update_kernel_matches_twin(cp, dtype, p, k, chains, dead):
-    # Components per block: 32 at p <= 7, 22 at p = 14, so k = 23 and 70 cross block boundaries; dead
-    # components are cut back to weight zero (log pi = -inf) by both.
-    rs = np.random.default_rng(13)
-    x = rs.normal(0, 3, (400, p)) + 5.0
-    model = mx.make_model(cp.asarray(x), k, dtype=dtype)
-    acc = _weighted_stats(rs, model, chains, dead)
-    alpha = rs.uniform(0.3, 3.0, chains)
-    host = mx.make_model(x, k, dtype=dtype)
-    want = mx._bem_update_twin(host, acc, alpha)
-    got = mx._bem_update_kernel(model, cp.asarray(acc), cp.asarray(alpha))
-    names = ("v", "log_pi", "mu", "sigma", "params", "alpha")
-    for name, g, w in zip(names, got, want):
-        g = to_np(g)
-        fin = np.isfinite(w)
-        np.testing.assert_array_equal(np.isfinite(g), fin, err_msg=name)
-        tol = (1e-5 if dtype == np.float32 else 1e-9) if name == "params" else 1e-10
-        np.testing.assert_allclose(g[fin], w[fin], rtol=tol, atol=tol, err_msg=name)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("p,k", [(2, 5), (14, 40)])
 def test_gibbs_component_kernels_match_twins(cp, dtype, p, k):
     rs = np.random.default_rng(14)

@@ -128,11 +128,9 @@ def main(argv=None):
         with _validate.validation(False):
             tk, tg = _events(cp, kern), _events(cp, gemm)
             tm = _events(cp, lambda: mx._mean_rows(lse))
-            tu = _events(cp, lambda: mx._bem_update_kernel(model, acc.reshape(1, k, q), state.alpha))
         row(f"{tag} stage: probability kernel", tk, floor_ms=kern_floor, floor_over_time=kern_floor / tk)
         row(f"{tag} stage: statistics GEMM", tg, floor_ms=gemm_floor, floor_over_time=gemm_floor / tg)
         row(f"{tag} stage: loglik mean (_mean_rows)", tm)
-        row(f"{tag} stage: update kernel", tu)
 
     def whole(model, state, tag, **kw):
         bem = mx.make_bem_step(model)

@@ -33,10 +33,9 @@ means and kernel parameters from the covariance draws (``mixture_gibbs_params``,
 twin :func:`_gibbs_params_twin`). A BEM iterate is the fused kernel's
 probabilities, their weighted statistics (one GEMM per chunk) and the
 variational update of :func:`_bem_vb_update` (array code, a few dozen small
-launches on the GPU), and never reads back to the host. The plug-in update of
-the paper's BEM steps is kept as ``mixture_bem_update`` (twin
-:func:`_bem_update_twin`); BEM no longer takes it, since its modes never cut a
-component back to zero weight.
+launches on the GPU), and never reads back to the host. (The plug-in modes of
+the paper's BEM steps, once a kernel of their own, are gone: their modes never
+cut a component back to zero weight.)
 """
 
 from __future__ import annotations
@@ -364,7 +363,7 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
 
 
 _NAMES = ("mixture_logits<float>", "mixture_logits<double>", "mixture_stats_partial<float>",
-          "mixture_stats_partial<double>", "mixture_bem_update<float>", "mixture_bem_update<double>",
+          "mixture_stats_partial<double>",
           "mixture_gibbs_params<float>", "mixture_gibbs_params<double>")
 _BLOCK = 256
 FILE = "mixture.cu"
@@ -1040,13 +1039,10 @@ def make_sharded_bem_step(models: list, shards: Shards, n: int):
     k = models[0].k
     p = models[0].x.shape[1]
     q = 1 + p + p * (p + 1) // 2
-    kernel = _use_component_kernel(xp, p)
     stats = []
     for i, model in enumerate(models):
         with shards.on(i):
             stats.append(_make_bem_stats(model))
-    with shards.on(0):
-        prior = _packed_prior(models[0]) if kernel else None
 
     def bem(state: State) -> State:
         with _validate.validation(False):
@@ -1062,7 +1058,7 @@ def make_sharded_bem_step(models: list, shards: Shards, n: int):
             total = shards.allreduce(bufs)[0]
             with shards.on(0):
                 acc = xp.ascontiguousarray(total[:, :k * q].reshape(chains, k, q))
-                return _bem_update(models[0], state, acc, total[:, k * q] / n, kernel, prior)
+                return _bem_update(models[0], state, acc, total[:, k * q] / n)
 
     return bem
 
@@ -1146,37 +1142,6 @@ def _bem_kl(model: Model, state: State):
     return kl_v + xp.where(live, kl_w + kl_m, 0.0).sum(axis=1)
 
 
-def _bem_update_twin(model: Model, acc, alpha):
-    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q), float64.
-
-    Returns ``v, log_pi, mu, sigma, params, alpha``: the posterior means of the
-    NIW posterior, the modes of the sticks' Betas and of alpha's Gamma, and the
-    kernel parameters. The array-code twin of ``mixture_bem_update``.
-    """
-    xp = _xp_of(acc)
-    p = model.x.shape[1]
-    k = model.k
-    chains = acc.shape[0]
-    counts, s1, s2 = _unpack_stats(acc, p)
-    # (2) posterior means of the weighted NIW posterior.
-    kn, mn, dfn, psi = niw_posterior(model, counts, s1, s2)
-    sigma = psi / (dfn - p - 1)[..., None, None]
-    chol = _safe_cholesky(sigma)
-    # (3) weights: v_j = mode of Be(1 + p_j, alpha + sum_{r>j} p_r), clipped to [0, 1].
-    tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
-    den = counts + alpha[:, None] - 1.0 + tail
-    vb = xp.where(den > 0, counts / xp.where(den > 0, den, 1.0), 1.0)[:, :-1]
-    vb = xp.clip(vb, 0.0, 1.0)
-    v = xp.concatenate([vb, xp.ones((chains, 1))], axis=1)
-    with np.errstate(divide="ignore"):
-        log_pi = _log_pi(v)
-    # (4) alpha: the mode of its Gamma conditional.
-    rate = model.b - xp.log1p(-xp.minimum(vb, _V_MAX)).sum(axis=1)
-    alpha = xp.maximum((model.a + k - 2.0) / rate, 1e-6)
-    params = kernel_params(log_pi, mn, chol, model.x.dtype)
-    return v, log_pi, mn, sigma, params, alpha
-
-
 def _packed_prior(model: Model):
     """``[m, vech(Psi_0)]`` (float64, on the data's backend): the prior as the component kernels read it."""
     xp = _xp_of(model.x)
@@ -1184,30 +1149,6 @@ def _packed_prior(model: Model):
     ti, tj = _tri(p, xp)
     psi0 = 0.5 * (model.psi0 + model.psi0.T)
     return xp.ascontiguousarray(xp.concatenate([model.m.astype(np.float64), psi0[ti, tj]]))
-
-
-def _bem_update_kernel(model: Model, acc, alpha, prior=None):
-    """``mixture_bem_update``: :func:`_bem_update_twin` in one launch."""
-    xp = _xp_of(acc)
-    p = model.x.shape[1]
-    k = model.k
-    chains = acc.shape[0]
-    dtype = model.x.dtype
-    q = 1 + p + p * (p + 1) // 2
-    prior = _packed_prior(model) if prior is None else prior
-    v = xp.empty((chains, k), dtype=np.float64)
-    log_pi = xp.empty((chains, k), dtype=np.float64)
-    alpha_out = xp.empty((chains,), dtype=np.float64)
-    mu = xp.empty((chains, k, p), dtype=np.float64)
-    sigma = xp.empty((chains, k, p, p), dtype=np.float64)
-    params = xp.empty((chains, k, q), dtype=dtype)
-    w = _comp_threads(p)
-    f64 = np.float64
-    fn = _kernel(p, dtype, "mixture_bem_update")
-    fn((-(-k // w), chains), (w,), (
-        xp.ascontiguousarray(acc), prior, xp.ascontiguousarray(alpha, dtype=np.float64), _loader.i32(k),
-        f64(model.kappa0), f64(model.df0), f64(model.a), f64(model.b), v, log_pi, alpha_out, mu, sigma, params))
-    return v, log_pi, mu, sigma, params, alpha_out
 
 
 def make_bem_step(model: Model):
@@ -1226,26 +1167,19 @@ def make_bem_step(model: Model):
     logits, log-sum-exp) between calls; returned states never share memory
     with them.
     """
-    xp = _xp_of(model.x)
-    kernel = _use_component_kernel(xp, model.x.shape[1])
     stats = _make_bem_stats(model)
-    prior = _packed_prior(model) if kernel else None
 
     def bem(state: State) -> State:
         with _validate.validation(False):
             acc, lse = stats(state.params)
             loglik = _mean_rows(lse)
-            return _bem_update(model, state, acc, loglik, kernel, prior)
+            return _bem_update(model, state, acc, loglik)
 
     return bem
 
 
-def _bem_update(model: Model, state: State, acc, loglik, kernel: bool, prior) -> State:
-    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q): :func:`_bem_vb_update`.
-
-    (``kernel`` and ``prior`` are those of the plug-in update ``mixture_bem_update``, which the iterate
-    no longer takes: its modes never reach zero weight, see :func:`_bem_vb_update`.)
-    """
+def _bem_update(model: Model, state: State, acc, loglik) -> State:
+    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q): :func:`_bem_vb_update`."""
     v, log_pi, mu, sigma, params, alpha, counts = _bem_vb_update(model, acc, state.alpha)
     return State(state.z, v, log_pi, mu, sigma, params, alpha, counts, loglik)
 

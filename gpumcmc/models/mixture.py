@@ -587,7 +587,7 @@ def _mean_rows(a):
 
     On the GPU in two passes, partial sums of ``config.mixture_mean_block`` values and then
     their sum: a reduction with one output per row would run on one block per
-    row, a millisecond for a million values. Deterministic (no atomics).
+    row (benchmarks/NOTES.md has the time). Deterministic (no atomics).
     """
     xp = _xp_of(a)
     c, n = a.shape
@@ -999,8 +999,8 @@ def make_sharded_step(models: list, shards: Shards, n: int):
             offset = rng.advance()
             copies = _shards.Replica(shards, state.params)
             # Every shard's indicator kernel is queued before any shard's statistics: queuing a shard's
-            # statistics takes about 1 ms of host time (a sort and several small kernels), which in one
-            # loop would start each GPU's indicator kernel that much after the previous GPU's.
+            # statistics takes host time (a sort and several small kernels; benchmarks/NOTES.md), which in
+            # one loop would start each GPU's indicator kernel that much after the previous GPU's.
             lses = []
             for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
                 params = copies(i)

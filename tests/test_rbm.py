@@ -135,6 +135,46 @@ def test_progress_bar_scores_fixed_rows_and_leaves_the_weights_alone():
     assert few.pseudo_likelihood_[-1] != pytest.approx(shown.pseudo_likelihood_[-1], rel=1e-3)
 
 
+def _reference_pcd(X, n_hidden, learning_rate, batch_size, n_iter, seed, dtype):
+    """scikit-learn's PCD schedule written out as one loop (what RBM.fit ran before it went through
+    gpumcmc.sampling.run), with the same random words: W, b, c after n_iter epochs."""
+    from gpumcmc.random import default_rng
+
+    rng = default_rng(seed, backend="numpy")
+    X = X.astype(dtype)
+    n, nv = X.shape
+    W = rng.normal(0.0, 0.01, size=(nv, n_hidden), dtype=dtype)
+    b, c, h_chain = np.zeros(nv, dtype), np.zeros(n_hidden, dtype), np.zeros((batch_size, n_hidden), dtype)
+    sig = lambda x: 0.5 * (np.tanh(0.5 * x) + 1.0)  # noqa: E731
+    edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)
+    for _ in range(n_iter):
+        for s, e in zip(edges[:-1], edges[1:]):
+            v_pos = X[s:e]
+            h_pos = sig(v_pos @ W + c)
+            off = rng.advance(2)
+            v_neg = R.bernoulli_logits(h_chain @ W.T, b, rng.key, off)
+            pre = v_neg @ W
+            h_neg = sig(pre + c)
+            h_chain = R.bernoulli_logits(pre, c, rng.key, off + 1)
+            lr = np.dtype(dtype).type(learning_rate / (e - s))
+            W += lr * (v_pos.T @ h_pos - v_neg.T @ h_neg)
+            c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
+            b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
+    return W, b, c
+
+
+@pytest.mark.parametrize("dtype, batch_size", [(np.float32, 10), (np.float64, 7)])
+def test_fit_runs_scikit_learns_schedule_with_the_same_words(dtype, batch_size):
+    """RBM.fit's epochs go through gpumcmc.sampling.run: the weights are those of the loop written out."""
+    X = R.load_binary_digits()[:95]
+    fit = RBM(n_hidden=6, learning_rate=0.05, batch_size=batch_size, n_iter=3, random_state=4, dtype=dtype,
+              backend="numpy", progress=False).fit(X)
+    W, b, c = _reference_pcd(X, 6, 0.05, batch_size, 3, 4, dtype)
+    np.testing.assert_array_equal(fit.W, W)
+    np.testing.assert_array_equal(fit.visible_bias, b)
+    np.testing.assert_array_equal(fit.hidden_bias, c)
+
+
 def test_fit_trains_the_model_it_is_called_on_and_the_class_spelling_warns():
     X = (np.random.default_rng(1).random((60, 6)) < 0.4).astype(np.uint8)
     kw = dict(learning_rate=0.05, batch_size=7, n_iter=3, random_state=2, backend="numpy", progress=False)

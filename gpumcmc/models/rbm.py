@@ -77,6 +77,75 @@ class RBMState(NamedTuple):
     h: object
 
 
+class PCDState(NamedTuple):
+    """Training state of persistent contrastive divergence, updated in place by each epoch.
+
+    W : (n_visible, n_hidden); b : (n_visible,) visible biases; c : (n_hidden,) hidden biases;
+    h_chain : (batch_size, n_hidden) 0/1 hidden states of the persistent chains. All in one dtype.
+    """
+
+    W: object
+    b: object
+    c: object
+    h_chain: object
+
+
+def pcd_init(rng, n_visible: int, n_hidden: int, chains: int, dtype) -> PCDState:
+    """scikit-learn's start: weights N(0, 0.01^2), biases 0, hidden chains at 0 (on ``rng``'s backend)."""
+    W = rng.normal(0.0, 0.01, size=(n_visible, n_hidden), dtype=dtype)
+    xp = _backend.get_array_module(W)
+    return PCDState(W, xp.zeros(n_visible, dtype=dtype), xp.zeros(n_hidden, dtype=dtype),
+                    xp.zeros((chains, n_hidden), dtype=dtype))
+
+
+def pcd_epoch_step(X, edges, learning_rate, chains: int, n_hidden: int, fused: bool):
+    """``step(rng, state) -> (state, None)``: one epoch of PCD over the minibatches ``X[edges[t]:edges[t + 1]]``
+    for ``chains`` persistent chains of ``n_hidden`` hidden units.
+
+    Each minibatch: the chains take one block-Gibbs step (two call offsets of
+    ``rng``), and the weights move along the gradient, which uses the hidden
+    probabilities of the data and of the chains. ``fused``: the whole epoch
+    in one launch of ``rbm_pcd_epoch`` (GPU), with the same random words.
+    """
+    xp = _backend.get_array_module(X)
+    dtype = X.dtype
+    n_batches = len(edges) - 1
+    if fused:
+        from .. import _loader
+
+        X = _loader.contiguous(X)
+        edges_dev = xp.asarray(edges, dtype=xp.int64)
+
+        def fused_step(rng, state: PCDState):
+            off0 = rng.advance(2 * n_batches)  # the offsets the unfused loop takes, two per minibatch
+            _pcd_epoch(X, edges_dev, n_batches, *state, learning_rate, rng.key, off0)
+            return state, None
+
+        return fused_step
+
+    v_neg = xp.empty((chains, X.shape[1]), dtype=dtype)
+    pre = xp.empty((chains, n_hidden), dtype=dtype)
+
+    def step(rng, state: PCDState):
+        W, b, c, h_chain = state
+        for s, e in zip(edges[:-1], edges[1:]):
+            v_pos = X[s:e]
+            h_pos = _sigmoid(xp, v_pos @ W + c)
+            off = rng.advance(2)
+            xp.matmul(h_chain, W.T, out=v_neg)
+            bernoulli_logits(v_neg, b, rng.key, off, out=v_neg)
+            xp.matmul(v_neg, W, out=pre)
+            h_neg = _sigmoid(xp, pre + c)
+            bernoulli_logits(pre, c, rng.key, off + 1, out=h_chain)
+            lr = dtype.type(learning_rate / (e - s))
+            W += lr * (v_pos.T @ h_pos - v_neg.T @ h_neg)
+            c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
+            b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
+        return state, None
+
+    return step
+
+
 def _sigmoid(xp, x):
     return 0.5 * (xp.tanh(0.5 * x) + 1.0)  # no overflow warnings for large |x|
 
@@ -250,7 +319,9 @@ class RBM(Estimator):
         N(0, 0.01^2), biases at 0; ``batch_size`` persistent chains take one
         block-Gibbs step per minibatch; the gradient uses the hidden
         probabilities of the data and of the chains; ``n_iter`` epochs at
-        ``learning_rate``. The chains' hidden draws use the fused kernel.
+        ``learning_rate``. The chains' hidden draws use the fused kernel. The
+        epochs run through :func:`gpumcmc.sampling.run` (one iteration per
+        epoch, ``pcd_epoch_step``), which shows the progress bar.
         ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
         or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
         ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
@@ -270,7 +341,7 @@ class RBM(Estimator):
         model, still works and warns (DeprecationWarning): it is
         ``RBM(n_hidden=n_hidden, ...).fit(X)``.
         """
-        from ..sampling import as_data
+        from ..sampling import Monitor, as_data, run
 
         n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
         random_state, dtype, backend, progress, fused = (self.random_state, self.dtype, self.backend, self.progress,
@@ -287,62 +358,26 @@ class RBM(Estimator):
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
-        n, nv = X.shape
-        W = rng.normal(0.0, 0.01, size=(nv, n_hidden), dtype=dtype)
-        b = xp.zeros(nv, dtype=dtype)
-        c = xp.zeros(n_hidden, dtype=dtype)
-        h_chain = xp.zeros((batch_size, n_hidden), dtype=dtype)
-        v_neg = xp.empty((batch_size, nv), dtype=dtype)
-        pre = xp.empty((batch_size, n_hidden), dtype=dtype)
-        n_batches = int(np.ceil(n / batch_size))
-        edges = np.linspace(0, n, n_batches + 1).astype(int)  # even slices, as scikit-learn's gen_even_slices
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=n_iter, desc="RBM PCD", unit="epoch")
-        history = []
-        if bar is not None:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
+        state = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype)
+        n = X.shape[0]
+        edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)  # as scikit-learn's gen_even_slices
+        step = pcd_epoch_step(X, edges, learning_rate, batch_size, n_hidden,
+                              _use_fused_pcd(fused, xp, X.shape[1], n_hidden, batch_size, dtype))
+        monitors = []
+        if progress:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
             rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
             score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
-        use_fused = _use_fused_pcd(fused, xp, nv, n_hidden, batch_size, dtype)
-        if use_fused:
-            from .. import _loader
-
-            X = _loader.contiguous(X)
-            edges_dev = xp.asarray(edges, dtype=xp.int64)
+            monitors = [Monitor("pseudo-likelihood", lambda s: _pseudo_likelihood(xp, *score, s.W, s.b, s.c),
+                                every=1)]
         t0 = time.perf_counter()
-        for _ in range(n_iter):
-            if use_fused:
-                off0 = rng.advance(2 * n_batches)  # the offsets the loop below takes, two per minibatch
-                _pcd_epoch(X, edges_dev, n_batches, W, b, c, h_chain, learning_rate, rng.key, off0)
-            else:
-                for s, e in zip(edges[:-1], edges[1:]):
-                    v_pos = X[s:e]
-                    h_pos = _sigmoid(xp, v_pos @ W + c)
-                    off = rng.advance(2)
-                    xp.matmul(h_chain, W.T, out=v_neg)
-                    bernoulli_logits(v_neg, b, rng.key, off, out=v_neg)
-                    xp.matmul(v_neg, W, out=pre)
-                    h_neg = _sigmoid(xp, pre + c)
-                    bernoulli_logits(pre, c, rng.key, off + 1, out=h_chain)
-                    lr = dtype.type(learning_rate / (e - s))
-                    W += lr * (v_pos.T @ h_pos - v_neg.T @ h_neg)
-                    c += lr * (h_pos.sum(axis=0) - h_neg.sum(axis=0))
-                    b += lr * (v_pos.sum(axis=0) - v_neg.sum(axis=0))
-            if bar is not None:
-                pl = _pseudo_likelihood(xp, *score, W, b, c)
-                history.append(pl)
-                bar.set_postfix({"pseudo-likelihood": f"{pl:.2f}"}, refresh=False)
-                bar.update(1)
-        if bar is not None:
-            bar.close()
+        trace = run(step, state, rng, n_iter, monitors=monitors, progress=progress, desc="RBM PCD",
+                    n_chains=batch_size)
         if xp is not np:
             xp.cuda.get_current_stream().synchronize()
-        self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(W), b, c
+        self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(state.W), state.b, state.c
         self.n_hidden = n_hidden
         self.fit_seconds_ = time.perf_counter() - t0
-        self.pseudo_likelihood_ = history
+        self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist() if progress else []
         return self
 
     @classmethod

@@ -407,16 +407,14 @@ def _hier(bench):
         del m
     # The conjugate hyperparameter draw alone, per sweep: the glm_niw kernel against the same arithmetic
     # by CuPy's batched linear algebra (the route taken for large K).
+    from gpumcmc._config import config
     from gpumcmc.models import glm as mg
     from gpumcmc.random import default_rng
     hyp = mg.HyperPrior(1.0, float(K + 3), cp.eye(K + 1, dtype=np.float64))
-    for label, fits in (("glm_niw kernel", mg._niw_fits), ("cupy linalg (the fallback)", lambda k: False)):
-        saved, mg._niw_fits = mg._niw_fits, fits
-        try:
+    for label, kernel in (("glm_niw kernel", True), ("cupy linalg (the fallback)", False)):
+        with config.override(glm_niw_kernel=kernel):
             r = default_rng(0, backend="cupy")
             ms = bench.time(lambda: mg._draw_hyper(r, bt, hyp, cp))
-        finally:
-            mg._niw_fits = saved
         bench.record(case + " hyperparameter draw", f"gpumcmc {label}", ms, 4,
                      note="mu, Sigma | beta for 4 chains, random numbers included")
     cp.get_default_memory_pool().free_all_blocks()

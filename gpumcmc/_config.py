@@ -107,6 +107,31 @@ class Config:
         "bayesnet_impute_cells": 1 << 24,
         "bayesnet_shared_cells": 12 * 1024,
         "bayesnet_defines": (),
+        # gpumcmc.glm, the f+g kernels: glm_fg_tiles and glm_fg_rows take glm_threads threads a block and
+        # tiles of at most glm_tile_bytes (GLM_THREADS and GLM_THREADS * GLM_VPT * 16 in glm.cu: change them
+        # with glm_defines, the macros the kernels are compiled with, e.g. (("GLM_THREADS", 512),)); glm_sb
+        # chains a pass over a tile (GLM_SB); glm_max_rows rows a glm_fg_tiles tile (8 warps of 32),
+        # glm_rows_max_r a glm_fg_rows tile; glm_shared_limit bytes of dynamic shared memory a block (no
+        # opt-in); glm_part_bytes caps the blocks' partial sums of one launch (more chains take more
+        # launches: test_glm's test of chains split over launches holds f and g equal).
+        "glm_threads": 256,
+        "glm_tile_bytes": 256 * 8 * 16,
+        "glm_sb": 8,
+        "glm_max_rows": 256,
+        "glm_rows_max_r": 1024,
+        "glm_shared_limit": 48 * 1024,
+        "glm_part_bytes": 1 << 26,
+        "glm_defines": (),
+        # gpumcmc.models.glm, the GPU slice sweep: rows a chunk (glm_chunk_rows) and threads a block
+        # (glm_block), None: chosen from the data and the GPU (test_glm's slice-kernel tests hold the draws
+        # to the twin's at other values); glm_spec_shrink shrinkage proposals evaluated with the first pass;
+        # glm_shard_elements elements (chains x candidates x rows) a pass of the sharded NumPy twin;
+        # glm_niw_kernel False draws mu, Sigma by the array code on the GPU too (test_glm's NIW test).
+        "glm_chunk_rows": None,
+        "glm_block": None,
+        "glm_spec_shrink": 8,
+        "glm_shard_elements": 1 << 25,
+        "glm_niw_kernel": True,
         # gpumcmc.models.mixture: rows per block of the Bayesian-EM statistics GEMM on float32 data (None or
         # 0: one GEMM per chunk), and the blocks a chunk needs to take the batched GEMM; sorted rows per
         # block of the Gibbs statistics kernel (MIX_STATS_ROWS); values per partial sum of the two-pass

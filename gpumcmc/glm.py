@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from . import _kernel_args
+from ._config import config, forward, memo
 from . import _validate as _v
 from . import backend as _backend
 
@@ -133,7 +134,7 @@ def _first_bad(xp, X, y, beta2, w, off, family: str):
 
 
 _calls = itertools.count(1)  # numbers of checked calls (glm_fg_rows writes the number of one that met bad input)
-_flags: dict = {}
+_flags = memo.table("glm.flags")  # (device, stream) -> the word glm_fg_rows writes a call's number to
 
 
 def _flag(device: int, stream_ptr: int):
@@ -229,23 +230,18 @@ def _twin(X, y, beta2, family, w, off, sigma):
 
 KERNELS = ("auto", "rows", "tiled", "rowwise", "gemm")
 
-# glm_fg_tiles: GLM_THREADS threads, tiles of up to GLM_THREADS * GLM_VPT * 16 bytes, GLM_SB chains per
-# pass (the defaults in kernels_cu/glm.cu; the launcher's sizes must match them).
-_THREADS = 256
-_TILE_BYTES = 256 * 8 * 16
-_SB = 8
-_MAX_ROWS = 256                   # rows of a tile: at most 8 groups of 32, one per warp
-_SHARED_LIMIT = 48 * 1024         # dynamic shared memory without opting in
-_PART_BYTES = 1 << 26             # cap on the blocks' partial sums of one launch
+# The launch shapes of the f+g kernels are tuning knobs of gpumcmc._config.config (glm_threads,
+# glm_tile_bytes, glm_sb, glm_max_rows, glm_shared_limit, glm_part_bytes, glm_rows_max_r, glm_defines);
+# the old module names still read and set them.
+forward(__name__, {"_THREADS": "glm_threads", "_TILE_BYTES": "glm_tile_bytes", "_SB": "glm_sb",
+                   "_MAX_ROWS": "glm_max_rows", "_SHARED_LIMIT": "glm_shared_limit", "_PART_BYTES": "glm_part_bytes",
+                   "_ROWS_MAX_R": "glm_rows_max_r", "_DEFINES": "glm_defines"})
 _KPL = {np.dtype(np.float32): (1, 2, 4, 8), np.dtype(np.float64): (1, 2, 4)}  # columns per lane, instantiated
-# Macros glm_fg_tiles is compiled with, as (name, value) pairs (GLM_THREADS and GLM_VPT must then agree
-# with _THREADS and _TILE_BYTES above); empty: the defaults in glm.cu.
-_DEFINES: tuple = ()
 
 
 def _tiled_fits(K: int, dtype) -> bool:
     """Whether ``glm_fg_tiles`` takes K columns: a tile must hold 32 rows and a warp's lanes each <= 8 columns."""
-    return 0 < K <= 32 * _KPL[np.dtype(dtype)][-1] and 32 * K * np.dtype(dtype).itemsize <= _TILE_BYTES
+    return 0 < K <= 32 * _KPL[np.dtype(dtype)][-1] and 32 * K * np.dtype(dtype).itemsize <= config.glm_tile_bytes
 
 
 def _ctype(dtype) -> str:
@@ -267,11 +263,11 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
     ct = _ctype(dtype)
     s = dtype.itemsize
     kpl = next(p for p in _KPL[dtype] if 32 * p >= K)
-    R = min(_MAX_ROWS, _TILE_BYTES // (K * s) // 32 * 32)   # >= 32 by _tiled_fits
+    R = min(config.glm_max_rows, config.glm_tile_bytes // (K * s) // 32 * 32)   # >= 32 by _tiled_fits
     G = R // 32
     # One module per instantiation: each compiles in about half a second, all seven together in five.
     names = (f"glm_fg_tiles<{ct}, {kpl}>", f"glm_fg_reduce<{ct}>", f"glm_fg_check<{ct}>")
-    fn = _loader.get_function("glm.cu", names[0], names, _DEFINES)
+    fn = _loader.get_function("glm.cu", names[0], names, config.glm_defines)
     sms = _loader.sm_count()
     X = _loader.contiguous(X, dtype)
     ins = _kernel_args.part(FILE, "glm_fg_tiles", X=X, y=_loader.contiguous(y, dtype),
@@ -285,18 +281,19 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
                                  B_all=_loader.i32(B))
     f = g = None
     # Chains per launch: the blocks' partial sums (grid x chains x (K + 1) doubles) stay under
-    # _PART_BYTES; X is read once per launch, so once in all unless B runs into the hundreds.
-    step = max(1, _PART_BYTES // (8 * (K + 1) * sms * 4))
+    # config.glm_part_bytes; X is read once per launch, so once in all unless B runs into the hundreds.
+    step = max(1, config.glm_part_bytes // (8 * (K + 1) * sms * 4))
     for c0 in range(0, B, step):
         Bc = min(step, B - c0)
-        sbe = min(Bc, _SB)
+        sbe = min(Bc, config.glm_sb)
         smem = R * K * s + 8 * sbe * G + s * sbe * G * K   # <= 40.5 KB, the layout in glm.cu
-        acc_shared = smem + 8 * Bc * (K + 1) <= _SHARED_LIMIT
+        acc_shared = smem + 8 * Bc * (K + 1) <= config.glm_shared_limit
         if acc_shared:
             smem += 8 * Bc * (K + 1)
-        grid = max(1, min(-(-N // R), sms * _loader.resident_blocks(fn, _THREADS, smem)))
+        threads = config.glm_threads
+        grid = max(1, min(-(-N // R), sms * _loader.resident_blocks(fn, threads, smem)))
         part = cupy.empty((grid, Bc, K + 1), dtype=np.float64)
-        fn((grid,), (_THREADS,),
+        fn((grid,), (threads,),
            _kernel_args.args(FILE, "glm_fg_tiles", **ins, beta=beta2[c0:c0 + Bc], N=_loader.i64(N), K=_loader.i32(K),
                              B=_loader.i32(Bc), R=_loader.i32(R), vec=vec, acc_shared=_loader.i32(acc_shared),
                              family=fam, sigma=np.float64(sigma), part=part),
@@ -305,14 +302,14 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
         if f is None:
             f = cupy.empty(B, dtype=dtype)
             g = cupy.empty((B, K), dtype=dtype)
-        red = _loader.get_function("glm.cu", names[1], names, _DEFINES)
+        red = _loader.get_function("glm.cu", names[1], names, config.glm_defines)
         n_out = Bc * (K + 1)
         red((-(-n_out * 32 // 256),), (256,),
             _kernel_args.args(FILE, "glm_fg_reduce", part=part, n_part=_loader.i32(grid), B=_loader.i32(Bc),
                               K=_loader.i32(K), f=f[c0:c0 + Bc], g=g[c0:c0 + Bc], **ins, **no_check))
     word, tag = _word_args(describe)
     if word:
-        chk = _loader.get_function("glm.cu", names[2], names, _DEFINES)
+        chk = _loader.get_function("glm.cu", names[2], names, config.glm_defines)
         chk((max(1, min(-(-N // 256), 2 * sms)),), (256,),
             _kernel_args.args(FILE, "glm_fg_check", f=f, B=_loader.i32(B), status=_loader.u64(word),
                               tag=_loader.u64(tag), family=fam, **ins, beta=beta2, N=_loader.i64(N),
@@ -320,14 +317,13 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
     return f, g
 
 
-_ROWS_MAX_R = 1024                # rows of a glm_fg_rows tile
 _ROWS_NB = (1, 2, 4, 8)           # glm_fg_rows instantiations: chains each thread accumulates
-_rows_plans: dict = {}
+_rows_plans = memo.table("glm.rows_plans")  # (device, the problem, the knobs) -> glm_fg_rows's launch shape
 
 
 def _rows_fits(K: int, B: int, dtype) -> bool:
     """Whether ``glm_fg_rows`` takes the problem: up to 8 chains, a thread per column and a 32-row tile."""
-    return 0 < K < _THREADS and 0 < B <= _ROWS_NB[-1] and 32 * K * np.dtype(dtype).itemsize <= _TILE_BYTES
+    return 0 < K < config.glm_threads and 0 < B <= _ROWS_NB[-1] and 32 * K * np.dtype(dtype).itemsize <= config.glm_tile_bytes
 
 
 def _rows_plan(N, K, B, dtype):
@@ -336,7 +332,9 @@ def _rows_plan(N, K, B, dtype):
 
     import cupy
 
-    key = (cupy.cuda.runtime.getDevice(), N, K, B, np.dtype(dtype), _DEFINES, _THREADS, _TILE_BYTES)
+    c = config
+    key = (cupy.cuda.runtime.getDevice(), N, K, B, np.dtype(dtype), c.glm_defines, c.glm_threads, c.glm_tile_bytes,
+           c.glm_rows_max_r, c.glm_shared_limit)
     plan = _rows_plans.get(key)
     if plan is not None:
         return plan
@@ -344,21 +342,21 @@ def _rows_plan(N, K, B, dtype):
     nb = next(p for p in _ROWS_NB if p >= B)
     ct = _ctype(dtype)
     names = tuple(f"glm_fg_rows<{ct}, {p}>" for p in _ROWS_NB) + (f"glm_fg_reduce<{ct}>",)
-    fn = _loader.get_function("glm.cu", f"glm_fg_rows<{ct}, {nb}>", names, _DEFINES)
-    red = _loader.get_function("glm.cu", names[-1], names, _DEFINES)
+    fn = _loader.get_function("glm.cu", f"glm_fg_rows<{ct}, {nb}>", names, config.glm_defines)
+    red = _loader.get_function("glm.cu", names[-1], names, config.glm_defines)
     Kp = K + 1 if K % 4 == 0 else K   # an odd stride (or 2 mod 4) for the rows in shared memory
-    nsub = _THREADS // (K + 1)
+    nsub = c.glm_threads // (K + 1)
 
     def smem_of(R):
         xs = max(R * Kp * s, 8 * nsub * B * (K + 1))
         xs = -(-xs // 16) * 16
         return 8 * B * R + xs + s * B * R + s * B * K, xs // s
 
-    R = min(_ROWS_MAX_R, _TILE_BYTES // (K * s)) // 32 * 32
-    while R > 32 and smem_of(R)[0] > _SHARED_LIMIT:
+    R = min(c.glm_rows_max_r, c.glm_tile_bytes // (K * s)) // 32 * 32
+    while R > 32 and smem_of(R)[0] > c.glm_shared_limit:
         R -= 32
     smem, xs_len = smem_of(R)
-    grid_max = _loader.sm_count() * _loader.resident_blocks(fn, _THREADS, smem)
+    grid_max = _loader.sm_count() * _loader.resident_blocks(fn, c.glm_threads, smem)
     plan = (fn, red, R, Kp, xs_len, smem, max(1, min(-(-N // R), grid_max)))
     _rows_plans[key] = plan
     return plan
@@ -385,7 +383,7 @@ def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
     flag, call = _flag_args(describe)
     part = cupy.empty((grid, B, K + 1), dtype=np.float64)
     fam = _loader.i32(_CODE[family])
-    fn((grid,), (_THREADS,),
+    fn((grid,), (config.glm_threads,),
        _kernel_args.args(FILE, "glm_fg_rows", **ins, N=_loader.i64(N), K=_loader.i32(K), Kp=_loader.i32(Kp),
                          B=_loader.i32(B), R=_loader.i32(R), xs_len=_loader.i32(xs_len),
                          vec=_loader.i32(X.data.ptr % 16 == 0), family=fam, sigma=np.float64(sigma), part=part,
@@ -461,7 +459,7 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto", describe=None)
         kernel = "rows" if _rows_fits(K, B, X.dtype) else "tiled" if _tiled_fits(K, X.dtype) else "gemm"
     if kernel == "rows":
         if not _rows_fits(X.shape[1], beta2.shape[0], X.dtype):
-            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {_THREADS} columns "
+            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {config.glm_threads} columns "
                              f"(here {beta2.shape[0]} and {X.shape[1]}); use kernel='auto'.")
         return _rows_fg(X, y, beta2, family, w, off, sigma, describe)
     if kernel == "tiled":

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from gpumcmc._config import config
 from gpumcmc.glm import loglik_and_grad
 from gpumcmc.models.glm import BayesianGLM, HierarchicalGLM
 
@@ -440,8 +441,12 @@ def test_niw_kernel_matches_twin(cp, dtype, monkeypatch):
     hyper = mg.HyperPrior(1.5, K + 2.0, psi0)
     ref = mg._draw_hyper(default_rng(9, backend="numpy"), beta, hyper, np)
     got = mg._draw_hyper(default_rng(9, backend="cupy"), cp.asarray(beta), hyper._replace(psi0=cp.asarray(psi0)), cp)
-    monkeypatch.setattr(mg, "_niw_fits", lambda K: False)
+    launches = []
+    real = mg._niw_kernel
+    monkeypatch.setattr(mg, "_niw_kernel", lambda *a: launches.append(1) or real(*a))
+    monkeypatch.setattr(config, "glm_niw_kernel", False)
     fb = mg._draw_hyper(default_rng(9, backend="cupy"), cp.asarray(beta), hyper._replace(psi0=cp.asarray(psi0)), cp)
+    assert launches == []  # the knob reached the draw: the fallback's array code ran, not the kernel
     tol = 1e-10 if dtype == np.float64 else 2e-6
     for r, g, f in zip(ref, got, fb):
         assert g.dtype == dtype
@@ -567,8 +572,13 @@ def test_tiled_kernel_splits_chains_over_launches(cp, monkeypatch):
     X, y = _data("poisson", N=3000, K=20)
     B = np.random.default_rng(5).normal(size=(11, 20)) * 0.1
     f, g = loglik_and_grad(X, y, B, "poisson")
-    monkeypatch.setattr(glm, "_PART_BYTES", 8 * 21 * _loader.sm_count() * 4 * 3)   # 3 chains a launch
+    monkeypatch.setattr(config, "glm_part_bytes", 8 * 21 * _loader.sm_count() * 4 * 3)   # 3 chains a launch
+    launches = []
+    real = glm._kernel_args.args
+    monkeypatch.setattr(glm._kernel_args, "args", lambda file, kernel, **kw: launches.append(kernel) or real(
+        file, kernel, **kw))
     fc, gc = loglik_and_grad(cp.asarray(X), cp.asarray(y), cp.asarray(B), "poisson", kernel="tiled")
+    assert launches.count("glm_fg_tiles") == 4, launches   # 11 chains, 3 a launch
     np.testing.assert_allclose(cp.asnumpy(fc), f, rtol=1e-10)
     np.testing.assert_allclose(cp.asnumpy(gc), g, rtol=1e-10, atol=1e-10 * np.abs(g).max())
 
@@ -604,7 +614,7 @@ def test_slice_kernel_matches_numpy_sweep(cp, family, kernel, chunk_rows, monkey
     import gpumcmc.models.glm as mg
     from gpumcmc.random import default_rng
     monkeypatch.setattr(mg, "_SLICE_KERNEL", kernel)
-    monkeypatch.setattr(mg, "_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(config, "glm_chunk_rows", chunk_rows)
     rs = np.random.default_rng(9)
     G, K = 12, 3
     groups = np.repeat(np.arange(G), rs.integers(30, 90, size=G))
@@ -637,11 +647,12 @@ def test_slice_pass_kernel_long_shrinkage_and_flat_rows(cp, dtype, monkeypatch):
     import gpumcmc.models.glm as mg
     from gpumcmc.random import default_rng
     monkeypatch.setattr(mg, "_SLICE_KERNEL", "pass")
-    monkeypatch.setattr(mg, "_CHUNK_ROWS", 512)
+    monkeypatch.setattr(config, "glm_chunk_rows", 512)
     X, y = _data("bernoulli", N=6000, K=4, seed=7)
     out = {}
     for name, xp in (("numpy", np), ("cupy", cp)):
         st, data = mg.init(xp.asarray(X, dtype=dtype), xp.asarray(y, dtype=dtype), "bernoulli", 4, 2.0)
+        assert xp is np or data.plan.chunk_rows == 512
         st = st._replace(width=st.width * 1e6)
         rng = default_rng(8, backend=name)
         st, info = mg.step(rng, st, data, "bernoulli", 1.0, n_warmup=0, max_shrink=60)

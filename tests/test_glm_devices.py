@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gpumcmc.models.glm as mg
+from gpumcmc._config import config
 from gpumcmc.models.glm import BayesianGLM
 from gpumcmc.random import default_rng
 from gpumcmc.shards import Shards
@@ -158,7 +159,8 @@ def test_gpu_shards_match_the_twin(cp, case, monkeypatch):
     to 1e-9, the fallbacks are equal, and eta = X beta on every shard."""
     from gpumcmc.shards import one_device
 
-    monkeypatch.setattr(mg, "_CHUNK_ROWS", 512)
+    monkeypatch.setattr(config, "glm_chunk_rows", 512)
+    assert mg._chunk_plan(np, np.array([0]), np.array([6001]), 3).chunk_rows == 512
     X, y = _data("bernoulli", N=6001, K=4, seed=6)
     kw = CASES[case]
     gpu = _sweeps(cp, X, y, "bernoulli", one_device(3), 3, **kw)
@@ -270,7 +272,8 @@ def test_hierarchical_groups_on_gpu_shards_equal_one_gpu(cp, covariance, dtype, 
     X, y, groups = _groups_data(seed=11, G=9)
     kw = dict(n_chains=3, n_samples=20, n_warmup=20, random_state=5, progress=False, covariance=covariance,
               dtype=dtype)
-    monkeypatch.setattr(mg, "_CHUNK_ROWS", 64)
+    monkeypatch.setattr(config, "glm_chunk_rows", 64)
+    assert mg._chunk_plan(np, np.array([0]), np.array([6001]), 3).chunk_rows == 64
     one = mg.HierarchicalGLM(backend="cupy", graph=False, **kw).fit(cp.asarray(X), cp.asarray(y), groups)
     sh = mg.HierarchicalGLM(devices=one_device(3), **kw).fit(X, y, groups)
     for name in one.trace_.draws:

@@ -67,6 +67,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _kernel_args, _validate
+from .._config import config, forward
 from .. import backend as _backend
 from ..shards import Replica, balanced_cuts
 from ..glm import check_family, check_y, mean_function, pointwise_loglik
@@ -291,10 +292,10 @@ _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slic
 # The GPU sweep: "pass" (rows split over many blocks, candidates evaluated together) or "segment" (the
 # earlier kernel, one block per chain and group).
 _SLICE_KERNEL = "pass"
-_PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu)
-_SPEC_SHRINK = 8   # shrinkage proposals on the initial bracket evaluated with the first pass
-_CHUNK_ROWS = None  # rows per chunk; None: chosen from the data size and the GPU
-_BLOCK = None       # threads per block; None: chosen from the largest group
+_PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu: a constant of the kernels, not a knob)
+# The GPU sweep's knobs in gpumcmc._config.config: glm_spec_shrink, glm_chunk_rows, glm_block (the old module
+# names still read and set them).
+forward(__name__, {"_SPEC_SHRINK": "glm_spec_shrink", "_CHUNK_ROWS": "glm_chunk_rows", "_BLOCK": "glm_block"})
 
 
 def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
@@ -353,8 +354,8 @@ def _chunk_plan(xp, starts, ends, n_chains, shape=None):
     # mostly the latency of its few dependent steps, so more at once is what makes the pass short.
     # (Groups of 100 rows on an H100: 64 threads 4.7 ms per sweep, 32 threads 5.3, 128 threads 7.3.)
     half = -(-biggest // 2)
-    block = _BLOCK or min(256, max(32, 1 << max(0, half - 1).bit_length()))
-    rows = _CHUNK_ROWS
+    block = config.glm_block or min(256, max(32, 1 << max(0, half - 1).bit_length()))
+    rows = config.glm_chunk_rows
     if shape is not None:
         rows, block = shape
     elif rows is None:  # about four blocks per SM over all chains, whole blocks of rows
@@ -396,7 +397,7 @@ def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_
     prec = xp.ascontiguousarray(state.prec, dtype=dt)
     it = xp.ascontiguousarray(state.it, dtype=np.int64)
     e_all, u_all, us_all = (xp.ascontiguousarray(a) for a in (e_all, u_all, us_all))
-    d1 = max(1, min(_SPEC_SHRINK, _PMAX - max_steps_out, max_shrink))
+    d1 = max(1, min(config.glm_spec_shrink, _PMAX - max_steps_out, max_shrink))
     # Every argument but k, kprev and first stays the same over the sweep: bound by name once.
     head, tail = _around("glm_slice_pass", ("k", "kprev", "first"), _kernel_args.packed(
         FILE, "glm_slice_pass", Xt=data.Xt.data.ptr, y=data.y.data.ptr, eta=eta.data.ptr, beta=beta.data.ptr,
@@ -446,7 +447,7 @@ def _draw_hyper(rng, beta, hyper, xp):
         gam = rng.gamma(shape, dtype=np.float64)
         zn = rng.standard_normal(size=(C, K, K), dtype=np.float64)
         z = rng.standard_normal(size=(C, K), dtype=np.float64)
-    if xp is not np and _niw_fits(K):
+    if xp is not np and config.glm_niw_kernel and _niw_fits(K):
         return _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z)
     return _niw_twin(xp, beta, kappa0, psi0, gam, zn, z)
 
@@ -455,6 +456,8 @@ _NIW_CH = 16  # GLM_NIW_CH in glm.cu
 
 
 def _niw_fits(K):
+    """Whether ``glm_niw``'s shared memory takes K coefficients (else the draw takes :func:`_niw_twin`'s
+    array code on the GPU too)."""
     return 8 * (4 * K * K + K + _NIW_CH * K) <= 48 * 1024
 
 
@@ -550,9 +553,9 @@ class _ShardData(NamedTuple):
     plan: object = None    # the kernels' split of the shard's rows into chunks (_ChunkPlan), CuPy only
 
 
-# Candidates the NumPy twin evaluates together on a shard: at most this many elements (chains x candidates x
-# rows) a pass.
-_SHARD_ELEMENTS = 1 << 25
+# config.glm_shard_elements: candidates the NumPy twin evaluates together on a shard, at most this many
+# elements (chains x candidates x rows) a pass.
+forward(__name__, {"_SHARD_ELEMENTS": "glm_shard_elements"})
 
 
 def shard_passes(max_shrink: int = 24) -> int:
@@ -647,7 +650,7 @@ def _twin_eval(xp, d, eta, k, x0, pts, count, live, family, sigma_noise):
     pd = (pts - x0[..., None])[:, 0, :P]                                        # (C, P)
     xk = d.Xt[k]
     Ni = eta.shape[1]
-    step_p = max(1, _SHARD_ELEMENTS // max(1, C * Ni))
+    step_p = max(1, config.glm_shard_elements // max(1, C * Ni))
     for a in range(0, P, step_p):
         e = eta[:, None, :] + pd[:, a:min(P, a + step_p), None] * xk[None, None, :]    # (C, p, Ni)
         out[:, 0, a:min(P, a + step_p)] = pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy).sum(axis=-1,
@@ -745,7 +748,7 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
     max_shrink = int(max_shrink)
     n_local = len(data)
     n_pass = shard_passes(max_shrink)
-    d1 = max(1, min(_SPEC_SHRINK, _PMAX - m, max_shrink))
+    d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
     # One copy of the state per distinct device (shards of one GPU share it, and it is decided once there).
     devs, dev_of = [], []
     for dev in shards.devices:

@@ -2,7 +2,7 @@
 // cells (Seita, Chen & Canny): the sweep of one colour group, the
 // sufficient-statistic counts, and the normalisation of the CPT draws.
 //
-// Layout, shared with the NumPy twin in gpumcmc/models/bayesnet.py:
+// Layout, shared with the launchers and NumPy twin in gpumcmc/models/bayesnet/ops.py:
 //   Z       uint8 (m, n, V): the case matrix of a batch, one copy per SAME
 //           replica; cell (r, i, v) holds the state of node v in case i of
 //           replica r (observed cells are the same in every replica).

@@ -46,3 +46,15 @@ def test_wheel_ships_every_kernel_source(tmp_path):
     assert r.returncode == 0, r.stderr
     expected = sorted(p.name for p in (ROOT / "kernels_cu").glob("*.cu"))
     assert r.stdout.split() == expected
+
+
+def test_every_package_is_listed_for_the_wheel():
+    """pyproject.toml lists the packages by name: a new one (a model's folder) left out would be missing
+    from the wheel, while an editable install still finds it."""
+    import re
+
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"^\[tool\.setuptools\]\s*packages\s*=\s*\[(.*?)\]", text, re.M | re.S)
+    listed = set(re.findall(r'"([^"]+)"', block.group(1)))
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gpumcmc").rglob("__init__.py")}
+    assert found <= listed, f"add {sorted(found - listed)} to [tool.setuptools] packages in pyproject.toml"

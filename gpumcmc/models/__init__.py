@@ -1,7 +1,7 @@
 """Whole models, each a scikit-learn-style estimator over the sampler core.
 
-Each lives in its own module (``gpumcmc/models/<name>.py``) beside its CUDA
-kernels in ``kernels_cu/``; names resolve lazily, so importing this package
+Each lives in its own module or package (``gpumcmc/models/<name>``) beside
+its CUDA kernels in ``kernels_cu/``; names resolve lazily, so importing this package
 imports no model (and never CuPy).
 
 =====================  ==========================================================

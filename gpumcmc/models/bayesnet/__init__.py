@@ -1,16 +1,47 @@
 """Discrete Bayesian networks learnt from incomplete cases by SAME-replicated chromatic Gibbs.
 
-The package re-exports its public names and the private ones that tests and benchmarks use.
+The sampler follows Seita, Chen & Canny: the moral graph is coloured; all the
+missing cells of one colour are drawn at once (in every case and every SAME
+replica) from their Markov-blanket conditionals; then every CPT row is drawn
+from Dirichlet(m (prior - 1) + 1 + counts summed over the m replicas), the
+posterior raised to the power m.
+
+``fit(..., devices=...)`` splits the cases over devices: each sweeps its own
+cases' missing cells and counts them, the counts are all-reduced, and every
+device draws the same CPTs from the sums with the same key; the draws for a
+seed are those of one device.
+
+The package: :mod:`.algorithm` (the sampler), :mod:`.ops` (the launchers of
+``kernels_cu/bayesnet.cu`` and their NumPy twin) and :mod:`.estimator`
+(:class:`BayesianNetwork`, the scikit-learn face).
+
+Examples
+--------
+>>> from gpumcmc.models.bayesnet import BayesianNetwork
+>>> net = BayesianNetwork.koller()
+>>> X = net.sample(200, random_state=0)
+>>> X[::3, 2] = -1
+>>> fit = BayesianNetwork(net.parents, net.states, n_iter=5, same=2, random_state=0, progress=False,
+...                       backend="numpy").fit(X)
+>>> fit.kl_avg(net) >= 0
+True
+>>> from gpumcmc.shards import Shards
+>>> two = BayesianNetwork(net.parents, net.states, n_iter=5, same=2, random_state=0, progress=False,
+...                       devices=Shards(n_virtual=2)).fit(X)
+>>> all((two.cpts_[v] == fit.cpts_[v]).all() for v in net.nodes)
+True
 """
 from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import (FILE, _KMAX, BayesianNetwork, _Batch, _block_cuts, _block_rows, _GpuOps, _layout,
-                        _NumpyOps, _Plan, _uniforms, allreduce_bytes)
+from .algorithm import _Batch, _block_cuts, _block_rows, _layout, _Plan, _uniforms, allreduce_bytes
+from .estimator import BayesianNetwork
+from .ops import _KMAX, FILE, _GpuOps, _NumpyOps
 
 __all__ = ["BayesianNetwork", "allreduce_bytes"]
 
-# The knobs' old names here read and set gpumcmc._config.config's
+# The knobs' old names here (gpumcmc.models.bayesnet._IMPUTE_CELLS and the like) read and set
+# gpumcmc._config.config's; the submodules read config itself, so setting either changes the fit.
 forward(__name__, {"_IMPUTE_CELLS": "bayesnet_impute_cells", "_DEFINES": "bayesnet_defines",
                    "_SHARED_CELLS": "bayesnet_shared_cells"})

@@ -1,0 +1,220 @@
+"""The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin, a pair of classes with one
+interface: ``sweep`` (one colour group's missing cells in every replica), ``counts`` (the CPT
+cells' counts) and ``normalise`` (the CPT draw's row-wise log-normalisation).
+
+The twin keeps the kernels' counter layout and makes the same double-precision operations in
+the same order, so both give the same draws for one seed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gpumcmc import _kernel_args, _loader
+from gpumcmc._config import config
+
+FILE = "bayesnet.cu"
+_KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
+
+
+def _row_of(rows, pars):
+    """Row index (intp) of a CPT for every case in ``rows`` (..., columns): sum over the parents'
+    (column, stride) of the column's state times the stride."""
+    r = np.zeros(rows.shape[:-1], dtype=np.intp)
+    for j, st in pars:
+        r += rows[..., j] * st
+    return r
+
+
+def _row(rows, f, plan):
+    """Row index of node f's CPT for every case in ``rows`` (..., V)."""
+    r = np.zeros(rows.shape[:-1], dtype=np.int64)
+    for q in range(plan.par_ptr[f], plan.par_ptr[f + 1]):
+        r += rows[..., plan.par[q]].astype(np.int64) * int(plan.par_stride[q])
+    return r
+
+
+class _NumpyOps:
+    """The NumPy twin of the kernels of bayesnet.cu."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def _cells(self, b, c):
+        """Colour ``c``'s missing cells of part ``b``, node by node: (v, their cases, their numbers in
+        the whole batch (uint64), the columns of Z that v's Markov blanket reads, v's column among
+        them, v's parents' (column, stride) and each child's (table offset, card, column, stride of
+        v, parents' (column, stride))). Made once per upload of the part, as the GPU launches are."""
+        cache = b.launches if b.launches is not None else {}
+        b.launches = cache
+        got = cache.get(("cells", c))
+        if got is None:
+            P = self.plan
+            a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+            nodes = b.node[a:e]
+            got = []
+            for v in P.groups[c]:
+                sel = np.flatnonzero(nodes == v)
+                if not len(sel):
+                    continue
+                pars = lambda f: [(int(P.par[q]), int(P.par_stride[q]))  # noqa: E731
+                                  for q in range(P.par_ptr[f], P.par_ptr[f + 1])]
+                chs = [(int(P.ch[q]), int(P.ch_stride[q])) for q in range(P.ch_ptr[v], P.ch_ptr[v + 1])]
+                cols = sorted({v, *(p for p, _ in pars(v)), *(h for h, _ in chs),
+                               *(p for h, _ in chs for p, _ in pars(h))})
+                at = {col: j for j, col in enumerate(cols)}
+                kids = [(int(P.toff[h]), int(P.card[h]), at[h], s, [(at[p], st) for p, st in pars(h)])
+                        for h, s in chs]
+                got.append((v, b.case[a + sel].astype(np.intp), (int(b.g0[c]) + sel).astype(np.uint64),
+                            np.array(cols, dtype=np.intp), at[v], [(at[p], st) for p, st in pars(v)], kids))
+            cache[("cells", c)] = got
+        return got
+
+    def sweep(self, Z, m, b, c, logc, key, off, bad):
+        """Draw every missing cell of colour group ``c`` in replicas 0..m-1 of ``Z`` (in place)."""
+        from gpumcmc.random._philox import Words, philox32
+
+        P = self.plan
+        Mtot = int(b.Mtot)
+        for v, cs, pos, cols, jv, vpars, kids in self._cells(b, c):
+            # (m, Mv, the blanket's columns), gathered with take rather than fancy indexing, the faster of
+            # the two here (benchmarks/NOTES.md)
+            rows = np.take(np.take(Z[:m], cs, axis=1), cols, axis=2).astype(np.intp)
+            K = int(P.card[v])
+            tv = _row_of(rows, vpars)
+            tv *= K
+            tv += int(P.toff[v])
+            lp = [logc.take(tv + k) for k in range(K)]
+            xv = rows[..., jv]
+            for toff, Kc, jc, s, cpars in kids:
+                base = _row_of(rows, cpars) - xv * s
+                tc = toff + rows[..., jc]
+                for k in range(K):
+                    lp[k] += logc.take(tc + (base + k * s) * Kc)
+            mx = lp[0]
+            for k in range(1, K):
+                mx = np.where(lp[k] > mx, lp[k], mx)
+            ok = mx > -1.0e308
+            cum, cums = 0.0, []
+            with np.errstate(invalid="ignore"):
+                for k in range(K):
+                    cum = cum + np.exp(lp[k] - mx)
+                    cums.append(cum)
+            # Philox counters (r Mtot + cell number, offset): the fill's uniforms u01_f64(w0, w1)
+            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(Mtot) + pos[None]).ravel()
+            n = idx.size
+            hi = idx >> np.uint64(32)
+            c1 = int(hi[0]) if hi[0] == hi[-1] else hi.astype(np.uint32)
+            u = np.empty(n), np.empty(n)
+            philox32(idx.astype(np.uint32), c1, off & 0xFFFFFFFF, off >> 32, int(key[0]), int(key[1]), Words(n), n,
+                     u01=u)
+            target = u[0].reshape(cum.shape) * cum
+            draw = np.zeros(target.shape, dtype=np.intp)
+            for ck in cums:
+                draw += ck < target
+            Z[:m, cs, v] = np.where(ok, np.minimum(draw, K - 1), xv)
+            if not ok.all():
+                bad[0] = 1
+
+    def counts(self, Z, m, n):
+        """Counts of every CPT cell over replicas 0..m-1 and every case (int64, length C)."""
+        P = self.plan
+        rows = Z[:m].reshape(-1, P.V)
+        out = np.zeros(P.C, dtype=np.int64)
+        for v in range(P.V):
+            cell = P.toff[v] + _row(rows, v, P) * int(P.card[v]) + rows[:, v]
+            out += np.bincount(cell, minlength=P.C)
+        return out
+
+    def normalise(self, x, out=None):
+        """Row-wise log-normalisation of log-gammas (max and sum in order, as the kernel), into
+        ``out`` (default: ``x`` itself)."""
+        P = self.plan
+        start, lens = P.row_ptr[:-1], np.diff(P.row_ptr)
+        mx = x[start].copy()
+        for k in range(1, int(lens.max())):
+            sel = lens > k
+            xk = x[start[sel] + k]
+            mx[sel] = np.where(xk > mx[sel], xk, mx[sel])
+        s = np.zeros(len(start))
+        for k in range(int(lens.max())):
+            sel = lens > k
+            s[sel] = s[sel] + np.exp(x[start[sel] + k] - mx[sel])
+        if out is None:
+            out = x
+        np.subtract(x, np.repeat(mx + np.log(s), lens), out=out)
+        return out
+
+
+class _GpuOps:
+    """Launchers of the kernels of bayesnet.cu (same interface as :class:`_NumpyOps`)."""
+
+    def __init__(self, plan):
+        import cupy as cp
+
+        self.plan = plan
+        self.cp = cp
+        d = {k: cp.asarray(getattr(plan, k)) for k in
+             ("card", "toff", "par_ptr", "par", "par_stride", "ch_ptr", "ch", "ch_stride", "row_ptr")}
+        self.d = d
+        # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
+        self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
+        self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
+        self._counts = None
+
+    def _fn(self, name):
+        return _loader.get_function(FILE, name, self.names, config.bayesnet_defines)
+
+    def _sweep_args(self, b, c, m):
+        """The launch of colour ``c``'s sweep of part ``b`` with m replicas, but for the per-call
+        arguments: (kernel, grid, block, the other arguments by name), made once per upload of the
+        part's cell lists and kept on the part."""
+        cache = b.launches if b.launches is not None else {}
+        b.launches = cache
+        got = cache.get((c, m))
+        if got is None:
+            a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+            P, d = self.plan, self.d
+            fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
+            block = dict(config.bayesnet_defines).get("BN_BLOCK", 256)
+            gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
+            fixed = _kernel_args.part(
+                FILE, "bn_sweep", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d[a:e],
+                cell_node=b.node_d[a:e], Mc=_loader.i64(e - a), cell0=_loader.i64(b.g0[c]), Mtot=_loader.i64(b.Mtot),
+                card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
+                ch_ptr=d["ch_ptr"], ch=d["ch"], ch_stride=d["ch_stride"])
+            got = cache[(c, m)] = (fn, (gx, m), (block,), fixed)
+        return got
+
+    def sweep(self, Z, m, b, c, logc, key, off, bad):
+        if b.gptr[c] == b.gptr[c + 1]:
+            return
+        fn, grid, block, fixed = self._sweep_args(b, c, m)
+        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, logc=logc, **_kernel_args.philox(key, off), bad=bad,
+                                          **fixed))
+
+    def counts(self, Z, m, n):
+        P, d, cp = self.plan, self.d, self.cp
+        if self._counts is None:
+            self._counts = cp.empty(P.C, dtype=cp.int32)
+        out = self._counts  # one buffer, read (by the CPT draw or the all-reduce) before the next call
+        out.data.memset_async(0, out.nbytes)
+        fn = self._fn("bn_counts")
+        shared = P.C <= config.bayesnet_shared_cells
+        smem = 4 * P.C if shared else 0
+        block = dict(config.bayesnet_defines).get("BN_COUNT_BLOCK", 256)
+        rows = m * n
+        grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
+        fn((grid,), (block,),
+           _kernel_args.args(FILE, "bn_counts", Z=Z, rows=_loader.i64(rows), V=_loader.i32(P.V), card=d["card"],
+                             toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
+                             counts=out, C=_loader.i32(P.C), use_shared=_loader.i32(shared)),
+           shared_mem=smem)
+        return out
+
+    def normalise(self, x, out=None):
+        fn = self._fn("bn_normalise")
+        R = len(self.plan.row_ptr) - 1
+        if out is None:
+            out = x
+        _loader.launch(fn, R, _kernel_args.args(FILE, "bn_normalise", x=x, out=out, row_ptr=self.d["row_ptr"],
+                                                R=_loader.i32(R)), block=128)

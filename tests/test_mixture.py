@@ -616,7 +616,7 @@ def _weighted_stats(rs, model, chains, dead=()):
     r = rs.dirichlet(np.full(k, 0.3), size=(chains, n)).transpose(0, 2, 1)
     r[:, list(dead)] = 0.0
     r /= r.sum(axis=1, keepdims=True)
-    y = mx._y_block(mx._backend.to_host(model.x), np)
+    y = mx._y_block(to_np(model.x), np)
     return np.ascontiguousarray((r.reshape(chains * k, n) @ y).reshape(chains, k, -1))
 
 

@@ -47,15 +47,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _kernel_args, _loader
-from .. import _validate
-from .._config import config, forward, memo
-from .. import backend as _backend
-from ..random._philox import philox_rounds, u01_f32
-from ..sampling import Estimator, Monitor, as_data, run
-from ..sampling._estimator import Integral, Interval, Real, StrOptions, mixin
-from .. import shards as _shards
-from ..shards import Shards
+from ... import _kernel_args, _loader
+from ... import _validate
+from ..._config import config, forward, memo
+from ... import backend as _backend
+from ...random._philox import philox_rounds, u01_f32
+from ...sampling import Estimator, Monitor, as_data, run
+from ...sampling._estimator import Integral, Interval, Real, StrOptions, mixin
+from ... import shards as _shards
+from ...shards import Shards
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "init_bem", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "init_sharded",
@@ -1831,7 +1831,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             chunk_size=self.chunk_size, chains=self.n_chains if gibbs else self.n_init,
             cache_bytes=0 if (gpu and gibbs) else None)
         del X
-        from ..random import default_rng
+        from ...random import default_rng
 
         rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
         m0 = models[0]
@@ -2028,7 +2028,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self._check_fitted("weights_")
         if getattr(self, "_draws", None) is None:
             raise ValueError("to_arviz() needs draws: fit with method='gibbs'.")
-        from ..sampling import to_arviz
+        from ...sampling import to_arviz
 
         d = self._draws
         k, p = d["means"].shape[-2:]

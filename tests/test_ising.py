@@ -17,6 +17,7 @@ from conftest import ALPHA
 from gpumcmc.models import Ising
 from gpumcmc.models import ising as I
 from gpumcmc import backend as B
+from gpumcmc.random import default_rng
 
 
 def _within(values, exact, alpha=ALPHA, bias=0.0):
@@ -121,7 +122,7 @@ def test_state_distribution_chi_square():
     shape, beta, h = (2, 4), 0.3, 0.2
     states, _, w = _enumerate(shape, beta, 1.0, h, True)
     model = Ising(shape, field=h, beta=beta, backend="numpy", method="byte")
-    rng = I.default_rng(8, backend="numpy")
+    rng = default_rng(8, backend="numpy")
     st = model.init(64, rng)
     counts = np.zeros(256)
     code = 2 ** np.arange(8)
@@ -237,7 +238,7 @@ def test_spins_of_a_seed_are_unchanged(xp, model, call, digest):
 
 def _second_pass(model, xp, n_sweeps, burn_in, thin, n_chains, seed):
     """Magnetisation and energy per site of every kept sweep, from the spins (observables off in the sweep)."""
-    rng = I.default_rng(seed, backend=xp.__name__)
+    rng = default_rng(seed, backend=xp.__name__)
     st = model.init(n_chains, rng)
     mag, energy = [], []
     for j in range(burn_in + n_sweeps):
@@ -276,7 +277,7 @@ def test_figures_counted_in_the_sweep_equal_a_second_pass(xp, kw, sweeps, burn_i
 def test_step_figures_equal_a_second_pass(xp):
     for method in ("multispin", "byte"):
         model = Ising((6, 32), beta=0.4, field=0.2, method=method, backend=xp.__name__)
-        rng = I.default_rng(3, backend=xp.__name__)
+        rng = default_rng(3, backend=xp.__name__)
         st = model.init(2, rng)
         for _ in range(3):
             st, info = model.step(rng, st)
@@ -292,7 +293,7 @@ def test_sample_twice_with_one_seed_gives_the_same_draws(xp):
     b = model.sample(6, n_chains=2, random_state=np.random.SeedSequence(4), progress=False)
     np.testing.assert_array_equal(a.magnetization, b.magnetization)
     assert np.array_equal(B.to_host(a.states), B.to_host(b.states))
-    g = I.default_rng(4, backend=xp.__name__)  # a gpumcmc Generator is used, and moved on, as given
+    g = default_rng(4, backend=xp.__name__)  # a gpumcmc Generator is used, and moved on, as given
     np.testing.assert_array_equal(model.sample(6, n_chains=2, random_state=g, progress=False).energy, a.energy)
     assert not np.array_equal(model.sample(6, n_chains=2, random_state=g, progress=False).energy, a.energy)
     c = model.sample(6, n_chains=2, random_state=5, progress=False)

@@ -16,6 +16,8 @@ from conftest import ALPHA
 from gpumcmc._config import config
 from gpumcmc.models import RBM
 from gpumcmc.models import rbm as R
+from gpumcmc import backend as B
+from gpumcmc.random._philox import block_words, u01_f32
 
 
 def _small_rbm(dtype=np.float64, backend="numpy"):
@@ -24,9 +26,9 @@ def _small_rbm(dtype=np.float64, backend="numpy"):
 
 
 def _chi_square(rbm, samples):
-    samples = np.asarray(R._backend.to_host(samples))
+    samples = np.asarray(B.to_host(samples))
     states = np.array(list(itertools.product([0, 1], repeat=rbm.n_visible)), dtype=np.float64)
-    logp = np.asarray(R._backend.to_host(rbm.log_prob_visible_unnormalised(states)), dtype=np.float64)
+    logp = np.asarray(B.to_host(rbm.log_prob_visible_unnormalised(states)), dtype=np.float64)
     p = np.exp(logp - logp.max())
     p /= p.sum()
     code = 2 ** np.arange(rbm.n_visible)[::-1]
@@ -59,8 +61,8 @@ def test_chi_square_sees_a_wrong_machine():
 def test_bernoulli_twin_uses_the_documented_words():
     pre = np.zeros((3, 5), dtype=np.float32)
     out = R.bernoulli_logits(pre, np.zeros(5, np.float32), (1, 2), 7)
-    words = np.stack(R.block_words(0, 4, (1, 2), 7), axis=1).reshape(-1)[:15].reshape(3, 5)
-    np.testing.assert_array_equal(out, (R.u01_f32(words) < 0.5).astype(np.float32))
+    words = np.stack(block_words(0, 4, (1, 2), 7), axis=1).reshape(-1)[:15].reshape(3, 5)
+    np.testing.assert_array_equal(out, (u01_f32(words) < 0.5).astype(np.float32))
 
 
 def test_fit_on_digits_is_on_par_with_scikit_learn():

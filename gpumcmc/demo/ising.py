@@ -35,6 +35,7 @@ def run(outdir: Path, small: bool) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .. import backend as _backend
     from ..models import RBM, Ising
     from ..models import ising as I
     from ..models.rbm import load_binary_digits
@@ -48,7 +49,7 @@ def run(outdir: Path, small: bool) -> dict:
     noisy = np.where(np.random.default_rng(0).random(clean.shape) < 0.1, 1 - clean, clean).astype(np.uint8)
     post = I.denoise(noisy, n_sweeps=30 if small else 1000, burn_in=10 if small else 100,
                      n_chains=2 if small else 16, random_state=1)
-    post = np.asarray(I._backend.to_host(post))
+    post = np.asarray(_backend.to_host(post))
     err_before = float((noisy != clean).mean())
     err_after = float(((post > 0.5) != clean).mean())
     fig, ax = plt.subplots(1, 3, figsize=(12, 4.6), layout="constrained")
@@ -103,7 +104,7 @@ def run(outdir: Path, small: bool) -> dict:
     except ImportError:
         pass
     print(line)
-    v = np.asarray(I._backend.to_host(rbm.sample(n_chains=16, n_steps=200 if small else 1000, random_state=3)))
+    v = np.asarray(_backend.to_host(rbm.sample(n_chains=16, n_steps=200 if small else 1000, random_state=3)))
     fig, ax = plt.subplots(2, 8, figsize=(8, 2.2))
     for a, img in zip(ax.ravel(), v):
         a.imshow(img.reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)

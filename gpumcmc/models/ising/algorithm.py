@@ -51,11 +51,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _kernel_args, _loader, _validate
-from .. import backend as _backend
-from ..random._generator import default_rng
-from ..random._philox import philox_rounds
-from ..sampling._estimator import Estimator
+from ... import _kernel_args, _loader, _validate
+from ... import backend as _backend
+from ...random._generator import default_rng
+from ...random._philox import philox_rounds
+from ...sampling._estimator import Estimator
 
 __all__ = ["Ising", "IsingInfo", "IsingResult", "IsingState", "onsager_energy", "onsager_magnetization",
            "exact_energy_finite", "BETA_C"]
@@ -735,7 +735,7 @@ class Ising(Estimator):
         per site or couplings per bond need the spins for the energy: there
         each kept sweep computes it in a pass of its own.
         """
-        from ..sampling import Monitor, run
+        from ...sampling import Monitor, run
 
         n_sweeps = _validate.check_int(n_sweeps, "n_sweeps", 0)
         burn_in = _validate.check_int(burn_in, "burn_in", 0)
@@ -837,7 +837,7 @@ def denoise(image, coupling: float = 1.0, strength: float = 2.1, bias: float = 0
     >>> post.shape, float(post.min()) >= 0.0
     ((12, 12), True)
     """
-    from ..sampling import run
+    from ...sampling import run
 
     xp = _backend.get_backend(backend)
     y = np.asarray(_backend.to_host(image))

@@ -23,11 +23,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import backend as _backend
-from .._config import config, forward
-from ..random._generator import default_rng
-from ..random._philox import block_words, u01_f32, u01_f64_from32
-from ..sampling._estimator import Estimator, NotFittedError
+from ... import backend as _backend
+from ..._config import config
+from ...random._generator import default_rng
+from ...random._philox import block_words, u01_f32, u01_f64_from32
+from ...sampling._estimator import Estimator, NotFittedError
 
 __all__ = ["RBM", "RBMState", "bernoulli_logits", "load_binary_digits"]
 
@@ -61,7 +61,7 @@ def bernoulli_logits(pre, bias, key, offset: int, out=None):
         with np.errstate(over="ignore"):
             np.less(u * (one + np.exp(-(pre + bias))), one, out=out, casting="unsafe")
         return out
-    from .. import _kernel_args, _loader
+    from ... import _kernel_args, _loader
 
     fn = _loader.get_function(FILE, f"rbm_bernoulli<{_CTYPE[pre.dtype]}>", _NAMES)
     _loader.launch(fn, -(-n // 4), _kernel_args.args(FILE, "rbm_bernoulli", pre=pre, bias=bias, out=out,
@@ -111,7 +111,7 @@ def pcd_epoch_step(X, edges, learning_rate, chains: int, n_hidden: int, fused: b
     dtype = X.dtype
     n_batches = len(edges) - 1
     if fused:
-        from .. import _loader
+        from ... import _loader
 
         X = _loader.contiguous(X)
         edges_dev = xp.asarray(edges, dtype=xp.int64)
@@ -276,7 +276,7 @@ class RBM(Estimator):
 
         Returns 0/1 uint8 of shape (n_chains, n_visible), on the model's backend.
         """
-        from ..sampling import run
+        from ...sampling import run
 
         if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)):
             raise TypeError(f"n_steps must be an integer, got {n_steps!r}.")
@@ -341,7 +341,7 @@ class RBM(Estimator):
         model, still works and warns (DeprecationWarning): it is
         ``RBM(n_hidden=n_hidden, ...).fit(X)``.
         """
-        from ..sampling import Monitor, as_data, run
+        from ...sampling import Monitor, as_data, run
 
         n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
         random_state, dtype, backend, progress, fused = (self.random_state, self.dtype, self.backend, self.progress,
@@ -433,8 +433,7 @@ def _pseudo_likelihood(xp, X, Xf, W, b, c) -> float:
 
 # config.rbm_progress_rows: rows of X that RBM.fit's progress bar scores after each epoch (evenly spaced
 # through X). Scoring takes about a third of an epoch's work per row, so 256 keeps it to a few per cent of an
-# epoch on 2,000 rows. PROGRESS_ROWS, its old name here, still reads and sets it.
-forward(__name__, {"PROGRESS_ROWS": "rbm_progress_rows"})
+# epoch on 2,000 rows. gpumcmc.models.rbm.PROGRESS_ROWS, its old name, still reads and sets it.
 
 
 def _pcd_smem_bytes(nv: int, nh: int, chains: int, itemsize: int) -> int:
@@ -463,7 +462,7 @@ def _use_fused_pcd(fused, xp, nv, nh, chains, dtype) -> bool:
 
 def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):
     """One epoch of PCD in one launch of ``rbm_pcd_epoch`` (W, b, c, h_chain updated in place)."""
-    from .. import _kernel_args, _loader
+    from ... import _kernel_args, _loader
 
     nv, nh = W.shape
     chains = h_chain.shape[0]

@@ -228,7 +228,7 @@ def _twin(X, y, beta2, family, w, off, sigma):
     return ll.sum(axis=1), r @ X.astype(np.float64)
 
 
-KERNELS = ("auto", "rows", "tiled", "rowwise", "gemm")
+KERNELS = ("auto", "rows", "tiled", "gemm")
 
 # The launch shapes of the f+g kernels are tuning knobs of gpumcmc._config.config (glm_threads,
 # glm_tile_bytes, glm_sb, glm_max_rows, glm_shared_limit, glm_part_bytes, glm_rows_max_r, glm_defines);
@@ -415,41 +415,6 @@ def _gemm_fg(X, y, beta2, family, w, off, sigma):
     return ll.sum(axis=1, dtype=np.float64), (r @ X).astype(np.float64)
 
 
-_ROWWISE_GRAD_SHARED = 24 * 1024  # bytes of shared memory for glm_fg_rowwise's running gradient
-
-
-def _rowwise_fg(X, y, beta2, family, w, off, sigma):
-    """f, g by ``glm_fg_rowwise``, the earlier kernel (a thread per row; atomics), kept to compare against."""
-    import cupy
-
-    from . import _loader
-
-    dtype = X.dtype
-    name = f"glm_fg_rowwise<{_ctype(dtype)}>"
-    fn = _loader.get_function("glm.cu", name, (name,))
-    N, K = X.shape
-    B = beta2.shape[0]
-    f = cupy.zeros(B, dtype=np.float64)
-    g = cupy.zeros((B, K), dtype=np.float64)
-    bc = min(8, _ROWWISE_GRAD_SHARED // (8 * K)) if K else 8
-    if N and B and bc == 0:  # too many columns for the block's shared gradient
-        return _gemm_fg(X, y, beta2, family, w, off, sigma)
-    if N and B:
-        null = _loader.NULL
-        X = _loader.contiguous(X, dtype)
-        n_tiles = -(-N // 128)
-        grid = max(1, min(n_tiles, _loader.sm_count() * 8))
-        fn((grid,), (128,),
-           _kernel_args.args(FILE, "glm_fg_rowwise", X=X, y=_loader.contiguous(y, dtype),
-                             w=null if w is None else _loader.contiguous(w, dtype),
-                             off=null if off is None else _loader.contiguous(off, dtype),
-                             beta=_loader.contiguous(beta2, dtype), N=_loader.i64(N), K=_loader.i32(K),
-                             B=_loader.i32(B), bc=_loader.i32(bc), family=_loader.i32(_CODE[family]),
-                             sigma=np.float64(sigma), f=f, g=g),
-           shared_mem=8 * bc * K)
-    return f, g
-
-
 def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto", describe=None):
     """f, g on CuPy by the implementation ``kernel`` names (see :func:`loglik_and_grad`). ``describe``: the
     message maker when the input is to be checked: noted by the kernels (``"rows"``, ``"tiled"``), read by
@@ -474,8 +439,6 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto", describe=None)
         _raise_bad(cupy, describe, X, y, beta2, w, off, family)
     if kernel == "tiled":
         return _tiled_fg(X, y, beta2, family, w, off, sigma)
-    if kernel == "rowwise":
-        return _rowwise_fg(X, y, beta2, family, w, off, sigma)
     return _gemm_fg(X, y, beta2, family, w, off, sigma)
 
 
@@ -523,28 +486,32 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
         short pass over ``y`` after it, noting bad values in the status word
         (:mod:`gpumcmc._status`): a direct call waits for its kernels once,
         and inside :func:`gpumcmc.deferred_validation` the error is raised at
-        the next :func:`gpumcmc.check`; ``"gemm"`` and ``"rowwise"`` check
-        in a pass of their own (one synchronisation). Off while value checks
+        the next :func:`gpumcmc.check`; ``"gemm"`` checks
+        in a pass of its own (one synchronisation). Off while value checks
         are off (:func:`gpumcmc.set_validation`). ``check=False`` skips it.
-    kernel : {"auto", "rows", "tiled", "gemm", "rowwise"}
+    kernel : {"auto", "rows", "tiled", "gemm"}
         The CuPy implementation (NumPy input ignores it). ``"rows"`` and
         ``"tiled"`` read ``X`` once, in row tiles of coalesced 128-bit loads,
         for every chain of the batch: ``"rows"`` gives each row of a tile its
         own thread and takes up to 8 chains and K < 256 (K <= 128 in
         float64); ``"tiled"`` gives 32 rows to a warp and takes any number of
         chains with K <= 256 (float32) or K <= 128 (float64). ``"gemm"``
-        takes two matrix products (cuBLAS) and reads ``X`` twice;
-        ``"rowwise"`` is the earliest one-thread-per-row kernel, kept to
-        compare against. ``"auto"`` takes ``"rows"``, else ``"tiled"``,
-        where they apply, else ``"gemm"``. Both tiled kernels sum in an order
-        fixed by the launch shape, so repeated calls on one GPU give
-        identical results.
+        takes two matrix products (cuBLAS) and reads ``X`` twice. ``"auto"``
+        takes ``"rows"``, else ``"tiled"``, where they apply, else
+        ``"gemm"``. Both tiled kernels sum in an order fixed by the launch
+        shape, so repeated calls on one GPU give identical results. (The
+        earlier ``"rowwise"`` kernel is gone, slower than the tiled kernels
+        in every case benchmarked (``benchmarks/NOTES.md``); asking for it
+        raises a ValueError that names them.)
 
     Returns
     -------
     f : scalar array () or (B,); g : (K,) or (B, K), in ``X``'s dtype.
     """
     family = check_family(family)
+    if kernel == "rowwise":
+        raise ValueError("kernel='rowwise' (the earliest one-thread-per-row kernel) was removed; use kernel='rows' "
+                         "(up to 8 chains) or 'tiled' (any number of chains), or 'auto', which picks between them.")
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
     xp = _backend.get_array_module(X, y, beta)

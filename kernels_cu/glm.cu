@@ -1,6 +1,8 @@
-// GLM kernels: the fused log-likelihood and gradient (glm_fg_tiles, glm_fg_reduce; the earlier
-// glm_fg_rowwise is kept for comparison) and the slice-within-Gibbs coordinate update
-// (glm_slice_segment).
+// GLM kernels: the fused log-likelihood and gradient (glm_fg_rows, glm_fg_tiles, glm_fg_reduce,
+// glm_fg_check), the slice-within-Gibbs coordinate updates (glm_slice_pass; glm_slice_segment for
+// max_steps_out >= GLM_PMAX; glm_slice_shard_eval and glm_slice_decide for rows split over devices) and
+// the hierarchical model's normal-inverse-Wishart draw (glm_niw). The launchers and their NumPy twins
+// are gpumcmc/glm.py (f+g) and gpumcmc/models/glm/ (the samplers).
 //
 // f[b] = sum_i w_i loglik(y_i | eta_bi) and g[b, k] = sum_i w_i dloglik/deta(eta_bi) X[i, k] with
 // eta_bi = offset_i + X[i, :] . beta[b, :], for a batch of B chains. X is row-major (N, K); beta is
@@ -21,12 +23,6 @@
 #endif
 #ifndef GLM_MIN_BLOCKS
 #define GLM_MIN_BLOCKS 3 // blocks of glm_fg_tiles<float, KPL <= 4> resident per SM: 80 registers a thread
-#endif
-#ifndef GLM_TILE
-#define GLM_TILE 128     // rows per tile of glm_fg_rowwise
-#endif
-#ifndef GLM_BCHUNK
-#define GLM_BCHUNK 8     // chains per pass of glm_fg_rowwise
 #endif
 #define GLM_WARPS (GLM_THREADS / 32)
 #define GLM_FULL 0xffffffffu
@@ -558,68 +554,6 @@ GLM_ROWS_INST(double, 4)
 GLM_ROWS_INST(double, 8)
 #endif
 
-// ---------------------------------------------------------------------------
-// glm_fg_rowwise: the earlier kernel, kept to compare against. A thread per row computes eta for each
-// chain, reading its row's K elements one at a time (a warp's load touches 32 rows K * sizeof(T) bytes
-// apart), and keeps r in shared memory; then K threads read the same rows again (from L1/L2) to add
-// the tile's share of g; each block adds its sums to the double accumulators f (B,) and g (B, K) with
-// atomics (launched on zeroed f and g).
-
-template <typename T>
-__global__ void glm_fg_rowwise(const T* __restrict__ X, const T* __restrict__ y, const T* __restrict__ w,
-                               const T* __restrict__ off, const T* __restrict__ beta, long long N, int K,
-                               int B, int bc, int family, double sigma, double* __restrict__ f,
-                               double* __restrict__ g) {
-    // g_s: this block's running gradient for a chunk of bc <= GLM_BCHUNK chains (bc * K doubles), each
-    // entry owned by one thread, so tiles add to it without atomics; one atomic per entry per block.
-    extern __shared__ double g_s[];
-    __shared__ double r_s[GLM_BCHUNK][GLM_TILE];
-    __shared__ double l_s[GLM_BCHUNK][GLM_TILE];
-    const long long n_tiles = (N + GLM_TILE - 1) / GLM_TILE;
-    for (int b0 = 0; b0 < B; b0 += bc) {
-        const int nb = min(bc, B - b0);
-        const int work = nb * K;
-        for (int j = threadIdx.x; j < work; j += blockDim.x) g_s[j] = 0.0;
-        double facc = 0.0;
-        __syncthreads();
-        for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-            const long long row0 = tile * (long long)GLM_TILE;
-            const int rows = (int)min((long long)GLM_TILE, N - row0);
-            for (int t = threadIdx.x; t < GLM_TILE; t += blockDim.x) {
-                const long long i = row0 + t;
-                for (int bb = 0; bb < nb; ++bb) {
-                    double r = 0.0, ll = 0.0;
-                    if (t < rows) {
-                        const T* xi = X + i * (long long)K;
-                        const T* bt = beta + (long long)(b0 + bb) * K;
-                        double eta = off ? (double)off[i] : 0.0;
-                        for (int k = 0; k < K; ++k) eta += (double)xi[k] * (double)bt[k];
-                        ll = glm_row<T>(family, eta, (double)y[i], sigma, &r);
-                        const double wi = w ? (double)w[i] : 1.0;
-                        r *= wi;
-                        ll *= wi;
-                    }
-                    r_s[bb][t] = r;
-                    l_s[bb][t] = ll;
-                }
-            }
-            __syncthreads();
-            for (int j = threadIdx.x; j < work; j += blockDim.x) {
-                const int bb = j / K, k = j - bb * K;
-                double acc = 0.0;
-                for (int t = 0; t < rows; ++t) acc += r_s[bb][t] * (double)X[(row0 + t) * (long long)K + k];
-                g_s[j] += acc;
-            }
-            if (threadIdx.x < nb)
-                for (int t = 0; t < rows; ++t) facc += l_s[threadIdx.x][t];
-            __syncthreads();
-        }
-        for (int j = threadIdx.x; j < work; j += blockDim.x) atomicAdd(&g[(long long)b0 * K + j], g_s[j]);
-        if (threadIdx.x < nb) atomicAdd(&f[b0 + threadIdx.x], facc);
-        __syncthreads();
-    }
-}
-
 #ifndef __CUDACC_RTC__
 #define GLM_FG_INST(T)                                                                                          \
     template __global__ void glm_fg_tiles<T, 1>(const T*, const T*, const T*, const T*, const T*, long long, int, \
@@ -632,9 +566,7 @@ __global__ void glm_fg_rowwise(const T* __restrict__ X, const T* __restrict__ y,
                                               unsigned long long, unsigned long long*, unsigned long long, int, \
                                               const T*, const T*, const T*, const T*, const T*, long long, int); \
     template __global__ void glm_fg_check<T>(const T*, int, unsigned long long*, unsigned long long, int, const T*, \
-                                             const T*, const T*, const T*, const T*, long long, int);           \
-    template __global__ void glm_fg_rowwise<T>(const T*, const T*, const T*, const T*, const T*, long long, int, \
-                                               int, int, int, double, double*, double*);
+                                             const T*, const T*, const T*, const T*, long long, int);
 GLM_FG_INST(float)
 GLM_FG_INST(double)
 template __global__ void glm_fg_tiles<float, 8>(const float*, const float*, const float*, const float*, const float*,

@@ -150,12 +150,12 @@ def test_loglik_check_follows_validation_switch():
         loglik_and_grad(a["X"], a["y"], a["beta"], "bernoulli")
 
 
-@pytest.mark.parametrize("kernel", ["rows", "tiled", "gemm", "rowwise"])
+@pytest.mark.parametrize("kernel", ["rows", "tiled", "gemm"])
 @pytest.mark.parametrize("family, what, spoil, message", _BAD_VALUES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_loglik_bad_values_every_kernel(cp, kernel, family, what, spoil, message, dtype):
     """Each GPU path gives the NumPy check's message: "rows" and "tiled" note the value in the status
-    word, "gemm" and "rowwise" check in a pass of their own."""
+    word, "gemm" checks in a pass of its own."""
     a = {k: (None if v is None else cp.asarray(v)) for k, v in _bad_case(family, what, spoil, dtype).items()}
     with pytest.raises(ValueError) as e:
         loglik_and_grad(a["X"], a["y"], a["beta"], family, weights=a["weights"], offset=a["offset"], kernel=kernel)
@@ -462,7 +462,7 @@ def test_hierarchical_bad_covariance():
         HierarchicalGLM(covariance="diag", nu0=0.0, backend="numpy").fit(X, y, np.zeros(20))
 
 
-@pytest.mark.parametrize("kernel", ["rows", "tiled", "rowwise", "gemm"])
+@pytest.mark.parametrize("kernel", ["rows", "tiled", "gemm"])
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kernel_matches_twin(cp, family, dtype, kernel):
@@ -594,6 +594,12 @@ def test_bad_kernel_name():
         loglik_and_grad(np.ones((3, 1)), np.array([0.0, 1.0, 1.0]), np.zeros(1), kernel="fast")
 
 
+def test_removed_rowwise_kernel_names_its_successors():
+    """kernel="rowwise" (removed) says which kernels to use instead, on either backend's input."""
+    with pytest.raises(ValueError, match="kernel='rowwise'.*removed.*'rows'.*'tiled'"):
+        loglik_and_grad(np.ones((3, 1)), np.array([0.0, 1.0, 1.0]), np.zeros(1), kernel="rowwise")
+
+
 def test_cpu_gpu_agree(cp):
     rs = np.random.default_rng(8)
     X = rs.normal(size=(2000, 3))
@@ -606,15 +612,18 @@ def test_cpu_gpu_agree(cp):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("kernel,chunk_rows", [("pass", None), ("pass", 16), ("segment", None)])
-def test_slice_kernel_matches_numpy_sweep(cp, family, kernel, chunk_rows, monkeypatch):
+@pytest.mark.parametrize("max_steps_out,chunk_rows", [(4, None), (4, 16), (16, None)])
+def test_slice_kernel_matches_numpy_sweep(cp, family, max_steps_out, chunk_rows, monkeypatch):
     """Three sweeps of the GPU kernels against the NumPy path, same random numbers (float64): the
-    split-row kernel with one chunk per group and with several (16 rows a chunk), and the earlier
-    one-block-per-group kernel."""
+    split-row kernel (glm_slice_pass) with one chunk per group and with several (16 rows a chunk), and,
+    for max_steps_out=16 (more stepping-out points than a pass evaluates), the one-block-per-group
+    kernel (glm_slice_segment)."""
     import gpumcmc.models.glm as mg
     from gpumcmc.random import default_rng
-    monkeypatch.setattr(mg, "_SLICE_KERNEL", kernel)
     monkeypatch.setattr(config, "glm_chunk_rows", chunk_rows)
+    segment = []
+    real = mg._slice_kernel_coordinate
+    monkeypatch.setattr(mg, "_slice_kernel_coordinate", lambda *a: segment.append(1) or real(*a))
     rs = np.random.default_rng(9)
     G, K = 12, 3
     groups = np.repeat(np.arange(G), rs.integers(30, 90, size=G))
@@ -626,8 +635,9 @@ def test_slice_kernel_matches_numpy_sweep(cp, family, kernel, chunk_rows, monkey
             assert data.plan.n_chunks > G
         rng = default_rng(5, backend=name)
         for _ in range(3):
-            st, info = mg.step(rng, st, data, family, 0.7, n_warmup=10)
+            st, info = mg.step(rng, st, data, family, 0.7, n_warmup=10, max_steps_out=max_steps_out)
         out[name] = tuple(cp.asnumpy(a) if xp is cp else a for a in (st.beta, st.eta, st.width, info.fallbacks))
+    assert bool(segment) == (max_steps_out >= mg._PMAX)
     same = np.isclose(out["numpy"][0], out["cupy"][0], rtol=1e-6, atol=1e-9)
     assert same.mean() > 0.95, same.mean()   # a slice boundary within rounding can flip a rare candidate
     np.testing.assert_array_equal(out["numpy"][3], out["cupy"][3])
@@ -646,7 +656,6 @@ def test_slice_pass_kernel_long_shrinkage_and_flat_rows(cp, dtype, monkeypatch):
     chunks, against the NumPy twin."""
     import gpumcmc.models.glm as mg
     from gpumcmc.random import default_rng
-    monkeypatch.setattr(mg, "_SLICE_KERNEL", "pass")
     monkeypatch.setattr(config, "glm_chunk_rows", 512)
     X, y = _data("bernoulli", N=6000, K=4, seed=7)
     out = {}

@@ -28,8 +28,8 @@ def main(out, quick=False):
     from gpumcmc.random import default_rng
     rec = _recorder(out)
 
-    def sweeps(D, y, groups, dtype, n_warm=20, n=60, kernel="pass", spec=4, chunk=None, hyper=None, C=4, block=None):
-        mg._SLICE_KERNEL, mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = kernel, spec, chunk, block
+    def sweeps(D, y, groups, dtype, n_warm=20, n=60, spec=4, chunk=None, hyper=None, C=4, block=None):
+        mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = spec, chunk, block
         Dc, yc = cp.asarray(D, dtype=dtype), cp.asarray(y, dtype=dtype)
         g = None if groups is None else cp.asarray(groups)
         st, data = mg.init(Dc, yc, "bernoulli", C, 2.5 if groups is None else 1.0, g)
@@ -77,7 +77,7 @@ def main(out, quick=False):
             rec(case="hier", variant=label, error=repr(exc)[:300])
         finally:
             mg._niw_fits = fits
-    mg._SLICE_KERNEL, mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = "pass", 8, None, None
+    mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = 8, None, None
 
     # f+g macros: N = 4M, K = 50, float32, one chain and eight
     N, K = 4_000_000, 50

@@ -210,7 +210,7 @@ def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, 
     fallbacks = xp.zeros((C,), dtype=np.int64)
     if xp is not np:
         eta = eta.copy()  # moved in place by the kernels
-        if _SLICE_KERNEL == "pass" and max_steps_out < _PMAX and data.plan is not None:
+        if max_steps_out < _PMAX and data.plan is not None:
             fallbacks = _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup,
                                           max_steps_out, max_shrink, e_all, u_all, us_all)
         else:
@@ -289,9 +289,6 @@ def _around(kernel: str, varying: tuple, values: tuple) -> tuple:
 _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
               "glm_slice_pass<double>", "glm_slice_shard_eval<float>", "glm_slice_shard_eval<double>",
               "glm_slice_decide<float>", "glm_slice_decide<double>")
-# The GPU sweep: "pass" (rows split over many blocks, candidates evaluated together) or "segment" (the
-# earlier kernel, one block per chain and group).
-_SLICE_KERNEL = "pass"
 _PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu: a constant of the kernels, not a knob)
 # The GPU sweep's knobs in gpumcmc._config.config: glm_spec_shrink, glm_chunk_rows, glm_block (the old module
 # names still read and set them).
@@ -300,8 +297,10 @@ forward(__name__, {"_SPEC_SHRINK": "glm_spec_shrink", "_CHUNK_ROWS": "glm_chunk_
 
 def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
                              max_steps_out, max_shrink, e, u, us):
-    """Coordinate ``k`` of every chain and group by one block per (chain, group), the earlier kernel
-    (``_SLICE_KERNEL = "segment"``); ``beta``, ``eta``, ``width`` are updated in place. ``e``, ``u``,
+    """Coordinate ``k`` of every chain and group by one block per (chain, group) (``glm_slice_segment``,
+    which runs Neal's procedure to the end in one launch): the GPU sweep for ``max_steps_out >= _PMAX``,
+    more stepping-out points than one pass of ``glm_slice_pass`` evaluates; ``beta``, ``eta``, ``width``
+    are updated in place. ``e``, ``u``,
     ``us`` are the twin's random numbers for this coordinate."""
     from .. import _loader
 
@@ -1243,12 +1242,13 @@ class _GLMBase(Estimator):
         return collect
 
     def _use_graph(self, data):
-        """Replay the sweep from a CUDA graph: on the GPU unless ``graph=False`` (or the earlier kernel)."""
+        """Replay the sweep from a CUDA graph: on the GPU unless ``graph=False`` (by default not for
+        ``max_steps_out >= _PMAX``, whose sweep is one launch per coordinate already)."""
         g = getattr(self, "graph", None)
         if data.plan is None:  # NumPy
             return False
         if g is None:
-            return _SLICE_KERNEL == "pass" and self.max_steps_out < _PMAX
+            return self.max_steps_out < _PMAX
         return bool(g)
 
 

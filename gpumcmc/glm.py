@@ -265,7 +265,7 @@ def _tiled_fg(X, y, beta2, family, w, off, sigma, describe=None):
     kpl = next(p for p in _KPL[dtype] if 32 * p >= K)
     R = min(config.glm_max_rows, config.glm_tile_bytes // (K * s) // 32 * 32)   # >= 32 by _tiled_fits
     G = R // 32
-    # One module per instantiation: each compiles in about half a second, all seven together in five.
+    # One module per instantiation: a call compiles only the one it needs (benchmarks/NOTES.md).
     names = (f"glm_fg_tiles<{ct}, {kpl}>", f"glm_fg_reduce<{ct}>", f"glm_fg_check<{ct}>")
     fn = _loader.get_function("glm.cu", names[0], names, config.glm_defines)
     sms = _loader.sm_count()

@@ -406,8 +406,8 @@ __global__ void glm_fg_check(const T* __restrict__ f, int B, unsigned long long*
 #endif
 
 // Blocks per SM the compiler must fit: three for up to four chains (80 registers a thread, the most
-// bytes in flight; on an H100, N = 4M, K = 50, one chain: 0.31 ms a call queued against 0.36 with two);
-// two for eight chains, whose phase-2 sums need the registers (8 chains: 1.62 ms against 1.86 with three).
+// bytes in flight); two for eight chains, whose phase-2 sums need the registers (the timings of both
+// choices are in benchmarks/NOTES.md).
 template <int NB>
 struct glm_rows_min_blocks {
     static constexpr int value = NB >= 8 ? (GLM_ROWS_MIN_BLOCKS < 2 ? GLM_ROWS_MIN_BLOCKS : 2) : GLM_ROWS_MIN_BLOCKS;

@@ -350,8 +350,8 @@ def _chunk_plan(xp, starts, ends, n_chains, shape=None):
     biggest = int(sizes.max()) if len(sizes) else 0
     # Threads a block: about two rows each in the largest group, 32 to 256. Small groups (the
     # hierarchical model's) then get small blocks, many of them resident per SM: a block's time is
-    # mostly the latency of its few dependent steps, so more at once is what makes the pass short.
-    # (Groups of 100 rows on an H100: 64 threads 4.7 ms per sweep, 32 threads 5.3, 128 threads 7.3.)
+    # mostly the latency of its few dependent steps, so more at once is what makes the pass short
+    # (benchmarks/NOTES.md has the measurements).
     half = -(-biggest // 2)
     block = config.glm_block or min(256, max(32, 1 << max(0, half - 1).bit_length()))
     rows = config.glm_chunk_rows

@@ -634,3 +634,48 @@ def test_gibbs_imputation_in_chunks_is_the_same_method(monkeypatch):
     b = net.impute(X, method="draw", random_state=3, max_combinations=1, replicas=8, backend="numpy")
     np.testing.assert_array_equal(a, b)
     assert (a >= 0).all() and (a[X >= 0] == X[X >= 0]).all() and np.isfinite(net.log_prob(a)).all()
+
+
+# The draws of a NumPy fit for a seed, recorded before the fit moved onto gpumcmc.sampling.run: the final
+# CPT draw of G (2 x 2 x 3) and a checksum of the replicas' imputations. Any changed draw moves these by
+# far more than the tolerance, which only allows for a last-bit difference of exp/log between platforms.
+_RECORDED = {
+    "batches": (dict(n_iter=6, same=2, batch_size=130),
+                [0.2970586414491003, 0.3302220054031893, 0.37271935314771004, 0.04338613641417459,
+                 0.30619088668815936, 0.650422976897666, 0.7866193143540648, 0.16868666901651172,
+                 0.04469401662942311, 0.3795470335019629, 0.27587003691044193, 0.34458292958759534],
+                ((2, 600, 5), 3015, 9101971)),
+    "three_parts": (dict(n_iter=5, same=[1, 2, 3, 3, 2], batch_size=250, shards=3),
+                    [0.32971069063306324, 0.3222245907433763, 0.34806471862356086, 0.10380594151660959,
+                     0.30849998907282417, 0.587694069410566, 0.7411437212520956, 0.23268265526232823,
+                     0.02617362348557578, 0.6253986448706345, 0.15635106214947386, 0.21825029297989149],
+                    ((3, 600, 5), 4400, 19827935)),
+}
+
+
+@pytest.mark.parametrize("name", list(_RECORDED))
+def test_draws_for_a_seed_are_the_recorded_ones(name, monkeypatch):
+    from gpumcmc.models.bayesnet import estimator
+    from gpumcmc.shards import Shards
+
+    kw, last_g, (shape, total, weighted) = _RECORDED[name]
+    kw = dict(kw)
+    if "shards" in kw:
+        kw["devices"] = Shards(n_virtual=kw.pop("shards"))
+    runs = []
+    monkeypatch.setattr(estimator, "run", lambda *a, **k: runs.append(k) or _run(*a, **k))  # the driver's loop
+    net = BayesianNetwork.koller()
+    X = _mask(net.sample(600, random_state=1), 0.4, 2)
+    fit = BayesianNetwork(net.parents, net.states, random_state=5, progress=False, backend="numpy", **kw).fit(X)
+    assert len(runs) == 1 and runs[0]["desc"] == "BayesianNetwork"
+    np.testing.assert_allclose(fit.trace_["G"][-1].ravel(), last_g, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(fit.cpts_last_["G"].ravel(), last_g, rtol=1e-12, atol=0)
+    imp = fit.imputations_.astype(np.int64)
+    assert imp.shape == shape
+    assert (int(imp.sum()), int((imp * np.arange(imp.size).reshape(shape)).sum())) == (total, weighted)
+
+
+def _run(*args, **kwargs):
+    from gpumcmc.sampling import run
+
+    return run(*args, **kwargs)

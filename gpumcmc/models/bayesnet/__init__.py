@@ -11,7 +11,8 @@ cases' missing cells and counts them, the counts are all-reduced, and every
 device draws the same CPTs from the sums with the same key; the draws for a
 seed are those of one device.
 
-The package: :mod:`.algorithm` (the sampler), :mod:`.ops` (the launchers of
+The package: :mod:`.algorithm` (the sampler's ``init`` and ``step``, which
+:func:`gpumcmc.sampling.run` drives), :mod:`.ops` (the launchers of
 ``kernels_cu/bayesnet.cu`` and their NumPy twin) and :mod:`.estimator`
 (:class:`BayesianNetwork`, the scikit-learn face).
 
@@ -35,9 +36,12 @@ from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import _Batch, _block_cuts, _block_rows, _layout, _Plan, _uniforms, allreduce_bytes
+from .algorithm import _block_cuts, _block_rows, _Plan, _uniforms, allreduce_bytes
 from .estimator import BayesianNetwork
-from .ops import _KMAX, FILE, _GpuOps, _NumpyOps
+from .ops import _GpuOps, _NumpyOps
+
+# _Plan, _NumpyOps, _GpuOps, _block_rows, _block_cuts, _uniforms: imported from here by the tests and
+# benchmarks. A test that changes a module-level value must set it in the submodule that reads it.
 
 __all__ = ["BayesianNetwork", "allreduce_bytes"]
 

@@ -1,26 +1,151 @@
-"""SAME-replicated chromatic Gibbs for discrete Bayesian networks (Seita, Chen & Canny): the layout
-of the cases and of the network that the sweep works on.
+"""SAME-replicated chromatic Gibbs for discrete Bayesian networks with missing cells (Seita, Chen &
+Canny), as ``init`` and ``step`` for :func:`gpumcmc.sampling.run`.
 
-Every iteration draws, colour group by colour group of the moral graph, all the missing cells of
-that colour in every case and every SAME replica from their Markov-blanket conditionals (the
-sweep), counts every CPT cell over the replicas, and draws every CPT row from
-Dirichlet(m (prior - 1) + 1 + counts). The cases go in batches (``batch_size``) and each batch in
-parts, one per device, cut at whole blocks of the cell order, so that every missing cell draws
-from the counter of its place in the whole batch's list and the draws for a seed are those of one
-device.
+An iteration visits the batches of cases in turn (one batch unless ``batch_size`` splits them).
+At each visit, colour group by colour group of the moral graph, every missing cell of that
+colour, in every case of the batch and every one of the m SAME replicas, is drawn from its
+conditional given its Markov blanket (the sweep); then every CPT cell is counted over the
+replicas and the cases, and every CPT row is drawn from
+
+    Dirichlet(m (prior - 1) + 1 + counts),
+
+the posterior raised to the power m, with the counts of the latest sweep of every batch (the
+moving sum of BIDMach). Drawing all the cells of one colour at once is exact: no two of them
+are in each other's Markov blanket.
+
+Each batch is cut into parts, one per device, at whole blocks of the cell order (see
+:meth:`_Plan.batch`): every missing cell draws from the Philox counter of its place in the whole
+batch's list of cells, so the draws for a seed do not depend on the devices. Each device sweeps
+and counts its own part; the counts are summed over the devices, and every device draws the
+same CPTs from the sums with the same key.
 
 The kernels are in ``kernels_cu/bayesnet.cu``, the partner of this module and of :mod:`.ops`
-(their launchers and NumPy twin): the arrays of :class:`_Plan` and :class:`_Batch` are the
-layout documented there.
+(their launchers and their NumPy twin); :class:`_Plan` and :class:`_Batch` hold the arrays in
+the layout documented there.
 """
 from __future__ import annotations
 
 import contextlib
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
+
+from .ops import _GpuOps, _NumpyOps
+
+
+class Data(NamedTuple):
+    """What a fit keeps fixed: the layout, the settings, the launchers."""
+
+    sh: Any          # the local shards (a Shards, or _Single for one part on one device)
+    xp: Any          # numpy or cupy
+    plan: Any        # _Plan: the network as flat arrays
+    ops: list        # per local shard: its _GpuOps or _NumpyOps
+    parts: list      # parts[q][i]: local shard i's part of batch q (a _Batch)
+    resident: bool   # one batch: each part's case matrix stays on its device between iterations
+    ms: list         # m, the number of replicas swept, at each iteration
+    m_max: int       # the largest m: the replicas every case matrix holds
+    prior: float     # the Dirichlet prior of every CPT row
+    learn: bool      # draw the CPTs (False: keep the given ones and only impute)
+
+
+class State(NamedTuple):
+    """The chain between iterations. Where there is more than one batch, the replicas' imputed cells
+    of each batch stay in its part (``vals``, host memory) between visits."""
+
+    t: int           # iterations done
+    logc: Any        # float64 (C,): every CPT as log-probabilities, the latest draw, which the sweeps read
+    Zs: list         # per local shard: its part's case matrix, uint8 (m_max, cases, nodes), replicas first
+    total: Any       # float64 (C,): the counts of the latest sweep of every batch, summed (None: one batch)
+    last: list       # per batch: its counts at its latest visit (None before the first), for the moving sum
+    bads: list       # per local shard: int32 (1,), set where a missing cell had no possible state
+
+
+def init(rng, X, plan, sh, ms, batch_size, prior=1.0, cpts=None):
+    """``(Data, State)`` of a fit of the cases ``X`` (int, (n_cases, n_nodes), -1 for missing) split over
+    the local shards ``sh``, in batches of ``batch_size`` cases, with ``ms[t]`` replicas at iteration t:
+    every replica's missing cells drawn uniformly and the CPTs uniform, or ``cpts`` (node -> table) held
+    fixed."""
+    xp = sh.xp
+    m_max = max(ms)
+    ops = []
+    for i in range(len(sh)):
+        with sh.on(i):
+            ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
+    parts, Zs, resident = _layout(X, batch_size, sh, rng, xp, plan, m_max)
+    learn = cpts is None
+    with sh.on(0):
+        logc = xp.asarray(plan.uniform_logc() if learn else plan.logc_of(cpts))
+        total = xp.zeros(plan.C, dtype=xp.float64) if learn and len(parts) > 1 else None
+    bads = []
+    for i in range(len(sh)):
+        with sh.on(i):
+            bads.append(xp.zeros(1, dtype=xp.int32))
+    data = Data(sh, xp, plan, ops, parts, resident, list(ms), m_max, prior, learn)
+    return data, State(0, logc, Zs, total, [None] * len(parts), bads)
+
+
+def step(rng, state, data):
+    """One iteration: every batch visited once, its missing cells swept in m replicas, then (when
+    learning) the CPTs drawn from the counts. No host-device synchronisation."""
+    m = data.ms[state.t]
+    logc, total, last, Zs = state.logc, state.total, list(state.last), list(state.Zs)
+    for q, row in enumerate(data.parts):
+        off = rng.advance(1)
+        counts = _sweep(rng.key, off, m, row, logc, Zs, state.bads, data)
+        if data.learn:
+            logc, last[q] = _draw_cpts(rng, m, counts, total, last[q], data)
+        if not data.resident:
+            for i, b in enumerate(row):
+                if b.n:
+                    with data.sh.on(i):
+                        b.store(Zs[i])
+    return State(state.t + 1, logc, Zs, total, last, state.bads), None
+
+
+def _sweep(key, off, m, row, logc, Zs, bads, data):
+    """Sweep every colour group of the parts ``row`` of one batch in replicas 0..m-1 (in place in
+    ``Zs``), each on its device, and return each part's CPT counts (when learning)."""
+    sh, xp, plan = data.sh, data.xp, data.plan
+    copies = _shards.Replica(sh, logc)
+    counts = []
+    for i, b in enumerate(row):
+        if not b.n:
+            if data.learn:
+                with sh.on(i):  # in the counts' type, as a device with cases counts
+                    counts.append(xp.zeros(plan.C, dtype=np.int64 if xp is np else np.int32))
+            continue
+        lc = copies(i)
+        with sh.on(i):
+            if not data.resident:
+                Zs[i] = b.load(xp, data.m_max)
+            for c in range(len(plan.groups)):
+                data.ops[i].sweep(Zs[i], m, b, c, lc, key, off, bads[i])
+            if data.learn:
+                counts.append(data.ops[i].counts(Zs[i], m, b.n))
+    return counts
+
+
+def _draw_cpts(rng, m, counts, total, last, data):
+    """The CPTs drawn from the counts of a batch's sweep (summed over the devices), with the latest
+    counts of the other batches: ``(logc, this batch's counts for its next visit)``. ``total`` is
+    updated in place."""
+    sh, xp = data.sh, data.xp
+    if sh.world > 1:
+        sh.allreduce(counts)
+    with sh.on(0):
+        # counts are whole numbers below 2**53, so every sum here is exact
+        if len(data.parts) == 1:  # the total is this batch's counts: one launch
+            alpha = xp.add(m * (data.prior - 1.0) + 1.0, counts[0], dtype=xp.float64)
+        else:
+            cq = counts[0].astype(xp.float64)
+            total += cq if last is None else cq - last
+            last = cq
+            alpha = m * (data.prior - 1.0) + 1.0 + total
+        return data.ops[0].normalise(rng.gamma(alpha, log=True)), last
+
 
 _BLOCK_MAX = 4096  # the largest block of the cell order, in cases
 

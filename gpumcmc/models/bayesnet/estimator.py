@@ -11,12 +11,12 @@ import numpy as np
 from gpumcmc import _validate
 from gpumcmc import backend as _backend
 from gpumcmc._config import config
-from gpumcmc import shards as _shards
 from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
+from gpumcmc.sampling import run
 from gpumcmc.sampling._estimator import Estimator
 
-from .algorithm import _layout, _Plan, _shards_for, _Single, _uniforms
+from .algorithm import _Plan, _shards_for, _Single, _uniforms, init, step
 from .ops import _GpuOps, _NumpyOps
 
 # impute's exact branch: at most this many joint states of a case's missing cells are enumerated
@@ -282,93 +282,35 @@ class BayesianNetwork(Estimator):
                           f"call net.set_params({given}).fit(X).", DeprecationWarning, stacklevel=2)
         return self._fit(X, **{k: settings.get(k, getattr(self, k)) for k in _SETTINGS})
 
-    def _fit(self, data, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices, burn_in):
-        """:meth:`fit` with every setting given."""
-        X = self._encode(data)
+    def _fit(self, cases, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices,
+             burn_in):
+        """:meth:`fit` with every setting given: :func:`.algorithm.init`, then ``n_iter`` steps run by
+        :func:`gpumcmc.sampling.run`, which keeps every iteration's CPT draw."""
+        X = self._encode(cases)
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
-        m_max = max(ms)
         sh, backend = _shards_for(devices, backend)
         rng = default_rng(random_state, backend=backend)
-        xp = rng.xp() if sh is None else sh.xp
         if sh is None:
-            sh = _Single(xp)
+            sh = _Single(rng.xp())
         plan = _Plan(self)
-        ops = []
-        for i in range(len(sh)):
-            with sh.on(i):
-                ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
-
-        parts, Zs, resident = _layout(X, bs, sh, rng, xp, plan, m_max)
-        empty = np.int64 if xp is np else np.int32  # the counts' type when a device has no part of a batch
-
+        data, state = init(rng, X, plan, sh, ms, bs, prior, None if learn else self.cpts_)
+        keep = (lambda s, info: {"logc": s.logc[None]}) if learn else None  # one chain: (1, C) per draw
+        # Value checks of the CPT draws are recorded on the device and read once, at the end of the run;
+        # the kept draws stay on the device of the CPTs until then.
         with sh.on(0):
-            if learn:
-                logc = xp.asarray(plan.uniform_logc())
-                total = xp.zeros(plan.C, dtype=xp.float64) if len(parts) > 1 else None
-                last = [None] * len(parts)
-            else:
-                logc = xp.asarray(plan.logc_of(self.cpts_))
-            trace = xp.empty((n_iter, plan.C), dtype=xp.float64) if learn else None
-        bads = []
+            trace = run(lambda r, s: step(r, s, data), state, rng, n_iter, collect=keep, progress=progress,
+                        desc="BayesianNetwork", n_chains=1)
+        state = trace.state
         for i in range(len(sh)):
             with sh.on(i):
-                bads.append(xp.zeros(1, dtype=xp.int32))
-
-        it = range(n_iter)
-        if progress:
-            from tqdm.auto import tqdm
-            it = tqdm(it, desc="BayesianNetwork")
-        # Value checks of the CPT draws are recorded on the device and read once, after the loop.
-        with _validate.deferred():
-            for t in it:
-                m = ms[t]
-                for q, row in enumerate(parts):
-                    off = rng.advance(1)
-                    copies = _shards.Replica(sh, logc)
-                    counts = []
-                    for i, b in enumerate(row):
-                        if not b.n:
-                            if learn:
-                                with sh.on(i):
-                                    counts.append(xp.zeros(plan.C, dtype=empty))
-                            continue
-                        lc = copies(i)
-                        with sh.on(i):
-                            if not resident:
-                                Zs[i] = b.load(xp, m_max)
-                            for c in range(len(plan.groups)):
-                                ops[i].sweep(Zs[i], m, b, c, lc, rng.key, off, bads[i])
-                            if learn:
-                                counts.append(ops[i].counts(Zs[i], m, b.n))
-                    if learn:
-                        if sh.world > 1:
-                            sh.allreduce(counts)
-                        with sh.on(0):
-                            # counts are whole numbers below 2**53, so every sum here is exact
-                            if len(parts) == 1:  # the total is this batch's counts: one launch
-                                alpha = xp.add(m * (prior - 1.0) + 1.0, counts[0], dtype=xp.float64)
-                            else:
-                                cq = counts[0].astype(xp.float64)
-                                total += cq if last[q] is None else cq - last[q]
-                                last[q] = cq
-                                alpha = m * (prior - 1.0) + 1.0 + total
-                            # the draw is normalised straight into the trace, where the sweeps read it
-                            logc = ops[0].normalise(rng.gamma(alpha, log=True), out=trace[t])
-                    if not resident:
-                        for i, b in enumerate(row):
-                            if b.n:
-                                with sh.on(i):
-                                    b.store(Zs[i])
-        for i in range(len(sh)):
-            with sh.on(i):
-                _validate.report(bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing cell "
-                                 "has no possible state); check the data against the CPTs' zeros.")
+                _validate.report(state.bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing "
+                                 "cell has no possible state); check the data against the CPTs' zeros.")
         _validate.check()
-        self._imputations(parts, Zs, resident, m_max, len(sh) == sh.world)
+        self._imputations(data.parts, state.Zs, data.resident, data.m_max, len(sh) == sh.world)
         self.n_shards_ = sh.world
         if not learn:
             return self
-        self._keep_draws(plan, logc, trace, burn)
+        self._keep_draws(plan, state.logc, trace.draws["logc"][0], burn)
         return self
 
     def _checked(self, n, n_iter, same, prior, learn, batch_size, burn_in):

@@ -1,0 +1,328 @@
+"""The Ising model's scikit-learn face: :class:`Ising` (its settings, checked when set, and ``sample``), its
+result, and :func:`denoise`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import _validate
+from ... import backend as _backend
+from ...random._generator import default_rng
+from ...sampling._estimator import Estimator
+from .algorithm import _CheckerboardGibbs, _pattern_thresholds, _thresholds, _weighted_bond_sum
+from .ops import bond_sum
+
+
+class IsingResult:
+    """What :meth:`Ising.sample` returns.
+
+    Attributes
+    ----------
+    magnetization, energy : numpy.ndarray (chains, sweeps)
+        Per site, after each kept sweep.
+    states : array (chains, L, W) int8
+        The final spins (on the backend the model ran on).
+    trace : gpumcmc.sampling.Trace
+        The run's record (monitors, timing).
+    seconds : float
+    """
+
+    def __init__(self, trace, states):
+        self.trace = trace
+        self.magnetization = trace.draws["magnetization"]
+        self.energy = trace.draws["energy"]
+        self.states = states
+        self.seconds = trace.seconds
+
+    def __repr__(self) -> str:
+        c, n = self.magnetization.shape
+        return f"IsingResult(chains={c}, sweeps={n}, seconds={self.seconds:.3g})"
+
+    def to_arviz(self):
+        """Magnetisation and energy per site as an ArviZ ``InferenceData`` (ArviZ imported here)."""
+        return self.trace.to_arviz(sample_stats=False)
+
+
+
+class Ising(_CheckerboardGibbs, Estimator):
+    """The 2-D Ising model on an L x W square lattice, sampled by checkerboard heat-bath Gibbs.
+
+    Parameters
+    ----------
+    shape : (int, int) or (int, int, int)
+        Rows and columns of the square lattice, or depth, rows and columns of
+        the simple cubic one (byte path). Periodic boundaries need every side
+        even (the checkerboard must close on itself).
+    coupling : float or array (2, L, W)
+        J; ferromagnetic when positive. On a 2-D lattice, one coupling per
+        bond: ``coupling[0, i, j]`` joins site (i, j) to its right neighbour,
+        ``coupling[1, i, j]`` to the one below (wrapping round on a periodic
+        lattice; ignored past the edge of an open one). The byte path then
+        keeps 16 thresholds per site, by the pattern of up neighbours.
+    field : float or array of ``shape``
+        h, one number or one per site.
+    beta : float
+        Inverse temperature.
+    boundary : {"periodic", "open"}
+    method : {"auto", "multispin", "byte"}
+        ``"auto"`` takes the multispin path where it applies (periodic, one
+        field for every site, W a multiple of 32), else bytes. Both give the
+        same states for the same seed.
+    backend : {"numpy", "cupy", None}
+        None: the active backend.
+
+    The settings are checked when the model is made and when ``set_params``
+    changes them; the model keeps no draws, so ``sklearn.base.clone`` copies
+    it, and :meth:`sample` seeds at each call from its ``random_state``.
+
+    Examples
+    --------
+    >>> from gpumcmc.models import Ising
+    >>> res = Ising((8, 8), beta=0.3, backend="numpy").sample(20, n_chains=2, random_state=0, progress=False)
+    >>> res.magnetization.shape, res.energy.shape, res.states.shape
+    ((2, 20), (2, 20), (2, 8, 8))
+    """
+
+    def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
+                 backend=None):
+        self.shape = shape
+        self.coupling = coupling
+        self.field = field
+        self.beta = beta
+        self.boundary = boundary
+        self.method = method
+        self.backend = backend
+        self._configure()
+
+    def set_params(self, **params):
+        """Set settings (scikit-learn's ``set_params``), checked and applied at once; bad ones change nothing."""
+        old = self.get_params(deep=False)
+        try:
+            super().set_params(**params)  # an unknown name raises after the names before it were set
+            self._configure()
+        except (TypeError, ValueError):
+            super().set_params(**old)
+            self._configure()
+            raise
+        return self
+
+    def _configure(self) -> None:
+        """Check the settings and work out the thresholds and the path from them."""
+        shape, coupling, field, beta = self.shape, self.coupling, self.field, self.beta
+        boundary, method = self.boundary, self.method
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            dims = ()
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in dims):
+            raise ValueError(f"shape must hold integers (the number of sites along each side), got {shape!r}.")
+        dims = tuple(int(v) for v in dims)
+        if len(dims) not in (2, 3):
+            raise ValueError(f"shape must be (rows, columns) for a square lattice or (depth, rows, columns) for a "
+                             f"cubic one, got {shape!r}.")
+        if min(dims) < 2:
+            raise ValueError(f"every side must be at least 2, got {dims}.")
+        if boundary not in ("periodic", "open"):
+            raise ValueError(f"boundary must be 'periodic' or 'open', got {boundary!r}.")
+        if boundary == "periodic" and any(v % 2 for v in dims):
+            raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {dims}; "
+                             "use an even size or boundary='open'.")
+        L, W = dims[-2:]
+        if not np.isfinite(float(beta)):
+            raise ValueError(f"beta must be a finite number, got {beta!r}.")
+        J = np.asarray(_backend.to_host(coupling), dtype=np.float64)
+        if J.ndim and (len(dims) != 2 or J.shape != (2, *dims)):
+            raise ValueError(f"coupling must be one number, or (2-D lattices) an array of shape (2, L, W) = "
+                             f"{(2, *dims[-2:])} holding each site's bond to its right neighbour ([0]) and to the "
+                             f"one below ([1]); got shape {J.shape} for a lattice of shape {dims}.")
+        if not np.all(np.isfinite(J)):
+            raise ValueError("coupling contains NaN or inf; every value must be finite.")
+        if float(beta) < 0:
+            raise ValueError(f"beta must be >= 0, got {beta}.")
+        f = _backend.to_host(field)
+        f = np.asarray(f, dtype=np.float64)
+        if f.ndim and f.shape != dims:
+            raise ValueError(f"field has shape {f.shape} but the lattice is {dims}; pass one number or an "
+                             "array of the lattice's shape.")
+        if not np.all(np.isfinite(f)):
+            raise ValueError("field contains NaN or inf; every value must be finite.")
+        if method not in ("auto", "multispin", "byte"):
+            raise ValueError(f"method must be 'auto', 'multispin' or 'byte', got {method!r}.")
+        multispin_ok = len(dims) == 2 and boundary == "periodic" and f.ndim == 0 and J.ndim == 0 and W % 32 == 0
+        if method == "multispin" and not multispin_ok:
+            raise ValueError("method='multispin' needs a 2-D periodic lattice, one field and one coupling "
+                             "for every site and a width that is a multiple of 32 (got shape "
+                             f"{dims}, boundary {boundary!r}, field {'per site' if f.ndim else 'uniform'}, "
+                             f"coupling {'per bond' if J.ndim else 'uniform'}); use method='byte' or 'auto'.")
+        self._shape = dims
+        self._dims = dims if len(dims) == 3 else (1,) + dims  # (D, L, W)
+        self._beta = float(beta)
+        self._method = "multispin" if (method == "multispin" or (method == "auto" and multispin_ok)) else "byte"
+        self._field = f
+        self._J = J
+        self._by_pattern = J.ndim > 0
+        if self._by_pattern:
+            self._thr = _pattern_thresholds(self._beta, J, f, boundary == "periodic")
+        else:
+            self._thr = _thresholds(self._beta, float(J), f)
+        self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if self._thr.ndim == 1 else None  # S = 2n - 4
+        self._dev = {}
+        self._index = None
+
+    @property
+    def n_sites(self) -> int:
+        return int(np.prod(self._shape))
+
+    @property
+    def path(self) -> str:
+        """The path in use: ``"multispin"`` or ``"byte"``."""
+        return self._method
+
+    def _xp(self):
+        return _backend.get_backend(self.backend)
+
+    def sample(self, n_sweeps: int, burn_in: int = 0, n_chains: int = 1, random_state=None, progress: bool = True,
+               initial="random", thin: int = 1) -> IsingResult:
+        """Run ``burn_in + n_sweeps`` heat-bath sweeps of ``n_chains`` chains.
+
+        Returns an :class:`IsingResult` with the magnetisation and energy per
+        site of each chain after each kept sweep, ``(chains, n_sweeps //
+        thin)``, the final spins, and ``to_arviz()``. ``n_sweeps=0`` gives
+        empty ``(chains, 0)`` figures and the spins after the burn-in.
+        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
+        or None) seeds this call: the same seed gives the same draws every
+        time.
+
+        With one coupling and one field for every site, the sweep's kernels
+        count each kept sweep's up spins and bond sum into a slot of their own
+        on the device (no pass of their own, nothing per sweep on the host but
+        the launches), and the figures come to the host once, at the end.
+        Sweeps that are not kept (burn-in, thinned out) count nothing. A field
+        per site or couplings per bond need the spins for the energy: there
+        each kept sweep computes it in a pass of its own.
+        """
+        from ...sampling import Monitor, run
+
+        n_sweeps = _validate.check_int(n_sweeps, "n_sweeps", 0)
+        burn_in = _validate.check_int(burn_in, "burn_in", 0)
+        thin = _validate.check_int(thin, "thin", 1)
+        xp = self._xp()
+        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+        state = self.init(n_chains, rng, initial)
+        desc = f"Ising {'x'.join(map(str, self._shape))}"
+        total = burn_in + n_sweeps
+        every = max(1, total // 20)
+        if self._field.ndim or self._by_pattern:
+            mon = [Monitor("|m|", lambda s: float(abs(_backend.to_host(s.counts[:, 0]) * 2.0 / self.n_sites - 1)
+                                                  .mean()), every=every)] if progress else []
+            trace = run(self.step, state, rng, n_sweeps, burn_in=burn_in, thin=thin,
+                        collect=lambda s, info: {"magnetization": info.magnetization, "energy": info.energy},
+                        monitors=mon, progress=progress, desc=desc, n_chains=n_chains)
+            for name in ("magnetization", "energy"):
+                trace.draws.setdefault(name, np.zeros((n_chains, 0)))
+            return IsingResult(trace, self.spins(trace.state))
+
+        kept = n_sweeps // thin
+        slots = xp.zeros((kept + 1, n_chains, 2), dtype=xp.int64)  # slot `kept`: the last sweep when not kept
+        where = {"sweep": 0, "last": -1}
+        slot = (lambda k: slots[k]) if xp is np else (lambda k, base=slots.data.ptr: base + 16 * n_chains * k)
+
+        def sweep(r, s):
+            j = where["sweep"]
+            where["sweep"] = j + 1
+            i = j - burn_in
+            k = i // thin if i >= 0 and (i + 1) % thin == 0 else (kept if j + 1 == total else -1)
+            if k >= 0:
+                where["last"] = k
+            self._sweep(r, s, slot(k) if k >= 0 else None)
+            return s, None
+
+        def abs_m(s):  # the progress bar's figure, from the last counted sweep (synchronises)
+            k = where["last"]
+            if k < 0:
+                return float("nan")
+            up = _backend.to_host(slots[k, :, 0])
+            return float(np.abs(up * 2.0 / self.n_sites - 1).mean())
+
+        mon = [Monitor("|m|", abs_m, every=every)] if progress else []
+        trace = run(sweep, state, rng, n_sweeps, burn_in=burn_in, thin=thin, monitors=mon, progress=progress,
+                    desc=desc, n_chains=n_chains)
+        if where["last"] >= 0:
+            state.counts[...] = slots[where["last"]]
+        counts = np.moveaxis(_backend.to_host(slots[:kept]), 0, 1)  # (chains, kept, 2)
+        N = self.n_sites
+        up = counts[..., 0].astype(np.float64)
+        bond = counts[..., 1].astype(np.float64)
+        mag = 2.0 * up - N
+        trace.draws = {"magnetization": mag / N,
+                       "energy": (-(float(self._J) * bond) - float(self._field) * mag) / N}
+        return IsingResult(trace, self.spins(trace.state))
+
+    def energy(self, spins):
+        """Energy per site of +-1 ``spins`` of the lattice's shape, or with a leading chain axis."""
+        xp = _backend.get_array_module(spins)
+        batched = spins.ndim == len(self._shape) + 1
+        s = spins if batched else spins[None]
+        periodic = self.boundary == "periodic"
+        if self._by_pattern:
+            bond = _weighted_bond_sum(s, self._J if xp is np else xp.asarray(self._J), periodic)
+        else:
+            bond = float(self._J) * bond_sum(s, periodic).astype(xp.float64)
+        h = self._field if xp is np else xp.asarray(self._field)
+        e = (-bond - (s * h).sum(axis=tuple(range(1, s.ndim)))) / self.n_sites
+        return e if batched else e[0]
+
+
+def denoise(image, coupling: float = 1.0, strength: float = 2.1, bias: float = 0.0, n_sweeps: int = 200,
+            burn_in: int = 50, n_chains: int = 4, random_state=None, progress: bool = True, backend=None):
+    """Posterior mean of a binary image under the Ising prior of Bishop (2006, section 8.3.3).
+
+    The energy is ``-coupling sum_<ij> x_i x_j - strength sum_i x_i y_i - bias
+    sum_i x_i`` for the clean image x and the noisy image y (both +-1), with
+    open boundaries; chains start from the noisy image. ``image`` may hold
+    0/1, booleans or +-1.
+
+    Returns the posterior mean in the coding of the input: ``P(x_i = 1)`` for
+    0/1 or boolean input, ``E[x_i]`` in [-1, 1] for +-1 input. Threshold it
+    at 0.5 (or 0) for the MAP-like clean image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models.ising import denoise
+    >>> img = np.zeros((12, 12), dtype=np.uint8); img[3:9, 3:9] = 1
+    >>> post = denoise(img, n_sweeps=20, burn_in=5, n_chains=2, random_state=0, progress=False, backend="numpy")
+    >>> post.shape, float(post.min()) >= 0.0
+    ((12, 12), True)
+    """
+    from ...sampling import run
+
+    xp = _backend.get_backend(backend)
+    y = np.asarray(_backend.to_host(image))
+    if y.ndim != 2:
+        raise ValueError(f"image must be 2-d (rows, columns), got shape {y.shape}.")
+    vals = np.unique(y)
+    if y.dtype == bool or set(vals.tolist()) <= {0, 1}:
+        pm1, zero_one = 2 * y.astype(np.int8) - 1, True
+    elif set(vals.tolist()) <= {-1, 1}:
+        pm1, zero_one = y.astype(np.int8), False
+    else:
+        raise ValueError(f"image must be binary (0/1, booleans or +-1), got values {vals[:6].tolist()}...; "
+                         "threshold it first, e.g. image > 0.5.")
+    model = Ising(y.shape, coupling=coupling, field=strength * pm1 + bias, beta=1.0, boundary="open",
+                  method="byte", backend=backend)
+    rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+    state = model.init(n_chains, rng, initial=xp.asarray(pm1))
+    acc = xp.zeros((y.shape[0], y.shape[1]), dtype=xp.float64)
+
+    def add(it, s, info):
+        if it > burn_in:
+            acc[...] += s.spins.sum(axis=0)
+
+    run(lambda r, s: model.step(r, s, observe=False), state, rng, n_sweeps, burn_in=burn_in, progress=progress,
+        desc="denoise", n_chains=n_chains, callback=add)
+    mean = acc / (n_sweeps * n_chains)
+    return (mean + 1.0) / 2.0 if zero_one else mean
+
+
+Ising.denoise = staticmethod(denoise)

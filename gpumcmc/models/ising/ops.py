@@ -1,0 +1,238 @@
+"""The sweep's two implementations, side by side: the launches of ``kernels_cu/ising.cu`` (:class:`_GpuOps`) and
+their NumPy twins (:class:`_NumpyOps`), each with ``sweep(model, xp, state, key, off, out)``. The twins follow
+the kernels' counter layout, so both give the same states for a seed."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ... import _kernel_args, _loader
+from ... import backend as _backend
+from ...random._philox import philox_rounds
+
+FILE = "ising.cu"
+_NAMES = ("ising_multispin<true>", "ising_multispin<false>", "ising_bytes<true>", "ising_bytes<false>")
+BLOCK = 256
+_U64 = np.uint64
+_MASK32 = _U64(0xFFFFFFFF)
+
+
+def bond_sum(spins, periodic: bool = True):
+    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) or (chains, D, L, W) spins of +-1.
+
+    A periodic side of length 1 has no bonds along it (a 2-D lattice is a 3-D one of depth 1).
+    """
+    xp = _backend.get_array_module(spins)
+    s = spins.astype(xp.int8)  # products of +-1 stay in int8; sums go to int64
+    axes = tuple(range(1, s.ndim))
+    total = xp.zeros(s.shape[0], dtype=xp.int64)
+    for ax in axes:
+        if s.shape[ax] < 2:
+            continue
+        if periodic:
+            total += (s * xp.roll(s, -1, axis=ax)).sum(axis=axes, dtype=xp.int64)
+        else:
+            lo = [slice(None)] * s.ndim
+            hi = [slice(None)] * s.ndim
+            lo[ax], hi[ax] = slice(1, None), slice(None, -1)
+            total += (s[tuple(lo)] * s[tuple(hi)]).sum(axis=axes, dtype=xp.int64)
+    return total
+
+
+
+# --------------------------------------------------------------------------- NumPy twins
+
+def _words(key, offset: int, first, count: int):
+    """Philox words of counter indices first[n] + 0..count-1 (first: (chains,) uint64) -> (chains, count, 4)."""
+    idx = first[:, None] + np.arange(count, dtype=_U64)[None, :]
+    w = philox_rounds(idx & _MASK32, idx >> _U64(32), _U64(offset & 0xFFFFFFFF), _U64(offset >> 32),
+                      key[0], key[1])
+    return np.stack(w, axis=-1)
+
+
+_LOW_FLAG = _U64(1 << 63)
+
+
+def _halves16(w):
+    """(..., 4) Philox words -> (..., 8) 16-bit halves: half h of word e at position 2 e + h (h = 0: low bits)."""
+    return np.stack([w & _U64(0xFFFF), w >> _U64(16)], axis=-1).reshape(*w.shape[:-1], 8)
+
+
+def _decide(a, T, calls, pos, key, offset: int):
+    """Heat-bath decisions U < T for U = a 2^16 + b, b drawn only where a equals T's high half.
+
+    ``a``: high halves (uint64), ``T``: 32-bit thresholds, both of one shape;
+    ``calls``/``pos``: the Philox call index (uint64) and position (0..7) of
+    each, broadcastable to it. ``b`` is half ``pos % 2`` of word ``pos // 2``
+    of call ``calls | 2**63``, computed only for the ties.
+    """
+    T = T.astype(_U64)
+    hi = T >> _U64(16)
+    up = a < hi
+    tie = np.nonzero(a == hi)
+    if tie[0].size:
+        call = np.broadcast_to(calls, a.shape)[tie] | _LOW_FLAG
+        p = np.broadcast_to(pos, a.shape)[tie]
+        w = np.stack(philox_rounds(call & _MASK32, call >> _U64(32), _U64(offset & 0xFFFFFFFF),
+                                   _U64(offset >> 32), key[0], key[1]), axis=-1)
+        b = _halves16(w)[np.arange(len(p)), p]
+        up[tie] = b < (T[tie] & _U64(0xFFFF))
+    return up
+
+
+class _ByteIndex(NamedTuple):
+    i: np.ndarray  # rows of the colour's sites, in half-index order f
+    j: np.ndarray  # their columns
+    g: np.ndarray  # Philox call (f // 8)
+    q: np.ndarray  # 16-bit half within it (f % 8)
+
+
+def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
+    """Sites of colour c in the kernel's half-index order: rows r = d L + i, as (r, j) pairs."""
+    Wh = (W + 1) // 2
+    f = np.arange(D * L * Wh)
+    r = f // Wh
+    d, i = r // L, r % L
+    j = 2 * (f - r * Wh) + ((d + i + c) & 1)
+    keep = j < W
+    f, r, j = f[keep], r[keep], j[keep]
+    return _ByteIndex(r, j, f // 8, f % 8)
+
+
+def _neighbours(s, periodic: bool):
+    """Neighbour spins of every site of (chains, D, L, W) spins, 0 where missing, int16:
+    [up, down, left, right] and, for D > 1, [front, back]."""
+    s = s.astype(np.int16)
+    axes = (2, 3) + ((1,) if s.shape[1] > 1 else ())
+    if periodic:
+        return [np.roll(s, k, ax) for ax in axes for k in (1, -1)]
+    p = np.pad(s, ((0, 0), (1, 1), (1, 1), (1, 1)))
+    core = (slice(None), slice(1, -1), slice(1, -1), slice(1, -1))
+    out = []
+    for ax in axes:
+        for a, b in ((0, -2), (2, None)):
+            sl = list(core)
+            sl[ax] = slice(a, b)
+            out.append(p[tuple(sl)])
+    return out
+
+
+def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, index, by_pattern: bool = False):
+    """One sweep of the byte kernel on NumPy, in place; ``spins`` (chains, D, L, W). Returns (up, bond) per chain."""
+    n, D, L, W = spins.shape
+    Wh = (W + 1) // 2
+    G = (D * L * Wh + 7) // 8
+    rows = spins.reshape(n, D * L, W)  # a view: writes go to spins
+    chains = np.arange(n, dtype=_U64)
+    for c in (0, 1):
+        ix = index[c]
+        first = (chains * _U64(2) + _U64(c)) * _U64(G)
+        a = _halves16(_words(key, offset, first, G))[:, ix.g, ix.q]
+        nb = [a.reshape(n, D * L, W)[:, ix.i, ix.j] for a in _neighbours(spins, periodic)]
+        if by_pattern:
+            idx = sum((a > 0).astype(np.int64) << k for k, a in enumerate(nb[:4]))
+        else:
+            idx = sum(a.astype(np.int64) for a in nb) + 6
+        site = (ix.i * W + ix.j) if per_site else np.zeros_like(ix.i)
+        calls = first[:, None] + ix.g.astype(_U64)[None, :]
+        up = _decide(a, thr[site, idx], calls, ix.q[None, :], key, offset)
+        rows[:, ix.i, ix.j] = np.where(up, 1, -1).astype(np.int8)
+    up = (spins > 0).sum(axis=(1, 2, 3), dtype=np.int64)
+    return up, bond_sum(spins, periodic)
+
+
+def _multispin_twin(packed, thr5, key, offset: int):
+    """One sweep of the multispin kernel on NumPy, in place; returns (up, bond) per chain."""
+    n, _, L, words = packed.shape
+    per = L * words
+    chains = np.arange(n, dtype=_U64)
+    shifts = _U64(4) * np.arange(16, dtype=_U64)
+    odd_row = (np.arange(L) & 1)[None, :, None]
+    bond = np.zeros(n, dtype=np.int64)
+    for c in (0, 1):
+        o = packed[:, 1 - c]
+        left = (o << _U64(4)) | (np.roll(o, 1, axis=2) >> _U64(60))
+        right = (o >> _U64(4)) | (np.roll(o, -1, axis=2) << _U64(60))
+        side = np.where(((odd_row + c) & 1) == 0, left, right)
+        total = o + side + np.roll(o, 1, axis=1) + np.roll(o, -1, axis=1)
+        first = (chains * _U64(2) + _U64(c)) * _U64(per * 2)  # 2 calls of 8 spins per word
+        a = _halves16(_words(key, offset, first, per * 2)).reshape(n, L, words, 16)  # nibble b = 8 q + pos
+        cnt = ((total[..., None] >> shifts) & _U64(15)).astype(np.int64)
+        b = np.arange(16)
+        calls = (first[:, None, None, None] + _U64(2) * np.arange(per, dtype=_U64).reshape(1, L, words, 1)
+                 + (b // 8).astype(_U64))
+        bit = _decide(a, thr5[cnt], calls, b % 8, key, offset).astype(_U64)
+        packed[:, c] = (bit << shifts).sum(axis=-1, dtype=_U64)
+        if c == 1:
+            bond = np.where(bit == 1, 2 * cnt - 4, 4 - 2 * cnt).sum(axis=(1, 2, 3))
+    up = np.zeros(n, dtype=np.int64)
+    for c in (0, 1):
+        up += np.unpackbits(packed[:, c].view(np.uint8).reshape(n, -1), axis=1).sum(axis=1, dtype=np.int64)
+    return up, bond
+
+
+
+class _NumpyOps:
+    """The sweep on NumPy: the kernels' twins."""
+
+    @staticmethod
+    def sweep(model, xp, state, key, off, out) -> None:
+        """One sweep of every chain of ``model``, in place; writes each chain's up spins and bond sum to ``out``
+        (a (chains, 2) int64 array), unless None."""
+        if model._method == "multispin":
+            up, bond = _multispin_twin(state.packed, model._thr5, key, off)
+        else:
+            if model._index is None:
+                model._index = tuple(_byte_index(*model._dims, c) for c in (0, 1))
+            thr = model._thr if model._thr.ndim == 2 else model._thr[None, :]
+            spins = state.spins.reshape((state.spins.shape[0], *model._dims))
+            up, bond = _byte_twin(spins, thr, model._thr.ndim == 2, model.boundary == "periodic", key, off,
+                                  model._index, model._by_pattern)
+        if out is not None:
+            out[:, 0] = up
+            out[:, 1] = bond
+
+
+class _GpuOps:
+    """The sweep on CuPy: two launches of one kernel, one per colour."""
+
+    @staticmethod
+    def sweep(model, cp, state, key, off, out) -> None:
+        """One sweep of every chain of ``model``, in place; adds each chain's up spins and bond sum to ``out``
+        (a zeroed (chains, 2) int64 array, or its device address), unless None."""
+        counts = None if out is None else _loader.u64(out if isinstance(out, int) else out.data.ptr)
+        n = state.counts.shape[0]
+        philox = _kernel_args.philox(key, off)
+        D, L, W = model._dims
+        obs = counts is not None
+        if model._method == "multispin":
+            # the second pass counts both colours (kernels_cu/ising.cu), so the first never observes
+            thr = model._dev_array("thr5", cp, lambda: model._thr5)
+            per = L * (W // 32)
+            for c in (0, 1):
+                o = obs and c == 1
+                fn = _loader.get_function(FILE, "ising_multispin<true>" if o else "ising_multispin<false>", _NAMES)
+                fn((_grid(fn, per, n), n), (BLOCK,),
+                   _kernel_args.args(FILE, "ising_multispin", packed=state.packed, thr=thr, rows=_loader.i64(L),
+                                     words=_loader.i64(W // 32), colour=_loader.i32(c), **philox,
+                                     counts=counts if o else _loader.NULL))
+        else:
+            fn = _loader.get_function(FILE, "ising_bytes<true>" if obs else "ising_bytes<false>", _NAMES)
+            thr = model._dev_array("thr", cp, lambda: np.ascontiguousarray(model._thr))
+            stride = model._thr.shape[1] if model._thr.ndim == 2 else 0
+            G = (D * L * ((W + 1) // 2) + 3) // 4
+            grid = _grid(fn, G, n)
+            for c in (0, 1):
+                fn((grid, n), (BLOCK,),
+                   _kernel_args.args(FILE, "ising_bytes", spins=state.spins, thr=thr, thr_stride=_loader.i64(stride),
+                                     by_pattern=_loader.i32(model._by_pattern), D=_loader.i64(D), L=_loader.i64(L),
+                                     W=_loader.i64(W), periodic=_loader.i32(model.boundary == "periodic"),
+                                     colour=_loader.i32(c), **philox, counts=counts if obs else _loader.NULL))
+
+
+def _grid(fn, items: int, n_chains: int) -> int:
+    """Blocks along x for ``items`` work items of each chain: one full wave of resident blocks over the GPU."""
+    want = max(1, (_loader.sm_count() * _loader.resident_blocks(fn, BLOCK)) // max(1, n_chains))
+    return max(1, min(-(-items // BLOCK), want))

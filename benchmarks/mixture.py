@@ -103,6 +103,7 @@ def _cupy_peer_step1(cp, x, params_mu, chol_inv, log_pi, chunk, rng):
 
 
 def _shape_case(bench, gpumcmc, n, p, k, chains=1):
+    from gpumcmc._config import config
     from gpumcmc.models import mixture as mx
 
     cp = bench.cupy
@@ -175,10 +176,10 @@ def _paper_shape(bench, gpumcmc):
     bytes_ms = bytes_bem / bench.copy_bandwidth * 1e3
     floor_b = max(floor_ms + gemm_ms, bytes_ms)
     bench.record(case, "gpumcmc BEM iteration", msb, n, flops=flops + 2.0 * n * k * q, bytes_moved=bytes_bem,
-                 params=dict(params, chunk=model.chunk, gemm_rows=mx._GEMM_ROWS),
+                 params=dict(params, chunk=model.chunk, gemm_rows=config.mixture_gemm_rows),
                  note=f"floor {floor_b:.3f} ms = max(FP32 {floor_ms:.3f} + FP64 tensor {gemm_ms:.3f}, bytes "
                       f"{bytes_ms:.3f}); floor / time = {floor_b / msb:.2f}; probabilities written once in "
-                      f"float64 by the fused kernel in blocks of {mx._GEMM_ROWS} rows, one batched cuBLAS DGEMM "
+                      f"float64 by the fused kernel in blocks of {config.mixture_gemm_rows} rows, one batched cuBLAS DGEMM "
                       f"over the blocks per chunk of {model.chunk} rows, the variational update in array code")
     del model, st, chain, x, bem_step, holder
     bench.cupy.get_default_memory_pool().free_all_blocks()

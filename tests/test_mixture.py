@@ -9,6 +9,7 @@ from scipy import stats
 from gpumcmc._config import config
 from gpumcmc.models import DPGaussianMixture
 from gpumcmc.models import mixture as mx
+from gpumcmc.models.mixture import algorithm
 from gpumcmc.random import default_rng
 from gpumcmc.shards import one_device
 
@@ -656,12 +657,21 @@ def test_gpu_bem_matches_numpy_and_chunks(cp, dtype, gemm_rows, monkeypatch):
     monkeypatch.setattr(config, "mixture_gemm_min_blocks", 1)  # blocks from 64 rows up (600 rows: 9 blocks, 24 rows)
     X, _, _ = planted()
     ref = _bem_states(X, 5, 20, dtype=dtype)[-1]
+    # the E-step reads the knobs where it runs (algorithm, not the package's old names): count its blocked GEMMs
+    blocked = []
+    real = algorithm._resp_blocks
+    monkeypatch.setattr(algorithm, "_resp_blocks",
+                        lambda flat, rows, m, ck: blocked.append(rows) or real(flat, rows, m, ck))
     tol = 1e-8 if dtype == np.float64 else 2e-4
     for chunk in (None, 97):
         got = _bem_states(X, 5, 20, xp=cp, dtype=dtype, chunk_size=chunk)[-1]
         for name in ("v", "mu", "sigma", "alpha", "counts", "loglik"):
             np.testing.assert_allclose(to_np(getattr(got, name)), getattr(ref, name), rtol=tol, atol=tol,
                                        err_msg=f"{name}, chunk {chunk}")
+    # float32 data takes the batched GEMM over blocks of 64 rows in every chunk of at least 64 rows (one of 600, then
+    # six of 97 and one of 18), in each of the 20 iterates; float64 data and gemm_rows = None never do
+    spans = [600] + [min(97, 600 - s) for s in range(0, 600, 97)]
+    assert blocked == ([64] * (20 * sum(m >= 64 for m in spans)) if gemm_rows and dtype == np.float32 else [])
 
 
 def test_relabel_on_gpu_gives_the_host_labels(cp):

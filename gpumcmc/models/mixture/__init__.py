@@ -1,16 +1,26 @@
-"""Truncated Dirichlet-process Gaussian mixtures: blocked Gibbs and Bayesian EM (Suchard et al. 2010)."""
+"""Truncated Dirichlet-process Gaussian mixtures: blocked Gibbs and Bayesian EM (Suchard et al. 2010).
+
+The package: :mod:`.algorithm` (the model, its state, and the Gibbs sweep and
+Bayesian-EM iterate over them), :mod:`.ops` (the launchers of
+``kernels_cu/mixture.cu`` and their array-code twins), :mod:`.sharded` (the
+data split over devices), :mod:`.relabel` (aligning the draws' components)
+and :mod:`.estimator` (:class:`DPGaussianMixture`, the scikit-learn face).
+"""
 
 from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import (  # noqa: F401  (the private names: tests and benchmarks import them from here)
-    FILE, MODE_ARGMAX, MODE_RESP, MODE_SAMPLE, DPGaussianMixture, Info, Model, State, _assign_twin, _bem_kl,
-    _check_finite_fit, _defines, _gemm_weights, _gibbs_acc, _gibbs_params_kernel, _gibbs_params_twin, _kernel,
-    _logits_gemm, _logits_twin, _make_global_draws, _mean_rows, _packed_prior, _posterior_kernel, _resp_blocks,
-    _sum_rows, _take, _unpack_stats, _y_block, align_draws, allreduce_bytes, assign, bem_step, gibbs_stats, init,
-    init_bem, init_bem_sharded, init_sharded, kernel_params, make_bem_step, make_model, make_sharded_bem_step, make_sharded_models,
-    make_sharded_step, make_step, niw_posterior, relabel, relabel_costs, step)
+from .algorithm import (Info, Model, State, _bem_kl, _make_global_draws, bem_step, init, init_bem, make_bem_step,
+                        make_model, make_step, step)
+from .estimator import DPGaussianMixture, _check_finite_fit
+from .ops import (FILE, MODE_ARGMAX, MODE_RESP, MODE_SAMPLE, _assign_twin, _defines, _gemm_weights, _gibbs_acc,
+                  _gibbs_params_kernel, _gibbs_params_twin, _kernel, _logits_gemm, _logits_twin, _mean_rows,
+                  _packed_prior, _posterior_kernel, _resp_blocks, _sum_rows, _unpack_stats, _y_block, assign,
+                  gibbs_stats, kernel_params, niw_posterior)
+from .relabel import _take, align_draws, relabel, relabel_costs
+from .sharded import (allreduce_bytes, init_bem_sharded, init_sharded, make_sharded_bem_step, make_sharded_models,
+                      make_sharded_step)
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "init_bem", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "init_sharded",

@@ -1,0 +1,554 @@
+"""The scikit-learn face of the truncated DP Gaussian mixture: :class:`DPGaussianMixture`.
+
+``fit`` builds a :class:`~.algorithm.Model`, runs the Gibbs sweeps of
+:mod:`.algorithm` through :func:`gpumcmc.sampling.run` (keeping the draws on
+the device, :class:`_KeptDraws`) or its Bayesian-EM iterates, and summarises
+them; ``predict``, ``predict_proba`` and ``score_samples`` launch the
+configuration kernel of :mod:`.ops` at the fitted mixture.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from gpumcmc import _validate, backend as _backend, shards as _shards
+from gpumcmc.sampling import Estimator, Monitor, as_data, run
+from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
+
+from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, assign, kernel_params
+from .algorithm import Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step
+from .relabel import align_draws
+from .sharded import (
+    _sharded_score, init_bem_sharded, init_sharded, make_sharded_bem_step, make_sharded_models,
+    make_sharded_step)
+
+__all__ = ["DPGaussianMixture"]
+
+class DPGaussianMixture(mixin("DensityMixin"), Estimator):
+    """Truncated Dirichlet-process Gaussian mixture, by blocked Gibbs or Bayesian EM, on GPU or CPU.
+
+    The model of Suchard et al. (2010): ``n_components`` Gaussian components
+    with Normal-inverse-Wishart priors ``(mu_j, Sigma_j) ~ N(m, gamma Sigma_j)
+    IW(nu + 2, nu Phi)`` (West's parametrisation: ``InvWishart(nu + p + 1, nu
+    Phi)`` in the usual one, prior mean ``Phi``), truncated stick-breaking
+    weights ``v_j ~ Be(1, alpha)`` and ``alpha ~ Gamma(a, b)``.
+
+    Defaults from the data (column means ``xbar``, column variances ``s^2``):
+    ``m = xbar``, ``Phi = diag(s^2) / 64``, ``nu = 2`` (a weak covariance
+    prior, so that tight populations such as flow-cytometry clusters stay
+    tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``),
+    ``alpha ~ Gamma(1, k)`` (shape 1, rate ``k = n_components``: prior mean
+    ``1 / k``, as scikit-learn's default concentration; with ``k - 1`` sticks
+    in alpha's conditional the posterior mean stays near 1 whatever ``k``). A
+    constant column is handled through the prior (its variance is floored at
+    1e-3 of the mean positive variance).
+
+    Parameters
+    ----------
+    n_components : int
+        The truncation ``k``: an upper bound on the number of components.
+    method : {"gibbs", "bem"}
+        ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks,
+        alpha). ``"bem"``: Bayesian EM from ``n_init`` starts run side by side,
+        as a mean-field variational fit of the truncated DP mixture (the
+        paper's four steps with expected log weights and log densities in step
+        1, Blei and Jordan 2006): the stick-breaking prior drains components
+        the data do not need, and a component whose probabilities sum to less
+        than half its number of parameters, ``(p + p (p + 1) / 2) / 2``
+        events, is held at zero weight. Each start's means come from
+        k-means++ on a subsample of the rows, and the start of largest lower
+        bound is kept. (Before this, BEM took the
+        plug-in modes from random data points, kept every component and could
+        stop in local optima: its results differ from those of earlier
+        versions.) The reported mixture is the posterior mean of the weights,
+        means and covariances.
+    n_iter : int
+        Gibbs: kept iterations; BEM: the largest number of iterations.
+    burn_in : int
+        Gibbs iterations run before keeping draws.
+    n_chains : int
+        Gibbs chains, run side by side in one launch.
+    n_init : int
+        BEM starts; the one of largest variational lower bound is kept (the
+        E-step's mean log-normaliser less the posteriors' KL divergences from
+        the prior per sample, :func:`_bem_kl`), which charges every component
+        for its parameters: the likelihood of the point estimate would prefer a
+        start that split a cluster in two.
+    tol : float
+        BEM stops when no start's mean log-likelihood per sample has changed by
+        more than ``tol`` per iteration over the last 10 iterations (checked
+        every 10 iterations, the only times BEM reads back from the GPU).
+        For comparison, scikit-learn's ``BayesianGaussianMixture`` stops when
+        its lower bound changes by less than its ``tol = 1e-3`` in one
+        iteration, and that bound is a sum over the samples (about ``n``
+        times the mean log-likelihood), so its rule is ``1e-3 / n`` per
+        sample: at ``n = 10**4`` that is ``1e-7``, a hundred times stricter
+        than the default here.
+        Pass ``tol=1e-3 / n_samples`` for scikit-learn's rule.
+    mean_prior, mean_precision_prior, covariance_prior, degrees_of_freedom_prior :
+        ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for
+        the defaults above.
+    alpha_prior : (float, float) or None
+        Shape and rate of alpha's Gamma prior; None: ``(1, n_components)``.
+    relabel : bool
+        Align stored Gibbs draws to a common reference by a linear assignment on
+        component means and weights (:func:`align_draws`) before summarising.
+    random_state : int, SeedSequence, gpumcmc Generator or None
+    chunk_size : int or None
+        Rows per launch of the configuration kernel (None: sized from memory).
+        Draws do not depend on it.
+    dtype : "float32" or "float64"
+        Precision of the data and of the kernel.
+    progress : bool
+        Show a progress bar.
+    backend : {"numpy", "cupy", None}
+        None: the active backend (CuPy where a GPU is present).
+    devices : None, "all", int, list of int, or gpumcmc.shards.Shards
+        Split the data and the indicators over devices: each device draws
+        the indicators of its rows (Gibbs) or their configuration
+        probabilities (BEM) and sums their statistics, and one all-reduce per
+        iteration (NCCL between GPUs) adds them up; the global draws or the
+        BEM update follow from the sums (see :func:`make_sharded_step` and
+        :func:`make_sharded_bem_step`).
+        ``"all"`` or a list of GPU ids drives those GPUs from this process; a
+        :class:`~gpumcmc.shards.Shards` may also come from
+        :func:`gpumcmc.shards.worker_shards` (one GPU per Dask worker),
+        ``Shards(n_virtual=2)`` (two parts on NumPy) or
+        :func:`gpumcmc.shards.one_device` (parts on one GPU). For a seed, the draws
+        equal those of one device up to the rounding of the sums' order.
+        In a Dask task each worker fits with the whole ``X`` and the same
+        seed, keeps its own rows, and ends with the same draws as the others;
+        its ``z_`` holds its own rows' indicators only.
+        None (the default): one device, the backend's.
+
+    Attributes
+    ----------
+    weights_, means_, covariances_ : host arrays (k,), (k, p), (k, p, p)
+        The fitted mixture: Gibbs posterior means of the relabelled draws, or
+        the BEM mode.
+    alpha_ : float
+    n_active_ : int  (components holding data / of positive weight)
+    trace_ : gpumcmc.sampling.Trace (Gibbs)
+    converged_, n_iter_ : BEM convergence.
+    lower_bound_ : float  (BEM: the kept start's lower bound per sample)
+    bem_logliks_ : (n_init,) host array  (BEM: each start's mean log-likelihood under its posterior-mean mixture)
+    n_shards_ : int  (fits with ``devices``: the shards the data was split over)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models import DPGaussianMixture
+    >>> rs = np.random.default_rng(0)
+    >>> X = np.concatenate([rs.normal(-3, 1, (100, 2)), rs.normal(3, 1, (100, 2))])
+    >>> gm = DPGaussianMixture(n_components=5, n_iter=50, burn_in=100, random_state=0,
+    ...                        progress=False, backend="numpy").fit(X)
+    >>> int((gm.weights_ > 0.2).sum())
+    2
+    >>> z = gm.predict(X)
+    >>> bool((z[:100] == z[0]).mean() > 0.95 and (z[100:] != z[0]).mean() > 0.95)
+    True
+    >>> bem = DPGaussianMixture(n_components=2, method="bem", progress=False, backend="numpy").fit(X)
+    >>> bool(abs(bem.score(X) - gm.score(X)) < 0.1)
+    True
+    """
+
+    # A density estimator, as scikit-learn's GaussianMixture and BayesianGaussianMixture (DensityMixin
+    # alone, no ClusterMixin): predict gives each sample's most probable component, but fit keeps no
+    # labels_ for the training data (BEM never assigns them; Gibbs keeps its last draw, z_).
+    # Checked by scikit-learn at fit where it imports (_check_params runs without it). The priors
+    # (None or arrays), random_state and devices are checked where they are used.
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "method": [StrOptions({"gibbs", "bem"})],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "mean_prior": "no_validation",
+        "mean_precision_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "covariance_prior": "no_validation",
+        "degrees_of_freedom_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "alpha_prior": [None, tuple, list],
+        "relabel": ["boolean"],
+        "random_state": "no_validation",
+        "chunk_size": [None, Interval(Integral, 1, None, closed="left")],
+        "dtype": "no_validation",
+        "progress": ["boolean"],
+        "backend": [None, StrOptions({"numpy", "cupy"})],
+        "devices": "no_validation",
+    }
+
+    def _expected_failed_checks(self):
+        why = ("the check reads classifier tags of any estimator with predict_proba, and a density estimator has "
+               "none (an AttributeError inside scikit-learn's check); fit, predict and predict_proba on sparse "
+               "input pass before it.")
+        return {"check_estimator_sparse_array": why, "check_estimator_sparse_matrix": why}
+
+    def __init__(self, n_components: int = 16, method: str = "gibbs", n_iter: int = 200, burn_in: int = 100,
+                 n_chains: int = 1, n_init: int = 4, tol: float = 1e-5, mean_prior=None,
+                 mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
+                 alpha_prior=None, relabel: bool = True, random_state=None, chunk_size=None,
+                 dtype="float32", progress: bool = True, backend=None, devices=None):
+        self.n_components = n_components
+        self.method = method
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.n_chains = n_chains
+        self.n_init = n_init
+        self.tol = tol
+        self.mean_prior = mean_prior
+        self.mean_precision_prior = mean_precision_prior
+        self.covariance_prior = covariance_prior
+        self.degrees_of_freedom_prior = degrees_of_freedom_prior
+        self.alpha_prior = alpha_prior
+        self.relabel = relabel
+        self.random_state = random_state
+        self.chunk_size = chunk_size
+        self.dtype = dtype
+        self.progress = progress
+        self.backend = backend
+        self.devices = devices
+
+    # -- checks -------------------------------------------------------------
+    def _check_params(self):
+        k = self.n_components
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_components must be an integer >= 1, got {k!r}.")
+        if self.method not in ("gibbs", "bem"):
+            raise ValueError(f"method must be 'gibbs' or 'bem', got {self.method!r}.")
+        for name in ("n_iter", "n_chains", "n_init"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}.")
+        if isinstance(self.burn_in, bool) or not isinstance(self.burn_in, (int, np.integer)) or self.burn_in < 0:
+            raise ValueError(f"burn_in must be an integer >= 0, got {self.burn_in!r}.")
+        return _validate.check_float_dtype(self.dtype)
+
+    def _data(self, X, dtype):
+        xp = self._xp()
+        X = as_data(X, xp, dtype, "X")
+        if X.shape[0] < 2:
+            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
+        if X.shape[1] < 1:
+            raise ValueError("X has no features (columns).")
+        return X
+
+    def _alpha_prior(self):
+        if self.alpha_prior is None:
+            return (1.0, float(self.n_components))
+        a = tuple(self.alpha_prior)
+        if len(a) != 2:
+            raise ValueError(f"alpha_prior must be (shape, rate), got {self.alpha_prior!r}.")
+        return a
+
+    # -- fit ----------------------------------------------------------------
+    def fit(self, X, y=None):
+        """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
+        dtype = self._validate_settings(self._check_params)
+        if self.devices is not None:
+            return self._fit_sharded(X, dtype)
+        X = self._data(X, dtype)
+        chains = self.n_chains if self.method == "gibbs" else self.n_init
+        model = make_model(X, int(self.n_components), dtype=dtype, mean_prior=self.mean_prior,
+                           mean_precision_prior=self.mean_precision_prior,
+                           covariance_prior=self.covariance_prior,
+                           degrees_of_freedom_prior=self.degrees_of_freedom_prior,
+                           alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size, chains=chains,
+                           # the GPU Gibbs sweep sums its statistics by kernel: no design matrix to cache
+                           cache_bytes=0 if (self.method == "gibbs" and _xp_of(X) is not np) else None)
+        rng = self._make_rng()
+        self.n_features_in_ = X.shape[1]
+        self._n_samples = X.shape[0]
+        self._center = model.center
+        self._scale = np.sqrt(np.diag(_backend.to_host(model.psi0)) / (model.df0 - X.shape[1] - 1))
+        t0 = time.perf_counter()
+        if self.method == "gibbs":
+            self._fit_gibbs(model, rng)
+        else:
+            self._fit_bem(model, rng)
+        self.fit_seconds_ = time.perf_counter() - t0
+        self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
+        return self
+
+    def _fit_sharded(self, X, dtype):
+        shards = _shards.resolve(self.devices, self.backend, "the events")[0]
+        gibbs = self.method == "gibbs"
+        gpu = shards.xp is not np
+        X = as_data(X, _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np, dtype, "X")
+        if X.shape[0] < 2:
+            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
+        if X.shape[1] < 1:
+            raise ValueError("X has no features (columns).")
+        n = X.shape[0]
+        models = make_sharded_models(
+            X, int(self.n_components), shards, dtype=dtype, mean_prior=self.mean_prior,
+            mean_precision_prior=self.mean_precision_prior, covariance_prior=self.covariance_prior,
+            degrees_of_freedom_prior=self.degrees_of_freedom_prior, alpha_prior=self._alpha_prior(),
+            chunk_size=self.chunk_size, chains=self.n_chains if gibbs else self.n_init,
+            cache_bytes=0 if (gpu and gibbs) else None)
+        del X
+        from gpumcmc.random import default_rng
+
+        rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
+        m0 = models[0]
+        p = m0.x.shape[1]
+        self.n_features_in_ = p
+        self._n_samples = n
+        self._center = m0.center
+        self._scale = np.sqrt(np.diag(_backend.to_host(m0.psi0)) / (m0.df0 - p - 1))
+        self.n_shards_ = shards.world
+        t0 = time.perf_counter()
+        with shards.on(0):
+            if gibbs:
+                state = init_sharded(rng, models, shards, n, self.n_chains)
+                self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
+            else:
+                state = init_bem_sharded(rng, models, shards, n, self.n_init)
+                self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
+                              lambda params: _sharded_score(models, shards, params, n))
+        self.fit_seconds_ = time.perf_counter() - t0
+        self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
+        return self
+
+    def _fit_gibbs(self, model, rng, state=None, step_fn=None):
+        if state is None:
+            state = init(rng, model, self.n_chains)
+            step_fn = make_step(model)
+        xp = _xp_of(state.params)
+        keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
+
+        def kept_step(rng_, s):
+            s, info = step_fn(rng_, s)
+            keep(s, info)
+            return s, None
+
+        # The progress bar shows the monitors (a host read every 10 iterations); without it nothing is read
+        # back during the run: the monitors' values are kept on the device and read once at the end.
+        monitors = ([Monitor("loglik", lambda s: s.loglik, every=10), Monitor("alpha", lambda s: s.alpha, every=10)]
+                    if self.progress else [])
+        tr = run(kept_step, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, monitors=monitors,
+                 progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
+        d = keep.draws(xp)  # on the device, (chain, draw, ...)
+        flags = xp.stack([xp.isfinite(d[name]).all() for name in ("loglik", "weights", "means", "alpha")])
+        if not bool(_backend.to_host(flags).all()):
+            _check_finite_fit([np.nan], "Gibbs")
+        w, mu, cov = d["weights"], d["means"], d["covariances"]
+        if self.relabel:
+            w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
+        # Weights: posterior means; means and covariances: averages weighted by each draw's weight,
+        # so that prior draws of momentarily empty components do not blur them.
+        wm = w.mean(axis=(0, 1))
+        ws = xp.maximum(w.sum(axis=(0, 1)), 1e-300)
+        means = (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None]
+        covs = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
+        host = {name: _backend.to_host(a) for name, a in d.items()}
+        tr.draws = {name: host[name] for name in ("weights", "means", "covariances", "alpha", "loglik", "n_active",
+                                                  "counts")}
+        tr.stats = {"n_active": host["n_active"]}
+        tr.monitors = keep.monitors()
+        self.trace_ = tr
+        w_h, mu_h = _backend.to_host(w), _backend.to_host(mu)
+        self._draws = {"weights": w_h, "means": mu_h + self._center, "alpha": host["alpha"],
+                       "loglik": host["loglik"], "n_active": host["n_active"]}
+        wm = _backend.to_host(wm)
+        self.weights_ = wm / wm.sum()
+        self.means_ = _backend.to_host(means) + self._center
+        self.covariances_ = _backend.to_host(covs)
+        self.alpha_ = float(host["alpha"].mean())
+        self.n_active_ = int(np.round(np.median(host["n_active"])))
+        z = tr.state.z
+        self.z_ = (np.concatenate([_backend.to_host(part[0]) for part in z]) if isinstance(z, tuple)
+                   else _backend.to_host(z[0]))
+
+    def _fit_bem(self, model, rng, state=None, bem=None, score=None, check_every: int = 10):
+        if state is None:
+            state = init_bem(rng, model, self.n_init)
+            bem = make_bem_step(model)
+            score = functools.partial(_score_params, model.x, chunk=model.chunk)
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=self.n_iter, desc="DP mixture (BEM)")
+        prev = None
+        converged = False
+        it = 0
+        try:
+            for it in range(1, self.n_iter + 1):
+                state = bem(state)
+                if it % check_every == 0 or it == self.n_iter:
+                    ll = _backend.to_host(state.loglik)  # synchronises, every check_every iterations
+                    if bar is not None:
+                        bar.set_postfix({"loglik": f"{ll.max():.5g}"}, refresh=False)
+                    if prev is not None and np.all(np.abs(ll - prev) < self.tol * check_every):
+                        converged = True
+                    prev = ll
+                if bar is not None:
+                    bar.update(1)
+                if converged:
+                    break
+        finally:
+            if bar is not None:
+                bar.close()
+        # The probabilities of the last iterate were computed at the previous parameters: one more
+        # E-step scores the final ones.
+        point = kernel_params(state.log_pi, state.mu, _safe_cholesky(state.sigma), model.x.dtype)
+        ll = _backend.to_host(score(point))
+        _check_finite_fit([np.nanmax(ll)], "BEM")
+        ll = np.where(np.isfinite(ll), ll, -np.inf)
+        # the start kept: the largest variational lower bound (per sample), which charges every component
+        # for its parameters, where the point estimate's likelihood rewards a cluster split in two
+        elbo = _backend.to_host(score(state.params) - _bem_kl(model, state) / self._n_samples)
+        elbo = np.where(np.isfinite(elbo) & np.isfinite(ll), elbo, -np.inf)  # a start that broke down is never chosen
+        best = int(np.argmax(elbo))
+        self.converged_ = converged
+        self.n_iter_ = it
+        self.lower_bound_ = float(elbo[best])
+        self.bem_logliks_ = ll
+        w = np.exp(_backend.to_host(state.log_pi[best]))
+        self.weights_ = w / w.sum()
+        self.means_ = _backend.to_host(state.mu[best]) + self._center
+        self.covariances_ = _backend.to_host(state.sigma[best])
+        self.alpha_ = float(_backend.to_host(state.alpha[best]))
+        self.n_active_ = int((self.weights_ > 0).sum())
+
+    # -- prediction ---------------------------------------------------------
+    def _params(self, xp, dtype):
+        key = (xp.__name__, np.dtype(dtype).str)
+        memo = self._point_params  # fit's dict, filled in place: predict leaves the attributes as they were
+        if key in memo:
+            return memo[key]
+        w = self.weights_
+        with np.errstate(divide="ignore"):
+            log_pi = np.log(w)
+        mu = self.means_ - self._center
+        chol = _safe_cholesky(np.asarray(self.covariances_, np.float64))
+        params = kernel_params(log_pi[None], mu[None], chol[None], dtype)
+        params = _backend.asarray(params, xp)
+        memo[key] = params
+        return params
+
+    def _prepare(self, X):
+        self._check_fitted("weights_")
+        dtype = _validate.check_float_dtype(self.dtype)
+        X = self._data(X, dtype) if np.shape(X)[0] >= 2 else as_data(X, self._xp(), dtype, "X")
+        self._check_n_features(X)
+        xp = _xp_of(X)
+        xc = xp.ascontiguousarray((X - xp.asarray(self._center, dtype=X.dtype)).astype(dtype))
+        return xc, self._params(xp, dtype)
+
+    def _chunk(self, n, chains=1):
+        x_gpu = self._xp() is not np
+        if self.chunk_size is not None:
+            return int(self.chunk_size)
+        return default_chunk(n, int(self.n_components), chains, np.dtype(self.dtype).itemsize, x_gpu)
+
+    def score_samples(self, X):
+        """Log density ``log g(x_i)`` of every sample under the fitted mixture (host array)."""
+        xc, params = self._prepare(X)
+        return _backend.to_host(_score_params(xc, params, self._chunk(xc.shape[0]), per_sample=True))[0]
+
+    def score(self, X, y=None) -> float:
+        """Mean log-likelihood per sample."""
+        return float(np.mean(self.score_samples(X)))
+
+    def predict(self, X):
+        """The most probable component of every sample (host int array)."""
+        xc, params = self._prepare(X)
+        xp = _xp_of(xc)
+        n = xc.shape[0]
+        z = xp.empty((1, n), dtype=np.int32)
+        ch = self._chunk(n)
+        for s in range(0, n, ch):
+            assign(xc, params, s, min(ch, n - s), MODE_ARGMAX, z=z)
+        return _backend.to_host(z[0]).astype(np.int64)
+
+    def predict_proba(self, X):
+        """Component probabilities, (n_samples, n_components) host array."""
+        xc, params = self._prepare(X)
+        xp = _xp_of(xc)
+        n = xc.shape[0]
+        k = params.shape[1]
+        out = np.empty((n, k), dtype=xc.dtype)
+        ch = self._chunk(n)
+        lse = xp.empty((1, n), dtype=xc.dtype)
+        for s in range(0, n, ch):
+            e = min(n, s + ch)
+            resp = xp.empty((1, k, e - s), dtype=xc.dtype)
+            assign(xc, params, s, e - s, MODE_RESP, lse=lse, resp=resp)
+            out[s:e] = _backend.to_host(resp[0]).T
+        return out
+
+    # -- draws --------------------------------------------------------------
+    def to_arviz(self):
+        """ArviZ data of the (relabelled) Gibbs draws: weights, means, alpha; log-likelihood and active components."""
+        self._check_fitted("weights_")
+        if getattr(self, "_draws", None) is None:
+            raise ValueError("to_arviz() needs draws: fit with method='gibbs'.")
+        from gpumcmc.sampling import to_arviz
+
+        d = self._draws
+        k, p = d["means"].shape[-2:]
+        return to_arviz({"weights": d["weights"], "means": d["means"], "alpha": d["alpha"]},
+                        {"loglik": d["loglik"], "n_active": d["n_active"]},
+                        coords={"component": np.arange(k), "feature": np.arange(p)},
+                        dims={"weights": ["component"], "means": ["component", "feature"]})
+
+
+class _KeptDraws:
+    """The draws of a Gibbs run, kept on the device without a copy per sweep.
+
+    Called after every sweep with the new state. A sweep's state arrays are
+    new arrays that no later sweep writes (only the indicators ``z`` are
+    updated in place, and they are not kept), so the kept iterations' fields
+    are held by reference and stacked once at the end: no host read per sweep,
+    and one small copy (the (C, k) counts, a view of the sweep's packed
+    (C, k, q) statistics, which a reference would keep whole). The monitors' values (log-likelihood and alpha every
+    ``every`` iterations and at the last) are held the same way.
+    """
+
+    def __init__(self, burn_in: int, n_iter: int, every: int = 10):
+        self.burn_in, self.total, self.every = int(burn_in), int(burn_in) + int(n_iter), int(every)
+        self.it = 0
+        self.kept: list = []
+        self.mon_it: list = []
+        self.mon: list = []
+
+    def __call__(self, s: State, info: Info) -> None:
+        self.it += 1
+        if self.it > self.burn_in:
+            # counts is a view of the sweep's packed statistics: a copy keeps (C, k) values, not (C, k, q)
+            self.kept.append((s.log_pi, s.mu, s.sigma, s.alpha, s.loglik, info.n_active, s.counts.copy()))
+        if self.it % self.every == 0 or self.it == self.total:
+            self.mon_it.append(self.it)
+            self.mon.append((s.loglik, s.alpha))
+
+    def draws(self, xp) -> dict:
+        """The kept fields stacked as (chain, draw, ...) on the device (``weights = exp(log_pi)``)."""
+        names = ("log_pi", "means", "covariances", "alpha", "loglik", "n_active", "counts")
+        out = {}
+        for i, name in enumerate(names):
+            out[name] = xp.moveaxis(xp.stack([t[i] for t in self.kept]), 0, 1)
+        out["weights"] = xp.exp(out.pop("log_pi"))
+        return out
+
+    def monitors(self) -> dict:
+        """``Trace.monitors``: for "loglik" and "alpha", the iterations and the values there (one host read)."""
+        its = np.asarray(self.mon_it, dtype=np.int64)
+        if not self.mon:
+            return {"loglik": (its, np.zeros((0,))), "alpha": (its, np.zeros((0,)))}
+        xp = _xp_of(self.mon[0][0])
+        vals = _backend.to_host(xp.stack([xp.stack([a.astype(np.float64), b.astype(np.float64)])
+                                          for a, b in self.mon]))
+        return {"loglik": (its, np.ascontiguousarray(vals[:, 0])), "alpha": (its, np.ascontiguousarray(vals[:, 1]))}
+
+
+def _check_finite_fit(arrays, method):
+    for a in arrays:
+        if not np.all(np.isfinite(np.asarray(a))):
+            raise FloatingPointError(
+                f"The {method} fit produced NaN or inf (a covariance lost positive definiteness); fit with "
+                "dtype='float64', or strengthen the covariance prior (degrees_of_freedom_prior, covariance_prior).")

@@ -187,32 +187,25 @@ def run(bench):
 
 
 def _bare_step_ms(X, same, iters):
-    """ms per iteration of the sweep alone, the public fit's kernels in a loop (kernel only): every
-    colour's sweep, the counts, the Dirichlet parameters, the gamma draw and the normalisation,
-    with no trace, progress, checks or driver around them."""
+    """ms per iteration of the sampler's own step (``algorithm.step``) in a loop: every colour's sweep,
+    the counts, the Dirichlet parameters, the gamma draw and the normalisation, with no driver, kept
+    draws, progress or checks around them."""
     import cupy as cp
 
     from gpumcmc import _validate
+    from gpumcmc.models.bayesnet import algorithm
     from gpumcmc.random import default_rng
 
     truth = BayesianNetwork.koller()
     plan = bn._Plan(truth)
-    b = plan.batch(X, 0, len(X))
-    b.vals = (np.random.default_rng(0).random((same, b.M)) * plan.card[b.node]).astype(np.uint8)
-    Z = b.load(cp, same)
-    ops = bn._GpuOps(plan)
     rng = default_rng(0, backend="cupy")
-    bad = cp.zeros(1, cp.int32)
-    state = {"logc": cp.asarray(plan.uniform_logc())}
+    data, start = algorithm.init(rng, X, plan, algorithm._Single(cp), [same] * iters, len(X))
 
     def loop(n):
+        state = start
         with _validate.deferred():
             for _ in range(n):
-                off = rng.advance(1)
-                for c in range(len(plan.groups)):
-                    ops.sweep(Z, same, b, c, state["logc"], rng.key, off, bad)
-                alpha = cp.add(1.0, ops.counts(Z, same, len(X)), dtype=cp.float64)  # prior 1: m (prior - 1) + 1 = 1
-                state["logc"] = ops.normalise(rng.gamma(alpha, log=True))
+                state, _ = algorithm.step(rng, state, data)
         _validate.check()
 
     return per_iteration_ms(loop, 5, 205)

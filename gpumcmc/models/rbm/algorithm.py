@@ -13,61 +13,22 @@ fused kernel (``kernels_cu/rbm.cu``) whose uniforms are Philox words keyed by
 (chain, unit, half-step). The NumPy twin uses the same words; since the two
 BLAS libraries sum in different orders and ``exp`` differs in the last bit, a
 CPU and a GPU run agree in distribution, and in nearly every draw of a step.
+
+This module holds the sampler (``_BlockGibbs``: ``init`` and ``step`` over
+:class:`RBMState`) and the training (persistent contrastive divergence, one
+epoch a step over ``PCDState``); ``ops.py`` the fused kernels of
+``kernels_cu/rbm.cu`` (this module's partner) with their NumPy twin;
+``estimator.py`` the model :class:`RBM`.
 """
 
 from __future__ import annotations
 
-import time
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 
 from ... import backend as _backend
-from ..._config import config
-from ...random._generator import default_rng
-from ...random._philox import block_words, u01_f32, u01_f64_from32
-from ...sampling._estimator import Estimator, NotFittedError
-
-__all__ = ["RBM", "RBMState", "bernoulli_logits", "load_binary_digits"]
-
-FILE = "rbm.cu"
-_NAMES = ("rbm_bernoulli<float>", "rbm_bernoulli<double>", "rbm_pcd_epoch<float>", "rbm_pcd_epoch<double>")
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-
-
-def bernoulli_logits(pre, bias, key, offset: int, out=None):
-    """``out[r, u] = 1 if U[r, u] < sigmoid(pre[r, u] + bias[u]) else 0`` (0/1 in ``pre``'s dtype).
-
-    ``U[r, u]`` is word ``e % 4`` of Philox call ``e // 4`` (``e = r * cols +
-    u``) at call ``offset``. ``out`` may be ``pre`` (in place).
-    """
-    xp = _backend.get_array_module(pre)
-    rows, cols = pre.shape
-    n = rows * cols
-    if out is None:
-        out = xp.empty_like(pre)
-    if n == 0:
-        return out
-    if xp is np:
-        nb = -(-n // 4)
-        w = np.stack(block_words(0, nb, key, offset), axis=1).reshape(-1)[:n].reshape(rows, cols)
-        if pre.dtype == np.float32:
-            u = u01_f32(w)
-            one = np.float32(1.0)
-        else:
-            u = u01_f64_from32(w)
-            one = 1.0
-        with np.errstate(over="ignore"):
-            np.less(u * (one + np.exp(-(pre + bias))), one, out=out, casting="unsafe")
-        return out
-    from ... import _kernel_args, _loader
-
-    fn = _loader.get_function(FILE, f"rbm_bernoulli<{_CTYPE[pre.dtype]}>", _NAMES)
-    _loader.launch(fn, -(-n // 4), _kernel_args.args(FILE, "rbm_bernoulli", pre=pre, bias=bias, out=out,
-                                                     rows=_loader.i64(rows), cols=_loader.i64(cols),
-                                                     **_kernel_args.philox(key, offset)))
-    return out
+from .ops import _pcd_epoch, bernoulli_logits
 
 
 class RBMState(NamedTuple):
@@ -75,6 +36,38 @@ class RBMState(NamedTuple):
 
     v: object
     h: object
+
+
+class _BlockGibbs:
+    """The sampler's functional layer, ``init`` and ``step`` over :class:`RBMState`, which :class:`RBM` inherits.
+    It reads the model's ``W``, ``visible_bias``, ``hidden_bias``, ``dtype``, ``n_hidden``, ``n_visible`` and
+    ``_xp()``."""
+
+    def init(self, n_chains: int, rng, initial=None) -> RBMState:
+        """Chains started from ``initial`` (0/1, (n_visible,) or (n_chains, n_visible)) or uniformly at random."""
+        xp = self._xp()
+        if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
+            raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
+        if initial is None:
+            v = (rng.random((n_chains, self.n_visible), dtype=np.float32) < 0.5).astype(self.dtype)
+        else:
+            v = _backend.asarray(initial, xp)
+            if v.shape not in ((self.n_visible,), (n_chains, self.n_visible)):
+                raise ValueError(f"initial has shape {v.shape}; pass ({self.n_visible},) or "
+                                 f"(n_chains, {self.n_visible}).")
+            _check_binary(v, "initial")
+            v = xp.ascontiguousarray(xp.broadcast_to(v.astype(self.dtype), (n_chains, self.n_visible)))
+        return RBMState(v, xp.zeros((n_chains, self.n_hidden), dtype=self.dtype))
+
+    def step(self, rng, state: RBMState):
+        """One block-Gibbs step of every chain, in place: h given v, then v given h."""
+        xp = self._xp()
+        off = rng.advance(2)
+        xp.matmul(state.v, self.W, out=state.h)
+        bernoulli_logits(state.h, self.hidden_bias, rng.key, off, out=state.h)
+        xp.matmul(state.h, self.W.T, out=state.v)
+        bernoulli_logits(state.v, self.visible_bias, rng.key, off + 1, out=state.v)
+        return state, None
 
 
 class PCDState(NamedTuple):
@@ -156,259 +149,6 @@ def _check_binary(X, name):
         raise ValueError(f"{name} must be binary (0/1 or booleans); threshold it first, e.g. X > 0.5.")
 
 
-class RBM(Estimator):
-    """A Bernoulli-Bernoulli restricted Boltzmann machine.
-
-    Made either from weights (to sample from them), or from training settings
-    and then trained by :meth:`fit` on binary rows (persistent contrastive
-    divergence), which sets the weights and returns the model. Every argument
-    is a parameter (``get_params``, ``sklearn.base.clone``).
-
-    Parameters
-    ----------
-    W : array (n_visible, n_hidden), optional
-        Weights (the transpose of scikit-learn's ``components_``).
-    visible_bias : array (n_visible,), optional
-    hidden_bias : array (n_hidden,), optional
-    dtype : float32 or float64
-        Arithmetic of the products and the draws.
-    backend : {"numpy", "cupy", None}
-    n_hidden : int, optional
-        Hidden units to train (``W.shape[1]`` when W is given).
-    learning_rate, batch_size, n_iter, random_state, progress, fused
-        The training settings of :meth:`fit`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from gpumcmc.models import RBM
-    >>> rbm = RBM(np.zeros((6, 3)), np.zeros(6), np.zeros(3), backend="numpy")
-    >>> rbm.sample(n_chains=5, n_steps=10, random_state=0).shape
-    (5, 6)
-    >>> X = (np.random.default_rng(0).random((40, 8)) < 0.3).astype(np.uint8)
-    >>> RBM(n_hidden=4, n_iter=2, random_state=0, backend="numpy", progress=False).fit(X).W.shape
-    (8, 4)
-    """
-
-    def __init__(self, W=None, visible_bias=None, hidden_bias=None, dtype=np.float32, backend=None, *,
-                 n_hidden=None, learning_rate=0.1, batch_size=10, n_iter=10, random_state=None, progress=True,
-                 fused=None):
-        dtype = np.dtype(dtype)
-        if dtype not in _CTYPE:
-            raise TypeError(f"dtype must be float32 or float64, got {dtype}.")
-        self.dtype = dtype
-        self.backend = backend
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.n_iter = n_iter
-        self.random_state = random_state
-        self.progress = progress
-        self.fused = fused
-        if W is None:
-            if visible_bias is not None or hidden_bias is not None:
-                raise ValueError("visible_bias and hidden_bias come with W; pass all three, or none and fit(X).")
-            self.W = self.visible_bias = self.hidden_bias = None
-            self.n_hidden = n_hidden
-            return
-        if visible_bias is None or hidden_bias is None:
-            raise ValueError("W comes with visible_bias and hidden_bias; pass all three (zeros for no biases).")
-        xp = _backend.get_backend(backend)
-        # arrays already of this backend and dtype are kept as they are (what sklearn.base.clone checks)
-        W, b, c = (a if a.dtype == dtype else a.astype(dtype)
-                   for a in (_backend.asarray(v, xp) for v in (W, visible_bias, hidden_bias)))
-        if W.ndim != 2:
-            raise ValueError(f"W must be 2-d (n_visible, n_hidden), got shape {W.shape}.")
-        if b.shape != (W.shape[0],) or c.shape != (W.shape[1],):
-            raise ValueError(f"W is {W.shape}, so visible_bias must have shape ({W.shape[0]},) and hidden_bias "
-                             f"({W.shape[1]},); got {b.shape} and {c.shape}. scikit-learn's components_ is W.T.")
-        if n_hidden is not None and n_hidden != W.shape[1]:
-            raise ValueError(f"n_hidden is {n_hidden} but W has {W.shape[1]} columns; leave n_hidden out with W.")
-        for name, a in (("W", W), ("visible_bias", b), ("hidden_bias", c)):
-            if not bool(xp.isfinite(a).all()):  # synchronize! (once, at construction)
-                raise ValueError(f"{name} contains NaN or inf; every value must be finite.")
-        self.W = xp.ascontiguousarray(W)
-        self.visible_bias = b
-        self.hidden_bias = c
-        self.n_hidden = W.shape[1] if n_hidden is None else n_hidden
-
-    @property
-    def n_visible(self) -> int:
-        return self._weights().shape[0]
-
-    def _weights(self):
-        if self.W is None:
-            raise NotFittedError("This RBM has no weights yet; call fit(X), or make it with W, visible_bias and "
-                                 "hidden_bias.")
-        return self.W
-
-    def _xp(self):
-        return _backend.get_array_module(self._weights())
-
-    # -- functional layer ----------------------------------------------------
-    def init(self, n_chains: int, rng, initial=None) -> RBMState:
-        """Chains started from ``initial`` (0/1, (n_visible,) or (n_chains, n_visible)) or uniformly at random."""
-        xp = self._xp()
-        if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
-            raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
-        if initial is None:
-            v = (rng.random((n_chains, self.n_visible), dtype=np.float32) < 0.5).astype(self.dtype)
-        else:
-            v = _backend.asarray(initial, xp)
-            if v.shape not in ((self.n_visible,), (n_chains, self.n_visible)):
-                raise ValueError(f"initial has shape {v.shape}; pass ({self.n_visible},) or "
-                                 f"(n_chains, {self.n_visible}).")
-            _check_binary(v, "initial")
-            v = xp.ascontiguousarray(xp.broadcast_to(v.astype(self.dtype), (n_chains, self.n_visible)))
-        return RBMState(v, xp.zeros((n_chains, self.n_hidden), dtype=self.dtype))
-
-    def step(self, rng, state: RBMState):
-        """One block-Gibbs step of every chain, in place: h given v, then v given h."""
-        xp = self._xp()
-        off = rng.advance(2)
-        xp.matmul(state.v, self.W, out=state.h)
-        bernoulli_logits(state.h, self.hidden_bias, rng.key, off, out=state.h)
-        xp.matmul(state.h, self.W.T, out=state.v)
-        bernoulli_logits(state.v, self.visible_bias, rng.key, off + 1, out=state.v)
-        return state, None
-
-    def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
-        """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps.
-
-        Returns 0/1 uint8 of shape (n_chains, n_visible), on the model's backend.
-        """
-        from ...sampling import run
-
-        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)):
-            raise TypeError(f"n_steps must be an integer, got {n_steps!r}.")
-        if n_steps < 0:
-            raise ValueError(f"n_steps must be >= 0 (the block-Gibbs steps to run), got {n_steps}.")
-        xp = self._xp()
-        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
-        state = self.init(n_chains, rng, initial)
-        trace = run(self.step, state, rng, int(n_steps), progress=progress, desc="RBM", n_chains=n_chains)
-        return trace.state.v.astype(xp.uint8)
-
-    # -- figures -----------------------------------------------------------------
-    def free_energy(self, v):
-        """``F(v) = -v.b - sum_j log(1 + exp(c_j + v W_j))``, per row of ``v``."""
-        xp = self._xp()
-        return _free_energy(xp, _backend.asarray(v, xp, dtype=self.dtype), self.W, self.visible_bias,
-                            self.hidden_bias)
-
-    def pseudo_likelihood(self, X, random_state=0):
-        """Mean log pseudo-likelihood of binary rows ``X``, as scikit-learn's ``BernoulliRBM.score_samples``.
-
-        ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each row
-        flipped at random (a NumPy ``RandomState(random_state)`` picks which,
-        so two models scored with one seed see the same flips).
-        """
-        xp = self._xp()
-        X, Xf = _flipped(X, random_state, xp, self.dtype)
-        return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
-
-    def log_prob_visible_unnormalised(self, v):
-        """``-F(v)``: the log of the unnormalised marginal of the visible units."""
-        return -self.free_energy(v)
-
-    # -- training ------------------------------------------------------------------
-    def _fit(self, X, y=None) -> "RBM":
-        """Train on binary rows ``X`` by persistent contrastive divergence: the weights become the trained ones,
-        and the model is returned.
-
-        The schedule is scikit-learn's ``BernoulliRBM``: weights start as
-        N(0, 0.01^2), biases at 0; ``batch_size`` persistent chains take one
-        block-Gibbs step per minibatch; the gradient uses the hidden
-        probabilities of the data and of the chains; ``n_iter`` epochs at
-        ``learning_rate``. The chains' hidden draws use the fused kernel. The
-        epochs run through :func:`gpumcmc.sampling.run` (one iteration per
-        epoch, ``pcd_epoch_step``), which shows the progress bar.
-        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
-        or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
-        ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
-        ``gpumcmc._config.config.rbm_progress_rows`` (256) evenly spaced
-        rows of ``X``, each with one feature flipped, the same rows and flips
-        every epoch) are set.
-
-        On a GPU, a model whose weights and chains fit in one block's shared
-        memory (``fused=None``, the default, decides; the digits' 64 x 256
-        does) runs each epoch as one kernel launch: a minibatch of 10 rows
-        gives a GPU little work, so launched one matrix product at a time the
-        schedule is bound by launch overhead. The fused
-        epoch uses the same random words and arithmetic up to the order of
-        the sums. ``fused=False`` keeps the launch-per-product path.
-
-        ``RBM.fit(X, n_hidden, ...)`` on the class, which returned a new
-        model, still works and warns (DeprecationWarning): it is
-        ``RBM(n_hidden=n_hidden, ...).fit(X)``.
-        """
-        from ...sampling import Monitor, as_data, run
-
-        n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
-        random_state, dtype, backend, progress, fused = (self.random_state, self.dtype, self.backend, self.progress,
-                                                         self.fused)
-        xp = _backend.get_backend(backend)
-        dtype = np.dtype(dtype)
-        X = as_data(X, xp, dtype=dtype, name="X")
-        _check_binary(X, "X")
-        if isinstance(n_hidden, bool) or not isinstance(n_hidden, (int, np.integer)) or n_hidden < 1:
-            raise ValueError(f"n_hidden must be a positive integer, got {n_hidden!r}.")
-        for name, v, low in (("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
-        if not learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
-        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
-        state = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype)
-        n = X.shape[0]
-        edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)  # as scikit-learn's gen_even_slices
-        step = pcd_epoch_step(X, edges, learning_rate, batch_size, n_hidden,
-                              _use_fused_pcd(fused, xp, X.shape[1], n_hidden, batch_size, dtype))
-        monitors = []
-        if progress:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
-            rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
-            score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
-            monitors = [Monitor("pseudo-likelihood", lambda s: _pseudo_likelihood(xp, *score, s.W, s.b, s.c),
-                                every=1)]
-        t0 = time.perf_counter()
-        trace = run(step, state, rng, n_iter, monitors=monitors, progress=progress, desc="RBM PCD",
-                    n_chains=batch_size)
-        if xp is not np:
-            xp.cuda.get_current_stream().synchronize()
-        self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(state.W), state.b, state.c
-        self.n_hidden = n_hidden
-        self.fit_seconds_ = time.perf_counter() - t0
-        self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist() if progress else []
-        return self
-
-    @classmethod
-    def _fit_new(cls, X, n_hidden, learning_rate=0.1, batch_size=10, n_iter=10, random_state=None,
-                 dtype=np.float32, backend=None, progress=True, fused=None) -> "RBM":
-        """The deprecated ``RBM.fit(X, n_hidden, ...)`` on the class: ``RBM(n_hidden=n_hidden, ...).fit(X)``."""
-        warnings.warn("RBM.fit(X, n_hidden, ...) on the class is deprecated: use RBM(n_hidden=n_hidden, ...).fit(X), "
-                      "which trains that model and returns it.", DeprecationWarning, stacklevel=2)
-        return cls(dtype=dtype, backend=backend, n_hidden=n_hidden, learning_rate=learning_rate,
-                   batch_size=batch_size, n_iter=n_iter, random_state=random_state, progress=progress,
-                   fused=fused)._fit(X)
-
-    @classmethod
-    def from_sklearn(cls, estimator, dtype=np.float64, backend=None) -> "RBM":
-        """The :class:`RBM` of a fitted scikit-learn ``BernoulliRBM`` (for scoring both with one function)."""
-        return cls(estimator.components_.T, estimator.intercept_visible_, estimator.intercept_hidden_, dtype=dtype,
-                   backend=backend)
-
-
-class _FitMethod:
-    """``rbm.fit(X)`` trains ``rbm``; ``RBM.fit(X, n_hidden, ...)`` on the class (deprecated) trains a new one."""
-
-    __doc__ = RBM._fit.__doc__
-
-    def __get__(self, obj, cls=None):
-        return cls._fit_new if obj is None else obj._fit
-
-
-RBM.fit = _FitMethod()
-
-
 def _free_energy(xp, v, W, b, c):
     return -(v @ b) - xp.logaddexp(0, v @ W + c).sum(axis=1)
 
@@ -429,56 +169,3 @@ def _pseudo_likelihood(xp, X, Xf, W, b, c) -> float:
     fe = _free_energy(xp, X, W, b, c)
     fe_ = _free_energy(xp, Xf, W, b, c)
     return float(_backend.to_host(-(X.shape[1] * xp.logaddexp(0, -(fe_ - fe))).mean()))
-
-
-# config.rbm_progress_rows: rows of X that RBM.fit's progress bar scores after each epoch (evenly spaced
-# through X). Scoring takes about a third of an epoch's work per row, so 256 keeps it to a few per cent of an
-# epoch on 2,000 rows. gpumcmc.models.rbm.PROGRESS_ROWS, its old name, still reads and sets it.
-
-
-def _pcd_smem_bytes(nv: int, nh: int, chains: int, itemsize: int) -> int:
-    """Shared memory of the fused epoch: W, both biases, and five (chains, units) buffers."""
-    return itemsize * (nv * nh + nv + nh + chains * (3 * nh + 2 * nv))
-
-
-def _use_fused_pcd(fused, xp, nv, nh, chains, dtype) -> bool:
-    if fused is not None and not isinstance(fused, bool):
-        raise TypeError(f"fused must be True, False or None (decide), got {fused!r}.")
-    if fused is False:
-        return False
-    if xp is np:
-        if fused:
-            raise ValueError("fused=True runs on the GPU only; pass backend='cupy' or leave fused=None.")
-        return False
-    need = _pcd_smem_bytes(nv, nh, chains, np.dtype(dtype).itemsize)
-    limit = xp.cuda.runtime.getDeviceProperties(xp.cuda.runtime.getDevice())["sharedMemPerBlockOptin"]
-    if need > limit:
-        if fused:
-            raise ValueError(f"fused=True needs {need} bytes of shared memory for these sizes; this GPU gives a "
-                             f"block {limit}. Use fewer hidden units or a smaller batch_size, or fused=None.")
-        return False
-    return True
-
-
-def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):
-    """One epoch of PCD in one launch of ``rbm_pcd_epoch`` (W, b, c, h_chain updated in place)."""
-    from ... import _kernel_args, _loader
-
-    nv, nh = W.shape
-    chains = h_chain.shape[0]
-    fn = _loader.get_function(FILE, f"rbm_pcd_epoch<{_CTYPE[W.dtype]}>", _NAMES)
-    smem = _pcd_smem_bytes(nv, nh, chains, W.dtype.itemsize)
-    if smem > 48 * 1024:
-        fn.max_dynamic_shared_size_bytes = smem
-    fn((1,), (1024,),
-       _kernel_args.args(FILE, "rbm_pcd_epoch", X=X, edges=edges, n_batches=np.int32(n_batches), nv=np.int32(nv),
-                         nh=np.int32(nh), chains=np.int32(chains), W=W, b=b, c=c, h_chain=h_chain,
-                         rate=np.float64(rate), k0=np.uint32(key[0]), k1=np.uint32(key[1]), off0=np.uint64(off0)),
-       shared_mem=smem)
-
-
-def load_binary_digits():
-    """scikit-learn's bundled 8 x 8 digits, binarised at half intensity: (1797, 64) uint8."""
-    from sklearn.datasets import load_digits
-
-    return (load_digits().data > 8).astype(np.uint8)

@@ -25,7 +25,7 @@
 // P | 2^63. 3-D: rows r = d L + i take the place of i, and
 // G = ceil(D L Wh / 8). Both kernels below use this layout, so the multispin
 // and byte paths draw the same numbers for the same site and give identical
-// states for one seed. Twin: gpumcmc/models/ising.py.
+// states for one seed. Twin: gpumcmc/models/ising/ops.py.
 //
 // Observables without a second pass (the "differential update" of section
 // 4.3.3 turned into a by-product of the sweep): the byte kernel's passes each

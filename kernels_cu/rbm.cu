@@ -8,7 +8,7 @@
 // call with counter index e / 4 at the half-step's call offset (one offset per
 // half-step), turned into a float32 uniform (u01_f32) for float and into a
 // float64 one at 32-bit resolution (u01_f64_from32) for double: keyed by
-// (chain, unit, step), whatever the launch shape. Twin: gpumcmc/models/rbm.py.
+// (chain, unit, step), whatever the launch shape. Twin: gpumcmc/models/rbm/ops.py.
 //
 // `out` may be `pre` (in place): each element is read and written by one thread.
 #include "philox.cuh"
@@ -55,15 +55,16 @@ rbm_bernoulli(const T* pre, const T* __restrict__ bias, T* out, long long rows, 
 // ---------------------------------------------------------------------------
 // One epoch of persistent contrastive divergence for a small RBM, in one block.
 //
-// scikit-learn's schedule (RBM.fit in gpumcmc/models/rbm.py) takes one
-// minibatch of `batch` rows at a time and updates the weights after each, so
-// the minibatches depend on each other and a small model (the 8 x 8 digits:
-// 64 x 256 weights) gives a GPU little work per minibatch: launched as
-// separate matrix products and elementwise kernels it is bound by launch and
-// host overhead (benchmarks/NOTES.md, under kernels_cu/rbm.cu). Here one block of 1024 threads keeps
-// W, the biases and the persistent chains in shared memory and runs every
-// minibatch of an epoch in turn, with the same arithmetic and the same
-// random words as the unfused path:
+// scikit-learn's schedule (pcd_epoch_step in
+// gpumcmc/models/rbm/algorithm.py) takes one minibatch of `batch` rows at a
+// time and updates the weights after each, so the minibatches depend on each
+// other and a small model (the 8 x 8 digits: 64 x 256 weights) gives a GPU
+// little work per minibatch: launched as separate matrix products and
+// elementwise kernels it is bound by launch and host overhead
+// (benchmarks/NOTES.md, under kernels_cu/rbm.cu). Here one block of 1024
+// threads keeps W, the biases and the persistent chains in shared memory and
+// runs every minibatch of an epoch in turn, with the same arithmetic and the
+// same random words as the unfused path:
 //   h_pos = sigmoid(v_pos W + c)
 //   v_neg ~ Bernoulli(sigmoid(h_chain W^T + b))   words: call offset off0 + 2 t
 //   h_neg = sigmoid(v_neg W + c), h_chain ~ Bernoulli(h_neg)   offset off0 + 2 t + 1

@@ -441,9 +441,10 @@ def test_niw_kernel_matches_twin(cp, dtype, monkeypatch):
     hyper = mg.HyperPrior(1.5, K + 2.0, psi0)
     ref = mg._draw_hyper(default_rng(9, backend="numpy"), beta, hyper, np)
     got = mg._draw_hyper(default_rng(9, backend="cupy"), cp.asarray(beta), hyper._replace(psi0=cp.asarray(psi0)), cp)
+    from gpumcmc.models.glm import algorithm
     launches = []
-    real = mg._niw_kernel
-    monkeypatch.setattr(mg, "_niw_kernel", lambda *a: launches.append(1) or real(*a))
+    real = algorithm._niw_kernel
+    monkeypatch.setattr(algorithm, "_niw_kernel", lambda *a: launches.append(1) or real(*a))  # where it is called
     monkeypatch.setattr(config, "glm_niw_kernel", False)
     fb = mg._draw_hyper(default_rng(9, backend="cupy"), cp.asarray(beta), hyper._replace(psi0=cp.asarray(psi0)), cp)
     assert launches == []  # the knob reached the draw: the fallback's array code ran, not the kernel
@@ -621,9 +622,11 @@ def test_slice_kernel_matches_numpy_sweep(cp, family, max_steps_out, chunk_rows,
     import gpumcmc.models.glm as mg
     from gpumcmc.random import default_rng
     monkeypatch.setattr(config, "glm_chunk_rows", chunk_rows)
+    from gpumcmc.models.glm import algorithm
     segment = []
-    real = mg._slice_kernel_coordinate
-    monkeypatch.setattr(mg, "_slice_kernel_coordinate", lambda *a: segment.append(1) or real(*a))
+    real = algorithm._slice_kernel_coordinate
+    monkeypatch.setattr(algorithm, "_slice_kernel_coordinate",  # where it is called
+                        lambda *a: segment.append(1) or real(*a))
     rs = np.random.default_rng(9)
     G, K = 12, 3
     groups = np.repeat(np.arange(G), rs.integers(30, 90, size=G))

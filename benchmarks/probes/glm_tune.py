@@ -57,9 +57,9 @@ def main(out, quick=False):
     y = (rs.random(G * n) < 1 / (1 + np.exp(-eta))).astype(np.float32)
     D = np.column_stack([np.ones(G * n, np.float32), X])
     hyper = mg.HyperPrior(1.0, float(K + 3), cp.eye(K + 1, dtype=np.float64))
-    fits = mg._niw_fits
-    for label, hyp, f in (("niw kernel", hyper, fits), ("cupy linalg", hyper, lambda k: False), ("no hyper", None, fits)):
-        mg._niw_fits = f
+    from gpumcmc._config import config
+    for label, hyp, f in (("niw kernel", hyper, True), ("cupy linalg", hyper, False), ("no hyper", None, True)):
+        config.glm_niw_kernel = f
         try:
             ms, err, fb, nch = sweeps(D, y, g, np.float32, n_warm=10, n=60, spec=8, hyper=hyp)
             st, data = mg.init(cp.asarray(D), cp.asarray(y), "bernoulli", 4, 1.0, cp.asarray(g))
@@ -76,7 +76,7 @@ def main(out, quick=False):
         except Exception as exc:
             rec(case="hier", variant=label, error=repr(exc)[:300])
         finally:
-            mg._niw_fits = fits
+            config.glm_niw_kernel = True
     mg._SPEC_SHRINK, mg._CHUNK_ROWS, mg._BLOCK = 8, None, None
 
     # f+g macros: N = 4M, K = 50, float32, one chain and eight

@@ -66,13 +66,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _kernel_args, _validate
-from .._config import config, forward
-from .. import backend as _backend
-from ..shards import Replica, balanced_cuts
-from ..glm import check_family, check_y, mean_function, pointwise_loglik
-from ..sampling import Estimator, as_data, run, to_arviz
-from ..sampling._estimator import HAVE_SKLEARN, Integral, Interval, Real, StrOptions
+from ... import _kernel_args, _validate
+from ..._config import config, forward
+from ... import backend as _backend
+from ...shards import Replica, balanced_cuts
+from ...glm import check_family, check_y, mean_function, pointwise_loglik
+from ...sampling import Estimator, as_data, run, to_arviz
+from ...sampling._estimator import HAVE_SKLEARN, Integral, Interval, Real, StrOptions
 
 __all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedGroupState", "ShardedSliceState", "SliceState",
            "allreduce_bytes", "group_bounds", "groups_allreduce_bytes", "init", "init_groups_sharded", "init_sharded",
@@ -302,7 +302,7 @@ def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, si
     more stepping-out points than one pass of ``glm_slice_pass`` evaluates; ``beta``, ``eta``, ``width``
     are updated in place. ``e``, ``u``,
     ``us`` are the twin's random numbers for this coordinate."""
-    from .. import _loader
+    from ... import _loader
 
     C, G, K = beta.shape
     dt = beta.dtype
@@ -341,7 +341,7 @@ def _chunk_plan(xp, starts, ends, n_chains, shape=None):
     """Split each group's rows into chunks for glm_slice_pass: enough blocks to fill the GPU.
     ``shape``: (rows a chunk, threads a block) to use instead of choosing them (the plan of a part of
     the groups that splits each group as the plan of all of them does)."""
-    from .. import _loader
+    from ... import _loader
 
     st = np.asarray(_backend.to_host(starts), dtype=np.int64)
     en = np.asarray(_backend.to_host(ends), dtype=np.int64)
@@ -375,7 +375,7 @@ def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_
     launch. ``beta``, ``eta``, ``width`` are updated in place; returns the fallbacks per chain."""
     import cupy
 
-    from .. import _loader
+    from ... import _loader
 
     C, G, K = beta.shape
     dt = beta.dtype
@@ -462,7 +462,7 @@ def _niw_fits(K):
 
 def _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z):
     """The draw of :func:`_draw_hyper` by ``glm_niw`` (kernels_cu/glm.cu), one block per chain."""
-    from .. import _loader
+    from ... import _loader
 
     C, G, K = beta.shape
     dt = beta.dtype
@@ -568,7 +568,7 @@ def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
     """The state and the per-shard data for :func:`make_sharded_step`: the rows of ``X`` (N, K) and ``y``
     (host arrays, or CuPy arrays on local shard 0's GPU) split by ``shards.bounds``; the global fields
     on local shard 0's device."""
-    from ..glm import _lgamma1p
+    from ...glm import _lgamma1p
 
     N, K = X.shape
     if N < shards.world:
@@ -760,7 +760,7 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
     if gpu:
         import cupy
 
-        from .. import _loader
+        from ... import _loader
         dt = prior[0].dtype
         ctype = _loader.CTYPE[np.dtype(dt)]
         fam = _FAMILY[family]
@@ -1064,7 +1064,7 @@ def _check_xy(X, y, family, xp, dtype):
     if getattr(y, "ndim", None) == 2 and y.shape[1] == 1:  # a column vector, as scikit-learn takes it
         import warnings
 
-        from ..sampling._estimator import DataConversionWarning
+        from ...sampling._estimator import DataConversionWarning
 
         warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
                       "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=3)
@@ -1279,7 +1279,7 @@ def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chu
         starts = ends - counts
     lgy = None
     if family == "poisson":
-        from ..glm import _lgamma1p
+        from ...glm import _lgamma1p
         lgy = _lgamma1p(xp, y)
     plan = _chunk_plan(xp, starts, ends, n_chains, chunk_shape) if xp is not np else None
     data = _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan)
@@ -1375,8 +1375,8 @@ class BayesianGLM(_GLMBase):
 
     def _fit_sharded(self, X, y):
         """The rows split over ``self.devices`` (see :func:`make_sharded_step`)."""
-        from ..random import default_rng
-        from ..shards import resolve
+        from ...random import default_rng
+        from ...shards import resolve
 
         if self.graph:
             raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
@@ -1565,7 +1565,7 @@ class HierarchicalGLM(_GLMBase):
         self._validate_settings(self._check_hier_settings)
         shards = None
         if self.devices is not None:
-            from ..shards import resolve
+            from ...shards import resolve
 
             if self.graph:
                 raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
@@ -1616,7 +1616,7 @@ class HierarchicalGLM(_GLMBase):
         if shards is None:
             self.trace_ = self._run(state, data, hyper)
         else:
-            from ..random import default_rng
+            from ...random import default_rng
 
             step_fn = make_groups_sharded_step(datas, shards, bounds, self.family_, float(self.sigma),
                                                self.n_warmup, hyper, self.max_steps_out, self.max_shrink)

@@ -330,6 +330,16 @@ def _checked_start(phi_start, xp, V: int, C: int, K: int, dtype):
     return phi
 
 
+# The seeded start's work bound: exact cosines while K times the candidates' tokens is at most SEED_EXACT_WORK
+# (each pick is one sparse product over the candidates); beyond, cosines of a SEED_SKETCH-wide count sketch of
+# the candidates (their Gram matrix formed once where they are at most SEED_GRAM_MAX, else one dense product
+# per pick). The default candidates number max(2 K, SEED_EXACT_WORK // (K * mean tokens per document)): every
+# document of the planted corpora of issue 37 (K = 10, 1,000 documents of 80 tokens), 2 K of a 29 M-token
+# corpus of 23.6 k documents at K = 1024. LDA's default start seeds where K times the corpus' tokens is at
+# most SEED_EXACT_WORK: every document a candidate, exact cosines.
+SEED_EXACT_WORK, SEED_SKETCH, SEED_GRAM_MAX = 2**26, 256, 4096
+
+
 def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_chains: int = 1, seed=None,
                   dtype="float32", max_candidates: int | None = None):
     """``(V, C, K)`` starting topics, one set per chain, from documents picked by k-means++ seeding.
@@ -338,55 +348,118 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
     squared cosine distance of its word counts to the nearest document already picked (the first in
     proportion to its length), so that the starting topics are spread over the corpus; topic k starts as
     the word frequencies of document k, mixed half and half with the corpus' word frequencies (so every
-    word of the corpus has a positive weight in every topic). Pass it as ``init(..., phi_start=...)``, or use
-    ``LDA(start="seeded")``.
+    word of the corpus has a positive weight in every topic). ``LDA(start="seeded")`` uses it, and so does
+    the default start (``"auto"``) on small corpora; pass it as ``init(..., phi_start=...)`` to start a
+    chain by hand.
 
     A random start (every token's topic uniform) begins with every topic close to the corpus' word
     frequencies; on small planted corpora an uncollapsed chain then settles more often than collapsed Gibbs
-    in a mode where two topics share one sampled topic. The picks cost K sparse products over the
-    candidate documents: at most ``max_candidates`` of them (default ``max(8 K, 2**26 // (K * mean
-    distinct words per document))``), picked at random. ``seed``: of the host generator
-    (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy (read on the host).
+    in a mode where two topics share one sampled topic.
+
+    The work is bounded whatever the corpus: the documents are picked among at most ``max_candidates``
+    of them, drawn at random (default ``max(2 K, SEED_EXACT_WORK // (K * mean tokens per document))``), and
+    only their tokens are read on the host, with the corpus' word and document counts (two bincounts on
+    the array module of ``rows``). While K times the candidates' tokens is at most ``SEED_EXACT_WORK``, the
+    cosines are exact; beyond, they are those of a ``SEED_SKETCH``-wide count sketch of the candidates
+    (each word added, with a random sign, to one of ``SEED_SKETCH`` columns), whose inner products are the
+    exact ones on average. At K = 1024 on a 29 M-token corpus of 23.6 k documents (V = 50 k) this took
+    0.5 to 0.8 s on a shared 2-core CPU with NumPy arrays, 0.2 to 0.3 s of it the passes over every token
+    that run on the GPU for CuPy ones; the version that read every document took 50 s there. ``seed``: of the host generator
+    (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy, ``rows`` best sorted (as
+    :func:`tokens_from` gives them; others are sorted here). Returns a NumPy array.
     """
+    parts = _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_candidates)
+    return _seeded_phi(parts, n_words, n_chains, n_components, np, dtype)
+
+
+def _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_candidates=None, fallback=False):
+    """The host part of :func:`seeded_topics`: ``(uni (V,), picks)``, the corpus' word frequencies and, per
+    chain, ``(words, topics, freqs)`` of the picked documents' words (each document's own frequencies).
+    ``fallback``: None, not a ValueError, where fewer than K documents have tokens."""
     import scipy.sparse as sp
 
-    r = np.asarray(_backend.to_host(rows), dtype=np.int64)
-    c = np.asarray(_backend.to_host(cols), dtype=np.int64)
+    xp = _backend.get_array_module(rows)
     M, V, K, C = int(n_docs), int(n_words), int(n_components), int(n_chains)
-    X = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(M, V))
-    X.sum_duplicates()
-    lens = np.asarray(X.sum(axis=1)).ravel()
+    T = int(rows.size)
+    if T > 1 and not bool((rows[1:] >= rows[:-1]).all()):  # synchronize! (once, at the start)
+        order = xp.argsort(rows, kind="stable") if xp is np else xp.argsort(rows)   # CuPy's sort is stable
+        rows, cols = rows[order], cols[order]
+    lens = np.asarray(_backend.to_host(xp.bincount(rows, minlength=M)), np.int64)[:M] if T else np.zeros(M, np.int64)
     docs = np.flatnonzero(lens)
     if docs.size < K:
+        if fallback:
+            return None
         raise ValueError(f"seeded_topics needs at least n_components = {K} documents with tokens, got "
                          f"{docs.size}; use the random start.")
-    uni = np.asarray(X.sum(axis=0)).ravel() / X.sum()
+    uni = np.asarray(_backend.to_host(xp.bincount(cols, minlength=V)), np.float64)[:V] / T
+    starts = np.concatenate([[0], np.cumsum(lens)])
     rs = np.random.default_rng(seed)
     if max_candidates is None:
-        per_doc = max(1.0, X.nnz / docs.size)
-        max_candidates = max(8 * K, int(2**26 // (K * per_doc)))
-    out = np.empty((V, C, K))
-    for ch in range(C):
+        max_candidates = max(2 * K, SEED_EXACT_WORK // (K * max(1, T // docs.size)))
+    picks = []
+    for _ in range(C):
         pool = docs if docs.size <= max_candidates else np.sort(rs.choice(docs, max_candidates, replace=False))
-        Xp = X[pool]
-        norms = np.sqrt(np.asarray(Xp.multiply(Xp).sum(axis=1)).ravel())
-        Xn = sp.diags(1.0 / norms) @ Xp
-        w = lens[pool] / lens[pool].sum()
-        picked = [int(rs.choice(pool.size, p=w))]
-        dist = 1.0 - (Xn @ Xn[picked[0]].T).toarray().ravel()
+        # the candidates' tokens: their documents' ranges of the sorted stream, gathered on rows' module
+        n_tok = lens[pool]
+        first = np.repeat(starts[pool] - np.concatenate([[0], np.cumsum(n_tok)[:-1]]), n_tok)
+        at = first + np.arange(int(n_tok.sum()))
+        w = np.asarray(_backend.to_host(cols[xp.asarray(at)]), np.int64)
+        r = np.repeat(np.arange(pool.size), n_tok)
+        P = pool.size
+        if K * w.size <= SEED_EXACT_WORK:   # exact cosines, one sparse product per pick
+            Xp = sp.csr_matrix((np.ones(w.size), (r, w)), shape=(P, V))
+            Xp.sum_duplicates()
+            norms = np.sqrt(np.asarray(Xp.multiply(Xp).sum(axis=1)).ravel())
+            Xn = sp.diags(1.0 / norms) @ Xp
+
+            def sims(j, Xn=Xn):
+                return (Xn @ Xn[j].T).toarray().ravel()
+        else:   # cosines of a count sketch: word v adds sign_v to column h_v of its document's row
+            h, sign = rs.integers(0, SEED_SKETCH, V), rs.choice(np.array([-1.0, 1.0]), V)
+            Y = np.bincount(r * SEED_SKETCH + h[w], weights=sign[w], minlength=P * SEED_SKETCH)
+            Y = Y.reshape(P, SEED_SKETCH)
+            Y = (Y / np.maximum(np.sqrt((Y * Y).sum(axis=1)), 1e-300)[:, None]).astype(np.float32)
+            G = Y @ Y.T if P <= SEED_GRAM_MAX else None
+
+            def sims(j, Y=Y, G=G):
+                return (G[j] if G is not None else Y @ Y[j]).astype(np.float64)
+        wts = n_tok / n_tok.sum()
+        picked = [int(rs.choice(P, p=wts))]
+        dist = 1.0 - sims(picked[0])
         for _ in range(1, K):
             p = np.maximum(dist, 0.0) ** 2
             p[picked] = 0.0
             if not p.sum() > 0:           # every candidate left equals a pick: take them by length
-                p = w.copy()
+                p = wts.copy()
                 p[picked] = 0.0
-            j = int(rs.choice(pool.size, p=p / p.sum()))
+            j = int(rs.choice(P, p=p / p.sum()))
             picked.append(j)
-            dist = np.minimum(dist, 1.0 - (Xn @ Xn[j].T).toarray().ravel())
-        S = Xp[picked].toarray()
-        phi = S / S.sum(axis=1, keepdims=True) + uni[None, :]
-        out[:, ch, :] = (phi / phi.sum(axis=1, keepdims=True)).T
-    return out.astype(dtype)
+            dist = np.minimum(dist, 1.0 - sims(j))
+        # the picked documents' word frequencies, from their tokens alone, counted as runs of (candidate,
+        # word): tokens_from gives each document's tokens by word, so only other input needs the sort
+        sel = np.full(P, -1, np.int64)
+        sel[picked] = np.arange(K)
+        keep = sel[r] >= 0
+        key = r[keep] * V + w[keep]
+        if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):
+            key = np.sort(key)
+        run = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        count = np.diff(np.append(run, key.size))
+        doc, word = np.divmod(key[run], V)
+        picks.append((word, sel[doc], count / n_tok[doc]))
+    return uni, picks
+
+
+def _seeded_phi(parts, V, C, K, xp, dtype):
+    """The ``(V, C, K)`` seeded topics on ``xp``: ``(uni + f_k) / 2`` for topic k's document frequencies
+    ``f_k``, written in ``dtype`` from float64 values computed on the host (the same on every backend)."""
+    uni, picks = parts
+    dtype = np.dtype(dtype)
+    out = xp.empty((V, C, K), dtype)
+    out[...] = xp.asarray((0.5 * uni).astype(dtype))[:, None, None]
+    for ch, (w, k, f) in enumerate(picks):   # each (word, topic) once: a document's words are distinct
+        out[xp.asarray(w), ch, xp.asarray(k)] = xp.asarray((0.5 * uni[w] + 0.5 * f).astype(dtype))
+    return out
 
 
 def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,
@@ -1189,15 +1262,23 @@ class LDA(mixin("TransformerMixin"), Estimator):
     ``i`` scores the theta and phi that sweep ``i`` drew from, i.e. the state
     after ``i - 1`` sweeps (the last one, the state before the final sweep).
 
-    ``start="seeded"`` starts every chain from topics seeded by documents
-    picked k-means++-style (:func:`seeded_topics`) instead of random topics
-    for the tokens (``"random"``, the default, whose draws are those of
-    earlier versions). On small planted corpora (K = 10, V = 500, 1,000
-    documents, NumPy) a single chain from the random start stuck with two
-    topics merged in 5 of 20 corpora, the ``lda`` package's collapsed Gibbs
-    in 2 of 20, the seeded start in 1 of 20: prefer it on small corpora. The
-    seeded start costs K sparse products on the host at ``fit``'s start (see
-    :func:`seeded_topics`), seconds at K = 1024 on large corpora.
+    ``start`` is where the chains begin. ``"seeded"`` starts every chain from
+    topics seeded by documents picked k-means++-style (:func:`seeded_topics`)
+    and theta = 1 / K; ``"random"`` gives every token a topic drawn at random
+    and draws theta and phi given those (the default of earlier versions,
+    whose draws it keeps); ``"auto"``, the default, is the seeded start where
+    K times the corpus' tokens is at most ``SEED_EXACT_WORK`` (2**26) and at
+    least K documents have tokens, the random start elsewhere. On small
+    planted corpora (K = 10, V = 500, 1,000 documents of 80 tokens, NumPy) a
+    single chain from the random start stuck with two topics merged in 5 of
+    20 corpora, the ``lda`` package's collapsed Gibbs in 2 of 20, the
+    default (seeded there) in 1 of 20. On large corpora the default keeps
+    the random start, which needs no work on the host; there
+    ``start="seeded"`` reads the tokens of at most ``max(2 K, ...)``
+    documents on the host (0.5 to 0.8 s at K = 1024 and 29 M tokens on a
+    shared 2-core CPU, see :func:`seeded_topics`). The default changed from ``"random"``
+    to ``"auto"``, so default fits of small corpora draw differently from
+    earlier versions; ``start="random"`` gives the earlier draws.
 
     Choosing a model (``n_components``, the priors): compare held-out
     documents by ``perplexity(X_test, method="completion")`` (document
@@ -1263,13 +1344,13 @@ class LDA(mixin("TransformerMixin"), Estimator):
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "graph": [None, "boolean"],
         "devices": "no_validation",
-        "start": [StrOptions({"random", "seeded"})],
+        "start": [StrOptions({"auto", "random", "seeded"})],
     }
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
                  backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=None, devices=None,
-                 start="random"):
+                 start="auto"):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
         self.topic_word_prior = topic_word_prior
@@ -1324,8 +1405,8 @@ class LDA(mixin("TransformerMixin"), Estimator):
         C = self.n_chains
         if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
             raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
-        if self.start not in ("random", "seeded"):
-            raise ValueError(f"start must be 'random' or 'seeded', got {self.start!r}.")
+        if self.start not in ("auto", "random", "seeded"):
+            raise ValueError(f"start must be 'auto', 'random' or 'seeded', got {self.start!r}.")
         for name, least in (("n_iter", 1), ("burn_in", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
@@ -1417,10 +1498,16 @@ class LDA(mixin("TransformerMixin"), Estimator):
         return self.doc_topic_
 
     def _phi_start(self, rng, rows, cols, M, V, K, C):
-        """:func:`seeded_topics` for ``start="seeded"`` (host generator seeded by ``rng``'s key), else None."""
-        if self.start != "seeded":
+        """The topics every chain starts from, on the array module of ``rows``: :func:`seeded_topics`' (its host
+        generator seeded by ``rng``'s key, which ``rng`` does not advance) for ``start="seeded"``, and for
+        ``"auto"`` where K times the tokens is at most ``SEED_EXACT_WORK`` and at least K documents have
+        tokens; else None, the random start."""
+        if self.start == "random" or (self.start == "auto" and K * int(rows.size) > SEED_EXACT_WORK):
             return None
-        return seeded_topics(rows, cols, M, V, K, C, seed=[int(k) for k in rng.key], dtype=self.dtype)
+        parts = _seed_picks(rows, cols, M, V, K, C, [int(k) for k in rng.key], fallback=self.start == "auto")
+        if parts is None:
+            return None
+        return _seeded_phi(parts, V, C, K, _backend.get_array_module(rows), self.dtype)
 
     def _tokens(self, X):
         """``(rows, cols, M, V)`` of ``X`` on the backend phi_ lives on (a corpus with no token is allowed)."""

@@ -1,0 +1,122 @@
+"""LDA's default start (issue 37, item 2): the seeded start by default on small corpora, the bounded cost of the
+seeded start on large ones, and the random start's draws.
+
+The slow comparison with the ``lda`` package's collapsed Gibbs over 20 planted corpora is in tests/test_lda.py
+(``test_default_single_chains_stick_no_more_than_collapsed_gibbs``).
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpumcmc.models import LDA
+from gpumcmc.models import lda as lda_mod
+
+
+def _pure_corpus(K=4, per_topic=40, words=20, length=400, seed=0):
+    """Documents each of one of K topics with disjoint vocabularies (``words`` each): documents of one topic
+    lie within cosine distance ~0.05 of each other, documents of two topics at distance 1."""
+    rs = np.random.default_rng(seed)
+    M, V = K * per_topic, K * words
+    topic = np.repeat(np.arange(K), per_topic)
+    cols = (topic[:, None] * words + rs.integers(0, words, (M, length))).ravel()
+    rows = np.repeat(np.arange(M), length)
+    return rows, cols, M, V, topic
+
+
+def _seeded_topic_of(phi, K, words):
+    """The planted topic each starting topic was seeded from: where its document's half of the weight lies."""
+    return phi.reshape(K, words, -1).sum(axis=1).argmax(axis=0)
+
+
+@pytest.mark.parametrize("path", ["exact", "sketch"])
+def test_seeded_topics_one_per_planted_topic(monkeypatch, path):
+    """k-means++ seeding picks one document of every planted topic, with exact cosines and with the count
+    sketch that bounds the work on large corpora. After a pick, the documents of its topic keep a squared
+    distance under 0.01 against 1 for the others, so a pick repeats a topic with chance under
+    3 * 40 * 0.01 / (40 * 1) = 0.03 at the last pick; with three picks after the first, a repeat has chance
+    under 0.1 a priori; the seeds are fixed and the outcome is the same on every run."""
+    if path == "sketch":  # every document a candidate still, as at the default on a small corpus
+        monkeypatch.setattr(lda_mod, "SEED_EXACT_WORK", 0)
+    rows, cols, M, V, _ = _pure_corpus()
+    for seed in range(3):
+        phi = lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=seed, max_candidates=M)
+        assert phi.shape == (V, 2, 4) and phi.dtype == np.float32 and (phi > 0).all()
+        np.testing.assert_allclose(phi.sum(axis=0), 1, rtol=1e-5)
+        for ch in range(2):
+            assert sorted(_seeded_topic_of(phi[:, ch], 4, 20)) == [0, 1, 2, 3], (path, seed, ch)
+        np.testing.assert_array_equal(phi, lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=seed,
+                                                                 max_candidates=M))
+
+
+def test_seeded_topics_bounded_candidates_and_unsorted_tokens():
+    """``max_candidates`` bounds the documents picked among (picks from at most that many, still one per
+    planted topic where every topic is among them), and tokens given out of document order give the
+    topics of the sorted stream."""
+    rows, cols, M, V, _ = _pure_corpus(K=3, per_topic=200)
+    phi = lda_mod.seeded_topics(rows, cols, M, V, 3, seed=1, max_candidates=60)
+    assert sorted(_seeded_topic_of(phi[:, 0], 3, 20)) == [0, 1, 2]
+    perm = np.random.default_rng(0).permutation(rows.size)
+    np.testing.assert_array_equal(lda_mod.seeded_topics(rows[perm], cols[perm], M, V, 3, seed=1, max_candidates=60),
+                                  phi)
+
+
+def test_default_start_is_seeded_on_small_corpora(monkeypatch):
+    """LDA's default start (``"auto"``) is the seeded start where K times the tokens is at most
+    SEED_EXACT_WORK and at least K documents have tokens (the same draws as ``start="seeded"``), and the
+    random start otherwise (the same draws as ``start="random"``; where documents are too few,
+    ``"seeded"`` raises)."""
+    rows, cols, M, V, _ = _pure_corpus(K=3, per_topic=10, length=50)
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(M, V))
+    kw = dict(n_iter=3, burn_in=2, random_state=4, progress=False, backend="numpy")
+    assert LDA(3).start == "auto"
+    auto, seeded = LDA(3, **kw).fit(X), LDA(3, start="seeded", **kw).fit(X)
+    rand = LDA(3, start="random", **kw).fit(X)
+    np.testing.assert_array_equal(auto.components_, seeded.components_)
+    assert not np.array_equal(auto.components_, rand.components_)
+    monkeypatch.setattr(lda_mod, "SEED_EXACT_WORK", 3 * rows.size - 1)   # a corpus too large to seed by default
+    np.testing.assert_array_equal(LDA(3, **kw).fit(X).components_, rand.components_)
+    monkeypatch.undo()
+    few = X[:5]
+    auto, rand = LDA(6, **kw).fit(few), LDA(6, start="random", **kw).fit(few)
+    np.testing.assert_array_equal(auto.components_, rand.components_)
+    with pytest.raises(ValueError, match="at least n_components"):
+        LDA(6, start="seeded", **kw).fit(few)
+
+
+def test_random_start_draws_unchanged():
+    """start="random" keeps the draws of earlier versions (then the default): components_ of a small fit,
+    recorded from the version before the seeded default, to float32's last bit."""
+    rows, cols, M, V, _ = _pure_corpus(K=3, per_topic=10, length=50)
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(M, V))
+    m = LDA(3, n_iter=3, burn_in=2, random_state=4, progress=False, backend="numpy", start="random").fit(X)
+    np.testing.assert_array_equal(m.components_[:, :6], np.array(RANDOM_START_COMPONENTS, np.float32))
+
+
+# components_[:, :6] of that fit, by the version whose default was the random start
+RANDOM_START_COMPONENTS = [
+    [0.03181164339184761, 0.011136890389025211, 0.024350019171833992, 0.011270188726484776, 0.0013736813561990857,
+     0.002407014137133956],
+    [0.015607289969921112, 0.02007954753935337, 0.029476918280124664, 0.00019720605632755905, 0.02027122490108013,
+     0.03437799587845802],
+    [7.913158697192557e-06, 0.028780018910765648, 0.0036291799042373896, 0.03125707432627678, 0.00288357469253242,
+     0.0073843118734657764]]
+
+
+@pytest.mark.parametrize("path", ["exact", "sketch"])
+def test_seeded_topics_gpu_matches_numpy(cp, monkeypatch, path):
+    """Tokens on the GPU give the topics of the same tokens on the host (the counts are exact on either, the
+    picks are made on the host), and LDA's default start on CuPy is its seeded start there."""
+    if path == "sketch":
+        monkeypatch.setattr(lda_mod, "SEED_EXACT_WORK", 0)
+    rows, cols, M, V, _ = _pure_corpus()
+    perm = np.random.default_rng(2).permutation(rows.size)    # out of order: sorted on the device
+    for r, c in ((rows, cols), (rows[perm], cols[perm])):
+        want = lda_mod.seeded_topics(r, c, M, V, 4, n_chains=2, seed=3, max_candidates=M)
+        got = lda_mod.seeded_topics(cp.asarray(r), cp.asarray(c), M, V, 4, n_chains=2, seed=3, max_candidates=M)
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, want)
+    monkeypatch.undo()
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(M, V))
+    kw = dict(n_iter=2, burn_in=1, random_state=4, progress=False, backend="cupy")
+    np.testing.assert_array_equal(LDA(4, **kw).fit(X).components_, LDA(4, start="seeded", **kw).fit(X).components_)

@@ -25,9 +25,10 @@ MODULES = [
     ("gpumcmc", "Top level: backend, validation, re-exported draws"),
 ]
 
-# Classes whose public members are partly inherited from a private base, documented with them:
-# Generator's key, offset, advance and xp come from the Philox stream it shares with gpumcmc.discrete.
-WITH_INHERITED = {"gpumcmc.random.Generator"}
+# Classes whose public members are partly inherited from a private base, documented with them (but not
+# those of the estimator base, gpumcmc.sampling.Estimator): Generator's key, offset, advance and xp come from
+# the Philox stream it shares with gpumcmc.discrete; Ising's and RBM's init and step from their sampler.
+WITH_INHERITED = {"gpumcmc.random.Generator", "gpumcmc.models.Ising", "gpumcmc.models.RBM"}
 
 
 def _names(module):

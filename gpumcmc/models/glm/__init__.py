@@ -1,21 +1,39 @@
 """Bayesian GLMs by slice-within-Gibbs with the differential update (Mahani & Sharabiani, §3-4).
 
 The package: :mod:`.algorithm` (the sampler: its states, ``init`` and
-``step``, and the sweeps with the rows or the groups split over devices),
-:mod:`.ops` (the launchers of ``kernels_cu/glm.cu`` and their NumPy twins)
+``step``, and the conjugate draw of the hierarchy's hyperparameters),
+:mod:`.ops` (the launchers of ``kernels_cu/glm.cu`` and their NumPy twins),
+:mod:`.sharded` (the sweep with the rows or the groups split over devices)
 and :mod:`.estimator` (:class:`BayesianGLM` and :class:`HierarchicalGLM`,
 the scikit-learn face).
+
+>>> import numpy as np
+>>> from gpumcmc.models import BayesianGLM
+>>> rs = np.random.default_rng(0)
+>>> X = rs.normal(size=(200, 2)); y = (rs.random(200) < 1 / (1 + np.exp(-X @ [1.0, -1.0]))).astype(float)
+>>> m = BayesianGLM("bernoulli", n_chains=2, n_samples=50, n_warmup=50, random_state=1,
+...                 progress=False, backend="numpy").fit(X, y)
+>>> m.coef_.shape
+(2,)
 """
 from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import *  # noqa: F401,F403
-from .algorithm import (_PMAX, __all__, _chunk_plan, _draw_hyper, _niw_fits, _niw_kernel,  # noqa: F401
-                        _slice_kernel_coordinate, _slice_pass_sweep)
+from .algorithm import HyperPrior, SliceState, _draw_hyper, init, step
+from .estimator import BayesianGLM, HierarchicalGLM
+from .ops import _PMAX, _chunk_plan, _niw_fits, _niw_kernel, _slice_kernel_coordinate, _slice_pass_sweep
+from .sharded import (ShardedGroupState, ShardedSliceState, allreduce_bytes, group_bounds, groups_allreduce_bytes,
+                      init_groups_sharded, init_sharded, make_groups_sharded_step, make_sharded_step, shard_passes)
 
-# The private names above are imported from here by tests and benchmarks. A test that changes a
-# module-level value must set it in the submodule that reads it.
+# _PMAX, _chunk_plan, _draw_hyper, _niw_fits, _niw_kernel, _slice_kernel_coordinate, _slice_pass_sweep:
+# imported from here by the tests and benchmarks. A test that changes a module-level value must set it in
+# the submodule that reads it (a call counted through _niw_kernel or _slice_kernel_coordinate is made in
+# .algorithm).
+
+__all__ = ["BayesianGLM", "HierarchicalGLM", "HyperPrior", "ShardedGroupState", "ShardedSliceState", "SliceState",
+           "allreduce_bytes", "group_bounds", "groups_allreduce_bytes", "init", "init_groups_sharded", "init_sharded",
+           "make_groups_sharded_step", "make_sharded_step", "shard_passes", "step"]
 
 # The knobs' old names here (gpumcmc.models.glm._CHUNK_ROWS and the like) read and set
 # gpumcmc._config.config's; the submodules read config itself, so setting either changes the sweep.

@@ -1,0 +1,500 @@
+"""The Bayesian GLM's sweep with its rows, or its groups, split over devices.
+
+``BayesianGLM(devices=...)`` splits the rows (:func:`make_sharded_step`):
+each device keeps ``eta`` of its rows and moves it by the differential
+update. On the GPU the decision of ``glm_slice_pass`` is a launch of its own:
+per coordinate and pass, every device evaluates the candidates over its rows,
+the candidates' sums (16 float64 values a chain) are all-reduced, and every
+device decides from the same sums in its own copy of the state, so all take
+the same decisions with no broadcast and no host synchronisation.
+
+``HierarchicalGLM(devices=...)`` splits the groups
+(:func:`make_groups_sharded_step`): each device sweeps whole groups by the
+single-device step, and the groups' coefficients are all-reduced once a
+sweep for the draw of ``mu, Sigma``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ... import backend as _backend
+from ..._config import config
+from ...glm import pointwise_loglik
+from ...shards import Replica, balanced_cuts
+from .algorithm import (SliceInfo, SliceState, _draw_hyper, _init_state, _prior_terms, _sweep_coefs, init,
+                        sweep_randoms)
+from .ops import _PMAX, _chunk_plan, _ShardedPasses
+
+__all__ = ["ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "groups_allreduce_bytes",
+           "init_groups_sharded", "init_sharded", "make_groups_sharded_step", "make_sharded_step", "shard_passes"]
+
+
+# ---------------------------------------------------------------------------
+# Rows split over devices (BayesianGLM(devices=...))
+# ---------------------------------------------------------------------------
+
+
+class ShardedSliceState(NamedTuple):
+    beta: object    # (C, 1, K) coefficients, on local shard 0's device
+    width: object   # (C, 1, K) slice step widths, on local shard 0's device
+    eta: tuple      # per local shard, (C, N_i) linear predictor of its rows
+    it: object      # (C,) iteration counter, on local shard 0's device
+
+
+class _ShardData(NamedTuple):
+    Xt: object      # (K, N_i) column-major design of the shard's rows
+    y: object       # (N_i,)
+    lgy: object     # (N_i,) lgamma(y + 1) (poisson) or None
+    starts: object = None  # (1,) int64 [0] (the kernels' one group), CuPy only
+    ends: object = None    # (1,) int64 [N_i], CuPy only
+    plan: object = None    # the kernels' split of the shard's rows into chunks (_ChunkPlan), CuPy only
+
+
+def shard_passes(max_shrink: int = 24) -> int:
+    """Passes per coordinate of the sharded sweep: the first (``x0``, the stepping-out points and the
+    first shrinkage proposals), then enough passes of ``_PMAX`` proposals for ``max_shrink`` of them
+    (the first pass evaluates none when the bracket stepped out)."""
+    return 1 + -(-int(max_shrink) // _PMAX)
+
+
+def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
+    """The state and the per-shard data for :func:`make_sharded_step`: the rows of ``X`` (N, K) and ``y``
+    (host arrays, or CuPy arrays on local shard 0's GPU) split by ``shards.bounds``; the global fields
+    on local shard 0's device."""
+    from ...glm import _lgamma1p
+
+    N, K = X.shape
+    if N < shards.world:
+        raise ValueError(f"{N} rows cannot be split over {shards.world} shards: use fewer devices.")
+    xp = shards.xp
+    parts, ys = shards.scatter(X), shards.scatter(y)
+    data, etas = [], []
+    for i, yi in enumerate(ys):
+        with shards.on(i):
+            Xi, parts[i] = parts[i], None  # the row-major part is dropped once transposed
+            Ni = Xi.shape[0]
+            lgy = _lgamma1p(xp, yi) if family == "poisson" else None
+            Xt = xp.ascontiguousarray(Xi.T)
+            del Xi
+            if xp is np:
+                data.append(_ShardData(Xt, yi, lgy))
+            else:
+                starts, ends = xp.zeros((1,), dtype=np.int64), xp.full((1,), Ni, dtype=np.int64)
+                data.append(_ShardData(Xt, yi, lgy, starts, ends, _chunk_plan(xp, starts, ends, n_chains)))
+            etas.append(xp.zeros((n_chains, Ni), dtype=X.dtype))
+    with shards.on(0):
+        st = _init_state(xp, n_chains, 1, K, 0, X.dtype, prior_scale)
+    state = ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
+    return state, data, (st.mu, st.prec)
+
+
+def _first_bracket(xp, x0, w, u, max_out):
+    """(L0, R0, J, Jr) of the first pass, as glm_first_bracket forms them: the bracket of width w placed
+    by u[0], and the stepping-out budgets split by u[1] (J to the left, Jr = max_out - 1 - J)."""
+    L0 = x0 - w * u[0]
+    J = xp.floor(max_out * u[1]).astype(np.int64)
+    return L0, L0 + w, J, (max_out - 1) - J
+
+
+def _pass_points(xp, first, x0, w, bracket, st, us, max_out, d1, max_shrink):
+    """A pass's candidates (C, G, _PMAX) in the dtype of x0 and their count (C, G), as glm_pass_points
+    forms them (unused slots hold x0). ``us`` (max_shrink, C, G): the coordinate's shrinkage uniforms."""
+    C, G = x0.shape
+    pts = xp.broadcast_to(x0[..., None], (C, G, _PMAX)).copy()
+    if first:
+        L0, R0, J, _ = bracket
+        m = max_out
+        if m > 1:
+            Ls, Rs = [L0], [R0]
+            for _ in range(m - 2):
+                Ls.append(Ls[-1] - w)
+                Rs.append(Rs[-1] + w)
+            Ls, Rs = xp.stack(Ls, axis=-1), xp.stack(Rs, axis=-1)                # (C, G, m - 1)
+            t = xp.arange(m - 1)
+            right = xp.take_along_axis(Rs, xp.clip(t - J[..., None], 0, m - 2), axis=-1)
+            pts[..., 1:m] = xp.where(t < J[..., None], Ls, right)
+        a, b = L0, R0
+        n = min(d1, max_shrink)
+        for j in range(n):
+            x = a + us[j] * (b - a)
+            pts[..., m + j] = x
+            lower = x < x0
+            a, b = xp.where(lower, x, a), xp.where(lower, b, x)
+        return pts, xp.full((C, G), m + n, dtype=np.int64)
+    a, b, s0 = st["L"], st["R"], st["S"]
+    for j in range(_PMAX):
+        u = xp.take_along_axis(us, xp.minimum(s0 + j, max_shrink - 1)[None], axis=0)[0]
+        x = a + u * (b - a)
+        pts[..., j] = x
+        lower = x < x0
+        a, b = xp.where(lower, x, a), xp.where(lower, b, x)
+    return pts, xp.clip(max_shrink - s0, 0, _PMAX)
+
+
+def _twin_eval(xp, d, eta, k, x0, pts, count, live, family, sigma_noise):
+    """The NumPy twin of glm_slice_shard_eval on one shard (one group): the log-likelihood sums over the
+    shard's rows at every candidate, (C, 1, _PMAX) float64, zeros past each count and where not live.
+    ``config.glm_shard_elements`` bounds the elements (chains x candidates x rows) evaluated together."""
+    C = x0.shape[0]
+    P = int(count[live].max()) if live.any() else 0
+    out = xp.zeros((C, 1, _PMAX), dtype=np.float64)
+    if P == 0:
+        return out
+    pd = (pts - x0[..., None])[:, 0, :P]                                        # (C, P)
+    xk = d.Xt[k]
+    Ni = eta.shape[1]
+    step_p = max(1, config.glm_shard_elements // max(1, C * Ni))
+    for a in range(0, P, step_p):
+        e = eta[:, None, :] + pd[:, a:min(P, a + step_p), None] * xk[None, None, :]    # (C, p, Ni)
+        out[:, 0, a:min(P, a + step_p)] = pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy).sum(axis=-1,
+                                                                                               dtype=np.float64)
+    keep = (xp.arange(_PMAX) < count[..., None]) & live[..., None]
+    return xp.where(keep, out, 0.0)
+
+
+def _twin_decide(xp, dv, sums, k, first, max_out, max_shrink, d1, n_warmup, e, u, us):
+    """The NumPy twin of glm_slice_decide: Neal's decisions of one pass for every (chain, group) from the
+    all-reduced sums (C, G, _PMAX), in the device state ``dv`` (beta, width, the pass state, dpend, fb)."""
+    beta, width = dv["beta"], dv["width"]
+    x0, w = beta[:, :, k].copy(), width[:, :, k]
+    C, G = x0.shape
+    live = xp.ones((C, G), dtype=bool) if first else ~dv["settled"]
+    bracket = _first_bracket(xp, x0, w, u, max_out) if first else None
+    pts, count = _pass_points(xp, first, x0, w, bracket, dv, us, max_out, d1, max_shrink)
+    pkk, muk, c = _prior_terms(xp, beta, dv["mu"], dv["prec"], k)
+    z = pts - muk[..., None]
+    F = sums - 0.5 * pkk[..., None] * z * z - z * c[..., None]                  # as _make_target's target
+    xn, done = x0, xp.zeros((C, G), dtype=bool)
+    if first:
+        L0, R0, J, Jr = bracket
+        logy = F[..., 0] - e
+        a, b = L0, R0
+        goL, goR, stepped = live, live, xp.zeros((C, G), dtype=bool)
+        for j in range(max_out - 1):
+            goL = goL & (J > j) & (F[..., 1 + j] > logy)
+            fR = xp.take_along_axis(F, xp.clip(1 + J + j, 0, _PMAX - 1)[..., None], axis=-1)[..., 0]
+            goR = goR & (Jr > j) & (fR > logy)
+            a, b = xp.where(goL, a - w, a), xp.where(goR, b + w, b)
+            stepped = stepped | goL | goR
+        off = max_out
+        nshr = xp.where(stepped, 0, count - max_out)  # proposals on (L0, R0) apply only without a step
+        s = xp.zeros((C, G), dtype=np.int64)
+    else:
+        a, b, s, logy = dv["L"], dv["R"], dv["S"], dv["logy"]
+        off, nshr = 0, count
+    for j in range(_PMAX - off):
+        act = live & ~done & (nshr > j)
+        x = pts[..., off + j]
+        s = s + act
+        ok = act & (F[..., off + j] > logy)
+        xn = xp.where(ok, x, xn)
+        done = done | ok
+        rej = act & ~ok
+        lower = x < x0
+        a, b = xp.where(rej & lower, x, a), xp.where(rej & ~lower, x, b)
+    still = live & ~done & (s < max_shrink)
+    settle = live & ~still
+    for key, v in (("L", a), ("R", b), ("S", s), ("logy", logy)):
+        dv[key] = xp.where(still, v, dv[key])
+    dv["settled"] = xp.where(live, ~still, dv["settled"])
+    xn = xp.where(settle, xn, x0)
+    delta = xn - x0
+    beta[:, :, k] = xn
+    dv["dpend"] = xp.where(settle, delta, dv["dpend"])
+    neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
+    width[:, :, k] = xp.where(settle & (dv["it"] < n_warmup)[:, None], neww, w)
+    dv["fb"] = dv["fb"] + (settle & ~done)
+    return int(count[live].max()) if live.any() else 0
+
+
+def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_steps_out=4, max_shrink=24):
+    """``step(rng, state) -> (state, info)``: one slice-within-Gibbs sweep with the rows split over ``shards``.
+
+    The algorithm of :func:`step` (flat model: one group), with its log-density evaluations split: each
+    shard keeps ``eta`` of its rows and moves it by the differential update. On the GPU, per coordinate
+    and pass, every shard evaluates the pass's candidates over its rows (``glm_slice_shard_eval``: the
+    candidates of ``glm_slice_pass``, at most ``_PMAX``), their sums, ``chains x _PMAX`` float64 values,
+    are all-reduced (``Shards.allreduce``), and every device takes Neal's decisions from them
+    (``glm_slice_decide``) in its own copy of the state: the same inputs, so the same decisions, with
+    no broadcast and no host synchronisation within the sweep. The pass count is fixed,
+    :func:`shard_passes` (3 for ``max_shrink=24``); a pass with nothing left open returns at once.
+    The random numbers are drawn on local shard 0 in the order :func:`step` draws them and copied to
+    the other devices once a sweep.
+
+    On NumPy the same passes run as array code (``_twin_eval``, ``_twin_decide``: the same candidates,
+    the same decisions, the prior's terms as :func:`step` computes them), stopping once every chain has
+    settled.
+
+    The draws: with one shard the sums are the single device's (the same chunks of rows, in the same
+    order), so the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than two
+    passes of proposals, which ``glm_slice_pass`` finishes in one block); with several shards the sums
+    add the same terms in another order, so the draws equal one device's up to that rounding (a decision
+    can differ only where a candidate's log-density lies within rounding of the slice level, and a chain
+    that takes another step there goes on from another point).
+    """
+    xp = shards.xp
+    m = int(max_steps_out)
+    if not 1 <= m < _PMAX:
+        raise ValueError(f"max_steps_out must be between 1 and {_PMAX - 1} with devices=, got {max_steps_out}.")
+    if int(max_shrink) < 1:
+        raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
+    max_shrink = int(max_shrink)
+    n_local = len(data)
+    n_pass = shard_passes(max_shrink)
+    d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
+    dev_of, first_shard = _device_copies(shards)
+    mu_r, prec_r = Replica(shards, prior[0]), Replica(shards, prior[1])
+    gpu = xp is not np
+    passes = _ShardedPasses(shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink,
+                            d1, n_pass) if gpu else None
+
+    def step(rng, state):
+        C, G, K = state.beta.shape
+        with shards.on(0):
+            e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
+        dvs = _device_states(shards, first_shard, mu_r, prec_r, state, (e_all, u_all, us_all))
+        etas = list(state.eta)
+        if gpu:
+            for i in range(n_local):
+                with shards.on(i):
+                    etas[i] = etas[i].copy()  # moved in place by the kernels
+        evals = 0
+        if gpu:
+            passes(dvs, etas, K)
+        else:
+            evals = _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m,
+                                 max_shrink, d1, n_pass)
+        lls = []
+        for i in range(n_local):
+            dv = dvs[dev_of[i]]
+            with shards.on(i):
+                d = data[i]
+                if gpu:  # the last coordinate's step, as the twin adds it
+                    etas[i] += dv["dpend"] * d.Xt[K - 1][None, :]
+                else:
+                    etas[i] = etas[i] + dv["dpend"] * d.Xt[K - 1][None, :]
+                lls.append(xp.ascontiguousarray(
+                    pointwise_loglik(etas[i], d.y, family, sigma_noise, xp, d.lgy).sum(axis=1, dtype=np.float64)))
+        ll = shards.allreduce(lls)[0]
+        with shards.on(0):
+            dv = dvs[0]
+            fallbacks = dv["fb"].sum(axis=1).astype(np.int64)
+            new = ShardedSliceState(dv["beta"], dv["width"], tuple(etas), state.it + 1)
+            info = SliceInfo(xp.full((C,), -1 if gpu else evals, dtype=np.int64), fallbacks, ll)
+        return new, info
+
+    return step
+
+
+def _device_copies(shards):
+    """One copy of the sweep's state per distinct device (shards of one GPU share it, and it is decided
+    once there): ``(dev_of, first_shard)``, each local shard's copy and each copy's first local shard."""
+    devs, dev_of = [], []
+    for dev in shards.devices:
+        if dev not in devs:
+            devs.append(dev)
+        dev_of.append(devs.index(dev))
+    return dev_of, [dev_of.index(j) for j in range(len(devs))]
+
+
+def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
+    """The sweep's state on each distinct device: beta and width (copies, moved in place), the
+    prior, the iteration counter, the random numbers, the pass state."""
+    xp = shards.xp
+    gpu = xp is not np
+    C, G, K = state.beta.shape
+    reps = [Replica(shards, a) for a in (state.beta, state.width, state.it) + draws]
+    out = []
+    for j, i in enumerate(first_shard):
+        with shards.on(i):
+            beta, width, it, e, u, us = (r(i) for r in reps)
+            dt = beta.dtype
+            # (a copy for shard 0's device; the others' replicas are fresh copies already)
+            dv = dict(beta=beta.copy() if j == 0 else beta, width=width.copy() if j == 0 else width,
+                      mu=mu_r(i), prec=prec_r(i), it=it, e=e, u=u, us=us,
+                      L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt),
+                      S=xp.zeros((C, G), dtype=np.int64 if not gpu else np.int32),
+                      logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=bool),
+                      dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=np.int64))
+            if gpu:
+                dv["settled"] = xp.zeros((C, G), dtype=np.int32)
+                dv["fb"] = xp.zeros((C, G), dtype=np.int32)
+                for name in ("e", "u", "us", "mu", "prec"):
+                    dv[name] = xp.ascontiguousarray(dv[name])
+            out.append(dv)
+    return out
+
+
+def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink, d1,
+                 n_pass):
+    """The sweep's passes on NumPy shards (:func:`_twin_eval`, the all-reduce, :func:`_twin_decide`),
+    stopping once every chain has settled; ``etas`` (a list, one per local shard) is moved in place.
+    Returns the log-density evaluations."""
+    xp = shards.xp
+    n_local = len(data)
+    K = dvs[0]["beta"].shape[2]
+    evals = 0
+    for k in range(K):
+        if k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
+            for i in range(n_local):
+                etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
+        for p in range(n_pass):
+            first = p == 0
+            sums = []
+            for i in range(n_local):
+                dv = dvs[dev_of[i]]
+                with shards.on(i):
+                    x0 = dv["beta"][:, :, k]
+                    w = dv["width"][:, :, k]
+                    live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
+                    bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
+                    pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
+                    sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
+            shards.allreduce(sums)
+            for j, i in enumerate(first_shard):
+                dv = dvs[j]
+                with shards.on(i):
+                    evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
+                                          dv["e"][k], dv["u"][k], dv["us"][k])
+            if bool(dvs[0]["settled"].all()):
+                break  # (free on NumPy; the GPU runs every pass, those with nothing open return at once)
+    return evals
+
+
+def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:
+    """Bytes all-reduced per sweep of ``BayesianGLM(devices=...)`` on the GPU with ``K`` coefficients
+    (intercept included): per coordinate :func:`shard_passes` all-reduces of ``_PMAX`` float64 sums a
+    chain, and the log-likelihood at the end."""
+    return 8 * n_chains * (K * shard_passes(max_shrink) * _PMAX + 1)
+
+
+# ---------------------------------------------------------------------------
+# Groups split over devices (HierarchicalGLM(devices=...))
+# ---------------------------------------------------------------------------
+
+
+class ShardedGroupState(NamedTuple):
+    beta: object    # (C, G, K) every group's coefficients, on local shard 0's device
+    mu: object      # (C, K) the groups' mean, on local shard 0's device
+    prec: object    # (C, K, K) its precision
+    sigma: object   # (C, K, K) its covariance
+    it: object      # (C,) iteration counter
+    betas: tuple    # per local shard, (C, G, K) every group's coefficients on its device (the all-reduce's copy)
+    eta: tuple      # per local shard, (C, N_i) linear predictor of its rows
+    width: tuple    # per local shard, (C, G_i, K) its groups' slice step widths
+
+
+def group_bounds(sizes, world: int) -> list:
+    """``world`` contiguous ranges ``(g0, g1)`` of the groups, about equal in rows, each of at least one
+    group (the same answer in every process, from the group sizes alone)."""
+    G = len(sizes)
+    if G < world:
+        raise ValueError(f"{G} groups cannot be split over {world} shards (each holds whole groups): "
+                         "use fewer devices.")
+    cuts = balanced_cuts(sizes, world)
+    return [(cuts[r], cuts[r + 1]) for r in range(world)]
+
+
+def init_groups_sharded(X, y, gid, shards, family="bernoulli", n_chains=4, prior_scale=1.0):
+    """The state, the per-shard data and each local shard's groups ``(g0, g1)`` for
+    :func:`make_groups_sharded_step`: ``X`` (N, K), ``y`` (host arrays, or CuPy arrays on local shard 0's
+    GPU) with their rows sorted by group, ``gid`` (N,) the group of each row, 0 .. G - 1, on the host.
+    Each shard holds whole groups (:func:`group_bounds`); on the GPU every shard splits its groups' rows
+    into chunks as one device would split them all, so each group's sums are those of one device."""
+    N, K = X.shape
+    xp = shards.xp
+    gid = np.asarray(_backend.to_host(gid), dtype=np.int64)
+    G = int(gid[-1]) + 1 if N else 0
+    sizes = np.bincount(gid, minlength=G)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    bounds = [group_bounds(sizes, shards.world)[r] for r in shards.ranks]
+    shape = None
+    if xp is not np:
+        with shards.on(0):
+            whole = _chunk_plan(xp, starts, ends, n_chains)
+            shape = (whole.chunk_rows, whole.block)
+    datas, etas, widths, betas = [], [], [], []
+    for i, (g0, g1) in enumerate(bounds):
+        a, b = int(starts[g0]), int(ends[g1 - 1])
+        with shards.on(i):
+            # a copy made under the shard's device lands there (as Shards.scatter copies)
+            Xi = np.ascontiguousarray(X[a:b]) if xp is np else xp.array(X[a:b], copy=True, order="C")
+            yi = np.ascontiguousarray(y[a:b]) if xp is np else xp.array(y[a:b], copy=True, order="C")
+            st, d = init(Xi, yi, family, n_chains, prior_scale, xp.asarray(gid[a:b] - g0), chunk_shape=shape)
+            del Xi
+            datas.append(d)
+            etas.append(st.eta)
+            widths.append(st.width)
+            betas.append(xp.zeros((n_chains, G, K), dtype=X.dtype))
+    with shards.on(0):
+        st = _init_state(xp, n_chains, G, K, 0, X.dtype, prior_scale)
+    state = ShardedGroupState(betas[0], st.mu, st.prec, st.sigma, st.it, tuple(betas), tuple(etas), tuple(widths))
+    return state, datas, bounds
+
+
+def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup, hyper, max_steps_out=4,
+                             max_shrink=24):
+    """``step(rng, state) -> (state, info)``: one sweep of the hierarchical model with its groups split
+    over ``shards`` (each holds whole groups: their rows, coefficients, widths and eta).
+
+    The random numbers of :func:`step` are drawn on local shard 0 for every group and each shard takes
+    its groups' part, so group g's numbers are those of one device whatever shard holds it. Each shard
+    sweeps its groups' coefficients by the single-device kernels (no all-reduce within the sweep: a
+    group's rows are all on one shard); then the coefficients of every group are gathered by an
+    all-reduce of a (C, G, K) array that holds zeros outside each shard's groups (exact: x + 0 = x), and
+    ``mu, Sigma`` are drawn from them as :func:`step` draws them. On the GPU, where every shard splits
+    its groups' rows as one device splits them (:func:`init_groups_sharded`), the draws equal those of
+    ``devices=None`` bit for bit; on NumPy the sums over a group's rows come from a running sum over the
+    shard's rows, whose rounding depends on the rows before it, so the draws equal one device's up to
+    that rounding.
+    """
+    xp = shards.xp
+    if hyper is None:
+        raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")
+
+    def step(rng, state):
+        C, G, K = state.beta.shape
+        with shards.on(0):
+            e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
+        reps = [Replica(shards, a) for a in (state.mu, state.prec, state.sigma, state.it, e_all, u_all, us_all)]
+        fulls, lls, fbs, etas, widths = [], [], [], [], []
+        for i, (g0, g1) in enumerate(bounds):
+            with shards.on(i):
+                mu, prec, sigma, it, e, u, us = (r(i) for r in reps)
+                e, u, us = (xp.ascontiguousarray(a[..., g0:g1]) for a in (e, u, us))
+                st = SliceState(xp.ascontiguousarray(state.betas[i][:, g0:g1]), state.eta[i], state.width[i], mu,
+                                prec, sigma, it)
+                beta_i, eta_i, width_i, fb, _ = _sweep_coefs(xp, st, data[i], family, sigma_noise, n_warmup,
+                                                             max_steps_out, max_shrink, e, u, us)
+                full = xp.zeros((C, G, K), dtype=state.beta.dtype)
+                full[:, g0:g1] = beta_i
+                fulls.append(full)
+                fbs.append(xp.ascontiguousarray(fb, dtype=np.int64))
+                etas.append(eta_i)
+                widths.append(width_i)
+                lls.append(xp.ascontiguousarray(
+                    pointwise_loglik(eta_i, data[i].y, family, sigma_noise, xp, data[i].lgy).sum(axis=1,
+                                                                                                 dtype=np.float64)))
+        shards.allreduce(fulls)
+        shards.allreduce(lls)
+        shards.allreduce(fbs)
+        with shards.on(0):
+            mu, prec, sigma = _draw_hyper(rng, fulls[0], hyper, xp)
+            new = ShardedGroupState(fulls[0], mu, prec, sigma, state.it + 1, tuple(fulls), tuple(etas),
+                                    tuple(widths))
+            info = SliceInfo(xp.full((C,), -1, dtype=np.int64), fbs[0], lls[0])
+        return new, info
+
+    return step
+
+
+def groups_allreduce_bytes(n_chains: int, G: int, K: int, itemsize: int = 4) -> int:
+    """Bytes all-reduced per sweep of ``HierarchicalGLM(devices=...)``: every group's coefficients
+    (``itemsize`` bytes each: 4 for float32), then the log-likelihood and the fallbacks (8 bytes a chain
+    each)."""
+    return n_chains * (G * K * itemsize + 16)
+

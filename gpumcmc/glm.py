@@ -461,6 +461,32 @@ def _kernel_fg_out(X, y, beta2, family, w, off, sigma, kernel, describe, single)
 _device_fg = _v.checked(_kernel_fg_out)  # one synchronisation per direct call, to read the kernels' notes
 
 
+def _arrays(xp, X, y, beta, weights, offset):
+    """:func:`loglik_and_grad`'s arrays on ``xp`` in ``X``'s float dtype, their shapes checked:
+    ``(X, y, beta2, w, off, single)`` with ``beta2`` (B, K) and ``single`` whether ``beta`` was (K,)."""
+    X = xp.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    dtype = X.dtype
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-d (N, K), got shape {X.shape}.")
+    N, K = X.shape
+    y = xp.asarray(y, dtype=dtype)
+    beta = xp.asarray(beta, dtype=dtype)
+    if y.shape != (N,):
+        raise ValueError(f"y must have shape ({N},) to match X's {N} rows, got {y.shape}.")
+    single = beta.ndim == 1
+    beta2 = beta[None, :] if single else beta
+    if beta2.ndim != 2 or beta2.shape[1] != K:
+        raise ValueError(f"beta must have shape ({K},) or (B, {K}) to match X's {K} columns, got {beta.shape}.")
+    w = None if weights is None else xp.asarray(weights, dtype=dtype)
+    off = None if offset is None else xp.asarray(offset, dtype=dtype)
+    for name, a in (("weights", w), ("offset", off)):
+        if a is not None and a.shape != (N,):
+            raise ValueError(f"{name} must have shape ({N},) to match X's rows, got {a.shape}.")
+    return X, y, beta2, w, off, single
+
+
 def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=None, sigma=1.0,
                     check: bool = True, kernel: str = "auto"):
     """Log-likelihood ``f`` and gradient ``g`` of a GLM, in one pass over ``X``.
@@ -515,26 +541,8 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
     xp = _backend.get_array_module(X, y, beta)
-    X = xp.asarray(X)
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
+    X, y, beta2, w, off, single = _arrays(xp, X, y, beta, weights, offset)
     dtype = X.dtype
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-d (N, K), got shape {X.shape}.")
-    N, K = X.shape
-    y = xp.asarray(y, dtype=dtype)
-    beta = xp.asarray(beta, dtype=dtype)
-    if y.shape != (N,):
-        raise ValueError(f"y must have shape ({N},) to match X's {N} rows, got {y.shape}.")
-    single = beta.ndim == 1
-    beta2 = beta[None, :] if single else beta
-    if beta2.ndim != 2 or beta2.shape[1] != K:
-        raise ValueError(f"beta must have shape ({K},) or (B, {K}) to match X's {K} columns, got {beta.shape}.")
-    w = None if weights is None else xp.asarray(weights, dtype=dtype)
-    off = None if offset is None else xp.asarray(offset, dtype=dtype)
-    for name, a in (("weights", w), ("offset", off)):
-        if a is not None and a.shape != (N,):
-            raise ValueError(f"{name} must have shape ({N},) to match X's rows, got {a.shape}.")
     if not (float(sigma) > 0 and math.isfinite(float(sigma))):
         raise ValueError(f"sigma must be a positive finite number, got {sigma!r}.")
     describe = _BadInput(family, not single) if check and _v.validating() else None

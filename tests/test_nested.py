@@ -9,8 +9,9 @@ import warnings
 import numpy as np
 import pytest
 
-from gpumcmc.nested import (NestedResults, NestedSampler, SinusoidModel, _evidence, combine_runs,
-                            correlated_gaussian, eggbox, gaussian_shells, merge_points, mode_check, plot_run)
+from gpumcmc.models.nested import _evidence
+from gpumcmc.nested import (NestedResults, NestedSampler, SinusoidModel, combine_runs, correlated_gaussian, eggbox,
+                            gaussian_shells, merge_points, mode_check, plot_run)
 
 
 def _run(ll, pt, d, **kw):
@@ -574,7 +575,7 @@ def test_issue_modes_default_live_points_keep_the_weight(xp):
 def test_mode_mass_err_and_warning():
     """mode_mass_err is the spread of the runs' mode masses over sqrt(n_runs); runs that disagree by more than
     MODE_ERR_MAX (and lost none) are told so in a warning; runs that agree are not."""
-    from gpumcmc.nested import MODE_ERR_MAX, FewLivePointsWarning, _warn_lost
+    from gpumcmc.models.nested import MODE_ERR_MAX, FewLivePointsWarning, _warn_lost
 
     far = np.array([[0.7, 0.3], [0.4, 0.6], [0.8, 0.2], [0.5, 0.5]])
     near = np.array([[0.7, 0.3], [0.68, 0.32], [0.72, 0.28], [0.7, 0.3]])
@@ -653,7 +654,7 @@ def test_progress_kernel_matches_twin(cp, M, R, N):
     """The per-iteration bookkeeping kernel (each run's evidence, the worst stopping value and the flag read
     back from mapped memory) against its NumPy twin over a few iterations, with -inf points, a run whose
     removed points are all -inf, and the flag turned off in the last iteration."""
-    from gpumcmc.nested import _Progress
+    from gpumcmc.models.nested import _Progress
 
     rs = np.random.default_rng(M + R + N)
     offs = np.log(rs.random(R)) - 0.1
@@ -717,7 +718,7 @@ def test_clone_and_set_params():
 def test_fused_step_is_a_protocol():
     """The fused step is taken from any object whose class defines nested_fused_slice beside the loglike and
     prior_transform given, not from an isinstance test; a subclass overriding loglike falls back."""
-    from gpumcmc.nested import _fusable_model
+    from gpumcmc.models.nested import _fusable_model
 
     class Model:
         def loglike(self, x):
@@ -749,7 +750,7 @@ def test_fused_step_is_a_protocol():
 def test_argsort_kernel_matches_cupy(cp, M, N):
     """The rank kernel gives cupy.argsort's permutation exactly (a stable sort, NaN last), ties and -inf
     included, for rows longer than a block and more rows than a grid's first dimension."""
-    from gpumcmc.nested import _argsort_rows
+    from gpumcmc.models.nested import _argsort_rows
 
     rs = np.random.default_rng(N)
     x = np.round(rs.normal(size=(M, N)), 1)               # many ties

@@ -1031,9 +1031,9 @@ GLM_PASS_INST(double)
 #endif
 
 // ---------------------------------------------------------------------------
-// The rows split over devices (gpumcmc.models.glm.make_sharded_step): glm_slice_pass with its decision
-// taken out into a launch of its own, so that the candidates' sums over the rows can be all-reduced
-// between the two. Per coordinate and pass, on every device: glm_slice_shard_eval (each of the device's
+// The rows split over devices (gpumcmc.models.glm.sharded.make_sharded_step, launched by ops.py's
+// _ShardedPasses): glm_slice_pass with its decision taken out into a launch of its own, so that the
+// candidates' sums over the rows can be all-reduced between the two. Per coordinate and pass, on every device: glm_slice_shard_eval (each of the device's
 // shards evaluates the pass's candidates over its rows, as glm_slice_pass does, and the last block of a
 // (chain, group) writes the sums over its chunks to sums (C, G, GLM_PMAX), zeros past the candidates),
 // the all-reduce of sums, then glm_slice_decide (Neal's decisions from the summed candidates, a block
@@ -1158,7 +1158,7 @@ GLM_SHARD_INST(double)
 
 // ---------------------------------------------------------------------------
 // glm_niw: the hierarchical model's draw of (mu, Sigma) | beta from the normal-inverse-Wishart
-// conditional, one block per chain, all in double, with no host round trip (gpumcmc.models.glm's
+// conditional, one block per chain, all in double, with no host round trip (gpumcmc/models/glm/ops.py's
 // _niw_twin is the same algorithm on the host). Given the chain's group coefficients beta (G x K):
 //   bbar, S: the groups' mean and scatter, in one pass over beta shifted by its first group (chunks of
 //     GLM_NIW_CH groups staged in shared memory; thread per (i >= j) entry),

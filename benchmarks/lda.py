@@ -26,8 +26,8 @@ floor of each stage (for the separate z-draw and counts, z is written and read).
 
 Variants on the paper corpus, in the same run: the z-draw and counts as two
 kernels (``fused=False``), the fused kernel with theta read densely or as
-compacted lists, its launch shape (``ZWARPS`` warps per block, ``ZWAVES``
-times the resident blocks), coarser ``token_order`` tiles, and 4 chains.
+compacted lists, its launch shape (``config.lda_zwarps`` warps per block,
+``config.lda_zwaves`` times the resident blocks), coarser ``token_order`` tiles, and 4 chains.
 """
 
 from __future__ import annotations
@@ -165,7 +165,9 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
              **init_kw):
     """Time 10 sweeps through the run driver of one configuration; returns (data, state) for the stages.
 
-    ``graph``: the sweep captured once as a CUDA graph (during warm-up) and replayed."""
+    ``graph``: the sweep captured once as a CUDA graph (during warm-up) and replayed. ``tune``: knobs of
+    ``gpumcmc._config.config`` set for this row."""
+    from gpumcmc._config import config
     from gpumcmc.models import lda as L
     from gpumcmc.random import default_rng
     from gpumcmc.sampling import graph_step
@@ -173,10 +175,7 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
 
     cp = bench.cupy
     pool = cp.get_default_memory_pool()
-    saved = {k: getattr(L, k) for k in (tune or {})}
-    for k, v in (tune or {}).items():
-        setattr(L, k, v)
-    try:
+    with config.override(**(tune or {})):
         alpha = beta = 1.0 / K if alpha is None else alpha
         rng = default_rng(0, backend="cupy")
         pool.free_all_blocks()
@@ -204,9 +203,6 @@ def _fit_row(bench, case, impl, rows, cols, M, V, T, K, n_chains=1, note="", tun
                      note=f"{ms / SWEEPS:.3f} ms per sweep; GPU pool peak {peak / 2**30:.2f} GiB over the "
                           f"corpus{note}")
         return data, holder["s"], rng
-    finally:
-        for k, v in saved.items():
-            setattr(L, k, v)
 
 
 def _fused_stage(bench, case, rng, data, state, M, V, T, K):
@@ -248,7 +244,7 @@ def _graph_rows(bench):
 
 
 def run(bench):
-    from gpumcmc.models import lda as L
+    from gpumcmc._config import config
 
     cp = bench.cupy
     if os.environ.get("GPUMCMC_LDA_GRAPH", "1") != "0":
@@ -282,15 +278,16 @@ def run(bench):
             del data, state
             pool.free_all_blocks()
             # The other path of the z-draw and counts: one fused kernel, or two (categorical_products, lda_counts).
-            if K >= L.FUSED_MIN_K:
+            if K >= config.lda_fused_min_k:
                 _fit_row(bench, case, "gpumcmc LDA, separate z-draw and counts", rows, cols, M, V, T, K, fused=False)
             else:
                 _fit_row(bench, case, "gpumcmc LDA, fused z-draw and counts", rows, cols, M, V, T, K, fused=True)
             if not big:
-                _fit_row(bench, case, f"gpumcmc LDA, fused, {'dense' if K >= L.SPARSE_MIN_K else 'sparse'} theta",
-                         rows, cols, M, V, T, K, fused=True, sparse=K < L.SPARSE_MIN_K)
+                _fit_row(bench, case,
+                         f"gpumcmc LDA, fused, {'dense' if K >= config.lda_sparse_min_k else 'sparse'} theta",
+                         rows, cols, M, V, T, K, fused=True, sparse=K < config.lda_sparse_min_k)
             if not big and K == 1024:
-                for tune in ({"ZWARPS": 2}, {"ZWAVES": 2}, {"ZWAVES": 8}):
+                for tune in ({"lda_zwarps": 2}, {"lda_zwaves": 2}, {"lda_zwaves": 8}):
                     _fit_row(bench, case, f"gpumcmc LDA, fused, {tune}", rows, cols, M, V, T, K, tune=tune)
                 _fit_row(bench, case, "gpumcmc LDA, fused, token_order tiles of 4x L2", rows, cols, M, V, T, K,
                          cache_bytes=4 * cp.cuda.Device().attributes["L2CacheSize"])

@@ -149,6 +149,24 @@ class Config:
         # gpumcmc.models.rbm: rows of X (evenly spaced) that RBM.fit's progress bar scores after each epoch;
         # scoring a row costs about a third of an epoch's work on it (test_rbm's progress test).
         "rbm_progress_rows": 256,
+        # gpumcmc.models.lda: init's default z-draw is the fused kernel from lda_fused_min_k topics where at
+        # most lda_fused_max_fill of theta's entries without a count are expected non-zero, and that kernel
+        # reads theta rows as compacted lists from lda_sparse_min_k topics (either choice moves a draw only
+        # where a prefix sum lies within rounding of its target); lda_zdraw takes lda_zwarps warps a block (at
+        # most 4, its launch bound) and a grid of lda_zwaves times the resident blocks (the same draws);
+        # LDA(graph=None) replays its sweeps from a CUDA graph below lda_graph_max_tokens tokens (times
+        # chains); seeded_topics' work bounds: exact cosines up to lda_seed_exact_work (K times the
+        # candidates' tokens), else those of an lda_seed_sketch-wide count sketch, whose Gram matrix is formed
+        # once for at most lda_seed_gram_max candidates (test_lda_quality reaches the sketch through it).
+        "lda_fused_min_k": 512,
+        "lda_fused_max_fill": 0.2,
+        "lda_sparse_min_k": 256,
+        "lda_zwarps": 4,
+        "lda_zwaves": 2,
+        "lda_graph_max_tokens": 2_000_000,
+        "lda_seed_exact_work": 2**26,
+        "lda_seed_sketch": 256,
+        "lda_seed_gram_max": 4096,
     }
 
     def __init__(self):

@@ -469,7 +469,7 @@ def check_values(sig: KernelSignature, values: tuple, packed: bool = False) -> N
 def _problem(sig, p: Param, v, packed: bool, bound: dict) -> str | None:
     is_array = type(v).__module__.startswith("cupy") or isinstance(v, np.ndarray)
     if p.base in sig.type_params:  # T: one dtype for the call (a Python float goes in as a double)
-        if is_array or isinstance(v, np.generic):
+        if is_array or (isinstance(v, np.generic) and not p.pointer):   # an address (a null T*) binds no T
             dtype = v.dtype
         elif isinstance(v, float) and not packed and not p.pointer:
             dtype = np.dtype(np.float64)

@@ -18,7 +18,7 @@ import gpumcmc
 from gpumcmc import _config, _loader, discrete
 from gpumcmc._config import Config, Memo, config, memo
 from gpumcmc.models import bayesnet, mixture
-from gpumcmc.models import rbm
+from gpumcmc.models import lda, rbm
 from gpumcmc import glm as glm_fg
 from gpumcmc.models import glm as glm_model
 from gpumcmc.random import _fill, _gamma
@@ -60,6 +60,15 @@ OLD_NAMES = [
     (glm_model, "_BLOCK", "glm_block"),
     (glm_model, "_SPEC_SHRINK", "glm_spec_shrink"),
     (glm_model, "_SHARD_ELEMENTS", "glm_shard_elements"),
+    (lda, "FUSED_MIN_K", "lda_fused_min_k"),
+    (lda, "FUSED_MAX_FILL", "lda_fused_max_fill"),
+    (lda, "SPARSE_MIN_K", "lda_sparse_min_k"),
+    (lda, "ZWARPS", "lda_zwarps"),
+    (lda, "ZWAVES", "lda_zwaves"),
+    (lda, "GRAPH_MAX_TOKENS", "lda_graph_max_tokens"),
+    (lda, "SEED_EXACT_WORK", "lda_seed_exact_work"),
+    (lda, "SEED_SKETCH", "lda_seed_sketch"),
+    (lda, "SEED_GRAM_MAX", "lda_seed_gram_max"),
 ]
 # Knobs that never had a module-level name (a test or benchmark patched a function before).
 NEW_KNOBS = {"glm_niw_kernel"}

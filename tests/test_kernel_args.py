@@ -28,12 +28,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = ROOT / "gpumcmc"
 KERNELS = ROOT / "kernels_cu"
 
-# Kernels of more than 8 parameters that gpumcmc/ still launches by position (file, kernel). The GLM,
-# mixture and LDA launchers are to move to gpumcmc._kernel_args next; remove each one converted.
-POSITIONAL = {
-    ("lda.cu", "lda_col_normalise"),
-    ("lda.cu", "lda_zdraw"),
-}
+# Kernels of more than 8 parameters that gpumcmc/ still launches by position (file, kernel): none left; a
+# new one fails the test (launch it through gpumcmc._kernel_args instead).
+POSITIONAL: set = set()
 BIG = 8  # parameters above which a kernel must be launched by name
 
 # Launches that splat a dict the static check cannot follow (kept from call to call): their names are
@@ -549,6 +546,14 @@ def test_checking_keeps_one_dtype_per_template_type(checking):
     _kernel_args.args("gamma.cu", "gamma_draw", **gamma)
     with pytest.raises(TypeError, match="scale_value .* is of float64, but an earlier argument of type T"):
         _kernel_args.args("gamma.cu", "gamma_draw", **{**gamma, "scale_value": 1.0})
+    # a null address for a T* (lda_col_normalise without a running sum) binds no T: float32 arrays beside it
+    f = np.zeros(4, np.float32)
+    null = np.uint64(0)
+    norm = dict(x=f, m=f, s=f, out=f, sum_in=null, sum_out=null, keep=null,
+                n=np.int64(4), K=np.int32(2))
+    _kernel_args.args("lda.cu", "lda_col_normalise", **norm)
+    with pytest.raises(TypeError, match="sum_in .* is of float64, but an earlier argument of type T"):
+        _kernel_args.args("lda.cu", "lda_col_normalise", **{**norm, "sum_in": np.zeros(4)})
 
 
 def test_checking_packed_launches(checking):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gpumcmc._config import config
 from gpumcmc.models import LDA
 from gpumcmc.models import lda as lda_mod
 
@@ -36,17 +37,24 @@ def test_seeded_topics_one_per_planted_topic(monkeypatch, path):
     distance under 0.01 against 1 for the others, so a pick repeats a topic with chance under
     3 * 40 * 0.01 / (40 * 1) = 0.03 at the last pick; with three picks after the first, a repeat has chance
     under 0.1 a priori; the seeds are fixed and the outcome is the same on every run."""
-    if path == "sketch":  # every document a candidate still, as at the default on a small corpus
-        monkeypatch.setattr(lda_mod, "SEED_EXACT_WORK", 0)
     rows, cols, M, V, _ = _pure_corpus()
+    exact = [lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=seed, max_candidates=M) for seed in range(3)]
+    if path == "sketch":  # every document a candidate still, as at the default on a small corpus
+        monkeypatch.setattr(config, "lda_seed_exact_work", 0)
+    got = []
     for seed in range(3):
         phi = lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=seed, max_candidates=M)
+        got.append(phi)
         assert phi.shape == (V, 2, 4) and phi.dtype == np.float32 and (phi > 0).all()
         np.testing.assert_allclose(phi.sum(axis=0), 1, rtol=1e-5)
         for ch in range(2):
             assert sorted(_seeded_topic_of(phi[:, ch], 4, 20)) == [0, 1, 2, 3], (path, seed, ch)
         np.testing.assert_array_equal(phi, lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=seed,
                                                                  max_candidates=M))
+    # The sketch draws its hashes and signs from the host generator before the first pick, so its picks (the
+    # documents, of the same topics) differ from the exact path's: the knob reached seeded_topics.
+    same = [np.array_equal(a, b) for a, b in zip(got, exact)]
+    assert all(same) if path == "exact" else not any(same)
 
 
 def test_seeded_topics_bounded_candidates_and_unsorted_tokens():
@@ -63,7 +71,7 @@ def test_seeded_topics_bounded_candidates_and_unsorted_tokens():
 
 def test_default_start_is_seeded_on_small_corpora(monkeypatch):
     """LDA's default start (``"auto"``) is the seeded start where K times the tokens is at most
-    SEED_EXACT_WORK and at least K documents have tokens (the same draws as ``start="seeded"``), and the
+    config.lda_seed_exact_work and at least K documents have tokens (the same draws as ``start="seeded"``), and the
     random start otherwise (the same draws as ``start="random"``; where documents are too few,
     ``"seeded"`` raises)."""
     rows, cols, M, V, _ = _pure_corpus(K=3, per_topic=10, length=50)
@@ -74,7 +82,7 @@ def test_default_start_is_seeded_on_small_corpora(monkeypatch):
     rand = LDA(3, start="random", **kw).fit(X)
     np.testing.assert_array_equal(auto.components_, seeded.components_)
     assert not np.array_equal(auto.components_, rand.components_)
-    monkeypatch.setattr(lda_mod, "SEED_EXACT_WORK", 3 * rows.size - 1)   # a corpus too large to seed by default
+    monkeypatch.setattr(config, "lda_seed_exact_work", 3 * rows.size - 1)   # a corpus too large to seed by default
     np.testing.assert_array_equal(LDA(3, **kw).fit(X).components_, rand.components_)
     monkeypatch.undo()
     few = X[:5]
@@ -107,12 +115,14 @@ RANDOM_START_COMPONENTS = [
 def test_seeded_topics_gpu_matches_numpy(cp, monkeypatch, path):
     """Tokens on the GPU give the topics of the same tokens on the host (the counts are exact on either, the
     picks are made on the host), and LDA's default start on CuPy is its seeded start there."""
-    if path == "sketch":
-        monkeypatch.setattr(lda_mod, "SEED_EXACT_WORK", 0)
     rows, cols, M, V, _ = _pure_corpus()
+    exact = lda_mod.seeded_topics(rows, cols, M, V, 4, n_chains=2, seed=3, max_candidates=M)
+    if path == "sketch":
+        monkeypatch.setattr(config, "lda_seed_exact_work", 0)
     perm = np.random.default_rng(2).permutation(rows.size)    # out of order: sorted on the device
     for r, c in ((rows, cols), (rows[perm], cols[perm])):
         want = lda_mod.seeded_topics(r, c, M, V, 4, n_chains=2, seed=3, max_candidates=M)
+        assert np.array_equal(want, exact) == (path == "exact")   # the knob reached the host's path
         got = lda_mod.seeded_topics(cp.asarray(r), cp.asarray(c), M, V, 4, n_chains=2, seed=3, max_candidates=M)
         assert isinstance(got, np.ndarray)
         np.testing.assert_array_equal(got, want)

@@ -68,8 +68,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _validate
+from .. import _kernel_args, _validate
 from .. import backend as _backend
+from .._config import config, forward, memo
 from ..discrete import CounterIndex, categorical_products, token_order
 from ..sampling import Estimator, Monitor, run, to_arviz
 from ..sampling._estimator import Integral, Interval, Real, StrOptions, _is_sparse, mixin
@@ -293,7 +294,7 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
 
     ``n_chains`` independent chains start from independent topics. ``fused`` (GPU) draws z and counts in
     one kernel (default: where theta is expected to be mostly zero, see ``_fused_default``); ``sparse``
-    (default: K >= ``SPARSE_MIN_K``) lets that kernel read mostly-zero theta rows as compacted lists.
+    (default: K >= ``config.lda_sparse_min_k``) lets that kernel read mostly-zero theta rows as compacted lists.
     Neither changes the draws but for rounding near ties.
     ``cache_bytes`` is passed to :func:`gpumcmc.token_order`.
 
@@ -330,14 +331,14 @@ def _checked_start(phi_start, xp, V: int, C: int, K: int, dtype):
     return phi
 
 
-# The seeded start's work bound: exact cosines while K times the candidates' tokens is at most SEED_EXACT_WORK
-# (each pick is one sparse product over the candidates); beyond, cosines of a SEED_SKETCH-wide count sketch of
-# the candidates (their Gram matrix formed once where they are at most SEED_GRAM_MAX, else one dense product
-# per pick). The default candidates number max(2 K, SEED_EXACT_WORK // (K * mean tokens per document)): every
-# document of the planted corpora of issue 37 (K = 10, 1,000 documents of 80 tokens), 2 K of a 29 M-token
-# corpus of 23.6 k documents at K = 1024. LDA's default start seeds where K times the corpus' tokens is at
-# most SEED_EXACT_WORK: every document a candidate, exact cosines.
-SEED_EXACT_WORK, SEED_SKETCH, SEED_GRAM_MAX = 2**26, 256, 4096
+# The seeded start's work bound: exact cosines while K times the candidates' tokens is at most
+# config.lda_seed_exact_work (each pick is one sparse product over the candidates); beyond, cosines of a
+# config.lda_seed_sketch-wide count sketch of the candidates (their Gram matrix formed once where they are at
+# most config.lda_seed_gram_max, else one dense product per pick). The default candidates number
+# max(2 K, lda_seed_exact_work // (K * mean tokens per document)): every document of the planted corpora of
+# issue 37 (K = 10, 1,000 documents of 80 tokens), 2 K of a 29 M-token corpus of 23.6 k documents at K = 1024.
+# LDA's default start seeds where K times the corpus' tokens is at most lda_seed_exact_work: every document a
+# candidate, exact cosines.
 
 
 def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_chains: int = 1, seed=None,
@@ -357,12 +358,13 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
     in a mode where two topics share one sampled topic.
 
     The work is bounded whatever the corpus: the documents are picked among at most ``max_candidates``
-    of them, drawn at random (default ``max(2 K, SEED_EXACT_WORK // (K * mean tokens per document))``), and
-    only their tokens are read on the host, with the corpus' word and document counts (two bincounts on
-    the array module of ``rows``). While K times the candidates' tokens is at most ``SEED_EXACT_WORK``, the
-    cosines are exact; beyond, they are those of a ``SEED_SKETCH``-wide count sketch of the candidates
-    (each word added, with a random sign, to one of ``SEED_SKETCH`` columns), whose inner products are the
-    exact ones on average. At K = 1024 on a 29 M-token corpus of 23.6 k documents (V = 50 k) this took
+    of them, drawn at random (default ``max(2 K, lda_seed_exact_work // (K * mean tokens per document))``,
+    a knob of ``gpumcmc._config.config``), and only their tokens are read on the host, with the corpus'
+    word and document counts (two bincounts on the array module of ``rows``). While K times the
+    candidates' tokens is at most ``config.lda_seed_exact_work``, the cosines are exact; beyond, they are
+    those of a ``config.lda_seed_sketch``-wide count sketch of the candidates (each word added, with a
+    random sign, to one of ``lda_seed_sketch`` columns), whose inner products are the exact ones on
+    average. At K = 1024 on a 29 M-token corpus of 23.6 k documents (V = 50 k) this took
     0.5 to 0.8 s on a shared 2-core CPU with NumPy arrays, 0.2 to 0.3 s of it the passes over every token
     that run on the GPU for CuPy ones; the version that read every document took 50 s there. ``seed``: of the host generator
     (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy, ``rows`` best sorted (as
@@ -395,8 +397,9 @@ def _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_c
     starts = np.concatenate([[0], np.cumsum(lens)])
     rs = np.random.default_rng(seed)
     if max_candidates is None:
-        max_candidates = max(2 * K, SEED_EXACT_WORK // (K * max(1, T // docs.size)))
+        max_candidates = max(2 * K, config.lda_seed_exact_work // (K * max(1, T // docs.size)))
     picks = []
+    exact_work, sketch, gram_max = config.lda_seed_exact_work, config.lda_seed_sketch, config.lda_seed_gram_max
     for _ in range(C):
         pool = docs if docs.size <= max_candidates else np.sort(rs.choice(docs, max_candidates, replace=False))
         # the candidates' tokens: their documents' ranges of the sorted stream, gathered on rows' module
@@ -406,7 +409,7 @@ def _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_c
         w = np.asarray(_backend.to_host(cols[xp.asarray(at)]), np.int64)
         r = np.repeat(np.arange(pool.size), n_tok)
         P = pool.size
-        if K * w.size <= SEED_EXACT_WORK:   # exact cosines, one sparse product per pick
+        if K * w.size <= exact_work:   # exact cosines, one sparse product per pick
             Xp = sp.csr_matrix((np.ones(w.size), (r, w)), shape=(P, V))
             Xp.sum_duplicates()
             norms = np.sqrt(np.asarray(Xp.multiply(Xp).sum(axis=1)).ravel())
@@ -415,11 +418,11 @@ def _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_c
             def sims(j, Xn=Xn):
                 return (Xn @ Xn[j].T).toarray().ravel()
         else:   # cosines of a count sketch: word v adds sign_v to column h_v of its document's row
-            h, sign = rs.integers(0, SEED_SKETCH, V), rs.choice(np.array([-1.0, 1.0]), V)
-            Y = np.bincount(r * SEED_SKETCH + h[w], weights=sign[w], minlength=P * SEED_SKETCH)
-            Y = Y.reshape(P, SEED_SKETCH)
+            h, sign = rs.integers(0, sketch, V), rs.choice(np.array([-1.0, 1.0]), V)
+            Y = np.bincount(r * sketch + h[w], weights=sign[w], minlength=P * sketch)
+            Y = Y.reshape(P, sketch)
             Y = (Y / np.maximum(np.sqrt((Y * Y).sum(axis=1)), 1e-300)[:, None]).astype(np.float32)
-            G = Y @ Y.T if P <= SEED_GRAM_MAX else None
+            G = Y @ Y.T if P <= gram_max else None
 
             def sims(j, Y=Y, G=G):
                 return (G[j] if G is not None else Y @ Y[j]).astype(np.float64)
@@ -479,7 +482,7 @@ def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order,
     if xp is not np and max(int(n_docs), int(n_words)) < 2**31:
         rows, cols = rows.astype(np.int32), cols.astype(np.int32)   # what the kernels read, converted once
     fused = _fused_default(K, alpha, dtype) if fused is None else bool(fused)
-    sparse = K >= SPARSE_MIN_K if sparse is None else bool(sparse)
+    sparse = K >= config.lda_sparse_min_k if sparse is None else bool(sparse)
     data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in), fused, sparse)
     return data, C
 
@@ -548,19 +551,16 @@ def _token_counters(data, C: int):
 # with every theta row read whole (sparse=False), as dense rows are, 16.5 against 4.65. A Dirichlet entry
 # with no count underflows to zero with probability about exp(-alpha * 103) in float32 (exp(-alpha * 744)
 # in float64; 103 and 744 are minus the log of the smallest subnormal); the fused kernel is the default
-# from FUSED_MIN_K topics where at most FUSED_MAX_FILL of those entries are expected to be non-zero.
-FUSED_MIN_K = 512
-# LDA(graph=None) replays sweeps from a CUDA graph below this many tokens (times chains): there a sweep is bound
-# by launches and their Python (benchmarks/lda.py, rows "graph ...").
-GRAPH_MAX_TOKENS = 2_000_000
-FUSED_MAX_FILL = 0.2
-SPARSE_MIN_K = 256
+# from config.lda_fused_min_k topics where at most config.lda_fused_max_fill of those entries are expected to
+# be non-zero; it reads theta rows as compacted lists from config.lda_sparse_min_k topics.
+# LDA(graph=None) replays sweeps from a CUDA graph below config.lda_graph_max_tokens tokens (times chains): there
+# a sweep is bound by launches and their Python (benchmarks/lda.py, rows "graph ...").
 
 
 def _fused_default(K: int, alpha: float, dtype) -> bool:
-    """Whether init picks the fused z-draw: K >= FUSED_MIN_K and theta expected mostly zero."""
+    """Whether init picks the fused z-draw: K >= config.lda_fused_min_k and theta expected mostly zero."""
     tiny = np.log(np.finfo(np.dtype(dtype)).smallest_subnormal)      # -103.3 (float32), -744.4 (float64)
-    return K >= FUSED_MIN_K and 1.0 - np.exp(float(alpha) * tiny) <= FUSED_MAX_FILL
+    return K >= config.lda_fused_min_k and 1.0 - np.exp(float(alpha) * tiny) <= config.lda_fused_max_fill
 
 
 def _chain_tokens(data, C: int):
@@ -589,6 +589,7 @@ def counts(rows, z, n_rows: int, K: int):
     return xp.bincount(rows * K + z, minlength=n_rows * K).reshape(n_rows, K)
 
 
+FILE = "lda.cu"
 _NAMES = ("lda_counts<long long>", "lda_counts<int>")
 
 
@@ -623,19 +624,19 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     if z.dtype != np.int64:
         z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
     name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
-    fn = _loader.get_function("lda.cu", name, _ALL)
-    _loader.launch(fn, int(rows.size), (_loader.contiguous(rows), _loader.contiguous(cols), _loader.contiguous(z),
-                                       out[0], out[1], _loader.i64(rows.size), _loader.i32(K)))
+    fn = _loader.get_function(FILE, name, _ALL)
+    _loader.launch(fn, int(rows.size), _kernel_args.args(
+        FILE, "lda_counts", rows=_loader.contiguous(rows), cols=_loader.contiguous(cols), z=_loader.contiguous(z),
+        ndk=out[0], nwk=out[1], T=_loader.i64(rows.size), K=_loader.i32(K)))
     return out
 
 
 _Z_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw"))
-# Warps per block of lda_zdraw (at most 4, its launch bound) and its grid in multiples of the resident blocks.
+# config.lda_zwarps: warps per block of lda_zdraw (at most 4, its launch bound); config.lda_zwaves: its grid in
+# multiples of the resident blocks.
 # On an H100 at K = 1024 on the paper corpus (benchmarks/lda.py): 2 or 4 warps per block ran alike; 4 times
 # the resident blocks ran 7% faster than twice them (3.60 against 3.86 ms per sweep), not yet measured on
 # the 100 M-token corpus.
-ZWARPS = 4
-ZWAVES = 2
 
 
 def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
@@ -671,30 +672,36 @@ def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
 
     T = int(data.rows.size)
     p = data.place
-    place = ((_loader.i64(T), _loader.i64(0), 0, _loader.i64(0), _loader.i64(0)) if p is None else
-             (_loader.i64(p.n_tokens), _loader.i64(p.base), p.index if p.index.size else 0, _loader.i64(p.n_head),
-              _loader.i64(p.n_tail)))
+    NULL = _loader.NULL
+    if p is None:
+        n_all, base, gidx, n_head, n_tail = T, 0, NULL, 0, 0
+    else:
+        n_all, base, n_head, n_tail = p.n_tokens, p.base, p.n_head, p.n_tail
+        gidx = p.index if p.index.size else NULL
     offset = rng.advance()
     t = _loader.CTYPE[theta.dtype]
     th2 = _loader.contiguous(th2)
-    nnz = sidx = sval = 0
+    nnz = sidx = sval = NULL
     if data.sparse:
         nnz = xp.empty(C * M, np.int32)
         sidx = xp.empty((C * M, K), np.int32)
         sval = xp.empty((C * M, K), theta.dtype)
-        _loader.launch(_loader.get_function("lda.cu", f"lda_theta_compact<{t}>", _ALL),
-                       C * M * 32, (th2, _loader.i64(C * M), _loader.i32(K), nnz, sidx, sval), block=256)
+        _loader.launch(_loader.get_function(FILE, f"lda_theta_compact<{t}>", _ALL), C * M * 32,
+                       _kernel_args.args(FILE, "lda_theta_compact", theta=th2, n_rows=_loader.i64(C * M),
+                                         K=_loader.i32(K), nnz=nnz, sidx=sidx, sval=sval), block=256)
     ndk = xp.zeros((C * M, K), np.int32)
     nwk = xp.zeros((V * C, K), np.int32)
-    warps = max(1, min(ZWARPS, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
-    fn = _loader.get_function("lda.cu", f"lda_zdraw<{t}>", _ALL)
+    warps = max(1, min(config.lda_zwarps, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
+    fn = _loader.get_function(FILE, f"lda_zdraw<{t}>", _ALL)
     smem = warps * row_bytes
-    blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * ZWAVES
+    blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * config.lda_zwaves
     gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
-    fn((gx, C), (32 * warps,), (th2, _loader.contiguous(ph2), data.rows, data.cols, nnz, sidx, sval, ndk, nwk,
-                                zout if zout is not None else 0, _loader.i64(T), _loader.i32(M), _loader.i32(C),
-                                _loader.i32(K), *_loader.philox_dev_args(rng.key, offset), *place,
-                                loglik if loglik is not None else 0), shared_mem=smem)
+    fn((gx, C), (32 * warps,), _kernel_args.args(
+        FILE, "lda_zdraw", theta=th2, phi=_loader.contiguous(ph2), rows=data.rows, cols=data.cols, nnz=nnz,
+        sidx=sidx, sval=sval, ndk=ndk, nwk=nwk, zout=zout if zout is not None else NULL, n=_loader.i64(T),
+        M=_loader.i32(M), C=_loader.i32(C), K=_loader.i32(K), **_kernel_args.philox_dev(rng.key, offset),
+        n_all=_loader.i64(n_all), base=_loader.i64(base), gidx=gidx, n_head=_loader.i64(n_head),
+        n_tail=_loader.i64(n_tail), ll=loglik if loglik is not None else NULL), shared_mem=smem)
     return ndk, nwk
 
 
@@ -795,7 +802,7 @@ def _columns_gpu(lg, total, keep):
 
     V, K = lg.shape
     t = "float" if lg.dtype == np.float32 else "double"
-    fns = [_loader.get_function("lda.cu", f"{k}<{t}>", _ALL)
+    fns = [_loader.get_function(FILE, f"{k}<{t}>", _ALL)
            for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
     # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
     tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
@@ -804,16 +811,18 @@ def _columns_gpu(lg, total, keep):
     pm = cupy.empty((tiles, K), lg.dtype)
     ps = cupy.empty((tiles, K), lg.dtype)
     bx = min(256, 32 * -(-K // 32))
-    fns[0]((-(-K // bx), tiles), (bx,), (lg, _loader.i64(V), _loader.i32(K), _loader.i64(per_tile), pm, ps))
-    fns[1]((-(-K // 32),), (32, 32), (pm, ps, _loader.i32(tiles), _loader.i32(K)))
+    fns[0]((-(-K // bx), tiles), (bx,), _kernel_args.args(FILE, "lda_col_partials", x=lg, V=_loader.i64(V),
+                                                           K=_loader.i32(K), rows_per_tile=_loader.i64(per_tile),
+                                                           pm=pm, ps=ps))
+    fns[1]((-(-K // 32),), (32, 32), _kernel_args.args(FILE, "lda_col_combine", pm=pm, ps=ps,
+                                                        tiles=_loader.i32(tiles), K=_loader.i32(K)))
     out = cupy.empty_like(lg)
-    new_total = None
-    if total is not None:
-        new_total = cupy.empty_like(total)
-        args = (total, new_total, _loader.contiguous(keep, lg.dtype))
-    else:
-        args = (0, 0, 0)
-    _loader.launch(fns[2], int(lg.size), (lg, pm, ps, out, *args, _loader.i64(lg.size), _loader.i32(K)))
+    new_total = None if total is None else cupy.empty_like(total)
+    null = total is None    # no running sum: the kernel reads neither sum nor keep
+    _loader.launch(fns[2], int(lg.size), _kernel_args.args(
+        FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
+        sum_out=_loader.NULL if null else new_total, keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype),
+        n=_loader.i64(lg.size), K=_loader.i32(K)))
     return out if total is None else (out, new_total)
 
 
@@ -825,11 +834,17 @@ def _accumulate(total, x, keep):
     return _axpy_kernel()(total, x, keep)
 
 
-@functools.lru_cache(maxsize=None)
-def _axpy_kernel():
-    import cupy
+_KERNELS = memo.table("lda.kernels", device_at=None)  # name -> an ElementwiseKernel (compiled per device by CuPy)
 
-    return cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x", "gpumcmc_lda_accumulate")
+
+def _axpy_kernel():
+    k = _KERNELS.get("accumulate")
+    if k is None:
+        import cupy
+
+        k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
+                                                            "gpumcmc_lda_accumulate")
+    return k
 
 
 def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False, loglik: bool = False):
@@ -1267,7 +1282,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
     and theta = 1 / K; ``"random"`` gives every token a topic drawn at random
     and draws theta and phi given those (the default of earlier versions,
     whose draws it keeps); ``"auto"``, the default, is the seeded start where
-    K times the corpus' tokens is at most ``SEED_EXACT_WORK`` (2**26) and at
+    K times the corpus' tokens is at most ``config.lda_seed_exact_work`` (2**26) and at
     least K documents have tokens, the random start elsewhere. On small
     planted corpora (K = 10, V = 500, 1,000 documents of 80 tokens, NumPy) a
     single chain from the random start stuck with two topics merged in 5 of
@@ -1291,7 +1306,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
     same draws; it pays where a sweep is short: on an H100, 84 k tokens at
     K = 64 sweep in 0.085 ms instead of 0.84, while 3 M tokens gain 3%. The
     graph keeps a second copy of the sampler's state and temporaries, so the
-    default (None) takes it below GRAPH_MAX_TOKENS tokens (all chains).
+    default (None) takes it below ``config.lda_graph_max_tokens`` tokens (all chains).
 
     ``devices`` splits the documents over devices (data-parallel Gibbs):
     ``"all"``, a GPU id, a list of ids, or a :class:`gpumcmc.shards.Shards`
@@ -1432,7 +1447,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
                     monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
                     progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
                     checkpoint_every=int(self.checkpoint_every),
-                    graph=(n_tok * C < GRAPH_MAX_TOKENS) if self.graph is None else bool(self.graph))
+                    graph=(n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph))
         s = trace.state
         n_kept = max(int(self.n_iter), 1)
         it, vals = trace.monitors["loglik_per_token"]
@@ -1500,9 +1515,9 @@ class LDA(mixin("TransformerMixin"), Estimator):
     def _phi_start(self, rng, rows, cols, M, V, K, C):
         """The topics every chain starts from, on the array module of ``rows``: :func:`seeded_topics`' (its host
         generator seeded by ``rng``'s key, which ``rng`` does not advance) for ``start="seeded"``, and for
-        ``"auto"`` where K times the tokens is at most ``SEED_EXACT_WORK`` and at least K documents have
+        ``"auto"`` where K times the tokens is at most ``config.lda_seed_exact_work`` and at least K documents have
         tokens; else None, the random start."""
-        if self.start == "random" or (self.start == "auto" and K * int(rows.size) > SEED_EXACT_WORK):
+        if self.start == "random" or (self.start == "auto" and K * int(rows.size) > config.lda_seed_exact_work):
             return None
         parts = _seed_picks(rows, cols, M, V, K, C, [int(k) for k in rng.key], fallback=self.start == "auto")
         if parts is None:
@@ -1601,3 +1616,10 @@ class LDA(mixin("TransformerMixin"), Estimator):
         """The log-likelihood per token as ArviZ data, ``(chain, draw)`` at the monitor's iterations."""
         self._check_fitted("trace_")
         return to_arviz({"loglik_per_token": np.asarray(self.loglik_traces_, dtype=float)})
+
+
+# The knobs' old names (gpumcmc.models.lda.SEED_EXACT_WORK and the like) read and set gpumcmc._config.config's.
+forward(__name__, {"FUSED_MIN_K": "lda_fused_min_k", "FUSED_MAX_FILL": "lda_fused_max_fill",
+                   "SPARSE_MIN_K": "lda_sparse_min_k", "ZWARPS": "lda_zwarps", "ZWAVES": "lda_zwaves",
+                   "GRAPH_MAX_TOKENS": "lda_graph_max_tokens", "SEED_EXACT_WORK": "lda_seed_exact_work",
+                   "SEED_SKETCH": "lda_seed_sketch", "SEED_GRAM_MAX": "lda_seed_gram_max"})

@@ -364,10 +364,9 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
     candidates' tokens is at most ``config.lda_seed_exact_work``, the cosines are exact; beyond, they are
     those of a ``config.lda_seed_sketch``-wide count sketch of the candidates (each word added, with a
     random sign, to one of ``lda_seed_sketch`` columns), whose inner products are the exact ones on
-    average. At K = 1024 on a 29 M-token corpus of 23.6 k documents (V = 50 k) this took
-    0.5 to 0.8 s on a shared 2-core CPU with NumPy arrays, 0.2 to 0.3 s of it the passes over every token
-    that run on the GPU for CuPy ones; the version that read every document took 50 s there. ``seed``: of the host generator
-    (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy, ``rows`` best sorted (as
+    average. The passes over every token (the two bincounts, and the sort of unsorted ``rows``) run on
+    the GPU for CuPy arrays; the host reads the candidates' tokens alone (benchmarks/NOTES.md gives the
+    cost on a large corpus). ``seed``: of the host generator (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy, ``rows`` best sorted (as
     :func:`tokens_from` gives them; others are sorted here). Returns a NumPy array.
     """
     parts = _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_candidates)
@@ -545,10 +544,9 @@ def _token_counters(data, C: int):
 
 
 # init's defaults. The fused z-draw and counts (a warp per token, and the theta rows read as compacted lists
-# of their non-zero entries) pays where K is large and most of theta is exactly zero. Measured on an H100
-# on the paper corpus (benchmarks/lda.py), ms per sweep, fused against two kernels: K = 64, 1.25 against
-# 0.97; K = 256, alike; K = 1024 with alpha = 1/K (90% of theta zero in float32), 3.86 against 4.65; but
-# with every theta row read whole (sparse=False), as dense rows are, 16.5 against 4.65. A Dirichlet entry
+# of their non-zero entries) pays where K is large and most of theta is exactly zero; at small K, and with
+# dense theta rows read whole, the two kernels are faster (benchmarks/lda.py; benchmarks/NOTES.md, under
+# gpumcmc.models.lda, has the measurements). A Dirichlet entry
 # with no count underflows to zero with probability about exp(-alpha * 103) in float32 (exp(-alpha * 744)
 # in float64; 103 and 744 are minus the log of the smallest subnormal); the fused kernel is the default
 # from config.lda_fused_min_k topics where at most config.lda_fused_max_fill of those entries are expected to
@@ -633,10 +631,7 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
 
 _Z_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw"))
 # config.lda_zwarps: warps per block of lda_zdraw (at most 4, its launch bound); config.lda_zwaves: its grid in
-# multiples of the resident blocks.
-# On an H100 at K = 1024 on the paper corpus (benchmarks/lda.py): 2 or 4 warps per block ran alike; 4 times
-# the resident blocks ran 7% faster than twice them (3.60 against 3.86 ms per sweep), not yet measured on
-# the 100 M-token corpus.
+# multiples of the resident blocks (the same draws at any value: benchmarks/lda.py times the variants).
 
 
 def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
@@ -1290,8 +1285,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
     default (seeded there) in 1 of 20. On large corpora the default keeps
     the random start, which needs no work on the host; there
     ``start="seeded"`` reads the tokens of at most ``max(2 K, ...)``
-    documents on the host (0.5 to 0.8 s at K = 1024 and 29 M tokens on a
-    shared 2-core CPU, see :func:`seeded_topics`). The default changed from ``"random"``
+    documents on the host (see :func:`seeded_topics`). The default changed from ``"random"``
     to ``"auto"``, so default fits of small corpora draw differently from
     earlier versions; ``start="random"`` gives the earlier draws.
 
@@ -1303,8 +1297,8 @@ class LDA(mixin("TransformerMixin"), Estimator):
 
     ``graph=True`` (GPU) captures the sweep once as a CUDA graph and replays
     it, one launch per sweep (:func:`gpumcmc.sampling.graph_step`), with the
-    same draws; it pays where a sweep is short: on an H100, 84 k tokens at
-    K = 64 sweep in 0.085 ms instead of 0.84, while 3 M tokens gain 3%. The
+    same draws; it pays where a sweep is short, bound by its launches and
+    their Python, and gains little on corpora of millions of tokens. The
     graph keeps a second copy of the sampler's state and temporaries, so the
     default (None) takes it below ``config.lda_graph_max_tokens`` tokens (all chains).
 

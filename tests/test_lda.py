@@ -12,6 +12,8 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
+from gpumcmc import _validate
+from gpumcmc import backend as B
 from gpumcmc.datasets import load_reuters, synthetic_lda_corpus
 from gpumcmc.models import LDA
 from gpumcmc.models import lda as lda_mod
@@ -594,7 +596,7 @@ def test_loglik_counts_a_token_without_weight_as_log_1e300():
     rows, cols = np.array([0, 1, 1]), np.array([0, 0, 1])  # token 1: theta[1] * phi[0] = 0
     data = lda_mod.LDAData(rows, cols, 2, 2, 0.1, 0.1, 0)
     ll = np.zeros(1)
-    with lda_mod._validate.validation(False):
+    with _validate.validation(False):
         lda_mod.zdraw_counts(default_rng(0, backend="numpy"), theta, phi, data, loglik=ll)
     assert np.isclose(ll[0], np.log(1e-300) + np.log(0.5))
     assert np.isclose(ll[0], float(lda_mod.log_likelihood(theta[0], phi[:, 0], rows, cols)))
@@ -794,8 +796,8 @@ def test_seeded_start_state_and_shards(xp):
     rng = default_rng(0, backend=backend)
     _, state = lda_mod.init(rng, rows, cols, M, V, 3, 0.3, 0.3, n_chains=2, phi_start=phi0)
     assert rng.advance(0) == 0
-    np.testing.assert_array_equal(lda_mod._backend.to_host(lda_mod._phi_store(state.phi)), phi0)
-    np.testing.assert_array_equal(lda_mod._backend.to_host(state.theta), np.full((2, M, 3), 1 / 3, np.float32))
+    np.testing.assert_array_equal(B.to_host(lda_mod._phi_store(state.phi)), phi0)
+    np.testing.assert_array_equal(B.to_host(state.theta), np.full((2, M, 3), 1 / 3, np.float32))
     kw = dict(n_iter=2, burn_in=1, random_state=2, progress=False, start="seeded", n_chains=2)
     m = LDA(3, backend=backend, **kw).fit(X)
     if xp is np:

@@ -119,9 +119,11 @@ def _force_method(monkeypatch, method):
     """Make the two-kernel z-draw of the LDA ops call categorical_products with ``method``; returns the list
     of methods the patched function was called with, which a test checks is not empty (the patch reached the
     module that draws)."""
+    from gpumcmc.models.lda import algorithm    # the module that calls it (a patch of the package is not seen)
+
     calls = []
-    monkeypatch.setattr(L, "categorical_products",
-                        functools.partial(_with_method, L.categorical_products, method, calls))
+    monkeypatch.setattr(algorithm, "categorical_products",
+                        functools.partial(_with_method, algorithm.categorical_products, method, calls))
     return calls
 
 

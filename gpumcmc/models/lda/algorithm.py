@@ -68,13 +68,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _kernel_args, _validate
-from .. import backend as _backend
-from .._config import config, forward, memo
-from ..discrete import CounterIndex, categorical_products, token_order
-from ..sampling import Estimator, Monitor, run, to_arviz
-from ..sampling._estimator import Integral, Interval, Real, StrOptions, _is_sparse, mixin
-from ..shards import Shards, balanced_cuts, resolve
+from gpumcmc import _kernel_args, _validate
+from gpumcmc import backend as _backend
+from gpumcmc._config import config, memo
+from gpumcmc.discrete import CounterIndex, categorical_products, token_order
+from gpumcmc.sampling import Estimator, Monitor, run, to_arviz
+from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, _is_sparse, mixin
+from gpumcmc.shards import Shards, balanced_cuts, resolve
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
            "log_likelihood",
@@ -497,7 +497,7 @@ def _start_local(rng, data, C: int, K: int, dtype):
     if data.place is None:
         u = rng.random(C * T, dtype=np.float32)
     else:
-        from ..random._fill import uniform_at
+        from gpumcmc.random._fill import uniform_at
 
         # what rng.random(C * n_tokens, dtype=float32) gives these tokens, without drawing the others'
         u = uniform_at(xp, _token_counters(data, C), np.float32, rng.key, rng.advance())
@@ -518,7 +518,7 @@ def _theta_draw(rng, conc, data, C: int):
     p = data.place
     if p is None:
         return rng.dirichlet(conc, dtype=conc.dtype)
-    from ..random import _gamma
+    from gpumcmc.random import _gamma
 
     xp = _backend.get_array_module(conc)
     key, off = rng.key, rng.advance()
@@ -612,7 +612,7 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     xp = _backend.get_array_module(rows)
     if xp is np:
         return counts_twin(rows, cols, z, M, V, K)
-    from .. import _loader
+    from gpumcmc import _loader
 
     if out is None:
         out = (xp.zeros((M, K), np.int32), xp.zeros((V, K), np.int32))
@@ -663,7 +663,7 @@ def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
         if zout is not None:
             zout[...] = z
         return fused_counts(r_all, c_all, z, C * M, V * C, K)
-    from .. import _loader
+    from gpumcmc import _loader
 
     T = int(data.rows.size)
     p = data.place
@@ -793,7 +793,7 @@ def _columns_gpu(lg, total, keep):
     """``dirichlet_columns`` on CuPy log-gammas ``lg`` (normalised out of place)."""
     import cupy
 
-    from .. import _loader
+    from gpumcmc import _loader
 
     V, K = lg.shape
     t = "float" if lg.dtype == np.float32 else "double"
@@ -1466,7 +1466,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
         if self.graph:
             raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
                              "a CUDA graph; leave graph at None or False.")
-        from ..random import default_rng
+        from gpumcmc.random import default_rng
 
         gpu = shards.xp is not np
         rows, cols, M, V = tokens_from(X, np)
@@ -1533,7 +1533,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
         xp = _backend.get_array_module(self.phi_)
         if rows.size == 0:
             return xp.full((M, K), 1.0 / K, dtype=np.dtype(self.dtype)), rows, cols
-        from ..random import default_rng
+        from gpumcmc.random import default_rng
 
         # On the backend phi_ lives on (a fit with devices= may differ from self.backend); the same draws.
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
@@ -1611,9 +1611,3 @@ class LDA(mixin("TransformerMixin"), Estimator):
         self._check_fitted("trace_")
         return to_arviz({"loglik_per_token": np.asarray(self.loglik_traces_, dtype=float)})
 
-
-# The knobs' old names (gpumcmc.models.lda.SEED_EXACT_WORK and the like) read and set gpumcmc._config.config's.
-forward(__name__, {"FUSED_MIN_K": "lda_fused_min_k", "FUSED_MAX_FILL": "lda_fused_max_fill",
-                   "SPARSE_MIN_K": "lda_sparse_min_k", "ZWARPS": "lda_zwarps", "ZWAVES": "lda_zwaves",
-                   "GRAPH_MAX_TOKENS": "lda_graph_max_tokens", "SEED_EXACT_WORK": "lda_seed_exact_work",
-                   "SEED_SKETCH": "lda_seed_sketch", "SEED_GRAM_MAX": "lda_seed_gram_max"})

@@ -1,6 +1,8 @@
 // Nested sampling: the sinusoid-atoms likelihood of Henderson's tutorial for a
 // whole batch of parameter points in one launch, its fused constrained step,
 // and the run's per-iteration pieces (nested_progress, nested_argsort_rows).
+// The partner of gpumcmc/models/nested/: ops.py launches each kernel beside
+// its NumPy twin, algorithm.py is the iteration that uses them.
 //
 //   ssq[p] += sum_i (sum_j A_pj cos(2 pi f_pj t_i) + B_pj sin(2 pi f_pj t_i) - y_i)^2
 //
@@ -9,8 +11,8 @@
 // points (grid-stride). Each block sums its chunk in double, reduces in shared
 // memory and adds its partial sum to ssq[p] with one atomicAdd, so ssq must
 // be zeroed before the launch. The phase is computed with sincospi(2 f t).
-// No random numbers. Twin: SinusoidModel.loglike's array expression in
-// gpumcmc/nested.py.
+// No random numbers. Twin: SinusoidModel.loglike's array expression over
+// tiles (sinusoid_loglike_tiles in gpumcmc/models/nested/ops.py).
 #ifndef GPUMCMC_NESTED_BLOCK
 #define GPUMCMC_NESTED_BLOCK 256
 #endif
@@ -83,8 +85,8 @@ sinusoid_ssq(const T* __restrict__ params, const T* __restrict__ t, const T* __r
 // The fused constrained step: one block per walker runs all n_steps slices of
 // its new point, proposals, prior transform and likelihood included, so an
 // iteration of nested sampling is one launch whatever the number of shrinkage
-// rounds. Twin: NestedSampler._evolve's slice path in gpumcmc/nested.py with
-// SinusoidModel.loglike, which consumes the same directions and uniforms:
+// rounds. Twin: the generic slice path (_NestedSteps._slice_generic in
+// gpumcmc/models/nested/algorithm.py) with SinusoidModel.loglike, which consumes the same directions and uniforms:
 //
 //   slice i:  lo = -unif[i][0][w], hi = lo + 1
 //   round k:  t = lo + (hi - lo) * unif[i][k + 1][w];  x' = x + t * dirs[i][w]
@@ -231,8 +233,8 @@ sinusoid_slice(double* __restrict__ u, double* __restrict__ v, double* __restric
 // takes the R points just removed, and the stopping value of every run is
 // reduced to its worst, written with the run's NaN/+inf flag into a slot of
 // mapped host memory that the host reads check_lag iterations later (after an
-// event, so no copy and no wait of its own). Twin: NestedSampler._progress's
-// array expression in gpumcmc/nested.py:
+// event, so no copy and no wait of its own). Twin: _Progress.push's array
+// expression in gpumcmc/models/nested/ops.py:
 //
 //   lw_r    = dead[m][r] + (logx + offs[r])              (r < R)
 //   logz[m] = logaddexp(logz[m], logsumexp_r lw_r)       (all -inf: unchanged)

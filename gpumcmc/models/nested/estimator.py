@@ -1,0 +1,361 @@
+"""The sampler's settings and its run: :class:`NestedSampler`, the face users call.
+
+The settings are checked in ``__init__`` (and again by :meth:`NestedSampler.run` where
+``set_params`` changed them); :meth:`NestedSampler.run` seeds the generator, draws the live points,
+loops over :meth:`_NestedSteps._iterate <gpumcmc.models.nested.algorithm._NestedSteps._iterate>`
+until the stopping rule holds (read back a few iterations late, so the host never waits for the
+GPU), and hands the dead and live points to ``results.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import numpy as np
+
+from ... import _validate
+from ... import backend as _backend
+from ...random import default_rng
+from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
+from .likelihoods import _batchify, _fusable_model
+from .ops import _Progress
+from .results import (NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidence, _warn_lost, merge_points,
+                      mode_check)
+
+__all__ = ["NestedSampler"]
+
+
+def _integer(name, value, minimum, alternative=""):
+    """``value`` checked as an integer of at least ``minimum`` (:func:`gpumcmc._validate.check_int`)."""
+    return _validate.check_int(value, name, minimum, alternative)
+
+
+class NestedSampler(_NestedSteps):
+    """Batched nested sampler (dynesty-like).
+
+    Parameters
+    ----------
+    loglike : callable
+        ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points
+        (CuPy on the GPU). A function of one point is accepted with a warning.
+    prior_transform : callable
+        ``prior_transform(u) -> (n, ndim)`` from the unit cube.
+    ndim : int
+    nlive : int
+        Live points per run (at least ``ndim + 1``).
+    n_replace : int
+        R, the points replaced per iteration (``1 <= R <= nlive // 2``).
+    n_runs : int
+        M, independent runs advanced together and merged.
+    sampler : {"slice", "cslice", "rwalk"}
+        ``"slice"``: slice sampling along random directions drawn from the live
+        points' covariance (an interval of adapted width placed at random
+        around the start, then shrunk); ``"cslice"``: the same, coordinate-wise
+        in the live points' whitened coordinates (the columns of the Cholesky
+        factor of their covariance, in turn); ``"rwalk"``: a Gaussian random
+        walk with the same covariance and an adapted scale.
+    n_steps : int, optional
+        Slices (or walk steps) per new point; default ``max(5, 4 * ndim)`` for
+        slice, ``20 + 2 * ndim`` for rwalk. Too few leave new points correlated
+        with their starts, which biases log Z upwards (on the 10-D Gaussian
+        shells ``ndim + 3`` slices gave +0.5 nats); raise it for hard
+        multimodal problems and check that log Z does not move.
+    dlogz : float
+        Stop when the evidence left in the live points, ``max L * X``, would
+        change log Z by less than this, in every run.
+    max_iter : int, optional
+        A hard stop.
+    random_state : int, optional
+    progress : bool
+        A tqdm progress bar.
+    backend : {"numpy", "cupy", None}
+    check_lag : int
+        The stopping rule is computed on the device at every iteration and read
+        back ``check_lag`` iterations later, so that the host never waits for
+        the GPU to drain: a run goes on ``check_lag`` iterations past the first
+        one that meets ``dlogz`` (more dead points, never fewer), the same on
+        every backend.
+    fused : bool, optional
+        Run each iteration's whole constrained step (every slice and shrinkage
+        round of every walker, likelihood included) as one call, where the
+        model offers one: ``loglike`` and ``prior_transform`` are methods of
+        one object that defines ``nested_fused_slice`` (the protocol of
+        :func:`_fusable_model`; :class:`SinusoidModel` does, as one CUDA
+        kernel, with ``kernel=True``), on CuPy, with ``sampler="slice"`` or
+        ``"cslice"``. ``None`` (default) uses it where it
+        applies; ``False`` never. Its twin is the generic path with the model's
+        ``loglike``: the same directions and uniforms give the same new points
+        (to rounding of the likelihood). On NumPy the generic path runs.
+    max_shrink : int
+        Shrinkage rounds per slice; a walker that has missed this many times
+        stays where it is for that slice (a valid move: the chance of a jump
+        from x to x' and back is the same either way).
+    check_modes : bool
+        With ``n_runs > 1``, check after the run for runs that lost a mode
+        (:func:`mode_check`: ``results.runs_lost_mode``, and a warning); it
+        clusters at most 500 points on the host, once. ``False`` skips it
+        (the results' mode fields are then empty).
+    """
+
+    def __init__(self, loglike, prior_transform, ndim, nlive=500, n_replace=1, n_runs=1, sampler="slice",
+                 dlogz=0.01, random_state=None, progress=True, backend=None, n_steps=None, max_iter=None,
+                 check_lag=2, fused=None, max_shrink=30, dtype=np.float64, check_modes=True):
+        # The settings are stored as given (so get_params and sklearn.base.clone give them back) and checked
+        # here and again by run() where set_params changed them.
+        self.loglike, self.prior_transform, self.ndim = loglike, prior_transform, ndim
+        self.nlive, self.n_replace, self.n_runs, self.sampler = nlive, n_replace, n_runs, sampler
+        self.dlogz, self.random_state, self.progress, self.backend = dlogz, random_state, progress, backend
+        self.n_steps, self.max_iter, self.check_lag, self._fused_setting = n_steps, max_iter, check_lag, fused
+        self.max_shrink, self.dtype, self.check_modes = max_shrink, dtype, check_modes
+        self.rng = None  # seeded by run(), so that two runs with the same random_state agree
+        self._results = None
+        self._seed, self._locate, self._niter, self._configured = None, False, 0, None
+        self._setup(stacklevel=3)
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        import inspect
+
+        return sorted(p for p in inspect.signature(cls.__init__).parameters if p != "self")
+
+    # ``fused`` the setting is kept apart from ``fused`` the property (whether the fused step runs)
+    _STORED = {"fused": "_fused_setting"}
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The settings given to ``__init__``, as scikit-learn's ``get_params`` (for ``sklearn.base.clone``)."""
+        return {name: getattr(self, self._STORED.get(name, name)) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        """Change settings; they are checked at once, and the next :meth:`run` uses them."""
+        valid = self._get_param_names()
+        for name in params:
+            if name not in valid:
+                raise ValueError(f"NestedSampler has no setting {name!r}; valid settings: {valid}.")
+        for name, value in params.items():
+            setattr(self, self._STORED.get(name, name), value)
+        self._setup(stacklevel=3)
+        return self
+
+    def _settings(self):
+        return tuple(id(v) for v in self.get_params().values())
+
+    def _setup(self, stacklevel=2):
+        """Check the settings and derive what the run needs from them (the batched callables, the backend,
+        the fused step)."""
+        loglike, prior_transform, sampler, fused = self.loglike, self.prior_transform, self.sampler, self._fused_setting
+        if not callable(loglike) or not callable(prior_transform):
+            raise TypeError("loglike and prior_transform must be callables on (n, ndim) arrays.")
+        ndim = _integer("ndim", self.ndim, 1)
+        nlive = _integer("nlive", self.nlive, 1)
+        n_replace, n_runs = _integer("n_replace", self.n_replace, 1), _integer("n_runs", self.n_runs, 1)
+        if nlive < ndim + 1:
+            raise ValueError(f"nlive={nlive} is too few for ndim={ndim}: use at least ndim + 1 = {ndim + 1} "
+                             f"live points (hundreds are usual).")
+        if not 1 <= n_replace <= max(1, nlive // 2):
+            raise ValueError(f"n_replace must be between 1 and nlive // 2 = {nlive // 2}, got {n_replace}.")
+        if sampler not in _SAMPLERS:
+            raise ValueError(f"sampler must be one of {_SAMPLERS}, got {sampler!r}.")
+        dlogz = self.dlogz
+        if isinstance(dlogz, (bool, np.bool_)) or not isinstance(dlogz, (int, float, np.integer, np.floating)):
+            raise TypeError(f"dlogz must be a positive number, got {type(dlogz).__name__}.")
+        if not 0 < dlogz < np.inf:
+            raise ValueError(f"dlogz must be positive and finite, got {dlogz}; 0.01 to 0.5 is usual.")
+        if self.max_iter is not None:
+            _integer("max_iter", self.max_iter, 1, "or None for no limit")
+        _integer("check_lag", self.check_lag, 0)
+        _integer("max_shrink", self.max_shrink, 1)
+        n_steps = self.n_steps
+        if n_steps is None:
+            n_steps = max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim
+        self._n_steps = _integer("n_steps", n_steps, 1, "or None for the default")
+        random_state = self.random_state
+        if not (random_state is None or isinstance(random_state, (int, np.integer, np.random.SeedSequence,
+                                                                  np.random.Generator))
+                or type(random_state).__name__ == "Generator"):
+            raise TypeError(f"random_state must be None, an int, a SeedSequence or a Generator, got "
+                            f"{type(random_state).__name__}.")
+        self.xp = _backend.get_backend(self.backend)
+        self._loglike, _ = _batchify(loglike, ndim, self.xp, "loglike", None)
+        self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
+        model = _fusable_model(loglike, prior_transform)
+        if fused and (model is None or sampler == "rwalk"):
+            raise ValueError("fused=True needs loglike and prior_transform to be methods of one object that offers "
+                             "nested_fused_slice (as SinusoidModel does) and sampler='slice' or 'cslice'; leave "
+                             "fused=None to use a fused step only where it applies.")
+        self._fused = None
+        if (fused is None or fused) and model is not None and sampler != "rwalk" and self.xp is not np:
+            available = getattr(model, "nested_fused_available", None)
+            if available is None or available(self.xp):
+                self._fused = model
+        if n_runs > 1 and nlive < NLIVE_MODES:
+            warnings.warn(f"nlive={nlive} live points per run: runs this small can lose a mode of a multimodal "
+                          f"posterior (the merged run then gives it too little weight); use at least "
+                          f"{NLIVE_MODES} per run where modes are possible. results.runs_lost_mode flags "
+                          f"runs that did.", FewLivePointsWarning, stacklevel=stacklevel + 1)
+        self._configured = self._settings()
+
+    def _located_error(self, v, logl, where):
+        """The ValueError for a NaN or +inf log-likelihood met during the run, naming the point.
+
+        The run is replayed from its seed (same draws) up to the iteration the flag was read at, checking
+        every batch of likelihoods on the host, which finds the first bad point and its coordinates. Where a
+        replay cannot give the same draws (a Generator passed as ``random_state``, or the fused kernel) the
+        live points are searched instead.
+        """
+        note = ""
+        if self._seed is not None and self._fused is None and not self._locate:
+            import copy
+
+            twin = copy.copy(self)
+            twin.random_state, twin.max_iter, twin.progress, twin._locate = self._seed, self._niter, False, True
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the run's own warnings were given already
+                    twin.run()
+            except _BadValue as e:
+                return ValueError(f"{e}; {_BAD_FIX}")
+            except Exception as exc:  # a likelihood with state of its own need not repeat itself
+                note = (f" (replaying the run to name the first bad point failed with {type(exc).__name__}: "
+                        f"{exc}; the live points were searched instead)")
+        err = self._bad_value_error(v, logl, where)
+        return ValueError(f"{err}{note}") if note else err
+
+    # -- the run ---------------------------------------------------------------------
+    def run(self):
+        """Run until the stopping rule holds; the outcome is in :attr:`results`.
+
+        The generator is seeded here from ``random_state``, so two calls with an int seed give the same run.
+
+        Raises
+        ------
+        ValueError
+            When ``loglike`` returns NaN or +inf for any point, at the start or during the run (read back
+            with the stopping rule, ``check_lag`` iterations later: no wait of its own).
+        """
+        if self._configured != self._settings():  # settings assigned since the last check
+            self._setup(stacklevel=3)
+        xp, M, d = self.xp, self.n_runs, self.ndim
+        t0 = time.perf_counter()
+        u, v, logl, birth = self._init(self._seeded_rng())
+        dead_l = []
+        self._dead_u, self._dead_v, self._dead_b = dead_u, dead_v, dead_b = [], [], []
+        logx_steps, step_offsets = self._shrinkage()
+        self._eye = xp.eye(d)
+        self._eye_eps = xp.eye(d)[None] * 1e-12
+        logx = 0.0
+        scale = xp.ones((M,))
+        run_idx = xp.arange(M)[:, None]
+        niter, bar = 0, None
+        if self.progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(desc="nested", unit="it", leave=False)
+        max_iter = self.max_iter if self.max_iter is not None else 10 ** 9
+        # False once a batch of likelihoods held NaN or +inf (checked as each batch comes, with no wait)
+        fine = xp.ones((), dtype=bool)
+        # the stopping rule and that flag of iteration n are read on the host at iteration n + check_lag
+        progress = _Progress(xp, M, step_offsets, self.check_lag)
+        self._ncall_dev = xp.zeros((), dtype=xp.int64)
+        try:
+            while niter < max_iter:
+                u, v, logl, birth, scale, dl, fine_step = self._iterate(u, v, logl, birth, scale, run_idx)
+                fine = fine & fine_step
+                logx_prev, logx = logx, logx + logx_steps[-1]
+                dead_l.append(dl)
+                niter += 1
+                self._niter = niter
+                progress.push(dl, logl, fine, logx_prev, logx)
+                if bar is not None:
+                    bar.update(1)
+                if len(progress) > self.check_lag:
+                    worst, ok = progress.pop()
+                    if not ok:
+                        raise self._located_error(v, logl, f"a point found at iteration {niter - self.check_lag}"
+                                                           f" or before")
+                    if bar is not None and niter % 10 == 0:
+                        bar.set_postfix(dlogz=f"{worst:.3g}")
+                    if worst < self.dlogz:
+                        break
+        finally:
+            if bar is not None:
+                bar.close()
+            progress.close()
+        if not bool(fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
+            raise self._located_error(v, logl, f"a point found by iteration {niter}")
+        self._u, self._v, self._logl, self._birth = u, v, logl, birth
+        self._ncall += int(self._ncall_dev)
+        self._results = self._finish(dead_u, dead_v, dead_l, dead_b, niter, time.perf_counter() - t0)
+        return self
+
+    def _seeded_rng(self):
+        """The run's generator, seeded from ``random_state`` (and the run's counters set to zero)."""
+        self._ncall = 0
+        self._nbatch = 0
+        self._evolve_calls = 0
+        seed = self.random_state
+        if seed is None:
+            seed = np.random.SeedSequence()
+        elif isinstance(seed, np.random.Generator):  # as default_rng does: 256 bits drawn from it
+            seed = np.random.SeedSequence(seed.integers(0, 2**32, size=8, dtype=np.uint64))
+        # what a replay needs to repeat this run's draws (not a gpumcmc Generator, which moves on)
+        self._seed = seed if isinstance(seed, (int, np.integer, np.random.SeedSequence)) else None
+        self._niter = 0
+        self.rng = default_rng(seed, backend="numpy" if self.xp is np else "cupy")
+        return self.rng
+
+    @property
+    def fused(self) -> bool:
+        """Whether each iteration's slice step runs as one fused CUDA kernel (see the ``fused`` parameter)."""
+        return self._fused is not None
+
+    @property
+    def results(self) -> NestedResults:
+        if self._results is None:
+            raise AttributeError("No results yet: call run() first.")
+        return self._results
+
+    # -- finishing ---------------------------------------------------------------------
+    def _finish(self, dead_u, dead_v, dead_l, dead_b, niter, seconds):
+        xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
+        h = _backend.to_host
+        if dead_l:
+            du = h(xp.concatenate(dead_u, axis=1))
+            dv = h(xp.concatenate(dead_v, axis=1))
+            dl = h(xp.concatenate(dead_l, axis=1))
+            db = h(xp.concatenate(dead_b, axis=1))
+        else:
+            du = np.zeros((M, 0, d)); dv = np.zeros((M, 0, d)); dl = np.zeros((M, 0)); db = np.zeros((M, 0))
+        au = np.concatenate([du, h(self._u)], axis=1)
+        av = np.concatenate([dv, h(self._v)], axis=1)
+        al = np.concatenate([dl, h(self._logl)], axis=1)
+        ab = np.concatenate([db, h(self._birth)], axis=1)
+        order, nl = merge_points(al.ravel(), ab.ravel())
+        ls = al.ravel()[order]
+        logz, logwt, logx, info, err = _evidence(ls, nl)
+        logz_runs = np.empty(M)
+        logwt_run = np.empty(al.shape)  # each point's log weight within its own run, normalised
+        for m in range(M):
+            o, n = merge_points(al[m], ab[m])
+            lz, lw = _evidence(al[m][o], n)[:2]
+            logz_runs[m] = lz
+            logwt_run[m, o] = lw - lz
+        err_runs = float(np.std(logz_runs, ddof=1) / math.sqrt(M)) if M > 1 else None
+        run = np.repeat(np.arange(M), al.shape[1])[order]
+        logwt_run = logwt_run.ravel()[order]
+        samples_u = au.reshape(-1, d)[order]
+        mass, mass_runs, lost = self._mode_check(samples_u, logwt - logz, run, logwt_run, M)
+        return NestedResults(
+            logz=float(logz), logzerr=float(err), logzerr_runs=err_runs, logz_runs=logz_runs,
+            samples=av.reshape(-1, d)[order], samples_u=samples_u, logl=ls, logwt=logwt,
+            logvol=logx, nlive=nl.astype(np.int64), information=float(info), ncall=int(self._ncall),
+            nbatch=int(self._nbatch),
+            niter=int(niter), n_runs=M, nlive_per_run=N, n_replace=self.n_replace, seconds=float(seconds),
+            run=run, logwt_run=logwt_run, mode_mass=mass, mode_mass_runs=mass_runs, runs_lost_mode=lost)
+
+    def _mode_check(self, samples_u, logw, run, logwt_run, M):
+        if M < 2 or not self.check_modes:
+            return np.zeros(0), np.zeros((M, 0)), np.zeros(M, bool)
+        mass, mass_runs, lost = mode_check(samples_u, np.exp(logw), run, np.exp(logwt_run), M)
+        _warn_lost(lost, mass, mass_runs, self.nlive, stacklevel=4)
+        return mass, mass_runs, lost

@@ -1,0 +1,267 @@
+"""The likelihood side of nested sampling: how a sampler takes a likelihood, and the test problems.
+
+``_batchify`` makes a function of one point into one of a batch (with a
+warning); ``_fusable_model`` finds an object that offers the fused step, the
+opt-in protocol ``nested_fused_slice`` (every slice of every walker in one
+call), which :class:`SinusoidModel` offers as one CUDA kernel. The test
+problems with known evidences (:func:`gaussian_shells`, :func:`eggbox`,
+:func:`correlated_gaussian`) and Henderson's sinusoid-atoms model follow.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ... import backend as _backend
+from . import ops as _ops
+
+__all__ = ["SinusoidModel", "gaussian_shells", "eggbox", "correlated_gaussian"]
+
+
+def _batchify(fn, ndim, xp, name, out_dim):
+    """A batched version of ``fn``: (n, ndim) -> (n,) or (n, ndim).
+
+    ``fn`` is first tried on a batch of two points; if that fails or gives the
+    wrong shape it is tried on one point, and a scalar function is wrapped in
+    a loop (with a warning: it will be slow).
+    """
+    probe = xp.full((2, ndim), 0.5)
+    want = (2,) if out_dim is None else (2, out_dim)
+    err = None
+    try:
+        out = fn(probe)
+        if getattr(out, "shape", None) == want:
+            return fn, False
+        got = getattr(out, "shape", type(out).__name__)
+    except Exception as e:  # a scalar function indexing a 2-D array may raise anything
+        err, got = e, None
+    try:
+        one = fn(probe[0])
+        one_shape = np.shape(one) if not _backend.is_cupy_array(one) else one.shape
+    except Exception:
+        one_shape = None
+    single = () if out_dim is None else (out_dim,)
+    if one_shape == single:
+        warnings.warn(f"{name} works on one point at a time; it is wrapped in a Python loop and will be slow. "
+                      f"Write it for an (n, ndim) array to evaluate whole batches at once.", stacklevel=3)
+
+        def looped(x):
+            rows = [xp.asarray(fn(x[i]), dtype=xp.float64) for i in range(x.shape[0])]
+            return xp.stack(rows) if rows else xp.zeros((0,) + single)
+        return looped, True
+    if err is not None:
+        raise TypeError(f"{name} failed on an (n, {ndim}) array and on a single point ({err!r}); it must map an "
+                        f"(n, {ndim}) array to {'(n,)' if out_dim is None else f'(n, {out_dim})'}.") from err
+    raise ValueError(f"{name} returned shape {got} for an input of shape (2, {ndim}); it must return "
+                     f"{want if out_dim is None else '(n, %d)' % out_dim} for n points.")
+
+
+def _fusable_model(loglike, prior_transform):
+    """The object whose bound ``loglike`` and ``prior_transform`` these are, where it offers a fused step.
+
+    The protocol: an object may define ``nested_fused_slice(u, v, logl, lstar, dirs, unif, max_shrink) ->
+    (u, v, logl, nrej, neval)``, every slice of every walker in one call (see
+    :meth:`SinusoidModel.nested_fused_slice`), and optionally ``nested_fused_available(xp) -> bool``. It
+    is used where ``loglike`` and ``prior_transform`` are methods of that object defined by the class that
+    defines ``nested_fused_slice`` (a subclass that overrides either falls back to the generic path).
+    """
+    model = getattr(loglike, "__self__", None)
+    if model is None or getattr(prior_transform, "__self__", None) is not model:
+        return None
+    if not callable(getattr(model, "nested_fused_slice", None)):
+        return None
+    owner = next((c for c in type(model).__mro__ if "nested_fused_slice" in vars(c)), None)
+    if owner is None:
+        return None
+    mine = list(vars(owner).values())
+    if not any(getattr(loglike, "__func__", None) is f for f in mine) or \
+            not any(getattr(prior_transform, "__func__", None) is f for f in mine):
+        return None
+    return model
+
+
+def gaussian_shells(ndim=2, xp=np):
+    """Two Gaussian shells (Feroz & Hobson) in a uniform box [-6, 6]^ndim.
+
+    Returns ``(loglike, prior_transform)``. Known log evidences: 2-D -1.75,
+    5-D -5.67, 10-D -14.59.
+    """
+    r, w = 2.0, 0.1
+    c = np.zeros((2, ndim)); c[0, 0], c[1, 0] = -3.5, 3.5
+    const = math.log(1.0 / math.sqrt(2 * math.pi * w * w))
+    cc = xp.asarray(c)  # once, not at every call
+
+    def loglike(x):
+        d1 = xp.sqrt(((x - cc[0]) ** 2).sum(axis=-1))
+        d2 = xp.sqrt(((x - cc[1]) ** 2).sum(axis=-1))
+        a = -0.5 * (d1 - r) ** 2 / w ** 2
+        b = -0.5 * (d2 - r) ** 2 / w ** 2
+        return xp.logaddexp(a, b) + const
+
+    def prior_transform(u):
+        return 12.0 * u - 6.0
+    return loglike, prior_transform
+
+
+def eggbox(xp=np):
+    """The eggbox, ``(2 + cos(x/2) cos(y/2))**5`` on [0, 10 pi]^2; log Z = 235.856."""
+    def loglike(x):
+        return (2.0 + xp.cos(x[:, 0] / 2.0) * xp.cos(x[:, 1] / 2.0)) ** 5
+
+    def prior_transform(u):
+        return 10.0 * math.pi * u
+    return loglike, prior_transform
+
+
+def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
+    """A normalised correlated Gaussian (unit variances, correlation ``rho``) in the box [-w, w]^ndim.
+
+    Its log evidence is ``-ndim * log(2 w)`` (the Gaussian lies well inside the box).
+    Returns ``(loglike, prior_transform, logz)``.
+    """
+    cov = np.full((ndim, ndim), rho) + (1 - rho) * np.eye(ndim)
+    prec = np.linalg.inv(cov)
+    _, logdet = np.linalg.slogdet(cov)
+    const = -0.5 * (ndim * math.log(2 * math.pi) + logdet)
+
+    p = xp.asarray(prec)
+
+    def loglike(x):
+        return const - 0.5 * xp.einsum("ni,ij,nj->n", x, p, x)
+
+    def prior_transform(u):
+        return half_width * (2.0 * u - 1.0)
+    return loglike, prior_transform, -ndim * math.log(2 * half_width)
+
+
+class SinusoidModel:
+    """A sum of J sinusoid atoms fitted to a signal (Henderson's tutorial model).
+
+    ``y(t) = sum_j A_j cos(2 pi f_j t) + B_j sin(2 pi f_j t) + noise``, Gaussian
+    noise of known ``sigma``, uniform priors ``A_j, B_j ~ U(amin, amax)`` and
+    frequencies uniform on ``(fmin, fmax)``. With ``ordered=True`` (default) the
+    frequencies are drawn sorted (``f_1 < ... < f_J``, the order statistics of J
+    uniforms, which removes the J! label-switching modes and leaves the
+    evidence unchanged).
+
+    Parameters are laid out ``(A_1, B_1, f_1, A_2, B_2, f_2, ...)``. The
+    likelihood of an ``(n, 3 J)`` batch is one CUDA kernel on the GPU
+    (``kernel=True``); otherwise an array expression runs over the data in
+    tiles of ``tile`` points, so memory stays ``n * tile`` whatever the data
+    size. The data are stored in ``dtype`` (float32 halves the bytes read);
+    sums of squares are always accumulated in float64.
+
+    Given to :class:`NestedSampler` as ``(m.loglike, m.prior_transform)`` on
+    CuPy, the model also runs each iteration's whole slice-sampling step in
+    one fused kernel: one block of ``slice_block`` threads per walker (default
+    1024 where the walkers are no more than the GPU's SMs, else 512).
+
+    Examples
+    --------
+    >>> from gpumcmc.nested import SinusoidModel
+    >>> t, y = SinusoidModel.synthetic(n_data=1000, amplitudes=[(1.0, 0.5, 3.0)], sigma=0.5, random_state=0)
+    >>> m = SinusoidModel(t, y, n_atoms=1, sigma=0.5, backend="numpy")
+    >>> m.ndim
+    3
+    """
+
+    def __init__(self, t, y, n_atoms=1, sigma=0.5, amin=-2.0, amax=2.0, fmin=0.0, fmax=10.0, ordered=True,
+                 backend=None, dtype=np.float64, tile=8192, kernel=True, slice_block=None):
+        self.xp = xp = _backend.get_backend(backend)
+        self.t = xp.asarray(t, dtype=dtype)
+        self.y = xp.asarray(y, dtype=dtype)
+        if self.t.shape != self.y.shape or self.t.ndim != 1:
+            raise ValueError("t and y must be 1-D arrays of the same length.")
+        self.n_atoms, self.sigma = int(n_atoms), float(sigma)
+        self.amin, self.amax, self.fmin, self.fmax = float(amin), float(amax), float(fmin), float(fmax)
+        self.ordered, self.dtype, self.tile, self.kernel = ordered, np.dtype(dtype), int(tile), bool(kernel)
+        if slice_block is not None and (int(slice_block) % 32 or not 32 <= int(slice_block) <= 1024):
+            raise ValueError(f"slice_block must be a multiple of 32 between 32 and 1024, got {slice_block}.")
+        self.slice_block = None if slice_block is None else int(slice_block)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}.")
+        if not 1 <= self.n_atoms <= 32:
+            raise ValueError(f"n_atoms must be between 1 and 32, got {n_atoms}.")
+        self.ndim = 3 * self.n_atoms
+        self._yy = float((self.y.astype(xp.float64) ** 2).sum())
+        n = self.t.shape[0]
+        self._const = -0.5 * n * math.log(2 * math.pi * self.sigma ** 2)
+
+    @staticmethod
+    def synthetic(n_data=100_000, amplitudes=((1.0, 0.5, 3.0),), sigma=0.5, duration=1.0, random_state=None):
+        """``(t, y)`` on the host: atoms ``(A, B, f)`` sampled at ``n_data`` even times plus noise."""
+        rng = np.random.default_rng(random_state)
+        t = np.linspace(0.0, duration, n_data, endpoint=False)
+        y = np.zeros(n_data)
+        for a, b, f in amplitudes:
+            y += a * np.cos(2 * np.pi * f * t) + b * np.sin(2 * np.pi * f * t)
+        return t, y + sigma * rng.standard_normal(n_data)
+
+    def prior_transform(self, u):
+        xp = self.xp
+        J = self.n_atoms
+        u3 = u.reshape(u.shape[0], J, 3)
+        a = self.amin + (self.amax - self.amin) * u3[..., 0]
+        b = self.amin + (self.amax - self.amin) * u3[..., 1]
+        uf = u3[..., 2]
+        if self.ordered and J > 1:
+            # order statistics of J uniforms: s_J = u_J^(1/J), s_k = s_{k+1} u_k^(1/k)
+            cols = [None] * J
+            s = uf[:, J - 1] ** (1.0 / J)
+            cols[J - 1] = s
+            for k in range(J - 1, 0, -1):
+                s = s * uf[:, k - 1] ** (1.0 / k)
+                cols[k - 1] = s
+            uf = xp.stack(cols, axis=1)
+        f = self.fmin + (self.fmax - self.fmin) * uf
+        return xp.stack([a, b, f], axis=2).reshape(u.shape[0], 3 * J)
+
+    def model(self, theta, t=None):
+        """The noiseless signal for each row of ``theta``: (n, len(t))."""
+        xp = self.xp
+        t = self.t if t is None else xp.asarray(t, dtype=self.dtype)
+        p = xp.asarray(theta, dtype=self.dtype).reshape(-1, self.n_atoms, 3)
+        ph = 2 * np.pi * p[..., 2][..., None] * t
+        return (p[..., 0][..., None] * xp.cos(ph) + p[..., 1][..., None] * xp.sin(ph)).sum(axis=1)
+
+    def loglike(self, theta):
+        """Gaussian log-likelihood of each row of ``theta`` (n, 3 J).
+
+        On CuPy one kernel (``kernels_cu/nested.cu``) handles the whole batch;
+        on NumPy, or with ``kernel=False``, an array expression over tiles of
+        the data (the kernel's twin) does.
+        """
+        if self.xp is not np and self.kernel:
+            return self._loglike_kernel(theta)
+        return self._loglike_expr(theta)
+
+    def _loglike_kernel(self, theta):
+        return _ops.sinusoid_loglike(self, theta)
+
+    def nested_fused_available(self, xp) -> bool:
+        """Whether :meth:`nested_fused_slice` runs for a sampler on ``xp``: this model's kernel on CuPy."""
+        return self.kernel and self.xp is xp and xp is not np
+
+    def nested_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink):
+        """All slices of all walkers in one launch (``sinusoid_slice`` in ``kernels_cu/nested.cu``).
+
+        The fused-step protocol of :class:`NestedSampler` (any object whose ``loglike`` and
+        ``prior_transform`` are given to it may offer this method).
+
+        ``u``, ``v`` (W, ndim) and ``logl`` (W,) are the starts (not modified),
+        ``lstar`` (W,) each walker's threshold, ``dirs`` (n_steps, W, ndim) the
+        slice directions in the unit cube and ``unif`` (n_steps, max_shrink + 1,
+        W) the interval placements and shrinkage uniforms. Returns the new
+        ``u, v, logl`` and per walker the misses and likelihood evaluations.
+        The twin is :class:`NestedSampler`'s generic slice path with this
+        model's :meth:`loglike`. The launch is ``ops.sinusoid_fused_slice``.
+        """
+        return _ops.sinusoid_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink)
+
+    _fused_slice = nested_fused_slice  # the former name
+
+    def _loglike_expr(self, theta):
+        return _ops.sinusoid_loglike_tiles(self, theta)

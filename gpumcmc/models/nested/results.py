@@ -1,0 +1,456 @@
+"""What a nested-sampling run gives: the evidence from the dead points, combined runs, and the mode check.
+
+:func:`merge_points` gives each point the number of live points it was the
+lowest of, which is all that multiple replacement and merged runs change;
+``_evidence`` turns log-likelihoods and those counts into log Z, the
+weights, the information and the error. :class:`NestedResults` holds the
+outcome, :func:`combine_runs` merges runs made apart, and :func:`mode_check`
+tells whether merged runs agree on each mode's mass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+
+__all__ = ["NestedResults", "combine_runs", "plot_run", "merge_points", "mode_check", "FewLivePointsWarning"]
+
+
+def _logsumexp(a, axis=None):
+    a = np.asarray(a, dtype=np.float64)
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(out, axis=axis) if axis is not None else float(out.reshape(()))
+
+
+def merge_points(logl, birth):
+    """Order points by log-likelihood and give each the number of live points it was the lowest of.
+
+    This is how runs are merged: a point born at threshold ``birth`` (``-inf``
+    for the initial live points) and removed at ``logl`` was live for every
+    threshold in ``[birth, logl)``; so the k-th lowest point overall was the
+    lowest of ``n_k = #{j: birth_j < logl_k <= logl_j}`` live points. For M
+    runs of N points, ``n_k = M N`` throughout the run (Henderson's proof that
+    merged runs are one run with M N live points); for multiple replacement the
+    i-th of R removed points gets ``N - i``.
+
+    Returns ``(order, nlive)``: the sorting permutation and ``n_k`` in sorted order.
+    """
+    logl = np.asarray(logl, np.float64)
+    birth = np.asarray(birth, np.float64)
+    order = np.argsort(logl, kind="stable")
+    ls = logl[order]
+    born_before = np.searchsorted(np.sort(birth), ls, side="left")
+    removed_before = np.arange(ls.size)
+    nlive = born_before - removed_before
+    return order, np.maximum(nlive, 1)
+
+
+def _evidence(ls, nlive):
+    """logz, logwt, logX, information and Skilling's error from sorted logl and live counts."""
+    logx = -np.cumsum(1.0 / nlive)
+    logx_prev = np.concatenate([[0.0], logx[:-1]])
+    # X_{k-1} - X_k = X_{k-1} (1 - exp(-1/n_k))
+    logdx = logx_prev + np.log(-np.expm1(-1.0 / nlive))
+    logwt = ls + logdx
+    logz = _logsumexp(logwt)
+    p = np.exp(logwt - logz)
+    fin = p > 0
+    h = float(np.sum(p[fin] * (ls[fin] - logz)))
+    h = max(h, 0.0)
+    # Var(log X) at the bulk of the posterior (log X = -H): sum of 1/n_k^2 up to there.
+    # For a constant n = N this is (N H) / N^2 = H / N, Skilling's estimate.
+    upto = logx >= -h
+    var = float(np.sum(1.0 / nlive[upto] ** 2)) if h > 0 else 0.0
+    if upto.sum() < upto.size and h > 0:
+        # the step that crosses -H, interpolated
+        k = int(upto.sum())
+        var += (1.0 / nlive[k] ** 2) * min(1.0, (logx_prev[k] + h) * nlive[k])
+    return logz, logwt, logx, h, math.sqrt(var)
+
+
+@dataclasses.dataclass(frozen=True)
+class NestedResults:
+    """The outcome of a nested-sampling run (immutable; arrays are read-only NumPy).
+
+    Attributes
+    ----------
+    logz, logzerr : float
+        log evidence and its error. ``logzerr`` is Skilling's ``sqrt(H/N)``,
+        generalised to live-point counts that vary (multiple replacement,
+        merged runs): ``sqrt(sum 1/n_k**2)`` over the points down to the bulk
+        of the posterior, ``log X = -H``.
+    logzerr_runs : float or None
+        For ``n_runs > 1``: the standard deviation of the per-run evidences
+        divided by ``sqrt(n_runs)``, an independent check on ``logzerr``.
+    logz_runs : ndarray (n_runs,)
+        Each run's own log evidence.
+    samples : ndarray (n, ndim)
+        Every dead point and the final live points, in physical coordinates,
+        sorted by log-likelihood; ``samples_u`` the same in the unit cube.
+    logl, logwt, logvol, nlive : ndarray (n,)
+        Their log-likelihoods, log importance weights (unnormalised:
+        ``logsumexp(logwt) == logz``), expected log prior volumes and the
+        number of live points each was the lowest of.
+    information : float
+        The KL divergence from prior to posterior, H (nats).
+    ncall : int
+        Likelihood evaluations (points evaluated, counting every walker).
+    nbatch : int
+        Calls of the batched ``loglike``.
+    niter, n_runs, nlive_per_run, n_replace, seconds : run settings and wall time (for runs merged by
+        :func:`combine_runs`: the longest run's iterations, the runs counted, the total time, and -1 for
+        a setting the runs do not share).
+    run : ndarray (n,) of int
+        The run each point came from (0 to ``n_runs - 1``; runs merged by :func:`combine_runs` are numbered
+        in the order given).
+    logwt_run : ndarray (n,)
+        Each point's log posterior weight within its own run, from that run's own live-point counts and
+        normalised by its own evidence: ``exp(logwt_run[run == m])`` sums to 1 for each run m.
+    mode_mass, mode_mass_runs, runs_lost_mode : ndarray (C,), (n_runs, C), (n_runs,) of bool
+        The per-run mode check (see :func:`mode_check`): the posterior mass of each of the C modes found
+        among the points (clusters holding at least 2% of the merged mass), in the merged run and in each
+        run on its own, and which runs hold less than a fifth of the merged mass of a mode holding at
+        least 5% of it: those runs lost the mode, and the merged run then gives it too little weight. A
+        warning says so after the run, and also where the runs disagree on a mode's mass by more than
+        ``MODE_ERR_MAX`` (:attr:`mode_mass_err`). Empty for a single run.
+    """
+
+    logz: float
+    logzerr: float
+    logzerr_runs: float | None
+    logz_runs: np.ndarray
+    samples: np.ndarray
+    samples_u: np.ndarray
+    logl: np.ndarray
+    logwt: np.ndarray
+    logvol: np.ndarray
+    nlive: np.ndarray
+    information: float
+    ncall: int
+    nbatch: int
+    niter: int
+    n_runs: int
+    nlive_per_run: int
+    n_replace: int
+    seconds: float
+    run: np.ndarray | None = None
+    logwt_run: np.ndarray | None = None
+    mode_mass: np.ndarray | None = None
+    mode_mass_runs: np.ndarray | None = None
+    runs_lost_mode: np.ndarray | None = None
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v.setflags(write=False)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Normalised posterior weights of :attr:`samples`."""
+        return np.exp(self.logwt - self.logz)
+
+    @property
+    def mode_mass_err(self) -> np.ndarray:
+        """Each mode's between-run error of its merged mass (C,): the spread of :attr:`mode_mass_runs` over
+        ``sqrt(n_runs)``, as ``logzerr_runs`` is for log Z (empty for a single run). Where it is over
+        ``MODE_ERR_MAX`` (0.05) the runs disagree on the mode, and a warning says so after the run."""
+        if self.mode_mass_runs is None:
+            return np.zeros(0)
+        return _mass_err(self.mode_mass_runs)
+
+    @property
+    def eff(self) -> float:
+        """Sampling efficiency: points kept over likelihood calls (percent)."""
+        return 100.0 * self.samples.shape[0] / max(self.ncall, 1)
+
+    def posterior_samples(self, n=None, random_state=None) -> np.ndarray:
+        """Equally weighted posterior draws by systematic resampling of :attr:`samples`.
+
+        ``n`` defaults to the effective sample size ``1 / sum(w**2)``.
+        """
+        w = self.weights
+        w = w / w.sum()
+        if n is None:
+            n = max(1, int(1.0 / np.sum(w ** 2)))
+        rng = np.random.default_rng(random_state)
+        pos = (rng.random() + np.arange(n)) / n
+        idx = np.searchsorted(np.cumsum(w), pos, side="right")
+        idx = np.minimum(idx, w.size - 1)
+        return self.samples[rng.permutation(idx)]
+
+    def to_arviz(self, n=None, random_state=None, var_names=None):
+        """An ArviZ object with equally weighted posterior draws as one chain.
+
+        The parameters are stored as one variable ``theta`` (draw, dim) unless
+        ``var_names`` names each dimension.
+        """
+        from ...sampling import to_arviz
+        draws = self.posterior_samples(n, random_state)
+        if var_names is None:
+            post = {"theta": draws[None]}
+        else:
+            if len(var_names) != draws.shape[1]:
+                raise ValueError(f"var_names has {len(var_names)} names for {draws.shape[1]} dimensions.")
+            post = {v: draws[None, :, i] for i, v in enumerate(var_names)}
+        return to_arviz(post, attrs={"logz": self.logz, "logzerr": self.logzerr, "sampler": "nested"})
+
+    def summary(self) -> str:
+        s = (f"logz = {self.logz:.3f} +/- {self.logzerr:.3f}"
+             + (f" (between runs: +/- {self.logzerr_runs:.3f})" if self.logzerr_runs is not None else "")
+             + f", H = {self.information:.2f} nats, niter = {self.niter}, ncall = {self.ncall}, "
+               f"{self.n_runs} run(s) x {self.nlive_per_run} live points, R = {self.n_replace}")
+        if self.runs_lost_mode is not None and self.runs_lost_mode.any():
+            s += f", runs that lost a mode: {np.flatnonzero(self.runs_lost_mode).tolist()}"
+        err = self.mode_mass_err
+        if err.size and err.max() > MODE_ERR_MAX:
+            s += f", a mode's mass uncertain by {err.max():.2f} between runs"
+        return s
+
+    def __repr__(self) -> str:
+        return f"NestedResults({self.summary()})"
+
+
+# A run holding under LOST_FRACTION of the runs' mean mass of a mode to which some run gives at least
+# MODE_MIN_MASS lost it. Runs that kept the 0.3 mode of gpumcmc.nested's docstring's mixture, made with equal
+# widths, held 0.13 to 0.48 of their own mass there at 50 live points (6 seeds): a fifth of the mean stays
+# clear of them.
+MODE_MIN_MASS, LOST_FRACTION, CLUSTER_MIN_MASS = 0.05, 0.2, 0.02
+# Where no run lost a mode, a warning says when the runs disagree on a mode's mass: its between-run error
+# (NestedResults.mode_mass_err) over MODE_ERR_MAX. On the equal-width mixture of gpumcmc.nested's docstring (5
+# runs, R = 10), the error was 0.07 to 0.13 at 50 live points per run (8 seeds; merged weight 0.18 to 0.60
+# for 0.3), 0.04 to 0.06 at 100 and 0.02 to 0.05 at the default 500 (weight 0.26 to 0.37).
+MODE_ERR_MAX = 0.05
+# Live points per run under which NestedSampler warns, with n_runs > 1 (see gpumcmc.nested's docstring).
+NLIVE_MODES = 100
+
+
+class FewLivePointsWarning(UserWarning):
+    """Few live points per run for merged runs: a run may lose a mode (filter it where modes are not a risk)."""
+
+
+def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MASS):
+    """Modes as single-linkage clusters of the points ``x`` (n, d) that carry ``keep`` of the weight ``w``.
+
+    ``x`` are unit-cube coordinates, the scale the constrained sampler moves on. The tree is split from its
+    top wherever a merge is longer than ``cut`` times the median merge (about the nearest-neighbour distance
+    within a mode) and both sides carry at least ``min_mass`` of the weight; a mode's tails, which split off
+    in small pieces, stay with it. At most ``max_points`` points, drawn in proportion to their weight
+    (systematic resampling), make the tree; the others join the mode of their nearest point in it. Returns labels (n,), -1 for points left out (the lightest, holding
+    ``1 - keep``).
+    """
+    from scipy.cluster.hierarchy import linkage
+
+    n = w.size
+    labels = np.full(n, -1, np.int64)
+    by_weight = np.argsort(-w, kind="stable")
+    k = int(np.searchsorted(np.cumsum(w[by_weight]), keep * w.sum())) + 1
+    k = max(min(k, n), min(n, 10))
+    kept = by_weight[:k]
+    if k > max_points:
+        # The tree's points in proportion to their weight (systematic resampling, no random draw), so that
+        # every mode holds points in proportion to its mass: the heaviest points alone can all lie in the
+        # mode of highest likelihood and leave a lighter mode out of the tree.
+        # Each tree point carries the mass it was drawn for (its draws times 1 / max_points of the whole).
+        cw = np.cumsum(w[kept])
+        at, draws = np.unique(np.minimum(np.searchsorted(cw, (np.arange(max_points) + 0.5) * (cw[-1] / max_points)),
+                                         k - 1), return_counts=True)
+        inside = np.zeros(k, bool)
+        inside[at] = True
+        idx, rest = kept[inside], kept[~inside]
+        leaf_mass = draws * (cw[-1] / max_points)  # at is sorted, as kept[inside] is
+    else:
+        idx, rest = kept, kept[:0]
+        leaf_mass = w[idx]
+    k = idx.size
+    if k < 2:
+        labels[idx] = 0
+        return labels
+    z = linkage(x[idx], method="single")
+    t = cut * float(np.median(z[:, 2]))
+    pair = z[:, :2].astype(np.int64)
+    mass = np.concatenate([leaf_mass, np.zeros(k - 1)])
+    for i in range(k - 1):
+        mass[k + i] = mass[pair[i, 0]] + mass[pair[i, 1]]
+    mmin = min_mass * w.sum()
+    out, todo, found = np.full(k, -1, np.int64), [2 * k - 2], 0
+    while todo:  # top down: split where both sides are heavy and far apart
+        j = todo.pop()
+        if j >= k and z[j - k, 2] > t and mass[pair[j - k, 0]] >= mmin and mass[pair[j - k, 1]] >= mmin:
+            todo.extend(pair[j - k])
+            continue
+        leaves = [j]
+        while leaves:
+            q = leaves.pop()
+            if q < k:
+                out[q] = found
+            else:
+                leaves.extend(pair[q - k])
+        found += 1
+    labels[idx] = out
+    if rest.size:  # beyond max_points: each point joins the mode of its nearest clustered point
+        from scipy.spatial import cKDTree
+
+        labels[rest] = out[cKDTree(x[idx]).query(x[rest])[1]]
+    return labels
+
+
+def mode_check(samples_u, weights, run, weights_run, n_runs):
+    """The per-run mode check of merged runs: each mode's posterior mass, merged and in each run.
+
+    ``samples_u`` (n, d) are the points (unit cube), ``weights`` their merged posterior weights, ``run``
+    the run of each and ``weights_run`` each point's weight within its own run. Modes are single-linkage
+    clusters of the points carrying 99% of the merged mass (:func:`_clusters`); those with at least 2% of
+    it are kept. Returns ``(mass (C,), mass_runs (n_runs, C), lost (n_runs,))``: a run lost a mode when it
+    holds under a fifth of the merged mass of a mode that holds at least 5%.
+
+    The merged run gives each run's points the same share of every level, so a run that lost a mode pulls
+    that mode's merged weight down; log Z moves little (at most the log of the lost mass fraction over the
+    number of runs), so neither logzerr nor logzerr_runs shows it.
+    """
+    w = np.asarray(weights, np.float64)
+    labels = _clusters(np.asarray(samples_u, np.float64), w)
+    found = [c for c in range(labels.max() + 1) if w[labels == c].sum() >= CLUSTER_MIN_MASS * w.sum()]
+    mass = np.array([w[labels == c].sum() for c in found]) / w.sum()
+    mass_runs = np.zeros((n_runs, len(found)))
+    for j, c in enumerate(found):
+        inside = labels == c
+        mass_runs[:, j] = np.bincount(run[inside], weights=weights_run[inside], minlength=n_runs)[:n_runs]
+    return mass, mass_runs, _lost(mass_runs)
+
+
+def _lost(mass_runs):
+    """Runs holding under LOST_FRACTION of the runs' mean mass of a mode that some run gives MODE_MIN_MASS."""
+    if mass_runs.shape[0] < 2 or not mass_runs.size:
+        return np.zeros(mass_runs.shape[0], bool)
+    big = mass_runs.max(axis=0) >= MODE_MIN_MASS
+    return (mass_runs[:, big] < LOST_FRACTION * mass_runs[:, big].mean(axis=0)).any(axis=1)
+
+
+def _mass_err(mass_runs):
+    """Each mode's between-run error of its merged mass: the runs' spread over ``sqrt(n_runs)``."""
+    M = mass_runs.shape[0]
+    if M < 2 or not mass_runs.size:
+        return np.zeros(mass_runs.shape[1])
+    return np.std(mass_runs, axis=0, ddof=1) / math.sqrt(M)
+
+
+def _warn_lost(lost, mass, mass_runs, nlive_per_run, stacklevel=3):
+    per_run = f" (it has {nlive_per_run})" if nlive_per_run > 0 else ""
+    if not lost.any():
+        err = _mass_err(mass_runs)
+        if err.size and err.max() > MODE_ERR_MAX:
+            j = int(np.argmax(err))
+            warnings.warn(f"the runs disagree on the mass of a mode: it holds "
+                          f"{np.array2string(mass_runs[:, j], precision=2)} of each run's mass, so its merged "
+                          f"mass {mass[j]:.2f} is uncertain by {err[j]:.2f} (results.mode_mass_err; over "
+                          f"{MODE_ERR_MAX} is flagged). Use more live points per run (at least {NLIVE_MODES}"
+                          f"{per_run}) or more runs.", RuntimeWarning, stacklevel=stacklevel)
+        return
+    big = mass_runs.max(axis=0) >= MODE_MIN_MASS
+    j = int(np.argmax(np.where(big, (mass_runs < LOST_FRACTION * mass_runs.mean(axis=0)).sum(axis=0), -1)))
+    warnings.warn(f"{int(lost.sum())} of {lost.size} runs lost a mode: a mode with {mass[j]:.2f} of the merged "
+                  f"posterior mass holds {np.array2string(mass_runs[:, j], precision=2)} of each run's mass "
+                  f"(runs {np.flatnonzero(lost).tolist()} flagged; see results.mode_mass_runs). The merged run "
+                  f"gives that mode too little weight. Use more live points per run (at least {NLIVE_MODES}"
+                  f"{per_run}), fewer runs of more points, or more n_steps.", RuntimeWarning, stacklevel=stacklevel)
+
+
+def combine_runs(runs) -> NestedResults:
+    """One :class:`NestedResults` from independent runs: the combined-runs estimator.
+
+    For runs made apart, as Dask tasks (:func:`gpumcmc.distributed.map_runs`)
+    or in separate sessions. At any level ``L`` the live points of the merged
+    run are those of every run still going, so the merged point at ``L`` was
+    the lowest of ``sum_r n_r(L)`` live points, where ``n_r(L)`` is run r's
+    live count at its first point at or above ``L`` (0 once run r has ended).
+    Each run's ``nlive`` already holds that count (for runs of one call with
+    ``n_runs=M``, the merged count of its M runs), so the merged counts equal
+    those that :func:`merge_points` gives from every point's birth, and the
+    evidence, weights and error follow as for one run. ``logz_runs`` lists
+    every run's own evidence; ``logzerr_runs`` is their spread over
+    ``sqrt(number of runs)``. The runs must share the model: the same
+    ``ndim`` (and, for the estimate to mean anything, the same likelihood and
+    prior).
+
+    Examples
+    --------
+    >>> from gpumcmc.nested import NestedSampler, combine_runs, correlated_gaussian
+    >>> ll, pt, logz = correlated_gaussian(2)
+    >>> runs = [NestedSampler(ll, pt, 2, nlive=50, random_state=s, progress=False, backend="numpy").run().results
+    ...         for s in range(3)]
+    >>> both = combine_runs(runs)
+    >>> both.n_runs, int(both.nlive.max())
+    (3, 150)
+    """
+    runs = list(runs)
+    if not runs:
+        raise ValueError("combine_runs needs at least one NestedResults.")
+    for r in runs:
+        if not isinstance(r, NestedResults):
+            raise TypeError(f"combine_runs takes NestedResults (a sampler's .results), got {type(r).__name__}.")
+    d = runs[0].samples.shape[1]
+    if any(r.samples.shape[1] != d for r in runs):
+        raise ValueError(f"the runs have different dimensions ({sorted({r.samples.shape[1] for r in runs})}); "
+                         "combine runs of one model only.")
+    if len(runs) == 1:
+        return runs[0]
+    logl = np.concatenate([r.logl for r in runs])
+    order = np.argsort(logl, kind="stable")
+    ls = logl[order]
+    nlive = np.zeros(ls.size, np.int64)
+    for r in runs:
+        nxt = np.searchsorted(r.logl, ls, side="left")     # run r's next point at or above each level
+        going = nxt < r.logl.size
+        nlive[going] += r.nlive[nxt[going]]
+    logz, logwt, logx, info, err = _evidence(ls, nlive)
+    logz_runs = np.concatenate([np.atleast_1d(r.logz_runs) for r in runs]).astype(np.float64)
+    m = logz_runs.size
+    per_run = {r.nlive_per_run for r in runs}
+    replace = {r.n_replace for r in runs}
+    offsets = np.cumsum([0] + [r.n_runs for r in runs])
+    run = np.concatenate([(r.run if r.run is not None else np.zeros(r.logl.size, np.int64)) + o
+                          for r, o in zip(runs, offsets)])[order]
+    logwt_run = np.concatenate([r.logwt_run if r.logwt_run is not None else r.logwt - r.logz
+                                for r in runs])[order]
+    samples_u = np.concatenate([r.samples_u for r in runs])[order]
+    n_all = int(offsets[-1])
+    mass, mass_runs, lost = mode_check(samples_u, np.exp(logwt - logz), run, np.exp(logwt_run), n_all)
+    _warn_lost(lost, mass, mass_runs, per_run.copy().pop() if len(per_run) == 1 else -1)
+    return NestedResults(
+        logz=float(logz), logzerr=float(err),
+        logzerr_runs=float(np.std(logz_runs, ddof=1) / math.sqrt(m)) if m > 1 else None, logz_runs=logz_runs,
+        samples=np.concatenate([r.samples for r in runs])[order],
+        samples_u=samples_u, logl=ls, logwt=logwt, logvol=logx,
+        nlive=nlive, information=float(info), ncall=sum(r.ncall for r in runs),
+        nbatch=sum(r.nbatch for r in runs), niter=max(r.niter for r in runs), n_runs=m,
+        nlive_per_run=per_run.pop() if len(per_run) == 1 else -1,
+        n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs),
+        run=run, logwt_run=logwt_run, mode_mass=mass, mode_mass_runs=mass_runs, runs_lost_mode=lost)
+
+
+def plot_run(results: NestedResults, axes=None, color="C0"):
+    """The run plot: log-likelihood and posterior weight against log prior volume.
+
+    Returns the matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+    if axes is None:
+        fig, axes = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
+    else:
+        fig = axes[0].figure
+    x = results.logvol
+    finite = np.isfinite(results.logl)
+    axes[0].plot(x[finite], results.logl[finite], color=color)
+    axes[0].set_ylabel("log L")
+    axes[1].plot(x, results.weights, color=color)
+    axes[1].set_ylabel("posterior weight")
+    axes[1].set_xlabel("log X")
+    axes[0].set_title(f"log Z = {results.logz:.2f} +/- {results.logzerr:.2f}")
+    fig.tight_layout()
+    return fig

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# GPU checks of nested sampling (run from the repository root on a GPU machine; $OUT collects JSON and logs).
+# GPU checks of nested sampling, the package gpumcmc/models/nested (run from the repository root on a GPU
+# machine; $OUT collects JSON and logs).
 set -x
-# Every nested GPU test: the per-iteration bookkeeping kernel (nested_progress) against its twin, the fused
-# slice kernel against the generic path and the NumPy twin, run() twice, a +inf found mid-run.
-python -m pytest -m gpu tests/test_nested.py -q -p no:cacheprovider 2>&1 | tail -40
+# Every nested GPU test, with each kernel argument checked against its C parameter (ops.py's four launches:
+# nested_progress and nested_argsort_rows against their twins, sinusoid_ssq against the tiled expression,
+# the fused sinusoid_slice against the generic slice path of algorithm.py and the NumPy twin), run() twice,
+# a +inf found mid-run. Then the same as users run it (no per-launch check).
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_nested.py -q -p no:cacheprovider 2>&1 \
+    | tee "$OUT/nested_gpu.log" | tail -40
+python -m pytest -m "gpu and not slow" tests/test_nested.py -q -p no:cacheprovider 2>&1 | tail -5
 # The public call (run, defaults, progress=False) per iteration against its bare iteration (_iterate), on
 # user_path's sinusoid configuration and the 2-D shells; then the whole suite, small.
 python -m benchmarks nested --small --out "$OUT/nested-small" 2>&1 | tail -40

@@ -1,3 +1,6 @@
+// The kernels of the uncollapsed LDA sweep. Launched by gpumcmc/models/lda/ops.py (beside their NumPy
+// twins); the sweep that runs them is gpumcmc/models/lda/algorithm.py.
+//
 // Topic counts of an uncollapsed LDA sweep, both tables in one pass over the
 // token stream: n_dk[d * K + k] and n_wk[w * K + k] (word-major, the layout
 // of phi itself: the Dirichlet over words normalises its columns, and no
@@ -9,7 +12,7 @@
 // so the tables are never written out of bounds. Counts are int32 (a (document, topic) or (word, topic)
 // pair seen 2^31 times is out of reach for any corpus that fits in memory).
 //
-// Twin: gpumcmc/models/lda.py (counts_twin).
+// Twin: gpumcmc/models/lda/ops.py (counts_twin).
 
 // Tokens in token_order run word by word, so neighbouring lanes often add to
 // the same (topic, word) cell once topics have formed; with
@@ -65,7 +68,7 @@ template __global__ void lda_counts<int>(const int*, const int*, const long long
 //   lda_col_normalise out = exp(x - m) / s, and sum_out = sum_in + keep * out
 //                     (the posterior-mean running sum, in the same pass)
 //
-// Twin: gpumcmc/models/lda.py (dirichlet_columns, _accumulate): the same
+// Twin: gpumcmc/models/lda/ops.py (dirichlet_columns, _accumulate): the same
 // formula, exp(x - max) over the column's sum; the sums differ from it only
 // in the order of the additions.
 template <typename T>
@@ -202,7 +205,7 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
 // order of the atomics varies the last bits from run to run). The draws do not
 // depend on it.
 //
-// Twin: gpumcmc/models/lda.py (zdraw_counts on NumPy: categorical_products
+// Twin: gpumcmc/models/lda/ops.py (zdraw_counts on NumPy: categorical_products
 // with method "prefix", then counts_twin). The prefix sums are added in
 // another order than NumPy's cumsum, so where one lies within rounding of
 // u * total the index may differ by one positive neighbour, as for the

@@ -119,11 +119,11 @@ def _force_method(monkeypatch, method):
     """Make the two-kernel z-draw of the LDA ops call categorical_products with ``method``; returns the list
     of methods the patched function was called with, which a test checks is not empty (the patch reached the
     module that draws)."""
-    from gpumcmc.models.lda import algorithm    # the module that calls it (a patch of the package is not seen)
+    from gpumcmc.models.lda import ops    # the module that calls it (a patch of the package is not seen)
 
     calls = []
-    monkeypatch.setattr(algorithm, "categorical_products",
-                        functools.partial(_with_method, algorithm.categorical_products, method, calls))
+    monkeypatch.setattr(ops, "categorical_products", functools.partial(_with_method, ops.categorical_products, method,
+                                                                       calls))
     return calls
 
 

@@ -19,6 +19,7 @@ import numpy as np
 sys.path.insert(0, os.getcwd())
 from gpumcmc.datasets import synthetic_lda_corpus
 from gpumcmc.models import lda as L
+from gpumcmc.models.lda import sharded as LS   # the sweep's module: the pieces are replaced there
 from gpumcmc.random import default_rng
 from gpumcmc.shards import Shards
 
@@ -32,7 +33,7 @@ def mark(tag, stream=None):
     ev.append((tag, cp.cuda.runtime.getDevice(), e))
 
 
-oz, ot, odp = L.zdraw_counts, L._theta_draw, L._draw_phi
+oz, ot, odp = LS.zdraw_counts, LS._theta_draw, LS._draw_phi
 oas = Shards.allreduce_async
 
 
@@ -74,7 +75,7 @@ def sync_all(devs):
             cp.cuda.get_current_stream().synchronize()
 
 
-L.zdraw_counts, L._theta_draw, L._draw_phi, Shards.allreduce_async = Z, TH, DP, AS
+LS.zdraw_counts, LS._theta_draw, LS._draw_phi, Shards.allreduce_async = Z, TH, DP, AS
 rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=T, n_components=100, zipf=1.0, random_state=1,
                                         backend="cupy")
 count = cp.cuda.runtime.getDeviceCount()

@@ -1,18 +1,27 @@
-"""Latent Dirichlet allocation by uncollapsed Gibbs sampling (the fused theta-phi z-draw).
+"""Latent Dirichlet allocation by uncollapsed Gibbs sampling (Zhao, Canny et al.; the fused theta-phi z-draw).
 
-The module moved whole into :mod:`.algorithm`; this package re-exports its public names and the private
-ones that tests and benchmarks use.
+The package: :mod:`.algorithm` (the sweep, read top-down: the data, the state, ``init`` and ``step``),
+:mod:`.ops` (the launchers of ``kernels_cu/lda.cu`` and their NumPy twins), :mod:`.corpus` (token streams
+and the seeded start), :mod:`.sharded` (the documents split over devices) and :mod:`.estimator`
+(:class:`LDA`, the scikit-learn face).
 """
 
 from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import (LDA, CorpusPart, LDAData, LDAInfo, LDAShardedState, LDAState, ShardPlace, _accumulate,
-                        _draw_phi, _fused_default, _phi_store, _theta_draw, _token_counters, allreduce_bytes,
-                        completion_split, counts, counts_twin, dirichlet_columns, document_bounds, fused_counts, init,
-                        init_sharded, log_likelihood, make_sharded_step, seeded_topics, shard_corpus,
-                        sharded_log_likelihood, sharded_loglik, step, tokens_from, zdraw_counts)
+from .algorithm import LDAData, LDAInfo, LDAState, _fused_default, init, log_likelihood, step
+from .corpus import completion_split, seeded_topics, tokens_from
+from .estimator import LDA
+from .ops import (_accumulate, _phi_store, _token_counters, counts, counts_twin, dirichlet_columns, fused_counts,
+                  zdraw_counts)
+from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, document_bounds, init_sharded,
+                      make_sharded_step, shard_corpus, sharded_log_likelihood, sharded_loglik)
+
+# _accumulate, _fused_default, _phi_store, _token_counters, counts, counts_twin, fused_counts, zdraw_counts:
+# imported from here by the tests and benchmarks. A test that replaces a module-level function must replace it
+# in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw, _draw_phi in
+# .sharded for the sharded sweep): a name re-exported here is only read from here.
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
            "log_likelihood", "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds",

@@ -1,0 +1,422 @@
+"""The scikit-learn face of LDA: :class:`LDA` (``fit``, ``transform``, ``score``, ``perplexity``), which
+runs :mod:`.algorithm`'s sweep (or :mod:`.sharded`'s) through :func:`gpumcmc.sampling.run`."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+from gpumcmc import backend as _backend
+from gpumcmc._config import config
+from gpumcmc.sampling import Estimator, Monitor, run, to_arviz
+from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
+from gpumcmc.shards import Shards, resolve
+
+from .algorithm import LDAInfo, init, log_likelihood, step
+from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
+from .sharded import init_sharded, make_sharded_step, shard_corpus, sharded_loglik
+
+__all__ = ["LDA"]
+
+
+def _monitored(step_fn, read, plain_fn=None):
+    """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside
+    and reports an empty info to the run driver (nothing stored per sweep), and the monitor's function,
+    ``read(loglik)`` of the latest sweep's sums (the state is not read: those sums score the state the
+    sweep started from, so the value at iteration i is the log-likelihood after i - 1 sweeps).
+
+    ``plain_fn``, the same sweep without the sums, runs where no monitor reads the sweep: the run driver
+    sets ``sweep.monitored`` before each call (see :func:`gpumcmc.sampling.run`), so the sums cost only the
+    monitored sweeps. Under a CUDA graph (:func:`gpumcmc.sampling.graph_step`) the driver leaves it set and
+    the captured sweep always sums; its ``loglik`` is the array every replay writes, so the monitor reads
+    the latest replay's sums.
+    """
+    last = [None]
+
+    class _Sweep:
+        monitored = True
+
+        def __call__(self, rng, state):
+            if self.monitored or plain_fn is None:
+                state, info = step_fn(rng, state)
+                last[0] = info.loglik
+            else:
+                state, _ = plain_fn(rng, state)
+            return state, LDAInfo()
+
+    def monitor(state):
+        return read(last[0])
+
+    return _Sweep(), monitor
+
+
+def _lda_shards(devices, backend) -> Shards:
+    """``devices`` as :class:`~gpumcmc.shards.Shards`, its form checked on the host before any GPU is asked."""
+    return resolve(devices, backend, "the documents")[0]
+
+
+class LDA(mixin("TransformerMixin"), Estimator):
+    """Latent Dirichlet allocation by uncollapsed Gibbs sampling, on the GPU or NumPy.
+
+    Parameters follow scikit-learn's ``LatentDirichletAllocation``:
+    ``doc_topic_prior`` (alpha) and ``topic_word_prior`` (beta) default to
+    ``1 / n_components``. ``n_iter`` sweeps are kept after ``burn_in``;
+    ``components_`` and ``doc_topic_`` are posterior means over kept sweeps.
+    ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps;
+    fitting again with the same path and data resumes where it stopped, with
+    the same draws as an uninterrupted fit.
+
+    ``n_chains`` independent chains run together (one launch per stage for
+    all of them). Topics are not identified across chains (any permutation of
+    them is as likely), so ``components_`` and ``doc_topic_`` come from one
+    chain, ``best_chain_``, the one with the highest final log-likelihood,
+    and so does ``loglik_trace_`` (iterations, values); ``loglik_traces_``
+    holds every chain's values, shape ``(n_chains, n)``, and :meth:`to_arviz`
+    returns them with a chain axis.
+
+    The log-likelihood per token (every ``monitor_every`` sweeps and at the
+    last) is summed by the z-draw itself, ``log sum_k theta_dk phi_wk`` of
+    each token as it draws (no pass of its own): the value recorded at sweep
+    ``i`` scores the theta and phi that sweep ``i`` drew from, i.e. the state
+    after ``i - 1`` sweeps (the last one, the state before the final sweep).
+
+    ``start`` is where the chains begin. ``"seeded"`` starts every chain from
+    topics seeded by documents picked k-means++-style (:func:`seeded_topics`)
+    and theta = 1 / K; ``"random"`` gives every token a topic drawn at random
+    and draws theta and phi given those (the default of earlier versions,
+    whose draws it keeps); ``"auto"``, the default, is the seeded start where
+    K times the corpus' tokens is at most ``config.lda_seed_exact_work`` (2**26) and at
+    least K documents have tokens, the random start elsewhere. On small
+    planted corpora (K = 10, V = 500, 1,000 documents of 80 tokens, NumPy) a
+    single chain from the random start stuck with two topics merged in 5 of
+    20 corpora, the ``lda`` package's collapsed Gibbs in 2 of 20, the
+    default (seeded there) in 1 of 20. On large corpora the default keeps
+    the random start, which needs no work on the host; there
+    ``start="seeded"`` reads the tokens of at most ``max(2 K, ...)``
+    documents on the host (see :func:`seeded_topics`). The default changed from ``"random"``
+    to ``"auto"``, so default fits of small corpora draw differently from
+    earlier versions; ``start="random"`` gives the earlier draws.
+
+    Choosing a model (``n_components``, the priors): compare held-out
+    documents by ``perplexity(X_test, method="completion")`` (document
+    completion: theta fitted on half of each document's tokens, the other half
+    scored); the default ``method="full"`` scores the tokens theta was fitted
+    on, which flatters larger models.
+
+    ``graph=True`` (GPU) captures the sweep once as a CUDA graph and replays
+    it, one launch per sweep (:func:`gpumcmc.sampling.graph_step`), with the
+    same draws; it pays where a sweep is short, bound by its launches and
+    their Python, and gains little on corpora of millions of tokens. The
+    graph keeps a second copy of the sampler's state and temporaries, so the
+    default (None) takes it below ``config.lda_graph_max_tokens`` tokens (all chains).
+
+    ``devices`` splits the documents over devices (data-parallel Gibbs):
+    ``"all"``, a GPU id, a list of ids, or a :class:`gpumcmc.shards.Shards`
+    (:func:`gpumcmc.shards.one_device` for parts on one GPU,
+    ``Shards(n_virtual=k)`` for parts on NumPy, :func:`gpumcmc.shards.worker_shards`
+    in a Dask task). Each shard holds whole documents, about the same number
+    of tokens in each (:func:`document_bounds`), with their theta; it draws
+    its tokens' topics and its theta; the word-topic counts are summed over
+    the shards (one all-reduce of ``V K n_chains`` int32 values per sweep,
+    NCCL between GPUs) and phi is drawn from the sums with the same key on
+    every device (:func:`make_sharded_step`). The sharded sweep runs
+    eagerly, never from a CUDA graph, and does not checkpoint.
+    The draws are those of ``devices=None`` for any number of shards, bit
+    for bit, with the fused z-draw and with the two-kernel one alike: every
+    shard draws its tokens and documents with the Philox counters and
+    generator offsets that one device gives them (see :func:`init_sharded`).
+    The log-likelihood trace is a sum over shards, equal to one device's but
+    for the rounding of that sum. ``doc_topic_`` holds this process's documents
+    (all of them, but in a Dask task); ``n_shards_`` and ``doc_bounds_``
+    record the split.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.models import LDA
+    >>> X = np.random.default_rng(0).poisson(1.0, size=(20, 30))
+    >>> lda = LDA(n_components=3, n_iter=20, burn_in=10, random_state=0, progress=False, backend="numpy")
+    >>> theta = lda.fit_transform(X)
+    >>> theta.shape, lda.components_.shape
+    ((20, 3), (3, 30))
+    """
+
+    # Checked by scikit-learn at fit where it imports (the own checks in fit_transform run without it).
+    # devices (None, "all", ids or a Shards) and random_state (an int, a SeedSequence or a generator) are
+    # checked where they are resolved; dtype by gpumcmc's float-dtype check.
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "transform_iter": [Interval(Integral, 1, None, closed="left")],
+        "monitor_every": [Interval(Integral, 1, None, closed="left")],
+        "random_state": "no_validation",
+        "dtype": "no_validation",
+        "progress": ["boolean"],
+        "backend": [None, StrOptions({"numpy", "cupy"})],
+        "checkpoint": [None, str, os.PathLike],
+        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "graph": [None, "boolean"],
+        "devices": "no_validation",
+        "start": [StrOptions({"auto", "random", "seeded"})],
+    }
+
+    def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None, n_iter=200, burn_in=100,
+                 transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
+                 backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=None, devices=None,
+                 start="auto"):
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.n_iter = n_iter
+        self.burn_in = burn_in
+        self.transform_iter = transform_iter
+        self.monitor_every = monitor_every
+        self.random_state = random_state
+        self.dtype = dtype
+        self.progress = progress
+        self.backend = backend
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.n_chains = n_chains
+        self.graph = graph
+        self.devices = devices
+        self.start = start
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # X holds word counts: non-negative integers. scikit-learn has no tag for counts; "categorical"
+        # with "positive_only" is the one that makes its checks pass non-negative integers.
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True
+        # transform's output has the dtype parameter's precision, whatever X's dtype.
+        tags.transformer_tags.preserves_dtype = []
+        return tags
+
+    def _expected_failed_checks(self):
+        why = ("fit_transform returns doc_topic_, the fit's posterior mean of theta, and transform draws theta "
+               "anew with the topics fixed: two Monte Carlo estimates of one mean, which agree to their Monte "
+               "Carlo error, not to the check's 0.01.")
+        return {"check_transformer_general": why, "check_transformer_data_not_an_array": why}
+
+    def _priors(self):
+        K = self.n_components
+        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+            raise ValueError(f"n_components must be a positive integer, got {K!r}.")
+        K = int(K)
+        a = 1.0 / K if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        b = 1.0 / K if self.topic_word_prior is None else float(self.topic_word_prior)
+        if not (a > 0 and b > 0):
+            raise ValueError("doc_topic_prior and topic_word_prior must be positive.")
+        return K, a, b
+
+    def fit(self, X, y=None):
+        self.fit_transform(X)
+        return self
+
+    def _check_settings(self):
+        K, a, b = self._priors()
+        C = self.n_chains
+        if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
+            raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
+        if self.start not in ("auto", "random", "seeded"):
+            raise ValueError(f"start must be 'auto', 'random' or 'seeded', got {self.start!r}.")
+        for name, least in (("n_iter", 1), ("burn_in", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {v!r}: the posterior means "
+                                 "(components_, doc_topic_) average the sweeps after burn_in, so at least one "
+                                 "is needed.")
+        return K, a, b
+
+    def fit_transform(self, X, y=None):
+        K, a, b = self._validate_settings(self._check_settings)
+        C = self.n_chains
+        if self.devices is not None:
+            return self._fit_sharded(X, K, a, b, int(C))
+        xp = self._xp()
+        rng = self._make_rng()
+        rows, cols, M, V = tokens_from(X, xp)
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=int(C),
+                           phi_start=self._phi_start(rng, rows, cols, M, V, K, int(C)))
+        n_tok = int(rows.size)
+        sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
+                               functools.partial(step, data=data))
+        trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+                    monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
+                    progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
+                    checkpoint_every=int(self.checkpoint_every),
+                    graph=(n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph))
+        s = trace.state
+        n_kept = max(int(self.n_iter), 1)
+        it, vals = trace.monitors["loglik_per_token"]
+        vals = np.asarray(vals, dtype=float).reshape(len(it), C).T      # (chain, monitor point)
+        best = int(np.argmax(vals[:, -1]))
+        self.trace_ = trace
+        self.n_features_in_ = V
+        self.n_tokens_ = n_tok
+        self.best_chain_ = best
+        self.phi_ = s.phi_sum[best] / n_kept                   # (V, K) on the backend
+        self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
+        self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n_kept)
+        self.loglik_trace_ = (np.asarray(it), vals[best])
+        self.loglik_traces_ = vals
+        return self.doc_topic_
+
+    def _fit_sharded(self, X, K, a, b, C):
+        shards = _lda_shards(self.devices, self.backend)
+        if self.checkpoint is not None:
+            raise ValueError("checkpoint= is not available with devices=: fit on one device (devices=None) to "
+                             "checkpoint, or drop checkpoint.")
+        if self.graph:
+            raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
+                             "a CUDA graph; leave graph at None or False.")
+        from gpumcmc.random import default_rng
+
+        gpu = shards.xp is not np
+        rows, cols, M, V = tokens_from(X, np)
+        bounds, parts = shard_corpus(rows, cols, M, shards)
+        n_tok = int(rows.size)
+        rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
+        phi_start = self._phi_start(rng, rows, cols, M, V, K, C)
+        del rows, cols
+        with shards.on(0):
+            datas, state = init_sharded(rng, parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in),
+                                        n_chains=C, phi_start=phi_start)
+            del parts
+            sweep, ll = _monitored(make_sharded_step(datas, shards, loglik=True),
+                                   lambda v: sharded_loglik(v, shards) / n_tok, make_sharded_step(datas, shards))
+            trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+                        monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
+                        progress=self.progress, desc="LDA", n_chains=C)
+            s = trace.state
+            n_kept = max(int(self.n_iter), 1)
+            it, vals = trace.monitors["loglik_per_token"]
+            vals = np.asarray(vals, dtype=float).reshape(len(it), C).T
+            best = int(np.argmax(vals[:, -1]))
+            self.phi_ = s.phi_sum[0][:, best] / n_kept             # (V, K) on local shard 0's device
+            doc_topic = []
+            for i, t in enumerate(s.theta_sum):
+                with shards.on(i):
+                    doc_topic.append(_backend.to_host(t[best] / n_kept))
+            self.doc_topic_ = np.concatenate(doc_topic)
+        self.trace_ = trace
+        self.n_features_in_ = V
+        self.n_tokens_ = n_tok
+        self.best_chain_ = best
+        self.components_ = _backend.to_host(self.phi_.T)
+        self.loglik_trace_ = (np.asarray(it), vals[best])
+        self.loglik_traces_ = vals
+        self.n_shards_ = shards.world
+        self.doc_bounds_ = bounds
+        return self.doc_topic_
+
+    def _phi_start(self, rng, rows, cols, M, V, K, C):
+        """The topics every chain starts from, on the array module of ``rows``: :func:`seeded_topics`' (its host
+        generator seeded by ``rng``'s key, which ``rng`` does not advance) for ``start="seeded"``, and for
+        ``"auto"`` where K times the tokens is at most ``config.lda_seed_exact_work`` and at least K documents have
+        tokens; else None, the random start."""
+        if self.start == "random" or (self.start == "auto" and K * int(rows.size) > config.lda_seed_exact_work):
+            return None
+        parts = _seed_picks(rows, cols, M, V, K, C, [int(k) for k in rng.key], fallback=self.start == "auto")
+        if parts is None:
+            return None
+        return _seeded_phi(parts, V, C, K, _backend.get_array_module(rows), self.dtype)
+
+    def _tokens(self, X):
+        """``(rows, cols, M, V)`` of ``X`` on the backend phi_ lives on (a corpus with no token is allowed)."""
+        self._check_fitted("phi_")
+        xp = _backend.get_array_module(self.phi_)
+        return tokens_from(X, xp, n_words=self.n_features_in_, allow_empty=True)
+
+    def _theta(self, X, tokens=None):
+        """``(theta (M, K), rows, cols)``: each document's theta averaged over ``transform_iter`` Gibbs sweeps
+        of theta with phi fixed (half of them burn-in), fitted on the tokens ``rows``, ``cols`` (by default
+        all of ``X``'s); a document with no token gets the prior mean, 1 / K."""
+        K, a, b = self._priors()
+        rows, cols, M, V = self._tokens(X) if tokens is None else tokens
+        xp = _backend.get_array_module(self.phi_)
+        if rows.size == 0:
+            return xp.full((M, K), 1.0 / K, dtype=np.dtype(self.dtype)), rows, cols
+        from gpumcmc.random import default_rng
+
+        # On the backend phi_ lives on (a fit with devices= may differ from self.backend); the same draws.
+        rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
+        n_b = max(1, int(self.transform_iter) // 2)
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)
+        # phi is the fitted one; theta starts uniform, so each token's weights sum to the mean of its word's
+        # topic probabilities, which is positive for every word seen in training.
+        xp_t = _backend.get_array_module(state.theta)
+        state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None],
+                               theta=xp_t.full_like(state.theta, 1.0 / K))
+        for _ in range(n_b + max(1, int(self.transform_iter) - n_b)):
+            state, _ = step(rng, state, data, fixed_phi=True)
+        theta = state.theta_sum[0] / max(1, int(self.transform_iter) - n_b)
+        empty = xp.bincount(rows, minlength=M) == 0
+        theta[empty] = 1.0 / K          # the prior mean, not one noisy draw from the prior
+        return theta, rows, cols
+
+    def transform(self, X):
+        """Doc-topic distributions of new documents, averaged over Gibbs sweeps of theta with phi fixed.
+
+        A document with no token (in the fitted vocabulary) gets the prior mean, ``1 / n_components`` in
+        every topic."""
+        return _backend.to_host(self._theta(X)[0])
+
+    def _held_out(self, X, method: str):
+        """``(log-likelihood, tokens scored)`` of ``X`` by ``method`` (see :meth:`score`)."""
+        if method not in ("completion", "full"):
+            raise ValueError(f"method must be 'completion' or 'full', got {method!r}.")
+        rows, cols, M, V = self._tokens(X)
+        if rows.size == 0:
+            raise ValueError("X has no token in the fitted vocabulary; there is nothing to score.")
+        if method == "full":
+            theta, _, _ = self._theta(X, (rows, cols, M, V))
+            return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, rows, cols)), int(rows.size)
+        est, ev = completion_split(rows)
+        if not bool(ev.any()):
+            raise ValueError("method='completion' needs documents of at least 2 tokens (one to fit theta on, "
+                             "one to score); X has none. Use method='full', or longer documents.")
+        theta, _, _ = self._theta(X, (rows[est], cols[est], M, V))
+        r, c = rows[ev], cols[ev]
+        return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, r, c)), int(r.size)
+
+    def score(self, X, y=None, method: str = "full"):
+        """Log-likelihood of ``X`` under the fitted topics, summed over the tokens scored.
+
+        ``method="completion"`` (document completion, the held-out measure to choose models by, e.g.
+        ``n_components``): each document's tokens are split in two halves (:func:`completion_split`),
+        theta is fitted on the first half (as :meth:`transform` does, phi fixed) and the second half is
+        scored, ``sum log sum_k theta_dk phi_wk`` over its tokens. Documents of one token only add to theta.
+
+        ``method="full"`` (the default, as in earlier versions): theta fitted on all of a document's tokens
+        and those same tokens scored. It measures how well the topics can fit the documents, not how well
+        they predict unseen words, so it favours larger models: use it to follow a fit, not to compare
+        models.
+        """
+        return self._held_out(X, method)[0]
+
+    def perplexity(self, X, method: str = "full"):
+        """``exp(-log-likelihood per token scored)`` of ``X``; ``method`` as for :meth:`score`
+        (``"completion"`` for model choice: the perplexity of each document's second half given its first)."""
+        ll, n = self._held_out(X, method)
+        return float(np.exp(-ll / n))
+
+    def top_words(self, vocab=None, n=10):
+        """The ``n`` most probable words of each topic (indices when ``vocab`` is None)."""
+        self._check_fitted("components_")
+        idx = np.argsort(-self.components_, axis=1)[:, :n]
+        if vocab is None:
+            return idx.tolist()
+        vocab = np.asarray(vocab)
+        return [list(vocab[i]) for i in idx]
+
+    def to_arviz(self):
+        """The log-likelihood per token as ArviZ data, ``(chain, draw)`` at the monitor's iterations."""
+        self._check_fitted("trace_")
+        return to_arviz({"loglik_per_token": np.asarray(self.loglik_traces_, dtype=float)})

@@ -1,0 +1,334 @@
+"""The launchers of ``kernels_cu/lda.cu`` and their NumPy twins, grouped by the sweep's steps.
+
+Each public function takes NumPy or CuPy arrays and runs the kernel on CuPy, its twin on NumPy, with the
+same draws (but where a prefix sum lies within rounding of its target, see :mod:`.algorithm`):
+
+- the token layout of a batch of chains (:func:`_chain_tokens`, :func:`_token_counters`, :func:`_phi_store`);
+- the counts, ``lda_counts`` and :func:`counts_twin` (:func:`fused_counts`);
+- the z-draw with the counts, ``lda_theta_compact`` and ``lda_zdraw``, or on NumPy (and with
+  ``fused=False``) :func:`gpumcmc.categorical_products` and the counts (:func:`zdraw_counts`);
+- the Dirichlet over words, normalising columns of log-gammas, ``lda_col_partials``, ``lda_col_combine``
+  and ``lda_col_normalise`` (:func:`dirichlet_columns`);
+- the running sums of the posterior means (:func:`_accumulate`).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from gpumcmc import _kernel_args
+from gpumcmc import backend as _backend
+from gpumcmc._config import config, memo
+from gpumcmc.discrete import CounterIndex, categorical_products
+
+__all__ = ["counts", "counts_twin", "fused_counts", "zdraw_counts", "dirichlet_columns"]
+
+FILE = "lda.cu"
+_NAMES = ("lda_counts<long long>", "lda_counts<int>")
+_Z_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw"))
+_COL_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double")
+                   for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise"))
+_ALL = _NAMES + _COL_NAMES + _Z_NAMES   # every instantiation, so that lda.cu compiles once
+
+
+# -- the token layout of a batch of chains ------------------------------------------
+
+
+def _chain_tokens(data, C: int):
+    """Token rows and columns of all chains as one batch: theta row ``c M + d``, phi row ``w C + c``.
+
+    Token ``t`` of chain ``c`` is entry ``c T + t``, so its uniform is the z-draw's row ``c T + t``.
+    """
+    xp = _backend.get_array_module(data.rows)
+    rows, cols = data.rows, data.cols
+    if C == 1:
+        return rows, cols
+    rows, cols = rows.astype(np.int64), cols.astype(np.int64)
+    chains = xp.arange(C, dtype=np.int64)[:, None]
+    return (rows[None, :] + chains * data.n_docs).reshape(-1), (cols[None, :] * C + chains).reshape(-1)
+
+
+def _token_counters(data, C: int):
+    """``(C T,)`` int64: the z-draw's counter of each token of every chain, ``c n_tokens + g_t`` (ShardPlace)."""
+    xp = _backend.get_array_module(data.rows)
+    p = data.place
+    T = int(data.rows.size)
+    g = xp.arange(T, dtype=np.int64) + p.base
+    if p.n_head:
+        g[:p.n_head] = p.index[:p.n_head]
+    if p.n_tail:
+        g[T - p.n_tail:] = p.index[p.n_head:]
+    if C == 1:
+        return g
+    return (xp.arange(C, dtype=np.int64)[:, None] * p.n_tokens + g[None, :]).reshape(-1)
+
+
+def _phi_store(phi):
+    """The (V, C, K) array behind a state's (C, V, K) ``phi`` (a view when it is one; else a copy)."""
+    xp = _backend.get_array_module(phi)
+    return xp.ascontiguousarray(phi.transpose(1, 0, 2))
+
+
+# -- the counts ---------------------------------------------------------------------
+
+
+def counts(rows, z, n_rows: int, K: int):
+    """``n[r, k]`` = number of tokens with row ``r`` and topic ``k`` (bincount of ``rows * K + z``)."""
+    xp = _backend.get_array_module(rows)
+    return xp.bincount(rows * K + z, minlength=n_rows * K).reshape(n_rows, K)
+
+
+def counts_twin(rows, cols, z, M: int, V: int, K: int):
+    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_wk (V, K))`` as int32.
+
+    Tokens with a topic outside ``[0, K)`` (the z-draw's -1) are not counted.
+    """
+    ok = (z >= 0) & (z < K)
+    if not ok.all():
+        rows, cols, z = rows[ok], cols[ok], z[ok]
+    ndk = np.bincount(rows * K + z, minlength=M * K).astype(np.int32).reshape(M, K)
+    nwk = np.bincount(cols * K + z, minlength=V * K).astype(np.int32).reshape(V, K)
+    return ndk, nwk
+
+
+def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
+    """``(n_dk (M, K), n_wk (V, K))`` int32 in one pass over the tokens (one kernel on the GPU).
+
+    ``out`` is an optional pair of int32 arrays to reuse (they are zeroed here).
+    """
+    xp = _backend.get_array_module(rows)
+    if xp is np:
+        return counts_twin(rows, cols, z, M, V, K)
+    from gpumcmc import _loader
+
+    if out is None:
+        out = (xp.zeros((M, K), np.int32), xp.zeros((V, K), np.int32))
+    else:
+        out[0].fill(0)
+        out[1].fill(0)
+    if z.dtype != np.int64:
+        z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
+    name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
+    fn = _loader.get_function(FILE, name, _ALL)
+    _loader.launch(fn, int(rows.size), _kernel_args.args(
+        FILE, "lda_counts", rows=_loader.contiguous(rows), cols=_loader.contiguous(cols), z=_loader.contiguous(z),
+        ndk=out[0], nwk=out[1], T=_loader.i64(rows.size), K=_loader.i32(K)))
+    return out
+
+
+# -- the z-draw with the counts -----------------------------------------------------
+
+
+# config.lda_zwarps: warps per block of lda_zdraw (at most 4, its launch bound); config.lda_zwaves: its grid in
+# multiples of the resident blocks (the same draws at any value: benchmarks/lda.py times the variants).
+
+
+def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
+    """One sweep's z-draw and counts for every chain: ``(n_dk (C M, K), n_wk (V C, K))`` int32.
+
+    ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store. Token ``t`` of chain ``c`` draws
+    ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset
+    (a shard, ``data.place``: of row ``c T_all + g_t``, see :class:`ShardPlace`).
+    On the GPU (``data.fused``) one kernel draws and counts; on NumPy (and with ``fused=False``) z comes
+    from :func:`gpumcmc.categorical_products` over all chains' tokens (a shard: with their counters,
+    ``counter_base`` / ``counter_index``), then the counts. ``zout`` (int64, C T) receives z (for tests).
+    ``loglik`` ((C,) float64, optional): chain ``c``'s ``sum_t log(max(total_t, 1e-300))`` is added to
+    ``loglik[c]``, ``total_t = sum_k theta[c, d_t, k] phi[w_t, c, k]`` as the draw summed it (the fused
+    kernel, or ``categorical_products(log_total=...)``): the log-likelihood with no pass of its own.
+    """
+    xp = _backend.get_array_module(theta)
+    C, M, K = (int(x) for x in theta.shape)
+    V = int(phi.shape[0])
+    th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
+    row_bytes = (K + K // 32 + 1) * theta.dtype.itemsize     # a padded phi row in shared memory (lda.cu)
+    if (xp is np or not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32
+            or data.cols.dtype != np.int32):
+        r_all, c_all = _chain_tokens(data, C)
+        method = "prefix" if xp is np else "auto"
+        if data.place is None:
+            z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik)
+        else:
+            z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method, loglik)
+        if zout is not None:
+            zout[...] = z
+        return fused_counts(r_all, c_all, z, C * M, V * C, K)
+    from gpumcmc import _loader
+
+    T = int(data.rows.size)
+    p = data.place
+    NULL = _loader.NULL
+    if p is None:
+        n_all, base, gidx, n_head, n_tail = T, 0, NULL, 0, 0
+    else:
+        n_all, base, n_head, n_tail = p.n_tokens, p.base, p.n_head, p.n_tail
+        gidx = p.index if p.index.size else NULL
+    offset = rng.advance()
+    t = _loader.CTYPE[theta.dtype]
+    th2 = _loader.contiguous(th2)
+    nnz = sidx = sval = NULL
+    if data.sparse:
+        nnz = xp.empty(C * M, np.int32)
+        sidx = xp.empty((C * M, K), np.int32)
+        sval = xp.empty((C * M, K), theta.dtype)
+        _loader.launch(_loader.get_function(FILE, f"lda_theta_compact<{t}>", _ALL), C * M * 32,
+                       _kernel_args.args(FILE, "lda_theta_compact", theta=th2, n_rows=_loader.i64(C * M),
+                                         K=_loader.i32(K), nnz=nnz, sidx=sidx, sval=sval), block=256)
+    ndk = xp.zeros((C * M, K), np.int32)
+    nwk = xp.zeros((V * C, K), np.int32)
+    warps = max(1, min(config.lda_zwarps, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
+    fn = _loader.get_function(FILE, f"lda_zdraw<{t}>", _ALL)
+    smem = warps * row_bytes
+    blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * config.lda_zwaves
+    gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
+    fn((gx, C), (32 * warps,), _kernel_args.args(
+        FILE, "lda_zdraw", theta=th2, phi=_loader.contiguous(ph2), rows=data.rows, cols=data.cols, nnz=nnz,
+        sidx=sidx, sval=sval, ndk=ndk, nwk=nwk, zout=zout if zout is not None else NULL, n=_loader.i64(T),
+        M=_loader.i32(M), C=_loader.i32(C), K=_loader.i32(K), **_kernel_args.philox_dev(rng.key, offset),
+        n_all=_loader.i64(n_all), base=_loader.i64(base), gidx=gidx, n_head=_loader.i64(n_head),
+        n_tail=_loader.i64(n_tail), ll=loglik if loglik is not None else NULL), shared_mem=smem)
+    return ndk, nwk
+
+
+def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, loglik=None):
+    """:func:`gpumcmc.categorical_products` of a shard's tokens (all chains, ``r_all``, ``c_all``) at one
+    generator offset, token ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call
+    (:class:`ShardPlace`): the same uniform and, for the butterfly, the same lane, so the same index.
+
+    On the GPU each chain's run of tokens between the head and the tail is one call with a counter base
+    (no per-token read), and the heads and tails of all chains one call with their counters (one call per
+    chain where ``loglik``, (C,), sums each chain's log totals).
+    """
+    xp = _backend.get_array_module(th2)
+    if xp is np:
+        return categorical_products(th2, ph2, r_all, c_all, rng, method=method,
+                                    counter_index=_token_counters(data, C), log_total=loglik)
+    p = data.place
+    T = int(data.rows.size)
+    z = xp.empty(C * T, np.int64)
+    for c in range(C):
+        a, b = c * T + p.n_head, (c + 1) * T - p.n_tail
+        if b > a:
+            categorical_products(th2, ph2, r_all[a:b], c_all[a:b], copy.copy(rng), method=method, out=z[a:b],
+                                 counter_base=c * p.n_tokens + p.base + p.n_head,
+                                 log_total=None if loglik is None else loglik[c:c + 1])
+    if p.n_head or p.n_tail:
+        ends = None if p.memo is None else p.memo.get(C)
+        if ends is None:  # the heads' and tails' places, tokens and counters: the same every sweep
+            local = xp.concatenate([xp.arange(p.n_head, dtype=np.int64),
+                                    xp.arange(T - p.n_tail, T, dtype=np.int64)])
+            chains = xp.arange(C, dtype=np.int64)[:, None]
+            pos = (chains * T + local[None, :]).reshape(-1)
+            counters = CounterIndex((chains * p.n_tokens + p.index[None, :]).reshape(-1))
+            ends = (pos, r_all[pos], c_all[pos], counters)
+            if p.memo is not None:
+                p.memo[C] = ends
+        pos, r_ends, c_ends, counters = ends
+        if loglik is None or C == 1:
+            z[pos] = categorical_products(th2, ph2, r_ends, c_ends, copy.copy(rng), method=method,
+                                          counter_index=counters, log_total=loglik)
+        else:   # one call per chain, so that each chain's log totals have a sum of their own
+            E = p.n_head + p.n_tail
+            per = p.memo.get((C, "chains")) if p.memo is not None else None
+            if per is None:
+                per = [CounterIndex(counters.index[c * E:(c + 1) * E]) for c in range(C)]
+                if p.memo is not None:
+                    p.memo[(C, "chains")] = per
+            for c in range(C):
+                e = slice(c * E, (c + 1) * E)
+                z[pos[e]] = categorical_products(th2, ph2, r_ends[e], c_ends[e], copy.copy(rng), method=method,
+                                                 counter_index=per[c], log_total=loglik[c:c + 1])
+    rng.advance()
+    return z
+
+
+# -- the Dirichlet over words: columns of log-gammas normalised -------------------
+
+
+def dirichlet_columns(rng, concentration, total=None, keep=None):
+    """``out[:, k] ~ Dir(concentration[:, k])`` for each column of a (V, K) array, in its dtype.
+
+    Log-gammas (``Generator.gamma(log=True)``, exact for tiny shapes), then
+    each column normalised as ``exp(x - max) / sum(exp(x - max))``, the row
+    formula of ``Generator.dirichlet``. On the GPU the column reductions are
+    tiled so that every read is coalesced (see ``kernels_cu/lda.cu``).
+
+    With ``total`` and ``keep`` (a 0-d array, 0 or 1) it returns
+    ``(out, total + keep * out)``, the running sum formed in the same pass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpumcmc.random import default_rng
+    >>> from gpumcmc.models.lda import dirichlet_columns
+    >>> phi = dirichlet_columns(default_rng(0, backend="numpy"), np.full((5, 3), 0.5))
+    >>> np.allclose(phi.sum(axis=0), 1)
+    True
+    """
+    xp = _backend.get_array_module(concentration)
+    dtype = concentration.dtype
+    lg = rng.gamma(concentration, dtype=dtype, log=True)
+    if xp is not np:
+        return _columns_gpu(lg, total, keep)
+    with np.errstate(under="ignore"):
+        lg -= lg.max(axis=0)
+        e = np.exp(lg, out=lg)
+        e /= e.sum(axis=0, dtype=dtype)
+    return e if total is None else (e, _accumulate(total, e, keep))
+
+
+def _columns_gpu(lg, total, keep):
+    """``dirichlet_columns`` on CuPy log-gammas ``lg`` (normalised out of place)."""
+    import cupy
+
+    from gpumcmc import _loader
+
+    V, K = lg.shape
+    t = "float" if lg.dtype == np.float32 else "double"
+    fns = [_loader.get_function(FILE, f"{k}<{t}>", _ALL)
+           for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
+    # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
+    tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
+    per_tile = -(-V // tiles)
+    tiles = -(-V // per_tile)
+    pm = cupy.empty((tiles, K), lg.dtype)
+    ps = cupy.empty((tiles, K), lg.dtype)
+    bx = min(256, 32 * -(-K // 32))
+    fns[0]((-(-K // bx), tiles), (bx,), _kernel_args.args(FILE, "lda_col_partials", x=lg, V=_loader.i64(V),
+                                                           K=_loader.i32(K), rows_per_tile=_loader.i64(per_tile),
+                                                           pm=pm, ps=ps))
+    fns[1]((-(-K // 32),), (32, 32), _kernel_args.args(FILE, "lda_col_combine", pm=pm, ps=ps,
+                                                        tiles=_loader.i32(tiles), K=_loader.i32(K)))
+    out = cupy.empty_like(lg)
+    new_total = None if total is None else cupy.empty_like(total)
+    null = total is None    # no running sum: the kernel reads neither sum nor keep
+    _loader.launch(fns[2], int(lg.size), _kernel_args.args(
+        FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
+        sum_out=_loader.NULL if null else new_total, keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype),
+        n=_loader.i64(lg.size), K=_loader.i32(K)))
+    return out if total is None else (out, new_total)
+
+
+# -- the running sums of the posterior means ----------------------------------------
+
+
+def _accumulate(total, x, keep):
+    """``total + keep * x`` (keep is 0 or 1, so the product is exact), one pass on the GPU."""
+    xp = _backend.get_array_module(x)
+    if xp is np:
+        return total + keep * x
+    return _axpy_kernel()(total, x, keep)
+
+
+_KERNELS = memo.table("lda.kernels", device_at=None)  # name -> an ElementwiseKernel (compiled per device by CuPy)
+
+
+def _axpy_kernel():
+    k = _KERNELS.get("accumulate")
+    if k is None:
+        import cupy
+
+        k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
+                                                            "gpumcmc_lda_accumulate")
+    return k

@@ -199,8 +199,9 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
     random sign, to one of ``lda_seed_sketch`` columns), whose inner products are the exact ones on
     average. The passes over every token (the two bincounts, and the sort of unsorted ``rows``) run on
     the GPU for CuPy arrays; the host reads the candidates' tokens alone (benchmarks/NOTES.md gives the
-    cost on a large corpus). ``seed``: of the host generator (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy, ``rows`` best sorted (as
-    :func:`tokens_from` gives them; others are sorted here). Returns a NumPy array.
+    cost on a large corpus). ``seed``: of the host generator (``numpy.random.default_rng``). ``rows``,
+    ``cols``: NumPy or CuPy, ``rows`` best sorted (as :func:`tokens_from` gives them; others are sorted
+    here). Returns a NumPy array.
     """
     parts = _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_candidates)
     return _seeded_phi(parts, n_words, n_chains, n_components, np, dtype)

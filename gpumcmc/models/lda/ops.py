@@ -1,15 +1,14 @@
-"""The launchers of ``kernels_cu/lda.cu`` and their NumPy twins, grouped by the sweep's steps.
+"""The launchers of ``kernels_cu/lda.cu`` and their NumPy twins.
 
-Each public function takes NumPy or CuPy arrays and runs the kernel on CuPy, its twin on NumPy, with the
-same draws (but where a prefix sum lies within rounding of its target, see :mod:`.algorithm`):
-
-- the token layout of a batch of chains (:func:`_chain_tokens`, :func:`_token_counters`, :func:`_phi_store`);
-- the counts, ``lda_counts`` and :func:`counts_twin` (:func:`fused_counts`);
-- the z-draw with the counts, ``lda_theta_compact`` and ``lda_zdraw``, or on NumPy (and with
-  ``fused=False``) :func:`gpumcmc.categorical_products` and the counts (:func:`zdraw_counts`);
-- the Dirichlet over words, normalising columns of log-gammas, ``lda_col_partials``, ``lda_col_combine``
-  and ``lda_col_normalise`` (:func:`dirichlet_columns`);
-- the running sums of the posterior means (:func:`_accumulate`).
+:class:`_GpuOps` and :class:`_NumpyOps` are one pair of classes with one interface, as the sweep uses
+it: ``counts`` (both count tables in one pass, ``lda_counts``), ``zdraw_counts`` (z drawn and counted,
+``lda_theta_compact`` and ``lda_zdraw``; the twin, and the GPU where the fused kernel is off, draws z by
+:func:`gpumcmc.categorical_products` and counts it after), ``normalise_columns`` (the Dirichlet over
+words from its log-gammas, ``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise``) and
+``accumulate`` (the running sums of the posterior means). The twin gives the same draws, but where a
+prefix sum lies within rounding of its target. The functions below them (:func:`fused_counts`,
+:func:`zdraw_counts`, :func:`dirichlet_columns`, :func:`_accumulate`) take NumPy or CuPy arrays and pick
+the ops of their array module; before them, the token layout of a batch of chains.
 """
 
 from __future__ import annotations
@@ -93,36 +92,174 @@ def counts_twin(rows, cols, z, M: int, V: int, K: int):
     return ndk, nwk
 
 
+# -- the kernels and their twins, one pair of classes with one interface ------------
+
+
+class _NumpyOps:
+    """The NumPy twins of the kernels of lda.cu: the same draws (but where a prefix sum lies within rounding
+    of its target), the same arithmetic of the counts and the columns."""
+
+    def counts(self, rows, cols, z, M, V, K, out=None):
+        """``lda_counts``' twin: ``(n_dk, n_wk)`` int32 (``out`` is not reused)."""
+        return counts_twin(rows, cols, z, M, V, K)
+
+    def zdraw_counts(self, rng, theta, phi, data, zout, loglik):
+        """``lda_zdraw``'s twin: z by :func:`gpumcmc.categorical_products` (method ``"prefix"``), then the
+        counts."""
+        return _two_pass(self, rng, theta, phi, data, zout, loglik, "prefix")
+
+    def normalise_columns(self, lg, total, keep):
+        """The twin of the three column kernels: each column of the log-gammas ``lg`` as
+        ``exp(x - max) / sum(exp(x - max))`` (in place), and the running sum where ``total`` is given."""
+        dtype = lg.dtype
+        with np.errstate(under="ignore"):
+            lg -= lg.max(axis=0)
+            e = np.exp(lg, out=lg)
+            e /= e.sum(axis=0, dtype=dtype)
+        return e if total is None else (e, self.accumulate(total, e, keep))
+
+    def accumulate(self, total, x, keep):
+        """``total + keep * x`` (keep is 0 or 1, so the product is exact)."""
+        return total + keep * x
+
+
+class _GpuOps:
+    """Launchers of the kernels of lda.cu (same interface as :class:`_NumpyOps`)."""
+
+    def counts(self, rows, cols, z, M, V, K, out=None):
+        """``lda_counts``: both tables in one pass; ``out``, a pair of int32 arrays to reuse, is zeroed."""
+        from gpumcmc import _loader
+
+        xp = _backend.get_array_module(rows)
+        if out is None:
+            out = (xp.zeros((M, K), np.int32), xp.zeros((V, K), np.int32))
+        else:
+            out[0].fill(0)
+            out[1].fill(0)
+        if z.dtype != np.int64:
+            z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
+        name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
+        fn = _loader.get_function(FILE, name, _ALL)
+        _loader.launch(fn, int(rows.size), _kernel_args.args(
+            FILE, "lda_counts", rows=_loader.contiguous(rows), cols=_loader.contiguous(cols),
+            z=_loader.contiguous(z), ndk=out[0], nwk=out[1], T=_loader.i64(rows.size), K=_loader.i32(K)))
+        return out
+
+    def zdraw_counts(self, rng, theta, phi, data, zout, loglik):
+        """``lda_zdraw`` (with ``lda_theta_compact`` where ``data.sparse``): z drawn and counted in one
+        kernel; the two passes of :class:`_NumpyOps` (method ``"auto"``) where ``data.fused`` is off or the
+        kernel cannot take the data (a phi row over 48 KiB of shared memory, int64 token indices)."""
+        xp = _backend.get_array_module(theta)
+        C, M, K = (int(x) for x in theta.shape)
+        V = int(phi.shape[0])
+        th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
+        row_bytes = (K + K // 32 + 1) * theta.dtype.itemsize     # a padded phi row in shared memory (lda.cu)
+        if not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32 or data.cols.dtype != np.int32:
+            return _two_pass(self, rng, theta, phi, data, zout, loglik, "auto")
+        from gpumcmc import _loader
+
+        T = int(data.rows.size)
+        p = data.place
+        NULL = _loader.NULL
+        if p is None:
+            n_all, base, gidx, n_head, n_tail = T, 0, NULL, 0, 0
+        else:
+            n_all, base, n_head, n_tail = p.n_tokens, p.base, p.n_head, p.n_tail
+            gidx = p.index if p.index.size else NULL
+        offset = rng.advance()
+        t = _loader.CTYPE[theta.dtype]
+        th2 = _loader.contiguous(th2)
+        nnz = sidx = sval = NULL
+        if data.sparse:
+            nnz = xp.empty(C * M, np.int32)
+            sidx = xp.empty((C * M, K), np.int32)
+            sval = xp.empty((C * M, K), theta.dtype)
+            _loader.launch(_loader.get_function(FILE, f"lda_theta_compact<{t}>", _ALL), C * M * 32,
+                           _kernel_args.args(FILE, "lda_theta_compact", theta=th2, n_rows=_loader.i64(C * M),
+                                             K=_loader.i32(K), nnz=nnz, sidx=sidx, sval=sval), block=256)
+        ndk = xp.zeros((C * M, K), np.int32)
+        nwk = xp.zeros((V * C, K), np.int32)
+        warps = max(1, min(config.lda_zwarps, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
+        fn = _loader.get_function(FILE, f"lda_zdraw<{t}>", _ALL)
+        smem = warps * row_bytes
+        blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * config.lda_zwaves
+        gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
+        fn((gx, C), (32 * warps,), _kernel_args.args(
+            FILE, "lda_zdraw", theta=th2, phi=_loader.contiguous(ph2), rows=data.rows, cols=data.cols, nnz=nnz,
+            sidx=sidx, sval=sval, ndk=ndk, nwk=nwk, zout=zout if zout is not None else NULL, n=_loader.i64(T),
+            M=_loader.i32(M), C=_loader.i32(C), K=_loader.i32(K), **_kernel_args.philox_dev(rng.key, offset),
+            n_all=_loader.i64(n_all), base=_loader.i64(base), gidx=gidx, n_head=_loader.i64(n_head),
+            n_tail=_loader.i64(n_tail), ll=loglik if loglik is not None else NULL), shared_mem=smem)
+        return ndk, nwk
+
+    def normalise_columns(self, lg, total, keep):
+        """``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise``: :func:`dirichlet_columns` on
+        CuPy log-gammas ``lg`` (normalised out of place), and the running sum where ``total`` is given."""
+        import cupy
+
+        from gpumcmc import _loader
+
+        V, K = lg.shape
+        t = "float" if lg.dtype == np.float32 else "double"
+        fns = [_loader.get_function(FILE, f"{k}<{t}>", _ALL)
+               for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
+        # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
+        tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
+        per_tile = -(-V // tiles)
+        tiles = -(-V // per_tile)
+        pm = cupy.empty((tiles, K), lg.dtype)
+        ps = cupy.empty((tiles, K), lg.dtype)
+        bx = min(256, 32 * -(-K // 32))
+        fns[0]((-(-K // bx), tiles), (bx,), _kernel_args.args(FILE, "lda_col_partials", x=lg, V=_loader.i64(V),
+                                                               K=_loader.i32(K), rows_per_tile=_loader.i64(per_tile),
+                                                               pm=pm, ps=ps))
+        fns[1]((-(-K // 32),), (32, 32), _kernel_args.args(FILE, "lda_col_combine", pm=pm, ps=ps,
+                                                            tiles=_loader.i32(tiles), K=_loader.i32(K)))
+        out = cupy.empty_like(lg)
+        new_total = None if total is None else cupy.empty_like(total)
+        null = total is None    # no running sum: the kernel reads neither sum nor keep
+        _loader.launch(fns[2], int(lg.size), _kernel_args.args(
+            FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
+            sum_out=_loader.NULL if null else new_total,
+            keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype), n=_loader.i64(lg.size),
+            K=_loader.i32(K)))
+        return out if total is None else (out, new_total)
+
+    def accumulate(self, total, x, keep):
+        """One elementwise kernel: ``total + keep * x``."""
+        return _axpy_kernel()(total, x, keep)
+
+
+_NUMPY, _GPU = _NumpyOps(), _GpuOps()
+
+
+def _ops(xp):
+    """The ops of the array module ``xp``."""
+    return _NUMPY if xp is np else _GPU
+
+
+_KERNELS = memo.table("lda.kernels", device_at=None)  # name -> an ElementwiseKernel (compiled per device by CuPy)
+
+
+def _axpy_kernel():
+    k = _KERNELS.get("accumulate")
+    if k is None:
+        import cupy
+
+        k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
+                                                            "gpumcmc_lda_accumulate")
+    return k
+
+
+# -- the sweep's steps, on either array module --------------------------------------
+
+
 def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
     """``(n_dk (M, K), n_wk (V, K))`` int32 in one pass over the tokens (one kernel on the GPU).
 
     ``out`` is an optional pair of int32 arrays to reuse (they are zeroed here).
     """
-    xp = _backend.get_array_module(rows)
-    if xp is np:
-        return counts_twin(rows, cols, z, M, V, K)
-    from gpumcmc import _loader
-
-    if out is None:
-        out = (xp.zeros((M, K), np.int32), xp.zeros((V, K), np.int32))
-    else:
-        out[0].fill(0)
-        out[1].fill(0)
-    if z.dtype != np.int64:
-        z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
-    name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
-    fn = _loader.get_function(FILE, name, _ALL)
-    _loader.launch(fn, int(rows.size), _kernel_args.args(
-        FILE, "lda_counts", rows=_loader.contiguous(rows), cols=_loader.contiguous(cols), z=_loader.contiguous(z),
-        ndk=out[0], nwk=out[1], T=_loader.i64(rows.size), K=_loader.i32(K)))
-    return out
-
-
-# -- the z-draw with the counts -----------------------------------------------------
-
-
-# config.lda_zwarps: warps per block of lda_zdraw (at most 4, its launch bound); config.lda_zwaves: its grid in
-# multiples of the resident blocks (the same draws at any value: benchmarks/lda.py times the variants).
+    return _ops(_backend.get_array_module(rows)).counts(rows, cols, z, M, V, K, out)
 
 
 def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
@@ -138,57 +275,23 @@ def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
     ``loglik[c]``, ``total_t = sum_k theta[c, d_t, k] phi[w_t, c, k]`` as the draw summed it (the fused
     kernel, or ``categorical_products(log_total=...)``): the log-likelihood with no pass of its own.
     """
-    xp = _backend.get_array_module(theta)
+    return _ops(_backend.get_array_module(theta)).zdraw_counts(rng, theta, phi, data, zout, loglik)
+
+
+def _two_pass(ops, rng, theta, phi, data, zout, loglik, method: str):
+    """The z-draw by :func:`gpumcmc.categorical_products` over all chains' tokens (a shard: with their
+    counters, see :func:`_placed_products`), then the counts by ``ops``."""
     C, M, K = (int(x) for x in theta.shape)
     V = int(phi.shape[0])
     th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
-    row_bytes = (K + K // 32 + 1) * theta.dtype.itemsize     # a padded phi row in shared memory (lda.cu)
-    if (xp is np or not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32
-            or data.cols.dtype != np.int32):
-        r_all, c_all = _chain_tokens(data, C)
-        method = "prefix" if xp is np else "auto"
-        if data.place is None:
-            z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik)
-        else:
-            z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method, loglik)
-        if zout is not None:
-            zout[...] = z
-        return fused_counts(r_all, c_all, z, C * M, V * C, K)
-    from gpumcmc import _loader
-
-    T = int(data.rows.size)
-    p = data.place
-    NULL = _loader.NULL
-    if p is None:
-        n_all, base, gidx, n_head, n_tail = T, 0, NULL, 0, 0
+    r_all, c_all = _chain_tokens(data, C)
+    if data.place is None:
+        z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik)
     else:
-        n_all, base, n_head, n_tail = p.n_tokens, p.base, p.n_head, p.n_tail
-        gidx = p.index if p.index.size else NULL
-    offset = rng.advance()
-    t = _loader.CTYPE[theta.dtype]
-    th2 = _loader.contiguous(th2)
-    nnz = sidx = sval = NULL
-    if data.sparse:
-        nnz = xp.empty(C * M, np.int32)
-        sidx = xp.empty((C * M, K), np.int32)
-        sval = xp.empty((C * M, K), theta.dtype)
-        _loader.launch(_loader.get_function(FILE, f"lda_theta_compact<{t}>", _ALL), C * M * 32,
-                       _kernel_args.args(FILE, "lda_theta_compact", theta=th2, n_rows=_loader.i64(C * M),
-                                         K=_loader.i32(K), nnz=nnz, sidx=sidx, sval=sval), block=256)
-    ndk = xp.zeros((C * M, K), np.int32)
-    nwk = xp.zeros((V * C, K), np.int32)
-    warps = max(1, min(config.lda_zwarps, 4, (48 * 1024) // row_bytes))   # 4: the kernel's launch bound
-    fn = _loader.get_function(FILE, f"lda_zdraw<{t}>", _ALL)
-    smem = warps * row_bytes
-    blocks = _loader.resident_blocks(fn, 32 * warps, smem) * _loader.sm_count() * config.lda_zwaves
-    gx = max(1, min(-(-T // (32 * warps)), -(-blocks // C)))
-    fn((gx, C), (32 * warps,), _kernel_args.args(
-        FILE, "lda_zdraw", theta=th2, phi=_loader.contiguous(ph2), rows=data.rows, cols=data.cols, nnz=nnz,
-        sidx=sidx, sval=sval, ndk=ndk, nwk=nwk, zout=zout if zout is not None else NULL, n=_loader.i64(T),
-        M=_loader.i32(M), C=_loader.i32(C), K=_loader.i32(K), **_kernel_args.philox_dev(rng.key, offset),
-        n_all=_loader.i64(n_all), base=_loader.i64(base), gidx=gidx, n_head=_loader.i64(n_head),
-        n_tail=_loader.i64(n_tail), ll=loglik if loglik is not None else NULL), shared_mem=smem)
-    return ndk, nwk
+        z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method, loglik)
+    if zout is not None:
+        zout[...] = z
+    return ops.counts(r_all, c_all, z, C * M, V * C, K)
 
 
 def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, loglik=None):
@@ -243,9 +346,6 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, log
     return z
 
 
-# -- the Dirichlet over words: columns of log-gammas normalised -------------------
-
-
 def dirichlet_columns(rng, concentration, total=None, keep=None):
     """``out[:, k] ~ Dir(concentration[:, k])`` for each column of a (V, K) array, in its dtype.
 
@@ -267,68 +367,10 @@ def dirichlet_columns(rng, concentration, total=None, keep=None):
     True
     """
     xp = _backend.get_array_module(concentration)
-    dtype = concentration.dtype
-    lg = rng.gamma(concentration, dtype=dtype, log=True)
-    if xp is not np:
-        return _columns_gpu(lg, total, keep)
-    with np.errstate(under="ignore"):
-        lg -= lg.max(axis=0)
-        e = np.exp(lg, out=lg)
-        e /= e.sum(axis=0, dtype=dtype)
-    return e if total is None else (e, _accumulate(total, e, keep))
-
-
-def _columns_gpu(lg, total, keep):
-    """``dirichlet_columns`` on CuPy log-gammas ``lg`` (normalised out of place)."""
-    import cupy
-
-    from gpumcmc import _loader
-
-    V, K = lg.shape
-    t = "float" if lg.dtype == np.float32 else "double"
-    fns = [_loader.get_function(FILE, f"{k}<{t}>", _ALL)
-           for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
-    # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
-    tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
-    per_tile = -(-V // tiles)
-    tiles = -(-V // per_tile)
-    pm = cupy.empty((tiles, K), lg.dtype)
-    ps = cupy.empty((tiles, K), lg.dtype)
-    bx = min(256, 32 * -(-K // 32))
-    fns[0]((-(-K // bx), tiles), (bx,), _kernel_args.args(FILE, "lda_col_partials", x=lg, V=_loader.i64(V),
-                                                           K=_loader.i32(K), rows_per_tile=_loader.i64(per_tile),
-                                                           pm=pm, ps=ps))
-    fns[1]((-(-K // 32),), (32, 32), _kernel_args.args(FILE, "lda_col_combine", pm=pm, ps=ps,
-                                                        tiles=_loader.i32(tiles), K=_loader.i32(K)))
-    out = cupy.empty_like(lg)
-    new_total = None if total is None else cupy.empty_like(total)
-    null = total is None    # no running sum: the kernel reads neither sum nor keep
-    _loader.launch(fns[2], int(lg.size), _kernel_args.args(
-        FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
-        sum_out=_loader.NULL if null else new_total, keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype),
-        n=_loader.i64(lg.size), K=_loader.i32(K)))
-    return out if total is None else (out, new_total)
-
-
-# -- the running sums of the posterior means ----------------------------------------
+    lg = rng.gamma(concentration, dtype=concentration.dtype, log=True)
+    return _ops(xp).normalise_columns(lg, total, keep)
 
 
 def _accumulate(total, x, keep):
     """``total + keep * x`` (keep is 0 or 1, so the product is exact), one pass on the GPU."""
-    xp = _backend.get_array_module(x)
-    if xp is np:
-        return total + keep * x
-    return _axpy_kernel()(total, x, keep)
-
-
-_KERNELS = memo.table("lda.kernels", device_at=None)  # name -> an ElementwiseKernel (compiled per device by CuPy)
-
-
-def _axpy_kernel():
-    k = _KERNELS.get("accumulate")
-    if k is None:
-        import cupy
-
-        k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
-                                                            "gpumcmc_lda_accumulate")
-    return k
+    return _ops(_backend.get_array_module(x)).accumulate(total, x, keep)

@@ -23,7 +23,7 @@
 
 (c) The public call against its bare iteration (run first): ``run`` per
     iteration as the difference of two whole runs of different ``max_iter``,
-    against ``NestedSampler._iterate`` looped, on user_path's sinusoid shape
+    against ``NestedSampler._step`` looped, on user_path's sinusoid shape
     and on the 2-D shells; the issue's goal is at most 1.1x.
 
 Whole runs are long, so each is timed once with the host clock, after an
@@ -236,7 +236,7 @@ def _public_vs_step(bench, nested):
 
     The public figure is the difference of two whole runs of ``a`` and ``b`` iterations (``max_iter``,
     defaults otherwise, ``progress=False``) over ``b - a``, so set-up and the end's bookkeeping drop out;
-    "kernel only" is the same sampler's iteration (``_iterate``: removal, starts, covariance, constrained
+    "kernel only" is the same sampler's iteration (``_step``: removal, starts, covariance, constrained
     step, replacement) looped ``b - a`` times with one wait at the end. Both on the configuration of
     ``../shared/bench/user_path.py`` (sinusoid, 10**5 data, M = 4, N = 64, R = 32) and on the 2-D shells
     (M = 5, N = 100, R = 50), where the likelihood is cheap and host work shows.
@@ -267,15 +267,12 @@ def _public_vs_step(bench, nested):
             pub = float(np.median(per))
             s = make(a)
             s.run()
-            xp = cp
-            u, v, logl, birth = s._u, s._v, s._logl, s._birth
-            scale, run_idx = xp.ones((s.n_runs,)), xp.arange(s.n_runs)[:, None]
-            s._dead_u, s._dead_v, s._dead_b = [], [], []
+            state = s._live._replace(scale=cp.ones((s.n_runs,)))  # the live points a run of a iterations left
 
             def bare(n):
-                nonlocal u, v, logl, birth, scale
+                nonlocal state
                 for _ in range(n):
-                    u, v, logl, birth, scale, _dl, _f = s._iterate(u, v, logl, birth, scale, run_idx)
+                    state, _info = s._step(s.rng, state)
             bare(3)
             ms_step = np.median([_wall(lambda: bare(b - a), cp)[0] for _ in range(3)]) / (b - a)
             walkers = kw["n_runs"] * kw["n_replace"]

@@ -640,6 +640,30 @@ def test_run_labels_and_combine():
     assert both.mode_mass_runs.shape[0] == 3 and not both.runs_lost_mode.any()
 
 
+@pytest.mark.filterwarnings("ignore:nlive=40 live points per run")
+def test_run_is_init_then_steps():
+    """run() is the algorithm's init and step looped: after max_iter iterations its live points and every
+    removed point are those of _init and max_iter calls of _step written out (NamedTuples in and out)."""
+    from gpumcmc.models.nested import LiveState, StepInfo
+
+    ll, pt = gaussian_shells(2)
+    for sampler in ("slice", "cslice", "rwalk"):
+        s = NestedSampler(ll, pt, 2, nlive=40, n_replace=4, n_runs=2, max_iter=30, random_state=5, progress=False,
+                          backend="numpy", sampler=sampler, check_modes=False).run()
+        rng = s._seeded_rng()
+        state = s._init(rng)
+        dead = []
+        for _ in range(30):
+            state, info = s._step(rng, state)
+            dead.append(info.dead_logl)
+        assert isinstance(state, LiveState) and isinstance(info, StepInfo)
+        assert s.results.niter == 30
+        np.testing.assert_array_equal(state.u, s._live.u)
+        np.testing.assert_array_equal(state.logl, s._live.logl)
+        every = np.sort(np.concatenate([np.concatenate(dead, axis=1).ravel(), state.logl.ravel()]))
+        np.testing.assert_array_equal(every, s.results.logl)
+
+
 def test_run_twice_gives_the_same_run():
     """random_state is used at run(), so a second call repeats the first."""
     ll, pt, _ = correlated_gaussian(2, rho=0.3)

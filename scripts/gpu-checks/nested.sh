@@ -9,7 +9,7 @@ set -x
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_nested.py -q -p no:cacheprovider 2>&1 \
     | tee "$OUT/nested_gpu.log" | tail -40
 python -m pytest -m "gpu and not slow" tests/test_nested.py -q -p no:cacheprovider 2>&1 | tail -5
-# The public call (run, defaults, progress=False) per iteration against its bare iteration (_iterate), on
+# The public call (run, defaults, progress=False) per iteration against its bare iteration (_step), on
 # user_path's sinusoid configuration and the 2-D shells; then the whole suite, small.
 python -m benchmarks nested --small --out "$OUT/nested-small" 2>&1 | tail -40
 python ../shared/bench/user_path.py nested --out "$OUT/user_path_nested.json"

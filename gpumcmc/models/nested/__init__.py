@@ -9,6 +9,7 @@ are documented in :mod:`gpumcmc.nested`, which re-exports them; this package
 re-exports them too, and the helpers the tests use.
 """
 
+from .algorithm import LiveState, StepInfo
 from .estimator import NestedSampler
 from .likelihoods import SinusoidModel, _fusable_model, correlated_gaussian, eggbox, gaussian_shells
 from .ops import _argsort_rows, _Progress

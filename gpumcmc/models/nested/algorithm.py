@@ -2,12 +2,13 @@
 
 Each of M runs keeps N live points drawn from the prior (in the unit cube,
 mapped to the parameters by ``prior_transform``). An iteration of every run
-at once (:meth:`_NestedSteps._iterate`):
+at once (:meth:`_NestedSteps._step`, over the :class:`LiveState` that
+:meth:`_NestedSteps._init` draws):
 
-1. the R live points of lowest likelihood die: they are recorded with the
-   threshold ``L*`` (the highest of them) and with the likelihood they were
-   born at, from which :func:`gpumcmc.models.nested.results.merge_points`
-   later gives each the number of live points it was the lowest of;
+1. the R live points of lowest likelihood die and are recorded, each with the
+   threshold it was born at, from which ``results.merge_points`` later gives
+   each the number of live points it was the lowest of; the highest of them
+   is the new threshold ``L*``;
 2. R walkers start at random survivors of the same run and move under the
    constraint ``L > L*`` (:meth:`_NestedSteps._evolve`): slice sampling along
    directions drawn from the live points' covariance (``slice``), along its
@@ -24,13 +25,14 @@ live points is small (in ``estimator.py``, which also holds the settings);
 
 ``kernels_cu/nested.cu`` is this module's partner, through ``ops.py``: the
 bookkeeping of each iteration (``nested_progress``), the rows' argsort
-(``nested_argsort_rows``), and :class:`SinusoidModel`'s likelihood and fused
+(``nested_argsort_rows``), and ``SinusoidModel``'s likelihood and fused
 slice step.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,24 +50,44 @@ class _BadValue(Exception):
     """Raised by the replay of :meth:`NestedSampler._located_error` at the first bad likelihood."""
 
 
-class _NestedSteps:
-    """The iteration of nested sampling over every run at once; :class:`NestedSampler` gives it its settings.
+class LiveState(NamedTuple):
+    """Every run's live points, on the array backend, with a leading run axis M (N live points a run).
 
-    The state of a run lives in arrays with a leading run axis M: ``u`` (M, N, ndim) the live points in the
-    unit cube, ``v`` the same in the parameters, ``logl`` (M, N) their log-likelihoods, ``birth`` (M, N) the
-    threshold each was born at (``-inf`` for points drawn from the prior), ``scale`` (M,) each run's adapted
-    step scale. The dead points are appended to ``_dead_u``, ``_dead_v`` and ``_dead_b`` (and their
-    log-likelihoods returned), one (M, R) block per iteration.
+    :meth:`_NestedSteps._step` writes the new points into these arrays in place.
     """
 
+    u: Any          # (M, N, ndim) the live points in the unit cube
+    v: Any          # (M, N, ndim) the same in the parameters (prior_transform of u)
+    logl: Any       # (M, N) their log-likelihoods
+    birth: Any      # (M, N) the threshold each was born at; -inf for points drawn from the prior
+    scale: Any      # (M,) each run's adapted step scale of the constrained moves
+
+
+class StepInfo(NamedTuple):
+    """What an iteration removed, and whether its likelihoods were all fine (R points a run)."""
+
+    dead_u: Any     # (M, R, ndim) the removed points in the unit cube
+    dead_v: Any     # (M, R, ndim) the same in the parameters
+    dead_logl: Any  # (M, R) their log-likelihoods, ascending
+    dead_birth: Any  # (M, R) the thresholds they were born at
+    fine: Any       # () bool: no NaN or +inf among the likelihoods this iteration evaluated
+
+
+class _NestedSteps:
+    """The iteration of nested sampling over every run at once; :class:`NestedSampler` gives it its settings
+    (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``...)."""
+
     def _init(self, rng):
-        """Every run's live points drawn from the prior: ``(u, v, logl, birth)``, checked once on the host."""
+        """Every run's live points drawn from the prior, checked once on the host: a :class:`LiveState`."""
         xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
         u = rng.random((M, N, d))
         v, logl = self._eval(u)
         self._check_init(v, logl)
         birth = xp.full((M, N), -np.inf)
-        return u, v, logl, birth
+        self._eye = xp.eye(d)
+        self._eye_eps = xp.eye(d)[None] * 1e-12
+        self._run_idx = xp.arange(M)[:, None]
+        return LiveState(u, v, logl, birth, xp.ones((M,)))
 
     def _shrinkage(self):
         """``(logx_steps (R,), step_offsets (R,) on xp)``: how the R removals of an iteration shrink log X.
@@ -128,18 +150,20 @@ class _NestedSteps:
                           f"are not known. {fix}")
 
     # -- one iteration ---------------------------------------------------------------
-    def _iterate(self, u, v, logl, birth, scale, run_idx):
-        """One iteration of every run: the R lowest live points die (recorded) and R walkers started at random
-        survivors replace them. Returns the new live set, the adapted scales, the dead log-likelihoods
-        (M, R) and the NaN/+inf flag of the likelihoods evaluated."""
-        xp, rng, M, N, R = self.xp, self.rng, self.n_runs, self.nlive, self.n_replace
+    def _step(self, rng, state):
+        """One iteration of every run: the R lowest live points die and R walkers started at random
+        survivors replace them. Returns the new :class:`LiveState` (the same arrays, written in place) and a
+        :class:`StepInfo` with the removed points."""
+        xp, M, N, R = self.xp, self.n_runs, self.nlive, self.n_replace
+        u, v, logl, birth, scale = state
+        run_idx = self._run_idx
         order = _argsort_rows(xp, logl)
         low = order[:, :R]                                  # (M, R), ascending
         lstar = xp.take_along_axis(logl, low[:, -1:], axis=1)  # (M, 1)
         dl = xp.take_along_axis(logl, low, axis=1)
-        self._dead_b.append(xp.take_along_axis(birth, low, axis=1))
-        self._dead_u.append(xp.take_along_axis(u, low[..., None], axis=1))
-        self._dead_v.append(xp.take_along_axis(v, low[..., None], axis=1))
+        db = xp.take_along_axis(birth, low, axis=1)
+        du = xp.take_along_axis(u, low[..., None], axis=1)
+        dv = xp.take_along_axis(v, low[..., None], axis=1)
         # starts: random survivors of the same run
         pick = xp.floor(rng.random((M, R)) * (N - R)).astype(xp.int64) + R
         pick = xp.minimum(pick, N - 1)
@@ -148,13 +172,13 @@ class _NestedSteps:
         l0 = xp.take_along_axis(logl, start, axis=1)
         v0 = xp.take_along_axis(v, start[..., None], axis=1)
         chol = self._chol(u)
-        un, vn, ln, scale, fine = self._evolve(u0, v0, l0, lstar, chol, scale)
+        un, vn, ln, scale, fine = self._evolve(rng, u0, v0, l0, lstar, chol, scale)
         # replace
         u[run_idx, low] = un
         v[run_idx, low] = vn
         logl[run_idx, low] = ln
         birth[run_idx, low] = xp.broadcast_to(lstar, (M, R))
-        return u, v, logl, birth, scale, dl, fine
+        return LiveState(u, v, logl, birth, scale), StepInfo(du, dv, dl, db, fine)
 
     # -- constrained sampling ------------------------------------------------------
     def _chol(self, u):
@@ -194,16 +218,16 @@ class _NestedSteps:
                                 f"proposed at iteration {self._niter + 1}")
         return v, l
 
-    def _evolve(self, u, v, l, lstar, chol, scale):
+    def _evolve(self, rng, u, v, l, lstar, chol, scale):
         """The walkers' moves under ``L > lstar`` from their starts ``u, v, l`` (M, R, ...): the new points,
         the adapted scales and the NaN/+inf flag of the likelihoods evaluated."""
         if self.sampler == "rwalk":
-            return self._walk(u, v, l, lstar, chol, scale)
-        return self._slice(u, v, l, lstar, chol, scale)
+            return self._walk(rng, u, v, l, lstar, chol, scale)
+        return self._slice(rng, u, v, l, lstar, chol, scale)
 
-    def _walk(self, u, v, l, lstar, chol, scale):
+    def _walk(self, rng, u, v, l, lstar, chol, scale):
         """A Gaussian random walk with the live points' covariance, its scale adapted towards half accepted."""
-        xp, d, rng = self.xp, self.ndim, self.rng
+        xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
         acc = xp.zeros((M,))
@@ -223,9 +247,9 @@ class _NestedSteps:
         scale = xp.clip(scale * xp.exp(rate - 0.5), 1e-3, 1e3)
         return u, v, l, scale, fine
 
-    def _slice(self, u, v, l, lstar, chol, scale):
+    def _slice(self, rng, u, v, l, lstar, chol, scale):
         """Slice sampling along random directions (``slice``) or whitened coordinates (``cslice``)."""
-        xp, d, rng = self.xp, self.ndim, self.rng
+        xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
         # Slice sampling along random directions: an interval of width scale * w placed at random

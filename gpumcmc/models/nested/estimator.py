@@ -2,8 +2,7 @@
 
 The settings are checked in ``__init__`` (and again by :meth:`NestedSampler.run` where
 ``set_params`` changed them); :meth:`NestedSampler.run` seeds the generator, draws the live points,
-loops over :meth:`_NestedSteps._iterate <gpumcmc.models.nested.algorithm._NestedSteps._iterate>`
-until the stopping rule holds (read back a few iterations late, so the host never waits for the
+loops over the iteration of ``algorithm.py`` (``_NestedSteps._step``) until the stopping rule holds (read back a few iterations late, so the host never waits for the
 GPU), and hands the dead and live points to ``results.py``.
 """
 
@@ -236,17 +235,13 @@ class NestedSampler(_NestedSteps):
         """
         if self._configured != self._settings():  # settings assigned since the last check
             self._setup(stacklevel=3)
-        xp, M, d = self.xp, self.n_runs, self.ndim
+        xp, M = self.xp, self.n_runs
         t0 = time.perf_counter()
-        u, v, logl, birth = self._init(self._seeded_rng())
-        dead_l = []
-        self._dead_u, self._dead_v, self._dead_b = dead_u, dead_v, dead_b = [], [], []
+        rng = self._seeded_rng()
+        state = self._init(rng)
+        dead_u, dead_v, dead_l, dead_b = [], [], [], []
         logx_steps, step_offsets = self._shrinkage()
-        self._eye = xp.eye(d)
-        self._eye_eps = xp.eye(d)[None] * 1e-12
         logx = 0.0
-        scale = xp.ones((M,))
-        run_idx = xp.arange(M)[:, None]
         niter, bar = 0, None
         if self.progress:
             from tqdm.auto import tqdm
@@ -259,20 +254,23 @@ class NestedSampler(_NestedSteps):
         self._ncall_dev = xp.zeros((), dtype=xp.int64)
         try:
             while niter < max_iter:
-                u, v, logl, birth, scale, dl, fine_step = self._iterate(u, v, logl, birth, scale, run_idx)
-                fine = fine & fine_step
+                state, info = self._step(rng, state)
+                fine = fine & info.fine
                 logx_prev, logx = logx, logx + logx_steps[-1]
-                dead_l.append(dl)
+                dead_u.append(info.dead_u)
+                dead_v.append(info.dead_v)
+                dead_l.append(info.dead_logl)
+                dead_b.append(info.dead_birth)
                 niter += 1
                 self._niter = niter
-                progress.push(dl, logl, fine, logx_prev, logx)
+                progress.push(info.dead_logl, state.logl, fine, logx_prev, logx)
                 if bar is not None:
                     bar.update(1)
                 if len(progress) > self.check_lag:
                     worst, ok = progress.pop()
                     if not ok:
-                        raise self._located_error(v, logl, f"a point found at iteration {niter - self.check_lag}"
-                                                           f" or before")
+                        raise self._located_error(state.v, state.logl, f"a point found at iteration "
+                                                                       f"{niter - self.check_lag} or before")
                     if bar is not None and niter % 10 == 0:
                         bar.set_postfix(dlogz=f"{worst:.3g}")
                     if worst < self.dlogz:
@@ -282,8 +280,8 @@ class NestedSampler(_NestedSteps):
                 bar.close()
             progress.close()
         if not bool(fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
-            raise self._located_error(v, logl, f"a point found by iteration {niter}")
-        self._u, self._v, self._logl, self._birth = u, v, logl, birth
+            raise self._located_error(state.v, state.logl, f"a point found by iteration {niter}")
+        self._live = state
         self._ncall += int(self._ncall_dev)
         self._results = self._finish(dead_u, dead_v, dead_l, dead_b, niter, time.perf_counter() - t0)
         return self
@@ -326,10 +324,11 @@ class NestedSampler(_NestedSteps):
             db = h(xp.concatenate(dead_b, axis=1))
         else:
             du = np.zeros((M, 0, d)); dv = np.zeros((M, 0, d)); dl = np.zeros((M, 0)); db = np.zeros((M, 0))
-        au = np.concatenate([du, h(self._u)], axis=1)
-        av = np.concatenate([dv, h(self._v)], axis=1)
-        al = np.concatenate([dl, h(self._logl)], axis=1)
-        ab = np.concatenate([db, h(self._birth)], axis=1)
+        live = self._live
+        au = np.concatenate([du, h(live.u)], axis=1)
+        av = np.concatenate([dv, h(live.v)], axis=1)
+        al = np.concatenate([dl, h(live.logl)], axis=1)
+        ab = np.concatenate([db, h(live.birth)], axis=1)
         order, nl = merge_points(al.ravel(), ab.ravel())
         ls = al.ravel()[order]
         logz, logwt, logx, info, err = _evidence(ls, nl)

@@ -4,7 +4,7 @@
 * ``_Progress.push``: ``nested_progress``; its twin the array expression in the same method;
 * ``sinusoid_loglike``: ``sinusoid_ssq``; its twin ``sinusoid_loglike_tiles``;
 * ``sinusoid_fused_slice``: ``sinusoid_slice``; its twin the generic slice path of ``algorithm.py``
-  (``_NestedSteps._slice``) with the model's ``loglike``.
+  (``_NestedSteps._slice_generic``) with the model's ``loglike``.
 
 Each launcher names its kernel's arguments after the C parameters
 (:func:`gpumcmc._kernel_args.args`). Nothing here compiles at import: the
@@ -157,7 +157,7 @@ def sinusoid_loglike_tiles(model, theta):
 def sinusoid_fused_slice(model, u, v, logl, lstar, dirs, unif, max_shrink):
     """:meth:`SinusoidModel.nested_fused_slice`: every slice of every walker in one launch of ``sinusoid_slice``.
 
-    Its twin is the generic slice path (``_NestedSteps._slice`` in ``algorithm.py``) with the model's
+    Its twin is the generic slice path (``_NestedSteps._slice_generic`` in ``algorithm.py``) with the model's
     ``loglike``, given the same directions and uniforms.
     """
     from ... import _kernel_args, _loader

@@ -6,7 +6,7 @@ set -x
 # kernels' log_total. The package gpumcmc.models.lda launches lda.cu by named arguments from ops.py's _GpuOps
 # (null pointers as numpy.uint64(0)): run with every kernel argument checked against its declaration.
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_lda.py tests/test_lda_devices.py tests/test_token_order.py -q -p no:cacheprovider 2>&1 | tail -40
-# The same tests unchecked (the path users take), and the seeded start's knob (config.lda_seed_exact_work) on CuPy.
+# The same tests unchecked, the path users take.
 python -m pytest -m gpu tests/test_lda.py tests/test_lda_devices.py -q -p no:cacheprovider -x 2>&1 | tail -5
 python -m pytest -m gpu tests/test_categorical.py tests/test_products_base.py tests/test_loader.py -q -p no:cacheprovider -x 2>&1 | tail -15
 # The public call (fit, defaults) against the bare step loop, and LDA.fit's set-up, on the user_path corpora.

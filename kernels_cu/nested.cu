@@ -233,8 +233,8 @@ sinusoid_slice(double* __restrict__ u, double* __restrict__ v, double* __restric
 // takes the R points just removed, and the stopping value of every run is
 // reduced to its worst, written with the run's NaN/+inf flag into a slot of
 // mapped host memory that the host reads check_lag iterations later (after an
-// event, so no copy and no wait of its own). Twin: _Progress.push's array
-// expression in gpumcmc/models/nested/ops.py:
+// event, so no copy and no wait of its own). Twin: _NumpyProgress.push in
+// gpumcmc/models/nested/ops.py:
 //
 //   lw_r    = dead[m][r] + (logx + offs[r])              (r < R)
 //   logz[m] = logaddexp(logz[m], logsumexp_r lw_r)       (all -inf: unchanged)

@@ -678,12 +678,12 @@ def test_progress_kernel_matches_twin(cp, M, R, N):
     """The per-iteration bookkeeping kernel (each run's evidence, the worst stopping value and the flag read
     back from mapped memory) against its NumPy twin over a few iterations, with -inf points, a run whose
     removed points are all -inf, and the flag turned off in the last iteration."""
-    from gpumcmc.models.nested import _Progress
+    from gpumcmc.models.nested import _GpuOps, _NumpyOps
 
     rs = np.random.default_rng(M + R + N)
     offs = np.log(rs.random(R)) - 0.1
     lag = 1
-    pg, pn = _Progress(cp, M, cp.asarray(offs), lag), _Progress(np, M, offs, lag)
+    pg, pn = _GpuOps(cp).progress(M, cp.asarray(offs), lag), _NumpyOps().progress(M, offs, lag)
     logx, got, want = 0.0, [], []
     for it in range(4):
         dead = rs.normal(size=(M, R)) + it
@@ -774,12 +774,13 @@ def test_fused_step_is_a_protocol():
 def test_argsort_kernel_matches_cupy(cp, M, N):
     """The rank kernel gives cupy.argsort's permutation exactly (a stable sort, NaN last), ties and -inf
     included, for rows longer than a block and more rows than a grid's first dimension."""
-    from gpumcmc.models.nested import _argsort_rows
+    from gpumcmc.models.nested import _GpuOps, _NumpyOps
 
     rs = np.random.default_rng(N)
     x = np.round(rs.normal(size=(M, N)), 1)               # many ties
     x[rs.random((M, N)) < 0.1] = -np.inf
     x[rs.random((M, N)) < 0.02] = np.nan
     xd = cp.asarray(x)
-    np.testing.assert_array_equal(cp.asnumpy(_argsort_rows(cp, xd)), cp.asnumpy(cp.argsort(xd, axis=1)))
-    np.testing.assert_array_equal(_argsort_rows(np, x[:, :0]), np.argsort(x[:, :0], axis=1))
+    np.testing.assert_array_equal(cp.asnumpy(_GpuOps(cp).argsort_rows(xd)), cp.asnumpy(cp.argsort(xd, axis=1)))
+    np.testing.assert_array_equal(cp.asnumpy(_GpuOps(cp).argsort_rows(xd[:, :0])), np.argsort(x[:, :0], axis=1))
+    np.testing.assert_array_equal(_NumpyOps().argsort_rows(x), np.argsort(x, axis=1))

@@ -12,7 +12,7 @@ re-exports them too, and the helpers the tests use.
 from .algorithm import LiveState, StepInfo
 from .estimator import NestedSampler
 from .likelihoods import SinusoidModel, _fusable_model, correlated_gaussian, eggbox, gaussian_shells
-from .ops import _argsort_rows, _Progress
+from .ops import _GpuOps, _GpuProgress, _NumpyOps, _NumpyProgress, _ops_for
 from .results import (CLUSTER_MIN_MASS, LOST_FRACTION, MODE_ERR_MAX, MODE_MIN_MASS, NLIVE_MODES,
                       FewLivePointsWarning, NestedResults, _evidence, _warn_lost, combine_runs, merge_points,
                       mode_check, plot_run)

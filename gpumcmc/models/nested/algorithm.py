@@ -37,7 +37,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import backend as _backend
-from .ops import _argsort_rows
 
 _SAMPLERS = ("slice", "cslice", "rwalk")
 
@@ -75,7 +74,8 @@ class StepInfo(NamedTuple):
 
 class _NestedSteps:
     """The iteration of nested sampling over every run at once; :class:`NestedSampler` gives it its settings
-    (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``...)."""
+    (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``, and ``_ops``,
+    the launches of ``ops.py`` or their NumPy twins)."""
 
     def _init(self, rng):
         """Every run's live points drawn from the prior, checked once on the host: a :class:`LiveState`."""
@@ -157,7 +157,7 @@ class _NestedSteps:
         xp, M, N, R = self.xp, self.n_runs, self.nlive, self.n_replace
         u, v, logl, birth, scale = state
         run_idx = self._run_idx
-        order = _argsort_rows(xp, logl)
+        order = self._ops.argsort_rows(logl)
         low = order[:, :R]                                  # (M, R), ascending
         lstar = xp.take_along_axis(logl, low[:, -1:], axis=1)  # (M, 1)
         dl = xp.take_along_axis(logl, low, axis=1)

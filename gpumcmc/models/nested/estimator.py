@@ -19,7 +19,7 @@ from ... import backend as _backend
 from ...random import default_rng
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
-from .ops import _Progress
+from .ops import _ops_for
 from .results import (NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidence, _warn_lost, merge_points,
                       mode_check)
 
@@ -176,6 +176,7 @@ class NestedSampler(_NestedSteps):
             raise TypeError(f"random_state must be None, an int, a SeedSequence or a Generator, got "
                             f"{type(random_state).__name__}.")
         self.xp = _backend.get_backend(self.backend)
+        self._ops = _ops_for(self.xp)
         self._loglike, _ = _batchify(loglike, ndim, self.xp, "loglike", None)
         self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
         model = _fusable_model(loglike, prior_transform)
@@ -250,7 +251,7 @@ class NestedSampler(_NestedSteps):
         # False once a batch of likelihoods held NaN or +inf (checked as each batch comes, with no wait)
         fine = xp.ones((), dtype=bool)
         # the stopping rule and that flag of iteration n are read on the host at iteration n + check_lag
-        progress = _Progress(xp, M, step_offsets, self.check_lag)
+        progress = self._ops.progress(M, step_offsets, self.check_lag)
         self._ncall_dev = xp.zeros((), dtype=xp.int64)
         try:
             while niter < max_iter:

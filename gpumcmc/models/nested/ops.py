@@ -1,7 +1,9 @@
 """The launches of ``kernels_cu/nested.cu``, each beside its NumPy twin.
 
-* ``_argsort_rows``: ``nested_argsort_rows``; its twin ``numpy.argsort``;
-* ``_Progress.push``: ``nested_progress``; its twin the array expression in the same method;
+* the sampler's operations, as the pair ``_GpuOps`` / ``_NumpyOps`` with the same method names
+  (``_ops_for(xp)`` picks one): ``argsort_rows`` launches ``nested_argsort_rows``, its twin
+  ``numpy.argsort``; ``progress`` makes the bookkeeping ``_GpuProgress``, whose ``push`` launches
+  ``nested_progress``, its twin ``_NumpyProgress``;
 * ``sinusoid_loglike``: ``sinusoid_ssq``; its twin ``sinusoid_loglike_tiles``;
 * ``sinusoid_fused_slice``: ``sinusoid_slice``; its twin the generic slice path of ``algorithm.py``
   (``_NestedSteps._slice_generic``) with the model's ``loglike``.
@@ -19,70 +21,108 @@ _KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float
             "nested_progress", "nested_argsort_rows")
 
 
-def _argsort_rows(xp, x):
-    """``xp.argsort(x, axis=1)`` of a 2-D float64 array.
+class _NumpyOps:
+    """The sampler's per-iteration operations on NumPy: the twins of :class:`_GpuOps`, with its method names."""
 
-    On CuPy one launch of ``nested_argsort_rows`` (``kernels_cu/nested.cu``), which gives ``cupy.argsort``'s
-    permutation (stable, NaN last) without the wait for the stream that ``cupy.argsort`` makes; on NumPy
-    ``numpy.argsort`` itself.
-    """
-    if xp is np:
+    xp = np
+
+    def argsort_rows(self, x):
+        """``numpy.argsort(x, axis=1)`` of a 2-D float64 array."""
         return np.argsort(x, axis=1)
-    from ... import _kernel_args, _loader
 
-    M, N = x.shape
-    out = xp.empty((M, N), dtype=xp.int64)
-    if out.size == 0:
+    def progress(self, n_runs, offsets, lag):
+        """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_NumpyProgress`)."""
+        return _NumpyProgress(n_runs, offsets)
+
+
+class _GpuOps:
+    """The sampler's per-iteration operations on CuPy, each one launch of ``kernels_cu/nested.cu``."""
+
+    def __init__(self, cp):
+        self.xp = cp
+
+    def argsort_rows(self, x):
+        """``cupy.argsort(x, axis=1)``'s permutation (stable, NaN last) of a 2-D float64 array, in one launch
+        of ``nested_argsort_rows``, without the wait for the stream that ``cupy.argsort`` makes."""
+        from ... import _kernel_args, _loader
+
+        xp = self.xp
+        M, N = x.shape
+        out = xp.empty((M, N), dtype=xp.int64)
+        if out.size == 0:
+            return out
+        fn = _loader.get_function("nested.cu", "nested_argsort_rows", _KERNELS)
+        block = min(1024, 32 * -(-N // 32))
+        fn((min(M, 65535),), (block,), _kernel_args.args("nested.cu", "nested_argsort_rows",
+                                                         x=_loader.contiguous(x, np.float64), n_rows=_loader.i32(M),
+                                                         n=_loader.i32(N), order=out))
         return out
-    fn = _loader.get_function("nested.cu", "nested_argsort_rows", _KERNELS)
-    block = min(1024, 32 * -(-N // 32))
-    fn((min(M, 65535),), (block,), _kernel_args.args("nested.cu", "nested_argsort_rows",
-                                                     x=_loader.contiguous(x, np.float64), n_rows=_loader.i32(M),
-                                                     n=_loader.i32(N), order=out))
-    return out
+
+    def progress(self, n_runs, offsets, lag):
+        """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_GpuProgress`)."""
+        return _GpuProgress(self.xp, n_runs, offsets, lag)
 
 
-class _Progress:
+def _ops_for(xp):
+    """The sampler's operations on the array module ``xp``: :class:`_NumpyOps` or :class:`_GpuOps`."""
+    return _NumpyOps() if xp is np else _GpuOps(xp)
+
+
+class _NumpyProgress:
     """Each run's evidence and the stopping rule, one iteration at a time, read back ``lag`` iterations late.
 
     ``push`` adds the points just removed to each run's evidence and computes the worst run's stopping
     value ``log(Z + L_max X) - log Z`` and the NaN/+inf flag; ``pop`` returns the oldest pair not read yet.
-    On CuPy ``push`` is one launch of ``nested_progress`` (``kernels_cu/nested.cu``), which writes the pair
-    into a slot of mapped host memory, and ``pop`` waits for that iteration's event only, so the host never
-    waits for the GPU to drain; on NumPy it is the kernel's twin, the array expression below.
+    This is the twin of :class:`_GpuProgress`, where ``push`` is one launch of ``nested_progress``.
     """
 
-    def __init__(self, xp, n_runs, offsets, lag):
-        self.xp, self.queue = xp, []
-        self.logz = xp.full((n_runs,), -np.inf)
+    def __init__(self, n_runs, offsets):
+        self.queue = []
+        self.logz = np.full((n_runs,), -np.inf)
         self.offsets = offsets  # (R,) log X of each removed point's shell from the iteration's start
-        self.gpu = xp is not np
-        if self.gpu:
-            from ... import _loader
-
-            rt = xp.cuda.runtime
-            self.n_slots = lag + 2
-            self.ptr = rt.hostAlloc(16 * self.n_slots, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
-            import ctypes
-            self.host = np.ctypeslib.as_array((ctypes.c_double * (2 * self.n_slots)).from_address(self.ptr))
-            self.events = [xp.cuda.Event(disable_timing=True) for _ in range(self.n_slots)]
-            self.fn = _loader.get_function("nested.cu", "nested_progress", _KERNELS)
-            self.offsets = _loader.contiguous(offsets, np.float64)
-            self.k = 0
 
     def __len__(self):
         return len(self.queue)
 
     def push(self, dead, live, fine, logx, logx_next):
-        xp = self.xp
-        if not self.gpu:
-            lw = dead + (logx + self.offsets)[None, :]
-            lwm = lw.max(axis=1, keepdims=True)
-            lwm = xp.where(xp.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
-            self.logz = xp.logaddexp(self.logz, xp.log(xp.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
-            remain = xp.logaddexp(self.logz, live.max(axis=1) + logx_next) - self.logz
-            self.queue.append((float(remain.max()), bool(fine)))
-            return
+        lw = dead + (logx + self.offsets)[None, :]
+        lwm = lw.max(axis=1, keepdims=True)
+        lwm = np.where(np.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
+        self.logz = np.logaddexp(self.logz, np.log(np.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
+        remain = np.logaddexp(self.logz, live.max(axis=1) + logx_next) - self.logz
+        self.queue.append((float(remain.max()), bool(fine)))
+
+    def pop(self):
+        return self.queue.pop(0)
+
+    def close(self):
+        pass
+
+
+class _GpuProgress:
+    """:class:`_NumpyProgress` on CuPy: ``push`` is one launch of ``nested_progress``, which writes the pair
+    into a slot of mapped host memory, and ``pop`` waits for that iteration's event only, so the host never
+    waits for the GPU to drain."""
+
+    def __init__(self, cp, n_runs, offsets, lag):
+        from ... import _loader
+
+        self.xp, self.queue = cp, []
+        self.logz = cp.full((n_runs,), -np.inf)
+        rt = cp.cuda.runtime
+        self.n_slots = lag + 2
+        self.ptr = rt.hostAlloc(16 * self.n_slots, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
+        import ctypes
+        self.host = np.ctypeslib.as_array((ctypes.c_double * (2 * self.n_slots)).from_address(self.ptr))
+        self.events = [cp.cuda.Event(disable_timing=True) for _ in range(self.n_slots)]
+        self.fn = _loader.get_function("nested.cu", "nested_progress", _KERNELS)
+        self.offsets = _loader.contiguous(offsets, np.float64)  # (R,), as in the twin
+        self.k = 0
+
+    def __len__(self):
+        return len(self.queue)
+
+    def push(self, dead, live, fine, logx, logx_next):
         from ... import _kernel_args, _loader
 
         slot = self.k % self.n_slots
@@ -99,13 +139,11 @@ class _Progress:
 
     def pop(self):
         item = self.queue.pop(0)
-        if not self.gpu:
-            return item
         self.events[item].synchronize()  # synchronize! (with this iteration's launch only: later work stays queued)
         return float(self.host[2 * item]), bool(self.host[2 * item + 1])
 
     def close(self):
-        if self.gpu and self.ptr:
+        if self.ptr:
             for ev in self.events:  # launches still queued (a run stopped by an error) write here
                 ev.synchronize()
             self.xp.cuda.runtime.freeHost(self.ptr)

@@ -1,9 +1,10 @@
 """The sampler's settings and its run: :class:`NestedSampler`, the face users call.
 
 The settings are checked in ``__init__`` (and again by :meth:`NestedSampler.run` where
-``set_params`` changed them); :meth:`NestedSampler.run` seeds the generator, draws the live points,
-loops over the iteration of ``algorithm.py`` (``_NestedSteps._step``) until the stopping rule holds (read back a few iterations late, so the host never waits for the
-GPU), and hands the dead and live points to ``results.py``.
+``set_params`` changed them). :meth:`NestedSampler.run` seeds the generator, draws the live points
+and loops over the iteration of ``algorithm.py`` (``_NestedSteps._step``) until the stopping rule
+holds (read back a few iterations late, so the host never waits for the GPU); ``_finish`` hands the
+dead and live points to ``results.py``.
 """
 
 from __future__ import annotations

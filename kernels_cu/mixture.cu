@@ -6,7 +6,8 @@
 // one component at a time, never storing the n x K matrix (except in mode
 // RESP, where the caller asks for a chunk of responsibilities).
 //
-// The NumPy twin is gpumcmc/models/mixture.py (_logits_twin, _assign_twin).
+// The array-code twins are in gpumcmc/models/mixture/ops.py (_logits_twin, _assign_twin), beside the
+// launchers; gpumcmc/models/mixture/algorithm.py is the sampler these kernels serve.
 //
 // Component parameters, per chain c and component j, packed in Q = 1 + P +
 // P(P+1)/2 values: [c_j, b_j[0..P-1], U_j row-major lower triangle
@@ -371,7 +372,7 @@ extern "C" __global__ void mixture_stats_reduce(const double* __restrict__ parti
 }
 
 // ---------------------------------------------------------------------------
-// Component updates. Twins: mixture.py niw_posterior and _gibbs_params_twin.
+// Component updates. Twins: mixture/ops.py niw_posterior and _gibbs_params_twin.
 //
 // Matrices are packed lower triangles, row-major ((0,0), (1,0), (1,1), (2,0),
 // ...), as in the kernel parameters and the statistics [n, s1, vech(s2)]. Each

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # GPU checks of the mixture, from the repository root on a GPU machine ($OUT collects the JSON).
 set -x
-# the GPU tests: kernels against twins, the Gibbs fit's device-side draws and relabelling against the host
-# path (test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path), BEM on CuPy against NumPy
-# (test_gpu_bem_prunes_as_numpy, test_gpu_bem_matches_numpy_and_chunks), sharded fits
-python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider 2>&1 | tail -40
+# the GPU tests: kernels against twins (ops.py), the Gibbs fit's device-side draws and relabelling against the
+# host path (test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path), BEM on CuPy against NumPy
+# (test_gpu_bem_prunes_as_numpy; test_gpu_bem_matches_numpy_and_chunks, which also checks that the GEMM knobs
+# reach the E-step), sharded fits; every launch's arguments checked against the kernel's C types
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider 2>&1 | tail -40
+# the named kernel arguments and the configuration object on the mixture's side (CPU tests, quick)
+python -m pytest tests/test_kernel_args.py tests/test_config.py tests/test_layers.py -q -p no:cacheprovider 2>&1 | tail -5
 # the public calls per iteration (defaults, progress off): goal Gibbs <= 4.0 ms at n = 2^20, k = 256
 python ../shared/bench/user_path.py mixture --out "$OUT/user_path_mixture.json"
 # fit against its bare sweep in one process: Gibbs (relabel on / off), align_draws per draw, BEM
 python benchmarks/mixture.py --profile-fit --out "$OUT/mixture_fit_profile.json"
-# on a machine of 2 or 4 GPUs: fit(devices=...) efficiency (mixture row of the scaling section)
+# on a machine of 2 or 4 GPUs: the sharded tests and fit(devices=...) efficiency (mixture row of the scaling section)
+# python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider -k shard
 # python ../shared/bench/user_path.py scaling --out "$OUT/user_path_scaling.json"

@@ -401,6 +401,9 @@ def test_gpu_shards_are_one_device_each_method(cp, monkeypatch, method, dtype):
         b, rb = _sweeps("cupy", one_device(3), X, 40, 2, 2, dtype=dtype, **kw)
         _assert_one_device(a, ra, b, rb, cp.asnumpy)
     assert calls
+
+
+@pytest.mark.parametrize("K", [3, 4, 256])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gpu_dirichlet_start_row(cp, K, dtype):
     """dirichlet_cupy(alpha[s:], start_row=s): rows s.. of the whole batch's draw, bit for bit, whichever

@@ -218,3 +218,4 @@ class _GpuOps:
             out = x
         _loader.launch(fn, R, _kernel_args.args(FILE, "bn_normalise", x=x, out=out, row_ptr=self.d["row_ptr"],
                                                 R=_loader.i32(R)), block=128)
+        return out

@@ -1,0 +1,120 @@
+"""Stages of LDA's sharded sweep at K = 1024, on 1 and 2 GPUs: the whole sweep, the z-draw of every shard and
+of each alone, the all-reduce of n_wk, phi and theta, as wall time with every GPU synced (the
+mean of 8 after one warm-up), and the one-device fit's sweep for comparison.
+
+    python -m benchmarks.probes.lda_sharded_stages        # writes $OUT/lda_stages_sharded.json
+
+The corpus: user_path.py's site-packages corpus where that script is importable (the text the public
+fit's 2-GPU slowdown was seen on), else a synthetic corpus of its shape (23.6 k documents, V = 50 k,
+29 M tokens; gpumcmc.datasets.synthetic_lda_corpus).
+"""
+import json
+import os
+import sys
+import time
+
+import cupy as cp
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, "scripts")
+try:
+    import user_path as up
+except ImportError:  # the reference script lives beside the repository, not in it
+    up = None
+from gpumcmc.models.lda import sharded as L
+from gpumcmc.shards import Shards
+from gpumcmc.random import default_rng
+from gpumcmc import _validate
+
+R = {}
+if up is not None:
+    corpus = up.site_packages_corpus()
+else:
+    from gpumcmc.datasets import synthetic_lda_corpus
+
+    r, c, _, _ = synthetic_lda_corpus(n_docs=23_600, n_words=50_000, n_tokens=29_000_000, n_components=100,
+                                      random_state=0)
+    r, c = cp.asnumpy(r) if hasattr(r, "get") else r, cp.asnumpy(c) if hasattr(c, "get") else c
+    corpus = sp.csr_matrix((np.ones(r.size, np.int32), (r, c)), shape=(23_600, 50_000))
+    corpus.sum_duplicates()
+
+
+def _sync_all():
+    for g in range(cp.cuda.runtime.getDeviceCount()):
+        cp.cuda.Device(g).synchronize()
+
+
+def _per_sweep(call, a, b):
+    call(a)
+    _sync_all()
+    t = time.perf_counter()
+    call(a)
+    _sync_all()
+    ta = time.perf_counter() - t
+    t = time.perf_counter()
+    call(b)
+    _sync_all()
+    return (time.perf_counter() - t - ta) / (b - a)
+
+n_gpu = cp.cuda.runtime.getDeviceCount()
+K = 1024
+
+def timeit(fn, reps=8):
+    fn(); _sync_all()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    _sync_all()
+    return (time.perf_counter() - t) / reps * 1e3
+
+for W in [w for w in (1, 2) if w <= n_gpu]:
+    shards = Shards(list(range(W)))
+    rows, cols, M, V = L.tokens_from(corpus, np)
+    bounds, parts = L.shard_corpus(rows, cols, M, shards)
+    rng = default_rng(0, backend="cupy")
+    with shards.on(0):
+        datas, state = L.init_sharded(rng, parts, shards, V, K, 1.0 / K, 1.0 / K, "float32", n_chains=1)
+        step = L.make_sharded_step(datas, shards)
+        R[f"W{W}_sweep_ms"] = timeit(lambda: step(rng, state))
+        gens = L._local_rngs(rng, shards)
+        out = {}
+
+        def z():
+            with _validate.validation(False):
+                out["z"] = []
+                for i, d in enumerate(datas):
+                    with shards.on(i):
+                        out["z"].append(L.zdraw_counts(gens[i], state.theta[i], state.phi[i], d))
+        R[f"W{W}_zdraw_all_ms"] = timeit(z)
+        for i, d in enumerate(datas):
+            def zi(i=i, d=d):
+                with _validate.validation(False), shards.on(i):
+                    L.zdraw_counts(gens[i], state.theta[i], state.phi[i], d)
+            R[f"W{W}_zdraw_shard{i}_ms"] = timeit(zi)
+            R[f"W{W}_tokens_shard{i}"] = int(parts[i].rows.size) if hasattr(parts[i], "rows") else None
+        nwks = [cp.ascontiguousarray(n) for _, n in out["z"]]
+        R[f"W{W}_allreduce_ms"] = timeit(lambda: shards.allreduce(nwks))
+        keeps = []
+        for i in range(W):
+            with shards.on(i):
+                keeps.append(cp.full((), 0.0, np.float32))
+        R[f"W{W}_phi_ms"] = timeit(lambda: L._draw_phi(rng, shards, nwks, state.phi_sum, 1.0 / K, keeps))
+
+        def th():
+            with _validate.validation(False):
+                for i, d in enumerate(datas):
+                    with shards.on(i):
+                        ndk = out["z"][i][0]
+                        C, Mi, KK = (int(x) for x in state.theta[i].shape)
+                        L._theta_draw(gens[i], cp.add(ndk, np.float32(d.alpha), dtype=np.float32), d, C)
+        R[f"W{W}_theta_ms"] = timeit(th)
+    print(json.dumps(R), flush=True)
+    del datas, state, step, out, nwks
+    cp.get_default_memory_pool().free_all_blocks()
+# the one-device path (devices=None) for comparison
+from gpumcmc.models import LDA
+call = lambda n: LDA(n_components=K, n_iter=n, burn_in=0, random_state=0, progress=False).fit(corpus)
+R["single_device_fit_ms_per_sweep"] = _per_sweep(call, 10, 40) * 1e3
+print(json.dumps(R, indent=1))
+json.dump(R, open(os.environ.get("OUT", ".") + "/lda_stages_sharded.json", "w"), indent=1)

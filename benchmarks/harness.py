@@ -250,18 +250,22 @@ class Bench:
         return path
 
 
-def per_iteration_ms(call, a: int, b: int, repeats: int = 3) -> float:
+def per_iteration_ms(call, a: int, b: int, repeats: int = 3, sync=None) -> float:
     """ms per iteration of ``call(n)`` (n iterations through a public call): the median over ``repeats`` of
     (time of call(b) - time of call(a)) / (b - a), after one warm-up call, each time from an idle GPU to an
     idle GPU. Set-up (data transfer, compilation, planning) drops out; everything paid per iteration stays
-    in. This is how the project's reference measurement of the public calls times them."""
-    import cupy as cp
+    in. This is how the project's reference measurement of the public calls times them. ``sync``: what
+    waits for the work (default: the current GPU; pass a no-op on NumPy, or a wait for every GPU)."""
+    if sync is None:
+        import cupy as cp
+
+        sync = cp.cuda.Device().synchronize
 
     def wall(n):
-        cp.cuda.Device().synchronize()
+        sync()
         t = time.perf_counter()
         call(n)
-        cp.cuda.Device().synchronize()
+        sync()
         return time.perf_counter() - t
 
     call(a)

@@ -357,21 +357,14 @@ def run(bench):
 
 
 # ----------------------------------------------------------------------------- the public fit against its sweep
-def _per_iteration(call, a, b, sync, repeats=3):
-    """Median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a), after a warm-up call(a)."""
-    call(a)
-    diffs = []
-    for _ in range(repeats):
-        sync()
-        t = time.perf_counter()
-        call(a)
-        sync()
-        ta = time.perf_counter() - t
-        t = time.perf_counter()
-        call(b)
-        sync()
-        diffs.append((time.perf_counter() - t - ta) / (b - a))
-    return float(np.median(diffs))
+def _per_iteration(call, a, b, sync):
+    """Seconds per iteration of ``call(n)``: :func:`benchmarks.harness.per_iteration_ms`, waiting by ``sync``."""
+    try:
+        from benchmarks.harness import per_iteration_ms
+    except ImportError:  # run as a script, benchmarks/ itself on the path
+        from harness import per_iteration_ms
+
+    return per_iteration_ms(call, a, b, sync=sync) / 1e3
 
 
 def profile_fit(n=1 << 20, p=14, k=256, a=5, b=65):

@@ -383,39 +383,33 @@ def _binder(filename: str, kernel: str) -> _Binder:
     return b
 
 
+def _ordered(filename: str, kernel: str, values: dict, packed: bool) -> tuple:
+    b = _binders.get((filename, kernel)) or _binder(filename, kernel)
+    if len(values) == b.n:
+        try:
+            out = b.get(values)
+        except KeyError:
+            pass
+        else:
+            if _Check.on:
+                check_values(b.sig, out, packed=packed)
+            return out
+    raise b.error(values)
+
+
 def args(filename: str, kernel: str, /, **values) -> tuple:
     """``values`` (one keyword per parameter of ``kernel`` in ``kernels_cu/filename``, named as in C) in
     the declared order: the argument tuple of a CuPy ``RawKernel`` launch.
 
     Raises TypeError naming each missing and each unknown name.
     """
-    b = _binders.get((filename, kernel)) or _binder(filename, kernel)
-    if len(values) == b.n:
-        try:
-            out = b.get(values)
-        except KeyError:
-            pass
-        else:
-            if _Check.on:
-                check_values(b.sig, out, packed=False)
-            return out
-    raise b.error(values)
+    return _ordered(filename, kernel, values, False)
 
 
 def packed(filename: str, kernel: str, /, **values) -> tuple:
     """As :func:`args`, for a :class:`gpumcmc._loader.PackedLaunch`: pointers as integer addresses
     (``array.data.ptr``, 0 for null) and values as Python or NumPy numbers."""
-    b = _binders.get((filename, kernel)) or _binder(filename, kernel)
-    if len(values) == b.n:
-        try:
-            out = b.get(values)
-        except KeyError:
-            pass
-        else:
-            if _Check.on:
-                check_values(b.sig, out, packed=True)
-            return out
-    raise b.error(values)
+    return _ordered(filename, kernel, values, True)
 
 
 def part(filename: str, kernel: str, /, **values) -> dict:

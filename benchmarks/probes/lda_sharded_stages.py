@@ -23,6 +23,8 @@ try:
 except ImportError:  # the reference script lives beside the repository, not in it
     up = None
 from gpumcmc.models.lda import sharded as L
+from benchmarks.harness import per_iteration_ms
+from gpumcmc.models.lda import tokens_from
 from gpumcmc.shards import Shards
 from gpumcmc.random import default_rng
 from gpumcmc import _validate
@@ -44,19 +46,6 @@ def _sync_all():
     for g in range(cp.cuda.runtime.getDeviceCount()):
         cp.cuda.Device(g).synchronize()
 
-
-def _per_sweep(call, a, b):
-    call(a)
-    _sync_all()
-    t = time.perf_counter()
-    call(a)
-    _sync_all()
-    ta = time.perf_counter() - t
-    t = time.perf_counter()
-    call(b)
-    _sync_all()
-    return (time.perf_counter() - t - ta) / (b - a)
-
 n_gpu = cp.cuda.runtime.getDeviceCount()
 K = 1024
 
@@ -70,7 +59,7 @@ def timeit(fn, reps=8):
 
 for W in [w for w in (1, 2) if w <= n_gpu]:
     shards = Shards(list(range(W)))
-    rows, cols, M, V = L.tokens_from(corpus, np)
+    rows, cols, M, V = tokens_from(corpus, np)
     bounds, parts = L.shard_corpus(rows, cols, M, shards)
     rng = default_rng(0, backend="cupy")
     with shards.on(0):
@@ -115,6 +104,6 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
 # the one-device path (devices=None) for comparison
 from gpumcmc.models import LDA
 call = lambda n: LDA(n_components=K, n_iter=n, burn_in=0, random_state=0, progress=False).fit(corpus)
-R["single_device_fit_ms_per_sweep"] = _per_sweep(call, 10, 40) * 1e3
+R["single_device_fit_ms_per_sweep"] = per_iteration_ms(call, 10, 40, repeats=1, sync=_sync_all)
 print(json.dumps(R, indent=1))
 json.dump(R, open(os.environ.get("OUT", ".") + "/lda_stages_sharded.json", "w"), indent=1)

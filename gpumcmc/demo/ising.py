@@ -35,15 +35,26 @@ def run(outdir: Path, small: bool) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .. import backend as _backend
-    from ..models import RBM, Ising
-    from ..models import ising as I
-    from ..models.rbm import load_binary_digits
-
     outdir = Path(outdir)
     t0 = time.perf_counter()
+    rows, cols, err_before, err_after = _denoising(outdir, small, plt)
+    L, dev = _magnetization(outdir, small, plt)
+    pl = _rbm_on_digits(outdir, small, plt)
+    return {
+        "model": "ising",
+        "data": f"a {rows}x{cols} binary picture drawn here with 10% noise; {L}x{L} lattices; "
+                "scikit-learn digits (binarised) for the RBM",
+        "seconds": time.perf_counter() - t0,
+        "quality": f"denoised pixel error = {err_after:.2%} (noisy {err_before:.1%}); "
+                   f"max | |m| - Onsager | below T=2 = {dev:.3f}; RBM pseudo-likelihood = {pl:.2f}",
+    }
 
-    # 1. denoising (the paper's 560 x 516 image size on a GPU)
+
+def _denoising(outdir: Path, small: bool, plt) -> tuple:
+    """1. Denoising (the paper's 560 x 516 image size on a GPU): the image's size and its error rates."""
+    from .. import backend as _backend
+    from ..models import ising as I
+
     rows, cols = (120, 110) if small else (560, 516)
     clean = make_image(rows, cols)
     noisy = np.where(np.random.default_rng(0).random(clean.shape) < 0.1, 1 - clean, clean).astype(np.uint8)
@@ -61,8 +72,14 @@ def run(outdir: Path, small: bool) -> dict:
         a.axis("off")
     fig.savefig(outdir / "ising_denoise.png", dpi=100, bbox_inches="tight", pad_inches=0.2)
     plt.close(fig)
+    return rows, cols, err_before, err_after
 
-    # 2. |m| against temperature near T_c
+
+def _magnetization(outdir: Path, small: bool, plt) -> tuple:
+    """2. |m| against temperature near T_c, beside Onsager's: the lattice's side and the largest gap below T = 2."""
+    from ..models import Ising
+    from ..models import ising as I
+
     L = 32 if small else 256
     temps = np.linspace(1.6, 3.2, 9 if small else 17)
     sweeps, burn = (300, 150) if small else (3000, 1000)
@@ -86,8 +103,15 @@ def run(outdir: Path, small: bool) -> dict:
     plt.close(fig)
     low = temps < 2.0
     dev = float(np.max(np.abs(np.array(absm)[low] - I.onsager_magnetization(1.0 / temps[low]))))
+    return L, dev
 
-    # 3. an RBM on binarised digits, beside scikit-learn
+
+def _rbm_on_digits(outdir: Path, small: bool, plt) -> float:
+    """3. An RBM on binarised digits, beside scikit-learn: its pseudo-likelihood."""
+    from .. import backend as _backend
+    from ..models import RBM
+    from ..models.rbm import load_binary_digits
+
     X = load_binary_digits()
     n_hidden, n_iter = (32, 3) if small else (128, 20)
     rbm = RBM(n_hidden=n_hidden, learning_rate=0.05, n_iter=n_iter, random_state=0).fit(X)
@@ -112,12 +136,4 @@ def run(outdir: Path, small: bool) -> dict:
     fig.suptitle("RBM samples (block Gibbs)")
     fig.savefig(outdir / "rbm_samples.png", dpi=100)
     plt.close(fig)
-
-    return {
-        "model": "ising",
-        "data": f"a {rows}x{cols} binary picture drawn here with 10% noise; {L}x{L} lattices; "
-                "scikit-learn digits (binarised) for the RBM",
-        "seconds": time.perf_counter() - t0,
-        "quality": f"denoised pixel error = {err_after:.2%} (noisy {err_before:.1%}); "
-                   f"max | |m| - Onsager | below T=2 = {dev:.3f}; RBM pseudo-likelihood = {pl:.2f}",
-    }
+    return pl

@@ -68,6 +68,22 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     >>> x.shape, bool(np.all(x > 0))
     ((3,), True)
     """
+    xp, a, u, z = _buffers(shape, uniforms, normals)
+    if a.size == 0:
+        return (a.copy(), xp.zeros(a.shape, np.int32)) if return_trials else a.copy()
+    _v.check_positive(a, "shape")  # synchronize!
+    if _v.validating():
+        _v.report(xp.any((u <= 0) | (u >= 1)),
+                  "uniforms must lie strictly inside (0, 1); log(0) would break the boost.")
+    ok, first, out = _first_accepted(xp, a, u, z, log)
+    out = xp.where(ok, out, np.nan).astype(a.dtype, copy=False)
+    if return_trials:
+        return out, xp.where(ok, first, -1).astype(np.int32)
+    return out
+
+
+def _buffers(shape, uniforms, normals):
+    """The array module, the shapes (float32 or float64) and the buffers in their dtype, shapes checked."""
     xp = _backend.get_array_module(shape, uniforms, normals)
     a = xp.asarray(shape)
     if a.dtype not in (np.float32, np.float64):
@@ -79,12 +95,13 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
         if buf.ndim != a.ndim + 1 or buf.shape[1:] != a.shape or buf.shape[0] < 1:
             raise ValueError(f"{name} must have shape (rows,) + shape.shape = (rows,) + {a.shape} with "
                              f"rows >= 1, got {buf.shape}; row r holds every element's r-th deviate.")
-    if a.size == 0:
-        return (a.copy(), xp.zeros(a.shape, np.int32)) if return_trials else a.copy()
-    _v.check_positive(a, "shape")  # synchronize!
-    if _v.validating():
-        _v.report(xp.any((u <= 0) | (u >= 1)),
-                  "uniforms must lie strictly inside (0, 1); log(0) would break the boost.")
+    return xp, a, u, z
+
+
+def _first_accepted(xp, a, u, z, log):
+    """Every trial the buffers hold, at once: whether an element accepted one, the first it accepted, and
+    the variate that trial gives (boosted below shape 1; meaningless where none was accepted)."""
+    dtype = a.dtype
     k = _consts(dtype)
     boost = a < k["one"]
     d = xp.where(boost, a + k["one"], a) - k["third"]
@@ -103,7 +120,4 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     with _errstate(xp):
         g = gamma_value(d, v)
         out = xp.where(boost, boosted(g, u[0], a, log), xp.log(g) if log else g)
-    out = xp.where(ok, out, np.nan).astype(dtype, copy=False)
-    if return_trials:
-        return out, xp.where(ok, first, -1).astype(np.int32)
-    return out
+    return ok, first, out

@@ -363,11 +363,10 @@ def _first_trials(a, start, key, offset, log, out, trials):
     """
     dtype = a.dtype
     k = _consts(dtype)
-    one = k["one"]
     n = a.size
     gen = _Trial0(dtype, key, offset, min(n, config.gamma_twin_chunk) + 2)
     size = min(n, config.gamma_twin_chunk)
-    d, c, cx, v, m, q = (np.empty(size, dtype=dtype) for _ in range(6))
+    scratch = [np.empty(size, dtype=dtype) for _ in range(6)]
     small, acc, notacc = (np.empty(size, dtype=bool) for _ in range(3))
     rest, boost = [], []
     s = 0
@@ -382,30 +381,7 @@ def _first_trials(a, start, key, offset, log, out, trials):
         x, u = x[g0 - lo:g0 - lo + e], u[g0 - lo:g0 - lo + e]
         ac = a[s:s + e]
         sm, ok, ps = small[:e], acc[:e], notacc[:e]
-        # d = a' - 1/3, c = 1 / sqrt(9 d); a + 0 is a, so a + (a < 1) is a'.
-        np.less(ac, one, out=sm)
-        dc = np.add(ac, sm, out=d[:e], dtype=dtype)
-        dc -= k["third"]
-        cc = np.multiply(dc, k["nine"], out=c[:e])
-        np.sqrt(cc, out=cc)
-        np.divide(one, cc, out=cc)
-        # The squeeze: v = 1 + c x > 0 and u m < m - (c x**2)**2 / 12, m = min(v, 1).
-        cxc = np.multiply(cc, x, out=cx[:e])
-        vc = np.add(cxc, one, out=v[:e])
-        mc = np.minimum(vc, one, out=m[:e])
-        qc = np.multiply(cxc, x, out=q[:e])
-        np.multiply(qc, qc, out=qc)
-        qc *= k["twelfth"]
-        np.subtract(mc, qc, out=qc)
-        mc *= u
-        # (Where v <= 0, m = v and u m >= m >= m - (...): the squeeze refuses.)
-        np.less(mc, qc, out=ok)
-        # The logarithmic test (with v > 0) where the squeeze did not accept.
-        slow = np.flatnonzero(np.logical_not(ok, out=ps))
-        if slow.size:
-            cxs, xs = cxc[slow], x[slow]
-            y = cxs * (k["three"] + cxs * (k["three"] + cxs))
-            ok[slow] = (vc[slow] > 0) & (np.log(u[slow]) < k["half"] * (xs * xs) + dc[slow] * mt_log_term(cxs, y))
+        dc, vc, slow = _trial0_accepts(ac, x, u, k, sm, ok, ps, [z[:e] for z in scratch])
         valid = ac.min() > 0 and ac.max() < np.inf  # else (NaN, <= 0, inf) refuse them below
         if valid:
             no = slow[~ok[slow]]
@@ -435,6 +411,39 @@ def _first_trials(a, start, key, offset, log, out, trials):
     if boost:
         _boost_into(out, a, *(np.concatenate(z) for z in zip(*boost)), start, key, offset, log)
     return np.concatenate(rest) if rest else np.empty(0, np.int64)
+
+
+def _trial0_accepts(ac, x, u, k, sm, ok, ps, scratch):
+    """:func:`_first_trials`' test of one chunk: into ``sm`` whether a shape is below 1, into ``ok`` whether
+    trial 0 (normal ``x``, uniform ``u``) is accepted; returns ``d``, ``v`` (in ``scratch``) and the
+    elements the squeeze did not accept (``ps`` is scratch)."""
+    d, c, cx, v, m, q = scratch
+    one = k["one"]
+    # d = a' - 1/3, c = 1 / sqrt(9 d); a + 0 is a, so a + (a < 1) is a'.
+    np.less(ac, one, out=sm)
+    dc = np.add(ac, sm, out=d, dtype=ac.dtype)
+    dc -= k["third"]
+    cc = np.multiply(dc, k["nine"], out=c)
+    np.sqrt(cc, out=cc)
+    np.divide(one, cc, out=cc)
+    # The squeeze: v = 1 + c x > 0 and u m < m - (c x**2)**2 / 12, m = min(v, 1).
+    cxc = np.multiply(cc, x, out=cx)
+    vc = np.add(cxc, one, out=v)
+    mc = np.minimum(vc, one, out=m)
+    qc = np.multiply(cxc, x, out=q)
+    np.multiply(qc, qc, out=qc)
+    qc *= k["twelfth"]
+    np.subtract(mc, qc, out=qc)
+    mc *= u
+    # (Where v <= 0, m = v and u m >= m >= m - (...): the squeeze refuses.)
+    np.less(mc, qc, out=ok)
+    # The logarithmic test (with v > 0) where the squeeze did not accept.
+    slow = np.flatnonzero(np.logical_not(ok, out=ps))
+    if slow.size:
+        cxs, xs = cxc[slow], x[slow]
+        y = cxs * (k["three"] + cxs * (k["three"] + cxs))
+        ok[slow] = (vc[slow] > 0) & (np.log(u[slow]) < k["half"] * (xs * xs) + dc[slow] * mt_log_term(cxs, y))
+    return dc, vc, slow
 
 
 def _boost_into(out, a, e, g, start, key, offset, log):

@@ -718,6 +718,26 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     """
     rng = as_stream(rng)
     xp = rng.xp(theta, phi, rows, cols)
+    theta, phi, rows, cols = _products_inputs(xp, theta, phi, rows, cols)
+    shape = tuple(rows.shape)
+    n = int(rows.size)
+    K = int(theta.shape[1])
+    cbase, cidx, layout = _counters(xp, counter_base, counter_index, shape)
+    method = _method(method, K, theta.dtype, products=True)
+    _log_total_checked(log_total, xp, n)
+    offset = rng.advance()
+    out = _output(out, xp, shape)
+    if n == 0:
+        return out
+    if K == 0:
+        raise ValueError("theta and phi have no categories (K = 0); nothing can be drawn.")
+    draw = _products_numpy if xp is np else _products_gpu
+    return draw(xp, theta, phi, rows.reshape(-1), cols.reshape(-1), shape, method, rng.key, offset, out,
+                cbase, cidx, layout, log_total)
+
+
+def _products_inputs(xp, theta, phi, rows, cols):
+    """categorical_products' arrays on ``xp``, their dtypes and shapes checked."""
     theta = asarray(theta, xp)
     phi = asarray(phi, xp)
     check_float_dtype(theta.dtype, "theta")
@@ -733,50 +753,51 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
             raise TypeError(f"{name} must hold integers, got {a.dtype}.")
     if rows.shape != cols.shape:
         raise ValueError(f"rows and cols must have one shape, got {rows.shape} and {cols.shape}.")
-    shape = tuple(rows.shape)
-    n = int(rows.size)
+    return theta, phi, rows, cols
+
+
+def _products_gpu(xp, theta, phi, rows_f, cols_f, shape, method, key, offset, out, cbase, cidx, layout,
+                  log_total):
+    """categorical_products' launch on the GPU, for ``n > 0`` tokens (flat ``rows_f``, ``cols_f``)."""
+    n = int(rows_f.size)
     M, K = (int(s) for s in theta.shape)
     V = int(phi.shape[0])
-    cbase, cidx, layout = _counters(xp, counter_base, counter_index, shape)
-    method = _method(method, K, theta.dtype, products=True)
-    _log_total_checked(log_total, xp, n)
-    offset = rng.advance()
-    out = _output(out, xp, shape)
-    if n == 0:
-        return out
-    if K == 0:
-        raise ValueError("theta and phi have no categories (K = 0); nothing can be drawn.")
-    rows_f = rows.reshape(-1)
-    cols_f = cols.reshape(-1)
-    if xp is not np:
-        if max(M, V) > np.iinfo(np.int32).max:
-            raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
-        # The kernel checks every token as it reads it (see _status): an index out of range reads row 0 and
-        # gets -1, whatever the validation setting, and bad values are noted in the status word.
-        message = _ProductsMessage(shape, theta.dtype, M, V)
-        with annotate("gpumcmc.categorical_products", xp):
-            th, ph = _loader.contiguous(theta), _loader.contiguous(phi)
-            r32, c32 = _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32)
-            if cidx is not None and method == "butterfly":
-                # Each token in the lane its counter gives it (see _lane_layout).
-                counters = cidx + cbase
-                slot, tok = layout.lanes(cbase) if layout is not None else _lane_layout(counters, xp)
-                flat = xp.empty(int(tok.size), dtype=np.int64)
-                if log_total is not None and log_total.size != 1:
-                    raise ValueError("log_total must have one entry with counter_index and method='butterfly' "
-                                     "on the GPU; pass a (1,) array, or draw each group in its own call.")
-                _launch("products", method, th, ph, r32[tok], c32[tok], int(tok.size), K, rng.key, offset, flat,
-                        _SlotMessage(message, tok, slot, flat, th, ph, rows_f, cols_f), M, V, 0, counters[tok],
-                        log_total, max(1, int(tok.size)))
-                if log_total is not None and int(tok.size) > n:
-                    # The empty slots drew token 0 again: take its term out (summed here in another order).
-                    t0 = xp.sum(th[r32[0]] * ph[c32[0]], dtype=th.dtype).astype(np.float64)
-                    log_total -= (int(tok.size) - n) * xp.log(xp.maximum(t0, 1e-300))
-                out.reshape(-1)[...] = flat[slot]
-            else:
-                _launch("products", method, th, ph, r32, c32, n, K, rng.key, offset, out, message, M, V, cbase,
-                        cidx, log_total, n // log_total.size if log_total is not None else 1)
-        return out
+    if max(M, V) > np.iinfo(np.int32).max:
+        raise ValueError("theta and phi may have at most 2**31 - 1 rows on the GPU.")
+    # The kernel checks every token as it reads it (see _status): an index out of range reads row 0 and
+    # gets -1, whatever the validation setting, and bad values are noted in the status word.
+    message = _ProductsMessage(shape, theta.dtype, M, V)
+    with annotate("gpumcmc.categorical_products", xp):
+        th, ph = _loader.contiguous(theta), _loader.contiguous(phi)
+        r32, c32 = _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32)
+        if cidx is not None and method == "butterfly":
+            # Each token in the lane its counter gives it (see _lane_layout).
+            counters = cidx + cbase
+            slot, tok = layout.lanes(cbase) if layout is not None else _lane_layout(counters, xp)
+            flat = xp.empty(int(tok.size), dtype=np.int64)
+            if log_total is not None and log_total.size != 1:
+                raise ValueError("log_total must have one entry with counter_index and method='butterfly' "
+                                 "on the GPU; pass a (1,) array, or draw each group in its own call.")
+            _launch("products", method, th, ph, r32[tok], c32[tok], int(tok.size), K, key, offset, flat,
+                    _SlotMessage(message, tok, slot, flat, th, ph, rows_f, cols_f), M, V, 0, counters[tok],
+                    log_total, max(1, int(tok.size)))
+            if log_total is not None and int(tok.size) > n:
+                # The empty slots drew token 0 again: take its term out (summed here in another order).
+                t0 = xp.sum(th[r32[0]] * ph[c32[0]], dtype=th.dtype).astype(np.float64)
+                log_total -= (int(tok.size) - n) * xp.log(xp.maximum(t0, 1e-300))
+            out.reshape(-1)[...] = flat[slot]
+        else:
+            _launch("products", method, th, ph, r32, c32, n, K, key, offset, out, message, M, V, cbase,
+                    cidx, log_total, n // log_total.size if log_total is not None else 1)
+    return out
+
+
+def _products_numpy(xp, theta, phi, rows_f, cols_f, shape, method, key, offset, out, cbase, cidx, layout,
+                    log_total):
+    """categorical_products' NumPy twin, for ``n > 0`` tokens (flat ``rows_f``, ``cols_f``)."""
+    n = int(rows_f.size)
+    M, V = int(theta.shape[0]), int(phi.shape[0])
+    K = int(theta.shape[1])
     # NumPy: a token with an index out of range gets -1, whatever the validation setting.
     outside = (rows_f < 0) | (rows_f >= M) | (cols_f < 0) | (cols_f >= V)
     if validating():
@@ -791,7 +812,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
         def weights_of(s, e):
             return theta[rows_f[s:e]] * phi[cols_f[s:e]]
 
-        _draw_numpy(weights_of, n, K, theta.dtype, method, rng.key, offset, out, cbase, cidx, log_total,
+        _draw_numpy(weights_of, n, K, theta.dtype, method, key, offset, out, cbase, cidx, log_total,
                     outside if log_total is not None and outside.any() else None)
         np.copyto(out.reshape(-1), -1, where=outside)
     if validating():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gpumcmc
-from gpumcmc.sampling import Estimator, Monitor, NotFittedError, as_data, run
+from gpumcmc.sampling import Estimator, Monitor, NotFittedError, Stop, as_data, run
 
 
 class AR(NamedTuple):
@@ -182,6 +182,140 @@ def test_as_data_inputs_and_errors():
         as_data([1.0, 2.0], np)
     with pytest.raises(TypeError):
         as_data([["a", "b"]], np)
+
+
+# --- runs of unknown length: a stop condition and a store that grows ------------------------------------
+
+class _Reads:
+    """A stop condition that holds once the state has made ``at`` steps, and notes each iteration it was read
+    at (the state's own count, so the record does not depend on the driver's bookkeeping)."""
+
+    def __init__(self, at):
+        self.at, self.seen = at, []
+
+    def __call__(self, s, info):
+        self.seen.append(s.steps)
+        return s.steps >= self.at
+
+
+@pytest.mark.parametrize("every, at, ends", [(1, 23, 23), (5, 23, 25), (7, 23, 28), (10, 500, 70)])
+def test_stop_is_read_every_every_iterations_and_honoured(xp, every, at, ends):
+    """The condition is read after iterations every, 2 every, ... (burn-in counted) and after the last one that
+    n_iter allows, never otherwise; the run ends after the first read that holds."""
+    cond = _Reads(at)
+    tr = _run(xp, burn_in=10, n_iter=60, stop=Stop(cond, every))
+    assert cond.seen == [n for n in range(1, ends + 1) if n % every == 0 or n == 70]
+    assert tr.iterations == tr.state.steps == ends and tr.stopped == (at <= 70)
+    assert tr.draws["x"].shape == (3, ends - 10) and tr.stats["accepted"].shape == (3, ends - 10)
+    # the draws are those of a run that was never told to stop
+    full = _run(xp, burn_in=10, n_iter=60)
+    np.testing.assert_array_equal(tr.draws["x"], full.draws["x"][:, :ends - 10])
+
+
+@pytest.mark.parametrize("by_reference", [False, True])
+def test_growing_store_keeps_the_draws_of_a_preallocated_run(xp, by_reference):
+    """A stop that never holds, n_iter well past the store's first size (so it doubles three times), thinned:
+    the same draws, stats and state as the preallocated store's; and with no bound at all (n_iter=None) the
+    draws up to the stop are the same too."""
+    whole = _run(xp, burn_in=3, thin=2, n_iter=1000)
+    grown = _run(xp, burn_in=3, thin=2, n_iter=1000, stop=Stop(lambda s, i: False, 50), by_reference=by_reference)
+    assert grown.draws["x"].shape == (3, 500) and not grown.stopped and grown.iterations == 1003
+    np.testing.assert_array_equal(grown.draws["x"], whole.draws["x"])
+    np.testing.assert_array_equal(grown.stats["accepted"], whole.stats["accepted"])
+    np.testing.assert_array_equal(grown.state.x if xp is np else xp.asnumpy(grown.state.x),
+                                  whole.state.x if xp is np else xp.asnumpy(whole.state.x))
+    open_ended = _run(xp, burn_in=3, thin=2, n_iter=None, stop=Stop(lambda s, i: s.steps >= 603, 1),
+                      by_reference=by_reference)
+    assert open_ended.iterations == 603 and open_ended.n_iter is None
+    np.testing.assert_array_equal(open_ended.draws["x"], whole.draws["x"][:, :300])
+
+
+def test_by_reference_holds_the_arrays_without_a_copy():
+    """by_reference keeps the very arrays collect returns (no copy per kept iteration)."""
+    held = []
+
+    def collect(s, info):
+        held.append(s.x)
+        return {"x": s.x}
+
+    rng = gpumcmc.random.default_rng(3, backend="numpy")
+    tr = run(ar_step, AR(np.zeros(3), 0), rng, n_iter=5, collect=collect, progress=False, by_reference=True)
+    np.testing.assert_array_equal(tr.draws["x"], np.stack(held, axis=1))
+    rng = gpumcmc.random.default_rng(3, backend="numpy")
+    ref = run(ar_step, AR(np.zeros(3), 0), rng, n_iter=5, collect=collect, progress=False)
+    np.testing.assert_array_equal(tr.draws["x"], ref.draws["x"])
+
+
+def test_named_stop_shows_and_keeps_its_value():
+    cond = Stop(lambda s, info: (s.steps >= 12, None if s.steps < 5 else float(s.steps)), every=4, name="its")
+    tr = _run(np, n_iter=100, stop=cond, monitors=[Monitor("m", lambda s: s.x, every=5)])
+    its, vals = tr.monitors["its"]
+    assert its.tolist() == [8, 12] and vals.tolist() == [8.0, 12.0]
+    assert tr.monitors["m"][0].tolist() == [5, 10, 12]   # monitors read at the last iteration, the stop's
+    with pytest.raises(ValueError, match="both named 'm'"):
+        _run(np, n_iter=10, stop=Stop(lambda s, i: (False, 0.0), name="m"), monitors=[Monitor("m", lambda s: 0.0)])
+
+
+def test_stopped_run_resumes_bit_for_bit(tmp_path, xp):
+    """Interrupted at iteration 23 and resumed from the checkpoint of iteration 20, a run whose condition
+    reads only the state stops where the uninterrupted run does, with the same draws; and a run resumed from
+    the checkpoint of a stopped run stays stopped."""
+    path = tmp_path / "run.npz"
+
+    def cond(s, info):
+        return s.steps >= 37
+
+    whole = _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4))
+    assert whole.iterations == 40
+
+    class Interrupt(Exception):
+        pass
+
+    def interrupt(it, state, info):
+        if it == 23:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4), checkpoint=path, checkpoint_every=10,
+             callback=interrupt)
+    resumed = _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4), checkpoint=path, checkpoint_every=10)
+    assert resumed.iterations == 40 and resumed.stopped and resumed.state.steps == 40
+    np.testing.assert_array_equal(resumed.draws["x"], whole.draws["x"])
+    np.testing.assert_array_equal(resumed.stats["accepted"], whole.stats["accepted"])
+    calls = []
+    again = _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4), checkpoint=path,
+                 callback=lambda *a: calls.append(a))
+    assert calls == [] and again.stopped and again.iterations == 40
+    np.testing.assert_array_equal(again.draws["x"], whole.draws["x"])
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    ({"n_iter": None}, ValueError, "needs a stop condition"),
+    ({"stop": lambda s, i: True}, TypeError, "Stop"),
+    ({"stop": Stop(lambda s, i: True, every=0)}, ValueError, "every"),
+    ({"stop": Stop(3)}, TypeError, "callable"),
+])
+def test_bad_stop_settings(kw, err, match):
+    with pytest.raises(err, match=match):
+        _run(np, **kw)
+
+
+def test_monitored_gate_includes_the_stop_reads():
+    class Step:
+        monitored = True
+
+        def __init__(self):
+            self.seen = []
+
+        def __call__(self, rng, state):
+            self.seen.append(self.monitored)
+            return state + 1, None
+
+    step = Step()
+    tr = run(step, np.zeros(1), 0, 20, progress=False, stop=Stop(lambda s, i: s[0] >= 6, every=3),
+             monitors=[Monitor("a", lambda s: 0.0, every=4)])
+    assert tr.iterations == 6
+    assert step.seen == [False, False, True, True, False, True]
 
 
 # --- CUDA graphs: a sweep captured once and replayed ---------------------------------------------------

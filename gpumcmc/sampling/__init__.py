@@ -15,8 +15,8 @@ there).
 """
 
 from ._arviz import to_arviz
-from ._driver import Monitor, Trace, run
+from ._driver import Monitor, Stop, Trace, run
 from ._estimator import Estimator, NotFittedError, as_data
 from ._graph import graph_step
 
-__all__ = ["Estimator", "Monitor", "NotFittedError", "Trace", "as_data", "graph_step", "run", "to_arviz"]
+__all__ = ["Estimator", "Monitor", "NotFittedError", "Stop", "Trace", "as_data", "graph_step", "run", "to_arviz"]

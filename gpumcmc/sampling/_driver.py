@@ -9,14 +9,22 @@ A model supplies a functional kernel, in the style of BlackJAX::
 and :func:`run` loops over it. Array fields of a state carry the chains as
 their leading axis, so all chains advance in one launch; the model keys its
 Philox counters by chain. The driver itself synchronises the GPU only where it
-must read something: at a monitor, a checkpoint, and the end of the run. Those
-are also the points where input errors recorded by the kernels in deferred
-mode are raised (``gpumcmc.check()``).
+must read something: at a monitor, a checkpoint, a stop condition's read and
+the end of the run. Monitors, checkpoints and the end are also the points where
+input errors recorded by the kernels in deferred mode are raised
+(``gpumcmc.check()``).
+
+A run of unknown length (an optimiser's iterations until they converge, nested
+sampling until the evidence left is small) passes a :class:`Stop`: its
+condition is read on the host every ``every`` iterations, ``n_iter`` becomes an
+upper bound (or None: no bound), and the kept draws go into a store that
+grows by doubling on the draws' device.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from pathlib import Path
@@ -29,7 +37,7 @@ from .. import backend as _backend
 from ..random._generator import Generator, default_rng
 from ._tree import _fields
 
-__all__ = ["Monitor", "Trace", "run"]
+__all__ = ["Monitor", "Stop", "Trace", "run"]
 
 _CHECKPOINT_VERSION = 1
 
@@ -45,6 +53,28 @@ class Monitor(NamedTuple):
     name: str
     fn: Callable[[Any], Any]
     every: int = 10
+
+
+class Stop(NamedTuple):
+    """When a run of unknown length ends: ``fn(state, info)`` read on the host every ``every`` iterations.
+
+    ``fn`` returns True to end the run after that iteration. The driver calls it
+    after every ``every``-th iteration (counted from 1, burn-in included) and
+    after the last one ``n_iter`` allows, and at no other time: it is the one
+    host read the condition adds, so it may synchronise the GPU (keep ``every``
+    as large as the condition allows where it does). With a ``name``, ``fn``
+    returns ``(stop, value)``: ``value`` (a number, or None for nothing to show
+    yet) is shown on the progress bar under ``name`` and kept in
+    ``Trace.monitors[name]`` at the iterations it was read.
+
+    A condition with a memory of its own (the value read last time) starts
+    afresh when a run resumes from a checkpoint; one that reads only the state
+    resumes bit for bit.
+    """
+
+    fn: Callable[[Any, Any], Any]
+    every: int = 1
+    name: str | None = None
 
 
 class Trace:
@@ -63,9 +93,17 @@ class Trace:
     n_chains, n_iter, burn_in, thin, seconds
         The run's settings and its wall time (of this call: a resumed run
         counts only its own part).
+    iterations : int
+        The iterations run, burn-in included (a resumed run counts those
+        before the checkpoint too): ``burn_in + n_iter`` unless a
+        :class:`Stop` ended the run earlier.
+    stopped : bool
+        Whether a :class:`Stop` condition held (at its last read, which may be
+        the last iteration ``n_iter`` allows).
     """
 
-    def __init__(self, draws, stats, monitors, state, n_chains, n_iter, burn_in, thin, seconds):
+    def __init__(self, draws, stats, monitors, state, n_chains, n_iter, burn_in, thin, seconds,
+                 iterations=None, stopped=False):
         self.draws = draws
         self.stats = stats
         self.monitors = monitors
@@ -75,10 +113,13 @@ class Trace:
         self.burn_in = burn_in
         self.thin = thin
         self.seconds = seconds
+        self.iterations = burn_in + n_iter if iterations is None else iterations
+        self.stopped = stopped
 
     def __repr__(self) -> str:
         names = ", ".join(f"{k}{tuple(v.shape)}" for k, v in self.draws.items())
-        return (f"Trace(chains={self.n_chains}, n_iter={self.n_iter}, burn_in={self.burn_in}, thin={self.thin}, "
+        ran = f", iterations={self.iterations}, stopped={self.stopped}" if self.stopped else ""
+        return (f"Trace(chains={self.n_chains}, n_iter={self.n_iter}, burn_in={self.burn_in}, thin={self.thin}{ran}, "
                 f"draws=[{names}], seconds={self.seconds:.3g})")
 
     def to_arviz(self, coords=None, dims=None, sample_stats: bool = True):
@@ -116,27 +157,64 @@ def _chains_of(value) -> int | None:
 
 
 class _Store:
-    """Kept draws, preallocated on the draws' own backend as (draw, chain, ...)."""
+    """Kept draws on the draws' own backend, (draw, chain, ...) by name.
 
-    def __init__(self, n_draws: int):
+    ``n_draws`` known in advance (a run without a stop condition): each
+    buffer is allocated whole at the first draw. ``grow``: a run whose length a
+    stop condition decides, with ``n_draws`` an upper bound (None: none): the
+    buffers start at ``_FIRST`` draws and double on the device when full (one
+    copy of what is kept at each doubling, so each draw is copied about twice
+    in all), never past ``n_draws``. ``by_reference``: the arrays themselves
+    are held, without a copy per draw, and stacked when read; for arrays that
+    no later step writes.
+    """
+
+    _FIRST = 64
+
+    def __init__(self, n_draws: int | None, grow: bool = False, by_reference: bool = False):
         self.n_draws = n_draws
+        self.grow = grow
+        self.by_reference = by_reference
         self.buffers: dict[str, Any] = {}
+
+    def _capacity(self, at_least: int) -> int:
+        if not self.grow:
+            return self.n_draws
+        cap = max(self._FIRST, at_least)
+        return cap if self.n_draws is None else min(cap, self.n_draws)
 
     def put(self, index: int, values: dict) -> None:
         for name, v in values.items():
+            if self.by_reference:
+                self.buffers.setdefault(name, []).append(_backend.get_array_module(v).asarray(v))
+                continue
             buf = self.buffers.get(name)
             if buf is None:
                 xp = _backend.get_array_module(v)
                 v = xp.asarray(v)
-                buf = xp.empty((self.n_draws, *v.shape), dtype=v.dtype)
+                buf = xp.empty((self._capacity(index + 1), *v.shape), dtype=v.dtype)
+                self.buffers[name] = buf
+            elif index >= buf.shape[0]:  # full: double (grow only), on the buffer's device
+                old = buf
+                buf = _backend.get_array_module(old).empty((self._capacity(2 * old.shape[0]), *old.shape[1:]),
+                                                          dtype=old.dtype)
+                buf[:index] = old[:index]
                 self.buffers[name] = buf
             buf[index] = _backend.get_array_module(buf).asarray(v)
+
+    def _first(self, name: str, count: int):
+        """The first ``count`` draws of ``name`` as one array (draw, chain, ...) on its backend."""
+        buf = self.buffers[name]
+        if not self.by_reference:
+            return buf[:count]
+        items = buf[:count]
+        return _backend.get_array_module(items[0]).stack(items) if items else np.zeros((0,))
 
     def host(self, count: int) -> dict:
         """The first ``count`` draws as NumPy arrays (chain, draw, ...)."""
         out = {}
-        for name, buf in self.buffers.items():
-            a = _backend.to_host(buf[:count])
+        for name in self.buffers:
+            a = _backend.to_host(self._first(name, count))
             out[name] = np.moveaxis(a, 0, 1) if a.ndim >= 2 else a
         return out
 
@@ -144,7 +222,11 @@ class _Store:
         """Refill from host arrays (chain, draw, ...) holding ``count`` draws, onto ``xp``."""
         for name, a in saved.items():
             a = np.moveaxis(a, 1, 0) if a.ndim >= 2 else a
-            buf = xp.empty((self.n_draws, *a.shape[1:]), dtype=a.dtype)
+            if self.by_reference:
+                block = xp.asarray(a[:count])
+                self.buffers[name] = [block[i] for i in range(count)]
+                continue
+            buf = xp.empty((self._capacity(count), *a.shape[1:]), dtype=a.dtype)
             buf[:count] = xp.asarray(a[:count])
             self.buffers[name] = buf
 
@@ -186,7 +268,7 @@ def _progress_bar(total: int, desc: str | None, enabled: bool, initial: int = 0)
 
 
 def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, store: _Store,
-                     stats: _Store, monitors: dict, config: dict) -> None:
+                     stats: _Store, monitors: dict, config: dict, stopped: bool = False) -> None:
     arrays = {}
     for key, value in _fields(state):
         if not _storable(value):
@@ -203,7 +285,7 @@ def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, st
         arrays[f"monitor_it/{name}"] = np.asarray(its, dtype=np.int64)
         arrays[f"monitor_val/{name}"] = np.asarray(vals, dtype=np.float64)
     seq = rng._seed_seq
-    meta = dict(config, version=_CHECKPOINT_VERSION, done=done, kept=kept, offset=rng.offset,
+    meta = dict(config, version=_CHECKPOINT_VERSION, done=done, kept=kept, stopped=stopped, offset=rng.offset,
                 key=list(rng.key), entropy=str(seq.entropy), spawn_key=list(seq.spawn_key))
     arrays["meta"] = np.asarray(repr(meta))
     tmp = path.with_name(path.name + ".tmp")
@@ -231,11 +313,73 @@ def _load_checkpoint(path: Path):
     return meta, data
 
 
-def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0, thin: int = 1,
+def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, stats: _Store, mon: dict):
+    """Load a checkpoint into ``store``, ``stats``, ``mon`` and ``rng``: ``(state, done, kept, stopped)``."""
+    meta, data = _load_checkpoint(path)
+    if meta.get("version") != _CHECKPOINT_VERSION:
+        raise ValueError(f"{path} was written by another version of gpumcmc; delete it or pass resume=False.")
+    for k, v in config.items():
+        if meta.get(k) != v:
+            raise ValueError(f"{path} was saved with {k}={meta.get(k)}, this run has {k}={v}; "
+                             "use the same settings, or another checkpoint path, or resume=False.")
+    if tuple(meta["key"]) != tuple(rng.key):
+        raise ValueError(f"{path} was saved with another random_state/seed; pass the same seed to resume, "
+                         "or use resume=False to start afresh.")
+    state = _rebuild(state, {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")})
+    done, kept = int(meta["done"]), int(meta["kept"])
+    rng._offset = int(meta["offset"])
+    xp = next((_backend.get_array_module(v) for _, v in _fields(state) if _backend.is_cupy_array(v)), np)
+    store.load({k[len("draws/"):]: v for k, v in data.items() if k.startswith("draws/")}, kept, xp)
+    stats.load({k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}, kept, xp)
+    for name in mon:
+        if f"monitor_it/{name}" in data:
+            mon[name] = (list(data[f"monitor_it/{name}"]), list(data[f"monitor_val/{name}"]))
+    return state, done, kept, bool(meta.get("stopped", False))
+
+
+def _check_settings(step, n_iter, burn_in, thin, checkpoint_every, monitors, stop):
+    """The run's settings checked: ``(n_iter, burn_in, thin, checkpoint_every, monitors)``."""
+    if stop is not None:
+        if not isinstance(stop, Stop):
+            raise TypeError("stop must be gpumcmc.sampling.Stop(fn, every, name), or None.")
+        if not callable(stop.fn):
+            raise TypeError("Stop's fn must be a callable fn(state, info) -> bool.")
+        _validate.check_int(stop.every, "Stop every", 1)
+    if n_iter is None and stop is None:
+        raise ValueError("n_iter=None (no upper bound) needs a stop condition: pass stop=Stop(fn, every), "
+                         "or give n_iter.")
+    n_iter = None if n_iter is None else _validate.check_int(n_iter, "n_iter", 0)
+    burn_in = _validate.check_int(burn_in, "burn_in", 0)
+    thin = _validate.check_int(thin, "thin", 1)
+    checkpoint_every = _validate.check_int(checkpoint_every, "checkpoint_every", 1)
+    monitors = tuple(monitors)
+    for m in monitors:
+        if not isinstance(m, Monitor):
+            raise TypeError("monitors must be gpumcmc.sampling.Monitor(name, fn, every) tuples.")
+        _validate.check_int(m.every, f"Monitor {m.name!r} every", 1)
+        if stop is not None and m.name == stop.name:
+            raise ValueError(f"The stop condition and a monitor are both named {m.name!r}; give them different "
+                             "names.")
+    if not callable(step):
+        raise TypeError("step must be a callable step(rng, state) -> (state, info).")
+    return n_iter, burn_in, thin, checkpoint_every, monitors
+
+
+def _read_stop(stop: Stop, state, info):
+    """``(stop, value)`` of a stop condition's read (value None: nothing to show)."""
+    out = stop.fn(state, info)
+    if stop.name is None:
+        return bool(out), None
+    done, value = out
+    return bool(done), (None if value is None else float(value))
+
+
+def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: int = 0, thin: int = 1,
         collect: Callable | None = None, monitors=(), progress: bool = True, desc: str | None = None,
         checkpoint=None, checkpoint_every: int = 100, resume: bool = True, n_chains: int | None = None,
-        callback: Callable | None = None, graph: bool = False) -> Trace:
-    """Run ``burn_in + n_iter`` iterations of ``state, info = step(rng, state)``.
+        callback: Callable | None = None, graph: bool = False, stop: Stop | None = None,
+        by_reference: bool = False) -> Trace:
+    """Run ``burn_in + n_iter`` iterations of ``state, info = step(rng, state)``, or fewer where ``stop`` ends it.
 
     Parameters
     ----------
@@ -248,9 +392,10 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         The initial state; array fields lead with the chain axis.
     rng : int, numpy.random.SeedSequence, gpumcmc Generator or None
         The stream the steps draw from. A resumed run restores its position.
-    n_iter : int
+    n_iter : int or None
         Iterations after burn-in. Every ``thin``-th of them is kept: the
-        run stores ``n_iter // thin`` draws per chain.
+        run stores ``n_iter // thin`` draws per chain. With ``stop``, an upper
+        bound, and None for none.
     burn_in : int
         Iterations run first and not kept.
     collect : callable, optional
@@ -267,7 +412,8 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         Save the state, the kept draws and the generator's position there every
         ``checkpoint_every`` iterations (and at the end). If the file exists and
         ``resume`` is true, the run continues from it, and gives the same draws,
-        bit for bit, as a run that was never interrupted.
+        bit for bit, as a run that was never interrupted (a run that a stop
+        condition ended stays ended).
     n_chains : int, optional
         The number of chains, for the record; read from the first array field
         of the state when not given.
@@ -279,11 +425,25 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
         (:func:`gpumcmc.sampling.graph_step`): one launch per sweep instead of
         one per kernel, for the same draws. The step must meet that
         function's conditions. No effect on NumPy.
+    stop : Stop, optional
+        End the run after the first iteration at which ``stop.fn(state, info)``
+        holds, read every ``stop.every`` iterations (:class:`Stop`). The draws
+        are then kept in a store that grows (by doubling, on the device) up to
+        ``n_iter // thin``; ``Trace.iterations`` says how many iterations ran
+        and ``Trace.stopped`` whether the condition held. A read of the
+        condition does not raise deferred input errors (monitors, checkpoints
+        and the end do).
+    by_reference : bool
+        Keep the arrays that ``collect`` returns, and the Info's, as they are,
+        without a copy per kept iteration; they are stacked once, when the
+        trace is made. Only for steps whose Info (and ``collect``'s values)
+        are new arrays that no later step writes: state fields updated in
+        place must be copied.
 
     A step object with a ``monitored`` attribute has it set before each sweep
-    (without ``graph``): True where a monitor reads the state after that sweep
-    (every ``every``-th iteration and the last), False elsewhere, so a step can
-    skip work that only its monitors need.
+    (without ``graph``): True where a monitor or the stop condition reads the
+    state after that sweep (every ``every``-th iteration and the last), False
+    elsewhere, so a step can skip work that only its monitors need.
 
     Returns
     -------
@@ -294,7 +454,7 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     >>> import numpy as np
     >>> from typing import NamedTuple
     >>> import gpumcmc
-    >>> from gpumcmc.sampling import run, Monitor
+    >>> from gpumcmc.sampling import run, Monitor, Stop
     >>> class S(NamedTuple):
     ...     x: np.ndarray            # (chain,) current value of each chain
     >>> def step(rng, s):            # an AR(1) chain, all chains at once
@@ -305,18 +465,20 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     ...          monitors=[Monitor("mean", lambda s: float(s.x.mean()), every=50)])
     >>> tr.draws["x"].shape
     (4, 100)
+
+    A run of unknown length: a deterministic iteration halving ``x`` until
+    every chain is below 1e-3, the condition read every 5 iterations.
+
+    >>> def halve(rng, s):
+    ...     return S(s.x / 2), None
+    >>> tr = run(halve, S(np.ones(2)), 0, n_iter=None, progress=False,
+    ...          collect=lambda s, info: {"x": s.x},
+    ...          stop=Stop(lambda s, info: bool((s.x < 1e-3).all()), every=5))
+    >>> tr.iterations, tr.stopped, tr.draws["x"].shape
+    (10, True, (2, 10))
     """
-    n_iter = _validate.check_int(n_iter, "n_iter", 0)
-    burn_in = _validate.check_int(burn_in, "burn_in", 0)
-    thin = _validate.check_int(thin, "thin", 1)
-    checkpoint_every = _validate.check_int(checkpoint_every, "checkpoint_every", 1)
-    monitors = tuple(monitors)
-    for m in monitors:
-        if not isinstance(m, Monitor):
-            raise TypeError("monitors must be gpumcmc.sampling.Monitor(name, fn, every) tuples.")
-        _validate.check_int(m.every, f"Monitor {m.name!r} every", 1)
-    if not callable(step):
-        raise TypeError("step must be a callable step(rng, state) -> (state, info).")
+    n_iter, burn_in, thin, checkpoint_every, monitors = _check_settings(step, n_iter, burn_in, thin,
+                                                                        checkpoint_every, monitors, stop)
     # A step with a ``monitored`` attribute is told before each eager sweep whether a monitor reads it.
     gate = not graph and hasattr(step, "monitored")
     if graph:
@@ -326,69 +488,67 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     rng = default_rng(rng)
     if n_chains is None:
         n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)
-    total = burn_in + n_iter
-    n_draws = n_iter // thin
-    store, stats = _Store(n_draws), _Store(n_draws)
-    mon: dict[str, tuple[list, list]] = {m.name: ([], []) for m in monitors}
+    total = None if n_iter is None else burn_in + n_iter
+    n_draws = None if n_iter is None else n_iter // thin
+    grow = stop is not None
+    store, stats = _Store(n_draws, grow, by_reference), _Store(n_draws, grow, by_reference)
+    names = [m.name for m in monitors] + ([stop.name] if stop is not None and stop.name is not None else [])
+    mon: dict[str, tuple[list, list]] = {name: ([], []) for name in names}
     config = dict(n_iter=n_iter, burn_in=burn_in, thin=thin, n_chains=n_chains)
     done = kept = 0
+    stopped = False
 
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and resume and path.exists():
-        meta, data = _load_checkpoint(path)
-        if meta.get("version") != _CHECKPOINT_VERSION:
-            raise ValueError(f"{path} was written by another version of gpumcmc; delete it or pass resume=False.")
-        for k, v in config.items():
-            if meta.get(k) != v:
-                raise ValueError(f"{path} was saved with {k}={meta.get(k)}, this run has {k}={v}; "
-                                 "use the same settings, or another checkpoint path, or resume=False.")
-        if tuple(meta["key"]) != tuple(rng.key):
-            raise ValueError(f"{path} was saved with another random_state/seed; pass the same seed to resume, "
-                             "or use resume=False to start afresh.")
-        state = _rebuild(state, {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")})
-        done, kept = int(meta["done"]), int(meta["kept"])
-        rng._offset = int(meta["offset"])
-        xp = next((_backend.get_array_module(v) for _, v in _fields(state) if _backend.is_cupy_array(v)), np)
-        store.load({k[len("draws/"):]: v for k, v in data.items() if k.startswith("draws/")}, kept, xp)
-        stats.load({k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}, kept, xp)
-        for m in monitors:
-            if f"monitor_it/{m.name}" in data:
-                mon[m.name] = (list(data[f"monitor_it/{m.name}"]), list(data[f"monitor_val/{m.name}"]))
+        state, done, kept, stopped = _restore(path, state, rng, config, store, stats, mon)
 
     bar = _progress_bar(total, desc, progress, initial=done)
     t0 = time.perf_counter()
     info = None
     try:
         with _deferred():
-            for it in range(done, total):
+            for it in (() if stopped else range(done, total) if total is not None else itertools.count(done)):
+                n = it + 1  # iterations done after this one
+                read_stop = stop is not None and (n % stop.every == 0 or n == total)
                 if gate:
-                    step.monitored = it + 1 == total or any((it + 1) % m.every == 0 for m in monitors)
+                    step.monitored = n == total or read_stop or any(n % m.every == 0 for m in monitors)
                 state, info = step(rng, state)
                 i = it - burn_in
-                if i >= 0 and (i + 1) % thin == 0 and kept < n_draws:
+                if i >= 0 and (i + 1) % thin == 0 and (n_draws is None or kept < n_draws):
                     if collect is not None:
                         store.put(kept, collect(state, info))
                     stats.put(kept, _info_stats(info))
                     kept += 1
-                last = it + 1 == total
                 shown = {}
+                if read_stop:
+                    stopped, value = _read_stop(stop, state, info)
+                    if value is not None:
+                        mon[stop.name][0].append(n)
+                        mon[stop.name][1].append(value)
+                        shown[stop.name] = value
+                last = n == total or stopped
+                read = False
                 for m in monitors:
-                    if (it + 1) % m.every == 0 or last:
+                    if n % m.every == 0 or last:
                         value = np.asarray(_backend.to_host(m.fn(state)), dtype=np.float64)
-                        mon[m.name][0].append(it + 1)
+                        mon[m.name][0].append(n)
                         mon[m.name][1].append(value)
                         shown[m.name] = float(np.mean(value))
-                if shown:
+                        read = True
+                if read:
                     _check()
-                    if bar is not None:
-                        bar.set_postfix({k: f"{v:.5g}" for k, v in shown.items()}, refresh=False)
+                if shown and bar is not None:
+                    bar.set_postfix({k: f"{v:.5g}" for k, v in shown.items()}, refresh=False)
                 if callback is not None:
-                    callback(it + 1, state, info)
-                if path is not None and ((it + 1) % checkpoint_every == 0 or last):
+                    callback(n, state, info)
+                if path is not None and (n % checkpoint_every == 0 or last):
                     _check()
-                    _save_checkpoint(path, state, rng, it + 1, kept, store, stats, mon, config)
+                    _save_checkpoint(path, state, rng, n, kept, store, stats, mon, config, stopped)
                 if bar is not None:
                     bar.update(1)
+                done = n
+                if stopped:
+                    break
             _check()
     finally:
         if bar is not None:
@@ -398,4 +558,5 @@ def run(step: Callable, state, rng=None, n_iter: int = 1000, *, burn_in: int = 0
     for name, (its, vals) in mon.items():
         v = np.asarray(vals, dtype=np.float64)
         monitors_out[name] = (np.asarray(its, dtype=np.int64), v)
-    return Trace(store.host(kept), stats.host(kept), monitors_out, state, n_chains, n_iter, burn_in, thin, seconds)
+    return Trace(store.host(kept), stats.host(kept), monitors_out, state, n_chains, n_iter, burn_in, thin, seconds,
+                 iterations=done, stopped=stopped)

@@ -43,17 +43,8 @@ Devices. ``LDA(devices=...)`` splits the documents over devices: see
 :mod:`gpumcmc.models.lda.sharded`, which draws every shard's tokens and
 documents as one device draws them, bit for bit.
 
-The functional layer (:func:`init`, :func:`step`) follows the sampler core's
-conventions.
-
-The package: this module (the data, the state, ``init`` and ``step``, read
-top-down as the sweep above), :mod:`.ops` (the launchers of
-``kernels_cu/lda.cu`` and their NumPy twins), :mod:`.corpus` (token streams
-from counts or token lists, and the seeded start), :mod:`.sharded` (the
-documents split over devices) and :mod:`.estimator` (:class:`LDA`, the
-scikit-learn face). ``kernels_cu/lda.cu`` is the partner of this module and
-of :mod:`.ops`: its z-draw, counts and column reductions are the sweep's
-steps 1 to 3.
+``kernels_cu/lda.cu`` is the partner of this module and of :mod:`.ops`: its z-draw, counts and column
+reductions are the sweep's steps 1 to 3 (the package's other modules: see :mod:`gpumcmc.models.lda`).
 """
 
 from __future__ import annotations

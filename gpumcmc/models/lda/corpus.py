@@ -164,16 +164,6 @@ def _expand(r, c, n, xp):
     return rows, cols
 
 
-# The seeded start's work bound: exact cosines while K times the candidates' tokens is at most
-# config.lda_seed_exact_work (each pick is one sparse product over the candidates); beyond, cosines of a
-# config.lda_seed_sketch-wide count sketch of the candidates (their Gram matrix formed once where they are at
-# most config.lda_seed_gram_max, else one dense product per pick). The default candidates number
-# max(2 K, lda_seed_exact_work // (K * mean tokens per document)): every document of the planted corpora of
-# issue 37 (K = 10, 1,000 documents of 80 tokens), 2 K of a 29 M-token corpus of 23.6 k documents at K = 1024.
-# LDA's default start seeds where K times the corpus' tokens is at most lda_seed_exact_work: every document a
-# candidate, exact cosines.
-
-
 def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_chains: int = 1, seed=None,
                   dtype="float32", max_candidates: int | None = None):
     """``(V, C, K)`` starting topics, one set per chain, from documents picked by k-means++ seeding.

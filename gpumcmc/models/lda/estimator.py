@@ -12,7 +12,7 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.sampling import Estimator, Monitor, run, to_arviz
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
-from gpumcmc.shards import Shards, resolve
+from gpumcmc.shards import resolve
 
 from .algorithm import LDAInfo, init, log_likelihood, step
 from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
@@ -52,85 +52,34 @@ def _monitored(step_fn, read, plain_fn=None):
     return _Sweep(), monitor
 
 
-def _lda_shards(devices, backend) -> Shards:
-    """``devices`` as :class:`~gpumcmc.shards.Shards`, its form checked on the host before any GPU is asked."""
-    return resolve(devices, backend, "the documents")[0]
-
-
 class LDA(mixin("TransformerMixin"), Estimator):
     """Latent Dirichlet allocation by uncollapsed Gibbs sampling, on the GPU or NumPy.
 
-    Parameters follow scikit-learn's ``LatentDirichletAllocation``:
-    ``doc_topic_prior`` (alpha) and ``topic_word_prior`` (beta) default to
-    ``1 / n_components``. ``n_iter`` sweeps are kept after ``burn_in``;
-    ``components_`` and ``doc_topic_`` are posterior means over kept sweeps.
-    ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps;
-    fitting again with the same path and data resumes where it stopped, with
-    the same draws as an uninterrupted fit.
+    The guide's LDA page explains the sweep and how to choose every setting. Parameters follow
+    scikit-learn's ``LatentDirichletAllocation``: ``doc_topic_prior`` (alpha) and ``topic_word_prior``
+    (beta) default to ``1 / n_components``. ``n_iter`` sweeps are kept after ``burn_in``;
+    ``components_`` and ``doc_topic_`` are posterior means over the kept sweeps, of chain
+    ``best_chain_``, the one of the ``n_chains`` (run in the same launches) with the highest final
+    log-likelihood, as is ``loglik_trace_`` (iterations, values); ``loglik_traces_`` holds every
+    chain's, ``(n_chains, n)``, and :meth:`to_arviz` returns them. The log-likelihood per token (every
+    ``monitor_every`` sweeps and at the last) is summed by the z-draw as it draws: the value at sweep
+    ``i`` scores the state after ``i - 1`` sweeps.
 
-    ``n_chains`` independent chains run together (one launch per stage for
-    all of them). Topics are not identified across chains (any permutation of
-    them is as likely), so ``components_`` and ``doc_topic_`` come from one
-    chain, ``best_chain_``, the one with the highest final log-likelihood,
-    and so does ``loglik_trace_`` (iterations, values); ``loglik_traces_``
-    holds every chain's values, shape ``(n_chains, n)``, and :meth:`to_arviz`
-    returns them with a chain axis.
+    ``start``: ``"seeded"`` (topics from documents picked k-means++-style, :func:`seeded_topics`, and
+    theta = 1 / K), ``"random"`` (a random topic for every token, then theta and phi given them: the
+    draws of versions before ``"auto"`` became the default) or ``"auto"`` (seeded where K times the
+    tokens is at most ``config.lda_seed_exact_work`` and at least K documents have tokens, else random).
+    ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps; fitting again with the same
+    path and data resumes with the draws of an uninterrupted fit. ``graph`` (GPU): replay the sweep from
+    a CUDA graph, for the same draws (None: below ``config.lda_graph_max_tokens`` tokens, all chains).
 
-    The log-likelihood per token (every ``monitor_every`` sweeps and at the
-    last) is summed by the z-draw itself, ``log sum_k theta_dk phi_wk`` of
-    each token as it draws (no pass of its own): the value recorded at sweep
-    ``i`` scores the theta and phi that sweep ``i`` drew from, i.e. the state
-    after ``i - 1`` sweeps (the last one, the state before the final sweep).
-
-    ``start`` is where the chains begin. ``"seeded"`` starts every chain from
-    topics seeded by documents picked k-means++-style (:func:`seeded_topics`)
-    and theta = 1 / K; ``"random"`` gives every token a topic drawn at random
-    and draws theta and phi given those (the default of earlier versions,
-    whose draws it keeps); ``"auto"``, the default, is the seeded start where
-    K times the corpus' tokens is at most ``config.lda_seed_exact_work`` (2**26) and at
-    least K documents have tokens, the random start elsewhere. On small
-    planted corpora (K = 10, V = 500, 1,000 documents of 80 tokens, NumPy) a
-    single chain from the random start stuck with two topics merged in 5 of
-    20 corpora, the ``lda`` package's collapsed Gibbs in 2 of 20, the
-    default (seeded there) in 1 of 20. On large corpora the default keeps
-    the random start, which needs no work on the host; there
-    ``start="seeded"`` reads the tokens of at most ``max(2 K, ...)``
-    documents on the host (see :func:`seeded_topics`). The default changed from ``"random"``
-    to ``"auto"``, so default fits of small corpora draw differently from
-    earlier versions; ``start="random"`` gives the earlier draws.
-
-    Choosing a model (``n_components``, the priors): compare held-out
-    documents by ``perplexity(X_test, method="completion")`` (document
-    completion: theta fitted on half of each document's tokens, the other half
-    scored); the default ``method="full"`` scores the tokens theta was fitted
-    on, which flatters larger models.
-
-    ``graph=True`` (GPU) captures the sweep once as a CUDA graph and replays
-    it, one launch per sweep (:func:`gpumcmc.sampling.graph_step`), with the
-    same draws; it pays where a sweep is short, bound by its launches and
-    their Python, and gains little on corpora of millions of tokens. The
-    graph keeps a second copy of the sampler's state and temporaries, so the
-    default (None) takes it below ``config.lda_graph_max_tokens`` tokens (all chains).
-
-    ``devices`` splits the documents over devices (data-parallel Gibbs):
-    ``"all"``, a GPU id, a list of ids, or a :class:`gpumcmc.shards.Shards`
-    (:func:`gpumcmc.shards.one_device` for parts on one GPU,
-    ``Shards(n_virtual=k)`` for parts on NumPy, :func:`gpumcmc.shards.worker_shards`
-    in a Dask task). Each shard holds whole documents, about the same number
-    of tokens in each (:func:`document_bounds`), with their theta; it draws
-    its tokens' topics and its theta; the word-topic counts are summed over
-    the shards (one all-reduce of ``V K n_chains`` int32 values per sweep,
-    NCCL between GPUs) and phi is drawn from the sums with the same key on
-    every device (:func:`make_sharded_step`). The sharded sweep runs
-    eagerly, never from a CUDA graph, and does not checkpoint.
-    The draws are those of ``devices=None`` for any number of shards, bit
-    for bit, with the fused z-draw and with the two-kernel one alike: every
-    shard draws its tokens and documents with the Philox counters and
-    generator offsets that one device gives them (see :func:`init_sharded`).
-    The log-likelihood trace is a sum over shards, equal to one device's but
-    for the rounding of that sum. ``doc_topic_`` holds this process's documents
-    (all of them, but in a Dask task); ``n_shards_`` and ``doc_bounds_``
-    record the split.
+    ``devices`` splits the documents over devices (``"all"``, GPU ids or a
+    :class:`gpumcmc.shards.Shards`; see :func:`make_sharded_step`): each shard draws its tokens' topics
+    and its documents' theta, the word-topic counts are all-reduced and phi is drawn from the sums with
+    one key everywhere. The draws are those of ``devices=None`` for any number of shards, bit for bit;
+    the log-likelihood trace is a sum over shards. It runs eagerly (no CUDA graph) and does not
+    checkpoint. ``doc_topic_`` holds this process's documents; ``n_shards_`` and ``doc_bounds_`` record
+    the split.
 
     Examples
     --------
@@ -247,29 +196,36 @@ class LDA(mixin("TransformerMixin"), Estimator):
         n_tok = int(rows.size)
         sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
                                functools.partial(step, data=data))
-        trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
-                    monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
-                    progress=self.progress, desc="LDA", checkpoint=self.checkpoint,
-                    checkpoint_every=int(self.checkpoint_every),
-                    graph=(n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph))
+        trace = self._run(sweep, state, rng, ll, checkpoint=self.checkpoint,
+                          checkpoint_every=int(self.checkpoint_every),
+                          graph=(n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph))
+        best = self._keep_trace(trace, C, V, n_tok)
         s = trace.state
         n_kept = max(int(self.n_iter), 1)
-        it, vals = trace.monitors["loglik_per_token"]
-        vals = np.asarray(vals, dtype=float).reshape(len(it), C).T      # (chain, monitor point)
-        best = int(np.argmax(vals[:, -1]))
-        self.trace_ = trace
-        self.n_features_in_ = V
-        self.n_tokens_ = n_tok
-        self.best_chain_ = best
         self.phi_ = s.phi_sum[best] / n_kept                   # (V, K) on the backend
         self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
         self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n_kept)
-        self.loglik_trace_ = (np.asarray(it), vals[best])
-        self.loglik_traces_ = vals
         return self.doc_topic_
 
+    def _run(self, sweep, state, rng, loglik, **options):
+        """:func:`gpumcmc.sampling.run` of ``n_iter`` kept sweeps after ``burn_in``, ``loglik`` monitored."""
+        return run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+                   monitors=[Monitor("loglik_per_token", loglik, every=int(self.monitor_every))],
+                   progress=self.progress, desc="LDA", **options)
+
+    def _keep_trace(self, trace, C, V, n_tok) -> int:
+        """The fitted attributes that come from the run's record; returns the chain with the best final
+        log-likelihood."""
+        it, vals = trace.monitors["loglik_per_token"]
+        vals = np.asarray(vals, dtype=float).reshape(len(it), C).T      # (chain, monitor point)
+        best = int(np.argmax(vals[:, -1]))
+        self.trace_, self.n_features_in_, self.n_tokens_, self.best_chain_ = trace, V, n_tok, best
+        self.loglik_trace_ = (np.asarray(it), vals[best])
+        self.loglik_traces_ = vals
+        return best
+
     def _fit_sharded(self, X, K, a, b, C):
-        shards = _lda_shards(self.devices, self.backend)
+        shards = resolve(self.devices, self.backend, "the documents")[0]  # checked before any GPU is asked
         if self.checkpoint is not None:
             raise ValueError("checkpoint= is not available with devices=: fit on one device (devices=None) to "
                              "checkpoint, or drop checkpoint.")
@@ -291,27 +247,17 @@ class LDA(mixin("TransformerMixin"), Estimator):
             del parts
             sweep, ll = _monitored(make_sharded_step(datas, shards, loglik=True),
                                    lambda v: sharded_loglik(v, shards) / n_tok, make_sharded_step(datas, shards))
-            trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
-                        monitors=[Monitor("loglik_per_token", ll, every=int(self.monitor_every))],
-                        progress=self.progress, desc="LDA", n_chains=C)
+            trace = self._run(sweep, state, rng, ll, n_chains=C)
+            best = self._keep_trace(trace, C, V, n_tok)
             s = trace.state
             n_kept = max(int(self.n_iter), 1)
-            it, vals = trace.monitors["loglik_per_token"]
-            vals = np.asarray(vals, dtype=float).reshape(len(it), C).T
-            best = int(np.argmax(vals[:, -1]))
             self.phi_ = s.phi_sum[0][:, best] / n_kept             # (V, K) on local shard 0's device
             doc_topic = []
             for i, t in enumerate(s.theta_sum):
                 with shards.on(i):
                     doc_topic.append(_backend.to_host(t[best] / n_kept))
             self.doc_topic_ = np.concatenate(doc_topic)
-        self.trace_ = trace
-        self.n_features_in_ = V
-        self.n_tokens_ = n_tok
-        self.best_chain_ = best
         self.components_ = _backend.to_host(self.phi_.T)
-        self.loglik_trace_ = (np.asarray(it), vals[best])
-        self.loglik_traces_ = vals
         self.n_shards_ = shards.world
         self.doc_bounds_ = bounds
         return self.doc_topic_

@@ -207,6 +207,24 @@ def _device_owners(shards: Shards) -> list[int]:
     return [first.setdefault(d, i) for i, d in enumerate(shards.devices)]
 
 
+def _per_device(shards: Shards, make) -> list:
+    """For each local shard, ``make()`` made under its device's first local shard, shared by the others."""
+    out = []
+    for i, j in enumerate(_device_owners(shards)):
+        with shards.on(i):
+            out.append(make() if j == i else out[j])
+    return out
+
+
+def _each(shards: Shards, items, make) -> list:
+    """``make(i, items[i])`` for each local shard ``i``, under its device."""
+    out = []
+    for i, item in enumerate(items):
+        with shards.on(i):
+            out.append(make(i, item))
+    return out
+
+
 def _draw_phi(rng, shards: Shards, nwks, phi_sums, beta: float, keeps):
     """``(phis, phi_sums)`` from the all-reduced counts ``nwks`` (V C, K), and ``phi_sums + keeps * phis``.
 
@@ -264,14 +282,10 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
                 data = data._replace(place=_place(part, K, dtype, cb, xp))
             datas.append(data)
     if phi_start is not None:
-        owners = _device_owners(shards)
-        thetas, theta_sums, phis, zeros = [], [], [], []
-        for i, (j, data) in enumerate(zip(owners, datas)):
-            with shards.on(i):
-                thetas.append(xp.full((C, data.n_docs, K), 1.0 / K, dtype))
-                theta_sums.append(xp.zeros((C, data.n_docs, K), dtype))
-                phis.append(_checked_start(phi_start, xp, int(n_words), C, K, dtype) if j == i else phis[j])
-                zeros.append(xp.zeros((int(n_words), C, K), dtype) if j == i else zeros[j])
+        thetas = _each(shards, datas, lambda i, data: xp.full((C, data.n_docs, K), 1.0 / K, dtype))
+        theta_sums = _each(shards, datas, lambda i, data: xp.zeros((C, data.n_docs, K), dtype))
+        phis = _per_device(shards, lambda: _checked_start(phi_start, xp, int(n_words), C, K, dtype))
+        zeros = _per_device(shards, lambda: xp.zeros((int(n_words), C, K), dtype))
         return datas, LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(zeros), 0)
     gens = _local_rngs(rng, shards)
     for i, data in enumerate(datas):
@@ -281,17 +295,10 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
             nwks.append(xp.ascontiguousarray(nwk))
     _catch_up(rng, gens)
     shards.allreduce(nwks)
-    owners = _device_owners(shards)
-    zeros, keeps = [], []       # the running sums' start, and keep = 0 (none kept yet)
-    for i, j in enumerate(owners):
-        with shards.on(i):
-            zeros.append(xp.zeros((int(n_words), C, K), dtype) if j == i else zeros[j])
-            keeps.append(xp.zeros((), dtype) if j == i else keeps[j])
+    zeros = _per_device(shards, lambda: xp.zeros((int(n_words), C, K), dtype))   # the running sums' start
+    keeps = _per_device(shards, lambda: xp.zeros((), dtype))                     # keep = 0: none kept yet
     phis, _ = _draw_phi(rng, shards, nwks, zeros, beta, keeps)
-    theta_sums = []
-    for i, th in enumerate(thetas):
-        with shards.on(i):
-            theta_sums.append(xp.zeros_like(th))
+    theta_sums = _each(shards, thetas, lambda i, th: xp.zeros_like(th))
     return datas, LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(zeros), 0)
 
 
@@ -311,17 +318,12 @@ def make_sharded_step(datas, shards: Shards, loglik: bool = False):
     :func:`sharded_loglik` sums them over the shards.
     """
     xp = shards.xp
-    owners = _device_owners(shards)
     made: dict = {}     # (dtype, kept) -> one 0-d keep array per local shard (0 or 1, on its device)
 
     def keeps_for(it: int, burn_in: int, dt):
         key = (np.dtype(dt).str, it >= burn_in)
         if key not in made:
-            out = []
-            for i, j in enumerate(owners):
-                with shards.on(i):
-                    out.append(xp.full((), float(key[1]), dt) if j == i else out[j])
-            made[key] = out
+            made[key] = _per_device(shards, lambda: xp.full((), float(key[1]), dt))
         return made[key]
 
     def sweep(rng, state: LDAShardedState):
@@ -352,10 +354,7 @@ def make_sharded_step(datas, shards: Shards, loglik: bool = False):
             _catch_up(rng, gens)
             summed()
             phis, phi_sums = _draw_phi(rng, shards, nwks, state.phi_sum, data0.beta, keeps)
-            theta_sums = []
-            for i, th in enumerate(thetas):
-                with shards.on(i):
-                    theta_sums.append(_accumulate(state.theta_sum[i], th, keeps[i]))
+            theta_sums = _each(shards, thetas, lambda i, th: _accumulate(state.theta_sum[i], th, keeps[i]))
         return (LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(phi_sums), state.it + 1),
                 LDAInfo(tuple(lls) if loglik else None))
 
@@ -365,23 +364,20 @@ def make_sharded_step(datas, shards: Shards, loglik: bool = False):
 def sharded_loglik(lls, shards: Shards):
     """``(C,)`` float64 host array: the per-shard sums of a sharded sweep's ``info.loglik`` summed over every
     shard (one all-reduce of C values, then one wait)."""
-    xp = shards.xp
-    bufs = []
-    for i, ll in enumerate(lls):
-        with shards.on(i):
-            bufs.append(xp.array(ll, dtype=np.float64, copy=True))
+    bufs = _each(shards, lls, lambda i, ll: shards.xp.array(ll, dtype=np.float64, copy=True))
     return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
 
 
 def sharded_log_likelihood(state: LDAShardedState, datas, shards: Shards):
     """``(C,)`` float64 host array: each chain's log-likelihood of the whole corpus (summed over shards)."""
     xp = shards.xp
-    bufs = []
-    for i, data in enumerate(datas):
-        with shards.on(i):
-            th, ph = state.theta[i], state.phi[i]
-            vals = [log_likelihood(th[c], ph[:, c], data.rows, data.cols) for c in range(th.shape[0])]
-            bufs.append(xp.ascontiguousarray(xp.stack(vals).astype(np.float64)))
+
+    def chains(i, data):
+        th, ph = state.theta[i], state.phi[i]
+        vals = [log_likelihood(th[c], ph[:, c], data.rows, data.cols) for c in range(th.shape[0])]
+        return xp.ascontiguousarray(xp.stack(vals).astype(np.float64))
+
+    bufs = _each(shards, datas, chains)
     return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
 
 

@@ -6,15 +6,9 @@ replica) from their Markov-blanket conditionals; then every CPT row is drawn
 from Dirichlet(m (prior - 1) + 1 + counts summed over the m replicas), the
 posterior raised to the power m.
 
-``fit(..., devices=...)`` splits the cases over devices: each sweeps its own
-cases' missing cells and counts them, the counts are all-reduced, and every
-device draws the same CPTs from the sums with the same key; the draws for a
-seed are those of one device.
-
-The package: :mod:`.algorithm` (the sampler's ``init`` and ``step``, which
-:func:`gpumcmc.sampling.run` drives), :mod:`.ops` (the launchers of
-``kernels_cu/bayesnet.cu`` and their NumPy twin) and :mod:`.estimator`
-(:class:`BayesianNetwork`, the scikit-learn face).
+The package: :mod:`.algorithm` (the sampler's ``init`` and ``step``, and how ``devices=`` splits the
+cases), :mod:`.ops` (the launchers of ``kernels_cu/bayesnet.cu`` and their NumPy twin) and
+:mod:`.estimator` (:class:`BayesianNetwork`, the scikit-learn face).
 
 Examples
 --------

@@ -41,30 +41,19 @@ class BayesianNetwork(Estimator):
     sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
 
     ``cpts_`` is the mean of the CPT draws after the first ``burn_in`` iterations (``None``:
-    ``n_iter // 2``), the posterior-mean estimate; ``cpts_last_`` is the final draw alone. The
-    mean is the better estimate at small m: the final draw of a SAME chain still carries the
-    posterior's spread, which averaging removes (on sachs, KL_avg 0.078 for the final draw
-    against 0.033 for the mean of the trace). With a growing ``same`` schedule, set ``burn_in``
-    past the iterations of small m. (Before this release, ``cpts_`` was the final draw.)
+    ``n_iter // 2``), the posterior-mean estimate (the guide says why it beats the final draw at
+    small m); ``cpts_last_`` is the final draw alone. (Before this release, ``cpts_`` was the final draw.)
 
     ``batch_size`` splits the cases into minibatches of that many cases (``None``: one batch).
     Each visit to a batch sweeps its missing cells once and then redraws the CPTs from the
-    counts of the latest sweep of every batch (the moving sum of BIDMach): the batch's new
-    counts replace its counts of the previous pass. With more than one batch, only the batch
-    being swept is on the GPU; the observed cases and every replica's imputed cells stay in host
-    memory between visits, so the cases need not fit in GPU memory.
+    counts of the latest sweep of every batch: the batch's new counts replace its previous ones.
+    With more than one batch, only the batch being swept is on the GPU, so the cases need not fit
+    in GPU memory.
 
     ``devices`` splits the cases over devices (data parallel): ``"all"``, a GPU id, a list of
-    ids, or a :class:`gpumcmc.shards.Shards` (``Shards(n_virtual=k)``: k parts on NumPy;
-    :func:`gpumcmc.shards.one_device`: parts on one GPU; :func:`gpumcmc.shards.worker_shards`:
-    one GPU per Dask worker). Each device sweeps the missing cells of its cases and counts
-    them; the counts are summed over the devices (one all-reduce of the CPT cells per batch
-    visit, :func:`allreduce_bytes`), and the CPTs are drawn from the sums with the same
-    counter-based key everywhere, so every device holds the same CPTs. Every missing cell
-    draws from the counter of its place in the whole batch's list, so for a seed the draws
-    (``trace_`` and ``imputations_``) equal those of one device. With ``batch_size`` too,
-    every batch is split over the devices, which sweep their parts of it at once. A Dask
-    worker fits with all the cases and the same seed; its ``imputations_`` holds the rows of
+    ids, or a :class:`gpumcmc.shards.Shards`. The counts are all-reduced (:func:`allreduce_bytes`
+    per iteration) and every device draws the same CPTs; for a seed the draws (``trace_`` and
+    ``imputations_``) equal those of one device. A Dask worker's ``imputations_`` holds the rows of
     its own parts only, whose indices are in ``imputation_rows_``.
 
     ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells.
@@ -111,7 +100,7 @@ class BayesianNetwork(Estimator):
                 raise ValueError(f"cpts has no table for node(s) {missing}; give one for every node, or cpts=None.")
             self.cpts_ = {}
             for v in self.nodes:
-                shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
+                shape = self._cpt_shape(v)
                 a = np.asarray(cpts[v], dtype=np.float64)
                 if a.size != int(np.prod(shape)):
                     raise ValueError(f"The CPT of {v!r} has {a.size} cells; its parents {self.parents[v]} and "
@@ -166,6 +155,10 @@ class BayesianNetwork(Estimator):
                           if getattr(self, k) is not _DEFAULTS[k] and getattr(self, k) != _DEFAULTS[k])
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
+
+    def _cpt_shape(self, v) -> tuple:
+        """The shape of node ``v``'s CPT: its parents' cardinalities, then its own."""
+        return tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
 
     def _need_cpts(self):
         if self.cpts_ is None:
@@ -351,7 +344,7 @@ class BayesianNetwork(Estimator):
         self.cpts_, self.cpts_last_, self.trace_ = {}, {}, {}
         for j, v in enumerate(self.nodes):
             a, e = plan.toff[j], plan.toff[j + 1]
-            shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
+            shape = self._cpt_shape(v)
             self.cpts_[v] = mean[a:e].reshape(shape)
             self.cpts_last_[v] = np.exp(lc[a:e]).reshape(shape)
             self.trace_[v] = tr[:, a:e].reshape((len(tr), -1, self.card[v]))
@@ -382,8 +375,7 @@ class BayesianNetwork(Estimator):
         from gpumcmc.sampling import to_arviz
         post = {}
         for v in self.nodes:
-            shape = tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
-            post[f"cpt_{v}"] = self.trace_[v].reshape((1, len(self.trace_[v])) + shape)
+            post[f"cpt_{v}"] = self.trace_[v].reshape((1, len(self.trace_[v])) + self._cpt_shape(v))
         return to_arviz(post)
 
     def impute(self, data, method="mode", random_state=None, max_combinations=_MAX_COMBINATIONS,

@@ -16,20 +16,17 @@ FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
 
 
+def _parents(plan, f):
+    """Node f's parents as (column, stride) pairs."""
+    return [(int(plan.par[q]), int(plan.par_stride[q])) for q in range(plan.par_ptr[f], plan.par_ptr[f + 1])]
+
+
 def _row_of(rows, pars):
     """Row index (intp) of a CPT for every case in ``rows`` (..., columns): sum over the parents'
     (column, stride) of the column's state times the stride."""
     r = np.zeros(rows.shape[:-1], dtype=np.intp)
     for j, st in pars:
-        r += rows[..., j] * st
-    return r
-
-
-def _row(rows, f, plan):
-    """Row index of node f's CPT for every case in ``rows`` (..., V)."""
-    r = np.zeros(rows.shape[:-1], dtype=np.int64)
-    for q in range(plan.par_ptr[f], plan.par_ptr[f + 1]):
-        r += rows[..., plan.par[q]].astype(np.int64) * int(plan.par_stride[q])
+        r += rows[..., j].astype(np.intp, copy=False) * st
     return r
 
 
@@ -56,16 +53,14 @@ class _NumpyOps:
                 sel = np.flatnonzero(nodes == v)
                 if not len(sel):
                     continue
-                pars = lambda f: [(int(P.par[q]), int(P.par_stride[q]))  # noqa: E731
-                                  for q in range(P.par_ptr[f], P.par_ptr[f + 1])]
                 chs = [(int(P.ch[q]), int(P.ch_stride[q])) for q in range(P.ch_ptr[v], P.ch_ptr[v + 1])]
-                cols = sorted({v, *(p for p, _ in pars(v)), *(h for h, _ in chs),
-                               *(p for h, _ in chs for p, _ in pars(h))})
+                cols = sorted({v, *(p for p, _ in _parents(P, v)), *(h for h, _ in chs),
+                               *(p for h, _ in chs for p, _ in _parents(P, h))})
                 at = {col: j for j, col in enumerate(cols)}
-                kids = [(int(P.toff[h]), int(P.card[h]), at[h], s, [(at[p], st) for p, st in pars(h)])
+                kids = [(int(P.toff[h]), int(P.card[h]), at[h], s, [(at[p], st) for p, st in _parents(P, h)])
                         for h, s in chs]
                 got.append((v, b.case[a + sel].astype(np.intp), (int(b.g0[c]) + sel).astype(np.uint64),
-                            np.array(cols, dtype=np.intp), at[v], [(at[p], st) for p, st in pars(v)], kids))
+                            np.array(cols, dtype=np.intp), at[v], [(at[p], st) for p, st in _parents(P, v)], kids))
             cache[("cells", c)] = got
         return got
 
@@ -121,7 +116,7 @@ class _NumpyOps:
         rows = Z[:m].reshape(-1, P.V)
         out = np.zeros(P.C, dtype=np.int64)
         for v in range(P.V):
-            cell = P.toff[v] + _row(rows, v, P) * int(P.card[v]) + rows[:, v]
+            cell = P.toff[v] + _row_of(rows, _parents(P, v)) * int(P.card[v]) + rows[:, v]
             out += np.bincount(cell, minlength=P.C)
         return out
 

@@ -43,11 +43,7 @@ the sweep's cost is the Philox call anyway (one per 8 spins, about 40 integer
 instructions).
 
 This module holds the states, the thresholds, the packing and the sweep
-(``_CheckerboardGibbs``: ``init`` and ``step``); ``ops.py`` holds the
-sweep's two implementations, the launches of ``kernels_cu/ising.cu`` (this
-module's partner) and their NumPy twins; ``estimator.py`` the model's
-settings and ``sample``; ``exact.py`` the exact results the tests compare
-with.
+(``_CheckerboardGibbs``); ``kernels_cu/ising.cu`` is its partner.
 """
 
 from __future__ import annotations
@@ -83,7 +79,6 @@ class IsingInfo(NamedTuple):
     energy: object
 
 
-
 # --------------------------------------------------------------------------- thresholds
 
 def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
@@ -93,9 +88,12 @@ def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
     S = np.arange(-6, 7, dtype=np.float64)
     f = np.asarray(field, dtype=np.float64)
     x = 2.0 * beta * (coupling * S + f.reshape(-1, 1) if f.ndim else coupling * S + float(f))
-    p = expit(x)
-    t = np.minimum(np.floor(p * 2.0**32 + 0.5), 2.0**32 - 1)
-    return t.astype(np.uint32)
+    return _as_thresholds(expit(x))
+
+
+def _as_thresholds(p) -> np.ndarray:
+    """Probabilities ``p`` as uint32 thresholds T, ``P(U < T) = T / 2**32`` for a uniform 32-bit U."""
+    return np.minimum(np.floor(p * 2.0**32 + 0.5), 2.0**32 - 1).astype(np.uint32)
 
 
 def _bond_couplings(J, periodic: bool):
@@ -120,8 +118,7 @@ def _pattern_thresholds(beta: float, J, field, periodic: bool) -> np.ndarray:
     spins = 2.0 * bits - 1.0
     f = np.broadcast_to(np.asarray(field, dtype=np.float64), J.shape[1:]).reshape(-1)
     x = 2.0 * beta * (Jk.T @ spins.T + f[:, None])  # (sites, 16)
-    t = np.minimum(np.floor(expit(x) * 2.0**32 + 0.5), 2.0**32 - 1)
-    return t.astype(np.uint32)
+    return _as_thresholds(expit(x))
 
 
 def _weighted_bond_sum(spins, J, periodic: bool):
@@ -180,12 +177,10 @@ def unpack(packed):
     return out
 
 
-
 def _check_spins(a, name="state"):
     vals = _backend.to_host(a)
     if not np.all((vals == 1) | (vals == -1)):  # synchronize! (once, before a run)
         raise ValueError(f"{name} must hold only +1 and -1 spins; map a 0/1 array b with 2 * b - 1.")
-
 
 
 class _CheckerboardGibbs:

@@ -43,7 +43,6 @@ class IsingResult:
         return self.trace.to_arviz(sample_stats=False)
 
 
-
 class Ising(_CheckerboardGibbs, Estimator):
     """The 2-D Ising model on an L x W square lattice, sampled by checkerboard heat-bath Gibbs.
 

@@ -41,7 +41,6 @@ def bond_sum(spins, periodic: bool = True):
     return total
 
 
-
 # --------------------------------------------------------------------------- NumPy twins
 
 def _words(key, offset: int, first, count: int):
@@ -171,7 +170,6 @@ def _multispin_twin(packed, thr5, key, offset: int):
     for c in (0, 1):
         up += np.unpackbits(packed[:, c].view(np.uint8).reshape(n, -1), axis=1).sum(axis=1, dtype=np.int64)
     return up, bond
-
 
 
 class _NumpyOps:

@@ -14,11 +14,8 @@ fused kernel (``kernels_cu/rbm.cu``) whose uniforms are Philox words keyed by
 BLAS libraries sum in different orders and ``exp`` differs in the last bit, a
 CPU and a GPU run agree in distribution, and in nearly every draw of a step.
 
-This module holds the sampler (``_BlockGibbs``: ``init`` and ``step`` over
-:class:`RBMState`) and the training (persistent contrastive divergence, one
-epoch a step over ``PCDState``); ``ops.py`` the fused kernels of
-``kernels_cu/rbm.cu`` (this module's partner) with their NumPy twin;
-``estimator.py`` the model :class:`RBM`.
+This module holds the sampler (``_BlockGibbs``) and the training (one PCD
+epoch a step over ``PCDState``); ``kernels_cu/rbm.cu`` is its partner.
 """
 
 from __future__ import annotations

@@ -16,11 +16,6 @@ from .algorithm import (_BlockGibbs, _check_binary, _flipped, _free_energy, _pse
                         pcd_init)
 from .ops import _CTYPE, _use_fused_pcd
 
-# config.rbm_progress_rows: rows of X that RBM.fit's progress bar scores after each epoch (evenly spaced
-# through X). Scoring takes about a third of an epoch's work per row, so 256 keeps it to a few per cent of an
-# epoch on 2,000 rows. gpumcmc.models.rbm.PROGRESS_ROWS, its old name, still reads and sets it.
-
-
 class RBM(_BlockGibbs, Estimator):
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
 
@@ -162,18 +157,13 @@ class RBM(_BlockGibbs, Estimator):
         epoch, ``pcd_epoch_step``), which shows the progress bar.
         ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
         or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
-        ``pseudo_likelihood_`` (after each epoch, the bar's figure: on
-        ``gpumcmc._config.config.rbm_progress_rows`` (256) evenly spaced
-        rows of ``X``, each with one feature flipped, the same rows and flips
-        every epoch) are set.
+        ``pseudo_likelihood_`` (after each epoch, on ``config.rbm_progress_rows``
+        evenly spaced rows of ``X``, the same flips every epoch) are set.
 
         On a GPU, a model whose weights and chains fit in one block's shared
-        memory (``fused=None``, the default, decides; the digits' 64 x 256
-        does) runs each epoch as one kernel launch: a minibatch of 10 rows
-        gives a GPU little work, so launched one matrix product at a time the
-        schedule is bound by launch overhead. The fused
-        epoch uses the same random words and arithmetic up to the order of
-        the sums. ``fused=False`` keeps the launch-per-product path.
+        memory (``fused=None`` decides) runs each epoch as one kernel launch,
+        with the same random words and arithmetic up to the order of the sums;
+        ``fused=False`` launches one matrix product at a time.
 
         ``RBM.fit(X, n_hidden, ...)`` on the class, which returned a new
         model, still works and warns (DeprecationWarning): it is

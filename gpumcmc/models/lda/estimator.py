@@ -23,15 +23,12 @@ __all__ = ["LDA"]
 
 def _monitored(step_fn, read, plain_fn=None):
     """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside
-    and reports an empty info to the run driver (nothing stored per sweep), and the monitor's function,
-    ``read(loglik)`` of the latest sweep's sums (the state is not read: those sums score the state the
-    sweep started from, so the value at iteration i is the log-likelihood after i - 1 sweeps).
+    and reports an empty info to the run driver, and the monitor's function, ``read(loglik)`` of the latest
+    sweep's sums (which score the state the sweep started from).
 
-    ``plain_fn``, the same sweep without the sums, runs where no monitor reads the sweep: the run driver
-    sets ``sweep.monitored`` before each call (see :func:`gpumcmc.sampling.run`), so the sums cost only the
-    monitored sweeps. Under a CUDA graph (:func:`gpumcmc.sampling.graph_step`) the driver leaves it set and
-    the captured sweep always sums; its ``loglik`` is the array every replay writes, so the monitor reads
-    the latest replay's sums.
+    ``plain_fn``, the same sweep without the sums, runs where the driver's ``sweep.monitored`` says no
+    monitor reads the sweep (see :func:`gpumcmc.sampling.run`). Under a CUDA graph the driver leaves it set:
+    the captured sweep always sums, into the array every replay writes.
     """
     last = [None]
 

@@ -317,33 +317,38 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, log
                                  counter_base=c * p.n_tokens + p.base + p.n_head,
                                  log_total=None if loglik is None else loglik[c:c + 1])
     if p.n_head or p.n_tail:
-        ends = None if p.memo is None else p.memo.get(C)
-        if ends is None:  # the heads' and tails' places, tokens and counters: the same every sweep
+        def ends():  # the heads' and tails' places, tokens and counters: the same every sweep
             local = xp.concatenate([xp.arange(p.n_head, dtype=np.int64),
                                     xp.arange(T - p.n_tail, T, dtype=np.int64)])
             chains = xp.arange(C, dtype=np.int64)[:, None]
             pos = (chains * T + local[None, :]).reshape(-1)
             counters = CounterIndex((chains * p.n_tokens + p.index[None, :]).reshape(-1))
-            ends = (pos, r_all[pos], c_all[pos], counters)
-            if p.memo is not None:
-                p.memo[C] = ends
-        pos, r_ends, c_ends, counters = ends
+            return pos, r_all[pos], c_all[pos], counters
+
+        pos, r_ends, c_ends, counters = _memoised(p, C, ends)
         if loglik is None or C == 1:
             z[pos] = categorical_products(th2, ph2, r_ends, c_ends, copy.copy(rng), method=method,
                                           counter_index=counters, log_total=loglik)
         else:   # one call per chain, so that each chain's log totals have a sum of their own
             E = p.n_head + p.n_tail
-            per = p.memo.get((C, "chains")) if p.memo is not None else None
-            if per is None:
-                per = [CounterIndex(counters.index[c * E:(c + 1) * E]) for c in range(C)]
-                if p.memo is not None:
-                    p.memo[(C, "chains")] = per
+            per = _memoised(p, (C, "chains"),
+                            lambda: [CounterIndex(counters.index[c * E:(c + 1) * E]) for c in range(C)])
             for c in range(C):
                 e = slice(c * E, (c + 1) * E)
                 z[pos[e]] = categorical_products(th2, ph2, r_ends[e], c_ends[e], copy.copy(rng), method=method,
                                                  counter_index=per[c], log_total=loglik[c:c + 1])
     rng.advance()
     return z
+
+
+def _memoised(place, key, make):
+    """``make()``, kept in ``place.memo`` under ``key`` (where the place has a memo) for the next sweeps."""
+    got = None if place.memo is None else place.memo.get(key)
+    if got is None:
+        got = make()
+        if place.memo is not None:
+            place.memo[key] = got
+    return got
 
 
 def dirichlet_columns(rng, concentration, total=None, keep=None):

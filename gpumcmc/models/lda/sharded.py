@@ -1,20 +1,11 @@
 """LDA with the documents split over devices: data-parallel uncollapsed Gibbs.
 
-``LDA(devices=...)`` splits the documents over devices
-(:class:`gpumcmc.shards.Shards`): :func:`shard_corpus` gives each shard whole
-documents, :func:`init_sharded` and :func:`make_sharded_step` draw each
-shard's z and theta there, all-reduce n_wk (V C K int32 values, exact) and
-draw phi from the sums with one key on every device. Each shard's tokens keep
-the place they have in one device's token stream (:class:`ShardPlace`): the
-z-draw keys token ``t`` of chain ``c`` by ``c T + g_t``, ``g_t`` its index in
-the whole stream (the fused kernel ``lda_zdraw`` takes a base and the indices
-of the tokens in tiles of documents shared with the neighbouring shards;
-:func:`gpumcmc.categorical_products` takes ``counter_base`` and
-``counter_index``, and puts each token in the lane of a warp that one device's
-call gives it), and the Dirichlet of theta draws document ``d`` as row
-``c M + d`` of one device's batch (``start_row`` of ``dirichlet_draw``), at
-the generator offsets of one device; so any number of shards gives one
-device's draws, bit for bit, with either z-draw (see :class:`LDA`).
+``LDA(devices=...)`` splits the documents over devices (:class:`gpumcmc.shards.Shards`):
+:func:`shard_corpus` gives each shard whole documents; :func:`init_sharded` and
+:func:`make_sharded_step` draw each shard's z and theta there, all-reduce n_wk and draw phi from
+the sums with one key on every device. Each shard's tokens and documents keep the Philox counters
+and generator offsets they have on one device (:class:`ShardPlace`), so any number of shards gives
+one device's draws, bit for bit, with either z-draw.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .algorithm import _Plan, _shards_for, _Single, _uniforms, init, step
 from .ops import _GpuOps, _NumpyOps
 
 # impute's exact branch: at most this many joint states of a case's missing cells are enumerated
-# (one log_prob row each); cases with more are filled by Gibbs imputation.
+# (one log_prob row each); cases with more (99.8% of hailfinder's) are filled by Gibbs imputation.
 _MAX_COMBINATIONS = 20_000
 # fit's settings, given to the constructor (and, deprecated, to fit), with their defaults
 _DEFAULTS = {"n_iter": 100, "same": 1, "prior": 1.0, "random_state": None, "progress": True, "backend": None,
@@ -384,14 +384,9 @@ class BayesianNetwork(Estimator):
 
         A case whose missing cells have at most ``max_combinations`` joint states is filled exactly,
         by enumerating them: ``method="mode"`` takes the most probable joint state, ``"draw"`` draws
-        one. The other cases (most cases of large networks with many missing cells: the joint
-        states of hailfinder's cases number above 20,000 for 99.8% of them) are filled by Gibbs
-        imputation: ``replicas`` independent chains of the fit's chromatic sweep, with the CPTs
-        held fixed, run ``n_sweeps`` sweeps from uniform states; ``"mode"`` takes the most probable
-        of the replicas' final joint states (an approximate joint mode, as good as the chains'
-        exploration) and ``"draw"`` takes the first replica's (one approximate joint draw, exact
-        as the chains converge). ``backend`` is the Gibbs imputation's backend (``None``: the
-        active one).
+        one. The other cases are filled by Gibbs imputation (see the guide): ``replicas`` chains of
+        the fit's sweep with the CPTs fixed, ``n_sweeps`` sweeps each, on ``backend``; ``"mode"``
+        takes the most probable of their final joint states, ``"draw"`` the first replica's.
 
         Raises ValueError for a case that has probability 0 under ``cpts_``.
         """

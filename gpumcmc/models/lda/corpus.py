@@ -176,10 +176,6 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
     the default start (``"auto"``) on small corpora; pass it as ``init(..., phi_start=...)`` to start a
     chain by hand.
 
-    A random start (every token's topic uniform) begins with every topic close to the corpus' word
-    frequencies; on small planted corpora an uncollapsed chain then settles more often than collapsed Gibbs
-    in a mode where two topics share one sampled topic.
-
     The work is bounded whatever the corpus: the documents are picked among at most ``max_candidates``
     of them, drawn at random (default ``max(2 K, lda_seed_exact_work // (K * mean tokens per document))``,
     a knob of ``gpumcmc._config.config``), and only their tokens are read on the host, with the corpus'

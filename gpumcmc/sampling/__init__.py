@@ -18,5 +18,7 @@ from ._arviz import to_arviz
 from ._driver import Monitor, Stop, Trace, run
 from ._estimator import Estimator, NotFittedError, as_data
 from ._graph import graph_step
+from ._protocol import Algorithm, DataParallel, shard_states, sharded
 
-__all__ = ["Estimator", "Monitor", "NotFittedError", "Stop", "Trace", "as_data", "graph_step", "run", "to_arviz"]
+__all__ = ["Algorithm", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Stop", "Trace", "as_data",
+           "graph_step", "run", "shard_states", "sharded", "to_arviz"]

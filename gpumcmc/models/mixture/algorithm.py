@@ -54,10 +54,11 @@ from gpumcmc._config import config
 
 from .ops import (
     MODE_RESP, MODE_SAMPLE, _gibbs_acc, _gibbs_params_kernel, _gibbs_params_twin, _mean_rows, _packed_prior,
-    _posterior_kernel, _resp_blocks, _safe_cholesky, _unpack_stats, _use_component_kernel, _xp_of, _y_block,
-    assign, kernel_params, niw_posterior)
+    _posterior_kernel, _resp_blocks, _safe_cholesky, _sum_rows, _unpack_stats, _use_component_kernel, _xp_of,
+    _y_block, assign, kernel_params, niw_posterior)
 
-__all__ = ["Model", "State", "Info", "init", "init_bem", "step", "bem_step", "make_bem_step", "make_model"]
+__all__ = ["Model", "State", "Info", "Part", "GibbsStats", "init", "init_bem", "step", "gibbs_local", "make_gibbs_update",
+           "bem_step", "make_bem_step", "make_model"]
 
 _V_MAX = 1.0 - 2.0**-40     # sticks are kept below 1 so that log(1 - v) stays finite
 
@@ -248,33 +249,84 @@ def _init_from_means(model: Model, mu, zz) -> State:
     return State(zz, v, log_pi, mu, sigma, params, alpha, xp.zeros((chains, k)), xp.zeros((chains,)))
 
 
+class Part(NamedTuple):
+    """Rows ``row0 .. row0 + model.x.shape[0] - 1`` of a data set of ``n`` rows: what a sweep's step (1)
+    runs on (the whole set on one device, one shard's rows with the data split over devices)."""
+
+    model: Model
+    row0: int
+    n: int
+
+
+class GibbsStats(NamedTuple):
+    """What step (1) of a sweep sums over the rows, float64 (summed over shards where the data are split).
+
+    acc : (C, k, q) ``[n_j, s1_j, vech(s2_j)]`` packed, the statistics of the drawn indicators.
+    loglik : (C,) the rows' log-likelihoods summed, at the parameters the indicators were drawn from.
+    """
+
+    acc: object
+    loglik: object
+
+
+def gibbs_local(rng, state: State, part: Part):
+    """Step (1) of a Gibbs sweep on the rows of ``part``: returns ``stats() -> GibbsStats``.
+
+    Draws the indicators of the part's rows into ``state.z`` (in place), in
+    chunks of ``model.sample_rows`` rows, with Gumbel noise keyed by the
+    global row (so a shard draws what one device draws for its rows), then
+    sums their statistics. The indicator kernels are queued here and the
+    statistics (a sort and several small kernels, host time on the GPU) in
+    ``stats()``: with the data split over GPUs every GPU's indicator kernel is
+    queued before any shard's statistics (see :class:`gpumcmc.sampling.DataParallel`).
+    """
+    model = part.model
+    x = model.x
+    xp = _xp_of(x)
+    rows = x.shape[0]
+    chains = state.z.shape[0]
+    offset = rng.advance()
+    lse = xp.empty((chains, rows), dtype=x.dtype)
+    for s in range(0, rows, model.sample_rows):
+        assign(x, state.params, s, min(model.sample_rows, rows - s), MODE_SAMPLE, rng.key, offset, z=state.z,
+               lse=lse, row0=part.row0, ctr_rows=part.n)
+
+    def stats() -> GibbsStats:
+        return GibbsStats(_gibbs_acc(model, state.z), _sum_rows(lse))
+
+    return stats
+
+
+def make_gibbs_update(model: Model, n: int):
+    """``update(rng, state, stats) -> (state, info)``: steps (2)-(4) of a Gibbs sweep from the summed
+    :class:`GibbsStats` of all ``n`` rows (:func:`_make_global_draws`); ``state.z`` is kept."""
+    draws = _make_global_draws(model)
+
+    def update(rng, state: State, stats: GibbsStats):
+        return draws(rng, state, state.z, stats.acc, stats.loglik / n)
+
+    return update
+
+
 def make_step(model: Model):
     """``step(rng, state) -> (state, info)``: one blocked-Gibbs sweep of every chain (the paper's four steps).
 
-    On the GPU the NIW posterior is one launch (``mixture_niw_posterior``;
-    twin :func:`niw_posterior`), and so are the Cholesky factors, means and
-    kernel parameters of the drawn components (``mixture_gibbs_params``; twin
+    Step (1), the indicators and their statistics, is :func:`gibbs_local` on
+    all the rows; steps (2)-(4), the global draws, are
+    :func:`make_gibbs_update`'s. With the data split over devices the same
+    two run on each shard, the statistics summed between them
+    (:func:`gpumcmc.models.mixture.sharded.gibbs`). On the GPU the NIW
+    posterior is one launch (``mixture_niw_posterior``; twin
+    :func:`niw_posterior`), and so are the Cholesky factors, means and kernel
+    parameters of the drawn components (``mixture_gibbs_params``; twin
     :func:`_gibbs_params_twin`).
     """
-    x = model.x
-    xp = _xp_of(x)
-    n, p = x.shape
-    draws = _make_global_draws(model)
+    part = Part(model, 0, model.x.shape[0])
+    update = make_gibbs_update(model, part.n)
 
     def step(rng, state: State):
         with _validate.validation(False):
-            chains = state.z.shape[0]
-            # (1) indicators from the current parameters, in chunks of rows.
-            offset = rng.advance()
-            z = state.z
-            lse = xp.empty((chains, n), dtype=x.dtype)
-            for s in range(0, n, model.sample_rows):
-                assign(x, state.params, s, min(model.sample_rows, n - s), MODE_SAMPLE, rng.key, offset,
-                       z=z, lse=lse)
-            loglik = _mean_rows(lse)
-            acc = _gibbs_acc(model, z)
-            # (2)-(4) from the sufficient statistics
-            return draws(rng, state, z, acc, loglik)
+            return update(rng, state, gibbs_local(rng, state, part)())
 
     return step
 

@@ -22,8 +22,7 @@ from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, 
 from .algorithm import Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step
 from .relabel import align_draws
 from .sharded import (
-    _sharded_score, init_bem_sharded, init_sharded, make_sharded_bem_step, make_sharded_models,
-    make_sharded_step)
+    _sharded_score, gibbs_parts, init_bem_sharded, make_sharded_bem_step, make_sharded_models, sharded_gibbs)
 
 __all__ = ["DPGaussianMixture"]
 
@@ -111,7 +110,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         the indicators of its rows (Gibbs) or their configuration
         probabilities (BEM) and sums their statistics, and one all-reduce per
         iteration (NCCL between GPUs) adds them up; the global draws or the
-        BEM update follow from the sums (see :func:`make_sharded_step` and
+        BEM update follow from the sums (see :func:`.sharded.gibbs` and
         :func:`make_sharded_bem_step`).
         ``"all"`` or a list of GPU ids drives those GPUs from this process; a
         :class:`~gpumcmc.shards.Shards` may also come from
@@ -304,8 +303,9 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         t0 = time.perf_counter()
         with shards.on(0):
             if gibbs:
-                state = init_sharded(rng, models, shards, n, self.n_chains)
-                self._fit_gibbs(m0, rng, state, make_sharded_step(models, shards, n))
+                alg = sharded_gibbs(shards)
+                state = alg.init(rng, gibbs_parts(models, shards, n), self.n_chains)
+                self._fit_gibbs(m0, rng, state, alg.step)
             else:
                 state = init_bem_sharded(rng, models, shards, n, self.n_init)
                 self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
@@ -318,18 +318,21 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if state is None:
             state = init(rng, model, self.n_chains)
             step_fn = make_step(model)
-        xp = _xp_of(state.params)
+        # with the data split over devices the state holds each shard's (sampling.shard_states), all with
+        # the same global draws: the draws and the monitors read shard 0's
+        first = (lambda s: s) if isinstance(state, State) else (lambda s: s[0])
+        xp = _xp_of(first(state).params)
         keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
 
         def kept_step(rng_, s):
             s, info = step_fn(rng_, s)
-            keep(s, info)
+            keep(first(s), info)
             return s, None
 
         # The progress bar shows the monitors (a host read every 10 iterations); without it nothing is read
         # back during the run: the monitors' values are kept on the device and read once at the end.
-        monitors = ([Monitor("loglik", lambda s: s.loglik, every=10), Monitor("alpha", lambda s: s.alpha, every=10)]
-                    if self.progress else [])
+        monitors = ([Monitor("loglik", lambda s: first(s).loglik, every=10),
+                     Monitor("alpha", lambda s: first(s).alpha, every=10)] if self.progress else [])
         tr = run(kept_step, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, monitors=monitors,
                  progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
         d = keep.draws(xp)  # on the device, (chain, draw, ...)
@@ -360,9 +363,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.covariances_ = _backend.to_host(covs)
         self.alpha_ = float(host["alpha"].mean())
         self.n_active_ = int(np.round(np.median(host["n_active"])))
-        z = tr.state.z
-        self.z_ = (np.concatenate([_backend.to_host(part[0]) for part in z]) if isinstance(z, tuple)
-                   else _backend.to_host(z[0]))
+        shard_states = (tr.state,) if isinstance(tr.state, State) else tuple(tr.state)
+        self.z_ = np.concatenate([_backend.to_host(s.z[0]) for s in shard_states])
 
     def _fit_bem(self, model, rng, state=None, bem=None, score=None, check_every: int = 10):
         if state is None:

@@ -5,6 +5,14 @@ iterate on its own rows with the launchers of :mod:`.ops` and sums its
 statistics; one all-reduce per iteration adds them up, and the global draws
 or the BEM update of :mod:`.algorithm` follow from the sums. For a seed the
 draws equal one device's up to the rounding of the sums' order.
+
+The Gibbs sweep is written once, in :mod:`.algorithm`, as a local part
+(:func:`gibbs_local`) and a global update (:func:`make_gibbs_update`):
+:func:`gibbs` makes them a :class:`gpumcmc.sampling.DataParallel` and
+:func:`gpumcmc.sampling.sharded` runs them over the shards. One device's
+:func:`make_step` is the same two on all the rows, and
+``sharded(gibbs(), Shards(1))`` gives its draws bit for bit (the statistics of
+one shard are not summed; ``tests/test_protocol.py`` checks it).
 """
 
 from __future__ import annotations
@@ -12,14 +20,16 @@ from __future__ import annotations
 import numpy as np
 
 from gpumcmc import _validate, backend as _backend, shards as _shards
+from gpumcmc.sampling import Algorithm, DataParallel, sharded
 from gpumcmc.shards import Shards
 
-from .ops import MODE_SAMPLE, _gibbs_acc, _score_params, _sum_rows, assign
+from .ops import _score_params, _sum_rows
 from .algorithm import (
-    State, _bem_start_means, _bem_update, _init_from_means, _make_bem_stats, _make_global_draws, make_model)
+    Part, State, _bem_start_means, _bem_update, _init_from_means, _make_bem_stats, gibbs_local, make_gibbs_update,
+    make_model)
 
-__all__ = ["make_sharded_models", "init_sharded", "make_sharded_step", "make_sharded_bem_step", "init_bem_sharded",
-           "allreduce_bytes"]
+__all__ = ["make_sharded_models", "gibbs", "gibbs_parts", "sharded_gibbs", "make_sharded_bem_step",
+           "init_bem_sharded", "allreduce_bytes"]
 
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
@@ -51,31 +61,92 @@ def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     return models
 
 
-def init_sharded(rng, models: list, shards: Shards, n: int, chains: int = 1, z: bool = True) -> State:
-    """:func:`init` over shards: the same starting state as one device for the same ``rng``.
+def gibbs_parts(models: list, shards: Shards, n: int) -> list:
+    """The :class:`Part` of each local shard: its :class:`Model` (:func:`make_sharded_models`) and its rows'
+    place among the ``n`` rows of the whole set."""
+    return [Part(model, a, n) for model, (a, _) in zip(models, shards.bounds(n))]
 
-    The global fields live on local shard 0's device; ``z`` is a tuple of the
-    shards' indicators. The starting means are data points, gathered from the
-    shards that hold them by an all-reduce of (chains, k, p) values.
+
+def gibbs() -> DataParallel:
+    """The blocked Gibbs sweep as a :class:`gpumcmc.sampling.DataParallel` over :class:`Part` s of the data.
+
+    ``init(rng, parts, shards, chains=1)`` gives each shard :func:`init`'s
+    starting state for the same ``rng`` (the starting means are data points,
+    gathered from the shards that hold them by one all-reduce of
+    ``(chains, k, p)`` values; ``z`` holds the shard's rows). ``local`` is
+    :func:`gibbs_local`: each shard draws the indicators of its rows, with
+    Gumbel noise keyed by the global row (so the indicators are those one
+    device draws), and sums their statistics and log-likelihoods;
+    :func:`gpumcmc.sampling.sharded` adds them up in one all-reduce of
+    ``chains (k q + 1)`` float64 values a sweep (:func:`allreduce_bytes`).
+    ``update`` is :func:`make_gibbs_update`'s global draws (NIW, sticks,
+    alpha), made by every shard on its device with the same key, from the
+    model's prior on that device. The sums over shards add the same terms in
+    another order than one device does, so the draws equal one device's up to
+    that rounding (exactly where the sums are exact, e.g. data on a coarse
+    dyadic grid). :func:`sharded_gibbs` composes it over a :class:`Shards`.
     """
-    xp = shards.xp
-    k = models[0].k
-    p = models[0].x.shape[1]
-    with shards.on(0):
-        u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
-        idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
-    mu = _gather_rows(models, shards, n, idx)
-    zs = []
-    for i, model in enumerate(models):
-        with shards.on(i):
-            zs.append(xp.zeros((chains, model.x.shape[0] if z else 0), dtype=np.int32))
-    with shards.on(0):
-        return _init_from_means(models[0], mu.reshape(chains, k, p), tuple(zs))
+    updates: dict = {}  # the global draws by device (each holds its prior there)
+
+    def init(rng, parts, shards: Shards, chains: int = 1) -> list:
+        xp = shards.xp
+        k, p, n = parts[0].model.k, parts[0].model.x.shape[1], parts[0].n
+        updates.clear()
+        with shards.on(0):
+            u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
+            idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
+        mus = _gather_rows([part.model for part in parts], shards, n, idx)
+        states = []
+        for i, part in enumerate(parts):
+            with shards.on(i):
+                if _device_of(part.model.x) not in updates:
+                    updates[_device_of(part.model.x)] = make_gibbs_update(part.model, n)
+                z = xp.zeros((chains, part.model.x.shape[0]), dtype=np.int32)
+                states.append(_init_from_means(part.model, mus[i].reshape(chains, k, p), z))
+        return states
+
+    def update(rng, state: State, stats):
+        return updates[_device_of(state.params)](rng, state, stats)
+
+    return DataParallel(init, gibbs_local, update)
 
 
-def _gather_rows(models: list, shards: Shards, n: int, idx):
-    """Rows ``idx`` (host integers, any shape) of the data split over ``shards``, float64, on shard 0's
-    device: each shard fills the rows it holds and zeros elsewhere, and one all-reduce sums them."""
+def sharded_gibbs(shards: Shards) -> Algorithm:
+    """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), its value checks off inside the
+    sweep as one device's :func:`make_step` has them: ``init(rng, parts, chains)`` with
+    ``parts = gibbs_parts(models, shards, n)``, and ``step(rng, state) -> (state, info)``, whose state
+    holds one :class:`State` per local shard (``state[i]``)."""
+    alg = sharded(gibbs(), shards)
+
+    def step(rng, state):
+        with _validate.validation(False):
+            return alg.step(rng, state)
+
+    return Algorithm(alg.init, step)
+
+
+def _moved(name: str, new: str):
+    def moved(*args, **kwargs):
+        raise AttributeError(f"gpumcmc.models.mixture.{name} is gone: use {new}.")
+
+    moved.__name__ = name
+    moved.__doc__ = f"Gone: use {new}."
+    return moved
+
+
+init_sharded = _moved("init_sharded", "sharded_gibbs(shards).init(rng, gibbs_parts(models, shards, n), chains)")
+make_sharded_step = _moved("make_sharded_step", "sharded_gibbs(shards).step, after its init")
+
+
+def _device_of(a):
+    """The GPU of a CuPy array, None for a NumPy one."""
+    return None if isinstance(a, np.ndarray) else a.device.id
+
+
+def _gather_rows(models: list, shards: Shards, n: int, idx) -> list:
+    """Rows ``idx`` (host integers, any shape) of the data split over ``shards``, float64, one copy on each
+    local shard's device: each shard fills the rows it holds and zeros elsewhere, and one all-reduce sums
+    them."""
     xp = shards.xp
     bufs = []
     for i, (model, (a, b)) in enumerate(zip(models, shards.bounds(n))):
@@ -84,7 +155,7 @@ def _gather_rows(models: list, shards: Shards, n: int, idx):
             local = np.where(mine, idx - a, 0)
             rows = model.x[_backend.asarray(local, xp)].astype(np.float64)
             bufs.append(xp.ascontiguousarray(xp.where(_backend.asarray(mine, xp)[..., None], rows, 0.0)))
-    return shards.allreduce(bufs)[0]
+    return shards.allreduce(bufs)
 
 
 def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1) -> State:
@@ -97,67 +168,11 @@ def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1)
     p = models[0].x.shape[1]
 
     def gather(idx):
-        return _backend.to_host(_gather_rows(models, shards, n, idx)).reshape(idx.shape + (p,))
+        return _backend.to_host(_gather_rows(models, shards, n, idx)[0]).reshape(idx.shape + (p,))
 
     with shards.on(0):
         mu = _bem_start_means(rng, n, models[0].k, starts, gather)
         return _init_from_means(models[0], _backend.asarray(mu, xp), xp.zeros((starts, 0), dtype=np.int32))
-
-
-def make_sharded_step(models: list, shards: Shards, n: int):
-    """``step(rng, state) -> (state, info)``: one Gibbs sweep with the data split over ``shards``.
-
-    Each shard draws the indicators of its rows, with Gumbel noise keyed by
-    the global row (so the indicators are those one device draws), and sums
-    its statistics ``[n_j, s1_j, vech(s2_j)]`` and its log-likelihood; one
-    all-reduce of ``chains (k q + 1)`` float64 values per sweep adds them up;
-    the global draws (NIW, sticks, alpha) follow from the sums with the same
-    key. In one process they are made once, on local shard 0's device, and the
-    kernel parameters are copied to the other devices; processes of a Dask
-    cluster (:func:`gpumcmc.shards.join_dask`) each make them, identically.
-    The sums over shards add the same terms in another order than one
-    device does, so the draws equal one device's up to that rounding (exactly
-    where the sums are exact, e.g. data on a coarse dyadic grid).
-    """
-    xp = shards.xp
-    k = models[0].k
-    p = models[0].x.shape[1]
-    q = 1 + p + p * (p + 1) // 2
-    dtype = models[0].x.dtype
-    bounds_ = shards.bounds(n)
-    with shards.on(0):
-        draws = _make_global_draws(models[0])
-
-    def step(rng, state: State):
-        with _validate.validation(False):
-            chains = state.params.shape[0]
-            offset = rng.advance()
-            copies = _shards.Replica(shards, state.params)
-            # Every shard's indicator kernel is queued before any shard's statistics: queuing a shard's
-            # statistics takes host time (a sort and several small kernels; benchmarks/NOTES.md), which in
-            # one loop would start each GPU's indicator kernel that much after the previous GPU's.
-            lses = []
-            for i, (model, (a, _)) in enumerate(zip(models, bounds_)):
-                params = copies(i)
-                with shards.on(i):
-                    ni = model.x.shape[0]
-                    lse = xp.empty((chains, ni), dtype=dtype)
-                    for s in range(0, ni, model.sample_rows):
-                        assign(model.x, params, s, min(model.sample_rows, ni - s), MODE_SAMPLE, rng.key, offset,
-                               z=state.z[i], lse=lse, row0=a, ctr_rows=n)
-                    lses.append(lse)
-            bufs = []
-            for i, model in enumerate(models):
-                with shards.on(i):
-                    acc = _gibbs_acc(model, state.z[i])
-                    ll = _sum_rows(lses[i])
-                    bufs.append(xp.ascontiguousarray(xp.concatenate([acc.reshape(chains, k * q), ll[:, None]], axis=1)))
-            total = shards.allreduce(bufs)[0]
-            with shards.on(0):
-                acc = total[:, :k * q].reshape(chains, k, q)
-                return draws(rng, state, state.z, acc, total[:, k * q] / n)
-
-    return step
 
 
 def make_sharded_bem_step(models: list, shards: Shards, n: int):

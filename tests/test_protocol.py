@@ -1,0 +1,314 @@
+"""The sampler protocol (``gpumcmc.sampling._protocol``): ``sharded`` of a ``DataParallel`` against one shard.
+
+A conjugate normal model (unknown mean and precision, two-block Gibbs) written
+once as ``local`` + ``update``: over three virtual shards its draws equal one
+shard's bit for bit where the sums are exact, and to rounding elsewhere; the
+combinator's contract (generator offsets, in-place sums, deferred statistics,
+errors) checked piece by piece; and the DP mixture's Gibbs sweep through
+``sharded`` against its one-device ``make_step``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from gpumcmc.models.mixture import algorithm as mxa
+from gpumcmc.models.mixture import sharded as mxs
+from gpumcmc.random import default_rng
+from gpumcmc.sampling import Algorithm, DataParallel, run, shard_states, sharded
+from gpumcmc.shards import Shards, one_device
+
+from conftest import to_np
+
+
+# --------------------------------------------------------------------------- a normal model, written once
+
+class State(NamedTuple):
+    mu: object   # (chain,) the mean
+    tau: object  # (chain,) the precision
+
+
+class Stats(NamedTuple):
+    n: object    # (1,) rows
+    s1: object   # (1,) sum of y
+    s2: object   # (1,) sum of y^2
+
+
+def _init(rng, parts, shards, chains=4):
+    states = []
+    for i in range(len(parts)):
+        with shards.on(i):
+            xp = shards.xp
+            states.append(State(xp.zeros(chains), xp.ones(chains)))
+    return states
+
+
+def _local(rng, state, y):
+    return Stats(y.size + 0.0 * y[:1], y.sum(keepdims=True), (y * y).sum(keepdims=True))
+
+
+def _update(rng, s, st):
+    # mu ~ N(0, 100), tau ~ Gamma(2, rate 1): mu | tau, y and then tau | mu, y
+    prec = 0.01 + st.n * s.tau
+    mu = rng.normal(s.tau * st.s1 / prec, 1 / prec ** 0.5)
+    ss = st.s2 - 2 * mu * st.s1 + st.n * mu * mu
+    return State(mu, rng.gamma(2 + st.n / 2, 1 / (1 + ss / 2))), None
+
+
+NORMAL = DataParallel(_init, _local, _update)
+
+
+def _run(shards, y, n_iter=60, seed=3):
+    alg = sharded(NORMAL, shards)
+    state = alg.init(default_rng(seed, backend="numpy" if shards.xp is np else "cupy"), shards.scatter(y))
+    return run(alg.step, state, seed, n_iter=n_iter, progress=False,
+               collect=lambda s, info: {"mu": s[0].mu, "tau": s[0].tau})
+
+
+def _grid(n=999, seed=0):
+    # values on a grid of 1/8 with |y| < 2^6: every sum of up to 2^20 of them, and of their squares, is exact
+    return np.round(np.random.default_rng(seed).normal(3.0, 2.0, n) * 8) / 8
+
+
+def test_three_shards_give_one_shards_draws_where_the_sums_are_exact():
+    y = _grid()
+    one, three = _run(Shards(n_virtual=1), y), _run(Shards(n_virtual=3), y)
+    for name in ("mu", "tau"):
+        np.testing.assert_array_equal(three.draws[name], one.draws[name], err_msg=name)
+    # and the sampler is the model's: the posterior mean of mu is the sample mean to within 4 posterior
+    # standard deviations over sqrt(draws) (a false failure about 1e-4 for a chain of little correlation)
+    sd = y.std() / np.sqrt(y.size)
+    assert abs(one.draws["mu"][:, 10:].mean() - y.mean()) < 4 * sd
+
+
+def test_three_shards_match_one_to_rounding_off_the_grid():
+    y = np.random.default_rng(1).normal(3.0, 2.0, 1000)
+    one, three = _run(Shards(n_virtual=1), y), _run(Shards(n_virtual=3), y)
+    for name in ("mu", "tau"):
+        np.testing.assert_allclose(three.draws[name], one.draws[name], rtol=1e-9, err_msg=name)
+
+
+def test_every_shard_holds_the_same_global_draws_and_the_generator_moves_as_one_devices():
+    y = _grid(300)
+    shards = Shards(n_virtual=3)
+    alg = sharded(NORMAL, shards)
+    state = alg.init(None, shards.scatter(y))
+    assert type(state) is shard_states(3) and state._fields == ("shard0", "shard1", "shard2")
+    rng, rng1 = default_rng(5, backend="numpy"), default_rng(5, backend="numpy")
+    one = sharded(NORMAL, Shards(n_virtual=1))
+    s1 = one.init(None, [y])
+    for _ in range(3):
+        state, _ = alg.step(rng, state)
+        s1, _ = one.step(rng1, s1)
+    assert rng.offset == rng1.offset == 6    # one normal and one gamma call a sweep, whatever the shards
+    for s in state[1:]:
+        np.testing.assert_array_equal(s.mu, state[0].mu)
+        np.testing.assert_array_equal(s.tau, state[0].tau)
+
+
+def test_statistics_are_summed_per_dtype_without_writing_locals_arrays():
+    shards = Shards(n_virtual=3)
+    parts = shards.scatter(np.arange(7.0))
+    returned, seen = [], []
+
+    def local(rng, state, part):
+        counts = np.array([part.size, 1], dtype=np.int64)
+        returned.append((counts, part))
+        return counts, part.sum(keepdims=True), np.full((2, 2), part[0])   # a plain tuple, two dtypes
+
+    def update(rng, state, stats):
+        seen.append(stats)
+        return state, None
+
+    alg = sharded(DataParallel(lambda rng, parts, sh: [State(np.zeros(1), np.zeros(1))] * 3, local, update), shards)
+    alg.step(default_rng(0), alg.init(None, parts))
+    for counts, total, square in seen:
+        np.testing.assert_array_equal(counts, [7, 3])
+        assert counts.dtype == np.int64
+        np.testing.assert_array_equal(total, [21.0])
+        np.testing.assert_array_equal(square, np.full((2, 2), 0.0 + 3.0 + 5.0))
+    for (counts, part), size in zip(returned, (3, 2, 2)):
+        np.testing.assert_array_equal(counts, [size, 1])    # the sums went to copies
+
+
+def test_a_bare_array_and_a_namedtuple_come_back_as_they_went():
+    shards = Shards(n_virtual=2)
+    seen = []
+    update = lambda rng, s, st: (seen.append(st), (s, None))[1]
+    for local, check in [(lambda r, s, p: p.sum(keepdims=True), lambda st: isinstance(st, np.ndarray)),
+                         (lambda r, s, p: Stats(p[:1] * 0 + p.size, p.sum(keepdims=True), p.sum(keepdims=True)),
+                          lambda st: type(st) is Stats and st.n[0] == 4)]:
+        seen.clear()
+        alg = sharded(DataParallel(_init, local, update), shards)
+        alg.step(default_rng(0), alg.init(None, shards.scatter(np.arange(4.0))))
+        assert len(seen) == 2 and all(check(st) for st in seen)
+
+
+def test_every_shards_local_runs_before_any_deferred_statistics():
+    shards = Shards(n_virtual=3)
+    order = []
+
+    def local(rng, state, part):
+        order.append(("local", int(part[0])))
+
+        def finish():
+            order.append(("finish", int(part[0])))
+            return part.sum(keepdims=True)
+
+        return finish
+
+    alg = sharded(DataParallel(_init, local, lambda rng, s, st: (s, None)), shards)
+    alg.step(default_rng(0), alg.init(None, shards.scatter(np.arange(6.0))))
+    assert order == [("local", 0), ("local", 2), ("local", 4), ("finish", 0), ("finish", 2), ("finish", 4)]
+
+
+def test_shards_that_draw_differently_are_refused():
+    shards = Shards(n_virtual=2)
+
+    def local(rng, state, part):
+        for _ in range(int(part[0] > 0)):   # shard 1 draws, shard 0 does not
+            rng.random(1)
+        return part.sum(keepdims=True)
+
+    alg = sharded(DataParallel(_init, local, lambda rng, s, st: (s, None)), shards)
+    with pytest.raises(RuntimeError, match="different numbers of generator calls"):
+        alg.step(default_rng(0), alg.init(None, shards.scatter(np.arange(4.0))))
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="DataParallel"):
+        sharded(Algorithm(None, None), Shards(n_virtual=2))
+    with pytest.raises(TypeError, match="Shards"):
+        sharded(NORMAL, 2)
+    alg = sharded(NORMAL, Shards(n_virtual=2))
+    with pytest.raises(ValueError, match="one part of the data per local shard"):
+        alg.init(None, [np.zeros(3)])
+    with pytest.raises(RuntimeError, match="init"):
+        alg.step(default_rng(0), None)
+    bad = sharded(DataParallel(lambda rng, parts, sh: [], _local, _update), Shards(n_virtual=2))
+    with pytest.raises(ValueError, match="returned 0 states"):
+        bad.init(None, [np.zeros(3), np.zeros(3)])
+
+
+def test_a_sharded_run_resumes_from_its_checkpoint(tmp_path):
+    y = _grid(200)
+    shards = Shards(n_virtual=2)
+    whole = _run(shards, y, n_iter=12)
+    alg = sharded(NORMAL, shards)
+    state = alg.init(None, shards.scatter(y))
+    path = tmp_path / "ck.npz"
+    kw = dict(n_iter=12, progress=False, checkpoint=path, checkpoint_every=4,
+              collect=lambda s, info: {"mu": s[0].mu, "tau": s[0].tau})
+    stopped = []
+
+    class Interrupted(Exception):
+        pass
+
+    def stop_at_eight(it, s, info):
+        if it == 8:
+            stopped.append(it)
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        run(alg.step, state, 3, callback=stop_at_eight, **kw)
+    resumed = run(alg.step, state, 3, **kw)
+    assert stopped == [8]
+    np.testing.assert_array_equal(resumed.draws["mu"], whole.draws["mu"])
+    np.testing.assert_array_equal(resumed.state.shard1.tau, whole.state.shard1.tau)
+
+
+# --------------------------------------------------------------------------- the DP mixture's Gibbs sweep
+
+def _mixture(xp, n=240, p=3, dtype=np.float64, k=5):
+    rs = np.random.default_rng(2)
+    X = np.concatenate([rs.normal(-2, 0.6, (n // 2, p)), rs.normal(2, 0.8, (n - n // 2, p))]).astype(dtype)
+    return mxa.make_model(xp.asarray(X), k, dtype=dtype, chains=2)
+
+
+def _sweeps(step, state, rng, n=4):
+    out = []
+    for _ in range(n):
+        state, info = step(rng, state)
+        s = state if isinstance(state, mxa.State) else state[0]
+        # copies: z is drawn in place
+        out.append([np.array(to_np(a)) for a in (s.z, s.mu, s.sigma, s.log_pi, s.alpha, s.loglik, info.n_active)])
+    return out
+
+
+def _mixture_one_shard_is_one_device(xp, shards, dtype):
+    model = _mixture(xp, dtype=dtype)
+    n = model.x.shape[0]
+    backend = "numpy" if xp is np else "cupy"
+    rng = default_rng(11, backend=backend)
+    want = _sweeps(mxa.make_step(model), mxa.init(rng, model, 2), rng)
+    alg = mxs.sharded_gibbs(shards)
+    rng = default_rng(11, backend=backend)
+    got = _sweeps(alg.step, alg.init(rng, mxs.gibbs_parts([model], shards, n), 2), rng)
+    for a, b in zip(want, got):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_mixture_sharded_over_one_shard_is_make_step_bit_for_bit(dtype):
+    # off any grid: one shard's statistics are not summed, so nothing rounds differently
+    _mixture_one_shard_is_one_device(np, Shards(n_virtual=1), dtype)
+
+
+def test_mixture_shards_give_make_steps_draws_on_a_dyadic_grid():
+    rs = np.random.default_rng(4)
+    X = np.round(np.concatenate([rs.normal(-2, 0.5, (128, 2)), rs.normal(2, 0.7, (128, 2))]) * 16) / 16
+    model = mxa.make_model(X, 6, dtype=np.float64, chains=2)
+    rng = default_rng(7, backend="numpy")
+    want = _sweeps(mxa.make_step(model), mxa.init(rng, model, 2), rng)
+    for world in (2, 3):
+        shards = Shards(n_virtual=world)
+        models = mxs.make_sharded_models(X, 6, shards, dtype=np.float64, chains=2)
+        alg = mxs.sharded_gibbs(shards)
+        rng = default_rng(7, backend="numpy")
+        state = alg.init(rng, mxs.gibbs_parts(models, shards, X.shape[0]), 2)
+        got = []
+        for _ in range(4):
+            state, info = alg.step(rng, state)
+            s = state[0]
+            for other in state[1:]:
+                np.testing.assert_array_equal(other.params, s.params)
+            got.append([np.concatenate([t.z for t in state], axis=1), s.mu, s.sigma, s.log_pi, s.alpha, s.loglik])
+        for a, b in zip(want, got):
+            for u, v in zip(a[:5], b[:5]):
+                np.testing.assert_array_equal(u, v)
+            # the rows' log-likelihoods are not on the grid: their sums over shards round differently
+            np.testing.assert_allclose(b[5], a[5], rtol=1e-12)
+
+
+def test_the_old_mixture_names_say_where_they_went():
+    for name in ("init_sharded", "make_sharded_step"):
+        with pytest.raises(AttributeError, match="sharded_gibbs"):
+            getattr(mxs, name)()
+
+
+# --------------------------------------------------------------------------- GPUs
+
+def test_gpu_mixture_sharded_over_one_shard_is_make_step_bit_for_bit(cp):
+    _mixture_one_shard_is_one_device(cp, Shards(0), np.float32)
+
+
+@pytest.mark.parametrize("n", [1000, 32 * 4096 + 5])
+def test_gpu_mean_rows_is_the_sum_over_n(cp, n):
+    # One device's step computes its mean log-likelihood as the rows' sum over n (the statistic a shard
+    # contributes), where it took _mean_rows before: the two are the same float64 numbers on the GPU, in
+    # the one-pass (cupy.mean) and the two-pass range alike, so one device's draws stay what they were.
+    from gpumcmc.models.mixture import ops
+
+    a = cp.asarray(np.random.default_rng(0).normal(-3.0, 2.0, (3, n)).astype(np.float32))
+    np.testing.assert_array_equal(to_np(ops._mean_rows(a)), to_np(ops._sum_rows(a) / n))
+
+
+def test_gpu_normal_model_on_shards_of_one_gpu_is_one_shard(cp):
+    y = _grid()
+    one, three = _run(Shards(0), y), _run(one_device(3), y)
+    for name in ("mu", "tau"):
+        np.testing.assert_array_equal(three.draws[name], one.draws[name], err_msg=name)

@@ -567,6 +567,49 @@ def test_bem_step_matches_make_bem_step():
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
 
 
+def _counting_bem(monkeypatch):
+    """Count BEM iterates, and note the count each time the convergence rule reads the state."""
+    from gpumcmc.models.mixture import estimator as est
+
+    count, reads = [0], []
+    real_step, real_rule = est.make_bem_step, est._BemConverged.__call__
+
+    def make(model):
+        bem = real_step(model)
+
+        def step(state):
+            count[0] += 1
+            return bem(state)
+
+        return step
+
+    def rule(self, state, info):
+        reads.append(count[0])
+        return real_rule(self, state, info)
+
+    monkeypatch.setattr(est, "make_bem_step", make)
+    monkeypatch.setattr(est._BemConverged, "__call__", rule)
+    return reads
+
+
+@pytest.mark.parametrize("kw, its, converged", [(dict(n_iter=37, tol=0.0), [10, 20, 30, 37], False),
+                                                (dict(n_iter=500, tol=1e-3), [10, 20], True)])
+def test_bem_fit_reads_its_rule_every_10_iterations_on_the_driver(monkeypatch, kw, its, converged):
+    """BEM's fit runs on gpumcmc.sampling.run with a stop condition: the rule reads the state after every 10th
+    iterate and after the last that n_iter allows, nowhere else, and the fit is init_bem and its steps written
+    out, with the same rule: the kept start's means are those of the hand-made loop's state."""
+    X, _, _ = planted()
+    reads = _counting_bem(monkeypatch)
+    gm = fit(X, n_components=4, method="bem", n_init=2, dtype="float64", **kw)
+    assert reads == its and gm.n_iter_ == its[-1] and gm.converged_ is converged
+    model = mx.make_model(X, 4, dtype=np.float64, alpha_prior=(1.0, 4.0), chains=2)
+    state = mx.init_bem(default_rng(0, backend="numpy"), model, 2)
+    bem = mx.make_bem_step(model)
+    for _ in range(its[-1]):
+        state = bem(state)
+    assert any(np.array_equal(gm.means_, state.mu[c] + model.center) for c in range(2))
+
+
 def test_chains_differ_and_share_the_model():
     X, _, _ = planted()
     gm = fit(X, n_components=4, n_iter=5, burn_in=5, n_chains=3, relabel=False)

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from gpumcmc import _validate, backend as _backend, shards as _shards
-from gpumcmc.sampling import Estimator, Monitor, as_data, run
+from gpumcmc.sampling import Estimator, Monitor, Stop, as_data, run
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 
 from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, assign, kernel_params
@@ -371,30 +371,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             state = init_bem(rng, model, self.n_init)
             bem = make_bem_step(model)
             score = functools.partial(_score_params, model.x, chunk=model.chunk)
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=self.n_iter, desc="DP mixture (BEM)")
-        prev = None
-        converged = False
-        it = 0
-        try:
-            for it in range(1, self.n_iter + 1):
-                state = bem(state)
-                if it % check_every == 0 or it == self.n_iter:
-                    ll = _backend.to_host(state.loglik)  # synchronises, every check_every iterations
-                    if bar is not None:
-                        bar.set_postfix({"loglik": f"{ll.max():.5g}"}, refresh=False)
-                    if prev is not None and np.all(np.abs(ll - prev) < self.tol * check_every):
-                        converged = True
-                    prev = ll
-                if bar is not None:
-                    bar.update(1)
-                if converged:
-                    break
-        finally:
-            if bar is not None:
-                bar.close()
+        # The iterations run on the driver, which ends them where the convergence rule holds: read every
+        # check_every iterations (and at the last), the only host reads of the loop.
+        tr = run(lambda _rng, s: (bem(s), None), state, rng, n_iter=self.n_iter, progress=self.progress,
+                 desc="DP mixture (BEM)", n_chains=self.n_init,
+                 stop=Stop(_BemConverged(self.tol * check_every), check_every, "loglik"))
+        state, converged, it = tr.state, tr.stopped, tr.iterations
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
         point = kernel_params(state.log_pi, state.mu, _safe_cholesky(state.sigma), model.x.dtype)
@@ -546,6 +528,24 @@ class _KeptDraws:
         vals = _backend.to_host(xp.stack([xp.stack([a.astype(np.float64), b.astype(np.float64)])
                                           for a, b in self.mon]))
         return {"loglik": (its, np.ascontiguousarray(vals[:, 0])), "alpha": (its, np.ascontiguousarray(vals[:, 1]))}
+
+
+class _BemConverged:
+    """BEM's stopping rule for :class:`~gpumcmc.sampling.Stop`: every start's mean log-likelihood per sample
+    changed by less than ``limit`` (``tol`` times the iterations between reads) since the last read.
+
+    Returns ``(converged, the largest start's log-likelihood)``, the second for the progress bar.
+    """
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.prev = None
+
+    def __call__(self, state, info):
+        ll = _backend.to_host(state.loglik)  # synchronize! (every check_every iterations)
+        done = self.prev is not None and bool(np.all(np.abs(ll - self.prev) < self.limit))
+        self.prev = ll
+        return done, float(ll.max())
 
 
 def _check_finite_fit(arrays, method):

@@ -664,6 +664,31 @@ def test_run_is_init_then_steps():
         np.testing.assert_array_equal(every, s.results.logl)
 
 
+def test_run_reads_the_stopping_rule_once_an_iteration_after_the_lag(xp, monkeypatch, capsys):
+    """run() goes through gpumcmc.sampling.run with the stopping rule as its stop condition: each iteration's
+    value is read once, check_lag iterations later, and no more often (on CuPy a wait for that iteration's
+    event only); the run ends at the first iteration whose value is below dlogz, plus check_lag; and the
+    driver's progress bar shows the value."""
+    from gpumcmc.models.nested import ops
+
+    cls = ops._NumpyProgress if xp is np else ops._GpuProgress
+    real, pops = cls.pop, []
+
+    def pop(self):
+        out = real(self)
+        pops.append(out[0])
+        return out
+
+    monkeypatch.setattr(cls, "pop", pop)
+    ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=xp)
+    r = NestedSampler(ll, pt, 2, nlive=30, random_state=2, backend=xp.__name__, progress=True, dlogz=0.5,
+                      check_lag=3).run().results
+    assert r.niter > 13 and len(pops) == r.niter - 3
+    assert pops[-1] < 0.5 and min(pops[:-1]) >= 0.5
+    err = capsys.readouterr().err
+    assert "nested" in err and "dlogz" in err
+
+
 def test_run_twice_gives_the_same_run():
     """random_state is used at run(), so a second call repeats the first."""
     ll, pt, _ = correlated_gaussian(2, rho=0.3)

@@ -185,8 +185,8 @@ class _Store:
 
     def put(self, index: int, values: dict) -> None:
         for name, v in values.items():
-            if self.by_reference:
-                self.buffers.setdefault(name, []).append(_backend.get_array_module(v).asarray(v))
+            if self.by_reference:  # the array itself: no launch (a number becomes a NumPy array)
+                self.buffers.setdefault(name, []).append(v if hasattr(v, "shape") else np.asarray(v))
                 continue
             buf = self.buffers.get(name)
             if buf is None:

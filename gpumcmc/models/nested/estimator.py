@@ -2,9 +2,10 @@
 
 The settings are checked in ``__init__`` (and again by :meth:`NestedSampler.run` where
 ``set_params`` changed them). :meth:`NestedSampler.run` seeds the generator, draws the live points
-and loops over the iteration of ``algorithm.py`` (``_NestedSteps._step``) until the stopping rule
-holds (read back a few iterations late, so the host never waits for the GPU); ``_finish`` hands the
-dead and live points to ``results.py``.
+and runs the iteration of ``algorithm.py`` (``_NestedSteps._step``) on the run driver,
+:func:`gpumcmc.sampling.run`, with the stopping rule as its stop condition (read back a few
+iterations late, so the host never waits for the GPU) and the removed points kept by the driver;
+``_finish`` hands the dead and live points to ``results.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from ... import _validate
 from ... import backend as _backend
 from ...random import default_rng
+from ...sampling import Stop, run as run_driver
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
 from .ops import _ops_for
@@ -25,6 +27,43 @@ from .results import (NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidenc
                       mode_check)
 
 __all__ = ["NestedSampler"]
+
+
+class _Iterations:
+    """What :meth:`NestedSampler.run` adds to each iteration of ``_step`` on the run driver.
+
+    ``step`` is the driver's step: the sampler's ``_step``, then the NaN/+inf flag so far, log X, the
+    iteration count (``sampler._niter``, which a replay after a bad value stops at) and the push of the
+    iteration's evidence and stopping value (one launch of ``nested_progress`` on CuPy). ``stop`` is the
+    driver's stop condition, read after every iteration: once ``check_lag`` iterations are queued it reads the
+    oldest one's pair (on CuPy a wait for that iteration's event only), raises for a bad value, and holds once
+    the evidence left is below ``dlogz``; every 10th iteration it shows that value on the progress bar.
+    """
+
+    def __init__(self, sampler, progress, logx_step):
+        self.sampler, self.progress, self.logx_step = sampler, progress, logx_step
+        self.lag, self.dlogz = sampler.check_lag, sampler.dlogz
+        self.fine = sampler.xp.ones((), dtype=bool)  # False once a batch of likelihoods held NaN or +inf
+        self.logx = 0.0
+
+    def step(self, rng, state):
+        s = self.sampler
+        state, info = s._step(rng, state)
+        self.fine = self.fine & info.fine
+        logx_prev, self.logx = self.logx, self.logx + self.logx_step
+        s._niter += 1
+        self.progress.push(info.dead_logl, state.logl, self.fine, logx_prev, self.logx)
+        return state, info
+
+    def stop(self, state, info):
+        if len(self.progress) <= self.lag:
+            return False, None
+        worst, ok = self.progress.pop()
+        niter = self.sampler._niter
+        if not ok:
+            raise self.sampler._located_error(state.v, state.logl, f"a point found at iteration "
+                                                                   f"{niter - self.lag} or before")
+        return worst < self.dlogz, (worst if niter % 10 == 0 else None)
 
 
 def _integer(name, value, minimum, alternative=""):
@@ -69,7 +108,7 @@ class NestedSampler(_NestedSteps):
         A hard stop.
     random_state : int, optional
     progress : bool
-        A tqdm progress bar.
+        The run driver's progress bar (tqdm), with the stopping value every 10 iterations.
     backend : {"numpy", "cupy", None}
     check_lag : int
         The stopping rule is computed on the device at every iteration and read
@@ -237,55 +276,26 @@ class NestedSampler(_NestedSteps):
         """
         if self._configured != self._settings():  # settings assigned since the last check
             self._setup(stacklevel=3)
-        xp, M = self.xp, self.n_runs
         t0 = time.perf_counter()
         rng = self._seeded_rng()
         state = self._init(rng)
-        dead_u, dead_v, dead_l, dead_b = [], [], [], []
         logx_steps, step_offsets = self._shrinkage()
-        logx = 0.0
-        niter, bar = 0, None
-        if self.progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(desc="nested", unit="it", leave=False)
-        max_iter = self.max_iter if self.max_iter is not None else 10 ** 9
-        # False once a batch of likelihoods held NaN or +inf (checked as each batch comes, with no wait)
-        fine = xp.ones((), dtype=bool)
-        # the stopping rule and that flag of iteration n are read on the host at iteration n + check_lag
-        progress = self._ops.progress(M, step_offsets, self.check_lag)
-        self._ncall_dev = xp.zeros((), dtype=xp.int64)
+        self._ncall_dev = self.xp.zeros((), dtype=self.xp.int64)
+        # the stopping rule and the NaN/+inf flag of iteration n are read on the host at iteration n + check_lag
+        progress = self._ops.progress(self.n_runs, step_offsets, self.check_lag)
+        loop = _Iterations(self, progress, logx_steps[-1])
         try:
-            while niter < max_iter:
-                state, info = self._step(rng, state)
-                fine = fine & info.fine
-                logx_prev, logx = logx, logx + logx_steps[-1]
-                dead_u.append(info.dead_u)
-                dead_v.append(info.dead_v)
-                dead_l.append(info.dead_logl)
-                dead_b.append(info.dead_birth)
-                niter += 1
-                self._niter = niter
-                progress.push(info.dead_logl, state.logl, fine, logx_prev, logx)
-                if bar is not None:
-                    bar.update(1)
-                if len(progress) > self.check_lag:
-                    worst, ok = progress.pop()
-                    if not ok:
-                        raise self._located_error(state.v, state.logl, f"a point found at iteration "
-                                                                       f"{niter - self.check_lag} or before")
-                    if bar is not None and niter % 10 == 0:
-                        bar.set_postfix(dlogz=f"{worst:.3g}")
-                    if worst < self.dlogz:
-                        break
+            # The driver keeps each iteration's removed points (the step's info, new arrays) by reference.
+            tr = run_driver(loop.step, state, rng, n_iter=self.max_iter, progress=self.progress, desc="nested",
+                            n_chains=self.n_runs, stop=Stop(loop.stop, 1, "dlogz"), by_reference=True)
         finally:
-            if bar is not None:
-                bar.close()
             progress.close()
-        if not bool(fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
-            raise self._located_error(state.v, state.logl, f"a point found by iteration {niter}")
-        self._live = state
+        niter = tr.iterations
+        if not bool(loop.fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
+            raise self._located_error(tr.state.v, tr.state.logl, f"a point found by iteration {niter}")
+        self._live = tr.state
         self._ncall += int(self._ncall_dev)
-        self._results = self._finish(dead_u, dead_v, dead_l, dead_b, niter, time.perf_counter() - t0)
+        self._results = self._finish(tr.stats, niter, time.perf_counter() - t0)
         return self
 
     def _seeded_rng(self):
@@ -316,14 +326,14 @@ class NestedSampler(_NestedSteps):
         return self._results
 
     # -- finishing ---------------------------------------------------------------------
-    def _finish(self, dead_u, dead_v, dead_l, dead_b, niter, seconds):
-        xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
+    def _finish(self, dead, niter, seconds):
+        """The results from ``dead``, the removed points as the driver kept them (host arrays, (run,
+        iteration, R, ...): ``Trace.stats`` of the step's :class:`StepInfo`), and the live points."""
+        M, N, d = self.n_runs, self.nlive, self.ndim
         h = _backend.to_host
-        if dead_l:
-            du = h(xp.concatenate(dead_u, axis=1))
-            dv = h(xp.concatenate(dead_v, axis=1))
-            dl = h(xp.concatenate(dead_l, axis=1))
-            db = h(xp.concatenate(dead_b, axis=1))
+        if dead:
+            du, dv = dead["dead_u"].reshape(M, -1, d), dead["dead_v"].reshape(M, -1, d)
+            dl, db = dead["dead_logl"].reshape(M, -1), dead["dead_birth"].reshape(M, -1)
         else:
             du = np.zeros((M, 0, d)); dv = np.zeros((M, 0, d)); dl = np.zeros((M, 0)); db = np.zeros((M, 0))
         live = self._live

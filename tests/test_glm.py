@@ -455,6 +455,23 @@ def test_niw_kernel_matches_twin(cp, dtype, monkeypatch):
         np.testing.assert_allclose(cp.asnumpy(f), r, rtol=tol, atol=tol)
 
 
+def test_hierarchical_fit_runs_on_the_driver(capsys, tmp_path):
+    """HierarchicalGLM.fit loops through gpumcmc.sampling.run, which owns the warm-up, the kept draws and the
+    progress bar (labelled with the class name): trace_ is the driver's Trace of n_warmup + n_samples
+    iterations, and a fit with progress=True gives the same draws as one without."""
+    from gpumcmc.sampling import Trace
+
+    X, y = _data("bernoulli", N=60)
+    groups = np.arange(60) % 3
+    kw = dict(n_chains=2, n_samples=7, n_warmup=5, random_state=4, backend="numpy")
+    quiet = HierarchicalGLM(progress=False, **kw).fit(X, y, groups)
+    shown = HierarchicalGLM(progress=True, **kw).fit(X, y, groups)
+    assert isinstance(quiet.trace_, Trace) and quiet.trace_.iterations == 12 and not quiet.trace_.stopped
+    assert quiet.trace_.draws["beta"].shape[:3] == (2, 7, 3)
+    np.testing.assert_array_equal(shown.beta_draws_, quiet.beta_draws_)
+    assert "HierarchicalGLM" in capsys.readouterr().err
+
+
 def test_hierarchical_bad_covariance():
     X, y = _data("bernoulli", N=20)
     with pytest.raises(ValueError, match="covariance must be 'full'"):

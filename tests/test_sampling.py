@@ -256,16 +256,15 @@ def test_named_stop_shows_and_keeps_its_value():
         _run(np, n_iter=10, stop=Stop(lambda s, i: (False, 0.0), name="m"), monitors=[Monitor("m", lambda s: 0.0)])
 
 
-def test_stopped_run_resumes_bit_for_bit(tmp_path, xp):
+@pytest.mark.parametrize("bound, by_reference", [(200, False), (None, True)])
+def test_stopped_run_resumes_bit_for_bit(tmp_path, xp, bound, by_reference):
     """Interrupted at iteration 23 and resumed from the checkpoint of iteration 20, a run whose condition
-    reads only the state stops where the uninterrupted run does, with the same draws; and a run resumed from
-    the checkpoint of a stopped run stays stopped."""
+    reads only the state stops where the uninterrupted run does, with the same draws (with a bound on n_iter
+    and a growing store, and with none and the draws held by reference); and a run resumed from the
+    checkpoint of a stopped run stays stopped."""
     path = tmp_path / "run.npz"
-
-    def cond(s, info):
-        return s.steps >= 37
-
-    whole = _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4))
+    kw = dict(burn_in=5, thin=2, n_iter=bound, by_reference=by_reference, stop=Stop(lambda s, i: s.steps >= 37, 4))
+    whole = _run(xp, **kw)
     assert whole.iterations == 40
 
     class Interrupt(Exception):
@@ -276,15 +275,13 @@ def test_stopped_run_resumes_bit_for_bit(tmp_path, xp):
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4), checkpoint=path, checkpoint_every=10,
-             callback=interrupt)
-    resumed = _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4), checkpoint=path, checkpoint_every=10)
+        _run(xp, checkpoint=path, checkpoint_every=10, callback=interrupt, **kw)
+    resumed = _run(xp, checkpoint=path, checkpoint_every=10, **kw)
     assert resumed.iterations == 40 and resumed.stopped and resumed.state.steps == 40
     np.testing.assert_array_equal(resumed.draws["x"], whole.draws["x"])
     np.testing.assert_array_equal(resumed.stats["accepted"], whole.stats["accepted"])
     calls = []
-    again = _run(xp, burn_in=5, thin=2, n_iter=200, stop=Stop(cond, 4), checkpoint=path,
-                 callback=lambda *a: calls.append(a))
+    again = _run(xp, checkpoint=path, callback=lambda *a: calls.append(a), **kw)
     assert calls == [] and again.stopped and again.iterations == 40
     np.testing.assert_array_equal(again.draws["x"], whole.draws["x"])
 

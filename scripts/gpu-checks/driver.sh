@@ -14,11 +14,14 @@ python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider -k "bem" 2>
 # then the public run against its bare iteration (_step) per iteration, which must not have grown.
 python -m pytest -m gpu tests/test_nested.py -q -p no:cacheprovider 2>&1 | tee "$OUT/driver_nested_gpu.log" | tail -10
 python -m benchmarks nested --small --out "$OUT/driver-nested-small" 2>&1 | tail -30
-# The public calls of both, per iteration (the reference measurement, where it is beside the repository).
+# HierarchicalGLM.fit on the driver (graph replay included): its GPU tests.
+python -m pytest -m gpu tests/test_glm.py -q -p no:cacheprovider -k "hierarchical" 2>&1 | tail -5
+# The public calls, per iteration (the reference measurement, where it is beside the repository).
 for f in ../shared/bench/user_path.py shared/bench/user_path.py; do
   if [ -f "$f" ]; then
     python "$f" nested --out "$OUT/driver_user_path_nested.json"
     python "$f" mixture --out "$OUT/driver_user_path_mixture.json"
+    python "$f" glm --out "$OUT/driver_user_path_glm.json"
     break
   fi
 done

@@ -43,8 +43,9 @@ from typing import Sequence
 import numpy as np
 
 from . import backend
+from ._config import memo
 
-__all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask",
+__all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask", "free_communicators",
            "worker_shards"]
 
 # NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
@@ -58,6 +59,43 @@ _NCCL_SUM = 0
 
 # Communicators set up by join_dask, by name, in this worker process.
 _WORKER_COMMS: dict[str, "Shards"] = {}
+
+# NCCL communicators over GPUs of this process, by (process id, GPU ids): made once and shared by every
+# Shards over those GPUs. Making a set costs from a few tens of ms to a second and destroying one about
+# half a second, so a fit that made and dropped its own would pay both, at a time the garbage collector
+# picks (inside a later call, often).
+_COMMS = memo.table("shards.nccl_comms", device_at=None)
+
+
+def _communicators(devices: list[int], xp) -> list:
+    import os
+
+    key = (os.getpid(), tuple(devices))   # a forked child makes its own
+    comms = _COMMS.get(key)
+    if comms is None:
+        with _keep_current(xp):  # NCCL's initAll leaves the last GPU current
+            comms = _COMMS[key] = _nccl().NcclCommunicator.initAll(devices)
+    return comms
+
+
+def free_communicators() -> int:
+    """Destroy the NCCL communicators that :class:`Shards` over GPUs keeps for reuse; returns how many sets.
+
+    Every ``Shards(devices)`` over the same GPUs in a process shares one set of communicators, made by the
+    first and kept until this call (or the process's end), so that repeated fits do not pay NCCL's set-up
+    and teardown each time. Call it to give their GPU memory back; a later ``Shards`` makes new ones.
+    Shards made before the call must not be used after it.
+    """
+    import os
+
+    cp = backend.get_backend("cupy") if _COMMS else None
+    mine = [k for k in _COMMS if k[0] == os.getpid()]
+    for k in mine:
+        comms = _COMMS.pop(k)
+        with _keep_current(cp):
+            for c in comms:
+                c.destroy()
+    return len(mine)
 
 
 def _nccl():
@@ -177,18 +215,21 @@ class Shards:
         self.devices = _device_ids(devices)
         self.world = len(self.devices)
         self.xp = backend.get_backend("cupy")
+        self._shared = self.world > 1
         if self.world > 1:
-            with _keep_current(self.xp):  # NCCL's initAll leaves the last GPU current
-                self._comms = _nccl().NcclCommunicator.initAll(self.devices)
+            self._comms = _communicators(self.devices, self.xp)
 
     def close(self) -> None:
-        """Free the NCCL communicators now (they are freed anyway when the Shards is collected).
+        """Let go of the NCCL communicators.
 
-        NCCL's teardown makes each communicator's GPU current; the caller's GPU
-        stays current here, so arrays made afterwards land where they did before.
+        Communicators over GPUs of this process are shared by every Shards over
+        the same GPUs and kept for reuse (:func:`free_communicators` destroys
+        them); those of :func:`join_dask` are destroyed here. NCCL's teardown
+        makes each communicator's GPU current; the caller's GPU stays current
+        here, so arrays made afterwards land where they did before.
         """
         comms, self._comms = self._comms, None
-        if comms and self.xp is not np:
+        if comms and self.xp is not np and not getattr(self, "_shared", False):
             with _keep_current(self.xp):
                 for c in comms:
                     c.destroy()

@@ -83,6 +83,35 @@ def test_allreduce_sums_over_every_gpu(cp, gpus, dtype):
         np.testing.assert_array_equal(cp.asnumpy(a), total)
 
 
+def test_shards_over_the_same_gpus_share_their_communicators(cp, gpus):
+    """A second Shards over the same GPUs reuses the first's NCCL communicators (no set-up or teardown per
+    fit); close() leaves them working for the others; free_communicators() destroys them, and the next
+    Shards makes new ones that sum correctly."""
+    from gpumcmc.shards import free_communicators
+
+    free_communicators()
+    a = Shards([0, 1])
+    b = Shards([0, 1])
+    assert a._comms is b._comms
+    a.close()
+
+    def check(sh):
+        arrays = []
+        for i in range(2):
+            with sh.on(i):
+                arrays.append(cp.full(7, float(i + 1)))
+        sh.allreduce(arrays)
+        for i, x in enumerate(arrays):
+            with sh.on(i):
+                np.testing.assert_array_equal(cp.asnumpy(x), np.full(7, 3.0))
+    check(b)
+    assert free_communicators() == 1
+    c = Shards([0, 1])
+    assert c._comms is not b._comms
+    check(c)
+    assert free_communicators() == 1 and free_communicators() == 0
+
+
 def test_scatter_puts_each_part_on_its_gpu(cp, gpus):
     with cp.cuda.Device(1):
         sh = Shards("all")

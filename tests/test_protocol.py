@@ -284,9 +284,48 @@ def test_mixture_shards_give_make_steps_draws_on_a_dyadic_grid():
             np.testing.assert_allclose(b[5], a[5], rtol=1e-12)
 
 
+def _bem_one_shard_is_one_device(xp, shards, dtype, iterates=6):
+    model = _mixture(xp, dtype=dtype)
+    backend = "numpy" if xp is np else "cupy"
+    rng = default_rng(5, backend=backend)
+    state, bem = mxa.init_bem(rng, model, 3), mxa.make_bem_step(model)
+    alg = mxs.sharded_bem(shards)
+    rng = default_rng(5, backend=backend)
+    states = alg.init(rng, mxs.bem_parts([model], shards, model.x.shape[0]), 3)
+    for _ in range(iterates):
+        state = bem(state)
+        states, info = alg.step(rng, states)
+        assert info is None
+        for f in ("mu", "sigma", "log_pi", "alpha", "counts", "loglik", "params"):
+            np.testing.assert_array_equal(to_np(getattr(states[0], f)), to_np(getattr(state, f)), err_msg=f)
+    assert rng.offset == default_rng(5).offset + 1   # the starts' one call; an iterate draws nothing
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bem_sharded_over_one_shard_is_make_bem_step_bit_for_bit(dtype):
+    _bem_one_shard_is_one_device(np, Shards(n_virtual=1), dtype)
+
+
+def test_bem_on_shard_zero_steps_every_shard_and_refuses_another_state():
+    X = np.random.default_rng(3).normal(0, 1, (90, 2))
+    shards = Shards(n_virtual=3)
+    models = mxs.make_sharded_models(X, 4, shards, dtype=np.float64, chains=2)
+    alg = mxs.sharded_bem(shards)
+    rng = default_rng(0, backend="numpy")
+    states = alg.init(rng, mxs.bem_parts(models, shards, 90), 2)
+    bem = mxs.OnShardZero(alg.step, states, rng)
+    s = bem(bem(states[0]))
+    assert s is bem.states[0] and s is not states[0]
+    for other in bem.states[1:]:
+        np.testing.assert_array_equal(other.params, s.params)
+    with pytest.raises(ValueError, match="shard-0 state"):
+        bem(states[0])
+
+
 def test_the_old_mixture_names_say_where_they_went():
-    for name in ("init_sharded", "make_sharded_step"):
-        with pytest.raises(AttributeError, match="sharded_gibbs"):
+    for name, new in [("init_sharded", "sharded_gibbs"), ("make_sharded_step", "sharded_gibbs"),
+                      ("init_bem_sharded", "sharded_bem"), ("make_sharded_bem_step", "sharded_bem")]:
+        with pytest.raises(AttributeError, match=new):
             getattr(mxs, name)()
 
 
@@ -294,6 +333,11 @@ def test_the_old_mixture_names_say_where_they_went():
 
 def test_gpu_mixture_sharded_over_one_shard_is_make_step_bit_for_bit(cp):
     _mixture_one_shard_is_one_device(cp, Shards(0), np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gpu_bem_sharded_over_one_shard_is_make_bem_step_bit_for_bit(cp, dtype):
+    _bem_one_shard_is_one_device(cp, Shards(0), dtype)
 
 
 @pytest.mark.parametrize("n", [1000, 32 * 4096 + 5])

@@ -235,11 +235,12 @@ def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
     ``init(rng, parts, *args, **kwargs)`` returns ``algorithm.init``'s states
     as one state of type :func:`shard_states` (``state[i]``: local shard
     ``i``'s), and binds ``parts`` to the step: the step runs on the parts of
-    the latest ``init`` (one sharded algorithm per data set). ``step(rng, state)`` runs ``local`` on every local shard under
-    its device, sums the statistics over every shard (one all-reduce per
-    dtype, none over a single shard), and runs ``update`` on every local
-    shard, each from the same position of ``rng``; its info is local shard
-    0's. With one local shard of one (``Shards(1)``, or one device) the step is
+    the latest ``init`` (one sharded algorithm per data set).
+    ``step(rng, state)`` runs ``local`` on every local shard under its
+    device, sums the statistics over every shard (one all-reduce per dtype,
+    none over a single shard), and runs ``update`` on every local shard, each
+    from the same position of ``rng``; its info is local shard 0's. With
+    one local shard of one (``Shards(1)``, or one device) the step is
     ``update(rng, s, local(rng, s, part))``, with no copy and no sum.
 
     Every shard's ``local`` and ``update`` see a copy of ``rng`` at the same

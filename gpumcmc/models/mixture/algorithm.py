@@ -53,12 +53,13 @@ from gpumcmc import _validate, backend as _backend
 from gpumcmc._config import config
 
 from .ops import (
-    MODE_RESP, MODE_SAMPLE, _gibbs_acc, _gibbs_params_kernel, _gibbs_params_twin, _mean_rows, _packed_prior,
+    MODE_RESP, MODE_SAMPLE, _gibbs_acc, _gibbs_params_kernel, _gibbs_params_twin, _packed_prior,
     _posterior_kernel, _resp_blocks, _safe_cholesky, _sum_rows, _unpack_stats, _use_component_kernel, _xp_of,
     _y_block, assign, kernel_params, niw_posterior)
 
-__all__ = ["Model", "State", "Info", "Part", "GibbsStats", "init", "init_bem", "step", "gibbs_local", "make_gibbs_update",
-           "bem_step", "make_bem_step", "make_model"]
+__all__ = ["Model", "State", "Info", "Part", "GibbsStats", "BemPart", "BemStats", "init", "init_bem", "step",
+           "gibbs_local", "make_gibbs_update", "bem_step", "make_bem_step", "bem_local", "make_bem_update",
+           "make_model"]
 
 _V_MAX = 1.0 - 2.0**-40     # sticks are kept below 1 so that log(1 - v) stays finite
 
@@ -467,16 +468,55 @@ def make_bem_step(model: Model):
     support at zero weight). Nothing is read back to the host. The closure keeps its scratch buffers (probabilities,
     logits, log-sum-exp) between calls; returned states never share memory
     with them.
+
+    Step (1) is :func:`bem_local` on all the rows, the update
+    :func:`make_bem_update`'s: with the data split over devices the same two
+    run on each shard, the statistics summed between them
+    (:func:`gpumcmc.models.mixture.sharded.bem`).
     """
-    stats = _make_bem_stats(model)
+    part = BemPart(model, _make_bem_stats(model), model.x.shape[0])
+    update = make_bem_update(model, part.n)
 
     def bem(state: State) -> State:
         with _validate.validation(False):
-            acc, lse = stats(state.params)
-            loglik = _mean_rows(lse)
-            return _bem_update(model, state, acc, loglik)
+            return update(None, state, bem_local(None, state, part))[0]
 
     return bem
+
+
+class BemPart(NamedTuple):
+    """One part of the rows for a BEM iterate: its :class:`Model`, its E-step :func:`_make_bem_stats` (which
+    keeps the scratch buffers) and ``n``, the rows of the whole set."""
+
+    model: Model
+    stats: object
+    n: int
+
+
+class BemStats(NamedTuple):
+    """What step (1) of a BEM iterate sums over the rows, float64: ``acc`` (C, k, q), the probabilities'
+    weighted statistics packed as :class:`GibbsStats`' are, and ``loglik`` (C,), the rows' log-normalisers
+    summed."""
+
+    acc: object
+    loglik: object
+
+
+def bem_local(rng, state: State, part: BemPart) -> BemStats:
+    """Step (1) of a BEM iterate on the rows of ``part``: their configuration probabilities at
+    ``state.params`` and the probabilities' weighted statistics (``rng`` is not used: BEM draws nothing)."""
+    acc, lse = part.stats(state.params)
+    return BemStats(acc, _sum_rows(lse))
+
+
+def make_bem_update(model: Model, n: int):
+    """``update(rng, state, stats) -> (state, None)``: steps (2)-(4) of a BEM iterate from the summed
+    :class:`BemStats` of all ``n`` rows (:func:`_bem_update`)."""
+
+    def update(rng, state: State, stats: BemStats):
+        return _bem_update(model, state, stats.acc, stats.loglik / n), None
+
+    return update
 
 
 # config.mixture_gemm_rows: rows per block of the Bayesian-EM statistics GEMM (None: one GEMM per chunk);

@@ -22,7 +22,7 @@ from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, 
 from .algorithm import Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step
 from .relabel import align_draws
 from .sharded import (
-    _sharded_score, gibbs_parts, init_bem_sharded, make_sharded_bem_step, make_sharded_models, sharded_gibbs)
+    OnShardZero, _sharded_score, bem_parts, gibbs_parts, make_sharded_models, sharded_bem, sharded_gibbs)
 
 __all__ = ["DPGaussianMixture"]
 
@@ -111,7 +111,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         probabilities (BEM) and sums their statistics, and one all-reduce per
         iteration (NCCL between GPUs) adds them up; the global draws or the
         BEM update follow from the sums (see :func:`.sharded.gibbs` and
-        :func:`make_sharded_bem_step`).
+        :func:`.sharded.bem`).
         ``"all"`` or a list of GPU ids drives those GPUs from this process; a
         :class:`~gpumcmc.shards.Shards` may also come from
         :func:`gpumcmc.shards.worker_shards` (one GPU per Dask worker),
@@ -307,8 +307,9 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                 state = alg.init(rng, gibbs_parts(models, shards, n), self.n_chains)
                 self._fit_gibbs(m0, rng, state, alg.step)
             else:
-                state = init_bem_sharded(rng, models, shards, n, self.n_init)
-                self._fit_bem(m0, rng, state, make_sharded_bem_step(models, shards, n),
+                alg = sharded_bem(shards)
+                states = alg.init(rng, bem_parts(models, shards, n), self.n_init)
+                self._fit_bem(m0, rng, states[0], OnShardZero(alg.step, states, rng),
                               lambda params: _sharded_score(models, shards, params, n))
         self.fit_seconds_ = time.perf_counter() - t0
         self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict

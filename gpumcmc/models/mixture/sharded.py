@@ -7,12 +7,14 @@ or the BEM update of :mod:`.algorithm` follow from the sums. For a seed the
 draws equal one device's up to the rounding of the sums' order.
 
 The Gibbs sweep is written once, in :mod:`.algorithm`, as a local part
-(:func:`gibbs_local`) and a global update (:func:`make_gibbs_update`):
-:func:`gibbs` makes them a :class:`gpumcmc.sampling.DataParallel` and
-:func:`gpumcmc.sampling.sharded` runs them over the shards. One device's
-:func:`make_step` is the same two on all the rows, and
-``sharded(gibbs(), Shards(1))`` gives its draws bit for bit (the statistics of
-one shard are not summed; ``tests/test_protocol.py`` checks it).
+(:func:`gibbs_local`) and a global update (:func:`make_gibbs_update`), and so
+is the BEM iterate (:func:`bem_local`, :func:`make_bem_update`): :func:`gibbs`
+and :func:`bem` make them :class:`gpumcmc.sampling.DataParallel` algorithms,
+and :func:`gpumcmc.sampling.sharded` runs them over the shards. One device's
+:func:`make_step` and :func:`make_bem_step` are the same two on all the rows,
+and ``sharded(gibbs(), Shards(1))`` and ``sharded(bem(), Shards(1))`` give
+their iterates bit for bit (the statistics of one shard are not summed;
+``tests/test_protocol.py`` checks both, on the GPU too).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from gpumcmc.shards import Shards
 
 from .ops import _score_params, _sum_rows
 from .algorithm import (
-    Part, State, _bem_start_means, _bem_update, _init_from_means, _make_bem_stats, gibbs_local, make_gibbs_update,
-    make_model)
+    BemPart, Part, State, _bem_start_means, _init_from_means, _make_bem_stats, bem_local, gibbs_local,
+    make_bem_update, make_gibbs_update, make_model)
 
-__all__ = ["make_sharded_models", "gibbs", "gibbs_parts", "sharded_gibbs", "make_sharded_bem_step",
-           "init_bem_sharded", "allreduce_bytes"]
+__all__ = ["make_sharded_models", "gibbs", "gibbs_parts", "sharded_gibbs", "bem", "bem_parts", "sharded_bem",
+           "OnShardZero", "allreduce_bytes"]
 
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
@@ -116,7 +118,11 @@ def sharded_gibbs(shards: Shards) -> Algorithm:
     sweep as one device's :func:`make_step` has them: ``init(rng, parts, chains)`` with
     ``parts = gibbs_parts(models, shards, n)``, and ``step(rng, state) -> (state, info)``, whose state
     holds one :class:`State` per local shard (``state[i]``)."""
-    alg = sharded(gibbs(), shards)
+    return _quiet(sharded(gibbs(), shards))
+
+
+def _quiet(alg: Algorithm) -> Algorithm:
+    """``alg`` with value checks off inside its step (deferred checks still record, see gpumcmc.check)."""
 
     def step(rng, state):
         with _validate.validation(False):
@@ -136,6 +142,8 @@ def _moved(name: str, new: str):
 
 init_sharded = _moved("init_sharded", "sharded_gibbs(shards).init(rng, gibbs_parts(models, shards, n), chains)")
 make_sharded_step = _moved("make_sharded_step", "sharded_gibbs(shards).step, after its init")
+init_bem_sharded = _moved("init_bem_sharded", "sharded_bem(shards).init(rng, bem_parts(models, shards, n), starts)")
+make_sharded_bem_step = _moved("make_sharded_bem_step", "sharded_bem(shards).step, after its init")
 
 
 def _device_of(a):
@@ -158,59 +166,83 @@ def _gather_rows(models: list, shards: Shards, n: int, idx) -> list:
     return shards.allreduce(bufs)
 
 
-def init_bem_sharded(rng, models: list, shards: Shards, n: int, starts: int = 1) -> State:
-    """:func:`init_bem` over shards: the same starting state as one device for the same ``rng``.
-
-    The subsample's rows are gathered from the shards that hold them by one
-    all-reduce of (starts, m, p) values.
-    """
-    xp = shards.xp
-    p = models[0].x.shape[1]
-
-    def gather(idx):
-        return _backend.to_host(_gather_rows(models, shards, n, idx)[0]).reshape(idx.shape + (p,))
-
-    with shards.on(0):
-        mu = _bem_start_means(rng, n, models[0].k, starts, gather)
-        return _init_from_means(models[0], _backend.asarray(mu, xp), xp.zeros((starts, 0), dtype=np.int32))
-
-
-def make_sharded_bem_step(models: list, shards: Shards, n: int):
-    """``bem(state) -> state``: one Bayesian-EM iterate of every start with the data split over ``shards``.
-
-    Each shard computes its rows' configuration probabilities and their
-    weighted statistics (:func:`make_bem_step`'s steps (1)-(2)) and the sum of
-    its log-likelihoods; one all-reduce of ``starts (k q + 1)`` float64 values
-    adds them up, and the update (steps (2)-(4), deterministic) follows on
-    local shard 0's device (in every process of a Dask cluster, identically).
-    The iterates equal one device's up to the rounding of the sums' order.
-    """
-    xp = shards.xp
-    k = models[0].k
-    p = models[0].x.shape[1]
-    q = 1 + p + p * (p + 1) // 2
-    stats = []
+def bem_parts(models: list, shards: Shards, n: int) -> list:
+    """The :class:`BemPart` of each local shard: its :class:`Model` (:func:`make_sharded_models`), its E-step
+    (made on its device) and ``n``, the rows of the whole set."""
+    parts = []
     for i, model in enumerate(models):
         with shards.on(i):
-            stats.append(_make_bem_stats(model))
+            parts.append(BemPart(model, _make_bem_stats(model), n))
+    return parts
 
-    def bem(state: State) -> State:
-        with _validate.validation(False):
-            chains = state.params.shape[0]
-            copies = _shards.Replica(shards, state.params)
-            bufs = []
-            for i in range(len(models)):
-                params = copies(i)
-                with shards.on(i):
-                    acc, lse = stats[i](params)
-                    bufs.append(xp.ascontiguousarray(
-                        xp.concatenate([acc.reshape(chains, k * q), _sum_rows(lse)[:, None]], axis=1)))
-            total = shards.allreduce(bufs)[0]
-            with shards.on(0):
-                acc = xp.ascontiguousarray(total[:, :k * q].reshape(chains, k, q))
-                return _bem_update(models[0], state, acc, total[:, k * q] / n)
 
-    return bem
+def bem() -> DataParallel:
+    """Bayesian EM as a :class:`gpumcmc.sampling.DataParallel` over :class:`BemPart` s of the data.
+
+    ``init(rng, parts, shards, starts=1)`` gives each shard :func:`init_bem`'s
+    starting state for the same ``rng`` (the subsample's rows are gathered
+    from the shards that hold them by one all-reduce of ``(starts, m, p)``
+    values). ``local`` is :func:`bem_local`: each shard's rows' configuration
+    probabilities and their weighted statistics, and the sum of its rows'
+    log-normalisers; one all-reduce of ``starts (k q + 1)`` float64 values an
+    iterate adds them up, and ``update`` (:func:`make_bem_update`,
+    deterministic) follows on every shard's device. The iterates equal one
+    device's up to the rounding of the sums' order.
+    """
+    updates: dict = {}  # the update by device (each holds the model's prior there)
+
+    def init(rng, parts, shards: Shards, starts: int = 1) -> list:
+        xp, n = shards.xp, parts[0].n
+        model0 = parts[0].model
+        models = [part.model for part in parts]
+        updates.clear()
+
+        def gather(idx):
+            rows = _backend.to_host(_gather_rows(models, shards, n, idx)[0])
+            return rows.reshape(idx.shape + (model0.x.shape[1],))
+
+        with shards.on(0):
+            mu = _bem_start_means(rng, n, model0.k, starts, gather)
+        states = []
+        for i, model in enumerate(models):
+            with shards.on(i):
+                if _device_of(model.x) not in updates:
+                    updates[_device_of(model.x)] = make_bem_update(model, n)
+                z = xp.zeros((starts, 0), dtype=np.int32)
+                states.append(_init_from_means(model, _backend.asarray(mu, xp), z))
+        return states
+
+    def update(rng, state: State, stats):
+        return updates[_device_of(state.params)](rng, state, stats)
+
+    return DataParallel(init, bem_local, update)
+
+
+class OnShardZero:
+    """``bem(state) -> state`` on local shard 0's :class:`State`, stepping every shard's: the sharded BEM
+    iterate for a loop written for one device's (the estimator's).
+
+    ``step`` is a sharded algorithm's step (:func:`sharded_bem`) and ``states``
+    its state from ``init``; the shards' states are held here, and each call
+    takes the shard-0 state the previous call returned (ValueError for another).
+    ``rng`` is passed to the step; BEM draws nothing from it.
+    """
+
+    def __init__(self, step, states, rng):
+        self.step, self.states, self.rng = step, states, rng
+
+    def __call__(self, state: State) -> State:
+        if state is not self.states[0]:
+            raise ValueError("OnShardZero steps the shard-0 state it returned last (or init's), and no other.")
+        self.states = self.step(self.rng, self.states)[0]
+        return self.states[0]
+
+
+def sharded_bem(shards: Shards) -> Algorithm:
+    """:func:`bem` over ``shards`` (:func:`gpumcmc.sampling.sharded`), its value checks off inside the
+    iterate as one device's :func:`make_bem_step` has them: ``init(rng, parts, starts)`` with
+    ``parts = bem_parts(models, shards, n)``, and ``step(rng, state) -> (state, None)``."""
+    return _quiet(sharded(bem(), shards))
 
 
 def _sharded_score(models: list, shards: Shards, params, n: int):

@@ -306,22 +306,6 @@ def test_bem_sharded_over_one_shard_is_make_bem_step_bit_for_bit(dtype):
     _bem_one_shard_is_one_device(np, Shards(n_virtual=1), dtype)
 
 
-def test_bem_on_shard_zero_steps_every_shard_and_refuses_another_state():
-    X = np.random.default_rng(3).normal(0, 1, (90, 2))
-    shards = Shards(n_virtual=3)
-    models = mxs.make_sharded_models(X, 4, shards, dtype=np.float64, chains=2)
-    alg = mxs.sharded_bem(shards)
-    rng = default_rng(0, backend="numpy")
-    states = alg.init(rng, mxs.bem_parts(models, shards, 90), 2)
-    bem = mxs.OnShardZero(alg.step, states, rng)
-    s = bem(bem(states[0]))
-    assert s is bem.states[0] and s is not states[0]
-    for other in bem.states[1:]:
-        np.testing.assert_array_equal(other.params, s.params)
-    with pytest.raises(ValueError, match="shard-0 state"):
-        bem(states[0])
-
-
 def test_the_old_mixture_names_say_where_they_went():
     for name, new in [("init_sharded", "sharded_gibbs"), ("make_sharded_step", "sharded_gibbs"),
                       ("init_bem_sharded", "sharded_bem"), ("make_sharded_bem_step", "sharded_bem")]:

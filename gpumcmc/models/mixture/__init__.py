@@ -20,13 +20,13 @@ from .ops import (FILE, MODE_ARGMAX, MODE_RESP, MODE_SAMPLE, _assign_twin, _defi
                   _packed_prior, _posterior_kernel, _resp_blocks, _sum_rows, _unpack_stats, _y_block, assign,
                   gibbs_stats, kernel_params, niw_posterior)
 from .relabel import _take, align_draws, relabel, relabel_costs
-from .sharded import (OnShardZero, allreduce_bytes, bem, bem_parts, gibbs, gibbs_parts, init_bem_sharded, init_sharded,
+from .sharded import (allreduce_bytes, bem, bem_parts, gibbs, gibbs_parts, init_bem_sharded, init_sharded,
                       make_sharded_bem_step, make_sharded_models, make_sharded_step, sharded_bem, sharded_gibbs)
 
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "init_bem", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "Part", "GibbsStats",
            "gibbs_local", "make_gibbs_update", "gibbs", "gibbs_parts", "sharded_gibbs", "BemPart", "BemStats",
-           "bem_local", "make_bem_update", "bem", "bem_parts", "sharded_bem", "OnShardZero", "allreduce_bytes"]
+           "bem_local", "make_bem_update", "bem", "bem_parts", "sharded_bem", "allreduce_bytes"]
 
 # The knobs' old names here (gpumcmc.models.mixture._GEMM_ROWS and the like) read and set gpumcmc._config.config's;
 # the submodules read config itself, so setting either changes the fit.

@@ -22,7 +22,7 @@ from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, 
 from .algorithm import Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step
 from .relabel import align_draws
 from .sharded import (
-    OnShardZero, _sharded_score, bem_parts, gibbs_parts, make_sharded_models, sharded_bem, sharded_gibbs)
+    _sharded_score, bem_parts, gibbs_parts, make_sharded_models, sharded_bem, sharded_gibbs)
 
 __all__ = ["DPGaussianMixture"]
 
@@ -309,8 +309,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             else:
                 alg = sharded_bem(shards)
                 states = alg.init(rng, bem_parts(models, shards, n), self.n_init)
-                self._fit_bem(m0, rng, states[0], OnShardZero(alg.step, states, rng),
-                              lambda params: _sharded_score(models, shards, params, n))
+                self._fit_bem(m0, rng, states, alg.step, lambda params: _sharded_score(models, shards, params, n))
         self.fit_seconds_ = time.perf_counter() - t0
         self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
         return self
@@ -319,21 +318,18 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if state is None:
             state = init(rng, model, self.n_chains)
             step_fn = make_step(model)
-        # with the data split over devices the state holds each shard's (sampling.shard_states), all with
-        # the same global draws: the draws and the monitors read shard 0's
-        first = (lambda s: s) if isinstance(state, State) else (lambda s: s[0])
-        xp = _xp_of(first(state).params)
+        xp = _xp_of(_shard0(state).params)
         keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
 
         def kept_step(rng_, s):
             s, info = step_fn(rng_, s)
-            keep(first(s), info)
+            keep(_shard0(s), info)
             return s, None
 
         # The progress bar shows the monitors (a host read every 10 iterations); without it nothing is read
         # back during the run: the monitors' values are kept on the device and read once at the end.
-        monitors = ([Monitor("loglik", lambda s: first(s).loglik, every=10),
-                     Monitor("alpha", lambda s: first(s).alpha, every=10)] if self.progress else [])
+        monitors = ([Monitor("loglik", lambda s: _shard0(s).loglik, every=10),
+                     Monitor("alpha", lambda s: _shard0(s).alpha, every=10)] if self.progress else [])
         tr = run(kept_step, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, monitors=monitors,
                  progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
         d = keep.draws(xp)  # on the device, (chain, draw, ...)
@@ -367,17 +363,18 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         shard_states = (tr.state,) if isinstance(tr.state, State) else tuple(tr.state)
         self.z_ = np.concatenate([_backend.to_host(s.z[0]) for s in shard_states])
 
-    def _fit_bem(self, model, rng, state=None, bem=None, score=None, check_every: int = 10):
+    def _fit_bem(self, model, rng, state=None, step=None, score=None, check_every: int = 10):
         if state is None:
             state = init_bem(rng, model, self.n_init)
             bem = make_bem_step(model)
+            step = lambda _rng, s: (bem(s), None)  # noqa: E731
             score = functools.partial(_score_params, model.x, chunk=model.chunk)
         # The iterations run on the driver, which ends them where the convergence rule holds: read every
         # check_every iterations (and at the last), the only host reads of the loop.
-        tr = run(lambda _rng, s: (bem(s), None), state, rng, n_iter=self.n_iter, progress=self.progress,
-                 desc="DP mixture (BEM)", n_chains=self.n_init,
-                 stop=Stop(_BemConverged(self.tol * check_every), check_every, "loglik"))
-        state, converged, it = tr.state, tr.stopped, tr.iterations
+        rule = _BemConverged(self.tol * check_every)
+        tr = run(step, state, rng, n_iter=self.n_iter, progress=self.progress, desc="DP mixture (BEM)",
+                 n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
+        state, converged, it = _shard0(tr.state), tr.stopped, tr.iterations
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
         point = kernel_params(state.log_pi, state.mu, _safe_cholesky(state.sigma), model.x.dtype)
@@ -547,6 +544,12 @@ class _BemConverged:
         done = self.prev is not None and bool(np.all(np.abs(ll - self.prev) < self.limit))
         self.prev = ll
         return done, float(ll.max())
+
+
+def _shard0(state) -> State:
+    """``state``, or local shard 0's where the data are split over devices (a state of
+    :func:`gpumcmc.sampling.shard_states`, whose shards hold the same global draws)."""
+    return state if isinstance(state, State) else state[0]
 
 
 def _check_finite_fit(arrays, method):

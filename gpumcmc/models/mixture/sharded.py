@@ -31,7 +31,7 @@ from .algorithm import (
     make_bem_update, make_gibbs_update, make_model)
 
 __all__ = ["make_sharded_models", "gibbs", "gibbs_parts", "sharded_gibbs", "bem", "bem_parts", "sharded_bem",
-           "OnShardZero", "allreduce_bytes"]
+           "allreduce_bytes"]
 
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
@@ -216,26 +216,6 @@ def bem() -> DataParallel:
         return updates[_device_of(state.params)](rng, state, stats)
 
     return DataParallel(init, bem_local, update)
-
-
-class OnShardZero:
-    """``bem(state) -> state`` on local shard 0's :class:`State`, stepping every shard's: the sharded BEM
-    iterate for a loop written for one device's (the estimator's).
-
-    ``step`` is a sharded algorithm's step (:func:`sharded_bem`) and ``states``
-    its state from ``init``; the shards' states are held here, and each call
-    takes the shard-0 state the previous call returned (ValueError for another).
-    ``rng`` is passed to the step; BEM draws nothing from it.
-    """
-
-    def __init__(self, step, states, rng):
-        self.step, self.states, self.rng = step, states, rng
-
-    def __call__(self, state: State) -> State:
-        if state is not self.states[0]:
-            raise ValueError("OnShardZero steps the shard-0 state it returned last (or init's), and no other.")
-        self.states = self.step(self.rng, self.states)[0]
-        return self.states[0]
 
 
 def sharded_bem(shards: Shards) -> Algorithm:

@@ -201,8 +201,9 @@ def _mixture(bench):
         models = mx.make_sharded_models(x, k, shards, dtype=np.float32, cache_bytes=0)
         rng = gpumcmc.random.default_rng(0, backend="cupy")
         with shards.on(0):
-            state = mx.init_sharded(rng, models, shards, n)
-            chain = _Chain(mx.make_sharded_step(models, shards, n), state, rng)
+            alg = mx.sharded_gibbs(shards)
+            state = alg.init(rng, mx.gibbs_parts(models, shards, n))
+            chain = _Chain(alg.step, state, rng)
             for _ in range(3):
                 chain()
             ms = _time_all(bench, chain, devices)

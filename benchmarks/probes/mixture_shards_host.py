@@ -20,21 +20,23 @@ from benchmarks.mixture import _planted
 n, p, k = 10**7, 14, 256
 x = _planted(cp, n, p)
 log = {}
-orig_acc, orig_assign, orig_sum = mx._gibbs_acc, mx.assign, mx._sum_rows
+from gpumcmc.models.mixture import algorithm as mxa  # gibbs_local's names: the pieces of a shard's sweep
+orig_acc, orig_assign, orig_sum = mxa._gibbs_acc, mxa.assign, mxa._sum_rows
 stamps = []
 def wrap(name, f):
     def g(*a, **kw):
         t0 = time.perf_counter(); r = f(*a, **kw); stamps.append((name, cp.cuda.runtime.getDevice(), t0, time.perf_counter())); return r
     return g
-mx._gibbs_acc = wrap("acc", orig_acc); mx.assign = wrap("assign", orig_assign); mx._sum_rows = wrap("sum_rows", orig_sum)
+mxa._gibbs_acc = wrap("acc", orig_acc); mxa.assign = wrap("assign", orig_assign); mxa._sum_rows = wrap("sum_rows", orig_sum)
 with _validate.validation(False):
     for devs in ([0], [0, 1], [0, 1, 2, 3]):
         sh = Shards(devs) if len(devs) > 1 else gpumcmc.shards.one_device(1)
         models = mx.make_sharded_models(x, k, sh, dtype=np.float32, cache_bytes=0)
         rng = gpumcmc.random.default_rng(0, backend="cupy")
         with sh.on(0):
-            state = mx.init_sharded(rng, models, sh, n)
-            step = mx.make_sharded_step(models, sh, n)
+            alg = mx.sharded_gibbs(sh)
+            state = alg.init(rng, mx.gibbs_parts(models, sh, n))
+            step = alg.step
             for _ in range(3):
                 state, _ = step(rng, state)
             for d in devs:
@@ -52,7 +54,7 @@ with _validate.validation(False):
                       [(nm, dv, round(1e3*(a-t0),2), round(1e3*(b-a),2)) for nm, dv, a, b in stamps])
         # device time of one shard's pieces alone
         with sh.on(0):
-            m = models[0]; z = state.z[0]
+            m = models[0]; z = state[0].z
             for nm, f in (("acc", lambda: orig_acc(m, z)),):
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                 e0.record(); f(); e1.record(); e1.synchronize()

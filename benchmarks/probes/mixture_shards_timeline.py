@@ -49,9 +49,10 @@ with _validate.validation(False):
         print("x devices", [m.x.device.id for m in models], "contig", [m.x.flags.c_contiguous for m in models], [m.x.shape for m in models])
         rng = gpumcmc.random.default_rng(0, backend="cupy")
         with sh.on(0):
-            state = mx.init_sharded(rng, models, sh, n)
-            print("z devices", [z.device.id for z in state.z], "params", state.params.device.id)
-            step = mx.make_sharded_step(models, sh, n)
+            alg = mx.sharded_gibbs(sh)
+            state = alg.init(rng, mx.gibbs_parts(models, sh, n))
+            print("z devices", [s.z.device.id for s in state], "params", [s.params.device.id for s in state])
+            step = alg.step
             for _ in range(3):
                 state, _ = step(rng, state)
             for d in devs:

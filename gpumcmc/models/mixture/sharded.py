@@ -88,29 +88,43 @@ def gibbs() -> DataParallel:
     that rounding (exactly where the sums are exact, e.g. data on a coarse
     dyadic grid). :func:`sharded_gibbs` composes it over a :class:`Shards`.
     """
-    updates: dict = {}  # the global draws by device (each holds its prior there)
+    return _over_shards(gibbs_local, make_gibbs_update, _gibbs_starts, lambda part: part.model.x.shape[0])
+
+
+def _gibbs_starts(rng, parts: list, shards: Shards, chains: int) -> list:
+    """:func:`init`'s starting means, (chains, k, p) float64 on each local shard's device: data points at the
+    global rows ``rng`` picks, gathered from the shards that hold them."""
+    xp = shards.xp
+    k, p, n = parts[0].model.k, parts[0].model.x.shape[1], parts[0].n
+    with shards.on(0):
+        u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
+        idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
+    return [mu.reshape(chains, k, p) for mu in _gather_rows([part.model for part in parts], shards, n, idx)]
+
+
+def _over_shards(local, make_update, starts, z_rows) -> DataParallel:
+    """A :class:`DataParallel` of the mixture: ``init`` starts every shard's state from the means
+    ``starts(rng, parts, shards, chains)`` gives (one array on each shard's device), with ``z_rows(part)``
+    indicators a chain, and makes ``make_update(model, n)`` once per device (each holds the prior there);
+    ``update`` runs the one of the state's device."""
+    updates: dict = {}
 
     def init(rng, parts, shards: Shards, chains: int = 1) -> list:
-        xp = shards.xp
-        k, p, n = parts[0].model.k, parts[0].model.x.shape[1], parts[0].n
         updates.clear()
-        with shards.on(0):
-            u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
-            idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
-        mus = _gather_rows([part.model for part in parts], shards, n, idx)
+        mus = starts(rng, parts, shards, chains)
         states = []
         for i, part in enumerate(parts):
             with shards.on(i):
                 if _device_of(part.model.x) not in updates:
-                    updates[_device_of(part.model.x)] = make_gibbs_update(part.model, n)
-                z = xp.zeros((chains, part.model.x.shape[0]), dtype=np.int32)
-                states.append(_init_from_means(part.model, mus[i].reshape(chains, k, p), z))
+                    updates[_device_of(part.model.x)] = make_update(part.model, part.n)
+                z = shards.xp.zeros((chains, z_rows(part)), dtype=np.int32)
+                states.append(_init_from_means(part.model, mus[i], z))
         return states
 
     def update(rng, state: State, stats):
         return updates[_device_of(state.params)](rng, state, stats)
 
-    return DataParallel(init, gibbs_local, update)
+    return DataParallel(init, local, update)
 
 
 def sharded_gibbs(shards: Shards) -> Algorithm:
@@ -189,33 +203,26 @@ def bem() -> DataParallel:
     deterministic) follows on every shard's device. The iterates equal one
     device's up to the rounding of the sums' order.
     """
-    updates: dict = {}  # the update by device (each holds the model's prior there)
+    return _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
 
-    def init(rng, parts, shards: Shards, starts: int = 1) -> list:
-        xp, n = shards.xp, parts[0].n
-        model0 = parts[0].model
-        models = [part.model for part in parts]
-        updates.clear()
 
-        def gather(idx):
-            rows = _backend.to_host(_gather_rows(models, shards, n, idx)[0])
-            return rows.reshape(idx.shape + (model0.x.shape[1],))
+def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:
+    """:func:`init_bem`'s starting means, (starts, k, p) float64 on each local shard's device: k-means++ on
+    subsamples of rows gathered from the shards that hold them."""
+    n, model0 = parts[0].n, parts[0].model
+    models = [part.model for part in parts]
 
-        with shards.on(0):
-            mu = _bem_start_means(rng, n, model0.k, starts, gather)
-        states = []
-        for i, model in enumerate(models):
-            with shards.on(i):
-                if _device_of(model.x) not in updates:
-                    updates[_device_of(model.x)] = make_bem_update(model, n)
-                z = xp.zeros((starts, 0), dtype=np.int32)
-                states.append(_init_from_means(model, _backend.asarray(mu, xp), z))
-        return states
+    def gather(idx):
+        rows = _backend.to_host(_gather_rows(models, shards, n, idx)[0])
+        return rows.reshape(idx.shape + (model0.x.shape[1],))
 
-    def update(rng, state: State, stats):
-        return updates[_device_of(state.params)](rng, state, stats)
-
-    return DataParallel(init, bem_local, update)
+    with shards.on(0):
+        mu = _bem_start_means(rng, n, model0.k, starts, gather)
+    out = []
+    for i in range(len(parts)):
+        with shards.on(i):
+            out.append(_backend.asarray(mu, shards.xp))
+    return out
 
 
 def sharded_bem(shards: Shards) -> Algorithm:

@@ -85,10 +85,14 @@ def test_three_shards_give_one_shards_draws_where_the_sums_are_exact():
 
 
 def test_three_shards_match_one_to_rounding_off_the_grid():
-    y = np.random.default_rng(1).normal(3.0, 2.0, 1000)
+    # data whose sum over three parts rounds otherwise than over the whole (NumPy's pairwise sums often
+    # agree for gentler data): the draws differ, in their last bits only
+    y = np.random.default_rng(1).lognormal(1.0, 1.0, 1000)
+    assert y.sum() != sum(part.sum() for part in Shards(n_virtual=3).scatter(y))
     one, three = _run(Shards(n_virtual=1), y), _run(Shards(n_virtual=3), y)
+    assert not np.array_equal(three.draws["mu"], one.draws["mu"])
     for name in ("mu", "tau"):
-        np.testing.assert_allclose(three.draws[name], one.draws[name], rtol=1e-9, err_msg=name)
+        np.testing.assert_allclose(three.draws[name], one.draws[name], rtol=1e-13, err_msg=name)
 
 
 def test_every_shard_holds_the_same_global_draws_and_the_generator_moves_as_one_devices():

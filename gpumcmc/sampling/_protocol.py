@@ -74,8 +74,8 @@ True
 >>> bool(abs(one.draws["mu"].mean() - y.mean()) < 0.1)
 True
 
-Off the grid the three shards' sums round differently and the draws agree
-to about 1e-12 instead (``tests/test_protocol.py`` checks both).
+Off the grid the three shards' sums may round differently, and the draws then
+agree to about 1e-15 instead (``tests/test_protocol.py`` checks both).
 """
 
 from __future__ import annotations

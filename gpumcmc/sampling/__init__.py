@@ -6,7 +6,11 @@ Two layers, kept apart:
   ``step(rng, state) -> (State, Info)`` over NamedTuples, chains as the
   leading axis of every array field, and :func:`run`, the one driver that
   loops, thins, keeps draws as ``(chain, draw, ...)``, shows a progress bar
-  and monitors, checkpoints and resumes;
+  and monitors, checkpoints and resumes. :class:`Algorithm` is that pair as
+  a type; a data-parallel one, :class:`DataParallel`, splits its step into
+  ``local`` (per shard of the data) and ``update`` (from the summed
+  statistics), and :func:`sharded` composes it over a
+  :class:`gpumcmc.shards.Shards`;
 * the estimator layer: scikit-learn-style classes (:class:`Estimator`) with
   ``fit`` and ``predict``/``transform`` on top of it.
 

@@ -21,7 +21,7 @@ from gpumcmc.random import default_rng
 from gpumcmc.sampling import Algorithm, DataParallel, run, shard_states, sharded
 from gpumcmc.shards import Shards, one_device
 
-from conftest import to_np
+from conftest import fit_as_ranks, to_np
 
 
 # --------------------------------------------------------------------------- a normal model, written once
@@ -309,6 +309,27 @@ def _bem_one_shard_is_one_device(xp, shards, dtype, iterates=6):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_bem_sharded_over_one_shard_is_make_bem_step_bit_for_bit(dtype):
     _bem_one_shard_is_one_device(np, Shards(n_virtual=1), dtype)
+
+
+@pytest.mark.parametrize("method", ["gibbs", "bem"])
+def test_mixture_ranks_of_one_shard_each_give_two_virtual_shards_fit(method):
+    # One local shard of a world of two (the layout of a Dask cluster, played by two threads): the step
+    # sums over the ranks with the shard's own generator, no copies; every rank ends with the fit of
+    # Shards(n_virtual=2), whose sums add the same two terms, bit for bit (data off any grid).
+    from gpumcmc.models import DPGaussianMixture
+
+    X = np.random.default_rng(6).normal(0, 1, (120, 2)) + np.repeat([[-3, 0], [3, 1]], 60, axis=0)
+    kw = dict(n_components=4, method=method, n_iter=12, burn_in=3, n_init=2, relabel=False, progress=False,
+              random_state=1)
+    two = DPGaussianMixture(devices=Shards(n_virtual=2), **kw).fit(X)
+    fits = fit_as_ranks(lambda sh: DPGaussianMixture(devices=sh, **kw).fit(X))
+    for f in fits:
+        for name in ("weights_", "means_", "covariances_", "alpha_"):
+            np.testing.assert_array_equal(getattr(f, name), getattr(two, name), err_msg=name)
+    if method == "gibbs":
+        np.testing.assert_array_equal(np.concatenate([fits[0].z_, fits[1].z_]), two.z_)
+    else:
+        assert fits[0].n_iter_ == fits[1].n_iter_ == two.n_iter_
 
 
 def test_the_old_mixture_names_say_where_they_went():

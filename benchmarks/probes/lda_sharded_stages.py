@@ -1,6 +1,9 @@
 """Stages of LDA's sharded sweep at K = 1024, on 1 and 2 GPUs: the whole sweep, the z-draw of every shard and
-of each alone, the all-reduce of n_wk, phi and theta, as wall time with every GPU synced (the
-mean of 8 after one warm-up), and the one-device fit's sweep for comparison.
+of each alone, the all-reduce of n_wk, phi and theta, after 40 sweeps from the start (LDA_STAGES_ADVANCE), as wall time with every GPU synced (the
+mean of 8 after one warm-up), and the public fit's sweep on one device, on the sharded path with one
+shard, and on every GPU, for comparison. The ``*_host_ms`` rows are
+the time the host spends queueing a stage (median of 8, each from idle GPUs): a stage whose host time is
+near its wall time waits for a GPU inside, and on 2 GPUs that serialises the shards.
 
     python -m benchmarks.probes.lda_sharded_stages        # writes $OUT/lda_stages_sharded.json
 
@@ -48,6 +51,19 @@ def _sync_all():
 
 n_gpu = cp.cuda.runtime.getDeviceCount()
 K = 1024
+ADVANCE = int(os.environ.get("LDA_STAGES_ADVANCE", 40))   # sweeps run before the stages are timed
+
+def host_ms(fn, reps=8):
+    """ms the host spends queueing ``fn`` (no wait): near the GPU time where ``fn`` waits for a GPU inside."""
+    fn(); _sync_all()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+        _sync_all()
+    return float(np.median(ts)) * 1e3
+
 
 def timeit(fn, reps=8):
     fn(); _sync_all()
@@ -65,7 +81,11 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
     with shards.on(0):
         datas, state = L.init_sharded(rng, parts, shards, V, K, 1.0 / K, 1.0 / K, "float32", n_chains=1)
         step = L.make_sharded_step(datas, shards)
+        R[f"W{W}_first_sweep_ms"] = timeit(lambda: step(rng, state), reps=2)
+        for _ in range(ADVANCE):   # the stages' costs change as theta and phi leave their start
+            state = step(rng, state)[0]
         R[f"W{W}_sweep_ms"] = timeit(lambda: step(rng, state))
+        R[f"W{W}_sweep_host_ms"] = host_ms(lambda: step(rng, state))
         gens = L._local_rngs(rng, shards)
         out = {}
 
@@ -76,6 +96,7 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
                     with shards.on(i):
                         out["z"].append(L.zdraw_counts(gens[i], state.theta[i], state.phi[i], d))
         R[f"W{W}_zdraw_all_ms"] = timeit(z)
+        R[f"W{W}_zdraw_all_host_ms"] = host_ms(z)
         for i, d in enumerate(datas):
             def zi(i=i, d=d):
                 with _validate.validation(False), shards.on(i):
@@ -89,6 +110,7 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
             with shards.on(i):
                 keeps.append(cp.full((), 0.0, np.float32))
         R[f"W{W}_phi_ms"] = timeit(lambda: L._draw_phi(rng, shards, nwks, state.phi_sum, 1.0 / K, keeps))
+        R[f"W{W}_phi_host_ms"] = host_ms(lambda: L._draw_phi(rng, shards, nwks, state.phi_sum, 1.0 / K, keeps))
 
         def th():
             with _validate.validation(False):
@@ -98,12 +120,16 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
                         C, Mi, KK = (int(x) for x in state.theta[i].shape)
                         L._theta_draw(gens[i], cp.add(ndk, np.float32(d.alpha), dtype=np.float32), d, C)
         R[f"W{W}_theta_ms"] = timeit(th)
+        R[f"W{W}_theta_host_ms"] = host_ms(th)
     print(json.dumps(R), flush=True)
     del datas, state, step, out, nwks
     cp.get_default_memory_pool().free_all_blocks()
-# the one-device path (devices=None) for comparison
+# the public fit on one device (devices=None), on the sharded path with one shard, and on every GPU
 from gpumcmc.models import LDA
-call = lambda n: LDA(n_components=K, n_iter=n, burn_in=0, random_state=0, progress=False).fit(corpus)
-R["single_device_fit_ms_per_sweep"] = per_iteration_ms(call, 10, 40, repeats=1, sync=_sync_all)
+for name, d in (("single_device", None), ("sharded_1gpu", [0]), (f"sharded_{n_gpu}gpu", list(range(n_gpu)))):
+    call = lambda n, d=d: LDA(n_components=K, n_iter=n, burn_in=0, random_state=0, progress=False,
+                              devices=d).fit(corpus)
+    R[f"{name}_fit_ms_per_sweep"] = per_iteration_ms(call, 10, 40, repeats=1, sync=_sync_all)
+    print(name, R[f"{name}_fit_ms_per_sweep"], flush=True)
 print(json.dumps(R, indent=1))
 json.dump(R, open(os.environ.get("OUT", ".") + "/lda_stages_sharded.json", "w"), indent=1)

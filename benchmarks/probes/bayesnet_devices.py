@@ -1,0 +1,46 @@
+"""BayesianNetwork.fit(devices=...) on 1 and 2 GPUs: per-iteration ms of the public call (fits of 5 and 1005
+iterations, median of 5, benchmarks.harness.per_iteration_ms), Koller's network, 10^6 cases (--cases), half missing, same = 10,
+as user_path.py's bayesnet row; efficiency t1 / (2 t2).
+
+    python -m benchmarks.probes.bayesnet_devices [--out FILE]
+"""
+import argparse
+import json
+
+import numpy as np
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--cases", type=int, default=1_000_000)
+    args = ap.parse_args(argv)
+    import cupy as cp
+
+    from benchmarks.harness import per_iteration_ms
+    from gpumcmc.models.bayesnet import BayesianNetwork
+
+    n_gpu = cp.cuda.runtime.getDeviceCount()
+    truth = BayesianNetwork.koller()
+    X = truth.sample(args.cases, 0)
+    X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
+
+    def sync():
+        for g in range(n_gpu):
+            cp.cuda.Device(g).synchronize()
+    out = {"cases": args.cases, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "gpus": n_gpu}
+    for d in [None] + ([[0, 1]] if n_gpu >= 2 else []):
+        call = lambda n, d=d: BayesianNetwork(truth.parents, truth.states, devices=d, n_iter=n, same=10,
+                                              random_state=0, progress=False).fit(X)
+        out[f"{1 if d is None else len(d)}gpu_ms"] = per_iteration_ms(call, 5, 1005, repeats=5, sync=sync)
+        print(out, flush=True)
+    if "2gpu_ms" in out:
+        out["efficiency_2gpu"] = out["1gpu_ms"] / (2 * out["2gpu_ms"])
+    print(json.dumps(out, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -374,6 +374,72 @@ def _read_stop(stop: Stop, state, info):
     return bool(done), (None if value is None else float(value))
 
 
+class _Run:
+    """One run's bookkeeping: its length, the kept draws and Info stats, the monitors' values and counters."""
+
+    def __init__(self, n_iter, burn_in: int, thin: int, n_chains: int, monitors, stop, by_reference: bool):
+        self.n_iter, self.burn_in, self.thin, self.n_chains = n_iter, burn_in, thin, n_chains
+        self.monitors, self.stop = monitors, stop
+        self.total = None if n_iter is None else burn_in + n_iter
+        self.n_draws = None if n_iter is None else n_iter // thin
+        grow = stop is not None
+        self.store, self.stats = _Store(self.n_draws, grow, by_reference), _Store(self.n_draws, grow, by_reference)
+        names = [m.name for m in monitors] + ([stop.name] if stop is not None and stop.name is not None else [])
+        self.mon: dict[str, tuple[list, list]] = {name: ([], []) for name in names}
+        self.config = dict(n_iter=n_iter, burn_in=burn_in, thin=thin, n_chains=n_chains)
+        self.done = self.kept = 0
+        self.stopped = False
+
+    def iterations(self):
+        """The iteration indices still to run (none for a run that a stop condition ended)."""
+        if self.stopped:
+            return ()
+        return range(self.done, self.total) if self.total is not None else itertools.count(self.done)
+
+    def last(self, n: int) -> bool:
+        return n == self.total or self.stopped
+
+    def keep(self, it: int, state, info, collect) -> None:
+        """Store ``collect``'s values and the Info's stats where iteration ``it`` is a kept one."""
+        i = it - self.burn_in
+        if i >= 0 and (i + 1) % self.thin == 0 and (self.n_draws is None or self.kept < self.n_draws):
+            if collect is not None:
+                self.store.put(self.kept, collect(state, info))
+            self.stats.put(self.kept, _info_stats(info))
+            self.kept += 1
+
+    def read(self, n: int, state, info, read_stop: bool, bar) -> None:
+        """After iteration ``n``: the stop condition where it is due, then the monitors that are due (one host
+        read each, and the deferred checks after them); their values go to the bar."""
+        shown = {}
+        if read_stop:
+            self.stopped, value = _read_stop(self.stop, state, info)
+            if value is not None:
+                self._record(self.stop.name, n, value)
+                shown[self.stop.name] = value
+        read = False
+        for m in self.monitors:
+            if n % m.every == 0 or self.last(n):
+                value = np.asarray(_backend.to_host(m.fn(state)), dtype=np.float64)
+                self._record(m.name, n, value)
+                shown[m.name] = float(np.mean(value))
+                read = True
+        if read:
+            _check()
+        if shown and bar is not None:
+            bar.set_postfix({k: f"{v:.5g}" for k, v in shown.items()}, refresh=False)
+
+    def _record(self, name: str, n: int, value) -> None:
+        self.mon[name][0].append(n)
+        self.mon[name][1].append(value)
+
+    def trace(self, state, seconds: float) -> Trace:
+        monitors_out = {name: (np.asarray(its, dtype=np.int64), np.asarray(vals, dtype=np.float64))
+                        for name, (its, vals) in self.mon.items()}
+        return Trace(self.store.host(self.kept), self.stats.host(self.kept), monitors_out, state, self.n_chains,
+                     self.n_iter, self.burn_in, self.thin, seconds, iterations=self.done, stopped=self.stopped)
+
+
 def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: int = 0, thin: int = 1,
         collect: Callable | None = None, monitors=(), progress: bool = True, desc: str | None = None,
         checkpoint=None, checkpoint_every: int = 100, resume: bool = True, n_chains: int | None = None,
@@ -488,75 +554,34 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
     rng = default_rng(rng)
     if n_chains is None:
         n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)
-    total = None if n_iter is None else burn_in + n_iter
-    n_draws = None if n_iter is None else n_iter // thin
-    grow = stop is not None
-    store, stats = _Store(n_draws, grow, by_reference), _Store(n_draws, grow, by_reference)
-    names = [m.name for m in monitors] + ([stop.name] if stop is not None and stop.name is not None else [])
-    mon: dict[str, tuple[list, list]] = {name: ([], []) for name in names}
-    config = dict(n_iter=n_iter, burn_in=burn_in, thin=thin, n_chains=n_chains)
-    done = kept = 0
-    stopped = False
-
+    r = _Run(n_iter, burn_in, thin, n_chains, monitors, stop, by_reference)
     path = Path(checkpoint) if checkpoint is not None else None
     if path is not None and resume and path.exists():
-        state, done, kept, stopped = _restore(path, state, rng, config, store, stats, mon)
-
-    bar = _progress_bar(total, desc, progress, initial=done)
+        state, r.done, r.kept, r.stopped = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)
+    bar = _progress_bar(r.total, desc, progress, initial=r.done)
     t0 = time.perf_counter()
-    info = None
     try:
         with _deferred():
-            for it in (() if stopped else range(done, total) if total is not None else itertools.count(done)):
+            for it in r.iterations():
                 n = it + 1  # iterations done after this one
-                read_stop = stop is not None and (n % stop.every == 0 or n == total)
+                read_stop = stop is not None and (n % stop.every == 0 or n == r.total)
                 if gate:
-                    step.monitored = n == total or read_stop or any(n % m.every == 0 for m in monitors)
+                    step.monitored = n == r.total or read_stop or any(n % m.every == 0 for m in monitors)
                 state, info = step(rng, state)
-                i = it - burn_in
-                if i >= 0 and (i + 1) % thin == 0 and (n_draws is None or kept < n_draws):
-                    if collect is not None:
-                        store.put(kept, collect(state, info))
-                    stats.put(kept, _info_stats(info))
-                    kept += 1
-                shown = {}
-                if read_stop:
-                    stopped, value = _read_stop(stop, state, info)
-                    if value is not None:
-                        mon[stop.name][0].append(n)
-                        mon[stop.name][1].append(value)
-                        shown[stop.name] = value
-                last = n == total or stopped
-                read = False
-                for m in monitors:
-                    if n % m.every == 0 or last:
-                        value = np.asarray(_backend.to_host(m.fn(state)), dtype=np.float64)
-                        mon[m.name][0].append(n)
-                        mon[m.name][1].append(value)
-                        shown[m.name] = float(np.mean(value))
-                        read = True
-                if read:
-                    _check()
-                if shown and bar is not None:
-                    bar.set_postfix({k: f"{v:.5g}" for k, v in shown.items()}, refresh=False)
+                r.keep(it, state, info, collect)
+                r.read(n, state, info, read_stop, bar)
                 if callback is not None:
                     callback(n, state, info)
-                if path is not None and (n % checkpoint_every == 0 or last):
+                if path is not None and (n % checkpoint_every == 0 or r.last(n)):
                     _check()
-                    _save_checkpoint(path, state, rng, n, kept, store, stats, mon, config, stopped)
+                    _save_checkpoint(path, state, rng, n, r.kept, r.store, r.stats, r.mon, r.config, r.stopped)
                 if bar is not None:
                     bar.update(1)
-                done = n
-                if stopped:
+                r.done = n
+                if r.stopped:
                     break
             _check()
     finally:
         if bar is not None:
             bar.close()
-    seconds = time.perf_counter() - t0
-    monitors_out = {}
-    for name, (its, vals) in mon.items():
-        v = np.asarray(vals, dtype=np.float64)
-        monitors_out[name] = (np.asarray(its, dtype=np.int64), v)
-    return Trace(store.host(kept), stats.host(kept), monitors_out, state, n_chains, n_iter, burn_in, thin, seconds,
-                 iterations=done, stopped=stopped)
+    return r.trace(state, time.perf_counter() - t0)

@@ -132,7 +132,7 @@ class DataParallel(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def shard_states(n: int) -> type:
-    """The NamedTuple type of a sharded state over ``n`` local shards: fields ``shard0 .. shard{n-1}``.
+    """The NamedTuple type of a sharded state over ``n`` local shards: fields ``shard0`` to ``shard{n-1}``.
 
     ``state[i]`` is local shard ``i``'s state. Being a NamedTuple of states, it
     is walked, checkpointed and restored by :func:`gpumcmc.sampling.run` as

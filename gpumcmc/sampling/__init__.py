@@ -9,7 +9,8 @@ Two layers, kept apart:
   and monitors, checkpoints and resumes. :class:`Algorithm` is that pair as
   a type; a data-parallel one, :class:`DataParallel`, splits its step into
   ``local`` (per shard of the data) and ``update`` (from the summed
-  statistics), and :func:`sharded` composes it over a
+  statistics; an :class:`Overlap` when the sums may run beside the rest of the
+  local work), and :func:`sharded` composes it over a
   :class:`gpumcmc.shards.Shards`;
 * the estimator layer: scikit-learn-style classes (:class:`Estimator`) with
   ``fit`` and ``predict``/``transform`` on top of it.
@@ -22,7 +23,7 @@ from ._arviz import to_arviz
 from ._driver import Monitor, Stop, Trace, run
 from ._estimator import Estimator, NotFittedError, as_data
 from ._graph import graph_step
-from ._protocol import Algorithm, DataParallel, shard_states, sharded
+from ._protocol import Algorithm, DataParallel, Overlap, shard_states, sharded
 
-__all__ = ["Algorithm", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Stop", "Trace", "as_data",
+__all__ = ["Algorithm", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Overlap", "Stop", "Trace", "as_data",
            "graph_step", "run", "shard_states", "sharded", "to_arviz"]

@@ -87,7 +87,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ..shards import Shards
 
-__all__ = ["Algorithm", "DataParallel", "sharded", "shard_states"]
+__all__ = ["Algorithm", "DataParallel", "Overlap", "sharded", "shard_states"]
 
 
 class Algorithm(NamedTuple):
@@ -118,7 +118,9 @@ class DataParallel(NamedTuple):
         summed over every shard. It may instead return a function of no
         arguments that returns them: every shard's ``local`` is called before
         any such function, so that each device starts its long kernels before
-        the host queues the rest of any shard's work.
+        the host queues the rest of any shard's work. Or it may return an
+        :class:`Overlap`: statistics ready now, summed beside the rest of
+        the shard's local work.
     update : ``update(rng, state, stats) -> (state, info)``
         The global draws from the summed ``stats``; called once per local
         shard, on its device, from the same generator position, so every shard
@@ -128,6 +130,28 @@ class DataParallel(NamedTuple):
     init: Callable[..., Sequence]
     local: Callable[[Any, Any, Any], Any]
     update: Callable[[Any, Any, Any], tuple]
+
+
+class Overlap(NamedTuple):
+    """What a :class:`DataParallel`'s ``local`` may return when its statistics are ready before its local work
+    is done: the sum over shards then runs beside that work.
+
+    stats : an array or a (Named)tuple of arrays (a None field is left as None)
+        The shard's statistics, complete when ``local`` returns. :func:`sharded`
+        starts their sum over every shard (:meth:`gpumcmc.shards.Shards.allreduce_async`,
+        one per dtype) once every shard's ``local`` has returned, and sums an
+        array that is alone of its dtype in place (its values are then the sums).
+    finish : ``finish() -> state``
+        The rest of the shard's local work, which must not read ``stats``: it
+        runs under the shard's device while the sums are made, and returns the
+        shard's state with its new local fields, which ``update`` then takes.
+
+    Between GPUs this puts the all-reduce beside the local draws that follow
+    the statistics (LDA's theta draw, after the topic counts that phi needs).
+    """
+
+    stats: Any
+    finish: Callable[[], Any]
 
 
 @functools.lru_cache(maxsize=None)
@@ -144,11 +168,19 @@ def shard_states(n: int) -> type:
 
 
 def _fields_of(stats) -> tuple[list, Callable]:
-    """The arrays of ``stats`` (an array or a (Named)tuple of arrays) and a function rebuilding it."""
+    """The arrays of ``stats`` (an array or a (Named)tuple of arrays, whose None fields are left out) and a
+    function rebuilding it from them."""
     if isinstance(stats, tuple):
-        if hasattr(stats, "_fields"):
-            return list(stats), type(stats)._make
-        return list(stats), tuple
+        make = type(stats)._make if hasattr(stats, "_fields") else tuple
+        where = [j for j, a in enumerate(stats) if a is not None]
+
+        def rebuild(fields):
+            out = [None] * len(stats)
+            for j, a in zip(where, fields):
+                out[j] = a
+            return make(out)
+
+        return [stats[j] for j in where], rebuild
     return [stats], lambda fields: fields[0]
 
 
@@ -181,6 +213,42 @@ def _sum_over_shards(shards: Shards, stats: list) -> list:
     return [make(fields) for (_, make), fields in zip(per_shard, out)]
 
 
+def _sum_async(shards: Shards, stats: list) -> tuple[list, Callable]:
+    """``(sums, wait)``: the sums over every shard of ``stats`` (one per local shard) started with
+    :meth:`Shards.allreduce_async`, one per dtype, and a function that waits for them all.
+
+    An array alone of its dtype is summed in place (made contiguous first, a copy only where it is not);
+    several of one dtype are packed into one buffer, as :func:`_sum_over_shards` packs them.
+    """
+    xp = shards.xp
+    per_shard = [_fields_of(s) for s in stats]
+    first = per_shard[0][0]
+    groups: dict = {}
+    for j, a in enumerate(first):
+        groups.setdefault(a.dtype.str, []).append(j)
+    out = [[None] * len(first) for _ in stats]
+    waits = []
+    for idx in groups.values():
+        bufs = []
+        for i, (arrays, _) in enumerate(per_shard):
+            with shards.on(i):
+                bufs.append(xp.ascontiguousarray(arrays[idx[0]]) if len(idx) == 1 else
+                            xp.concatenate([arrays[j].reshape(-1) for j in idx]))
+        waits.append(shards.allreduce_async(bufs))
+        for i, buf in enumerate(bufs):
+            start = 0
+            for j in idx:
+                size = first[j].size
+                out[i][j] = buf if len(idx) == 1 else buf[start:start + size].reshape(first[j].shape)
+                start += size
+
+    def wait():
+        for w in waits:
+            w()
+
+    return [make(fields) for (_, make), fields in zip(per_shard, out)], wait
+
+
 def _check_offsets(rng, gens: list) -> None:
     """Move ``rng`` past the calls the shards' copies of it made (the same number on every shard)."""
     used = {g.offset for g in gens}
@@ -190,43 +258,56 @@ def _check_offsets(rng, gens: list) -> None:
     rng.advance(used.pop() - rng.offset)
 
 
-def _local_stats(shards: Shards, local, gens: list, state, parts) -> list:
-    """Every local shard's statistics, each shard's ``local`` (then any deferred part of it) under its device."""
+def _local_stats(shards: Shards, local, gens: list, state, parts, options: dict) -> tuple[list, list]:
+    """``(states, stats)``: every local shard's ``local`` (then any deferred part of it) under its device.
+
+    Where ``local`` returns an :class:`Overlap`, the stats come back summed over every shard (the sums run
+    beside the ``finish`` parts) and ``states`` are those ``finish`` returned; else ``states`` is ``state``
+    and the stats are the shard's own."""
     stats = []
     for i, gen in enumerate(gens):
         with shards.on(i):
-            stats.append(local(gen, state[i], parts[i]))
+            stats.append(local(gen, state[i], parts[i], **options))
+    states = list(state)
+    if stats and isinstance(stats[0], Overlap):
+        sums, wait = [o.stats for o in stats], None
+        if shards.world > 1:
+            sums, wait = _sum_async(shards, sums)
+        for i, o in enumerate(stats):
+            with shards.on(i):
+                states[i] = o.finish()
+        if wait is not None:
+            wait()
+        return states, sums
     for i, st in enumerate(stats):
         if callable(st):
             with shards.on(i):
                 stats[i] = st()
-    return stats
+    if shards.world > 1:
+        stats = _sum_over_shards(shards, stats)
+    return states, stats
 
 
-def _step(shards: Shards, local, update, rng, state, parts) -> tuple[list, Any]:
+def _step(shards: Shards, local, update, rng, state, parts, options: dict) -> tuple[list, Any]:
     """One iteration of :func:`sharded`'s step: ``(the shards' new states, local shard 0's info)``."""
     count = len(shards)
     if count == 1:   # one local shard: rng itself, no copies
         with shards.on(0):
-            stats = _local_stats(shards, local, [rng], state, parts)
-            if shards.world > 1:
-                stats = _sum_over_shards(shards, stats)
-            s, info = update(rng, state[0], stats[0])
+            states, stats = _local_stats(shards, local, [rng], state, parts, options)
+            s, info = update(rng, states[0], stats[0])
         return [s], info
     gens = [copy.copy(rng) for _ in range(count)]
-    stats = _local_stats(shards, local, gens, state, parts)
+    states, stats = _local_stats(shards, local, gens, state, parts, options)
     _check_offsets(rng, gens)
-    if shards.world > 1:
-        stats = _sum_over_shards(shards, stats)
     gens = [copy.copy(rng) for _ in range(count)]
-    states, infos = [], []
+    new, infos = [], []
     for i, gen in enumerate(gens):
         with shards.on(i):
-            s, info = update(gen, state[i], stats[i])
-        states.append(s)
+            s, info = update(gen, states[i], stats[i])
+        new.append(s)
         infos.append(info)
     _check_offsets(rng, gens)
-    return states, infos[0]
+    return new, infos[0]
 
 
 def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
@@ -236,8 +317,9 @@ def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
     as one state of type :func:`shard_states` (``state[i]``: local shard
     ``i``'s), and binds ``parts`` to the step: the step runs on the parts of
     the latest ``init`` (one sharded algorithm per data set).
-    ``step(rng, state)`` runs ``local`` on every local shard under its
-    device, sums the statistics over every shard (one all-reduce per dtype,
+    ``step(rng, state, **options)`` runs ``local(rng, state, part, **options)``
+    on every local shard under its device (the options choose among variants
+    of the local part, such as LDA's ``loglik=True``), sums the statistics over every shard (one all-reduce per dtype,
     none over a single shard), and runs ``update`` on every local shard, each
     from the same position of ``rng``; its info is local shard 0's. With
     one local shard of one (``Shards(1)``, or one device) the step is
@@ -276,11 +358,11 @@ def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
         parts_of["parts"] = parts
         return states_type(*states)
 
-    def step(rng, state):
+    def step(rng, state, **options):
         parts = parts_of.get("parts")
         if parts is None:
             raise RuntimeError("call this algorithm's init before its step: init places the data on the shards.")
-        states, info = _step(shards, local, update, rng, state, parts)
+        states, info = _step(shards, local, update, rng, state, parts, options)
         return states_type(*states), info
 
     return Algorithm(init, step)

@@ -25,7 +25,7 @@ say so, and no multi-GPU figure is measured.
   planted topics, Zipf word frequencies) of UCI NYTimes' size: 300,000
   documents, 101,000 words, 100 M tokens (small: 64x fewer documents and
   tokens, 16x fewer words). The documents are split over the shards
-  (``LDA(devices=...)``, :func:`gpumcmc.models.lda.make_sharded_step`); each
+  (``LDA(devices=...)``, :func:`gpumcmc.models.lda.sharded_gibbs`); each
   sweep all-reduces the word-topic counts n_wk, ``V K`` int32 values, and
   every GPU then draws phi (V x K) itself, a part of the sweep that does not
   shrink with more GPUs. The byte floor of a row is that of one device's
@@ -277,13 +277,15 @@ def _lda(bench):
         with shards.on(0):
             t0 = time.perf_counter()
             _, parts = L.shard_corpus(rows, cols, M, shards)
-            datas, state = L.init_sharded(rng, parts, shards, V, K, a, b, "float32")
+            alg = L.sharded_gibbs(shards)
+            datas = L.shard_data(parts, shards, V, K, a, b, "float32")
+            state = alg.init(rng, datas, K, "float32")
             del parts
             for d in set(devices):
                 with cp.cuda.Device(d):
                     cp.cuda.get_current_stream().synchronize()
             init_s = time.perf_counter() - t0
-            chain = _Chain(L.make_sharded_step(datas, shards), state, rng)
+            chain = _Chain(alg.step, state, rng)
             chain()
             ms = _time_all(bench, chain, devices)
         w, wr, ring, link_s = _ring(ar, devices)

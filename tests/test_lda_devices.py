@@ -1,4 +1,4 @@
-"""LDA with the documents split over devices (``LDA(devices=...)``, ``make_sharded_step``).
+"""LDA with the documents split over devices (``LDA(devices=...)``, ``sharded_gibbs``).
 
 On the CPU the shards are ``Shards(n_virtual=k)``; on a GPU, ``one_device(k)``
 runs the multi-GPU code path on one device.
@@ -64,11 +64,17 @@ def _sweeps(backend, shards, X, K, C, n, seed=3, dtype="float32", **kw):
     rows, cols, M, V = L.tokens_from(X, np)
     _, parts = L.shard_corpus(rows, cols, M, shards)
     with shards.on(0):
-        datas, state = L.init_sharded(rng, parts, shards, V, K, 0.3, 0.2, dtype, burn_in=1, n_chains=C, **kw)
-        sweep = L.make_sharded_step(datas, shards)
+        alg, state = _init_sharded(rng, parts, shards, V, K, dtype, burn_in=1, n_chains=C, **kw)
         for _ in range(n):
-            state, _ = sweep(rng, state)
-    return state, rng
+            state, _ = alg.step(rng, state)
+    return L.LDAShardedState.of(state), rng
+
+
+def _init_sharded(rng, parts, shards, V, K, dtype="float32", burn_in=0, n_chains=1, **kw):
+    """``(algorithm, state)``: :func:`sharded_gibbs` started on ``parts`` (alpha = 0.3, beta = 0.2)."""
+    alg = L.sharded_gibbs(shards)
+    datas = L.shard_data(parts, shards, V, K, 0.3, 0.2, dtype, burn_in=burn_in, **kw)
+    return alg, alg.init(rng, datas, K, dtype, n_chains=n_chains)
 
 
 class _TwoHosts(Shards):
@@ -184,20 +190,19 @@ def test_which_shards_are_placed():
     rows, cols, M, V = L.tokens_from(X, np)
     _, parts = L.shard_corpus(rows, cols, M, Shards(n_virtual=3))
     for fused in (False, True):
-        datas, _ = L.init_sharded(default_rng(0, backend="numpy"), parts, Shards(n_virtual=3), V, 3, 0.3, 0.2,
-                                  fused=fused, cache_bytes=2 * 3 * 4 * 3)
+        datas = L.shard_data(parts, Shards(n_virtual=3), V, 3, 0.3, 0.2, fused=fused, cache_bytes=2 * 3 * 4 * 3)
         assert all(d.place is not None for d in datas)
         # Every token has one place in the whole stream.
         g = np.concatenate([L._token_counters(d, 1) for d in datas])
         np.testing.assert_array_equal(np.sort(g), np.arange(rows.size))
         assert any(d.place.n_head for d in datas) and any(d.place.n_tail for d in datas)
     _, one = L.shard_corpus(rows, cols, M, Shards(n_virtual=1))
-    datas, _ = L.init_sharded(default_rng(0, backend="numpy"), one, Shards(n_virtual=1), V, 3, 0.3, 0.2)
+    datas = L.shard_data(one, Shards(n_virtual=1), V, 3, 0.3, 0.2)
     assert datas[0].place is None
     # Parts without the corpus' layout (hand-made triples) cannot be placed.
     triples = [tuple(p[:3]) for p in parts]
     with pytest.raises(TypeError, match="shard_corpus"):
-        L.init_sharded(default_rng(0, backend="numpy"), triples, Shards(n_virtual=3), V, 3, 0.3, 0.2)
+        L.shard_data(triples, Shards(n_virtual=3), V, 3, 0.3, 0.2)
 
 
 @pytest.mark.parametrize("K", [3, 4])
@@ -246,7 +251,8 @@ def test_counts_summed_over_shards_are_the_corpus_counts():
     rows, cols, M, V = L.tokens_from(X, np)
     _, parts = L.shard_corpus(rows, cols, M, sh)
     rng = default_rng(0, backend="numpy")
-    datas, state = L.init_sharded(rng, parts, sh, V, 3, 0.3, 0.2, n_chains=2)
+    datas = L.shard_data(parts, sh, V, 3, 0.3, 0.2)
+    state = L.LDAShardedState.of(L.sharded_gibbs(sh).init(rng, datas, 3, n_chains=2))
     nwks = []
     for i, d in enumerate(datas):
         _, nwk = L.zdraw_counts(default_rng(i, backend="numpy"), state.theta[i], state.phi[i], d)
@@ -314,6 +320,20 @@ def test_shard_corpus_unsorted_tokens():
 
 def test_allreduce_bytes():
     assert L.allreduce_bytes(1000, 64, 2) == 4 * 1000 * 64 * 2
+
+
+def test_the_old_sharded_names_say_where_they_went():
+    for name in ("init_sharded", "make_sharded_step"):
+        with pytest.raises(AttributeError, match="sharded_gibbs"):
+            getattr(L, name)()
+
+
+def test_sharded_loglik_sums_per_shard_values():
+    """sharded_loglik, kept for per-shard sums of the caller's own, adds them over the shards; the sweep's
+    info.loglik needs no such sum (the step all-reduces it with the counts)."""
+    sh = Shards(n_virtual=3)
+    got = L.sharded_loglik([np.array([1.0, 2.0]), np.array([0.5, 0.25]), np.array([-1.0, 4.0])], sh)
+    np.testing.assert_array_equal(got, [0.5, 6.25])
 
 
 @pytest.mark.parametrize("devices, err, match", [
@@ -459,12 +479,11 @@ def _sharded_lls(backend, shards, X, K, C, n, dtype="float32", **kw):
     _, parts = L.shard_corpus(rows, cols, M, shards)
     lls = []
     with shards.on(0):
-        datas, state = L.init_sharded(rng, parts, shards, V, K, 0.3, 0.2, dtype, burn_in=1, n_chains=C, **kw)
-        sweep = L.make_sharded_step(datas, shards, loglik=True)
+        alg, state = _init_sharded(rng, parts, shards, V, K, dtype, burn_in=1, n_chains=C, **kw)
         for _ in range(n):
-            state, info = sweep(rng, state)
-            lls.append(L.sharded_loglik(info.loglik, shards))
-    return state, rng, lls
+            state, info = alg.step(rng, state, loglik=True)
+            lls.append(B.to_host(info.loglik))     # summed over the shards by the sweep
+    return L.LDAShardedState.of(state), rng, lls
 
 
 def _one_device_lls(backend, X, K, C, n, dtype="float32", **kw):

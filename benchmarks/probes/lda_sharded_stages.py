@@ -25,7 +25,10 @@ try:
     import user_path as up
 except ImportError:  # the reference script lives beside the repository, not in it
     up = None
-from gpumcmc.models.lda import sharded as L
+import copy
+
+from gpumcmc.models import lda as L
+from gpumcmc.models.lda import algorithm as LA
 from benchmarks.harness import per_iteration_ms
 from gpumcmc.models.lda import tokens_from
 from gpumcmc.shards import Shards
@@ -79,14 +82,17 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
     bounds, parts = L.shard_corpus(rows, cols, M, shards)
     rng = default_rng(0, backend="cupy")
     with shards.on(0):
-        datas, state = L.init_sharded(rng, parts, shards, V, K, 1.0 / K, 1.0 / K, "float32", n_chains=1)
-        step = L.make_sharded_step(datas, shards)
+        alg = L.sharded_gibbs(shards)
+        datas = L.shard_data(parts, shards, V, K, 1.0 / K, 1.0 / K, "float32")
+        state = alg.init(rng, datas, K, "float32", n_chains=1)
+        step = alg.step
         R[f"W{W}_first_sweep_ms"] = timeit(lambda: step(rng, state), reps=2)
         for _ in range(ADVANCE):   # the stages' costs change as theta and phi leave their start
             state = step(rng, state)[0]
         R[f"W{W}_sweep_ms"] = timeit(lambda: step(rng, state))
         R[f"W{W}_sweep_host_ms"] = host_ms(lambda: step(rng, state))
-        gens = L._local_rngs(rng, shards)
+        gens = [copy.copy(rng) for _ in range(W)]
+        S = L.LDAShardedState.of(state)
         out = {}
 
         def z():
@@ -94,13 +100,13 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
                 out["z"] = []
                 for i, d in enumerate(datas):
                     with shards.on(i):
-                        out["z"].append(L.zdraw_counts(gens[i], state.theta[i], state.phi[i], d))
+                        out["z"].append(L.zdraw_counts(gens[i], S.theta[i], S.phi[i], d))
         R[f"W{W}_zdraw_all_ms"] = timeit(z)
         R[f"W{W}_zdraw_all_host_ms"] = host_ms(z)
         for i, d in enumerate(datas):
             def zi(i=i, d=d):
                 with _validate.validation(False), shards.on(i):
-                    L.zdraw_counts(gens[i], state.theta[i], state.phi[i], d)
+                    L.zdraw_counts(gens[i], S.theta[i], S.phi[i], d)
             R[f"W{W}_zdraw_shard{i}_ms"] = timeit(zi)
             R[f"W{W}_tokens_shard{i}"] = int(parts[i].rows.size) if hasattr(parts[i], "rows") else None
         nwks = [cp.ascontiguousarray(n) for _, n in out["z"]]
@@ -109,16 +115,20 @@ for W in [w for w in (1, 2) if w <= n_gpu]:
         for i in range(W):
             with shards.on(i):
                 keeps.append(cp.full((), 0.0, np.float32))
-        R[f"W{W}_phi_ms"] = timeit(lambda: L._draw_phi(rng, shards, nwks, state.phi_sum, 1.0 / K, keeps))
-        R[f"W{W}_phi_host_ms"] = host_ms(lambda: L._draw_phi(rng, shards, nwks, state.phi_sum, 1.0 / K, keeps))
+        def phi():   # each GPU draws phi from its copy of the summed counts
+            for i in range(W):
+                with shards.on(i):
+                    LA._phi_once(None, copy.copy(rng), nwks[i], state[i].phi_sum, 1.0 / K, keeps[i])
+        R[f"W{W}_phi_ms"] = timeit(phi)
+        R[f"W{W}_phi_host_ms"] = host_ms(phi)
 
         def th():
             with _validate.validation(False):
                 for i, d in enumerate(datas):
                     with shards.on(i):
                         ndk = out["z"][i][0]
-                        C, Mi, KK = (int(x) for x in state.theta[i].shape)
-                        L._theta_draw(gens[i], cp.add(ndk, np.float32(d.alpha), dtype=np.float32), d, C)
+                        C, Mi, KK = (int(x) for x in S.theta[i].shape)
+                        LA._theta_draw(gens[i], cp.add(ndk, np.float32(d.alpha), dtype=np.float32), d, C)
         R[f"W{W}_theta_ms"] = timeit(th)
         R[f"W{W}_theta_host_ms"] = host_ms(th)
     print(json.dumps(R), flush=True)

@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, os.getcwd())
 from gpumcmc.datasets import synthetic_lda_corpus
 from gpumcmc.models import lda as L
-from gpumcmc.models.lda import sharded as LS   # the sweep's module: the pieces are replaced there
+from gpumcmc.models.lda import algorithm as LS   # the sweep's module: the pieces are replaced there
 from gpumcmc.random import default_rng
 from gpumcmc.shards import Shards
 
@@ -33,7 +33,7 @@ def mark(tag, stream=None):
     ev.append((tag, cp.cuda.runtime.getDevice(), e))
 
 
-oz, ot, odp = LS.zdraw_counts, LS._theta_draw, LS._draw_phi
+oz, ot, odp = LS.zdraw_counts, LS._theta_draw, LS._phi_once
 oas = Shards.allreduce_async
 
 
@@ -45,13 +45,8 @@ def TH(*a, **k):
     mark("theta0"); r = ot(*a, **k); mark("theta1"); return r
 
 
-def DP(rng, shards, *a, **k):
-    for i in range(len(shards)):
-        with shards.on(i): mark("phi0")
-    r = odp(rng, shards, *a, **k)
-    for i in range(len(shards)):
-        with shards.on(i): mark("phi1")
-    return r
+def DP(*a, **k):   # once per shard, under its device (a shard that shares its device's draw marks nothing)
+    mark("phi0"); r = odp(*a, **k); mark("phi1"); return r
 
 
 def AS(self, arrays):
@@ -75,7 +70,7 @@ def sync_all(devs):
             cp.cuda.get_current_stream().synchronize()
 
 
-LS.zdraw_counts, LS._theta_draw, LS._draw_phi, Shards.allreduce_async = Z, TH, DP, AS
+LS.zdraw_counts, LS._theta_draw, LS._phi_once, Shards.allreduce_async = Z, TH, DP, AS
 rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=T, n_components=100, zipf=1.0, random_state=1,
                                         backend="cupy")
 count = cp.cuda.runtime.getDeviceCount()
@@ -84,9 +79,10 @@ for devs in [[0, 1]] + ([list(range(count))] if count > 2 else []):
     rng = default_rng(0, backend="cupy")
     with sh.on(0):
         _, parts = L.shard_corpus(rows, cols, M, sh)
-        datas, state = L.init_sharded(rng, parts, sh, V, K, 1.0 / K, 1.0 / K, "float32")
+        alg = L.sharded_gibbs(sh)
+        state = alg.init(rng, L.shard_data(parts, sh, V, K, 1.0 / K, 1.0 / K, "float32"), K, "float32")
         del parts
-        step = L.make_sharded_step(datas, sh)
+        step = alg.step
         for _ in range(2):
             state, _ = step(rng, state)
         sync_all(devs)

@@ -38,8 +38,9 @@ def main() -> None:
         sh = one_device(2)
         rng = default_rng(0, backend="cupy")
         _, parts = L.shard_corpus(rows, cols, 20000, sh)
-        datas, st2 = L.init_sharded(rng, parts, sh, 20000, K, a, b, "float32", n_chains=2, fused=False)
-        t2 = timed(L.make_sharded_step(datas, sh), st2, rng)
+        alg = L.sharded_gibbs(sh)
+        st2 = alg.init(rng, L.shard_data(parts, sh, 20000, K, a, b, "float32", fused=False), K, "float32", n_chains=2)
+        t2 = timed(alg.step, st2, rng)
         print(f"K={K}: one device {t1:.2f} ms, two shards on one GPU {t2:.2f} ms a sweep", flush=True)
 
 

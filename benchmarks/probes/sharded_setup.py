@@ -3,7 +3,7 @@
     python -m benchmarks.probes.sharded_setup [ROUNDS] [--out FILE]
 
 On every GPU of the host, ROUNDS times (default 4): wall seconds of Shards(devices) (NCCL's initAll), of
-tokens_from, shard_corpus, init_sharded and the first sharded sweep, each from idle GPUs, then of whole
+tokens_from, shard_corpus, shard_data with sharded_gibbs' init (the rows' init_sharded_s) and the first sharded sweep, each from idle GPUs, then of whole
 LDA(1024, devices=...).fit calls of 10 sweeps. The corpus: user_path.py's site-packages corpus where that
 script is beside the repository, else a synthetic corpus of its shape. The per-sweep figures of the
 public call are differences of whole fits, so a set-up that varies by a few tenths of a second moves
@@ -55,9 +55,14 @@ def main():
         row["shard_corpus_s"], (bounds, parts) = wall(lambda: L.shard_corpus(rows, cols, M, shards))
         rng = default_rng(0, backend="cupy")
         with shards.on(0):
-            row["init_sharded_s"], (datas, state) = wall(lambda: L.init_sharded(rng, parts, shards, V, K, 1.0 / K,
-                                                                                1.0 / K, "float32", n_chains=1))
-            step = L.make_sharded_step(datas, shards)
+            alg = L.sharded_gibbs(shards)
+
+            def start():
+                datas = L.shard_data(parts, shards, V, K, 1.0 / K, 1.0 / K, "float32")
+                return datas, alg.init(rng, datas, K, "float32", n_chains=1)
+
+            row["init_sharded_s"], (datas, state) = wall(start)     # shard_data and sharded_gibbs' init
+            step = alg.step
             row["first_sweep_s"], _ = wall(lambda: step(rng, state))
         del datas, state, parts, step
         shards.close()

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import LDAData, LDAInfo, LDAState, _fused_default, init, log_likelihood, step
+from .algorithm import (GibbsStats, LDAData, LDAInfo, LDAState, _fused_default, gibbs_local, gibbs_update, init,
+                        log_likelihood, step)
 from .corpus import completion_split, seeded_topics, tokens_from
 from .estimator import LDA
 from .ops import (_accumulate, _phi_store, _token_counters, counts, counts_twin, dirichlet_columns, fused_counts,
                   zdraw_counts)
-from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, document_bounds, init_sharded,
-                      make_sharded_step, shard_corpus, sharded_log_likelihood, sharded_loglik)
+from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, document_bounds, gibbs, init_sharded,
+                      make_sharded_step, shard_corpus, shard_data, sharded_gibbs, sharded_log_likelihood,
+                      sharded_loglik)
 
 # _accumulate, _fused_default, _phi_store, _token_counters, counts, counts_twin, fused_counts, zdraw_counts:
 # imported from here by the tests and benchmarks. A test that replaces a module-level function must replace it
-# in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw, _draw_phi in
-# .sharded for the sharded sweep): a name re-exported here is only read from here.
+# in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw, dirichlet_columns in
+# .algorithm for either sweep): a name re-exported here is only read from here. init_sharded and
+# make_sharded_step raise, naming sharded_gibbs and shard_data.
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
            "log_likelihood", "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds",
-           "shard_corpus", "init_sharded", "seeded_topics", "make_sharded_step", "sharded_log_likelihood",
-           "sharded_loglik", "allreduce_bytes"]
+           "shard_corpus", "shard_data", "gibbs", "gibbs_local", "gibbs_update", "GibbsStats", "sharded_gibbs",
+           "init_sharded", "seeded_topics", "make_sharded_step", "sharded_log_likelihood", "sharded_loglik",
+           "allreduce_bytes"]
 
 # The knobs' old names (gpumcmc.models.lda.SEED_EXACT_WORK and the like) read and set gpumcmc._config.config's;
 # the submodules read config itself, so setting either changes the fit.

@@ -39,9 +39,19 @@ chains the same way). ``phi`` is stored as (V, C, K) and shown in the state as
 its (C, V, K) view, so that the Dirichlet over words normalises the columns of
 one (V, C K) array.
 
-Devices. ``LDA(devices=...)`` splits the documents over devices: see
-:mod:`gpumcmc.models.lda.sharded`, which draws every shard's tokens and
-documents as one device draws them, bit for bit.
+The sweep, written once. :func:`gibbs_local` is steps 1 and 2 and theta (the
+work on the documents, an :class:`gpumcmc.sampling.Overlap` whose statistics
+are the word counts), :func:`gibbs_update` phi from those counts and the
+running sums; :func:`step` is the one after the other on the whole corpus.
+``LDA(devices=...)`` splits the documents over devices and runs the same two
+through :func:`gpumcmc.sampling.sharded` (:mod:`gpumcmc.models.lda.sharded`,
+which draws every shard's tokens and documents as one device draws them, bit
+for bit). One device's ``step`` calls them directly rather than as
+``sharded(gibbs(), Shards(1))``: its state stays one :class:`LDAState` (not a
+state per shard) and keeps its sweep counter ``it`` on the device, where the
+weight of a sweep in the running sums is formed, so that ``LDA(graph=...)``
+replays the whole sweep from a CUDA graph; the data-parallel sweep, which
+runs eagerly, counts on the host and takes that weight from a cache.
 
 ``kernels_cu/lda.cu`` is the partner of this module and of :mod:`.ops`: its z-draw, counts and column
 reductions are the sweep's steps 1 to 3 (the package's other modules: see :mod:`gpumcmc.models.lda`).
@@ -57,10 +67,12 @@ from gpumcmc import _validate
 from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.discrete import token_order
+from gpumcmc.sampling import Overlap
 
 from .ops import _accumulate, _chain_tokens, _phi_store, _token_counters, dirichlet_columns, fused_counts, zdraw_counts
 
-__all__ = ["LDAData", "LDAState", "LDAInfo", "init", "step", "log_likelihood"]
+__all__ = ["LDAData", "LDAState", "LDAInfo", "GibbsStats", "init", "step", "gibbs_local", "gibbs_update",
+           "log_likelihood"]
 
 
 class LDAData(NamedTuple):
@@ -85,7 +97,7 @@ class LDAState(NamedTuple):
     phi: object       # (C, V, K) word-major topic-word distributions (a view of a (V, C, K) array)
     phi_sum: object   # (C, V, K) sum of phi over kept sweeps (same layout as phi)
     theta_sum: object  # (C, M, K) sum of theta over kept sweeps
-    it: object        # (C,) int64 sweeps done
+    it: object        # (C,) int64 sweeps done (a shard's state, data-parallel: a Python int)
 
 
 class LDAInfo(NamedTuple):
@@ -142,30 +154,102 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False, loglik: b
     theta and phi of ``state`` (those the sweep draws z from, not the new ones), summed by the z-draw as
     it draws: no pass of its own, and the same draws as without it.
 
+    The sweep is :func:`gibbs_local` (steps 1 and 2, and theta) and then :func:`gibbs_update` (phi and the
+    running sums) on the whole corpus: with the documents split over devices the same two run on each
+    shard, the counts summed between them (:func:`gpumcmc.models.lda.sharded.gibbs`).
+
     The sweep's own draws (theta, phi, counts plus positive priors) are valid
     by construction, and the tokens were checked when the data were built, so
     the primitives run without their value checks here.
+    """
+    with _validate.validation(False):
+        local = gibbs_local(rng, state, data, loglik=loglik)
+        return gibbs_update(rng, local.finish(), local.stats, data.beta, data.burn_in, fixed_phi)
+
+
+class GibbsStats(NamedTuple):
+    """What a sweep's local part counts and sums over its tokens (summed over shards where the documents are
+    split)."""
+
+    nwk: object       # (V C, K) int32 word-topic counts of the drawn topics (phi store's layout)
+    loglik: object    # (C,) float64 log-likelihood of the tokens (loglik=True), else None
+
+
+def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False) -> Overlap:
+    """Steps 1 and 2 of a sweep on ``data``'s documents, then their theta: an :class:`gpumcmc.sampling.Overlap`.
+
+    The z-draw and its counts are queued here (two generator calls in all with theta: one here, one in
+    ``finish``); ``stats`` is :class:`GibbsStats`, the word counts that phi needs and, with ``loglik``,
+    the tokens' log-likelihood summed by the z-draw; ``finish()`` draws theta from the document counts
+    and returns the state with it. With the documents split over GPUs, every shard's z-draw is queued
+    before any shard's theta draw, and the counts are summed beside the theta draws, which do not read
+    them (see :func:`gpumcmc.sampling.sharded`). A shard (``data.place``) draws its tokens and documents
+    with one device's Philox counters.
     """
     xp = _backend.get_array_module(state.theta)
     theta = state.theta
     dtype = theta.dtype
     C, M, K = (int(x) for x in theta.shape)
     phi = _phi_store(state.phi)
-    V = int(phi.shape[0])
     ll = xp.zeros(C, np.float64) if loglik else None
-    with _validate.validation(False):
-        ndk, nwk = zdraw_counts(rng, theta, phi, data, loglik=ll)
-        theta = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, M, K)
-    keep = (state.it[:1] >= data.burn_in).astype(dtype)
-    phi_sum = state.phi_sum
+    ndk, nwk = zdraw_counts(rng, theta, phi, data, loglik=ll)
+
+    def finish() -> LDAState:
+        th = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, M, K)
+        return state._replace(theta=th)
+
+    return Overlap(GibbsStats(nwk, ll), finish)
+
+
+def gibbs_update(rng, state: LDAState, stats: GibbsStats, beta: float, burn_in: int, fixed_phi: bool = False,
+                 keeps: dict | None = None, drawn: dict | None = None):
+    """``(state, info)``: step 3's phi from the summed word counts (unless ``fixed_phi``) and the running sums.
+
+    ``state.it`` past ``burn_in`` adds this sweep's theta and phi to the sums. One device keeps ``it`` as a
+    (C,) array and forms the 0/1 weight on the device (so a CUDA graph replays it); the data-parallel
+    sweep keeps it as a Python int and takes the weight from ``keeps``, one 0-d array per device, dtype
+    and value. ``drawn`` (data-parallel) holds this sweep's phi draws by the ``phi_sum`` they add to:
+    shards whose states share that array (those on one device) draw phi once, and the others take it
+    and move their generator on as the draw moved it.
+    """
+    theta = state.theta
+    keep = _keep(state.it, burn_in, theta, keeps)
+    phi, phi_sum = state.phi, state.phi_sum
     if not fixed_phi:
-        with _validate.validation(False):
-            phi, phi_sum = dirichlet_columns(rng, xp.add(nwk.reshape(V, C * K), dtype.type(data.beta), dtype=dtype),
-                                             _phi_store(state.phi_sum).reshape(V, C * K), keep)
-        phi = phi.reshape(V, C, K)
-        phi_sum = phi_sum.reshape(V, C, K).transpose(1, 0, 2)
+        phi, phi_sum = _phi_once(drawn, rng, stats.nwk, state.phi_sum, beta, keep)
     theta_sum = _accumulate(state.theta_sum, theta, keep)
-    return LDAState(theta, phi.transpose(1, 0, 2), phi_sum, theta_sum, state.it + 1), LDAInfo(ll)
+    return LDAState(theta, phi, phi_sum, theta_sum, state.it + 1), LDAInfo(stats.loglik)
+
+
+def _keep(it, burn_in: int, theta, keeps):
+    """The 0-d (or (1,)) 0/1 weight of this sweep's draws in the running sums, in ``theta``'s dtype."""
+    dtype = theta.dtype
+    if keeps is None:
+        return (it[:1] >= burn_in).astype(dtype)
+    key = (getattr(getattr(theta, "device", None), "id", None), dtype.str, it >= burn_in)
+    if key not in keeps:
+        keeps[key] = _backend.get_array_module(theta).full((), float(key[2]), dtype)
+    return keeps[key]
+
+
+def _phi_once(drawn, rng, nwk, phi_sum, beta: float, keep):
+    """``(phi, phi_sum + keep * phi)`` as (C, V, K) views: ``phi ~ Dir(beta + n_wk)`` by columns of the
+    (V, C K) store, or, where ``drawn`` holds the draw for this ``phi_sum``, that draw (``rng`` moved on as
+    it moved)."""
+    got = None if drawn is None else drawn.get(id(phi_sum))
+    if got is not None:
+        rng.advance(got[2] - rng.offset)
+        return got[0], got[1]
+    xp = _backend.get_array_module(nwk)
+    store = _phi_store(phi_sum)
+    V, C, K = (int(x) for x in store.shape)
+    dtype = store.dtype
+    p, t = dirichlet_columns(rng, xp.add(nwk.reshape(V, C * K), dtype.type(beta), dtype=dtype),
+                             store.reshape(V, C * K), keep)
+    out = p.reshape(V, C, K).transpose(1, 0, 2), t.reshape(V, C, K).transpose(1, 0, 2)
+    if drawn is not None:
+        drawn[id(phi_sum)] = (*out, rng.offset)
+    return out
 
 
 def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,

@@ -16,7 +16,7 @@ from gpumcmc.shards import resolve
 
 from .algorithm import LDAInfo, init, log_likelihood, step
 from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
-from .sharded import init_sharded, make_sharded_step, shard_corpus, sharded_loglik
+from .sharded import shard_corpus, shard_data, sharded_gibbs
 
 __all__ = ["LDA"]
 
@@ -71,7 +71,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
     a CUDA graph, for the same draws (None: below ``config.lda_graph_max_tokens`` tokens, all chains).
 
     ``devices`` splits the documents over devices (``"all"``, GPU ids or a
-    :class:`gpumcmc.shards.Shards`; see :func:`make_sharded_step`): each shard draws its tokens' topics
+    :class:`gpumcmc.shards.Shards`; see :func:`gpumcmc.models.lda.sharded.gibbs`): each shard draws its tokens' topics
     and its documents' theta, the word-topic counts are all-reduced and phi is drawn from the sums with
     one key everywhere. The draws are those of ``devices=None`` for any number of shards, bit for bit;
     the log-likelihood trace is a sum over shards. It runs eagerly (no CUDA graph) and does not
@@ -239,20 +239,23 @@ class LDA(mixin("TransformerMixin"), Estimator):
         phi_start = self._phi_start(rng, rows, cols, M, V, K, C)
         del rows, cols
         with shards.on(0):
-            datas, state = init_sharded(rng, parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in),
-                                        n_chains=C, phi_start=phi_start)
+            alg = sharded_gibbs(shards)
+            datas = shard_data(parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in))
             del parts
-            sweep, ll = _monitored(make_sharded_step(datas, shards, loglik=True),
-                                   lambda v: sharded_loglik(v, shards) / n_tok, make_sharded_step(datas, shards))
+            state = alg.init(rng, datas, K, self.dtype, n_chains=C, phi_start=phi_start)
+            del datas
+            # info.loglik: the shards' sums, all-reduced with the counts of the sweeps a monitor reads
+            sweep, ll = _monitored(functools.partial(alg.step, loglik=True),
+                                   lambda v: np.asarray(_backend.to_host(v), dtype=np.float64) / n_tok, alg.step)
             trace = self._run(sweep, state, rng, ll, n_chains=C)
             best = self._keep_trace(trace, C, V, n_tok)
             s = trace.state
             n_kept = max(int(self.n_iter), 1)
-            self.phi_ = s.phi_sum[0][:, best] / n_kept             # (V, K) on local shard 0's device
+            self.phi_ = s[0].phi_sum[best] / n_kept             # (V, K) on local shard 0's device
             doc_topic = []
-            for i, t in enumerate(s.theta_sum):
+            for i, shard in enumerate(s):
                 with shards.on(i):
-                    doc_topic.append(_backend.to_host(t[best] / n_kept))
+                    doc_topic.append(_backend.to_host(shard.theta_sum[best] / n_kept))
             self.doc_topic_ = np.concatenate(doc_topic)
         self.components_ = _backend.to_host(self.phi_.T)
         self.n_shards_ = shards.world

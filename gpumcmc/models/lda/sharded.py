@@ -1,11 +1,20 @@
 """LDA with the documents split over devices: data-parallel uncollapsed Gibbs.
 
 ``LDA(devices=...)`` splits the documents over devices (:class:`gpumcmc.shards.Shards`):
-:func:`shard_corpus` gives each shard whole documents; :func:`init_sharded` and
-:func:`make_sharded_step` draw each shard's z and theta there, all-reduce n_wk and draw phi from
-the sums with one key on every device. Each shard's tokens and documents keep the Philox counters
-and generator offsets they have on one device (:class:`ShardPlace`), so any number of shards gives
-one device's draws, bit for bit, with either z-draw.
+:func:`shard_corpus` gives each shard whole documents and :func:`shard_data` places each shard's tokens
+in one device's token stream (:class:`ShardPlace`). The sweep is written once, in :mod:`.algorithm`, as a
+local part (:func:`gibbs_local`: each shard's z-draw and counts, then its documents' theta) and an
+update (:func:`gibbs_update`: phi from the word counts summed over every shard, and the running sums);
+:func:`gibbs` makes them a :class:`gpumcmc.sampling.DataParallel` and :func:`sharded_gibbs` runs it over
+the shards with :func:`gpumcmc.sampling.sharded`. One device's :func:`step` is the same two on the whole
+corpus. Each shard's tokens and documents keep the Philox counters and generator offsets they have on
+one device, so any number of shards gives one device's draws, bit for bit, with either z-draw.
+
+What the composition keeps between GPUs: every shard's z-draw is queued before any theta draw; the
+word counts are summed beside the theta draws (the local part returns an
+:class:`gpumcmc.sampling.Overlap`); phi is drawn once per device with one key (the shards of one device
+share its phi and its running sum). The sweep is not captured as a CUDA graph (the all-reduce and the
+per-device launches run eagerly); one device's fit may replay its sweep from one.
 """
 
 from __future__ import annotations
@@ -17,17 +26,19 @@ import numpy as np
 
 from gpumcmc import _validate
 from gpumcmc import backend as _backend
+from gpumcmc.sampling import Algorithm, DataParallel, sharded
 from gpumcmc.shards import Shards, balanced_cuts
 
-from .algorithm import LDAInfo, _checked_start, _prepare, _start_local, _theta_draw, log_likelihood
-from .ops import _accumulate, dirichlet_columns, zdraw_counts
+from .algorithm import LDAState, _checked_start, _phi_once, _prepare, _start_local, gibbs_local, gibbs_update
+from .algorithm import log_likelihood
+from .ops import _phi_store
 
-__all__ = ["ShardPlace", "CorpusPart", "LDAShardedState", "document_bounds", "shard_corpus", "init_sharded",
-           "make_sharded_step", "sharded_loglik", "sharded_log_likelihood", "allreduce_bytes"]
+__all__ = ["ShardPlace", "CorpusPart", "LDAShardedState", "document_bounds", "shard_corpus", "shard_data", "gibbs",
+           "sharded_gibbs", "sharded_loglik", "sharded_log_likelihood", "allreduce_bytes"]
 
 
 class ShardPlace(NamedTuple):
-    """Where a shard's tokens and documents lie in the whole corpus (see :func:`init_sharded`).
+    """Where a shard's tokens and documents lie in the whole corpus (see :func:`shard_data`).
 
     The z-draw keys local token ``t`` of chain ``c`` by ``c * n_tokens + g_t``, ``g_t`` its index in the
     whole corpus' token stream: ``index[t]`` for the ``n_head`` first tokens, ``index[n_head + t - (T -
@@ -51,7 +62,7 @@ class CorpusPart(NamedTuple):
 
     ``rows`` count from the shard's ``first_doc``; ``corpus`` is ``(rows, cols, starts)`` of the whole
     corpus sorted by document (``starts``: the first token of each document, and T), from which
-    :func:`init_sharded` places the shard's tokens in the token stream of one device.
+    :func:`shard_data` places the shard's tokens in the token stream of one device.
     """
 
     rows: object
@@ -62,11 +73,12 @@ class CorpusPart(NamedTuple):
 
 
 class LDAShardedState(NamedTuple):
-    """The state of a data-parallel sampler: one entry per local shard, each on its shard's device.
+    """The fields of a data-parallel state gathered per field, one entry per local shard (for reading).
 
-    ``theta`` and ``theta_sum`` hold the shard's documents, (C, M_s, K). ``phi`` and ``phi_sum`` are the
-    global topics in their (V, C, K) store (as ``LDAState.phi`` is a view of); shards on one device share
-    one array. ``it`` counts sweeps.
+    :func:`sharded_gibbs`'s state holds one :class:`LDAState` per local shard (``state[i]``);
+    ``LDAShardedState.of(state)`` shows it as earlier versions held it: ``theta`` and ``theta_sum`` the
+    shard's documents, (C, M_s, K); ``phi`` and ``phi_sum`` the global topics in their (V, C, K) store
+    (as ``LDAState.phi`` is a view of); ``it`` the sweeps done.
     """
 
     theta: tuple
@@ -74,6 +86,13 @@ class LDAShardedState(NamedTuple):
     phi: tuple
     phi_sum: tuple
     it: int
+
+    @classmethod
+    def of(cls, state) -> "LDAShardedState":
+        """The per-field view of :func:`sharded_gibbs`'s ``state`` (no copy)."""
+        return cls(tuple(s.theta for s in state), tuple(s.theta_sum for s in state),
+                   tuple(_phi_store(s.phi) for s in state), tuple(_phi_store(s.phi_sum) for s in state),
+                   state[0].it)
 
 
 def document_bounds(rows, n_docs: int, world: int) -> np.ndarray:
@@ -103,7 +122,7 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
     ``parts[i]`` is the :class:`CorpusPart` ``(rows - bounds[r], cols, n_docs_r, bounds[r], corpus)`` of
     local shard ``i`` (global rank ``r``), on its device: the tokens of its documents, rows counted from
     its first document, and the whole corpus sorted by document (not copied), from which
-    :func:`init_sharded` places the shard's tokens in one device's token stream. ``rows`` and ``cols``
+    :func:`shard_data` places the shard's tokens in one device's token stream. ``rows`` and ``cols``
     may be NumPy or CuPy arrays (then the parts are cut on their device and copied to the shards').
     """
     xp = _backend.get_array_module(rows)
@@ -132,22 +151,6 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
                 pc = shards.xp.array(cols[a:b], copy=True)
             parts.append(CorpusPart(pr, pc, int(bounds[r + 1] - bounds[r]), int(bounds[r]), corpus))
     return bounds, parts
-
-
-def _local_rngs(rng, shards: Shards) -> list:
-    """One copy of ``rng`` per local shard: each shard's draws take the generator offsets that one device's
-    draws take (see :func:`_catch_up`)."""
-    return [copy.copy(rng) for _ in shards.ranks]
-
-
-def _catch_up(rng, gens) -> None:
-    """Move ``rng`` past the calls that the shards' copies made: one device's calls, the same in every shard
-    (so the phi draw that follows takes the same offset in every process)."""
-    used = {g.offset for g in gens}
-    if len(used) > 1:
-        raise RuntimeError(f"the shards' draws took different numbers of generator calls ({sorted(used)}).")
-    if used:
-        rng.advance(used.pop() - rng.offset)
 
 
 def _cache_bytes(xp, cache_bytes):
@@ -193,7 +196,7 @@ def _tile_tokens(R, W, starts, lo: int, hi: int, b: int, e: int):
 
 
 def _device_owners(shards: Shards) -> list[int]:
-    """For each local shard, the first local shard on its device (which draws phi for both)."""
+    """For each local shard, the first local shard on its device (which makes what the device's shards share)."""
     first: dict = {}
     return [first.setdefault(d, i) for i, d in enumerate(shards.devices)]
 
@@ -216,36 +219,10 @@ def _each(shards: Shards, items, make) -> list:
     return out
 
 
-def _draw_phi(rng, shards: Shards, nwks, phi_sums, beta: float, keeps):
-    """``(phis, phi_sums)`` from the all-reduced counts ``nwks`` (V C, K), and ``phi_sums + keeps * phis``.
-
-    Drawn once per device, with one key and offset (the same phi everywhere); ``rng`` then moves on as
-    one draw would move it. ``phi_sums`` are (V, C, K) stores, ``keeps`` 0-d arrays (0 or 1).
-    """
-    xp = shards.xp
-    owners = _device_owners(shards)
-    phis, sums = [None] * len(owners), [None] * len(owners)
-    used = rng.offset
-    for i, j in enumerate(owners):
-        if j != i:
-            phis[i], sums[i] = phis[j], sums[j]
-            continue
-        with shards.on(i):
-            g = copy.copy(rng)
-            V, C, K = (int(x) for x in phi_sums[i].shape)
-            dtype = phi_sums[i].dtype
-            conc = xp.add(nwks[i].reshape(V, C * K), dtype.type(beta), dtype=dtype)
-            p, t = dirichlet_columns(g, conc, phi_sums[i].reshape(V, C * K), keeps[i])
-            phis[i], sums[i] = p.reshape(V, C, K), t.reshape(V, C, K)
-            used = g.offset
-    rng.advance(used - rng.offset)
-    return phis, sums
-
-
-def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, alpha: float, beta: float,
-                 dtype="float32", burn_in: int = 0, n_chains: int = 1, fused: bool | None = None,
-                 sparse: bool | None = None, cache_bytes: int | None = None, phi_start=None):
-    """``(datas, state)``: :func:`init` with the documents split over ``shards``.
+def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: float, beta: float,
+               dtype="float32", burn_in: int = 0, fused: bool | None = None, sparse: bool | None = None,
+               cache_bytes: int | None = None) -> list:
+    """Each local shard's :class:`LDAData`, on its device: what :func:`init` makes of the whole corpus.
 
     ``parts`` come from :func:`shard_corpus` (:class:`CorpusPart`, which carry the whole corpus' layout).
     Each shard orders its own tokens as they lie in one device's token stream (:func:`gpumcmc.token_order`
@@ -253,32 +230,79 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
     and Philox counters that one device gives its tokens and documents, with either z-draw (the fused
     kernel, ``lda_zdraw``, or :func:`gpumcmc.categorical_products` with ``counter_base`` and
     ``counter_index``), so every draw equals one device's, bit for bit, for any number of shards. A shard
-    that holds the whole corpus draws as one device does. The word counts are all-reduced and phi is
-    drawn from them with one key on every device. ``phi_start``: as :func:`init` (the same start on every
-    device, no draw).
+    that holds the whole corpus is not placed and draws as one device does.
     """
     dtype = np.dtype(dtype)
     K = int(n_components)
     xp = shards.xp
-    datas, thetas, nwks = [], [], []
+    datas = []
     for i, part in enumerate(parts):
         if getattr(part, "corpus", None) is None:
-            raise TypeError("init_sharded needs the parts that shard_corpus gives (CorpusPart, with the whole "
+            raise TypeError("shard_data needs the parts that shard_corpus gives (CorpusPart, with the whole "
                             f"corpus' layout), got {type(part).__name__}; split the corpus with shard_corpus.")
         with shards.on(i):
             cb = _cache_bytes(xp, cache_bytes)
-            data, C = _prepare(part.rows, part.cols, part.n_docs, n_words, K, alpha, beta, dtype, burn_in, True,
-                               n_chains, fused, sparse, cb, first_doc=int(part.first_doc))
+            data, _ = _prepare(part.rows, part.cols, part.n_docs, n_words, K, alpha, beta, dtype, burn_in, True,
+                               1, fused, sparse, cb, first_doc=int(part.first_doc))
             if int(part.n_docs) < int(part.corpus[2].size) - 1:       # not the whole corpus
                 data = data._replace(place=_place(part, K, dtype, cb, xp))
             datas.append(data)
+    return datas
+
+
+def gibbs() -> DataParallel:
+    """The uncollapsed Gibbs sweep as a :class:`gpumcmc.sampling.DataParallel` over :func:`shard_data`'s parts.
+
+    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)`` (the
+    ``n_components`` and ``dtype`` given to :func:`shard_data`) gives each shard :func:`init`'s start for the
+    same ``rng`` (:func:`_start`). ``local(rng, state, data, loglik=False)`` is :func:`gibbs_local`: the
+    shard's z-draw and counts, then, beside the sum of the word counts over every shard (one all-reduce of
+    ``V C K`` int32 a sweep, :func:`allreduce_bytes`; with ``loglik``, the (C,) float64 log-likelihoods
+    too), its documents' theta. ``update`` is :func:`gibbs_update`: phi from the summed counts, with one
+    key on every device (once per device: the shards of one device share phi and its running sum), and
+    the running sums, each shard's ``it`` a Python int. The counts are integers, so their sums are exact
+    and phi is the same whatever the number of shards. :func:`sharded_gibbs` composes it over a
+    :class:`Shards`.
+    """
+    drawn: dict = {}      # this sweep's phi draws, by the phi_sum they add to (see gibbs_update)
+    keeps: dict = {}      # (device, dtype, kept) -> a 0-d 0/1 array on that device
+    prior: dict = {}      # beta and burn_in, from init's data
+
+    def init(rng, datas, shards: Shards, n_components: int, dtype="float32", n_chains: int = 1,
+             phi_start=None) -> list:
+        drawn.clear()
+        keeps.clear()
+        prior.update(beta=datas[0].beta, burn_in=datas[0].burn_in)
+        return _start(rng, datas, shards, int(n_components), np.dtype(dtype), n_chains, phi_start)
+
+    def local(rng, state: LDAState, data, loglik: bool = False):
+        drawn.clear()        # every shard's local runs before any update of the sweep
+        return gibbs_local(rng, state, data, loglik=loglik)
+
+    def update(rng, state: LDAState, stats):
+        return gibbs_update(rng, state, stats, prior["beta"], prior["burn_in"], keeps=keeps, drawn=drawn)
+
+    return DataParallel(init, local, update)
+
+
+def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) -> list:
+    """Every local shard's starting :class:`LDAState` (``it`` = 0): :func:`init`'s start, drawn as one
+    device draws it (random topics for each shard's tokens, theta given them; the word counts
+    all-reduced and phi drawn from them with one key, once per device), or ``phi_start`` and theta = 1 / K.
+    The shards of one device share their phi and phi_sum arrays."""
+    xp = shards.xp
+    d0 = datas[0]
+    C, V = int(n_chains), int(d0.n_words)
+    if isinstance(n_chains, bool) or C != n_chains or C < 1:
+        raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
     if phi_start is not None:
         thetas = _each(shards, datas, lambda i, data: xp.full((C, data.n_docs, K), 1.0 / K, dtype))
         theta_sums = _each(shards, datas, lambda i, data: xp.zeros((C, data.n_docs, K), dtype))
-        phis = _per_device(shards, lambda: _checked_start(phi_start, xp, int(n_words), C, K, dtype))
-        zeros = _per_device(shards, lambda: xp.zeros((int(n_words), C, K), dtype))
-        return datas, LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(zeros), 0)
-    gens = _local_rngs(rng, shards)
+        phis = _per_device(shards, lambda: _checked_start(phi_start, xp, V, C, K, dtype).transpose(1, 0, 2))
+        zeros = _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))
+        return [LDAState(*fields, 0) for fields in zip(thetas, phis, zeros, theta_sums)]
+    gens = [copy.copy(rng) for _ in shards.ranks]
+    thetas, nwks = [], []
     for i, data in enumerate(datas):
         with shards.on(i):
             theta, nwk = _start_local(gens[i], data, C, K, dtype)
@@ -286,82 +310,73 @@ def init_sharded(rng, parts, shards: Shards, n_words: int, n_components: int, al
             nwks.append(xp.ascontiguousarray(nwk))
     _catch_up(rng, gens)
     shards.allreduce(nwks)
-    zeros = _per_device(shards, lambda: xp.zeros((int(n_words), C, K), dtype))   # the running sums' start
-    keeps = _per_device(shards, lambda: xp.zeros((), dtype))                     # keep = 0: none kept yet
-    phis, _ = _draw_phi(rng, shards, nwks, zeros, beta, keeps)
+    zeros = _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))  # the running sums' start
+    keeps = _per_device(shards, lambda: xp.zeros((), dtype))                         # keep = 0: none kept yet
+    drawn: dict = {}
+    gens = [copy.copy(rng) for _ in shards.ranks]
+    phis = _each(shards, gens, lambda i, g: _phi_once(drawn, g, nwks[i], zeros[i], d0.beta, keeps[i])[0])
+    _catch_up(rng, gens)
     theta_sums = _each(shards, thetas, lambda i, th: xp.zeros_like(th))
-    return datas, LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(zeros), 0)
+    return [LDAState(*fields, 0) for fields in zip(thetas, phis, zeros, theta_sums)]
 
 
-def make_sharded_step(datas, shards: Shards, loglik: bool = False):
-    """``step(rng, state) -> (state, info)``: one sweep of every chain with the documents split over ``shards``.
+def _catch_up(rng, gens) -> None:
+    """Move ``rng`` past the calls that the shards' copies made: one device's calls, the same in every shard
+    (so the draw that follows takes the same offset in every process)."""
+    used = {g.offset for g in gens}
+    if len(used) > 1:
+        raise RuntimeError(f"the shards' draws took different numbers of generator calls ({sorted(used)}).")
+    rng.advance(used.pop() - rng.offset)
 
-    Each shard draws the topics of its tokens and counts them (as :func:`step`), then its documents'
-    theta, with one device's generator offsets and Philox counters (see :func:`init_sharded`); the
-    word-topic counts n_wk, (V C, K) int32, are summed over every shard (one all-reduce, NCCL between
-    GPUs); phi is drawn from the sums with one key on every device, so all shards hold the same phi. The
-    counts are integers, so the sums are exact and phi is the same whatever the number of shards, given
-    the counts. The sweep is not captured as a CUDA graph (the all-reduce and the per-device launches run
-    eagerly).
 
-    ``loglik=True``: ``info.loglik`` holds, per local shard, the (C,) float64 log-likelihood of its tokens
-    under the theta and phi the sweep drew z from, summed by the z-draw (see :func:`step`);
-    :func:`sharded_loglik` sums them over the shards.
+def sharded_gibbs(shards: Shards) -> Algorithm:
+    """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), the value checks off inside the sweep
+    as one device's :func:`step` has them: ``init(rng, datas, n_components, dtype, n_chains=1,
+    phi_start=None)`` with
+    ``datas = shard_data(shard_corpus(...)[1], shards, ...)``, and ``step(rng, state, loglik=False) ->
+    (state, info)``, whose state holds one :class:`LDAState` per local shard (``state[i]``; see
+    :meth:`LDAShardedState.of`). With ``loglik=True``, ``info.loglik`` is each chain's log-likelihood of
+    the whole corpus, (C,) float64 summed over the shards by the z-draws (see :func:`step`), under the
+    theta and phi the sweep drew z from.
     """
-    xp = shards.xp
-    made: dict = {}     # (dtype, kept) -> one 0-d keep array per local shard (0 or 1, on its device)
+    alg = sharded(gibbs(), shards)
 
-    def keeps_for(it: int, burn_in: int, dt):
-        key = (np.dtype(dt).str, it >= burn_in)
-        if key not in made:
-            made[key] = _per_device(shards, lambda: xp.full((), float(key[1]), dt))
-        return made[key]
-
-    def sweep(rng, state: LDAShardedState):
-        gens = _local_rngs(rng, shards)
-        thetas, nwks = [], []
-        data0 = datas[0]
-        keeps = keeps_for(state.it, data0.burn_in, state.theta[0].dtype)
+    def step(rng, state, **options):
         with _validate.validation(False):
-            # Every shard's z-draw is queued before any shard's theta draw, so that no GPU's z-draw
-            # waits for the host to queue the previous shard's theta draw; the sums of n_wk over the
-            # GPUs run beside the theta draws, which do not read them.
-            ndks, lls = [], []
-            for i, data in enumerate(datas):
-                with shards.on(i):
-                    ll = xp.zeros(int(state.theta[i].shape[0]), np.float64) if loglik else None
-                    ndk, nwk = zdraw_counts(gens[i], state.theta[i], state.phi[i], data, loglik=ll)
-                    ndks.append(ndk)
-                    lls.append(ll)
-                    nwks.append(xp.ascontiguousarray(nwk))
-            summed = shards.allreduce_async(nwks)
-            for i, data in enumerate(datas):
-                with shards.on(i):
-                    th = state.theta[i]
-                    dt = th.dtype
-                    C, M, K = (int(x) for x in th.shape)
-                    theta = _theta_draw(gens[i], xp.add(ndks[i], dt.type(data.alpha), dtype=dt), data, C)
-                    thetas.append(theta.reshape(C, M, K))
-            _catch_up(rng, gens)
-            summed()
-            phis, phi_sums = _draw_phi(rng, shards, nwks, state.phi_sum, data0.beta, keeps)
-            theta_sums = _each(shards, thetas, lambda i, th: _accumulate(state.theta_sum[i], th, keeps[i]))
-        return (LDAShardedState(tuple(thetas), tuple(theta_sums), tuple(phis), tuple(phi_sums), state.it + 1),
-                LDAInfo(tuple(lls) if loglik else None))
+            return alg.step(rng, state, **options)
 
-    return sweep
+    return Algorithm(alg.init, step)
+
+
+def _moved(name: str, new: str):
+    def moved(*args, **kwargs):
+        raise AttributeError(f"gpumcmc.models.lda.{name} is gone: use {new}.")
+
+    moved.__name__ = name
+    moved.__doc__ = f"Gone: use {new}."
+    return moved
+
+
+init_sharded = _moved("init_sharded", "sharded_gibbs(shards).init(rng, shard_data(parts, shards, n_words, "
+                      "n_components, alpha, beta, dtype, ...), n_components, dtype, n_chains, phi_start)")
+make_sharded_step = _moved("make_sharded_step", "sharded_gibbs(shards).step(rng, state, loglik=...), after its "
+                           "init")
 
 
 def sharded_loglik(lls, shards: Shards):
-    """``(C,)`` float64 host array: the per-shard sums of a sharded sweep's ``info.loglik`` summed over every
-    shard (one all-reduce of C values, then one wait)."""
+    """``(C,)`` float64 host array: per-shard (C,) sums ``lls`` summed over every shard (one all-reduce of C
+    values, then one wait). :func:`sharded_gibbs`'s ``info.loglik`` comes summed already."""
     bufs = _each(shards, lls, lambda i, ll: shards.xp.array(ll, dtype=np.float64, copy=True))
     return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
 
 
-def sharded_log_likelihood(state: LDAShardedState, datas, shards: Shards):
-    """``(C,)`` float64 host array: each chain's log-likelihood of the whole corpus (summed over shards)."""
+def sharded_log_likelihood(state, datas, shards: Shards):
+    """``(C,)`` float64 host array: each chain's log-likelihood of the whole corpus (summed over shards), for
+    :func:`sharded_gibbs`'s ``state`` (or its :class:`LDAShardedState` view) and :func:`shard_data`'s
+    ``datas``."""
     xp = shards.xp
+    if not isinstance(state, LDAShardedState):
+        state = LDAShardedState.of(state)
 
     def chains(i, data):
         th, ph = state.theta[i], state.phi[i]

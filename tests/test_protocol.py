@@ -18,7 +18,7 @@ import pytest
 from gpumcmc.models.mixture import algorithm as mxa
 from gpumcmc.models.mixture import sharded as mxs
 from gpumcmc.random import default_rng
-from gpumcmc.sampling import Algorithm, DataParallel, run, shard_states, sharded
+from gpumcmc.sampling import Algorithm, DataParallel, Overlap, run, shard_states, sharded
 from gpumcmc.shards import Shards, one_device
 
 from conftest import fit_as_ranks, to_np
@@ -168,6 +168,67 @@ def test_every_shards_local_runs_before_any_deferred_statistics():
     alg = sharded(DataParallel(_init, local, lambda rng, s, st: (s, None)), shards)
     alg.step(default_rng(0), alg.init(None, shards.scatter(np.arange(6.0))))
     assert order == [("local", 0), ("local", 2), ("local", 4), ("finish", 0), ("finish", 2), ("finish", 4)]
+
+
+class Counted(NamedTuple):
+    mu: object       # (chain,) the mean
+    tau: object      # (chain,) the precision
+    seen: object     # (1,) the rows of this shard, the local field that finish sets
+
+
+class CountedStats(NamedTuple):
+    n: object        # (1,) rows
+    s1: object       # (1,) sum of y
+    s2: object       # (1,) sum of y^2
+    count: object    # (1,) int64 rows, alone of its dtype: summed in place
+    nothing: object  # None, not summed
+
+
+def test_an_overlap_sums_beside_the_rest_of_the_local_work():
+    """A local part that returns an Overlap: its statistics are summed while every shard's finish runs (after
+    every shard's local), update gets the states finish returned, a None field stays None, an array alone of
+    its dtype is summed in place, a keyword option of the step reaches local, and the draws are those of
+    the plain normal model."""
+    y = _grid(300)
+    calls, local_counts = [], []
+
+    def init(rng, parts, shards, chains=4):
+        return [Counted(*s, np.zeros(1)) for s in _init(rng, parts, shards, chains)]
+
+    def local(rng, state, part, tag="plain"):
+        calls.append(("local", tag))
+        st = CountedStats(part.size + 0.0 * part[:1], part.sum(keepdims=True), (part * part).sum(keepdims=True),
+                          np.array([part.size], np.int64), None)
+        local_counts.append(st.count)
+
+        def finish():
+            calls.append(("finish", tag))
+            return state._replace(seen=np.array([part.size], float))
+
+        return Overlap(st, finish)
+
+    def update(rng, state, st):
+        assert st.nothing is None and st.count[0] == y.size
+        mu_tau, info = _update(rng, State(state.mu, state.tau), Stats(st.n, st.s1, st.s2))
+        return Counted(*mu_tau, state.seen), info
+
+    shards = Shards(n_virtual=3)
+    alg = sharded(DataParallel(init, local, update), shards)
+    state = alg.init(None, shards.scatter(y))
+    plain = sharded(NORMAL, shards)
+    ps = plain.init(None, shards.scatter(y))
+    rng, rng1 = default_rng(5, backend="numpy"), default_rng(5, backend="numpy")
+    for _ in range(3):
+        calls.clear()
+        state, _ = alg.step(rng, state, tag="opt")
+        ps, _ = plain.step(rng1, ps)
+        assert calls == [("local", "opt")] * 3 + [("finish", "opt")] * 3
+        assert [int(c[0]) for c in local_counts[-3:]] == [y.size] * 3     # the arrays local made hold the sums
+    for s, p, part in zip(state, ps, shards.scatter(y)):
+        np.testing.assert_array_equal(s.mu, p.mu)
+        np.testing.assert_array_equal(s.tau, p.tau)
+        assert s.seen[0] == part.size
+    assert rng.offset == rng1.offset
 
 
 def test_shards_that_draw_differently_are_refused():

@@ -253,16 +253,12 @@ def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: fl
 def gibbs() -> DataParallel:
     """The uncollapsed Gibbs sweep as a :class:`gpumcmc.sampling.DataParallel` over :func:`shard_data`'s parts.
 
-    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)`` (the
-    ``n_components`` and ``dtype`` given to :func:`shard_data`) gives each shard :func:`init`'s start for the
-    same ``rng`` (:func:`_start`). ``local(rng, state, data, loglik=False)`` is :func:`gibbs_local`: the
-    shard's z-draw and counts, then, beside the sum of the word counts over every shard (one all-reduce of
-    ``V C K`` int32 a sweep, :func:`allreduce_bytes`; with ``loglik``, the (C,) float64 log-likelihoods
-    too), its documents' theta. ``update`` is :func:`gibbs_update`: phi from the summed counts, with one
-    key on every device (once per device: the shards of one device share phi and its running sum), and
-    the running sums, each shard's ``it`` a Python int. The counts are integers, so their sums are exact
-    and phi is the same whatever the number of shards. :func:`sharded_gibbs` composes it over a
-    :class:`Shards`.
+    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)`` (those given to
+    :func:`shard_data`) gives each shard :func:`init`'s start (:func:`_start`). ``local(rng, state, data,
+    loglik=False)`` is :func:`gibbs_local`; its word counts (and log-likelihoods) are all-reduced beside
+    the theta draws, ``V C K`` int32 a sweep (:func:`allreduce_bytes`): integers, so phi is the same
+    whatever the number of shards. ``update`` is :func:`gibbs_update`, once per device for phi (the shards
+    of a device share it), each shard's ``it`` a Python int.
     """
     drawn: dict = {}      # this sweep's phi draws, by the phi_sum they add to (see gibbs_update)
     keeps: dict = {}      # (device, dtype, kept) -> a 0-d 0/1 array on that device
@@ -330,14 +326,12 @@ def _catch_up(rng, gens) -> None:
 
 
 def sharded_gibbs(shards: Shards) -> Algorithm:
-    """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), the value checks off inside the sweep
-    as one device's :func:`step` has them: ``init(rng, datas, n_components, dtype, n_chains=1,
-    phi_start=None)`` with
-    ``datas = shard_data(shard_corpus(...)[1], shards, ...)``, and ``step(rng, state, loglik=False) ->
-    (state, info)``, whose state holds one :class:`LDAState` per local shard (``state[i]``; see
-    :meth:`LDAShardedState.of`). With ``loglik=True``, ``info.loglik`` is each chain's log-likelihood of
-    the whole corpus, (C,) float64 summed over the shards by the z-draws (see :func:`step`), under the
-    theta and phi the sweep drew z from.
+    """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), its value checks off inside the sweep
+    as in one device's :func:`step`: ``init(rng, datas, n_components, dtype, n_chains=1, phi_start=None)``
+    on :func:`shard_data`'s ``datas``, and ``step(rng, state, loglik=False) -> (state, info)``, whose
+    state holds one :class:`LDAState` per local shard (``state[i]``; :meth:`LDAShardedState.of` shows it
+    per field). ``loglik=True``: ``info.loglik`` is each chain's log-likelihood of the whole corpus, (C,)
+    float64, under the theta and phi the sweep drew z from (see :func:`step`), summed over the shards.
     """
     alg = sharded(gibbs(), shards)
 

@@ -10,7 +10,9 @@ Two layers, kept apart:
   a type; a data-parallel one, :class:`DataParallel`, splits its step into
   ``local`` (per shard of the data) and ``update`` (from the summed
   statistics), and :func:`sharded` composes it over a
-  :class:`gpumcmc.shards.Shards`;
+  :class:`gpumcmc.shards.Shards`; a :class:`Collective`, whose iteration
+  sums over the shards many times, writes its step against the all-reduce
+  that :func:`sharded` hands it;
 * the estimator layer: scikit-learn-style classes (:class:`Estimator`) with
   ``fit`` and ``predict``/``transform`` on top of it.
 
@@ -22,7 +24,7 @@ from ._arviz import to_arviz
 from ._driver import Monitor, Stop, Trace, run
 from ._estimator import Estimator, NotFittedError, as_data
 from ._graph import graph_step
-from ._protocol import Algorithm, DataParallel, shard_states, sharded
+from ._protocol import Algorithm, Collective, DataParallel, shard_states, sharded
 
-__all__ = ["Algorithm", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Stop", "Trace", "as_data",
+__all__ = ["Algorithm", "Collective", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Stop", "Trace", "as_data",
            "graph_step", "run", "shard_states", "sharded", "to_arviz"]

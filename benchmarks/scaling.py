@@ -35,7 +35,7 @@ say so, and no multi-GPU figure is measured.
   coefficients (no intercept), 4 chains, float32, on synthetic data drawn
   from the model (X standard normal, beta ~ N(0, 1/K), y ~ Bernoulli), by
   slice-within-Gibbs with the differential update. The rows are split over
-  the shards (:func:`gpumcmc.models.glm.make_sharded_step`): per coordinate
+  the shards (:func:`gpumcmc.models.glm.over_rows`): per coordinate
   and pass each shard evaluates the candidates over its rows, the candidates'
   sums (``chains x 16`` float64) are all-reduced, and every device decides
   from them; ``allreduce_bytes`` in :mod:`gpumcmc.models.glm` gives the bytes
@@ -311,6 +311,7 @@ def _lda(bench):
 
 
 def _glm(bench):
+    from gpumcmc import sampling
     from gpumcmc.models import glm as mg
     from gpumcmc.random import default_rng
 
@@ -365,7 +366,9 @@ def _glm(bench):
         rng = default_rng(0, backend="cupy")
         with shards.on(0):
             t0 = time.perf_counter()
-            state, datas, prior = mg.init_sharded(X, y, shards, "bernoulli", C, 2.5)
+            datas = mg.row_parts(X, y, shards, "bernoulli", C)
+            alg = sampling.sharded(mg.over_rows("bernoulli", 1.0, 0), shards)
+            state = alg.init(rng, datas, C, 2.5)
             etas = []
             for i, d in enumerate(datas):
                 with shards.on(i):
@@ -376,7 +379,7 @@ def _glm(bench):
                 with cp.cuda.Device(d):
                     cp.cuda.get_current_stream().synchronize()
             init_s = time.perf_counter() - t0
-            chain = _Chain(mg.make_sharded_step(datas, shards, "bernoulli", 1.0, 0, prior), state, rng)
+            chain = _Chain(alg.step, state, rng)
             chain()
             ms = _time_all(bench, chain, devices)
         w, wr, ring, link_s = _ring(ar, devices)

@@ -10,6 +10,7 @@ import gpumcmc.models.glm as mg
 from gpumcmc._config import config
 from gpumcmc.models.glm import BayesianGLM
 from gpumcmc.random import default_rng
+from gpumcmc.sampling import sharded
 from gpumcmc.shards import Shards
 
 from conftest import fit_as_ranks, glm_data
@@ -24,7 +25,7 @@ def _data(family, N=300, K=3, seed=0):
 def _sweeps(xp, X, y, family, shards, n, width_scale=1.0, dtype=np.float64, max_shrink=24, max_steps_out=4,
             seed=3, n_warmup=1):
     """``n`` sweeps from a common start: ``shards=None`` by :func:`step` (one device), else by
-    :func:`make_sharded_step`. Returns beta, eta (over all rows), width and the fallbacks, on the host."""
+    ``sharded(over_rows(...), shards)``. Returns beta, eta (over all rows), width and the fallbacks, on the host."""
     from gpumcmc import backend
 
     C = 3
@@ -39,14 +40,13 @@ def _sweeps(xp, X, y, family, shards, n, width_scale=1.0, dtype=np.float64, max_
             fbs.append(backend.to_host(info.fallbacks))
         eta = backend.to_host(st.eta)
     else:
-        st, data, prior = mg.init_sharded(np.asarray(X, dtype=dtype), np.asarray(y, dtype=dtype), shards, family,
-                                          C, 1.5)
+        parts = mg.row_parts(np.asarray(X, dtype=dtype), np.asarray(y, dtype=dtype), shards, family, C)
+        alg = sharded(mg.over_rows(family, 0.8, n_warmup, max_steps_out, max_shrink), shards)
         with shards.on(0):
+            st = alg.init(rng, parts, C, 1.5)
             st = st._replace(width=st.width * width_scale)
-        step = mg.make_sharded_step(data, shards, family, 0.8, n_warmup, prior, max_steps_out, max_shrink)
-        with shards.on(0):
             for _ in range(n):
-                st, info = step(rng, st)
+                st, info = alg.step(rng, st)
                 fbs.append(backend.to_host(info.fallbacks))
         eta = np.concatenate([backend.to_host(e) for e in st.eta], axis=1)
     return backend.to_host(st.beta), eta, backend.to_host(st.width), np.array(fbs)
@@ -121,6 +121,13 @@ def test_shard_passes_and_allreduce_bytes():
     assert mg.shard_passes(1) == 2
     # 4 chains, K = 51: 3 passes of 16 float64 sums a chain and coordinate, and the log-likelihood
     assert mg.allreduce_bytes(4, 51) == 8 * 4 * (51 * 3 * 16 + 1)
+
+
+def test_the_old_sharded_names_say_where_they_went():
+    for name, new in [("init_sharded", "row_parts"), ("make_sharded_step", "over_rows"),
+                      ("init_groups_sharded", "group_parts"), ("make_groups_sharded_step", "over_groups")]:
+        with pytest.raises(AttributeError, match=f"sharded.*{new}"):
+            getattr(mg, name)()
 
 
 def test_sharded_bad_settings():

@@ -237,9 +237,9 @@ def _niw_twin(xp, beta, kappa0, psi0, gam, zn, z):
 
 
 class _ShardedPasses:
-    """The passes of one sweep on the GPUs with the rows split over ``shards`` (:func:`.sharded.make_sharded_step`):
-    per coordinate and pass each shard's ``glm_slice_shard_eval`` over its rows, the all-reduce of the
-    candidates' sums, and each distinct device's ``glm_slice_decide``. The twins are :mod:`.sharded`'s
+    """The passes of one sweep on the GPUs with the rows split over ``shards`` (:func:`.sharded.over_rows`): per
+    coordinate and pass each shard's ``glm_slice_shard_eval`` over its rows, the sum of the candidates'
+    values over the shards, and each distinct device's ``glm_slice_decide``. The twins are :mod:`.sharded`'s
     ``_twin_eval`` and ``_twin_decide``.
 
     ``dev_of``: each local shard's copy of the state; ``first_shard``: each copy's first local shard.
@@ -311,9 +311,9 @@ class _ShardedPasses:
             decides.append((self.launch_decide[j], (C * G, 32, stream) + head, tail))
         return evals, decides
 
-    def __call__(self, dvs, etas, K):
-        """The sweep's K x n_pass passes on the GPUs: per pass each shard's evaluation, the all-reduce of
-        the sums (in place, into each shard's bufs[i]["sums"]), each device's decision. The host sets each
+    def __call__(self, dvs, etas, K, reduce):
+        """The sweep's K x n_pass passes on the GPUs: per pass each shard's evaluation, ``reduce`` of the
+        sums (the all-reduce, in place, into each shard's bufs[i]["sums"]), each device's decision. The host sets each
         launch's device directly (one runtime call) and puts the caller's device back at the end."""
         import cupy
 
@@ -333,7 +333,7 @@ class _ShardedPasses:
                         rt.setDevice(dev)
                         launch(*head, k, k - 1 if first else -1, first, *tail)
                     rt.setDevice(prev)
-                    shards.allreduce(sums)
+                    reduce(sums)
                     for (launch, head, tail), dev in zip(decide_launches, de_dev):
                         rt.setDevice(dev)
                         launch(*head, k, first, *tail)

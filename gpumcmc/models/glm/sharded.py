@@ -5,15 +5,11 @@ are written against ``reduce``, the all-reduce that
 :func:`gpumcmc.sampling.sharded` supplies (the identity over one shard of one).
 
 ``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over
-:func:`row_parts`): each device keeps ``eta`` of its rows and moves it by the
-differential update. Per coordinate and pass, every shard evaluates the
-candidates of the slice sampler over its rows (the local part: their
-log-likelihood sums, 16 float64 values a chain), ``reduce`` sums them, and
-every device takes Neal's decisions from the same sums in its own copy of the
-state (the update), so all take the same decisions with no broadcast and no
-host synchronisation. On the GPU the two are the launches
-``glm_slice_shard_eval`` and ``glm_slice_decide`` (:class:`.ops._ShardedPasses`);
-on NumPy their twins :func:`_twin_eval` and :func:`_twin_decide`.
+:func:`row_parts`): per coordinate and pass of the slice sampler, every shard's
+candidate log-likelihood sums over its rows (the local part), their sum, and
+every device's decisions from it (the update), by :func:`_run_passes` on NumPy
+(the twins :func:`_twin_eval`, :func:`_twin_decide`) and on the GPUs
+(``glm_slice_shard_eval``, ``glm_slice_decide``: :class:`.ops._ShardedPasses`).
 
 ``HierarchicalGLM(devices=...)`` splits the groups (:func:`over_groups` over
 :func:`group_parts`): each device sweeps whole groups by the single-device
@@ -34,7 +30,7 @@ from ...shards import Replica, balanced_cuts
 from ...sampling import Collective
 from .algorithm import (SliceInfo, SliceState, _draw_hyper, _init_data, _init_state, _prior_terms, _sweep_coefs,
                         sweep_randoms)
-from .ops import _PMAX, _chunk_plan, _ShardedPasses
+from .ops import _PMAX, _chunk_plan, _Passes, _ShardedPasses
 
 __all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "group_parts",
            "groups_allreduce_bytes", "over_groups", "over_rows", "row_parts", "shard_passes"]
@@ -263,10 +259,14 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         prior = (st.mu, st.prec)
         d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
         dev_of, first_shard = _device_copies(shards)
-        made.update(d1=d1, dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, prior[0]),
-                    prec_r=Replica(shards, prior[1]),
-                    passes=_ShardedPasses(shards, parts, dev_of, first_shard, prior, family, sigma_noise, n_warmup,
-                                          m, max_shrink, d1, n_pass) if xp is not np else None)
+        made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, prior[0]),
+                    prec_r=Replica(shards, prior[1]))
+        if xp is np:
+            made["passes"] = lambda dvs, etas: _twin_passes(shards, parts, dvs, etas, dev_of, first_shard, family,
+                                                            sigma_noise, n_warmup, m, max_shrink, d1)
+        else:
+            made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, prior, family, sigma_noise, n_warmup,
+                                            m, max_shrink, d1, n_pass)
         return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
 
     def step(rng, state, parts, shards, reduce):
@@ -283,12 +283,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
             for i in range(n_local):
                 with shards.on(i):
                     etas[i] = etas[i].copy()  # moved in place by the kernels
-        evals = 0
-        if gpu:
-            made["passes"](dvs, etas, K, reduce)
-        else:
-            evals = _twin_passes(shards, parts, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m,
-                                 max_shrink, made["d1"], n_pass, reduce)
+        evals = _run_passes(K, n_pass, made["passes"](dvs, etas), reduce)
         lls = []
         for i in range(n_local):
             dv = dvs[dev_of[i]]
@@ -350,39 +345,59 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
     return out
 
 
-def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink, d1,
-                 n_pass, reduce):
-    """The sweep's passes on NumPy shards (:func:`_twin_eval`, ``reduce``, :func:`_twin_decide`),
-    stopping once every chain has settled; ``etas`` (a list, one per local shard) is moved in place.
-    Returns the log-density evaluations."""
+def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink,
+                 d1) -> _Passes:
+    """The sweep's passes on NumPy shards, for :func:`_run_passes`: the local part is each shard's
+    :func:`_twin_eval` (after the previous coordinate's step of its ``eta``, which the kernels add in the
+    first pass; ``etas``, one per local shard, is moved in place), the update each device's
+    :func:`_twin_decide`, and the passes of a coordinate stop once every chain has settled."""
     xp = shards.xp
-    n_local = len(data)
-    K = dvs[0]["beta"].shape[2]
-    evals = 0
-    for k in range(K):
-        if k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
-            for i in range(n_local):
+
+    def local(k, first):
+        sums = []
+        for i in range(len(data)):
+            if first and k > 0:  # the previous coordinate's step
                 etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
-        for p in range(n_pass):
-            first = p == 0
-            sums = []
-            for i in range(n_local):
-                dv = dvs[dev_of[i]]
-                with shards.on(i):
-                    x0 = dv["beta"][:, :, k]
-                    w = dv["width"][:, :, k]
-                    live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
-                    bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
-                    pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
-                    sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
-            reduce(sums)
-            for j, i in enumerate(first_shard):
-                dv = dvs[j]
-                with shards.on(i):
-                    evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
-                                          dv["e"][k], dv["u"][k], dv["us"][k])
-            if bool(dvs[0]["settled"].all()):
-                break  # (free on NumPy; the GPU runs every pass, those with nothing open return at once)
+            dv = dvs[dev_of[i]]
+            with shards.on(i):
+                x0 = dv["beta"][:, :, k]
+                w = dv["width"][:, :, k]
+                live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
+                bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
+                pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
+                sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
+        return sums
+
+    def update(k, first, sums):
+        evals = 0
+        for j, i in enumerate(first_shard):
+            dv = dvs[j]
+            with shards.on(i):
+                evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
+                                      dv["e"][k], dv["u"][k], dv["us"][k])
+        return evals
+
+    # (stopping is free on NumPy; the GPU runs every pass, those with nothing open return at once)
+    return _Passes(local, update, lambda: bool(dvs[0]["settled"].all()), lambda: None)
+
+
+def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:
+    """The sweep's passes, the same on NumPy and on the GPUs: per coordinate and pass, every shard's local
+    part (the candidates' log-likelihood sums over its rows), their sum over the shards (``reduce``),
+    and every device's update (Neal's decisions from the sums); ``first`` is 1 in a coordinate's first
+    pass, else 0. Returns the log-density evaluations (0 on the GPU, which does not count them)."""
+    evals = 0
+    try:
+        for k in range(K):
+            for p in range(n_pass):
+                first = int(p == 0)
+                sums = passes.local(k, first)
+                reduce(sums)
+                evals += passes.update(k, first, sums)
+                if passes.settled():
+                    break
+    finally:
+        passes.close()
     return evals
 
 

@@ -404,7 +404,7 @@ def _glm(bench):
                      params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar, allreduces=n_ar,
                                  scaling_efficiency=round(eff, 4)),
                      note=note)
-        del chain, state, datas, prior
+        del chain, state, datas, alg
         _free(cp, devices)
 
     _layouts(bench, sharded, count, case, "gpumcmc slice-within-Gibbs sweep", N, params)

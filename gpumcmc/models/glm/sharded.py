@@ -436,6 +436,8 @@ def group_bounds(sizes, world: int) -> list:
 
 
 class GroupPart(NamedTuple):
+    """One local shard's part of the groups, for :func:`over_groups` (:func:`group_parts` makes them)."""
+
     data: object      # the shard's groups' data for the single-device sweep (.algorithm._Data), on its device
     groups: tuple     # (g0, g1): the shard holds groups g0 .. g1 - 1
     n_groups: int     # G, the groups of the whole data set

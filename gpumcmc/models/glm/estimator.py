@@ -554,7 +554,7 @@ class HierarchicalGLM(_GLMBase):
             from ...random import default_rng
 
             alg = sharded(over_groups(self.family_, float(self.sigma), self.n_warmup, hyper, self.max_steps_out,
-                                 self.max_shrink), shards)
+                                      self.max_shrink), shards)
             with shards.on(0):
                 rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
                 state = alg.init(rng, parts, self.n_chains, 1.0)

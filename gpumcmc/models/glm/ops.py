@@ -254,14 +254,12 @@ class _ShardedPasses:
     ``dev_of``: each local shard's copy of the state; ``first_shard``: each copy's first local shard.
     The kernels and each shard's buffers are made once, here; a call then runs one sweep."""
 
-    def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1,
-                 n_pass):
+    def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1):
         from ... import _loader
 
         xp = shards.xp
         self.shards, self.data, self.dev_of, self.first_shard = shards, data, dev_of, first_shard
         self.sigma_noise, self.n_warmup, self.m, self.max_shrink, self.d1 = sigma_noise, n_warmup, m, max_shrink, d1
-        self.n_pass = n_pass
         n_local = len(data)
         dt = prior[0].dtype
         ctype = _loader.CTYPE[np.dtype(dt)]

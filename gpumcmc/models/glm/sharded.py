@@ -266,7 +266,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
                                                             sigma_noise, n_warmup, m, max_shrink, d1)
         else:
             made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, prior, family, sigma_noise, n_warmup,
-                                            m, max_shrink, d1, n_pass)
+                                            m, max_shrink, d1)
         return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
 
     def step(rng, state, parts, shards, reduce):

@@ -42,6 +42,8 @@ __all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_byt
 
 
 class ShardedSliceState(NamedTuple):
+    """The state of :func:`over_rows`: the global fields once, on local shard 0's device, and ``eta`` per shard."""
+
     beta: object    # (C, 1, K) coefficients, on local shard 0's device
     width: object   # (C, 1, K) slice step widths, on local shard 0's device
     eta: tuple      # per local shard, (C, N_i) linear predictor of its rows
@@ -65,9 +67,11 @@ def shard_passes(max_shrink: int = 24) -> int:
 
 
 def row_parts(X, y, shards, family="bernoulli", n_chains=4) -> list:
-    """Each local shard's part of the rows for :func:`over_rows`: ``X`` (N, K) and ``y`` (host arrays, or CuPy
-    arrays on local shard 0's GPU) split by ``shards.bounds``, ``X`` column-major on the shard's device
-    (on the GPU with its split into chunks for ``n_chains`` chains)."""
+    """Each local shard's part of the rows for :func:`over_rows`, on its device.
+
+    ``X`` (N, K) and ``y`` (host arrays, or CuPy arrays on local shard 0's GPU) are split by
+    ``shards.bounds``, ``X`` column-major on the shard's device (on the GPU with its split into chunks
+    for ``n_chains`` chains)."""
     from ...glm import _lgamma1p
 
     N, K = X.shape
@@ -414,6 +418,8 @@ def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:
 
 
 class ShardedGroupState(NamedTuple):
+    """The state of :func:`over_groups`: the global fields on local shard 0's device, the rest per shard."""
+
     beta: object    # (C, G, K) every group's coefficients, on local shard 0's device
     mu: object      # (C, K) the groups' mean, on local shard 0's device
     prec: object    # (C, K, K) its precision
@@ -444,11 +450,12 @@ class GroupPart(NamedTuple):
 
 
 def group_parts(X, y, gid, shards, family="bernoulli", n_chains=4) -> list:
-    """Each local shard's :class:`GroupPart` for :func:`over_groups`: ``X`` (N, K), ``y`` (host arrays, or CuPy
-    arrays on local shard 0's GPU) with their rows sorted by group, ``gid`` (N,) the group of each row,
-    0 .. G - 1, on the host. Each shard holds whole groups (:func:`group_bounds`); on the GPU every shard
-    splits its groups' rows into chunks as one device would split them all (for ``n_chains`` chains), so
-    each group's sums are those of one device."""
+    """Each local shard's :class:`GroupPart` for :func:`over_groups`: its whole groups' rows, on its device.
+
+    ``X`` (N, K), ``y`` (host arrays, or CuPy arrays on local shard 0's GPU) with their rows sorted by
+    group, ``gid`` (N,) the group of each row, 0 to G - 1, on the host. Each shard holds whole groups
+    (:func:`group_bounds`); on the GPU every shard splits its groups' rows into chunks as one device
+    would split them all (for ``n_chains`` chains), so each group's sums are those of one device."""
     N, K = X.shape
     xp = shards.xp
     gid = np.asarray(_backend.to_host(gid), dtype=np.int64)
@@ -493,6 +500,10 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
     device splits them (:func:`group_parts`), the draws equal those of ``devices=None`` bit for bit; on
     NumPy the sums over a group's rows come from a running sum over the shard's rows, whose rounding
     depends on the rows before it, so the draws equal one device's up to that rounding.
+
+    It is a Collective rather than a :class:`gpumcmc.sampling.DataParallel`, though it sums once a sweep:
+    its random numbers and its draw of ``mu, Sigma`` are made once, on local shard 0 (the numbers then
+    copied to the other devices), where a DataParallel's shards would each draw them.
     """
     if hyper is None:
         raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")

@@ -35,7 +35,7 @@ say so, and no multi-GPU figure is measured.
   coefficients (no intercept), 4 chains, float32, on synthetic data drawn
   from the model (X standard normal, beta ~ N(0, 1/K), y ~ Bernoulli), by
   slice-within-Gibbs with the differential update. The rows are split over
-  the shards (:func:`gpumcmc.models.glm.make_sharded_step`): per coordinate
+  the shards (:func:`gpumcmc.models.glm.over_rows`): per coordinate
   and pass each shard evaluates the candidates over its rows, the candidates'
   sums (``chains x 16`` float64) are all-reduced, and every device decides
   from them; ``allreduce_bytes`` in :mod:`gpumcmc.models.glm` gives the bytes
@@ -313,6 +313,7 @@ def _lda(bench):
 
 
 def _glm(bench):
+    from gpumcmc import sampling
     from gpumcmc.models import glm as mg
     from gpumcmc.random import default_rng
 
@@ -367,7 +368,9 @@ def _glm(bench):
         rng = default_rng(0, backend="cupy")
         with shards.on(0):
             t0 = time.perf_counter()
-            state, datas, prior = mg.init_sharded(X, y, shards, "bernoulli", C, 2.5)
+            datas = mg.row_parts(X, y, shards, "bernoulli", C)
+            alg = sampling.sharded(mg.over_rows("bernoulli", 1.0, 0), shards)
+            state = alg.init(rng, datas, C, 2.5)
             etas = []
             for i, d in enumerate(datas):
                 with shards.on(i):
@@ -378,7 +381,7 @@ def _glm(bench):
                 with cp.cuda.Device(d):
                     cp.cuda.get_current_stream().synchronize()
             init_s = time.perf_counter() - t0
-            chain = _Chain(mg.make_sharded_step(datas, shards, "bernoulli", 1.0, 0, prior), state, rng)
+            chain = _Chain(alg.step, state, rng)
             chain()
             ms = _time_all(bench, chain, devices)
         w, wr, ring, link_s = _ring(ar, devices)
@@ -403,7 +406,7 @@ def _glm(bench):
                      params=dict(params, devices=w, shards=shards.world, allreduce_bytes=ar, allreduces=n_ar,
                                  scaling_efficiency=round(eff, 4)),
                      note=note)
-        del chain, state, datas, prior
+        del chain, state, datas, alg
         _free(cp, devices)
 
     _layouts(bench, sharded, count, case, "gpumcmc slice-within-Gibbs sweep", N, params)

@@ -10,6 +10,7 @@ import gpumcmc.models.glm as mg
 from gpumcmc._config import config
 from gpumcmc.models.glm import BayesianGLM
 from gpumcmc.random import default_rng
+from gpumcmc.sampling import sharded
 from gpumcmc.shards import Shards
 
 from conftest import fit_as_ranks, glm_data
@@ -24,7 +25,7 @@ def _data(family, N=300, K=3, seed=0):
 def _sweeps(xp, X, y, family, shards, n, width_scale=1.0, dtype=np.float64, max_shrink=24, max_steps_out=4,
             seed=3, n_warmup=1):
     """``n`` sweeps from a common start: ``shards=None`` by :func:`step` (one device), else by
-    :func:`make_sharded_step`. Returns beta, eta (over all rows), width and the fallbacks, on the host."""
+    ``sharded(over_rows(...), shards)``. Returns beta, eta (over all rows), width and the fallbacks, on the host."""
     from gpumcmc import backend
 
     C = 3
@@ -39,14 +40,13 @@ def _sweeps(xp, X, y, family, shards, n, width_scale=1.0, dtype=np.float64, max_
             fbs.append(backend.to_host(info.fallbacks))
         eta = backend.to_host(st.eta)
     else:
-        st, data, prior = mg.init_sharded(np.asarray(X, dtype=dtype), np.asarray(y, dtype=dtype), shards, family,
-                                          C, 1.5)
+        parts = mg.row_parts(np.asarray(X, dtype=dtype), np.asarray(y, dtype=dtype), shards, family, C)
+        alg = sharded(mg.over_rows(family, 0.8, n_warmup, max_steps_out, max_shrink), shards)
         with shards.on(0):
+            st = alg.init(rng, parts, C, 1.5)
             st = st._replace(width=st.width * width_scale)
-        step = mg.make_sharded_step(data, shards, family, 0.8, n_warmup, prior, max_steps_out, max_shrink)
-        with shards.on(0):
             for _ in range(n):
-                st, info = step(rng, st)
+                st, info = alg.step(rng, st)
                 fbs.append(backend.to_host(info.fallbacks))
         eta = np.concatenate([backend.to_host(e) for e in st.eta], axis=1)
     return backend.to_host(st.beta), eta, backend.to_host(st.width), np.array(fbs)
@@ -121,6 +121,44 @@ def test_shard_passes_and_allreduce_bytes():
     assert mg.shard_passes(1) == 2
     # 4 chains, K = 51: 3 passes of 16 float64 sums a chain and coordinate, and the log-likelihood
     assert mg.allreduce_bytes(4, 51) == 8 * 4 * (51 * 3 * 16 + 1)
+
+
+def test_the_pass_loop_sums_every_local_part_before_the_update_and_lets_go_of_the_device():
+    """The loop that both backends' passes run (the GPU's launches in this order): per coordinate and pass,
+    every shard's local part, the sum, every device's update, ``first`` 1 in a coordinate's first pass only;
+    a coordinate whose chains have all settled ends its passes, and close runs once, also after an error."""
+    from gpumcmc.models.glm.ops import _Passes
+    from gpumcmc.models.glm.sharded import _run_passes
+
+    log = []
+
+    def passes(fail=False):
+        def update(k, first, sums):
+            log.append(("update", k, first, sums))
+            if fail:
+                raise RuntimeError("stop")
+            return 2
+
+        return _Passes(lambda k, first: log.append(("local", k, first)) or [k, first], update,
+                       lambda: log[-1][1] == 0 and log[-1][2] == 0, lambda: log.append(("close",)))
+
+    assert _run_passes(2, 3, passes(), lambda sums: log.append(("reduce", tuple(sums)))) == 2 * (2 + 3)
+    assert log == [("local", 0, 1), ("reduce", (0, 1)), ("update", 0, 1, [0, 1]),
+                   ("local", 0, 0), ("reduce", (0, 0)), ("update", 0, 0, [0, 0]),   # settled: coordinate 1 next
+                   ("local", 1, 1), ("reduce", (1, 1)), ("update", 1, 1, [1, 1]),
+                   ("local", 1, 0), ("reduce", (1, 0)), ("update", 1, 0, [1, 0]),
+                   ("local", 1, 0), ("reduce", (1, 0)), ("update", 1, 0, [1, 0]), ("close",)]
+    log.clear()
+    with pytest.raises(RuntimeError, match="stop"):
+        _run_passes(2, 3, passes(fail=True), lambda sums: None)
+    assert log[-1] == ("close",) and sum(entry == ("close",) for entry in log) == 1
+
+
+def test_the_old_sharded_names_say_where_they_went():
+    for name, new in [("init_sharded", "row_parts"), ("make_sharded_step", "over_rows"),
+                      ("init_groups_sharded", "group_parts"), ("make_groups_sharded_step", "over_groups")]:
+        with pytest.raises(AttributeError, match=f"sharded.*{new}"):
+            getattr(mg, name)()
 
 
 def test_sharded_bad_settings():

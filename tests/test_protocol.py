@@ -10,6 +10,7 @@ errors) checked piece by piece; and the DP mixture's Gibbs sweep through
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ import pytest
 from gpumcmc.models.mixture import algorithm as mxa
 from gpumcmc.models.mixture import sharded as mxs
 from gpumcmc.random import default_rng
-from gpumcmc.sampling import Algorithm, DataParallel, Overlap, run, shard_states, sharded
+from gpumcmc.sampling import Algorithm, Collective, DataParallel, Overlap, run, shard_states, sharded
 from gpumcmc.shards import Shards, one_device
 
 from conftest import fit_as_ranks, to_np
@@ -398,6 +399,60 @@ def test_the_old_mixture_names_say_where_they_went():
                       ("init_bem_sharded", "sharded_bem"), ("make_sharded_bem_step", "sharded_bem")]:
         with pytest.raises(AttributeError, match=new):
             getattr(mxs, name)()
+
+
+# --------------------------------------------------------------------------- a Collective
+
+def _collective_step(rng, state, parts, shards, reduce):
+    """The normal model's iteration written against ``reduce``: the same local part, sum and update."""
+    stats = []
+    for i, y in enumerate(parts):
+        with shards.on(i):
+            stats.append(np.concatenate(list(_local(rng, state[i], y))))
+    stats = reduce(stats)
+    out = []
+    for i, st in enumerate(stats):
+        with shards.on(i):
+            s, _ = _update(copy.copy(rng) if i < len(stats) - 1 else rng, state[i], Stats(*st.reshape(3, 1)))
+        out.append(s)
+    return out, None
+
+
+NORMAL_COLLECTIVE = Collective(_init, _collective_step)
+
+
+@pytest.mark.parametrize("n_virtual", [1, 3])
+def test_a_collective_step_gives_the_draws_of_local_and_update(n_virtual):
+    # sharded supplies reduce (the all-reduce, the identity over one shard of one): the same model written
+    # as a Collective draws what its DataParallel form draws, bit for bit, where the sums are exact.
+    y = _grid()
+    shards = Shards(n_virtual=n_virtual)
+    alg = sharded(NORMAL_COLLECTIVE, shards)
+    state = alg.init(default_rng(3, backend="numpy"), shards.scatter(y))
+    got = run(alg.step, state, 3, n_iter=60, progress=False, collect=lambda s, info: {"mu": s[0].mu, "tau": s[0].tau})
+    ref = _run(Shards(n_virtual=1), y)
+    for name in ("mu", "tau"):
+        np.testing.assert_array_equal(got.draws[name], ref.draws[name], err_msg=name)
+
+
+def test_a_collective_gets_the_all_reduce_or_over_one_shard_of_one_the_identity():
+    def init(rng, parts, shards):
+        return "s"
+
+    def step(rng, state, parts, shards, reduce):
+        return reduce, None
+
+    for shards in (Shards(n_virtual=1), Shards(n_virtual=2)):
+        alg = sharded(Collective(init, step), shards)
+        with pytest.raises(RuntimeError, match="call this algorithm's init"):
+            alg.step(None, "s")
+        with pytest.raises(ValueError, match="one part of the data per local shard"):
+            alg.init(None, [1] * (len(shards) + 1))
+        assert alg.init(None, [1] * len(shards)) == "s"
+        reduce = alg.step(None, "s")[0]
+        a = [np.ones(2) for _ in range(len(shards))]
+        assert reduce(a)[0] is a[0]
+        np.testing.assert_array_equal(a[0], np.full(2, float(len(shards))))
 
 
 # --------------------------------------------------------------------------- GPUs

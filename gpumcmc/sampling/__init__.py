@@ -11,7 +11,9 @@ Two layers, kept apart:
   ``local`` (per shard of the data) and ``update`` (from the summed
   statistics; an :class:`Overlap` when the sums may run beside the rest of the
   local work), and :func:`sharded` composes it over a
-  :class:`gpumcmc.shards.Shards`;
+  :class:`gpumcmc.shards.Shards`; a :class:`Collective`, whose iteration
+  sums over the shards many times, writes its step against the all-reduce
+  that :func:`sharded` hands it;
 * the estimator layer: scikit-learn-style classes (:class:`Estimator`) with
   ``fit`` and ``predict``/``transform`` on top of it.
 
@@ -23,7 +25,8 @@ from ._arviz import to_arviz
 from ._driver import Monitor, Stop, Trace, run
 from ._estimator import Estimator, NotFittedError, as_data
 from ._graph import graph_step
-from ._protocol import Algorithm, DataParallel, Overlap, shard_states, sharded
+from ._protocol import Algorithm, Collective, DataParallel, Overlap, shard_states, sharded
 
-__all__ = ["Algorithm", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Overlap", "Stop", "Trace", "as_data",
+__all__ = ["Algorithm", "Collective", "DataParallel", "Estimator", "Monitor", "NotFittedError", "Overlap", "Stop",
+           "Trace", "as_data",
            "graph_step", "run", "shard_states", "sharded", "to_arviz"]

@@ -23,6 +23,19 @@ with no second message. A model writes its iteration once, as ``local`` and
 ``update``; one device is one shard, and its step is ``update`` after
 ``local``.
 
+An iteration that needs many sums, one after another, is a
+:class:`Collective` instead: its step is written against a
+``reduce(arrays)`` callback, which :func:`sharded` supplies as
+:meth:`~gpumcmc.shards.Shards.allreduce` (and as the identity over one shard of
+one). A slice sampler is the case in point: Neal's procedure decides after each
+slice step, from the log-density summed over every shard, so the GLM's sweep
+with its rows split sums about three times per coefficient. As rounds of
+``local`` and ``update`` each of those sums would pass through :func:`sharded`'s
+loops (a device switch per shard and two generator copies a round), host work
+that outlasts a round of a few microseconds on the GPUs; and the shards that
+share a GPU take their decisions once there, where ``update`` runs once per
+shard.
+
 Draws with several shards and with one
 --------------------------------------
 
@@ -87,7 +100,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ..shards import Shards
 
-__all__ = ["Algorithm", "DataParallel", "Overlap", "sharded", "shard_states"]
+__all__ = ["Algorithm", "Collective", "DataParallel", "Overlap", "sharded", "shard_states"]
 
 
 class Algorithm(NamedTuple):
@@ -152,6 +165,36 @@ class Overlap(NamedTuple):
 
     stats: Any
     finish: Callable[[], Any]
+
+
+class Collective(NamedTuple):
+    """A data-parallel sampler whose iteration sums over the shards several times: its step takes ``reduce``.
+
+    init : ``init(rng, parts, shards, *args, **kwargs) -> state``
+        The starting state of every local shard of ``shards`` (``parts[i]``
+        is shard ``i``'s data, on its device), as one state of the
+        algorithm's own type: typically its global fields once, on local
+        shard 0's device, and a tuple of one array per local shard for each
+        local field. It runs once, before the iterations, and may make there
+        what every step reuses (kernels, buffers, copies of constants).
+    step : ``step(rng, state, parts, shards, reduce) -> (state, info)``
+        One iteration over every local shard's part, on its device.
+        ``reduce(arrays)`` sums ``arrays`` (one per local shard, each on its
+        shard's device, equal shapes and dtypes) over every shard in place
+        and returns them: :meth:`gpumcmc.shards.Shards.allreduce`, and the
+        identity over one shard of one (``Shards(1)``, one device), so a
+        step written once runs on one device and on many. A step that draws
+        random numbers draws them from ``rng`` as one device would, whatever
+        the number of shards.
+
+    Where one sum an iteration is enough, :class:`DataParallel` is simpler;
+    a Collective is for iterations that alternate work on the shards and
+    decisions from their sums many times, such as a slice sampler's (see the
+    module's notes).
+    """
+
+    init: Callable[..., Any]
+    step: Callable[..., tuple]
 
 
 @functools.lru_cache(maxsize=None)
@@ -310,7 +353,36 @@ def _step(shards: Shards, local, update, rng, state, parts, options: dict) -> tu
     return new, infos[0]
 
 
-def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
+def _identity(arrays):
+    """The sum of ``arrays`` over one shard of one: the arrays themselves."""
+    return list(arrays)
+
+
+def _sharded_collective(algorithm: Collective, shards: Shards) -> Algorithm:
+    """:func:`sharded` of a :class:`Collective`: ``init`` binds the parts, ``step`` passes them and ``reduce``."""
+    init_, step_ = algorithm
+    count = len(shards)
+    reduce = shards.allreduce if shards.world > 1 else _identity
+    parts_of: dict = {}
+
+    def init(rng, parts, *args, **kwargs):
+        parts = list(parts)
+        if len(parts) != count:
+            raise ValueError(f"init needs one part of the data per local shard ({count}), got {len(parts)}.")
+        state = init_(rng, parts, shards, *args, **kwargs)
+        parts_of["parts"] = parts
+        return state
+
+    def step(rng, state):
+        parts = parts_of.get("parts")
+        if parts is None:
+            raise RuntimeError("call this algorithm's init before its step: init places the data on the shards.")
+        return step_(rng, state, parts, shards, reduce)
+
+    return Algorithm(init, step)
+
+
+def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
     """``algorithm`` with its data split over ``shards``, as an :class:`Algorithm`.
 
     ``init(rng, parts, *args, **kwargs)`` returns ``algorithm.init``'s states
@@ -334,15 +406,23 @@ def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
     make it side by side, each from its own copy of the sums, with no copy of
     the global draws between devices.
 
+    A :class:`Collective` keeps its own state type: ``init(rng, parts, *args,
+    **kwargs)`` returns ``algorithm.init``'s state and binds ``parts``, and
+    ``step(rng, state)`` is ``algorithm.step(rng, state, parts, shards,
+    reduce)``, with ``reduce`` the all-reduce over ``shards`` (the identity
+    over one shard of one).
+
     Examples
     --------
     See :mod:`gpumcmc.sampling._protocol`.
     """
-    if not isinstance(algorithm, DataParallel):
-        raise TypeError("sharded takes a gpumcmc.sampling.DataParallel(init, local, update); "
-                        f"got {type(algorithm).__name__}.")
+    if not isinstance(algorithm, (DataParallel, Collective)):
+        raise TypeError("sharded takes a gpumcmc.sampling.DataParallel(init, local, update) or "
+                        f"Collective(init, step); got {type(algorithm).__name__}.")
     if not isinstance(shards, Shards):
         raise TypeError(f"shards must be a gpumcmc.shards.Shards, got {type(shards).__name__}.")
+    if isinstance(algorithm, Collective):
+        return _sharded_collective(algorithm, shards)
     init_, local, update = algorithm
     count = len(shards)
     states_type = shard_states(count)

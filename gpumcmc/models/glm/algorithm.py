@@ -314,6 +314,13 @@ def _init_state(xp, C, G, K, N, dt, prior_scale):
 def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chunk_shape=None):
     """Initial state and data for :func:`step` (arrays on X's backend); see the estimators.
     ``chunk_shape``: the GPU kernel's (rows a chunk, threads a block), chosen from the data if None."""
+    data, G = _init_data(X, y, family, n_chains, groups, chunk_shape)
+    N, K = X.shape
+    return _init_state(_backend.get_array_module(X), n_chains, G, K, N, X.dtype, prior_scale), data
+
+
+def _init_data(X, y, family, n_chains, groups, chunk_shape):
+    """:func:`init`'s data and the number of groups."""
     xp = _backend.get_array_module(X)
     N, K = X.shape
     if groups is None:
@@ -332,6 +339,5 @@ def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chu
         from ...glm import _lgamma1p
         lgy = _lgamma1p(xp, y)
     plan = _chunk_plan(xp, starts, ends, n_chains, chunk_shape) if xp is not np else None
-    data = _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan)
-    return _init_state(xp, n_chains, G, K, N, X.dtype, prior_scale), data
+    return _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan), G
 

@@ -1,7 +1,8 @@
 """The Bayesian GLMs' scikit-learn face: :class:`BayesianGLM` and :class:`HierarchicalGLM`.
 
 Each checks its settings and data, builds the sampler's state
-(:func:`.algorithm.init`, or :mod:`.sharded`'s for ``devices=``) and runs it
+(:func:`.algorithm.init`, or for ``devices=`` :mod:`.sharded`'s algorithms through
+:func:`gpumcmc.sampling.sharded`) and runs it
 through :func:`gpumcmc.sampling.run`, which keeps the draws; the fitted
 estimator predicts from them.
 """
@@ -15,11 +16,11 @@ import numpy as np
 from ... import _validate
 from ... import backend as _backend
 from ...glm import check_family, check_y, mean_function
-from ...sampling import Estimator, as_data, run, to_arviz
+from ...sampling import Estimator, as_data, run, sharded, to_arviz
 from ...sampling._estimator import HAVE_SKLEARN, Integral, Interval, Real, StrOptions
 from .algorithm import HyperPrior, init, step
 from .ops import _PMAX
-from .sharded import init_groups_sharded, init_sharded, make_groups_sharded_step, make_sharded_step
+from .sharded import group_parts, over_groups, over_rows, row_parts
 
 __all__ = ["BayesianGLM", "HierarchicalGLM"]
 
@@ -245,7 +246,7 @@ class BayesianGLM(_GLMBase):
         draws bit for bit. ``None`` (the default): on the GPU, yes. The graph
         keeps a second copy of the state (``eta`` is chains x rows).
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the rows over devices (:func:`make_sharded_step`): each keeps
+        Split the rows over devices (:func:`gpumcmc.models.glm.over_rows`): each keeps
         ``eta`` of its rows and moves it by the differential update; the
         slice sampler's log-density evaluations are all-reduced, so every
         device takes the same decisions. ``Shards(n_virtual=k)`` splits on
@@ -307,7 +308,7 @@ class BayesianGLM(_GLMBase):
         return self
 
     def _fit_sharded(self, X, y):
-        """The rows split over ``self.devices`` (see :func:`make_sharded_step`)."""
+        """The rows split over ``self.devices`` (see :func:`.sharded.over_rows`)."""
         from ...random import default_rng
         from ...shards import resolve
 
@@ -320,12 +321,13 @@ class BayesianGLM(_GLMBase):
         X, y = _check_xy(X, y, self.family_, np, self._dtype())   # on the host, before the split
         self.n_features_in_ = X.shape[1]
         D = self._design(X)
-        state, data, prior = init_sharded(D, y, shards, self.family_, self.n_chains, float(self.prior_scale))
-        step_fn = make_sharded_step(data, shards, self.family_, float(self.sigma), self.n_warmup, prior,
-                                    self.max_steps_out, self.max_shrink)
+        parts = row_parts(D, y, shards, self.family_, self.n_chains)
+        alg = sharded(over_rows(self.family_, float(self.sigma), self.n_warmup, self.max_steps_out, self.max_shrink),
+                      shards)
         with shards.on(0):
             rng = default_rng(self.random_state, backend="numpy" if shards.xp is np else "cupy")
-            return run(step_fn, state, rng, self.n_samples, burn_in=self.n_warmup,
+            state = alg.init(rng, parts, self.n_chains, float(self.prior_scale))
+            return run(alg.step, state, rng, self.n_samples, burn_in=self.n_warmup,
                        collect=lambda s, info: {"beta": s.beta}, progress=self.progress,
                        desc=type(self).__name__)
 
@@ -447,7 +449,7 @@ class HierarchicalGLM(_GLMBase):
     n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink,
     random_state, progress, backend, dtype, graph : as for :class:`BayesianGLM`.
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the groups over devices (:func:`make_groups_sharded_step`):
+        Split the groups over devices (:func:`gpumcmc.models.glm.over_groups`):
         each holds whole groups (their rows, coefficients and ``eta``,
         about equal rows per device) and sweeps them with no communication;
         once a sweep, every group's coefficients are all-reduced (``C G K``
@@ -530,7 +532,7 @@ class HierarchicalGLM(_GLMBase):
         if shards is None:
             state, data = init(D, y, self.family_, self.n_chains, 1.0, xp.asarray(gid[order].astype(np.int64)))
         else:
-            state, datas, bounds = init_groups_sharded(D, y, gid[order], shards, self.family_, self.n_chains, 1.0)
+            parts = group_parts(D, y, gid[order], shards, self.family_, self.n_chains)
             xp = shards.xp
         if self.covariance == "diag":
             nu0 = float(3.0 if self.nu0 is None else self.nu0)
@@ -551,11 +553,12 @@ class HierarchicalGLM(_GLMBase):
         else:
             from ...random import default_rng
 
-            step_fn = make_groups_sharded_step(datas, shards, bounds, self.family_, float(self.sigma),
-                                               self.n_warmup, hyper, self.max_steps_out, self.max_shrink)
+            alg = sharded(over_groups(self.family_, float(self.sigma), self.n_warmup, hyper, self.max_steps_out,
+                                      self.max_shrink), shards)
             with shards.on(0):
                 rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
-                self.trace_ = run(step_fn, state, rng, self.n_samples, burn_in=self.n_warmup,
+                state = alg.init(rng, parts, self.n_chains, 1.0)
+                self.trace_ = run(alg.step, state, rng, self.n_samples, burn_in=self.n_warmup,
                                   collect=self._collector(hyper), progress=self.progress, desc=type(self).__name__)
         self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
         if self.family_ == "bernoulli":

@@ -236,23 +236,30 @@ def _niw_twin(xp, beta, kappa0, psi0, gam, zn, z):
     return mu.astype(dt), prec.astype(dt), sigma.astype(dt)
 
 
+class _Passes(NamedTuple):
+    """One sweep's passes with the rows split over shards (:func:`.sharded._run_passes` runs them)."""
+
+    local: object    # local(k, first) -> sums: every shard's candidate sums, one array per local shard
+    update: object   # update(k, first, sums) -> evaluations: every device's decisions from the summed sums
+    settled: object  # settled() -> whether every chain has settled coordinate k (ends its passes early)
+    close: object    # close(): the sweep is over (on the GPU, the caller's device is current again)
+
+
 class _ShardedPasses:
-    """The passes of one sweep on the GPUs with the rows split over ``shards`` (:func:`.sharded.make_sharded_step`):
-    per coordinate and pass each shard's ``glm_slice_shard_eval`` over its rows, the all-reduce of the
-    candidates' sums, and each distinct device's ``glm_slice_decide``. The twins are :mod:`.sharded`'s
+    """The passes of one sweep on the GPUs with the rows split over ``shards`` (:func:`.sharded.over_rows`): per
+    coordinate and pass each shard's ``glm_slice_shard_eval`` over its rows, the sum of the candidates'
+    values over the shards, and each distinct device's ``glm_slice_decide``. The twins are :mod:`.sharded`'s
     ``_twin_eval`` and ``_twin_decide``.
 
     ``dev_of``: each local shard's copy of the state; ``first_shard``: each copy's first local shard.
     The kernels and each shard's buffers are made once, here; a call then runs one sweep."""
 
-    def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1,
-                 n_pass):
+    def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1):
         from ... import _loader
 
         xp = shards.xp
         self.shards, self.data, self.dev_of, self.first_shard = shards, data, dev_of, first_shard
         self.sigma_noise, self.n_warmup, self.m, self.max_shrink, self.d1 = sigma_noise, n_warmup, m, max_shrink, d1
-        self.n_pass = n_pass
         n_local = len(data)
         dt = prior[0].dtype
         ctype = _loader.CTYPE[np.dtype(dt)]
@@ -311,10 +318,11 @@ class _ShardedPasses:
             decides.append((self.launch_decide[j], (C * G, 32, stream) + head, tail))
         return evals, decides
 
-    def __call__(self, dvs, etas, K):
-        """The sweep's K x n_pass passes on the GPUs: per pass each shard's evaluation, the all-reduce of
-        the sums (in place, into each shard's bufs[i]["sums"]), each device's decision. The host sets each
-        launch's device directly (one runtime call) and puts the caller's device back at the end."""
+    def __call__(self, dvs, etas):
+        """One sweep's passes on the GPUs, for :func:`.sharded._run_passes`: the local part launches each
+        shard's evaluation and returns the sums (each shard's bufs[i]["sums"], summed in place by the
+        all-reduce), the update each device's decision. The host sets each launch's device directly (one
+        runtime call), and ``close`` puts the caller's device back."""
         import cupy
 
         shards = self.shards
@@ -325,17 +333,18 @@ class _ShardedPasses:
         de_dev = [shards.devices[i] for i in self.first_shard]
         rt = cupy.cuda.runtime
         prev = rt.getDevice()
-        try:
-            for k in range(K):
-                for p in range(self.n_pass):
-                    first = int(p == 0)
-                    for (launch, head, tail), dev in zip(eval_launches, ev_dev):
-                        rt.setDevice(dev)
-                        launch(*head, k, k - 1 if first else -1, first, *tail)
-                    rt.setDevice(prev)
-                    shards.allreduce(sums)
-                    for (launch, head, tail), dev in zip(decide_launches, de_dev):
-                        rt.setDevice(dev)
-                        launch(*head, k, first, *tail)
-        finally:
+
+        def local(k, first):
+            for (launch, head, tail), dev in zip(eval_launches, ev_dev):
+                rt.setDevice(dev)
+                launch(*head, k, k - 1 if first else -1, first, *tail)
             rt.setDevice(prev)
+            return sums
+
+        def update(k, first, sums):
+            for (launch, head, tail), dev in zip(decide_launches, de_dev):
+                rt.setDevice(dev)
+                launch(*head, k, first, *tail)
+            return 0
+
+        return _Passes(local, update, lambda: False, lambda: rt.setDevice(prev))

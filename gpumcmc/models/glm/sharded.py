@@ -1,17 +1,20 @@
-"""The Bayesian GLM's sweep with its rows, or its groups, split over devices.
+"""The Bayesian GLM's sweep with its rows, or its groups, split over devices, on the sampler protocol.
 
-``BayesianGLM(devices=...)`` splits the rows (:func:`make_sharded_step`):
-each device keeps ``eta`` of its rows and moves it by the differential
-update. On the GPU the decision of ``glm_slice_pass`` is a launch of its own:
-per coordinate and pass, every device evaluates the candidates over its rows,
-the candidates' sums (16 float64 values a chain) are all-reduced, and every
-device decides from the same sums in its own copy of the state, so all take
-the same decisions with no broadcast and no host synchronisation.
+Both sweeps are :class:`gpumcmc.sampling.Collective` algorithms: their steps
+are written against ``reduce``, the all-reduce that
+:func:`gpumcmc.sampling.sharded` supplies (the identity over one shard of one).
 
-``HierarchicalGLM(devices=...)`` splits the groups
-(:func:`make_groups_sharded_step`): each device sweeps whole groups by the
-single-device step, and the groups' coefficients are all-reduced once a
-sweep for the draw of ``mu, Sigma``.
+``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over
+:func:`row_parts`): per coordinate and pass of the slice sampler, every shard's
+candidate log-likelihood sums over its rows (the local part), their sum, and
+every device's decisions from it (the update), by :func:`_run_passes` on NumPy
+(the twins :func:`_twin_eval`, :func:`_twin_decide`) and on the GPUs
+(``glm_slice_shard_eval``, ``glm_slice_decide``: :class:`.ops._ShardedPasses`).
+
+``HierarchicalGLM(devices=...)`` splits the groups (:func:`over_groups` over
+:func:`group_parts`): each device sweeps whole groups by the single-device
+step, and the groups' coefficients are summed once a sweep for the draw of
+``mu, Sigma``.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from ... import backend as _backend
 from ..._config import config
 from ...glm import pointwise_loglik
 from ...shards import Replica, balanced_cuts
-from .algorithm import (SliceInfo, SliceState, _draw_hyper, _init_state, _prior_terms, _sweep_coefs, init,
+from ...sampling import Collective
+from .algorithm import (SliceInfo, SliceState, _draw_hyper, _init_data, _init_state, _prior_terms, _sweep_coefs,
                         sweep_randoms)
-from .ops import _PMAX, _chunk_plan, _ShardedPasses
+from .ops import _PMAX, _chunk_plan, _Passes, _ShardedPasses
 
-__all__ = ["ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "groups_allreduce_bytes",
-           "init_groups_sharded", "init_sharded", "make_groups_sharded_step", "make_sharded_step", "shard_passes"]
+__all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "group_parts",
+           "groups_allreduce_bytes", "over_groups", "over_rows", "row_parts", "shard_passes"]
 
 
 # ---------------------------------------------------------------------------
@@ -38,6 +42,8 @@ __all__ = ["ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_b
 
 
 class ShardedSliceState(NamedTuple):
+    """The state of :func:`over_rows`: the global fields once, on local shard 0's device, and ``eta`` per shard."""
+
     beta: object    # (C, 1, K) coefficients, on local shard 0's device
     width: object   # (C, 1, K) slice step widths, on local shard 0's device
     eta: tuple      # per local shard, (C, N_i) linear predictor of its rows
@@ -60,10 +66,12 @@ def shard_passes(max_shrink: int = 24) -> int:
     return 1 + -(-int(max_shrink) // _PMAX)
 
 
-def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
-    """The state and the per-shard data for :func:`make_sharded_step`: the rows of ``X`` (N, K) and ``y``
-    (host arrays, or CuPy arrays on local shard 0's GPU) split by ``shards.bounds``; the global fields
-    on local shard 0's device."""
+def row_parts(X, y, shards, family="bernoulli", n_chains=4) -> list:
+    """Each local shard's part of the rows for :func:`over_rows`, on its device.
+
+    ``X`` (N, K) and ``y`` (host arrays, or CuPy arrays on local shard 0's GPU) are split by
+    ``shards.bounds``, ``X`` column-major on the shard's device (on the GPU with its split into chunks
+    for ``n_chains`` chains)."""
     from ...glm import _lgamma1p
 
     N, K = X.shape
@@ -71,7 +79,7 @@ def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
         raise ValueError(f"{N} rows cannot be split over {shards.world} shards: use fewer devices.")
     xp = shards.xp
     parts, ys = shards.scatter(X), shards.scatter(y)
-    data, etas = [], []
+    data = []
     for i, yi in enumerate(ys):
         with shards.on(i):
             Xi, parts[i] = parts[i], None  # the row-major part is dropped once transposed
@@ -84,11 +92,7 @@ def init_sharded(X, y, shards, family="bernoulli", n_chains=4, prior_scale=2.5):
             else:
                 starts, ends = xp.zeros((1,), dtype=np.int64), xp.full((1,), Ni, dtype=np.int64)
                 data.append(_ShardData(Xt, yi, lgy, starts, ends, _chunk_plan(xp, starts, ends, n_chains)))
-            etas.append(xp.zeros((n_chains, Ni), dtype=X.dtype))
-    with shards.on(0):
-        st = _init_state(xp, n_chains, 1, K, 0, X.dtype, prior_scale)
-    state = ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
-    return state, data, (st.mu, st.prec)
+    return data
 
 
 def _first_bracket(xp, x0, w, u, max_out):
@@ -210,23 +214,26 @@ def _twin_decide(xp, dv, sums, k, first, max_out, max_shrink, d1, n_warmup, e, u
     return int(count[live].max()) if live.any() else 0
 
 
-def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_steps_out=4, max_shrink=24):
-    """``step(rng, state) -> (state, info)``: one slice-within-Gibbs sweep with the rows split over ``shards``.
+def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> Collective:
+    """The flat model's slice-within-Gibbs sweep with its rows split over the shards, as a
+    :class:`gpumcmc.sampling.Collective` over :func:`row_parts`; ``sharded(over_rows(...), shards)`` runs it.
 
-    The algorithm of :func:`step` (flat model: one group), with its log-density evaluations split: each
-    shard keeps ``eta`` of its rows and moves it by the differential update. On the GPU, per coordinate
-    and pass, every shard evaluates the pass's candidates over its rows (``glm_slice_shard_eval``: the
-    candidates of ``glm_slice_pass``, at most ``_PMAX``), their sums, ``chains x _PMAX`` float64 values,
-    are all-reduced (``Shards.allreduce``), and every device takes Neal's decisions from them
-    (``glm_slice_decide``) in its own copy of the state: the same inputs, so the same decisions, with
-    no broadcast and no host synchronisation within the sweep. The pass count is fixed,
-    :func:`shard_passes` (3 for ``max_shrink=24``); a pass with nothing left open returns at once.
-    The random numbers are drawn on local shard 0 in the order :func:`step` draws them and copied to
-    the other devices once a sweep.
+    ``init(rng, parts, shards, n_chains=4, prior_scale=2.5)`` gives the :class:`ShardedSliceState` of
+    :func:`.algorithm.init` (``rng`` is not used: the start is fixed), each shard's ``eta`` on its
+    device, and makes what every sweep reuses (the prior's copies, on the GPU the kernels and buffers).
 
-    On NumPy the same passes run as array code (``_twin_eval``, ``_twin_decide``: the same candidates,
-    the same decisions, the prior's terms as :func:`step` computes them), stopping once every chain has
-    settled.
+    ``step(rng, state, parts, shards, reduce)`` is the algorithm of :func:`.algorithm.step` (one group),
+    with its log-density evaluations split: per coordinate and pass every shard evaluates the pass's
+    candidates over its rows (the local part: ``glm_slice_shard_eval``, the candidates of
+    ``glm_slice_pass``, at most ``_PMAX``), ``reduce`` sums them (``chains x _PMAX`` float64 values), and
+    every device takes Neal's decisions from them (the update: ``glm_slice_decide``) in its own copy of
+    the state: the same inputs, so the same decisions, with no broadcast and no host synchronisation
+    within the sweep. The pass count is fixed, :func:`shard_passes` (3 for ``max_shrink=24``); a pass
+    with nothing left open returns at once. The random numbers are drawn on local shard 0 in the order
+    :func:`.algorithm.step` draws them and copied to the other devices once a sweep. On NumPy the same
+    passes run as array code (:func:`_twin_eval`, :func:`_twin_decide`: the same candidates, the same
+    decisions, the prior's terms as :func:`.algorithm.step` computes them), stopping once every chain
+    has settled.
 
     The draws: with one shard the sums are the single device's (the same chunks of rows, in the same
     order), so the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than two
@@ -235,50 +242,64 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
     can differ only where a candidate's log-density lies within rounding of the slice level, and a chain
     that takes another step there goes on from another point).
     """
-    xp = shards.xp
     m = int(max_steps_out)
     if not 1 <= m < _PMAX:
         raise ValueError(f"max_steps_out must be between 1 and {_PMAX - 1} with devices=, got {max_steps_out}.")
     if int(max_shrink) < 1:
         raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
     max_shrink = int(max_shrink)
-    n_local = len(data)
     n_pass = shard_passes(max_shrink)
-    d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
-    dev_of, first_shard = _device_copies(shards)
-    mu_r, prec_r = Replica(shards, prior[0]), Replica(shards, prior[1])
-    gpu = xp is not np
-    passes = _ShardedPasses(shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink,
-                            d1, n_pass) if gpu else None
+    made: dict = {}  # what init makes for the steps: the prior's copies, the device copies, the GPU passes
 
-    def step(rng, state):
+    def init_(rng, parts, shards, n_chains=4, prior_scale=2.5):
+        xp = shards.xp
+        K, dt = parts[0].Xt.shape[0], parts[0].Xt.dtype
+        etas = []
+        for i, d in enumerate(parts):
+            with shards.on(i):
+                etas.append(xp.zeros((n_chains, d.Xt.shape[1]), dtype=dt))
+        with shards.on(0):
+            st = _init_state(xp, n_chains, 1, K, 0, dt, prior_scale)
+        prior = (st.mu, st.prec)
+        d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
+        dev_of, first_shard = _device_copies(shards)
+        made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, prior[0]),
+                    prec_r=Replica(shards, prior[1]))
+        if xp is np:
+            made["passes"] = lambda dvs, etas: _twin_passes(shards, parts, dvs, etas, dev_of, first_shard, family,
+                                                            sigma_noise, n_warmup, m, max_shrink, d1)
+        else:
+            made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, prior, family, sigma_noise, n_warmup,
+                                            m, max_shrink, d1)
+        return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
+
+    def step(rng, state, parts, shards, reduce):
+        xp = shards.xp
+        gpu = xp is not np
+        n_local = len(parts)
+        dev_of, first_shard = made["dev_of"], made["first_shard"]
         C, G, K = state.beta.shape
         with shards.on(0):
             e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
-        dvs = _device_states(shards, first_shard, mu_r, prec_r, state, (e_all, u_all, us_all))
+        dvs = _device_states(shards, first_shard, made["mu_r"], made["prec_r"], state, (e_all, u_all, us_all))
         etas = list(state.eta)
         if gpu:
             for i in range(n_local):
                 with shards.on(i):
                     etas[i] = etas[i].copy()  # moved in place by the kernels
-        evals = 0
-        if gpu:
-            passes(dvs, etas, K)
-        else:
-            evals = _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m,
-                                 max_shrink, d1, n_pass)
+        evals = _run_passes(K, n_pass, made["passes"](dvs, etas), reduce)
         lls = []
         for i in range(n_local):
             dv = dvs[dev_of[i]]
             with shards.on(i):
-                d = data[i]
+                d = parts[i]
                 if gpu:  # the last coordinate's step, as the twin adds it
                     etas[i] += dv["dpend"] * d.Xt[K - 1][None, :]
                 else:
                     etas[i] = etas[i] + dv["dpend"] * d.Xt[K - 1][None, :]
                 lls.append(xp.ascontiguousarray(
                     pointwise_loglik(etas[i], d.y, family, sigma_noise, xp, d.lgy).sum(axis=1, dtype=np.float64)))
-        ll = shards.allreduce(lls)[0]
+        ll = reduce(lls)[0]
         with shards.on(0):
             dv = dvs[0]
             fallbacks = dv["fb"].sum(axis=1).astype(np.int64)
@@ -286,7 +307,7 @@ def make_sharded_step(data, shards, family, sigma_noise, n_warmup, prior, max_st
             info = SliceInfo(xp.full((C,), -1 if gpu else evals, dtype=np.int64), fallbacks, ll)
         return new, info
 
-    return step
+    return Collective(init_, step)
 
 
 def _device_copies(shards):
@@ -328,39 +349,59 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
     return out
 
 
-def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink, d1,
-                 n_pass):
-    """The sweep's passes on NumPy shards (:func:`_twin_eval`, the all-reduce, :func:`_twin_decide`),
-    stopping once every chain has settled; ``etas`` (a list, one per local shard) is moved in place.
-    Returns the log-density evaluations."""
+def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink,
+                 d1) -> _Passes:
+    """The sweep's passes on NumPy shards, for :func:`_run_passes`: the local part is each shard's
+    :func:`_twin_eval` (after the previous coordinate's step of its ``eta``, which the kernels add in the
+    first pass; ``etas``, one per local shard, is moved in place), the update each device's
+    :func:`_twin_decide`, and the passes of a coordinate stop once every chain has settled."""
     xp = shards.xp
-    n_local = len(data)
-    K = dvs[0]["beta"].shape[2]
-    evals = 0
-    for k in range(K):
-        if k > 0:  # the previous coordinate's step (the kernels add it in the first pass)
-            for i in range(n_local):
+
+    def local(k, first):
+        sums = []
+        for i in range(len(data)):
+            if first and k > 0:  # the previous coordinate's step
                 etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
-        for p in range(n_pass):
-            first = p == 0
-            sums = []
-            for i in range(n_local):
-                dv = dvs[dev_of[i]]
-                with shards.on(i):
-                    x0 = dv["beta"][:, :, k]
-                    w = dv["width"][:, :, k]
-                    live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
-                    bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
-                    pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
-                    sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
-            shards.allreduce(sums)
-            for j, i in enumerate(first_shard):
-                dv = dvs[j]
-                with shards.on(i):
-                    evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
-                                          dv["e"][k], dv["u"][k], dv["us"][k])
-            if bool(dvs[0]["settled"].all()):
-                break  # (free on NumPy; the GPU runs every pass, those with nothing open return at once)
+            dv = dvs[dev_of[i]]
+            with shards.on(i):
+                x0 = dv["beta"][:, :, k]
+                w = dv["width"][:, :, k]
+                live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
+                bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
+                pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
+                sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
+        return sums
+
+    def update(k, first, sums):
+        evals = 0
+        for j, i in enumerate(first_shard):
+            dv = dvs[j]
+            with shards.on(i):
+                evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
+                                      dv["e"][k], dv["u"][k], dv["us"][k])
+        return evals
+
+    # (stopping is free on NumPy; the GPU runs every pass, those with nothing open return at once)
+    return _Passes(local, update, lambda: bool(dvs[0]["settled"].all()), lambda: None)
+
+
+def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:
+    """The sweep's passes, the same on NumPy and on the GPUs: per coordinate and pass, every shard's local
+    part (the candidates' log-likelihood sums over its rows), their sum over the shards (``reduce``),
+    and every device's update (Neal's decisions from the sums); ``first`` is 1 in a coordinate's first
+    pass, else 0. Returns the log-density evaluations (0 on the GPU, which does not count them)."""
+    evals = 0
+    try:
+        for k in range(K):
+            for p in range(n_pass):
+                first = int(p == 0)
+                sums = passes.local(k, first)
+                reduce(sums)
+                evals += passes.update(k, first, sums)
+                if passes.settled():
+                    break
+    finally:
+        passes.close()
     return evals
 
 
@@ -377,6 +418,8 @@ def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:
 
 
 class ShardedGroupState(NamedTuple):
+    """The state of :func:`over_groups`: the global fields on local shard 0's device, the rest per shard."""
+
     beta: object    # (C, G, K) every group's coefficients, on local shard 0's device
     mu: object      # (C, K) the groups' mean, on local shard 0's device
     prec: object    # (C, K, K) its precision
@@ -398,12 +441,21 @@ def group_bounds(sizes, world: int) -> list:
     return [(cuts[r], cuts[r + 1]) for r in range(world)]
 
 
-def init_groups_sharded(X, y, gid, shards, family="bernoulli", n_chains=4, prior_scale=1.0):
-    """The state, the per-shard data and each local shard's groups ``(g0, g1)`` for
-    :func:`make_groups_sharded_step`: ``X`` (N, K), ``y`` (host arrays, or CuPy arrays on local shard 0's
-    GPU) with their rows sorted by group, ``gid`` (N,) the group of each row, 0 .. G - 1, on the host.
-    Each shard holds whole groups (:func:`group_bounds`); on the GPU every shard splits its groups' rows
-    into chunks as one device would split them all, so each group's sums are those of one device."""
+class GroupPart(NamedTuple):
+    """One local shard's part of the groups, for :func:`over_groups` (:func:`group_parts` makes them)."""
+
+    data: object      # the shard's groups' data for the single-device sweep (.algorithm._Data), on its device
+    groups: tuple     # (g0, g1): the shard holds groups g0 .. g1 - 1
+    n_groups: int     # G, the groups of the whole data set
+
+
+def group_parts(X, y, gid, shards, family="bernoulli", n_chains=4) -> list:
+    """Each local shard's :class:`GroupPart` for :func:`over_groups`: its whole groups' rows, on its device.
+
+    ``X`` (N, K), ``y`` (host arrays, or CuPy arrays on local shard 0's GPU) with their rows sorted by
+    group, ``gid`` (N,) the group of each row, 0 to G - 1, on the host. Each shard holds whole groups
+    (:func:`group_bounds`); on the GPU every shard splits its groups' rows into chunks as one device
+    would split them all (for ``n_chains`` chains), so each group's sums are those of one device."""
     N, K = X.shape
     xp = shards.xp
     gid = np.asarray(_backend.to_host(gid), dtype=np.int64)
@@ -417,58 +469,78 @@ def init_groups_sharded(X, y, gid, shards, family="bernoulli", n_chains=4, prior
         with shards.on(0):
             whole = _chunk_plan(xp, starts, ends, n_chains)
             shape = (whole.chunk_rows, whole.block)
-    datas, etas, widths, betas = [], [], [], []
+    parts = []
     for i, (g0, g1) in enumerate(bounds):
         a, b = int(starts[g0]), int(ends[g1 - 1])
         with shards.on(i):
             # a copy made under the shard's device lands there (as Shards.scatter copies)
             Xi = np.ascontiguousarray(X[a:b]) if xp is np else xp.array(X[a:b], copy=True, order="C")
             yi = np.ascontiguousarray(y[a:b]) if xp is np else xp.array(y[a:b], copy=True, order="C")
-            st, d = init(Xi, yi, family, n_chains, prior_scale, xp.asarray(gid[a:b] - g0), chunk_shape=shape)
+            d, _ = _init_data(Xi, yi, family, n_chains, xp.asarray(gid[a:b] - g0), shape)
             del Xi
-            datas.append(d)
-            etas.append(st.eta)
-            widths.append(st.width)
-            betas.append(xp.zeros((n_chains, G, K), dtype=X.dtype))
-    with shards.on(0):
-        st = _init_state(xp, n_chains, G, K, 0, X.dtype, prior_scale)
-    state = ShardedGroupState(betas[0], st.mu, st.prec, st.sigma, st.it, tuple(betas), tuple(etas), tuple(widths))
-    return state, datas, bounds
+            parts.append(GroupPart(d, (g0, g1), G))
+    return parts
 
 
-def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup, hyper, max_steps_out=4,
-                             max_shrink=24):
-    """``step(rng, state) -> (state, info)``: one sweep of the hierarchical model with its groups split
-    over ``shards`` (each holds whole groups: their rows, coefficients, widths and eta).
+def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrink=24) -> Collective:
+    """The hierarchical model's sweep with its groups split over the shards (each holds whole groups:
+    their rows, coefficients, widths and eta), as a :class:`gpumcmc.sampling.Collective` over
+    :func:`group_parts`; ``sharded(over_groups(...), shards)`` runs it.
 
-    The random numbers of :func:`step` are drawn on local shard 0 for every group and each shard takes
-    its groups' part, so group g's numbers are those of one device whatever shard holds it. Each shard
-    sweeps its groups' coefficients by the single-device kernels (no all-reduce within the sweep: a
-    group's rows are all on one shard); then the coefficients of every group are gathered by an
-    all-reduce of a (C, G, K) array that holds zeros outside each shard's groups (exact: x + 0 = x), and
-    ``mu, Sigma`` are drawn from them as :func:`step` draws them. On the GPU, where every shard splits
-    its groups' rows as one device splits them (:func:`init_groups_sharded`), the draws equal those of
-    ``devices=None`` bit for bit; on NumPy the sums over a group's rows come from a running sum over the
-    shard's rows, whose rounding depends on the rows before it, so the draws equal one device's up to
-    that rounding.
+    ``init(rng, parts, shards, n_chains=4, prior_scale=1.0)`` gives the :class:`ShardedGroupState` of
+    :func:`.algorithm.init` (``rng`` is not used: the start is fixed).
+
+    ``step(rng, state, parts, shards, reduce)``: the random numbers of :func:`.algorithm.step` are drawn
+    on local shard 0 for every group and each shard takes its groups' part, so group g's numbers are
+    those of one device whatever shard holds it. Each shard sweeps its groups' coefficients by the
+    single-device kernels (no sum within the sweep: a group's rows are all on one shard); then
+    ``reduce`` gathers the coefficients of every group as the sum of a (C, G, K) array that holds zeros
+    outside each shard's groups (exact: x + 0 = x), and ``mu, Sigma`` are drawn from them as
+    :func:`.algorithm.step` draws them. On the GPU, where every shard splits its groups' rows as one
+    device splits them (:func:`group_parts`), the draws equal those of ``devices=None`` bit for bit; on
+    NumPy the sums over a group's rows come from a running sum over the shard's rows, whose rounding
+    depends on the rows before it, so the draws equal one device's up to that rounding.
+
+    It is a Collective rather than a :class:`gpumcmc.sampling.DataParallel`, though it sums once a sweep:
+    its random numbers and its draw of ``mu, Sigma`` are made once, on local shard 0 (the numbers then
+    copied to the other devices), where a DataParallel's shards would each draw them.
     """
-    xp = shards.xp
     if hyper is None:
         raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")
 
-    def step(rng, state):
+    def init_(rng, parts, shards, n_chains=4, prior_scale=1.0):
+        xp = shards.xp
+        G = parts[0].n_groups
+        K, dt = parts[0].data.Xt.shape[0], parts[0].data.Xt.dtype
+        etas, widths, betas = [], [], []
+        for i, part in enumerate(parts):
+            g0, g1 = part.groups
+            with shards.on(i):
+                st = _init_state(xp, n_chains, g1 - g0, K, part.data.Xt.shape[1], dt, prior_scale)
+                etas.append(st.eta)
+                widths.append(st.width)
+                betas.append(xp.zeros((n_chains, G, K), dtype=dt))
+        with shards.on(0):
+            st = _init_state(xp, n_chains, G, K, 0, dt, prior_scale)
+        return ShardedGroupState(betas[0], st.mu, st.prec, st.sigma, st.it, tuple(betas), tuple(etas),
+                                 tuple(widths))
+
+    def step(rng, state, parts, shards, reduce):
+        xp = shards.xp
         C, G, K = state.beta.shape
         with shards.on(0):
             e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
         reps = [Replica(shards, a) for a in (state.mu, state.prec, state.sigma, state.it, e_all, u_all, us_all)]
         fulls, lls, fbs, etas, widths = [], [], [], [], []
-        for i, (g0, g1) in enumerate(bounds):
+        for i, part in enumerate(parts):
+            g0, g1 = part.groups
+            data = part.data
             with shards.on(i):
                 mu, prec, sigma, it, e, u, us = (r(i) for r in reps)
                 e, u, us = (xp.ascontiguousarray(a[..., g0:g1]) for a in (e, u, us))
                 st = SliceState(xp.ascontiguousarray(state.betas[i][:, g0:g1]), state.eta[i], state.width[i], mu,
                                 prec, sigma, it)
-                beta_i, eta_i, width_i, fb, _ = _sweep_coefs(xp, st, data[i], family, sigma_noise, n_warmup,
+                beta_i, eta_i, width_i, fb, _ = _sweep_coefs(xp, st, data, family, sigma_noise, n_warmup,
                                                              max_steps_out, max_shrink, e, u, us)
                 full = xp.zeros((C, G, K), dtype=state.beta.dtype)
                 full[:, g0:g1] = beta_i
@@ -477,11 +549,11 @@ def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup
                 etas.append(eta_i)
                 widths.append(width_i)
                 lls.append(xp.ascontiguousarray(
-                    pointwise_loglik(eta_i, data[i].y, family, sigma_noise, xp, data[i].lgy).sum(axis=1,
-                                                                                                 dtype=np.float64)))
-        shards.allreduce(fulls)
-        shards.allreduce(lls)
-        shards.allreduce(fbs)
+                    pointwise_loglik(eta_i, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1,
+                                                                                           dtype=np.float64)))
+        reduce(fulls)
+        reduce(lls)
+        reduce(fbs)
         with shards.on(0):
             mu, prec, sigma = _draw_hyper(rng, fulls[0], hyper, xp)
             new = ShardedGroupState(fulls[0], mu, prec, sigma, state.it + 1, tuple(fulls), tuple(etas),
@@ -489,7 +561,27 @@ def make_groups_sharded_step(data, shards, bounds, family, sigma_noise, n_warmup
             info = SliceInfo(xp.full((C,), -1, dtype=np.int64), fbs[0], lls[0])
         return new, info
 
-    return step
+    return Collective(init_, step)
+
+
+def _moved(name: str, new: str):
+    def moved(*args, **kwargs):
+        raise AttributeError(f"gpumcmc.models.glm.{name} is gone: use {new}.")
+
+    moved.__name__ = name
+    moved.__doc__ = f"Gone: use {new}."
+    return moved
+
+
+_ROWS = "gpumcmc.sampling.sharded(over_rows(family, sigma_noise, n_warmup, max_steps_out, max_shrink), shards)"
+_GROUPS = ("gpumcmc.sampling.sharded(over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out, max_shrink), "
+           "shards)")
+init_sharded = _moved("init_sharded", f"{_ROWS}.init(rng, row_parts(X, y, shards, family, n_chains), n_chains, "
+                                      "prior_scale)")
+make_sharded_step = _moved("make_sharded_step", f"the step of {_ROWS}, after its init")
+init_groups_sharded = _moved("init_groups_sharded", f"{_GROUPS}.init(rng, group_parts(X, y, gid, shards, family, "
+                                                    "n_chains), n_chains, prior_scale)")
+make_groups_sharded_step = _moved("make_groups_sharded_step", f"the step of {_GROUPS}, after its init")
 
 
 def groups_allreduce_bytes(n_chains: int, G: int, K: int, itemsize: int = 4) -> int:

@@ -43,7 +43,6 @@ from typing import Sequence
 import numpy as np
 
 from . import backend
-from ._config import memo
 
 __all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask", "free_communicators",
            "worker_shards"]
@@ -63,8 +62,9 @@ _WORKER_COMMS: dict[str, "Shards"] = {}
 # NCCL communicators over GPUs of this process, by (process id, GPU ids): made once and shared by every
 # Shards over those GPUs. Making a set costs from a few tens of ms to a second and destroying one about
 # half a second, so a fit that made and dropped its own would pay both, at a time the garbage collector
-# picks (inside a later call, often).
-_COMMS = memo.table("shards.nccl_comms", device_at=None)
+# picks (inside a later call, often). Kept out of gpumcmc._config.memo: clearing the memo would drop them
+# undestroyed, to that same collector, and out of free_communicators' reach.
+_COMMS: dict = {}
 
 
 def _communicators(devices: list[int], xp) -> list:

@@ -366,3 +366,18 @@ def test_gpu_normal_model_on_shards_of_one_gpu_is_one_shard(cp):
     one, three = _run(Shards(0), y), _run(one_device(3), y)
     for name in ("mu", "tau"):
         np.testing.assert_array_equal(three.draws[name], one.draws[name], err_msg=name)
+
+
+def test_the_one_shard_the_docs_name_is_one_shard_on_numpy():
+    """``Shards(1)`` is GPU 1, not one shard: the docstrings that speak of one shard name one that runs
+    without a GPU (every ``Shards(...)`` they write makes a Shards of one local shard here)."""
+    import re
+
+    from gpumcmc.sampling import _protocol
+
+    for doc in (_protocol.sharded.__doc__, mxs.__doc__):
+        named = re.findall(r"``[^`]*?(Shards\([^)]*\))[^`]*``", doc)
+        assert named
+        for text in named:
+            sh = eval(text, {"Shards": Shards})  # noqa: S307 (the docstring's own literal)
+            assert sh.xp is np and len(sh) == 1, text

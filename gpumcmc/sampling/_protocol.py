@@ -240,8 +240,8 @@ def sharded(algorithm: DataParallel, shards: Shards) -> Algorithm:
     device, sums the statistics over every shard (one all-reduce per dtype,
     none over a single shard), and runs ``update`` on every local shard, each
     from the same position of ``rng``; its info is local shard 0's. With
-    one local shard of one (``Shards(1)``, or one device) the step is
-    ``update(rng, s, local(rng, s, part))``, with no copy and no sum.
+    one local shard of one (``Shards(n_virtual=1)``, or a single GPU) the
+    step is ``update(rng, s, local(rng, s, part))``, with no copy and no sum.
 
     Every shard's ``local`` and ``update`` see a copy of ``rng`` at the same
     offset, and ``rng`` then moves on as one call of each would move it, so a

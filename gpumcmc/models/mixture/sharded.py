@@ -12,7 +12,8 @@ is the BEM iterate (:func:`bem_local`, :func:`make_bem_update`): :func:`gibbs`
 and :func:`bem` make them :class:`gpumcmc.sampling.DataParallel` algorithms,
 and :func:`gpumcmc.sampling.sharded` runs them over the shards. One device's
 :func:`make_step` and :func:`make_bem_step` are the same two on all the rows,
-and ``sharded(gibbs(), Shards(1))`` and ``sharded(bem(), Shards(1))`` give
+and ``sharded(gibbs(), Shards(n_virtual=1))`` and
+``sharded(bem(), Shards(n_virtual=1))`` (or over a single GPU) give
 their iterates bit for bit (the statistics of one shard are not summed;
 ``tests/test_protocol.py`` checks both, on the GPU too).
 """

@@ -381,3 +381,19 @@ def test_the_one_shard_the_docs_name_is_one_shard_on_numpy():
         for text in named:
             sh = eval(text, {"Shards": Shards})  # noqa: S307 (the docstring's own literal)
             assert sh.xp is np and len(sh) == 1, text
+
+
+def test_a_sharded_state_pickles():
+    """A sharded state (so a sharded fit's ``trace_``, which holds it) pickles and comes back as the same
+    type, in a process that has not made that type yet: pickle finds ``ShardStates{n}`` by name."""
+    import pickle
+    import subprocess
+    import sys
+
+    state = shard_states(3)(np.arange(2.0), np.ones(2), np.zeros(2))
+    back = pickle.loads(pickle.dumps(state))
+    assert type(back) is shard_states(3)
+    np.testing.assert_array_equal(back.shard1, state.shard1)
+    code = ("import pickle, sys; s = pickle.loads(sys.stdin.buffer.read()); "
+            "from gpumcmc.sampling import shard_states; assert type(s) is shard_states(3), type(s)")
+    subprocess.run([sys.executable, "-c", code], input=pickle.dumps(state), check=True)

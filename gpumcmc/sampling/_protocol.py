@@ -143,6 +143,14 @@ def shard_states(n: int) -> type:
     return cls
 
 
+def __getattr__(name: str):
+    """``ShardStates{n}`` is :func:`shard_states` ``(n)``: pickle finds a sharded state's type by that name."""
+    digits = name[len("ShardStates"):]
+    if name.startswith("ShardStates") and digits.isdigit() and int(digits) >= 1 and digits == str(int(digits)):
+        return shard_states(int(digits))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _fields_of(stats) -> tuple[list, Callable]:
     """The arrays of ``stats`` (an array or a (Named)tuple of arrays) and a function rebuilding it."""
     if isinstance(stats, tuple):

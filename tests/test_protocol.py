@@ -397,3 +397,19 @@ def test_a_sharded_state_pickles():
     code = ("import pickle, sys; s = pickle.loads(sys.stdin.buffer.read()); "
             "from gpumcmc.sampling import shard_states; assert type(s) is shard_states(3), type(s)")
     subprocess.run([sys.executable, "-c", code], input=pickle.dumps(state), check=True)
+
+
+def test_bem_init_takes_its_starts_by_the_name_its_docstrings_give():
+    """``sharded_bem(shards).init(rng, parts, starts)`` and ``bem().init(rng, parts, shards, starts=1)``, as
+    documented: ``starts`` by keyword gives what it gives by position."""
+    shards = Shards(n_virtual=2)
+    model = _mixture(np)
+    parts = mxs.bem_parts(mxs.make_sharded_models(to_np(model.x), 5, shards, chains=3), shards,
+                          model.x.shape[0])
+    by_place = mxs.sharded_bem(shards).init(default_rng(5), parts, 3)
+    by_name = mxs.sharded_bem(shards).init(default_rng(5), parts, starts=3)
+    direct = mxs.bem().init(default_rng(5), parts, shards, starts=3)
+    for got in (by_name, direct):
+        for a, b in zip(by_place, got):
+            np.testing.assert_array_equal(a.mu, b.mu)
+    assert by_name[0].mu.shape[0] == 3

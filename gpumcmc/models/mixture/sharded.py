@@ -204,7 +204,12 @@ def bem() -> DataParallel:
     deterministic) follows on every shard's device. The iterates equal one
     device's up to the rounding of the sums' order.
     """
-    return _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
+    alg = _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
+
+    def init(rng, parts, shards: Shards, starts: int = 1) -> list:
+        return alg.init(rng, parts, shards, starts)
+
+    return alg._replace(init=init)
 
 
 def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:

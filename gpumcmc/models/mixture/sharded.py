@@ -107,10 +107,18 @@ def _over_shards(local, make_update, starts, z_rows) -> DataParallel:
     """A :class:`DataParallel` of the mixture: ``init`` starts every shard's state from the means
     ``starts(rng, parts, shards, chains)`` gives (one array on each shard's device), with ``z_rows(part)``
     indicators a chain, and makes ``make_update(model, n)`` once per device (each holds the prior there);
-    ``update`` runs the one of the state's device."""
+    ``update`` runs the one of the state's device. The updates hold the data's prior, so one such algorithm
+    serves one data set: an ``init`` on other parts raises (make another with :func:`gibbs` or :func:`bem`)."""
     updates: dict = {}
+    bound: list = []    # the models of the parts the updates were made for
 
     def init(rng, parts, shards: Shards, chains: int = 1) -> list:
+        models = [part.model for part in parts]
+        if bound and (len(bound) != len(models) or any(a is not b for a, b in zip(bound, models))):
+            raise ValueError("this gibbs()/bem() algorithm was started on another data set, whose prior its "
+                             "updates hold; make a new one (gibbs(), bem(), sharded_gibbs(shards), "
+                             "sharded_bem(shards)) for each data set.")
+        bound[:] = models
         updates.clear()
         mus = starts(rng, parts, shards, chains)
         states = []

@@ -38,12 +38,12 @@ array([45.])
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Sequence
 
 import numpy as np
 
 from . import backend
-from ._config import memo
 
 __all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask", "free_communicators",
            "worker_shards"]
@@ -63,18 +63,24 @@ _WORKER_COMMS: dict[str, "Shards"] = {}
 # NCCL communicators over GPUs of this process, by (process id, GPU ids): made once and shared by every
 # Shards over those GPUs. Making a set costs from a few tens of ms to a second and destroying one about
 # half a second, so a fit that made and dropped its own would pay both, at a time the garbage collector
-# picks (inside a later call, often).
-_COMMS = memo.table("shards.nccl_comms", device_at=None)
+# picks (inside a later call, often). Kept out of gpumcmc._config.memo: clearing the memo would drop them
+# undestroyed, to that same collector, and out of free_communicators' reach.
+_COMMS: dict = {}
+_COMMS_LOCK = threading.Lock()
+# How many times free_communicators has destroyed them: a Shards made before a free holds destroyed
+# handles, and raises where it would pass them to NCCL.
+_FREED = [0]
 
 
 def _communicators(devices: list[int], xp) -> list:
     import os
 
     key = (os.getpid(), tuple(devices))   # a forked child makes its own
-    comms = _COMMS.get(key)
-    if comms is None:
-        with _keep_current(xp):  # NCCL's initAll leaves the last GPU current
-            comms = _COMMS[key] = _nccl().NcclCommunicator.initAll(devices)
+    with _COMMS_LOCK:   # two threads making Shards over the same GPUs make one set between them
+        comms = _COMMS.get(key)
+        if comms is None:
+            with _keep_current(xp):  # NCCL's initAll leaves the last GPU current
+                comms = _COMMS[key] = _nccl().NcclCommunicator.initAll(devices)
     return comms
 
 
@@ -84,17 +90,20 @@ def free_communicators() -> int:
     Every ``Shards(devices)`` over the same GPUs in a process shares one set of communicators, made by the
     first and kept until this call (or the process's end), so that repeated fits do not pay NCCL's set-up
     and teardown each time. Call it to give their GPU memory back; a later ``Shards`` makes new ones.
-    Shards made before the call must not be used after it.
+    A Shards made before the call raises RuntimeError where it would sum; make a new one.
     """
     import os
 
-    cp = backend.get_backend("cupy") if _COMMS else None
-    mine = [k for k in _COMMS if k[0] == os.getpid()]
-    for k in mine:
-        comms = _COMMS.pop(k)
-        with _keep_current(cp):
-            for c in comms:
-                c.destroy()
+    with _COMMS_LOCK:
+        cp = backend.get_backend("cupy") if _COMMS else None
+        mine = [k for k in _COMMS if k[0] == os.getpid()]
+        for k in mine:
+            comms = _COMMS.pop(k)
+            with _keep_current(cp):
+                for c in comms:
+                    c.destroy()
+        if mine:
+            _FREED[0] += 1
     return len(mine)
 
 
@@ -218,6 +227,7 @@ class Shards:
         self._shared = self.world > 1
         if self.world > 1:
             self._comms = _communicators(self.devices, self.xp)
+            self._freed = _FREED[0]
 
     def close(self) -> None:
         """Let go of the NCCL communicators.
@@ -311,7 +321,12 @@ class Shards:
                 a[...] = total
             return arrays
         if self._comms is None:
+            if self.world > 1:
+                raise RuntimeError(f"{self!r} was closed: its NCCL communicators are gone; make a new Shards.")
             return arrays
+        if getattr(self, "_shared", False) and self._freed != _FREED[0]:
+            raise RuntimeError(f"gpumcmc.shards.free_communicators() destroyed the communicators of {self!r}; "
+                               "make a new Shards over these GPUs.")
         code = _NCCL_DTYPE.get(np.dtype(dtype))
         if code is None:
             raise TypeError(f"NCCL cannot sum {dtype}; use float32/64 or (u)int8/32/64.")

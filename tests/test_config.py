@@ -79,6 +79,8 @@ OUTSIDE_MEMO = {
     ("gpumcmc.random._gamma", "_counters"): "device memory that a captured CUDA graph may point at",
     ("gpumcmc.sampling._estimator", "_EMPTY_MIXINS"): "classes made once per name, not values of a device",
     ("gpumcmc.shards", "_WORKER_COMMS"): "communicators a worker process keeps, not memoised values",
+    ("gpumcmc.shards", "_COMMS"): "NCCL communicators kept until free_communicators() destroys them: a clear "
+                                  "of the memo would drop them undestroyed",
     ("gpumcmc.shards", "_PEERS"): "peer access enabled in this process: a fact about the process, not a value",
     ("gpumcmc._kernel_args", "_files"): "parsed kernel signatures of the named-argument layer, added beside this",
     ("gpumcmc._kernel_args", "_binders"): "parsed kernel signatures of the named-argument layer, added beside this",

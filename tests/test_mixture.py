@@ -856,6 +856,30 @@ def test_sharded_bad_input():
     assert mx.allreduce_bytes(256, 14) == 8 * (256 * 120 + 1)
 
 
+def test_one_data_parallel_algorithm_serves_one_data_set():
+    # gibbs()'s updates hold the prior of the data its init was given: started on a second data set, the
+    # same algorithm would draw the first's with the second's prior (silently wrong draws); it raises.
+    import gpumcmc
+    from gpumcmc.models.mixture import sharded as mxs
+    from gpumcmc.sampling import sharded
+    from gpumcmc.shards import Shards
+
+    shards = Shards(n_virtual=2)
+    g = mxs.gibbs()
+    datas = [_dyadic(), _dyadic()[::-1].copy() + 1.0]
+    algs = [sharded(g, shards) for _ in datas]
+    algs[0].init(gpumcmc.random.default_rng(0, backend="numpy"),
+                 mxs.gibbs_parts(mxs.make_sharded_models(datas[0], 4, shards), shards, len(datas[0])))
+    again = mxs.gibbs_parts(mxs.make_sharded_models(datas[0], 4, shards), shards, len(datas[0]))
+    with pytest.raises(ValueError, match="another data set"):
+        algs[1].init(gpumcmc.random.default_rng(0, backend="numpy"),
+                     mxs.gibbs_parts(mxs.make_sharded_models(datas[1], 4, shards), shards, len(datas[1])))
+    with pytest.raises(ValueError, match="another data set"):
+        algs[0].init(gpumcmc.random.default_rng(0, backend="numpy"), again)   # new models, even of the same data
+    fresh = sharded(mxs.gibbs(), shards)
+    fresh.init(gpumcmc.random.default_rng(0, backend="numpy"), again)
+
+
 def test_gpu_sharded_gibbs_gives_the_draws_of_one_device(cp):
     # Two and three shards on one GPU (summed on the device) against one device, and the kernel's
     # global-row keying against the whole-set launch and the twin. (p = 10, float32: the kernel build

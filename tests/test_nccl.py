@@ -105,11 +105,35 @@ def test_shards_over_the_same_gpus_share_their_communicators(cp, gpus):
             with sh.on(i):
                 np.testing.assert_array_equal(cp.asnumpy(x), np.full(7, 3.0))
     check(b)
+    with pytest.raises(RuntimeError, match="closed"):
+        check(a)                      # a closed Shards over GPUs does not hand back unsummed arrays
     assert free_communicators() == 1
+    with pytest.raises(RuntimeError, match="free_communicators"):
+        check(b)                      # nor passes destroyed handles to NCCL
     c = Shards([0, 1])
     assert c._comms is not b._comms
     check(c)
     assert free_communicators() == 1 and free_communicators() == 0
+
+
+def test_a_checkpoint_puts_each_field_back_on_its_gpu(cp, gpus):
+    """The driver restores a state field by field on the GPU its template's field is on, so a sharded state
+    (one field per GPU) resumes where it ran."""
+    from typing import NamedTuple
+
+    from gpumcmc.sampling._driver import _rebuild
+
+    class S(NamedTuple):
+        a: object
+        b: object
+    with cp.cuda.Device(0):
+        a = cp.arange(3.0)
+    with cp.cuda.Device(1):
+        b = cp.arange(4.0)
+    with cp.cuda.Device(0):
+        out = _rebuild(S(a, b), {"a": np.ones(3), "b": np.full(4, 2.0)})
+    assert out.a.device.id == 0 and out.b.device.id == 1
+    np.testing.assert_array_equal(cp.asnumpy(out.b), np.full(4, 2.0))
 
 
 def test_scatter_puts_each_part_on_its_gpu(cp, gpus):

@@ -482,3 +482,50 @@ def test_gpu_normal_model_on_shards_of_one_gpu_is_one_shard(cp):
     one, three = _run(Shards(0), y), _run(one_device(3), y)
     for name in ("mu", "tau"):
         np.testing.assert_array_equal(three.draws[name], one.draws[name], err_msg=name)
+
+
+def test_the_one_shard_the_docs_name_is_one_shard_on_numpy():
+    """``Shards(1)`` is GPU 1, not one shard: the docstrings that speak of one shard name one that runs
+    without a GPU (every ``Shards(...)`` they write makes a Shards of one local shard here)."""
+    import re
+
+    from gpumcmc.sampling import _protocol
+
+    for doc in (_protocol.sharded.__doc__, mxs.__doc__):
+        named = re.findall(r"``[^`]*?(Shards\([^)]*\))[^`]*``", doc)
+        assert named
+        for text in named:
+            sh = eval(text, {"Shards": Shards})  # noqa: S307 (the docstring's own literal)
+            assert sh.xp is np and len(sh) == 1, text
+
+
+def test_a_sharded_state_pickles():
+    """A sharded state (so a sharded fit's ``trace_``, which holds it) pickles and comes back as the same
+    type, in a process that has not made that type yet: pickle finds ``ShardStates{n}`` by name."""
+    import pickle
+    import subprocess
+    import sys
+
+    state = shard_states(3)(np.arange(2.0), np.ones(2), np.zeros(2))
+    back = pickle.loads(pickle.dumps(state))
+    assert type(back) is shard_states(3)
+    np.testing.assert_array_equal(back.shard1, state.shard1)
+    code = ("import pickle, sys; s = pickle.loads(sys.stdin.buffer.read()); "
+            "from gpumcmc.sampling import shard_states; assert type(s) is shard_states(3), type(s)")
+    subprocess.run([sys.executable, "-c", code], input=pickle.dumps(state), check=True)
+
+
+def test_bem_init_takes_its_starts_by_the_name_its_docstrings_give():
+    """``sharded_bem(shards).init(rng, parts, starts)`` and ``bem().init(rng, parts, shards, starts=1)``, as
+    documented: ``starts`` by keyword gives what it gives by position."""
+    shards = Shards(n_virtual=2)
+    model = _mixture(np)
+    parts = mxs.bem_parts(mxs.make_sharded_models(to_np(model.x), 5, shards, chains=3), shards,
+                          model.x.shape[0])
+    by_place = mxs.sharded_bem(shards).init(default_rng(5), parts, 3)
+    by_name = mxs.sharded_bem(shards).init(default_rng(5), parts, starts=3)
+    direct = mxs.bem().init(default_rng(5), parts, shards, starts=3)
+    for got in (by_name, direct):
+        for a, b in zip(by_place, got):
+            np.testing.assert_array_equal(a.mu, b.mu)
+    assert by_name[0].mu.shape[0] == 3

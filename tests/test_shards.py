@@ -209,3 +209,23 @@ def test_balanced_cuts_nearest_boundaries_and_one_item_each():
         ends = np.concatenate([[0], np.cumsum(sizes)])
         for r, c in enumerate(cuts[1:-1], 1):   # within one item of the target
             assert abs(ends[c] - r * ends[-1] / parts) <= sizes.max()
+
+
+def test_clearing_the_memo_keeps_the_shared_communicators():
+    """The NCCL communicators that Shards over the same GPUs share stay registered through
+    _loader.clear_cache() / memo.clear(): dropped from the registry, they would be destroyed by the garbage
+    collector inside some later call (the half-second teardown the sharing avoids), and
+    free_communicators() would no longer find them to destroy."""
+    import os
+
+    from gpumcmc import shards as sh
+    from gpumcmc._config import memo
+
+    key, comms = (os.getpid(), (-2, -1)), ["a stand-in for a set of communicators"]
+    sh._COMMS[key] = comms
+    try:
+        memo.clear()
+        memo.clear(0)
+        assert sh._COMMS.get(key) is comms
+    finally:
+        sh._COMMS.pop(key, None)

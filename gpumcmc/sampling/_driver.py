@@ -138,7 +138,8 @@ def _rebuild(template, values: dict, prefix: str = ""):
     if template is None:
         return None
     if _backend.is_cupy_array(template):
-        return _backend.get_backend("cupy").asarray(v)
+        with template.device:   # each field back on its own GPU (a sharded state spans several)
+            return _backend.get_backend("cupy").asarray(v)
     if isinstance(template, np.ndarray):
         return np.asarray(v)
     if isinstance(template, (bool, int, float, complex, str, np.generic)):

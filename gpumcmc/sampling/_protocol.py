@@ -210,6 +210,14 @@ def shard_states(n: int) -> type:
     return cls
 
 
+def __getattr__(name: str):
+    """``ShardStates{n}`` is :func:`shard_states` ``(n)``: pickle finds a sharded state's type by that name."""
+    digits = name[len("ShardStates"):]
+    if name.startswith("ShardStates") and digits.isdigit() and int(digits) >= 1 and digits == str(int(digits)):
+        return shard_states(int(digits))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _fields_of(stats) -> tuple[list, Callable]:
     """The arrays of ``stats`` (an array or a (Named)tuple of arrays, whose None fields are left out) and a
     function rebuilding it from them."""
@@ -394,8 +402,8 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
     of the local part, such as LDA's ``loglik=True``), sums the statistics over every shard (one all-reduce per dtype,
     none over a single shard), and runs ``update`` on every local shard, each
     from the same position of ``rng``; its info is local shard 0's. With
-    one local shard of one (``Shards(1)``, or one device) the step is
-    ``update(rng, s, local(rng, s, part))``, with no copy and no sum.
+    one local shard of one (``Shards(n_virtual=1)``, or a single GPU) the
+    step is ``update(rng, s, local(rng, s, part))``, with no copy and no sum.
 
     Every shard's ``local`` and ``update`` see a copy of ``rng`` at the same
     offset, and ``rng`` then moves on as one call of each would move it, so a

@@ -12,7 +12,8 @@ is the BEM iterate (:func:`bem_local`, :func:`make_bem_update`): :func:`gibbs`
 and :func:`bem` make them :class:`gpumcmc.sampling.DataParallel` algorithms,
 and :func:`gpumcmc.sampling.sharded` runs them over the shards. One device's
 :func:`make_step` and :func:`make_bem_step` are the same two on all the rows,
-and ``sharded(gibbs(), Shards(1))`` and ``sharded(bem(), Shards(1))`` give
+and ``sharded(gibbs(), Shards(n_virtual=1))`` and
+``sharded(bem(), Shards(n_virtual=1))`` (or over a single GPU) give
 their iterates bit for bit (the statistics of one shard are not summed;
 ``tests/test_protocol.py`` checks both, on the GPU too).
 """
@@ -106,10 +107,18 @@ def _over_shards(local, make_update, starts, z_rows) -> DataParallel:
     """A :class:`DataParallel` of the mixture: ``init`` starts every shard's state from the means
     ``starts(rng, parts, shards, chains)`` gives (one array on each shard's device), with ``z_rows(part)``
     indicators a chain, and makes ``make_update(model, n)`` once per device (each holds the prior there);
-    ``update`` runs the one of the state's device."""
+    ``update`` runs the one of the state's device. The updates hold the data's prior, so one such algorithm
+    serves one data set: an ``init`` on other parts raises (make another with :func:`gibbs` or :func:`bem`)."""
     updates: dict = {}
+    bound: list = []    # the models of the parts the updates were made for
 
     def init(rng, parts, shards: Shards, chains: int = 1) -> list:
+        models = [part.model for part in parts]
+        if bound and (len(bound) != len(models) or any(a is not b for a, b in zip(bound, models))):
+            raise ValueError("this gibbs()/bem() algorithm was started on another data set, whose prior its "
+                             "updates hold; make a new one (gibbs(), bem(), sharded_gibbs(shards), "
+                             "sharded_bem(shards)) for each data set.")
+        bound[:] = models
         updates.clear()
         mus = starts(rng, parts, shards, chains)
         states = []
@@ -203,7 +212,12 @@ def bem() -> DataParallel:
     deterministic) follows on every shard's device. The iterates equal one
     device's up to the rounding of the sums' order.
     """
-    return _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
+    alg = _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
+
+    def init(rng, parts, shards: Shards, starts: int = 1) -> list:
+        return alg.init(rng, parts, shards, starts)
+
+    return alg._replace(init=init)
 
 
 def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:

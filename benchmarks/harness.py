@@ -250,6 +250,14 @@ class Bench:
         return path
 
 
+def sync_all_gpus() -> None:
+    """Wait for every visible GPU (the wait for timings of work spread over several)."""
+    import cupy as cp
+
+    for g in range(cp.cuda.runtime.getDeviceCount()):
+        cp.cuda.Device(g).synchronize()
+
+
 def per_iteration_ms(call, a: int, b: int, repeats: int = 3, sync=None) -> float:
     """ms per iteration of ``call(n)`` (n iterations through a public call): the median over ``repeats`` of
     (time of call(b) - time of call(a)) / (b - a), after one warm-up call, each time from an idle GPU to an

@@ -38,6 +38,7 @@ array([45.])
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Sequence
 
@@ -45,8 +46,8 @@ import numpy as np
 
 from . import backend
 
-__all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask", "free_communicators",
-           "worker_shards"]
+__all__ = ["Shards", "Replica", "balanced_cuts", "one_device", "check_devices", "resolve", "join_dask",
+           "free_communicators", "worker_shards"]
 
 # NCCL's data types by NumPy dtype (ncclDataType_t values; the same in every
 # NCCL 2.x release).
@@ -69,12 +70,10 @@ _COMMS: dict = {}
 _COMMS_LOCK = threading.Lock()
 # How many times free_communicators has destroyed them: a Shards made before a free holds destroyed
 # handles, and raises where it would pass them to NCCL.
-_FREED = [0]
+_FREED = 0
 
 
 def _communicators(devices: list[int], xp) -> list:
-    import os
-
     key = (os.getpid(), tuple(devices))   # a forked child makes its own
     with _COMMS_LOCK:   # two threads making Shards over the same GPUs make one set between them
         comms = _COMMS.get(key)
@@ -92,8 +91,7 @@ def free_communicators() -> int:
     and teardown each time. Call it to give their GPU memory back; a later ``Shards`` makes new ones.
     A Shards made before the call raises RuntimeError where it would sum; make a new one.
     """
-    import os
-
+    global _FREED
     with _COMMS_LOCK:
         cp = backend.get_backend("cupy") if _COMMS else None
         mine = [k for k in _COMMS if k[0] == os.getpid()]
@@ -103,7 +101,7 @@ def free_communicators() -> int:
                 for c in comms:
                     c.destroy()
         if mine:
-            _FREED[0] += 1
+            _FREED += 1
     return len(mine)
 
 
@@ -224,10 +222,9 @@ class Shards:
         self.devices = _device_ids(devices)
         self.world = len(self.devices)
         self.xp = backend.get_backend("cupy")
-        self._shared = self.world > 1
         if self.world > 1:
             self._comms = _communicators(self.devices, self.xp)
-            self._freed = _FREED[0]
+            self._freed = _FREED   # shared communicators: None for join_dask's own (see close)
 
     def close(self) -> None:
         """Let go of the NCCL communicators.
@@ -239,7 +236,7 @@ class Shards:
         here, so arrays made afterwards land where they did before.
         """
         comms, self._comms = self._comms, None
-        if comms and self.xp is not np and not getattr(self, "_shared", False):
+        if comms and self.xp is not np and getattr(self, "_freed", None) is None:
             with _keep_current(self.xp):
                 for c in comms:
                     c.destroy()
@@ -324,7 +321,7 @@ class Shards:
             if self.world > 1:
                 raise RuntimeError(f"{self!r} was closed: its NCCL communicators are gone; make a new Shards.")
             return arrays
-        if getattr(self, "_shared", False) and self._freed != _FREED[0]:
+        if getattr(self, "_freed", None) not in (None, _FREED):
             raise RuntimeError(f"gpumcmc.shards.free_communicators() destroyed the communicators of {self!r}; "
                                "make a new Shards over these GPUs.")
         code = _NCCL_DTYPE.get(np.dtype(dtype))

@@ -17,7 +17,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import cupy as cp
 
-    from benchmarks.harness import per_iteration_ms
+    from benchmarks.harness import per_iteration_ms, sync_all_gpus
     from gpumcmc.models.bayesnet import BayesianNetwork
 
     n_gpu = cp.cuda.runtime.getDeviceCount()
@@ -25,9 +25,7 @@ def main(argv=None):
     X = truth.sample(args.cases, 0)
     X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
 
-    def sync():
-        for g in range(n_gpu):
-            cp.cuda.Device(g).synchronize()
+    sync = sync_all_gpus
     out = {"cases": args.cases, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "gpus": n_gpu}
     for d in [None] + ([[0, 1]] if n_gpu >= 2 else []):
         call = lambda n, d=d: BayesianNetwork(truth.parents, truth.states, devices=d, n_iter=n, same=10,

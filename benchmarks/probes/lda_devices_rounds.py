@@ -14,7 +14,7 @@ import sys
 import cupy as cp
 import numpy as np
 
-from benchmarks.harness import per_iteration_ms
+from benchmarks.harness import per_iteration_ms, sync_all_gpus
 
 
 def _corpus():
@@ -47,9 +47,7 @@ def main():
     corpus = _corpus()
     n_gpu = cp.cuda.runtime.getDeviceCount()
 
-    def sync():
-        for g in range(n_gpu):
-            cp.cuda.Device(g).synchronize()
+    sync = sync_all_gpus
     rows = []
     for r in range(rounds):
         for d in (None, list(range(n_gpu))):

@@ -29,7 +29,7 @@ import copy
 
 from gpumcmc.models import lda as L
 from gpumcmc.models.lda import algorithm as LA
-from benchmarks.harness import per_iteration_ms
+from benchmarks.harness import per_iteration_ms, sync_all_gpus
 from gpumcmc.models.lda import tokens_from
 from gpumcmc.shards import Shards
 from gpumcmc.random import default_rng
@@ -48,9 +48,7 @@ else:
     corpus.sum_duplicates()
 
 
-def _sync_all():
-    for g in range(cp.cuda.runtime.getDeviceCount()):
-        cp.cuda.Device(g).synchronize()
+_sync_all = sync_all_gpus
 
 n_gpu = cp.cuda.runtime.getDeviceCount()
 K = 1024

@@ -25,6 +25,7 @@ def main():
         out_path = args[i + 1]
         args = args[:i] + args[i + 2:]
     rounds = int(args[0]) if args else 4
+    from benchmarks.harness import sync_all_gpus
     from benchmarks.probes.lda_devices_rounds import _corpus
     from gpumcmc.models import LDA
     from gpumcmc.models.lda import sharded as L
@@ -36,9 +37,7 @@ def main():
     n_gpu = cp.cuda.runtime.getDeviceCount()
     devices = list(range(n_gpu))
 
-    def sync():
-        for g in range(n_gpu):
-            cp.cuda.Device(g).synchronize()
+    sync = sync_all_gpus
 
     def wall(fn):
         sync()

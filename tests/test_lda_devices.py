@@ -184,6 +184,25 @@ def test_shards_are_one_device_each_method(monkeypatch, method):
     assert calls
 
 
+@pytest.mark.parametrize("corpus_on_device", [False, True])
+def test_tile_tokens_sort_as_lexsort(xp, corpus_on_device):
+    """A tile's tokens of documents [b, e), sorted on the shard's device, are where numpy.lexsort puts
+    them (by word, then document): the indices one device's stream gives them, with the corpus on the
+    host or on the device."""
+    rs = np.random.default_rng(5)
+    docs = np.sort(rs.integers(0, 60, 5000))
+    words = rs.integers(0, 40, 5000)
+    starts = np.concatenate([[0], np.cumsum(np.bincount(docs, minlength=60))])
+    R, W = (xp.asarray(docs), xp.asarray(words)) if corpus_on_device else (docs, words)
+    for lo, hi, b, e in [(0, 20, 5, 60), (20, 40, 20, 33), (40, 60, 0, 52), (0, 60, 0, 60)]:
+        a, z = starts[lo], starts[hi]
+        r = docs[a:z][np.lexsort((docs[a:z], words[a:z]))]
+        want = a + np.flatnonzero((r >= b) & (r < e))
+        got = L.sharded._tile_tokens(R, W, starts, lo, hi, b, e, xp)
+        assert isinstance(got, np.ndarray) and got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
 def test_which_shards_are_placed():
     """Every shard of several is placed in one device's stream, with either z-draw; one shard is not."""
     X, _ = _corpus(M=40, V=30, K=3, length=25, seed=2)

@@ -1,0 +1,116 @@
+"""Where the host's time goes in public fits, by cProfile: the functions with the most own time.
+
+    python -m benchmarks.probes.host_profile [case ...] [--out DIR]
+
+Cases: ``mixture1`` (DPGaussianMixture(256).fit, n = 2^20, p = 14, one GPU), ``mixture4`` (the same at
+n = 10^7 with ``devices`` every visible GPU), ``lda4`` (LDA(1024).fit on a Zipf corpus of 29 M tokens over
+every visible GPU), ``shells10`` (NestedSampler.run on 10-D Gaussian shells, 5 runs of 100 live points;
+its wall figure is one whole run's). Each case runs a warm-up fit, then times two fits (a and b iterations) with the GPUs
+synced, and then profiles the b-iteration fit. It prints the per-iteration wall time, the host time of
+queueing one iteration (the b-fit's profiled time less the a-fit's, per iteration, where the GPUs are not
+the bound), and the 30 functions with the most own time, per iteration. A host-bound sweep shows its wall
+time close to its host time; the listing then says which calls to remove or batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import time
+
+import numpy as np
+
+
+def _sync_all(cp):
+    for g in range(cp.cuda.runtime.getDeviceCount()):
+        cp.cuda.Device(g).synchronize()
+
+
+def _wall(cp, fn):
+    _sync_all(cp)
+    t = time.perf_counter()
+    fn()
+    _sync_all(cp)
+    return time.perf_counter() - t
+
+
+def _cases(cp):
+    from gpumcmc.models import LDA, DPGaussianMixture
+
+    every = list(range(cp.cuda.runtime.getDeviceCount()))
+
+    def mixture(n, devices):
+        rs = np.random.default_rng(2)
+        centres = rs.normal(0, 5, (12, 14))
+        X = (centres[rs.integers(0, 12, n)] + rs.normal(0, 1, (n, 14))).astype(np.float32)
+        return lambda m: DPGaussianMixture(256, n_iter=m, burn_in=0, random_state=0, progress=False,
+                                           devices=devices).fit(X)
+
+    def lda(devices, tokens=29_000_000, docs=23_600, vocab=50_000):
+        import scipy.sparse as sp
+
+        rs = np.random.default_rng(1)
+        w = rs.zipf(1.3, tokens) % vocab
+        d = np.sort(rs.integers(0, docs, tokens))
+        counts = sp.coo_matrix((np.ones(tokens, np.int32), (d, w)), shape=(docs, vocab)).tocsr()
+        return lambda m: LDA(1024, n_iter=m, burn_in=0, random_state=0, progress=False, devices=devices).fit(counts)
+
+    def shells(d):
+        from gpumcmc.nested import NestedSampler, gaussian_shells
+
+        ll, pt = gaussian_shells(d, xp=cp)
+        return lambda m: NestedSampler(ll, pt, d, nlive=100, n_runs=5, n_replace=50, random_state=m,
+                                       progress=False).run()
+
+    return {"shells10": (lambda: shells(10), 1, 2),
+            "mixture1": (lambda: mixture(1 << 20, None), 5, 45),
+            "mixture4": (lambda: mixture(10_000_000, every), 5, 25),
+            "lda4": (lambda: lda(every), 5, 25)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="*")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import cupy as cp
+
+    cases = _cases(cp)
+    out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+           "gpus": cp.cuda.runtime.getDeviceCount()}
+    for name in args.cases or list(cases):
+        make, a, b = cases[name]
+        call = make()
+        call(a)
+        ta, tb = _wall(cp, lambda: call(a)), _wall(cp, lambda: call(b))
+        prof = cProfile.Profile()
+        _sync_all(cp)
+        t = time.perf_counter()
+        prof.enable()
+        call(b)
+        prof.disable()
+        host = time.perf_counter() - t
+        _sync_all(cp)
+        s = io.StringIO()
+        st = pstats.Stats(prof, stream=s)
+        st.sort_stats("tottime").print_stats(30)
+        st.sort_stats("cumulative").print_stats(40)
+        per = tb if name.startswith("shells") else (tb - ta) / (b - a)
+        out[name] = {"wall_ms_per_iter": per * 1e3, "profiled_host_s": host, "iters": b}
+        print(f"== {name}: {per * 1e3:.2f} ms an iteration (wall), profiled fit of {b}: "
+              f"{host:.2f} s host")
+        print(s.getvalue())
+        if args.out:
+            prof.dump_stats(os.path.join(args.out, f"host_profile_{name}.pstats"))
+    if args.out:
+        with open(os.path.join(args.out, "host_profile.json"), "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -257,6 +257,34 @@ def test_mixture_gibbs_on_two_gpus_is_one_device(cp, gpus):
     _draws_equal(one, _mixture_fit(X, devices=[0, 1], **kw))
 
 
+def test_mixture_update_made_once_reaches_every_gpu(cp, gpus):
+    """The mixture's global draws, made once on GPU 0 (DataParallel's ``shared``), reach every GPU: each
+    shard's fields lie on its own GPU and equal, bit for bit, those of the update made on every GPU."""
+    from gpumcmc.models.mixture import algorithm as mxa
+    from gpumcmc.models.mixture import sharded as mxs
+    from gpumcmc.random import default_rng
+    from gpumcmc.sampling import sharded
+    from gpumcmc.shards import Shards
+
+    X = _dyadic(n=4096, p=3)
+    shards = Shards(list(range(gpus)))
+    models = mxs.make_sharded_models(X, 8, shards, dtype=np.float32, chains=2)
+    got = []
+    for alg in (mxs.gibbs(), mxs.gibbs()._replace(shared=())):
+        a = sharded(alg, shards)
+        rng = default_rng(3, backend="cupy")
+        state = a.init(rng, mxs.gibbs_parts(models, shards, X.shape[0]), 2)
+        for _ in range(4):
+            state, _ = a.step(rng, state)
+        got.append(state)
+    for i, (s_once, s_every) in enumerate(zip(*got)):
+        for f in mxa.State._fields:
+            assert getattr(s_once, f).device.id == shards.devices[i], f
+            np.testing.assert_array_equal(to_np(getattr(s_once, f)), to_np(getattr(s_every, f)), err_msg=f)
+            if f != "z":
+                np.testing.assert_array_equal(to_np(getattr(s_once, f)), to_np(getattr(got[0][0], f)), err_msg=f)
+
+
 def test_mixture_bem_on_every_gpu_matches_one_device(cp, gpus):
     from test_mixture import planted
 

@@ -115,6 +115,68 @@ def test_every_shard_holds_the_same_global_draws_and_the_generator_moves_as_one_
         np.testing.assert_array_equal(s.tau, state[0].tau)
 
 
+def _counting(update, calls):
+    def counted(rng, s, st):
+        calls.append(1)
+        return update(rng, s, st)
+
+    return counted
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_an_update_of_shared_fields_is_made_once_and_gives_the_same_draws(world):
+    """With ``shared`` the update runs once a step (on shard 0), every shard holds its draws, and the draws,
+    the generator's moves and the local fields are those of the update made on every shard."""
+    y = _grid(300)
+    every, once = [], []
+    runs = []
+    for alg, calls in ((DataParallel(_init, _local, _counting(_update, every)), every),
+                       (DataParallel(_init, _local, _counting(_update, once), shared=("mu", "tau")), once)):
+        shards = Shards(n_virtual=world)
+        a = sharded(alg, shards)
+        rng = default_rng(5, backend="numpy")
+        state = a.init(rng, shards.scatter(y))
+        draws = []
+        for _ in range(4):
+            state, _ = a.step(rng, state)
+            draws.append([(s.mu.copy(), s.tau.copy()) for s in state])
+        runs.append((draws, rng.offset))
+    assert len(every) == 4 * world and len(once) == 4
+    assert runs[0][1] == runs[1][1]
+    for step_every, step_once in zip(runs[0][0], runs[1][0]):
+        for (mu_e, tau_e), (mu_o, tau_o) in zip(step_every, step_once):
+            np.testing.assert_array_equal(mu_o, mu_e)
+            np.testing.assert_array_equal(tau_o, tau_e)
+
+
+def test_shared_names_must_be_fields_of_the_state():
+    shards = Shards(n_virtual=2)
+    alg = sharded(DataParallel(_init, _local, _update, shared=("mu", "sigma")), shards)
+    with pytest.raises(ValueError, match=r"\['sigma'\].*fields its update writes"):
+        alg.init(None, shards.scatter(_grid(10)))
+
+
+def test_the_mixtures_update_is_made_once_with_every_field_but_z_shared():
+    """The mixture's Gibbs and BEM algorithms name every field but the indicators as shared: on 3 virtual
+    shards their draws equal those of the update made on every shard, bit for bit."""
+    assert mxs.gibbs().shared == mxs.bem().shared == tuple(f for f in mxa.State._fields if f != "z")
+    rs = np.random.default_rng(4)
+    X = np.round(np.concatenate([rs.normal(-2, 0.5, (96, 2)), rs.normal(2, 0.7, (96, 2))]) * 16) / 16
+    shards = Shards(n_virtual=3)
+    models = mxs.make_sharded_models(X, 5, shards, dtype=np.float64, chains=2)
+    got = []
+    for alg in (mxs.gibbs(), mxs.gibbs()._replace(shared=())):
+        a = sharded(alg, shards)
+        rng = default_rng(7, backend="numpy")
+        state = a.init(rng, mxs.gibbs_parts(models, shards, X.shape[0]), 2)
+        for _ in range(3):
+            state, _ = a.step(rng, state)
+        got.append(state)
+    for s_once, s_every in zip(*got):
+        for f in mxa.State._fields:
+            np.testing.assert_array_equal(getattr(s_once, f), getattr(s_every, f), err_msg=f)
+
+
 def test_statistics_are_summed_per_dtype_without_writing_locals_arrays():
     shards = Shards(n_virtual=3)
     parts = shards.scatter(np.arange(7.0))

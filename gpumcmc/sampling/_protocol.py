@@ -138,11 +138,27 @@ class DataParallel(NamedTuple):
         The global draws from the summed ``stats``; called once per local
         shard, on its device, from the same generator position, so every shard
         makes the same draws. It keeps the shard's local fields.
+    shared : tuple of str, optional
+        The names of the state's fields that ``update`` writes: its global
+        draws, which every shard holds alike. Where given, :func:`sharded`
+        makes the update once per process, on local shard 0, and hands its
+        shared fields to every other local shard (a copy on each other GPU,
+        queued there after the update, with no host synchronisation; the same
+        arrays on shard 0's device). The draws are the same, bit for bit: every
+        shard would have made them from the same sums and generator position.
+        It spares the host the update's launches on every GPU but one, which
+        bound an iteration of many small global draws (the mixture's NIW draws)
+        over several GPUs. Leave it empty where the update is long GPU work on
+        large arrays (LDA's phi): every GPU then draws its own copy side by
+        side, which is quicker than copying it. Every field that ``update``
+        changes must be named, and no ``local`` may write a shared field in
+        place (shards on one device share those arrays).
     """
 
     init: Callable[..., Sequence]
     local: Callable[[Any, Any, Any], Any]
     update: Callable[[Any, Any, Any], tuple]
+    shared: tuple = ()
 
 
 class Overlap(NamedTuple):
@@ -339,7 +355,33 @@ def _local_stats(shards: Shards, local, gens: list, state, parts, options: dict)
     return states, stats
 
 
-def _step(shards: Shards, local, update, rng, state, parts, options: dict) -> tuple[list, Any]:
+def _share(shards: Shards, s0, states: list, shared: tuple) -> list:
+    """Every local shard's state after an update made on shard 0 alone (``s0``): ``states[i]`` (i > 0) with
+    the ``shared`` fields of ``s0``, copied to each other GPU once (every copy there waits for an event
+    recorded on shard 0 after the update, so no host synchronisation) and shared as they are by the shards
+    on shard 0's device."""
+    from ..shards import _peer_copy
+
+    xp, dev0 = shards.xp, shards.devices[0]
+    fields = {f: getattr(s0, f) for f in shared}
+    made = {dev0: fields}
+    ready = None
+    out = [s0]
+    for i in range(1, len(states)):
+        dev = shards.devices[i]
+        if dev not in made:
+            if ready is None:
+                with shards.on(0):
+                    ready = xp.cuda.Event(disable_timing=True)
+                    ready.record()
+            with shards.on(i):
+                xp.cuda.get_current_stream().wait_event(ready)
+                made[dev] = {f: None if a is None else _peer_copy(xp, a, dev) for f, a in fields.items()}
+        out.append(states[i]._replace(**made[dev]))
+    return out
+
+
+def _step(shards: Shards, local, update, rng, state, parts, options: dict, shared: tuple = ()) -> tuple[list, Any]:
     """One iteration of :func:`sharded`'s step: ``(the shards' new states, local shard 0's info)``."""
     count = len(shards)
     if count == 1:   # one local shard: rng itself, no copies
@@ -350,6 +392,12 @@ def _step(shards: Shards, local, update, rng, state, parts, options: dict) -> tu
     gens = [copy.copy(rng) for _ in range(count)]
     states, stats = _local_stats(shards, local, gens, state, parts, options)
     _check_offsets(rng, gens)
+    if shared:
+        gen = copy.copy(rng)
+        with shards.on(0):
+            s0, info = update(gen, states[0], stats[0])
+        _check_offsets(rng, [gen])
+        return _share(shards, s0, states, shared), info
     gens = [copy.copy(rng) for _ in range(count)]
     new, infos = [], []
     for i, gen in enumerate(gens):
@@ -431,7 +479,8 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
         raise TypeError(f"shards must be a gpumcmc.shards.Shards, got {type(shards).__name__}.")
     if isinstance(algorithm, Collective):
         return _sharded_collective(algorithm, shards)
-    init_, local, update = algorithm
+    init_, local, update, shared = algorithm
+    shared = tuple(shared)
     count = len(shards)
     states_type = shard_states(count)
     parts_of: dict = {}
@@ -443,6 +492,10 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
         states = list(init_(rng, parts, shards, *args, **kwargs))
         if len(states) != count:
             raise ValueError(f"the algorithm's init returned {len(states)} states for {count} local shards.")
+        unknown = [f for f in shared if f not in getattr(states[0], "_fields", ())]
+        if unknown:
+            raise ValueError(f"shared names {unknown}, which are not fields of the algorithm's state "
+                             f"{type(states[0]).__name__}; name the fields its update writes.")
         parts_of["parts"] = parts
         return states_type(*states)
 
@@ -450,7 +503,7 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
         parts = parts_of.get("parts")
         if parts is None:
             raise RuntimeError("call this algorithm's init before its step: init places the data on the shards.")
-        states, info = _step(shards, local, update, rng, state, parts, options)
+        states, info = _step(shards, local, update, rng, state, parts, options, shared)
         return states_type(*states), info
 
     return Algorithm(init, step)

@@ -83,8 +83,9 @@ def gibbs() -> DataParallel:
     :func:`gpumcmc.sampling.sharded` adds them up in one all-reduce of
     ``chains (k q + 1)`` float64 values a sweep (:func:`allreduce_bytes`).
     ``update`` is :func:`make_gibbs_update`'s global draws (NIW, sticks,
-    alpha), made by every shard on its device with the same key, from the
-    model's prior on that device. The sums over shards add the same terms in
+    alpha), made once per process on its first shard's device and copied to
+    the others' (``shared``: every field but ``z``), as every shard would
+    have made them from the same sums and key. The sums over shards add the same terms in
     another order than one device does, so the draws equal one device's up to
     that rounding (exactly where the sums are exact, e.g. data on a coarse
     dyadic grid). :func:`sharded_gibbs` composes it over a :class:`Shards`.
@@ -133,7 +134,12 @@ def _over_shards(local, make_update, starts, z_rows) -> DataParallel:
     def update(rng, state: State, stats):
         return updates[_device_of(state.params)](rng, state, stats)
 
-    return DataParallel(init, local, update)
+    return DataParallel(init, local, update, shared=_GLOBAL_FIELDS)
+
+
+# Every field but the indicators: the update's draws, made once per process on its first shard and copied to
+# the other GPUs (a few hundred kB), where making them on every GPU cost each its share of the host's launches.
+_GLOBAL_FIELDS = tuple(f for f in State._fields if f != "z")
 
 
 def sharded_gibbs(shards: Shards) -> Algorithm:
@@ -209,7 +215,8 @@ def bem() -> DataParallel:
     probabilities and their weighted statistics, and the sum of its rows'
     log-normalisers; one all-reduce of ``starts (k q + 1)`` float64 values an
     iterate adds them up, and ``update`` (:func:`make_bem_update`,
-    deterministic) follows on every shard's device. The iterates equal one
+    deterministic) follows once per process, on its first shard's device,
+    and is copied to the other GPUs (as in :func:`gibbs`). The iterates equal one
     device's up to the rounding of the sums' order.
     """
     alg = _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)

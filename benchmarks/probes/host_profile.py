@@ -2,14 +2,17 @@
 
     python -m benchmarks.probes.host_profile [case ...] [--out DIR]
 
-Cases: ``mixture1`` (DPGaussianMixture(256).fit, n = 2^20, p = 14, one GPU), ``mixture4`` (the same at
+Cases: ``bayesnet1`` (BayesianNetwork.koller() fit on 10^6 cases, half missing, m = 10, one GPU),
+``mixture1`` (DPGaussianMixture(256).fit, n = 2^20, p = 14, one GPU), ``mixture4`` (the same at
 n = 10^7 with ``devices`` every visible GPU), ``lda4`` (LDA(1024).fit on a Zipf corpus of 29 M tokens over
 every visible GPU), ``shells10`` (NestedSampler.run on 10-D Gaussian shells, 5 runs of 100 live points;
-its wall figure is one whole run's). Each case runs a warm-up fit, then times two fits (a and b iterations) with the GPUs
-synced, and then profiles the b-iteration fit. It prints the per-iteration wall time, the host time of
-queueing one iteration (the b-fit's profiled time less the a-fit's, per iteration, where the GPUs are not
-the bound), and the 30 functions with the most own time, per iteration. A host-bound sweep shows its wall
-time close to its host time; the listing then says which calls to remove or batch.
+its wall figure is one whole run's).
+
+Each case's per-iteration wall time is benchmarks.harness.per_iteration_ms's (the median of three
+differences of fits of a and b iterations, every GPU synced). Then the b-iteration fit runs under cProfile,
+and the probe prints its host time (to the fit's return, before the final wait) and the 30 functions with
+the most own time and the 40 with the most time under them. A host-bound iteration shows a profiled host
+time per iteration near its wall time; the listing then says which calls to remove or batch.
 """
 
 from __future__ import annotations
@@ -66,7 +69,17 @@ def _cases(cp):
         return lambda m: NestedSampler(ll, pt, d, nlive=100, n_runs=5, n_replace=50, random_state=m,
                                        progress=False).run()
 
-    return {"shells10": (lambda: shells(10), 1, 2),
+    def bayesnet():
+        from gpumcmc.models.bayesnet import BayesianNetwork
+
+        truth = BayesianNetwork.koller()
+        X = truth.sample(1_000_000, 0)
+        X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
+        return lambda m: BayesianNetwork(truth.parents, truth.states, n_iter=m, same=10, random_state=0,
+                                         progress=False).fit(X)
+
+    return {"bayesnet1": (bayesnet, 5, 105),
+            "shells10": (lambda: shells(10), 1, 2),
             "mixture1": (lambda: mixture(1 << 20, None), 5, 45),
             "mixture4": (lambda: mixture(10_000_000, every), 5, 25),
             "lda4": (lambda: lda(every), 5, 25)}
@@ -79,14 +92,19 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import cupy as cp
 
+    from benchmarks.harness import per_iteration_ms
+
     cases = _cases(cp)
     out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
            "gpus": cp.cuda.runtime.getDeviceCount()}
     for name in args.cases or list(cases):
         make, a, b = cases[name]
         call = make()
-        call(a)
-        ta, tb = _wall(cp, lambda: call(a)), _wall(cp, lambda: call(b))
+        if name.startswith("shells"):
+            call(a)
+            per = _wall(cp, lambda: call(b))
+        else:
+            per = per_iteration_ms(call, a, b, sync=lambda: _sync_all(cp)) / 1e3
         prof = cProfile.Profile()
         _sync_all(cp)
         t = time.perf_counter()
@@ -99,7 +117,6 @@ def main(argv=None):
         st = pstats.Stats(prof, stream=s)
         st.sort_stats("tottime").print_stats(30)
         st.sort_stats("cumulative").print_stats(40)
-        per = tb if name.startswith("shells") else (tb - ta) / (b - a)
         out[name] = {"wall_ms_per_iter": per * 1e3, "profiled_host_s": host, "iters": b}
         print(f"== {name}: {per * 1e3:.2f} ms an iteration (wall), profiled fit of {b}: "
               f"{host:.2f} s host")

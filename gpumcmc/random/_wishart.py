@@ -18,9 +18,12 @@ Cholesky, products and solves (cuSOLVER/cuBLAS against LAPACK/BLAS).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _validate as _v
+from .._config import memo
 from .._nvtx import annotate
 from ._params import _as, out_shape, resolve_dtype
 
@@ -68,15 +71,33 @@ def _check_df(df, xp, p):
                                    "raise the degrees of freedom.")
 
 
+_CONSTS = memo.table("wishart.consts", device_at=0)  # (device, p, dtype) -> (arange(p), strict lower mask)
+
+
+def _consts(xp, p, dtype):
+    """``arange(p)`` of ``dtype`` and the (p, p) mask of the strictly lower triangle, made once per device
+    on the GPU (two launches fewer a draw); never written to."""
+    if xp is np:
+        return np.arange(p, dtype=dtype), np.tri(p, p, -1, dtype=bool)
+    key = (xp.cuda.runtime.getDevice(), p, dtype)
+    c = _CONSTS.get(key)
+    if c is None:
+        c = _CONSTS[key] = (xp.arange(p, dtype=dtype), xp.tri(p, p, -1, dtype=bool))
+    return c
+
+
 def bartlett_factor(rng, df, batch, p, dtype, xp):
     """The Bartlett factors ``A`` (``batch + (p, p)``, lower triangular) for ``df`` of shape ``batch``."""
-    i = xp.arange(p, dtype=dtype)
-    shape = (xp.broadcast_to(df, batch)[..., None] - i) / 2
+    i, lower = _consts(xp, p, dtype)
+    if df.shape != batch:
+        df = xp.broadcast_to(df, batch)
+    shape = (df[..., None] - i) / 2
     diag = xp.sqrt(2 * rng.gamma(shape, dtype=dtype))
     z = rng._standard("normal", batch + (p, p), dtype, df)[1]  # on df's backend
-    a = xp.tril(z, -1)
-    idx = xp.arange(p)
-    a[..., idx, idx] = diag
+    # tril(z, -1) is where(tri(p, p, -1), z, 0) on both backends; the diagonal is then written through a
+    # strided view of the (new, contiguous) result, a copy with no index arrays
+    a = xp.where(lower, z, z.dtype.type(0))
+    a.reshape(batch + (p * p,))[..., ::p + 1] = diag
     return a
 
 
@@ -92,7 +113,7 @@ def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
     p = s.shape[-1]
     d = _as(df, xp, dtype)
     batch = out_shape(size, d, shapes=[s.shape[:-2]])
-    if int(np.prod(batch, dtype=np.int64)) == 0:
+    if math.prod(batch) == 0:
         return xp.empty(batch + (p, p), dtype=dtype)
     _check_df(d, xp, p)
     _check_scale(s, xp, p)
@@ -100,10 +121,12 @@ def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
     with annotate(f"gpumcmc.random.{name}", xp):
         c = _cholesky(s, xp)
         a = bartlett_factor(rng, d, batch, p, dtype, xp)
-        c = xp.broadcast_to(c, batch + (p, p))
+        if c.shape[:-2] != batch:
+            c = xp.broadcast_to(c, batch + (p, p))
         if inverse:
-            # B = C A^-T, i.e. B^T = A^-1 C^T.
-            m = xp.swapaxes(xp.linalg.solve(a, xp.ascontiguousarray(xp.swapaxes(c, -1, -2))), -1, -2)
+            # B = C A^-T, i.e. B^T = A^-1 C^T. The solvers copy the right-hand side into their own
+            # (column-major) buffer whatever its layout, so C^T goes as a view.
+            m = xp.swapaxes(xp.linalg.solve(a, xp.swapaxes(c, -1, -2)), -1, -2)
         else:
             m = c @ a
         w = m @ xp.swapaxes(m, -1, -2)

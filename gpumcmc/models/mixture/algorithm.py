@@ -211,11 +211,17 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
 
 
 def _log_pi(v):
+    return _log_pi_l1(v)[0]
+
+
+def _log_pi_l1(v):
+    """``log pi`` of the sticks ``v`` and the ``log(1 - min(v, _V_MAX))`` it sums (which the Gibbs sweep's
+    alpha draw reuses)."""
     xp = _xp_of(v)
     lv = xp.log(v)
     l1 = xp.log1p(-xp.minimum(v, _V_MAX))
     before = xp.cumsum(l1, axis=-1) - l1
-    return lv + before
+    return lv + before, l1
 
 
 # ---------------------------------------------------------------------------
@@ -347,9 +353,14 @@ def _make_global_draws(model: Model):
     kernel = _use_component_kernel(xp, p)
     gibbs_params = _gibbs_params_kernel if kernel else _gibbs_params_twin
     prior = _packed_prior(model) if kernel else None
+    consts: dict = {}  # chains -> (ones (C, 1), a + k - 1 (C,)), made once: read, never written
 
     def draws(rng, state: State, z, acc, loglik):
         chains = acc.shape[0]
+        c = consts.get(chains)
+        if c is None:
+            c = consts[chains] = (xp.ones((chains, 1)), xp.full((chains,), model.a + k - 1.0))
+        ones, shape_alpha = c
         counts = acc[..., 0]
         # (2) NIW draws; empty components draw from the prior.
         if kernel:
@@ -357,15 +368,18 @@ def _make_global_draws(model: Model):
         else:
             kn, mn, dfn, psi = niw_posterior(model, *_unpack_stats(acc, p))
         sigma = rng.invwishart(dfn, psi, dtype=np.float64)
-        eps = _backend.asarray(rng.standard_normal((chains, k, p), dtype=np.float64), xp)
+        eps = rng.standard_normal((chains, k, p), dtype=np.float64)
+        if _xp_of(eps) is not xp:
+            eps = _backend.asarray(eps, xp)
         # (3) stick-breaking Betas: v_j ~ Be(1 + n_j, alpha + sum_{r>j} n_r).
         tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
         vb = rng.beta(1.0 + counts[:, :-1], state.alpha[:, None] + tail[:, :-1], dtype=np.float64)
-        v = xp.concatenate([xp.clip(vb, 1e-300, _V_MAX), xp.ones((chains, 1))], axis=1)
-        log_pi = _log_pi(v)
-        # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001).
-        rate = model.b - xp.log1p(-v[:, :-1]).sum(axis=1)
-        alpha = rng.gamma(xp.full((chains,), model.a + k - 1.0), 1.0 / rate, dtype=np.float64)
+        v = xp.concatenate([xp.clip(vb, 1e-300, _V_MAX), ones], axis=1)
+        log_pi, l1 = _log_pi_l1(v)
+        # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001). The sticks
+        # j < k were clipped to at most _V_MAX, so log1p(-v_j) is log_pi's l1_j, bit for bit.
+        rate = model.b - l1[:, :-1].sum(axis=1)
+        alpha = rng.gamma(shape_alpha, 1.0 / rate, dtype=np.float64)
         alpha = xp.maximum(alpha, 1e-300)
         # (2, cont.) means mu_j = m_n + L_j eps_j / sqrt(kappa_n), and the kernel parameters.
         mu, params = gibbs_params(log_pi, mn, kn, sigma, eps, dtype)

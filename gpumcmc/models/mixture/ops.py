@@ -399,13 +399,16 @@ def _stats_kernel(model, z):
     keys = (z + off_k).ravel()
     order_flat = xp.argsort(keys, kind="stable")
     sorted_keys = keys[order_flat]
-    zs = xp.ascontiguousarray(sorted_keys.reshape(chains, n) - off_k)
-    order = xp.ascontiguousarray((order_flat.reshape(chains, n) - off_n).astype(np.int32))
-    offsets = xp.ascontiguousarray(xp.searchsorted(sorted_keys, search)[gather] - off_n, dtype=np.int64)
-    n_tiles = -(-n // dict(_defines(p, x.dtype))["MIX_STATS_ROWS"])
+    # (new arrays of elementwise ops and gathers are C-contiguous, as the kernels read them)
+    zs = sorted_keys.reshape(chains, n) - off_k
+    # the int64 difference stored as int32, in one launch (what subtracting and then astype(int32) give)
+    order = xp.subtract(order_flat.reshape(chains, n), off_n, out=xp.empty((chains, n), dtype=np.int32),
+                        casting="unsafe")
+    offsets = xp.searchsorted(sorted_keys, search)[gather] - off_n  # int64
+    defines = dict(_defines(p, x.dtype))
+    n_tiles = -(-n // defines["MIX_STATS_ROWS"])
     partial = xp.empty((chains, n_tiles + k, q), dtype=np.float64)
     out = xp.empty((chains, k, q), dtype=np.float64)
-    defines = dict(_defines(p, x.dtype))
     fn = _kernel(p, x.dtype, "mixture_stats_partial")
     grid = int(min(n_tiles, 65535))
     fn((grid, chains), (defines["MIX_STATS_BLOCK"],),

@@ -396,15 +396,18 @@ def _stats_kernel(model, z):
     off_k, off_n, search, gather = _stats_consts(xp, chains, k, n)
     # One stable sort of the keys z + chain * k: chain c's rows land at [c n, (c + 1) n), by component.
     # (cupy.bincount would read max(z) back to the host; searchsorted on the sorted keys does not.)
-    keys = (z + off_k).ravel()
+    # One chain (the offsets are 0 and the gather is the identity) skips those integer ops: the same values.
+    one = chains == 1
+    keys = z.ravel() if one else (z + off_k).ravel()
     order_flat = xp.argsort(keys, kind="stable")
     sorted_keys = keys[order_flat]
     # (new arrays of elementwise ops and gathers are C-contiguous, as the kernels read them)
-    zs = sorted_keys.reshape(chains, n) - off_k
+    zs = sorted_keys.reshape(chains, n) if one else sorted_keys.reshape(chains, n) - off_k
     # the int64 difference stored as int32, in one launch (what subtracting and then astype(int32) give)
     order = xp.subtract(order_flat.reshape(chains, n), off_n, out=xp.empty((chains, n), dtype=np.int32),
                         casting="unsafe")
-    offsets = xp.searchsorted(sorted_keys, search)[gather] - off_n  # int64
+    bounds = xp.searchsorted(sorted_keys, search)  # int64
+    offsets = bounds.reshape(1, k + 1) if one else bounds[gather] - off_n
     defines = dict(_defines(p, x.dtype))
     n_tiles = -(-n // defines["MIX_STATS_ROWS"])
     partial = xp.empty((chains, n_tiles + k, q), dtype=np.float64)

@@ -383,7 +383,8 @@ def _make_global_draws(model: Model):
         alpha = xp.maximum(alpha, 1e-300)
         # (2, cont.) means mu_j = m_n + L_j eps_j / sqrt(kappa_n), and the kernel parameters.
         mu, params = gibbs_params(log_pi, mn, kn, sigma, eps, dtype)
-        n_active = (counts > 0).sum(axis=1)
+        # counts are sums of ones, never negative or NaN: nonzero is positive (one reduction, no comparison)
+        n_active = xp.count_nonzero(counts, axis=1)
         return State(z, v, log_pi, mu, sigma, params, alpha, counts, loglik), Info(n_active)
 
     return draws

@@ -875,26 +875,46 @@ def _scale_number(scale, dtype, log):
     return np.log(v) if log else v
 
 
+def _same_dtype(dtype, dt) -> bool:
+    """Whether the ``dtype`` argument asks for ``dt`` (None does); False for anything else, which the
+    general path checks and refuses with its own message."""
+    if dtype is None:
+        return True
+    try:
+        return np.dtype(dtype) == dt
+    except TypeError:
+        return False
+
+
 def _gamma_device(rng, shape, scale, dtype, log):
-    """:func:`gamma` for the usual call on the GPU, with less host time per
+    """:func:`gamma` for the usual calls on the GPU, with less host time per
     call: ``shape`` a C-contiguous CuPy array of float32 or float64 and
-    ``scale`` a Python number (``size=None``), drawn in ``shape``'s dtype.
-    Returns None for any other call, which the general path takes."""
+    ``scale`` a Python number, or a C-contiguous CuPy array of ``shape``'s
+    shape and dtype (``size=None``), drawn in ``shape``'s dtype. Returns None
+    for any other call, which the general path takes; the draws and checks
+    are the general path's."""
     dt = shape.dtype
-    if dt not in _CTYPE or (dtype is not None and np.dtype(dtype) != dt) or not shape.flags.c_contiguous:
+    number = type(scale) in (float, int)
+    if number:
+        if dt not in _CTYPE or (dtype is not None and np.dtype(dtype) != dt) or not shape.flags.c_contiguous:
+            return None
+    elif dt not in _CTYPE or not _same_dtype(dtype, dt) or not shape.flags.c_contiguous or scale.dtype != dt \
+            or scale.shape != shape.shape or not scale.flags.c_contiguous:
         return None
     n = shape.size
     if n == 0:
         return None
     _check_index(n, "gamma")
-    sv = _scale_number(scale, dt, log)
+    sv = _scale_number(scale, dt, log) if number else None
     import cupy
 
     key, off = rng.key, rng.advance()
+    step = 0 if n == 1 else 1
     with annotate("gpumcmc.random.gamma", cupy):
+        sc = None if number else (cupy.log(scale) if log else scale)
         out = cupy.empty(shape.shape, dtype=dt)
-        # The kernel checks the shapes as it reads them (see _status).
-        _launch_gamma(shape, 0 if n == 1 else 1, None, 0, out, key, off, log, None, sv,
+        # The kernel checks the shapes (and scales) as it reads them (see _status).
+        _launch_gamma(shape, step, sc, 0 if number else step, out, key, off, log, None, sv,
                       ParamMessage(("shape", "scale"), shape.shape))
     return out
 
@@ -902,7 +922,8 @@ def _gamma_device(rng, shape, scale, dtype, log):
 
 def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_trials=False):
     """Implementation of :meth:`Generator.gamma` (``return_trials`` is for tests)."""
-    if size is None and not return_trials and type(scale) in (float, int) and _backend.is_cupy_array(shape):
+    if size is None and not return_trials and _backend.is_cupy_array(shape) and (
+            type(scale) in (float, int) or _backend.is_cupy_array(scale)):
         out = _gamma_device(rng, shape, scale, dtype, log)
         if out is not None:
             return out
@@ -948,8 +969,32 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
     return vals
 
 
+def _beta_device(rng, a, b, dtype):
+    """:func:`beta` for the usual call on the GPU, with less host time per call: ``a`` and ``b``
+    C-contiguous CuPy arrays of one shape and of float32 or float64 (``size=None``). Returns None for any
+    other call, which the general path takes; the draws and checks are the general path's."""
+    dt = a.dtype
+    if dt not in _CTYPE or b.dtype != dt or a.shape != b.shape or not _same_dtype(dtype, dt) \
+            or not (a.flags.c_contiguous and b.flags.c_contiguous):
+        return None
+    n = a.size
+    if n == 0:
+        return None
+    _check_index(2 * n, "beta")
+    import cupy
+
+    key, off = rng.key, rng.advance()
+    with annotate("gpumcmc.random.beta", cupy):
+        out = beta_cupy(a.reshape(-1), b.reshape(-1), n, key, off, describe=ParamMessage(("a", "b"), a.shape))
+    return out.reshape(a.shape)
+
+
 def beta(rng, a, b, size=None, dtype=None):
     """Implementation of :meth:`Generator.beta`."""
+    if size is None and _backend.is_cupy_array(a) and _backend.is_cupy_array(b):
+        out = _beta_device(rng, a, b, dtype)
+        if out is not None:
+            return out
     _v.check_real(a, "a")
     _v.check_real(b, "b")
     xp = rng.xp(a, b)

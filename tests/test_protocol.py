@@ -149,6 +149,57 @@ def test_an_update_of_shared_fields_is_made_once_and_gives_the_same_draws(world)
             np.testing.assert_array_equal(tau_o, tau_e)
 
 
+def test_shared_fields_reach_other_gpus_packed_by_dtype(monkeypatch):
+    """The copy of the shared fields to another GPU, with NumPy standing in for CuPy: each dtype's fields
+    go as one contiguous buffer (a strided field too; CuPy copies no strided array between GPUs), come
+    back as views of their shapes and values, None stays None, and shard 0's device keeps the arrays."""
+    import contextlib
+    import types
+
+    import gpumcmc.shards as gs
+    from gpumcmc.sampling import _protocol as P
+
+    copies = []
+
+    def peer_copy(xp, x, dev):
+        assert x.flags.c_contiguous and x.ndim == 1
+        copies.append((dev, x.dtype.str))
+        return x.copy()
+
+    class Event:
+        def record(self):
+            pass
+
+    stream = types.SimpleNamespace(wait_event=lambda e: None)
+    fake_np = types.SimpleNamespace(concatenate=np.concatenate, ascontiguousarray=np.ascontiguousarray,
+                                    cuda=types.SimpleNamespace(Event=lambda disable_timing: Event(),
+                                                               get_current_stream=lambda: stream))
+    shards = types.SimpleNamespace(xp=fake_np, devices=[0, 0, 1, 2], on=lambda i: contextlib.nullcontext())
+    monkeypatch.setattr(gs, "_peer_copy", peer_copy)
+
+    class S(NamedTuple):
+        z: object
+        a: object
+        b: object
+        c: object
+        d: object
+
+    rs = np.random.default_rng(0)
+    s0 = S(np.zeros(3), rs.random((2, 3)), rs.random((4, 5))[:, ::2], rs.random(3).astype(np.float32), None)
+    others = [S(np.full(3, i), None, None, None, None) for i in (1, 2, 3)]
+    out = P._share(shards, s0, [s0] + others, ("a", "b", "c", "d"))
+    assert out[0] is s0 and out[1].a is s0.a and out[1].b is s0.b      # shard 1 shares GPU 0
+    assert sorted(copies) == [(1, "<f4"), (1, "<f8"), (2, "<f4"), (2, "<f8")]
+    for i, st in enumerate(out[1:], start=1):
+        np.testing.assert_array_equal(st.z, others[i - 1].z)            # the local field is the shard's own
+        assert st.d is None
+        for f in ("a", "b", "c"):
+            np.testing.assert_array_equal(getattr(st, f), getattr(s0, f))
+            assert getattr(st, f).shape == getattr(s0, f).shape
+            assert getattr(st, f).dtype == getattr(s0, f).dtype
+    assert out[2].a is not s0.a and out[2].b.flags.c_contiguous
+
+
 def test_shared_names_must_be_fields_of_the_state():
     shards = Shards(n_virtual=2)
     alg = sharded(DataParallel(_init, _local, _update, shared=("mu", "sigma")), shards)

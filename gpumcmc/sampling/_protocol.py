@@ -357,27 +357,57 @@ def _local_stats(shards: Shards, local, gens: list, state, parts, options: dict)
 
 def _share(shards: Shards, s0, states: list, shared: tuple) -> list:
     """Every local shard's state after an update made on shard 0 alone (``s0``): ``states[i]`` (i > 0) with
-    the ``shared`` fields of ``s0``, copied to each other GPU once (every copy there waits for an event
-    recorded on shard 0 after the update, so no host synchronisation) and shared as they are by the shards
-    on shard 0's device."""
-    from ..shards import _peer_copy
-
-    xp, dev0 = shards.xp, shards.devices[0]
+    the ``shared`` fields of ``s0``, as they are on shard 0's device and as copies on each other GPU
+    (:func:`_pack`, :func:`_unpack_on`: one copy per dtype, waiting on that GPU for the update, not on the
+    host)."""
+    dev0 = shards.devices[0]
     fields = {f: getattr(s0, f) for f in shared}
     made = {dev0: fields}
-    ready = None
+    packed = None
     out = [s0]
     for i in range(1, len(states)):
         dev = shards.devices[i]
         if dev not in made:
-            if ready is None:
-                with shards.on(0):
-                    ready = xp.cuda.Event(disable_timing=True)
-                    ready.record()
-            with shards.on(i):
-                xp.cuda.get_current_stream().wait_event(ready)
-                made[dev] = {f: None if a is None else _peer_copy(xp, a, dev) for f, a in fields.items()}
+            if packed is None:
+                packed = _pack(shards, fields)
+            made[dev] = _unpack_on(shards, i, fields, *packed)
         out.append(states[i]._replace(**made[dev]))
+    return out
+
+
+def _pack(shards: Shards, fields: dict) -> tuple[dict, dict, Any]:
+    """``(groups, buffers, ready)``: the field names by dtype, each dtype's fields packed into one contiguous
+    buffer on shard 0's device (CuPy copies no strided array between GPUs), and an event recorded there
+    after the packing."""
+    xp = shards.xp
+    groups: dict = {}
+    for f, a in fields.items():
+        if a is not None:
+            groups.setdefault(a.dtype.str, []).append(f)
+    with shards.on(0):
+        bufs = {dt: xp.concatenate([fields[f].reshape(-1) for f in names]) if len(names) > 1
+                else xp.ascontiguousarray(fields[names[0]]).reshape(-1) for dt, names in groups.items()}
+        ready = xp.cuda.Event(disable_timing=True)
+        ready.record()
+    return groups, bufs, ready
+
+
+def _unpack_on(shards: Shards, i: int, fields: dict, groups: dict, bufs: dict, ready) -> dict:
+    """The fields of :func:`_pack`'s buffers on local shard ``i``'s GPU: one copy of each buffer, made there
+    after ``ready``, and views of it shaped as the fields."""
+    from ..shards import _peer_copy
+
+    xp, dev = shards.xp, shards.devices[i]
+    out = {f: None for f, a in fields.items() if a is None}
+    with shards.on(i):
+        xp.cuda.get_current_stream().wait_event(ready)
+        for dt, names in groups.items():
+            buf = _peer_copy(xp, bufs[dt], dev)
+            start = 0
+            for f in names:
+                a = fields[f]
+                out[f] = buf[start:start + a.size].reshape(a.shape)
+                start += a.size
     return out
 
 

@@ -334,6 +334,180 @@ nested_argsort_rows(const double* __restrict__ x, int n_rows, int n, long long* 
     }
 }
 
+// ---------------------------------------------------------------------------
+// The shrinkage rounds of the generic slice step (_NestedSteps._slice_masked in
+// gpumcmc/models/nested/algorithm.py), for a likelihood the host evaluates
+// between launches: every walker keeps its own slice i and round k, so a
+// walker that has found its point goes on to its next slice at once instead of
+// waiting for the slowest walker of the slice (the rounds of a step are the
+// most any walker needs in all, not the sum over slices of the most any walker
+// needs in each). A walker's draws are those of the compacting loop
+// (_slice_generic): the same directions and uniforms, in the same order:
+//
+//   slice i starts:  lo = -unif[i][0][w], hi = 1 + lo
+//   round k:         t = lo + (hi - lo) * unif[i][k + 1][w];  x' = x + t * dirs[i][w]
+//                    inside = every coordinate in (0, 1); the likelihood is
+//                    evaluated at clip(x', 1e-12, 1 - 1e-12) (prior transform v')
+//   after it:        l = inside ? pl : -inf;  accept if l > lstar[w]
+//                    (x = x', v = v', logl = l, next slice); else nrej += 1,
+//                    lo = t if t < 0, hi = t if t >= 0, and after max_shrink
+//                    misses the next slice (the walker stays where it is).
+//
+// The arithmetic is written with __dadd_rn / __dsub_rn / __dmul_rn so that no
+// multiply-add is contracted: every value is the NumPy expression's, bit for
+// bit. A walker is active while slice[w] < n_steps; an inactive walker's row
+// of uc is its current point (a valid point for the likelihood, whose value is
+// not read) and nothing of its state changes. Twin: _NumpyOps.slice_start /
+// slice_round in gpumcmc/models/nested/ops.py. One thread a walker
+// (grid-stride).
+__device__ __forceinline__ double nested_pos_inf() { return __longlong_as_double(0x7ff0000000000000ll); }
+
+__device__ __forceinline__ double nested_clip(double q) {  // numpy.clip(q, 1e-12, 1 - 1e-12), NaN kept
+    const double a = 1e-12, b = 1.0 - 1e-12;
+    return q < a ? a : (q > b ? b : q);
+}
+
+// The proposal of walker w's current round into prop, uc, tt and inside.
+__device__ __forceinline__ void nested_slice_propose(int w, const double* __restrict__ u,
+                                                     const double* __restrict__ dirs,
+                                                     const double* __restrict__ unif, const double* __restrict__ lo,
+                                                     const double* __restrict__ hi, const int* __restrict__ slice,
+                                                     const int* __restrict__ shrink, double* __restrict__ prop,
+                                                     double* __restrict__ uc, double* __restrict__ tt,
+                                                     int* __restrict__ inside, int n_walkers, int ndim, int n_steps,
+                                                     int max_shrink) {
+    const long long row = (long long)w * ndim;
+    const int i = slice[w];
+    if (i < n_steps) {
+        const double un = unif[((long long)i * (max_shrink + 1) + shrink[w] + 1) * n_walkers + w];
+        const double t = __dadd_rn(lo[w], __dmul_rn(__dsub_rn(hi[w], lo[w]), un));
+        const double* dir = dirs + ((long long)i * n_walkers + w) * ndim;
+        int in = 1;
+        for (int j = 0; j < ndim; ++j) {
+            const double q = __dadd_rn(u[row + j], __dmul_rn(t, dir[j]));
+            prop[row + j] = q;
+            uc[row + j] = nested_clip(q);
+            in &= (q > 0.0) & (q < 1.0);
+        }
+        tt[w] = t;
+        inside[w] = in;
+    } else {
+        for (int j = 0; j < ndim; ++j) {
+            prop[row + j] = u[row + j];
+            uc[row + j] = nested_clip(u[row + j]);
+        }
+        tt[w] = 0.0;
+        inside[w] = 0;
+    }
+}
+
+// A step's start: the walkers' states from their starts (u0, v0, l0), slice 0,
+// and the first proposals.
+extern "C" __global__ void __launch_bounds__(256)
+nested_slice_start(const double* __restrict__ u0, const double* __restrict__ v0, const double* __restrict__ l0,
+                   double* __restrict__ u, double* __restrict__ v, double* __restrict__ logl,
+                   const double* __restrict__ dirs, const double* __restrict__ unif, double* __restrict__ prop,
+                   double* __restrict__ uc, double* __restrict__ tt, int* __restrict__ inside,
+                   double* __restrict__ lo, double* __restrict__ hi, int* __restrict__ slice,
+                   int* __restrict__ shrink, double* __restrict__ nrej, int n_walkers, int ndim, int n_steps,
+                   int max_shrink) {
+    for (int w = blockIdx.x * blockDim.x + threadIdx.x; w < n_walkers; w += gridDim.x * blockDim.x) {
+        const long long row = (long long)w * ndim;
+        for (int j = 0; j < ndim; ++j) {
+            u[row + j] = u0[row + j];
+            v[row + j] = v0[row + j];
+        }
+        logl[w] = l0[w];
+        nrej[w] = 0.0;
+        slice[w] = 0;
+        shrink[w] = 0;
+        const double a = -unif[w];
+        lo[w] = a;
+        hi[w] = __dadd_rn(1.0, a);
+        nested_slice_propose(w, u, dirs, unif, lo, hi, slice, shrink, prop, uc, tt, inside, n_walkers, ndim,
+                             n_steps, max_shrink);
+    }
+}
+
+// A round: the likelihoods pl (n_walkers,) of the points v' = pv (n_walkers,
+// ndim) the host evaluated at uc, taken by each active walker as above, then
+// the next proposals. The evaluations of active walkers are added to *ncall;
+// *fine turns false when an active walker's inside value is NaN or +inf.
+// The last block to finish (sync: two zeroed counters, left zeroed) writes
+// (ticket << 1) | (any walker still active) to *word, a word of mapped host
+// memory that the host polls, so that it learns when a step is done without
+// a wait of its own.
+extern "C" __global__ void __launch_bounds__(256)
+nested_slice_round(double* __restrict__ u, double* __restrict__ v, double* __restrict__ logl,
+                   const double* __restrict__ lstar, const double* __restrict__ dirs,
+                   const double* __restrict__ unif, const double* __restrict__ pv, const double* __restrict__ pl,
+                   double* __restrict__ prop, double* __restrict__ uc, double* __restrict__ tt,
+                   int* __restrict__ inside, double* __restrict__ lo, double* __restrict__ hi,
+                   int* __restrict__ slice, int* __restrict__ shrink, double* __restrict__ nrej,
+                   bool* __restrict__ fine, long long* __restrict__ ncall, unsigned int* __restrict__ sync,
+                   unsigned long long* __restrict__ word, unsigned long long ticket, int n_walkers, int ndim,
+                   int n_steps, int max_shrink) {
+    __shared__ unsigned int s_eval;
+    __shared__ bool s_last;
+    if (threadIdx.x == 0) s_eval = 0u;
+    __syncthreads();
+    unsigned int evaluated = 0u;
+    int live = 0, bad = 0;
+    for (int w = blockIdx.x * blockDim.x + threadIdx.x; w < n_walkers; w += gridDim.x * blockDim.x) {
+        int i = slice[w];
+        if (i < n_steps) {
+            ++evaluated;
+            const long long row = (long long)w * ndim;
+            const double l = inside[w] ? pl[w] : -nested_pos_inf();
+            bad |= !(l < nested_pos_inf());
+            if (l > lstar[w]) {
+                for (int j = 0; j < ndim; ++j) {
+                    u[row + j] = prop[row + j];
+                    v[row + j] = pv[row + j];
+                }
+                logl[w] = l;
+                ++i;
+            } else {
+                const double t = tt[w];
+                if (t < 0.0) lo[w] = t;
+                else if (t >= 0.0) hi[w] = t;
+                nrej[w] += 1.0;
+                const int k = shrink[w] + 1;
+                if (k < max_shrink) shrink[w] = k;
+                else ++i;
+            }
+            if (i != slice[w]) {
+                slice[w] = i;
+                shrink[w] = 0;
+                if (i < n_steps) {
+                    const double a = -unif[(long long)i * (max_shrink + 1) * n_walkers + w];
+                    lo[w] = a;
+                    hi[w] = __dadd_rn(1.0, a);
+                }
+            }
+            live |= i < n_steps;
+        }
+        nested_slice_propose(w, u, dirs, unif, lo, hi, slice, shrink, prop, uc, tt, inside, n_walkers, ndim,
+                             n_steps, max_shrink);
+    }
+    if (evaluated) atomicAdd(&s_eval, evaluated);
+    const int any_bad = __syncthreads_or(bad);
+    const int any_live = __syncthreads_or(live);  // also orders s_eval's additions before its read
+    if (threadIdx.x == 0) {
+        if (any_bad) *fine = false;
+        if (s_eval) atomicAdd(reinterpret_cast<unsigned long long*>(ncall), (unsigned long long)s_eval);
+        if (any_live) atomicOr(&sync[1], 1u);
+        __threadfence();  // this block's flag before its count
+        s_last = atomicAdd(&sync[0], 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (s_last && threadIdx.x == 0) {  // every other block has added its flag
+        const unsigned int a = atomicExch(&sync[1], 0u);
+        atomicExch(&sync[0], 0u);
+        *reinterpret_cast<volatile unsigned long long*>(word) = (ticket << 1) | (a ? 1ull : 0ull);
+    }
+}
+
 #ifndef __CUDACC_RTC__
 template __global__ void sinusoid_ssq<float>(const float*, const float*, const float*, long long, int, long long,
                                              double*);

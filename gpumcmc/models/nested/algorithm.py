@@ -15,7 +15,10 @@ at once (:meth:`_NestedSteps._step`, over the :class:`LiveState` that
    whitened coordinates in turn (``cslice``), or a Gaussian random walk
    (``rwalk``); every walker of every run is evaluated in one batched
    ``loglike`` call per round, or every slice of every walker in one call of
-   the likelihood's own ``nested_fused_slice`` where it offers one;
+   the likelihood's own ``nested_fused_slice`` where it offers one (on CuPy
+   the rounds run over every walker at once, each walker on its own slice,
+   :meth:`_NestedSteps._slice_masked`; on NumPy over the walkers still
+   searching, :meth:`_NestedSteps._slice_generic`: the same points);
 3. the new points replace the dead ones, born at ``L*``.
 
 The prior volume shrinks by the R-th order statistic of N uniforms
@@ -25,8 +28,9 @@ live points is small (in ``estimator.py``, which also holds the settings);
 
 ``kernels_cu/nested.cu`` is this module's partner, through ``ops.py``: the
 bookkeeping of each iteration (``nested_progress``), the rows' argsort
-(``nested_argsort_rows``), and ``SinusoidModel``'s likelihood and fused
-slice step.
+(``nested_argsort_rows``), the generic slice step's rounds
+(``nested_slice_start``, ``nested_slice_round``), and ``SinusoidModel``'s
+likelihood and fused slice step.
 """
 
 from __future__ import annotations
@@ -77,6 +81,11 @@ class _NestedSteps:
     (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``, and ``_ops``,
     the launches of ``ops.py`` or their NumPy twins)."""
 
+    # How the generic slice step runs its shrinkage rounds: "masked" (every walker in every round, each on its
+    # own slice: _slice_masked) or "compact" (the walkers still searching on the slice they all share:
+    # _slice_generic); None: masked on CuPy, compact on NumPy. The two give the same points.
+    _rounds = None
+
     def _init(self, rng):
         """Every run's live points drawn from the prior, checked once on the host: a :class:`LiveState`."""
         xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
@@ -87,6 +96,7 @@ class _NestedSteps:
         self._eye = xp.eye(d)
         self._eye_eps = xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
+        self._ncall_dev = xp.zeros((), dtype=xp.int64)  # evaluations counted on the device (run() resets it)
         return LiveState(u, v, logl, birth, xp.ones((M,)))
 
     def _shrinkage(self):
@@ -106,8 +116,9 @@ class _NestedSteps:
         return logx_steps, step_offsets
 
     # -- evaluation -------------------------------------------------------------
-    def _eval(self, u):
-        """Physical points and log-likelihoods of unit-cube points ``u`` (..., ndim)."""
+    def _eval(self, u, count=True):
+        """Physical points and log-likelihoods of unit-cube points ``u`` (..., ndim); ``count=False`` leaves the
+        evaluations out of ``ncall`` (a caller that counts them on the device), not the call out of ``nbatch``."""
         xp = self.xp
         shape = u.shape[:-1]
         flat = u.reshape(-1, self.ndim)
@@ -118,7 +129,8 @@ class _NestedSteps:
                              f"it must return one value per point, shape (n,).")
         if getattr(v, "shape", None) != flat.shape:
             raise ValueError(f"prior_transform returned shape {getattr(v, 'shape', None)} for input {flat.shape}.")
-        self._ncall += flat.shape[0]
+        if count:
+            self._ncall += flat.shape[0]
         self._nbatch += 1
         return v.reshape(shape + (self.ndim,)), xp.asarray(logl, dtype=xp.float64).reshape(shape)
 
@@ -254,9 +266,8 @@ class _NestedSteps:
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
         # Slice sampling along random directions: an interval of width scale * w placed at random
         # around the start, shrunk towards it after each miss. The directions and every uniform a walker
-        # may need (max_shrink rounds per slice) are drawn up front, so the fused kernel and this path
-        # consume the same numbers. Each shrinkage round here evaluates the walkers still searching, all
-        # in one loglike call; their count is the one host synchronisation of a round.
+        # may need (max_shrink rounds per slice) are drawn up front, so the fused kernel and the generic
+        # rounds (_slice_masked, _slice_generic) consume the same numbers.
         W = M * R
         base = 2.0 * math.sqrt(d + 2.0)
         K = self.max_shrink
@@ -278,18 +289,48 @@ class _NestedSteps:
             self._ncall_dev += neval.sum()
             self._nbatch += 1
             fine = (lf < np.inf).all()
-        else:
+        elif self._locate or (self._rounds or ("compact" if xp is np else "masked")) == "compact":
+            # (the replay after a bad value checks each batch on the host, as the compacting rounds allow)
             uf, vf, lf, nrej, fine = self._slice_generic(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls,
                                                          dirs, U, fine)
+        else:
+            uf, vf, lf, nrej = self._slice_masked(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls, dirs, U,
+                                                  fine)
         u, v, l = uf.reshape(M, R, d), vf.reshape(M, R, d), lf.reshape(M, R)
         mean_rej = nrej.reshape(M, R).sum(axis=1) / (R * self._n_steps)
         scale = xp.clip(scale * xp.exp(0.2 * (1.0 - mean_rej)), 0.02, 50.0)
         return u, v, l, scale, fine
 
+    def _slice_masked(self, u, v, l, ls, dirs, U, fine):
+        """The slices of :meth:`_slice` through the batched ``loglike``, with every walker in every round: each
+        walker goes through its own slices (``ops.py``'s ``slice_start`` and ``slice_round``, one launch each on
+        CuPy, with no host synchronisation), so a walker that has found its point starts its next slice while
+        others still shrink theirs, and a step takes as many rounds as its busiest walker needs in all. The
+        points, misses, flag and evaluation count are those of :meth:`_slice_generic` (each walker consumes the
+        same directions and uniforms); ``nbatch`` counts the calls made, fewer.
+
+        ``loglike`` and ``prior_transform`` are called on all W rows every round: the rows of walkers that are
+        done hold their current points and their values are not read, nor counted in ``ncall`` (a likelihood
+        with side effects, or a counter of its own, sees more rows than ``ncall`` says). Whether any walker is
+        still searching is read from the device without a wait while the GPU is at most a round behind, so a
+        step may make one more call, in which no walker moves. ``u, v`` (W, ndim) and ``l`` (W,) are the
+        starts (not modified), ``ls`` (W,) the thresholds, ``fine`` the flag (turned False in place on a NaN or
+        +inf); returns the new points and the misses."""
+        ops, n_steps = self._ops, self._n_steps
+        st = ops.slice_start(u, v, l, ls, dirs, U, fine, self._ncall_dev)
+        for r in range(n_steps * self.max_shrink):  # each walker ends within n_steps * max_shrink rounds
+            pv, pl = self._eval(st.uc, count=False)
+            ops.slice_round(st, pv, pl)
+            # a walker needs n_steps rounds at least: no walker is done before the n_steps-th
+            if r + 1 >= n_steps and ops.slices_done(st):
+                break
+        return st.u, st.v, st.logl, st.nrej
+
     def _slice_generic(self, u, v, l, ls, dirs, U, fine):
         """The slices of :meth:`_slice` through the batched ``loglike``, one call per shrinkage round of the
-        walkers still searching: the fused step's twin. ``u, v`` (W, ndim) and ``l`` (W,) are the starts
-        (not modified), ``ls`` (W,) the thresholds; returns the new points, the misses and the flag."""
+        walkers still searching: the fused step's twin, and the rounds of NumPy. ``u, v`` (W, ndim) and ``l``
+        (W,) are the starts (not modified), ``ls`` (W,) the thresholds; returns the new points, the misses and
+        the flag."""
         xp, K = self.xp, self.max_shrink
         W = u.shape[0]
         uf, vf, lf = u.copy(), v.copy(), l.copy()

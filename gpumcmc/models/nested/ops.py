@@ -3,7 +3,10 @@
 * the sampler's operations, as the pair ``_GpuOps`` / ``_NumpyOps`` with the same method names
   (``_ops_for(xp)`` picks one): ``argsort_rows`` launches ``nested_argsort_rows``, its twin
   ``numpy.argsort``; ``progress`` makes the bookkeeping ``_GpuProgress``, whose ``push`` launches
-  ``nested_progress``, its twin ``_NumpyProgress``;
+  ``nested_progress``, its twin ``_NumpyProgress``; ``slice_start`` and ``slice_round`` launch
+  ``nested_slice_start`` and ``nested_slice_round`` (the generic slice step's shrinkage rounds over a
+  :class:`SliceRounds`), their twins the same names of ``_NumpyOps``, and ``slices_done`` reads whether
+  any walker is still searching (on CuPy from a word of mapped memory, without a wait of its own);
 * ``sinusoid_loglike``: ``sinusoid_ssq``; its twin ``sinusoid_loglike_tiles``;
 * ``sinusoid_fused_slice``: ``sinusoid_slice``; its twin the generic slice path of ``algorithm.py``
   (``_NestedSteps._slice_generic``) with the model's ``loglike``.
@@ -15,10 +18,51 @@ module of ``nested.cu`` is built on the first launch.
 
 from __future__ import annotations
 
+import ctypes
+import threading
+
 import numpy as np
 
 _KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>",
-            "nested_progress", "nested_argsort_rows")
+            "nested_progress", "nested_argsort_rows", "nested_slice_start", "nested_slice_round")
+
+# the clip of a proposal into the open unit cube before the prior transform (as in nested_clip of nested.cu)
+_CLIP_LO, _CLIP_HI = 1e-12, 1 - 1e-12
+
+
+class SliceRounds:
+    """The state of one slice step's shrinkage rounds: W walkers, each on its own slice and round.
+
+    Made by ``slice_start`` and advanced by ``slice_round`` (of :class:`_NumpyOps` or :class:`_GpuOps`),
+    which write these arrays in place; the likelihood is evaluated by the caller at ``uc`` between them.
+    A walker is *active* while ``slice < n_steps``; nothing of an inactive walker changes.
+
+    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point, its prior transform and log-likelihood
+      (its start until it moves), float64;
+    * ``lstar`` (W,) the thresholds; ``dirs`` (n_steps, W, ndim) the directions; ``unif`` (n_steps,
+      max_shrink + 1, W) the uniforms (read only);
+    * ``prop`` (W, ndim) the current proposals, ``uc`` the same clipped into [1e-12, 1 - 1e-12] (where
+      the likelihood is evaluated; an inactive walker's row is its current point), ``tt`` (W,) their
+      places on the slice, ``inside`` (W,) int32: 1 where the proposal is inside the unit cube;
+    * ``lo, hi`` (W,) the slice intervals; ``slice, shrink`` (W,) int32 each walker's slice and round;
+      ``nrej`` (W,) float64 its misses;
+    * ``fine`` () bool, turned False by a NaN or +inf likelihood of an active walker inside the cube, and
+      ``ncall`` () int64, to which each round adds its active walkers: the caller's arrays;
+    * on CuPy also ``word``, the :class:`_RoundWord` that the rounds report to.
+    """
+
+    __slots__ = ("u", "v", "logl", "lstar", "dirs", "unif", "prop", "uc", "tt", "inside", "lo", "hi", "slice",
+                 "shrink", "nrej", "fine", "ncall", "n_steps", "max_shrink", "word")
+
+    def __init__(self, xp, lstar, dirs, unif, fine, ncall):
+        n_steps, W, d = dirs.shape
+        f64 = np.float64
+        self.lstar, self.dirs, self.unif = lstar, dirs, unif
+        self.n_steps, self.max_shrink = n_steps, unif.shape[1] - 1
+        self.u, self.v, self.prop, self.uc = (xp.empty((W, d), dtype=f64) for _ in range(4))
+        self.logl, self.tt, self.lo, self.hi, self.nrej = (xp.empty((W,), dtype=f64) for _ in range(5))
+        self.inside, self.slice, self.shrink = (xp.empty((W,), dtype=np.int32) for _ in range(3))
+        self.fine, self.ncall, self.word = fine, ncall, None
 
 
 class _NumpyOps:
@@ -33,6 +77,71 @@ class _NumpyOps:
     def progress(self, n_runs, offsets, lag):
         """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_NumpyProgress`)."""
         return _NumpyProgress(n_runs, offsets)
+
+    # -- the generic slice step's rounds: the twins of nested_slice_start and nested_slice_round -------------
+    def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
+        """A :class:`SliceRounds` of W walkers started at ``u, v, logl`` (W, ndim) / (W,) (not modified) with
+        the thresholds ``lstar`` (W,), the directions ``dirs`` (n_steps, W, ndim) and the uniforms ``unif``
+        (n_steps, max_shrink + 1, W): every walker on slice 0, its first proposal made."""
+        st = SliceRounds(np, lstar, dirs, unif, fine, ncall)
+        st.u[...], st.v[...], st.logl[...] = u, v, logl
+        st.nrej[...] = 0.0
+        st.slice[...] = 0
+        st.shrink[...] = 0
+        st.lo[...] = -unif[0, 0]
+        st.hi[...] = 1.0 + st.lo
+        self._propose(st)
+        return st
+
+    def slice_round(self, st, pv, pl):
+        """Each active walker takes the log-likelihood ``pl`` (W,) of its proposal (its prior transform ``pv``
+        (W, ndim), evaluated at ``st.uc``): accepted above its threshold (then its next slice), else a miss
+        that shrinks its interval (the next slice after ``max_shrink`` misses); then the next proposals.
+        Rows of inactive walkers are not read."""
+        a = np.flatnonzero(st.slice < st.n_steps)
+        st.ncall[...] += a.size
+        lv = np.where(st.inside[a] != 0, pl[a], -np.inf)
+        if not (lv < np.inf).all():
+            st.fine[...] = False
+        ok = lv > st.lstar[a]
+        acc, miss = a[ok], a[~ok]
+        st.u[acc] = st.prop[acc]
+        st.v[acc] = pv[acc]
+        st.logl[acc] = lv[ok]
+        t = st.tt[miss]
+        st.lo[miss[t < 0]] = t[t < 0]
+        st.hi[miss[t >= 0]] = t[t >= 0]
+        st.nrej[miss] += 1.0
+        st.shrink[miss] += 1
+        nxt = np.concatenate([acc, miss[st.shrink[miss] >= st.max_shrink]])
+        st.slice[nxt] += 1
+        st.shrink[nxt] = 0
+        fresh = nxt[st.slice[nxt] < st.n_steps]
+        start = -st.unif[st.slice[fresh], 0, fresh]
+        st.lo[fresh] = start
+        st.hi[fresh] = 1.0 + start
+        self._propose(st)
+
+    def slices_done(self, st):
+        """Whether no walker is active any more."""
+        return not bool((st.slice < st.n_steps).any())
+
+    @staticmethod
+    def _propose(st):
+        """The active walkers' proposals: ``t = lo + (hi - lo) * unif[slice, shrink + 1]``, ``prop = u + t dirs``;
+        an inactive walker's proposal is its point."""
+        a = np.flatnonzero(st.slice < st.n_steps)
+        i = st.slice[a]
+        lo = st.lo[a]
+        t = lo + (st.hi[a] - lo) * st.unif[i, st.shrink[a] + 1, a]
+        q = st.u[a] + t[:, None] * st.dirs[i, a]
+        st.prop[...] = st.u
+        st.prop[a] = q
+        st.tt[...] = 0.0
+        st.tt[a] = t
+        st.inside[...] = 0
+        st.inside[a] = ((q > 0) & (q < 1)).all(axis=1)
+        np.clip(st.prop, _CLIP_LO, _CLIP_HI, out=st.uc)
 
 
 class _GpuOps:
@@ -62,10 +171,105 @@ class _GpuOps:
         """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_GpuProgress`)."""
         return _GpuProgress(self.xp, n_runs, offsets, lag)
 
+    # -- the generic slice step's rounds ---------------------------------------------------------------------
+    def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
+        """:meth:`_NumpyOps.slice_start` in one launch of ``nested_slice_start``."""
+        from ... import _kernel_args, _loader
+
+        f64 = np.float64
+        st = SliceRounds(self.xp, _loader.contiguous(lstar, f64), _loader.contiguous(dirs, f64),
+                         _loader.contiguous(unif, f64), fine, ncall)
+        st.word = _round_word(self.xp)
+        W, d = st.u.shape
+        fn = _loader.get_function("nested.cu", "nested_slice_start", _KERNELS)
+        fn((_slice_grid(W),), (256,),
+           _kernel_args.args("nested.cu", "nested_slice_start", u0=_loader.contiguous(u, f64),
+                             v0=_loader.contiguous(v, f64), l0=_loader.contiguous(logl, f64), u=st.u, v=st.v,
+                             logl=st.logl, dirs=st.dirs, unif=st.unif, prop=st.prop, uc=st.uc, tt=st.tt,
+                             inside=st.inside, lo=st.lo, hi=st.hi, slice=st.slice, shrink=st.shrink, nrej=st.nrej,
+                             n_walkers=_loader.i32(W), ndim=_loader.i32(d), n_steps=_loader.i32(st.n_steps),
+                             max_shrink=_loader.i32(st.max_shrink)))
+        return st
+
+    def slice_round(self, st, pv, pl):
+        """:meth:`_NumpyOps.slice_round` in one launch of ``nested_slice_round``, which also reports to the
+        round word whether any walker is still active (read by :meth:`slices_done`)."""
+        from ... import _kernel_args, _loader
+
+        f64 = np.float64
+        W, d = st.u.shape
+        word = st.word
+        word.ticket += 1
+        fn = _loader.get_function("nested.cu", "nested_slice_round", _KERNELS)
+        fn((_slice_grid(W),), (256,),
+           _kernel_args.args("nested.cu", "nested_slice_round", u=st.u, v=st.v, logl=st.logl, lstar=st.lstar,
+                             dirs=st.dirs, unif=st.unif, pv=_loader.contiguous(pv, f64),
+                             pl=_loader.contiguous(pl, f64), prop=st.prop, uc=st.uc, tt=st.tt, inside=st.inside,
+                             lo=st.lo, hi=st.hi, slice=st.slice, shrink=st.shrink, nrej=st.nrej, fine=st.fine,
+                             ncall=st.ncall, sync=word.sync, word=np.uint64(word.ptr),
+                             ticket=np.uint64(word.ticket), n_walkers=_loader.i32(W), ndim=_loader.i32(d),
+                             n_steps=_loader.i32(st.n_steps), max_shrink=_loader.i32(st.max_shrink)))
+        word.events[word.ticket & 1].record()
+
+    def slices_done(self, st):
+        """Whether no walker was active after the latest round, or (while the GPU has not finished it) after
+        the round before: the word the rounds write, read without a wait while the GPU is at most one round
+        behind, so a step may end one round late (a round in which no walker is active changes nothing)."""
+        word = st.word
+        t = word.ticket
+        x = word.host.value
+        if (x >> 1) + 1 < t:  # more than a round behind: wait for the previous round
+            word.events[(t - 1) & 1].synchronize()  # synchronize! (with the previous round's launch only)
+            x = word.host.value
+        return not (x & 1)
+
 
 def _ops_for(xp):
     """The sampler's operations on the array module ``xp``: :class:`_NumpyOps` or :class:`_GpuOps`."""
     return _NumpyOps() if xp is np else _GpuOps(xp)
+
+
+def _slice_grid(n_walkers):
+    """Blocks of 256 threads for ``nested_slice_start`` / ``nested_slice_round``: a thread a walker, capped
+    (the kernels loop over the rest)."""
+    return max(1, min(-(-n_walkers // 256), 4096))
+
+
+class _RoundWord:
+    """The word of mapped host memory that ``nested_slice_round`` writes after each round: ``(ticket << 1) |
+    any walker still active``, where ``ticket`` counts the rounds launched on this word. One per thread,
+    device and stream (rounds on one stream finish in order, so the word only moves forward), never freed
+    (as the status words of ``gpumcmc._status``): made on the first slice step there.
+
+    ``sync`` holds the two counters by which the launch's last block finds the flag of every block (left
+    zeroed by each launch); ``events`` mark the last two rounds, for the wait of :meth:`_GpuOps.slices_done`
+    when the GPU falls behind.
+    """
+
+    __slots__ = ("ptr", "host", "ticket", "sync", "events")
+
+    def __init__(self, cp):
+        self.ptr = cp.cuda.runtime.hostAlloc(8, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
+        self.host = ctypes.c_uint64.from_address(self.ptr)  # .value reads the memory each time
+        self.host.value = 0
+        self.ticket = 0
+        self.sync = cp.zeros(2, dtype=cp.uint32)
+        self.events = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
+
+
+_round_words = threading.local()
+
+
+def _round_word(cp):
+    """This thread's :class:`_RoundWord` for the current device and stream."""
+    words = getattr(_round_words, "by_stream", None)
+    if words is None:
+        words = _round_words.by_stream = {}
+    key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+    word = words.get(key)
+    if word is None:
+        word = words[key] = _RoundWord(cp)
+    return word
 
 
 class _NumpyProgress:

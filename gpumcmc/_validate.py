@@ -321,3 +321,15 @@ def check_real(p, name: str) -> None:
                         "e.g. x.real or abs(x).")
     raise TypeError(f"{name} must hold real numbers, got dtype {np.dtype(dt)}; convert it first, "
                     "e.g. numpy.asarray(x, dtype=float).")
+
+
+def gone(module: str, name: str, new: str):
+    """A stand-in for the removed ``module.name``: calling it raises AttributeError naming ``new``, its
+    replacement."""
+
+    def moved(*args, **kwargs):
+        raise AttributeError(f"{module}.{name} is gone: use {new}.")
+
+    moved.__name__ = name
+    moved.__doc__ = f"Gone: use {new}."
+    return moved

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import backend as _backend
+from ... import _validate, backend as _backend
 from ..._config import config
 from ...glm import pointwise_loglik
 from ...shards import Replica, balanced_cuts
@@ -565,12 +565,7 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
 
 
 def _moved(name: str, new: str):
-    def moved(*args, **kwargs):
-        raise AttributeError(f"gpumcmc.models.glm.{name} is gone: use {new}.")
-
-    moved.__name__ = name
-    moved.__doc__ = f"Gone: use {new}."
-    return moved
+    return _validate.gone("gpumcmc.models.glm", name, new)
 
 
 _ROWS = "gpumcmc.sampling.sharded(over_rows(family, sigma_noise, n_warmup, max_steps_out, max_shrink), shards)"

@@ -354,12 +354,7 @@ def sharded_gibbs(shards: Shards) -> Algorithm:
 
 
 def _moved(name: str, new: str):
-    def moved(*args, **kwargs):
-        raise AttributeError(f"gpumcmc.models.lda.{name} is gone: use {new}.")
-
-    moved.__name__ = name
-    moved.__doc__ = f"Gone: use {new}."
-    return moved
+    return _validate.gone("gpumcmc.models.lda", name, new)
 
 
 init_sharded = _moved("init_sharded", "sharded_gibbs(shards).init(rng, shard_data(parts, shards, n_words, "

@@ -161,12 +161,7 @@ def _quiet(alg: Algorithm) -> Algorithm:
 
 
 def _moved(name: str, new: str):
-    def moved(*args, **kwargs):
-        raise AttributeError(f"gpumcmc.models.mixture.{name} is gone: use {new}.")
-
-    moved.__name__ = name
-    moved.__doc__ = f"Gone: use {new}."
-    return moved
+    return _validate.gone("gpumcmc.models.mixture", name, new)
 
 
 init_sharded = _moved("init_sharded", "sharded_gibbs(shards).init(rng, gibbs_parts(models, shards, n), chains)")

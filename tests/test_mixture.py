@@ -432,11 +432,12 @@ def test_gpu_recovers_planted(cp):
     assert np.isfinite(gm.score(X))
 
 
+@pytest.mark.parametrize("chains", [1, 2])  # one chain skips the per-chain offsets
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("p,k", [(2, 5), (14, 300)])
-def test_stats_kernel_matches_twin(cp, dtype, p, k):
+def test_stats_kernel_matches_twin(cp, dtype, p, k, chains):
     rs = np.random.default_rng(9)
-    n, chains = 5000, 2
+    n = 5000
     x = rs.normal(0, 2, (n, p))
     model = mx.make_model(cp.asarray(x), k, dtype=dtype)
     # skewed sizes: one component holds most rows (many tiles), some stay empty
@@ -947,3 +948,81 @@ def test_bem_keeps_its_largest_component_on_few_events():
         m = DPGaussianMixture(n_components=16, method="bem", n_iter=n_iter, progress=False, backend="numpy",
                               random_state=0).fit(X)
         assert np.isclose(m.weights_.max(), 1.0) and np.isfinite(m.score(X))
+
+
+# ---------------------------------------------------------------------------
+# The Gibbs sweep's host work: fewer launches, the same values bit for bit
+# ---------------------------------------------------------------------------
+
+def _rng_on(xp, seed):
+    return default_rng(seed, backend="numpy" if xp is np else "cupy")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_bartlett_factor_is_tril_of_its_normals_with_the_chi_diagonal(xp, dtype, batch):
+    """The factor (where with a cached mask, the diagonal copied through a strided view) is what tril and
+    an indexed write of the diagonal give from the same draws, bit for bit."""
+    from gpumcmc.random import _wishart
+
+    p = 4
+    df = xp.asarray(np.linspace(4.0, 12.0, int(np.prod(batch))).reshape(batch), dtype=dtype)
+    for _ in range(2):  # the second call reads the cached constants
+        a = _wishart.bartlett_factor(_rng_on(xp, 3), df, batch, p, np.dtype(dtype), xp)
+    r = _rng_on(xp, 3)
+    diag = xp.sqrt(2 * r.gamma((df[..., None] - xp.arange(p, dtype=dtype)) / 2, dtype=dtype))
+    ref = xp.tril(r.standard_normal(batch + (p, p), dtype=dtype), -1)
+    idx = xp.arange(p)
+    ref[..., idx, idx] = diag
+    assert a.dtype == dtype and a.shape == batch + (p, p)
+    np.testing.assert_array_equal(to_np(a), to_np(ref))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_invwishart_hands_solve_a_view_of_the_same_values(xp, dtype):
+    """invwishart passes C^T to the solver as a view; the draw equals the one made from a contiguous copy."""
+    from gpumcmc.random import _wishart
+
+    rs = np.random.default_rng(4)
+    p, k = 5, 6
+    g = rs.normal(size=(k, p, p))
+    psi = xp.asarray(g @ np.swapaxes(g, -1, -2) + p * np.eye(p), dtype=dtype)
+    df = xp.asarray(np.linspace(p + 1.0, p + 9.0, k), dtype=dtype)
+    got = _rng_on(xp, 8).invwishart(df, psi, dtype=dtype)
+    c = xp.linalg.cholesky(psi)
+    a = _wishart.bartlett_factor(_rng_on(xp, 8), df, (k,), p, np.dtype(dtype), xp)
+    m = xp.swapaxes(xp.linalg.solve(a, xp.ascontiguousarray(xp.swapaxes(c, -1, -2))), -1, -2)
+    w = m @ xp.swapaxes(m, -1, -2)
+    np.testing.assert_array_equal(to_np(got), to_np(0.5 * (w + xp.swapaxes(w, -1, -2))))
+
+
+def test_log_pi_l1_gives_alphas_log1p_of_the_clipped_sticks(xp):
+    """The alpha draw sums log_pi's log1p(-min(v, _V_MAX)) over the sticks j < k: after the clip that is
+    log1p(-v_j) bit for bit, also for sticks at the clip's bounds."""
+    rs = np.random.default_rng(5)
+    vb = np.concatenate([rs.random((3, 40)), np.full((3, 2), 1.0), np.full((3, 2), 1e-310)], axis=1)
+    vb = xp.asarray(vb)
+    v = xp.concatenate([xp.clip(vb, 1e-300, algorithm._V_MAX), xp.ones((3, 1))], axis=1)
+    log_pi, l1 = algorithm._log_pi_l1(v)
+    np.testing.assert_array_equal(to_np(l1[:, :-1]), to_np(xp.log1p(-v[:, :-1])))
+    np.testing.assert_array_equal(to_np(log_pi), to_np(algorithm._log_pi(v)))
+    assert np.isfinite(to_np(l1)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (3, 5)])
+def test_gpu_beta_and_gamma_of_device_arrays_draw_as_the_general_path(cp, dtype, shape):
+    """Beta of two C-contiguous device arrays, and Gamma with a device array of scales, skip the general
+    path's argument handling; size=shape takes the general path: the same draws, bit for bit."""
+    rs = np.random.default_rng(6)
+    a = cp.asarray(rs.uniform(0.5, 4.0, shape), dtype=dtype)
+    b = cp.asarray(rs.uniform(0.5, 4.0, shape), dtype=dtype)
+    for call in (lambda r, **kw: r.beta(a, b, **kw), lambda r, **kw: r.gamma(a, b, **kw),
+                 lambda r, **kw: r.gamma(a, b, log=True, **kw), lambda r, **kw: r.gamma(a, 2.0, **kw)):
+        fast = call(default_rng(7, backend="cupy"))
+        general = call(default_rng(7, backend="cupy"), size=shape)
+        assert fast.dtype == general.dtype == dtype and fast.shape == general.shape == shape
+        np.testing.assert_array_equal(to_np(fast), to_np(general))
+    with pytest.raises(ValueError, match="a must be positive"):
+        default_rng(7, backend="cupy").beta(-a, b)
+

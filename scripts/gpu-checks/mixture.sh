@@ -15,3 +15,13 @@ python benchmarks/mixture.py --profile-fit --out "$OUT/mixture_fit_profile.json"
 # on a machine of 2 or 4 GPUs: the sharded tests and fit(devices=...) efficiency (mixture row of the scaling section)
 # python -m pytest -m gpu tests/test_mixture.py -q -p no:cacheprovider -k shard
 # python ../shared/bench/user_path.py scaling --out "$OUT/user_path_scaling.json"
+# --- the Gibbs sweep's host work (fewer launches per sweep, the same values bit for bit) ---
+# the GPU tests of the mixture and the protocol with every launch's arguments checked: the one-chain statistics
+# against the twin (test_stats_kernel_matches_twin[...-1]), the Bartlett factor and invwishart against their
+# previous construction, the Beta/Gamma device fast paths against the general path, sharded fits against one device
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_mixture.py tests/test_protocol.py -q -p no:cacheprovider 2>&1 | tail -40
+# the variates the sweep draws through (Wishart, Gamma, Beta) on the GPU against their twins
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_wishart.py tests/test_gamma.py -q -p no:cacheprovider 2>&1 | tail -10
+# per-iteration ms of the public fit against its bare step (goal: fit_default_ms <= 4.0 at n = 2^20, k = 256)
+python -m benchmarks.probes.mixture_fit_overhead --out "$OUT/mixture_fit_overhead.json"
+python ../shared/bench/user_path.py mixture --out "$OUT/user_path_mixture_host.json"

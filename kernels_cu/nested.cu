@@ -373,7 +373,7 @@ __device__ __forceinline__ void nested_slice_propose(int w, const double* __rest
                                                      const double* __restrict__ unif, const double* __restrict__ lo,
                                                      const double* __restrict__ hi, const int* __restrict__ slice,
                                                      const int* __restrict__ shrink, double* __restrict__ prop,
-                                                     double* __restrict__ uc, double* __restrict__ tt,
+                                                     double* uc, double* __restrict__ tt,
                                                      int* __restrict__ inside, int n_walkers, int ndim, int n_steps,
                                                      int max_shrink) {
     const long long row = (long long)w * ndim;
@@ -431,7 +431,9 @@ nested_slice_start(const double* __restrict__ u0, const double* __restrict__ v0,
 
 // A round: the likelihoods pl (n_walkers,) of the points v' = pv (n_walkers,
 // ndim) the host evaluated at uc, taken by each active walker as above, then
-// the next proposals. The evaluations of active walkers are added to *ncall;
+// the next proposals (pv may be uc itself, for an identity prior transform:
+// neither is __restrict__, and a walker reads its row of pv before it writes
+// its row of uc). The evaluations of active walkers are added to *ncall;
 // *fine turns false when an active walker's inside value is NaN or +inf.
 // The last block to finish (sync: two zeroed counters, left zeroed) writes
 // (ticket << 1) | (any walker still active) to *word, a word of mapped host
@@ -440,8 +442,8 @@ nested_slice_start(const double* __restrict__ u0, const double* __restrict__ v0,
 extern "C" __global__ void __launch_bounds__(256)
 nested_slice_round(double* __restrict__ u, double* __restrict__ v, double* __restrict__ logl,
                    const double* __restrict__ lstar, const double* __restrict__ dirs,
-                   const double* __restrict__ unif, const double* __restrict__ pv, const double* __restrict__ pl,
-                   double* __restrict__ prop, double* __restrict__ uc, double* __restrict__ tt,
+                   const double* __restrict__ unif, const double* pv, const double* __restrict__ pl,
+                   double* __restrict__ prop, double* uc, double* __restrict__ tt,
                    int* __restrict__ inside, double* __restrict__ lo, double* __restrict__ hi,
                    int* __restrict__ slice, int* __restrict__ shrink, double* __restrict__ nrej,
                    bool* __restrict__ fine, long long* __restrict__ ncall, unsigned int* __restrict__ sync,

@@ -48,11 +48,12 @@ class SliceRounds:
       ``nrej`` (W,) float64 its misses;
     * ``fine`` () bool, turned False by a NaN or +inf likelihood of an active walker inside the cube, and
       ``ncall`` () int64, to which each round adds its active walkers: the caller's arrays;
-    * on CuPy also ``word``, the :class:`_RoundWord` that the rounds report to.
+    * on CuPy also ``word``, the :class:`_RoundWord` that the rounds report to, and ``first``, the ticket of
+      this step's first round.
     """
 
     __slots__ = ("u", "v", "logl", "lstar", "dirs", "unif", "prop", "uc", "tt", "inside", "lo", "hi", "slice",
-                 "shrink", "nrej", "fine", "ncall", "n_steps", "max_shrink", "word")
+                 "shrink", "nrej", "fine", "ncall", "n_steps", "max_shrink", "word", "first")
 
     def __init__(self, xp, lstar, dirs, unif, fine, ncall):
         n_steps, W, d = dirs.shape
@@ -62,7 +63,7 @@ class SliceRounds:
         self.u, self.v, self.prop, self.uc = (xp.empty((W, d), dtype=f64) for _ in range(4))
         self.logl, self.tt, self.lo, self.hi, self.nrej = (xp.empty((W,), dtype=f64) for _ in range(5))
         self.inside, self.slice, self.shrink = (xp.empty((W,), dtype=np.int32) for _ in range(3))
-        self.fine, self.ncall, self.word = fine, ncall, None
+        self.fine, self.ncall, self.word, self.first = fine, ncall, None, 0
 
 
 class _NumpyOps:
@@ -180,6 +181,7 @@ class _GpuOps:
         st = SliceRounds(self.xp, _loader.contiguous(lstar, f64), _loader.contiguous(dirs, f64),
                          _loader.contiguous(unif, f64), fine, ncall)
         st.word = _round_word(self.xp)
+        st.first = st.word.ticket + 1
         W, d = st.u.shape
         fn = _loader.get_function("nested.cu", "nested_slice_start", _KERNELS)
         fn((_slice_grid(W),), (256,),
@@ -216,10 +218,10 @@ class _GpuOps:
         the round before: the word the rounds write, read without a wait while the GPU is at most one round
         behind, so a step may end one round late (a round in which no walker is active changes nothing)."""
         word = st.word
-        t = word.ticket
+        need = max(word.ticket - 1, st.first)  # the oldest round of this step whose word may decide
         x = word.host.value
-        if (x >> 1) + 1 < t:  # more than a round behind: wait for the previous round
-            word.events[(t - 1) & 1].synchronize()  # synchronize! (with the previous round's launch only)
+        if (x >> 1) < need:  # the GPU is further behind: wait for that round
+            word.events[need & 1].synchronize()  # synchronize! (with that round's launch only)
             x = word.host.value
         return not (x & 1)
 

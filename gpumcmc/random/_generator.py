@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _validate
@@ -41,7 +43,7 @@ class Generator(PhiloxStream):
         dtype = _validate.check_float_dtype(dtype)
         xp = self.xp(*params)
         shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else size_tuple(size)
-        n = int(np.prod(shape, dtype=np.int64))
+        n = math.prod(shape)  # (ints: np.prod's array conversion costs host time on every draw)
         with annotate(f"gpumcmc.random.{kind}", xp):
             flat = _fill.fill(xp, kind, n, dtype, self._key, self.advance())
         return xp, flat.reshape(shape)

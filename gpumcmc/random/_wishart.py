@@ -107,11 +107,11 @@ def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
     _v.check_real(scale, "scale")
     xp = rng.xp(df, scale)
     dtype = resolve_dtype(dtype, df, scale)
-    s = _as(scale, xp, dtype)
+    s = scale if type(scale) is xp.ndarray and scale.dtype == dtype else _as(scale, xp, dtype)  # (as _as gives)
     if s.ndim < 2 or s.shape[-1] != s.shape[-2] or s.shape[-1] == 0:
         raise ValueError(f"scale must have shape (..., p, p) with p >= 1, got {s.shape}.")
     p = s.shape[-1]
-    d = _as(df, xp, dtype)
+    d = df if type(df) is xp.ndarray and df.dtype == dtype else _as(df, xp, dtype)
     batch = out_shape(size, d, shapes=[s.shape[:-2]])
     if math.prod(batch) == 0:
         return xp.empty(batch + (p, p), dtype=dtype)

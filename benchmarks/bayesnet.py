@@ -187,7 +187,7 @@ def run(bench):
 
 
 def _bare_step_ms(X, same, iters):
-    """ms per iteration of the sampler's own step (``algorithm.step``) in a loop: every colour's sweep,
+    """ms per iteration of the sampler's own step (``algorithm.collective`` on one shard) in a loop: every colour's sweep,
     the counts, the Dirichlet parameters, the gamma draw and the normalisation, with no driver, kept
     draws, progress or checks around them."""
     import cupy as cp
@@ -195,17 +195,20 @@ def _bare_step_ms(X, same, iters):
     from gpumcmc import _validate
     from gpumcmc.models.bayesnet import algorithm
     from gpumcmc.random import default_rng
+    from gpumcmc.sampling import sharded
 
     truth = BayesianNetwork.koller()
     plan = bn._Plan(truth)
     rng = default_rng(0, backend="cupy")
-    data, start = algorithm.init(rng, X, plan, algorithm._Single(cp), [same] * iters, len(X))
+    sh = algorithm._one_shard(cp)
+    alg = sharded(algorithm.collective(plan, [same] * iters), sh)
+    start = alg.init(rng, algorithm.case_parts(X, plan, sh, len(X)))
 
     def loop(n):
         state = start
         with _validate.deferred():
             for _ in range(n):
-                state, _ = algorithm.step(rng, state, data)
+                state, _ = alg.step(rng, state)
         _validate.check()
 
     return per_iteration_ms(loop, 5, 205)

@@ -1,5 +1,6 @@
 """SAME-replicated chromatic Gibbs for discrete Bayesian networks with missing cells (Seita, Chen &
-Canny), as ``init`` and ``step`` for :func:`gpumcmc.sampling.run`.
+Canny), as a :class:`gpumcmc.sampling.Collective` (:func:`collective`) that
+:func:`gpumcmc.sampling.sharded` runs over the parts of the cases (:func:`case_parts`), one per device.
 
 An iteration visits the batches of cases in turn (one batch unless ``batch_size`` splits them).
 At each visit, colour group by colour group of the moral graph, every missing cell of that
@@ -16,8 +17,11 @@ are in each other's Markov blanket.
 Each batch is cut into parts, one per device, at whole blocks of the cell order (see
 :meth:`_Plan.batch`): every missing cell draws from the Philox counter of its place in the whole
 batch's list of cells, so the draws for a seed do not depend on the devices. Each device sweeps
-and counts its own part; the counts are summed over the devices, and every device draws the
-same CPTs from the sums with the same key.
+and counts its own part; the counts are summed over the devices (the ``reduce`` that ``sharded``
+hands the step: once a batch, so an iteration of several batches sums several times, which makes
+it a Collective), and the first device draws the CPTs from the sums; the others read its draw.
+One device is one shard of one: ``sharded(collective(...), one_device(1))``, whose sum is the
+identity.
 
 The kernels are in ``kernels_cu/bayesnet.cu``, the partner of this module and of :mod:`.ops`
 (their launchers and their NumPy twin); :class:`_Plan` and :class:`_Batch` hold the arrays in
@@ -25,13 +29,13 @@ the layout documented there.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
+from gpumcmc.sampling import Collective
 
 from .ops import _GpuOps, _NumpyOps
 
@@ -39,7 +43,7 @@ from .ops import _GpuOps, _NumpyOps
 class Data(NamedTuple):
     """What a fit keeps fixed: the layout, the settings, the launchers."""
 
-    sh: Any          # the local shards (a Shards, or _Single for one part on one device)
+    sh: Any          # the local shards (one shard of one for a fit without devices: _one_shard)
     xp: Any          # numpy or cupy
     plan: Any        # _Plan: the network as flat arrays
     ops: list        # per local shard: its _GpuOps or _NumpyOps
@@ -63,40 +67,81 @@ class State(NamedTuple):
     bads: list       # per local shard: int32 (1,), set where a missing cell had no possible state
 
 
-def init(rng, X, plan, sh, ms, batch_size, prior=1.0, cpts=None):
-    """``(Data, State)`` of a fit of the cases ``X`` (int, (n_cases, n_nodes), -1 for missing) split over
-    the local shards ``sh``, in batches of ``batch_size`` cases, with ``ms[t]`` replicas at iteration t:
-    every replica's missing cells drawn uniformly and the CPTs uniform, or ``cpts`` (node -> table) held
-    fixed."""
+def case_parts(X, plan, shards, batch_size) -> list:
+    """The cases ``X`` (int, (n_cases, n_nodes), -1 for missing) cut for ``shards``: ``parts[i][q]``, local
+    shard i's part (a :class:`_Batch`) of batch q, the batches ``batch_size`` cases each, each cut at whole
+    blocks of the cell order, so that every cell draws from the Philox counter of its place in its batch
+    whatever the devices."""
+    n = X.shape[0]
+    obs = np.where(X < 0, 0, X).astype(np.uint8)
+    block = _block_rows(min(n, batch_size))
+    by_batch = []
+    for s in range(0, n, batch_size):
+        e = min(n, s + batch_size)
+        cuts = _block_cuts(s, e, block)
+        every = _shards.bounds(len(cuts) - 1, shards.world)
+        by_batch.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block)
+                         for r in shards.ranks])
+    return [list(p) for p in zip(*by_batch)]
+
+
+def collective(plan, ms, prior=1.0, cpts=None) -> Collective:
+    """The sampler as a :class:`gpumcmc.sampling.Collective` over :func:`case_parts`: ``ms[t]`` replicas at
+    iteration t, the Dirichlet ``prior`` of every CPT row, or ``cpts`` (node -> table) held fixed.
+
+    ``init(rng, parts, shards)`` draws every replica's missing cells uniformly and starts the CPTs
+    uniform (or at ``cpts``); ``step(rng, state, parts, shards, reduce)`` is :func:`step`. Its state
+    holds what the parts need between iterations, so one such algorithm serves one fit.
+    """
+    held: dict = {}
+
+    def init(rng, parts, shards):
+        data, state = _start(rng, parts, shards, plan, list(ms), prior, cpts)
+        held["data"] = data
+        return state
+
+    def step_(rng, state, parts, shards, reduce):
+        return step(rng, state, held["data"], reduce)
+
+    return Collective(init, step_)
+
+
+def _start(rng, parts, sh, plan, ms, prior, cpts):
+    """``(Data, State)`` of a fit over the local shards ``sh`` of ``parts`` (:func:`case_parts`): every
+    replica's missing cells drawn uniformly and the CPTs uniform, or ``cpts`` held fixed."""
     xp = sh.xp
     m_max = max(ms)
     ops = []
     for i in range(len(sh)):
         with sh.on(i):
             ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
-    parts, Zs, resident = _layout(X, batch_size, sh, rng, xp, plan, m_max)
+    by_batch = [list(row) for row in zip(*parts)]
+    Zs, resident = _impute(by_batch, sh, rng, xp, plan, m_max)
     learn = cpts is None
     with sh.on(0):
         logc = xp.asarray(plan.uniform_logc() if learn else plan.logc_of(cpts))
-        total = xp.zeros(plan.C, dtype=xp.float64) if learn and len(parts) > 1 else None
+        total = xp.zeros(plan.C, dtype=xp.float64) if learn and len(by_batch) > 1 else None
     bads = []
     for i in range(len(sh)):
         with sh.on(i):
             bads.append(xp.zeros(1, dtype=xp.int32))
-    data = Data(sh, xp, plan, ops, parts, resident, list(ms), m_max, prior, learn)
-    return data, State(0, logc, Zs, total, [None] * len(parts), bads)
+    data = Data(sh, xp, plan, ops, by_batch, resident, ms, m_max, prior, learn)
+    return data, State(0, logc, Zs, total, [None] * len(by_batch), bads)
 
 
-def step(rng, state, data):
+def step(rng, state, data, reduce=None):
     """One iteration: every batch visited once, its missing cells swept in m replicas, then (when
-    learning) the CPTs drawn from the counts. No host-device synchronisation."""
+    learning) the CPTs drawn from the counts summed over the shards by ``reduce`` (None: the shards'
+    all-reduce, the identity over one). No host-device synchronisation."""
+    if reduce is None:
+        reduce = data.sh.allreduce if data.sh.world > 1 else list
     m = data.ms[state.t]
     logc, total, last, Zs = state.logc, state.total, list(state.last), list(state.Zs)
     for q, row in enumerate(data.parts):
         off = rng.advance(1)
         counts = _sweep(rng.key, off, m, row, logc, Zs, state.bads, data)
         if data.learn:
-            logc, last[q] = _draw_cpts(rng, m, counts, total, last[q], data)
+            logc, last[q] = _draw_cpts(rng, m, reduce(counts), total, last[q], data)
         if not data.resident:
             for i, b in enumerate(row):
                 if b.n:
@@ -133,8 +178,6 @@ def _draw_cpts(rng, m, counts, total, last, data):
     counts of the other batches: ``(logc, this batch's counts for its next visit)``. ``total`` is
     updated in place."""
     sh, xp = data.sh, data.xp
-    if sh.world > 1:
-        sh.allreduce(counts)
     with sh.on(0):
         # counts are whole numbers below 2**53, so every sum here is exact
         if len(data.parts) == 1:  # the total is this batch's counts: one launch
@@ -187,22 +230,10 @@ def _uniforms(xp, key, off, m_max, b):
     return _fill.uniform_at(xp, xp.asarray(elements), np.float64, key, off)
 
 
-def _layout(X, bs, sh, rng, xp, plan, m_max):
-    """The cases ``X`` in batches of ``bs`` and each batch in parts, one per local shard of ``sh``,
-    cut at whole blocks of the cell order: ``parts[q][i]``, shard i's part of batch q, with every
-    replica's imputed cells drawn uniformly; and, where there is one batch, each part's case
-    matrix ``Zs[i]`` on its device (``resident``; else the parts are loaded at each visit)."""
-    n, V = X.shape
-    obs = np.where(X < 0, 0, X).astype(np.uint8)
-    block = _block_rows(min(n, bs))
-    # parts[q][i]: local shard i's part of batch q (global rows s..e), cut at whole blocks
-    parts = []
-    for s in range(0, n, bs):
-        e = min(n, s + bs)
-        cuts = _block_cuts(s, e, block)
-        every = _shards.bounds(len(cuts) - 1, sh.world)
-        parts.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block)
-                      for r in sh.ranks])
+def _impute(parts, sh, rng, xp, plan, m_max):
+    """``(Zs, resident)``: every replica's imputed cells of every part (``parts[q][i]``) drawn uniformly
+    into its ``vals``; and, where there is one batch, each part's case matrix ``Zs[i]`` on its device
+    (``resident``; else the parts are loaded at each visit and their cells kept in host memory)."""
     resident = len(parts) == 1
     # the imputed cells of every replica, per part: (m_max, M) state indices, uniform at the start
     for row in parts:
@@ -219,8 +250,8 @@ def _layout(X, bs, sh, rng, xp, plan, m_max):
     if resident:
         for i, b in enumerate(parts[0]):
             with sh.on(i):
-                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, V), dtype=xp.uint8)
-    return parts, Zs, resident
+                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, b.obs.shape[1]), dtype=xp.uint8)
+    return Zs, resident
 
 
 def _shards_for(devices, backend):
@@ -230,19 +261,11 @@ def _shards_for(devices, backend):
     return _shards.resolve(devices, backend, "the cases")
 
 
-class _Single:
-    """Every case in one part, on the backend's device: the layout of a fit without ``devices``."""
-
-    world, ranks, devices = 1, [0], [None]
-
-    def __init__(self, xp):
-        self.xp = xp
-
-    def __len__(self):
-        return 1
-
-    def on(self, i):
-        return contextlib.nullcontext()
+def _one_shard(xp):
+    """One shard of one on ``xp``'s device, the layout of a fit without ``devices``:
+    :func:`gpumcmc.shards.one_device` ``(1)`` on CuPy, ``Shards(n_virtual=1)`` on NumPy (no sum over
+    shards)."""
+    return _shards.Shards(n_virtual=1) if xp is np else _shards.one_device(1)
 
 
 class _Plan:

@@ -13,10 +13,10 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
-from gpumcmc.sampling import run
+from gpumcmc.sampling import run, sharded
 from gpumcmc.sampling._estimator import Estimator
 
-from .algorithm import _Plan, _shards_for, _Single, _uniforms, init, step
+from .algorithm import _one_shard, _Plan, _shards_for, _uniforms, case_parts, collective
 from .ops import _GpuOps, _NumpyOps
 
 # impute's exact branch: at most this many joint states of a case's missing cells are enumerated
@@ -277,21 +277,24 @@ class BayesianNetwork(Estimator):
 
     def _fit(self, cases, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices,
              burn_in):
-        """:meth:`fit` with every setting given: :func:`.algorithm.init`, then ``n_iter`` steps run by
-        :func:`gpumcmc.sampling.run`, which keeps every iteration's CPT draw."""
+        """:meth:`fit` with every setting given: :func:`.algorithm.collective` over the parts of the
+        cases (:func:`.algorithm.case_parts`) on the shards, through :func:`gpumcmc.sampling.sharded`, for
+        ``n_iter`` steps run by :func:`gpumcmc.sampling.run`, which keeps every iteration's CPT draw."""
         X = self._encode(cases)
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
         sh, backend = _shards_for(devices, backend)
         rng = default_rng(random_state, backend=backend)
         if sh is None:
-            sh = _Single(rng.xp())
+            sh = _one_shard(rng.xp())
         plan = _Plan(self)
-        data, state = init(rng, X, plan, sh, ms, bs, prior, None if learn else self.cpts_)
+        parts = case_parts(X, plan, sh, bs)
+        alg = sharded(collective(plan, ms, prior, None if learn else self.cpts_), sh)
+        state = alg.init(rng, parts)
         keep = (lambda s, info: {"logc": s.logc[None]}) if learn else None  # one chain: (1, C) per draw
         # Value checks of the CPT draws are recorded on the device and read once, at the end of the run;
         # the kept draws stay on the device of the CPTs until then.
         with sh.on(0):
-            trace = run(lambda r, s: step(r, s, data), state, rng, n_iter, collect=keep, progress=progress,
+            trace = run(alg.step, state, rng, n_iter, collect=keep, progress=progress,
                         desc="BayesianNetwork", n_chains=1)
         state = trace.state
         for i in range(len(sh)):
@@ -299,7 +302,8 @@ class BayesianNetwork(Estimator):
                 _validate.report(state.bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing "
                                  "cell has no possible state); check the data against the CPTs' zeros.")
         _validate.check()
-        self._imputations(data.parts, state.Zs, data.resident, data.m_max, len(sh) == sh.world)
+        by_batch = [list(row) for row in zip(*parts)]
+        self._imputations(by_batch, state.Zs, len(by_batch) == 1, max(ms), len(sh) == sh.world)
         self.n_shards_ = sh.world
         if not learn:
             return self

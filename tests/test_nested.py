@@ -809,3 +809,186 @@ def test_argsort_kernel_matches_cupy(cp, M, N):
     np.testing.assert_array_equal(cp.asnumpy(_GpuOps(cp).argsort_rows(xd)), cp.asnumpy(cp.argsort(xd, axis=1)))
     np.testing.assert_array_equal(cp.asnumpy(_GpuOps(cp).argsort_rows(xd[:, :0])), np.argsort(x[:, :0], axis=1))
     np.testing.assert_array_equal(_NumpyOps().argsort_rows(x), np.argsort(x, axis=1))
+
+
+# -- the generic slice step's rounds: every walker on its own slice (ops.slice_start / slice_round) -------------
+
+class _SliceReference:
+    """The slice rounds walker by walker, in Python floats (IEEE doubles, the arithmetic of the twin and the
+    kernels, operation for operation): slice i starts with lo = -U[i, 0], hi = 1 + lo; a round proposes
+    t = lo + (hi - lo) U[i, k + 1], x' = x + t dir, takes it if inside the cube and above the threshold (then
+    slice i + 1), else shrinks towards the start, and gives up the slice after K misses."""
+
+    def __init__(self, u, v, l, ls, dirs, U):
+        self.S, self.K = dirs.shape[0], U.shape[1] - 1
+        self.dirs, self.U, self.ls = dirs, U, ls
+        W = u.shape[0]
+        self.u, self.v, self.l = [list(map(float, r)) for r in u], [list(map(float, r)) for r in v], list(map(float, l))
+        self.i, self.k, self.nrej, self.ncall, self.fine = [0] * W, [0] * W, [0.0] * W, 0, True
+        self.lo = [-float(U[0, 0, w]) for w in range(W)]
+        self.hi = [1.0 + lo for lo in self.lo]
+        self._propose()
+
+    def active(self, w):
+        return self.i[w] < self.S
+
+    def _propose(self):
+        self.t, self.prop, self.inside = [], [], []
+        for w in range(len(self.u)):
+            if not self.active(w):
+                self.t.append(0.0), self.prop.append(list(self.u[w])), self.inside.append(False)
+                continue
+            i, k = self.i[w], self.k[w]
+            t = self.lo[w] + (self.hi[w] - self.lo[w]) * float(self.U[i, k + 1, w])
+            q = [x + t * float(e) for x, e in zip(self.u[w], self.dirs[i, w])]
+            self.t.append(t), self.prop.append(q), self.inside.append(all(0.0 < x < 1.0 for x in q))
+        self.uc = np.clip(np.array(self.prop), 1e-12, 1 - 1e-12)
+
+    def round(self, pv, pl):
+        for w in range(len(self.u)):
+            if not self.active(w):
+                continue
+            self.ncall += 1
+            lw = float(pl[w]) if self.inside[w] else -math.inf
+            self.fine &= lw < math.inf
+            i0 = self.i[w]
+            if lw > self.ls[w]:
+                self.u[w], self.v[w], self.l[w] = self.prop[w], list(map(float, pv[w])), lw
+                self.i[w] += 1
+            else:
+                t = self.t[w]
+                if t < 0:
+                    self.lo[w] = t
+                elif t >= 0:
+                    self.hi[w] = t
+                self.nrej[w] += 1.0
+                self.k[w] += 1
+                if self.k[w] == self.K:
+                    self.i[w] += 1
+            if self.i[w] != i0:
+                self.k[w] = 0
+                if self.active(w):
+                    self.lo[w] = -float(self.U[self.i[w], 0, w])
+                    self.hi[w] = 1.0 + self.lo[w]
+        self._propose()
+
+
+def test_slice_rounds_match_a_walker_by_walker_reference(xp):
+    """ops' slice_start / slice_round (the NumPy twin; on CuPy the kernels nested_slice_start and
+    nested_slice_round) against the walker-by-walker reference, bit for bit after every round: the points,
+    the proposals where the likelihood is evaluated, the slices, the misses, ncall and the flag. Walkers that
+    are done are fed NaN and +inf and must not change (nor count, nor turn the flag); a NaN of an active
+    walker inside the cube turns the flag."""
+    from conftest import to_np
+    from gpumcmc.models.nested import _ops_for
+
+    ops = _ops_for(xp)
+    ll, pt = gaussian_shells(3)
+    rs = np.random.default_rng(7)
+    W, d, S, K = 45, 3, 4, 5
+    u0 = rs.random((W, d))
+    v0 = pt(u0)
+    l0 = ll(v0)
+    ls = l0 - np.abs(rs.normal(size=W)) * 2
+    ls[::9] = -np.inf
+    Z = rs.normal(size=(S, W, d))
+    dirs = 0.5 * Z / np.sqrt((Z * Z).sum(-1, keepdims=True))
+    U = rs.random((S, K + 1, W))
+    fine, ncall = xp.ones((), dtype=bool), xp.zeros((), dtype=xp.int64)
+    st = ops.slice_start(*(xp.asarray(a) for a in (u0, v0, l0, ls, dirs, U)), fine, ncall)
+    ref = _SliceReference(u0, v0, l0, ls, dirs, U)
+    host = lambda a: np.asarray(to_np(a))
+    done_seen = False
+    for r in range(S * K):
+        np.testing.assert_array_equal(host(st.uc), ref.uc)
+        pv = pt(ref.uc)
+        pl = ll(pv)
+        done = np.array([not ref.active(w) for w in range(W)])
+        pl[done] = np.where(np.arange(W)[done] % 2, np.nan, np.inf)  # ignored: these walkers are done
+        done_seen |= done.any()
+        if r == 6:  # an active walker inside the cube meets a NaN: the flag turns
+            bad = next(w for w in range(W) if ref.active(w) and ref.inside[w])
+            pl[bad] = np.nan
+        ref.round(pv, pl)
+        ops.slice_round(st, xp.asarray(pv), xp.asarray(pl))
+        np.testing.assert_array_equal(host(st.u), np.array(ref.u))
+        np.testing.assert_array_equal(host(st.v), np.array(ref.v))
+        np.testing.assert_array_equal(host(st.logl), np.array(ref.l))
+        np.testing.assert_array_equal(host(st.slice), np.minimum(ref.i, S))
+        np.testing.assert_array_equal(host(st.nrej), ref.nrej)
+        assert int(ncall) == ref.ncall and bool(fine) == ref.fine == (r < 6), r
+        if r + 1 >= S and ops.slices_done(st):
+            break
+    assert not any(ref.active(w) for w in range(W)) and done_seen and r + 1 < S * K
+
+
+def _elementwise_shells(xp):
+    """Two Gaussian shells in 2-D written with elementwise arithmetic only (no reductions, no exp or log): the
+    same bits on NumPy and CuPy, so that the two backends' runs can be compared exactly where the rest is."""
+    def ll(x):
+        a0, a1 = x[:, 0] + 1.5, x[:, 1]
+        b0 = x[:, 0] - 1.5
+        qa = (a0 * a0 + a1 * a1 - 1.0) / 0.2
+        qb = (b0 * b0 + a1 * a1 - 1.0) / 0.2
+        return -0.5 * xp.minimum(qa * qa, qb * qb)
+
+    def pt(u):
+        return 6.0 * u - 3.0
+    return ll, pt
+
+
+@pytest.mark.parametrize("sampler", ["slice", "cslice"])
+def test_masked_rounds_give_the_compacting_rounds_points(sampler):
+    """On NumPy, the rounds over every walker on its own slice (the CuPy path, through the NumPy twin) give the
+    points, evidence and ncall of the compacting rounds bit for bit, in fewer calls of the likelihood."""
+    ll, pt = gaussian_shells(2)
+    kw = dict(nlive=40, n_runs=2, n_replace=6, sampler=sampler, random_state=4, max_iter=12, check_modes=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = NestedSampler(ll, pt, 2, progress=False, backend="numpy", **kw)
+        b = NestedSampler(ll, pt, 2, progress=False, backend="numpy", **kw)
+        b._rounds = "masked"
+        ra, rb = a.run().results, b.run().results
+    np.testing.assert_array_equal(ra.logl, rb.logl)
+    np.testing.assert_array_equal(ra.samples, rb.samples)
+    assert ra.logz == rb.logz and ra.ncall == rb.ncall and rb.nbatch < ra.nbatch
+
+
+@pytest.mark.parametrize("sampler", ["slice", "cslice"])
+def test_gpu_masked_rounds_match_the_compacting_rounds_and_numpy(cp, sampler):
+    """On CuPy the default (masked) rounds against the compacting rounds on CuPy: the same points and evidence
+    to the last bit. Against the NumPy run of the same seed with a likelihood of elementwise arithmetic
+    (the same bits on both): equal to rounding, since CuPy's normal draws, einsum, mean and Cholesky round
+    differently from NumPy's (to 1e-12 relative here, over 12 iterations)."""
+    kw = dict(nlive=40, n_runs=2, n_replace=6, sampler=sampler, random_state=4, max_iter=12, check_modes=False,
+              progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ll, pt = _elementwise_shells(cp)
+        a = NestedSampler(ll, pt, 2, backend="cupy", **kw)
+        c = NestedSampler(ll, pt, 2, backend="cupy", **kw)
+        c._rounds = "compact"
+        ra, rc = a.run().results, c.run().results
+        rn = NestedSampler(*_elementwise_shells(np), 2, backend="numpy", **kw).run().results
+    np.testing.assert_array_equal(ra.logl, rc.logl)
+    np.testing.assert_array_equal(ra.samples, rc.samples)
+    assert ra.logz == rc.logz and ra.ncall == rc.ncall and ra.nbatch < rc.nbatch
+    np.testing.assert_allclose(ra.logl, rn.logl, rtol=1e-9)
+    np.testing.assert_allclose(ra.samples, rn.samples, rtol=1e-9, atol=1e-12)
+    assert ra.ncall == rn.ncall and abs(ra.logz - rn.logz) < 1e-9
+
+
+def test_gpu_bad_value_in_the_masked_rounds(cp):
+    """A NaN proposal inside the contour met in the masked rounds on CuPy stops the run, and the replay (with
+    the compacting rounds) names a point where the likelihood is NaN."""
+    import re
+
+    ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
+
+    def bad(x):
+        return cp.where((x * x).sum(axis=1) < 0.3 ** 2, cp.nan, ll(x))
+    with pytest.raises(ValueError, match=MID_RUN) as info:
+        NestedSampler(bad, pt, 2, nlive=20, n_replace=2, random_state=1, backend="cupy", progress=False,
+                      max_iter=100_000).run()
+    x = np.array(re.search(MID_RUN, str(info.value)).group("x").split(), float)
+    assert (x * x).sum() < 0.3 ** 2, x

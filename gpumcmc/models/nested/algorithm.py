@@ -97,6 +97,8 @@ class _NestedSteps:
         self._eye_eps = xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
         self._ncall_dev = xp.zeros((), dtype=xp.int64)  # evaluations counted on the device (run() resets it)
+        if self.sampler == "cslice":  # the unit vectors in turn, as many as a step starting anywhere needs
+            self._cycle = xp.eye(d)[xp.arange(d + self._n_steps) % d]
         return LiveState(u, v, logl, birth, xp.ones((M,)))
 
     def _shrinkage(self):
@@ -274,9 +276,7 @@ class _NestedSteps:
         if self.sampler == "cslice":  # whitened coordinates in turn, starting one further each iteration
             first = self._evolve_calls % d
             self._evolve_calls += 1
-            eye = xp.eye(d)
-            Z = xp.broadcast_to(xp.stack([eye[(first + i) % d] for i in range(self._n_steps)])[:, None, None, :],
-                                (self._n_steps, M, R, d))
+            Z = xp.broadcast_to(self._cycle[first:first + self._n_steps][:, None, None, :], (self._n_steps, M, R, d))
         else:
             Z = rng.standard_normal((self._n_steps, M, R, d))
             Z = Z / xp.sqrt((Z * Z).sum(axis=-1, keepdims=True))

@@ -79,6 +79,8 @@ class NestedSampler(_NestedSteps):
     loglike : callable
         ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points
         (CuPy on the GPU). A function of one point is accepted with a warning.
+        On CuPy the slice samplers pass every walker in every shrinkage round, those already done too
+        (their values are ignored and not counted in ``ncall``).
     prior_transform : callable
         ``prior_transform(u) -> (n, ndim)`` from the unit cube.
     ndim : int

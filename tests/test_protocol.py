@@ -201,6 +201,9 @@ def test_shared_fields_reach_other_gpus_packed_by_dtype(monkeypatch):
 
 
 def test_shared_names_must_be_fields_of_the_state():
+    for bad in ("mu", ("mu", 1)):
+        with pytest.raises(TypeError, match="tuple of the state's field names"):
+            sharded(DataParallel(_init, _local, _update, shared=bad), Shards(n_virtual=2))
     shards = Shards(n_virtual=2)
     alg = sharded(DataParallel(_init, _local, _update, shared=("mu", "sigma")), shards)
     with pytest.raises(ValueError, match=r"\['sigma'\].*fields its update writes"):

@@ -510,6 +510,9 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
     if isinstance(algorithm, Collective):
         return _sharded_collective(algorithm, shards)
     init_, local, update, shared = algorithm
+    if isinstance(shared, str) or not all(isinstance(f, str) for f in shared):
+        raise TypeError(f"DataParallel's shared must be a tuple of the state's field names, such as "
+                        f"('mu', 'sigma'); got {shared!r}.")
     shared = tuple(shared)
     count = len(shards)
     states_type = shard_states(count)

@@ -992,3 +992,47 @@ def test_gpu_bad_value_in_the_masked_rounds(cp):
                       max_iter=100_000).run()
     x = np.array(re.search(MID_RUN, str(info.value)).group("x").split(), float)
     assert (x * x).sum() < 0.3 ** 2, x
+
+
+def test_slices_done_reads_only_this_steps_rounds():
+    """The GPU rounds' done-check (with a stand-in for the mapped word): it decides from the step's own
+    rounds, waits for a round the GPU has not reached, and, where another step's rounds came between this
+    step's two latest (a nested sampler inside the likelihood), does not take the other step's word for
+    its own."""
+    import types
+
+    from gpumcmc.models.nested import ops as O
+
+    waited = []
+
+    class Event:
+        def __init__(self, k):
+            self.k = k
+
+        def synchronize(self):
+            waited.append(self.k)
+            word.host.value = finished[self.k]
+
+    word = types.SimpleNamespace(host=types.SimpleNamespace(value=0), events=[Event(0), Event(1)], ticket=0)
+    finished = {}
+
+    def step_state(prev, last):
+        return types.SimpleNamespace(word=word, prev=prev, last=last)
+
+    # rounds 5 and 6 of this step; the GPU has finished round 5 with a walker still active: not done
+    word.host.value = (5 << 1) | 1
+    assert not O._GpuOps.slices_done(None, step_state(5, 6)) and not waited
+    # round 6 finished with none active: done, without a wait
+    word.host.value = 6 << 1
+    assert O._GpuOps.slices_done(None, step_state(5, 6)) and not waited
+    # an inner run's rounds 7..9 came between this step's rounds 6 and 10; the word still shows the inner
+    # run's last round (9, none active): the check waits for round 10 and reads its word
+    word.host.value = 9 << 1
+    finished[0] = (10 << 1) | 1
+    assert not O._GpuOps.slices_done(None, step_state(6, 10)) and waited == [0]
+    # a word behind the round waited for is a bug, not an answer
+    finished[1] = 9 << 1
+    word.host.value = 8 << 1
+    with pytest.raises(RuntimeError, match="out of order"):
+        O._GpuOps.slices_done(None, step_state(None, 11))
+

@@ -48,12 +48,12 @@ class SliceRounds:
       ``nrej`` (W,) float64 its misses;
     * ``fine`` () bool, turned False by a NaN or +inf likelihood of an active walker inside the cube, and
       ``ncall`` () int64, to which each round adds its active walkers: the caller's arrays;
-    * on CuPy also ``word``, the :class:`_RoundWord` that the rounds report to, and ``first``, the ticket of
-      this step's first round.
+    * on CuPy also ``word``, the :class:`_RoundWord` that the rounds report to, and ``prev`` and ``last``,
+      the tickets of this step's two latest rounds (None before its first and second).
     """
 
     __slots__ = ("u", "v", "logl", "lstar", "dirs", "unif", "prop", "uc", "tt", "inside", "lo", "hi", "slice",
-                 "shrink", "nrej", "fine", "ncall", "n_steps", "max_shrink", "word", "first")
+                 "shrink", "nrej", "fine", "ncall", "n_steps", "max_shrink", "word", "prev", "last")
 
     def __init__(self, xp, lstar, dirs, unif, fine, ncall):
         n_steps, W, d = dirs.shape
@@ -63,7 +63,7 @@ class SliceRounds:
         self.u, self.v, self.prop, self.uc = (xp.empty((W, d), dtype=f64) for _ in range(4))
         self.logl, self.tt, self.lo, self.hi, self.nrej = (xp.empty((W,), dtype=f64) for _ in range(5))
         self.inside, self.slice, self.shrink = (xp.empty((W,), dtype=np.int32) for _ in range(3))
-        self.fine, self.ncall, self.word, self.first = fine, ncall, None, 0
+        self.fine, self.ncall, self.word, self.prev, self.last = fine, ncall, None, None, None
 
 
 class _NumpyOps:
@@ -181,7 +181,6 @@ class _GpuOps:
         st = SliceRounds(self.xp, _loader.contiguous(lstar, f64), _loader.contiguous(dirs, f64),
                          _loader.contiguous(unif, f64), fine, ncall)
         st.word = _round_word(self.xp)
-        st.first = st.word.ticket + 1
         W, d = st.u.shape
         fn = _loader.get_function("nested.cu", "nested_slice_start", _KERNELS)
         fn((_slice_grid(W),), (256,),
@@ -202,6 +201,7 @@ class _GpuOps:
         W, d = st.u.shape
         word = st.word
         word.ticket += 1
+        st.prev, st.last = st.last, word.ticket
         fn = _loader.get_function("nested.cu", "nested_slice_round", _KERNELS)
         fn((_slice_grid(W),), (256,),
            _kernel_args.args("nested.cu", "nested_slice_round", u=st.u, v=st.v, logl=st.logl, lstar=st.lstar,
@@ -218,11 +218,17 @@ class _GpuOps:
         the round before: the word the rounds write, read without a wait while the GPU is at most one round
         behind, so a step may end one round late (a round in which no walker is active changes nothing)."""
         word = st.word
-        need = max(word.ticket - 1, st.first)  # the oldest round of this step whose word may decide
+        # The oldest round of this step whose word may decide: the one before the latest where the two were
+        # launched one after the other, else the latest (rounds of another step, a nested sampler run inside
+        # the likelihood, may have come between them on this word).
+        need = st.prev if st.prev is not None and st.prev == st.last - 1 else st.last
         x = word.host.value
         if (x >> 1) < need:  # the GPU is further behind: wait for that round
             word.events[need & 1].synchronize()  # synchronize! (with that round's launch only)
             x = word.host.value
+            if (x >> 1) < need:
+                raise RuntimeError(f"nested sampling's round word reads round {x >> 1} after round {need} ended; "
+                                   "the word was written out of order (report this as a bug).")
         return not (x & 1)
 
 

@@ -170,7 +170,8 @@ def test_shared_fields_reach_other_gpus_packed_by_dtype(monkeypatch):
         def record(self):
             pass
 
-    stream = types.SimpleNamespace(wait_event=lambda e: None)
+    waits = []
+    stream = types.SimpleNamespace(wait_event=lambda e: waits.append(e))
     fake_np = types.SimpleNamespace(concatenate=np.concatenate, ascontiguousarray=np.ascontiguousarray,
                                     cuda=types.SimpleNamespace(Event=lambda disable_timing: Event(),
                                                                get_current_stream=lambda: stream))
@@ -198,10 +199,13 @@ def test_shared_fields_reach_other_gpus_packed_by_dtype(monkeypatch):
             assert getattr(st, f).shape == getattr(s0, f).shape
             assert getattr(st, f).dtype == getattr(s0, f).dtype
     assert out[2].a is not s0.a and out[2].b.flags.c_contiguous
+    # each other GPU waits for the packing (one event), and shard 0 for each other GPU's copies (one each),
+    # before shard 0's later work may reuse the packed buffers' memory
+    assert len(waits) == 2 + 2 and len({id(e) for e in waits}) == 3
 
 
 def test_shared_names_must_be_fields_of_the_state():
-    for bad in ("mu", ("mu", 1)):
+    for bad in ("mu", ("mu", 1), None):
         with pytest.raises(TypeError, match="tuple of the state's field names"):
             sharded(DataParallel(_init, _local, _update, shared=bad), Shards(n_virtual=2))
     shards = Shards(n_virtual=2)

@@ -19,7 +19,8 @@ algorithm (:class:`DataParallel`) splits its iteration in two:
 into an :class:`Algorithm`: one part per shard, each on its device, the
 statistics summed over every shard, and the update made on every shard from
 the same generator position, so that every shard holds the same global draws
-with no second message. A model writes its iteration once, as ``local`` and
+with no second message (or, where the algorithm names its global fields as
+``shared``, made once on the first shard and copied to the others). A model writes its iteration once, as ``local`` and
 ``update``; one device is one shard, and its step is ``update`` after
 ``local``.
 
@@ -137,7 +138,8 @@ class DataParallel(NamedTuple):
     update : ``update(rng, state, stats) -> (state, info)``
         The global draws from the summed ``stats``; called once per local
         shard, on its device, from the same generator position, so every shard
-        makes the same draws. It keeps the shard's local fields.
+        makes the same draws (once only, on local shard 0, where ``shared`` is
+        given). It keeps the shard's local fields.
     shared : tuple of str, optional
         The names of the state's fields that ``update`` writes: its global
         draws, which every shard holds alike. Where given, :func:`sharded`
@@ -408,6 +410,12 @@ def _unpack_on(shards: Shards, i: int, fields: dict, groups: dict, bufs: dict, r
                 a = fields[f]
                 out[f] = buf[start:start + a.size].reshape(a.shape)
                 start += a.size
+        copied = xp.cuda.Event(disable_timing=True)
+        copied.record()
+    # The buffers go back to shard 0's memory pool when the step returns: shard 0's later work, which may
+    # reuse their memory, waits on its GPU until this GPU has read them.
+    with shards.on(0):
+        xp.cuda.get_current_stream().wait_event(copied)
     return out
 
 
@@ -490,7 +498,9 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
     RuntimeError. The update runs once per local shard: shards that share a
     device (:func:`gpumcmc.shards.one_device`) each make it there, and GPUs
     make it side by side, each from its own copy of the sums, with no copy of
-    the global draws between devices.
+    the global draws between devices; unless the algorithm names its global
+    fields (``DataParallel(..., shared=...)``): then it runs on local shard 0
+    alone, and those fields are copied to the other GPUs.
 
     A :class:`Collective` keeps its own state type: ``init(rng, parts, *args,
     **kwargs)`` returns ``algorithm.init``'s state and binds ``parts``, and
@@ -510,7 +520,7 @@ def sharded(algorithm: DataParallel | Collective, shards: Shards) -> Algorithm:
     if isinstance(algorithm, Collective):
         return _sharded_collective(algorithm, shards)
     init_, local, update, shared = algorithm
-    if isinstance(shared, str) or not all(isinstance(f, str) for f in shared):
+    if not isinstance(shared, (tuple, list)) or not all(isinstance(f, str) for f in shared):
         raise TypeError(f"DataParallel's shared must be a tuple of the state's field names, such as "
                         f"('mu', 'sigma'); got {shared!r}.")
     shared = tuple(shared)

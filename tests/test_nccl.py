@@ -247,6 +247,25 @@ def test_lda_estimator_on_every_gpu_is_one_device(cp, gpus):
     np.testing.assert_allclose(to_np(a.loglik_traces_), to_np(b.loglik_traces_), rtol=1e-6)
 
 
+def test_variates_of_arrays_on_another_gpu_equal_those_of_copies(cp, gpus):
+    """Gamma, Beta and Wishart parameters that lie on GPU 1, drawn under GPU 0: the draws of copies on GPU 0
+    (the fast paths pass an array as it is only where it lies on the current GPU)."""
+    from gpumcmc.random import default_rng
+
+    with cp.cuda.Device(1):
+        a1 = cp.linspace(0.5, 3.0, 1000)
+        b1 = cp.linspace(1.0, 2.0, 1000)
+        psi1 = cp.broadcast_to(cp.eye(3) * 2.0, (4, 3, 3)).copy()
+    with cp.cuda.Device(0):
+        a0, b0, psi0 = cp.asarray(a1), cp.asarray(b1), cp.asarray(psi1)
+        for draw in (lambda r, a, b, psi: r.gamma(a, b), lambda r, a, b, psi: r.beta(a, b),
+                     lambda r, a, b, psi: r.invwishart(5.0, psi)):
+            got = draw(default_rng(3, backend="cupy"), a1, b1, psi1)
+            want = draw(default_rng(3, backend="cupy"), a0, b0, psi0)
+            assert got.device.id == 0
+            np.testing.assert_array_equal(to_np(got), to_np(want))
+
+
 # --------------------------------------------------------------------------- mixture
 
 def test_mixture_gibbs_on_two_gpus_is_one_device(cp, gpus):

@@ -62,7 +62,7 @@ import numpy as np
 from .. import _kernel_args, _loader, _status
 from .._config import config, forward, memo
 from .. import _validate as _v
-from ._params import _as, _flat, out_shape, resolve_dtype
+from ._params import _as, _flat, _on_this_gpu, out_shape, resolve_dtype
 from .. import backend as _backend
 from .._nvtx import annotate
 from . import _fill
@@ -890,9 +890,9 @@ def _gamma_device(rng, shape, scale, dtype, log):
     """:func:`gamma` for the usual calls on the GPU, with less host time per
     call: ``shape`` a C-contiguous CuPy array of float32 or float64 and
     ``scale`` a Python number, or a C-contiguous CuPy array of ``shape``'s
-    shape and dtype (``size=None``), drawn in ``shape``'s dtype. Returns None
-    for any other call, which the general path takes; the draws and checks
-    are the general path's."""
+    shape and dtype (``size=None``), drawn in ``shape``'s dtype, on the
+    current GPU. Returns None for any other call, which the general path
+    takes; the draws and checks are the general path's."""
     dt = shape.dtype
     number = type(scale) in (float, int)
     if number:
@@ -901,6 +901,8 @@ def _gamma_device(rng, shape, scale, dtype, log):
     elif dt not in _CTYPE or not _same_dtype(dtype, dt) or not shape.flags.c_contiguous or scale.dtype != dt \
             or scale.shape != shape.shape or not scale.flags.c_contiguous:
         return None
+    if not (_on_this_gpu(shape) if number else _on_this_gpu(shape, scale)):
+        return None     # the general path copies an array from another GPU
     n = shape.size
     if n == 0:
         return None
@@ -971,12 +973,13 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
 
 def _beta_device(rng, a, b, dtype):
     """:func:`beta` for the usual call on the GPU, with less host time per call: ``a`` and ``b``
-    C-contiguous CuPy arrays of one shape and of float32 or float64 (``size=None``). Returns None for any
-    other call, which the general path takes; the draws and checks are the general path's."""
+    C-contiguous CuPy arrays of one shape and of float32 or float64 (``size=None``) on the current GPU.
+    Returns None for any other call, which the general path takes; the draws and checks are the general
+    path's."""
     dt = a.dtype
     if dt not in _CTYPE or b.dtype != dt or a.shape != b.shape or not _same_dtype(dtype, dt) \
-            or not (a.flags.c_contiguous and b.flags.c_contiguous):
-        return None
+            or not (a.flags.c_contiguous and b.flags.c_contiguous) or not _on_this_gpu(a, b):
+        return None     # (the general path copies an array from another GPU)
     n = a.size
     if n == 0:
         return None

@@ -68,6 +68,15 @@ def out_shape(size, *params, shapes=()) -> tuple:
     return size
 
 
+def _on_this_gpu(*arrays) -> bool:
+    """Whether every CuPy array of ``arrays`` lies on the current GPU: the fast paths that pass an array
+    as it is need that, where ``cupy.asarray`` would copy one from another GPU."""
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    return all(a.data.device_id == dev for a in arrays)
+
+
 def _as(p, xp, dtype):
     """``p`` as an array of ``xp``; a scalar for CuPy is filled on the device (no host copy)."""
     if xp is not np and np.isscalar(p):

@@ -25,7 +25,7 @@ import numpy as np
 from .. import _validate as _v
 from .._config import memo
 from .._nvtx import annotate
-from ._params import _as, out_shape, resolve_dtype
+from ._params import _as, _on_this_gpu, out_shape, resolve_dtype
 
 __all__ = ["wishart"]
 
@@ -101,17 +101,23 @@ def bartlett_factor(rng, df, batch, p, dtype, xp):
     return a
 
 
+def _kept(a, xp, dtype) -> bool:
+    """Whether ``a`` is already what ``_as(a, xp, dtype)`` returns: an array of ``xp`` in ``dtype`` (on the
+    current GPU, for CuPy; _as copies one from another GPU)."""
+    return type(a) is xp.ndarray and a.dtype == dtype and (xp is np or _on_this_gpu(a))
+
+
 def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
     """Implementation of :meth:`Generator.wishart` and :meth:`Generator.invwishart`."""
     _v.check_real(df, "df")
     _v.check_real(scale, "scale")
     xp = rng.xp(df, scale)
     dtype = resolve_dtype(dtype, df, scale)
-    s = scale if type(scale) is xp.ndarray and scale.dtype == dtype else _as(scale, xp, dtype)  # (as _as gives)
+    s = scale if _kept(scale, xp, dtype) else _as(scale, xp, dtype)  # (as _as gives)
     if s.ndim < 2 or s.shape[-1] != s.shape[-2] or s.shape[-1] == 0:
         raise ValueError(f"scale must have shape (..., p, p) with p >= 1, got {s.shape}.")
     p = s.shape[-1]
-    d = df if type(df) is xp.ndarray and df.dtype == dtype else _as(df, xp, dtype)
+    d = df if _kept(df, xp, dtype) else _as(df, xp, dtype)
     batch = out_shape(size, d, shapes=[s.shape[:-2]])
     if math.prod(batch) == 0:
         return xp.empty(batch + (p, p), dtype=dtype)

@@ -377,8 +377,10 @@ def _make_global_draws(model: Model):
         v = xp.concatenate([xp.clip(vb, 1e-300, _V_MAX), ones], axis=1)
         log_pi, l1 = _log_pi_l1(v)
         # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001). The sticks
-        # j < k were clipped to at most _V_MAX, so log1p(-v_j) is log_pi's l1_j, bit for bit.
-        rate = model.b - l1[:, :-1].sum(axis=1)
+        # j < k were clipped to at most _V_MAX, so log1p(-v_j) is log_pi's l1_j, bit for bit. Summed as a
+        # contiguous array, as before: CuPy may reduce a strided view in another order (CUB takes only
+        # contiguous rows), which would move alpha's last bits.
+        rate = model.b - xp.ascontiguousarray(l1[:, :-1]).sum(axis=1)
         alpha = rng.gamma(shape_alpha, 1.0 / rate, dtype=np.float64)
         alpha = xp.maximum(alpha, 1e-300)
         # (2, cont.) means mu_j = m_n + L_j eps_j / sqrt(kappa_n), and the kernel parameters.

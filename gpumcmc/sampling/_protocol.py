@@ -253,6 +253,34 @@ def _fields_of(stats) -> tuple[list, Callable]:
     return [stats], lambda fields: fields[0]
 
 
+def _dtype_groups(arrays: list) -> list:
+    """The indices of ``arrays`` grouped by dtype, in order of first appearance: one buffer per group."""
+    groups: dict = {}
+    for j, a in enumerate(arrays):
+        groups.setdefault(a.dtype.str, []).append(j)
+    return list(groups.values())
+
+
+def _packed(xp, arrays: list, idx: list, copy: bool = True):
+    """``arrays[j]`` for ``j`` in ``idx`` in one contiguous buffer: flattened and concatenated (a copy), or,
+    for a lone array with ``copy=False``, the array itself (made contiguous, a copy only where it is not)."""
+    if len(idx) == 1 and not copy:
+        return xp.ascontiguousarray(arrays[idx[0]])
+    return xp.concatenate([arrays[j].reshape(-1) for j in idx])
+
+
+def _unpacked(buf, like: list) -> list:
+    """Views of :func:`_packed`'s ``buf`` shaped as the arrays ``like``, in order (``buf`` itself where it
+    holds one array of that shape)."""
+    if len(like) == 1 and buf.shape == like[0].shape:
+        return [buf]
+    out, start = [], 0
+    for a in like:
+        out.append(buf[start:start + a.size].reshape(a.shape))
+        start += a.size
+    return out
+
+
 def _sum_over_shards(shards: Shards, stats: list) -> list:
     """``stats`` (one per local shard) summed over every shard, as one all-reduce per dtype.
 
@@ -263,22 +291,16 @@ def _sum_over_shards(shards: Shards, stats: list) -> list:
     xp = shards.xp
     per_shard = [_fields_of(s) for s in stats]
     first = per_shard[0][0]
-    groups: dict = {}
-    for j, a in enumerate(first):
-        groups.setdefault(a.dtype.str, []).append(j)
     out = [[None] * len(first) for _ in stats]
-    for idx in groups.values():
+    for idx in _dtype_groups(first):
         bufs = []
         for i, (arrays, _) in enumerate(per_shard):
             with shards.on(i):
-                bufs.append(xp.concatenate([arrays[j].reshape(-1) for j in idx]))
+                bufs.append(_packed(xp, arrays, idx))
         shards.allreduce(bufs)
         for i, buf in enumerate(bufs):
-            start = 0
-            for j in idx:
-                size = first[j].size
-                out[i][j] = buf[start:start + size].reshape(first[j].shape)
-                start += size
+            for j, view in zip(idx, _unpacked(buf, [first[j] for j in idx])):
+                out[i][j] = view
     return [make(fields) for (_, make), fields in zip(per_shard, out)]
 
 
@@ -292,24 +314,17 @@ def _sum_async(shards: Shards, stats: list) -> tuple[list, Callable]:
     xp = shards.xp
     per_shard = [_fields_of(s) for s in stats]
     first = per_shard[0][0]
-    groups: dict = {}
-    for j, a in enumerate(first):
-        groups.setdefault(a.dtype.str, []).append(j)
     out = [[None] * len(first) for _ in stats]
     waits = []
-    for idx in groups.values():
+    for idx in _dtype_groups(first):
         bufs = []
         for i, (arrays, _) in enumerate(per_shard):
             with shards.on(i):
-                bufs.append(xp.ascontiguousarray(arrays[idx[0]]) if len(idx) == 1 else
-                            xp.concatenate([arrays[j].reshape(-1) for j in idx]))
+                bufs.append(_packed(xp, arrays, idx, copy=False))
         waits.append(shards.allreduce_async(bufs))
         for i, buf in enumerate(bufs):
-            start = 0
-            for j in idx:
-                size = first[j].size
-                out[i][j] = buf if len(idx) == 1 else buf[start:start + size].reshape(first[j].shape)
-                start += size
+            for j, view in zip(idx, _unpacked(buf, [first[j] for j in idx])):
+                out[i][j] = view
 
     def wait():
         for w in waits:
@@ -377,24 +392,22 @@ def _share(shards: Shards, s0, states: list, shared: tuple) -> list:
     return out
 
 
-def _pack(shards: Shards, fields: dict) -> tuple[dict, dict, Any]:
-    """``(groups, buffers, ready)``: the field names by dtype, each dtype's fields packed into one contiguous
-    buffer on shard 0's device (CuPy copies no strided array between GPUs), and an event recorded there
-    after the packing."""
+def _pack(shards: Shards, fields: dict) -> tuple[list, list, Any]:
+    """``(groups, buffers, ready)``: the names of the fields that are not None, by dtype, each group packed
+    into one flat contiguous buffer on shard 0's device (CuPy copies no strided array between GPUs), and
+    an event recorded there after the packing."""
     xp = shards.xp
-    groups: dict = {}
-    for f, a in fields.items():
-        if a is not None:
-            groups.setdefault(a.dtype.str, []).append(f)
+    names = [f for f, a in fields.items() if a is not None]
+    arrays = [fields[f] for f in names]
+    idxs = _dtype_groups(arrays)
     with shards.on(0):
-        bufs = {dt: xp.concatenate([fields[f].reshape(-1) for f in names]) if len(names) > 1
-                else xp.ascontiguousarray(fields[names[0]]).reshape(-1) for dt, names in groups.items()}
+        bufs = [_packed(xp, arrays, idx, copy=False).reshape(-1) for idx in idxs]
         ready = xp.cuda.Event(disable_timing=True)
         ready.record()
-    return groups, bufs, ready
+    return [[names[j] for j in idx] for idx in idxs], bufs, ready
 
 
-def _unpack_on(shards: Shards, i: int, fields: dict, groups: dict, bufs: dict, ready) -> dict:
+def _unpack_on(shards: Shards, i: int, fields: dict, groups: list, bufs: list, ready) -> dict:
     """The fields of :func:`_pack`'s buffers on local shard ``i``'s GPU: one copy of each buffer, made there
     after ``ready``, and views of it shaped as the fields."""
     from ..shards import _peer_copy
@@ -403,13 +416,8 @@ def _unpack_on(shards: Shards, i: int, fields: dict, groups: dict, bufs: dict, r
     out = {f: None for f, a in fields.items() if a is None}
     with shards.on(i):
         xp.cuda.get_current_stream().wait_event(ready)
-        for dt, names in groups.items():
-            buf = _peer_copy(xp, bufs[dt], dev)
-            start = 0
-            for f in names:
-                a = fields[f]
-                out[f] = buf[start:start + a.size].reshape(a.shape)
-                start += a.size
+        for names, buf in zip(groups, bufs):
+            out.update(zip(names, _unpacked(_peer_copy(xp, buf, dev), [fields[f] for f in names])))
         copied = xp.cuda.Event(disable_timing=True)
         copied.record()
     # The buffers go back to shard 0's memory pool when the step returns: shard 0's later work, which may

@@ -10,7 +10,6 @@ iterations late, so the host never waits for the GPU) and the removed points kep
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 
@@ -23,8 +22,7 @@ from ...sampling import Stop, run as run_driver
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
 from .ops import _ops_for
-from .results import (NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidence, _warn_lost, merge_points,
-                      mode_check)
+from .results import NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidence, _outcome, merge_points
 
 __all__ = ["NestedSampler"]
 
@@ -327,25 +325,13 @@ class NestedSampler(_NestedSteps):
             raise AttributeError("No results yet: call run() first.")
         return self._results
 
-    # -- finishing ---------------------------------------------------------------------
     def _finish(self, dead, niter, seconds):
         """The results from ``dead``, the removed points as the driver kept them (host arrays, (run,
         iteration, R, ...): ``Trace.stats`` of the step's :class:`StepInfo`), and the live points."""
-        M, N, d = self.n_runs, self.nlive, self.ndim
-        h = _backend.to_host
-        if dead:
-            du, dv = dead["dead_u"].reshape(M, -1, d), dead["dead_v"].reshape(M, -1, d)
-            dl, db = dead["dead_logl"].reshape(M, -1), dead["dead_birth"].reshape(M, -1)
-        else:
-            du = np.zeros((M, 0, d)); dv = np.zeros((M, 0, d)); dl = np.zeros((M, 0)); db = np.zeros((M, 0))
-        live = self._live
-        au = np.concatenate([du, h(live.u)], axis=1)
-        av = np.concatenate([dv, h(live.v)], axis=1)
-        al = np.concatenate([dl, h(live.logl)], axis=1)
-        ab = np.concatenate([db, h(live.birth)], axis=1)
+        M, d = self.n_runs, self.ndim
+        au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
+                          for k, x in zip(("u", "v", "logl", "birth"), self._live[:4]))
         order, nl = merge_points(al.ravel(), ab.ravel())
-        ls = al.ravel()[order]
-        logz, logwt, logx, info, err = _evidence(ls, nl)
         logz_runs = np.empty(M)
         logwt_run = np.empty(al.shape)  # each point's log weight within its own run, normalised
         for m in range(M):
@@ -353,22 +339,8 @@ class NestedSampler(_NestedSteps):
             lz, lw = _evidence(al[m][o], n)[:2]
             logz_runs[m] = lz
             logwt_run[m, o] = lw - lz
-        err_runs = float(np.std(logz_runs, ddof=1) / math.sqrt(M)) if M > 1 else None
-        run = np.repeat(np.arange(M), al.shape[1])[order]
-        logwt_run = logwt_run.ravel()[order]
-        samples_u = au.reshape(-1, d)[order]
-        mass, mass_runs, lost = self._mode_check(samples_u, logwt - logz, run, logwt_run, M)
-        return NestedResults(
-            logz=float(logz), logzerr=float(err), logzerr_runs=err_runs, logz_runs=logz_runs,
-            samples=av.reshape(-1, d)[order], samples_u=samples_u, logl=ls, logwt=logwt,
-            logvol=logx, nlive=nl.astype(np.int64), information=float(info), ncall=int(self._ncall),
-            nbatch=int(self._nbatch),
-            niter=int(niter), n_runs=M, nlive_per_run=N, n_replace=self.n_replace, seconds=float(seconds),
-            run=run, logwt_run=logwt_run, mode_mass=mass, mode_mass_runs=mass_runs, runs_lost_mode=lost)
-
-    def _mode_check(self, samples_u, logw, run, logwt_run, M):
-        if M < 2 or not self.check_modes:
-            return np.zeros(0), np.zeros((M, 0)), np.zeros(M, bool)
-        mass, mass_runs, lost = mode_check(samples_u, np.exp(logw), run, np.exp(logwt_run), M)
-        _warn_lost(lost, mass, mass_runs, self.nlive, stacklevel=4)
-        return mass, mass_runs, lost
+        return _outcome(al.ravel()[order], nl.astype(np.int64), np.repeat(np.arange(M), al.shape[1])[order],
+                        logwt_run.ravel()[order], M, self.check_modes, logz_runs=logz_runs,
+                        samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], ncall=int(self._ncall),
+                        nbatch=int(self._nbatch), niter=int(niter), n_runs=M, nlive_per_run=self.nlive,
+                        n_replace=self.n_replace, seconds=float(seconds))

@@ -1,11 +1,7 @@
 """What a nested-sampling run gives: the evidence from the dead points, combined runs, and the mode check.
 
-:func:`merge_points` gives each point the number of live points it was the
-lowest of, which is all that multiple replacement and merged runs change;
-``_evidence`` turns log-likelihoods and those counts into log Z, the
-weights, the information and the error. :class:`NestedResults` holds the
-outcome, :func:`combine_runs` merges runs made apart, and :func:`mode_check`
-tells whether merged runs agree on each mode's mass.
+:func:`merge_points` gives each point the number of live points it was the lowest of, all that multiple
+replacement and merged runs change; ``_evidence`` turns those counts into log Z, the weights and the error.
 """
 
 from __future__ import annotations
@@ -17,14 +13,6 @@ import warnings
 import numpy as np
 
 __all__ = ["NestedResults", "combine_runs", "plot_run", "merge_points", "mode_check", "FewLivePointsWarning"]
-
-
-def _logsumexp(a, axis=None):
-    a = np.asarray(a, dtype=np.float64)
-    m = np.max(a, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
-    return np.squeeze(out, axis=axis) if axis is not None else float(out.reshape(()))
 
 
 def merge_points(logl, birth):
@@ -40,14 +28,11 @@ def merge_points(logl, birth):
 
     Returns ``(order, nlive)``: the sorting permutation and ``n_k`` in sorted order.
     """
-    logl = np.asarray(logl, np.float64)
-    birth = np.asarray(birth, np.float64)
+    logl, birth = np.asarray(logl, np.float64), np.asarray(birth, np.float64)
     order = np.argsort(logl, kind="stable")
     ls = logl[order]
     born_before = np.searchsorted(np.sort(birth), ls, side="left")
-    removed_before = np.arange(ls.size)
-    nlive = born_before - removed_before
-    return order, np.maximum(nlive, 1)
+    return order, np.maximum(born_before - np.arange(ls.size), 1)
 
 
 def _evidence(ls, nlive):
@@ -57,17 +42,17 @@ def _evidence(ls, nlive):
     # X_{k-1} - X_k = X_{k-1} (1 - exp(-1/n_k))
     logdx = logx_prev + np.log(-np.expm1(-1.0 / nlive))
     logwt = ls + logdx
-    logz = _logsumexp(logwt)
+    m = np.max(logwt, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)  # all -inf: logz = -inf, not NaN
+    logz = float((np.log(np.sum(np.exp(logwt - m), keepdims=True)) + m).reshape(()))
     p = np.exp(logwt - logz)
     fin = p > 0
-    h = float(np.sum(p[fin] * (ls[fin] - logz)))
-    h = max(h, 0.0)
+    h = max(float(np.sum(p[fin] * (ls[fin] - logz))), 0.0)
     # Var(log X) at the bulk of the posterior (log X = -H): sum of 1/n_k^2 up to there.
     # For a constant n = N this is (N H) / N^2 = H / N, Skilling's estimate.
     upto = logx >= -h
     var = float(np.sum(1.0 / nlive[upto] ** 2)) if h > 0 else 0.0
-    if upto.sum() < upto.size and h > 0:
-        # the step that crosses -H, interpolated
+    if upto.sum() < upto.size and h > 0:  # the step that crosses -H, interpolated
         k = int(upto.sum())
         var += (1.0 / nlive[k] ** 2) * min(1.0, (logx_prev[k] + h) * nlive[k])
     return logz, logwt, logx, h, math.sqrt(var)
@@ -112,11 +97,9 @@ class NestedResults:
         Each point's log posterior weight within its own run, from that run's own live-point counts and
         normalised by its own evidence: ``exp(logwt_run[run == m])`` sums to 1 for each run m.
     mode_mass, mode_mass_runs, runs_lost_mode : ndarray (C,), (n_runs, C), (n_runs,) of bool
-        The per-run mode check (see :func:`mode_check`): the posterior mass of each of the C modes found
-        among the points (clusters holding at least 2% of the merged mass), in the merged run and in each
-        run on its own, and which runs hold less than a fifth of the merged mass of a mode holding at
-        least 5% of it: those runs lost the mode, and the merged run then gives it too little weight. A
-        warning says so after the run, and also where the runs disagree on a mode's mass by more than
+        The per-run mode check (:func:`mode_check`): the posterior mass of each of the C modes, merged and
+        in each run, and which runs lost a mode (the merged run then gives it too little weight). A warning
+        says so after the run, and also where the runs disagree on a mode's mass by more than
         ``MODE_ERR_MAX`` (:attr:`mode_mass_err`). Empty for a single run.
     """
 
@@ -146,9 +129,8 @@ class NestedResults:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray):
-                v.setflags(write=False)
+            if isinstance(getattr(self, f.name), np.ndarray):
+                getattr(self, f.name).setflags(write=False)
 
     @property
     def weights(self) -> np.ndarray:
@@ -158,11 +140,9 @@ class NestedResults:
     @property
     def mode_mass_err(self) -> np.ndarray:
         """Each mode's between-run error of its merged mass (C,): the spread of :attr:`mode_mass_runs` over
-        ``sqrt(n_runs)``, as ``logzerr_runs`` is for log Z (empty for a single run). Where it is over
-        ``MODE_ERR_MAX`` (0.05) the runs disagree on the mode, and a warning says so after the run."""
-        if self.mode_mass_runs is None:
-            return np.zeros(0)
-        return _mass_err(self.mode_mass_runs)
+        ``sqrt(n_runs)``, as ``logzerr_runs`` is for log Z (empty for a single run); over ``MODE_ERR_MAX``
+        (0.05) the runs disagree on the mode."""
+        return np.zeros(0) if self.mode_mass_runs is None else _mass_err(self.mode_mass_runs)
 
     @property
     def eff(self) -> float:
@@ -174,14 +154,12 @@ class NestedResults:
 
         ``n`` defaults to the effective sample size ``1 / sum(w**2)``.
         """
-        w = self.weights
-        w = w / w.sum()
+        w = self.weights / self.weights.sum()
         if n is None:
             n = max(1, int(1.0 / np.sum(w ** 2)))
         rng = np.random.default_rng(random_state)
         pos = (rng.random() + np.arange(n)) / n
-        idx = np.searchsorted(np.cumsum(w), pos, side="right")
-        idx = np.minimum(idx, w.size - 1)
+        idx = np.minimum(np.searchsorted(np.cumsum(w), pos, side="right"), w.size - 1)
         return self.samples[rng.permutation(idx)]
 
     def to_arviz(self, n=None, random_state=None, var_names=None):
@@ -191,6 +169,7 @@ class NestedResults:
         ``var_names`` names each dimension.
         """
         from ...sampling import to_arviz
+
         draws = self.posterior_samples(n, random_state)
         if var_names is None:
             post = {"theta": draws[None]}
@@ -217,17 +196,14 @@ class NestedResults:
 
 
 # A run holding under LOST_FRACTION of the runs' mean mass of a mode to which some run gives at least
-# MODE_MIN_MASS lost it. Runs that kept the 0.3 mode of gpumcmc.nested's docstring's mixture, made with equal
-# widths, held 0.13 to 0.48 of their own mass there at 50 live points (6 seeds): a fifth of the mean stays
-# clear of them.
+# MODE_MIN_MASS lost it: on the equal-width mixture of gpumcmc.nested's docstring, runs that kept its 0.3
+# mode held 0.13 to 0.48 of their mass there at 50 live points (6 seeds), clear of a fifth of the mean.
 MODE_MIN_MASS, LOST_FRACTION, CLUSTER_MIN_MASS = 0.05, 0.2, 0.02
-# Where no run lost a mode, a warning says when the runs disagree on a mode's mass: its between-run error
-# (NestedResults.mode_mass_err) over MODE_ERR_MAX. On the equal-width mixture of gpumcmc.nested's docstring (5
-# runs, R = 10), the error was 0.07 to 0.13 at 50 live points per run (8 seeds; merged weight 0.18 to 0.60
-# for 0.3), 0.04 to 0.06 at 100 and 0.02 to 0.05 at the default 500 (weight 0.26 to 0.37).
+# Where no run lost a mode, runs disagreeing on its mass by more than MODE_ERR_MAX (mode_mass_err) are
+# flagged: on that mixture (5 runs, R = 10) the error was 0.07 to 0.13 at 50 live points per run (8 seeds),
+# 0.04 to 0.06 at 100 and 0.02 to 0.05 at the default 500.
 MODE_ERR_MAX = 0.05
-# Live points per run under which NestedSampler warns, with n_runs > 1 (see gpumcmc.nested's docstring).
-NLIVE_MODES = 100
+NLIVE_MODES = 100  # live points per run under which NestedSampler warns, with n_runs > 1
 
 
 class FewLivePointsWarning(UserWarning):
@@ -235,14 +211,12 @@ class FewLivePointsWarning(UserWarning):
 
 
 def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MASS):
-    """Modes as single-linkage clusters of the points ``x`` (n, d) that carry ``keep`` of the weight ``w``.
+    """Modes as single-linkage clusters of the unit-cube points ``x`` (n, d) that carry ``keep`` of the weight ``w``.
 
-    ``x`` are unit-cube coordinates, the scale the constrained sampler moves on. The tree is split from its
-    top wherever a merge is longer than ``cut`` times the median merge (about the nearest-neighbour distance
-    within a mode) and both sides carry at least ``min_mass`` of the weight; a mode's tails, which split off
-    in small pieces, stay with it. At most ``max_points`` points, drawn in proportion to their weight
-    (systematic resampling), make the tree; the others join the mode of their nearest point in it. Returns labels (n,), -1 for points left out (the lightest, holding
-    ``1 - keep``).
+    The tree is split from its top wherever a merge is longer than ``cut`` times the median merge (about the
+    nearest-neighbour distance within a mode) and both sides carry at least ``min_mass`` of the weight, so a
+    mode's tails stay with it. At most ``max_points`` points make the tree; the others join the mode of their
+    nearest point in it. Returns labels (n,), -1 for the lightest points, holding ``1 - keep``.
     """
     from scipy.cluster.hierarchy import linkage
 
@@ -253,10 +227,9 @@ def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MAS
     k = max(min(k, n), min(n, 10))
     kept = by_weight[:k]
     if k > max_points:
-        # The tree's points in proportion to their weight (systematic resampling, no random draw), so that
-        # every mode holds points in proportion to its mass: the heaviest points alone can all lie in the
-        # mode of highest likelihood and leave a lighter mode out of the tree.
-        # Each tree point carries the mass it was drawn for (its draws times 1 / max_points of the whole).
+        # The tree's points drawn in proportion to their weight (systematic resampling, no random draw): the
+        # heaviest points alone can all lie in the mode of highest likelihood and leave a lighter mode out.
+        # Each carries the mass it was drawn for (its draws times 1 / max_points of the whole).
         cw = np.cumsum(w[kept])
         at, draws = np.unique(np.minimum(np.searchsorted(cw, (np.arange(max_points) + 0.5) * (cw[-1] / max_points)),
                                          k - 1), return_counts=True)
@@ -265,8 +238,7 @@ def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MAS
         idx, rest = kept[inside], kept[~inside]
         leaf_mass = draws * (cw[-1] / max_points)  # at is sorted, as kept[inside] is
     else:
-        idx, rest = kept, kept[:0]
-        leaf_mass = w[idx]
+        idx, rest, leaf_mass = kept, kept[:0], w[kept]
     k = idx.size
     if k < 2:
         labels[idx] = 0
@@ -305,13 +277,12 @@ def mode_check(samples_u, weights, run, weights_run, n_runs):
 
     ``samples_u`` (n, d) are the points (unit cube), ``weights`` their merged posterior weights, ``run``
     the run of each and ``weights_run`` each point's weight within its own run. Modes are single-linkage
-    clusters of the points carrying 99% of the merged mass (:func:`_clusters`); those with at least 2% of
-    it are kept. Returns ``(mass (C,), mass_runs (n_runs, C), lost (n_runs,))``: a run lost a mode when it
-    holds under a fifth of the merged mass of a mode that holds at least 5%.
+    clusters of the points carrying 98% of the merged mass; those with at least 2% of it are kept. Returns
+    ``(mass (C,), mass_runs (n_runs, C), lost (n_runs,))``: a run lost a mode when it holds under a fifth of
+    the runs' mean mass of a mode to which some run gives at least 5%.
 
-    The merged run gives each run's points the same share of every level, so a run that lost a mode pulls
-    that mode's merged weight down; log Z moves little (at most the log of the lost mass fraction over the
-    number of runs), so neither logzerr nor logzerr_runs shows it.
+    A run that lost a mode pulls that mode's merged weight down, while log Z moves little (at most the log
+    of the lost mass fraction over the number of runs), so neither logzerr nor logzerr_runs shows it.
     """
     w = np.asarray(weights, np.float64)
     labels = _clusters(np.asarray(samples_u, np.float64), w)
@@ -408,30 +379,35 @@ def combine_runs(runs) -> NestedResults:
         nxt = np.searchsorted(r.logl, ls, side="left")     # run r's next point at or above each level
         going = nxt < r.logl.size
         nlive[going] += r.nlive[nxt[going]]
-    logz, logwt, logx, info, err = _evidence(ls, nlive)
     logz_runs = np.concatenate([np.atleast_1d(r.logz_runs) for r in runs]).astype(np.float64)
-    m = logz_runs.size
-    per_run = {r.nlive_per_run for r in runs}
-    replace = {r.n_replace for r in runs}
     offsets = np.cumsum([0] + [r.n_runs for r in runs])
     run = np.concatenate([(r.run if r.run is not None else np.zeros(r.logl.size, np.int64)) + o
                           for r, o in zip(runs, offsets)])[order]
-    logwt_run = np.concatenate([r.logwt_run if r.logwt_run is not None else r.logwt - r.logz
-                                for r in runs])[order]
-    samples_u = np.concatenate([r.samples_u for r in runs])[order]
-    n_all = int(offsets[-1])
-    mass, mass_runs, lost = mode_check(samples_u, np.exp(logwt - logz), run, np.exp(logwt_run), n_all)
-    _warn_lost(lost, mass, mass_runs, per_run.copy().pop() if len(per_run) == 1 else -1)
-    return NestedResults(
-        logz=float(logz), logzerr=float(err),
-        logzerr_runs=float(np.std(logz_runs, ddof=1) / math.sqrt(m)) if m > 1 else None, logz_runs=logz_runs,
-        samples=np.concatenate([r.samples for r in runs])[order],
-        samples_u=samples_u, logl=ls, logwt=logwt, logvol=logx,
-        nlive=nlive, information=float(info), ncall=sum(r.ncall for r in runs),
-        nbatch=sum(r.nbatch for r in runs), niter=max(r.niter for r in runs), n_runs=m,
-        nlive_per_run=per_run.pop() if len(per_run) == 1 else -1,
-        n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs),
-        run=run, logwt_run=logwt_run, mode_mass=mass, mode_mass_runs=mass_runs, runs_lost_mode=lost)
+    logwt_run = np.concatenate([r.logwt_run if r.logwt_run is not None else r.logwt - r.logz for r in runs])[order]
+    per_run, replace = {r.nlive_per_run for r in runs}, {r.n_replace for r in runs}
+    return _outcome(ls, nlive, run, logwt_run, int(offsets[-1]), True, logz_runs=logz_runs,
+                    samples=np.concatenate([r.samples for r in runs])[order],
+                    samples_u=np.concatenate([r.samples_u for r in runs])[order], ncall=sum(r.ncall for r in runs),
+                    nbatch=sum(r.nbatch for r in runs), niter=max(r.niter for r in runs), n_runs=logz_runs.size,
+                    nlive_per_run=per_run.pop() if len(per_run) == 1 else -1,
+                    n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs))
+
+
+def _outcome(ls, nlive, run, logwt_run, n_all, check_modes, **fields):
+    """The :class:`NestedResults` of the points sorted by log-likelihood ``ls`` with live counts ``nlive``
+    (``fields``: the others, sorted alike): the evidence, the runs' spread, and the mode check of ``n_all``
+    runs where ``check_modes`` and there are several (warning from the caller's caller)."""
+    logz, logwt, logx, info, err = _evidence(ls, nlive)
+    lz = fields["logz_runs"]
+    if n_all > 1 and check_modes:
+        mass, mass_runs, lost = mode_check(fields["samples_u"], np.exp(logwt - logz), run, np.exp(logwt_run), n_all)
+        _warn_lost(lost, mass, mass_runs, fields["nlive_per_run"], stacklevel=4)
+    else:
+        mass, mass_runs, lost = np.zeros(0), np.zeros((n_all, 0)), np.zeros(n_all, bool)
+    return NestedResults(logz=float(logz), logzerr=float(err), logl=ls, logwt=logwt, logvol=logx, nlive=nlive,
+                         logzerr_runs=float(np.std(lz, ddof=1) / math.sqrt(lz.size)) if lz.size > 1 else None,
+                         information=float(info), run=run, logwt_run=logwt_run, mode_mass=mass,
+                         mode_mass_runs=mass_runs, runs_lost_mode=lost, **fields)
 
 
 def plot_run(results: NestedResults, axes=None, color="C0"):

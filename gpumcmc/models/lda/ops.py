@@ -1,14 +1,9 @@
-"""The launchers of ``kernels_cu/lda.cu`` and their NumPy twins.
+"""The launchers of ``kernels_cu/lda.cu`` (:class:`_GpuOps`) and their NumPy twins (:class:`_NumpyOps`).
 
-:class:`_GpuOps` and :class:`_NumpyOps` are one pair of classes with one interface, as the sweep uses
-it: ``counts`` (both count tables in one pass, ``lda_counts``), ``zdraw_counts`` (z drawn and counted,
-``lda_theta_compact`` and ``lda_zdraw``; the twin, and the GPU where the fused kernel is off, draws z by
-:func:`gpumcmc.categorical_products` and counts it after), ``normalise_columns`` (the Dirichlet over
-words from its log-gammas, ``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise``) and
-``accumulate`` (the running sums of the posterior means). The twin gives the same draws, but where a
-prefix sum lies within rounding of its target. The functions below them (:func:`fused_counts`,
-:func:`zdraw_counts`, :func:`dirichlet_columns`, :func:`_accumulate`) take NumPy or CuPy arrays and pick
-the ops of their array module; before them, the token layout of a batch of chains.
+One interface: ``counts`` (both count tables in one pass), ``zdraw_counts`` (z drawn and counted),
+``normalise_columns`` (the Dirichlet over words from its log-gammas) and ``accumulate`` (the running sums).
+The twins give the same draws, but where a prefix sum lies within rounding of its target. The functions
+after them take NumPy or CuPy arrays and pick the ops of their array module.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import copy
 
 import numpy as np
 
-from gpumcmc import _kernel_args
+from gpumcmc import _kernel_args, _loader
 from gpumcmc import backend as _backend
 from gpumcmc._config import config, memo
 from gpumcmc.discrete import CounterIndex, categorical_products
@@ -25,14 +20,10 @@ from gpumcmc.discrete import CounterIndex, categorical_products
 __all__ = ["counts", "counts_twin", "fused_counts", "zdraw_counts", "dirichlet_columns"]
 
 FILE = "lda.cu"
-_NAMES = ("lda_counts<long long>", "lda_counts<int>")
-_Z_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw"))
-_COL_NAMES = tuple(f"{k}<{t}>" for t in ("float", "double")
-                   for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise"))
-_ALL = _NAMES + _COL_NAMES + _Z_NAMES   # every instantiation, so that lda.cu compiles once
-
-
-# -- the token layout of a batch of chains ------------------------------------------
+_ALL = ("lda_counts<long long>", "lda_counts<int>",   # every instantiation, so that lda.cu compiles once
+        *(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_col_partials", "lda_col_combine",
+                                                              "lda_col_normalise")),
+        *(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw")))
 
 
 def _chain_tokens(data, C: int):
@@ -66,11 +57,7 @@ def _token_counters(data, C: int):
 
 def _phi_store(phi):
     """The (V, C, K) array behind a state's (C, V, K) ``phi`` (a view when it is one; else a copy)."""
-    xp = _backend.get_array_module(phi)
-    return xp.ascontiguousarray(phi.transpose(1, 0, 2))
-
-
-# -- the counts ---------------------------------------------------------------------
+    return _backend.get_array_module(phi).ascontiguousarray(phi.transpose(1, 0, 2))
 
 
 def counts(rows, z, n_rows: int, K: int):
@@ -92,15 +79,11 @@ def counts_twin(rows, cols, z, M: int, V: int, K: int):
     return ndk, nwk
 
 
-# -- the kernels and their twins, one pair of classes with one interface ------------
-
-
 class _NumpyOps:
-    """The NumPy twins of the kernels of lda.cu: the same draws (but where a prefix sum lies within rounding
-    of its target), the same arithmetic of the counts and the columns."""
+    """The NumPy twins of the kernels of lda.cu."""
 
     def counts(self, rows, cols, z, M, V, K, out=None):
-        """``lda_counts``' twin: ``(n_dk, n_wk)`` int32 (``out`` is not reused)."""
+        """``lda_counts``' twin (``out`` is not reused)."""
         return counts_twin(rows, cols, z, M, V, K)
 
     def zdraw_counts(self, rng, theta, phi, data, zout, loglik):
@@ -109,8 +92,8 @@ class _NumpyOps:
         return _two_pass(self, rng, theta, phi, data, zout, loglik, "prefix")
 
     def normalise_columns(self, lg, total, keep):
-        """The twin of the three column kernels: each column of the log-gammas ``lg`` as
-        ``exp(x - max) / sum(exp(x - max))`` (in place), and the running sum where ``total`` is given."""
+        """Each column of the log-gammas ``lg`` as ``exp(x - max) / sum(exp(x - max))`` (in place), and the
+        running sum where ``total`` is given."""
         dtype = lg.dtype
         with np.errstate(under="ignore"):
             lg -= lg.max(axis=0)
@@ -127,9 +110,7 @@ class _GpuOps:
     """Launchers of the kernels of lda.cu (same interface as :class:`_NumpyOps`)."""
 
     def counts(self, rows, cols, z, M, V, K, out=None):
-        """``lda_counts``: both tables in one pass; ``out``, a pair of int32 arrays to reuse, is zeroed."""
-        from gpumcmc import _loader
-
+        """``lda_counts``; ``out``, a pair of int32 arrays to reuse, is zeroed."""
         xp = _backend.get_array_module(rows)
         if out is None:
             out = (xp.zeros((M, K), np.int32), xp.zeros((V, K), np.int32))
@@ -146,9 +127,9 @@ class _GpuOps:
         return out
 
     def zdraw_counts(self, rng, theta, phi, data, zout, loglik):
-        """``lda_zdraw`` (with ``lda_theta_compact`` where ``data.sparse``): z drawn and counted in one
-        kernel; the two passes of :class:`_NumpyOps` (method ``"auto"``) where ``data.fused`` is off or the
-        kernel cannot take the data (a phi row over 48 KiB of shared memory, int64 token indices)."""
+        """``lda_zdraw`` (after ``lda_theta_compact`` where ``data.sparse``); the two passes (method
+        ``"auto"``) where ``data.fused`` is off or the kernel cannot take the data (a phi row over 48 KiB of
+        shared memory, int64 token indices)."""
         xp = _backend.get_array_module(theta)
         C, M, K = (int(x) for x in theta.shape)
         V = int(phi.shape[0])
@@ -156,8 +137,6 @@ class _GpuOps:
         row_bytes = (K + K // 32 + 1) * theta.dtype.itemsize     # a padded phi row in shared memory (lda.cu)
         if not data.fused or row_bytes > 48 * 1024 or data.rows.dtype != np.int32 or data.cols.dtype != np.int32:
             return _two_pass(self, rng, theta, phi, data, zout, loglik, "auto")
-        from gpumcmc import _loader
-
         T = int(data.rows.size)
         p = data.place
         NULL = _loader.NULL
@@ -193,11 +172,8 @@ class _GpuOps:
         return ndk, nwk
 
     def normalise_columns(self, lg, total, keep):
-        """``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise``: :func:`dirichlet_columns` on
-        CuPy log-gammas ``lg`` (normalised out of place), and the running sum where ``total`` is given."""
+        """``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise`` (out of place)."""
         import cupy
-
-        from gpumcmc import _loader
 
         V, K = lg.shape
         t = "float" if lg.dtype == np.float32 else "double"
@@ -226,39 +202,26 @@ class _GpuOps:
         return out if total is None else (out, new_total)
 
     def accumulate(self, total, x, keep):
-        """One elementwise kernel: ``total + keep * x``."""
-        return _axpy_kernel()(total, x, keep)
+        """One elementwise kernel (compiled per device by CuPy): ``total + keep * x``."""
+        k = _KERNELS.get("accumulate")
+        if k is None:
+            import cupy
+
+            k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
+                                                                "gpumcmc_lda_accumulate")
+        return k(total, x, keep)
 
 
 _NUMPY, _GPU = _NumpyOps(), _GpuOps()
+_KERNELS = memo.table("lda.kernels", device_at=None)
 
 
 def _ops(xp):
-    """The ops of the array module ``xp``."""
     return _NUMPY if xp is np else _GPU
 
 
-_KERNELS = memo.table("lda.kernels", device_at=None)  # name -> an ElementwiseKernel (compiled per device by CuPy)
-
-
-def _axpy_kernel():
-    k = _KERNELS.get("accumulate")
-    if k is None:
-        import cupy
-
-        k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
-                                                            "gpumcmc_lda_accumulate")
-    return k
-
-
-# -- the sweep's steps, on either array module --------------------------------------
-
-
 def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
-    """``(n_dk (M, K), n_wk (V, K))`` int32 in one pass over the tokens (one kernel on the GPU).
-
-    ``out`` is an optional pair of int32 arrays to reuse (they are zeroed here).
-    """
+    """``(n_dk (M, K), n_wk (V, K))`` int32 in one pass over the tokens; ``out``: a pair to reuse (zeroed)."""
     return _ops(_backend.get_array_module(rows)).counts(rows, cols, z, M, V, K, out)
 
 
@@ -267,26 +230,26 @@ def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
 
     ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store. Token ``t`` of chain ``c`` draws
     ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset
-    (a shard, ``data.place``: of row ``c T_all + g_t``, see :class:`ShardPlace`).
-    On the GPU (``data.fused``) one kernel draws and counts; on NumPy (and with ``fused=False``) z comes
-    from :func:`gpumcmc.categorical_products` over all chains' tokens (a shard: with their counters,
-    ``counter_base`` / ``counter_index``), then the counts. ``zout`` (int64, C T) receives z (for tests).
-    ``loglik`` ((C,) float64, optional): chain ``c``'s ``sum_t log(max(total_t, 1e-300))`` is added to
-    ``loglik[c]``, ``total_t = sum_k theta[c, d_t, k] phi[w_t, c, k]`` as the draw summed it (the fused
-    kernel, or ``categorical_products(log_total=...)``): the log-likelihood with no pass of its own.
+    (a shard, ``data.place``: of row ``c T_all + g_t``, see :class:`ShardPlace`). ``zout`` (int64, C T)
+    receives z (for tests). ``loglik`` ((C,) float64, optional): chain ``c``'s
+    ``sum_t log(max(total_t, 1e-300))`` is added to ``loglik[c]``, ``total_t`` the draw's own sum of
+    ``theta[c, d_t, k] phi[w_t, c, k]``.
     """
     return _ops(_backend.get_array_module(theta)).zdraw_counts(rng, theta, phi, data, zout, loglik)
 
 
 def _two_pass(ops, rng, theta, phi, data, zout, loglik, method: str):
     """The z-draw by :func:`gpumcmc.categorical_products` over all chains' tokens (a shard: with their
-    counters, see :func:`_placed_products`), then the counts by ``ops``."""
+    counters), then the counts by ``ops``."""
     C, M, K = (int(x) for x in theta.shape)
     V = int(phi.shape[0])
     th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
     r_all, c_all = _chain_tokens(data, C)
     if data.place is None:
         z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik)
+    elif _backend.get_array_module(th2) is np:
+        z = categorical_products(th2, ph2, r_all, c_all, rng, method=method,
+                                 counter_index=_token_counters(data, C), log_total=loglik)
     else:
         z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method, loglik)
     if zout is not None:
@@ -295,18 +258,14 @@ def _two_pass(ops, rng, theta, phi, data, zout, loglik, method: str):
 
 
 def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, loglik=None):
-    """:func:`gpumcmc.categorical_products` of a shard's tokens (all chains, ``r_all``, ``c_all``) at one
-    generator offset, token ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call
-    (:class:`ShardPlace`): the same uniform and, for the butterfly, the same lane, so the same index.
+    """On the GPU, :func:`gpumcmc.categorical_products` of a shard's tokens at one generator offset, token
+    ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call (the same uniform and lane).
 
-    On the GPU each chain's run of tokens between the head and the tail is one call with a counter base
-    (no per-token read), and the heads and tails of all chains one call with their counters (one call per
-    chain where ``loglik``, (C,), sums each chain's log totals).
+    Each chain's run of tokens between the head and the tail is one call with a counter base (no per-token
+    read); the heads and tails of all chains one call with their counters (one per chain with ``loglik``,
+    so that each chain's log totals have a sum of their own).
     """
     xp = _backend.get_array_module(th2)
-    if xp is np:
-        return categorical_products(th2, ph2, r_all, c_all, rng, method=method,
-                                    counter_index=_token_counters(data, C), log_total=loglik)
     p = data.place
     T = int(data.rows.size)
     z = xp.empty(C * T, np.int64)
@@ -329,7 +288,7 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, log
         if loglik is None or C == 1:
             z[pos] = categorical_products(th2, ph2, r_ends, c_ends, copy.copy(rng), method=method,
                                           counter_index=counters, log_total=loglik)
-        else:   # one call per chain, so that each chain's log totals have a sum of their own
+        else:
             E = p.n_head + p.n_tail
             per = _memoised(p, (C, "chains"),
                             lambda: [CounterIndex(counters.index[c * E:(c + 1) * E]) for c in range(C)])
@@ -354,13 +313,10 @@ def _memoised(place, key, make):
 def dirichlet_columns(rng, concentration, total=None, keep=None):
     """``out[:, k] ~ Dir(concentration[:, k])`` for each column of a (V, K) array, in its dtype.
 
-    Log-gammas (``Generator.gamma(log=True)``, exact for tiny shapes), then
-    each column normalised as ``exp(x - max) / sum(exp(x - max))``, the row
-    formula of ``Generator.dirichlet``. On the GPU the column reductions are
-    tiled so that every read is coalesced (see ``kernels_cu/lda.cu``).
-
-    With ``total`` and ``keep`` (a 0-d array, 0 or 1) it returns
-    ``(out, total + keep * out)``, the running sum formed in the same pass.
+    Log-gammas (``Generator.gamma(log=True)``, exact for tiny shapes), then each column normalised as
+    ``exp(x - max) / sum(exp(x - max))``, the row formula of ``Generator.dirichlet``. On the GPU the column
+    reductions are tiled so that every read is coalesced. With ``total`` and ``keep`` (a 0-d array, 0 or 1)
+    it returns ``(out, total + keep * out)``, the running sum formed in the same pass.
 
     Examples
     --------
@@ -371,9 +327,8 @@ def dirichlet_columns(rng, concentration, total=None, keep=None):
     >>> np.allclose(phi.sum(axis=0), 1)
     True
     """
-    xp = _backend.get_array_module(concentration)
     lg = rng.gamma(concentration, dtype=concentration.dtype, log=True)
-    return _ops(xp).normalise_columns(lg, total, keep)
+    return _ops(_backend.get_array_module(concentration)).normalise_columns(lg, total, keep)
 
 
 def _accumulate(total, x, keep):

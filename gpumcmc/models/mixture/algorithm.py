@@ -16,34 +16,24 @@ This module is the technique, top-down: :class:`Model` (the data and the
 prior), :class:`State` (every chain, or every BEM start), :func:`init` and
 :func:`step` (one Gibbs sweep of every chain: configuration indicators, NIW
 draws, stick-breaking Betas, alpha), :func:`init_bem` and :func:`bem_step`
-(one Bayesian-EM iterate of every start). Its partner is
-``kernels_cu/mixture.cu``, whose launchers and their array-code twins are in
-:mod:`.ops`; :mod:`.sharded` splits the data over devices, :mod:`.relabel`
-aligns the draws' components, and :mod:`.estimator` holds
-:class:`DPGaussianMixture`, the scikit-learn face.
+(one Bayesian-EM iterate of every start).
 
-The hot loop is ``kernels_cu/mixture.cu``: one fused kernel per chunk of data
-computes ``log pi_j + log N(x_i | mu_j, Sigma_j)`` from inverse Cholesky
-factors and draws ``z_i`` by the Gumbel-max trick with Philox uniforms keyed by
-the global data index, so chunked and unchunked runs give the same draws.
-:func:`_assign_twin` is its array-code twin (on NumPy the logits are one
-float64 GEMM of the design ``[1, x, vech(x x^T)]``, see :func:`_gemm_weights`;
-:func:`_logits_twin` is the direct form). The Gibbs sufficient statistics come
-from a stable sort of the indicators and two deterministic kernels of the same
-file (:func:`gibbs_stats`), their twin from one-hot blocks times the design.
-The component updates run one thread per component in the same file: the NIW
-posterior (``mixture_niw_posterior``, twin :func:`niw_posterior`), the Gibbs
-means and kernel parameters from the covariance draws (``mixture_gibbs_params``,
-twin :func:`_gibbs_params_twin`). A BEM iterate is the fused kernel's
+A sweep's indicators come from one fused kernel per chunk of data (the logits
+``log pi_j + log N(x_i | mu_j, Sigma_j)`` from inverse Cholesky factors, and
+``z_i`` by the Gumbel-max trick with Philox uniforms keyed by the global data
+index, so chunked and unchunked runs give the same draws), their statistics
+from a stable sort and two deterministic kernels, and the NIW posterior and
+the drawn components' parameters from one thread per component (:mod:`.ops`
+has the launchers and their twins). A BEM iterate is the fused kernel's
 probabilities, their weighted statistics (one GEMM per chunk) and the
-variational update of :func:`_bem_vb_update` (array code, a few dozen small
-launches on the GPU), and never reads back to the host. (The plug-in modes of
-the paper's BEM steps, once a kernel of their own, are gone: their modes never
-cut a component back to zero weight.)
+variational update of :func:`_bem_vb_update` (array code), and never reads
+back to the host.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from typing import NamedTuple
 
@@ -61,12 +51,8 @@ __all__ = ["Model", "State", "Info", "Part", "GibbsStats", "BemPart", "BemStats"
            "gibbs_local", "make_gibbs_update", "bem_step", "make_bem_step", "bem_local", "make_bem_update",
            "make_model"]
 
-_V_MAX = 1.0 - 2.0**-40     # sticks are kept below 1 so that log(1 - v) stays finite
+_V_MAX = 1.0 - 2.0**-40  # sticks are kept below 1 so that log(1 - v) stays finite
 
-
-# ---------------------------------------------------------------------------
-# Model, state, priors
-# ---------------------------------------------------------------------------
 
 class Model(NamedTuple):
     """Data and prior of one fit (fixed during a run).
@@ -150,8 +136,9 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     weak prior: the covariance of a component holding ``n_j`` points is
     ``(nu Phi + S_j) / (nu + n_j)``, so tight populations stay tight);
     ``gamma = 16`` (prior spread of the means ``gamma Phi = diag(s^2) / 4``,
-    with the weight of 1/16 of a data point); ``alpha ~ Gamma(alpha_prior)``. A constant column is handled through the prior:
-    its variance is floored at 1e-3 of the mean positive variance (or 1).
+    with the weight of 1/16 of a data point); ``alpha ~ Gamma(alpha_prior)``.
+    A constant column is handled through the prior: its variance is floored
+    at 1e-3 of the mean positive variance (or 1).
     """
     xp = _xp_of(x)
     n, p = x.shape
@@ -159,14 +146,12 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     if moments is None:
         xh = x.astype(np.float64)
         center = xh.mean(axis=0)
-        var = ((xh - center) ** 2).mean(axis=0)
-        var = _backend.to_host(var)
+        var = _backend.to_host(((xh - center) ** 2).mean(axis=0))
         center = _backend.to_host(center)
     else:
         center, var = (np.asarray(t, np.float64).reshape(p) for t in moments)
     pos = var[var > 0]
-    floor = 1e-3 * (pos.mean() if pos.size else 1.0)
-    var = np.maximum(var, floor)
+    var = np.maximum(var, 1e-3 * (pos.mean() if pos.size else 1.0))
     m = np.zeros(p) if mean_prior is None else np.asarray(mean_prior, np.float64).reshape(p) - center
     gamma = 16.0 if mean_precision_prior is None else 1.0 / float(mean_precision_prior)
     nu = 2.0 if degrees_of_freedom_prior is None else float(degrees_of_freedom_prior)
@@ -189,23 +174,19 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     a, b = (float(t) for t in alpha_prior)
     if not (a > 0 and b > 0):
         raise ValueError(f"alpha_prior = (shape, rate) must be positive, got {alpha_prior}.")
-    xc = (x - xp.asarray(center, dtype=x.dtype)).astype(dtype)
-    xc = xp.ascontiguousarray(xc)
+    xc = xp.ascontiguousarray((x - xp.asarray(center, dtype=x.dtype)).astype(dtype))
     gpu = xp is not np
-    if chunk_size is None:
-        chunk = default_chunk(n, k, chains, dtype.itemsize, gpu)
-        sample_rows = n if gpu else chunk  # the kernel stores nothing per (row, component)
-    else:
-        chunk = int(chunk_size)
-        if chunk < 1:
-            raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}.")
-        sample_rows = chunk
     stats_rows = default_chunk(n, k, chains, dtype.itemsize, gpu)
+    if chunk_size is None:
+        chunk, sample_rows = stats_rows, (n if gpu else stats_rows)  # the kernel stores nothing per (row, component)
+    elif int(chunk_size) < 1:
+        raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}.")
+    else:
+        chunk = sample_rows = int(chunk_size)
     q = 1 + p + p * (p + 1) // 2
     cache_bytes = (1 << 30 if gpu else 1 << 28) if cache_bytes is None else cache_bytes
-    y_blocks = None
-    if n * q * 8 <= cache_bytes:
-        y_blocks = [_y_block(xc[s:s + stats_rows], xp) for s in range(0, n, stats_rows)]
+    cached = n * q * 8 <= cache_bytes
+    y_blocks = [_y_block(xc[s:s + stats_rows], xp) for s in range(0, n, stats_rows)] if cached else None
     return Model(xc, center, xp.asarray(m), 1.0 / gamma, xp.asarray(nu * phi), nu + p + 1.0, a, b, int(k),
                  chunk, sample_rows, stats_rows, y_blocks)
 
@@ -224,34 +205,28 @@ def _log_pi_l1(v):
     return lv + before, l1
 
 
-# ---------------------------------------------------------------------------
-# Gibbs
-# ---------------------------------------------------------------------------
-
 def init(rng, model: Model, chains: int = 1, z=True) -> State:
-    """Starting states: means at random data points, covariances ``Phi``, equal weights."""
-    x = model.x
-    xp = _xp_of(x)
-    n, p = x.shape
-    k = model.k
+    """Starting states: means at random data points, covariances ``Phi``, equal weights (``z=False``: no
+    indicators, as BEM's states)."""
+    xp = _xp_of(model.x)
+    n = model.x.shape[0]
+    mu = model.x[_start_rows(rng, chains, model.k, n, xp)].astype(np.float64)
+    return _init_from_means(model, mu, xp.zeros((chains, n if z else 0), dtype=np.int32))
+
+
+def _start_rows(rng, chains: int, k: int, n: int, xp):
+    """The rows (chains, k) int64 on ``xp`` that :func:`init` starts the means at."""
     u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
-    idx = xp.minimum((u * n).astype(np.int64), n - 1)
-    mu = x[idx].astype(np.float64)
-    zz = xp.zeros((chains, n), dtype=np.int32) if z else xp.zeros((chains, 0), dtype=np.int32)
-    return _init_from_means(model, mu, zz)
+    return xp.minimum((u * n).astype(np.int64), n - 1)
 
 
 def _init_from_means(model: Model, mu, zz) -> State:
     xp = _xp_of(mu)
     chains, k, p = mu.shape
-    x = model.x
-    phi = model.psi0 / (model.df0 - p - 1)
-    sigma = xp.broadcast_to(phi, (chains, k, p, p)).copy()
-    j = xp.arange(k, dtype=np.float64)
-    v = xp.broadcast_to(1.0 / (k - j), (chains, k)).copy()
+    sigma = xp.broadcast_to(model.psi0 / (model.df0 - p - 1), (chains, k, p, p)).copy()
+    v = xp.broadcast_to(1.0 / (k - xp.arange(k, dtype=np.float64)), (chains, k)).copy()
     log_pi = _log_pi(v)
-    chol = _safe_cholesky(sigma)
-    params = kernel_params(log_pi, mu, chol, x.dtype)
+    params = kernel_params(log_pi, mu, _safe_cholesky(sigma), model.x.dtype)
     alpha = xp.full((chains,), model.a / model.b)
     return State(zz, v, log_pi, mu, sigma, params, alpha, xp.zeros((chains, k)), xp.zeros((chains,)))
 
@@ -320,13 +295,8 @@ def make_step(model: Model):
 
     Step (1), the indicators and their statistics, is :func:`gibbs_local` on
     all the rows; steps (2)-(4), the global draws, are
-    :func:`make_gibbs_update`'s. With the data split over devices the same
-    two run on each shard, the statistics summed between them
-    (:func:`gpumcmc.models.mixture.sharded.gibbs`). On the GPU the NIW
-    posterior is one launch (``mixture_niw_posterior``; twin
-    :func:`niw_posterior`), and so are the Cholesky factors, means and kernel
-    parameters of the drawn components (``mixture_gibbs_params``; twin
-    :func:`_gibbs_params_twin`).
+    :func:`make_gibbs_update`'s (with the data split over devices the same two
+    run on each shard, :func:`gpumcmc.models.mixture.sharded.gibbs`).
     """
     part = Part(model, 0, model.x.shape[0])
     update = make_gibbs_update(model, part.n)
@@ -339,13 +309,8 @@ def make_step(model: Model):
 
 
 def _make_global_draws(model: Model):
-    """``draws(rng, state, z, acc, loglik) -> (state, info)``: steps (2)-(4) of a Gibbs sweep.
-
-    From the packed sufficient statistics ``acc`` (C, k, q), float64: the NIW
-    draws, the sticks and alpha, and the next kernel parameters. These are the
-    global draws of a sweep: with the data split over devices, every shard
-    makes them from the same summed statistics and the same key.
-    """
+    """``draws(rng, state, z, acc, loglik) -> (state, info)``: steps (2)-(4) of a Gibbs sweep, the NIW draws,
+    the sticks, alpha and the next kernel parameters from the packed statistics ``acc`` (C, k, q), float64."""
     xp = _xp_of(model.x)
     p = model.x.shape[1]
     k = model.k
@@ -378,11 +343,10 @@ def _make_global_draws(model: Model):
         log_pi, l1 = _log_pi_l1(v)
         # (4) alpha | v ~ Gamma(a + k - 1, b - sum_{j<k} log(1 - v_j)) (Ishwaran and James 2001). The sticks
         # j < k were clipped to at most _V_MAX, so log1p(-v_j) is log_pi's l1_j, bit for bit. Summed as a
-        # contiguous array, as before: CuPy may reduce a strided view in another order (CUB takes only
-        # contiguous rows), which would move alpha's last bits.
+        # contiguous array: CuPy may reduce a strided view in another order (CUB takes only contiguous rows),
+        # which would move alpha's last bits.
         rate = model.b - xp.ascontiguousarray(l1[:, :-1]).sum(axis=1)
-        alpha = rng.gamma(shape_alpha, 1.0 / rate, dtype=np.float64)
-        alpha = xp.maximum(alpha, 1e-300)
+        alpha = xp.maximum(rng.gamma(shape_alpha, 1.0 / rate, dtype=np.float64), 1e-300)
         # (2, cont.) means mu_j = m_n + L_j eps_j / sqrt(kappa_n), and the kernel parameters.
         mu, params = gibbs_params(log_pi, mn, kn, sigma, eps, dtype)
         # counts are sums of ones, never negative or NaN: nonzero is positive (one reduction, no comparison)
@@ -397,16 +361,7 @@ def step(rng, state: State, model: Model):
     return make_step(model)(rng, state)
 
 
-# ---------------------------------------------------------------------------
-# Bayesian EM
-# ---------------------------------------------------------------------------
-
-# config.mixture_kmeans_rows: rows of the subsample a BEM start's k-means++ sees (at most; at least 16 per
-# component); config.mixture_kmeans_lloyd: Lloyd iterations on the subsample after the k-means++ seeding
-def _kmeans_rows(n: int, k: int) -> int:
-    return int(min(n, max(16 * k, min(config.mixture_kmeans_rows, n))))
-
-
+# config.mixture_kmeans_lloyd: Lloyd iterations on the subsample after the k-means++ seeding
 def _kmeanspp(xs, k: int, u):
     """k-means++ centres of the host rows ``xs`` (m, p), float64, then Lloyd iterations.
 
@@ -447,9 +402,10 @@ def _bem_start_means(rng, n: int, k: int, starts: int, gather):
 
     ``gather(idx)`` returns the rows at global indices ``idx`` (starts, m) as a
     host float64 array (starts, m, p) (centred data). Each start takes its own
-    subsample (rows drawn with replacement), so the starts differ.
+    subsample (rows drawn with replacement), so the starts differ: at most
+    ``config.mixture_kmeans_rows`` rows, and at least 16 per component.
     """
-    m = _kmeans_rows(n, k)
+    m = int(min(n, max(16 * k, min(config.mixture_kmeans_rows, n))))
     u = _backend.to_host(rng.random((starts, m + k), dtype=np.float64))
     idx = np.minimum((u[:, :m] * n).astype(np.int64), n - 1)
     rows = gather(idx)
@@ -459,37 +415,24 @@ def _bem_start_means(rng, n: int, k: int, starts: int, gather):
 def init_bem(rng, model: Model, starts: int = 1) -> State:
     """BEM starting states: means from k-means++ (and a few Lloyd iterations) on a subsample for each start,
     covariances ``Phi``, equal weights."""
-    xp = _xp_of(model.x)
-    n = model.x.shape[0]
+    x, xp = model.x, _xp_of(model.x)
 
     def gather(idx):
-        return _backend.to_host(model.x[_backend.asarray(idx.ravel(), xp)].astype(np.float64)).reshape(
-            idx.shape + (model.x.shape[1],))
+        return _backend.to_host(x[_backend.asarray(idx.ravel(), xp)].astype(np.float64)).reshape(idx.shape + (-1,))
 
-    mu = _bem_start_means(rng, n, model.k, starts, gather)
+    mu = _bem_start_means(rng, x.shape[0], model.k, starts, gather)
     return _init_from_means(model, _backend.asarray(mu, xp), xp.zeros((starts, 0), dtype=np.int32))
 
 
 def make_bem_step(model: Model):
     """``bem(state) -> state``: one Bayesian-EM iterate of every start (the paper's four BEM steps).
 
-    (1) The configuration probabilities, chunk by chunk: on the GPU the fused
-    kernel writes them once, in float64 (for float32 data, in blocks of
-    ``config.mixture_gemm_rows`` rows); (2) their weighted statistics, one float64 GEMM per
-    chunk with the design ``[1, x, vech(x x^T)]``, batched over the blocks
-    where a chunk holds at least ``config.mixture_gemm_min_blocks`` of them (float64
-    because a float32 sum of ``x x^T`` loses the scatter of a tight component
-    far from the data's centre); (2)-(4) the variational update of the NIW,
-    stick and alpha posteriors and the next E-step's kernel parameters
-    (:func:`_bem_vb_update`, which also holds components of too little
-    support at zero weight). Nothing is read back to the host. The closure keeps its scratch buffers (probabilities,
-    logits, log-sum-exp) between calls; returned states never share memory
-    with them.
-
-    Step (1) is :func:`bem_local` on all the rows, the update
-    :func:`make_bem_update`'s: with the data split over devices the same two
-    run on each shard, the statistics summed between them
-    (:func:`gpumcmc.models.mixture.sharded.bem`).
+    (1) The configuration probabilities and their weighted statistics
+    (:func:`bem_local` on all the rows, :func:`_make_bem_stats`); (2)-(4) the
+    variational update of the NIW, stick and alpha posteriors and the next
+    E-step's kernel parameters (:func:`make_bem_update`, :func:`_bem_vb_update`).
+    Nothing is read back to the host. The closure keeps its scratch buffers
+    between calls; returned states never share memory with them.
     """
     part = BemPart(model, _make_bem_stats(model), model.x.shape[0])
     update = make_bem_update(model, part.n)
@@ -512,8 +455,7 @@ class BemPart(NamedTuple):
 
 class BemStats(NamedTuple):
     """What step (1) of a BEM iterate sums over the rows, float64: ``acc`` (C, k, q), the probabilities'
-    weighted statistics packed as :class:`GibbsStats`' are, and ``loglik`` (C,), the rows' log-normalisers
-    summed."""
+    weighted statistics packed as :class:`GibbsStats`', and ``loglik`` (C,), the rows' log-normalisers."""
 
     acc: object
     loglik: object
@@ -528,10 +470,11 @@ def bem_local(rng, state: State, part: BemPart) -> BemStats:
 
 def make_bem_update(model: Model, n: int):
     """``update(rng, state, stats) -> (state, None)``: steps (2)-(4) of a BEM iterate from the summed
-    :class:`BemStats` of all ``n`` rows (:func:`_bem_update`)."""
+    :class:`BemStats` of all ``n`` rows (:func:`_bem_vb_update`)."""
 
     def update(rng, state: State, stats: BemStats):
-        return _bem_update(model, state, stats.acc, stats.loglik / n), None
+        v, log_pi, mu, sigma, params, alpha, counts = _bem_vb_update(model, stats.acc, state.alpha)
+        return State(state.z, v, log_pi, mu, sigma, params, alpha, counts, stats.loglik / n), None
 
     return update
 
@@ -539,11 +482,13 @@ def make_bem_update(model: Model, n: int):
 # config.mixture_gemm_rows: rows per block of the Bayesian-EM statistics GEMM (None: one GEMM per chunk);
 # config.mixture_gemm_min_blocks: chunks of fewer blocks take one GEMM (there launches, not the GEMM, take the time)
 def _make_bem_stats(model: Model):
-    """``stats(params) -> (acc, lse)``: step (1) of a BEM iterate and its weighted statistics.
+    """``stats(params) -> (acc, lse)``: step (1) of a BEM iterate, the configuration probabilities chunk by chunk,
+    and their weighted statistics.
 
-    ``acc`` (C, k, q) float64 packs ``[sum_i r_ij, sum_i r_ij x_i, vech(sum_i r_ij x_i x_i^T)]``
-    and ``lse`` (C, n) holds each row's log-likelihood (a buffer of the closure,
-    overwritten by the next call).
+    ``acc`` (C, k, q) float64 packs ``[sum_i r_ij, sum_i r_ij x_i, vech(sum_i r_ij x_i x_i^T)]``, one float64
+    GEMM per chunk with the design (float64: a float32 sum of ``x x^T`` loses the scatter of a tight component
+    far from the data's centre); ``lse`` (C, n) holds each row's log-likelihood (a buffer of the closure,
+    overwritten by the next call). On the GPU the fused kernel writes the probabilities once, in float64.
     """
     x = model.x
     xp = _xp_of(x)
@@ -609,18 +554,10 @@ def _make_bem_stats(model: Model):
     return stats
 
 
-def _bem_update(model: Model, state: State, acc, loglik) -> State:
-    """Steps (2)-(4) of a BEM iterate from the weighted statistics ``acc`` (C, k, q): :func:`_bem_vb_update`."""
-    v, log_pi, mu, sigma, params, alpha, counts = _bem_vb_update(model, acc, state.alpha)
-    return State(state.z, v, log_pi, mu, sigma, params, alpha, counts, loglik)
-
-
 def _prune_count(p: int) -> float:
-    """Summed probability below which BEM holds a component at zero weight: half the number of free
-    parameters of a component's mean and covariance, ``(p + p (p + 1) / 2) / 2`` events (Figueiredo and
-    Jain 2002: a component with less support than that does not pay for its parameters). With the default
-    covariance prior a handful of points far in a cluster's tail otherwise keeps a tight component of its
-    own, which takes those points from the cluster."""
+    """Summed probability below which BEM holds a component at zero weight: half the free parameters of a
+    component's mean and covariance (Figueiredo and Jain 2002: less support does not pay for them). Without it
+    a handful of points far in a cluster's tail keeps a tight component of its own under the default prior."""
     return 0.5 * (p + p * (p + 1) / 2)
 
 
@@ -634,19 +571,15 @@ def _bem_vb_update(model: Model, acc, alpha):
     Jordan (2006). The next configuration probabilities use the expected log
     weights and log densities, ``E log pi_j + E log N(x | mu_j, Sigma_j)``:
     a component that holds few points pays for its uncertainty there, and the
-    truncated stick-breaking prior drains it. The plug-in modes of the paper's
-    step 3 never reach zero (a Beta mode with first parameter ``1 + p_j > 1``
-    is positive), and with k-means++ starts every component keeps its share.
-    A component whose probabilities sum to less than :func:`_prune_count`
-    events (10 at p = 5, 59.5 at p = 14) is held at zero weight from then on
-    (its probabilities are exactly zero).
+    truncated stick-breaking prior drains it (the plug-in modes of the paper's
+    step 3 never reach zero). A component whose probabilities sum to less
+    than :func:`_prune_count` events is held at zero weight from then on.
 
     Returns ``v, log_pi, mu, sigma, params, alpha, counts``: the sticks' and
     weights' posterior means (log weights ``log E pi_j``, -inf for pruned
     components), the NIW posterior means of ``mu`` and ``Sigma``, the kernel
     parameters of the next E-step, ``E alpha`` and the summed probabilities,
-    with the components in order of decreasing summed probability. Array code,
-    the same on NumPy and CuPy.
+    with the components in order of decreasing summed probability.
     """
     xp = _xp_of(acc)
     p = model.x.shape[1]
@@ -663,22 +596,15 @@ def _bem_vb_update(model: Model, acc, alpha):
     kn, mn, dfn, psi = niw_posterior(model, counts, s1 * ~dead[..., None], s2 * ~dead[..., None, None])
     sigma = psi / (dfn - p - 1)[..., None, None]
     chol = _safe_cholesky(psi)
-    logdet = 2.0 * xp.log(xp.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
+    logdet = _logdet(chol)
     # E log|Lambda| for Lambda ~ Wishart(df_n, Psi_n^-1)
-    i = xp.arange(p, dtype=np.float64)
-    elogdet = _digamma((dfn[..., None] - i) / 2.0).sum(-1) + p * math.log(2.0) - logdet
-    # sticks: Be(1 + p_j, alpha + tail_j), j < k
-    tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
-    g1 = 1.0 + counts[:, :-1]
-    g2 = alpha[:, None] + tail[:, :-1]
-    dg = _digamma(g1 + g2)
+    elogdet = _multi(_digamma, dfn, p) + p * math.log(2.0) - logdet
+    g1, g2, dg = _sticks(counts, alpha)
     elv = _digamma(g1) - dg
     el1v = _digamma(g2) - dg
     zero = xp.zeros((chains, 1))
     elogpi = xp.concatenate([elv, zero], axis=1) + xp.concatenate([zero, xp.cumsum(el1v, axis=1)], axis=1)
-    ev = g1 / (g1 + g2)
-    v = xp.concatenate([ev, xp.ones((chains, 1))], axis=1)
-    v = xp.where(dead, 0.0, v)
+    v = xp.where(dead, 0.0, xp.concatenate([g1 / (g1 + g2), xp.ones((chains, 1))], axis=1))
     with np.errstate(divide="ignore"):
         log_pi = _log_pi(v)
     # pruned components come last (they hold the least): the stick they leave goes to the others
@@ -708,26 +634,22 @@ def _bem_kl(model: Model, state: State):
     xp = _xp_of(state.counts)
     p = model.x.shape[1]
     counts = state.counts
+    g1, g2, dg = _sticks(counts, state.alpha)
     alpha = state.alpha[:, None]
-    tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
-    g1, g2 = 1.0 + counts[:, :-1], alpha + tail[:, :-1]
-    dg = _digamma(g1 + g2)
     # log B(1, alpha) = -log alpha
     kl_v = (-xp.log(alpha) - (_gammaln(g1) + _gammaln(g2) - _gammaln(g1 + g2))
             + (g1 - 1.0) * (_digamma(g1) - dg) + (g2 - alpha) * (_digamma(g2) - dg)).sum(axis=1)
     kn = model.kappa0 + counts
     dfn = model.df0 + counts
     psi = state.sigma * (dfn - p - 1)[..., None, None]
-    chol = _safe_cholesky(psi)
-    logdet_n = 2.0 * xp.log(xp.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
+    logdet_n = _logdet(_safe_cholesky(psi))
     psi0 = 0.5 * (model.psi0 + model.psi0.T)
     logdet_0 = 2.0 * xp.log(xp.diagonal(xp.linalg.cholesky(psi0))).sum()
     inv_n = xp.linalg.inv(psi)
     tr = (psi0[None, None] * inv_n).sum(axis=(-2, -1))  # tr(Psi_0 Psi_n^-1), both symmetric
-    i = xp.arange(p, dtype=np.float64)
-    lmg_n = _gammaln((dfn[..., None] - i) / 2.0).sum(-1)
-    lmg_0 = _gammaln((model.df0 - i) / 2.0).sum()
-    dmg_n = _digamma((dfn[..., None] - i) / 2.0).sum(-1)
+    lmg_n = _multi(_gammaln, dfn, p)
+    lmg_0 = _gammaln((model.df0 - xp.arange(p, dtype=np.float64)) / 2.0).sum()
+    dmg_n = _multi(_digamma, dfn, p)
     df0 = model.df0
     # Wishart(df_n, Psi_n^-1) against Wishart(df_0, Psi_0^-1)
     kl_w = (-0.5 * df0 * (logdet_0 - logdet_n) + 0.5 * dfn * (tr - p) + lmg_0 - lmg_n
@@ -739,22 +661,32 @@ def _bem_kl(model: Model, state: State):
     return kl_v + xp.where(live, kl_w + kl_m, 0.0).sum(axis=1)
 
 
-def _gammaln(x):
-    xp = _xp_of(x)
-    if xp is np:
-        from scipy.special import gammaln
-    else:
-        from cupyx.scipy.special import gammaln
-    return gammaln(x)
+def _sticks(counts, alpha):
+    """The sticks' Beta posteriors ``Be(g1, g2) = Be(1 + p_j, alpha + sum_{r>j} p_r)``, j < k, and
+    ``digamma(g1 + g2)``."""
+    xp = _xp_of(counts)
+    tail = counts.sum(axis=1, keepdims=True) - xp.cumsum(counts, axis=1)
+    g1, g2 = 1.0 + counts[:, :-1], alpha[:, None] + tail[:, :-1]
+    return g1, g2, _digamma(g1 + g2)
 
 
-def _digamma(x):
-    xp = _xp_of(x)
-    if xp is np:
-        from scipy.special import digamma
-    else:
-        from cupyx.scipy.special import digamma
-    return digamma(x)
+def _logdet(chol):
+    """``log|S|`` from the Cholesky factors of ``S``."""
+    xp = _xp_of(chol)
+    return 2.0 * xp.log(xp.diagonal(chol, axis1=-2, axis2=-1)).sum(-1)
+
+
+def _multi(fn, df, p: int):
+    """``sum_i fn((df - i) / 2)`` over ``i < p``: the multivariate gamma function's terms."""
+    return fn((df[..., None] - _xp_of(df).arange(p, dtype=np.float64)) / 2.0).sum(-1)
+
+
+def _special(name: str, x):
+    """scipy.special's function ``name`` of ``x``, or cupyx.scipy.special's for a CuPy array."""
+    return getattr(importlib.import_module("scipy.special" if _xp_of(x) is np else "cupyx.scipy.special"), name)(x)
+
+
+_gammaln, _digamma = functools.partial(_special, "gammaln"), functools.partial(_special, "digamma")
 
 
 def bem_step(model: Model, state: State) -> State:

@@ -9,8 +9,7 @@ twins run on NumPy, and on CuPy where a kernel does not apply, e.g. p > 64):
   float64 GEMM with the design ``[1, x, vech(x x^T)]``, :func:`_gemm_weights`;
   :func:`_logits_twin` is the direct form).
 * ``mixture_stats_partial`` and ``mixture_stats_reduce`` (:func:`gibbs_stats`,
-  after a stable sort of the indicators); twin: one-hot blocks times the
-  design (:func:`_stats_from`).
+  after a stable sort of the indicators); twin: one-hot blocks times the design.
 * ``mixture_niw_posterior`` (:func:`_posterior_kernel`); twin
   :func:`niw_posterior`.
 * ``mixture_gibbs_params`` (:func:`_gibbs_params_kernel`); twin
@@ -32,7 +31,7 @@ from gpumcmc.random._philox import philox_rounds, u01_f32
 
 _LOG_2PI = math.log(2.0 * math.pi)
 MODE_SAMPLE, MODE_ARGMAX, MODE_RESP = 0, 1, 2
-_MAX_KERNEL_P = 64          # larger p runs the array-code twin on the GPU too
+_MAX_KERNEL_P = 64  # larger p runs the array-code twin on the GPU too
 _MAX_STATS_E = 1024  # the statistics kernel has one thread per entry of [1, x, vech(x x^T)]
 FILE = "mixture.cu"
 _NAMES = ("mixture_logits<float>", "mixture_logits<double>", "mixture_stats_partial<float>",
@@ -43,6 +42,10 @@ _BLOCK = 256
 
 def _xp_of(a):
     return _backend.get_array_module(a)
+
+
+def _use_component_kernel(xp, p) -> bool:
+    return xp is not np and p <= _MAX_KERNEL_P
 
 
 _TRI_DEVICE = memo.table("mixture.tri", device_at=1)  # (p, device) -> the indices on that device, copied once
@@ -73,14 +76,20 @@ def _y_block(xb, xp):
     return xp.concatenate([xp.ones((xb.shape[0], 1), xb.dtype), xb, xb[:, ti] * xb[:, tj]], axis=1)
 
 
-def _unpack_stats(acc, p):
-    xp = _xp_of(acc)
-    chains, k = acc.shape[:2]
+def _unpack(packed, p, symmetric=False):
+    """``[c, b, vech(U)]`` (..., q) as ``c, b, U``: ``U`` lower triangular, or symmetric with ``symmetric``."""
+    xp = _xp_of(packed)
+    u = xp.zeros(packed.shape[:-1] + (p, p), dtype=packed.dtype)
     ti, tj = _tri(p, xp)
-    s2 = xp.zeros((chains, k, p, p), dtype=np.float64)
-    s2[..., ti, tj] = acc[..., 1 + p:]
-    s2[..., tj, ti] = acc[..., 1 + p:]
-    return acc[..., 0], acc[..., 1:1 + p], s2
+    u[..., ti, tj] = packed[..., 1 + p:]
+    if symmetric:
+        u[..., tj, ti] = packed[..., 1 + p:]
+    return packed[..., 0], packed[..., 1:1 + p], u
+
+
+def _unpack_stats(acc, p):
+    """Counts, sums and scatter matrices from the packed float64 statistics ``[n_j, s1_j, vech(s2_j)]``."""
+    return _unpack(acc, p, symmetric=True)
 
 
 def _safe_cholesky(s):
@@ -90,10 +99,6 @@ def _safe_cholesky(s):
     scale = xp.abs(xp.diagonal(s, axis1=-2, axis2=-1)).mean(-1)[..., None, None]
     return xp.linalg.cholesky(s + 1e-10 * scale * eye)
 
-
-# ---------------------------------------------------------------------------
-# Kernel parameters, the fused kernel and its twin
-# ---------------------------------------------------------------------------
 
 def kernel_params(log_pi, mu, chol, dtype):
     """Pack ``[c_j, U_j mu_j, vech(U_j)]`` per component from log weights, means and Cholesky factors."""
@@ -106,16 +111,6 @@ def kernel_params(log_pi, mu, chol, dtype):
     c = log_pi - xp.log(diag).sum(-1) - 0.5 * p * _LOG_2PI
     ti, tj = _tri(p, xp)
     return xp.ascontiguousarray(xp.concatenate([c[..., None], b, u[..., ti, tj]], axis=-1).astype(dtype))
-
-
-def _unpack(params, p):
-    xp = _xp_of(params)
-    c = params[..., 0]
-    b = params[..., 1:1 + p]
-    u = xp.zeros(params.shape[:-1] + (p, p), dtype=params.dtype)
-    ti, tj = _tri(p, xp)
-    u[..., ti, tj] = params[..., 1 + p:]
-    return c, b, u
 
 
 def _logits_twin(xb, params):
@@ -169,10 +164,6 @@ def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtyp
     return _backend.asarray(np.ascontiguousarray(np.swapaxes(g, 1, 2)), xp)
 
 
-def _twin_rows(chains, k, p):
-    return max(64, (1 << 22) // max(1, chains * k * p))
-
-
 def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None, design=None, row0=0,
                  ctr_rows=None):
     """NumPy/array-code twin of ``mixture_logits`` for rows ``start .. start+m-1``."""
@@ -180,7 +171,7 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
     n_total, p = x.shape
     ctr_rows = n_total if ctr_rows is None else int(ctr_rows)
     chains, k, _ = params.shape
-    step_rows = _twin_rows(chains, k, p)
+    step_rows = max(64, (1 << 22) // max(1, chains * k * p))
     gemm = xp is np
     if gemm:
         w = _gemm_weights(params, p)
@@ -220,14 +211,10 @@ _DEFINES = memo.table("mixture.defines", device_at=None)  # (p, dtype, stats row
 
 
 def _defines(p: int, dtype) -> tuple:
-    key = (p, np.dtype(dtype), config.mixture_stats_rows, tuple(sorted(dict(config.mixture_defines).items())))
-    d = _DEFINES.get(key)
-    if d is None:
-        d = _DEFINES[key] = _defines_for(*key)
-    return d
-
-
-def _defines_for(p: int, dtype, stats_rows: int, tune: tuple) -> tuple:
+    dtype, tune = np.dtype(dtype), tuple(sorted(dict(config.mixture_defines).items()))
+    key = (p, dtype, config.mixture_stats_rows, tune)
+    if key in _DEFINES:
+        return _DEFINES[key]
     q = 1 + p + p * (p + 1) // 2
     qp = (q + 3) // 4 * 4
     tile = int(max(1, min(32, 24576 // (qp * dtype.itemsize))))
@@ -238,10 +225,11 @@ def _defines_for(p: int, dtype, stats_rows: int, tune: tuple) -> tuple:
     # Two resident blocks of 256 threads at 4 float32 rows: ask the register allocator for them (128
     # registers), which it otherwise exceeds for the probability writes of mode RESP.
     min_blocks = 2 if (dtype == np.float32 and rows == 4) else 1
-    d = {"MIX_P": p, "MIX_TILE": tile, "MIX_ROWS": rows, "MIX_BLOCK": _BLOCK, "MIX_STATS_ROWS": stats_rows,
+    d = {"MIX_P": p, "MIX_TILE": tile, "MIX_ROWS": rows, "MIX_BLOCK": _BLOCK, "MIX_STATS_ROWS": key[2],
          "MIX_STATS_BLOCK": stats_block, "MIX_COMP_THREADS": _comp_threads(p), "MIX_MIN_BLOCKS": min_blocks}
     d.update(dict(tune))
-    return tuple(d.items())
+    _DEFINES[key] = tuple(d.items())
+    return _DEFINES[key]
 
 
 def _kernel(p: int, dtype, which: str = "mixture_logits"):
@@ -276,7 +264,7 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
     if resp is not None and resp.dtype not in (x.dtype, np.float64):
         raise TypeError(f"resp must be of the data's dtype or float64, got {resp.dtype}.")
     if use_kernel is None:
-        use_kernel = xp is not np and p <= _MAX_KERNEL_P
+        use_kernel = _use_component_kernel(xp, p)
     blocked = block_rows is not None and int(block_rows) < m
     if blocked and not (use_kernel and resp is not None and resp.dtype != x.dtype):
         raise ValueError("block_rows needs the kernel, float32 data and a float64 resp.")
@@ -323,26 +311,6 @@ def _score_params(x, params, chunk, per_sample=False):
     return lse if per_sample else _mean_rows(lse)
 
 
-# ---------------------------------------------------------------------------
-# Sufficient statistics and the NIW posterior
-# ---------------------------------------------------------------------------
-
-def _stats_from(weights_of, model, chains: int):
-    """Counts (C, k), sums (C, k, p) and scatter (C, k, p, p), float64, from per-block weights."""
-    x = model.x
-    xp = _xp_of(x)
-    n, p = x.shape
-    k = model.k
-    acc = None
-    for bi, s in enumerate(range(0, n, model.stats_rows)):
-        e = min(n, s + model.stats_rows)
-        y = model.y_blocks[bi] if model.y_blocks is not None else _y_block(x[s:e], xp)
-        w = weights_of(s, e)  # (C, k, rows) of x.dtype
-        part = xp.matmul(w.astype(np.float64), y)
-        acc = part if acc is None else acc + part
-    return acc
-
-
 def gibbs_stats(model, z, use_kernel: bool | None = None):
     """Counts (C, k), sums (C, k, p) and scatter (C, k, p, p), float64, of the indicators ``z`` (C, n).
 
@@ -362,9 +330,14 @@ def _gibbs_acc(model, z, use_kernel: bool | None = None):
         use_kernel = xp is not np and q <= _MAX_STATS_E and n < 2**31
     if use_kernel:
         return _stats_kernel(model, z)
-    chains = z.shape[0]
     comp = xp.arange(model.k, dtype=np.int32)[None, :, None]
-    return _stats_from(lambda s, e: (z[:, None, s:e] == comp).astype(np.float64), model, chains)
+    acc = None
+    for bi, s in enumerate(range(0, n, model.stats_rows)):
+        e = min(n, s + model.stats_rows)
+        y = model.y_blocks[bi] if model.y_blocks is not None else _y_block(model.x[s:e], xp)
+        part = xp.matmul((z[:, None, s:e] == comp).astype(np.float64), y)  # one-hot (C, k, rows) x the design
+        acc = part if acc is None else acc + part
+    return acc
 
 
 _STATS_CONSTS = memo.table("mixture.stats_consts", device_at=3)  # (chains, k, n, device) -> index arrays
@@ -496,13 +469,6 @@ def _packed_prior(model):
     psi0 = 0.5 * (model.psi0 + model.psi0.T)
     return xp.ascontiguousarray(xp.concatenate([model.m.astype(np.float64), psi0[ti, tj]]))
 
-
-# ---------------------------------------------------------------------------
-# The Gibbs component draws' parameters
-# ---------------------------------------------------------------------------
-
-def _use_component_kernel(xp, p) -> bool:
-    return xp is not np and p <= _MAX_KERNEL_P
 
 
 def _gibbs_params_twin(log_pi, mn, kn, sigma, eps, dtype):

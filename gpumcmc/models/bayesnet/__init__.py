@@ -1,14 +1,7 @@
-"""Discrete Bayesian networks learnt from incomplete cases by SAME-replicated chromatic Gibbs.
-
-The sampler follows Seita, Chen & Canny: the moral graph is coloured; all the
-missing cells of one colour are drawn at once (in every case and every SAME
-replica) from their Markov-blanket conditionals; then every CPT row is drawn
-from Dirichlet(m (prior - 1) + 1 + counts summed over the m replicas), the
-posterior raised to the power m.
-
-The package: :mod:`.algorithm` (the sampler's ``init`` and ``step``, and how ``devices=`` splits the
-cases), :mod:`.ops` (the launchers of ``kernels_cu/bayesnet.cu`` and their NumPy twin) and
-:mod:`.estimator` (:class:`BayesianNetwork`, the scikit-learn face).
+"""Discrete Bayesian networks learnt from incomplete cases by SAME-replicated chromatic Gibbs
+(Seita, Chen & Canny): :mod:`.algorithm` (the sampler, and how ``devices=`` splits the cases),
+:mod:`.ops` (the launchers of ``kernels_cu/bayesnet.cu`` and their NumPy twin) and :mod:`.estimator`
+(:class:`BayesianNetwork`, the scikit-learn face).
 
 Examples
 --------
@@ -30,16 +23,12 @@ from __future__ import annotations
 
 from gpumcmc._config import forward
 
-from .algorithm import _block_cuts, _block_rows, _Plan, _uniforms, allreduce_bytes
+from .algorithm import _block_cuts, _block_rows, _Plan, _uniforms, allreduce_bytes  # private names: for the tests
 from .estimator import BayesianNetwork
 from .ops import _GpuOps, _NumpyOps
 
-# _Plan, _NumpyOps, _GpuOps, _block_rows, _block_cuts, _uniforms: imported from here by the tests and
-# benchmarks. A test that changes a module-level value must set it in the submodule that reads it.
-
 __all__ = ["BayesianNetwork", "allreduce_bytes"]
 
-# The knobs' old names here (gpumcmc.models.bayesnet._IMPUTE_CELLS and the like) read and set
-# gpumcmc._config.config's; the submodules read config itself, so setting either changes the fit.
+# the knobs' old names read and set gpumcmc._config.config's
 forward(__name__, {"_IMPUTE_CELLS": "bayesnet_impute_cells", "_DEFINES": "bayesnet_defines",
                    "_SHARED_CELLS": "bayesnet_shared_cells"})

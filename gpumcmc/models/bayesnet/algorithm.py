@@ -3,29 +3,24 @@ Canny), as a :class:`gpumcmc.sampling.Collective` (:func:`collective`) that
 :func:`gpumcmc.sampling.sharded` runs over the parts of the cases (:func:`case_parts`), one per device.
 
 An iteration visits the batches of cases in turn (one batch unless ``batch_size`` splits them).
-At each visit, colour group by colour group of the moral graph, every missing cell of that
-colour, in every case of the batch and every one of the m SAME replicas, is drawn from its
-conditional given its Markov blanket (the sweep); then every CPT cell is counted over the
-replicas and the cases, and every CPT row is drawn from
+At each visit, colour group by colour group of the moral graph, every missing cell of that colour,
+in every case of the batch and every one of the m SAME replicas, is drawn from its conditional given
+its Markov blanket (exact: no two cells of one colour are in each other's blanket); then every CPT
+row is drawn from
 
     Dirichlet(m (prior - 1) + 1 + counts),
 
 the posterior raised to the power m, with the counts of the latest sweep of every batch (the
-moving sum of BIDMach). Drawing all the cells of one colour at once is exact: no two of them
-are in each other's Markov blanket.
+moving sum of BIDMach).
 
-Each batch is cut into parts, one per device, at whole blocks of the cell order (see
-:meth:`_Plan.batch`): every missing cell draws from the Philox counter of its place in the whole
-batch's list of cells, so the draws for a seed do not depend on the devices. Each device sweeps
-and counts its own part; the counts are summed over the devices (the ``reduce`` that ``sharded``
-hands the step: once a batch, so an iteration of several batches sums several times, which makes
-it a Collective), and the first device draws the CPTs from the sums; the others read its draw.
-One device is one shard of one: ``sharded(collective(...), one_device(1))``, whose sum is the
-identity.
+Each batch is cut into parts, one per device, at whole blocks of the cell order
+(:meth:`_Plan.batch`): every missing cell draws from the Philox counter of its place in the whole
+batch, so the draws for a seed do not depend on the devices. Each device sweeps and counts its
+part; the counts are summed over the devices (``reduce``, once a batch, which makes the step a
+Collective) and the first device draws the CPTs. One device is ``sharded(collective(...),
+one_device(1))``, whose sum is the identity.
 
-The kernels are in ``kernels_cu/bayesnet.cu``, the partner of this module and of :mod:`.ops`
-(their launchers and their NumPy twin); :class:`_Plan` and :class:`_Batch` hold the arrays in
-the layout documented there.
+``kernels_cu/bayesnet.cu`` documents the layout of :class:`_Plan` and :class:`_Batch`.
 """
 from __future__ import annotations
 
@@ -56,8 +51,8 @@ class Data(NamedTuple):
 
 
 class State(NamedTuple):
-    """The chain between iterations. Where there is more than one batch, the replicas' imputed cells
-    of each batch stay in its part (``vals``, host memory) between visits."""
+    """The chain between iterations. With several batches, each batch's imputed cells stay in its
+    parts' ``vals`` (host memory) between visits."""
 
     t: int           # iterations done
     logc: Any        # float64 (C,): every CPT as log-probabilities, the latest draw, which the sweeps read
@@ -68,10 +63,8 @@ class State(NamedTuple):
 
 
 def case_parts(X, plan, shards, batch_size) -> list:
-    """The cases ``X`` (int, (n_cases, n_nodes), -1 for missing) cut for ``shards``: ``parts[i][q]``, local
-    shard i's part (a :class:`_Batch`) of batch q, the batches ``batch_size`` cases each, each cut at whole
-    blocks of the cell order, so that every cell draws from the Philox counter of its place in its batch
-    whatever the devices."""
+    """The cases ``X`` (int, (n_cases, n_nodes), -1 for missing) cut for ``shards``: ``parts[i][q]`` is
+    local shard i's part (a :class:`_Batch`) of batch q of ``batch_size`` cases, cut at whole blocks."""
     n = X.shape[0]
     obs = np.where(X < 0, 0, X).astype(np.uint8)
     block = _block_rows(min(n, batch_size))
@@ -86,45 +79,34 @@ def case_parts(X, plan, shards, batch_size) -> list:
 
 
 def collective(plan, ms, prior=1.0, cpts=None) -> Collective:
-    """The sampler as a :class:`gpumcmc.sampling.Collective` over :func:`case_parts`: ``ms[t]`` replicas at
-    iteration t, the Dirichlet ``prior`` of every CPT row, or ``cpts`` (node -> table) held fixed.
+    """The sampler over :func:`case_parts`: ``ms[t]`` replicas at iteration t, the Dirichlet ``prior`` of
+    every CPT row, or ``cpts`` (node -> table) held fixed.
 
-    ``init(rng, parts, shards)`` draws every replica's missing cells uniformly and starts the CPTs
-    uniform (or at ``cpts``); ``step(rng, state, parts, shards, reduce)`` is :func:`step`. Its state
-    holds what the parts need between iterations, so one such algorithm serves one fit.
+    ``init`` draws every replica's missing cells uniformly and starts the CPTs uniform (or at
+    ``cpts``); ``step`` is :func:`step`. One such algorithm serves one fit.
     """
     held: dict = {}
 
     def init(rng, parts, shards):
-        data, state = _start(rng, parts, shards, plan, list(ms), prior, cpts)
-        held["data"] = data
+        held["data"], state = _start(rng, parts, shards, plan, list(ms), prior, cpts)
         return state
 
-    def step_(rng, state, parts, shards, reduce):
-        return step(rng, state, held["data"], reduce)
-
-    return Collective(init, step_)
+    return Collective(init, lambda rng, state, parts, shards, reduce: step(rng, state, held["data"], reduce))
 
 
 def _start(rng, parts, sh, plan, ms, prior, cpts):
-    """``(Data, State)`` of a fit over the local shards ``sh`` of ``parts`` (:func:`case_parts`): every
-    replica's missing cells drawn uniformly and the CPTs uniform, or ``cpts`` held fixed."""
-    xp = sh.xp
-    m_max = max(ms)
-    ops = []
+    """``(Data, State)`` of a fit over the local shards ``sh`` of ``parts`` (:func:`case_parts`)."""
+    xp, m_max, learn = sh.xp, max(ms), cpts is None
+    ops, bads = [], []
     for i in range(len(sh)):
         with sh.on(i):
             ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
+            bads.append(xp.zeros(1, dtype=xp.int32))
     by_batch = [list(row) for row in zip(*parts)]
     Zs, resident = _impute(by_batch, sh, rng, xp, plan, m_max)
-    learn = cpts is None
     with sh.on(0):
         logc = xp.asarray(plan.uniform_logc() if learn else plan.logc_of(cpts))
         total = xp.zeros(plan.C, dtype=xp.float64) if learn and len(by_batch) > 1 else None
-    bads = []
-    for i in range(len(sh)):
-        with sh.on(i):
-            bads.append(xp.zeros(1, dtype=xp.int32))
     data = Data(sh, xp, plan, ops, by_batch, resident, ms, m_max, prior, learn)
     return data, State(0, logc, Zs, total, [None] * len(by_batch), bads)
 
@@ -174,9 +156,8 @@ def _sweep(key, off, m, row, logc, Zs, bads, data):
 
 
 def _draw_cpts(rng, m, counts, total, last, data):
-    """The CPTs drawn from the counts of a batch's sweep (summed over the devices), with the latest
-    counts of the other batches: ``(logc, this batch's counts for its next visit)``. ``total`` is
-    updated in place."""
+    """The CPTs drawn from a batch's counts (summed over the devices) and the latest counts of the
+    other batches: ``(logc, this batch's counts for its next visit)``; ``total`` is updated in place."""
     sh, xp = data.sh, data.xp
     with sh.on(0):
         # counts are whole numbers below 2**53, so every sum here is exact
@@ -190,31 +171,27 @@ def _draw_cpts(rng, m, counts, total, last, data):
         return data.ops[0].normalise(rng.gamma(alpha, log=True)), last
 
 
-_BLOCK_MAX = 4096  # the largest block of the cell order, in cases
-
-
-def allreduce_bytes(net, n_batches: int = 1) -> int:
-    """Bytes all-reduced per iteration of ``net.fit(..., devices=...)``: the counts of every CPT
-    cell (int32), once per visit to a batch (``n_batches`` = ceil(n_cases / batch_size))."""
-    return 4 * _Plan(net).C * int(n_batches)
-
-
-def _block_rows(rows: int) -> int:
-    """Cases per block of the cell order: a power of two near rows / 128, from 32 to 4096.
-
-    Devices take whole blocks of a batch, so the balance between them is within a block; within
-    a block the cells of one node are consecutive, so most warps of the sweep work on one node.
-    The order (and so the draws for a seed) depends on the batch's size, not on the devices.
-    """
-    want, b = -(-int(rows) // 128), 32
-    while b < want and b < _BLOCK_MAX:
-        b *= 2
-    return b
-
-
-def _block_cuts(s: int, e: int, block: int) -> list:
-    """The case boundaries of the blocks of batch s..e: s, the multiples of ``block`` inside, e."""
-    return [s, *range((s // block + 1) * block, e, block), e]
+def _impute(parts, sh, rng, xp, plan, m_max):
+    """``(Zs, resident)``: every replica's imputed cells of every part (``parts[q][i]``) drawn uniformly
+    into its ``vals``; with one batch (``resident``), each part's case matrix ``Zs[i]`` on its device;
+    else the parts are loaded at each visit and their cells kept in (pinned) host memory."""
+    resident = len(parts) == 1
+    for row in parts:
+        off = rng.advance(1)
+        for i, b in enumerate(row):
+            with sh.on(i):
+                u = _uniforms(xp, rng.key, off, m_max, b)
+                b.vals = xp.floor(u * xp.asarray(plan.card[b.node])).astype(xp.uint8)
+                if not resident:
+                    b.vals = _backend.to_host(b.vals)
+                    if xp is not np and b.n:
+                        b.pin()
+    Zs = [None] * len(sh)
+    if resident:
+        for i, b in enumerate(parts[0]):
+            with sh.on(i):
+                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, b.obs.shape[1]), dtype=xp.uint8)
+    return Zs, resident
 
 
 def _uniforms(xp, key, off, m_max, b):
@@ -230,41 +207,32 @@ def _uniforms(xp, key, off, m_max, b):
     return _fill.uniform_at(xp, xp.asarray(elements), np.float64, key, off)
 
 
-def _impute(parts, sh, rng, xp, plan, m_max):
-    """``(Zs, resident)``: every replica's imputed cells of every part (``parts[q][i]``) drawn uniformly
-    into its ``vals``; and, where there is one batch, each part's case matrix ``Zs[i]`` on its device
-    (``resident``; else the parts are loaded at each visit and their cells kept in host memory)."""
-    resident = len(parts) == 1
-    # the imputed cells of every replica, per part: (m_max, M) state indices, uniform at the start
-    for row in parts:
-        off = rng.advance(1)
-        for i, b in enumerate(row):
-            with sh.on(i):
-                u = _uniforms(xp, rng.key, off, m_max, b)
-                b.vals = xp.floor(u * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
-                if not resident:
-                    b.vals = _backend.to_host(b.vals)
-                    if xp is not np and b.n:
-                        b.pin()
-    Zs = [None] * len(sh)
-    if resident:
-        for i, b in enumerate(parts[0]):
-            with sh.on(i):
-                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, b.obs.shape[1]), dtype=xp.uint8)
-    return Zs, resident
+def allreduce_bytes(net, n_batches: int = 1) -> int:
+    """Bytes all-reduced per iteration of ``net.fit(..., devices=...)``: the counts of every CPT
+    cell (int32), once per visit to a batch (``n_batches`` = ceil(n_cases / batch_size))."""
+    return 4 * _Plan(net).C * int(n_batches)
 
 
-def _shards_for(devices, backend):
-    """The :class:`~gpumcmc.shards.Shards` of ``devices`` (None: None) and the backend they run on."""
-    if devices is None:
-        return None, backend
-    return _shards.resolve(devices, backend, "the cases")
+def _block_rows(rows: int) -> int:
+    """Cases per block of the cell order: a power of two near rows / 128, from 32 to 4096.
+
+    Devices take whole blocks of a batch, so their balance is within a block; within a block the
+    cells of one node are consecutive, so most warps of the sweep work on one node. The order (and
+    so the draws for a seed) depends on the batch's size, not on the devices.
+    """
+    want, b = -(-int(rows) // 128), 32
+    while b < want and b < 4096:
+        b *= 2
+    return b
+
+
+def _block_cuts(s: int, e: int, block: int) -> list:
+    """The case boundaries of the blocks of batch s..e: s, the multiples of ``block`` inside, e."""
+    return [s, *range((s // block + 1) * block, e, block), e]
 
 
 def _one_shard(xp):
-    """One shard of one on ``xp``'s device, the layout of a fit without ``devices``:
-    :func:`gpumcmc.shards.one_device` ``(1)`` on CuPy, ``Shards(n_virtual=1)`` on NumPy (no sum over
-    shards)."""
+    """One shard of one on ``xp``'s device, the layout of a fit without ``devices``."""
     return _shards.Shards(n_virtual=1) if xp is np else _shards.one_device(1)
 
 
@@ -287,14 +255,13 @@ class _Plan:
         stride_in = {}
         for v in nodes:
             s = 1
-            st = {}
+            st = stride_in[v] = {}
             for p in reversed(net.parents[v]):
                 st[p] = s
                 s *= net.card[p]
             for p in net.parents[v]:
                 par.append(ix[p]); pstride.append(st[p])
             pptr.append(len(par))
-            stride_in[v] = st
         ch, cstride, cptr = [], [], [0]
         for v in nodes:
             for c in nodes:
@@ -313,16 +280,12 @@ class _Plan:
         with np.errstate(divide="ignore"):
             return np.concatenate([np.log(np.asarray(cpts[v], dtype=np.float64).ravel()) for v in cpts])
 
-    def card_of(self, node):
-        return self.card[node]
-
     def batch(self, X, start, stop, obs=None, within=None, block=None):
         """The missing cells of cases start..stop-1 of the batch ``within`` = (s, e) (default: the
         cases themselves): colour by colour; in a colour, block of ``block`` cases (global case
         index // block) by block, then node by node, then case by case.
 
-        Numbered the same way over the whole batch, a colour's cells of a run of whole blocks
-        are consecutive, so a part of a batch cut at block boundaries holds one range of the
+        Numbered so over the whole batch, a part cut at block boundaries holds one range of the
         batch's cell numbers per colour (``g0``: where each colour's range starts)."""
         if obs is None:
             obs = np.where(X < 0, 0, X).astype(np.uint8)
@@ -362,14 +325,11 @@ class _Batch:
     list (``gptr``), where each range starts in the numbering of the whole batch's ``Mtot`` cells
     (``g0``) and, between visits, the replicas' imputed values ``vals`` (m_max, M)."""
 
-    def __init__(self, start, stop, obs, case, node, gptr, g0=None, Mtot=None):
+    def __init__(self, start, stop, obs, case, node, gptr, g0, Mtot):
         self.start, self.stop, self.n = start, stop, stop - start
-        self.obs, self.case, self.node, self.gptr = obs, case, node, gptr
+        self.obs, self.case, self.node, self.gptr, self.g0, self.Mtot = obs, case, node, gptr, g0, Mtot
         self.M = len(case)
-        self.g0 = gptr[:-1] if g0 is None else g0
-        self.Mtot = self.M if Mtot is None else Mtot
-        self.vals = None
-        self.case_d = self.node_d = None
+        self.vals = self.case_d = self.node_d = None
         self.launches = None  # the sweep's launch arguments (GPU) or cell lists by node (twin), per upload
 
     def pin(self):
@@ -402,4 +362,3 @@ class _Batch:
         else:
             v.get(out=self.vals)
         self.case_d = self.node_d = self.launches = None
-

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -16,16 +17,16 @@ from gpumcmc.random import default_rng
 from gpumcmc.sampling import run, sharded
 from gpumcmc.sampling._estimator import Estimator
 
-from .algorithm import _one_shard, _Plan, _shards_for, _uniforms, case_parts, collective
-from .ops import _GpuOps, _NumpyOps
+from gpumcmc.shards import resolve
 
-# impute's exact branch: at most this many joint states of a case's missing cells are enumerated
-# (one log_prob row each); cases with more (99.8% of hailfinder's) are filled by Gibbs imputation.
+from .algorithm import _one_shard, _Plan, _start, case_parts, collective, step
+
+# impute's exact branch enumerates at most this many joint states of a case's missing cells (one
+# log_prob row each); cases with more (99.8% of hailfinder's) are filled by Gibbs imputation.
 _MAX_COMBINATIONS = 20_000
 # fit's settings, given to the constructor (and, deprecated, to fit), with their defaults
 _DEFAULTS = {"n_iter": 100, "same": 1, "prior": 1.0, "random_state": None, "progress": True, "backend": None,
              "learn": True, "batch_size": None, "devices": None, "burn_in": None}
-_SETTINGS = tuple(_DEFAULTS)
 _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute's Gibbs sweeps
 
 
@@ -34,32 +35,26 @@ class BayesianNetwork(Estimator):
     and optional ``cpts`` (node -> array of shape ``(*parent_cards, card)``), with the settings of
     :meth:`fit`, which learns the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
-    ``n_iter`` is the number of iterations. ``prior`` is the Dirichlet prior of every CPT row.
-    ``random_state`` is an int, a ``SeedSequence`` or a gpumcmc Generator; ``backend`` is
-    ``"numpy"``, ``"cupy"`` or ``None`` (the active backend); ``progress`` shows a progress bar.
-    ``same`` is the number of replicas m (an int) or a schedule: a callable of the iteration or a
-    sequence of length ``n_iter``. Each iteration's CPT draw is kept in ``trace_``.
+    ``n_iter`` is the number of iterations; ``prior`` the Dirichlet prior of every CPT row;
+    ``same`` the number of replicas m (an int) or a schedule: a callable of the iteration or a
+    sequence of length ``n_iter``. ``random_state`` is an int, a ``SeedSequence`` or a gpumcmc
+    Generator; ``backend`` is ``"numpy"``, ``"cupy"`` or ``None`` (the active backend).
 
-    ``cpts_`` is the mean of the CPT draws after the first ``burn_in`` iterations (``None``:
-    ``n_iter // 2``), the posterior-mean estimate (the guide says why it beats the final draw at
-    small m); ``cpts_last_`` is the final draw alone. (Before this release, ``cpts_`` was the final draw.)
+    Each iteration's CPT draw is kept in ``trace_``; ``cpts_`` is their mean after the first
+    ``burn_in`` iterations (``None``: ``n_iter // 2``), the posterior-mean estimate (the guide says
+    why it beats the final draw at small m); ``cpts_last_`` is the final draw.
 
-    ``batch_size`` splits the cases into minibatches of that many cases (``None``: one batch).
-    Each visit to a batch sweeps its missing cells once and then redraws the CPTs from the
-    counts of the latest sweep of every batch: the batch's new counts replace its previous ones.
-    With more than one batch, only the batch being swept is on the GPU, so the cases need not fit
-    in GPU memory.
+    ``batch_size`` splits the cases into minibatches (``None``: one batch). Each visit to a batch
+    sweeps its missing cells once, then redraws the CPTs from the counts of the latest sweep of
+    every batch. Only the batch being swept is on the GPU, so the cases need not fit in its memory.
 
-    ``devices`` splits the cases over devices (data parallel): ``"all"``, a GPU id, a list of
-    ids, or a :class:`gpumcmc.shards.Shards`. The counts are all-reduced (:func:`allreduce_bytes`
-    per iteration) and every device draws the same CPTs; for a seed the draws (``trace_`` and
-    ``imputations_``) equal those of one device. A Dask worker's ``imputations_`` holds the rows of
-    its own parts only, whose indices are in ``imputation_rows_``.
+    ``devices`` splits the cases over devices: ``"all"``, a GPU id, a list of ids, or a
+    :class:`gpumcmc.shards.Shards`. The counts are all-reduced (:func:`allreduce_bytes` per
+    iteration); for a seed the draws (``trace_`` and ``imputations_``) equal those of one device.
+    A Dask worker's ``imputations_`` holds the rows of its own parts, listed in ``imputation_rows_``.
 
     ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells.
-
-    The network is a scikit-learn estimator: ``get_params``/``set_params`` and
-    ``sklearn.base.clone`` (which gives the network with the constructor's ``cpts``, unfitted).
+    ``sklearn.base.clone`` gives the network with the constructor's ``cpts``, unfitted.
     """
 
     def __init__(self, parents: dict, states: dict, cpts: dict | None = None, *, n_iter=100, same=1, prior=1.0,
@@ -67,8 +62,7 @@ class BayesianNetwork(Estimator):
                  progress=True):
         self.n_iter, self.same, self.prior, self.burn_in, self.learn = n_iter, same, prior, burn_in, learn
         self.batch_size, self.devices, self.backend = batch_size, devices, backend
-        self.random_state, self.progress = random_state, progress
-        self.cpts = cpts
+        self.random_state, self.progress, self.cpts = random_state, progress, cpts
         if not isinstance(parents, dict) or not isinstance(states, dict):
             raise TypeError("parents and states must be dicts: node -> list of parent names, node -> list of "
                             f"state names; got {type(parents).__name__} and {type(states).__name__}.")
@@ -93,7 +87,7 @@ class BayesianNetwork(Estimator):
             else {v: [str(s) for s in states[v]] for v in self.nodes}
         self.card = {v: len(self.states[v]) for v in self.nodes}
         self._topo()  # raises for a directed cycle
-        self.cpts_ = None
+        self.cpts_ = self.trace_ = None
         if cpts is not None:
             missing = [v for v in self.nodes if v not in cpts]
             if missing:
@@ -109,9 +103,7 @@ class BayesianNetwork(Estimator):
                 if np.any(a < 0) or not np.allclose(a.sum(-1), 1.0, atol=1e-6):
                     raise ValueError(f"The CPT of {v!r} must be non-negative with rows summing to 1.")
                 self.cpts_[v] = a / a.sum(-1, keepdims=True)
-        self.trace_ = None
 
-    # ---------------------------------------------------------------- networks
     @classmethod
     def koller(cls):
         """The student network of Koller & Friedman ch. 3 (the paper's "Koller" network)."""
@@ -151,7 +143,7 @@ class BayesianNetwork(Estimator):
         return self.cpts_ is not None
 
     def __repr__(self, N_CHAR_MAX=700):
-        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _SETTINGS
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS
                           if getattr(self, k) is not _DEFAULTS[k] and getattr(self, k) != _DEFAULTS[k])
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
@@ -164,7 +156,6 @@ class BayesianNetwork(Estimator):
         if self.cpts_ is None:
             raise ValueError("This network has no CPTs; fit it or give cpts to the constructor.")
 
-    # ---------------------------------------------------------------- data
     def sample(self, n: int, random_state=None) -> np.ndarray:
         """Forward-sample ``n`` complete cases as an int array (n, n_nodes) of state indices."""
         self._need_cpts()
@@ -193,10 +184,7 @@ class BayesianNetwork(Estimator):
         return order
 
     def _encode(self, data) -> np.ndarray:
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover
-            pd = None
+        pd = sys.modules.get("pandas")  # not imported: data is no DataFrame
         if pd is not None and isinstance(data, pd.DataFrame):
             unknown = [c for c in data.columns if c not in self.card]
             if unknown:
@@ -231,7 +219,6 @@ class BayesianNetwork(Estimator):
             raise ValueError("An integer cell is out of range: use 0..card-1 for states and -1 for missing.")
         return X.astype(np.int64)
 
-    # ---------------------------------------------------------------- sampler
     def _colour(self):
         import networkx as nx
         g = nx.Graph()
@@ -255,9 +242,8 @@ class BayesianNetwork(Estimator):
         n_nodes) of state indices; the CPT draws are in ``trace_``, their mean after ``burn_in``
         in ``cpts_`` and the final draw in ``cpts_last_``.
 
-        Settings given to ``fit`` (``fit(X, n_iter=..., same=...)``, or ``n_iter`` as its second
-        argument) still work for this release and warn: give them to the constructor or to
-        ``set_params`` instead.
+        Settings given to ``fit`` (``fit(X, n_iter=...)``, or ``n_iter`` as its second argument) still
+        work for this release and warn: give them to the constructor or to ``set_params`` instead.
         """
         if y is not None:
             if isinstance(y, (int, np.integer)) and not isinstance(y, bool) and "n_iter" not in settings:
@@ -265,24 +251,25 @@ class BayesianNetwork(Estimator):
             else:
                 raise TypeError("fit(X, y=None) takes no targets: y is not used; give the settings to the "
                                 "constructor, e.g. BayesianNetwork(parents, states, n_iter=100).")
-        unknown = sorted(set(settings) - set(_SETTINGS))
+        unknown = sorted(set(settings) - set(_DEFAULTS))
         if unknown:
-            raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}; the settings are {list(_SETTINGS)}.")
+            raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}; the settings are {list(_DEFAULTS)}.")
         if settings:
             given = ", ".join(f"{k}=..." for k in settings)
             warnings.warn(f"Passing settings to BayesianNetwork.fit is deprecated and will stop working in the next "
                           f"release; give them to the constructor, BayesianNetwork(parents, states, {given}), or "
                           f"call net.set_params({given}).fit(X).", DeprecationWarning, stacklevel=2)
-        return self._fit(X, **{k: settings.get(k, getattr(self, k)) for k in _SETTINGS})
+        return self._fit(X, **{k: settings.get(k, getattr(self, k)) for k in _DEFAULTS})
 
     def _fit(self, cases, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices,
              burn_in):
-        """:meth:`fit` with every setting given: :func:`.algorithm.collective` over the parts of the
-        cases (:func:`.algorithm.case_parts`) on the shards, through :func:`gpumcmc.sampling.sharded`, for
-        ``n_iter`` steps run by :func:`gpumcmc.sampling.run`, which keeps every iteration's CPT draw."""
+        """:meth:`fit` with every setting given: :func:`.algorithm.collective` on the shards, through
+        :func:`gpumcmc.sampling.sharded`, run by :func:`gpumcmc.sampling.run`."""
         X = self._encode(cases)
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
-        sh, backend = _shards_for(devices, backend)
+        sh = None
+        if devices is not None:
+            sh, backend = resolve(devices, backend, "the cases")
         rng = default_rng(random_state, backend=backend)
         if sh is None:
             sh = _one_shard(rng.xp())
@@ -291,9 +278,7 @@ class BayesianNetwork(Estimator):
         alg = sharded(collective(plan, ms, prior, None if learn else self.cpts_), sh)
         state = alg.init(rng, parts)
         keep = (lambda s, info: {"logc": s.logc[None]}) if learn else None  # one chain: (1, C) per draw
-        # Value checks of the CPT draws are recorded on the device and read once, at the end of the run;
-        # the kept draws stay on the device of the CPTs until then.
-        with sh.on(0):
+        with sh.on(0):  # the kept draws stay on the device of the CPTs until the end of the run
             trace = run(alg.step, state, rng, n_iter, collect=keep, progress=progress,
                         desc="BayesianNetwork", n_chains=1)
         state = trace.state
@@ -305,9 +290,8 @@ class BayesianNetwork(Estimator):
         by_batch = [list(row) for row in zip(*parts)]
         self._imputations(by_batch, state.Zs, len(by_batch) == 1, max(ms), len(sh) == sh.world)
         self.n_shards_ = sh.world
-        if not learn:
-            return self
-        self._keep_draws(plan, state.logc, trace.draws["logc"][0], burn)
+        if learn:
+            self._keep_draws(plan, state.logc, trace.draws["logc"][0], burn)
         return self
 
     def _checked(self, n, n_iter, same, prior, learn, batch_size, burn_in):
@@ -340,8 +324,8 @@ class BayesianNetwork(Estimator):
         return ms, burn, bs
 
     def _keep_draws(self, plan, logc, trace, burn):
-        """``trace_``, ``cpts_`` (the mean of the draws after ``burn``) and ``cpts_last_`` from the
-        draws of a fit (log-probabilities, the final draw ``logc`` and the (n_iter, C) ``trace``)."""
+        """``trace_``, ``cpts_`` (the mean after ``burn``) and ``cpts_last_`` from the log-probability
+        draws of a fit: the final ``logc`` and the (n_iter, C) ``trace``."""
         lc = _backend.to_host(logc)
         tr = np.exp(_backend.to_host(trace))
         mean = tr[burn:].mean(0)
@@ -367,20 +351,16 @@ class BayesianNetwork(Estimator):
                     pieces.append(Zh)
                 rows.append(np.arange(b.start, b.stop))
         self.imputations_ = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=1)
-        if whole:
-            self.imputation_rows_ = None
-        else:
-            self.imputation_rows_ = np.concatenate(rows)
+        self.imputation_rows_ = None if whole else np.concatenate(rows)
 
     def to_arviz(self):
         """The CPT draws (one chain) as an ArviZ InferenceData."""
         if self.trace_ is None:
             raise ValueError("Fit the network first.")
         from gpumcmc.sampling import to_arviz
-        post = {}
-        for v in self.nodes:
-            post[f"cpt_{v}"] = self.trace_[v].reshape((1, len(self.trace_[v])) + self._cpt_shape(v))
-        return to_arviz(post)
+
+        return to_arviz({f"cpt_{v}": self.trace_[v].reshape((1, len(self.trace_[v])) + self._cpt_shape(v))
+                         for v in self.nodes})
 
     def impute(self, data, method="mode", random_state=None, max_combinations=_MAX_COMBINATIONS,
                n_sweeps=50, replicas=64, backend=None):
@@ -433,27 +413,18 @@ class BayesianNetwork(Estimator):
     def _gibbs_impute(self, X, method, seed, n_sweeps, replicas, backend):
         """Gibbs imputation of the cases ``X`` (see :meth:`impute`) with ``cpts_`` fixed.
 
-        The replicas start from uniform states, which CPTs with zeros can make impossible (every
-        state of a cell has probability 0 given the rest, so the exact sweep cannot move it).
-        The first half of the sweeps therefore runs on the CPTs mixed with ``_SOFT`` of the
-        uniform row, the second half on ``cpts_`` themselves; replicas whose final state is
-        still impossible are left out of the result."""
+        The replicas start from uniform states, which CPTs with zeros can make impossible (the exact
+        sweep cannot move a cell none of whose states is possible), so the first half of the sweeps
+        runs on the CPTs mixed with ``_SOFT`` of the uniform row; replicas whose final state is still
+        impossible are left out."""
         rng = default_rng(seed, backend=backend)
-        xp = rng.xp()
-        plan = _Plan(self)
-        ops = _GpuOps(plan) if xp is not np else _NumpyOps(plan)
-        b = plan.batch(X, 0, len(X))
-        b.vals = xp.floor(_uniforms(xp, rng.key, rng.advance(1), replicas, b)
-                          * xp.asarray(plan.card_of(b.node))).astype(xp.uint8)
-        Z = b.load(xp, replicas)
-        exact = xp.asarray(plan.logc_of(self.cpts_))
-        soft = xp.asarray(plan.logc_of({v: (1 - _SOFT) * t + _SOFT / t.shape[-1] for v, t in self.cpts_.items()}))
-        bad = xp.zeros(1, dtype=xp.int32)  # cells that could not move (read through the final states instead)
-        for t in range(n_sweeps):
-            off = rng.advance(1)
-            for c in range(len(plan.groups)):
-                ops.sweep(Z, replicas, b, c, soft if 2 * t < n_sweeps else exact, rng.key, off, bad)
-        Z = _backend.to_host(Z).astype(np.int64)  # (replicas, n, V)
+        plan, sh = _Plan(self), _one_shard(rng.xp())
+        soft = {v: (1 - _SOFT) * t + _SOFT / t.shape[-1] for v, t in self.cpts_.items()}
+        data, state = _start(rng, case_parts(X, plan, sh, len(X)), sh, plan, [replicas] * n_sweeps, 1.0, soft)
+        exact = rng.xp().asarray(plan.logc_of(self.cpts_))
+        for t in range(n_sweeps):  # the sweep of fit with the CPTs fixed (cells that cannot move: read below)
+            state, _ = step(rng, state if 2 * t < n_sweeps else state._replace(logc=exact), data)
+        Z = _backend.to_host(state.Zs[0]).astype(np.int64)  # (replicas, n, V)
         with np.errstate(divide="ignore"):
             lp = self.log_prob(Z.reshape(-1, plan.V)).reshape(Z.shape[:2])
         lost = np.flatnonzero(~np.isfinite(lp).any(0))

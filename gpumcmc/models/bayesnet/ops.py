@@ -1,9 +1,7 @@
-"""The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin, a pair of classes with one
-interface: ``sweep`` (one colour group's missing cells in every replica), ``counts`` (the CPT
-cells' counts) and ``normalise`` (the CPT draw's row-wise log-normalisation).
-
-The twin keeps the kernels' counter layout and makes the same double-precision operations in
-the same order, so both give the same draws for one seed.
+"""The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin, with one interface: ``sweep``
+(one colour group's missing cells in every replica), ``counts`` (the CPT cells' counts) and
+``normalise`` (the CPT draw's row-wise log-normalisation). The twin keeps the kernels' counter
+layout and double-precision operations in their order, so both give the same draws for a seed.
 """
 from __future__ import annotations
 

@@ -2,59 +2,39 @@
 
 One sweep, for every token at once:
 
-1. ``z_t ~ Cat(theta[d_t] * phi[w_t])``, the tokens in the cache-friendly
-   :func:`gpumcmc.token_order` (computed once);
+1. ``z_t ~ Cat(theta[d_t] * phi[w_t])``, the tokens in the cache-friendly :func:`gpumcmc.token_order`
+   (computed once);
 2. the counts ``n_dk`` and ``n_wk`` (no tokens x K array is built).
 
-   On the GPU, where K is large and theta mostly zero (small priors make most
-   of its entries underflow to exactly zero; see ``init``), both happen in one
-   kernel (``lda_zdraw`` in ``kernels_cu/lda.cu``): the tokens are read once
-   per sweep, z is never stored, and a theta row with few non-zero entries is
-   read as a compacted list of them. Elsewhere
-   :func:`gpumcmc.categorical_products` and a count kernel take two passes
-   (``init(fused=...)`` chooses). On NumPy the twin is
-   :func:`gpumcmc.categorical_products` (method ``"prefix"``) and a bincount;
-   the draws agree with the GPU's but where a prefix sum lies within rounding
-   of the search target;
+   On the GPU, where K is large and theta mostly zero (small priors make most of its entries underflow to
+   exactly zero), both happen in one kernel (``lda_zdraw``): the tokens are read once per sweep, z is never
+   stored, and a theta row with few non-zero entries is read as a compacted list of them. Elsewhere
+   :func:`gpumcmc.categorical_products` and a count kernel take two passes (``init(fused=...)`` chooses).
+   The NumPy twin (method ``"prefix"`` and a bincount) draws as the GPU does but where a prefix sum lies
+   within rounding of the search target;
 3. ``theta_d ~ Dir(alpha + n_d.)`` with the batched log-space Dirichlet of
-   :meth:`gpumcmc.random.Generator.dirichlet`, and ``phi_.k ~ Dir(beta + n_.k)``
-   from log-gammas normalised over each column (:func:`dirichlet_columns`).
+   :meth:`gpumcmc.random.Generator.dirichlet`, and ``phi_.k ~ Dir(beta + n_.k)`` from log-gammas
+   normalised over each column (:func:`dirichlet_columns`).
 
-Asked (``step(..., loglik=True)``, as ``LDA.fit``'s monitor does), the z-draw
-also sums ``log sum_k theta[d_t, k] phi[w_t, k]`` over each chain's tokens as
-it draws (the total it forms for the draw anyway): the log-likelihood of the
-theta and phi the sweep started from, with no pass of its own.
+Asked (``step(..., loglik=True)``), the z-draw also sums ``log sum_k theta[d_t, k] phi[w_t, k]`` over each
+chain's tokens, the total it forms for the draw anyway: the log-likelihood of the theta and phi the sweep
+started from, with no pass of its own.
 
-``phi`` is stored word-major, shape (V, K), as the z-draw reads it, and the
-word counts are kept in the same layout: the Dirichlet over words normalises
-columns, which costs a few passes over V x K elements with every element in
-flight, where a Dirichlet per topic row would give each of K rows of V
-elements to one warp.
+``phi`` is stored word-major, (V, K), as the z-draw reads it, and so are the word counts: the Dirichlet over
+words normalises columns, a few passes over V x K elements with every element in flight, where a Dirichlet
+per topic row would give each of K rows of V elements to one warp.
 
-Chains. ``init(..., n_chains=C)`` runs C independent chains in the same
-launches: every array of the state leads with the chain axis, and the draws of
-chain ``c`` use Philox counters of their own (token ``t`` of chain ``c`` is row
-``c * T + t`` of one batched z-draw; the Dirichlet draws are batched over
-chains the same way). ``phi`` is stored as (V, C, K) and shown in the state as
-its (C, V, K) view, so that the Dirichlet over words normalises the columns of
-one (V, C K) array.
+Chains. ``init(..., n_chains=C)`` runs C independent chains in the same launches: every array of the state
+leads with the chain axis, and token ``t`` of chain ``c`` is row ``c * T + t`` of one batched z-draw (the
+Dirichlet draws are batched over chains the same way). ``phi`` is stored as (V, C, K) and shown in the
+state as its (C, V, K) view, so that the Dirichlet over words normalises the columns of one (V, C K) array.
 
-The sweep, written once. :func:`gibbs_local` is steps 1 and 2 and theta (the
-work on the documents, an :class:`gpumcmc.sampling.Overlap` whose statistics
-are the word counts), :func:`gibbs_update` phi from those counts and the
-running sums; :func:`step` is the one after the other on the whole corpus.
-``LDA(devices=...)`` splits the documents over devices and runs the same two
-through :func:`gpumcmc.sampling.sharded` (:mod:`gpumcmc.models.lda.sharded`,
-which draws every shard's tokens and documents as one device draws them, bit
-for bit). One device's ``step`` calls them directly rather than as
-``sharded(gibbs(), Shards(1))``: its state stays one :class:`LDAState` (not a
-state per shard) and keeps its sweep counter ``it`` on the device, where the
-weight of a sweep in the running sums is formed, so that ``LDA(graph=...)``
-replays the whole sweep from a CUDA graph; the data-parallel sweep, which
-runs eagerly, counts on the host and takes that weight from a cache.
-
-``kernels_cu/lda.cu`` is the partner of this module and of :mod:`.ops`: its z-draw, counts and column
-reductions are the sweep's steps 1 to 3 (the package's other modules: see :mod:`gpumcmc.models.lda`).
+The sweep is written once: :func:`gibbs_local` is steps 1 and 2 and theta (the work on the documents),
+:func:`gibbs_update` phi from the word counts and the running sums. :func:`step` runs them on the whole
+corpus; ``LDA(devices=...)`` runs them per shard through :func:`gpumcmc.sampling.sharded`
+(:mod:`.sharded`, bit for bit one device's draws). One device's state stays one :class:`LDAState` and
+keeps its sweep counter ``it`` on the device, so that ``LDA(graph=...)`` replays the whole sweep from a
+CUDA graph.
 """
 
 from __future__ import annotations
@@ -67,6 +47,8 @@ from gpumcmc import _validate
 from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.discrete import token_order
+from gpumcmc.random import _gamma
+from gpumcmc.random._fill import uniform_at
 from gpumcmc.sampling import Overlap
 
 from .ops import _accumulate, _chain_tokens, _phi_store, _token_counters, dirichlet_columns, fused_counts, zdraw_counts
@@ -103,10 +85,16 @@ class LDAState(NamedTuple):
 class LDAInfo(NamedTuple):
     """What a sweep reports besides the state."""
 
-    # (C,) float64 with step(..., loglik=True), else None: each chain's log-likelihood of the corpus,
-    # sum_t log sum_k theta[d_t, k] phi[w_t, k], under the theta and phi the sweep drew z from (those of
-    # the state it was given), summed by the z-draw as it drew (no pass of its own).
+    # (C,) float64 with step(..., loglik=True), else None: each chain's log-likelihood of the corpus under
+    # the theta and phi of the state the sweep was given, summed by the z-draw as it drew.
     loglik: object = None
+
+
+class GibbsStats(NamedTuple):
+    """What a sweep's local part counts over its tokens (summed over shards where the documents are split)."""
+
+    nwk: object       # (V C, K) int32 word-topic counts of the drawn topics (phi store's layout)
+    loglik: object    # (C,) float64 log-likelihood of the tokens (loglik=True), else None
 
 
 def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: float, beta: float,
@@ -115,76 +103,51 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
     """``(data, state)``: the token stream in ``token_order``, and theta, phi drawn given random topics.
 
     Every token starts in a topic drawn uniformly at random; theta and phi are then drawn from their
-    conditionals given those counts, ``Dir(alpha + n_dk)`` and ``Dir(beta + n_kw)``. A draw from the prior
-    alone is not a usable start with small priors: at ``alpha = beta = 1/K`` and K = 1024 most float32
-    Dirichlet components underflow to zero, and many tokens would have no topic with a positive weight.
-    Given the counts, each token's own topic has ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
+    conditionals given those counts. A draw from the prior alone is not a usable start with small priors:
+    at ``alpha = beta = 1/K`` and K = 1024 most float32 Dirichlet components underflow to zero, and many
+    tokens would have no topic with a positive weight. Given the counts, each token's own topic has
+    ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
 
-    ``n_chains`` independent chains start from independent topics. ``fused`` (GPU) draws z and counts in
-    one kernel (default: where theta is expected to be mostly zero, see ``_fused_default``); ``sparse``
-    (default: K >= ``config.lda_sparse_min_k``) lets that kernel read mostly-zero theta rows as compacted lists.
-    Neither changes the draws but for rounding near ties.
-    ``cache_bytes`` is passed to :func:`gpumcmc.token_order`.
-
-    ``phi_start`` ((V, C, K), e.g. :func:`seeded_topics`): start from these topics and theta = 1 / K
-    instead (no draw; the first sweep draws the topics of the tokens from them).
+    ``fused`` (GPU) draws z and counts in one kernel (default: where theta is expected to be mostly zero,
+    see :func:`_fused_default`); ``sparse`` (default: K >= ``config.lda_sparse_min_k``) lets that kernel
+    read mostly-zero theta rows as compacted lists. Neither changes the draws but for rounding near ties.
+    ``cache_bytes`` is passed to :func:`gpumcmc.token_order`. ``phi_start`` ((V, C, K), e.g.
+    :func:`seeded_topics`): start from these topics and theta = 1 / K instead (no draw).
     """
     dtype = np.dtype(dtype)
-    K = int(n_components)
-    data, C = _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,
-                       cache_bytes)
+    K, C = int(n_components), _n_chains(n_chains)
+    data = _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, fused, sparse, cache_bytes)
     xp = _backend.get_array_module(data.rows)
     if phi_start is not None:
         phi = _checked_start(phi_start, xp, n_words, C, K, dtype)
-        return data, LDAState(xp.full((C, n_docs, K), 1.0 / K, dtype), phi.transpose(1, 0, 2),
-                              xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2), xp.zeros((C, n_docs, K), dtype),
-                              xp.zeros(C, np.int64))
-    theta, nwk = _start_local(rng, data, C, K, dtype)
-    phi = dirichlet_columns(rng, xp.add(nwk.reshape(n_words, C * K), dtype.type(beta), dtype=dtype))
-    phi = phi.reshape(n_words, C, K).transpose(1, 0, 2)
-    state = LDAState(theta, phi, xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2),
-                     xp.zeros((C, n_docs, K), dtype), xp.zeros(C, np.int64))
-    return data, state
+        theta = xp.full((C, n_docs, K), 1.0 / K, dtype)
+    else:
+        theta, nwk = _start_local(rng, data, C, K, dtype)
+        phi = dirichlet_columns(rng, xp.add(nwk.reshape(n_words, C * K), dtype.type(beta), dtype=dtype))
+        phi = phi.reshape(n_words, C, K)
+    return data, LDAState(theta, phi.transpose(1, 0, 2), xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2),
+                          xp.zeros((C, n_docs, K), dtype), xp.zeros(C, np.int64))
 
 
 def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False, loglik: bool = False):
     """One sweep of every chain: z for every token, counts, then theta and (unless ``fixed_phi``) phi.
 
     ``loglik=True``: ``info.loglik`` is each chain's log-likelihood of the corpus, (C,) float64, under the
-    theta and phi of ``state`` (those the sweep draws z from, not the new ones), summed by the z-draw as
-    it draws: no pass of its own, and the same draws as without it.
-
-    The sweep is :func:`gibbs_local` (steps 1 and 2, and theta) and then :func:`gibbs_update` (phi and the
-    running sums) on the whole corpus: with the documents split over devices the same two run on each
-    shard, the counts summed between them (:func:`gpumcmc.models.lda.sharded.gibbs`).
-
-    The sweep's own draws (theta, phi, counts plus positive priors) are valid
-    by construction, and the tokens were checked when the data were built, so
-    the primitives run without their value checks here.
+    theta and phi of ``state``, summed by the z-draw (the same draws as without it).
     """
+    # The sweep's own draws are valid by construction and the tokens were checked when the data were
+    # built, so the primitives run without their value checks.
     with _validate.validation(False):
         local = gibbs_local(rng, state, data, loglik=loglik)
         return gibbs_update(rng, local.finish(), local.stats, data.beta, data.burn_in, fixed_phi)
 
 
-class GibbsStats(NamedTuple):
-    """What a sweep's local part counts and sums over its tokens (summed over shards where the documents are
-    split)."""
-
-    nwk: object       # (V C, K) int32 word-topic counts of the drawn topics (phi store's layout)
-    loglik: object    # (C,) float64 log-likelihood of the tokens (loglik=True), else None
-
-
 def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False) -> Overlap:
     """Steps 1 and 2 of a sweep on ``data``'s documents, then their theta: an :class:`gpumcmc.sampling.Overlap`.
 
-    The z-draw and its counts are queued here (two generator calls in all with theta: one here, one in
-    ``finish``); ``stats`` is :class:`GibbsStats`, the word counts that phi needs and, with ``loglik``,
-    the tokens' log-likelihood summed by the z-draw; ``finish()`` draws theta from the document counts
-    and returns the state with it. With the documents split over GPUs, every shard's z-draw is queued
-    before any shard's theta draw, and the counts are summed beside the theta draws, which do not read
-    them (see :func:`gpumcmc.sampling.sharded`). A shard (``data.place``) draws its tokens and documents
-    with one device's Philox counters.
+    The z-draw and its counts are queued here; ``stats`` is :class:`GibbsStats`; ``finish()`` draws theta
+    from the document counts and returns the state with it (with the documents split over GPUs, beside the
+    sum of the word counts, which it does not read).
     """
     xp = _backend.get_array_module(state.theta)
     theta = state.theta
@@ -206,11 +169,10 @@ def gibbs_update(rng, state: LDAState, stats: GibbsStats, beta: float, burn_in: 
     """``(state, info)``: step 3's phi from the summed word counts (unless ``fixed_phi``) and the running sums.
 
     ``state.it`` past ``burn_in`` adds this sweep's theta and phi to the sums. One device keeps ``it`` as a
-    (C,) array and forms the 0/1 weight on the device (so a CUDA graph replays it); the data-parallel
-    sweep keeps it as a Python int and takes the weight from ``keeps``, one 0-d array per device, dtype
-    and value. ``drawn`` (data-parallel) holds this sweep's phi draws by the ``phi_sum`` they add to:
-    shards whose states share that array (those on one device) draw phi once, and the others take it
-    and move their generator on as the draw moved it.
+    (C,) array and forms the 0/1 weight on the device (so a CUDA graph replays it); the data-parallel sweep
+    keeps it as a Python int and takes the weight from ``keeps``, one 0-d array per device, dtype and
+    value. ``drawn`` (data-parallel): this sweep's phi draws by the ``phi_sum`` they add to, so that the
+    shards of one device draw phi once.
     """
     theta = state.theta
     keep = _keep(state.it, burn_in, theta, keeps)
@@ -233,8 +195,8 @@ def _keep(it, burn_in: int, theta, keeps):
 
 
 def _phi_once(drawn, rng, nwk, phi_sum, beta: float, keep):
-    """``(phi, phi_sum + keep * phi)`` as (C, V, K) views: ``phi ~ Dir(beta + n_wk)`` by columns of the
-    (V, C K) store, or, where ``drawn`` holds the draw for this ``phi_sum``, that draw (``rng`` moved on as
+    """``(phi, phi_sum + keep * phi)`` as (C, V, K) views, ``phi ~ Dir(beta + n_wk)`` by columns of the
+    (V, C K) store; or, where ``drawn`` holds the draw for this ``phi_sum``, that draw (``rng`` moved on as
     it moved)."""
     got = None if drawn is None else drawn.get(id(phi_sum))
     if got is not None:
@@ -252,17 +214,18 @@ def _phi_once(drawn, rng, nwk, phi_sum, beta: float, keep):
     return out
 
 
-def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, n_chains, fused, sparse,
-             cache_bytes, first_doc: int = 0):
-    """``(data, C)``: the token stream in ``token_order`` (int32 on the GPU) and init's settings, checked.
-
-    ``first_doc``: the documents are those from ``first_doc`` on of a larger corpus, and the tokens are
-    ordered as they lie in that corpus' ``token_order`` (its tiles of documents).
-    """
-    xp = _backend.get_array_module(rows)
+def _n_chains(n_chains) -> int:
     C = int(n_chains)
     if isinstance(n_chains, bool) or C != n_chains or C < 1:
         raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
+    return C
+
+
+def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order, fused, sparse, cache_bytes,
+             first_doc: int = 0) -> LDAData:
+    """The token stream in ``token_order`` (int32 on the GPU) and init's settings. ``first_doc``: the
+    documents are those from ``first_doc`` on of a larger corpus, ordered as in that corpus' stream."""
+    xp = _backend.get_array_module(rows)
     if order and rows.size:
         perm = token_order(rows + int(first_doc) if first_doc else rows, cols, K, dtype, cache_bytes=cache_bytes)
         rows, cols = xp.ascontiguousarray(rows[perm]), xp.ascontiguousarray(cols[perm])
@@ -270,24 +233,16 @@ def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order,
         rows, cols = rows.astype(np.int32), cols.astype(np.int32)   # what the kernels read, converted once
     fused = _fused_default(K, alpha, dtype) if fused is None else bool(fused)
     sparse = K >= config.lda_sparse_min_k if sparse is None else bool(sparse)
-    data = LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in), fused, sparse)
-    return data, C
-
-
-# init's defaults. The fused z-draw and counts (a warp per token, and the theta rows read as compacted lists
-# of their non-zero entries) pays where K is large and most of theta is exactly zero; at small K, and with
-# dense theta rows read whole, the two kernels are faster (benchmarks/lda.py; benchmarks/NOTES.md, under
-# gpumcmc.models.lda, has the measurements). A Dirichlet entry
-# with no count underflows to zero with probability about exp(-alpha * 103) in float32 (exp(-alpha * 744)
-# in float64; 103 and 744 are minus the log of the smallest subnormal); the fused kernel is the default
-# from config.lda_fused_min_k topics where at most config.lda_fused_max_fill of those entries are expected to
-# be non-zero; it reads theta rows as compacted lists from config.lda_sparse_min_k topics.
-# LDA(graph=None) replays sweeps from a CUDA graph below config.lda_graph_max_tokens tokens (times chains): there
-# a sweep is bound by launches and their Python (benchmarks/lda.py, rows "graph ...").
+    return LDAData(rows, cols, int(n_docs), int(n_words), float(alpha), float(beta), int(burn_in), fused, sparse)
 
 
 def _fused_default(K: int, alpha: float, dtype) -> bool:
-    """Whether init picks the fused z-draw: K >= config.lda_fused_min_k and theta expected mostly zero."""
+    """Whether init picks the fused z-draw: K >= config.lda_fused_min_k and theta expected mostly zero.
+
+    The fused kernel pays where K is large and most of theta is exactly zero (benchmarks/NOTES.md). A
+    Dirichlet entry with no count underflows to zero with probability about exp(alpha * log(smallest
+    subnormal)): at most ``config.lda_fused_max_fill`` of those entries must be expected non-zero.
+    """
     tiny = np.log(np.finfo(np.dtype(dtype)).smallest_subnormal)      # -103.3 (float32), -744.4 (float64)
     return K >= config.lda_fused_min_k and 1.0 - np.exp(float(alpha) * tiny) <= config.lda_fused_max_fill
 
@@ -307,17 +262,13 @@ def _checked_start(phi_start, xp, V: int, C: int, K: int, dtype):
 def _start_local(rng, data, C: int, K: int, dtype):
     """``(theta, n_wk)``: random topics for every token, then theta given them (two generator calls).
 
-    The draws that concern the documents of ``data`` alone; the phi draw, from the word counts, follows.
     A shard (``data.place``) takes the uniforms of its tokens from those of the whole corpus' tokens.
     """
     xp = _backend.get_array_module(data.rows)
     T = int(data.rows.size)
     if data.place is None:
         u = rng.random(C * T, dtype=np.float32)
-    else:
-        from gpumcmc.random._fill import uniform_at
-
-        # what rng.random(C * n_tokens, dtype=float32) gives these tokens, without drawing the others'
+    else:   # what rng.random(C * n_tokens, dtype=float32) gives these tokens, without drawing the others'
         u = uniform_at(xp, _token_counters(data, C), np.float32, rng.key, rng.advance())
     z0 = xp.minimum((u * np.float32(K)).astype(np.int64), K - 1)
     del u
@@ -336,8 +287,6 @@ def _theta_draw(rng, conc, data, C: int):
     p = data.place
     if p is None:
         return rng.dirichlet(conc, dtype=conc.dtype)
-    from gpumcmc.random import _gamma
-
     xp = _backend.get_array_module(conc)
     key, off = rng.key, rng.advance()
     M = int(data.n_docs)

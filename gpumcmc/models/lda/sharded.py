@@ -1,20 +1,12 @@
 """LDA with the documents split over devices: data-parallel uncollapsed Gibbs.
 
-``LDA(devices=...)`` splits the documents over devices (:class:`gpumcmc.shards.Shards`):
-:func:`shard_corpus` gives each shard whole documents and :func:`shard_data` places each shard's tokens
-in one device's token stream (:class:`ShardPlace`). The sweep is written once, in :mod:`.algorithm`, as a
-local part (:func:`gibbs_local`: each shard's z-draw and counts, then its documents' theta) and an
-update (:func:`gibbs_update`: phi from the word counts summed over every shard, and the running sums);
-:func:`gibbs` makes them a :class:`gpumcmc.sampling.DataParallel` and :func:`sharded_gibbs` runs it over
-the shards with :func:`gpumcmc.sampling.sharded`. One device's :func:`step` is the same two on the whole
-corpus. Each shard's tokens and documents keep the Philox counters and generator offsets they have on
-one device, so any number of shards gives one device's draws, bit for bit, with either z-draw.
-
-What the composition keeps between GPUs: every shard's z-draw is queued before any theta draw; the
-word counts are summed beside the theta draws (the local part returns an
-:class:`gpumcmc.sampling.Overlap`); phi is drawn once per device with one key (the shards of one device
-share its phi and its running sum). The sweep is not captured as a CUDA graph (the all-reduce and the
-per-device launches run eagerly); one device's fit may replay its sweep from one.
+:func:`shard_corpus` gives each shard (:class:`gpumcmc.shards.Shards`) whole documents, and
+:func:`shard_data` places each shard's tokens in one device's token stream (:class:`ShardPlace`), so that
+they keep the Philox counters and generator offsets they have on one device: any number of shards gives
+one device's draws, bit for bit, with either z-draw. :func:`gibbs` is :mod:`.algorithm`'s sweep as a
+:class:`gpumcmc.sampling.DataParallel` (each shard's z-draw, counts and theta; then phi from the word counts
+summed over the shards, drawn once per device with one key), and :func:`sharded_gibbs` runs it over the
+shards with :func:`gpumcmc.sampling.sharded`. The sweep runs eagerly (no CUDA graph).
 """
 
 from __future__ import annotations
@@ -29,8 +21,8 @@ from gpumcmc import backend as _backend
 from gpumcmc.sampling import Algorithm, DataParallel, sharded
 from gpumcmc.shards import Shards, balanced_cuts
 
-from .algorithm import LDAState, _checked_start, _phi_once, _prepare, _start_local, gibbs_local, gibbs_update
-from .algorithm import log_likelihood
+from .algorithm import (LDAState, _checked_start, _n_chains, _phi_once, _prepare, _start_local, gibbs_local,
+                        gibbs_update, log_likelihood)
 from .ops import _phi_store
 
 __all__ = ["ShardPlace", "CorpusPart", "LDAShardedState", "document_bounds", "shard_corpus", "shard_data", "gibbs",
@@ -58,12 +50,9 @@ class ShardPlace(NamedTuple):
 
 
 class CorpusPart(NamedTuple):
-    """A shard's part of the corpus, as :func:`shard_corpus` gives it.
-
-    ``rows`` count from the shard's ``first_doc``; ``corpus`` is ``(rows, cols, starts)`` of the whole
-    corpus sorted by document (``starts``: the first token of each document, and T), from which
-    :func:`shard_data` places the shard's tokens in the token stream of one device.
-    """
+    """A shard's part of the corpus: its tokens, ``rows`` counted from its ``first_doc``, and ``corpus``,
+    ``(rows, cols, starts)`` of the whole corpus sorted by document (``starts``: each document's first
+    token, and T)."""
 
     rows: object
     cols: object
@@ -73,13 +62,8 @@ class CorpusPart(NamedTuple):
 
 
 class LDAShardedState(NamedTuple):
-    """The fields of a data-parallel state gathered per field, one entry per local shard (for reading).
-
-    :func:`sharded_gibbs`'s state holds one :class:`LDAState` per local shard (``state[i]``);
-    ``LDAShardedState.of(state)`` shows it as earlier versions held it: ``theta`` and ``theta_sum`` the
-    shard's documents, (C, M_s, K); ``phi`` and ``phi_sum`` the global topics in their (V, C, K) store
-    (as ``LDAState.phi`` is a view of); ``it`` the sweeps done.
-    """
+    """A data-parallel state per field, one entry per local shard: ``theta`` and ``theta_sum`` the shard's
+    documents, (C, M_s, K); ``phi`` and ``phi_sum`` in their (V, C, K) store; ``it`` the sweeps done."""
 
     theta: tuple
     theta_sum: tuple
@@ -89,7 +73,7 @@ class LDAShardedState(NamedTuple):
 
     @classmethod
     def of(cls, state) -> "LDAShardedState":
-        """The per-field view of :func:`sharded_gibbs`'s ``state`` (no copy)."""
+        """The per-field view of :func:`sharded_gibbs`'s ``state`` (one :class:`LDAState` per shard)."""
         return cls(tuple(s.theta for s in state), tuple(s.theta_sum for s in state),
                    tuple(_phi_store(s.phi) for s in state), tuple(_phi_store(s.phi_sum) for s in state),
                    state[0].it)
@@ -107,24 +91,17 @@ def document_bounds(rows, n_docs: int, world: int) -> np.ndarray:
 
 def _bounds_from_counts(per_doc, world: int) -> np.ndarray:
     world = int(world)
-    n_docs = per_doc.size
     docs = np.flatnonzero(per_doc)                    # documents with tokens, ascending
     if docs.size < world:
         raise ValueError(f"the corpus has {docs.size} documents with tokens; it cannot be split over {world} "
                          "shards: use fewer devices.")
     cuts = balanced_cuts(per_doc[docs], world)        # over the documents with tokens
-    return np.asarray([0, *(int(docs[j]) for j in cuts[1:-1]), int(n_docs)], dtype=np.int64)
+    return np.asarray([0, *(int(docs[j]) for j in cuts[1:-1]), int(per_doc.size)], dtype=np.int64)
 
 
 def shard_corpus(rows, cols, n_docs: int, shards: Shards):
-    """``(bounds, parts)``: :func:`document_bounds`, and this process's parts of the corpus.
-
-    ``parts[i]`` is the :class:`CorpusPart` ``(rows - bounds[r], cols, n_docs_r, bounds[r], corpus)`` of
-    local shard ``i`` (global rank ``r``), on its device: the tokens of its documents, rows counted from
-    its first document, and the whole corpus sorted by document (not copied), from which
-    :func:`shard_data` places the shard's tokens in one device's token stream. ``rows`` and ``cols``
-    may be NumPy or CuPy arrays (then the parts are cut on their device and copied to the shards').
-    """
+    """``(bounds, parts)``: :func:`document_bounds`, and this process's :class:`CorpusPart` of each local
+    shard, on its device. ``rows`` and ``cols`` may be NumPy or CuPy arrays."""
     xp = _backend.get_array_module(rows)
     if xp is np or shards.xp is np:
         rows = np.asarray(_backend.to_host(rows), dtype=np.int64)
@@ -164,9 +141,9 @@ def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
     """Where ``part``'s tokens lie in one device's token stream (:func:`gpumcmc.token_order` of the whole
     corpus: tiles of ``tile`` documents, by word then document inside each).
 
-    The shard's own stream is that order restricted to its documents. Tiles that lie inside its documents
-    are contiguous blocks of both; the first and last tiles may hold other shards' documents too, whose
-    tokens interleave with the shard's, and their global indices are found by ordering those tiles whole.
+    Tiles inside the shard's documents are contiguous blocks of both streams; the first and last tiles may
+    hold other shards' documents too, whose tokens interleave with the shard's, and their global indices
+    are found by ordering those tiles whole.
     """
     R, W, starts = part.corpus
     M = int(starts.size - 1)
@@ -187,12 +164,11 @@ def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
 
 def _tile_tokens(R, W, starts, lo: int, hi: int, b: int, e: int, xp=np):
     """Global stream indices, in stream order, of the tokens of documents ``[b, e)`` in the tile of documents
-    ``[lo, hi)``: the tile's tokens sorted by word then document, after the ``starts[lo]`` tokens before it.
+    ``[lo, hi)`` (host integers).
 
-    The tile is sorted on ``xp``'s device (a tile holds a few million tokens: on the host the sort made
-    most of a sharded fit's set-up), by one stable sort of the key ``word (hi - lo) + document - lo``,
+    The tile is sorted on ``xp``'s device by one stable sort of the key ``word (hi - lo) + document - lo``,
     which orders the tokens as ``numpy.lexsort((document, word))`` does, ties kept in corpus order.
-    Returns host integers."""
+    """
     a, z = int(starts[lo]), int(starts[hi])
     if xp is np:
         r = np.asarray(_backend.to_host(R[a:z]), dtype=np.int64)
@@ -206,16 +182,11 @@ def _tile_tokens(R, W, starts, lo: int, hi: int, b: int, e: int, xp=np):
     return a + np.asarray(_backend.to_host(xp.flatnonzero((r >= b) & (r < e))), dtype=np.int64)
 
 
-def _device_owners(shards: Shards) -> list[int]:
-    """For each local shard, the first local shard on its device (which makes what the device's shards share)."""
-    first: dict = {}
-    return [first.setdefault(d, i) for i, d in enumerate(shards.devices)]
-
-
 def _per_device(shards: Shards, make) -> list:
     """For each local shard, ``make()`` made under its device's first local shard, shared by the others."""
+    first: dict = {}
     out = []
-    for i, j in enumerate(_device_owners(shards)):
+    for i, j in enumerate([first.setdefault(d, i) for i, d in enumerate(shards.devices)]):
         with shards.on(i):
             out.append(make() if j == i else out[j])
     return out
@@ -235,13 +206,9 @@ def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: fl
                cache_bytes: int | None = None) -> list:
     """Each local shard's :class:`LDAData`, on its device: what :func:`init` makes of the whole corpus.
 
-    ``parts`` come from :func:`shard_corpus` (:class:`CorpusPart`, which carry the whole corpus' layout).
-    Each shard orders its own tokens as they lie in one device's token stream (:func:`gpumcmc.token_order`
-    of the whole corpus) and is placed there (:class:`ShardPlace`): its draws take the generator offsets
-    and Philox counters that one device gives its tokens and documents, with either z-draw (the fused
-    kernel, ``lda_zdraw``, or :func:`gpumcmc.categorical_products` with ``counter_base`` and
-    ``counter_index``), so every draw equals one device's, bit for bit, for any number of shards. A shard
-    that holds the whole corpus is not placed and draws as one device does.
+    ``parts`` come from :func:`shard_corpus`. Each shard orders its own tokens as they lie in one device's
+    token stream and is placed there (:class:`ShardPlace`), so that its draws equal one device's, bit for
+    bit, with either z-draw. A shard that holds the whole corpus is not placed.
     """
     dtype = np.dtype(dtype)
     K = int(n_components)
@@ -253,8 +220,8 @@ def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: fl
                             f"corpus' layout), got {type(part).__name__}; split the corpus with shard_corpus.")
         with shards.on(i):
             cb = _cache_bytes(xp, cache_bytes)
-            data, _ = _prepare(part.rows, part.cols, part.n_docs, n_words, K, alpha, beta, dtype, burn_in, True,
-                               1, fused, sparse, cb, first_doc=int(part.first_doc))
+            data = _prepare(part.rows, part.cols, part.n_docs, n_words, K, alpha, beta, dtype, burn_in, True,
+                            fused, sparse, cb, first_doc=int(part.first_doc))
             if int(part.n_docs) < int(part.corpus[2].size) - 1:       # not the whole corpus
                 data = data._replace(place=_place(part, K, dtype, cb, xp))
             datas.append(data)
@@ -264,12 +231,10 @@ def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: fl
 def gibbs() -> DataParallel:
     """The uncollapsed Gibbs sweep as a :class:`gpumcmc.sampling.DataParallel` over :func:`shard_data`'s parts.
 
-    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)`` (those given to
-    :func:`shard_data`) gives each shard :func:`init`'s start (:func:`_start`). ``local(rng, state, data,
-    loglik=False)`` is :func:`gibbs_local`; its word counts (and log-likelihoods) are all-reduced beside
-    the theta draws, ``V C K`` int32 a sweep (:func:`allreduce_bytes`): integers, so phi is the same
-    whatever the number of shards. ``update`` is :func:`gibbs_update`, once per device for phi (the shards
-    of a device share it), each shard's ``it`` a Python int.
+    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)`` gives each shard
+    :func:`init`'s start. ``local(rng, state, data, loglik=False)`` is :func:`gibbs_local`; its word counts
+    (and log-likelihoods) are all-reduced beside the theta draws, ``V C K`` int32 a sweep: integers, so phi
+    is the same whatever the number of shards. ``update`` is :func:`gibbs_update`, once per device for phi.
     """
     drawn: dict = {}      # this sweep's phi draws, by the phi_sum they add to (see gibbs_update)
     keeps: dict = {}      # (device, dtype, kept) -> a 0-d 0/1 array on that device
@@ -293,43 +258,36 @@ def gibbs() -> DataParallel:
 
 
 def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) -> list:
-    """Every local shard's starting :class:`LDAState` (``it`` = 0): :func:`init`'s start, drawn as one
-    device draws it (random topics for each shard's tokens, theta given them; the word counts
-    all-reduced and phi drawn from them with one key, once per device), or ``phi_start`` and theta = 1 / K.
-    The shards of one device share their phi and phi_sum arrays."""
+    """Every local shard's starting :class:`LDAState` (``it`` = 0), drawn as one device draws :func:`init`'s
+    (the word counts all-reduced and phi drawn from them once per device), or ``phi_start`` and theta =
+    1 / K. The shards of one device share their phi and phi_sum arrays."""
     xp = shards.xp
-    d0 = datas[0]
-    C, V = int(n_chains), int(d0.n_words)
-    if isinstance(n_chains, bool) or C != n_chains or C < 1:
-        raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
+    C, V = _n_chains(n_chains), int(datas[0].n_words)
+    zeros = _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))  # the running sums' start
     if phi_start is not None:
         thetas = _each(shards, datas, lambda i, data: xp.full((C, data.n_docs, K), 1.0 / K, dtype))
-        theta_sums = _each(shards, datas, lambda i, data: xp.zeros((C, data.n_docs, K), dtype))
         phis = _per_device(shards, lambda: _checked_start(phi_start, xp, V, C, K, dtype).transpose(1, 0, 2))
-        zeros = _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))
-        return [LDAState(*fields, 0) for fields in zip(thetas, phis, zeros, theta_sums)]
-    gens = [copy.copy(rng) for _ in shards.ranks]
-    thetas, nwks = [], []
-    for i, data in enumerate(datas):
-        with shards.on(i):
+    else:
+        gens = [copy.copy(rng) for _ in shards.ranks]
+
+        def local(i, data):    # random topics for the shard's tokens, theta given them
             theta, nwk = _start_local(gens[i], data, C, K, dtype)
-            thetas.append(theta)
-            nwks.append(xp.ascontiguousarray(nwk))
-    _catch_up(rng, gens)
-    shards.allreduce(nwks)
-    zeros = _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))  # the running sums' start
-    keeps = _per_device(shards, lambda: xp.zeros((), dtype))                         # keep = 0: none kept yet
-    drawn: dict = {}
-    gens = [copy.copy(rng) for _ in shards.ranks]
-    phis = _each(shards, gens, lambda i, g: _phi_once(drawn, g, nwks[i], zeros[i], d0.beta, keeps[i])[0])
-    _catch_up(rng, gens)
+            return theta, xp.ascontiguousarray(nwk)
+
+        thetas, nwks = (list(x) for x in zip(*_each(shards, datas, local)))
+        _catch_up(rng, gens)
+        shards.allreduce(nwks)
+        keeps = _per_device(shards, lambda: xp.zeros((), dtype))                     # keep = 0: none kept yet
+        drawn: dict = {}
+        gens = [copy.copy(rng) for _ in shards.ranks]
+        phis = _each(shards, gens, lambda i, g: _phi_once(drawn, g, nwks[i], zeros[i], datas[0].beta, keeps[i])[0])
+        _catch_up(rng, gens)
     theta_sums = _each(shards, thetas, lambda i, th: xp.zeros_like(th))
     return [LDAState(*fields, 0) for fields in zip(thetas, phis, zeros, theta_sums)]
 
 
 def _catch_up(rng, gens) -> None:
-    """Move ``rng`` past the calls that the shards' copies made: one device's calls, the same in every shard
-    (so the draw that follows takes the same offset in every process)."""
+    """Move ``rng`` past the calls that the shards' copies made: one device's calls, the same in every shard."""
     used = {g.offset for g in gens}
     if len(used) > 1:
         raise RuntimeError(f"the shards' draws took different numbers of generator calls ({sorted(used)}).")
@@ -338,11 +296,12 @@ def _catch_up(rng, gens) -> None:
 
 def sharded_gibbs(shards: Shards) -> Algorithm:
     """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), its value checks off inside the sweep
-    as in one device's :func:`step`: ``init(rng, datas, n_components, dtype, n_chains=1, phi_start=None)``
-    on :func:`shard_data`'s ``datas``, and ``step(rng, state, loglik=False) -> (state, info)``, whose
-    state holds one :class:`LDAState` per local shard (``state[i]``; :meth:`LDAShardedState.of` shows it
-    per field). ``loglik=True``: ``info.loglik`` is each chain's log-likelihood of the whole corpus, (C,)
-    float64, under the theta and phi the sweep drew z from (see :func:`step`), summed over the shards.
+    as in one device's :func:`step`.
+
+    ``init(rng, datas, n_components, dtype, n_chains=1, phi_start=None)`` on :func:`shard_data`'s ``datas``,
+    and ``step(rng, state, loglik=False) -> (state, info)``, whose state holds one :class:`LDAState` per
+    local shard (:meth:`LDAShardedState.of` shows it per field). ``loglik=True``: ``info.loglik`` is each
+    chain's log-likelihood of the whole corpus, (C,) float64, summed over the shards.
     """
     alg = sharded(gibbs(), shards)
 
@@ -353,38 +312,31 @@ def sharded_gibbs(shards: Shards) -> Algorithm:
     return Algorithm(alg.init, step)
 
 
-def _moved(name: str, new: str):
-    return _validate.gone("gpumcmc.models.lda", name, new)
-
-
-init_sharded = _moved("init_sharded", "sharded_gibbs(shards).init(rng, shard_data(parts, shards, n_words, "
-                      "n_components, alpha, beta, dtype, ...), n_components, dtype, n_chains, phi_start)")
-make_sharded_step = _moved("make_sharded_step", "sharded_gibbs(shards).step(rng, state, loglik=...), after its "
-                           "init")
+init_sharded = _validate.gone("gpumcmc.models.lda", "init_sharded", "sharded_gibbs(shards).init(rng, shard_data("
+                              "parts, shards, n_words, n_components, alpha, beta, dtype, ...), n_components, dtype, "
+                              "n_chains, phi_start)")
+make_sharded_step = _validate.gone("gpumcmc.models.lda", "make_sharded_step", "sharded_gibbs(shards).step(rng, "
+                                   "state, loglik=...), after its init")
 
 
 def sharded_loglik(lls, shards: Shards):
-    """``(C,)`` float64 host array: per-shard (C,) sums ``lls`` summed over every shard (one all-reduce of C
-    values, then one wait). :func:`sharded_gibbs`'s ``info.loglik`` comes summed already."""
+    """``(C,)`` float64 host array: per-shard (C,) sums ``lls`` summed over every shard (one all-reduce)."""
     bufs = _each(shards, lls, lambda i, ll: shards.xp.array(ll, dtype=np.float64, copy=True))
     return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
 
 
 def sharded_log_likelihood(state, datas, shards: Shards):
-    """``(C,)`` float64 host array: each chain's log-likelihood of the whole corpus (summed over shards), for
+    """``(C,)`` float64 host array: each chain's log-likelihood of the whole corpus, for
     :func:`sharded_gibbs`'s ``state`` (or its :class:`LDAShardedState` view) and :func:`shard_data`'s
     ``datas``."""
-    xp = shards.xp
     if not isinstance(state, LDAShardedState):
         state = LDAShardedState.of(state)
 
     def chains(i, data):
         th, ph = state.theta[i], state.phi[i]
-        vals = [log_likelihood(th[c], ph[:, c], data.rows, data.cols) for c in range(th.shape[0])]
-        return xp.ascontiguousarray(xp.stack(vals).astype(np.float64))
+        return shards.xp.stack([log_likelihood(th[c], ph[:, c], data.rows, data.cols) for c in range(th.shape[0])])
 
-    bufs = _each(shards, datas, chains)
-    return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
+    return sharded_loglik(_each(shards, datas, chains), shards)
 
 
 def allreduce_bytes(n_words: int, n_components: int, n_chains: int = 1) -> int:

@@ -1,21 +1,15 @@
 """Data-parallel Gibbs and Bayesian EM: the data and the indicators split over devices.
 
-Each shard (:class:`gpumcmc.shards.Shards`) runs step (1) of a sweep or an
-iterate on its own rows with the launchers of :mod:`.ops` and sums its
-statistics; one all-reduce per iteration adds them up, and the global draws
-or the BEM update of :mod:`.algorithm` follow from the sums. For a seed the
-draws equal one device's up to the rounding of the sums' order.
-
 The Gibbs sweep is written once, in :mod:`.algorithm`, as a local part
-(:func:`gibbs_local`) and a global update (:func:`make_gibbs_update`), and so
-is the BEM iterate (:func:`bem_local`, :func:`make_bem_update`): :func:`gibbs`
+(:func:`gibbs_local`: each shard's indicators and their statistics) and a
+global update from the summed statistics (:func:`make_gibbs_update`), and so
+is the BEM iterate (:func:`bem_local`, :func:`make_bem_update`). :func:`gibbs`
 and :func:`bem` make them :class:`gpumcmc.sampling.DataParallel` algorithms,
-and :func:`gpumcmc.sampling.sharded` runs them over the shards. One device's
-:func:`make_step` and :func:`make_bem_step` are the same two on all the rows,
-and ``sharded(gibbs(), Shards(n_virtual=1))`` and
-``sharded(bem(), Shards(n_virtual=1))`` (or over a single GPU) give
-their iterates bit for bit (the statistics of one shard are not summed;
-``tests/test_protocol.py`` checks both, on the GPU too).
+and :func:`gpumcmc.sampling.sharded` runs them over the shards, with one
+all-reduce per iteration. For a seed the draws equal one device's up to the
+rounding of the sums' order; ``sharded(gibbs(), Shards(n_virtual=1))`` and
+``sharded(bem(), Shards(n_virtual=1))`` (or over a single GPU) give one
+device's iterates bit for bit (``tests/test_protocol.py`` checks both).
 """
 
 from __future__ import annotations
@@ -28,11 +22,21 @@ from gpumcmc.shards import Shards
 
 from .ops import _score_params, _sum_rows
 from .algorithm import (
-    BemPart, Part, State, _bem_start_means, _init_from_means, _make_bem_stats, bem_local, gibbs_local,
+    BemPart, Part, State, _bem_start_means, _init_from_means, _make_bem_stats, _start_rows, bem_local, gibbs_local,
     make_bem_update, make_gibbs_update, make_model)
 
 __all__ = ["make_sharded_models", "gibbs", "gibbs_parts", "sharded_gibbs", "bem", "bem_parts", "sharded_bem",
            "allreduce_bytes"]
+
+
+def _on_each(shards: Shards, items, fn) -> list:
+    """``[fn(item) for item in items]``, each under its local shard's device."""
+    out = []
+    for i, item in enumerate(items):
+        with shards.on(i):
+            out.append(fn(item))
+    return out
+
 
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
@@ -47,21 +51,14 @@ def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
         raise ValueError(f"{n} rows cannot be split over {shards.world} shards: use fewer devices.")
     xp = shards.xp
     parts = shards.scatter(X)
-    sums = []
-    for i, part in enumerate(parts):
-        with shards.on(i):
-            sums.append(xp.ascontiguousarray(part.astype(np.float64).sum(axis=0)))
-    center = _backend.to_host(shards.allreduce(sums)[0]) / n
-    sq = []
-    for i, part in enumerate(parts):
-        with shards.on(i):
-            sq.append(xp.ascontiguousarray(((part.astype(np.float64) - xp.asarray(center)) ** 2).sum(axis=0)))
-    var = _backend.to_host(shards.allreduce(sq)[0]) / n
-    models = []
-    for i, part in enumerate(parts):
-        with shards.on(i):
-            models.append(make_model(part, k, moments=(center, var), **kwargs))
-    return models
+
+    def total(f):
+        sums = _on_each(shards, parts, lambda part: xp.ascontiguousarray(f(part.astype(np.float64)).sum(axis=0)))
+        return _backend.to_host(shards.allreduce(sums)[0]) / n
+
+    center = total(lambda a: a)
+    var = total(lambda a: (a - xp.asarray(center)) ** 2)
+    return _on_each(shards, parts, lambda part: make_model(part, k, moments=(center, var), **kwargs))
 
 
 def gibbs_parts(models: list, shards: Shards, n: int) -> list:
@@ -75,20 +72,15 @@ def gibbs() -> DataParallel:
 
     ``init(rng, parts, shards, chains=1)`` gives each shard :func:`init`'s
     starting state for the same ``rng`` (the starting means are data points,
-    gathered from the shards that hold them by one all-reduce of
-    ``(chains, k, p)`` values; ``z`` holds the shard's rows). ``local`` is
-    :func:`gibbs_local`: each shard draws the indicators of its rows, with
-    Gumbel noise keyed by the global row (so the indicators are those one
-    device draws), and sums their statistics and log-likelihoods;
-    :func:`gpumcmc.sampling.sharded` adds them up in one all-reduce of
-    ``chains (k q + 1)`` float64 values a sweep (:func:`allreduce_bytes`).
-    ``update`` is :func:`make_gibbs_update`'s global draws (NIW, sticks,
-    alpha), made once per process on its first shard's device and copied to
-    the others' (``shared``: every field but ``z``), as every shard would
-    have made them from the same sums and key. The sums over shards add the same terms in
-    another order than one device does, so the draws equal one device's up to
-    that rounding (exactly where the sums are exact, e.g. data on a coarse
-    dyadic grid). :func:`sharded_gibbs` composes it over a :class:`Shards`.
+    gathered from the shards that hold them by one all-reduce; ``z`` holds
+    the shard's rows). ``local`` is :func:`gibbs_local`, with Gumbel noise
+    keyed by the global row (so the indicators are those one device draws);
+    :func:`gpumcmc.sampling.sharded` adds the statistics up in one all-reduce
+    of ``chains (k q + 1)`` float64 values a sweep (:func:`allreduce_bytes`).
+    ``update`` is :func:`make_gibbs_update`'s global draws, made once per
+    process on its first shard's device and copied to the others' (``shared``:
+    every field but ``z``). :func:`sharded_gibbs` composes it over a
+    :class:`Shards`.
     """
     return _over_shards(gibbs_local, make_gibbs_update, _gibbs_starts, lambda part: part.model.x.shape[0])
 
@@ -96,11 +88,9 @@ def gibbs() -> DataParallel:
 def _gibbs_starts(rng, parts: list, shards: Shards, chains: int) -> list:
     """:func:`init`'s starting means, (chains, k, p) float64 on each local shard's device: data points at the
     global rows ``rng`` picks, gathered from the shards that hold them."""
-    xp = shards.xp
     k, p, n = parts[0].model.k, parts[0].model.x.shape[1], parts[0].n
     with shards.on(0):
-        u = _backend.asarray(rng.random((chains, k), dtype=np.float64), xp)
-        idx = _backend.to_host(xp.minimum((u * n).astype(np.int64), n - 1))
+        idx = _backend.to_host(_start_rows(rng, chains, k, n, shards.xp))
     return [mu.reshape(chains, k, p) for mu in _gather_rows([part.model for part in parts], shards, n, idx)]
 
 
@@ -134,12 +124,9 @@ def _over_shards(local, make_update, starts, z_rows) -> DataParallel:
     def update(rng, state: State, stats):
         return updates[_device_of(state.params)](rng, state, stats)
 
-    return DataParallel(init, local, update, shared=_GLOBAL_FIELDS)
-
-
-# Every field but the indicators: the update's draws, made once per process on its first shard and copied to
-# the other GPUs (a few hundred kB), where making them on every GPU cost each its share of the host's launches.
-_GLOBAL_FIELDS = tuple(f for f in State._fields if f != "z")
+    # Every field but the indicators is shared: the update's draws, made once per process on its first shard
+    # and copied to the other GPUs, where making them on every GPU cost each its share of the host's launches.
+    return DataParallel(init, local, update, shared=tuple(f for f in State._fields if f != "z"))
 
 
 def sharded_gibbs(shards: Shards) -> Algorithm:
@@ -193,11 +180,7 @@ def _gather_rows(models: list, shards: Shards, n: int, idx) -> list:
 def bem_parts(models: list, shards: Shards, n: int) -> list:
     """The :class:`BemPart` of each local shard: its :class:`Model` (:func:`make_sharded_models`), its E-step
     (made on its device) and ``n``, the rows of the whole set."""
-    parts = []
-    for i, model in enumerate(models):
-        with shards.on(i):
-            parts.append(BemPart(model, _make_bem_stats(model), n))
-    return parts
+    return _on_each(shards, models, lambda model: BemPart(model, _make_bem_stats(model), n))
 
 
 def bem() -> DataParallel:
@@ -205,14 +188,12 @@ def bem() -> DataParallel:
 
     ``init(rng, parts, shards, starts=1)`` gives each shard :func:`init_bem`'s
     starting state for the same ``rng`` (the subsample's rows are gathered
-    from the shards that hold them by one all-reduce of ``(starts, m, p)``
-    values). ``local`` is :func:`bem_local`: each shard's rows' configuration
-    probabilities and their weighted statistics, and the sum of its rows'
-    log-normalisers; one all-reduce of ``starts (k q + 1)`` float64 values an
-    iterate adds them up, and ``update`` (:func:`make_bem_update`,
-    deterministic) follows once per process, on its first shard's device,
-    and is copied to the other GPUs (as in :func:`gibbs`). The iterates equal one
-    device's up to the rounding of the sums' order.
+    from the shards that hold them by one all-reduce). ``local`` is
+    :func:`bem_local` on each shard's rows; one all-reduce of
+    ``starts (k q + 1)`` float64 values an iterate adds them up, and
+    ``update`` (:func:`make_bem_update`, deterministic) follows once per
+    process, on its first shard's device, and is copied to the other GPUs
+    (as in :func:`gibbs`).
     """
     alg = _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
 
@@ -229,16 +210,11 @@ def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:
     models = [part.model for part in parts]
 
     def gather(idx):
-        rows = _backend.to_host(_gather_rows(models, shards, n, idx)[0])
-        return rows.reshape(idx.shape + (model0.x.shape[1],))
+        return _backend.to_host(_gather_rows(models, shards, n, idx)[0]).reshape(idx.shape + (model0.x.shape[1],))
 
     with shards.on(0):
         mu = _bem_start_means(rng, n, model0.k, starts, gather)
-    out = []
-    for i in range(len(parts)):
-        with shards.on(i):
-            out.append(_backend.asarray(mu, shards.xp))
-    return out
+    return _on_each(shards, parts, lambda part: _backend.asarray(mu, shards.xp))
 
 
 def sharded_bem(shards: Shards) -> Algorithm:

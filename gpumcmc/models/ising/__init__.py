@@ -1,11 +1,6 @@
-"""The Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once.
-
-``algorithm`` holds the sampler (states, thresholds, ``init`` and ``step``),
-``ops`` its CUDA launches (``kernels_cu/ising.cu``) and their NumPy twins,
-``estimator`` the model :class:`Ising` and :func:`denoise`, ``exact`` the exact
-results. This package re-exports the public names, and the helpers the tests
-use.
-"""
+"""The Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once: ``algorithm`` (the sampler),
+``ops`` (the launches of ``kernels_cu/ising.cu`` and their NumPy twins), ``estimator`` (:class:`Ising` and
+:func:`denoise`) and ``exact`` (the exact results)."""
 
 from .algorithm import IsingInfo, IsingState, _weighted_bond_sum, pack, unpack
 from .estimator import Ising, IsingResult, denoise

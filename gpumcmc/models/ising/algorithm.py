@@ -1,49 +1,32 @@
 """The Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once.
 
-Energy of a configuration ``s`` of +-1 spins on an L x W square lattice (or a
-D x L x W simple cubic one, on the byte path)::
+Energy of +-1 spins ``s`` on an L x W square lattice (or a D x L x W cubic one, on the byte path)::
 
     E(s) = -J sum_<ij> s_i s_j - sum_i h_i s_i
 
-(``J`` the coupling, ``h`` a field, one number or one per site), sampled at
-inverse temperature ``beta``: ``p(s) ~ exp(-beta E(s))``.
+sampled at inverse temperature ``beta``: ``p(s) ~ exp(-beta E(s))``.
 
-The sites of one colour of the checkerboard are independent given the other
-colour (Mahani & Sharabiani, section 4.3), so a sweep is two launches, each
-updating every site of one colour in every chain. A site turns up with the
-heat-bath probability ``1 / (1 + exp(-2 beta (J S + h)))``, S the sum of its
-neighbours; these probabilities are precomputed as 32-bit integer thresholds
-T and compared with a 32-bit uniform integer U = A 2^16 + B drawn in
-registers from Philox, keyed by (chain, colour, site, sweep): A is half a
-Philox word (8 spins per call), and B is drawn, from a second call, only when
-A ties with T's high half (2^-16 of the updates), so P(U < T) = T / 2^32
-exactly for half the Philox work (``kernels_cu/ising.cu`` documents the
-layout). Two paths give the same states for one seed:
+The sites of one colour of the checkerboard are independent given the other colour (Mahani &
+Sharabiani, section 4.3), so a sweep is two launches, each updating every site of one colour in
+every chain. A site turns up with the heat-bath probability ``1 / (1 + exp(-2 beta (J S + h)))``,
+S the sum of its neighbours, precomputed as 32-bit integer thresholds T and compared with a 32-bit
+uniform U = A 2^16 + B from Philox, keyed by (chain, colour, site, sweep): A is half a Philox word
+(8 spins per call), and B is drawn, from a second call, only when A ties with T's high half (2^-16
+of the updates), so P(U < T) = T / 2^32 exactly for half the Philox work (``kernels_cu/ising.cu``
+documents the layout). Two paths give the same states for one seed:
 
-* ``"multispin"``: 16 spins per 64-bit word, 4 bits each, as in NVIDIA's
-  ising-gpu; neighbour counts of 16 sites come from four word additions.
-  Periodic lattices with a uniform field, W a multiple of 32.
-* ``"byte"``: one byte per spin; any field per site, open or periodic
-  boundaries, square or cubic lattices. A field per site costs a table of 13
-  thresholds per site (52 bytes; couplings per bond: 16, 64 bytes), read
-  once per site and sweep: exact integers on both backends, so the CPU and
-  the GPU still agree bit for bit.
+* ``"multispin"``: 16 spins per 64-bit word, 4 bits each, as in NVIDIA's ising-gpu; neighbour counts
+  of 16 sites come from four word additions. Periodic lattices, uniform field, W a multiple of 32.
+* ``"byte"``: one byte per spin; any field per site (a table of 13 thresholds per site; couplings
+  per bond: 16), open or periodic boundaries, square or cubic lattices.
 
-Every kernel has a NumPy twin, following the same counter layout, so a CPU
-run gives the same states as a GPU run for the same seed.
+Every kernel has a NumPy twin with the same counter layout and exact integer thresholds, so a CPU
+run gives the same states as a GPU run for a seed.
 
-The magnetisation and the energy of each chain after each sweep come out of
-the sweep itself (counts accumulated by the kernels), with no second pass over
-the lattice. This is where the differential update of section 4.3.3 pays on a
-GPU: the sweep already holds every site's neighbour sum, so the bond sum of
-the new state is a by-product. Keeping neighbour sums between sweeps (and
-scattering +-2 into four of them at every flip) does not: the four neighbour
-words a thread reads are in cache, a flip would cost four atomic writes, and
-the sweep's cost is the Philox call anyway (one per 8 spins, about 40 integer
-instructions).
-
-This module holds the states, the thresholds, the packing and the sweep
-(``_CheckerboardGibbs``); ``kernels_cu/ising.cu`` is its partner.
+Each chain's magnetisation and energy after each sweep come out of the sweep itself (counts
+accumulated by the kernels), the differential update of section 4.3.3: the sweep already holds
+every site's neighbour sum. Keeping neighbour sums between sweeps would not pay: a flip would cost
+four atomic writes, and the sweep's cost is the Philox call (one per 8 spins).
 """
 
 from __future__ import annotations
@@ -78,8 +61,6 @@ class IsingInfo(NamedTuple):
     magnetization: object
     energy: object
 
-
-# --------------------------------------------------------------------------- thresholds
 
 def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
     """uint32 heat-bath thresholds by S + 6 (S = -6..6): (13,) for a number, (n_sites, 13) for a field per site."""
@@ -132,18 +113,13 @@ def _weighted_bond_sum(spins, J, periodic: bool):
             + (J[1, :-1, :] * s[:, :-1, :] * s[:, 1:, :]).sum(axis=(1, 2)))
 
 
-# --------------------------------------------------------------------------- packing
-
 def _halves(W: int, c: int):
     """Column slices of colour c's sites in even and in odd rows: site k at column 2k + ((i + c) & 1)."""
     return slice(c, W, 2), slice(1 - c, W, 2)
 
 
 def pack(spins):
-    """(chains, L, W) +-1 spins -> (chains, 2, L, W // 32) uint64 words of the multispin path.
-
-    Temporaries are a quarter of the lattice's bytes per colour (no index arrays).
-    """
+    """(chains, L, W) +-1 spins -> (chains, 2, L, W // 32) uint64 words of the multispin path."""
     xp = _backend.get_array_module(spins)
     n, L, W = spins.shape
     words = W // 32
@@ -177,29 +153,18 @@ def unpack(packed):
     return out
 
 
-def _check_spins(a, name="state"):
-    vals = _backend.to_host(a)
-    if not np.all((vals == 1) | (vals == -1)):  # synchronize! (once, before a run)
-        raise ValueError(f"{name} must hold only +1 and -1 spins; map a 0/1 array b with 2 * b - 1.")
-
-
 class _CheckerboardGibbs:
-    """The sampler's functional layer, ``init`` and ``step`` over :class:`IsingState`, which :class:`Ising`
-    inherits. It reads what ``Ising._configure`` works out from the settings: ``_shape``, ``_dims`` (D, L, W),
-    ``_method``, the thresholds ``_thr`` (and ``_thr5`` of the multispin path), ``_field``, ``_J``,
-    ``_by_pattern``, and the caches ``_dev`` (device copies) and ``_index`` (the twin's site order)."""
+    """``init`` and ``step`` over :class:`IsingState`, which :class:`Ising` inherits; they read what
+    ``Ising._configure`` works out from the settings."""
 
     def init(self, n_chains: int = 1, random_state=None, initial="random") -> IsingState:
-        """The starting state of ``n_chains`` chains.
-
-        ``initial`` is ``"random"`` (each spin +-1 with probability 1/2, drawn
-        from ``random_state``), ``"up"``, ``"down"``, or an array of +-1 of
-        shape ``shape`` or ``(n_chains, *shape)``.
-        """
+        """The starting state of ``n_chains`` chains: ``initial`` is ``"random"`` (each spin +-1 with
+        probability 1/2, from ``random_state``), ``"up"``, ``"down"``, or +-1 of shape ``shape`` or
+        ``(n_chains, *shape)``."""
         xp = self._xp()
-        full = (n_chains, *self._shape) if isinstance(n_chains, (int, np.integer)) else None
         if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
             raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
+        full = (n_chains, *self._shape)
         if xp is not np and n_chains > 65535:
             raise ValueError("at most 65,535 chains run in one launch; split the run.")
         if isinstance(initial, str):
@@ -216,7 +181,8 @@ class _CheckerboardGibbs:
             if a.shape not in (self._shape, full):
                 raise ValueError(f"initial has shape {a.shape}; pass the lattice's shape {self._shape} or "
                                  f"(n_chains, *shape) = {full}.")
-            _check_spins(a, "initial")
+            if not np.all(np.isin(_backend.to_host(a), (-1, 1))):  # synchronize! (once, before a run)
+                raise ValueError("initial must hold only +1 and -1 spins; map a 0/1 array b with 2 * b - 1.")
             spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), full))
         counts = xp.zeros((n_chains, 2), dtype=xp.int64)
         counts[:, 0] = (spins > 0).sum(axis=tuple(range(1, spins.ndim)), dtype=xp.int64)
@@ -231,20 +197,17 @@ class _CheckerboardGibbs:
 
     def _info(self, state: IsingState, xp) -> IsingInfo:
         N = self.n_sites
-        up = state.counts[:, 0].astype(xp.float64)
-        bond = state.counts[:, 1].astype(xp.float64)
-        mag = 2.0 * up - N
+        mag = 2.0 * state.counts[:, 0].astype(xp.float64) - N
         if self._field.ndim:
             h = self._dev_array("field", xp, lambda: self._field)
             field_term = (state.spins * h).sum(axis=tuple(range(1, state.spins.ndim)))
         else:
             field_term = float(self._field) * mag
         if self._by_pattern:
-            spins = state.spins
-            bond_term = _weighted_bond_sum(spins, self._dev_array("J", xp, lambda: self._J),
+            bond_term = _weighted_bond_sum(state.spins, self._dev_array("J", xp, lambda: self._J),
                                            self.boundary == "periodic")
         else:
-            bond_term = float(self._J) * bond
+            bond_term = float(self._J) * state.counts[:, 1].astype(xp.float64)
         return IsingInfo(mag / N, (-bond_term - field_term) / N)
 
     def _dev_array(self, name, xp, make):
@@ -264,13 +227,8 @@ class _CheckerboardGibbs:
         return state, (self._info(state, xp) if observe else None)
 
     def _sweep(self, rng, state: IsingState, out) -> None:
-        """One sweep of every chain, in place; adds each chain's up spins and bond sum after it to ``out``.
-
-        ``out``: None (not counted), or a zeroed (chains, 2) int64 array on the
-        state's backend, such as one slot of a (sweeps, chains, 2) buffer; on
-        CuPy also the device address of one.
-        """
+        """One sweep of every chain, in place, adding each chain's up spins and bond sum after it to
+        ``out``: None (not counted) or a zeroed (chains, 2) int64 array (on CuPy also its address)."""
         xp = _backend.get_array_module(state.counts)
         off = rng.advance(1)
-        key = rng.key
-        (_NumpyOps if xp is np else _GpuOps).sweep(self, xp, state, key, off, out)
+        (_NumpyOps if xp is np else _GpuOps).sweep(self, xp, state, rng.key, off, out)

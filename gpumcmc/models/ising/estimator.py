@@ -28,11 +28,8 @@ class IsingResult:
     """
 
     def __init__(self, trace, states):
-        self.trace = trace
-        self.magnetization = trace.draws["magnetization"]
-        self.energy = trace.draws["energy"]
-        self.states = states
-        self.seconds = trace.seconds
+        self.trace, self.states, self.seconds = trace, states, trace.seconds
+        self.magnetization, self.energy = trace.draws["magnetization"], trace.draws["energy"]
 
     def __repr__(self) -> str:
         c, n = self.magnetization.shape
@@ -84,13 +81,8 @@ class Ising(_CheckerboardGibbs, Estimator):
 
     def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
                  backend=None):
-        self.shape = shape
-        self.coupling = coupling
-        self.field = field
-        self.beta = beta
-        self.boundary = boundary
-        self.method = method
-        self.backend = backend
+        self.shape, self.coupling, self.field, self.beta = shape, coupling, field, beta
+        self.boundary, self.method, self.backend = boundary, method, backend
         self._configure()
 
     def set_params(self, **params):
@@ -107,8 +99,7 @@ class Ising(_CheckerboardGibbs, Estimator):
 
     def _configure(self) -> None:
         """Check the settings and work out the thresholds and the path from them."""
-        shape, coupling, field, beta = self.shape, self.coupling, self.field, self.beta
-        boundary, method = self.boundary, self.method
+        shape, beta, boundary, method = self.shape, self.beta, self.boundary, self.method
         try:
             dims = tuple(shape)
         except TypeError:
@@ -126,10 +117,9 @@ class Ising(_CheckerboardGibbs, Estimator):
         if boundary == "periodic" and any(v % 2 for v in dims):
             raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {dims}; "
                              "use an even size or boundary='open'.")
-        L, W = dims[-2:]
         if not np.isfinite(float(beta)):
             raise ValueError(f"beta must be a finite number, got {beta!r}.")
-        J = np.asarray(_backend.to_host(coupling), dtype=np.float64)
+        J = np.asarray(_backend.to_host(self.coupling), dtype=np.float64)
         if J.ndim and (len(dims) != 2 or J.shape != (2, *dims)):
             raise ValueError(f"coupling must be one number, or (2-D lattices) an array of shape (2, L, W) = "
                              f"{(2, *dims[-2:])} holding each site's bond to its right neighbour ([0]) and to the "
@@ -138,8 +128,7 @@ class Ising(_CheckerboardGibbs, Estimator):
             raise ValueError("coupling contains NaN or inf; every value must be finite.")
         if float(beta) < 0:
             raise ValueError(f"beta must be >= 0, got {beta}.")
-        f = _backend.to_host(field)
-        f = np.asarray(f, dtype=np.float64)
+        f = np.asarray(_backend.to_host(self.field), dtype=np.float64)
         if f.ndim and f.shape != dims:
             raise ValueError(f"field has shape {f.shape} but the lattice is {dims}; pass one number or an "
                              "array of the lattice's shape.")
@@ -147,26 +136,22 @@ class Ising(_CheckerboardGibbs, Estimator):
             raise ValueError("field contains NaN or inf; every value must be finite.")
         if method not in ("auto", "multispin", "byte"):
             raise ValueError(f"method must be 'auto', 'multispin' or 'byte', got {method!r}.")
-        multispin_ok = len(dims) == 2 and boundary == "periodic" and f.ndim == 0 and J.ndim == 0 and W % 32 == 0
+        multispin_ok = len(dims) == 2 and boundary == "periodic" and f.ndim == 0 and J.ndim == 0 and dims[1] % 32 == 0
         if method == "multispin" and not multispin_ok:
             raise ValueError("method='multispin' needs a 2-D periodic lattice, one field and one coupling "
                              "for every site and a width that is a multiple of 32 (got shape "
                              f"{dims}, boundary {boundary!r}, field {'per site' if f.ndim else 'uniform'}, "
                              f"coupling {'per bond' if J.ndim else 'uniform'}); use method='byte' or 'auto'.")
-        self._shape = dims
-        self._dims = dims if len(dims) == 3 else (1,) + dims  # (D, L, W)
-        self._beta = float(beta)
+        # what the sampler reads: the lattice (D, L, W), the path, the thresholds by S + 6, or (couplings
+        # per bond) by the pattern of up neighbours, and those of the multispin path by up neighbours n
+        # (S = 2n - 4); the caches of device copies and of the twin's site order
+        self._shape, self._dims = dims, dims if len(dims) == 3 else (1,) + dims
         self._method = "multispin" if (method == "multispin" or (method == "auto" and multispin_ok)) else "byte"
-        self._field = f
-        self._J = J
-        self._by_pattern = J.ndim > 0
-        if self._by_pattern:
-            self._thr = _pattern_thresholds(self._beta, J, f, boundary == "periodic")
-        else:
-            self._thr = _thresholds(self._beta, float(J), f)
-        self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if self._thr.ndim == 1 else None  # S = 2n - 4
-        self._dev = {}
-        self._index = None
+        self._field, self._J, self._by_pattern = f, J, J.ndim > 0
+        self._thr = (_pattern_thresholds(float(beta), J, f, boundary == "periodic") if self._by_pattern
+                     else _thresholds(float(beta), float(J), f))
+        self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if self._thr.ndim == 1 else None
+        self._dev, self._index = {}, None
 
     @property
     def n_sites(self) -> int:
@@ -177,28 +162,18 @@ class Ising(_CheckerboardGibbs, Estimator):
         """The path in use: ``"multispin"`` or ``"byte"``."""
         return self._method
 
-    def _xp(self):
-        return _backend.get_backend(self.backend)
-
     def sample(self, n_sweeps: int, burn_in: int = 0, n_chains: int = 1, random_state=None, progress: bool = True,
                initial="random", thin: int = 1) -> IsingResult:
         """Run ``burn_in + n_sweeps`` heat-bath sweeps of ``n_chains`` chains.
 
-        Returns an :class:`IsingResult` with the magnetisation and energy per
-        site of each chain after each kept sweep, ``(chains, n_sweeps //
-        thin)``, the final spins, and ``to_arviz()``. ``n_sweeps=0`` gives
-        empty ``(chains, 0)`` figures and the spins after the burn-in.
-        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
-        or None) seeds this call: the same seed gives the same draws every
-        time.
+        Returns an :class:`IsingResult` with the magnetisation and energy per site of each chain
+        after each kept sweep, ``(chains, n_sweeps // thin)``, and the final spins. ``random_state``
+        (an int, a ``SeedSequence``, a gpumcmc ``Generator`` or None) seeds this call.
 
-        With one coupling and one field for every site, the sweep's kernels
-        count each kept sweep's up spins and bond sum into a slot of their own
-        on the device (no pass of their own, nothing per sweep on the host but
-        the launches), and the figures come to the host once, at the end.
-        Sweeps that are not kept (burn-in, thinned out) count nothing. A field
-        per site or couplings per bond need the spins for the energy: there
-        each kept sweep computes it in a pass of its own.
+        With one coupling and one field for every site, the kernels count each kept sweep's up spins
+        and bond sum into a slot of their own on the device, which comes to the host once, at the
+        end. A field per site or couplings per bond need the spins for the energy: there each kept
+        sweep computes it in a pass of its own.
         """
         from ...sampling import Monitor, run
 
@@ -211,9 +186,12 @@ class Ising(_CheckerboardGibbs, Estimator):
         desc = f"Ising {'x'.join(map(str, self._shape))}"
         total = burn_in + n_sweeps
         every = max(1, total // 20)
+
+        def abs_m(up):  # the progress bar's figure (synchronises)
+            return float(np.abs(_backend.to_host(up) * 2.0 / self.n_sites - 1).mean())
+
         if self._field.ndim or self._by_pattern:
-            mon = [Monitor("|m|", lambda s: float(abs(_backend.to_host(s.counts[:, 0]) * 2.0 / self.n_sites - 1)
-                                                  .mean()), every=every)] if progress else []
+            mon = [Monitor("|m|", lambda s: abs_m(s.counts[:, 0]), every=every)] if progress else []
             trace = run(self.step, state, rng, n_sweeps, burn_in=burn_in, thin=thin,
                         collect=lambda s, info: {"magnetization": info.magnetization, "energy": info.energy},
                         monitors=mon, progress=progress, desc=desc, n_chains=n_chains)
@@ -236,25 +214,16 @@ class Ising(_CheckerboardGibbs, Estimator):
             self._sweep(r, s, slot(k) if k >= 0 else None)
             return s, None
 
-        def abs_m(s):  # the progress bar's figure, from the last counted sweep (synchronises)
-            k = where["last"]
-            if k < 0:
-                return float("nan")
-            up = _backend.to_host(slots[k, :, 0])
-            return float(np.abs(up * 2.0 / self.n_sites - 1).mean())
-
-        mon = [Monitor("|m|", abs_m, every=every)] if progress else []
+        last_abs_m = lambda s: float("nan") if where["last"] < 0 else abs_m(slots[where["last"], :, 0])  # noqa: E731
+        mon = [Monitor("|m|", last_abs_m, every=every)] if progress else []
         trace = run(sweep, state, rng, n_sweeps, burn_in=burn_in, thin=thin, monitors=mon, progress=progress,
                     desc=desc, n_chains=n_chains)
         if where["last"] >= 0:
             state.counts[...] = slots[where["last"]]
         counts = np.moveaxis(_backend.to_host(slots[:kept]), 0, 1)  # (chains, kept, 2)
         N = self.n_sites
-        up = counts[..., 0].astype(np.float64)
-        bond = counts[..., 1].astype(np.float64)
-        mag = 2.0 * up - N
-        trace.draws = {"magnetization": mag / N,
-                       "energy": (-(float(self._J) * bond) - float(self._field) * mag) / N}
+        mag, bond = 2.0 * counts[..., 0].astype(np.float64) - N, counts[..., 1].astype(np.float64)
+        trace.draws = {"magnetization": mag / N, "energy": (-(float(self._J) * bond) - float(self._field) * mag) / N}
         return IsingResult(trace, self.spins(trace.state))
 
     def energy(self, spins):

@@ -1,6 +1,5 @@
-"""The sweep's two implementations, side by side: the launches of ``kernels_cu/ising.cu`` (:class:`_GpuOps`) and
-their NumPy twins (:class:`_NumpyOps`), each with ``sweep(model, xp, state, key, off, out)``. The twins follow
-the kernels' counter layout, so both give the same states for a seed."""
+"""The sweep's launches of ``kernels_cu/ising.cu`` (:class:`_GpuOps`) and their NumPy twins (:class:`_NumpyOps`),
+each with ``sweep(model, xp, state, key, off, out)``; the twins follow the kernels' counter layout."""
 
 from __future__ import annotations
 
@@ -41,17 +40,12 @@ def bond_sum(spins, periodic: bool = True):
     return total
 
 
-# --------------------------------------------------------------------------- NumPy twins
-
 def _words(key, offset: int, first, count: int):
     """Philox words of counter indices first[n] + 0..count-1 (first: (chains,) uint64) -> (chains, count, 4)."""
     idx = first[:, None] + np.arange(count, dtype=_U64)[None, :]
     w = philox_rounds(idx & _MASK32, idx >> _U64(32), _U64(offset & 0xFFFFFFFF), _U64(offset >> 32),
                       key[0], key[1])
     return np.stack(w, axis=-1)
-
-
-_LOW_FLAG = _U64(1 << 63)
 
 
 def _halves16(w):
@@ -62,17 +56,16 @@ def _halves16(w):
 def _decide(a, T, calls, pos, key, offset: int):
     """Heat-bath decisions U < T for U = a 2^16 + b, b drawn only where a equals T's high half.
 
-    ``a``: high halves (uint64), ``T``: 32-bit thresholds, both of one shape;
-    ``calls``/``pos``: the Philox call index (uint64) and position (0..7) of
-    each, broadcastable to it. ``b`` is half ``pos % 2`` of word ``pos // 2``
-    of call ``calls | 2**63``, computed only for the ties.
+    ``a``: high halves (uint64) and ``T``: 32-bit thresholds, of one shape; ``calls``/``pos``: the
+    Philox call (uint64) and position (0..7) of each, broadcastable to it. ``b`` is half ``pos % 2``
+    of word ``pos // 2`` of call ``calls | 2**63``.
     """
     T = T.astype(_U64)
     hi = T >> _U64(16)
     up = a < hi
     tie = np.nonzero(a == hi)
     if tie[0].size:
-        call = np.broadcast_to(calls, a.shape)[tie] | _LOW_FLAG
+        call = np.broadcast_to(calls, a.shape)[tie] | _U64(1 << 63)
         p = np.broadcast_to(pos, a.shape)[tie]
         w = np.stack(philox_rounds(call & _MASK32, call >> _U64(32), _U64(offset & 0xFFFFFFFF),
                                    _U64(offset >> 32), key[0], key[1]), axis=-1)
@@ -177,8 +170,7 @@ class _NumpyOps:
 
     @staticmethod
     def sweep(model, xp, state, key, off, out) -> None:
-        """One sweep of every chain of ``model``, in place; writes each chain's up spins and bond sum to ``out``
-        (a (chains, 2) int64 array), unless None."""
+        """One sweep of every chain of ``model``, in place; each chain's up spins and bond sum to ``out``."""
         if model._method == "multispin":
             up, bond = _multispin_twin(state.packed, model._thr5, key, off)
         else:
@@ -198,8 +190,7 @@ class _GpuOps:
 
     @staticmethod
     def sweep(model, cp, state, key, off, out) -> None:
-        """One sweep of every chain of ``model``, in place; adds each chain's up spins and bond sum to ``out``
-        (a zeroed (chains, 2) int64 array, or its device address), unless None."""
+        """One sweep of every chain of ``model``, in place; adds each chain's up spins and bond sum to ``out``."""
         counts = None if out is None else _loader.u64(out if isinstance(out, int) else out.data.ptr)
         n = state.counts.shape[0]
         philox = _kernel_args.philox(key, off)

@@ -1,11 +1,8 @@
 """The sampler's settings and its run: :class:`NestedSampler`, the face users call.
 
-The settings are checked in ``__init__`` (and again by :meth:`NestedSampler.run` where
-``set_params`` changed them). :meth:`NestedSampler.run` seeds the generator, draws the live points
-and runs the iteration of ``algorithm.py`` (``_NestedSteps._step``) on the run driver,
-:func:`gpumcmc.sampling.run`, with the stopping rule as its stop condition (read back a few
-iterations late, so the host never waits for the GPU) and the removed points kept by the driver;
-``_finish`` hands the dead and live points to ``results.py``.
+:meth:`NestedSampler.run` seeds the generator and runs the iteration of ``algorithm.py`` on the run driver,
+:func:`gpumcmc.sampling.run`, with the stopping rule as its stop condition (read back ``check_lag``
+iterations late, so the host never waits for the GPU); ``results.py`` turns the points into the evidence.
 """
 
 from __future__ import annotations
@@ -15,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from ... import _validate
 from ... import backend as _backend
+from ..._validate import check_int
 from ...random import default_rng
 from ...sampling import Stop, run as run_driver
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
@@ -28,15 +25,10 @@ __all__ = ["NestedSampler"]
 
 
 class _Iterations:
-    """What :meth:`NestedSampler.run` adds to each iteration of ``_step`` on the run driver.
-
-    ``step`` is the driver's step: the sampler's ``_step``, then the NaN/+inf flag so far, log X, the
-    iteration count (``sampler._niter``, which a replay after a bad value stops at) and the push of the
-    iteration's evidence and stopping value (one launch of ``nested_progress`` on CuPy). ``stop`` is the
-    driver's stop condition, read after every iteration: once ``check_lag`` iterations are queued it reads the
-    oldest one's pair (on CuPy a wait for that iteration's event only), raises for a bad value, and holds once
-    the evidence left is below ``dlogz``; every 10th iteration it shows that value on the progress bar.
-    """
+    """The driver's ``step`` (``_step``, then the NaN/+inf flag so far, log X, the count ``sampler._niter`` that
+    a replay stops at, and the push of the evidence and stopping value) and ``stop`` (once ``check_lag``
+    iterations are queued, the oldest one's pair: raises for a bad value, holds below ``dlogz``, and shows the
+    value on the progress bar every 10th iteration)."""
 
     def __init__(self, sampler, progress, logx_step):
         self.sampler, self.progress, self.logx_step = sampler, progress, logx_step
@@ -64,11 +56,6 @@ class _Iterations:
         return worst < self.dlogz, (worst if niter % 10 == 0 else None)
 
 
-def _integer(name, value, minimum, alternative=""):
-    """``value`` checked as an integer of at least ``minimum`` (:func:`gpumcmc._validate.check_int`)."""
-    return _validate.check_int(value, name, minimum, alternative)
-
-
 class NestedSampler(_NestedSteps):
     """Batched nested sampler (dynesty-like).
 
@@ -77,8 +64,8 @@ class NestedSampler(_NestedSteps):
     loglike : callable
         ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points
         (CuPy on the GPU). A function of one point is accepted with a warning.
-        On CuPy the slice samplers pass every walker in every shrinkage round, those already done too
-        (their values are ignored and not counted in ``ncall``).
+        On CuPy the slice samplers pass every walker in every shrinkage round,
+        those already done too (their values are ignored and not counted in ``ncall``).
     prior_transform : callable
         ``prior_transform(u) -> (n, ndim)`` from the unit cube.
     ndim : int
@@ -91,13 +78,12 @@ class NestedSampler(_NestedSteps):
     sampler : {"slice", "cslice", "rwalk"}
         ``"slice"``: slice sampling along random directions drawn from the live
         points' covariance (an interval of adapted width placed at random
-        around the start, then shrunk); ``"cslice"``: the same, coordinate-wise
-        in the live points' whitened coordinates (the columns of the Cholesky
-        factor of their covariance, in turn); ``"rwalk"``: a Gaussian random
+        around the start, then shrunk); ``"cslice"``: the same along the live
+        points' whitened coordinates in turn; ``"rwalk"``: a Gaussian random
         walk with the same covariance and an adapted scale.
     n_steps : int, optional
         Slices (or walk steps) per new point; default ``max(5, 4 * ndim)`` for
-        slice, ``20 + 2 * ndim`` for rwalk. Too few leave new points correlated
+        ``"slice"``, else ``20 + 2 * ndim``. Too few leave new points correlated
         with their starts, which biases log Z upwards (on the 10-D Gaussian
         shells ``ndim + 3`` slices gave +0.5 nats); raise it for hard
         multimodal problems and check that log Z does not move.
@@ -111,22 +97,19 @@ class NestedSampler(_NestedSteps):
         The run driver's progress bar (tqdm), with the stopping value every 10 iterations.
     backend : {"numpy", "cupy", None}
     check_lag : int
-        The stopping rule is computed on the device at every iteration and read
-        back ``check_lag`` iterations later, so that the host never waits for
-        the GPU to drain: a run goes on ``check_lag`` iterations past the first
-        one that meets ``dlogz`` (more dead points, never fewer), the same on
+        The stopping rule is read back ``check_lag`` iterations after it was
+        computed, so that the host never waits for the GPU: a run goes on
+        ``check_lag`` iterations past the first that meets ``dlogz``, the same on
         every backend.
     fused : bool, optional
-        Run each iteration's whole constrained step (every slice and shrinkage
-        round of every walker, likelihood included) as one call, where the
-        model offers one: ``loglike`` and ``prior_transform`` are methods of
-        one object that defines ``nested_fused_slice`` (the protocol of
-        :func:`_fusable_model`; :class:`SinusoidModel` does, as one CUDA
-        kernel, with ``kernel=True``), on CuPy, with ``sampler="slice"`` or
-        ``"cslice"``. ``None`` (default) uses it where it
-        applies; ``False`` never. Its twin is the generic path with the model's
-        ``loglike``: the same directions and uniforms give the same new points
-        (to rounding of the likelihood). On NumPy the generic path runs.
+        Run each iteration's whole constrained step (every slice of every
+        walker, likelihood included) as one call where the model offers one:
+        ``loglike`` and ``prior_transform`` are methods of one object that
+        defines ``nested_fused_slice`` (as :class:`SinusoidModel` does, with
+        ``kernel=True``), on CuPy, with ``sampler="slice"`` or ``"cslice"``.
+        ``None`` (default) uses it where it applies; ``False`` never. The same
+        directions and uniforms give the generic path's points (to rounding of
+        the likelihood).
     max_shrink : int
         Shrinkage rounds per slice; a walker that has missed this many times
         stays where it is for that slice (a valid move: the chance of a jump
@@ -141,8 +124,7 @@ class NestedSampler(_NestedSteps):
     def __init__(self, loglike, prior_transform, ndim, nlive=500, n_replace=1, n_runs=1, sampler="slice",
                  dlogz=0.01, random_state=None, progress=True, backend=None, n_steps=None, max_iter=None,
                  check_lag=2, fused=None, max_shrink=30, dtype=np.float64, check_modes=True):
-        # The settings are stored as given (so get_params and sklearn.base.clone give them back) and checked
-        # here and again by run() where set_params changed them.
+        # Stored as given, for get_params and sklearn.base.clone; run() checks them again if they change.
         self.loglike, self.prior_transform, self.ndim = loglike, prior_transform, ndim
         self.nlive, self.n_replace, self.n_runs, self.sampler = nlive, n_replace, n_runs, sampler
         self.dlogz, self.random_state, self.progress, self.backend = dlogz, random_state, progress, backend
@@ -159,8 +141,7 @@ class NestedSampler(_NestedSteps):
 
         return sorted(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
-    # ``fused`` the setting is kept apart from ``fused`` the property (whether the fused step runs)
-    _STORED = {"fused": "_fused_setting"}
+    _STORED = {"fused": "_fused_setting"}  # the setting, apart from the property ``fused``
 
     def get_params(self, deep: bool = True) -> dict:
         """The settings given to ``__init__``, as scikit-learn's ``get_params`` (for ``sklearn.base.clone``)."""
@@ -181,14 +162,12 @@ class NestedSampler(_NestedSteps):
         return tuple(id(v) for v in self.get_params().values())
 
     def _setup(self, stacklevel=2):
-        """Check the settings and derive what the run needs from them (the batched callables, the backend,
-        the fused step)."""
+        """Check the settings and derive the batched callables, the backend and the fused step from them."""
         loglike, prior_transform, sampler, fused = self.loglike, self.prior_transform, self.sampler, self._fused_setting
         if not callable(loglike) or not callable(prior_transform):
             raise TypeError("loglike and prior_transform must be callables on (n, ndim) arrays.")
-        ndim = _integer("ndim", self.ndim, 1)
-        nlive = _integer("nlive", self.nlive, 1)
-        n_replace, n_runs = _integer("n_replace", self.n_replace, 1), _integer("n_runs", self.n_runs, 1)
+        ndim, nlive = check_int(self.ndim, "ndim"), check_int(self.nlive, "nlive")
+        n_replace, n_runs = check_int(self.n_replace, "n_replace"), check_int(self.n_runs, "n_runs")
         if nlive < ndim + 1:
             raise ValueError(f"nlive={nlive} is too few for ndim={ndim}: use at least ndim + 1 = {ndim + 1} "
                              f"live points (hundreds are usual).")
@@ -202,33 +181,29 @@ class NestedSampler(_NestedSteps):
         if not 0 < dlogz < np.inf:
             raise ValueError(f"dlogz must be positive and finite, got {dlogz}; 0.01 to 0.5 is usual.")
         if self.max_iter is not None:
-            _integer("max_iter", self.max_iter, 1, "or None for no limit")
-        _integer("check_lag", self.check_lag, 0)
-        _integer("max_shrink", self.max_shrink, 1)
-        n_steps = self.n_steps
-        if n_steps is None:
-            n_steps = max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim
-        self._n_steps = _integer("n_steps", n_steps, 1, "or None for the default")
-        random_state = self.random_state
-        if not (random_state is None or isinstance(random_state, (int, np.integer, np.random.SeedSequence,
-                                                                  np.random.Generator))
-                or type(random_state).__name__ == "Generator"):
+            check_int(self.max_iter, "max_iter", 1, "or None for no limit")
+        check_int(self.check_lag, "check_lag", 0)
+        check_int(self.max_shrink, "max_shrink")
+        n_steps = (max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim) if self.n_steps is None else self.n_steps
+        self._n_steps = check_int(n_steps, "n_steps", 1, "or None for the default")
+        rs = self.random_state
+        if not (rs is None or isinstance(rs, (int, np.integer, np.random.SeedSequence, np.random.Generator))
+                or type(rs).__name__ == "Generator"):
             raise TypeError(f"random_state must be None, an int, a SeedSequence or a Generator, got "
-                            f"{type(random_state).__name__}.")
+                            f"{type(rs).__name__}.")
         self.xp = _backend.get_backend(self.backend)
         self._ops = _ops_for(self.xp)
         self._loglike, _ = _batchify(loglike, ndim, self.xp, "loglike", None)
         self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
         model = _fusable_model(loglike, prior_transform)
-        if fused and (model is None or sampler == "rwalk"):
+        usable = model is not None and sampler != "rwalk"
+        if fused and not usable:
             raise ValueError("fused=True needs loglike and prior_transform to be methods of one object that offers "
                              "nested_fused_slice (as SinusoidModel does) and sampler='slice' or 'cslice'; leave "
                              "fused=None to use a fused step only where it applies.")
-        self._fused = None
-        if (fused is None or fused) and model is not None and sampler != "rwalk" and self.xp is not np:
-            available = getattr(model, "nested_fused_available", None)
-            if available is None or available(self.xp):
-                self._fused = model
+        available = getattr(model, "nested_fused_available", None)
+        self._fused = model if ((fused is None or fused) and usable and self.xp is not np
+                                and (available is None or available(self.xp))) else None
         if n_runs > 1 and nlive < NLIVE_MODES:
             warnings.warn(f"nlive={nlive} live points per run: runs this small can lose a mode of a multimodal "
                           f"posterior (the merged run then gives it too little weight); use at least "
@@ -239,10 +214,9 @@ class NestedSampler(_NestedSteps):
     def _located_error(self, v, logl, where):
         """The ValueError for a NaN or +inf log-likelihood met during the run, naming the point.
 
-        The run is replayed from its seed (same draws) up to the iteration the flag was read at, checking
-        every batch of likelihoods on the host, which finds the first bad point and its coordinates. Where a
-        replay cannot give the same draws (a Generator passed as ``random_state``, or the fused kernel) the
-        live points are searched instead.
+        The run is replayed from its seed up to the iteration the flag was read at, checking every batch on
+        the host; where a replay cannot repeat the draws (a gpumcmc Generator as ``random_state``, or the
+        fused kernel) the live points are searched instead.
         """
         note = ""
         if self._seed is not None and self._fused is None and not self._locate:
@@ -262,7 +236,6 @@ class NestedSampler(_NestedSteps):
         err = self._bad_value_error(v, logl, where)
         return ValueError(f"{err}{note}") if note else err
 
-    # -- the run ---------------------------------------------------------------------
     def run(self):
         """Run until the stopping rule holds; the outcome is in :attr:`results`.
 
@@ -280,12 +253,9 @@ class NestedSampler(_NestedSteps):
         rng = self._seeded_rng()
         state = self._init(rng)
         logx_steps, step_offsets = self._shrinkage()
-        self._ncall_dev = self.xp.zeros((), dtype=self.xp.int64)
-        # the stopping rule and the NaN/+inf flag of iteration n are read on the host at iteration n + check_lag
         progress = self._ops.progress(self.n_runs, step_offsets, self.check_lag)
         loop = _Iterations(self, progress, logx_steps[-1])
-        try:
-            # The driver keeps each iteration's removed points (the step's info, new arrays) by reference.
+        try:  # the driver keeps each iteration's removed points (the step's info: new arrays) by reference
             tr = run_driver(loop.step, state, rng, n_iter=self.max_iter, progress=self.progress, desc="nested",
                             n_chains=self.n_runs, stop=Stop(loop.stop, 1, "dlogz"), by_reference=True)
         finally:
@@ -300,9 +270,7 @@ class NestedSampler(_NestedSteps):
 
     def _seeded_rng(self):
         """The run's generator, seeded from ``random_state`` (and the run's counters set to zero)."""
-        self._ncall = 0
-        self._nbatch = 0
-        self._evolve_calls = 0
+        self._ncall = self._nbatch = self._evolve_calls = self._niter = 0
         seed = self.random_state
         if seed is None:
             seed = np.random.SeedSequence()
@@ -310,7 +278,6 @@ class NestedSampler(_NestedSteps):
             seed = np.random.SeedSequence(seed.integers(0, 2**32, size=8, dtype=np.uint64))
         # what a replay needs to repeat this run's draws (not a gpumcmc Generator, which moves on)
         self._seed = seed if isinstance(seed, (int, np.integer, np.random.SeedSequence)) else None
-        self._niter = 0
         self.rng = default_rng(seed, backend="numpy" if self.xp is np else "cupy")
         return self.rng
 

@@ -1,10 +1,6 @@
-"""Restricted Boltzmann machines: block Gibbs over many chains, and training by persistent contrastive divergence.
-
-``algorithm`` holds the sampler (``init`` and ``step``) and the training (one
-PCD epoch a step), ``ops`` the kernels of ``kernels_cu/rbm.cu`` and their
-NumPy twin, ``estimator`` the model :class:`RBM`. This package re-exports the
-public names, and the helpers the tests and benchmarks use.
-"""
+"""Restricted Boltzmann machines: block Gibbs over many chains, and training by persistent contrastive divergence:
+``algorithm`` (the sampler and one PCD epoch a step), ``ops`` (the launches of ``kernels_cu/rbm.cu`` and their
+NumPy twin) and ``estimator`` (:class:`RBM`)."""
 
 from ..._config import forward
 from .algorithm import RBMState

@@ -14,8 +14,7 @@ fused kernel (``kernels_cu/rbm.cu``) whose uniforms are Philox words keyed by
 BLAS libraries sum in different orders and ``exp`` differs in the last bit, a
 CPU and a GPU run agree in distribution, and in nearly every draw of a step.
 
-This module holds the sampler (``_BlockGibbs``) and the training (one PCD
-epoch a step over ``PCDState``); ``kernels_cu/rbm.cu`` is its partner.
+Training is persistent contrastive divergence, one epoch a step over ``PCDState``.
 """
 
 from __future__ import annotations
@@ -36,9 +35,7 @@ class RBMState(NamedTuple):
 
 
 class _BlockGibbs:
-    """The sampler's functional layer, ``init`` and ``step`` over :class:`RBMState`, which :class:`RBM` inherits.
-    It reads the model's ``W``, ``visible_bias``, ``hidden_bias``, ``dtype``, ``n_hidden``, ``n_visible`` and
-    ``_xp()``."""
+    """``init`` and ``step`` over :class:`RBMState`, which :class:`RBM` inherits."""
 
     def init(self, n_chains: int, rng, initial=None) -> RBMState:
         """Chains started from ``initial`` (0/1, (n_visible,) or (n_chains, n_visible)) or uniformly at random."""
@@ -92,10 +89,9 @@ def pcd_epoch_step(X, edges, learning_rate, chains: int, n_hidden: int, fused: b
     """``step(rng, state) -> (state, None)``: one epoch of PCD over the minibatches ``X[edges[t]:edges[t + 1]]``
     for ``chains`` persistent chains of ``n_hidden`` hidden units.
 
-    Each minibatch: the chains take one block-Gibbs step (two call offsets of
-    ``rng``), and the weights move along the gradient, which uses the hidden
-    probabilities of the data and of the chains. ``fused``: the whole epoch
-    in one launch of ``rbm_pcd_epoch`` (GPU), with the same random words.
+    Each minibatch: the chains take one block-Gibbs step (two call offsets of ``rng``), and the weights
+    move along the gradient, from the hidden probabilities of the data and of the chains. ``fused``: the
+    whole epoch in one launch of ``rbm_pcd_epoch`` (GPU), with the same random words.
     """
     xp = _backend.get_array_module(X)
     dtype = X.dtype

@@ -16,6 +16,7 @@ from .algorithm import (_BlockGibbs, _check_binary, _flipped, _free_energy, _pse
                         pcd_init)
 from .ops import _CTYPE, _use_fused_pcd
 
+
 class RBM(_BlockGibbs, Estimator):
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
 
@@ -56,14 +57,8 @@ class RBM(_BlockGibbs, Estimator):
         dtype = np.dtype(dtype)
         if dtype not in _CTYPE:
             raise TypeError(f"dtype must be float32 or float64, got {dtype}.")
-        self.dtype = dtype
-        self.backend = backend
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.n_iter = n_iter
-        self.random_state = random_state
-        self.progress = progress
-        self.fused = fused
+        self.dtype, self.backend, self.learning_rate, self.batch_size = dtype, backend, learning_rate, batch_size
+        self.n_iter, self.random_state, self.progress, self.fused = n_iter, random_state, progress, fused
         if W is None:
             if visible_bias is not None or hidden_bias is not None:
                 raise ValueError("visible_bias and hidden_bias come with W; pass all three, or none and fit(X).")
@@ -86,9 +81,7 @@ class RBM(_BlockGibbs, Estimator):
         for name, a in (("W", W), ("visible_bias", b), ("hidden_bias", c)):
             if not bool(xp.isfinite(a).all()):  # synchronize! (once, at construction)
                 raise ValueError(f"{name} contains NaN or inf; every value must be finite.")
-        self.W = xp.ascontiguousarray(W)
-        self.visible_bias = b
-        self.hidden_bias = c
+        self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(W), b, c
         self.n_hidden = W.shape[1] if n_hidden is None else n_hidden
 
     @property
@@ -121,7 +114,6 @@ class RBM(_BlockGibbs, Estimator):
         trace = run(self.step, state, rng, int(n_steps), progress=progress, desc="RBM", n_chains=n_chains)
         return trace.state.v.astype(xp.uint8)
 
-    # -- figures -----------------------------------------------------------------
     def free_energy(self, v):
         """``F(v) = -v.b - sum_j log(1 + exp(c_j + v W_j))``, per row of ``v``."""
         xp = self._xp()
@@ -129,12 +121,9 @@ class RBM(_BlockGibbs, Estimator):
                             self.hidden_bias)
 
     def pseudo_likelihood(self, X, random_state=0):
-        """Mean log pseudo-likelihood of binary rows ``X``, as scikit-learn's ``BernoulliRBM.score_samples``.
-
-        ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each row
-        flipped at random (a NumPy ``RandomState(random_state)`` picks which,
-        so two models scored with one seed see the same flips).
-        """
+        """Mean log pseudo-likelihood of binary rows ``X``, as scikit-learn's ``BernoulliRBM.score_samples``:
+        ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each row flipped at random (a NumPy
+        ``RandomState(random_state)`` picks which, so two models scored with one seed see the same flips)."""
         xp = self._xp()
         X, Xf = _flipped(X, random_state, xp, self.dtype)
         return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
@@ -143,39 +132,28 @@ class RBM(_BlockGibbs, Estimator):
         """``-F(v)``: the log of the unnormalised marginal of the visible units."""
         return -self.free_energy(v)
 
-    # -- training ------------------------------------------------------------------
     def _fit(self, X, y=None) -> "RBM":
-        """Train on binary rows ``X`` by persistent contrastive divergence: the weights become the trained ones,
-        and the model is returned.
+        """Train on binary rows ``X`` by persistent contrastive divergence and return the model.
 
-        The schedule is scikit-learn's ``BernoulliRBM``: weights start as
-        N(0, 0.01^2), biases at 0; ``batch_size`` persistent chains take one
-        block-Gibbs step per minibatch; the gradient uses the hidden
-        probabilities of the data and of the chains; ``n_iter`` epochs at
-        ``learning_rate``. The chains' hidden draws use the fused kernel. The
-        epochs run through :func:`gpumcmc.sampling.run` (one iteration per
-        epoch, ``pcd_epoch_step``), which shows the progress bar.
-        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator``
-        or None) seeds each call. ``fit_seconds_`` and, with ``progress``,
-        ``pseudo_likelihood_`` (after each epoch, on ``config.rbm_progress_rows``
+        The schedule is scikit-learn's ``BernoulliRBM``: weights start as N(0, 0.01^2), biases at 0;
+        ``batch_size`` persistent chains take one block-Gibbs step per minibatch; the gradient uses
+        the hidden probabilities of the data and of the chains; ``n_iter`` epochs (iterations of
+        :func:`gpumcmc.sampling.run`) at ``learning_rate``. ``random_state`` (an int, a
+        ``SeedSequence``, a gpumcmc ``Generator`` or None) seeds each call. ``fit_seconds_`` and,
+        with ``progress``, ``pseudo_likelihood_`` (after each epoch, on ``config.rbm_progress_rows``
         evenly spaced rows of ``X``, the same flips every epoch) are set.
 
-        On a GPU, a model whose weights and chains fit in one block's shared
-        memory (``fused=None`` decides) runs each epoch as one kernel launch,
-        with the same random words and arithmetic up to the order of the sums;
-        ``fused=False`` launches one matrix product at a time.
+        On a GPU, a model whose weights and chains fit in one block's shared memory (``fused=None``
+        decides) runs each epoch as one kernel launch, with the same random words and arithmetic up
+        to the order of the sums; ``fused=False`` launches one matrix product at a time.
 
-        ``RBM.fit(X, n_hidden, ...)`` on the class, which returned a new
-        model, still works and warns (DeprecationWarning): it is
+        ``RBM.fit(X, n_hidden, ...)`` on the class still works and warns (DeprecationWarning): it is
         ``RBM(n_hidden=n_hidden, ...).fit(X)``.
         """
         from ...sampling import Monitor, as_data, run
 
         n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
-        random_state, dtype, backend, progress, fused = (self.random_state, self.dtype, self.backend, self.progress,
-                                                         self.fused)
-        xp = _backend.get_backend(backend)
-        dtype = np.dtype(dtype)
+        dtype, progress, xp = np.dtype(self.dtype), self.progress, _backend.get_backend(self.backend)
         X = as_data(X, xp, dtype=dtype, name="X")
         _check_binary(X, "X")
         if isinstance(n_hidden, bool) or not isinstance(n_hidden, (int, np.integer)) or n_hidden < 1:
@@ -185,12 +163,12 @@ class RBM(_BlockGibbs, Estimator):
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
-        rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
+        rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         state = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype)
         n = X.shape[0]
         edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)  # as scikit-learn's gen_even_slices
         step = pcd_epoch_step(X, edges, learning_rate, batch_size, n_hidden,
-                              _use_fused_pcd(fused, xp, X.shape[1], n_hidden, batch_size, dtype))
+                              _use_fused_pcd(self.fused, xp, X.shape[1], n_hidden, batch_size, dtype))
         monitors = []
         if progress:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
             rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
@@ -203,7 +181,6 @@ class RBM(_BlockGibbs, Estimator):
         if xp is not np:
             xp.cuda.get_current_stream().synchronize()
         self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(state.W), state.b, state.c
-        self.n_hidden = n_hidden
         self.fit_seconds_ = time.perf_counter() - t0
         self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist() if progress else []
         return self
@@ -226,8 +203,7 @@ class RBM(_BlockGibbs, Estimator):
 
 
 class _FitMethod:
-    """``rbm.fit(X)`` trains ``rbm``; ``RBM.fit(X, n_hidden, ...)`` on the class (deprecated) trains a new one."""
-
+    # rbm.fit(X) trains rbm; RBM.fit(X, n_hidden, ...) on the class (deprecated) trains a new one
     __doc__ = RBM._fit.__doc__
 
     def __get__(self, obj, cls=None):

@@ -10,26 +10,22 @@ import numpy as np
 
 from gpumcmc import backend as _backend
 from gpumcmc._config import config
+from gpumcmc.random import default_rng
 from gpumcmc.sampling import Estimator, Monitor, run, to_arviz
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 from gpumcmc.shards import resolve
 
 from .algorithm import LDAInfo, init, log_likelihood, step
 from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
-from .sharded import shard_corpus, shard_data, sharded_gibbs
+from .sharded import _each, shard_corpus, shard_data, sharded_gibbs
 
 __all__ = ["LDA"]
 
 
 def _monitored(step_fn, read, plain_fn=None):
     """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside
-    and reports an empty info to the run driver, and the monitor's function, ``read(loglik)`` of the latest
-    sweep's sums (which score the state the sweep started from).
-
-    ``plain_fn``, the same sweep without the sums, runs where the driver's ``sweep.monitored`` says no
-    monitor reads the sweep (see :func:`gpumcmc.sampling.run`). Under a CUDA graph the driver leaves it set:
-    the captured sweep always sums, into the array every replay writes.
-    """
+    for the monitor, ``read(loglik)``. ``plain_fn``, the sweep without the sums, runs where the driver's
+    ``sweep.monitored`` says no monitor reads the sweep (never under a CUDA graph)."""
     last = [None]
 
     class _Sweep:
@@ -63,20 +59,17 @@ class LDA(mixin("TransformerMixin"), Estimator):
     ``i`` scores the state after ``i - 1`` sweeps.
 
     ``start``: ``"seeded"`` (topics from documents picked k-means++-style, :func:`seeded_topics`, and
-    theta = 1 / K), ``"random"`` (a random topic for every token, then theta and phi given them: the
-    draws of versions before ``"auto"`` became the default) or ``"auto"`` (seeded where K times the
-    tokens is at most ``config.lda_seed_exact_work`` and at least K documents have tokens, else random).
+    theta = 1 / K), ``"random"`` (a random topic for every token, then theta and phi given them) or
+    ``"auto"`` (seeded where K times the tokens is at most ``config.lda_seed_exact_work`` and at least K
+    documents have tokens, else random).
     ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps; fitting again with the same
     path and data resumes with the draws of an uninterrupted fit. ``graph`` (GPU): replay the sweep from
     a CUDA graph, for the same draws (None: below ``config.lda_graph_max_tokens`` tokens, all chains).
 
-    ``devices`` splits the documents over devices (``"all"``, GPU ids or a
-    :class:`gpumcmc.shards.Shards`; see :func:`gpumcmc.models.lda.sharded.gibbs`): each shard draws its tokens' topics
-    and its documents' theta, the word-topic counts are all-reduced and phi is drawn from the sums with
-    one key everywhere. The draws are those of ``devices=None`` for any number of shards, bit for bit;
-    the log-likelihood trace is a sum over shards. It runs eagerly (no CUDA graph) and does not
-    checkpoint. ``doc_topic_`` holds this process's documents; ``n_shards_`` and ``doc_bounds_`` record
-    the split.
+    ``devices`` splits the documents over devices (``"all"``, GPU ids or a :class:`gpumcmc.shards.Shards`;
+    see :mod:`gpumcmc.models.lda.sharded`): the draws are those of ``devices=None`` for any number of
+    shards, bit for bit. It runs eagerly (no CUDA graph) and does not checkpoint. ``doc_topic_`` holds this
+    process's documents; ``n_shards_`` and ``doc_bounds_`` record the split.
 
     Examples
     --------
@@ -89,9 +82,8 @@ class LDA(mixin("TransformerMixin"), Estimator):
     ((20, 3), (3, 30))
     """
 
-    # Checked by scikit-learn at fit where it imports (the own checks in fit_transform run without it).
-    # devices (None, "all", ids or a Shards) and random_state (an int, a SeedSequence or a generator) are
-    # checked where they are resolved; dtype by gpumcmc's float-dtype check.
+    # Checked by scikit-learn at fit where it imports (_check_settings runs without it too); devices,
+    # random_state and dtype are checked where they are resolved.
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
@@ -154,16 +146,10 @@ class LDA(mixin("TransformerMixin"), Estimator):
         K = self.n_components
         if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
             raise ValueError(f"n_components must be a positive integer, got {K!r}.")
-        K = int(K)
-        a = 1.0 / K if self.doc_topic_prior is None else float(self.doc_topic_prior)
-        b = 1.0 / K if self.topic_word_prior is None else float(self.topic_word_prior)
+        a, b = (1.0 / int(K) if p is None else float(p) for p in (self.doc_topic_prior, self.topic_word_prior))
         if not (a > 0 and b > 0):
             raise ValueError("doc_topic_prior and topic_word_prior must be positive.")
-        return K, a, b
-
-    def fit(self, X, y=None):
-        self.fit_transform(X)
-        return self
+        return int(K), a, b
 
     def _check_settings(self):
         K, a, b = self._priors()
@@ -180,46 +166,32 @@ class LDA(mixin("TransformerMixin"), Estimator):
                                  "is needed.")
         return K, a, b
 
+    def fit(self, X, y=None):
+        self.fit_transform(X)
+        return self
+
     def fit_transform(self, X, y=None):
         K, a, b = self._validate_settings(self._check_settings)
-        C = self.n_chains
-        if self.devices is not None:
-            return self._fit_sharded(X, K, a, b, int(C))
-        xp = self._xp()
+        if self.devices is None:
+            self._fit_one(X, K, a, b, int(self.n_chains))
+        else:
+            self._fit_sharded(X, K, a, b, int(self.n_chains))
+        self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
+        return self.doc_topic_
+
+    def _fit_one(self, X, K, a, b, C):
         rng = self._make_rng()
-        rows, cols, M, V = tokens_from(X, xp)
-        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=int(C),
-                           phi_start=self._phi_start(rng, rows, cols, M, V, K, int(C)))
+        rows, cols, M, V = tokens_from(X, self._xp())
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=C,
+                           phi_start=self._phi_start(rng, rows, cols, M, V, K, C))
         n_tok = int(rows.size)
         sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
                                functools.partial(step, data=data))
-        trace = self._run(sweep, state, rng, ll, checkpoint=self.checkpoint,
-                          checkpoint_every=int(self.checkpoint_every),
-                          graph=(n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph))
-        best = self._keep_trace(trace, C, V, n_tok)
-        s = trace.state
-        n_kept = max(int(self.n_iter), 1)
-        self.phi_ = s.phi_sum[best] / n_kept                   # (V, K) on the backend
-        self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
-        self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n_kept)
-        return self.doc_topic_
-
-    def _run(self, sweep, state, rng, loglik, **options):
-        """:func:`gpumcmc.sampling.run` of ``n_iter`` kept sweeps after ``burn_in``, ``loglik`` monitored."""
-        return run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
-                   monitors=[Monitor("loglik_per_token", loglik, every=int(self.monitor_every))],
-                   progress=self.progress, desc="LDA", **options)
-
-    def _keep_trace(self, trace, C, V, n_tok) -> int:
-        """The fitted attributes that come from the run's record; returns the chain with the best final
-        log-likelihood."""
-        it, vals = trace.monitors["loglik_per_token"]
-        vals = np.asarray(vals, dtype=float).reshape(len(it), C).T      # (chain, monitor point)
-        best = int(np.argmax(vals[:, -1]))
-        self.trace_, self.n_features_in_, self.n_tokens_, self.best_chain_ = trace, V, n_tok, best
-        self.loglik_trace_ = (np.asarray(it), vals[best])
-        self.loglik_traces_ = vals
-        return best
+        graph = (n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph)
+        s, best = self._sample(sweep, state, rng, ll, V, n_tok, checkpoint=self.checkpoint,
+                               checkpoint_every=int(self.checkpoint_every), graph=graph)
+        self.phi_ = s.phi_sum[best] / int(self.n_iter)                   # (V, K) on the backend
+        self.doc_topic_ = _backend.to_host(s.theta_sum[best] / int(self.n_iter))
 
     def _fit_sharded(self, X, K, a, b, C):
         shards = resolve(self.devices, self.backend, "the documents")[0]  # checked before any GPU is asked
@@ -229,13 +201,10 @@ class LDA(mixin("TransformerMixin"), Estimator):
         if self.graph:
             raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
                              "a CUDA graph; leave graph at None or False.")
-        from gpumcmc.random import default_rng
-
-        gpu = shards.xp is not np
         rows, cols, M, V = tokens_from(X, np)
         bounds, parts = shard_corpus(rows, cols, M, shards)
         n_tok = int(rows.size)
-        rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
+        rng = default_rng(self.random_state, backend="numpy" if shards.xp is np else "cupy")
         phi_start = self._phi_start(rng, rows, cols, M, V, K, C)
         del rows, cols
         with shards.on(0):
@@ -247,20 +216,24 @@ class LDA(mixin("TransformerMixin"), Estimator):
             # info.loglik: the shards' sums, all-reduced with the counts of the sweeps a monitor reads
             sweep, ll = _monitored(functools.partial(alg.step, loglik=True),
                                    lambda v: np.asarray(_backend.to_host(v), dtype=np.float64) / n_tok, alg.step)
-            trace = self._run(sweep, state, rng, ll, n_chains=C)
-            best = self._keep_trace(trace, C, V, n_tok)
-            s = trace.state
-            n_kept = max(int(self.n_iter), 1)
-            self.phi_ = s[0].phi_sum[best] / n_kept             # (V, K) on local shard 0's device
-            doc_topic = []
-            for i, shard in enumerate(s):
-                with shards.on(i):
-                    doc_topic.append(_backend.to_host(shard.theta_sum[best] / n_kept))
-            self.doc_topic_ = np.concatenate(doc_topic)
-        self.components_ = _backend.to_host(self.phi_.T)
-        self.n_shards_ = shards.world
-        self.doc_bounds_ = bounds
-        return self.doc_topic_
+            s, best = self._sample(sweep, state, rng, ll, V, n_tok, n_chains=C)
+            n = int(self.n_iter)
+            self.phi_ = s[0].phi_sum[best] / n             # (V, K) on local shard 0's device
+            self.doc_topic_ = np.concatenate(_each(shards, s, lambda i, sh: _backend.to_host(sh.theta_sum[best] / n)))
+        self.n_shards_, self.doc_bounds_ = shards.world, bounds
+
+    def _sample(self, sweep, state, rng, loglik, V, n_tok, **options):
+        """:func:`gpumcmc.sampling.run` of ``n_iter`` kept sweeps after ``burn_in``, ``loglik`` monitored, and
+        the fitted attributes from its record: ``(final state, the chain with the best final loglik)``."""
+        trace = run(sweep, state, rng, int(self.n_iter), burn_in=int(self.burn_in),
+                    monitors=[Monitor("loglik_per_token", loglik, every=int(self.monitor_every))],
+                    progress=self.progress, desc="LDA", **options)
+        it, vals = trace.monitors["loglik_per_token"]
+        vals = np.asarray(vals, dtype=float).reshape(len(it), int(self.n_chains)).T      # (chain, monitor point)
+        best = int(np.argmax(vals[:, -1]))
+        self.trace_, self.n_features_in_, self.n_tokens_, self.best_chain_ = trace, V, n_tok, best
+        self.loglik_trace_, self.loglik_traces_ = (np.asarray(it), vals[best]), vals
+        return trace.state, best
 
     def _phi_start(self, rng, rows, cols, M, V, K, C):
         """The topics every chain starts from, on the array module of ``rows``: :func:`seeded_topics`' (its host
@@ -289,22 +262,18 @@ class LDA(mixin("TransformerMixin"), Estimator):
         xp = _backend.get_array_module(self.phi_)
         if rows.size == 0:
             return xp.full((M, K), 1.0 / K, dtype=np.dtype(self.dtype)), rows, cols
-        from gpumcmc.random import default_rng
-
         # On the backend phi_ lives on (a fit with devices= may differ from self.backend); the same draws.
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         n_b = max(1, int(self.transform_iter) // 2)
+        n_keep = max(1, int(self.transform_iter) - n_b)
         data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)
         # phi is the fitted one; theta starts uniform, so each token's weights sum to the mean of its word's
         # topic probabilities, which is positive for every word seen in training.
-        xp_t = _backend.get_array_module(state.theta)
-        state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None],
-                               theta=xp_t.full_like(state.theta, 1.0 / K))
-        for _ in range(n_b + max(1, int(self.transform_iter) - n_b)):
+        state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None], theta=xp.full_like(state.theta, 1.0 / K))
+        for _ in range(n_b + n_keep):
             state, _ = step(rng, state, data, fixed_phi=True)
-        theta = state.theta_sum[0] / max(1, int(self.transform_iter) - n_b)
-        empty = xp.bincount(rows, minlength=M) == 0
-        theta[empty] = 1.0 / K          # the prior mean, not one noisy draw from the prior
+        theta = state.theta_sum[0] / n_keep
+        theta[xp.bincount(rows, minlength=M) == 0] = 1.0 / K     # the prior mean, not one noisy draw from it
         return theta, rows, cols
 
     def transform(self, X):
@@ -321,15 +290,14 @@ class LDA(mixin("TransformerMixin"), Estimator):
         rows, cols, M, V = self._tokens(X)
         if rows.size == 0:
             raise ValueError("X has no token in the fitted vocabulary; there is nothing to score.")
-        if method == "full":
-            theta, _, _ = self._theta(X, (rows, cols, M, V))
-            return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, rows, cols)), int(rows.size)
-        est, ev = completion_split(rows)
-        if not bool(ev.any()):
-            raise ValueError("method='completion' needs documents of at least 2 tokens (one to fit theta on, "
-                             "one to score); X has none. Use method='full', or longer documents.")
-        theta, _, _ = self._theta(X, (rows[est], cols[est], M, V))
-        r, c = rows[ev], cols[ev]
+        r, c = rows, cols
+        if method == "completion":
+            est, ev = completion_split(rows)
+            if not bool(ev.any()):
+                raise ValueError("method='completion' needs documents of at least 2 tokens (one to fit theta on, "
+                                 "one to score); X has none. Use method='full', or longer documents.")
+            rows, cols, r, c = rows[est], cols[est], rows[ev], cols[ev]
+        theta = self._theta(X, (rows, cols, M, V))[0]
         return float(log_likelihood(theta.astype(self.phi_.dtype), self.phi_, r, c)), int(r.size)
 
     def score(self, X, y=None, method: str = "full"):
@@ -340,10 +308,9 @@ class LDA(mixin("TransformerMixin"), Estimator):
         theta is fitted on the first half (as :meth:`transform` does, phi fixed) and the second half is
         scored, ``sum log sum_k theta_dk phi_wk`` over its tokens. Documents of one token only add to theta.
 
-        ``method="full"`` (the default, as in earlier versions): theta fitted on all of a document's tokens
-        and those same tokens scored. It measures how well the topics can fit the documents, not how well
-        they predict unseen words, so it favours larger models: use it to follow a fit, not to compare
-        models.
+        ``method="full"`` (the default): theta fitted on all of a document's tokens and those same tokens
+        scored. It measures how well the topics can fit the documents, not how well they predict unseen
+        words, so it favours larger models: use it to follow a fit, not to compare models.
         """
         return self._held_out(X, method)[0]
 

@@ -1,36 +1,18 @@
 """Nested sampling, the algorithm: Skilling's nested sampling with Henderson's parallel schemes.
 
-Each of M runs keeps N live points drawn from the prior (in the unit cube,
-mapped to the parameters by ``prior_transform``). An iteration of every run
-at once (:meth:`_NestedSteps._step`, over the :class:`LiveState` that
-:meth:`_NestedSteps._init` draws):
+Each of M runs keeps N live points drawn from the prior (in the unit cube, mapped to the parameters by
+``prior_transform``). An iteration of every run at once (:meth:`_NestedSteps._step` over a :class:`LiveState`):
 
-1. the R live points of lowest likelihood die and are recorded, each with the
-   threshold it was born at, from which ``results.merge_points`` later gives
-   each the number of live points it was the lowest of; the highest of them
-   is the new threshold ``L*``;
-2. R walkers start at random survivors of the same run and move under the
-   constraint ``L > L*`` (:meth:`_NestedSteps._evolve`): slice sampling along
-   directions drawn from the live points' covariance (``slice``), along its
-   whitened coordinates in turn (``cslice``), or a Gaussian random walk
-   (``rwalk``); every walker of every run is evaluated in one batched
-   ``loglike`` call per round, or every slice of every walker in one call of
-   the likelihood's own ``nested_fused_slice`` where it offers one (on CuPy
-   the rounds run over every walker at once, each walker on its own slice,
-   :meth:`_NestedSteps._slice_masked`; on NumPy over the walkers still
-   searching, :meth:`_NestedSteps._slice_generic`: the same points);
+1. the R live points of lowest likelihood die and are recorded with the threshold each was born at; the
+   highest of them is the new threshold ``L*``;
+2. R walkers start at random survivors of the same run and move under ``L > L*``: slice sampling along
+   directions drawn from the live points' covariance (``slice``) or along its whitened coordinates in turn
+   (``cslice``), or a Gaussian random walk (``rwalk``). Every walker of every run is evaluated in one batched
+   ``loglike`` call per round, or every slice in one call of the likelihood's own ``nested_fused_slice``;
 3. the new points replace the dead ones, born at ``L*``.
 
-The prior volume shrinks by the R-th order statistic of N uniforms
-(:meth:`_NestedSteps._shrinkage`). The run ends when the evidence left in the
-live points is small (in ``estimator.py``, which also holds the settings);
-``results.py`` turns the dead points into log Z and its error.
-
-``kernels_cu/nested.cu`` is this module's partner, through ``ops.py``: the
-bookkeeping of each iteration (``nested_progress``), the rows' argsort
-(``nested_argsort_rows``), the generic slice step's rounds
-(``nested_slice_start``, ``nested_slice_round``), and ``SinusoidModel``'s
-likelihood and fused slice step.
+The prior volume shrinks by the R-th order statistic of N uniforms (:meth:`_NestedSteps._shrinkage`).
+``kernels_cu/nested.cu`` is this module's partner, through ``ops.py``.
 """
 
 from __future__ import annotations
@@ -54,10 +36,7 @@ class _BadValue(Exception):
 
 
 class LiveState(NamedTuple):
-    """Every run's live points, on the array backend, with a leading run axis M (N live points a run).
-
-    :meth:`_NestedSteps._step` writes the new points into these arrays in place.
-    """
+    """Every run's live points on the array backend (M runs of N); :meth:`_NestedSteps._step` writes in place."""
 
     u: Any          # (M, N, ndim) the live points in the unit cube
     v: Any          # (M, N, ndim) the same in the parameters (prior_transform of u)
@@ -78,12 +57,10 @@ class StepInfo(NamedTuple):
 
 class _NestedSteps:
     """The iteration of nested sampling over every run at once; :class:`NestedSampler` gives it its settings
-    (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``, and ``_ops``,
-    the launches of ``ops.py`` or their NumPy twins)."""
+    (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``, and ``_ops``)."""
 
-    # How the generic slice step runs its shrinkage rounds: "masked" (every walker in every round, each on its
-    # own slice: _slice_masked) or "compact" (the walkers still searching on the slice they all share:
-    # _slice_generic); None: masked on CuPy, compact on NumPy. The two give the same points.
+    # The generic slice step's rounds: "masked" (_slice_masked) or "compact" (_slice_generic), the same points;
+    # None: masked on CuPy, compact on NumPy.
     _rounds = None
 
     def _init(self, rng):
@@ -96,28 +73,20 @@ class _NestedSteps:
         self._eye = xp.eye(d)
         self._eye_eps = xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
-        self._ncall_dev = xp.zeros((), dtype=xp.int64)  # evaluations counted on the device (run() resets it)
+        self._ncall_dev = xp.zeros((), dtype=xp.int64)  # evaluations counted on the device
         if self.sampler == "cslice":  # the unit vectors in turn, as many as a step starting anywhere needs
             self._cycle = xp.eye(d)[xp.arange(d + self._n_steps) % d]
         return LiveState(u, v, logl, birth, xp.ones((M,)))
 
     def _shrinkage(self):
-        """``(logx_steps (R,), step_offsets (R,) on xp)``: how the R removals of an iteration shrink log X.
-
-        Removing the i-th lowest of the remaining ``N - i`` points shrinks log X by ``1 / (N - i)`` on
-        average, so log X falls by ``logx_steps[-1]`` per iteration (the same for every run); the i-th
-        removed point's shell starts ``step_offsets[i]`` below the iteration's start.
-        """
-        N, R = self.nlive, self.n_replace
-        # shrink of log X per iteration (the same for every run): sum_{i<R} 1/(N - i)
-        inv_n = 1.0 / (N - np.arange(R))
+        """``(logx_steps (R,), step_offsets (R,) on xp)``: removing the i-th lowest of the remaining ``N - i``
+        points shrinks log X by ``1 / (N - i)`` on average, so log X falls by ``logx_steps[-1]`` per iteration;
+        the i-th removed point's shell (its log X minus the iteration's start) is ``step_offsets[i]``."""
+        inv_n = 1.0 / (self.nlive - np.arange(self.n_replace))
         logx_steps = -np.cumsum(inv_n)
         log1m = np.log(-np.expm1(-inv_n))
-        # log X of each replaced point's shell relative to the iteration's start, on the array backend once
-        step_offsets = self.xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
-        return logx_steps, step_offsets
+        return logx_steps, self.xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
 
-    # -- evaluation -------------------------------------------------------------
     def _eval(self, u, count=True):
         """Physical points and log-likelihoods of unit-cube points ``u`` (..., ndim); ``count=False`` leaves the
         evaluations out of ``ncall`` (a caller that counts them on the device), not the call out of ``nbatch``."""
@@ -147,23 +116,18 @@ class _NestedSteps:
             raise ValueError("loglike is -inf for every initial live point; check the likelihood and the prior.")
 
     def _bad_value_error(self, v, logl, where):
-        """The ValueError for a NaN or +inf log-likelihood: the first such live point, its run and coordinates.
-
-        ``v`` (M, N, ndim) and ``logl`` (M, N) are the live points; when none of them holds the bad value (a NaN
-        of a proposal that was not kept) the message says so.
-        """
+        """The ValueError for a NaN or +inf log-likelihood among the live points ``v`` (M, N, ndim), ``logl``
+        (M, N): the first such point, its run and coordinates, or that it was not kept (a NaN proposal)."""
         lh = _backend.to_host(logl).reshape(self.n_runs, -1)
         bad = np.argwhere(~(lh < np.inf))
-        fix = _BAD_FIX
         if bad.size:
             m, n = (int(i) for i in bad[0])
             x = _backend.to_host(v).reshape(self.n_runs, -1, self.ndim)[m, n]
             return ValueError(f"loglike returned {lh[m, n]} for {where}, at x = {np.array2string(x, precision=6)} "
-                              f"(run {m}); {fix}")
+                              f"(run {m}); {_BAD_FIX}")
         return ValueError(f"loglike returned NaN or +inf for {where}; the point was not kept, so its coordinates "
-                          f"are not known. {fix}")
+                          f"are not known. {_BAD_FIX}")
 
-    # -- one iteration ---------------------------------------------------------------
     def _step(self, rng, state):
         """One iteration of every run: the R lowest live points die and R walkers started at random
         survivors replace them. Returns the new :class:`LiveState` (the same arrays, written in place) and a
@@ -185,16 +149,14 @@ class _NestedSteps:
         u0 = xp.take_along_axis(u, start[..., None], axis=1)
         l0 = xp.take_along_axis(logl, start, axis=1)
         v0 = xp.take_along_axis(v, start[..., None], axis=1)
-        chol = self._chol(u)
-        un, vn, ln, scale, fine = self._evolve(rng, u0, v0, l0, lstar, chol, scale)
-        # replace
+        evolve = self._walk if self.sampler == "rwalk" else self._slice
+        un, vn, ln, scale, fine = evolve(rng, u0, v0, l0, lstar, self._chol(u), scale)
         u[run_idx, low] = un
         v[run_idx, low] = vn
         logl[run_idx, low] = ln
         birth[run_idx, low] = xp.broadcast_to(lstar, (M, R))
         return LiveState(u, v, logl, birth, scale), StepInfo(du, dv, dl, db, fine)
 
-    # -- constrained sampling ------------------------------------------------------
     def _chol(self, u):
         """Cholesky factor of each run's live-point covariance in the unit cube (M, d, d)."""
         xp, d = self.xp, self.ndim
@@ -232,15 +194,10 @@ class _NestedSteps:
                                 f"proposed at iteration {self._niter + 1}")
         return v, l
 
-    def _evolve(self, rng, u, v, l, lstar, chol, scale):
-        """The walkers' moves under ``L > lstar`` from their starts ``u, v, l`` (M, R, ...): the new points,
-        the adapted scales and the NaN/+inf flag of the likelihoods evaluated."""
-        if self.sampler == "rwalk":
-            return self._walk(rng, u, v, l, lstar, chol, scale)
-        return self._slice(rng, u, v, l, lstar, chol, scale)
-
     def _walk(self, rng, u, v, l, lstar, chol, scale):
-        """A Gaussian random walk with the live points' covariance, its scale adapted towards half accepted."""
+        """The walkers' moves under ``L > lstar`` from their starts ``u, v, l`` (M, R, ...) by a Gaussian random
+        walk with the live points' covariance, its scale adapted towards half accepted: the new points, the
+        scales and the NaN/+inf flag of the likelihoods evaluated."""
         xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
@@ -248,8 +205,7 @@ class _NestedSteps:
         step = 2.38 / math.sqrt(d)
         Z = rng.standard_normal((self._n_steps, M, R, d))
         for i in range(self._n_steps):
-            z = Z[i]
-            prop = u + step * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, z)
+            prop = u + step * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, Z[i])
             pv, pl = self._propose_eval(prop)
             fine = fine & (pl < np.inf).all()
             ok = pl > lstar
@@ -262,14 +218,13 @@ class _NestedSteps:
         return u, v, l, scale, fine
 
     def _slice(self, rng, u, v, l, lstar, chol, scale):
-        """Slice sampling along random directions (``slice``) or whitened coordinates (``cslice``)."""
+        """:meth:`_walk`'s moves by slice sampling along random directions (``slice``) or whitened coordinates
+        (``cslice``): an interval of width ``scale * base`` placed at random around the start, shrunk towards it
+        after each miss. The directions and every uniform a walker may need are drawn up front, so the fused
+        step and the generic rounds consume the same numbers."""
         xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
-        # Slice sampling along random directions: an interval of width scale * w placed at random
-        # around the start, shrunk towards it after each miss. The directions and every uniform a walker
-        # may need (max_shrink rounds per slice) are drawn up front, so the fused kernel and the generic
-        # rounds (_slice_masked, _slice_generic) consume the same numbers.
         W = M * R
         base = 2.0 * math.sqrt(d + 2.0)
         K = self.max_shrink
@@ -283,39 +238,32 @@ class _NestedSteps:
         dirs = (base * scale[None, :, None, None] * xp.einsum("mij,smrj->smri", chol, Z)).reshape(self._n_steps, W, d)
         U = rng.random((self._n_steps, K + 1, W))
         ls = xp.ascontiguousarray(xp.broadcast_to(lstar, (M, R)).reshape(W))
+        walkers = (u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls, dirs, U)
         if self._fused is not None:
-            uf, vf, lf, nrej, neval = self._fused.nested_fused_slice(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls,
-                                                               dirs, U, K)
+            uf, vf, lf, nrej, neval = self._fused.nested_fused_slice(*walkers, K)
             self._ncall_dev += neval.sum()
             self._nbatch += 1
             fine = (lf < np.inf).all()
         elif self._locate or (self._rounds or ("compact" if xp is np else "masked")) == "compact":
             # (the replay after a bad value checks each batch on the host, as the compacting rounds allow)
-            uf, vf, lf, nrej, fine = self._slice_generic(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls,
-                                                         dirs, U, fine)
+            uf, vf, lf, nrej, fine = self._slice_generic(*walkers, fine)
         else:
-            uf, vf, lf, nrej = self._slice_masked(u.reshape(W, d), v.reshape(W, d), l.reshape(W), ls, dirs, U,
-                                                  fine)
+            uf, vf, lf, nrej = self._slice_masked(*walkers, fine)
         u, v, l = uf.reshape(M, R, d), vf.reshape(M, R, d), lf.reshape(M, R)
         mean_rej = nrej.reshape(M, R).sum(axis=1) / (R * self._n_steps)
         scale = xp.clip(scale * xp.exp(0.2 * (1.0 - mean_rej)), 0.02, 50.0)
         return u, v, l, scale, fine
 
     def _slice_masked(self, u, v, l, ls, dirs, U, fine):
-        """The slices of :meth:`_slice` through the batched ``loglike``, with every walker in every round: each
-        walker goes through its own slices (``ops.py``'s ``slice_start`` and ``slice_round``, one launch each on
-        CuPy, with no host synchronisation), so a walker that has found its point starts its next slice while
-        others still shrink theirs, and a step takes as many rounds as its busiest walker needs in all. The
-        points, misses, flag and evaluation count are those of :meth:`_slice_generic` (each walker consumes the
-        same directions and uniforms); ``nbatch`` counts the calls made, fewer.
+        """The slices of :meth:`_slice` with every walker in every round, each on its own slice (``ops.py``'s
+        ``slice_start`` and ``slice_round``, one launch each on CuPy, no host synchronisation): the points,
+        misses, flag and ``ncall`` of :meth:`_slice_generic`, in fewer calls.
 
-        ``loglike`` and ``prior_transform`` are called on all W rows every round: the rows of walkers that are
-        done hold their current points and their values are not read, nor counted in ``ncall`` (a likelihood
-        with side effects, or a counter of its own, sees more rows than ``ncall`` says). Whether any walker is
-        still searching is read from the device without a wait while the GPU is at most a round behind, so a
-        step may make one more call, in which no walker moves. ``u, v`` (W, ndim) and ``l`` (W,) are the
-        starts (not modified), ``ls`` (W,) the thresholds, ``fine`` the flag (turned False in place on a NaN or
-        +inf); returns the new points and the misses."""
+        ``loglike`` sees all W rows every round; the rows of walkers that are done are neither read nor counted
+        in ``ncall``. Whether any walker is still searching is read without a wait while the GPU is at most a
+        round behind, so a step may make one more call, in which no walker moves. ``u, v`` (W, ndim) and ``l``
+        (W,) are the starts (not modified), ``ls`` (W,) the thresholds, ``fine`` the flag (turned False in place
+        on a NaN or +inf); returns the new points and the misses."""
         ops, n_steps = self._ops, self._n_steps
         st = ops.slice_start(u, v, l, ls, dirs, U, fine, self._ncall_dev)
         for r in range(n_steps * self.max_shrink):  # each walker ends within n_steps * max_shrink rounds
@@ -327,10 +275,8 @@ class _NestedSteps:
         return st.u, st.v, st.logl, st.nrej
 
     def _slice_generic(self, u, v, l, ls, dirs, U, fine):
-        """The slices of :meth:`_slice` through the batched ``loglike``, one call per shrinkage round of the
-        walkers still searching: the fused step's twin, and the rounds of NumPy. ``u, v`` (W, ndim) and ``l``
-        (W,) are the starts (not modified), ``ls`` (W,) the thresholds; returns the new points, the misses and
-        the flag."""
+        """The slices of :meth:`_slice`, one ``loglike`` call per shrinkage round of the walkers still searching
+        (the fused step's twin); takes what :meth:`_slice_masked` takes and also returns the flag."""
         xp, K = self.xp, self.max_shrink
         W = u.shape[0]
         uf, vf, lf = u.copy(), v.copy(), l.copy()

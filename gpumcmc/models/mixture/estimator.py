@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from gpumcmc import _validate, backend as _backend, shards as _shards
+from gpumcmc.random import default_rng
 from gpumcmc.sampling import Estimator, Monitor, Stop, as_data, run
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 
@@ -59,11 +60,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         than half its number of parameters, ``(p + p (p + 1) / 2) / 2``
         events, is held at zero weight. Each start's means come from
         k-means++ on a subsample of the rows, and the start of largest lower
-        bound is kept. (Before this, BEM took the
-        plug-in modes from random data points, kept every component and could
-        stop in local optima: its results differ from those of earlier
-        versions.) The reported mixture is the posterior mean of the weights,
-        means and covariances.
+        bound is kept. The reported mixture is the posterior mean of the
+        weights, means and covariances.
     n_iter : int
         Gibbs: kept iterations; BEM: the largest number of iterations.
     burn_in : int
@@ -71,22 +69,16 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     n_chains : int
         Gibbs chains, run side by side in one launch.
     n_init : int
-        BEM starts; the one of largest variational lower bound is kept (the
-        E-step's mean log-normaliser less the posteriors' KL divergences from
-        the prior per sample, :func:`_bem_kl`), which charges every component
-        for its parameters: the likelihood of the point estimate would prefer a
-        start that split a cluster in two.
+        BEM starts; the one of largest variational lower bound is kept, which
+        charges every component for its parameters (the likelihood of the
+        point estimate would prefer a start that split a cluster in two).
     tol : float
         BEM stops when no start's mean log-likelihood per sample has changed by
         more than ``tol`` per iteration over the last 10 iterations (checked
         every 10 iterations, the only times BEM reads back from the GPU).
-        For comparison, scikit-learn's ``BayesianGaussianMixture`` stops when
-        its lower bound changes by less than its ``tol = 1e-3`` in one
-        iteration, and that bound is a sum over the samples (about ``n``
-        times the mean log-likelihood), so its rule is ``1e-3 / n`` per
-        sample: at ``n = 10**4`` that is ``1e-7``, a hundred times stricter
-        than the default here.
-        Pass ``tol=1e-3 / n_samples`` for scikit-learn's rule.
+        scikit-learn's ``BayesianGaussianMixture`` bounds the change of a sum
+        over the samples by ``1e-3``: pass ``tol=1e-3 / n_samples`` for its
+        rule.
     mean_prior, mean_precision_prior, covariance_prior, degrees_of_freedom_prior :
         ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for
         the defaults above.
@@ -106,22 +98,17 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     backend : {"numpy", "cupy", None}
         None: the active backend (CuPy where a GPU is present).
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the data and the indicators over devices: each device draws
-        the indicators of its rows (Gibbs) or their configuration
-        probabilities (BEM) and sums their statistics, and one all-reduce per
-        iteration (NCCL between GPUs) adds them up; the global draws or the
-        BEM update follow from the sums (see :func:`.sharded.gibbs` and
-        :func:`.sharded.bem`).
-        ``"all"`` or a list of GPU ids drives those GPUs from this process; a
-        :class:`~gpumcmc.shards.Shards` may also come from
-        :func:`gpumcmc.shards.worker_shards` (one GPU per Dask worker),
-        ``Shards(n_virtual=2)`` (two parts on NumPy) or
-        :func:`gpumcmc.shards.one_device` (parts on one GPU). For a seed, the draws
-        equal those of one device up to the rounding of the sums' order.
-        In a Dask task each worker fits with the whole ``X`` and the same
-        seed, keeps its own rows, and ends with the same draws as the others;
-        its ``z_`` holds its own rows' indicators only.
-        None (the default): one device, the backend's.
+        Split the data and the indicators over devices: each device works on
+        its rows and one all-reduce per iteration (NCCL between GPUs) adds
+        their statistics up (see :func:`.sharded.gibbs` and
+        :func:`.sharded.bem`). ``"all"`` or a list of GPU ids drives those
+        GPUs from this process; a :class:`~gpumcmc.shards.Shards` may also
+        come from :func:`gpumcmc.shards.worker_shards` (one GPU per Dask
+        worker: each worker fits with the whole ``X`` and the same seed and
+        its ``z_`` holds its own rows' indicators), ``Shards(n_virtual=2)``
+        (two parts on NumPy) or :func:`gpumcmc.shards.one_device`. For a
+        seed, the draws equal those of one device up to the rounding of the
+        sums' order. None (the default): one device, the backend's.
 
     Attributes
     ----------
@@ -154,11 +141,9 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     True
     """
 
-    # A density estimator, as scikit-learn's GaussianMixture and BayesianGaussianMixture (DensityMixin
-    # alone, no ClusterMixin): predict gives each sample's most probable component, but fit keeps no
-    # labels_ for the training data (BEM never assigns them; Gibbs keeps its last draw, z_).
-    # Checked by scikit-learn at fit where it imports (_check_params runs without it). The priors
-    # (None or arrays), random_state and devices are checked where they are used.
+    # A density estimator, as scikit-learn's GaussianMixture (DensityMixin, no ClusterMixin: fit keeps no
+    # labels_). Checked by scikit-learn at fit where it imports (_check_params runs without it); the priors,
+    # random_state and devices are checked where they are used.
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"gibbs", "bem"})],
@@ -212,29 +197,14 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.backend = backend
         self.devices = devices
 
-    # -- checks -------------------------------------------------------------
     def _check_params(self):
-        k = self.n_components
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"n_components must be an integer >= 1, got {k!r}.")
         if self.method not in ("gibbs", "bem"):
             raise ValueError(f"method must be 'gibbs' or 'bem', got {self.method!r}.")
-        for name in ("n_iter", "n_chains", "n_init"):
+        for name, low in (("n_components", 1), ("n_iter", 1), ("n_chains", 1), ("n_init", 1), ("burn_in", 0)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}.")
-        if isinstance(self.burn_in, bool) or not isinstance(self.burn_in, (int, np.integer)) or self.burn_in < 0:
-            raise ValueError(f"burn_in must be an integer >= 0, got {self.burn_in!r}.")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
         return _validate.check_float_dtype(self.dtype)
-
-    def _data(self, X, dtype):
-        xp = self._xp()
-        X = as_data(X, xp, dtype, "X")
-        if X.shape[0] < 2:
-            raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
-        if X.shape[1] < 1:
-            raise ValueError("X has no features (columns).")
-        return X
 
     def _alpha_prior(self):
         if self.alpha_prior is None:
@@ -244,72 +214,49 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             raise ValueError(f"alpha_prior must be (shape, rate), got {self.alpha_prior!r}.")
         return a
 
-    # -- fit ----------------------------------------------------------------
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
         dtype = self._validate_settings(self._check_params)
-        if self.devices is not None:
-            return self._fit_sharded(X, dtype)
-        X = self._data(X, dtype)
-        chains = self.n_chains if self.method == "gibbs" else self.n_init
-        model = make_model(X, int(self.n_components), dtype=dtype, mean_prior=self.mean_prior,
-                           mean_precision_prior=self.mean_precision_prior,
-                           covariance_prior=self.covariance_prior,
-                           degrees_of_freedom_prior=self.degrees_of_freedom_prior,
-                           alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size, chains=chains,
-                           # the GPU Gibbs sweep sums its statistics by kernel: no design matrix to cache
-                           cache_bytes=0 if (self.method == "gibbs" and _xp_of(X) is not np) else None)
-        rng = self._make_rng()
-        self.n_features_in_ = X.shape[1]
-        self._n_samples = X.shape[0]
-        self._center = model.center
-        self._scale = np.sqrt(np.diag(_backend.to_host(model.psi0)) / (model.df0 - X.shape[1] - 1))
-        t0 = time.perf_counter()
-        if self.method == "gibbs":
-            self._fit_gibbs(model, rng)
-        else:
-            self._fit_bem(model, rng)
-        self.fit_seconds_ = time.perf_counter() - t0
-        self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
-        return self
-
-    def _fit_sharded(self, X, dtype):
-        shards = _shards.resolve(self.devices, self.backend, "the events")[0]
         gibbs = self.method == "gibbs"
-        gpu = shards.xp is not np
-        X = as_data(X, _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np, dtype, "X")
+        if self.devices is None:
+            shards, xp = None, self._xp()
+        else:
+            shards = _shards.resolve(self.devices, self.backend, "the events")[0]
+            gpu = shards.xp is not np
+            xp = _xp_of(X) if (gpu and _backend.is_cupy_array(X)) else np
+        X = as_data(X, xp, dtype, "X")
         if X.shape[0] < 2:
             raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
-        if X.shape[1] < 1:
-            raise ValueError("X has no features (columns).")
-        n = X.shape[0]
-        models = make_sharded_models(
-            X, int(self.n_components), shards, dtype=dtype, mean_prior=self.mean_prior,
-            mean_precision_prior=self.mean_precision_prior, covariance_prior=self.covariance_prior,
-            degrees_of_freedom_prior=self.degrees_of_freedom_prior, alpha_prior=self._alpha_prior(),
-            chunk_size=self.chunk_size, chains=self.n_chains if gibbs else self.n_init,
-            cache_bytes=0 if (gpu and gibbs) else None)
+        n, k = X.shape[0], int(self.n_components)
+        kw = dict(dtype=dtype, mean_prior=self.mean_prior, mean_precision_prior=self.mean_precision_prior,
+                  covariance_prior=self.covariance_prior, degrees_of_freedom_prior=self.degrees_of_freedom_prior,
+                  alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size,
+                  chains=self.n_chains if gibbs else self.n_init)
+        # the GPU Gibbs sweep sums its statistics by kernel: no design matrix to cache
+        if shards is None:
+            model = make_model(X, k, cache_bytes=0 if (gibbs and _xp_of(X) is not np) else None, **kw)
+            rng = self._make_rng()
+        else:
+            models = make_sharded_models(X, k, shards, cache_bytes=0 if (gpu and gibbs) else None, **kw)
+            model = models[0]
+            rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
+            self.n_shards_ = shards.world
         del X
-        from gpumcmc.random import default_rng
-
-        rng = default_rng(self.random_state, backend="cupy" if gpu else "numpy")
-        m0 = models[0]
-        p = m0.x.shape[1]
-        self.n_features_in_ = p
-        self._n_samples = n
-        self._center = m0.center
-        self._scale = np.sqrt(np.diag(_backend.to_host(m0.psi0)) / (m0.df0 - p - 1))
-        self.n_shards_ = shards.world
+        p = model.x.shape[1]
+        self.n_features_in_, self._n_samples, self._center = p, n, model.center
+        self._scale = np.sqrt(np.diag(_backend.to_host(model.psi0)) / (model.df0 - p - 1))
         t0 = time.perf_counter()
-        with shards.on(0):
-            if gibbs:
-                alg = sharded_gibbs(shards)
-                state = alg.init(rng, gibbs_parts(models, shards, n), self.n_chains)
-                self._fit_gibbs(m0, rng, state, alg.step)
-            else:
-                alg = sharded_bem(shards)
-                states = alg.init(rng, bem_parts(models, shards, n), self.n_init)
-                self._fit_bem(m0, rng, states, alg.step, lambda params: _sharded_score(models, shards, params, n))
+        if shards is None:
+            (self._fit_gibbs if gibbs else self._fit_bem)(model, rng)
+        else:
+            with shards.on(0):
+                if gibbs:
+                    alg = sharded_gibbs(shards)
+                    self._fit_gibbs(model, rng, alg.init(rng, gibbs_parts(models, shards, n), self.n_chains), alg.step)
+                else:
+                    alg = sharded_bem(shards)
+                    states = alg.init(rng, bem_parts(models, shards, n), self.n_init)
+                    self._fit_bem(model, rng, states, alg.step, lambda prm: _sharded_score(models, shards, prm, n))
         self.fit_seconds_ = time.perf_counter() - t0
         self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
         return self
@@ -346,14 +293,10 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         means = (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None]
         covs = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
         host = {name: _backend.to_host(a) for name, a in d.items()}
-        tr.draws = {name: host[name] for name in ("weights", "means", "covariances", "alpha", "loglik", "n_active",
-                                                  "counts")}
-        tr.stats = {"n_active": host["n_active"]}
-        tr.monitors = keep.monitors()
+        tr.draws, tr.stats, tr.monitors = host, {"n_active": host["n_active"]}, keep.monitors()
         self.trace_ = tr
-        w_h, mu_h = _backend.to_host(w), _backend.to_host(mu)
-        self._draws = {"weights": w_h, "means": mu_h + self._center, "alpha": host["alpha"],
-                       "loglik": host["loglik"], "n_active": host["n_active"]}
+        self._draws = {"weights": _backend.to_host(w), "means": _backend.to_host(mu) + self._center,
+                       "alpha": host["alpha"], "loglik": host["loglik"], "n_active": host["n_active"]}
         wm = _backend.to_host(wm)
         self.weights_ = wm / wm.sum()
         self.means_ = _backend.to_host(means) + self._center
@@ -369,8 +312,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             bem = make_bem_step(model)
             step = lambda _rng, s: (bem(s), None)  # noqa: E731
             score = functools.partial(_score_params, model.x, chunk=model.chunk)
-        # The iterations run on the driver, which ends them where the convergence rule holds: read every
-        # check_every iterations (and at the last), the only host reads of the loop.
+        # the rule reads the log-likelihoods every check_every iterations: the loop's only host reads
         rule = _BemConverged(self.tol * check_every)
         tr = run(step, state, rng, n_iter=self.n_iter, progress=self.progress, desc="DP mixture (BEM)",
                  n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
@@ -381,8 +323,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         ll = _backend.to_host(score(point))
         _check_finite_fit([np.nanmax(ll)], "BEM")
         ll = np.where(np.isfinite(ll), ll, -np.inf)
-        # the start kept: the largest variational lower bound (per sample), which charges every component
-        # for its parameters, where the point estimate's likelihood rewards a cluster split in two
+        # the start kept: the largest variational lower bound per sample
         elbo = _backend.to_host(score(state.params) - _bem_kl(model, state) / self._n_samples)
         elbo = np.where(np.isfinite(elbo) & np.isfinite(ll), elbo, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(elbo))
@@ -397,36 +338,28 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.alpha_ = float(_backend.to_host(state.alpha[best]))
         self.n_active_ = int((self.weights_ > 0).sum())
 
-    # -- prediction ---------------------------------------------------------
-    def _params(self, xp, dtype):
-        key = (xp.__name__, np.dtype(dtype).str)
-        memo = self._point_params  # fit's dict, filled in place: predict leaves the attributes as they were
-        if key in memo:
-            return memo[key]
-        w = self.weights_
-        with np.errstate(divide="ignore"):
-            log_pi = np.log(w)
-        mu = self.means_ - self._center
-        chol = _safe_cholesky(np.asarray(self.covariances_, np.float64))
-        params = kernel_params(log_pi[None], mu[None], chol[None], dtype)
-        params = _backend.asarray(params, xp)
-        memo[key] = params
-        return params
-
     def _prepare(self, X):
+        """``X`` centred, on its backend, and the fitted mixture's kernel parameters there."""
         self._check_fitted("weights_")
         dtype = _validate.check_float_dtype(self.dtype)
-        X = self._data(X, dtype) if np.shape(X)[0] >= 2 else as_data(X, self._xp(), dtype, "X")
+        X = as_data(X, self._xp(), dtype, "X")
         self._check_n_features(X)
         xp = _xp_of(X)
         xc = xp.ascontiguousarray((X - xp.asarray(self._center, dtype=X.dtype)).astype(dtype))
-        return xc, self._params(xp, dtype)
+        key = (xp.__name__, np.dtype(dtype).str)
+        memo = self._point_params  # fit's dict, filled in place: predict leaves the attributes as they were
+        if key not in memo:
+            with np.errstate(divide="ignore"):
+                log_pi = np.log(self.weights_)
+            chol = _safe_cholesky(np.asarray(self.covariances_, np.float64))
+            memo[key] = _backend.asarray(kernel_params(log_pi[None], (self.means_ - self._center)[None], chol[None],
+                                                       dtype), xp)
+        return xc, memo[key]
 
-    def _chunk(self, n, chains=1):
-        x_gpu = self._xp() is not np
+    def _chunk(self, n):
         if self.chunk_size is not None:
             return int(self.chunk_size)
-        return default_chunk(n, int(self.n_components), chains, np.dtype(self.dtype).itemsize, x_gpu)
+        return default_chunk(n, int(self.n_components), 1, np.dtype(self.dtype).itemsize, self._xp() is not np)
 
     def score_samples(self, X):
         """Log density ``log g(x_i)`` of every sample under the fitted mixture (host array)."""
@@ -464,7 +397,6 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             out[s:e] = _backend.to_host(resp[0]).T
         return out
 
-    # -- draws --------------------------------------------------------------
     def to_arviz(self):
         """ArviZ data of the (relabelled) Gibbs draws: weights, means, alpha; log-likelihood and active components."""
         self._check_fitted("weights_")
@@ -486,10 +418,9 @@ class _KeptDraws:
     Called after every sweep with the new state. A sweep's state arrays are
     new arrays that no later sweep writes (only the indicators ``z`` are
     updated in place, and they are not kept), so the kept iterations' fields
-    are held by reference and stacked once at the end: no host read per sweep,
-    and one small copy (the (C, k) counts, a view of the sweep's packed
-    (C, k, q) statistics, which a reference would keep whole). The monitors' values (log-likelihood and alpha every
-    ``every`` iterations and at the last) are held the same way.
+    are held by reference and stacked once at the end: no host read per sweep.
+    The monitors' values (log-likelihood and alpha every ``every`` iterations
+    and at the last) are held the same way.
     """
 
     def __init__(self, burn_in: int, n_iter: int, every: int = 10):
@@ -510,11 +441,9 @@ class _KeptDraws:
 
     def draws(self, xp) -> dict:
         """The kept fields stacked as (chain, draw, ...) on the device (``weights = exp(log_pi)``)."""
-        names = ("log_pi", "means", "covariances", "alpha", "loglik", "n_active", "counts")
-        out = {}
-        for i, name in enumerate(names):
-            out[name] = xp.moveaxis(xp.stack([t[i] for t in self.kept]), 0, 1)
-        out["weights"] = xp.exp(out.pop("log_pi"))
+        names = ("weights", "means", "covariances", "alpha", "loglik", "n_active", "counts")
+        out = {name: xp.moveaxis(xp.stack([t[i] for t in self.kept]), 0, 1) for i, name in enumerate(names)}
+        out["weights"] = xp.exp(out["weights"])  # kept as log_pi
         return out
 
     def monitors(self) -> dict:

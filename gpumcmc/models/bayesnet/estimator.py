@@ -267,12 +267,9 @@ class BayesianNetwork(Estimator):
         :func:`gpumcmc.sampling.sharded`, run by :func:`gpumcmc.sampling.run`."""
         X = self._encode(cases)
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
-        sh = None
-        if devices is not None:
-            sh, backend = resolve(devices, backend, "the cases")
+        sh, backend = (None, backend) if devices is None else resolve(devices, backend, "the cases")
         rng = default_rng(random_state, backend=backend)
-        if sh is None:
-            sh = _one_shard(rng.xp())
+        sh = _one_shard(rng.xp()) if sh is None else sh
         plan = _Plan(self)
         parts = case_parts(X, plan, sh, bs)
         alg = sharded(collective(plan, ms, prior, None if learn else self.cpts_), sh)

@@ -113,9 +113,11 @@ def _weighted_bond_sum(spins, J, periodic: bool):
             + (J[1, :-1, :] * s[:, :-1, :] * s[:, 1:, :]).sum(axis=(1, 2)))
 
 
-def _halves(W: int, c: int):
-    """Column slices of colour c's sites in even and in odd rows: site k at column 2k + ((i + c) & 1)."""
-    return slice(c, W, 2), slice(1 - c, W, 2)
+def _halves(L: int, W: int):
+    """(colour, rows, columns) of each half of the sites: colour c's site k of row i at column 2k + ((i + c) & 1)."""
+    for c in (0, 1):
+        yield c, slice(0, L, 2), slice(c, W, 2)
+        yield c, slice(1, L, 2), slice(1 - c, W, 2)
 
 
 def pack(spins):
@@ -124,14 +126,12 @@ def pack(spins):
     n, L, W = spins.shape
     words = W // 32
     out = xp.zeros((n, 2, L, words), dtype=xp.uint64)
-    for c in (0, 1):
-        even, odd = _halves(W, c)
-        for rows, cols in ((slice(0, L, 2), even), (slice(1, L, 2), odd)):
-            half = spins[:, rows, cols].reshape(n, -1, words, 16)
-            dst = out[:, c, rows]
-            for b in range(16):
-                dst |= (half[..., b] > 0).astype(xp.uint64) << xp.uint64(4 * b)
-            out[:, c, rows] = dst
+    for c, rows, cols in _halves(L, W):
+        half = spins[:, rows, cols].reshape(n, -1, words, 16)
+        dst = out[:, c, rows]
+        for b in range(16):
+            dst |= (half[..., b] > 0).astype(xp.uint64) << xp.uint64(4 * b)
+        out[:, c, rows] = dst
     return out
 
 
@@ -141,15 +141,12 @@ def unpack(packed):
     n, _, L, words = packed.shape
     W = words * 32
     out = xp.empty((n, L, W), dtype=xp.int8)
-    one = xp.uint64(1)
-    for c in (0, 1):
-        even, odd = _halves(W, c)
-        for rows, cols in ((slice(0, L, 2), even), (slice(1, L, 2), odd)):
-            src = packed[:, c, rows]
-            half = xp.empty(src.shape + (16,), dtype=xp.int8)
-            for b in range(16):
-                half[..., b] = ((src >> xp.uint64(4 * b)) & one).astype(xp.int8)
-            out[:, rows, cols] = (2 * half - 1).reshape(n, -1, W // 2)
+    for c, rows, cols in _halves(L, W):
+        src = packed[:, c, rows]
+        half = xp.empty(src.shape + (16,), dtype=xp.int8)
+        for b in range(16):
+            half[..., b] = ((src >> xp.uint64(4 * b)) & xp.uint64(1)).astype(xp.int8)
+        out[:, rows, cols] = (2 * half - 1).reshape(n, -1, W // 2)
     return out
 
 

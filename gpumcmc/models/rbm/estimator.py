@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from ... import _validate
 from ... import backend as _backend
 from ..._config import config
 from ...random._generator import default_rng
@@ -104,14 +105,11 @@ class RBM(_BlockGibbs, Estimator):
         """
         from ...sampling import run
 
-        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)):
-            raise TypeError(f"n_steps must be an integer, got {n_steps!r}.")
-        if n_steps < 0:
-            raise ValueError(f"n_steps must be >= 0 (the block-Gibbs steps to run), got {n_steps}.")
+        n_steps = _validate.check_int(n_steps, "n_steps", 0)
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         state = self.init(n_chains, rng, initial)
-        trace = run(self.step, state, rng, int(n_steps), progress=progress, desc="RBM", n_chains=n_chains)
+        trace = run(self.step, state, rng, n_steps, progress=progress, desc="RBM", n_chains=n_chains)
         return trace.state.v.astype(xp.uint8)
 
     def free_energy(self, v):

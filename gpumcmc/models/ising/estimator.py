@@ -46,30 +46,26 @@ class Ising(_CheckerboardGibbs, Estimator):
     Parameters
     ----------
     shape : (int, int) or (int, int, int)
-        Rows and columns of the square lattice, or depth, rows and columns of
-        the simple cubic one (byte path). Periodic boundaries need every side
-        even (the checkerboard must close on itself).
+        Rows and columns of the square lattice, or depth, rows and columns of the simple cubic one
+        (byte path). Periodic boundaries need every side even (the checkerboard must close on itself).
     coupling : float or array (2, L, W)
-        J; ferromagnetic when positive. On a 2-D lattice, one coupling per
-        bond: ``coupling[0, i, j]`` joins site (i, j) to its right neighbour,
-        ``coupling[1, i, j]`` to the one below (wrapping round on a periodic
-        lattice; ignored past the edge of an open one). The byte path then
-        keeps 16 thresholds per site, by the pattern of up neighbours.
+        J; ferromagnetic when positive. On a 2-D lattice, one coupling per bond: ``coupling[0, i, j]``
+        joins site (i, j) to its right neighbour, ``coupling[1, i, j]`` to the one below (wrapping round
+        on a periodic lattice; ignored past the edge of an open one).
     field : float or array of ``shape``
         h, one number or one per site.
     beta : float
         Inverse temperature.
     boundary : {"periodic", "open"}
     method : {"auto", "multispin", "byte"}
-        ``"auto"`` takes the multispin path where it applies (periodic, one
-        field for every site, W a multiple of 32), else bytes. Both give the
-        same states for the same seed.
+        ``"auto"`` takes the multispin path where it applies (periodic, one field and one coupling for
+        every site, W a multiple of 32), else bytes. Both give the same states for the same seed.
     backend : {"numpy", "cupy", None}
         None: the active backend.
 
-    The settings are checked when the model is made and when ``set_params``
-    changes them; the model keeps no draws, so ``sklearn.base.clone`` copies
-    it, and :meth:`sample` seeds at each call from its ``random_state``.
+    The settings are checked when the model is made and when ``set_params`` changes them; the model
+    keeps no draws, so ``sklearn.base.clone`` copies it, and :meth:`sample` seeds each call from its
+    ``random_state`` argument.
 
     Examples
     --------
@@ -245,14 +241,12 @@ def denoise(image, coupling: float = 1.0, strength: float = 2.1, bias: float = 0
             burn_in: int = 50, n_chains: int = 4, random_state=None, progress: bool = True, backend=None):
     """Posterior mean of a binary image under the Ising prior of Bishop (2006, section 8.3.3).
 
-    The energy is ``-coupling sum_<ij> x_i x_j - strength sum_i x_i y_i - bias
-    sum_i x_i`` for the clean image x and the noisy image y (both +-1), with
-    open boundaries; chains start from the noisy image. ``image`` may hold
-    0/1, booleans or +-1.
+    The energy is ``-coupling sum_<ij> x_i x_j - strength sum_i x_i y_i - bias sum_i x_i`` for the
+    clean image x and the noisy image y (both +-1), with open boundaries; chains start from the noisy
+    image. ``image`` may hold 0/1, booleans or +-1.
 
-    Returns the posterior mean in the coding of the input: ``P(x_i = 1)`` for
-    0/1 or boolean input, ``E[x_i]`` in [-1, 1] for +-1 input. Threshold it
-    at 0.5 (or 0) for the MAP-like clean image.
+    Returns the posterior mean in the coding of the input: ``P(x_i = 1)`` for 0/1 or boolean input,
+    ``E[x_i]`` in [-1, 1] for +-1 input. Threshold it at 0.5 (or 0) for the MAP-like clean image.
 
     Examples
     --------

@@ -1,18 +1,17 @@
 """Restricted Boltzmann machines: block Gibbs over many chains, and training by persistent contrastive divergence.
 
-An RBM with binary visible units v (n_visible) and hidden units h (n_hidden)
-has energy ``E(v, h) = -v.b - h.c - v W h``. Its graph is bipartite, so every
-hidden unit is independent of the others given v, and every visible unit given
-h (Mahani & Sharabiani, section 4.3.2): a Gibbs step is two block updates,
+An RBM with binary visible units v (n_visible) and hidden units h (n_hidden) has energy
+``E(v, h) = -v.b - h.c - v W h``. Its graph is bipartite, so every hidden unit is independent of the
+others given v, and every visible unit given h (Mahani & Sharabiani, section 4.3.2): a Gibbs step is
+two block updates,
 
     h ~ Bernoulli(sigmoid(v W + c)),   v ~ Bernoulli(sigmoid(h W^T + b)),
 
-for all chains at once. The products go through the BLAS (cuBLAS on CuPy,
-NumPy's BLAS on the CPU); the bias, the sigmoid and the Bernoulli draw are one
-fused kernel (``kernels_cu/rbm.cu``) whose uniforms are Philox words keyed by
-(chain, unit, half-step). The NumPy twin uses the same words; since the two
-BLAS libraries sum in different orders and ``exp`` differs in the last bit, a
-CPU and a GPU run agree in distribution, and in nearly every draw of a step.
+for all chains at once. The products go through the BLAS (cuBLAS on CuPy, NumPy's BLAS on the CPU);
+the bias, the sigmoid and the Bernoulli draw are one fused kernel (``kernels_cu/rbm.cu``) whose
+uniforms are Philox words keyed by (chain, unit, half-step). The NumPy twin uses the same words; since
+the two BLAS libraries sum in different orders and ``exp`` differs in the last bit, a CPU and a GPU
+run agree in distribution, and in nearly every draw of a step.
 
 Training is persistent contrastive divergence, one epoch a step over ``PCDState``.
 """

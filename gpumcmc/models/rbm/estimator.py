@@ -21,10 +21,9 @@ from .ops import _CTYPE, _use_fused_pcd
 class RBM(_BlockGibbs, Estimator):
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
 
-    Made either from weights (to sample from them), or from training settings
-    and then trained by :meth:`fit` on binary rows (persistent contrastive
-    divergence), which sets the weights and returns the model. Every argument
-    is a parameter (``get_params``, ``sklearn.base.clone``).
+    Made either from weights (to sample from them), or from training settings and then trained by
+    :meth:`fit` on binary rows (persistent contrastive divergence), which sets the weights and returns
+    the model. Every argument is a parameter (``get_params``, ``sklearn.base.clone``).
 
     Parameters
     ----------

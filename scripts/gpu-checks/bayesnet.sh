@@ -11,3 +11,14 @@ for f in ../shared/bench/user_path.py shared/bench/user_path.py; do  # the refer
 done
 # On two GPUs (nvidia-h100-x2), the data-parallel fit against one device:
 #   python -m pytest -m gpu -q -p no:cacheprovider tests/test_nccl.py -k bayesnet
+# Fewer lines, same draws (issue 35), for the small models' packages. Code that runs on CuPy and was moved or
+# reshaped (the same statements in the same order), with the GPU tests that reach it:
+#   bayesnet: algorithm._start (the launchers and status words made in one loop), _impute, collective, _Batch,
+#     BayesianNetwork._fit (shards), BayesianNetwork._gibbs_impute (now fit's own _start and step with the CPTs
+#     fixed) -> test_gpu_fit_matches_cpu, test_gpu_gibbs_imputation_matches_twin, test_gpu_sharded_fit_gives_the_
+#     draws_of_one_device, test_gpu_part_uniforms_match_the_twin
+#   ising: _CheckerboardGibbs.init / _info / _sweep, pack / unpack (one _halves generator), Ising.sample's
+#     progress figure, Ising._configure -> test_ising.py's gpu tests and test_spins_of_a_seed_are_unchanged[cupy]
+#   rbm: RBM.sample (check_int), RBM._fit (settings) -> test_rbm.py's gpu tests
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
+    tests/test_bayesnet_devices.py tests/test_ising.py tests/test_rbm.py

@@ -1,12 +1,9 @@
 """Bayesian GLMs by slice-within-Gibbs with the differential update (Mahani & Sharabiani, §3-4).
 
-The package: :mod:`.algorithm` (the sampler: its states, ``init`` and
-``step``, and the conjugate draw of the hierarchy's hyperparameters),
-:mod:`.ops` (the launchers of ``kernels_cu/glm.cu`` and their NumPy twins),
-:mod:`.sharded` (the sweep with the rows or the groups split over devices, as
-:class:`gpumcmc.sampling.Collective` algorithms for :func:`gpumcmc.sampling.sharded`)
-and :mod:`.estimator` (:class:`BayesianGLM` and :class:`HierarchicalGLM`,
-the scikit-learn face).
+:mod:`.algorithm` is the sampler (its states, ``init``, ``step`` and the conjugate draw of the
+hierarchy's hyperparameters), :mod:`.ops` the launchers of ``kernels_cu/glm.cu`` and their NumPy
+twins, :mod:`.sharded` the sweep with the rows or the groups split over devices (for
+:func:`gpumcmc.sampling.sharded`) and :mod:`.estimator` :class:`BayesianGLM` and :class:`HierarchicalGLM`.
 
 >>> import numpy as np
 >>> from gpumcmc.models import BayesianGLM
@@ -23,24 +20,17 @@ from gpumcmc._config import forward
 
 from .algorithm import HyperPrior, SliceState, _draw_hyper, init, step
 from .estimator import BayesianGLM, HierarchicalGLM
-from .ops import _PMAX, _chunk_plan, _niw_fits, _niw_kernel, _slice_kernel_coordinate, _slice_pass_sweep
+from .ops import _PMAX, _chunk_plan, _slice_pass_sweep
 from .sharded import (GroupPart, ShardedGroupState, ShardedSliceState, allreduce_bytes, group_bounds, group_parts,
                       groups_allreduce_bytes, init_groups_sharded, init_sharded, make_groups_sharded_step,
                       make_sharded_step, over_groups, over_rows, row_parts, shard_passes)
 
-# _PMAX, _chunk_plan, _draw_hyper, _niw_fits, _niw_kernel, _slice_kernel_coordinate, _slice_pass_sweep:
-# imported from here by the tests and benchmarks. A test that changes a module-level value must set it in
-# the submodule that reads it (a call counted through _niw_kernel or _slice_kernel_coordinate is made in
-# .algorithm).
-
+# The private names are read from here by the tests and benchmarks. init_sharded, make_sharded_step,
+# init_groups_sharded and make_groups_sharded_step raise, naming gpumcmc.sampling.sharded over rows or groups.
 __all__ = ["BayesianGLM", "GroupPart", "HierarchicalGLM", "HyperPrior", "ShardedGroupState", "ShardedSliceState",
            "SliceState", "allreduce_bytes", "group_bounds", "group_parts", "groups_allreduce_bytes", "init",
            "over_groups", "over_rows", "row_parts", "shard_passes", "step"]
 
-# init_sharded, make_sharded_step, init_groups_sharded and make_groups_sharded_step raise, naming
-# gpumcmc.sampling.sharded over rows or groups.
-
-# The knobs' old names here (gpumcmc.models.glm._CHUNK_ROWS and the like) read and set
-# gpumcmc._config.config's; the submodules read config itself, so setting either changes the sweep.
+# The knobs' old names here (_CHUNK_ROWS and the like) read and set gpumcmc._config.config's.
 forward(__name__, {"_SPEC_SHRINK": "glm_spec_shrink", "_CHUNK_ROWS": "glm_chunk_rows", "_BLOCK": "glm_block",
                    "_SHARD_ELEMENTS": "glm_shard_elements"})

@@ -3,48 +3,33 @@
 Each coefficient is updated in turn by Neal's univariate slice sampler
 (stepping out, then shrinkage). The linear predictor ``eta = X beta`` is kept
 per chain; a move of ``beta_k`` by ``Delta`` updates it as
-``eta += Delta * X[:, k]`` (the differential update, §3.4.4), so each
-log-density evaluation costs O(N) instead of O(NK). X is stored
-column-major, ``(K, N)``, so the column read is contiguous.
+``eta += Delta * X[:, k]`` (the differential update, §3.4.4), so a
+log-density evaluation costs O(N) instead of O(NK). X is stored column-major,
+``(K, N)``, so the column read is contiguous.
 
 All chains, and in :class:`HierarchicalGLM` all groups (conditionally
 independent given the hyperparameters, §4.1), move at once, with rows sorted
-by group and segment offsets (no padding). On NumPy every candidate
-evaluation is one vectorised pass over ``X[:, k]`` and ``eta`` of every chain,
-reduced by group, and the stepping-out and shrinkage loops run as masked
-rounds over all chains and groups. On the GPU each group's rows are split
-into chunks, one block per (chain, chunk), so that a single group (the flat
-model) still fills the GPU. Every candidate Neal's procedure may need is
-known before it is evaluated (the stepping-out points, and the shrinkage
-proposals, which follow from the uniforms given that all before were
-rejected), so one pass over ``X[:, k]``, ``y`` and ``eta`` evaluates up to 16
-of them at once: the first launch per coordinate evaluates ``x0``, the
-stepping-out points and the first shrinkage proposals, and a second the next
-proposals of the few (chain, group) still open. The last block of a (chain,
-group) adds the blocks' sums in a fixed order and takes the decisions; the
-step ``eta += Delta * X[:, k]`` is applied by the next coordinate's first
-launch as it reads ``eta``. Two launches per coordinate, no host
-synchronisation, and the same random numbers (drawn per sweep) and, up to
-rounding at a slice boundary, the same draws as the NumPy path. Both are
-bounded: ``max_steps_out``
-expansions in all (Neal's split between the two sides) and ``max_shrink``
-shrinkage proposals. The step width is tuned in warm-up to
-about three times the typical move, so one expansion is rarely needed and
-each shrinkage at least halves the bracket; a chain whose shrinkage has not
-accepted after ``max_shrink`` proposals keeps its current value (a rare
-fallback, counted in the sample stat ``fallbacks``).
+by group and segment offsets (no padding). On NumPy each candidate evaluation
+is one vectorised pass over ``X[:, k]`` and ``eta``, reduced by group, and the
+stepping-out and shrinkage loops run as masked rounds over all chains and
+groups. On the GPU (:mod:`.ops`) each group's rows are split into chunks, one
+block per (chain, chunk), so that the flat model still fills the GPU. Every
+candidate Neal's procedure may need is known before it is evaluated (the
+stepping-out points, and the shrinkage proposals, which follow from the
+uniforms given that all before were rejected), so one pass evaluates up to 16
+of them: a first launch per coordinate evaluates ``x0``, the stepping-out
+points and the first proposals, a second the next proposals of the few
+(chain, group) still open, and the step ``eta += Delta * X[:, k]`` is applied
+by the next coordinate's first launch. No host synchronisation, and the same
+random numbers (drawn per sweep) and, up to rounding at a slice boundary, the
+same draws as the NumPy path.
 
-On the GPU the estimators replay each sweep from a CUDA graph (``graph=None``,
-the default): the sweep is about 2 K small launches and the Python around
-them (random numbers, the hyperparameter draw, the last coordinate's step),
-which took as long as the GPU's own work; one graph launch per sweep leaves
-only the GPU's time, for the same draws bit for bit.
-
-The kernels are ``kernels_cu/glm.cu``, this module's partner with
-:mod:`.ops` (their launchers and NumPy twins): the GPU path of :func:`step`
-calls those launchers where the NumPy path runs the same procedure as array
-code. :mod:`.sharded` splits the rows (or the groups) over devices, and
-:mod:`.estimator` holds the scikit-learn estimators.
+Both are bounded: ``max_steps_out`` expansions in all (Neal's split between
+the two sides) and ``max_shrink`` proposals. The step width is tuned in
+warm-up to about three times the typical move; a chain whose shrinkage has
+not accepted after ``max_shrink`` proposals keeps its value (counted in the
+sample stat ``fallbacks``). On the GPU the estimators replay each sweep (about
+2 K small launches) from a CUDA graph, for the same draws bit for bit.
 """
 
 from __future__ import annotations
@@ -56,8 +41,9 @@ import numpy as np
 from ... import _validate
 from ... import backend as _backend
 from ..._config import config
-from ...glm import pointwise_loglik
-from .ops import _PMAX, _chunk_plan, _niw_fits, _niw_kernel, _niw_twin, _slice_kernel_coordinate, _slice_pass_sweep
+from ...glm import _lgamma1p, pointwise_loglik
+from .ops import (_PMAX, _chunk_plan, _niw_fits, _niw_kernel, _niw_twin, _prior_terms, _slice_kernel_coordinate,
+                  _slice_pass_sweep, _tuned_width)
 
 __all__ = ["HyperPrior", "SliceInfo", "SliceState", "init", "step", "sweep_randoms"]
 
@@ -73,7 +59,7 @@ class SliceState(NamedTuple):
 
 
 class SliceInfo(NamedTuple):
-    evaluations: object  # (C,) log-density evaluations in the sweep (the same for every chain)
+    evaluations: object  # (C,) log-density evaluations in the sweep (the same for every chain; -1 on the GPU)
     fallbacks: object    # (C,) coordinates whose shrinkage ran out of proposals
     loglik: object       # (C,) log-likelihood after the sweep
 
@@ -98,7 +84,7 @@ class _Data(NamedTuple):
     Xt: object      # (K, N) column-major design
     y: object       # (N,)
     lgy: object     # (N,) lgamma(y + 1) (poisson) or None
-    gid: object     # (N,) group of each row
+    gid: object     # (N,) group of each row (None: one group)
     starts: object  # (G,) first row of each group
     ends: object    # (G,) one past the last row
     plan: object = None  # the GPU kernel's split of each group's rows into chunks (_ChunkPlan), CuPy only
@@ -111,15 +97,6 @@ def _segment_sum(xp, v, data):
     cs = xp.cumsum(v.astype(np.float64), axis=1)
     cs = xp.concatenate([xp.zeros((v.shape[0], 1), dtype=np.float64), cs], axis=1)
     return cs[:, data.ends] - cs[:, data.starts]
-
-
-def _prior_terms(xp, beta, mu, prec, k):
-    """The prior's part of coordinate ``k``'s conditional: ``-pkk (x - muk)^2 / 2 - (x - muk) c`` with
-    pkk (C, 1), muk (C, 1) and the cross term c (C, G), in the dtype of beta."""
-    d = beta - mu[:, None, :]                                  # (C, G, K)
-    pk = prec[:, k, :]                                         # (C, K)
-    c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
-    return pk[:, k][:, None], mu[:, k][:, None], c
 
 
 def _make_target(xp, data, family, sigma_noise, state, k, G):
@@ -155,23 +132,19 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
 
     ``hyper`` (for the hierarchical model) is a :class:`HyperPrior` (a plain
     ``(kappa0, nu0, psi0)`` tuple means ``covariance="full"``): after the
-    sweep ``mu, Sigma`` are drawn from their conjugate conditional,
-    normal-inverse-Wishart or, for a diagonal ``Sigma``, normal-inverse-gamma
-    coordinate by coordinate.
+    sweep ``mu, Sigma`` are drawn from their conjugate conditional.
     """
     xp = _backend.get_array_module(state.eta)
     C, G, K = state.beta.shape
-    dt = state.beta.dtype
-    e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), dt, max_shrink)
+    randoms = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
     beta, eta, width, fallbacks, evals = _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out,
-                                                      max_shrink, e_all, u_all, us_all)
+                                                      max_shrink, *randoms)
     mu, prec, sigma = state.mu, state.prec, state.sigma
     if hyper is not None:
         mu, prec, sigma = _draw_hyper(rng, beta, hyper, xp)
     ll = pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1, dtype=np.float64)
     new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
-    info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
-    return new, info
+    return new, SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
 
 
 def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all):
@@ -180,8 +153,6 @@ def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, 
     C, G, K = state.beta.shape
     beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
     warm = (state.it < n_warmup)[:, None]
-    early_exit = xp is np
-    evals = 0
     fallbacks = xp.zeros((C,), dtype=np.int64)
     if xp is not np:
         eta = eta.copy()  # moved in place by the kernels
@@ -193,56 +164,62 @@ def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, 
                 fb = _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise,
                                               k, max_steps_out, max_shrink, e_all[k], u_all[k], us_all[k])
                 fallbacks = fallbacks + fb
-        evals = -1  # not counted on the GPU path (each block stops when its own slice update is done)
-    for k in range(K if xp is np else 0):
-        st = state._replace(beta=beta, eta=eta)
-        target, x0 = _make_target(xp, data, family, sigma_noise, st, k, G)
-        w = width[:, :, k]
-        f0 = target(x0)
-        logy = f0 - e_all[k]
-        u = u_all[k]
-        L = x0 - w * u[0]
-        R = L + w
-        J = xp.floor(max_steps_out * u[1])
-        Jr = (max_steps_out - 1) - J
-        evals += 1
-        for s in range(max_steps_out):
-            aL = J > s
-            aR = Jr > s
-            if early_exit and not (aL.any() or aR.any()):
-                break
-            fL = target(L)
-            fR = target(R)
-            evals += 2
-            aL = aL & (fL > logy)
-            aR = aR & (fR > logy)
-            L = xp.where(aL, L - w, L)
-            R = xp.where(aR, R + w, R)
-            J = xp.where(aL, J, 0)
-            Jr = xp.where(aR, Jr, 0)
-        us = us_all[k]
-        xnew = x0
-        done = xp.zeros((C, G), dtype=bool)
-        for s in range(max_shrink):
-            if early_exit and done.all():
-                break
-            x1 = L + us[s] * (R - L)
-            f1 = target(x1)
-            evals += 1
-            ok = (~done) & (f1 > logy)
-            xnew = xp.where(ok, x1, xnew)
-            lower = (~done) & (~ok) & (x1 < x0)
-            upper = (~done) & (~ok) & (x1 >= x0)
-            L = xp.where(lower, x1, L)
-            R = xp.where(upper, x1, R)
-            done = done | ok
+        return beta, eta, width, fallbacks, -1  # evaluations not counted (each block stops when it is done)
+    evals = 0
+    for k in range(K):
+        target, x0 = _make_target(xp, data, family, sigma_noise, state._replace(beta=beta, eta=eta), k, G)
+        xnew, done, n = _slice_update(xp, target, x0, width[:, :, k], max_steps_out, max_shrink, e_all[k],
+                                      u_all[k], us_all[k])
+        evals += n
         fallbacks = fallbacks + (~done).sum(axis=1)
         delta = xnew - x0
         eta = eta + (delta[:, data.gid] if G > 1 else delta) * data.Xt[k][None, :]
         beta[:, :, k] = xnew
-        neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
-        width[:, :, k] = xp.where(warm, neww, w)
+        width[:, :, k] = _tuned_width(xp, warm, width[:, :, k], delta)
     return beta, eta, width, fallbacks, evals
+
+
+def _slice_update(xp, target, x0, w, max_steps_out, max_shrink, e, u, us):
+    """Neal's procedure for one coordinate of every (chain, group), as masked rounds: the slice level
+    ``target(x0) - e``, the bracket of width ``w`` placed by ``u[0]`` and stepped out within the budget
+    split by ``u[1]``, then shrinkage by the proposals ``us``. Returns the new values, whether each
+    accepted (else it keeps ``x0``) and the evaluations."""
+    logy = target(x0) - e
+    L = x0 - w * u[0]
+    R = L + w
+    J = xp.floor(max_steps_out * u[1])
+    Jr = (max_steps_out - 1) - J
+    evals = 1
+    for s in range(max_steps_out):
+        aL = J > s
+        aR = Jr > s
+        if not (aL.any() or aR.any()):
+            break
+        fL = target(L)
+        fR = target(R)
+        evals += 2
+        aL = aL & (fL > logy)
+        aR = aR & (fR > logy)
+        L = xp.where(aL, L - w, L)
+        R = xp.where(aR, R + w, R)
+        J = xp.where(aL, J, 0)
+        Jr = xp.where(aR, Jr, 0)
+    xnew = x0
+    done = xp.zeros(x0.shape, dtype=bool)
+    for s in range(max_shrink):
+        if done.all():
+            break
+        x1 = L + us[s] * (R - L)
+        f1 = target(x1)
+        evals += 1
+        ok = (~done) & (f1 > logy)
+        xnew = xp.where(ok, x1, xnew)
+        lower = (~done) & (~ok) & (x1 < x0)
+        upper = (~done) & (~ok) & (x1 >= x0)
+        L = xp.where(lower, x1, L)
+        R = xp.where(upper, x1, R)
+        done = done | ok
+    return xnew, done, evals
 
 
 def _draw_hyper(rng, beta, hyper, xp):
@@ -250,23 +227,18 @@ def _draw_hyper(rng, beta, hyper, xp):
 
     ``Sigma | beta ~ InvWishart(nu0 + G, psi)`` with ``psi = psi0 + S +
     kappa0 G / (kappa0 + G) bbar bbar^T`` (``bbar`` the groups' mean, ``S``
-    their scatter) by the Bartlett decomposition: with ``psi = C C^T`` and
-    ``A`` the Bartlett factor, ``M = C A^-T`` gives ``Sigma = M M^T`` and
-    ``Sigma^-1 = N N^T`` with ``N = C^-T A``; then
-    ``mu = G bbar / (kappa0 + G) + M z / sqrt(kappa0 + G)``, a draw of
-    ``N(G bbar / (kappa0 + G), Sigma / (kappa0 + G))``. The random numbers
-    (gamma variates for the diagonal of ``A``, normals below it, then ``z``)
-    are drawn by the generator on either backend; on the GPU one kernel
-    (``glm_niw``, a block per chain) does the rest, with no host round trip;
-    on NumPy :func:`_niw_twin` does the same arithmetic.
+    their scatter) by the Bartlett decomposition, and ``mu | Sigma, beta ~
+    N(G bbar / (kappa0 + G), Sigma / (kappa0 + G))``. The random numbers (the
+    Bartlett factor's gammas and normals, then ``z``) come from the generator
+    on either backend; on the GPU ``glm_niw`` (a block per chain) does the
+    rest with no host round trip, on NumPy its twin :func:`.ops._niw_twin`.
     """
     kappa0, nu0, psi0 = hyper[:3]
     if len(hyper) > 3 and hyper[3] == "diag":
         with _validate.validation(False):  # the shapes are positive by construction
             return _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp)
     C, G, K = beta.shape
-    # The Bartlett factor's draws, as gpumcmc.random's invwishart takes them: Gamma((df - i) / 2) for
-    # A_ii = sqrt(2 Gamma), df = nu0 + G, and standard normals below the diagonal.
+    # As gpumcmc.random's invwishart takes them: Gamma((df - i) / 2) for A_ii = sqrt(2 Gamma), df = nu0 + G.
     shape = xp.broadcast_to((nu0 + G - xp.arange(K, dtype=np.float64)) / 2, (C, K)).copy()
     with _validate.validation(False):  # nu0 > K - 1, so every shape is positive
         gam = rng.gamma(shape, dtype=np.float64)
@@ -278,15 +250,10 @@ def _draw_hyper(rng, beta, hyper, xp):
 
 
 def _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp):
-    """mu, diag(tau^2) | beta, coordinate by coordinate, all chains at once.
-
-    With ``bbar_k`` the groups' mean and ``S_k`` their sum of squared
-    deviations, the conjugate update of ``tau_k^2 ~ InvGamma(nu0/2, psi0_k/2)``,
-    ``mu_k | tau_k^2 ~ N(0, tau_k^2/kappa0)`` gives
+    """mu, diag(tau^2) | beta, coordinate by coordinate, all chains at once: with ``bbar_k`` the groups'
+    mean and ``S_k`` their sum of squared deviations,
     ``tau_k^2 | beta ~ InvGamma((nu0 + G)/2, (psi0_k + S_k + kappa0 G bbar_k^2/(kappa0 + G))/2)``
-    and ``mu_k | tau_k^2, beta ~ N(G bbar_k/(kappa0 + G), tau_k^2/(kappa0 + G))``.
-    The inverse gamma is ``scale / Gamma(shape, 1)``, from the generator's gamma draws.
-    """
+    (``scale / Gamma(shape, 1)``) and ``mu_k | tau_k^2, beta ~ N(G bbar_k/(kappa0 + G), tau_k^2/(kappa0 + G))``."""
     C, G, K = beta.shape
     b = beta.astype(np.float64)
     bbar = b.mean(axis=1)                                         # (C, K)
@@ -324,7 +291,7 @@ def _init_data(X, y, family, n_chains, groups, chunk_shape):
     xp = _backend.get_array_module(X)
     N, K = X.shape
     if groups is None:
-        gid = xp.zeros((N,), dtype=np.int64)
+        gid = None
         starts = xp.asarray([0], dtype=np.int64)
         ends = xp.asarray([N], dtype=np.int64)
         G = 1
@@ -334,10 +301,6 @@ def _init_data(X, y, family, n_chains, groups, chunk_shape):
         counts = xp.bincount(gid, minlength=G)
         ends = xp.cumsum(counts)
         starts = ends - counts
-    lgy = None
-    if family == "poisson":
-        from ...glm import _lgamma1p
-        lgy = _lgamma1p(xp, y)
+    lgy = _lgamma1p(xp, y) if family == "poisson" else None
     plan = _chunk_plan(xp, starts, ends, n_chains, chunk_shape) if xp is not np else None
     return _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan), G
-

@@ -1,14 +1,13 @@
 """The Bayesian GLMs' scikit-learn face: :class:`BayesianGLM` and :class:`HierarchicalGLM`.
 
-Each checks its settings and data, builds the sampler's state
-(:func:`.algorithm.init`, or for ``devices=`` :mod:`.sharded`'s algorithms through
-:func:`gpumcmc.sampling.sharded`) and runs it
-through :func:`gpumcmc.sampling.run`, which keeps the draws; the fitted
-estimator predicts from them.
+Each checks its settings and data, builds the sampler's state (:func:`.algorithm.init`, or for
+``devices=`` :mod:`.sharded`'s algorithms through :func:`gpumcmc.sampling.sharded`) and runs it through
+:func:`gpumcmc.sampling.run`, which keeps the draws; the fitted estimator predicts from them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -35,7 +34,7 @@ def _check_xy(X, y, family, xp, dtype):
         from ...sampling._estimator import DataConversionWarning
 
         warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
-                      "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=3)
+                      "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=4)
         y = y[:, 0]
     X = as_data(X, xp, dtype, "X")
     y = as_data(y, xp, dtype, "y", ndim=1, finite=False)
@@ -58,17 +57,14 @@ def _positive_float(value, name: str) -> float:
 def _available_if(check):
     """``sklearn.utils.metaestimators.available_if`` where scikit-learn imports, else the same idea: the
     method exists on an instance only where ``check(instance)`` holds (or raises AttributeError itself)."""
-    try:
+    if HAVE_SKLEARN:
         from sklearn.utils.metaestimators import available_if
-    except ImportError:
-        available_if = None
-    if available_if is not None:
+
         return available_if(check)
 
     class _Descriptor:
         def __init__(self, fn):
-            self.fn = fn
-            self.__doc__ = fn.__doc__
+            self.fn, self.__doc__ = fn, fn.__doc__
 
         def __get__(self, obj, owner=None):
             if obj is None:
@@ -90,8 +86,7 @@ def _hidden(constraint):
 
 
 # The settings both estimators share, checked by scikit-learn at fit where it imports (_check_settings runs
-# without it). random_state (an int, a SeedSequence or a generator), dtype and devices are checked where
-# they are resolved.
+# without it). random_state, dtype and devices are checked where they are resolved.
 _SHARED_CONSTRAINTS = {
     "family": [StrOptions({"bernoulli", "poisson", "gaussian"}),
                _hidden(StrOptions({"Bernoulli", "Poisson", "Gaussian"}))],
@@ -113,9 +108,8 @@ _SHARED_CONSTRAINTS = {
 
 class _GLMBase(Estimator):
     def __sklearn_tags__(self):
-        # One class for the three families, so the estimator type follows the family parameter, as
-        # scikit-learn does for estimators whose kind depends on a parameter: bernoulli classifies (labels
-        # 0 and 1), poisson and gaussian regress.
+        # The estimator type follows the family parameter, as scikit-learn does for estimators whose kind
+        # depends on a parameter: bernoulli classifies (labels 0 and 1), poisson and gaussian regress.
         from sklearn.utils import ClassifierTags, RegressorTags
 
         tags = super().__sklearn_tags__()
@@ -141,25 +135,6 @@ class _GLMBase(Estimator):
                               "check_classifiers_classes", "check_classifiers_regression_target",
                               "check_classifier_not_supporting_multiclass", "check_fit2d_1feature"], why)
 
-    def _family_score(self, y, sample_weight, predict_mean):
-        """Accuracy (bernoulli, threshold 0.5) or R^2 of ``predict_mean()`` against ``y``, weighted."""
-        y = np.asarray(_backend.to_host(as_data(y, np, np.float64, "y", ndim=1)), dtype=np.float64)
-        w = None if sample_weight is None else np.asarray(_backend.to_host(sample_weight), dtype=np.float64)
-        if w is not None and w.shape != y.shape:
-            raise ValueError(f"sample_weight must have one weight per value of y ({y.shape[0]}), got {w.shape}.")
-        pred = predict_mean()
-        if pred.shape != y.shape:
-            raise ValueError(f"X has {pred.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
-        if self.family_ == "bernoulli":
-            return float(np.average((pred > 0.5) == y, weights=w))
-        ww = np.ones_like(y) if w is None else w
-        ybar = np.average(y, weights=ww)
-        ss_res = float(np.sum(ww * (y - pred) ** 2))
-        ss_tot = float(np.sum(ww * (y - ybar) ** 2))
-        if ss_tot == 0.0:  # scikit-learn's r2_score for constant y
-            return 1.0 if ss_res == 0.0 else 0.0
-        return 1.0 - ss_res / ss_tot
-
     def _check_settings(self):
         """The settings shared by both estimators, checked at fit (sigma: the gaussian noise)."""
         family = check_family(self.family)
@@ -171,25 +146,59 @@ class _GLMBase(Estimator):
         _positive_float(self.sigma, "sigma")
         self.family_ = family  # only once every setting passed: a refused refit leaves the last fit whole
 
+    def _checked_data(self, X, y, what: str):
+        """``(shards, X, y)``: the shards of ``devices`` (None without) and X, y checked, on the host to be
+        split over the shards (``what`` names the split), else on the backend."""
+        shards = None
+        if self.devices is not None:
+            from ...shards import resolve
+
+            if self.graph:
+                raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
+                                 "as a CUDA graph; leave graph at None or False.")
+            shards = resolve(self.devices, self.backend, what)[0]
+            X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
+            y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
+        X, y = _check_xy(X, y, self.family_, self._xp() if shards is None else np, np.dtype(self.dtype))
+        return shards, X, y
+
     def _design(self, X):
         xp = _backend.get_array_module(X)
         if self.fit_intercept:
             X = xp.concatenate([xp.ones((X.shape[0], 1), dtype=X.dtype), X], axis=1)
         return X
 
-    def _dtype(self):
-        return np.dtype(self.dtype)
+    def _sample(self, D, y, shards, prior_scale, gid=None, hyper=None):
+        """The trace of the sampler on the design ``D``: on one device (``gid``: each row's group on the
+        host, or None) or split over ``shards`` (the rows, or the groups for the hierarchy's ``hyper``, whose
+        ``psi0`` the full model gives as a number: the scale of ``psi0 I``)."""
+        fam, sig, K = self.family_, float(self.sigma), D.shape[1]
+        kw = dict(burn_in=self.n_warmup, collect=self._collector(hyper), progress=self.progress,
+                  desc=type(self).__name__)
+        xp = _backend.get_array_module(D) if shards is None else shards.xp
+        with contextlib.nullcontext() if shards is None else shards.on(0):
+            if hyper is not None and hyper.covariance == "full":
+                hyper = hyper._replace(psi0=xp.eye(K, dtype=np.float64) * hyper.psi0)
+        if shards is None:
+            state, data = init(D, y, fam, self.n_chains, prior_scale, None if gid is None else xp.asarray(gid))
+            rng = self._make_rng()
 
-    def _run(self, state, data, hyper):
-        rng = self._make_rng()
-        fam = self.family_
-        sig = float(self.sigma)
+            def st(r, s):
+                return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
 
-        def st(r, s):
-            return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
+            return run(st, state, rng, self.n_samples, graph=self._use_graph(data), **kw)
+        if hyper is None:
+            parts = row_parts(D, y, shards, fam, self.n_chains)
+            alg = sharded(over_rows(fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink), shards)
+        else:
+            parts = group_parts(D, y, gid, shards, fam, self.n_chains)
+            alg = sharded(over_groups(fam, sig, self.n_warmup, hyper, self.max_steps_out, self.max_shrink), shards)
+        from ...random import default_rng
 
-        return run(st, state, rng, self.n_samples, burn_in=self.n_warmup, collect=self._collector(hyper),
-                   progress=self.progress, desc=type(self).__name__, graph=self._use_graph(data))
+        with shards.on(0):
+            rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
+            state = alg.init(rng, parts, self.n_chains, prior_scale)
+            return run(alg.step, state, rng, self.n_samples, **kw)
 
     @staticmethod
     def _collector(hyper):
@@ -212,17 +221,57 @@ class _GLMBase(Estimator):
     def _use_graph(self, data):
         """Replay the sweep from a CUDA graph: on the GPU unless ``graph=False`` (by default not for
         ``max_steps_out >= _PMAX``, whose sweep is one launch per coordinate already)."""
-        g = getattr(self, "graph", None)
         if data.plan is None:  # NumPy
             return False
-        if g is None:
-            return self.max_steps_out < _PMAX
-        return bool(g)
+        return self.max_steps_out < _PMAX if self.graph is None else bool(self.graph)
+
+    def _fitted(self, draws):
+        """Set ``classes_`` for the family (y's support, as predict returns it); returns ``draws``."""
+        if self.family_ == "bernoulli":
+            self.classes_ = np.array([0, 1])
+        else:
+            self.__dict__.pop("classes_", None)  # from an earlier bernoulli fit
+        return draws
+
+    def _host_X(self, X, fitted: str):
+        """``X`` for prediction, on the host in float64, once the model is fitted."""
+        self._check_fitted(fitted)
+        X = np.asarray(_backend.to_host(as_data(X, self._xp(), np.dtype(self.dtype), "X")), dtype=np.float64)
+        self._check_n_features(X)
+        return X
+
+    def _labels(self, p):
+        """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean ``p`` itself."""
+        return (p > 0.5).astype(np.int64) if self.family_ == "bernoulli" else p
+
+    def _family_score(self, y, sample_weight, predict_mean):
+        """Accuracy (bernoulli, threshold 0.5) or R^2 of ``predict_mean()`` against ``y``, weighted."""
+        y = np.asarray(_backend.to_host(as_data(y, np, np.float64, "y", ndim=1)), dtype=np.float64)
+        w = None if sample_weight is None else np.asarray(_backend.to_host(sample_weight), dtype=np.float64)
+        if w is not None and w.shape != y.shape:
+            raise ValueError(f"sample_weight must have one weight per value of y ({y.shape[0]}), got {w.shape}.")
+        pred = predict_mean()
+        if pred.shape != y.shape:
+            raise ValueError(f"X has {pred.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
+        if self.family_ == "bernoulli":
+            return float(np.average((pred > 0.5) == y, weights=w))
+        ww = np.ones_like(y) if w is None else w
+        ybar = np.average(y, weights=ww)
+        ss_res = float(np.sum(ww * (y - pred) ** 2))
+        ss_tot = float(np.sum(ww * (y - ybar) ** 2))
+        if ss_tot == 0.0:  # scikit-learn's r2_score for constant y
+            return 1.0 if ss_res == 0.0 else 0.0
+        return 1.0 - ss_res / ss_tot
+
+
+def _thin(b, max_draws):
+    """At most ``max_draws`` (None: all) of the draws ``b`` (along axis 0), evenly spaced."""
+    if max_draws is None or b.shape[0] <= max_draws:
+        return b
+    return b[np.linspace(0, b.shape[0] - 1, max_draws).astype(int)]
 
 
 class BayesianGLM(_GLMBase):
-    _parameter_constraints = {**_SHARED_CONSTRAINTS, "prior_scale": [Interval(Real, 0, None, closed="neither")]}
-
     """Bayesian GLM with ``beta ~ N(0, prior_scale^2 I)``, sampled by slice-within-Gibbs.
 
     Parameters
@@ -236,9 +285,15 @@ class BayesianGLM(_GLMBase):
     sigma : float
         Known noise standard deviation of the gaussian family.
     fit_intercept : bool
-        Add a column of ones; its coefficient is ``intercept`` in the results.
+        Add a column of ones; its coefficient is ``intercept_``.
     max_steps_out, max_shrink : int
         The fixed bounds of the stepping-out and shrinkage rounds.
+    random_state : int, SeedSequence, gpumcmc Generator or None
+    progress : bool
+        Show a progress bar.
+    backend : {"numpy", "cupy", None}
+        None: the active backend (CuPy where a GPU is present).
+    dtype : "float32" or "float64"
     graph : bool or None
         On the GPU, capture one sweep as a CUDA graph and replay it
         (:func:`gpumcmc.sampling.graph_step`): one launch per sweep instead
@@ -246,59 +301,38 @@ class BayesianGLM(_GLMBase):
         draws bit for bit. ``None`` (the default): on the GPU, yes. The graph
         keeps a second copy of the state (``eta`` is chains x rows).
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the rows over devices (:func:`gpumcmc.models.glm.over_rows`): each keeps
-        ``eta`` of its rows and moves it by the differential update; the
-        slice sampler's log-density evaluations are all-reduced, so every
-        device takes the same decisions. ``Shards(n_virtual=k)`` splits on
-        NumPy, :func:`gpumcmc.shards.one_device` on one GPU. With one shard
-        the draws equal those of ``devices=None`` for the same seed; with
-        several, up to the order of the sums over rows (a chain can take
-        another step where a candidate lies within rounding of the slice
-        level). X and y are checked on the host and copied part by part to
-        the devices.
-    random_state, progress, backend, dtype : as everywhere in gpumcmc.
+        Split the rows over devices (:func:`gpumcmc.models.glm.over_rows`):
+        each keeps ``eta`` of its rows, and the slice sampler's log-density
+        evaluations are all-reduced, so every device takes the same
+        decisions. ``Shards(n_virtual=k)`` splits on NumPy,
+        :func:`gpumcmc.shards.one_device` on one GPU. With one shard the draws
+        equal those of ``devices=None`` for the same seed; with several, up to
+        the order of the sums over rows (a chain can take another step where a
+        candidate lies within rounding of the slice level). X and y are
+        checked on the host and copied part by part to the devices.
     """
+
+    _parameter_constraints = {**_SHARED_CONSTRAINTS, "prior_scale": [Interval(Real, 0, None, closed="neither")]}
 
     def __init__(self, family="bernoulli", prior_scale=2.5, n_chains=4, n_samples=1000, n_warmup=500,
                  sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24, random_state=None,
                  progress=True, backend=None, dtype="float64", graph=None, devices=None):
-        self.family = family
-        self.prior_scale = prior_scale
-        self.n_chains = n_chains
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.sigma = sigma
-        self.fit_intercept = fit_intercept
-        self.max_steps_out = max_steps_out
-        self.max_shrink = max_shrink
-        self.random_state = random_state
-        self.progress = progress
-        self.backend = backend
-        self.dtype = dtype
-        self.graph = graph
-        self.devices = devices
+        self.family, self.prior_scale, self.n_chains, self.n_samples = family, prior_scale, n_chains, n_samples
+        self.n_warmup, self.sigma, self.fit_intercept = n_warmup, sigma, fit_intercept
+        self.max_steps_out, self.max_shrink, self.random_state = max_steps_out, max_shrink, random_state
+        self.progress, self.backend, self.dtype, self.graph, self.devices = progress, backend, dtype, graph, devices
 
     def _check_flat_settings(self):
         self._check_settings()
         _positive_float(self.prior_scale, "prior_scale")
 
     def fit(self, X, y):
+        """Sample the posterior given ``X`` and ``y``."""
         self._validate_settings(self._check_flat_settings)
-        if self.devices is not None:
-            self.trace_ = self._fit_sharded(X, y)
-        else:
-            xp = self._xp()
-            X, y = _check_xy(X, y, self.family_, xp, self._dtype())
-            self.n_features_in_ = X.shape[1]
-            D = self._design(X)
-            state, data = init(D, y, self.family_, self.n_chains, float(self.prior_scale))
-            self.trace_ = self._run(state, data, None)
-        b = self.trace_.draws["beta"][:, :, 0, :]                    # (chain, draw, K')
-        self.coef_draws_ = b
-        if self.family_ == "bernoulli":
-            self.classes_ = np.array([0, 1])  # y's support, as predict returns it
-        else:
-            self.__dict__.pop("classes_", None)  # from an earlier bernoulli fit
+        shards, X, y = self._checked_data(X, y, "the rows")
+        self.n_features_in_ = X.shape[1]
+        self.trace_ = self._sample(self._design(X), y, shards, float(self.prior_scale))
+        b = self.coef_draws_ = self._fitted(self.trace_.draws["beta"][:, :, 0, :])    # (chain, draw, K')
         if self.fit_intercept:
             self.intercept_ = float(b[..., 0].mean())
             self.coef_ = b[..., 1:].mean(axis=(0, 1))
@@ -307,46 +341,11 @@ class BayesianGLM(_GLMBase):
             self.coef_ = b.mean(axis=(0, 1))
         return self
 
-    def _fit_sharded(self, X, y):
-        """The rows split over ``self.devices`` (see :func:`.sharded.over_rows`)."""
-        from ...random import default_rng
-        from ...shards import resolve
-
-        if self.graph:
-            raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
-                             "a CUDA graph; leave graph at None or False.")
-        shards = resolve(self.devices, self.backend, "the rows")[0]
-        X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
-        y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
-        X, y = _check_xy(X, y, self.family_, np, self._dtype())   # on the host, before the split
-        self.n_features_in_ = X.shape[1]
-        D = self._design(X)
-        parts = row_parts(D, y, shards, self.family_, self.n_chains)
-        alg = sharded(over_rows(self.family_, float(self.sigma), self.n_warmup, self.max_steps_out, self.max_shrink),
-                      shards)
-        with shards.on(0):
-            rng = default_rng(self.random_state, backend="numpy" if shards.xp is np else "cupy")
-            state = alg.init(rng, parts, self.n_chains, float(self.prior_scale))
-            return run(alg.step, state, rng, self.n_samples, burn_in=self.n_warmup,
-                       collect=lambda s, info: {"beta": s.beta}, progress=self.progress,
-                       desc=type(self).__name__)
-
-    def _draws(self, max_draws=None):
-        b = self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1])
-        if max_draws is not None and b.shape[0] > max_draws:
-            b = b[np.linspace(0, b.shape[0] - 1, max_draws).astype(int)]
-        return b
-
     def predict_mean(self, X, max_draws=1000):
         """The posterior predictive mean E[y | X] (averaged over the draws), on the host."""
-        self._check_fitted("coef_draws_")
-        X = np.asarray(_backend.to_host(as_data(X, self._xp(), self._dtype(), "X")), dtype=np.float64)
-        self._check_n_features(X)
-        b = self._draws(max_draws)
-        if self.fit_intercept:
-            eta = b[:, :1] + b[:, 1:] @ X.T
-        else:
-            eta = b @ X.T
+        X = self._host_X(X, "coef_draws_")
+        b = _thin(self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1]), max_draws)
+        eta = b[:, :1] + b[:, 1:] @ X.T if self.fit_intercept else b @ X.T
         return mean_function(eta, self.family_, np).mean(axis=0)
 
     def _is_classifier(self) -> bool:
@@ -366,15 +365,13 @@ class BayesianGLM(_GLMBase):
     def score(self, X, y, sample_weight=None, max_draws=1000):
         """scikit-learn's score for the family: for ``"bernoulli"`` the accuracy of :meth:`predict` (as
         ``ClassifierMixin``), for ``"poisson"`` and ``"gaussian"`` the coefficient of determination R^2 of
-        the posterior predictive mean (as ``RegressorMixin``). So ``GridSearchCV`` and
-        ``cross_val_score`` rank fits as they rank scikit-learn's own classifiers and regressors."""
+        the posterior predictive mean (as ``RegressorMixin``)."""
         self._check_fitted("coef_draws_")
         return self._family_score(y, sample_weight, lambda: self.predict_mean(X, max_draws))
 
     def predict(self, X, max_draws=1000):
         """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean."""
-        p = self.predict_mean(X, max_draws)
-        return (p > 0.5).astype(np.int64) if self.family_ == "bernoulli" else p
+        return self._labels(self.predict_mean(X, max_draws))
 
     def to_arviz(self, feature_names=None):
         """ArviZ InferenceData: posterior ``beta`` (chain, draw, K), ``intercept``; sample stats."""
@@ -393,49 +390,32 @@ class BayesianGLM(_GLMBase):
 
 
 class HierarchicalGLM(_GLMBase):
-    _parameter_constraints = {
-        **_SHARED_CONSTRAINTS,
-        "kappa0": [Interval(Real, 0, None, closed="left")],
-        "nu0": [None, Interval(Real, 0, None, closed="neither")],
-        "psi0": [Interval(Real, 0, None, closed="left")],
-        "covariance": [StrOptions({"full", "diag"})],
-    }
-
     """Hierarchical GLM: each group g has its own coefficients ``beta_g``, drawn around a common mean.
 
-    The model, for groups g = 1..G and coefficients k = 1..K (the intercept
-    first when ``fit_intercept``):
-
-    ``covariance="full"`` (the default)::
+    For groups g = 1..G and coefficients k = 1..K (the intercept first when
+    ``fit_intercept``), ``y`` given ``beta_g`` follows the GLM of ``family``
+    within each group, and with ``covariance="full"`` (the default)::
 
         beta_g | mu, Sigma ~ N(mu, Sigma)
         mu | Sigma         ~ N(0, Sigma / kappa0)
         Sigma              ~ InvWishart(nu0, psi0 * I)        nu0 = K + 2 by default
 
-    ``covariance="diag"``: the coefficients vary across groups independently,
-    each with its own scale ``tau_k``::
+    or with ``covariance="diag"`` (each coefficient varies across groups
+    with its own scale; ``nu0 = 3`` gives ``tau_k^2`` the prior of a
+    diagonal entry of ``Sigma`` under the full default)::
 
         beta_gk | mu_k, tau_k ~ N(mu_k, tau_k^2)
         mu_k | tau_k          ~ N(0, tau_k^2 / kappa0)
         tau_k^2               ~ InvGamma(nu0 / 2, psi0 / 2)    nu0 = 3 by default
 
-    (with ``nu0 = 3`` each ``tau_k^2`` has the same prior as a diagonal entry
-    of ``Sigma`` under the full model's default), and ``y`` given ``beta_g``
-    follows the GLM of ``family`` within each group.
-
-    All groups' coefficients move at once (conditionally independent given
-    ``mu, Sigma``), each by slice-within-Gibbs with the differential update;
-    ``mu, Sigma`` are then drawn from their conjugate conditional for all
-    chains at once: the inverse-Wishart by the Bartlett decomposition (on
-    the GPU one kernel, a block per chain, from the groups' scatter to
-    ``mu``, ``Sigma`` and its inverse, with no host round trip), or for
-    ``"diag"`` an inverse-gamma per coefficient (from the generator's gamma
-    draws) and a normal for ``mu``. The diagonal model has K variances to learn instead of
-    K (K + 1) / 2 covariances, so it needs fewer groups and keeps no (K, K)
-    matrix per draw. ``fit(X, y, groups)`` takes integer or string group
+    All groups' coefficients move at once by slice-within-Gibbs; ``mu,
+    Sigma`` are then drawn from their conjugate conditional (on the GPU one
+    kernel, a block per chain, with no host round trip). The diagonal model
+    has K variances to learn instead of K (K + 1) / 2 covariances, so it
+    needs fewer groups. ``fit(X, y, groups)`` takes integer or string group
     labels, one per row (``groups=None``: one group); :meth:`predict`,
     :meth:`predict_mean` and :meth:`score` take labels seen at fit. In
-    scikit-learn's ``cross_val_score`` or ``GridSearchCV``, route them with
+    ``cross_val_score`` or ``GridSearchCV``, route them with
     ``sklearn.set_config(enable_metadata_routing=True)`` and
     ``set_fit_request(groups=True).set_score_request(groups=True)``.
 
@@ -446,42 +426,36 @@ class HierarchicalGLM(_GLMBase):
         The hyperprior above (``nu0=None``: the default for ``covariance``).
     covariance : {"full", "diag"}
         The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
-    n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink,
-    random_state, progress, backend, dtype, graph : as for :class:`BayesianGLM`.
+    n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink
+        As for :class:`BayesianGLM`, and so are ``random_state``, ``progress``, ``backend``, ``dtype`` and ``graph``.
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
         Split the groups over devices (:func:`gpumcmc.models.glm.over_groups`):
-        each holds whole groups (their rows, coefficients and ``eta``,
-        about equal rows per device) and sweeps them with no communication;
-        once a sweep, every group's coefficients are all-reduced (``C G K``
-        values) for the draw of ``mu, Sigma``. Group g's random numbers are
-        the same on any device, so on the GPU the draws equal those of
-        ``devices=None`` for the same seed, bit for bit; on NumPy
-        (``Shards(n_virtual=k)``), up to the rounding of the sums over a
-        group's rows. There must be at least as many groups as devices.
+        each holds whole groups (about equal rows per device) and sweeps
+        them with no communication; once a sweep, every group's coefficients
+        are all-reduced (``C G K`` values) for the draw of ``mu, Sigma``. On
+        the GPU the draws equal those of ``devices=None`` for the same seed,
+        bit for bit; on NumPy (``Shards(n_virtual=k)``), up to the rounding of
+        the sums over a group's rows. There must be at least as many groups
+        as devices.
     """
+
+    _parameter_constraints = {
+        **_SHARED_CONSTRAINTS,
+        "kappa0": [Interval(Real, 0, None, closed="left")],
+        "nu0": [None, Interval(Real, 0, None, closed="neither")],
+        "psi0": [Interval(Real, 0, None, closed="left")],
+        "covariance": [StrOptions({"full", "diag"})],
+    }
 
     def __init__(self, family="bernoulli", kappa0=1.0, nu0=None, psi0=1.0, n_chains=4, n_samples=1000,
                  n_warmup=500, sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24,
                  random_state=None, progress=True, backend=None, dtype="float64", covariance="full",
                  graph=None, devices=None):
-        self.family = family
-        self.kappa0 = kappa0
-        self.nu0 = nu0
-        self.psi0 = psi0
-        self.n_chains = n_chains
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.sigma = sigma
-        self.fit_intercept = fit_intercept
-        self.max_steps_out = max_steps_out
-        self.max_shrink = max_shrink
-        self.random_state = random_state
-        self.progress = progress
-        self.backend = backend
-        self.dtype = dtype
-        self.covariance = covariance
-        self.graph = graph
-        self.devices = devices
+        self.family, self.kappa0, self.nu0, self.psi0, self.covariance = family, kappa0, nu0, psi0, covariance
+        self.n_chains, self.n_samples, self.n_warmup, self.sigma = n_chains, n_samples, n_warmup, sigma
+        self.fit_intercept, self.max_steps_out, self.max_shrink = fit_intercept, max_steps_out, max_shrink
+        self.random_state, self.progress, self.backend, self.dtype = random_state, progress, backend, dtype
+        self.graph, self.devices = graph, devices
 
     def _check_hier_settings(self):
         self._check_settings()
@@ -498,20 +472,7 @@ class HierarchicalGLM(_GLMBase):
         """Sample the posterior given ``X``, ``y`` and one group label per row (``groups=None``: all rows in
         one group)."""
         self._validate_settings(self._check_hier_settings)
-        shards = None
-        if self.devices is not None:
-            from ...shards import resolve
-
-            if self.graph:
-                raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
-                                 "as a CUDA graph; leave graph at None or False.")
-            shards = resolve(self.devices, self.backend, "the groups")[0]
-            xp = np  # X and y are checked on the host, then copied group by group to the devices
-            X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
-            y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
-        else:
-            xp = self._xp()
-        X, y = _check_xy(X, y, self.family_, xp, self._dtype())
+        shards, X, y = self._checked_data(X, y, "the groups")
         groups = np.zeros(X.shape[0], np.int64) if groups is None else np.asarray(_backend.to_host(groups))
         if groups.ndim != 1 or groups.shape[0] != X.shape[0]:
             raise ValueError(f"groups must be 1-d with one label per row of X ({X.shape[0]}), "
@@ -524,47 +485,20 @@ class HierarchicalGLM(_GLMBase):
                              "every row a group, or drop the rows without one.")
         self.groups_, gid = np.unique(groups, return_inverse=True)
         order = np.argsort(gid, kind="stable")
-        o = xp.asarray(order)
+        o = _backend.get_array_module(X).asarray(order)
         X, y = X[o], y[o]
         self.n_features_in_ = X.shape[1]
         D = self._design(X)
         K = D.shape[1]
-        if shards is None:
-            state, data = init(D, y, self.family_, self.n_chains, 1.0, xp.asarray(gid[order].astype(np.int64)))
-        else:
-            parts = group_parts(D, y, gid[order], shards, self.family_, self.n_chains)
-            xp = shards.xp
         if self.covariance == "diag":
             nu0 = float(3.0 if self.nu0 is None else self.nu0)
-            if not nu0 > 0:
-                raise ValueError(f"nu0 must be positive for covariance='diag', got {nu0}.")
-            hyper = HyperPrior(float(self.kappa0), nu0, float(self.psi0), "diag")
         else:
             nu0 = float(K + 2 if self.nu0 is None else self.nu0)
             if nu0 <= K - 1:
                 raise ValueError(f"nu0 must exceed K - 1 = {K - 1}, got {nu0}.")
-            if shards is None:
-                hyper = HyperPrior(float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
-            else:
-                with shards.on(0):
-                    hyper = HyperPrior(float(self.kappa0), nu0, xp.eye(K, dtype=np.float64) * float(self.psi0))
-        if shards is None:
-            self.trace_ = self._run(state, data, hyper)
-        else:
-            from ...random import default_rng
-
-            alg = sharded(over_groups(self.family_, float(self.sigma), self.n_warmup, hyper, self.max_steps_out,
-                                      self.max_shrink), shards)
-            with shards.on(0):
-                rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
-                state = alg.init(rng, parts, self.n_chains, 1.0)
-                self.trace_ = run(alg.step, state, rng, self.n_samples, burn_in=self.n_warmup,
-                                  collect=self._collector(hyper), progress=self.progress, desc=type(self).__name__)
-        self.beta_draws_ = self.trace_.draws["beta"]              # (chain, draw, G, K')
-        if self.family_ == "bernoulli":
-            self.classes_ = np.array([0, 1])  # y's support, as predict returns it
-        else:
-            self.__dict__.pop("classes_", None)  # from an earlier bernoulli fit
+        hyper = HyperPrior(float(self.kappa0), nu0, float(self.psi0), self.covariance)
+        self.trace_ = self._sample(D, y, shards, 1.0, gid[order].astype(np.int64), hyper)
+        self.beta_draws_ = self._fitted(self.trace_.draws["beta"])              # (chain, draw, G, K')
         self.coef_ = self.beta_draws_.mean(axis=(0, 1))
         return self
 
@@ -590,14 +524,10 @@ class HierarchicalGLM(_GLMBase):
     def predict_mean(self, X, groups=None, max_draws=1000):
         """The posterior predictive mean E[y | X] on the host, each row under the draws of its group's
         coefficients (``groups`` as at fit, one label per row; ``None`` where fit saw one group)."""
-        self._check_fitted("beta_draws_")
-        X = np.asarray(_backend.to_host(as_data(X, self._xp(), self._dtype(), "X")), dtype=np.float64)
-        self._check_n_features(X)
+        X = self._host_X(X, "beta_draws_")
         gid = self._group_ids(groups, X.shape[0])
         D = self._design(X)
-        b = self.beta_draws_.reshape((-1,) + self.beta_draws_.shape[2:])          # (draw, G, K')
-        if b.shape[0] > max_draws:
-            b = b[np.linspace(0, b.shape[0] - 1, max_draws).astype(int)]
+        b = _thin(self.beta_draws_.reshape((-1,) + self.beta_draws_.shape[2:]), max_draws)     # (draw, G, K')
         eta = np.empty((b.shape[0], X.shape[0]))
         for g in np.unique(gid):
             rows = gid == g
@@ -607,8 +537,7 @@ class HierarchicalGLM(_GLMBase):
     def predict(self, X, groups=None, max_draws=1000):
         """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean; ``groups`` as for
         :meth:`predict_mean`."""
-        p = self.predict_mean(X, groups, max_draws)
-        return (p > 0.5).astype(np.int64) if self.family_ == "bernoulli" else p
+        return self._labels(self.predict_mean(X, groups, max_draws))
 
     def score(self, X, y, groups=None, sample_weight=None, max_draws=1000):
         """Accuracy (bernoulli) or R^2 of the posterior predictive mean, as :meth:`BayesianGLM.score`;

@@ -1,19 +1,14 @@
 """The GPU launchers of the Bayesian GLM's sampler (``kernels_cu/glm.cu``) and their NumPy twins.
 
-Kernel and launcher are partners: each launcher names its kernel's arguments
-(:mod:`gpumcmc._kernel_args`), and each twin computes what its kernel
-computes, with the same random numbers. :mod:`.algorithm` calls them:
+Each launcher names its kernel's arguments (:mod:`gpumcmc._kernel_args`), and each twin computes what its
+kernel computes, with the same random numbers:
 
-- the coordinate sweep on the GPU: :func:`_slice_pass_sweep` (``glm_slice_pass``,
-  two launches a coordinate, rows split into chunks by :func:`_chunk_plan`)
-  and, for ``max_steps_out >= _PMAX``, :func:`_slice_kernel_coordinate`
-  (``glm_slice_segment``); their twin is the array code of
-  :func:`.algorithm._sweep_coefs`;
-- the hierarchical draw of ``mu, Sigma``: :func:`_niw_kernel` (``glm_niw``)
-  and its twin :func:`_niw_twin`;
-- the sweep with the rows split over devices: :class:`_ShardedPasses`
-  (``glm_slice_shard_eval``, ``glm_slice_decide``), whose twins are
-  :mod:`.sharded`'s ``_twin_eval`` and ``_twin_decide``.
+- the coordinate sweep: :func:`_slice_pass_sweep` (``glm_slice_pass``, two launches a coordinate, rows
+  split into chunks by :func:`_chunk_plan`) and, for ``max_steps_out >= _PMAX``,
+  :func:`_slice_kernel_coordinate` (``glm_slice_segment``); their twin is :func:`.algorithm._sweep_coefs`;
+- the hierarchical draw of ``mu, Sigma``: :func:`_niw_kernel` (``glm_niw``) and its twin :func:`_niw_twin`;
+- the sweep with the rows split over devices: :class:`_ShardedPasses` (``glm_slice_shard_eval``,
+  ``glm_slice_decide``), whose twins are :mod:`.sharded`'s ``_twin_eval`` and ``_twin_decide``.
 """
 
 from __future__ import annotations
@@ -29,24 +24,36 @@ from ..._config import config
 
 FILE = "glm.cu"
 _FAMILY = {"bernoulli": 0, "poisson": 1, "gaussian": 2}  # the kernels' family codes
+_SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
+              "glm_slice_pass<double>", "glm_slice_shard_eval<float>", "glm_slice_shard_eval<double>",
+              "glm_slice_decide<float>", "glm_slice_decide<double>")
+_PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu: a constant of the kernels, not a knob)
+_NIW_CH = 16       # GLM_NIW_CH in glm.cu
+
+
+def _prior_terms(xp, beta, mu, prec, k):
+    """The prior's part of coordinate ``k``'s conditional: ``-pkk (x - muk)^2 / 2 - (x - muk) c`` with
+    pkk (C, 1), muk (C, 1) and the cross term c (C, G), in the dtype of beta."""
+    d = beta - mu[:, None, :]                                  # (C, G, K)
+    pk = prec[:, k, :]                                         # (C, K)
+    c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
+    return pk[:, k][:, None], mu[:, k][:, None], c
+
+
+def _tuned_width(xp, where, w, delta):
+    """The warm-up's step width where ``where`` holds: towards three times the move ``delta``."""
+    return xp.where(where, 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w), w)
 
 
 def _around(kernel: str, varying: tuple, values: tuple) -> tuple:
     """``(head, tail)``: ``values``, a launch's arguments of ``kernel`` in the declared order (as
-    :func:`gpumcmc._kernel_args.packed` gives them), without the parameters ``varying``, which follow one
-    another in the declaration. A launch that changes only those then takes ``*head, *varying values,
-    *tail``: the arguments bound by name once, each launch costing the host a tuple."""
+    :func:`gpumcmc._kernel_args.packed` gives them), without the consecutive parameters ``varying``. A
+    launch that changes only those then takes ``*head, *varying values, *tail``: bound by name once."""
     names = _kernel_args.signature(FILE, kernel).names
     i = names.index(varying[0])
     if names[i:i + len(varying)] != tuple(varying):
         raise ValueError(f"{kernel} in {FILE}: the parameters {', '.join(varying)} do not follow one another.")
     return values[:i], values[i + len(varying):]
-
-
-_SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
-              "glm_slice_pass<double>", "glm_slice_shard_eval<float>", "glm_slice_shard_eval<double>",
-              "glm_slice_decide<float>", "glm_slice_decide<double>")
-_PMAX = 16         # candidates one pass evaluates (GLM_PMAX in glm.cu: a constant of the kernels, not a knob)
 
 
 class _ChunkPlan(NamedTuple):
@@ -69,9 +76,8 @@ def _chunk_plan(xp, starts, ends, n_chains, shape=None):
     N = int(en[-1]) if len(en) else 0
     biggest = int(sizes.max()) if len(sizes) else 0
     # Threads a block: about two rows each in the largest group, 32 to 256. Small groups (the
-    # hierarchical model's) then get small blocks, many of them resident per SM: a block's time is
-    # mostly the latency of its few dependent steps, so more at once is what makes the pass short
-    # (benchmarks/NOTES.md has the measurements).
+    # hierarchical model's) get small blocks, many resident per SM: a block's time is mostly the latency
+    # of its few dependent steps, so more at once makes the pass short (benchmarks/NOTES.md).
     half = -(-biggest // 2)
     block = config.glm_block or min(256, max(32, 1 << max(0, half - 1).bit_length()))
     rows = config.glm_chunk_rows
@@ -90,10 +96,9 @@ def _chunk_plan(xp, starts, ends, n_chains, shape=None):
 def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
                              max_steps_out, max_shrink, e, u, us):
     """Coordinate ``k`` of every chain and group by one block per (chain, group) (``glm_slice_segment``,
-    which runs Neal's procedure to the end in one launch): the GPU sweep for ``max_steps_out >= _PMAX``,
-    more stepping-out points than one pass of ``glm_slice_pass`` evaluates; ``beta``, ``eta``, ``width``
-    are updated in place. ``e``, ``u``,
-    ``us`` are the twin's random numbers for this coordinate."""
+    Neal's procedure to the end in one launch): the sweep for ``max_steps_out >= _PMAX``, more
+    stepping-out points than a pass of ``glm_slice_pass`` evaluates. Updates ``beta``, ``eta``, ``width``
+    in place; ``e``, ``u``, ``us`` are the coordinate's random numbers. Returns the fallbacks per chain."""
     from ... import _loader
 
     C, G, K = beta.shape
@@ -101,11 +106,10 @@ def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, si
     N = eta.shape[1]
     x0 = xp.ascontiguousarray(beta[:, :, k])
     w = xp.ascontiguousarray(width[:, :, k])
-    d = beta - state.mu[:, None, :]
-    pk = state.prec[:, k, :]
-    cpr = xp.ascontiguousarray(xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None], dtype=dt)
-    pkk = xp.ascontiguousarray(pk[:, k], dtype=dt)
-    muk = xp.ascontiguousarray(state.mu[:, k], dtype=dt)
+    pkk, muk, c = _prior_terms(xp, beta, state.mu, state.prec, k)
+    cpr = xp.ascontiguousarray(c, dtype=dt)
+    pkk = xp.ascontiguousarray(pkk[:, 0], dtype=dt)
+    muk = xp.ascontiguousarray(muk[:, 0], dtype=dt)
     e, u, us = (xp.ascontiguousarray(a) for a in (e, u, us))
     xnew = xp.empty((C, G), dtype=dt)
     ok = xp.empty((C, G), dtype=np.uint8)
@@ -125,7 +129,7 @@ def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, si
                          ok_out=ok))
     beta[:, :, k] = xnew
     delta = xnew - x0
-    width[:, :, k] = xp.where(warm, 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w), w)
+    width[:, :, k] = _tuned_width(xp, warm, w, delta)
     return (ok == 0).sum(axis=1)
 
 
@@ -181,17 +185,13 @@ def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_
     return fb.reshape(C, G).sum(axis=1).astype(np.int64)
 
 
-_NIW_CH = 16  # GLM_NIW_CH in glm.cu
-
-
 def _niw_fits(K):
-    """Whether ``glm_niw``'s shared memory takes K coefficients (else the draw takes :func:`_niw_twin`'s
-    array code on the GPU too)."""
+    """Whether ``glm_niw``'s shared memory takes K coefficients (else the GPU too takes :func:`_niw_twin`)."""
     return 8 * (4 * K * K + K + _NIW_CH * K) <= 48 * 1024
 
 
 def _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z):
-    """The draw of :func:`_draw_hyper` by ``glm_niw`` (kernels_cu/glm.cu), one block per chain."""
+    """The draw of :func:`.algorithm._draw_hyper` by ``glm_niw``, one block per chain."""
     from ... import _loader
 
     C, G, K = beta.shape
@@ -211,7 +211,9 @@ def _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z):
 
 
 def _niw_twin(xp, beta, kappa0, psi0, gam, zn, z):
-    """The host twin of ``glm_niw`` (and its fallback on the GPU for large K): see :func:`_draw_hyper`."""
+    """The twin of ``glm_niw`` (and its fallback on the GPU for large K). With ``psi = C C^T`` and the
+    Bartlett factor ``A``, ``M = C A^-T`` gives ``Sigma = M M^T``, ``N = C^-T A`` gives ``Sigma^-1 = N N^T``
+    and ``mu = G bbar / (kappa0 + G) + M z / sqrt(kappa0 + G)``."""
     C, G, K = beta.shape
     b = beta.astype(np.float64)
     bbar = b.mean(axis=1)                                         # (C, K)
@@ -246,13 +248,10 @@ class _Passes(NamedTuple):
 
 
 class _ShardedPasses:
-    """The passes of one sweep on the GPUs with the rows split over ``shards`` (:func:`.sharded.over_rows`): per
-    coordinate and pass each shard's ``glm_slice_shard_eval`` over its rows, the sum of the candidates'
-    values over the shards, and each distinct device's ``glm_slice_decide``. The twins are :mod:`.sharded`'s
-    ``_twin_eval`` and ``_twin_decide``.
-
-    ``dev_of``: each local shard's copy of the state; ``first_shard``: each copy's first local shard.
-    The kernels and each shard's buffers are made once, here; a call then runs one sweep."""
+    """The passes of one sweep on the GPUs with the rows split over ``shards``: per coordinate and pass
+    each shard's ``glm_slice_shard_eval`` over its rows, the sum over the shards, and each distinct
+    device's ``glm_slice_decide``. ``dev_of``: each local shard's copy of the state; ``first_shard``: each
+    copy's first local shard. The kernels and buffers are made once, here; a call runs one sweep."""
 
     def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1):
         from ... import _loader
@@ -260,9 +259,7 @@ class _ShardedPasses:
         xp = shards.xp
         self.shards, self.data, self.dev_of, self.first_shard = shards, data, dev_of, first_shard
         self.sigma_noise, self.n_warmup, self.m, self.max_shrink, self.d1 = sigma_noise, n_warmup, m, max_shrink, d1
-        n_local = len(data)
-        dt = prior[0].dtype
-        ctype = _loader.CTYPE[np.dtype(dt)]
+        ctype = _loader.CTYPE[np.dtype(prior[0].dtype)]
         self.fam = _FAMILY[family]
         C = prior[0].shape[0]
         self.launch_eval, self.launch_decide, self.bufs = [], [], []
@@ -272,7 +269,7 @@ class _ShardedPasses:
                 fd = _loader.get_function("glm.cu", f"glm_slice_decide<{ctype}>", _SEG_NAMES)
                 self.launch_eval.append(_loader.packed_launcher(fe, "glm.cu", "glm_slice_shard_eval", ctype))
                 self.launch_decide.append(_loader.packed_launcher(fd, "glm.cu", "glm_slice_decide", ctype))
-        for i in range(n_local):
+        for i in range(len(data)):
             with shards.on(i):
                 plan = data[i].plan
                 self.bufs.append(dict(part=xp.empty((C * plan.n_chunks * _PMAX,), dtype=np.float64),
@@ -280,9 +277,8 @@ class _ShardedPasses:
                                       sums=xp.zeros((C, 1, _PMAX), dtype=np.float64)))
 
     def _launches(self, dvs, etas):
-        """Per local shard and per distinct device, the launches of one sweep: every argument that stays the
-        same over its coordinates and passes (the arrays' addresses, the stream, the sizes) is gathered
-        once a sweep, so that each of the sweep's K x passes launches costs the host only the launch."""
+        """Per local shard and per distinct device, the launches of one sweep, every argument that stays
+        the same over its coordinates and passes gathered once, so each launch costs the host only itself."""
         import cupy
 
         shards, data, bufs = self.shards, self.data, self.bufs
@@ -319,10 +315,9 @@ class _ShardedPasses:
         return evals, decides
 
     def __call__(self, dvs, etas):
-        """One sweep's passes on the GPUs, for :func:`.sharded._run_passes`: the local part launches each
-        shard's evaluation and returns the sums (each shard's bufs[i]["sums"], summed in place by the
-        all-reduce), the update each device's decision. The host sets each launch's device directly (one
-        runtime call), and ``close`` puts the caller's device back."""
+        """One sweep's :class:`_Passes` on the GPUs: the local part launches each shard's evaluation and
+        returns the sums (summed in place by the all-reduce), the update each device's decision. Each
+        launch sets its device directly (one runtime call); ``close`` puts the caller's device back."""
         import cupy
 
         shards = self.shards

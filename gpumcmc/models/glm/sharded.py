@@ -1,20 +1,16 @@
 """The Bayesian GLM's sweep with its rows, or its groups, split over devices, on the sampler protocol.
 
-Both sweeps are :class:`gpumcmc.sampling.Collective` algorithms: their steps
-are written against ``reduce``, the all-reduce that
-:func:`gpumcmc.sampling.sharded` supplies (the identity over one shard of one).
+Both sweeps are :class:`gpumcmc.sampling.Collective` algorithms: their steps are written against
+``reduce``, the all-reduce that :func:`gpumcmc.sampling.sharded` supplies.
 
-``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over
-:func:`row_parts`): per coordinate and pass of the slice sampler, every shard's
-candidate log-likelihood sums over its rows (the local part), their sum, and
-every device's decisions from it (the update), by :func:`_run_passes` on NumPy
-(the twins :func:`_twin_eval`, :func:`_twin_decide`) and on the GPUs
-(``glm_slice_shard_eval``, ``glm_slice_decide``: :class:`.ops._ShardedPasses`).
+``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over :func:`row_parts`): per coordinate
+and pass of the slice sampler, every shard's candidate log-likelihood sums over its rows (the local
+part), their sum, and every device's decisions from it (the update), by :func:`_run_passes` on NumPy
+(:func:`_twin_eval`, :func:`_twin_decide`) and on the GPUs (:class:`.ops._ShardedPasses`).
 
-``HierarchicalGLM(devices=...)`` splits the groups (:func:`over_groups` over
-:func:`group_parts`): each device sweeps whole groups by the single-device
-step, and the groups' coefficients are summed once a sweep for the draw of
-``mu, Sigma``.
+``HierarchicalGLM(devices=...)`` splits the groups (:func:`over_groups` over :func:`group_parts`): each
+device sweeps whole groups by the single-device step, and the groups' coefficients are summed once a
+sweep for the draw of ``mu, Sigma``.
 """
 
 from __future__ import annotations
@@ -28,17 +24,11 @@ from ..._config import config
 from ...glm import pointwise_loglik
 from ...shards import Replica, balanced_cuts
 from ...sampling import Collective
-from .algorithm import (SliceInfo, SliceState, _draw_hyper, _init_data, _init_state, _prior_terms, _sweep_coefs,
-                        sweep_randoms)
-from .ops import _PMAX, _chunk_plan, _Passes, _ShardedPasses
+from .algorithm import SliceInfo, SliceState, _draw_hyper, _init_data, _init_state, _sweep_coefs, sweep_randoms
+from .ops import _PMAX, _chunk_plan, _Passes, _prior_terms, _ShardedPasses, _tuned_width
 
 __all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "group_parts",
            "groups_allreduce_bytes", "over_groups", "over_rows", "row_parts", "shard_passes"]
-
-
-# ---------------------------------------------------------------------------
-# Rows split over devices (BayesianGLM(devices=...))
-# ---------------------------------------------------------------------------
 
 
 class ShardedSliceState(NamedTuple):
@@ -50,15 +40,6 @@ class ShardedSliceState(NamedTuple):
     it: object      # (C,) iteration counter, on local shard 0's device
 
 
-class _ShardData(NamedTuple):
-    Xt: object      # (K, N_i) column-major design of the shard's rows
-    y: object       # (N_i,)
-    lgy: object     # (N_i,) lgamma(y + 1) (poisson) or None
-    starts: object = None  # (1,) int64 [0] (the kernels' one group), CuPy only
-    ends: object = None    # (1,) int64 [N_i], CuPy only
-    plan: object = None    # the kernels' split of the shard's rows into chunks (_ChunkPlan), CuPy only
-
-
 def shard_passes(max_shrink: int = 24) -> int:
     """Passes per coordinate of the sharded sweep: the first (``x0``, the stepping-out points and the
     first shrinkage proposals), then enough passes of ``_PMAX`` proposals for ``max_shrink`` of them
@@ -67,31 +48,19 @@ def shard_passes(max_shrink: int = 24) -> int:
 
 
 def row_parts(X, y, shards, family="bernoulli", n_chains=4) -> list:
-    """Each local shard's part of the rows for :func:`over_rows`, on its device.
-
-    ``X`` (N, K) and ``y`` (host arrays, or CuPy arrays on local shard 0's GPU) are split by
-    ``shards.bounds``, ``X`` column-major on the shard's device (on the GPU with its split into chunks
-    for ``n_chains`` chains)."""
-    from ...glm import _lgamma1p
-
+    """Each local shard's part of the rows for :func:`over_rows`, on its device: ``X`` (N, K) and ``y``
+    (host arrays, or CuPy arrays on local shard 0's GPU) split by ``shards.bounds``, as :func:`.algorithm.init`
+    holds one group's data (on the GPU with its split into chunks for ``n_chains`` chains)."""
     N, K = X.shape
     if N < shards.world:
         raise ValueError(f"{N} rows cannot be split over {shards.world} shards: use fewer devices.")
-    xp = shards.xp
     parts, ys = shards.scatter(X), shards.scatter(y)
     data = []
     for i, yi in enumerate(ys):
         with shards.on(i):
             Xi, parts[i] = parts[i], None  # the row-major part is dropped once transposed
-            Ni = Xi.shape[0]
-            lgy = _lgamma1p(xp, yi) if family == "poisson" else None
-            Xt = xp.ascontiguousarray(Xi.T)
+            data.append(_init_data(Xi, yi, family, n_chains, None, None)[0])
             del Xi
-            if xp is np:
-                data.append(_ShardData(Xt, yi, lgy))
-            else:
-                starts, ends = xp.zeros((1,), dtype=np.int64), xp.full((1,), Ni, dtype=np.int64)
-                data.append(_ShardData(Xt, yi, lgy, starts, ends, _chunk_plan(xp, starts, ends, n_chains)))
     return data
 
 
@@ -138,8 +107,18 @@ def _pass_points(xp, first, x0, w, bracket, st, us, max_out, d1, max_shrink):
     return pts, xp.clip(max_shrink - s0, 0, _PMAX)
 
 
+def _twin_points(xp, dv, k, first, max_out, d1, max_shrink):
+    """One pass's ``(x0, live, bracket, candidates, count)`` in the device state ``dv``, as both kernels
+    of the pass form them."""
+    x0, w = dv["beta"][:, :, k].copy(), dv["width"][:, :, k]
+    live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
+    bracket = _first_bracket(xp, x0, w, dv["u"][k], max_out) if first else None
+    pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], max_out, d1, max_shrink)
+    return x0, live, bracket, pts, count
+
+
 def _twin_eval(xp, d, eta, k, x0, pts, count, live, family, sigma_noise):
-    """The NumPy twin of glm_slice_shard_eval on one shard (one group): the log-likelihood sums over the
+    """The twin of glm_slice_shard_eval on one shard (one group): the log-likelihood sums over the
     shard's rows at every candidate, (C, 1, _PMAX) float64, zeros past each count and where not live.
     ``config.glm_shard_elements`` bounds the elements (chains x candidates x rows) evaluated together."""
     C = x0.shape[0]
@@ -149,25 +128,23 @@ def _twin_eval(xp, d, eta, k, x0, pts, count, live, family, sigma_noise):
         return out
     pd = (pts - x0[..., None])[:, 0, :P]                                        # (C, P)
     xk = d.Xt[k]
-    Ni = eta.shape[1]
-    step_p = max(1, config.glm_shard_elements // max(1, C * Ni))
+    step_p = max(1, config.glm_shard_elements // max(1, C * eta.shape[1]))
     for a in range(0, P, step_p):
         e = eta[:, None, :] + pd[:, a:min(P, a + step_p), None] * xk[None, None, :]    # (C, p, Ni)
-        out[:, 0, a:min(P, a + step_p)] = pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy).sum(axis=-1,
-                                                                                               dtype=np.float64)
+        ll = pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy)
+        out[:, 0, a:min(P, a + step_p)] = ll.sum(axis=-1, dtype=np.float64)
     keep = (xp.arange(_PMAX) < count[..., None]) & live[..., None]
     return xp.where(keep, out, 0.0)
 
 
-def _twin_decide(xp, dv, sums, k, first, max_out, max_shrink, d1, n_warmup, e, u, us):
-    """The NumPy twin of glm_slice_decide: Neal's decisions of one pass for every (chain, group) from the
-    all-reduced sums (C, G, _PMAX), in the device state ``dv`` (beta, width, the pass state, dpend, fb)."""
+def _twin_decide(xp, dv, sums, k, first, points, max_out, max_shrink, n_warmup, e):
+    """The twin of glm_slice_decide: Neal's decisions of one pass for every (chain, group) from the
+    all-reduced sums (C, G, _PMAX) at the pass's ``points`` (:func:`_twin_points`), in the device state
+    ``dv`` (beta, width, the pass state, dpend, fb). Returns the evaluations."""
+    x0, live, bracket, pts, count = points
     beta, width = dv["beta"], dv["width"]
-    x0, w = beta[:, :, k].copy(), width[:, :, k]
+    w = width[:, :, k]
     C, G = x0.shape
-    live = xp.ones((C, G), dtype=bool) if first else ~dv["settled"]
-    bracket = _first_bracket(xp, x0, w, u, max_out) if first else None
-    pts, count = _pass_points(xp, first, x0, w, bracket, dv, us, max_out, d1, max_shrink)
     pkk, muk, c = _prior_terms(xp, beta, dv["mu"], dv["prec"], k)
     z = pts - muk[..., None]
     F = sums - 0.5 * pkk[..., None] * z * z - z * c[..., None]                  # as _make_target's target
@@ -208,8 +185,7 @@ def _twin_decide(xp, dv, sums, k, first, max_out, max_shrink, d1, n_warmup, e, u
     delta = xn - x0
     beta[:, :, k] = xn
     dv["dpend"] = xp.where(settle, delta, dv["dpend"])
-    neww = 0.9 * w + 0.1 * (3.0 * xp.abs(delta) + 1e-3 * w)
-    width[:, :, k] = xp.where(settle & (dv["it"] < n_warmup)[:, None], neww, w)
+    width[:, :, k] = _tuned_width(xp, settle & (dv["it"] < n_warmup)[:, None], w, delta)
     dv["fb"] = dv["fb"] + (settle & ~done)
     return int(count[live].max()) if live.any() else 0
 
@@ -219,28 +195,21 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
     :class:`gpumcmc.sampling.Collective` over :func:`row_parts`; ``sharded(over_rows(...), shards)`` runs it.
 
     ``init(rng, parts, shards, n_chains=4, prior_scale=2.5)`` gives the :class:`ShardedSliceState` of
-    :func:`.algorithm.init` (``rng`` is not used: the start is fixed), each shard's ``eta`` on its
-    device, and makes what every sweep reuses (the prior's copies, on the GPU the kernels and buffers).
+    :func:`.algorithm.init` (``rng`` is not used) and makes what every sweep reuses.
 
-    ``step(rng, state, parts, shards, reduce)`` is the algorithm of :func:`.algorithm.step` (one group),
-    with its log-density evaluations split: per coordinate and pass every shard evaluates the pass's
-    candidates over its rows (the local part: ``glm_slice_shard_eval``, the candidates of
-    ``glm_slice_pass``, at most ``_PMAX``), ``reduce`` sums them (``chains x _PMAX`` float64 values), and
-    every device takes Neal's decisions from them (the update: ``glm_slice_decide``) in its own copy of
-    the state: the same inputs, so the same decisions, with no broadcast and no host synchronisation
-    within the sweep. The pass count is fixed, :func:`shard_passes` (3 for ``max_shrink=24``); a pass
-    with nothing left open returns at once. The random numbers are drawn on local shard 0 in the order
-    :func:`.algorithm.step` draws them and copied to the other devices once a sweep. On NumPy the same
-    passes run as array code (:func:`_twin_eval`, :func:`_twin_decide`: the same candidates, the same
-    decisions, the prior's terms as :func:`.algorithm.step` computes them), stopping once every chain
-    has settled.
+    ``step(rng, state, parts, shards, reduce)`` is :func:`.algorithm.step` (one group) with its
+    log-density evaluations split: per coordinate and pass every shard evaluates the pass's candidates
+    over its rows (at most ``_PMAX``), ``reduce`` sums them (``chains x _PMAX`` float64 values), and every
+    device takes Neal's decisions from them in its own copy of the state: the same inputs, so the same
+    decisions, with no broadcast and no host synchronisation within the sweep. The GPU runs
+    :func:`shard_passes` passes (3 for ``max_shrink=24``; one with nothing open returns at once), NumPy
+    stops once every chain has settled. The random numbers are drawn on local shard 0 in the order of
+    :func:`.algorithm.step` and copied to the other devices once a sweep.
 
-    The draws: with one shard the sums are the single device's (the same chunks of rows, in the same
-    order), so the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than two
-    passes of proposals, which ``glm_slice_pass`` finishes in one block); with several shards the sums
-    add the same terms in another order, so the draws equal one device's up to that rounding (a decision
-    can differ only where a candidate's log-density lies within rounding of the slice level, and a chain
-    that takes another step there goes on from another point).
+    With one shard the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than
+    two passes of proposals, which ``glm_slice_pass`` finishes in one block); with several the sums add
+    the same terms in another order, so a decision can differ where a candidate's log-density lies within
+    rounding of the slice level.
     """
     m = int(max_steps_out)
     if not 1 <= m < _PMAX:
@@ -249,7 +218,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
     max_shrink = int(max_shrink)
     n_pass = shard_passes(max_shrink)
-    made: dict = {}  # what init makes for the steps: the prior's copies, the device copies, the GPU passes
+    made: dict = {}  # what init makes for the steps: the prior's copies, the device copies, the passes
 
     def init_(rng, parts, shards, n_chains=4, prior_scale=2.5):
         xp = shards.xp
@@ -260,39 +229,35 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
                 etas.append(xp.zeros((n_chains, d.Xt.shape[1]), dtype=dt))
         with shards.on(0):
             st = _init_state(xp, n_chains, 1, K, 0, dt, prior_scale)
-        prior = (st.mu, st.prec)
         d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
         dev_of, first_shard = _device_copies(shards)
-        made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, prior[0]),
-                    prec_r=Replica(shards, prior[1]))
+        made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, st.mu),
+                    prec_r=Replica(shards, st.prec))
         if xp is np:
             made["passes"] = lambda dvs, etas: _twin_passes(shards, parts, dvs, etas, dev_of, first_shard, family,
                                                             sigma_noise, n_warmup, m, max_shrink, d1)
         else:
-            made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, prior, family, sigma_noise, n_warmup,
-                                            m, max_shrink, d1)
+            made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, (st.mu, st.prec), family,
+                                            sigma_noise, n_warmup, m, max_shrink, d1)
         return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
 
     def step(rng, state, parts, shards, reduce):
         xp = shards.xp
         gpu = xp is not np
-        n_local = len(parts)
-        dev_of, first_shard = made["dev_of"], made["first_shard"]
         C, G, K = state.beta.shape
         with shards.on(0):
-            e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
-        dvs = _device_states(shards, first_shard, made["mu_r"], made["prec_r"], state, (e_all, u_all, us_all))
+            draws = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
+        dvs = _device_states(shards, made["first_shard"], made["mu_r"], made["prec_r"], state, draws)
         etas = list(state.eta)
         if gpu:
-            for i in range(n_local):
+            for i in range(len(parts)):
                 with shards.on(i):
                     etas[i] = etas[i].copy()  # moved in place by the kernels
         evals = _run_passes(K, n_pass, made["passes"](dvs, etas), reduce)
         lls = []
-        for i in range(n_local):
-            dv = dvs[dev_of[i]]
+        for i, d in enumerate(parts):
+            dv = dvs[made["dev_of"][i]]
             with shards.on(i):
-                d = parts[i]
                 if gpu:  # the last coordinate's step, as the twin adds it
                     etas[i] += dv["dpend"] * d.Xt[K - 1][None, :]
                 else:
@@ -323,7 +288,7 @@ def _device_copies(shards):
 
 def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
     """The sweep's state on each distinct device: beta and width (copies, moved in place), the
-    prior, the iteration counter, the random numbers, the pass state."""
+    prior, the iteration counter, the random numbers, the pass state (int32 flags and counts on the GPU)."""
     xp = shards.xp
     gpu = xp is not np
     C, G, K = state.beta.shape
@@ -332,17 +297,14 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
     for j, i in enumerate(first_shard):
         with shards.on(i):
             beta, width, it, e, u, us = (r(i) for r in reps)
-            dt = beta.dtype
+            dt, count, flag = beta.dtype, np.int32 if gpu else np.int64, np.int32 if gpu else bool
             # (a copy for shard 0's device; the others' replicas are fresh copies already)
             dv = dict(beta=beta.copy() if j == 0 else beta, width=width.copy() if j == 0 else width,
                       mu=mu_r(i), prec=prec_r(i), it=it, e=e, u=u, us=us,
-                      L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt),
-                      S=xp.zeros((C, G), dtype=np.int64 if not gpu else np.int32),
-                      logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=bool),
-                      dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=np.int64))
+                      L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt), S=xp.zeros((C, G), dtype=count),
+                      logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=flag),
+                      dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=count))
             if gpu:
-                dv["settled"] = xp.zeros((C, G), dtype=np.int32)
-                dv["fb"] = xp.zeros((C, G), dtype=np.int32)
                 for name in ("e", "u", "us", "mu", "prec"):
                     dv[name] = xp.ascontiguousarray(dv[name])
             out.append(dv)
@@ -351,45 +313,41 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
 
 def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink,
                  d1) -> _Passes:
-    """The sweep's passes on NumPy shards, for :func:`_run_passes`: the local part is each shard's
-    :func:`_twin_eval` (after the previous coordinate's step of its ``eta``, which the kernels add in the
-    first pass; ``etas``, one per local shard, is moved in place), the update each device's
-    :func:`_twin_decide`, and the passes of a coordinate stop once every chain has settled."""
+    """The sweep's :class:`_Passes` on NumPy shards: the local part is each shard's :func:`_twin_eval`
+    (after the previous coordinate's step of its ``eta``, which the kernels add in the first pass;
+    ``etas`` is moved in place), the update each device's :func:`_twin_decide` at the same points, and
+    a coordinate's passes stop once every chain has settled (free on NumPy; the GPU runs every pass)."""
     xp = shards.xp
+    points = {}  # each device's candidates of the current pass
 
     def local(k, first):
+        points.clear()
         sums = []
         for i in range(len(data)):
             if first and k > 0:  # the previous coordinate's step
                 etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
-            dv = dvs[dev_of[i]]
             with shards.on(i):
-                x0 = dv["beta"][:, :, k]
-                w = dv["width"][:, :, k]
-                live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
-                bracket = _first_bracket(xp, x0, w, dv["u"][k], m) if first else None
-                pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], m, d1, max_shrink)
+                if dev_of[i] not in points:
+                    points[dev_of[i]] = _twin_points(xp, dvs[dev_of[i]], k, first, m, d1, max_shrink)
+                x0, live, _, pts, count = points[dev_of[i]]
                 sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
         return sums
 
     def update(k, first, sums):
         evals = 0
         for j, i in enumerate(first_shard):
-            dv = dvs[j]
             with shards.on(i):
-                evals += _twin_decide(xp, dv, sums[i], k, first, m, max_shrink, d1, n_warmup,
-                                      dv["e"][k], dv["u"][k], dv["us"][k])
+                evals += _twin_decide(xp, dvs[j], sums[i], k, first, points[j], m, max_shrink, n_warmup,
+                                      dvs[j]["e"][k])
         return evals
 
-    # (stopping is free on NumPy; the GPU runs every pass, those with nothing open return at once)
     return _Passes(local, update, lambda: bool(dvs[0]["settled"].all()), lambda: None)
 
 
 def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:
-    """The sweep's passes, the same on NumPy and on the GPUs: per coordinate and pass, every shard's local
-    part (the candidates' log-likelihood sums over its rows), their sum over the shards (``reduce``),
-    and every device's update (Neal's decisions from the sums); ``first`` is 1 in a coordinate's first
-    pass, else 0. Returns the log-density evaluations (0 on the GPU, which does not count them)."""
+    """The sweep's passes, the same on NumPy and on the GPUs: per coordinate and pass (``first`` is 1 in
+    a coordinate's first), every shard's local part, their sum over the shards (``reduce``) and every
+    device's update. Returns the log-density evaluations (0 on the GPU, which does not count them)."""
     evals = 0
     try:
         for k in range(K):
@@ -410,11 +368,6 @@ def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:
     (intercept included): per coordinate :func:`shard_passes` all-reduces of ``_PMAX`` float64 sums a
     chain, and the log-likelihood at the end."""
     return 8 * n_chains * (K * shard_passes(max_shrink) * _PMAX + 1)
-
-
-# ---------------------------------------------------------------------------
-# Groups split over devices (HierarchicalGLM(devices=...))
-# ---------------------------------------------------------------------------
 
 
 class ShardedGroupState(NamedTuple):
@@ -488,22 +441,13 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
     :func:`group_parts`; ``sharded(over_groups(...), shards)`` runs it.
 
     ``init(rng, parts, shards, n_chains=4, prior_scale=1.0)`` gives the :class:`ShardedGroupState` of
-    :func:`.algorithm.init` (``rng`` is not used: the start is fixed).
-
-    ``step(rng, state, parts, shards, reduce)``: the random numbers of :func:`.algorithm.step` are drawn
-    on local shard 0 for every group and each shard takes its groups' part, so group g's numbers are
-    those of one device whatever shard holds it. Each shard sweeps its groups' coefficients by the
-    single-device kernels (no sum within the sweep: a group's rows are all on one shard); then
-    ``reduce`` gathers the coefficients of every group as the sum of a (C, G, K) array that holds zeros
-    outside each shard's groups (exact: x + 0 = x), and ``mu, Sigma`` are drawn from them as
-    :func:`.algorithm.step` draws them. On the GPU, where every shard splits its groups' rows as one
-    device splits them (:func:`group_parts`), the draws equal those of ``devices=None`` bit for bit; on
-    NumPy the sums over a group's rows come from a running sum over the shard's rows, whose rounding
-    depends on the rows before it, so the draws equal one device's up to that rounding.
-
-    It is a Collective rather than a :class:`gpumcmc.sampling.DataParallel`, though it sums once a sweep:
-    its random numbers and its draw of ``mu, Sigma`` are made once, on local shard 0 (the numbers then
-    copied to the other devices), where a DataParallel's shards would each draw them.
+    :func:`.algorithm.init` (``rng`` is not used). ``step(rng, state, parts, shards, reduce)``: the random
+    numbers of :func:`.algorithm.step` are drawn on local shard 0 for every group, so group g's numbers
+    are those of one device whatever shard holds it; each shard sweeps its groups by the single-device
+    kernels (a group's rows are all on one shard); ``reduce`` gathers every group's coefficients as the
+    sum of (C, G, K) arrays holding zeros outside each shard's groups (exact), and ``mu, Sigma`` are
+    drawn from them on local shard 0. On the GPU the draws equal ``devices=None`` bit for bit; on NumPy
+    a group's sums come from a running sum over the shard's rows, so they equal up to its rounding.
     """
     if hyper is None:
         raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")
@@ -529,8 +473,8 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
         xp = shards.xp
         C, G, K = state.beta.shape
         with shards.on(0):
-            e_all, u_all, us_all = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
-        reps = [Replica(shards, a) for a in (state.mu, state.prec, state.sigma, state.it, e_all, u_all, us_all)]
+            draws = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
+        reps = [Replica(shards, a) for a in (state.mu, state.prec, state.sigma, state.it) + draws]
         fulls, lls, fbs, etas, widths = [], [], [], [], []
         for i, part in enumerate(parts):
             g0, g1 = part.groups
@@ -548,9 +492,8 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
                 fbs.append(xp.ascontiguousarray(fb, dtype=np.int64))
                 etas.append(eta_i)
                 widths.append(width_i)
-                lls.append(xp.ascontiguousarray(
-                    pointwise_loglik(eta_i, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1,
-                                                                                           dtype=np.float64)))
+                ll = pointwise_loglik(eta_i, data.y, family, sigma_noise, xp, data.lgy)
+                lls.append(xp.ascontiguousarray(ll.sum(axis=1, dtype=np.float64)))
         reduce(fulls)
         reduce(lls)
         reduce(fbs)
@@ -564,24 +507,20 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
     return Collective(init_, step)
 
 
-def _moved(name: str, new: str):
-    return _validate.gone("gpumcmc.models.glm", name, new)
-
-
-_ROWS = "gpumcmc.sampling.sharded(over_rows(family, sigma_noise, n_warmup, max_steps_out, max_shrink), shards)"
-_GROUPS = ("gpumcmc.sampling.sharded(over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out, max_shrink), "
-           "shards)")
-init_sharded = _moved("init_sharded", f"{_ROWS}.init(rng, row_parts(X, y, shards, family, n_chains), n_chains, "
-                                      "prior_scale)")
-make_sharded_step = _moved("make_sharded_step", f"the step of {_ROWS}, after its init")
-init_groups_sharded = _moved("init_groups_sharded", f"{_GROUPS}.init(rng, group_parts(X, y, gid, shards, family, "
-                                                    "n_chains), n_chains, prior_scale)")
-make_groups_sharded_step = _moved("make_groups_sharded_step", f"the step of {_GROUPS}, after its init")
-
-
 def groups_allreduce_bytes(n_chains: int, G: int, K: int, itemsize: int = 4) -> int:
     """Bytes all-reduced per sweep of ``HierarchicalGLM(devices=...)``: every group's coefficients
     (``itemsize`` bytes each: 4 for float32), then the log-likelihood and the fallbacks (8 bytes a chain
     each)."""
     return n_chains * (G * K * itemsize + 16)
 
+
+_ROWS = "gpumcmc.sampling.sharded(over_rows(family, sigma_noise, n_warmup, max_steps_out, max_shrink), shards)"
+_GROUPS = ("gpumcmc.sampling.sharded(over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out, max_shrink), "
+           "shards)")
+init_sharded = _validate.gone("gpumcmc.models.glm", "init_sharded", f"{_ROWS}.init(rng, row_parts(X, y, shards, "
+                              "family, n_chains), n_chains, prior_scale)")
+make_sharded_step = _validate.gone("gpumcmc.models.glm", "make_sharded_step", f"the step of {_ROWS}, after its init")
+init_groups_sharded = _validate.gone("gpumcmc.models.glm", "init_groups_sharded", f"{_GROUPS}.init(rng, group_parts("
+                                     "X, y, gid, shards, family, n_chains), n_chains, prior_scale)")
+make_groups_sharded_step = _validate.gone("gpumcmc.models.glm", "make_groups_sharded_step",
+                                          f"the step of {_GROUPS}, after its init")

@@ -1,10 +1,5 @@
-"""The corpus as a token stream, and the seeded start.
-
-:func:`tokens_from` turns a count matrix (dense or sparse) or a list of token-id arrays into the stream of
-``(document, word)`` pairs that :func:`~gpumcmc.models.lda.init` takes, checked once;
-:func:`completion_split` halves each document for document completion; :func:`seeded_topics` picks
-starting topics from documents, k-means++-style, with a bounded cost whatever the corpus.
-"""
+"""The corpus as a token stream (:func:`tokens_from`), its halves for document completion
+(:func:`completion_split`) and the seeded start (:func:`seeded_topics`)."""
 
 from __future__ import annotations
 
@@ -46,12 +41,19 @@ def tokens_from(X, xp, n_words: int | None = None, name: str = "X", allow_empty:
     The tokens come by document (``rows`` sorted), by word within a document for a count matrix and in the
     given order for a list. ``allow_empty``: a corpus with documents but no token gives empty arrays rather
     than a ValueError."""
-    if not (isinstance(X, (list, tuple)) and (len(X) == 0 or not np.isscalar(X[0]))):
-        return _tokens_from_counts(X, xp, n_words, name, allow_empty)
-    rows, cols, M, V = _tokens_from_list(X, n_words, name)
-    if M == 0 or (rows.size == 0 and not allow_empty):
+    listed = isinstance(X, (list, tuple)) and (len(X) == 0 or not np.isscalar(X[0]))
+    if listed:
+        rows, cols, M, V = _tokens_from_list(X, n_words, name)
+        n_tokens = rows.size
+    else:
+        r, c, n, M, V = _count_entries(X, n_words, name)
+        n_tokens = n.sum()
+    if M == 0 or not (n_tokens or allow_empty):
         raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
-    return xp.asarray(rows), xp.asarray(cols), int(M), int(V)
+    if not n_tokens:
+        return xp.zeros(0, np.int64), xp.zeros(0, np.int64), int(M), int(V)
+    rows, cols = (xp.asarray(rows), xp.asarray(cols)) if listed else _expand(r, c, n, xp)
+    return rows, cols, int(M), int(V)
 
 
 def _tokens_from_list(X, n_words, name):
@@ -75,14 +77,13 @@ def _tokens_from_list(X, n_words, name):
             raise ValueError(f"{name} has word id {V - 1} but the model has {n_words} words; "
                              "use the vocabulary the model was fitted with.")
         V = n_words
-    M = len(docs)
-    return rows, cols, M, V
+    return rows, cols, len(docs), V
 
 
-def _tokens_from_counts(X, xp, n_words, name, allow_empty):
-    """:func:`tokens_from` of a count matrix (dense or sparse): its entries checked, sorted by document then
-    word, and expanded to tokens on ``xp``."""
-    data, r, c, M, V = _count_entries(X, name)
+def _count_entries(X, n_words, name):
+    """``(r, c, n, M, V)``: the non-zero entries of a count matrix (dense or sparse) on the host, checked and
+    sorted by document then word, and its shape."""
+    data, r, c, M, V = _matrix_entries(X, name)
     if data.dtype.kind == "f":
         if not np.all(np.isfinite(data)):
             raise ValueError(f"{name} contains NaN or inf; counts must be finite non-negative integers.")
@@ -98,20 +99,15 @@ def _tokens_from_counts(X, xp, n_words, name, allow_empty):
                          "CountVectorizer).")
     data = data.astype(np.int64)
     r, c = r.astype(np.int64, copy=False), c.astype(np.int64, copy=False)
-    # The tokens by document, then word. A CSR matrix in canonical form and np.nonzero give the entries
-    # in that order already; others are sorted here, entries (not the more numerous tokens).
+    # A CSR matrix in canonical form and np.nonzero give the entries in order already; others are sorted
+    # here, entries (not the more numerous tokens).
     if r.size > 1 and not bool(np.all((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (c[1:] >= c[:-1])))):
         order = np.lexsort((c, r))
         r, c, data = r[order], c[order], data[order]
-    if M == 0 or not data.sum():
-        if allow_empty and M:
-            return xp.zeros(0, np.int64), xp.zeros(0, np.int64), int(M), int(V)
-        raise ValueError(f"{name} is an empty corpus (no tokens); pass documents with at least one word.")
-    rows, cols = _expand(r, c, data, xp)
-    return rows, cols, int(M), int(V)
+    return r, c, data, M, V
 
 
-def _count_entries(X, name):
+def _matrix_entries(X, name):
     """``(data, r, c, M, V)``: the non-zero entries of a count matrix (dense or sparse) on the host, in the
     matrix's own order, and its shape; the array itself checked (its form and dtype), not yet its values."""
     if _is_sparse(X):
@@ -120,29 +116,27 @@ def _count_entries(X, name):
         M, V = S.shape
         if hasattr(data, "get"):
             data, r, c = data.get(), r.get(), c.get()
-        data, r, c = np.asarray(data), np.asarray(r, np.int64), np.asarray(c, np.int64)
-    else:
-        A = np.asarray(_backend.to_host(X) if hasattr(X, "get") else X)
-        if A.ndim != 2:
-            hint = (" Reshape your data with X.reshape(1, -1) for a single document." if A.ndim == 1 else "")
-            raise ValueError(f"{name} must be a 2-d (n_docs, n_words) count matrix or a list of "
-                             f"token-id arrays, got shape {A.shape}.{hint}")
-        if A.dtype.kind == "c":
-            raise ValueError(f"Complex data not supported: {name} holds complex numbers; pass word counts.")
-        if A.dtype.kind == "O":  # numbers held as Python objects (e.g. from a DataFrame)
-            try:
-                A = A.astype(np.float64)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"{name} must hold counts: {e}") from None
-        if A.dtype.kind not in "biuf":
-            raise TypeError(f"{name} must hold counts, got dtype {A.dtype}.")
-        M, V = A.shape
-        if V == 0:
-            raise ValueError(f"{name} has 0 feature(s) (shape={A.shape}) while a minimum of 1 is required: "
-                             "an empty corpus; pass documents over at least one word.")
-        r, c = np.nonzero(A)
-        data = A[r, c]
-    return data, r, c, M, V
+        return np.asarray(data), np.asarray(r, np.int64), np.asarray(c, np.int64), M, V
+    A = np.asarray(_backend.to_host(X) if hasattr(X, "get") else X)
+    if A.ndim != 2:
+        hint = (" Reshape your data with X.reshape(1, -1) for a single document." if A.ndim == 1 else "")
+        raise ValueError(f"{name} must be a 2-d (n_docs, n_words) count matrix or a list of "
+                         f"token-id arrays, got shape {A.shape}.{hint}")
+    if A.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} holds complex numbers; pass word counts.")
+    if A.dtype.kind == "O":  # numbers held as Python objects (e.g. from a DataFrame)
+        try:
+            A = A.astype(np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} must hold counts: {e}") from None
+    if A.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold counts, got dtype {A.dtype}.")
+    M, V = A.shape
+    if V == 0:
+        raise ValueError(f"{name} has 0 feature(s) (shape={A.shape}) while a minimum of 1 is required: "
+                         "an empty corpus; pass documents over at least one word.")
+    r, c = np.nonzero(A)
+    return A[r, c], r, c, M, V
 
 
 def _expand(r, c, n, xp):
@@ -170,24 +164,18 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
 
     For each chain, K documents are picked one after another, each with probability proportional to the
     squared cosine distance of its word counts to the nearest document already picked (the first in
-    proportion to its length), so that the starting topics are spread over the corpus; topic k starts as
-    the word frequencies of document k, mixed half and half with the corpus' word frequencies (so every
-    word of the corpus has a positive weight in every topic). ``LDA(start="seeded")`` uses it, and so does
-    the default start (``"auto"``) on small corpora; pass it as ``init(..., phi_start=...)`` to start a
-    chain by hand.
+    proportion to its length); topic k starts as the word frequencies of document k, mixed half and half
+    with the corpus' (so every word of the corpus has a positive weight in every topic). ``LDA(start=...)``
+    uses it; pass it as ``init(..., phi_start=...)`` to start a chain by hand.
 
-    The work is bounded whatever the corpus: the documents are picked among at most ``max_candidates``
-    of them, drawn at random (default ``max(2 K, lda_seed_exact_work // (K * mean tokens per document))``,
-    a knob of ``gpumcmc._config.config``), and only their tokens are read on the host, with the corpus'
-    word and document counts (two bincounts on the array module of ``rows``). While K times the
-    candidates' tokens is at most ``config.lda_seed_exact_work``, the cosines are exact; beyond, they are
-    those of a ``config.lda_seed_sketch``-wide count sketch of the candidates (each word added, with a
-    random sign, to one of ``lda_seed_sketch`` columns), whose inner products are the exact ones on
-    average. The passes over every token (the two bincounts, and the sort of unsorted ``rows``) run on
-    the GPU for CuPy arrays; the host reads the candidates' tokens alone (benchmarks/NOTES.md gives the
-    cost on a large corpus). ``seed``: of the host generator (``numpy.random.default_rng``). ``rows``,
-    ``cols``: NumPy or CuPy, ``rows`` best sorted (as :func:`tokens_from` gives them; others are sorted
-    here). Returns a NumPy array.
+    The work is bounded whatever the corpus: the documents are picked among at most ``max_candidates`` of
+    them, drawn at random (default ``max(2 K, config.lda_seed_exact_work // (K * mean tokens per
+    document))``), and only their tokens are read on the host. While K times the candidates' tokens is at
+    most ``config.lda_seed_exact_work`` the cosines are exact; beyond, they are those of a
+    ``config.lda_seed_sketch``-wide count sketch (each word added, with a random sign, to one column), whose
+    inner products are the exact ones on average. ``seed``: of the host generator
+    (``numpy.random.default_rng``). ``rows``, ``cols``: NumPy or CuPy, ``rows`` best sorted (as
+    :func:`tokens_from` gives them). Returns a NumPy array.
     """
     parts = _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_candidates)
     return _seeded_phi(parts, n_words, n_chains, n_components, np, dtype)
@@ -195,8 +183,8 @@ def seeded_topics(rows, cols, n_docs: int, n_words: int, n_components: int, n_ch
 
 def _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_candidates=None, fallback=False):
     """The host part of :func:`seeded_topics`: ``(uni (V,), picks)``, the corpus' word frequencies and, per
-    chain, ``(words, topics, freqs)`` of the picked documents' words (each document's own frequencies).
-    ``fallback``: None, not a ValueError, where fewer than K documents have tokens."""
+    chain, ``(words, topics, freqs)`` of the picked documents' words. ``fallback``: None, not a ValueError,
+    where fewer than K documents have tokens."""
     import scipy.sparse as sp
 
     xp = _backend.get_array_module(rows)

@@ -124,21 +124,12 @@ def default_chunk(n: int, k: int, chains: int, itemsize: int, gpu: bool) -> int:
 def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_prior=None,
                covariance_prior=None, degrees_of_freedom_prior=None, alpha_prior=(1.0, 1.0),
                chunk_size=None, chains: int = 1, cache_bytes: int | None = None, moments=None) -> Model:
-    """A :class:`Model` from data ``x`` (an (n, p) array on its backend) with data-based defaults.
+    """A :class:`Model` from data ``x`` (an (n, p) array on its backend) with the data-based defaults that
+    :class:`DPGaussianMixture` documents (``alpha ~ Gamma(alpha_prior)``).
 
     ``moments = (center, var)``, host float64 (p,) arrays, gives the column
     means and variances instead of computing them from ``x`` (a shard of the
     data takes those of the whole set, see :func:`make_sharded_models`).
-
-    Defaults, for column means ``xbar`` and column variances ``s^2``:
-    ``m = xbar``; ``Phi = diag(s^2) / 64`` (a component's prior covariance
-    spans an eighth of the data's spread in each coordinate); ``nu = 2`` (a
-    weak prior: the covariance of a component holding ``n_j`` points is
-    ``(nu Phi + S_j) / (nu + n_j)``, so tight populations stay tight);
-    ``gamma = 16`` (prior spread of the means ``gamma Phi = diag(s^2) / 4``,
-    with the weight of 1/16 of a data point); ``alpha ~ Gamma(alpha_prior)``.
-    A constant column is handled through the prior: its variance is floored
-    at 1e-3 of the mean positive variance (or 1).
     """
     xp = _xp_of(x)
     n, p = x.shape

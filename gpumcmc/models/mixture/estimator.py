@@ -21,7 +21,7 @@ from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mi
 
 from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, assign, kernel_params
 from .algorithm import Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step
-from .relabel import align_draws
+from .relabel import _weighted_mean, align_draws
 from .sharded import (
     _sharded_score, bem_parts, gibbs_parts, make_sharded_models, sharded_bem, sharded_gibbs)
 
@@ -52,16 +52,13 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         The truncation ``k``: an upper bound on the number of components.
     method : {"gibbs", "bem"}
         ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks,
-        alpha). ``"bem"``: Bayesian EM from ``n_init`` starts run side by side,
-        as a mean-field variational fit of the truncated DP mixture (the
-        paper's four steps with expected log weights and log densities in step
-        1, Blei and Jordan 2006): the stick-breaking prior drains components
+        alpha). ``"bem"``: Bayesian EM from ``n_init`` starts (k-means++ on a
+        subsample of the rows) run side by side, as a mean-field variational
+        fit (Blei and Jordan 2006): the stick-breaking prior drains components
         the data do not need, and a component whose probabilities sum to less
-        than half its number of parameters, ``(p + p (p + 1) / 2) / 2``
-        events, is held at zero weight. Each start's means come from
-        k-means++ on a subsample of the rows, and the start of largest lower
-        bound is kept. The reported mixture is the posterior mean of the
-        weights, means and covariances.
+        than half its number of parameters is held at zero weight. The
+        reported mixture is the posterior mean of the weights, means and
+        covariances.
     n_iter : int
         Gibbs: kept iterations; BEM: the largest number of iterations.
     burn_in : int
@@ -286,12 +283,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         w, mu, cov = d["weights"], d["means"], d["covariances"]
         if self.relabel:
             w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
-        # Weights: posterior means; means and covariances: averages weighted by each draw's weight,
-        # so that prior draws of momentarily empty components do not blur them.
-        wm = w.mean(axis=(0, 1))
-        ws = xp.maximum(w.sum(axis=(0, 1)), 1e-300)
-        means = (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None]
-        covs = (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None]
+        wm, means, covs = w.mean(axis=(0, 1)), _weighted_mean(w, mu), _weighted_mean(w, cov)
         host = {name: _backend.to_host(a) for name, a in d.items()}
         tr.draws, tr.stats, tr.monitors = host, {"n_active": host["n_active"]}, keep.monitors()
         self.trace_ = tr

@@ -93,22 +93,19 @@ def _unpack_stats(acc, p):
 
 
 def _safe_cholesky(s):
+    """Cholesky factors of ``s`` with ``1e-10`` of its mean diagonal added to the diagonal."""
     xp = _xp_of(s)
-    p = s.shape[-1]
-    eye = xp.eye(p)
     scale = xp.abs(xp.diagonal(s, axis1=-2, axis2=-1)).mean(-1)[..., None, None]
-    return xp.linalg.cholesky(s + 1e-10 * scale * eye)
+    return xp.linalg.cholesky(s + 1e-10 * scale * xp.eye(s.shape[-1]))
 
 
 def kernel_params(log_pi, mu, chol, dtype):
     """Pack ``[c_j, U_j mu_j, vech(U_j)]`` per component from log weights, means and Cholesky factors."""
     xp = _xp_of(mu)
     p = mu.shape[-1]
-    u = xp.linalg.inv(chol)
-    u = xp.tril(u)
+    u = xp.tril(xp.linalg.inv(chol))
     b = (u @ mu[..., None])[..., 0]
-    diag = xp.diagonal(chol, axis1=-2, axis2=-1)
-    c = log_pi - xp.log(diag).sum(-1) - 0.5 * p * _LOG_2PI
+    c = log_pi - xp.log(xp.diagonal(chol, axis1=-2, axis2=-1)).sum(-1) - 0.5 * p * _LOG_2PI
     ti, tj = _tri(p, xp)
     return xp.ascontiguousarray(xp.concatenate([c[..., None], b, u[..., ti, tj]], axis=-1).astype(dtype))
 
@@ -184,18 +181,16 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
             else:
                 lg = _logits_gemm(x[s:e], w) if gemm else _logits_twin(x[s:e], params)
             mx = lg.max(axis=1)
-            finite = xp.isfinite(mx)
-            mx0 = xp.where(finite, mx, 0)
+            mx0 = xp.where(xp.isfinite(mx), mx, 0)
             tot = mx0 + xp.log(xp.exp(lg - mx0[:, None, :]).sum(axis=1))
             if lse is not None:
                 lse[:, s:e] = tot
             if mode == MODE_SAMPLE:
                 g = _gumbel_twin(xp, chains, ctr_rows, s, e - s, k, x.dtype, key, offset, row0)
                 z[:, s:e] = xp.argmax(lg + g, axis=1)
-            elif mode == MODE_ARGMAX:
-                if z is not None:
-                    z[:, s:e] = xp.argmax(lg, axis=1)
-            else:
+            elif mode == MODE_ARGMAX and z is not None:
+                z[:, s:e] = xp.argmax(lg, axis=1)
+            elif mode == MODE_RESP:
                 resp[:, :, s - start:e - start] = xp.exp(lg - tot[:, None, :])
 
 

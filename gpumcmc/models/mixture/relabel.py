@@ -16,6 +16,7 @@ from .ops import _xp_of
 
 __all__ = ["relabel", "relabel_costs", "align_draws"]
 
+
 def relabel_costs(means, reference, scale=None, weights=None, reference_weights=None,
                   weight_cost: float = 100.0):
     """Assignment costs (D, k, k) of every draw's components (rows) against the reference's (columns).
@@ -45,19 +46,16 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
     ``means`` is (..., k, p), on the host or the GPU; ``reference`` (k, p).
     Returns host int indices ``perm`` of shape (..., k) with
     ``means[..., perm, :]`` matched to the reference components in order, from
-    a linear assignment per draw on the cost of :func:`relabel_costs`
-    ``|mu_j - ref_l|^2 / scale^2 + weight_cost (sqrt w_j - sqrt ref_w_l)^2``.
-    The weight term keeps the means of empty components, which are prior draws
-    scattered over the data, from taking the label of an occupied one.
+    a linear assignment per draw on the costs of :func:`relabel_costs` (whose
+    weight term keeps the means of empty components, prior draws scattered
+    over the data, from taking the label of an occupied one).
 
-    The cost matrices are built by one batched expression on the backend of
-    ``means`` for blocks of draws (a block's (draws, k, k, p) differences stay
-    within ``block_bytes``: 256 MB on the GPU, 32 MB on the host by default).
-    The (k, k) assignments are solved on the host by
-    :func:`scipy.optimize.linear_sum_assignment`, which releases the GIL: on
-    ``workers`` threads (None: one per CPU core this process may use), while
-    the next block's costs are built and copied (on the GPU into page-locked
-    memory). Each draw's assignment is the one a serial loop finds.
+    The costs are built on the backend of ``means`` for blocks of draws
+    (within ``block_bytes``: 256 MB on the GPU, 32 MB on the host by default);
+    the assignments are solved on the host by
+    :func:`scipy.optimize.linear_sum_assignment` on ``workers`` threads (None:
+    one per CPU core this process may use) while the next block's costs are
+    built and copied. Each draw's assignment is the one a serial loop finds.
     """
     xp = _xp_of(means)
     means = means if hasattr(means, "reshape") else np.asarray(means, dtype=np.float64)
@@ -155,7 +153,6 @@ def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
     backend: with ``weights`` and ``means`` on the GPU the costs are built
     there (see :func:`relabel`).
     """
-    xp = _xp_of(means)
     loglik = _backend.to_host(loglik)
     c, d = np.unravel_index(int(np.argmax(loglik)), loglik.shape)
     ref_mu, ref_w = means[c, d], weights[c, d]
@@ -166,9 +163,16 @@ def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
             break  # the same permutations give the same reference: every later round repeats this one
         last = perm
         w, mu = _take(weights, perm), _take(means, perm)
-        ref_w = w.mean(axis=(0, 1))
-        ref_mu = (w[..., None] * mu).sum(axis=(0, 1)) / xp.maximum(w.sum(axis=(0, 1)), 1e-300)[:, None]
+        ref_w, ref_mu = w.mean(axis=(0, 1)), _weighted_mean(w, mu)
     return w, mu, _take(covariances, perm)
+
+
+def _weighted_mean(w, a):
+    """The mean over (chain, draw) of ``a`` (chain, draw, k, ...) weighted by ``w`` (chain, draw, k): prior draws
+    of momentarily empty components do not blur it."""
+    more = (None,) * (a.ndim - 3)
+    ws = _xp_of(a).maximum(w.sum(axis=(0, 1)), 1e-300)
+    return (w[(...,) + more] * a).sum(axis=(0, 1)) / ws[(slice(None),) + more]
 
 
 def _take(a, perm):

@@ -20,11 +20,9 @@ from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, 
                       make_sharded_step, shard_corpus, shard_data, sharded_gibbs, sharded_log_likelihood,
                       sharded_loglik)
 
-# _accumulate, _fused_default, _phi_store, _token_counters, counts, counts_twin, fused_counts, zdraw_counts:
-# imported from here by the tests and benchmarks. A test that replaces a module-level function must replace it
-# in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw, dirichlet_columns in
-# .algorithm for either sweep): a name re-exported here is only read from here. init_sharded and
-# make_sharded_step raise, naming sharded_gibbs and shard_data.
+# The private names are imported from here by the tests and benchmarks. A test that replaces a function must
+# replace it in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw and
+# dirichlet_columns in .algorithm). init_sharded and make_sharded_step raise, naming their replacements.
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
            "log_likelihood", "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds",
@@ -32,8 +30,7 @@ __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from
            "init_sharded", "seeded_topics", "make_sharded_step", "sharded_log_likelihood", "sharded_loglik",
            "allreduce_bytes"]
 
-# The knobs' old names (gpumcmc.models.lda.SEED_EXACT_WORK and the like) read and set gpumcmc._config.config's;
-# the submodules read config itself, so setting either changes the fit.
+# The knobs' old names (gpumcmc.models.lda.SEED_EXACT_WORK and the like) read and set gpumcmc._config.config's.
 forward(__name__, {"FUSED_MIN_K": "lda_fused_min_k", "FUSED_MAX_FILL": "lda_fused_max_fill",
                    "SPARSE_MIN_K": "lda_sparse_min_k", "ZWARPS": "lda_zwarps", "ZWAVES": "lda_zwaves",
                    "GRAPH_MAX_TOKENS": "lda_graph_max_tokens", "SEED_EXACT_WORK": "lda_seed_exact_work",

@@ -102,11 +102,9 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
          sparse: bool | None = None, cache_bytes: int | None = None, phi_start=None):
     """``(data, state)``: the token stream in ``token_order``, and theta, phi drawn given random topics.
 
-    Every token starts in a topic drawn uniformly at random; theta and phi are then drawn from their
-    conditionals given those counts. A draw from the prior alone is not a usable start with small priors:
-    at ``alpha = beta = 1/K`` and K = 1024 most float32 Dirichlet components underflow to zero, and many
-    tokens would have no topic with a positive weight. Given the counts, each token's own topic has
-    ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
+    Not from the prior: at ``alpha = beta = 1/K`` and K = 1024 most float32 Dirichlet components underflow
+    to zero, and many tokens would have no topic with a positive weight. Given the counts, each token's own
+    topic has ``theta > 0`` and ``phi > 0``, and the sweep keeps it so.
 
     ``fused`` (GPU) draws z and counts in one kernel (default: where theta is expected to be mostly zero,
     see :func:`_fused_default`); ``sparse`` (default: K >= ``config.lda_sparse_min_k``) lets that kernel
@@ -170,9 +168,8 @@ def gibbs_update(rng, state: LDAState, stats: GibbsStats, beta: float, burn_in: 
 
     ``state.it`` past ``burn_in`` adds this sweep's theta and phi to the sums. One device keeps ``it`` as a
     (C,) array and forms the 0/1 weight on the device (so a CUDA graph replays it); the data-parallel sweep
-    keeps it as a Python int and takes the weight from ``keeps``, one 0-d array per device, dtype and
-    value. ``drawn`` (data-parallel): this sweep's phi draws by the ``phi_sum`` they add to, so that the
-    shards of one device draw phi once.
+    keeps a Python int and takes the weight from ``keeps``. ``drawn`` (data-parallel): this sweep's phi
+    draws by the ``phi_sum`` they add to, so that the shards of one device draw phi once.
     """
     theta = state.theta
     keep = _keep(state.it, burn_in, theta, keeps)

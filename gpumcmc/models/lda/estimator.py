@@ -153,17 +153,12 @@ class LDA(mixin("TransformerMixin"), Estimator):
 
     def _check_settings(self):
         K, a, b = self._priors()
-        C = self.n_chains
-        if isinstance(C, bool) or not isinstance(C, (int, np.integer)) or C < 1:
-            raise ValueError(f"n_chains must be a positive integer, got {C!r}.")
         if self.start not in ("auto", "random", "seeded"):
             raise ValueError(f"start must be 'auto', 'random' or 'seeded', got {self.start!r}.")
-        for name, least in (("n_iter", 1), ("burn_in", 0)):
+        for name, least in (("n_chains", 1), ("n_iter", 1), ("burn_in", 0)):   # n_iter: the kept sweeps
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {v!r}: the posterior means "
-                                 "(components_, doc_topic_) average the sweeps after burn_in, so at least one "
-                                 "is needed.")
+                raise ValueError(f"{name} must be an integer >= {least}, got {v!r}.")
         return K, a, b
 
     def fit(self, X, y=None):

@@ -228,12 +228,9 @@ def fused_counts(rows, cols, z, M: int, V: int, K: int, out=None):
 def zdraw_counts(rng, theta, phi, data, zout=None, loglik=None):
     """One sweep's z-draw and counts for every chain: ``(n_dk (C M, K), n_wk (V C, K))`` int32.
 
-    ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store. Token ``t`` of chain ``c`` draws
-    ``z ~ Cat(theta[c, d_t] * phi[w_t, c])`` with the uniform of row ``c T + t`` at one generator offset
-    (a shard, ``data.place``: of row ``c T_all + g_t``, see :class:`ShardPlace`). ``zout`` (int64, C T)
-    receives z (for tests). ``loglik`` ((C,) float64, optional): chain ``c``'s
-    ``sum_t log(max(total_t, 1e-300))`` is added to ``loglik[c]``, ``total_t`` the draw's own sum of
-    ``theta[c, d_t, k] phi[w_t, c, k]``.
+    ``theta`` is (C, M, K) and ``phi`` the (V, C, K) store; token ``t`` of chain ``c`` takes the uniform
+    of row ``c T + t`` (a shard's: of row ``c T_all + g_t``, see :class:`ShardPlace`). ``zout`` (int64,
+    C T) receives z. ``loglik`` ((C,) float64): adds each chain's ``sum_t log(max(total_t, 1e-300))``.
     """
     return _ops(_backend.get_array_module(theta)).zdraw_counts(rng, theta, phi, data, zout, loglik)
 
@@ -259,11 +256,8 @@ def _two_pass(ops, rng, theta, phi, data, zout, loglik, method: str):
 
 def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, loglik=None):
     """On the GPU, :func:`gpumcmc.categorical_products` of a shard's tokens at one generator offset, token
-    ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call (the same uniform and lane).
-
-    Each chain's run of tokens between the head and the tail is one call with a counter base (no per-token
-    read); the heads and tails of all chains one call with their counters (one per chain with ``loglik``,
-    so that each chain's log totals have a sum of their own).
+    ``t`` of chain ``c`` drawn as token ``c T_all + g_t`` of one device's call (the same uniform and lane):
+    each chain's tokens between head and tail with a counter base, the heads and tails with their counters.
     """
     xp = _backend.get_array_module(th2)
     p = data.place
@@ -302,12 +296,11 @@ def _placed_products(th2, ph2, r_all, c_all, rng, data, C: int, method: str, log
 
 def _memoised(place, key, make):
     """``make()``, kept in ``place.memo`` under ``key`` (where the place has a memo) for the next sweeps."""
-    got = None if place.memo is None else place.memo.get(key)
-    if got is None:
-        got = make()
-        if place.memo is not None:
-            place.memo[key] = got
-    return got
+    if place.memo is None:
+        return make()
+    if key not in place.memo:
+        place.memo[key] = make()
+    return place.memo[key]
 
 
 def dirichlet_columns(rng, concentration, total=None, keep=None):

@@ -130,13 +130,6 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
     return bounds, parts
 
 
-def _cache_bytes(xp, cache_bytes):
-    """``cache_bytes`` as :func:`gpumcmc.token_order` resolves it on the current device of ``xp``."""
-    if cache_bytes is not None:
-        return int(cache_bytes)
-    return 32 << 20 if xp is np else int(xp.cuda.Device().attributes["L2CacheSize"])
-
-
 def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
     """Where ``part``'s tokens lie in one device's token stream (:func:`gpumcmc.token_order` of the whole
     corpus: tiles of ``tile`` documents, by word then document inside each).
@@ -218,8 +211,9 @@ def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: fl
         if getattr(part, "corpus", None) is None:
             raise TypeError("shard_data needs the parts that shard_corpus gives (CorpusPart, with the whole "
                             f"corpus' layout), got {type(part).__name__}; split the corpus with shard_corpus.")
-        with shards.on(i):
-            cb = _cache_bytes(xp, cache_bytes)
+        with shards.on(i):   # cache_bytes as token_order resolves it on the shard's device
+            cb = int(cache_bytes) if cache_bytes is not None else (
+                32 << 20 if xp is np else int(xp.cuda.Device().attributes["L2CacheSize"]))
             data = _prepare(part.rows, part.cols, part.n_docs, n_words, K, alpha, beta, dtype, burn_in, True,
                             fused, sparse, cb, first_doc=int(part.first_doc))
             if int(part.n_docs) < int(part.corpus[2].size) - 1:       # not the whole corpus
@@ -231,10 +225,9 @@ def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: fl
 def gibbs() -> DataParallel:
     """The uncollapsed Gibbs sweep as a :class:`gpumcmc.sampling.DataParallel` over :func:`shard_data`'s parts.
 
-    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)`` gives each shard
-    :func:`init`'s start. ``local(rng, state, data, loglik=False)`` is :func:`gibbs_local`; its word counts
-    (and log-likelihoods) are all-reduced beside the theta draws, ``V C K`` int32 a sweep: integers, so phi
-    is the same whatever the number of shards. ``update`` is :func:`gibbs_update`, once per device for phi.
+    ``init(rng, datas, shards, n_components, dtype="float32", n_chains=1, phi_start=None)``; ``local`` is
+    :func:`gibbs_local`, whose word counts are all-reduced (integers, so phi is the same whatever the number
+    of shards); ``update`` is :func:`gibbs_update`.
     """
     drawn: dict = {}      # this sweep's phi draws, by the phi_sum they add to (see gibbs_update)
     keeps: dict = {}      # (device, dtype, kept) -> a 0-d 0/1 array on that device
@@ -296,12 +289,9 @@ def _catch_up(rng, gens) -> None:
 
 def sharded_gibbs(shards: Shards) -> Algorithm:
     """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), its value checks off inside the sweep
-    as in one device's :func:`step`.
-
-    ``init(rng, datas, n_components, dtype, n_chains=1, phi_start=None)`` on :func:`shard_data`'s ``datas``,
-    and ``step(rng, state, loglik=False) -> (state, info)``, whose state holds one :class:`LDAState` per
-    local shard (:meth:`LDAShardedState.of` shows it per field). ``loglik=True``: ``info.loglik`` is each
-    chain's log-likelihood of the whole corpus, (C,) float64, summed over the shards.
+    as in :func:`step`: ``init(rng, datas, n_components, dtype, n_chains=1, phi_start=None)`` and
+    ``step(rng, state, loglik=False)``, whose state holds one :class:`LDAState` per local shard and whose
+    ``info.loglik`` is summed over the shards.
     """
     alg = sharded(gibbs(), shards)
 

@@ -193,8 +193,8 @@ class NestedSampler(_NestedSteps):
                             f"{type(rs).__name__}.")
         self.xp = _backend.get_backend(self.backend)
         self._ops = _ops_for(self.xp)
-        self._loglike, _ = _batchify(loglike, ndim, self.xp, "loglike", None)
-        self._prior, _ = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
+        self._loglike = _batchify(loglike, ndim, self.xp, "loglike", None)
+        self._prior = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
         model = _fusable_model(loglike, prior_transform)
         usable = model is not None and sampler != "rwalk"
         if fused and not usable:

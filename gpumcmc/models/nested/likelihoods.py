@@ -1,11 +1,7 @@
 """The likelihood side of nested sampling: how a sampler takes a likelihood, and the test problems.
 
-``_batchify`` makes a function of one point into one of a batch (with a
-warning); ``_fusable_model`` finds an object that offers the fused step, the
-opt-in protocol ``nested_fused_slice`` (every slice of every walker in one
-call), which :class:`SinusoidModel` offers as one CUDA kernel. The test
-problems with known evidences (:func:`gaussian_shells`, :func:`eggbox`,
-:func:`correlated_gaussian`) and Henderson's sinusoid-atoms model follow.
+``_batchify`` batches a function of one point (with a warning); ``_fusable_model`` finds an object offering
+the fused step ``nested_fused_slice``, as :class:`SinusoidModel`, Henderson's sinusoid atoms, does.
 """
 
 from __future__ import annotations
@@ -22,19 +18,15 @@ __all__ = ["SinusoidModel", "gaussian_shells", "eggbox", "correlated_gaussian"]
 
 
 def _batchify(fn, ndim, xp, name, out_dim):
-    """A batched version of ``fn``: (n, ndim) -> (n,) or (n, ndim).
-
-    ``fn`` is first tried on a batch of two points; if that fails or gives the
-    wrong shape it is tried on one point, and a scalar function is wrapped in
-    a loop (with a warning: it will be slow).
-    """
+    """``fn`` as a function of a batch, (n, ndim) -> (n,) or (n, out_dim): ``fn`` itself where it maps a batch
+    of two points, else, where it maps one point, ``fn`` in a Python loop (with a warning: it will be slow)."""
     probe = xp.full((2, ndim), 0.5)
     want = (2,) if out_dim is None else (2, out_dim)
     err = None
     try:
         out = fn(probe)
         if getattr(out, "shape", None) == want:
-            return fn, False
+            return fn
         got = getattr(out, "shape", type(out).__name__)
     except Exception as e:  # a scalar function indexing a 2-D array may raise anything
         err, got = e, None
@@ -51,7 +43,7 @@ def _batchify(fn, ndim, xp, name, out_dim):
         def looped(x):
             rows = [xp.asarray(fn(x[i]), dtype=xp.float64) for i in range(x.shape[0])]
             return xp.stack(rows) if rows else xp.zeros((0,) + single)
-        return looped, True
+        return looped
     if err is not None:
         raise TypeError(f"{name} failed on an (n, {ndim}) array and on a single point ({err!r}); it must map an "
                         f"(n, {ndim}) array to {'(n,)' if out_dim is None else f'(n, {out_dim})'}.") from err
@@ -62,11 +54,10 @@ def _batchify(fn, ndim, xp, name, out_dim):
 def _fusable_model(loglike, prior_transform):
     """The object whose bound ``loglike`` and ``prior_transform`` these are, where it offers a fused step.
 
-    The protocol: an object may define ``nested_fused_slice(u, v, logl, lstar, dirs, unif, max_shrink) ->
-    (u, v, logl, nrej, neval)``, every slice of every walker in one call (see
-    :meth:`SinusoidModel.nested_fused_slice`), and optionally ``nested_fused_available(xp) -> bool``. It
-    is used where ``loglike`` and ``prior_transform`` are methods of that object defined by the class that
-    defines ``nested_fused_slice`` (a subclass that overrides either falls back to the generic path).
+    The protocol: ``nested_fused_slice(u, v, logl, lstar, dirs, unif, max_shrink) -> (u, v, logl, nrej,
+    neval)``, every slice of every walker in one call (:meth:`SinusoidModel.nested_fused_slice`), and
+    optionally ``nested_fused_available(xp) -> bool``. Both callables must come from the class that defines
+    ``nested_fused_slice`` (a subclass that overrides either takes the generic path).
     """
     model = getattr(loglike, "__self__", None)
     if model is None or getattr(prior_transform, "__self__", None) is not model:
@@ -155,9 +146,9 @@ class SinusoidModel:
     sums of squares are always accumulated in float64.
 
     Given to :class:`NestedSampler` as ``(m.loglike, m.prior_transform)`` on
-    CuPy, the model also runs each iteration's whole slice-sampling step in
-    one fused kernel: one block of ``slice_block`` threads per walker (default
-    1024 where the walkers are no more than the GPU's SMs, else 512).
+    CuPy, the model runs each iteration's slice step in one fused kernel, a
+    block of ``slice_block`` threads per walker (default 1024 where the
+    walkers are no more than the GPU's SMs, else 512).
 
     Examples
     --------
@@ -186,9 +177,7 @@ class SinusoidModel:
         if not 1 <= self.n_atoms <= 32:
             raise ValueError(f"n_atoms must be between 1 and 32, got {n_atoms}.")
         self.ndim = 3 * self.n_atoms
-        self._yy = float((self.y.astype(xp.float64) ** 2).sum())
-        n = self.t.shape[0]
-        self._const = -0.5 * n * math.log(2 * math.pi * self.sigma ** 2)
+        self._const = -0.5 * self.t.shape[0] * math.log(2 * math.pi * self.sigma ** 2)
 
     @staticmethod
     def synthetic(n_data=100_000, amplitudes=((1.0, 0.5, 3.0),), sigma=0.5, duration=1.0, random_state=None):
@@ -228,40 +217,30 @@ class SinusoidModel:
         return (p[..., 0][..., None] * xp.cos(ph) + p[..., 1][..., None] * xp.sin(ph)).sum(axis=1)
 
     def loglike(self, theta):
-        """Gaussian log-likelihood of each row of ``theta`` (n, 3 J).
-
-        On CuPy one kernel (``kernels_cu/nested.cu``) handles the whole batch;
-        on NumPy, or with ``kernel=False``, an array expression over tiles of
-        the data (the kernel's twin) does.
-        """
+        """Gaussian log-likelihood of each row of ``theta`` (n, 3 J): one kernel on CuPy; on NumPy, or with
+        ``kernel=False``, its twin, an array expression over tiles of the data."""
         if self.xp is not np and self.kernel:
-            return self._loglike_kernel(theta)
+            return _ops.sinusoid_loglike(self, theta)
         return self._loglike_expr(theta)
 
-    def _loglike_kernel(self, theta):
-        return _ops.sinusoid_loglike(self, theta)
+    def _loglike_expr(self, theta):
+        return _ops.sinusoid_loglike_tiles(self, theta)
 
     def nested_fused_available(self, xp) -> bool:
         """Whether :meth:`nested_fused_slice` runs for a sampler on ``xp``: this model's kernel on CuPy."""
         return self.kernel and self.xp is xp and xp is not np
 
     def nested_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink):
-        """All slices of all walkers in one launch (``sinusoid_slice`` in ``kernels_cu/nested.cu``).
-
-        The fused-step protocol of :class:`NestedSampler` (any object whose ``loglike`` and
-        ``prior_transform`` are given to it may offer this method).
+        """All slices of all walkers in one launch (``sinusoid_slice``): the fused-step protocol of
+        :class:`NestedSampler`, which any object whose ``loglike`` and ``prior_transform`` it is given may offer.
 
         ``u``, ``v`` (W, ndim) and ``logl`` (W,) are the starts (not modified),
         ``lstar`` (W,) each walker's threshold, ``dirs`` (n_steps, W, ndim) the
         slice directions in the unit cube and ``unif`` (n_steps, max_shrink + 1,
         W) the interval placements and shrinkage uniforms. Returns the new
-        ``u, v, logl`` and per walker the misses and likelihood evaluations.
-        The twin is :class:`NestedSampler`'s generic slice path with this
-        model's :meth:`loglike`. The launch is ``ops.sinusoid_fused_slice``.
+        ``u, v, logl`` and per walker the misses and likelihood evaluations, as
+        the generic slice path with :meth:`loglike` does.
         """
         return _ops.sinusoid_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink)
 
     _fused_slice = nested_fused_slice  # the former name
-
-    def _loglike_expr(self, theta):
-        return _ops.sinusoid_loglike_tiles(self, theta)

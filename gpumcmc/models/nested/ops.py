@@ -1,19 +1,15 @@
 """The launches of ``kernels_cu/nested.cu``, each beside its NumPy twin.
 
-* the sampler's operations, as the pair ``_GpuOps`` / ``_NumpyOps`` with the same method names
-  (``_ops_for(xp)`` picks one): ``argsort_rows`` launches ``nested_argsort_rows``, its twin
-  ``numpy.argsort``; ``progress`` makes the bookkeeping ``_GpuProgress``, whose ``push`` launches
-  ``nested_progress``, its twin ``_NumpyProgress``; ``slice_start`` and ``slice_round`` launch
-  ``nested_slice_start`` and ``nested_slice_round`` (the generic slice step's shrinkage rounds over a
-  :class:`SliceRounds`), their twins the same names of ``_NumpyOps``, and ``slices_done`` reads whether
-  any walker is still searching (on CuPy from a word of mapped memory, without a wait of its own);
-* ``sinusoid_loglike``: ``sinusoid_ssq``; its twin ``sinusoid_loglike_tiles``;
-* ``sinusoid_fused_slice``: ``sinusoid_slice``; its twin the generic slice path of ``algorithm.py``
-  (``_NestedSteps._slice_generic``) with the model's ``loglike``.
+* ``_GpuOps`` / ``_NumpyOps`` (``_ops_for(xp)`` picks one), with the same method names: ``argsort_rows``
+  (``nested_argsort_rows``), ``progress`` (the bookkeeping ``_GpuProgress``, one ``nested_progress`` a
+  ``push``, and its twin ``_NumpyProgress``), and the generic slice step's rounds over a
+  :class:`SliceRounds`: ``slice_start`` and ``slice_round`` (``nested_slice_start``, ``nested_slice_round``)
+  and ``slices_done``, on CuPy read from a word of mapped memory without a wait of its own;
+* ``sinusoid_loglike`` (``sinusoid_ssq``), its twin ``sinusoid_loglike_tiles``;
+* ``sinusoid_fused_slice`` (``sinusoid_slice``), its twin ``algorithm.py``'s ``_NestedSteps._slice_generic``.
 
-Each launcher names its kernel's arguments after the C parameters
-(:func:`gpumcmc._kernel_args.args`). Nothing here compiles at import: the
-module of ``nested.cu`` is built on the first launch.
+Each launcher names its kernel's arguments after the C parameters (:func:`gpumcmc._kernel_args.args`);
+``nested.cu`` is compiled on the first launch.
 """
 
 from __future__ import annotations
@@ -22,6 +18,8 @@ import ctypes
 import threading
 
 import numpy as np
+
+from ... import _kernel_args, _loader
 
 _KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>",
             "nested_progress", "nested_argsort_rows", "nested_slice_start", "nested_slice_round")
@@ -33,23 +31,19 @@ _CLIP_LO, _CLIP_HI = 1e-12, 1 - 1e-12
 class SliceRounds:
     """The state of one slice step's shrinkage rounds: W walkers, each on its own slice and round.
 
-    Made by ``slice_start`` and advanced by ``slice_round`` (of :class:`_NumpyOps` or :class:`_GpuOps`),
-    which write these arrays in place; the likelihood is evaluated by the caller at ``uc`` between them.
-    A walker is *active* while ``slice < n_steps``; nothing of an inactive walker changes.
+    ``slice_start`` makes it and ``slice_round`` advances it in place; the caller evaluates the likelihood at
+    ``uc`` between them. A walker is *active* while ``slice < n_steps``; nothing of an inactive walker changes.
 
-    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point, its prior transform and log-likelihood
-      (its start until it moves), float64;
-    * ``lstar`` (W,) the thresholds; ``dirs`` (n_steps, W, ndim) the directions; ``unif`` (n_steps,
-      max_shrink + 1, W) the uniforms (read only);
-    * ``prop`` (W, ndim) the current proposals, ``uc`` the same clipped into [1e-12, 1 - 1e-12] (where
-      the likelihood is evaluated; an inactive walker's row is its current point), ``tt`` (W,) their
-      places on the slice, ``inside`` (W,) int32: 1 where the proposal is inside the unit cube;
-    * ``lo, hi`` (W,) the slice intervals; ``slice, shrink`` (W,) int32 each walker's slice and round;
-      ``nrej`` (W,) float64 its misses;
-    * ``fine`` () bool, turned False by a NaN or +inf likelihood of an active walker inside the cube, and
-      ``ncall`` () int64, to which each round adds its active walkers: the caller's arrays;
-    * on CuPy also ``word``, the :class:`_RoundWord` that the rounds report to, and ``prev`` and ``last``,
-      the tickets of this step's two latest rounds (None before its first and second).
+    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point (its start until it moves), float64;
+    * ``lstar`` (W,), ``dirs`` (n_steps, W, ndim), ``unif`` (n_steps, max_shrink + 1, W): read only;
+    * ``prop`` (W, ndim) the proposals, ``uc`` the same clipped into [1e-12, 1 - 1e-12] (an inactive walker's
+      row is its point), ``tt`` (W,) their places on the slice, ``inside`` (W,) int32 1 inside the unit cube;
+    * ``lo, hi`` (W,) the intervals; ``slice, shrink`` (W,) int32 each walker's slice and round; ``nrej`` its
+      misses;
+    * the caller's ``fine`` () bool, turned False by a NaN or +inf of an active walker inside the cube, and
+      ``ncall`` () int64, to which each round adds its active walkers;
+    * on CuPy also ``word`` (:class:`_RoundWord`) and ``prev``, ``last``: the tickets of this step's two
+      latest rounds (None before its first and second).
     """
 
     __slots__ = ("u", "v", "logl", "lstar", "dirs", "unif", "prop", "uc", "tt", "inside", "lo", "hi", "slice",
@@ -67,7 +61,7 @@ class SliceRounds:
 
 
 class _NumpyOps:
-    """The sampler's per-iteration operations on NumPy: the twins of :class:`_GpuOps`, with its method names."""
+    """The sampler's per-iteration operations on NumPy: the twins of :class:`_GpuOps`."""
 
     xp = np
 
@@ -79,26 +73,22 @@ class _NumpyOps:
         """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_NumpyProgress`)."""
         return _NumpyProgress(n_runs, offsets)
 
-    # -- the generic slice step's rounds: the twins of nested_slice_start and nested_slice_round -------------
     def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
         """A :class:`SliceRounds` of W walkers started at ``u, v, logl`` (W, ndim) / (W,) (not modified) with
         the thresholds ``lstar`` (W,), the directions ``dirs`` (n_steps, W, ndim) and the uniforms ``unif``
         (n_steps, max_shrink + 1, W): every walker on slice 0, its first proposal made."""
         st = SliceRounds(np, lstar, dirs, unif, fine, ncall)
         st.u[...], st.v[...], st.logl[...] = u, v, logl
-        st.nrej[...] = 0.0
-        st.slice[...] = 0
-        st.shrink[...] = 0
+        st.nrej[...], st.slice[...], st.shrink[...] = 0.0, 0, 0
         st.lo[...] = -unif[0, 0]
         st.hi[...] = 1.0 + st.lo
         self._propose(st)
         return st
 
     def slice_round(self, st, pv, pl):
-        """Each active walker takes the log-likelihood ``pl`` (W,) of its proposal (its prior transform ``pv``
-        (W, ndim), evaluated at ``st.uc``): accepted above its threshold (then its next slice), else a miss
-        that shrinks its interval (the next slice after ``max_shrink`` misses); then the next proposals.
-        Rows of inactive walkers are not read."""
+        """Each active walker takes the log-likelihood ``pl`` (W,) and transform ``pv`` of its proposal: accepted
+        above its threshold (then its next slice), else a miss that shrinks its interval (the next slice after
+        ``max_shrink`` misses); then the next proposals. Rows of inactive walkers are not read."""
         a = np.flatnonzero(st.slice < st.n_steps)
         st.ncall[...] += a.size
         lv = np.where(st.inside[a] != 0, pl[a], -np.inf)
@@ -154,8 +144,6 @@ class _GpuOps:
     def argsort_rows(self, x):
         """``cupy.argsort(x, axis=1)``'s permutation (stable, NaN last) of a 2-D float64 array, in one launch
         of ``nested_argsort_rows``, without the wait for the stream that ``cupy.argsort`` makes."""
-        from ... import _kernel_args, _loader
-
         xp = self.xp
         M, N = x.shape
         out = xp.empty((M, N), dtype=xp.int64)
@@ -172,11 +160,8 @@ class _GpuOps:
         """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_GpuProgress`)."""
         return _GpuProgress(self.xp, n_runs, offsets, lag)
 
-    # -- the generic slice step's rounds ---------------------------------------------------------------------
     def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
         """:meth:`_NumpyOps.slice_start` in one launch of ``nested_slice_start``."""
-        from ... import _kernel_args, _loader
-
         f64 = np.float64
         st = SliceRounds(self.xp, _loader.contiguous(lstar, f64), _loader.contiguous(dirs, f64),
                          _loader.contiguous(unif, f64), fine, ncall)
@@ -195,8 +180,6 @@ class _GpuOps:
     def slice_round(self, st, pv, pl):
         """:meth:`_NumpyOps.slice_round` in one launch of ``nested_slice_round``, which also reports to the
         round word whether any walker is still active (read by :meth:`slices_done`)."""
-        from ... import _kernel_args, _loader
-
         f64 = np.float64
         W, d = st.u.shape
         word = st.word
@@ -215,12 +198,11 @@ class _GpuOps:
 
     def slices_done(self, st):
         """Whether no walker was active after the latest round, or (while the GPU has not finished it) after
-        the round before: the word the rounds write, read without a wait while the GPU is at most one round
-        behind, so a step may end one round late (a round in which no walker is active changes nothing)."""
+        the round before, read without a wait while the GPU is at most one round behind: a step may end one
+        round late (a round in which no walker is active changes nothing)."""
         word = st.word
-        # The oldest round of this step whose word may decide: the one before the latest where the two were
-        # launched one after the other, else the latest (rounds of another step, a nested sampler run inside
-        # the likelihood, may have come between them on this word).
+        # The round before the latest only where the two were launched one after the other: rounds of another
+        # step (a nested sampler run inside the likelihood) may have come between them on this word.
         need = st.prev if st.prev is not None and st.prev == st.last - 1 else st.last
         x = word.host.value
         if (x >> 1) < need:  # the GPU is further behind: wait for that round
@@ -245,13 +227,11 @@ def _slice_grid(n_walkers):
 
 class _RoundWord:
     """The word of mapped host memory that ``nested_slice_round`` writes after each round: ``(ticket << 1) |
-    any walker still active``, where ``ticket`` counts the rounds launched on this word. One per thread,
-    device and stream (rounds on one stream finish in order, so the word only moves forward), never freed
-    (as the status words of ``gpumcmc._status``): made on the first slice step there.
+    any walker still active``, ``ticket`` counting the rounds launched on it. One per thread, device and stream
+    (rounds on one stream finish in order, so the word only moves forward), never freed, as ``gpumcmc._status``'s.
 
-    ``sync`` holds the two counters by which the launch's last block finds the flag of every block (left
-    zeroed by each launch); ``events`` mark the last two rounds, for the wait of :meth:`_GpuOps.slices_done`
-    when the GPU falls behind.
+    ``sync``: the two counters by which a launch's last block finds every block's flag (left zeroed);
+    ``events`` mark the last two rounds, for :meth:`_GpuOps.slices_done`'s wait when the GPU falls behind.
     """
 
     __slots__ = ("ptr", "host", "ticket", "sync", "events")
@@ -270,23 +250,18 @@ _round_words = threading.local()
 
 def _round_word(cp):
     """This thread's :class:`_RoundWord` for the current device and stream."""
-    words = getattr(_round_words, "by_stream", None)
-    if words is None:
-        words = _round_words.by_stream = {}
+    words = _round_words.__dict__.setdefault("by_stream", {})
     key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
-    word = words.get(key)
-    if word is None:
-        word = words[key] = _RoundWord(cp)
-    return word
+    if key not in words:
+        words[key] = _RoundWord(cp)
+    return words[key]
 
 
 class _NumpyProgress:
-    """Each run's evidence and the stopping rule, one iteration at a time, read back ``lag`` iterations late.
-
-    ``push`` adds the points just removed to each run's evidence and computes the worst run's stopping
-    value ``log(Z + L_max X) - log Z`` and the NaN/+inf flag; ``pop`` returns the oldest pair not read yet.
-    This is the twin of :class:`_GpuProgress`, where ``push`` is one launch of ``nested_progress``.
-    """
+    """Each run's evidence and the stopping rule, one iteration at a time, read back ``lag`` iterations late:
+    ``push`` adds the removed points to each run's evidence and queues the worst run's stopping value
+    ``log(Z + L_max X) - log Z`` and the NaN/+inf flag; ``pop`` returns the oldest pair (:class:`_GpuProgress`'s
+    twin)."""
 
     def __init__(self, n_runs, offsets):
         self.queue = []
@@ -317,14 +292,11 @@ class _GpuProgress:
     waits for the GPU to drain."""
 
     def __init__(self, cp, n_runs, offsets, lag):
-        from ... import _loader
-
         self.xp, self.queue = cp, []
         self.logz = cp.full((n_runs,), -np.inf)
         rt = cp.cuda.runtime
         self.n_slots = lag + 2
         self.ptr = rt.hostAlloc(16 * self.n_slots, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
-        import ctypes
         self.host = np.ctypeslib.as_array((ctypes.c_double * (2 * self.n_slots)).from_address(self.ptr))
         self.events = [cp.cuda.Event(disable_timing=True) for _ in range(self.n_slots)]
         self.fn = _loader.get_function("nested.cu", "nested_progress", _KERNELS)
@@ -335,8 +307,6 @@ class _GpuProgress:
         return len(self.queue)
 
     def push(self, dead, live, fine, logx, logx_next):
-        from ... import _kernel_args, _loader
-
         slot = self.k % self.n_slots
         self.k += 1
         M, R = dead.shape
@@ -365,7 +335,6 @@ class _GpuProgress:
 def sinusoid_loglike(model, theta):
     """:meth:`SinusoidModel.loglike` of an (n, 3 J) batch on CuPy: one launch of ``sinusoid_ssq``; the twin is
     :func:`sinusoid_loglike_tiles`."""
-    from ... import _kernel_args, _loader
     cp = model.xp
     p = _loader.contiguous(theta, model.dtype)
     n = p.shape[0]
@@ -410,7 +379,6 @@ def sinusoid_fused_slice(model, u, v, logl, lstar, dirs, unif, max_shrink):
     Its twin is the generic slice path (``_NestedSteps._slice_generic`` in ``algorithm.py``) with the model's
     ``loglike``, given the same directions and uniforms.
     """
-    from ... import _kernel_args, _loader
     cp = model.xp
     f64 = np.float64
     W, d = u.shape

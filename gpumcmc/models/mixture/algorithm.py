@@ -55,58 +55,35 @@ _V_MAX = 1.0 - 2.0**-40  # sticks are kept below 1 so that log(1 - v) stays fini
 
 
 class Model(NamedTuple):
-    """Data and prior of one fit (fixed during a run).
+    """Data and prior of one fit (fixed during a run)."""
 
-    x : (n, p) array of ``dtype`` — the data minus ``center``.
-    center : (p,) float64 host array added back to reported means.
-    m : (p,) float64 prior mean (centred coordinates); kappa0 = 1 / gamma.
-    psi0 : (p, p) float64, ``nu Phi``; df0 = nu + p + 1.
-    a, b : the Gamma(shape a, rate b) prior of alpha.
-    k : the number of components; chunk : rows per launch of the probability (BEM) kernel;
-    sample_rows : rows per launch of the Gibbs indicator kernel (all rows unless chunk_size is given);
-    stats_rows : rows per block of the sufficient-statistics products.
-    y_blocks : cached ``[1, x, x_a x_b (a <= b)]`` row blocks, or None.
-    """
-
-    x: object
-    center: np.ndarray
-    m: object
-    kappa0: float
-    psi0: object
-    df0: float
-    a: float
+    x: object           # (n, p) array of the fit's dtype: the data minus center
+    center: np.ndarray  # (p,) float64 host array added back to reported means
+    m: object           # (p,) float64 prior mean (centred coordinates)
+    kappa0: float       # 1 / gamma
+    psi0: object        # (p, p) float64, nu Phi
+    df0: float          # nu + p + 1
+    a: float            # alpha ~ Gamma(shape a, rate b)
     b: float
-    k: int
-    chunk: int
-    sample_rows: int
-    stats_rows: int
-    y_blocks: object
+    k: int              # the number of components
+    chunk: int          # rows per launch of the probability (BEM) kernel
+    sample_rows: int    # rows per launch of the Gibbs indicator kernel (all rows unless chunk_size is given)
+    stats_rows: int     # rows per block of the sufficient-statistics products
+    y_blocks: object    # cached [1, x, x_a x_b (a <= b)] row blocks, or None
 
 
 class State(NamedTuple):
-    """State of every chain (leading axis: chain), or of every BEM start.
+    """State of every chain (leading axis: chain), or of every BEM start."""
 
-    z : (C, n) int32 configuration indicators (Gibbs; BEM leaves them empty).
-    v : (C, k) float64 stick fractions (``v[:, -1] == 1``).
-    log_pi : (C, k) float64 log weights.
-    mu : (C, k, p) float64 component means (centred coordinates).
-    sigma : (C, k, p, p) float64 component covariances.
-    params : (C, k, Q) kernel parameters ``[c_j, U_j mu_j, vech(U_j)]`` of ``dtype``.
-    alpha : (C,) float64 DP precision.
-    counts : (C, k) float64 points per component (Gibbs) or summed probabilities (BEM).
-    loglik : (C,) float64 mean log-likelihood per sample at the parameters the
-        indicators (or probabilities) were computed from.
-    """
-
-    z: object
-    v: object
-    log_pi: object
-    mu: object
-    sigma: object
-    params: object
-    alpha: object
-    counts: object
-    loglik: object
+    z: object       # (C, n) int32 configuration indicators (Gibbs; BEM leaves them empty)
+    v: object       # (C, k) float64 stick fractions (v[:, -1] == 1)
+    log_pi: object  # (C, k) float64 log weights
+    mu: object      # (C, k, p) float64 component means (centred coordinates)
+    sigma: object   # (C, k, p, p) float64 component covariances
+    params: object  # (C, k, q) kernel parameters [c_j, U_j mu_j, vech(U_j)] of the data's dtype
+    alpha: object   # (C,) float64 DP precision
+    counts: object  # (C, k) float64 points per component (Gibbs) or summed probabilities (BEM)
+    loglik: object  # (C,) float64 mean log-likelihood per sample at the parameters z was drawn from
 
 
 class Info(NamedTuple):
@@ -232,14 +209,10 @@ class Part(NamedTuple):
 
 
 class GibbsStats(NamedTuple):
-    """What step (1) of a sweep sums over the rows, float64 (summed over shards where the data are split).
+    """What step (1) of a sweep sums over the rows, float64 (summed over shards where the data are split)."""
 
-    acc : (C, k, q) ``[n_j, s1_j, vech(s2_j)]`` packed, the statistics of the drawn indicators.
-    loglik : (C,) the rows' log-likelihoods summed, at the parameters the indicators were drawn from.
-    """
-
-    acc: object
-    loglik: object
+    acc: object     # (C, k, q) [n_j, s1_j, vech(s2_j)], the statistics of the drawn indicators
+    loglik: object  # (C,) the rows' log-likelihoods at the parameters the indicators were drawn from
 
 
 def gibbs_local(rng, state: State, part: Part):
@@ -436,20 +409,18 @@ def make_bem_step(model: Model):
 
 
 class BemPart(NamedTuple):
-    """One part of the rows for a BEM iterate: its :class:`Model`, its E-step :func:`_make_bem_stats` (which
-    keeps the scratch buffers) and ``n``, the rows of the whole set."""
+    """One part of the rows for a BEM iterate."""
 
     model: Model
-    stats: object
-    n: int
+    stats: object  # its E-step, _make_bem_stats (which keeps the scratch buffers)
+    n: int         # the rows of the whole set
 
 
 class BemStats(NamedTuple):
-    """What step (1) of a BEM iterate sums over the rows, float64: ``acc`` (C, k, q), the probabilities'
-    weighted statistics packed as :class:`GibbsStats`', and ``loglik`` (C,), the rows' log-normalisers."""
+    """What step (1) of a BEM iterate sums over the rows, float64."""
 
-    acc: object
-    loglik: object
+    acc: object     # (C, k, q) the probabilities' weighted statistics, packed as GibbsStats'
+    loglik: object  # (C,) the rows' log-normalisers
 
 
 def bem_local(rng, state: State, part: BemPart) -> BemStats:

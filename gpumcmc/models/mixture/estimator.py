@@ -174,25 +174,13 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                  mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
                  alpha_prior=None, relabel: bool = True, random_state=None, chunk_size=None,
                  dtype="float32", progress: bool = True, backend=None, devices=None):
-        self.n_components = n_components
-        self.method = method
-        self.n_iter = n_iter
-        self.burn_in = burn_in
-        self.n_chains = n_chains
-        self.n_init = n_init
-        self.tol = tol
-        self.mean_prior = mean_prior
-        self.mean_precision_prior = mean_precision_prior
-        self.covariance_prior = covariance_prior
-        self.degrees_of_freedom_prior = degrees_of_freedom_prior
-        self.alpha_prior = alpha_prior
-        self.relabel = relabel
-        self.random_state = random_state
-        self.chunk_size = chunk_size
-        self.dtype = dtype
-        self.progress = progress
-        self.backend = backend
-        self.devices = devices
+        self.n_components, self.method, self.n_iter, self.burn_in = n_components, method, n_iter, burn_in
+        self.n_chains, self.n_init, self.tol = n_chains, n_init, tol
+        self.mean_prior, self.mean_precision_prior = mean_prior, mean_precision_prior
+        self.covariance_prior, self.degrees_of_freedom_prior = covariance_prior, degrees_of_freedom_prior
+        self.alpha_prior, self.relabel, self.random_state = alpha_prior, relabel, random_state
+        self.chunk_size, self.dtype, self.progress = chunk_size, dtype, progress
+        self.backend, self.devices = backend, devices
 
     def _check_params(self):
         if self.method not in ("gibbs", "bem"):

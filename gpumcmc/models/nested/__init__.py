@@ -1,12 +1,8 @@
 """Nested sampling on the GPU: batched likelihoods, multiple replacement, combined runs.
 
-``algorithm`` holds the iteration (the R lowest live points of every run
-replaced by constrained moves), ``ops`` the launches of
-``kernels_cu/nested.cu`` beside their NumPy twins, ``results`` the evidence,
-combined runs and the mode check, ``likelihoods`` the fused-step protocol and
-the test problems, ``estimator`` :class:`NestedSampler`. The user-facing names
-are documented in :mod:`gpumcmc.nested`, which re-exports them; this package
-re-exports them too, and the helpers the tests use.
+``algorithm``: the iteration; ``ops``: the launches of ``kernels_cu/nested.cu`` and their NumPy twins;
+``results``: evidence, combined runs, mode check; ``likelihoods``: the fused-step protocol and test problems;
+``estimator``: :class:`NestedSampler`. The public names are documented in :mod:`gpumcmc.nested`.
 """
 
 from .algorithm import LiveState, StepInfo

@@ -60,18 +60,13 @@ def _fusable_model(loglike, prior_transform):
     ``nested_fused_slice`` (a subclass that overrides either takes the generic path).
     """
     model = getattr(loglike, "__self__", None)
-    if model is None or getattr(prior_transform, "__self__", None) is not model:
-        return None
-    if not callable(getattr(model, "nested_fused_slice", None)):
+    if (model is None or getattr(prior_transform, "__self__", None) is not model
+            or not callable(getattr(model, "nested_fused_slice", None))):
         return None
     owner = next((c for c in type(model).__mro__ if "nested_fused_slice" in vars(c)), None)
-    if owner is None:
-        return None
-    mine = list(vars(owner).values())
-    if not any(getattr(loglike, "__func__", None) is f for f in mine) or \
-            not any(getattr(prior_transform, "__func__", None) is f for f in mine):
-        return None
-    return model
+    mine = list(vars(owner).values()) if owner is not None else []
+    ours = all(any(getattr(fn, "__func__", None) is f for f in mine) for fn in (loglike, prior_transform))
+    return model if ours else None
 
 
 def gaussian_shells(ndim=2, xp=np):
@@ -114,11 +109,8 @@ def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
     Returns ``(loglike, prior_transform, logz)``.
     """
     cov = np.full((ndim, ndim), rho) + (1 - rho) * np.eye(ndim)
-    prec = np.linalg.inv(cov)
-    _, logdet = np.linalg.slogdet(cov)
-    const = -0.5 * (ndim * math.log(2 * math.pi) + logdet)
-
-    p = xp.asarray(prec)
+    p = xp.asarray(np.linalg.inv(cov))
+    const = -0.5 * (ndim * math.log(2 * math.pi) + np.linalg.slogdet(cov)[1])
 
     def loglike(x):
         return const - 0.5 * xp.einsum("ni,ij,nj->n", x, p, x)
@@ -198,13 +190,10 @@ class SinusoidModel:
         uf = u3[..., 2]
         if self.ordered and J > 1:
             # order statistics of J uniforms: s_J = u_J^(1/J), s_k = s_{k+1} u_k^(1/k)
-            cols = [None] * J
-            s = uf[:, J - 1] ** (1.0 / J)
-            cols[J - 1] = s
+            cols = [uf[:, J - 1] ** (1.0 / J)]
             for k in range(J - 1, 0, -1):
-                s = s * uf[:, k - 1] ** (1.0 / k)
-                cols[k - 1] = s
-            uf = xp.stack(cols, axis=1)
+                cols.append(cols[-1] * uf[:, k - 1] ** (1.0 / k))
+            uf = xp.stack(cols[::-1], axis=1)
         f = self.fmin + (self.fmax - self.fmin) * uf
         return xp.stack([a, b, f], axis=2).reshape(u.shape[0], 3 * J)
 

@@ -336,18 +336,13 @@ def combine_runs(runs) -> NestedResults:
     """One :class:`NestedResults` from independent runs: the combined-runs estimator.
 
     For runs made apart, as Dask tasks (:func:`gpumcmc.distributed.map_runs`)
-    or in separate sessions. At any level ``L`` the live points of the merged
-    run are those of every run still going, so the merged point at ``L`` was
-    the lowest of ``sum_r n_r(L)`` live points, where ``n_r(L)`` is run r's
-    live count at its first point at or above ``L`` (0 once run r has ended).
-    Each run's ``nlive`` already holds that count (for runs of one call with
-    ``n_runs=M``, the merged count of its M runs), so the merged counts equal
-    those that :func:`merge_points` gives from every point's birth, and the
-    evidence, weights and error follow as for one run. ``logz_runs`` lists
-    every run's own evidence; ``logzerr_runs`` is their spread over
-    ``sqrt(number of runs)``. The runs must share the model: the same
-    ``ndim`` (and, for the estimate to mean anything, the same likelihood and
-    prior).
+    or in separate sessions. The merged point at level ``L`` was the lowest of
+    ``sum_r n_r(L)`` live points, ``n_r(L)`` being run r's ``nlive`` at its
+    first point at or above ``L`` (0 once run r has ended): the counts that
+    :func:`merge_points` gives from every point's birth, so the evidence,
+    weights and error follow as for one run. ``logz_runs`` lists every run's
+    own evidence; ``logzerr_runs`` is their spread over ``sqrt(number of
+    runs)``. The runs must share the model (at least ``ndim``).
 
     Examples
     --------

@@ -125,12 +125,10 @@ class Config:
         # gpumcmc.models.glm, the GPU slice sweep: rows a chunk (glm_chunk_rows) and threads a block
         # (glm_block), None: chosen from the data and the GPU (test_glm's slice-kernel tests hold the draws
         # to the twin's at other values); glm_spec_shrink shrinkage proposals evaluated with the first pass;
-        # glm_shard_elements elements (chains x candidates x rows) a pass of the sharded NumPy twin;
         # glm_niw_kernel False draws mu, Sigma by the array code on the GPU too (test_glm's NIW test).
         "glm_chunk_rows": None,
         "glm_block": None,
         "glm_spec_shrink": 8,
-        "glm_shard_elements": 1 << 25,
         "glm_niw_kernel": True,
         # gpumcmc.models.mixture: rows per block of the Bayesian-EM statistics GEMM on float32 data (None or
         # 0: one GEMM per chunk), and the blocks a chunk needs to take the batched GEMM; sorted rows per

@@ -59,7 +59,6 @@ OLD_NAMES = [
     (glm_model, "_CHUNK_ROWS", "glm_chunk_rows"),
     (glm_model, "_BLOCK", "glm_block"),
     (glm_model, "_SPEC_SHRINK", "glm_spec_shrink"),
-    (glm_model, "_SHARD_ELEMENTS", "glm_shard_elements"),
     (lda, "FUSED_MIN_K", "lda_fused_min_k"),
     (lda, "FUSED_MAX_FILL", "lda_fused_max_fill"),
     (lda, "SPARSE_MIN_K", "lda_sparse_min_k"),

@@ -32,5 +32,4 @@ __all__ = ["BayesianGLM", "GroupPart", "HierarchicalGLM", "HyperPrior", "Sharded
            "over_groups", "over_rows", "row_parts", "shard_passes", "step"]
 
 # The knobs' old names here (_CHUNK_ROWS and the like) read and set gpumcmc._config.config's.
-forward(__name__, {"_SPEC_SHRINK": "glm_spec_shrink", "_CHUNK_ROWS": "glm_chunk_rows", "_BLOCK": "glm_block",
-                   "_SHARD_ELEMENTS": "glm_shard_elements"})
+forward(__name__, {"_SPEC_SHRINK": "glm_spec_shrink", "_CHUNK_ROWS": "glm_chunk_rows", "_BLOCK": "glm_block"})

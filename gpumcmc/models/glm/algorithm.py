@@ -99,17 +99,25 @@ def _segment_sum(xp, v, data):
     return cs[:, data.ends] - cs[:, data.starts]
 
 
-def _make_target(xp, data, family, sigma_noise, state, k, G):
-    """The conditional log-density of coordinate ``k`` of every (chain, group) as a function of its value."""
-    beta, eta = state.beta, state.eta
-    xk = data.Xt[k][None, :]
-    x0 = beta[:, :, k]
-    pkk, muk, c = _prior_terms(xp, beta, state.mu, state.prec, k)
+def _moved(eta, data, k, delta):
+    """``eta`` with coordinate ``k`` of each (chain, group) moved by ``delta`` (C, G): the differential update."""
+    return eta + (delta[:, data.gid] if data.starts.shape[0] > 1 else delta) * data.Xt[k][None, :]
+
+
+def _loglik(xp, data, family, sigma_noise, eta, k):
+    """``delta -> `` each group's log-likelihood (C, G), float64, with coordinate ``k`` moved by ``delta``."""
+    return lambda delta: _segment_sum(xp, pointwise_loglik(_moved(eta, data, k, delta), data.y, family, sigma_noise,
+                                                           xp, data.lgy), data)
+
+
+def _make_target(xp, state, k, loglik):
+    """The conditional log-density of coordinate ``k`` of every (chain, group) as a function of its value,
+    from ``loglik`` (:func:`_loglik`'s function of the move) and the prior's terms."""
+    x0 = state.beta[:, :, k]
+    pkk, muk, c = _prior_terms(xp, state.beta, state.mu, state.prec, k)
 
     def target(x):
-        delta = x - x0
-        e = eta + (delta[:, data.gid] if G > 1 else delta) * xk
-        ll = _segment_sum(xp, pointwise_loglik(e, data.y, family, sigma_noise, xp, data.lgy), data)
+        ll = loglik(x - x0)
         z = x - muk
         return ll - 0.5 * pkk * z * z - z * c
 
@@ -150,12 +158,11 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
 def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all):
     """The coefficients' part of :func:`step`, with its random numbers given: returns the new beta, eta,
     width, the fallbacks per chain and the evaluations (-1 on the GPU)."""
-    C, G, K = state.beta.shape
-    beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
-    warm = (state.it < n_warmup)[:, None]
-    fallbacks = xp.zeros((C,), dtype=np.int64)
     if xp is not np:
-        eta = eta.copy()  # moved in place by the kernels
+        C, G, K = state.beta.shape
+        beta, eta, width = state.beta.copy(), state.eta.copy(), state.width.copy()  # moved in place by the kernels
+        warm = (state.it < n_warmup)[:, None]
+        fallbacks = xp.zeros((C,), dtype=np.int64)
         if max_steps_out < _PMAX and data.plan is not None:
             fallbacks = _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup,
                                           max_steps_out, max_shrink, e_all, u_all, us_all)
@@ -165,15 +172,28 @@ def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, 
                                               k, max_steps_out, max_shrink, e_all[k], u_all[k], us_all[k])
                 fallbacks = fallbacks + fb
         return beta, eta, width, fallbacks, -1  # evaluations not counted (each block stops when it is done)
+    return _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all,
+                        lambda eta, k: _loglik(xp, data, family, sigma_noise, eta, k),
+                        lambda eta, k, delta: _moved(eta, data, k, delta))
+
+
+def _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all, loglik_of, moved):
+    """The array code's sweep, coordinate by coordinate: ``loglik_of(eta, k)`` gives :func:`_make_target`'s
+    likelihood, ``moved(eta, k, delta)`` the linear predictor after the move (``state.eta`` is whatever
+    the two take: one array, or one per shard). Returns as :func:`_sweep_coefs`."""
+    C, _, K = state.beta.shape
+    beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
+    warm = (state.it < n_warmup)[:, None]
+    fallbacks = xp.zeros((C,), dtype=np.int64)
     evals = 0
     for k in range(K):
-        target, x0 = _make_target(xp, data, family, sigma_noise, state._replace(beta=beta, eta=eta), k, G)
+        target, x0 = _make_target(xp, state._replace(beta=beta), k, loglik_of(eta, k))
         xnew, done, n = _slice_update(xp, target, x0, width[:, :, k], max_steps_out, max_shrink, e_all[k],
                                       u_all[k], us_all[k])
         evals += n
         fallbacks = fallbacks + (~done).sum(axis=1)
         delta = xnew - x0
-        eta = eta + (delta[:, data.gid] if G > 1 else delta) * data.Xt[k][None, :]
+        eta = moved(eta, k, delta)
         beta[:, :, k] = xnew
         width[:, :, k] = _tuned_width(xp, warm, width[:, :, k], delta)
     return beta, eta, width, fallbacks, evals

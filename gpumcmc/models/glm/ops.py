@@ -8,7 +8,7 @@ kernel computes, with the same random numbers:
   :func:`_slice_kernel_coordinate` (``glm_slice_segment``); their twin is :func:`.algorithm._sweep_coefs`;
 - the hierarchical draw of ``mu, Sigma``: :func:`_niw_kernel` (``glm_niw``) and its twin :func:`_niw_twin`;
 - the sweep with the rows split over devices: :class:`_ShardedPasses` (``glm_slice_shard_eval``,
-  ``glm_slice_decide``), whose twins are :mod:`.sharded`'s ``_twin_eval`` and ``_twin_decide``.
+  ``glm_slice_decide``), whose twin is :func:`.sharded.over_rows`'s array code: the same decisions.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Both sweeps are :class:`gpumcmc.sampling.Collective` algorithms: their steps are written against
 ``reduce``, the all-reduce that :func:`gpumcmc.sampling.sharded` supplies.
 
-``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over :func:`row_parts`): per coordinate
-and pass of the slice sampler, every shard's candidate log-likelihood sums over its rows (the local
-part), their sum, and every device's decisions from it (the update), by :func:`_run_passes` on NumPy
-(:func:`_twin_eval`, :func:`_twin_decide`) and on the GPUs (:class:`.ops._ShardedPasses`).
+``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over :func:`row_parts`): every sum of
+the log-likelihood over rows is each shard's sum over its rows, all-reduced, and every device takes the
+same decisions from it. On NumPy this is the array code of :func:`.algorithm.step`; on the GPUs the
+sweep runs in passes of candidates (:func:`_run_passes`, :class:`.ops._ShardedPasses`).
 
 ``HierarchicalGLM(devices=...)`` splits the groups (:func:`over_groups` over :func:`group_parts`): each
 device sweeps whole groups by the single-device step, and the groups' coefficients are summed once a
@@ -24,8 +24,9 @@ from ..._config import config
 from ...glm import pointwise_loglik
 from ...shards import Replica, balanced_cuts
 from ...sampling import Collective
-from .algorithm import SliceInfo, SliceState, _draw_hyper, _init_data, _init_state, _sweep_coefs, sweep_randoms
-from .ops import _PMAX, _chunk_plan, _Passes, _prior_terms, _ShardedPasses, _tuned_width
+from .algorithm import (SliceInfo, SliceState, _coordinates, _draw_hyper, _init_data, _init_state, _loglik, _moved,
+                        _sweep_coefs, sweep_randoms)
+from .ops import _PMAX, _chunk_plan, _Passes, _ShardedPasses
 
 __all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "group_parts",
            "groups_allreduce_bytes", "over_groups", "over_rows", "row_parts", "shard_passes"]
@@ -64,132 +65,6 @@ def row_parts(X, y, shards, family="bernoulli", n_chains=4) -> list:
     return data
 
 
-def _first_bracket(xp, x0, w, u, max_out):
-    """(L0, R0, J, Jr) of the first pass, as glm_first_bracket forms them: the bracket of width w placed
-    by u[0], and the stepping-out budgets split by u[1] (J to the left, Jr = max_out - 1 - J)."""
-    L0 = x0 - w * u[0]
-    J = xp.floor(max_out * u[1]).astype(np.int64)
-    return L0, L0 + w, J, (max_out - 1) - J
-
-
-def _pass_points(xp, first, x0, w, bracket, st, us, max_out, d1, max_shrink):
-    """A pass's candidates (C, G, _PMAX) in the dtype of x0 and their count (C, G), as glm_pass_points
-    forms them (unused slots hold x0). ``us`` (max_shrink, C, G): the coordinate's shrinkage uniforms."""
-    C, G = x0.shape
-    pts = xp.broadcast_to(x0[..., None], (C, G, _PMAX)).copy()
-    if first:
-        L0, R0, J, _ = bracket
-        m = max_out
-        if m > 1:
-            Ls, Rs = [L0], [R0]
-            for _ in range(m - 2):
-                Ls.append(Ls[-1] - w)
-                Rs.append(Rs[-1] + w)
-            Ls, Rs = xp.stack(Ls, axis=-1), xp.stack(Rs, axis=-1)                # (C, G, m - 1)
-            t = xp.arange(m - 1)
-            right = xp.take_along_axis(Rs, xp.clip(t - J[..., None], 0, m - 2), axis=-1)
-            pts[..., 1:m] = xp.where(t < J[..., None], Ls, right)
-        a, b = L0, R0
-        n = min(d1, max_shrink)
-        for j in range(n):
-            x = a + us[j] * (b - a)
-            pts[..., m + j] = x
-            lower = x < x0
-            a, b = xp.where(lower, x, a), xp.where(lower, b, x)
-        return pts, xp.full((C, G), m + n, dtype=np.int64)
-    a, b, s0 = st["L"], st["R"], st["S"]
-    for j in range(_PMAX):
-        u = xp.take_along_axis(us, xp.minimum(s0 + j, max_shrink - 1)[None], axis=0)[0]
-        x = a + u * (b - a)
-        pts[..., j] = x
-        lower = x < x0
-        a, b = xp.where(lower, x, a), xp.where(lower, b, x)
-    return pts, xp.clip(max_shrink - s0, 0, _PMAX)
-
-
-def _twin_points(xp, dv, k, first, max_out, d1, max_shrink):
-    """One pass's ``(x0, live, bracket, candidates, count)`` in the device state ``dv``, as both kernels
-    of the pass form them."""
-    x0, w = dv["beta"][:, :, k].copy(), dv["width"][:, :, k]
-    live = xp.ones(x0.shape, dtype=bool) if first else ~dv["settled"]
-    bracket = _first_bracket(xp, x0, w, dv["u"][k], max_out) if first else None
-    pts, count = _pass_points(xp, first, x0, w, bracket, dv, dv["us"][k], max_out, d1, max_shrink)
-    return x0, live, bracket, pts, count
-
-
-def _twin_eval(xp, d, eta, k, x0, pts, count, live, family, sigma_noise):
-    """The twin of glm_slice_shard_eval on one shard (one group): the log-likelihood sums over the
-    shard's rows at every candidate, (C, 1, _PMAX) float64, zeros past each count and where not live.
-    ``config.glm_shard_elements`` bounds the elements (chains x candidates x rows) evaluated together."""
-    C = x0.shape[0]
-    P = int(count[live].max()) if live.any() else 0
-    out = xp.zeros((C, 1, _PMAX), dtype=np.float64)
-    if P == 0:
-        return out
-    pd = (pts - x0[..., None])[:, 0, :P]                                        # (C, P)
-    xk = d.Xt[k]
-    step_p = max(1, config.glm_shard_elements // max(1, C * eta.shape[1]))
-    for a in range(0, P, step_p):
-        e = eta[:, None, :] + pd[:, a:min(P, a + step_p), None] * xk[None, None, :]    # (C, p, Ni)
-        ll = pointwise_loglik(e, d.y, family, sigma_noise, xp, d.lgy)
-        out[:, 0, a:min(P, a + step_p)] = ll.sum(axis=-1, dtype=np.float64)
-    keep = (xp.arange(_PMAX) < count[..., None]) & live[..., None]
-    return xp.where(keep, out, 0.0)
-
-
-def _twin_decide(xp, dv, sums, k, first, points, max_out, max_shrink, n_warmup, e):
-    """The twin of glm_slice_decide: Neal's decisions of one pass for every (chain, group) from the
-    all-reduced sums (C, G, _PMAX) at the pass's ``points`` (:func:`_twin_points`), in the device state
-    ``dv`` (beta, width, the pass state, dpend, fb). Returns the evaluations."""
-    x0, live, bracket, pts, count = points
-    beta, width = dv["beta"], dv["width"]
-    w = width[:, :, k]
-    C, G = x0.shape
-    pkk, muk, c = _prior_terms(xp, beta, dv["mu"], dv["prec"], k)
-    z = pts - muk[..., None]
-    F = sums - 0.5 * pkk[..., None] * z * z - z * c[..., None]                  # as _make_target's target
-    xn, done = x0, xp.zeros((C, G), dtype=bool)
-    if first:
-        L0, R0, J, Jr = bracket
-        logy = F[..., 0] - e
-        a, b = L0, R0
-        goL, goR, stepped = live, live, xp.zeros((C, G), dtype=bool)
-        for j in range(max_out - 1):
-            goL = goL & (J > j) & (F[..., 1 + j] > logy)
-            fR = xp.take_along_axis(F, xp.clip(1 + J + j, 0, _PMAX - 1)[..., None], axis=-1)[..., 0]
-            goR = goR & (Jr > j) & (fR > logy)
-            a, b = xp.where(goL, a - w, a), xp.where(goR, b + w, b)
-            stepped = stepped | goL | goR
-        off = max_out
-        nshr = xp.where(stepped, 0, count - max_out)  # proposals on (L0, R0) apply only without a step
-        s = xp.zeros((C, G), dtype=np.int64)
-    else:
-        a, b, s, logy = dv["L"], dv["R"], dv["S"], dv["logy"]
-        off, nshr = 0, count
-    for j in range(_PMAX - off):
-        act = live & ~done & (nshr > j)
-        x = pts[..., off + j]
-        s = s + act
-        ok = act & (F[..., off + j] > logy)
-        xn = xp.where(ok, x, xn)
-        done = done | ok
-        rej = act & ~ok
-        lower = x < x0
-        a, b = xp.where(rej & lower, x, a), xp.where(rej & ~lower, x, b)
-    still = live & ~done & (s < max_shrink)
-    settle = live & ~still
-    for key, v in (("L", a), ("R", b), ("S", s), ("logy", logy)):
-        dv[key] = xp.where(still, v, dv[key])
-    dv["settled"] = xp.where(live, ~still, dv["settled"])
-    xn = xp.where(settle, xn, x0)
-    delta = xn - x0
-    beta[:, :, k] = xn
-    dv["dpend"] = xp.where(settle, delta, dv["dpend"])
-    width[:, :, k] = _tuned_width(xp, settle & (dv["it"] < n_warmup)[:, None], w, delta)
-    dv["fb"] = dv["fb"] + (settle & ~done)
-    return int(count[live].max()) if live.any() else 0
-
-
 def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> Collective:
     """The flat model's slice-within-Gibbs sweep with its rows split over the shards, as a
     :class:`gpumcmc.sampling.Collective` over :func:`row_parts`; ``sharded(over_rows(...), shards)`` runs it.
@@ -197,14 +72,14 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
     ``init(rng, parts, shards, n_chains=4, prior_scale=2.5)`` gives the :class:`ShardedSliceState` of
     :func:`.algorithm.init` (``rng`` is not used) and makes what every sweep reuses.
 
-    ``step(rng, state, parts, shards, reduce)`` is :func:`.algorithm.step` (one group) with its
-    log-density evaluations split: per coordinate and pass every shard evaluates the pass's candidates
-    over its rows (at most ``_PMAX``), ``reduce`` sums them (``chains x _PMAX`` float64 values), and every
-    device takes Neal's decisions from them in its own copy of the state: the same inputs, so the same
-    decisions, with no broadcast and no host synchronisation within the sweep. The GPU runs
-    :func:`shard_passes` passes (3 for ``max_shrink=24``; one with nothing open returns at once), NumPy
-    stops once every chain has settled. The random numbers are drawn on local shard 0 in the order of
-    :func:`.algorithm.step` and copied to the other devices once a sweep.
+    ``step(rng, state, parts, shards, reduce)`` is :func:`.algorithm.step` (one group) with every sum of
+    the log-likelihood over rows split: each shard sums its rows and ``reduce`` sums the shards' sums, so
+    every device takes the same decisions with no broadcast. The random numbers are drawn on local shard
+    0 in the order of :func:`.algorithm.step` and copied to the other devices once a sweep. On the GPUs,
+    per coordinate and pass, every shard evaluates up to ``_PMAX`` candidates over its rows
+    (``glm_slice_shard_eval``), ``reduce`` sums them (``chains x _PMAX`` float64 values), and every
+    device takes Neal's decisions in its own copy of the state (``glm_slice_decide``), with no host
+    synchronisation, in :func:`shard_passes` passes (3 for ``max_shrink=24``).
 
     With one shard the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than
     two passes of proposals, which ``glm_slice_pass`` finishes in one block); with several the sums add
@@ -217,8 +92,12 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
     if int(max_shrink) < 1:
         raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
     max_shrink = int(max_shrink)
-    n_pass = shard_passes(max_shrink)
-    made: dict = {}  # what init makes for the steps: the prior's copies, the device copies, the passes
+    made: dict = {}  # what init makes for the steps: the prior, on the GPU its copies and the passes
+
+    def rows_loglik(parts, etas, k, reduce):
+        """:func:`.algorithm._loglik` over every shard's rows, summed by ``reduce``."""
+        lls = [_loglik(np, d, family, sigma_noise, e, k) for e, d in zip(etas, parts)]
+        return lambda delta: reduce([f(delta) for f in lls])[0]
 
     def init_(rng, parts, shards, n_chains=4, prior_scale=2.5):
         xp = shards.xp
@@ -229,14 +108,12 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
                 etas.append(xp.zeros((n_chains, d.Xt.shape[1]), dtype=dt))
         with shards.on(0):
             st = _init_state(xp, n_chains, 1, K, 0, dt, prior_scale)
-        d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
-        dev_of, first_shard = _device_copies(shards)
-        made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, st.mu),
-                    prec_r=Replica(shards, st.prec))
-        if xp is np:
-            made["passes"] = lambda dvs, etas: _twin_passes(shards, parts, dvs, etas, dev_of, first_shard, family,
-                                                            sigma_noise, n_warmup, m, max_shrink, d1)
-        else:
+        made["prior"] = (st.mu, st.prec)
+        if xp is not np:
+            d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
+            dev_of, first_shard = _device_copies(shards)
+            made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, st.mu),
+                        prec_r=Replica(shards, st.prec))
             made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, (st.mu, st.prec), family,
                                             sigma_noise, n_warmup, m, max_shrink, d1)
         return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
@@ -247,29 +124,32 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         C, G, K = state.beta.shape
         with shards.on(0):
             draws = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
-        dvs = _device_states(shards, made["first_shard"], made["mu_r"], made["prec_r"], state, draws)
-        etas = list(state.eta)
         if gpu:
+            dvs = _device_states(shards, made["first_shard"], made["mu_r"], made["prec_r"], state, draws)
+            etas = list(state.eta)
             for i in range(len(parts)):
                 with shards.on(i):
                     etas[i] = etas[i].copy()  # moved in place by the kernels
-        evals = _run_passes(K, n_pass, made["passes"](dvs, etas), reduce)
+            _run_passes(K, shard_passes(max_shrink), made["passes"](dvs, etas), reduce)
+            evals = -1
+        else:
+            st = SliceState(state.beta, state.eta, state.width, *made["prior"], None, state.it)
+            beta, etas, width, fallbacks, evals = _coordinates(
+                xp, st, n_warmup, m, max_shrink, *draws, lambda etas, k: rows_loglik(parts, etas, k, reduce),
+                lambda etas, k, delta: [_moved(e, d, k, delta) for e, d in zip(etas, parts)])
         lls = []
         for i, d in enumerate(parts):
-            dv = dvs[made["dev_of"][i]]
             with shards.on(i):
-                if gpu:  # the last coordinate's step, as the twin adds it
-                    etas[i] += dv["dpend"] * d.Xt[K - 1][None, :]
-                else:
-                    etas[i] = etas[i] + dv["dpend"] * d.Xt[K - 1][None, :]
+                if gpu:  # the last coordinate's step, as the array code adds it
+                    etas[i] += dvs[made["dev_of"][i]]["dpend"] * d.Xt[K - 1][None, :]
                 lls.append(xp.ascontiguousarray(
                     pointwise_loglik(etas[i], d.y, family, sigma_noise, xp, d.lgy).sum(axis=1, dtype=np.float64)))
         ll = reduce(lls)[0]
         with shards.on(0):
-            dv = dvs[0]
-            fallbacks = dv["fb"].sum(axis=1).astype(np.int64)
-            new = ShardedSliceState(dv["beta"], dv["width"], tuple(etas), state.it + 1)
-            info = SliceInfo(xp.full((C,), -1 if gpu else evals, dtype=np.int64), fallbacks, ll)
+            if gpu:
+                beta, width, fallbacks = dvs[0]["beta"], dvs[0]["width"], dvs[0]["fb"].sum(axis=1).astype(np.int64)
+            new = ShardedSliceState(beta, width, tuple(etas), state.it + 1)
+            info = SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
         return new, info
 
     return Collective(init_, step)
@@ -287,61 +167,26 @@ def _device_copies(shards):
 
 
 def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
-    """The sweep's state on each distinct device: beta and width (copies, moved in place), the
-    prior, the iteration counter, the random numbers, the pass state (int32 flags and counts on the GPU)."""
+    """The GPU sweep's state on each distinct device: beta and width (copies, moved in place), the
+    prior, the iteration counter, the random numbers, the pass state."""
     xp = shards.xp
-    gpu = xp is not np
     C, G, K = state.beta.shape
     reps = [Replica(shards, a) for a in (state.beta, state.width, state.it) + draws]
     out = []
     for j, i in enumerate(first_shard):
         with shards.on(i):
             beta, width, it, e, u, us = (r(i) for r in reps)
-            dt, count, flag = beta.dtype, np.int32 if gpu else np.int64, np.int32 if gpu else bool
+            dt = beta.dtype
             # (a copy for shard 0's device; the others' replicas are fresh copies already)
             dv = dict(beta=beta.copy() if j == 0 else beta, width=width.copy() if j == 0 else width,
                       mu=mu_r(i), prec=prec_r(i), it=it, e=e, u=u, us=us,
-                      L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt), S=xp.zeros((C, G), dtype=count),
-                      logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=flag),
-                      dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=count))
-            if gpu:
-                for name in ("e", "u", "us", "mu", "prec"):
-                    dv[name] = xp.ascontiguousarray(dv[name])
+                      L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt), S=xp.zeros((C, G), dtype=np.int32),
+                      logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=np.int32),
+                      dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=np.int32))
+            for name in ("e", "u", "us", "mu", "prec"):
+                dv[name] = xp.ascontiguousarray(dv[name])
             out.append(dv)
     return out
-
-
-def _twin_passes(shards, data, dvs, etas, dev_of, first_shard, family, sigma_noise, n_warmup, m, max_shrink,
-                 d1) -> _Passes:
-    """The sweep's :class:`_Passes` on NumPy shards: the local part is each shard's :func:`_twin_eval`
-    (after the previous coordinate's step of its ``eta``, which the kernels add in the first pass;
-    ``etas`` is moved in place), the update each device's :func:`_twin_decide` at the same points, and
-    a coordinate's passes stop once every chain has settled (free on NumPy; the GPU runs every pass)."""
-    xp = shards.xp
-    points = {}  # each device's candidates of the current pass
-
-    def local(k, first):
-        points.clear()
-        sums = []
-        for i in range(len(data)):
-            if first and k > 0:  # the previous coordinate's step
-                etas[i] = etas[i] + dvs[0]["dpend"] * data[i].Xt[k - 1][None, :]
-            with shards.on(i):
-                if dev_of[i] not in points:
-                    points[dev_of[i]] = _twin_points(xp, dvs[dev_of[i]], k, first, m, d1, max_shrink)
-                x0, live, _, pts, count = points[dev_of[i]]
-                sums.append(_twin_eval(xp, data[i], etas[i], k, x0, pts, count, live, family, sigma_noise))
-        return sums
-
-    def update(k, first, sums):
-        evals = 0
-        for j, i in enumerate(first_shard):
-            with shards.on(i):
-                evals += _twin_decide(xp, dvs[j], sums[i], k, first, points[j], m, max_shrink, n_warmup,
-                                      dvs[j]["e"][k])
-        return evals
-
-    return _Passes(local, update, lambda: bool(dvs[0]["settled"].all()), lambda: None)
 
 
 def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:

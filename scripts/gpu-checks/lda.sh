@@ -34,3 +34,16 @@ for start in ("auto", "seeded"):
 print(json.dumps(out))
 json.dump(out, open(os.path.join(os.environ.get("OUT", "."), "lda_start_fit1_s.json"), "w"))
 PY
+# Issue 35, fewer lines in gpumcmc/models/lda (the same draws): the GPU paths touched only by mechanical moves.
+#   ops.py: _GpuOps.counts / zdraw_counts / normalise_columns (_loader imported at module level),
+#     _GpuOps.accumulate (the ElementwiseKernel built inside it, its memo table after the class), _two_pass and
+#     _placed_products (a shard's NumPy z-draw now in _two_pass; the GPU branch unchanged), _memoised;
+#   algorithm.py: _start_local, _theta_draw (uniform_at and _gamma imported at module level), gibbs_local, init;
+#   sharded.py: shard_data (cache_bytes resolved inline under each shard's device), _start (each shard's random
+#     start and contiguous counts made under its device by _each), sharded_log_likelihood (through
+#     sharded_loglik's copy and all-reduce);
+#   estimator.py: _fit_one, _fit_sharded (doc_topic_ gathered per shard by _each), _sample, _theta, _held_out;
+#   corpus.py: tokens_from (the GPU expansion _expand, now after the one empty-corpus check).
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_lda.py tests/test_lda_devices.py tests/test_lda_quality.py -q -p no:cacheprovider 2>&1 | tail -15
+# On 2 GPUs (nvidia-h100-x2): the sharded start, sweep and estimator across devices.
+python -m pytest -m gpu tests/test_nccl.py -q -p no:cacheprovider -k lda 2>&1 | tail -5

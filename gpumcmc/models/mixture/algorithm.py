@@ -465,22 +465,17 @@ def _make_bem_stats(model: Model):
     blocks = gemm_rows if (kernel and x.dtype == np.float32 and gemm_rows) else None
     spans = [(s, min(n, s + model.chunk)) for s in range(0, n, model.chunk)]
     cached = model.y_blocks is not None and model.chunk == model.stats_rows
-    buffers: dict = {}
+    buffers: dict = {}  # chains -> scratch: probabilities, logits, log-sum-exp, the chunks' statistics
 
-    def scratch(chains):
-        b = buffers.get(chains)
-        if b is None:
+    def stats(params):
+        chains = params.shape[0]
+        if chains not in buffers:
             size = chains * k * (spans[0][1] - spans[0][0])
             # float32 logits beside the float64 probabilities (the kernel on float32 data only)
             logits = xp.empty(size, dtype=x.dtype) if kernel and x.dtype != np.float64 else None
             parts = xp.empty((len(spans), chains * k, q), dtype=np.float64) if len(spans) > 1 else None
-            b = buffers[chains] = (xp.empty(size, dtype=np.float64), logits, xp.empty((chains, n), dtype=x.dtype),
-                                   parts)
-        return b
-
-    def stats(params):
-        chains = params.shape[0]
-        resp_flat, logits_flat, lse, parts = scratch(chains)
+            buffers[chains] = (xp.empty(size, dtype=np.float64), logits, xp.empty((chains, n), dtype=x.dtype), parts)
+        resp_flat, logits_flat, lse, parts = buffers[chains]
         with _validate.validation(False):
             # (1) configuration probabilities, chunk by chunk, (2) their weighted statistics.
             acc = None

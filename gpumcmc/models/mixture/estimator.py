@@ -429,9 +429,7 @@ class _KeptDraws:
     def monitors(self) -> dict:
         """``Trace.monitors``: for "loglik" and "alpha", the iterations and the values there (one host read)."""
         its = np.asarray(self.mon_it, dtype=np.int64)
-        if not self.mon:
-            return {"loglik": (its, np.zeros((0,))), "alpha": (its, np.zeros((0,)))}
-        xp = _xp_of(self.mon[0][0])
+        xp = _xp_of(self.mon[0][0])  # the last sweep is always recorded
         vals = _backend.to_host(xp.stack([xp.stack([a.astype(np.float64), b.astype(np.float64)])
                                           for a, b in self.mon]))
         return {"loglik": (its, np.ascontiguousarray(vals[:, 0])), "alpha": (its, np.ascontiguousarray(vals[:, 1]))}

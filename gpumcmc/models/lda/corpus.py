@@ -245,17 +245,12 @@ def _seed_picks(rows, cols, n_docs, n_words, n_components, n_chains, seed, max_c
             j = int(rs.choice(P, p=p / p.sum()))
             picked.append(j)
             dist = np.minimum(dist, 1.0 - sims(j))
-        # the picked documents' word frequencies, from their tokens alone, counted as runs of (candidate,
-        # word): tokens_from gives each document's tokens by word, so only other input needs the sort
+        # the picked documents' word frequencies, from their tokens alone, counted by (candidate, word)
         sel = np.full(P, -1, np.int64)
         sel[picked] = np.arange(K)
         keep = sel[r] >= 0
-        key = r[keep] * V + w[keep]
-        if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):
-            key = np.sort(key)
-        run = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-        count = np.diff(np.append(run, key.size))
-        doc, word = np.divmod(key[run], V)
+        key, count = np.unique(r[keep] * V + w[keep], return_counts=True)
+        doc, word = np.divmod(key, V)
         picks.append((word, sel[doc], count / n_tok[doc]))
     return uni, picks
 

@@ -138,17 +138,13 @@ class _NestedSteps:
         order = self._ops.argsort_rows(logl)
         low = order[:, :R]                                  # (M, R), ascending
         lstar = xp.take_along_axis(logl, low[:, -1:], axis=1)  # (M, 1)
-        dl = xp.take_along_axis(logl, low, axis=1)
-        db = xp.take_along_axis(birth, low, axis=1)
-        du = xp.take_along_axis(u, low[..., None], axis=1)
-        dv = xp.take_along_axis(v, low[..., None], axis=1)
+        dl, db = (xp.take_along_axis(a, low, axis=1) for a in (logl, birth))
+        du, dv = (xp.take_along_axis(a, low[..., None], axis=1) for a in (u, v))
         # starts: random survivors of the same run
-        pick = xp.floor(rng.random((M, R)) * (N - R)).astype(xp.int64) + R
-        pick = xp.minimum(pick, N - 1)
+        pick = xp.minimum(xp.floor(rng.random((M, R)) * (N - R)).astype(xp.int64) + R, N - 1)
         start = xp.take_along_axis(order, pick, axis=1)
-        u0 = xp.take_along_axis(u, start[..., None], axis=1)
+        u0, v0 = (xp.take_along_axis(a, start[..., None], axis=1) for a in (u, v))
         l0 = xp.take_along_axis(logl, start, axis=1)
-        v0 = xp.take_along_axis(v, start[..., None], axis=1)
         evolve = self._walk if self.sampler == "rwalk" else self._slice
         un, vn, ln, scale, fine = evolve(rng, u0, v0, l0, lstar, self._chol(u), scale)
         u[run_idx, low] = un

@@ -355,20 +355,13 @@ def sinusoid_loglike(model, theta):
 
 
 def sinusoid_loglike_tiles(model, theta):
-    """The twin of :func:`sinusoid_loglike`: an array expression over tiles of ``model.tile`` data points, so
-    memory stays ``n * tile`` whatever the data size (NumPy, or CuPy with ``kernel=False``)."""
+    """The twin of :func:`sinusoid_loglike`: :meth:`SinusoidModel.model` over tiles of ``model.tile`` data
+    points, so memory stays ``n * tile`` whatever the data size (NumPy, or CuPy with ``kernel=False``)."""
     xp = model.xp
     p = xp.asarray(theta).astype(model.dtype, copy=False).reshape(-1, model.n_atoms, 3)
-    n = p.shape[0]
-    A, B, F = p[..., 0][..., None], p[..., 1][..., None], (2 * np.pi) * p[..., 2][..., None]
-    ssq = xp.zeros(n, dtype=xp.float64)
-    T = model.t.shape[0]
-    for s in range(0, T, model.tile):
-        tt = model.t[s:s + model.tile]
-        yy = model.y[s:s + model.tile]
-        ph = F * tt
-        m = (A * xp.cos(ph) + B * xp.sin(ph)).sum(axis=1)   # (n, tile)
-        r = m - yy
+    ssq = xp.zeros(p.shape[0], dtype=xp.float64)
+    for s in range(0, model.t.shape[0], model.tile):
+        r = model.model(p, model.t[s:s + model.tile]) - model.y[s:s + model.tile]  # (n, tile)
         ssq += (r * r).sum(axis=1, dtype=xp.float64)
     return model._const - 0.5 * ssq / model.sigma ** 2
 

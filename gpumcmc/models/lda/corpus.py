@@ -83,7 +83,34 @@ def _tokens_from_list(X, n_words, name):
 def _count_entries(X, n_words, name):
     """``(r, c, n, M, V)``: the non-zero entries of a count matrix (dense or sparse) on the host, checked and
     sorted by document then word, and its shape."""
-    data, r, c, M, V = _matrix_entries(X, name)
+    if _is_sparse(X):
+        S = X.tocoo()
+        data, r, c = S.data, S.row, S.col
+        M, V = S.shape
+        if hasattr(data, "get"):
+            data, r, c = data.get(), r.get(), c.get()
+        data, r, c = np.asarray(data), np.asarray(r, np.int64), np.asarray(c, np.int64)
+    else:
+        A = np.asarray(_backend.to_host(X) if hasattr(X, "get") else X)
+        if A.ndim != 2:
+            hint = (" Reshape your data with X.reshape(1, -1) for a single document." if A.ndim == 1 else "")
+            raise ValueError(f"{name} must be a 2-d (n_docs, n_words) count matrix or a list of "
+                             f"token-id arrays, got shape {A.shape}.{hint}")
+        if A.dtype.kind == "c":
+            raise ValueError(f"Complex data not supported: {name} holds complex numbers; pass word counts.")
+        if A.dtype.kind == "O":  # numbers held as Python objects (e.g. from a DataFrame)
+            try:
+                A = A.astype(np.float64)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{name} must hold counts: {e}") from None
+        if A.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must hold counts, got dtype {A.dtype}.")
+        M, V = A.shape
+        if V == 0:
+            raise ValueError(f"{name} has 0 feature(s) (shape={A.shape}) while a minimum of 1 is required: "
+                             "an empty corpus; pass documents over at least one word.")
+        r, c = np.nonzero(A)
+        data = A[r, c]
     if data.dtype.kind == "f":
         if not np.all(np.isfinite(data)):
             raise ValueError(f"{name} contains NaN or inf; counts must be finite non-negative integers.")
@@ -105,38 +132,6 @@ def _count_entries(X, n_words, name):
         order = np.lexsort((c, r))
         r, c, data = r[order], c[order], data[order]
     return r, c, data, M, V
-
-
-def _matrix_entries(X, name):
-    """``(data, r, c, M, V)``: the non-zero entries of a count matrix (dense or sparse) on the host, in the
-    matrix's own order, and its shape; the array itself checked (its form and dtype), not yet its values."""
-    if _is_sparse(X):
-        S = X.tocoo()
-        data, r, c = S.data, S.row, S.col
-        M, V = S.shape
-        if hasattr(data, "get"):
-            data, r, c = data.get(), r.get(), c.get()
-        return np.asarray(data), np.asarray(r, np.int64), np.asarray(c, np.int64), M, V
-    A = np.asarray(_backend.to_host(X) if hasattr(X, "get") else X)
-    if A.ndim != 2:
-        hint = (" Reshape your data with X.reshape(1, -1) for a single document." if A.ndim == 1 else "")
-        raise ValueError(f"{name} must be a 2-d (n_docs, n_words) count matrix or a list of "
-                         f"token-id arrays, got shape {A.shape}.{hint}")
-    if A.dtype.kind == "c":
-        raise ValueError(f"Complex data not supported: {name} holds complex numbers; pass word counts.")
-    if A.dtype.kind == "O":  # numbers held as Python objects (e.g. from a DataFrame)
-        try:
-            A = A.astype(np.float64)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"{name} must hold counts: {e}") from None
-    if A.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold counts, got dtype {A.dtype}.")
-    M, V = A.shape
-    if V == 0:
-        raise ValueError(f"{name} has 0 feature(s) (shape={A.shape}) while a minimum of 1 is required: "
-                         "an empty corpus; pass documents over at least one word.")
-    r, c = np.nonzero(A)
-    return A[r, c], r, c, M, V
 
 
 def _expand(r, c, n, xp):

@@ -74,9 +74,7 @@ def counts_twin(rows, cols, z, M: int, V: int, K: int):
     ok = (z >= 0) & (z < K)
     if not ok.all():
         rows, cols, z = rows[ok], cols[ok], z[ok]
-    ndk = np.bincount(rows * K + z, minlength=M * K).astype(np.int32).reshape(M, K)
-    nwk = np.bincount(cols * K + z, minlength=V * K).astype(np.int32).reshape(V, K)
-    return ndk, nwk
+    return counts(rows, z, M, K).astype(np.int32), counts(cols, z, V, K).astype(np.int32)
 
 
 class _NumpyOps:

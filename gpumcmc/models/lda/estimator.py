@@ -155,7 +155,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
         K, a, b = self._priors()
         if self.start not in ("auto", "random", "seeded"):
             raise ValueError(f"start must be 'auto', 'random' or 'seeded', got {self.start!r}.")
-        for name, least in (("n_chains", 1), ("n_iter", 1), ("burn_in", 0)):   # n_iter: the kept sweeps
+        for name, least in (("n_chains", 1), ("n_iter", 1), ("burn_in", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {v!r}.")

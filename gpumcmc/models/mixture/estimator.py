@@ -319,7 +319,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.n_active_ = int((self.weights_ > 0).sum())
 
     def _prepare(self, X):
-        """``X`` centred, on its backend, and the fitted mixture's kernel parameters there."""
+        """``X`` centred, on its backend, the fitted mixture's kernel parameters there, and the rows per launch."""
         self._check_fitted("weights_")
         dtype = _validate.check_float_dtype(self.dtype)
         X = as_data(X, self._xp(), dtype, "X")
@@ -334,17 +334,14 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             chol = _safe_cholesky(np.asarray(self.covariances_, np.float64))
             memo[key] = _backend.asarray(kernel_params(log_pi[None], (self.means_ - self._center)[None], chol[None],
                                                        dtype), xp)
-        return xc, memo[key]
-
-    def _chunk(self, n):
-        if self.chunk_size is not None:
-            return int(self.chunk_size)
-        return default_chunk(n, int(self.n_components), 1, np.dtype(self.dtype).itemsize, self._xp() is not np)
+        n = xc.shape[0]
+        chunk = default_chunk(n, int(self.n_components), 1, dtype.itemsize, xp is not np)
+        return xc, memo[key], chunk if self.chunk_size is None else int(self.chunk_size)
 
     def score_samples(self, X):
         """Log density ``log g(x_i)`` of every sample under the fitted mixture (host array)."""
-        xc, params = self._prepare(X)
-        return _backend.to_host(_score_params(xc, params, self._chunk(xc.shape[0]), per_sample=True))[0]
+        xc, params, chunk = self._prepare(X)
+        return _backend.to_host(_score_params(xc, params, chunk, per_sample=True))[0]
 
     def score(self, X, y=None) -> float:
         """Mean log-likelihood per sample."""
@@ -352,26 +349,21 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
     def predict(self, X):
         """The most probable component of every sample (host int array)."""
-        xc, params = self._prepare(X)
-        xp = _xp_of(xc)
+        xc, params, chunk = self._prepare(X)
         n = xc.shape[0]
-        z = xp.empty((1, n), dtype=np.int32)
-        ch = self._chunk(n)
-        for s in range(0, n, ch):
-            assign(xc, params, s, min(ch, n - s), MODE_ARGMAX, z=z)
+        z = _xp_of(xc).empty((1, n), dtype=np.int32)
+        for s in range(0, n, chunk):
+            assign(xc, params, s, min(chunk, n - s), MODE_ARGMAX, z=z)
         return _backend.to_host(z[0]).astype(np.int64)
 
     def predict_proba(self, X):
         """Component probabilities, (n_samples, n_components) host array."""
-        xc, params = self._prepare(X)
-        xp = _xp_of(xc)
-        n = xc.shape[0]
-        k = params.shape[1]
+        xc, params, chunk = self._prepare(X)
+        xp, n, k = _xp_of(xc), xc.shape[0], params.shape[1]
         out = np.empty((n, k), dtype=xc.dtype)
-        ch = self._chunk(n)
         lse = xp.empty((1, n), dtype=xc.dtype)
-        for s in range(0, n, ch):
-            e = min(n, s + ch)
+        for s in range(0, n, chunk):
+            e = min(n, s + chunk)
             resp = xp.empty((1, k, e - s), dtype=xc.dtype)
             assign(xc, params, s, e - s, MODE_RESP, lse=lse, resp=resp)
             out[s:e] = _backend.to_host(resp[0]).T

@@ -218,13 +218,11 @@ class GibbsStats(NamedTuple):
 def gibbs_local(rng, state: State, part: Part):
     """Step (1) of a Gibbs sweep on the rows of ``part``: returns ``stats() -> GibbsStats``.
 
-    Draws the indicators of the part's rows into ``state.z`` (in place), in
-    chunks of ``model.sample_rows`` rows, with Gumbel noise keyed by the
-    global row (so a shard draws what one device draws for its rows), then
-    sums their statistics. The indicator kernels are queued here and the
-    statistics (a sort and several small kernels, host time on the GPU) in
-    ``stats()``: with the data split over GPUs every GPU's indicator kernel is
-    queued before any shard's statistics (see :class:`gpumcmc.sampling.DataParallel`).
+    Draws the indicators of the part's rows into ``state.z`` (in place), with
+    Gumbel noise keyed by the global row (so a shard draws what one device
+    draws for its rows). Their statistics wait for ``stats()``: with the data
+    split over GPUs every GPU's indicator kernel is queued before any shard's
+    statistics (see :class:`gpumcmc.sampling.DataParallel`).
     """
     model = part.model
     x = model.x
@@ -286,10 +284,9 @@ def _make_global_draws(model: Model):
 
     def draws(rng, state: State, z, acc, loglik):
         chains = acc.shape[0]
-        c = consts.get(chains)
-        if c is None:
-            c = consts[chains] = (xp.ones((chains, 1)), xp.full((chains,), model.a + k - 1.0))
-        ones, shape_alpha = c
+        if chains not in consts:
+            consts[chains] = (xp.ones((chains, 1)), xp.full((chains,), model.a + k - 1.0))
+        ones, shape_alpha = consts[chains]
         counts = acc[..., 0]
         # (2) NIW draws; empty components draw from the prior.
         if kernel:
@@ -526,17 +523,14 @@ def _bem_vb_update(model: Model, acc, alpha):
     ``Be(1 + p_j, alpha + sum_{r>j} p_r)`` (step 3) and alpha's Gamma posterior
     ``Gamma(a + k - 1, b - sum_j E log(1 - v_j))`` (step 4), as in Blei and
     Jordan (2006). The next configuration probabilities use the expected log
-    weights and log densities, ``E log pi_j + E log N(x | mu_j, Sigma_j)``:
-    a component that holds few points pays for its uncertainty there, and the
-    truncated stick-breaking prior drains it (the plug-in modes of the paper's
-    step 3 never reach zero). A component whose probabilities sum to less
-    than :func:`_prune_count` events is held at zero weight from then on.
+    weights and log densities: a component that holds few points pays for its
+    uncertainty there, and the truncated stick-breaking prior drains it. A
+    component whose probabilities sum to less than :func:`_prune_count` events
+    is held at zero weight from then on.
 
-    Returns ``v, log_pi, mu, sigma, params, alpha, counts``: the sticks' and
-    weights' posterior means (log weights ``log E pi_j``, -inf for pruned
-    components), the NIW posterior means of ``mu`` and ``Sigma``, the kernel
-    parameters of the next E-step, ``E alpha`` and the summed probabilities,
-    with the components in order of decreasing summed probability.
+    Returns ``v, log_pi, mu, sigma, params, alpha, counts`` (posterior means;
+    ``log_pi = log E pi_j``, -inf for pruned components), the components in
+    order of decreasing summed probability.
     """
     xp = _xp_of(acc)
     p = model.x.shape[1]

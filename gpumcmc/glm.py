@@ -47,28 +47,38 @@ def check_family(family: str) -> str:
     return family.lower()
 
 
+# What the f+g kernels note in the status word (GlmBad in kernels_cu/glm.cu), and _first_bad finds on the host.
+_BAD_X, _BAD_Y, _BAD_SUPPORT, _BAD_BETA, _BAD_OFFSET, _BAD_WEIGHT = range(1, 7)
+_MESSAGES = {_BAD_X: "X contains NaN or inf; remove or impute those values first.",
+             _BAD_Y: "y contains NaN or inf; remove those rows first.",
+             _BAD_OFFSET: "offset contains NaN or inf; every value must be finite.",
+             _BAD_WEIGHT: "weights contains NaN or inf; every weight must be finite."}
+_SUPPORT = {"bernoulli": "y must hold only 0 and 1 for family='bernoulli'; encode the classes as 0/1.",
+            "poisson": "y must hold non-negative integer counts for family='poisson'."}
+
+
+def _outside(xp, y, family: str):
+    """Where a finite ``y`` lies outside the family's support."""
+    if family == "bernoulli":
+        return (y != 0) & (y != 1)
+    if family == "poisson":
+        return (y < 0) | (y != xp.floor(y))
+    return xp.zeros(y.shape, dtype=bool)
+
+
 def check_y(y, family: str, xp) -> None:
     """Raise ValueError when ``y`` holds NaN/inf or values outside the family's support (one sync)."""
     if y.size == 0:
         return
     if not bool(xp.isfinite(y).all()):  # synchronize! (once, at fit or call time)
-        raise ValueError("y contains NaN or inf; remove those rows first.")
-    if family == "bernoulli":
-        if not bool(((y == 0) | (y == 1)).all()):
-            raise ValueError("y must hold only 0 and 1 for family='bernoulli'; encode the classes as 0/1.")
-    elif family == "poisson":
-        if not bool(((y >= 0) & (y == xp.floor(y))).all()):
-            raise ValueError("y must hold non-negative integer counts for family='poisson'.")
-
-
-# What the f+g kernels note in the status word (GlmBad in kernels_cu/glm.cu), and _first_bad finds on the host.
-_BAD_X, _BAD_Y, _BAD_SUPPORT, _BAD_BETA, _BAD_OFFSET, _BAD_WEIGHT = range(1, 7)
+        raise ValueError(_MESSAGES[_BAD_Y])
+    if family in _SUPPORT and bool(_outside(xp, y, family).any()):
+        raise ValueError(_SUPPORT[family])
 
 
 class _BadInput:
-    """The message for bad input of :func:`loglik_and_grad`: ``(code, index)`` as the kernels note it in
-    the status word (see :mod:`gpumcmc._status`) or :func:`_first_bad` finds it. The first sentence of
-    each is the message of the earlier separate check."""
+    """The message for bad input of :func:`loglik_and_grad` at ``(code, index)``, as the kernels note it in
+    the status word (see :mod:`gpumcmc._status`) or :func:`_first_bad` finds it."""
 
     __slots__ = ("family", "batched")
 
@@ -76,22 +86,14 @@ class _BadInput:
         self.family, self.batched = family, batched
 
     def __call__(self, code: int, index: int) -> str:
-        row = f" The first such row is {index}."
-        if code == _BAD_X:
-            return "X contains NaN or inf; remove or impute those values first." + row
-        if code == _BAD_Y:
-            return "y contains NaN or inf; remove those rows first." + row
+        if code in _MESSAGES:
+            return _MESSAGES[code] + f" The first such row is {index}."
         if code == _BAD_SUPPORT:
-            what = ("y must hold only 0 and 1 for family='bernoulli'; encode the classes as 0/1."
-                    if self.family == "bernoulli" else "y must hold non-negative integer counts for family='poisson'.")
+            what = _SUPPORT["bernoulli" if self.family == "bernoulli" else "poisson"]
             return what + f" The first row that does not is {index}."
         if code == _BAD_BETA:
             return ("beta contains NaN or inf; every coefficient must be finite."
                     + (f" The first such chain (row of beta) is {index}." if self.batched else ""))
-        if code == _BAD_OFFSET:
-            return "offset contains NaN or inf; every value must be finite." + row
-        if code == _BAD_WEIGHT:
-            return "weights contains NaN or inf; every weight must be finite." + row
         return f"loglik_and_grad met bad input (code {code} at index {index})."
 
 
@@ -107,13 +109,7 @@ def _first_bad(xp, X, y, beta2, w, off, family: str):
         return None
     fin = xp.isfinite
     ynan = ~fin(y)
-    if family == "bernoulli":
-        outside = ~ynan & (y != 0) & (y != 1)
-    elif family == "poisson":
-        outside = ~ynan & ((y < 0) | (y != xp.floor(y)))
-    else:
-        outside = xp.zeros(N, dtype=bool)
-    code = xp.where(outside, _BAD_SUPPORT, 0)
+    code = xp.where(~ynan & _outside(xp, y, family), _BAD_SUPPORT, 0)
     if off is not None:
         code = xp.where((code == 0) & ~fin(off), _BAD_OFFSET, code)
     if w is not None:
@@ -323,7 +319,8 @@ _rows_plans = memo.table("glm.rows_plans")  # (device, the problem, the knobs) -
 
 def _rows_fits(K: int, B: int, dtype) -> bool:
     """Whether ``glm_fg_rows`` takes the problem: up to 8 chains, a thread per column and a 32-row tile."""
-    return 0 < K < config.glm_threads and 0 < B <= _ROWS_NB[-1] and 32 * K * np.dtype(dtype).itemsize <= config.glm_tile_bytes
+    return (0 < K < config.glm_threads and 0 < B <= _ROWS_NB[-1]
+            and 32 * K * np.dtype(dtype).itemsize <= config.glm_tile_bytes)
 
 
 def _rows_plan(N, K, B, dtype):
@@ -424,8 +421,8 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto", describe=None)
         kernel = "rows" if _rows_fits(K, B, X.dtype) else "tiled" if _tiled_fits(K, X.dtype) else "gemm"
     if kernel == "rows":
         if not _rows_fits(X.shape[1], beta2.shape[0], X.dtype):
-            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {config.glm_threads} columns "
-                             f"(here {beta2.shape[0]} and {X.shape[1]}); use kernel='auto'.")
+            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {config.glm_threads} "
+                             f"columns (here {beta2.shape[0]} and {X.shape[1]}); use kernel='auto'.")
         return _rows_fg(X, y, beta2, family, w, off, sigma, describe)
     if kernel == "tiled":
         if not _tiled_fits(X.shape[1], X.dtype):
@@ -452,9 +449,12 @@ def _kernel_fg_out(X, y, beta2, family, w, off, sigma, kernel, describe, single)
     """:func:`_kernel_fg` and the results in ``X``'s dtype, shaped as :func:`loglik_and_grad` returns them:
     every launch is queued before :func:`gpumcmc._validate.checked` waits, so the call returns as soon as
     the GPU is done."""
-    f, g = _kernel_fg(X, y, beta2, family, w, off, sigma, kernel, describe)
-    f = f.astype(X.dtype, copy=False)
-    g = g.astype(X.dtype, copy=False)
+    return _shaped(*_kernel_fg(X, y, beta2, family, w, off, sigma, kernel, describe), X.dtype, single)
+
+
+def _shaped(f, g, dtype, single):
+    """``f, g`` in ``dtype``, shaped as :func:`loglik_and_grad` returns them."""
+    f, g = f.astype(dtype, copy=False), g.astype(dtype, copy=False)
     return (f[0], g[0]) if single else (f, g)
 
 
@@ -525,10 +525,8 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
         takes two matrix products (cuBLAS) and reads ``X`` twice. ``"auto"``
         takes ``"rows"``, else ``"tiled"``, where they apply, else
         ``"gemm"``. Both tiled kernels sum in an order fixed by the launch
-        shape, so repeated calls on one GPU give identical results. (The
-        earlier ``"rowwise"`` kernel is gone, slower than the tiled kernels
-        in every case benchmarked (``benchmarks/NOTES.md``); asking for it
-        raises a ValueError that names them.)
+        shape, so repeated calls on one GPU give identical results.
+        ``"rowwise"``, a removed kernel, raises a ValueError that names them.
 
     Returns
     -------
@@ -542,16 +540,11 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
     xp = _backend.get_array_module(X, y, beta)
     X, y, beta2, w, off, single = _arrays(xp, X, y, beta, weights, offset)
-    dtype = X.dtype
     if not (float(sigma) > 0 and math.isfinite(float(sigma))):
         raise ValueError(f"sigma must be a positive finite number, got {sigma!r}.")
     describe = _BadInput(family, not single) if check and _v.validating() else None
-    if xp is np:
-        if describe is not None:
-            _raise_bad(np, describe, X, y, beta2, w, off, family)
-        f, g = _twin(X, y, beta2, family, w, off, float(sigma))
-    else:
+    if xp is not np:
         return _device_fg(X, y, beta2, family, w, off, float(sigma), kernel, describe, single)
-    f = f.astype(dtype, copy=False)
-    g = g.astype(dtype, copy=False)
-    return (f[0], g[0]) if single else (f, g)
+    if describe is not None:
+        _raise_bad(np, describe, X, y, beta2, w, off, family)
+    return _shaped(*_twin(X, y, beta2, family, w, off, float(sigma)), X.dtype, single)

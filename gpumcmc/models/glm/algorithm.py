@@ -1,37 +1,28 @@
 """Bayesian GLMs by slice-within-Gibbs with the differential update (Mahani & Sharabiani, §3-4).
 
-Each coefficient is updated in turn by Neal's univariate slice sampler
-(stepping out, then shrinkage). The linear predictor ``eta = X beta`` is kept
-per chain; a move of ``beta_k`` by ``Delta`` updates it as
-``eta += Delta * X[:, k]`` (the differential update, §3.4.4), so a
-log-density evaluation costs O(N) instead of O(NK). X is stored column-major,
-``(K, N)``, so the column read is contiguous.
+Each coefficient is updated in turn by Neal's univariate slice sampler (stepping out, then shrinkage).
+The linear predictor ``eta = X beta`` is kept per chain; a move of ``beta_k`` by ``Delta`` updates it as
+``eta += Delta * X[:, k]`` (the differential update, §3.4.4), so a log-density evaluation costs O(N)
+instead of O(NK). X is stored column-major, ``(K, N)``, so the column read is contiguous.
 
-All chains, and in :class:`HierarchicalGLM` all groups (conditionally
-independent given the hyperparameters, §4.1), move at once, with rows sorted
-by group and segment offsets (no padding). On NumPy each candidate evaluation
-is one vectorised pass over ``X[:, k]`` and ``eta``, reduced by group, and the
-stepping-out and shrinkage loops run as masked rounds over all chains and
-groups. On the GPU (:mod:`.ops`) each group's rows are split into chunks, one
-block per (chain, chunk), so that the flat model still fills the GPU. Every
-candidate Neal's procedure may need is known before it is evaluated (the
-stepping-out points, and the shrinkage proposals, which follow from the
-uniforms given that all before were rejected), so one pass evaluates up to 16
-of them: a first launch per coordinate evaluates ``x0``, the stepping-out
-points and the first proposals, a second the next proposals of the few
-(chain, group) still open, and the step ``eta += Delta * X[:, k]`` is applied
-by the next coordinate's first launch. No host synchronisation, and the same
-random numbers (drawn per sweep) and, up to rounding at a slice boundary, the
-same draws as the NumPy path.
+All chains, and in :class:`HierarchicalGLM` all groups (conditionally independent given the
+hyperparameters, §4.1), move at once, with rows sorted by group and segment offsets (no padding). On
+NumPy each candidate evaluation is one vectorised pass over ``X[:, k]`` and ``eta``, reduced by group,
+and the stepping-out and shrinkage loops run as masked rounds over all chains and groups. On the GPU
+(:mod:`.ops`) each group's rows are split into chunks, one block per (chain, chunk), so that the flat
+model still fills the GPU. Every candidate Neal's procedure may need is known before it is evaluated
+(the stepping-out points, and the shrinkage proposals given that all before were rejected), so one pass
+evaluates up to 16 of them: a first launch per coordinate evaluates ``x0``, the stepping-out points and
+the first proposals, a second the next proposals of the few (chain, group) still open, and the next
+coordinate's first launch applies the step to ``eta``. No host synchronisation, and the same random
+numbers (drawn per sweep) and, up to rounding at a slice boundary, the same draws as the NumPy path.
 
-Both are bounded: ``max_steps_out`` expansions in all (Neal's split between
-the two sides) and ``max_shrink`` proposals. The step width is tuned in
-warm-up to about three times the typical move; a chain whose shrinkage has
-not accepted after ``max_shrink`` proposals keeps its value (counted in the
-sample stat ``fallbacks``). On the GPU the estimators replay each sweep (about
-2 K small launches) from a CUDA graph, for the same draws bit for bit.
+Both are bounded: ``max_steps_out`` expansions in all (Neal's split between the two sides) and
+``max_shrink`` proposals. The step width is tuned in warm-up to about three times the typical move; a
+chain whose shrinkage has not accepted after ``max_shrink`` proposals keeps its value (counted in the
+sample stat ``fallbacks``). On the GPU the estimators replay each sweep (about 2 K small launches) from
+a CUDA graph, for the same draws bit for bit.
 """
-
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -67,11 +58,10 @@ class SliceInfo(NamedTuple):
 class HyperPrior(NamedTuple):
     """The hierarchical model's conjugate hyperprior, as :func:`step` takes it.
 
-    ``covariance="full"``: ``Sigma ~ InvWishart(nu0, psi0)`` with ``psi0`` a
-    (K, K) scale matrix, ``mu | Sigma ~ N(0, Sigma / kappa0)``.
-    ``covariance="diag"``: ``Sigma = diag(tau^2)`` with, for each k,
-    ``tau_k^2 ~ InvGamma(nu0 / 2, psi0_k / 2)`` (``psi0`` a number or a (K,)
-    array on the backend of the state) and ``mu_k | tau_k^2 ~ N(0, tau_k^2 / kappa0)``.
+    ``covariance="full"``: ``Sigma ~ InvWishart(nu0, psi0)`` with ``psi0`` a (K, K) scale matrix,
+    ``mu | Sigma ~ N(0, Sigma / kappa0)``. ``covariance="diag"``: ``Sigma = diag(tau^2)`` with
+    ``tau_k^2 ~ InvGamma(nu0 / 2, psi0_k / 2)`` (``psi0`` a number or a (K,) array on the backend of the
+    state) and ``mu_k | tau_k^2 ~ N(0, tau_k^2 / kappa0)``.
     """
 
     kappa0: float
@@ -136,12 +126,9 @@ def sweep_randoms(rng, shape, dtype, max_shrink: int):
 
 def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n_warmup: int,
          max_steps_out: int = 4, max_shrink: int = 24, hyper=None):
-    """One slice-within-Gibbs sweep over every coefficient of every chain and group.
-
-    ``hyper`` (for the hierarchical model) is a :class:`HyperPrior` (a plain
-    ``(kappa0, nu0, psi0)`` tuple means ``covariance="full"``): after the
-    sweep ``mu, Sigma`` are drawn from their conjugate conditional.
-    """
+    """One slice-within-Gibbs sweep over every coefficient of every chain and group; for the hierarchy,
+    ``hyper`` (a :class:`HyperPrior`, or a ``(kappa0, nu0, psi0)`` tuple for ``covariance="full"``), after
+    which ``mu, Sigma`` are drawn from their conjugate conditional."""
     xp = _backend.get_array_module(state.eta)
     C, G, K = state.beta.shape
     randoms = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
@@ -245,13 +232,10 @@ def _slice_update(xp, target, x0, w, max_steps_out, max_shrink, e, u, us):
 def _draw_hyper(rng, beta, hyper, xp):
     """mu, Sigma | beta from their conjugate conditional, all chains at once.
 
-    ``Sigma | beta ~ InvWishart(nu0 + G, psi)`` with ``psi = psi0 + S +
-    kappa0 G / (kappa0 + G) bbar bbar^T`` (``bbar`` the groups' mean, ``S``
-    their scatter) by the Bartlett decomposition, and ``mu | Sigma, beta ~
-    N(G bbar / (kappa0 + G), Sigma / (kappa0 + G))``. The random numbers (the
-    Bartlett factor's gammas and normals, then ``z``) come from the generator
-    on either backend; on the GPU ``glm_niw`` (a block per chain) does the
-    rest with no host round trip, on NumPy its twin :func:`.ops._niw_twin`.
+    ``Sigma | beta ~ InvWishart(nu0 + G, psi)`` with ``psi = psi0 + S + kappa0 G / (kappa0 + G) bbar bbar^T``
+    (``bbar`` the groups' mean, ``S`` their scatter) by the Bartlett decomposition, and
+    ``mu | Sigma, beta ~ N(G bbar / (kappa0 + G), Sigma / (kappa0 + G))``. The random numbers come from the
+    generator on either backend; ``glm_niw`` (a block per chain) or its twin :func:`.ops._niw_twin` the rest.
     """
     kappa0, nu0, psi0 = hyper[:3]
     if len(hyper) > 3 and hyper[3] == "diag":

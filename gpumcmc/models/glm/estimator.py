@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ... import _validate
 from ... import backend as _backend
 from ...glm import check_family, check_y, mean_function
 from ...sampling import Estimator, as_data, run, sharded, to_arviz
-from ...sampling._estimator import HAVE_SKLEARN, Integral, Interval, Real, StrOptions
+from ...sampling._estimator import HAVE_SKLEARN, DataConversionWarning, Integral, Interval, Real, StrOptions
 from .algorithm import HyperPrior, init, step
 from .ops import _PMAX
 from .sharded import group_parts, over_groups, over_rows, row_parts
@@ -29,10 +30,6 @@ def _check_xy(X, y, family, xp, dtype):
         raise ValueError("This estimator requires y to be passed, but the target y is None; pass one target "
                          "per row of X.")
     if getattr(y, "ndim", None) == 2 and y.shape[1] == 1:  # a column vector, as scikit-learn takes it
-        import warnings
-
-        from ...sampling._estimator import DataConversionWarning
-
         warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
                       "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=4)
         y = y[:, 0]
@@ -181,12 +178,11 @@ class _GLMBase(Estimator):
                 hyper = hyper._replace(psi0=xp.eye(K, dtype=np.float64) * hyper.psi0)
         if shards is None:
             state, data = init(D, y, fam, self.n_chains, prior_scale, None if gid is None else xp.asarray(gid))
-            rng = self._make_rng()
 
             def st(r, s):
                 return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
 
-            return run(st, state, rng, self.n_samples, graph=self._use_graph(data), **kw)
+            return run(st, state, self._make_rng(), self.n_samples, graph=self._use_graph(data), **kw)
         if hyper is None:
             parts = row_parts(D, y, shards, fam, self.n_chains)
             alg = sharded(over_rows(fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink), shards)
@@ -264,6 +260,13 @@ class _GLMBase(Estimator):
         return 1.0 - ss_res / ss_tot
 
 
+def _labels_per_row(groups, n):
+    groups = np.asarray(_backend.to_host(groups))
+    if groups.ndim != 1 or groups.shape[0] != n:
+        raise ValueError(f"groups must be 1-d with one label per row of X ({n}), got shape {groups.shape}.")
+    return groups
+
+
 def _thin(b, max_draws):
     """At most ``max_draws`` (None: all) of the draws ``b`` (along axis 0), evenly spaced."""
     if max_draws is None or b.shape[0] <= max_draws:
@@ -280,8 +283,7 @@ class BayesianGLM(_GLMBase):
     prior_scale : float
         Prior standard deviation of every coefficient (and the intercept).
     n_chains, n_samples, n_warmup : int
-        Chains run together; kept draws per chain; warm-up sweeps (step widths
-        tuned, draws discarded).
+        Chains run together; kept draws per chain; warm-up sweeps (step widths tuned, draws discarded).
     sigma : float
         Known noise standard deviation of the gaussian family.
     fit_intercept : bool
@@ -295,21 +297,17 @@ class BayesianGLM(_GLMBase):
         None: the active backend (CuPy where a GPU is present).
     dtype : "float32" or "float64"
     graph : bool or None
-        On the GPU, capture one sweep as a CUDA graph and replay it
-        (:func:`gpumcmc.sampling.graph_step`): one launch per sweep instead
-        of about 2 K kernel launches and the Python around them, for the same
-        draws bit for bit. ``None`` (the default): on the GPU, yes. The graph
-        keeps a second copy of the state (``eta`` is chains x rows).
+        On the GPU, capture one sweep as a CUDA graph and replay it (:func:`gpumcmc.sampling.graph_step`):
+        one launch per sweep instead of about 2 K kernel launches and the Python around them, for the same
+        draws bit for bit. ``None`` (the default): on the GPU, yes. The graph keeps a second copy of the
+        state (``eta`` is chains x rows).
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the rows over devices (:func:`gpumcmc.models.glm.over_rows`):
-        each keeps ``eta`` of its rows, and the slice sampler's log-density
-        evaluations are all-reduced, so every device takes the same
-        decisions. ``Shards(n_virtual=k)`` splits on NumPy,
-        :func:`gpumcmc.shards.one_device` on one GPU. With one shard the draws
-        equal those of ``devices=None`` for the same seed; with several, up to
-        the order of the sums over rows (a chain can take another step where a
-        candidate lies within rounding of the slice level). X and y are
-        checked on the host and copied part by part to the devices.
+        Split the rows over devices (:func:`gpumcmc.models.glm.over_rows`): each keeps ``eta`` of its rows,
+        and the slice sampler's log-density evaluations are all-reduced, so every device takes the same
+        decisions. ``Shards(n_virtual=k)`` splits on NumPy, :func:`gpumcmc.shards.one_device` on one GPU.
+        With one shard the draws equal those of ``devices=None`` for the same seed; with several, up to the
+        order of the sums over rows (a chain can take another step where a candidate lies within rounding
+        of the slice level). X and y are checked on the host and copied part by part to the devices.
     """
 
     _parameter_constraints = {**_SHARED_CONSTRAINTS, "prior_scale": [Interval(Real, 0, None, closed="neither")]}
@@ -392,31 +390,26 @@ class BayesianGLM(_GLMBase):
 class HierarchicalGLM(_GLMBase):
     """Hierarchical GLM: each group g has its own coefficients ``beta_g``, drawn around a common mean.
 
-    For groups g = 1..G and coefficients k = 1..K (the intercept first when
-    ``fit_intercept``), ``y`` given ``beta_g`` follows the GLM of ``family``
-    within each group, and with ``covariance="full"`` (the default)::
+    For groups g = 1..G and coefficients k = 1..K (the intercept first when ``fit_intercept``), ``y`` given
+    ``beta_g`` follows the GLM of ``family`` within each group, and with ``covariance="full"`` (the default)::
 
         beta_g | mu, Sigma ~ N(mu, Sigma)
         mu | Sigma         ~ N(0, Sigma / kappa0)
         Sigma              ~ InvWishart(nu0, psi0 * I)        nu0 = K + 2 by default
 
-    or with ``covariance="diag"`` (each coefficient varies across groups
-    with its own scale; ``nu0 = 3`` gives ``tau_k^2`` the prior of a
-    diagonal entry of ``Sigma`` under the full default)::
+    or with ``covariance="diag"`` (each coefficient varies across groups with its own scale; ``nu0 = 3``
+    gives ``tau_k^2`` the prior of a diagonal entry of ``Sigma`` under the full default)::
 
         beta_gk | mu_k, tau_k ~ N(mu_k, tau_k^2)
         mu_k | tau_k          ~ N(0, tau_k^2 / kappa0)
         tau_k^2               ~ InvGamma(nu0 / 2, psi0 / 2)    nu0 = 3 by default
 
-    All groups' coefficients move at once by slice-within-Gibbs; ``mu,
-    Sigma`` are then drawn from their conjugate conditional (on the GPU one
-    kernel, a block per chain, with no host round trip). The diagonal model
-    has K variances to learn instead of K (K + 1) / 2 covariances, so it
-    needs fewer groups. ``fit(X, y, groups)`` takes integer or string group
-    labels, one per row (``groups=None``: one group); :meth:`predict`,
-    :meth:`predict_mean` and :meth:`score` take labels seen at fit. In
-    ``cross_val_score`` or ``GridSearchCV``, route them with
-    ``sklearn.set_config(enable_metadata_routing=True)`` and
+    All groups' coefficients move at once by slice-within-Gibbs; ``mu, Sigma`` are then drawn from their
+    conjugate conditional (on the GPU one kernel, a block per chain, with no host round trip). The diagonal
+    model has K variances to learn instead of K (K + 1) / 2 covariances, so it needs fewer groups.
+    ``fit(X, y, groups)`` takes integer or string group labels, one per row (``groups=None``: one group);
+    :meth:`predict`, :meth:`predict_mean` and :meth:`score` take labels seen at fit. In ``cross_val_score``
+    or ``GridSearchCV``, route them with ``sklearn.set_config(enable_metadata_routing=True)`` and
     ``set_fit_request(groups=True).set_score_request(groups=True)``.
 
     Parameters
@@ -427,16 +420,14 @@ class HierarchicalGLM(_GLMBase):
     covariance : {"full", "diag"}
         The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
     n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink
-        As for :class:`BayesianGLM`, and so are ``random_state``, ``progress``, ``backend``, ``dtype`` and ``graph``.
+        As for :class:`BayesianGLM`, and so are ``random_state``, ``progress``, ``backend``, ``dtype`` and
+        ``graph``.
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the groups over devices (:func:`gpumcmc.models.glm.over_groups`):
-        each holds whole groups (about equal rows per device) and sweeps
-        them with no communication; once a sweep, every group's coefficients
-        are all-reduced (``C G K`` values) for the draw of ``mu, Sigma``. On
-        the GPU the draws equal those of ``devices=None`` for the same seed,
-        bit for bit; on NumPy (``Shards(n_virtual=k)``), up to the rounding of
-        the sums over a group's rows. There must be at least as many groups
-        as devices.
+        Split the groups over devices (:func:`gpumcmc.models.glm.over_groups`): each holds whole groups
+        (about equal rows per device) and sweeps them with no communication; once a sweep, every group's
+        coefficients are all-reduced (``C G K`` values) for the draw of ``mu, Sigma``. On the GPU the draws
+        equal those of ``devices=None`` for the same seed, bit for bit; on NumPy (``Shards(n_virtual=k)``),
+        up to the rounding of the sums over a group's rows. There must be at least as many groups as devices.
     """
 
     _parameter_constraints = {
@@ -473,10 +464,7 @@ class HierarchicalGLM(_GLMBase):
         one group)."""
         self._validate_settings(self._check_hier_settings)
         shards, X, y = self._checked_data(X, y, "the groups")
-        groups = np.zeros(X.shape[0], np.int64) if groups is None else np.asarray(_backend.to_host(groups))
-        if groups.ndim != 1 or groups.shape[0] != X.shape[0]:
-            raise ValueError(f"groups must be 1-d with one label per row of X ({X.shape[0]}), "
-                             f"got shape {groups.shape}.")
+        groups = np.zeros(X.shape[0], np.int64) if groups is None else _labels_per_row(groups, X.shape[0])
         missing = groups != groups  # NaN (float or object labels): a label that equals nothing
         if groups.dtype == object:
             missing = missing | np.array([g is None for g in groups], dtype=bool)
@@ -510,9 +498,7 @@ class HierarchicalGLM(_GLMBase):
                 raise ValueError(f"groups is None but the model was fitted on {G} groups; pass one group label "
                                  "per row of X.")
             return np.zeros(n, np.int64)
-        groups = np.asarray(_backend.to_host(groups))
-        if groups.ndim != 1 or groups.shape[0] != n:
-            raise ValueError(f"groups must be 1-d with one label per row of X ({n}), got shape {groups.shape}.")
+        groups = _labels_per_row(groups, n)
         gid = np.minimum(np.searchsorted(self.groups_, groups), G - 1)   # groups_ is sorted (np.unique)
         unseen = self.groups_[gid] != groups
         if unseen.any():

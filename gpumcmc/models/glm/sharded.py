@@ -190,9 +190,9 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
 
 
 def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:
-    """The sweep's passes, the same on NumPy and on the GPUs: per coordinate and pass (``first`` is 1 in
-    a coordinate's first), every shard's local part, their sum over the shards (``reduce``) and every
-    device's update. Returns the log-density evaluations (0 on the GPU, which does not count them)."""
+    """The GPU sweep's passes: per coordinate and pass (``first`` is 1 in a coordinate's first), every
+    shard's local part, their sum over the shards (``reduce``) and every device's update, until
+    ``passes.settled()``. Returns the sum of the updates' evaluations."""
     evals = 0
     try:
         for k in range(K):

@@ -62,3 +62,55 @@ for d in (2, 10):
     print(d, "dynesty", t, flush=True)
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 PY
+# Issue 35, nested sampling in fewer lines (same draws). CuPy code was only moved: the launchers of ops.py now
+# share one module-level import of _loader and _kernel_args (_GpuOps.argsort_rows, slice_start, slice_round,
+# _GpuProgress, sinusoid_loglike, sinusoid_fused_slice), _round_word keeps its per-thread dict by setdefault,
+# _NestedSteps._slice hands one tuple of walker arrays to the fused step and to the masked rounds, run() no
+# longer re-zeroes _ncall_dev after _init, SinusoidModel no longer sums y**2 on the device at construction, and
+# the tiled twin (kernel=False) evaluates SinusoidModel.model per tile. Their GPU tests, arguments checked:
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_nested.py -q -p no:cacheprovider 2>&1 | tail -5
+# Then the same CuPy runs before (8466ba3, from git archive) and after, hashed; the after runs twice, so a
+# configuration whose bits vary from run to run is named as such rather than as a change.
+mkdir -p /tmp/nested_base && git archive 8466ba3 gpumcmc kernels_cu | tar -x -C /tmp/nested_base \
+    || echo "no git history here: only this tree's hashes"
+cat > /tmp/nested_fp.py <<'PY'
+import hashlib, os, sys, warnings
+import numpy as np
+import gpumcmc
+from gpumcmc.nested import NestedSampler, SinusoidModel, correlated_gaussian, gaussian_shells
+print(gpumcmc.__file__, file=sys.stderr)
+be = os.environ.get("FP_BACKEND", "cupy")
+xp = np if be == "numpy" else __import__("cupy")
+warnings.simplefilter("ignore")
+def h(r):
+    return hashlib.sha256(b"".join(np.asarray(getattr(r, k)).tobytes() for k in
+                          ("logz", "logzerr", "samples", "logl", "nlive", "ncall", "nbatch", "niter"))).hexdigest()[:16]
+ll, pt = gaussian_shells(2, xp=xp)
+for sampler in ("slice", "cslice", "rwalk"):
+    for rounds in ((None, "compact") if sampler != "rwalk" else (None,)):
+        s = NestedSampler(ll, pt, 2, nlive=60, n_replace=5, n_runs=3, sampler=sampler, random_state=3,
+                          progress=False, backend=be, dlogz=0.1)
+        s._rounds = rounds
+        print("shells", sampler, rounds, h(s.run().results))
+cl, cpt, _ = correlated_gaussian(3, xp=xp)
+print("corr3", h(NestedSampler(cl, cpt, 3, nlive=50, random_state=5, progress=False, backend=be).run().results))
+t, y = SinusoidModel.synthetic(n_data=2000, amplitudes=[(1.0, 0.5, 3.0), (0.5, -0.3, 7.0)], random_state=0)
+for kernel in (True, False):
+    for fused in ((None, False) if kernel else (None,)):
+        m = SinusoidModel(t, y, n_atoms=2, backend=be, kernel=kernel, tile=700)
+        s = NestedSampler(m.loglike, m.prior_transform, 6, nlive=40, n_replace=8, n_runs=2, max_iter=30,
+                          random_state=3, progress=False, backend=be, fused=fused)
+        print("sinusoid kernel", kernel, "fused", fused, s.fused, h(s.run().results))
+PY
+python /tmp/nested_fp.py > "$OUT/nested_lines_fp_after.txt"
+python /tmp/nested_fp.py > "$OUT/nested_lines_fp_after2.txt"
+if [ -d /tmp/nested_base/gpumcmc ]; then
+    PYTHONPATH=/tmp/nested_base python /tmp/nested_fp.py > "$OUT/nested_lines_fp_before.txt"
+    python - "$OUT" <<'PY'
+import sys
+d = sys.argv[1]
+b, a, a2 = (open(f"{d}/nested_lines_fp_{k}.txt").read().splitlines() for k in ("before", "after", "after2"))
+for x, y, z in zip(b, a, a2):
+    print("same" if x == y else ("varies run to run" if y != z else "CHANGED"), "|", y)
+PY
+fi

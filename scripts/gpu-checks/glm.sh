@@ -22,3 +22,21 @@ python ../shared/bench/user_path.py glm --out "$OUT/user_path_glm.json"
 # GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_nccl.py -k glm -q -p no:cacheprovider
 # On a machine with 2 and 4 GPUs (nvidia-h100-x4): BayesianGLM(devices=...) efficiency.
 # python ../shared/bench/user_path.py scaling --out "$OUT/user_path_scaling.json"
+
+# --- After the GLM package's line cut (issue 35): the CuPy code it touched, each by a mechanical move, and
+# the GPU tests that run it (the whole of the two files above covers them all; these are the pointed ones).
+# - models/glm/ops.py _slice_kernel_coordinate: the prior's terms from _prior_terms and the width from
+#   _tuned_width (the same expressions as before, now shared with the NumPy sweep):
+python -m pytest -m gpu tests/test_glm.py -q -p no:cacheprovider -k "slice_kernel_matches_numpy_sweep" 2>&1 | tail -3
+# - models/glm/algorithm.py _sweep_coefs, its CuPy branch (beta, eta, width copied in one statement) and
+#   ops.py _ShardedPasses.__init__ (two locals inlined); estimator.py _GLMBase._sample (one device and
+#   devices=, psi0 * I built under shards.on(0) as before) and _checked_data:
+python -m pytest -m gpu tests/test_glm.py -q -p no:cacheprovider \
+    -k "slice_pass_kernel or graph_gives or sharded_glm_one_gpu or niw_kernel or cpu_gpu_agree" 2>&1 | tail -3
+# - models/glm/sharded.py over_rows (its GPU branch of init and step, no longer shared with the NumPy
+#   twin, which now runs the single-device array code with reduced row sums) and _device_states (GPU only):
+python -m pytest -m gpu tests/test_glm_devices.py -q -p no:cacheprovider 2>&1 | tail -3
+# - gpumcmc/glm.py check_y and _first_bad (the support test as one _outside), _kernel_fg_out (through _shaped):
+python -m pytest -m gpu tests/test_glm.py -q -p no:cacheprovider -k "loglik_bad or kernel_matches_twin or tiled" \
+    2>&1 | tail -3
+# On 2 GPUs: python -m pytest -m gpu tests/test_nccl.py -k glm -q -p no:cacheprovider

@@ -1036,3 +1036,32 @@ def test_slices_done_reads_only_this_steps_rounds():
     with pytest.raises(RuntimeError, match="out of order"):
         O._GpuOps.slices_done(None, step_state(None, 11))
 
+
+
+def test_round_word_is_one_per_thread_device_and_stream(monkeypatch):
+    """The GPU rounds' word (with a stand-in for CuPy): made once per thread, device and stream, and found
+    again there, so rounds on one stream always report to the same word."""
+    import threading
+    import types
+
+    from gpumcmc.models.nested import ops as O
+
+    monkeypatch.setattr(O, "_round_words", threading.local())
+    monkeypatch.setattr(O, "_RoundWord", lambda cp: object())
+    where = {"device": 0, "stream": 5}
+    cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: where["device"]),
+                                 get_current_stream=lambda: types.SimpleNamespace(ptr=where["stream"]))
+    cp = types.SimpleNamespace(cuda=cuda)
+    first = O._round_word(cp)
+    assert O._round_word(cp) is first
+    where["stream"] = 6
+    other_stream = O._round_word(cp)
+    where["device"] = 1
+    assert len({id(first), id(other_stream), id(O._round_word(cp))}) == 3
+    where.update(device=0, stream=5)
+    assert O._round_word(cp) is first
+    in_thread = []
+    t = threading.Thread(target=lambda: in_thread.append(O._round_word(cp)))
+    t.start()
+    t.join()
+    assert in_thread[0] is not first

@@ -465,7 +465,6 @@ def _packed_prior(model):
     return xp.ascontiguousarray(xp.concatenate([model.m.astype(np.float64), psi0[ti, tj]]))
 
 
-
 def _gibbs_params_twin(log_pi, mn, kn, sigma, eps, dtype):
     """Means ``mn + L eps / sqrt(kn)`` and kernel parameters of the drawn components (array code)."""
     xp = _xp_of(sigma)

@@ -94,6 +94,11 @@ def _moved(eta, data, k, delta):
     return eta + (delta[:, data.gid] if data.starts.shape[0] > 1 else delta) * data.Xt[k][None, :]
 
 
+def _total_loglik(xp, data, family, sigma_noise, eta):
+    """The log-likelihood of every chain (C,), float64, at the linear predictor ``eta``."""
+    return pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1, dtype=np.float64)
+
+
 def _loglik(xp, data, family, sigma_noise, eta, k):
     """``delta -> `` each group's log-likelihood (C, G), float64, with coordinate ``k`` moved by ``delta``."""
     return lambda delta: _segment_sum(xp, pointwise_loglik(_moved(eta, data, k, delta), data.y, family, sigma_noise,
@@ -137,7 +142,7 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
     mu, prec, sigma = state.mu, state.prec, state.sigma
     if hyper is not None:
         mu, prec, sigma = _draw_hyper(rng, beta, hyper, xp)
-    ll = pointwise_loglik(eta, data.y, family, sigma_noise, xp, data.lgy).sum(axis=1, dtype=np.float64)
+    ll = _total_loglik(xp, data, family, sigma_noise, eta)
     new = SliceState(beta, eta, width, mu, prec, sigma, state.it + 1)
     return new, SliceInfo(xp.full((C,), evals, dtype=np.int64), fallbacks, ll)
 

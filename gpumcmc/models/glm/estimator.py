@@ -199,18 +199,13 @@ class _GLMBase(Estimator):
     @staticmethod
     def _collector(hyper):
         """What the run driver keeps of each draw: beta, and mu with Sigma (or tau) for the hierarchy."""
-        diag = hyper is not None and len(hyper) > 3 and hyper[3] == "diag"
-
         def collect(s, info):
-            out = {"beta": s.beta}
-            if hyper is not None:
-                out["mu"] = s.mu
-                if diag:
-                    xp = _backend.get_array_module(s.sigma)
-                    out["tau"] = xp.sqrt(xp.diagonal(s.sigma, axis1=1, axis2=2))
-                else:
-                    out["Sigma"] = s.sigma
-            return out
+            if hyper is None:
+                return {"beta": s.beta}
+            if hyper.covariance == "diag":
+                xp = _backend.get_array_module(s.sigma)
+                return {"beta": s.beta, "mu": s.mu, "tau": xp.sqrt(xp.diagonal(s.sigma, axis1=1, axis2=2))}
+            return {"beta": s.beta, "mu": s.mu, "Sigma": s.sigma}
 
         return collect
 

@@ -21,11 +21,10 @@ import numpy as np
 
 from ... import _validate, backend as _backend
 from ..._config import config
-from ...glm import pointwise_loglik
 from ...shards import Replica, balanced_cuts
 from ...sampling import Collective
 from .algorithm import (SliceInfo, SliceState, _coordinates, _draw_hyper, _init_data, _init_state, _loglik, _moved,
-                        _sweep_coefs, sweep_randoms)
+                        _sweep_coefs, _total_loglik, sweep_randoms)
 from .ops import _PMAX, _chunk_plan, _Passes, _ShardedPasses
 
 __all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "group_parts",
@@ -142,8 +141,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
             with shards.on(i):
                 if gpu:  # the last coordinate's step, as the array code adds it
                     etas[i] += dvs[made["dev_of"][i]]["dpend"] * d.Xt[K - 1][None, :]
-                lls.append(xp.ascontiguousarray(
-                    pointwise_loglik(etas[i], d.y, family, sigma_noise, xp, d.lgy).sum(axis=1, dtype=np.float64)))
+                lls.append(xp.ascontiguousarray(_total_loglik(xp, d, family, sigma_noise, etas[i])))
         ll = reduce(lls)[0]
         with shards.on(0):
             if gpu:
@@ -337,8 +335,7 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
                 fbs.append(xp.ascontiguousarray(fb, dtype=np.int64))
                 etas.append(eta_i)
                 widths.append(width_i)
-                ll = pointwise_loglik(eta_i, data.y, family, sigma_noise, xp, data.lgy)
-                lls.append(xp.ascontiguousarray(ll.sum(axis=1, dtype=np.float64)))
+                lls.append(xp.ascontiguousarray(_total_loglik(xp, data, family, sigma_noise, eta_i)))
         reduce(fulls)
         reduce(lls)
         reduce(fbs)

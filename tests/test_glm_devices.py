@@ -89,6 +89,22 @@ def test_twin_passes_give_the_draws_of_one_device(case, n_virtual):
     np.testing.assert_allclose(sh[1], sh[0][:, 0, :] @ X.T, rtol=1e-10, atol=1e-10)
 
 
+def test_numpy_shards_count_the_evaluations_of_one_device():
+    """On NumPy the rows' sweep is the single-device sweep with its row sums all-reduced: the same draws
+    (bit for bit with one shard, to 1e-12 with two), fallbacks and evaluations as devices=None."""
+    X, y = _data("gaussian", N=200, seed=3)
+    kw = dict(family="gaussian", n_chains=2, n_samples=10, n_warmup=5, random_state=4, progress=False)
+    one = BayesianGLM(backend="numpy", **kw).fit(X, y)
+    for n_virtual in (1, 2):
+        sh = BayesianGLM(devices=Shards(n_virtual=n_virtual), **kw).fit(X, y)
+        for name in ("evaluations", "fallbacks"):
+            np.testing.assert_array_equal(sh.trace_.stats[name], one.trace_.stats[name], err_msg=name)
+        if n_virtual == 1:
+            np.testing.assert_array_equal(sh.coef_draws_, one.coef_draws_)
+        else:
+            np.testing.assert_allclose(sh.coef_draws_, one.coef_draws_, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_twin_float32_agrees_with_one_device(family):
     """float32, three shards: the sums over rows round differently (about 1e-7 of the log density), so a

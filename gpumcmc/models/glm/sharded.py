@@ -69,21 +69,18 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
     :class:`gpumcmc.sampling.Collective` over :func:`row_parts`; ``sharded(over_rows(...), shards)`` runs it.
 
     ``init(rng, parts, shards, n_chains=4, prior_scale=2.5)`` gives the :class:`ShardedSliceState` of
-    :func:`.algorithm.init` (``rng`` is not used) and makes what every sweep reuses.
-
-    ``step(rng, state, parts, shards, reduce)`` is :func:`.algorithm.step` (one group) with every sum of
-    the log-likelihood over rows split: each shard sums its rows and ``reduce`` sums the shards' sums, so
-    every device takes the same decisions with no broadcast. The random numbers are drawn on local shard
-    0 in the order of :func:`.algorithm.step` and copied to the other devices once a sweep. On the GPUs,
-    per coordinate and pass, every shard evaluates up to ``_PMAX`` candidates over its rows
-    (``glm_slice_shard_eval``), ``reduce`` sums them (``chains x _PMAX`` float64 values), and every
-    device takes Neal's decisions in its own copy of the state (``glm_slice_decide``), with no host
-    synchronisation, in :func:`shard_passes` passes (3 for ``max_shrink=24``).
+    :func:`.algorithm.init` (``rng`` is not used). ``step(rng, state, parts, shards, reduce)`` is
+    :func:`.algorithm.step` with every sum over rows split: each shard sums its rows, ``reduce`` adds the
+    shards' sums, and every device takes the same decisions from them. The random numbers are drawn on
+    local shard 0 and copied to the other devices once a sweep. On the GPUs, per coordinate and pass,
+    every shard evaluates up to ``_PMAX`` candidates (``glm_slice_shard_eval``), ``reduce`` sums them
+    (``chains x _PMAX`` float64 values) and every device decides in its own copy of the state
+    (``glm_slice_decide``), in :func:`shard_passes` passes with no host synchronisation.
 
     With one shard the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than
     two passes of proposals, which ``glm_slice_pass`` finishes in one block); with several the sums add
-    the same terms in another order, so a decision can differ where a candidate's log-density lies within
-    rounding of the slice level.
+    the same terms in another order, so a decision can differ where a candidate lies within rounding of
+    the slice level.
     """
     m = int(max_steps_out)
     if not 1 <= m < _PMAX:
@@ -284,13 +281,12 @@ def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrin
     :func:`group_parts`; ``sharded(over_groups(...), shards)`` runs it.
 
     ``init(rng, parts, shards, n_chains=4, prior_scale=1.0)`` gives the :class:`ShardedGroupState` of
-    :func:`.algorithm.init` (``rng`` is not used). ``step(rng, state, parts, shards, reduce)``: the random
-    numbers of :func:`.algorithm.step` are drawn on local shard 0 for every group, so group g's numbers
-    are those of one device whatever shard holds it; each shard sweeps its groups by the single-device
-    kernels (a group's rows are all on one shard); ``reduce`` gathers every group's coefficients as the
-    sum of (C, G, K) arrays holding zeros outside each shard's groups (exact), and ``mu, Sigma`` are
-    drawn from them on local shard 0. On the GPU the draws equal ``devices=None`` bit for bit; on NumPy
-    a group's sums come from a running sum over the shard's rows, so they equal up to its rounding.
+    :func:`.algorithm.init` (``rng`` is not used). ``step(rng, state, parts, shards, reduce)`` draws the
+    random numbers of every group on local shard 0, so group g's are one device's wherever it is held;
+    each shard sweeps its groups by the single-device code; ``reduce`` gathers every group's coefficients
+    as the sum of (C, G, K) arrays holding zeros outside each shard's groups (exact), and ``mu, Sigma``
+    are drawn from them on local shard 0. On the GPU the draws equal ``devices=None`` bit for bit; on
+    NumPy a group's sums come from a running sum over the shard's rows, so up to its rounding.
     """
     if hyper is None:
         raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")

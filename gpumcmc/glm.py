@@ -1,17 +1,14 @@
 """Generalised linear model likelihoods: log-likelihood and gradient in one pass over X.
 
-:func:`loglik_and_grad` evaluates ``f(beta) = sum_i w_i log p(y_i | eta_i)``
-with ``eta = X beta + offset`` and its gradient ``g = X^T (w * dlogp/deta)``
-for one coefficient vector or a batch of chains, reading ``X`` once (the
-cache fusion of Mahani & Sharabiani, §3). On CuPy input one CUDA kernel
-streams ``X`` in row tiles for every chain at once and a second sums the
-blocks' partials (``kernels_cu/glm.cu``); on NumPy a vectorised twin computes
-the same sums.
+:func:`loglik_and_grad` evaluates ``f(beta) = sum_i w_i log p(y_i | eta_i)`` with ``eta = X beta + offset``
+and its gradient ``g = X^T (w * dlogp/deta)`` for one coefficient vector or a batch of chains, reading ``X``
+once (the cache fusion of Mahani & Sharabiani, §3). On CuPy input one CUDA kernel streams ``X`` in row
+tiles for every chain at once and a second sums the blocks' partials (``kernels_cu/glm.cu``); on NumPy a
+vectorised twin computes the same sums.
 
-Families and links: ``"bernoulli"`` (logit), ``"poisson"`` (log),
-``"gaussian"`` (identity, known ``sigma``). The Bernoulli form uses
-``softplus(eta) = max(eta, 0) + log1p(exp(-|eta|))``, so large ``|X beta|``
-neither overflows nor loses the log-likelihood.
+Families and links: ``"bernoulli"`` (logit), ``"poisson"`` (log), ``"gaussian"`` (identity, known
+``sigma``). The Bernoulli form uses ``softplus(eta) = max(eta, 0) + log1p(exp(-|eta|))``, so large
+``|X beta|`` neither overflows nor loses the log-likelihood.
 
 >>> import numpy as np
 >>> X = np.array([[1.0, 0.5], [1.0, -1.0], [1.0, 2.0]])
@@ -500,33 +497,26 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
         One coefficient vector or a batch of B chains.
     family : {"bernoulli", "poisson", "gaussian"}
     weights, offset : array (N,), optional
-        Observation weights multiplying each row's log-likelihood; an offset
-        added to ``X beta``.
+        Observation weights multiplying each row's log-likelihood; an offset added to ``X beta``.
     sigma : float
         The known noise standard deviation of the gaussian family.
     check : bool
-        Check the input: ``X``, ``y``, ``beta``, ``weights`` and ``offset``
-        finite, ``y`` in the family's support (0/1, counts); a ValueError
-        names the first bad row (or chain of ``beta``). On the GPU the
-        ``"rows"`` kernel checks as it reads the input, and ``"tiled"`` with a
-        short pass over ``y`` after it, noting bad values in the status word
-        (:mod:`gpumcmc._status`): a direct call waits for its kernels once,
-        and inside :func:`gpumcmc.deferred_validation` the error is raised at
-        the next :func:`gpumcmc.check`; ``"gemm"`` checks
-        in a pass of its own (one synchronisation). Off while value checks
-        are off (:func:`gpumcmc.set_validation`). ``check=False`` skips it.
+        Check the input: ``X``, ``y``, ``beta``, ``weights`` and ``offset`` finite, ``y`` in the family's
+        support (0/1, counts); a ValueError names the first bad row (or chain of ``beta``). On the GPU the
+        ``"rows"`` kernel checks as it reads the input, and ``"tiled"`` with a short pass over ``y`` after
+        it, noting bad values in the status word (:mod:`gpumcmc._status`): a direct call waits for its
+        kernels once, and inside :func:`gpumcmc.deferred_validation` the error is raised at the next
+        :func:`gpumcmc.check`; ``"gemm"`` checks in a pass of its own (one synchronisation). Off while value
+        checks are off (:func:`gpumcmc.set_validation`). ``check=False`` skips it.
     kernel : {"auto", "rows", "tiled", "gemm"}
-        The CuPy implementation (NumPy input ignores it). ``"rows"`` and
-        ``"tiled"`` read ``X`` once, in row tiles of coalesced 128-bit loads,
-        for every chain of the batch: ``"rows"`` gives each row of a tile its
-        own thread and takes up to 8 chains and K < 256 (K <= 128 in
-        float64); ``"tiled"`` gives 32 rows to a warp and takes any number of
-        chains with K <= 256 (float32) or K <= 128 (float64). ``"gemm"``
-        takes two matrix products (cuBLAS) and reads ``X`` twice. ``"auto"``
-        takes ``"rows"``, else ``"tiled"``, where they apply, else
-        ``"gemm"``. Both tiled kernels sum in an order fixed by the launch
-        shape, so repeated calls on one GPU give identical results.
-        ``"rowwise"``, a removed kernel, raises a ValueError that names them.
+        The CuPy implementation (NumPy input ignores it). ``"rows"`` and ``"tiled"`` read ``X`` once, in
+        row tiles of coalesced 128-bit loads, for every chain of the batch: ``"rows"`` gives each row of a
+        tile its own thread and takes up to 8 chains and K < 256 (K <= 128 in float64); ``"tiled"`` gives 32
+        rows to a warp and takes any number of chains with K <= 256 (float32) or K <= 128 (float64).
+        ``"gemm"`` takes two matrix products (cuBLAS) and reads ``X`` twice. ``"auto"`` takes ``"rows"``,
+        else ``"tiled"``, where they apply, else ``"gemm"``. Both tiled kernels sum in an order fixed by the
+        launch shape, so repeated calls on one GPU give identical results. ``"rowwise"``, a removed kernel,
+        raises a ValueError that names them.
 
     Returns
     -------

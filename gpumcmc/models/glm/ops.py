@@ -21,9 +21,9 @@ import numpy as np
 from ... import _kernel_args
 from ... import backend as _backend
 from ..._config import config
+from ...glm import _CODE as _FAMILY  # the kernels' family codes
 
 FILE = "glm.cu"
-_FAMILY = {"bernoulli": 0, "poisson": 1, "gaussian": 2}  # the kernels' family codes
 _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
               "glm_slice_pass<double>", "glm_slice_shard_eval<float>", "glm_slice_shard_eval<double>",
               "glm_slice_decide<float>", "glm_slice_decide<double>")

@@ -202,23 +202,18 @@ def _slice_update(xp, target, x0, w, max_steps_out, max_shrink, e, u, us):
     J = xp.floor(max_steps_out * u[1])
     Jr = (max_steps_out - 1) - J
     evals = 1
-    for s in range(max_steps_out):
-        aL = J > s
-        aR = Jr > s
+    for s in range(max_steps_out):  # stepping out: each side while its budget lasts and it is in the slice
+        aL, aR = J > s, Jr > s
         if not (aL.any() or aR.any()):
             break
-        fL = target(L)
-        fR = target(R)
+        fL, fR = target(L), target(R)
         evals += 2
-        aL = aL & (fL > logy)
-        aR = aR & (fR > logy)
-        L = xp.where(aL, L - w, L)
-        R = xp.where(aR, R + w, R)
-        J = xp.where(aL, J, 0)
-        Jr = xp.where(aR, Jr, 0)
+        aL, aR = aL & (fL > logy), aR & (fR > logy)
+        L, R = xp.where(aL, L - w, L), xp.where(aR, R + w, R)
+        J, Jr = xp.where(aL, J, 0), xp.where(aR, Jr, 0)
     xnew = x0
     done = xp.zeros(x0.shape, dtype=bool)
-    for s in range(max_shrink):
+    for s in range(max_shrink):  # shrinkage: a rejected proposal becomes the bracket's end on its side
         if done.all():
             break
         x1 = L + us[s] * (R - L)
@@ -226,10 +221,8 @@ def _slice_update(xp, target, x0, w, max_steps_out, max_shrink, e, u, us):
         evals += 1
         ok = (~done) & (f1 > logy)
         xnew = xp.where(ok, x1, xnew)
-        lower = (~done) & (~ok) & (x1 < x0)
-        upper = (~done) & (~ok) & (x1 >= x0)
-        L = xp.where(lower, x1, L)
-        R = xp.where(upper, x1, R)
+        lower, upper = (~done) & (~ok) & (x1 < x0), (~done) & (~ok) & (x1 >= x0)
+        L, R = xp.where(lower, x1, L), xp.where(upper, x1, R)
         done = done | ok
     return xnew, done, evals
 

@@ -256,10 +256,14 @@ def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) 
     1 / K. The shards of one device share their phi and phi_sum arrays."""
     xp = shards.xp
     C, V = _n_chains(n_chains), int(datas[0].n_words)
-    zeros = _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))  # the running sums' start
+
+    def running_sums():   # their zero start, made after the random start's per-token arrays are freed
+        return _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))
+
     if phi_start is not None:
         thetas = _each(shards, datas, lambda i, data: xp.full((C, data.n_docs, K), 1.0 / K, dtype))
         phis = _per_device(shards, lambda: _checked_start(phi_start, xp, V, C, K, dtype).transpose(1, 0, 2))
+        zeros = running_sums()
     else:
         gens = [copy.copy(rng) for _ in shards.ranks]
 
@@ -270,6 +274,7 @@ def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) 
         thetas, nwks = (list(x) for x in zip(*_each(shards, datas, local)))
         _catch_up(rng, gens)
         shards.allreduce(nwks)
+        zeros = running_sums()
         keeps = _per_device(shards, lambda: xp.zeros((), dtype))                     # keep = 0: none kept yet
         drawn: dict = {}
         gens = [copy.copy(rng) for _ in shards.ranks]

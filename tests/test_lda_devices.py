@@ -549,3 +549,31 @@ def test_gpu_sharded_loglik_is_one_devices_log_likelihood(cp, fused, K, dtype, t
     b, rb, lls = _sharded_lls("cupy", one_device(2), X, K, 2, 3, dtype=dtype, **kw)
     _assert_one_device(a, ra, b, rb, cp.asnumpy)
     np.testing.assert_allclose(np.array(lls), ref, rtol=2e-6 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("W, C", [(2, 2), (3, 1)])
+def test_sharded_log_likelihood_is_one_devices(xp, W, C):
+    """sharded_log_likelihood of a sharded state (and of its per-field view) is, for each chain, one
+    device's log_likelihood of the whole corpus under its equal state: a (C,) float64 host array, the
+    shards' float64 sums added in another order (rtol 1e-12). On the GPU the shards are one_device(W)."""
+    from gpumcmc.shards import one_device
+
+    backend = "numpy" if xp is np else "cupy"
+    shards = Shards(n_virtual=W) if xp is np else one_device(W)
+    X, _ = _corpus(M=41, V=30, K=3, length=25, seed=2)
+    a, _ = _sweeps(backend, None, X, 4, C, 2)
+    rows, cols, M, V = L.tokens_from(X, xp)
+    ref = [float(L.log_likelihood(a.theta[c], a.phi[c], rows, cols)) for c in range(C)]
+    rng = default_rng(3, backend=backend)
+    _, parts = L.shard_corpus(*L.tokens_from(X, np)[:2], M, shards)
+    with shards.on(0):
+        alg = L.sharded_gibbs(shards)
+        datas = L.shard_data(parts, shards, V, 4, 0.3, 0.2, "float32", burn_in=1)
+        state = alg.init(rng, datas, 4, "float32", n_chains=C)
+        for _ in range(2):
+            state, _ = alg.step(rng, state)
+        got = L.sharded_log_likelihood(state, datas, shards)
+        view = L.sharded_log_likelihood(L.LDAShardedState.of(state), datas, shards)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64 and got.shape == (C,)
+    np.testing.assert_array_equal(view, got)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)

@@ -100,7 +100,8 @@ class GibbsStats(NamedTuple):
 def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: float, beta: float,
          dtype="float32", burn_in: int = 0, order: bool = True, n_chains: int = 1, fused: bool | None = None,
          sparse: bool | None = None, cache_bytes: int | None = None, phi_start=None):
-    """``(data, state)``: the token stream in ``token_order``, and theta, phi drawn given random topics.
+    """``(data, state)``: the token stream in ``token_order``, and theta, phi drawn given random topics
+    (``n_chains`` chains, each from topics of its own).
 
     Not from the prior: at ``alpha = beta = 1/K`` and K = 1024 most float32 Dirichlet components underflow
     to zero, and many tokens would have no topic with a positive weight. Given the counts, each token's own

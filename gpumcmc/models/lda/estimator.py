@@ -68,8 +68,9 @@ class LDA(mixin("TransformerMixin"), Estimator):
 
     ``devices`` splits the documents over devices (``"all"``, GPU ids or a :class:`gpumcmc.shards.Shards`;
     see :mod:`gpumcmc.models.lda.sharded`): the draws are those of ``devices=None`` for any number of
-    shards, bit for bit. It runs eagerly (no CUDA graph) and does not checkpoint. ``doc_topic_`` holds this
-    process's documents; ``n_shards_`` and ``doc_bounds_`` record the split.
+    shards, bit for bit; the log-likelihood trace is a sum over the shards (``devices=None``'s to rounding).
+    It runs eagerly (no CUDA graph) and does not checkpoint. ``doc_topic_`` holds this process's documents;
+    ``n_shards_`` and ``doc_bounds_`` record the split.
 
     Examples
     --------

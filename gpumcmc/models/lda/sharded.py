@@ -295,8 +295,9 @@ def _catch_up(rng, gens) -> None:
 def sharded_gibbs(shards: Shards) -> Algorithm:
     """:func:`gibbs` over ``shards`` (:func:`gpumcmc.sampling.sharded`), its value checks off inside the sweep
     as in :func:`step`: ``init(rng, datas, n_components, dtype, n_chains=1, phi_start=None)`` and
-    ``step(rng, state, loglik=False)``, whose state holds one :class:`LDAState` per local shard and whose
-    ``info.loglik`` is summed over the shards.
+    ``step(rng, state, loglik=False) -> (state, info)``, whose state holds one :class:`LDAState` per local
+    shard (:meth:`LDAShardedState.of` shows it per field) and whose ``info.loglik`` (``loglik=True``) is each
+    chain's log-likelihood of the whole corpus, (C,) float64, summed over the shards.
     """
     alg = sharded(gibbs(), shards)
 

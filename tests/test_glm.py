@@ -850,3 +850,16 @@ def test_refit_leaves_no_attribute_of_an_earlier_fit():
     with pytest.raises(ValueError, match="n_chains"):
         m.set_params(family="bernoulli", n_chains=0).fit(X, y)
     assert m.family_ == "poisson"
+
+
+@pytest.mark.parametrize("cls", [BayesianGLM, HierarchicalGLM])
+def test_docstring_names_every_parameter(cls):
+    """Each constructor parameter is an entry of the class docstring's Parameters section (``name, name``
+    lines at its indentation), so the rendered API lists it: a parameter named only in prose is not."""
+    import inspect
+
+    doc = inspect.getdoc(cls)
+    section = doc.split("Parameters\n----------\n", 1)[1].split("\n\n", 1)[0]
+    listed = {name.strip() for line in section.splitlines() if line and not line[0].isspace()
+              for name in line.split(" : ")[0].split(",")}
+    assert set(inspect.signature(cls).parameters) <= listed

@@ -415,8 +415,9 @@ class HierarchicalGLM(_GLMBase):
     covariance : {"full", "diag"}
         The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
     n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink
-        As for :class:`BayesianGLM`, and so are ``random_state``, ``progress``, ``backend``, ``dtype`` and
-        ``graph``.
+        As for :class:`BayesianGLM`.
+    random_state, progress, backend, dtype, graph
+        As for :class:`BayesianGLM`.
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
         Split the groups over devices (:func:`gpumcmc.models.glm.over_groups`): each holds whole groups
         (about equal rows per device) and sweeps them with no communication; once a sweep, every group's

@@ -47,3 +47,35 @@ PY
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_lda.py tests/test_lda_devices.py tests/test_lda_quality.py -q -p no:cacheprovider 2>&1 | tail -15
 # On 2 GPUs (nvidia-h100-x2): the sharded start, sweep and estimator across devices.
 python -m pytest -m gpu tests/test_nccl.py -q -p no:cacheprovider -k lda 2>&1 | tail -5
+# Review of the line cut in gpumcmc/models/lda (8466ba3..HEAD), the GPU paths it moved, most important first
+# (every kernel argument checked): the sharded start and sweep on one GPU (_start's random and seeded
+# branches, _placed_products, shard_data's cache size), sharded_log_likelihood through sharded_loglik (its
+# new test), the estimator with devices= (_fit_sharded, _sample, doc_topic_ per shard, transform), the graph
+# replay and eager sweeps (_GpuOps.accumulate, normalise_columns, zdraw_counts), transform/score (_theta,
+# _held_out), the count-matrix expansion on the GPU (tokens_from) and the seeded start.
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_lda_devices.py -q -p no:cacheprovider 2>&1 | tail -8
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_lda.py -q -p no:cacheprovider -k "graph or sweep or zdraw or dirichlet_columns or counts or transform or score or seeded or fit_gpu" 2>&1 | tail -8
+python -m pytest -m gpu tests/test_lda_quality.py tests/test_token_order.py -q -p no:cacheprovider 2>&1 | tail -5
+# On 2 GPUs (nvidia-h100-x2): the sharded start, sweep and estimator across devices.
+python -m pytest -m gpu tests/test_nccl.py -q -p no:cacheprovider -k lda 2>&1 | tail -5
+# The sharded start's memory pool after init on one GPU (two shards, many documents, few words), for the record.
+python - <<'PY' 2>&1 | tail -3
+import json, os
+import cupy as cp
+from gpumcmc.datasets import synthetic_lda_corpus
+from gpumcmc.models import lda as L
+from gpumcmc.random import default_rng
+from gpumcmc.shards import one_device
+M, V, K = 200_000, 2_000, 256
+rows, cols, _, _ = synthetic_lda_corpus(M, V, doc_length=50, n_components=K, random_state=0, backend="numpy")
+sh, pool = one_device(2), cp.get_default_memory_pool()
+_, parts = L.shard_corpus(rows, cols, M, sh)
+with sh.on(0):
+    datas = L.shard_data(parts, sh, V, K, 1 / K, 1 / K, "float32")
+    before = pool.total_bytes()
+    state = L.sharded_gibbs(sh).init(default_rng(0, backend="cupy"), datas, K, "float32")
+    cp.cuda.Device().synchronize()
+out = {"pool_total_before_init": before, "pool_total_after_init": pool.total_bytes()}
+print(json.dumps(out))
+json.dump(out, open(os.path.join(os.environ.get("OUT", "."), "lda_sharded_start_pool.json"), "w"))
+PY

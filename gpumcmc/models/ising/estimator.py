@@ -163,8 +163,9 @@ class Ising(_CheckerboardGibbs, Estimator):
         """Run ``burn_in + n_sweeps`` heat-bath sweeps of ``n_chains`` chains.
 
         Returns an :class:`IsingResult` with the magnetisation and energy per site of each chain
-        after each kept sweep, ``(chains, n_sweeps // thin)``, and the final spins. ``random_state``
-        (an int, a ``SeedSequence``, a gpumcmc ``Generator`` or None) seeds this call.
+        after each kept sweep, ``(chains, n_sweeps // thin)``, the final spins, and ``to_arviz()``;
+        ``n_sweeps=0`` gives empty ``(chains, 0)`` figures and the spins after the burn-in.
+        ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator`` or None) seeds this call.
 
         With one coupling and one field for every site, the kernels count each kept sweep's up spins
         and bond sum into a slot of their own on the device, which comes to the host once, at the

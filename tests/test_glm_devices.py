@@ -1,5 +1,5 @@
-"""The GLM with its rows split over devices: the pass-by-pass sharded sweep (kernels on the GPU, the
-NumPy twin without one) against one device."""
+"""The GLM with its rows split over devices against one device: on NumPy, the one-device sweep with its
+row sums all-reduced; on the GPU, the pass-by-pass kernels (glm_slice_shard_eval, glm_slice_decide)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("n_virtual", [1, 3])
-def test_twin_passes_give_the_draws_of_one_device(case, n_virtual):
-    """The NumPy twin of the sharded sweep against :func:`step` on one device, float64: the same
+def test_numpy_shards_give_the_draws_of_one_device(case, n_virtual):
+    """The NumPy sharded sweep against :func:`step` on one device, float64: the same
     candidates and decisions. With one shard the sums over rows are the same, so everything is equal
     bit for bit; with three they add the same terms in another order, which could flip a decision only
     where a candidate's log-density lies within rounding (about 1e-13) of the slice level: for these
@@ -106,7 +106,7 @@ def test_numpy_shards_count_the_evaluations_of_one_device():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_twin_float32_agrees_with_one_device(family):
+def test_numpy_shards_float32_agree_with_one_device(family):
     """float32, three shards: the sums over rows round differently (about 1e-7 of the log density), so a
     candidate near the slice level can flip and a chain go on from another point. Most of the draws of
     four sweeps still agree (at least 80% of the coordinates) and all are finite."""
@@ -205,9 +205,9 @@ def test_one_shard_equals_devices_none_on_the_gpu(cp, family, dtype):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_gpu_shards_match_the_twin(cp, case, monkeypatch):
+def test_gpu_shards_match_numpy_shards(cp, case, monkeypatch):
     """Three shards on one GPU (one_device(3), summed on the device; 512 rows a chunk, so each shard's
-    rows span several blocks) against the NumPy twin with three shards and against devices=None on the
+    rows span several blocks) against the NumPy sweep with three shards and against devices=None on the
     GPU, float64, in every case of CASES (later passes, stepping out, fallbacks): the same decisions but
     where a candidate lies within rounding of the slice level, so at least 95% of the coordinates agree
     to 1e-9, the fallbacks are equal, and eta = X beta on every shard."""

@@ -114,6 +114,11 @@ class NestedSampler(_NestedSteps):
         Shrinkage rounds per slice; a walker that has missed this many times
         stays where it is for that slice (a valid move: the chance of a jump
         from x to x' and back is the same either way).
+    dtype : numpy dtype
+        Kept as a setting (``get_params``) and not used otherwise: the log-likelihoods and the
+        evidence are kept in float64, and the points are what ``prior_transform`` returns. A
+        likelihood may compute in float32 (as :class:`SinusoidModel` does with
+        ``dtype="float32"``); its values are taken as float64.
     check_modes : bool
         With ``n_runs > 1``, check after the run for runs that lost a mode
         (:func:`mode_check`: ``results.runs_lost_mode``, and a warning); it

@@ -53,9 +53,6 @@ from gpumcmc.sampling import Overlap
 
 from .ops import _accumulate, _chain_tokens, _phi_store, _token_counters, dirichlet_columns, fused_counts, zdraw_counts
 
-__all__ = ["LDAData", "LDAState", "LDAInfo", "GibbsStats", "init", "step", "gibbs_local", "gibbs_update",
-           "log_likelihood"]
-
 
 class LDAData(NamedTuple):
     """The corpus as a token stream (in ``token_order``) and the priors."""

@@ -9,8 +9,6 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.sampling._estimator import _is_sparse
 
-__all__ = ["tokens_from", "completion_split", "seeded_topics"]
-
 
 def completion_split(rows):
     """``(first, second)``: boolean masks of the tokens of each document's two halves, for document

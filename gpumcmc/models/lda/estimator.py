@@ -19,8 +19,6 @@ from .algorithm import LDAInfo, init, log_likelihood, step
 from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
 from .sharded import _each, shard_corpus, shard_data, sharded_gibbs
 
-__all__ = ["LDA"]
-
 
 def _monitored(step_fn, read, plain_fn=None):
     """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside

@@ -17,8 +17,6 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config, memo
 from gpumcmc.discrete import CounterIndex, categorical_products
 
-__all__ = ["counts", "counts_twin", "fused_counts", "zdraw_counts", "dirichlet_columns"]
-
 FILE = "lda.cu"
 _ALL = ("lda_counts<long long>", "lda_counts<int>",   # every instantiation, so that lda.cu compiles once
         *(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_col_partials", "lda_col_combine",

@@ -25,9 +25,6 @@ from .algorithm import (LDAState, _checked_start, _n_chains, _phi_once, _prepare
                         gibbs_update, log_likelihood)
 from .ops import _phi_store
 
-__all__ = ["ShardPlace", "CorpusPart", "LDAShardedState", "document_bounds", "shard_corpus", "shard_data", "gibbs",
-           "sharded_gibbs", "sharded_loglik", "sharded_log_likelihood", "allreduce_bytes"]
-
 
 class ShardPlace(NamedTuple):
     """Where a shard's tokens and documents lie in the whole corpus (see :func:`shard_data`).

@@ -47,10 +47,6 @@ from .ops import (
     _posterior_kernel, _resp_blocks, _safe_cholesky, _sum_rows, _unpack_stats, _use_component_kernel, _xp_of,
     _y_block, assign, kernel_params, niw_posterior)
 
-__all__ = ["Model", "State", "Info", "Part", "GibbsStats", "BemPart", "BemStats", "init", "init_bem", "step",
-           "gibbs_local", "make_gibbs_update", "bem_step", "make_bem_step", "bem_local", "make_bem_update",
-           "make_model"]
-
 _V_MAX = 1.0 - 2.0**-40  # sticks are kept below 1 so that log(1 - v) stays finite
 
 

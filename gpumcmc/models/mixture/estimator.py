@@ -25,7 +25,6 @@ from .relabel import _weighted_mean, align_draws
 from .sharded import (
     _sharded_score, bem_parts, gibbs_parts, make_sharded_models, sharded_bem, sharded_gibbs)
 
-__all__ = ["DPGaussianMixture"]
 
 class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     """Truncated Dirichlet-process Gaussian mixture, by blocked Gibbs or Bayesian EM, on GPU or CPU.

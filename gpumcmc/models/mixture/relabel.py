@@ -14,8 +14,6 @@ from gpumcmc._config import memo
 
 from .ops import _xp_of
 
-__all__ = ["relabel", "relabel_costs", "align_draws"]
-
 
 def relabel_costs(means, reference, scale=None, weights=None, reference_weights=None,
                   weight_cost: float = 100.0):

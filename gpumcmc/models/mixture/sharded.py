@@ -25,9 +25,6 @@ from .algorithm import (
     BemPart, Part, State, _bem_start_means, _init_from_means, _make_bem_stats, _start_rows, bem_local, gibbs_local,
     make_bem_update, make_gibbs_update, make_model)
 
-__all__ = ["make_sharded_models", "gibbs", "gibbs_parts", "sharded_gibbs", "bem", "bem_parts", "sharded_bem",
-           "allreduce_bytes"]
-
 
 def _on_each(shards: Shards, items, fn) -> list:
     """``[fn(item) for item in items]``, each under its local shard's device."""

@@ -56,8 +56,7 @@ class StepInfo(NamedTuple):
 
 
 class _NestedSteps:
-    """The iteration of nested sampling over every run at once; :class:`NestedSampler` gives it its settings
-    (``xp``, ``n_runs``, ``nlive``, ``n_replace``, ``ndim``, the batched ``_loglike`` and ``_prior``, and ``_ops``)."""
+    """The iteration of nested sampling over every run at once, on :class:`NestedSampler`'s settings."""
 
     # The generic slice step's rounds: "masked" (_slice_masked) or "compact" (_slice_generic), the same points;
     # None: masked on CuPy, compact on NumPy.
@@ -79,17 +78,15 @@ class _NestedSteps:
         return LiveState(u, v, logl, birth, xp.ones((M,)))
 
     def _shrinkage(self):
-        """``(logx_steps (R,), step_offsets (R,) on xp)``: removing the i-th lowest of the remaining ``N - i``
-        points shrinks log X by ``1 / (N - i)`` on average, so log X falls by ``logx_steps[-1]`` per iteration;
-        the i-th removed point's shell (its log X minus the iteration's start) is ``step_offsets[i]``."""
+        """``(logx_steps, step_offsets)`` (R,): the i-th removed point shrinks log X by ``1 / (N - i)`` on
+        average; ``step_offsets[i]`` is the log volume of its shell from the iteration's start."""
         inv_n = 1.0 / (self.nlive - np.arange(self.n_replace))
         logx_steps = -np.cumsum(inv_n)
         log1m = np.log(-np.expm1(-inv_n))
         return logx_steps, self.xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
 
     def _eval(self, u, count=True):
-        """Physical points and log-likelihoods of unit-cube points ``u`` (..., ndim); ``count=False`` leaves the
-        evaluations out of ``ncall`` (a caller that counts them on the device), not the call out of ``nbatch``."""
+        """Physical points and log-likelihoods of ``u`` (..., ndim); ``count=False``: not added to ``ncall``."""
         xp = self.xp
         shape = u.shape[:-1]
         flat = u.reshape(-1, self.ndim)
@@ -116,8 +113,7 @@ class _NestedSteps:
             raise ValueError("loglike is -inf for every initial live point; check the likelihood and the prior.")
 
     def _bad_value_error(self, v, logl, where):
-        """The ValueError for a NaN or +inf log-likelihood among the live points ``v`` (M, N, ndim), ``logl``
-        (M, N): the first such point, its run and coordinates, or that it was not kept (a NaN proposal)."""
+        """The ValueError naming the first live point with a NaN or +inf log-likelihood, or saying none was kept."""
         lh = _backend.to_host(logl).reshape(self.n_runs, -1)
         bad = np.argwhere(~(lh < np.inf))
         if bad.size:
@@ -130,8 +126,7 @@ class _NestedSteps:
 
     def _step(self, rng, state):
         """One iteration of every run: the R lowest live points die and R walkers started at random
-        survivors replace them. Returns the new :class:`LiveState` (the same arrays, written in place) and a
-        :class:`StepInfo` with the removed points."""
+        survivors replace them. Returns the :class:`LiveState` (written in place) and a :class:`StepInfo`."""
         xp, M, N, R = self.xp, self.n_runs, self.nlive, self.n_replace
         u, v, logl, birth, scale = state
         run_idx = self._run_idx
@@ -191,9 +186,8 @@ class _NestedSteps:
         return v, l
 
     def _walk(self, rng, u, v, l, lstar, chol, scale):
-        """The walkers' moves under ``L > lstar`` from their starts ``u, v, l`` (M, R, ...) by a Gaussian random
-        walk with the live points' covariance, its scale adapted towards half accepted: the new points, the
-        scales and the NaN/+inf flag of the likelihoods evaluated."""
+        """The walkers' moves under ``L > lstar`` by a Gaussian random walk with the live points' covariance, its
+        scale adapted towards half accepted: the new ``u, v, l``, the scales and the NaN/+inf flag."""
         xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
@@ -214,10 +208,8 @@ class _NestedSteps:
         return u, v, l, scale, fine
 
     def _slice(self, rng, u, v, l, lstar, chol, scale):
-        """:meth:`_walk`'s moves by slice sampling along random directions (``slice``) or whitened coordinates
-        (``cslice``): an interval of width ``scale * base`` placed at random around the start, shrunk towards it
-        after each miss. The directions and every uniform a walker may need are drawn up front, so the fused
-        step and the generic rounds consume the same numbers."""
+        """:meth:`_walk`'s moves by slice sampling along random directions or whitened coordinates. Every
+        direction and uniform is drawn up front, so the fused step and both rounds take the same numbers."""
         xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
         fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
@@ -251,15 +243,9 @@ class _NestedSteps:
         return u, v, l, scale, fine
 
     def _slice_masked(self, u, v, l, ls, dirs, U, fine):
-        """The slices of :meth:`_slice` with every walker in every round, each on its own slice (``ops.py``'s
-        ``slice_start`` and ``slice_round``, one launch each on CuPy, no host synchronisation): the points,
-        misses, flag and ``ncall`` of :meth:`_slice_generic`, in fewer calls.
-
-        ``loglike`` sees all W rows every round; the rows of walkers that are done are neither read nor counted
-        in ``ncall``. Whether any walker is still searching is read without a wait while the GPU is at most a
-        round behind, so a step may make one more call, in which no walker moves. ``u, v`` (W, ndim) and ``l``
-        (W,) are the starts (not modified), ``ls`` (W,) the thresholds, ``fine`` the flag (turned False in place
-        on a NaN or +inf); returns the new points and the misses."""
+        """:meth:`_slice_generic`'s points, misses, flag (``fine``, set in place) and ``ncall`` with every walker
+        in every round, each on its own slice (``ops.slice_start``, ``ops.slice_round``): ``loglike`` sees all W
+        rows, done walkers' rows unread, and a step may make one call more, in which no walker moves."""
         ops, n_steps = self._ops, self._n_steps
         st = ops.slice_start(u, v, l, ls, dirs, U, fine, self._ncall_dev)
         for r in range(n_steps * self.max_shrink):  # each walker ends within n_steps * max_shrink rounds
@@ -271,8 +257,8 @@ class _NestedSteps:
         return st.u, st.v, st.logl, st.nrej
 
     def _slice_generic(self, u, v, l, ls, dirs, U, fine):
-        """The slices of :meth:`_slice`, one ``loglike`` call per shrinkage round of the walkers still searching
-        (the fused step's twin); takes what :meth:`_slice_masked` takes and also returns the flag."""
+        """The slices of :meth:`_slice`, one ``loglike`` call per round of the walkers still searching (the fused
+        step's twin): the new points, the misses and the flag."""
         xp, K = self.xp, self.max_shrink
         W = u.shape[0]
         uf, vf, lf = u.copy(), v.copy(), l.copy()

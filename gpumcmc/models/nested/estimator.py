@@ -1,9 +1,4 @@
-"""The sampler's settings and its run: :class:`NestedSampler`, the face users call.
-
-:meth:`NestedSampler.run` seeds the generator and runs the iteration of ``algorithm.py`` on the run driver,
-:func:`gpumcmc.sampling.run`, with the stopping rule as its stop condition (read back ``check_lag``
-iterations late, so the host never waits for the GPU); ``results.py`` turns the points into the evidence.
-"""
+"""The sampler's settings and its run: :class:`NestedSampler`, the face users call."""
 
 from __future__ import annotations
 
@@ -25,10 +20,8 @@ __all__ = ["NestedSampler"]
 
 
 class _Iterations:
-    """The driver's ``step`` (``_step``, then the NaN/+inf flag so far, log X, the count ``sampler._niter`` that
-    a replay stops at, and the push of the evidence and stopping value) and ``stop`` (once ``check_lag``
-    iterations are queued, the oldest one's pair: raises for a bad value, holds below ``dlogz``, and shows the
-    value on the progress bar every 10th iteration)."""
+    """The run driver's ``step`` (the sampler's, with the evidence pushed) and ``stop`` (the stopping rule and
+    NaN/+inf flag read back ``check_lag`` iterations late; the value shown every 10th iteration)."""
 
     def __init__(self, sampler, progress, logx_step):
         self.sampler, self.progress, self.logx_step = sampler, progress, logx_step
@@ -217,12 +210,9 @@ class NestedSampler(_NestedSteps):
         self._configured = self._settings()
 
     def _located_error(self, v, logl, where):
-        """The ValueError for a NaN or +inf log-likelihood met during the run, naming the point.
-
-        The run is replayed from its seed up to the iteration the flag was read at, checking every batch on
-        the host; where a replay cannot repeat the draws (a gpumcmc Generator as ``random_state``, or the
-        fused kernel) the live points are searched instead.
-        """
+        """The ValueError naming the first NaN or +inf log-likelihood of the run, found by replaying the run
+        from its seed with every batch checked; where that cannot repeat the draws (a gpumcmc Generator, or
+        the fused kernel), the live points are searched instead."""
         note = ""
         if self._seed is not None and self._fused is None and not self._locate:
             import copy
@@ -298,8 +288,7 @@ class NestedSampler(_NestedSteps):
         return self._results
 
     def _finish(self, dead, niter, seconds):
-        """The results from ``dead``, the removed points as the driver kept them (host arrays, (run,
-        iteration, R, ...): ``Trace.stats`` of the step's :class:`StepInfo`), and the live points."""
+        """The results from the removed points ``dead`` (the driver's stats of :class:`StepInfo`) and the live."""
         M, d = self.n_runs, self.ndim
         au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
                           for k, x in zip(("u", "v", "logl", "birth"), self._live[:4]))

@@ -1,7 +1,5 @@
-"""The likelihood side of nested sampling: how a sampler takes a likelihood, and the test problems.
-
-``_batchify`` batches a function of one point (with a warning); ``_fusable_model`` finds an object offering
-the fused step ``nested_fused_slice``, as :class:`SinusoidModel`, Henderson's sinusoid atoms, does.
+"""How a nested sampler takes a likelihood (a batch, or one point in a loop; the fused-step protocol), and
+the test problems, :class:`SinusoidModel` among them.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ __all__ = ["SinusoidModel", "gaussian_shells", "eggbox", "correlated_gaussian"]
 
 
 def _batchify(fn, ndim, xp, name, out_dim):
-    """``fn`` as a function of a batch, (n, ndim) -> (n,) or (n, out_dim): ``fn`` itself where it maps a batch
-    of two points, else, where it maps one point, ``fn`` in a Python loop (with a warning: it will be slow)."""
+    """``fn`` on a batch, (n, ndim) -> (n,) or (n, out_dim): itself, or a Python loop over one-point calls
+    (with a warning)."""
     probe = xp.full((2, ndim), 0.5)
     want = (2,) if out_dim is None else (2, out_dim)
     err = None
@@ -52,13 +50,9 @@ def _batchify(fn, ndim, xp, name, out_dim):
 
 
 def _fusable_model(loglike, prior_transform):
-    """The object whose bound ``loglike`` and ``prior_transform`` these are, where it offers a fused step.
-
-    The protocol: ``nested_fused_slice(u, v, logl, lstar, dirs, unif, max_shrink) -> (u, v, logl, nrej,
-    neval)``, every slice of every walker in one call (:meth:`SinusoidModel.nested_fused_slice`), and
-    optionally ``nested_fused_available(xp) -> bool``. Both callables must come from the class that defines
-    ``nested_fused_slice`` (a subclass that overrides either takes the generic path).
-    """
+    """The object both callables are bound to, where its class defines them and ``nested_fused_slice`` (as
+    :meth:`SinusoidModel.nested_fused_slice`; a subclass's overrides do not count), and optionally
+    ``nested_fused_available(xp)``; else None."""
     model = getattr(loglike, "__self__", None)
     if (model is None or getattr(prior_transform, "__self__", None) is not model
             or not callable(getattr(model, "nested_fused_slice", None))):

@@ -1,15 +1,6 @@
-"""The launches of ``kernels_cu/nested.cu``, each beside its NumPy twin.
-
-* ``_GpuOps`` / ``_NumpyOps`` (``_ops_for(xp)`` picks one), with the same method names: ``argsort_rows``
-  (``nested_argsort_rows``), ``progress`` (the bookkeeping ``_GpuProgress``, one ``nested_progress`` a
-  ``push``, and its twin ``_NumpyProgress``), and the generic slice step's rounds over a
-  :class:`SliceRounds`: ``slice_start`` and ``slice_round`` (``nested_slice_start``, ``nested_slice_round``)
-  and ``slices_done``, on CuPy read from a word of mapped memory without a wait of its own;
-* ``sinusoid_loglike`` (``sinusoid_ssq``), its twin ``sinusoid_loglike_tiles``;
-* ``sinusoid_fused_slice`` (``sinusoid_slice``), its twin ``algorithm.py``'s ``_NestedSteps._slice_generic``.
-
-Each launcher names its kernel's arguments after the C parameters (:func:`gpumcmc._kernel_args.args`);
-``nested.cu`` is compiled on the first launch.
+"""The launches of ``kernels_cu/nested.cu`` (compiled on the first), each beside its NumPy twin:
+:class:`_GpuOps` / :class:`_NumpyOps` (row sorts, the evidence bookkeeping, the generic slice rounds), and the
+sinusoid's likelihood and fused slice step (whose twin is ``_NestedSteps._slice_generic``).
 """
 
 from __future__ import annotations
@@ -29,21 +20,16 @@ _CLIP_LO, _CLIP_HI = 1e-12, 1 - 1e-12
 
 
 class SliceRounds:
-    """The state of one slice step's shrinkage rounds: W walkers, each on its own slice and round.
+    """One slice step's shrinkage rounds of W walkers, made by ``slice_start`` and advanced in place by
+    ``slice_round``; the caller evaluates the likelihood at ``uc`` between them. A walker is active while
+    ``slice < n_steps``; nothing of an inactive one changes. Fields (float64 unless said):
 
-    ``slice_start`` makes it and ``slice_round`` advances it in place; the caller evaluates the likelihood at
-    ``uc`` between them. A walker is *active* while ``slice < n_steps``; nothing of an inactive walker changes.
-
-    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point (its start until it moves), float64;
-    * ``lstar`` (W,), ``dirs`` (n_steps, W, ndim), ``unif`` (n_steps, max_shrink + 1, W): read only;
-    * ``prop`` (W, ndim) the proposals, ``uc`` the same clipped into [1e-12, 1 - 1e-12] (an inactive walker's
-      row is its point), ``tt`` (W,) their places on the slice, ``inside`` (W,) int32 1 inside the unit cube;
-    * ``lo, hi`` (W,) the intervals; ``slice, shrink`` (W,) int32 each walker's slice and round; ``nrej`` its
-      misses;
-    * the caller's ``fine`` () bool, turned False by a NaN or +inf of an active walker inside the cube, and
-      ``ncall`` () int64, to which each round adds its active walkers;
-    * on CuPy also ``word`` (:class:`_RoundWord`) and ``prev``, ``last``: the tickets of this step's two
-      latest rounds (None before its first and second).
+    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point; ``lstar``, ``dirs``, ``unif``: read only;
+    * ``prop`` (W, ndim) the proposals, ``uc`` the same clipped into the open cube (an inactive walker's row
+      is its point), ``tt`` (W,) their places on the slice, ``inside`` (W,) int32;
+    * ``lo, hi`` (W,) the intervals, ``slice, shrink`` (W,) int32 each walker's slice and round, ``nrej`` its
+      misses; the caller's ``fine`` () bool and ``ncall`` () int64, updated by each round;
+    * on CuPy ``word`` (:class:`_RoundWord`) and ``prev, last``, the tickets of the step's two latest rounds.
     """
 
     __slots__ = ("u", "v", "logl", "lstar", "dirs", "unif", "prop", "uc", "tt", "inside", "lo", "hi", "slice",
@@ -74,9 +60,8 @@ class _NumpyOps:
         return _NumpyProgress(n_runs, offsets)
 
     def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
-        """A :class:`SliceRounds` of W walkers started at ``u, v, logl`` (W, ndim) / (W,) (not modified) with
-        the thresholds ``lstar`` (W,), the directions ``dirs`` (n_steps, W, ndim) and the uniforms ``unif``
-        (n_steps, max_shrink + 1, W): every walker on slice 0, its first proposal made."""
+        """A :class:`SliceRounds` started at ``u, v, logl`` (not modified): every walker on slice 0, its first
+        proposal made."""
         st = SliceRounds(np, lstar, dirs, unif, fine, ncall)
         st.u[...], st.v[...], st.logl[...] = u, v, logl
         st.nrej[...], st.slice[...], st.shrink[...] = 0.0, 0, 0
@@ -86,9 +71,8 @@ class _NumpyOps:
         return st
 
     def slice_round(self, st, pv, pl):
-        """Each active walker takes the log-likelihood ``pl`` (W,) and transform ``pv`` of its proposal: accepted
-        above its threshold (then its next slice), else a miss that shrinks its interval (the next slice after
-        ``max_shrink`` misses); then the next proposals. Rows of inactive walkers are not read."""
+        """Each active walker's proposal, with its transform ``pv`` and log-likelihood ``pl``, accepted above its
+        threshold or shrinking its interval; then the next proposals. Inactive walkers' rows are not read."""
         a = np.flatnonzero(st.slice < st.n_steps)
         st.ncall[...] += a.size
         lv = np.where(st.inside[a] != 0, pl[a], -np.inf)
@@ -119,8 +103,7 @@ class _NumpyOps:
 
     @staticmethod
     def _propose(st):
-        """The active walkers' proposals: ``t = lo + (hi - lo) * unif[slice, shrink + 1]``, ``prop = u + t dirs``;
-        an inactive walker's proposal is its point."""
+        """The active walkers' proposals ``u + t dirs``, ``t = lo + (hi - lo) * unif[slice, shrink + 1]``."""
         a = np.flatnonzero(st.slice < st.n_steps)
         i = st.slice[a]
         lo = st.lo[a]
@@ -197,9 +180,8 @@ class _GpuOps:
         word.events[word.ticket & 1].record()
 
     def slices_done(self, st):
-        """Whether no walker was active after the latest round, or (while the GPU has not finished it) after
-        the round before, read without a wait while the GPU is at most one round behind: a step may end one
-        round late (a round in which no walker is active changes nothing)."""
+        """Whether no walker was active after the latest round, or the round before while the GPU is still on
+        the latest (no wait then: a step may end one round late, a round that changes nothing)."""
         word = st.word
         # The round before the latest only where the two were launched one after the other: rounds of another
         # step (a nested sampler run inside the likelihood) may have come between them on this word.
@@ -220,19 +202,14 @@ def _ops_for(xp):
 
 
 def _slice_grid(n_walkers):
-    """Blocks of 256 threads for ``nested_slice_start`` / ``nested_slice_round``: a thread a walker, capped
-    (the kernels loop over the rest)."""
+    """Blocks of 256 threads, a thread a walker, capped (the slice kernels loop over the rest)."""
     return max(1, min(-(-n_walkers // 256), 4096))
 
 
 class _RoundWord:
-    """The word of mapped host memory that ``nested_slice_round`` writes after each round: ``(ticket << 1) |
-    any walker still active``, ``ticket`` counting the rounds launched on it. One per thread, device and stream
-    (rounds on one stream finish in order, so the word only moves forward), never freed, as ``gpumcmc._status``'s.
-
-    ``sync``: the two counters by which a launch's last block finds every block's flag (left zeroed);
-    ``events`` mark the last two rounds, for :meth:`_GpuOps.slices_done`'s wait when the GPU falls behind.
-    """
+    """The mapped host word ``nested_slice_round`` writes after each round, ``(ticket << 1) | any walker
+    active``; one per thread, device and stream (so it only moves forward), never freed. ``sync``: the
+    kernel's two block counters; ``events``: the last two rounds, for :meth:`_GpuOps.slices_done`'s wait."""
 
     __slots__ = ("ptr", "host", "ticket", "sync", "events")
 
@@ -258,10 +235,8 @@ def _round_word(cp):
 
 
 class _NumpyProgress:
-    """Each run's evidence and the stopping rule, one iteration at a time, read back ``lag`` iterations late:
-    ``push`` adds the removed points to each run's evidence and queues the worst run's stopping value
-    ``log(Z + L_max X) - log Z`` and the NaN/+inf flag; ``pop`` returns the oldest pair (:class:`_GpuProgress`'s
-    twin)."""
+    """Each run's evidence, one iteration a ``push``, which queues the worst run's stopping value
+    ``log(Z + L_max X) - log Z`` and the NaN/+inf flag; ``pop`` returns the oldest pair."""
 
     def __init__(self, n_runs, offsets):
         self.queue = []
@@ -287,9 +262,8 @@ class _NumpyProgress:
 
 
 class _GpuProgress:
-    """:class:`_NumpyProgress` on CuPy: ``push`` is one launch of ``nested_progress``, which writes the pair
-    into a slot of mapped host memory, and ``pop`` waits for that iteration's event only, so the host never
-    waits for the GPU to drain."""
+    """:class:`_NumpyProgress` by one ``nested_progress`` a ``push``, into a slot of mapped host memory;
+    ``pop`` waits for that iteration's event only."""
 
     def __init__(self, cp, n_runs, offsets, lag):
         self.xp, self.queue = cp, []
@@ -333,8 +307,7 @@ class _GpuProgress:
 
 
 def sinusoid_loglike(model, theta):
-    """:meth:`SinusoidModel.loglike` of an (n, 3 J) batch on CuPy: one launch of ``sinusoid_ssq``; the twin is
-    :func:`sinusoid_loglike_tiles`."""
+    """:meth:`SinusoidModel.loglike` on CuPy, one launch of ``sinusoid_ssq``."""
     cp = model.xp
     p = _loader.contiguous(theta, model.dtype)
     n = p.shape[0]
@@ -355,8 +328,7 @@ def sinusoid_loglike(model, theta):
 
 
 def sinusoid_loglike_tiles(model, theta):
-    """The twin of :func:`sinusoid_loglike`: :meth:`SinusoidModel.model` over tiles of ``model.tile`` data
-    points, so memory stays ``n * tile`` whatever the data size (NumPy, or CuPy with ``kernel=False``)."""
+    """The twin of :func:`sinusoid_loglike`: :meth:`SinusoidModel.model` over tiles of ``model.tile`` points."""
     xp = model.xp
     p = xp.asarray(theta).astype(model.dtype, copy=False).reshape(-1, model.n_atoms, 3)
     ssq = xp.zeros(p.shape[0], dtype=xp.float64)
@@ -367,11 +339,8 @@ def sinusoid_loglike_tiles(model, theta):
 
 
 def sinusoid_fused_slice(model, u, v, logl, lstar, dirs, unif, max_shrink):
-    """:meth:`SinusoidModel.nested_fused_slice`: every slice of every walker in one launch of ``sinusoid_slice``.
-
-    Its twin is the generic slice path (``_NestedSteps._slice_generic`` in ``algorithm.py``) with the model's
-    ``loglike``, given the same directions and uniforms.
-    """
+    """:meth:`SinusoidModel.nested_fused_slice` in one launch of ``sinusoid_slice``; its twin is
+    ``_NestedSteps._slice_generic`` with the model's ``loglike``."""
     cp = model.xp
     f64 = np.float64
     W, d = u.shape

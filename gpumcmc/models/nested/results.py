@@ -1,8 +1,4 @@
-"""What a nested-sampling run gives: the evidence from the dead points, combined runs, and the mode check.
-
-:func:`merge_points` gives each point the number of live points it was the lowest of, all that multiple
-replacement and merged runs change; ``_evidence`` turns those counts into log Z, the weights and the error.
-"""
+"""A nested-sampling run's results: the evidence from the dead points, combined runs, and the mode check."""
 
 from __future__ import annotations
 
@@ -211,13 +207,9 @@ class FewLivePointsWarning(UserWarning):
 
 
 def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MASS):
-    """Modes as single-linkage clusters of the unit-cube points ``x`` (n, d) that carry ``keep`` of the weight ``w``.
-
-    The tree is split from its top wherever a merge is longer than ``cut`` times the median merge (about the
-    nearest-neighbour distance within a mode) and both sides carry at least ``min_mass`` of the weight, so a
-    mode's tails stay with it. At most ``max_points`` points make the tree; the others join the mode of their
-    nearest point in it. Returns labels (n,), -1 for the lightest points, holding ``1 - keep``.
-    """
+    """Mode labels (n,) of the points ``x`` carrying ``keep`` of the weight ``w`` (-1 for the rest): the
+    single-linkage tree of at most ``max_points`` of them, split from the top where a merge is over ``cut``
+    median merges long and both sides carry ``min_mass``; the others join their nearest point's mode."""
     from scipy.cluster.hierarchy import linkage
 
     n = w.size
@@ -304,7 +296,6 @@ def _lost(mass_runs):
 
 
 def _mass_err(mass_runs):
-    """Each mode's between-run error of its merged mass: the runs' spread over ``sqrt(n_runs)``."""
     M = mass_runs.shape[0]
     if M < 2 or not mass_runs.size:
         return np.zeros(mass_runs.shape[1])
@@ -389,9 +380,8 @@ def combine_runs(runs) -> NestedResults:
 
 
 def _outcome(ls, nlive, run, logwt_run, n_all, check_modes, **fields):
-    """The :class:`NestedResults` of the points sorted by log-likelihood ``ls`` with live counts ``nlive``
-    (``fields``: the others, sorted alike): the evidence, the runs' spread, and the mode check of ``n_all``
-    runs where ``check_modes`` and there are several (warning from the caller's caller)."""
+    """The :class:`NestedResults` of the sorted points ``ls`` with live counts ``nlive`` (and ``fields``),
+    mode-checked over ``n_all`` runs where ``check_modes`` (warning from the caller's caller)."""
     logz, logwt, logx, info, err = _evidence(ls, nlive)
     lz = fields["logz_runs"]
     if n_all > 1 and check_modes:

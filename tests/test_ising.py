@@ -300,6 +300,16 @@ def test_sample_twice_with_one_seed_gives_the_same_draws(xp):
     assert not np.array_equal(B.to_host(a.states), B.to_host(c.states))
 
 
+@pytest.mark.parametrize("method", ["multispin", "byte"])
+def test_a_start_of_one_state_per_chain_runs_as_the_same_start_broadcast(xp, method):
+    model = Ising((4, 32), beta=0.4, method=method, backend=xp.__name__)
+    given = np.ones((2, 4, 32), dtype=np.int8)  # every chain's own start, already of the spins' dtype
+    a = model.sample(3, n_chains=2, random_state=1, progress=False, initial=xp.asarray(given))
+    b = model.sample(3, n_chains=2, random_state=1, progress=False, initial="up")
+    np.testing.assert_array_equal(a.energy, b.energy)
+    assert np.array_equal(B.to_host(a.states), B.to_host(b.states)) and (given == 1).all()
+
+
 def test_sample_with_a_progress_bar_gives_the_same_draws():
     model = Ising((8, 32), beta=0.4, backend="numpy")
     a = model.sample(8, burn_in=2, n_chains=2, random_state=4, progress=False)

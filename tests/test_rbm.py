@@ -117,6 +117,15 @@ def test_sample_of_zero_steps_gives_the_initial_states():
     np.testing.assert_array_equal(v, np.tile([1, 0, 1, 1, 0], (3, 1)))
 
 
+def test_a_start_of_one_state_per_chain_runs_as_the_same_start_broadcast(xp):
+    rbm = _small_rbm(backend=xp.__name__)
+    row = np.array([1.0, 0, 1, 1, 0])
+    given = np.tile(row, (3, 1))  # every chain's own start, already of the model's dtype
+    a = rbm.sample(n_chains=3, n_steps=4, random_state=2, initial=xp.asarray(given))
+    b = rbm.sample(n_chains=3, n_steps=4, random_state=2, initial=row)
+    assert np.array_equal(B.to_host(a), B.to_host(b)) and (given == row).all()
+
+
 def test_progress_bar_scores_fixed_rows_and_leaves_the_weights_alone():
     X = (np.random.default_rng(0).random((300, 8)) < 0.3).astype(np.uint8)
     kw = dict(n_hidden=4, n_iter=3, random_state=0, backend="numpy")

@@ -180,7 +180,7 @@ class _CheckerboardGibbs:
                                  f"(n_chains, *shape) = {full}.")
             if not np.all(np.isin(_backend.to_host(a), (-1, 1))):  # synchronize! (once, before a run)
                 raise ValueError("initial must hold only +1 and -1 spins; map a 0/1 array b with 2 * b - 1.")
-            spins = xp.ascontiguousarray(xp.broadcast_to(a.astype(xp.int8), full))
+            spins = xp.broadcast_to(a.astype(xp.int8), full).copy()  # a copy of its own, which sweeps write
         counts = xp.zeros((n_chains, 2), dtype=xp.int64)
         counts[:, 0] = (spins > 0).sum(axis=tuple(range(1, spins.ndim)), dtype=xp.int64)
         counts[:, 1] = bond_sum(spins, self.boundary == "periodic")

@@ -49,7 +49,7 @@ class _BlockGibbs:
                 raise ValueError(f"initial has shape {v.shape}; pass ({self.n_visible},) or "
                                  f"(n_chains, {self.n_visible}).")
             _check_binary(v, "initial")
-            v = xp.ascontiguousarray(xp.broadcast_to(v.astype(self.dtype), (n_chains, self.n_visible)))
+            v = xp.broadcast_to(v.astype(self.dtype), (n_chains, self.n_visible)).copy()  # written by each step
         return RBMState(v, xp.zeros((n_chains, self.n_hidden), dtype=self.dtype))
 
     def step(self, rng, state: RBMState):

@@ -1,33 +1,24 @@
 """Truncated Dirichlet-process Gaussian mixtures: blocked Gibbs and Bayesian EM.
 
-The model of Suchard et al. (2010, Appendix A), for data ``x_1..x_n`` in R^p
-and an upper bound of ``k`` components:
+The model of Suchard et al. (2010, Appendix A), for data ``x_1..x_n`` in R^p and at most ``k`` components:
 
-* ``(mu_j, Sigma_j) ~ N(mu_j | m, gamma Sigma_j) IW(Sigma_j | nu + 2, nu Phi)``
-  independently over ``j``. ``IW(nu + 2, nu Phi)`` is written in West's
-  parametrisation; in the usual one (density ``|Sigma|^{-(df + p + 1)/2}``)
-  it is ``InvWishart(df = nu + p + 1, scale = nu Phi)``, whose mean is
-  ``Phi``.
-* Truncated stick-breaking weights: ``v_j ~ Be(1, alpha)`` for
-  ``j < k``, ``v_k = 1``, ``pi_j = v_j prod_{r<j} (1 - v_r)``.
+* ``(mu_j, Sigma_j) ~ N(mu_j | m, gamma Sigma_j) IW(Sigma_j | nu + 2, nu Phi)`` independently over ``j``,
+  in West's parametrisation: in the usual one (density ``|Sigma|^{-(df + p + 1)/2}``) ``IW(nu + 2, nu Phi)``
+  is ``InvWishart(df = nu + p + 1, scale = nu Phi)``, whose mean is ``Phi``.
+* Truncated stick-breaking weights: ``v_j ~ Be(1, alpha)`` for ``j < k``, ``v_k = 1``,
+  ``pi_j = v_j prod_{r<j} (1 - v_r)``.
 * ``alpha ~ Gamma(a, b)`` (shape ``a``, rate ``b``).
 
-This module is the technique, top-down: :class:`Model` (the data and the
-prior), :class:`State` (every chain, or every BEM start), :func:`init` and
-:func:`step` (one Gibbs sweep of every chain: configuration indicators, NIW
-draws, stick-breaking Betas, alpha), :func:`init_bem` and :func:`bem_step`
-(one Bayesian-EM iterate of every start).
+Read top-down: :class:`Model` (data and prior), :class:`State`, :func:`init` and :func:`step` (one Gibbs
+sweep of every chain: indicators, NIW draws, stick-breaking Betas, alpha), :func:`init_bem` and
+:func:`bem_step` (one Bayesian-EM iterate of every start).
 
-A sweep's indicators come from one fused kernel per chunk of data (the logits
-``log pi_j + log N(x_i | mu_j, Sigma_j)`` from inverse Cholesky factors, and
-``z_i`` by the Gumbel-max trick with Philox uniforms keyed by the global data
-index, so chunked and unchunked runs give the same draws), their statistics
-from a stable sort and two deterministic kernels, and the NIW posterior and
-the drawn components' parameters from one thread per component (:mod:`.ops`
-has the launchers and their twins). A BEM iterate is the fused kernel's
-probabilities, their weighted statistics (one GEMM per chunk) and the
-variational update of :func:`_bem_vb_update` (array code), and never reads
-back to the host.
+A sweep's indicators come from one fused kernel per chunk of rows (the logits ``log pi_j + log N(x_i |
+mu_j, Sigma_j)`` from inverse Cholesky factors, ``z_i`` by Gumbel-max with Philox uniforms keyed by the
+global row, so chunking does not change the draws), their statistics from a stable sort and two
+deterministic kernels, and the components from one thread each. A BEM iterate is the kernel's
+probabilities, their weighted statistics (one GEMM per chunk) and the variational update of
+:func:`_bem_vb_update`; it never reads back to the host.
 """
 
 from __future__ import annotations
@@ -100,9 +91,8 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     """A :class:`Model` from data ``x`` (an (n, p) array on its backend) with the data-based defaults that
     :class:`DPGaussianMixture` documents (``alpha ~ Gamma(alpha_prior)``).
 
-    ``moments = (center, var)``, host float64 (p,) arrays, gives the column
-    means and variances instead of computing them from ``x`` (a shard of the
-    data takes those of the whole set, see :func:`make_sharded_models`).
+    ``moments = (center, var)``, host float64 (p,) arrays, replaces the column means and variances of
+    ``x`` (a shard takes those of the whole set, see :func:`make_sharded_models`).
     """
     xp = _xp_of(x)
     n, p = x.shape
@@ -214,11 +204,9 @@ class GibbsStats(NamedTuple):
 def gibbs_local(rng, state: State, part: Part):
     """Step (1) of a Gibbs sweep on the rows of ``part``: returns ``stats() -> GibbsStats``.
 
-    Draws the indicators of the part's rows into ``state.z`` (in place), with
-    Gumbel noise keyed by the global row (so a shard draws what one device
-    draws for its rows). Their statistics wait for ``stats()``: with the data
-    split over GPUs every GPU's indicator kernel is queued before any shard's
-    statistics (see :class:`gpumcmc.sampling.DataParallel`).
+    Draws the part's indicators into ``state.z`` (in place), keyed by the global row. Their statistics
+    wait for ``stats()``, so that with the data split over GPUs every GPU's indicator kernel is queued
+    before any shard's statistics (see :class:`gpumcmc.sampling.DataParallel`).
     """
     model = part.model
     x = model.x
@@ -249,13 +237,8 @@ def make_gibbs_update(model: Model, n: int):
 
 
 def make_step(model: Model):
-    """``step(rng, state) -> (state, info)``: one blocked-Gibbs sweep of every chain (the paper's four steps).
-
-    Step (1), the indicators and their statistics, is :func:`gibbs_local` on
-    all the rows; steps (2)-(4), the global draws, are
-    :func:`make_gibbs_update`'s (with the data split over devices the same two
-    run on each shard, :func:`gpumcmc.models.mixture.sharded.gibbs`).
-    """
+    """``step(rng, state) -> (state, info)``: one blocked-Gibbs sweep of every chain (the paper's four steps):
+    :func:`gibbs_local` on all the rows, then :func:`make_gibbs_update`'s global draws."""
     part = Part(model, 0, model.x.shape[0])
     update = make_gibbs_update(model, part.n)
 
@@ -320,13 +303,8 @@ def step(rng, state: State, model: Model):
 
 # config.mixture_kmeans_lloyd: Lloyd iterations on the subsample after the k-means++ seeding
 def _kmeanspp(xs, k: int, u):
-    """k-means++ centres of the host rows ``xs`` (m, p), float64, then Lloyd iterations.
-
-    ``u`` (k,) host uniforms make the choices (inverse CDF of the squared
-    distances), so that a seed gives the same centres on every backend.
-    Distances are ``|x|^2 - 2 x.c + |c|^2`` (one GEMM per Lloyd iteration);
-    a centre that loses all its rows keeps its place.
-    """
+    """k-means++ centres of the host rows ``xs`` (m, p), float64, chosen by the host uniforms ``u`` (k,)
+    (the same on every backend), then Lloyd iterations; a centre that loses all its rows stays."""
     m, p = xs.shape
     centres = np.empty((k, p))
     centres[0] = xs[min(int(u[0] * m), m - 1)]
@@ -355,13 +333,9 @@ def _kmeanspp(xs, k: int, u):
 
 
 def _bem_start_means(rng, n: int, k: int, starts: int, gather):
-    """Starting means (starts, k, p), host float64: k-means++ on a subsample of rows for each start.
-
-    ``gather(idx)`` returns the rows at global indices ``idx`` (starts, m) as a
-    host float64 array (starts, m, p) (centred data). Each start takes its own
-    subsample (rows drawn with replacement), so the starts differ: at most
-    ``config.mixture_kmeans_rows`` rows, and at least 16 per component.
-    """
+    """Starting means (starts, k, p), host float64: k-means++ on each start's own subsample of rows (drawn
+    with replacement; at most ``config.mixture_kmeans_rows``, at least 16 per component). ``gather(idx)``
+    gives the centred rows at global indices ``idx`` (starts, m) as host float64 (starts, m, p)."""
     m = int(min(n, max(16 * k, min(config.mixture_kmeans_rows, n))))
     u = _backend.to_host(rng.random((starts, m + k), dtype=np.float64))
     idx = np.minimum((u[:, :m] * n).astype(np.int64), n - 1)
@@ -382,15 +356,9 @@ def init_bem(rng, model: Model, starts: int = 1) -> State:
 
 
 def make_bem_step(model: Model):
-    """``bem(state) -> state``: one Bayesian-EM iterate of every start (the paper's four BEM steps).
-
-    (1) The configuration probabilities and their weighted statistics
-    (:func:`bem_local` on all the rows, :func:`_make_bem_stats`); (2)-(4) the
-    variational update of the NIW, stick and alpha posteriors and the next
-    E-step's kernel parameters (:func:`make_bem_update`, :func:`_bem_vb_update`).
-    Nothing is read back to the host. The closure keeps its scratch buffers
-    between calls; returned states never share memory with them.
-    """
+    """``bem(state) -> state``: one Bayesian-EM iterate of every start (the paper's four BEM steps):
+    :func:`bem_local` on all the rows, then :func:`make_bem_update`. Nothing is read back to the host; the
+    closure keeps its scratch buffers between calls, and returned states never share memory with them."""
     part = BemPart(model, _make_bem_stats(model), model.x.shape[0])
     update = make_bem_update(model, part.n)
 
@@ -437,14 +405,9 @@ def make_bem_update(model: Model, n: int):
 # config.mixture_gemm_rows: rows per block of the Bayesian-EM statistics GEMM (None: one GEMM per chunk);
 # config.mixture_gemm_min_blocks: chunks of fewer blocks take one GEMM (there launches, not the GEMM, take the time)
 def _make_bem_stats(model: Model):
-    """``stats(params) -> (acc, lse)``: step (1) of a BEM iterate, the configuration probabilities chunk by chunk,
-    and their weighted statistics.
-
-    ``acc`` (C, k, q) float64 packs ``[sum_i r_ij, sum_i r_ij x_i, vech(sum_i r_ij x_i x_i^T)]``, one float64
-    GEMM per chunk with the design (float64: a float32 sum of ``x x^T`` loses the scatter of a tight component
-    far from the data's centre); ``lse`` (C, n) holds each row's log-likelihood (a buffer of the closure,
-    overwritten by the next call). On the GPU the fused kernel writes the probabilities once, in float64.
-    """
+    """``stats(params) -> (acc, lse)``: step (1) of a BEM iterate, chunk by chunk. ``acc`` (C, k, q) float64
+    packs ``[sum_i r_ij, sum_i r_ij x_i, vech(sum_i r_ij x_i x_i^T)]`` (one float64 GEMM per chunk with the
+    design); ``lse`` (C, n), each row's log-likelihood, is the closure's buffer, overwritten by the next call."""
     x = model.x
     xp = _xp_of(x)
     n, p = x.shape
@@ -514,19 +477,15 @@ def _prune_count(p: int) -> float:
 def _bem_vb_update(model: Model, acc, alpha):
     """Steps (2)-(4) of a BEM iterate as a mean-field variational update of the truncated DP mixture.
 
-    From the weighted statistics ``acc`` (C, k, q), float64: the NIW posterior
-    of every component (step 2), the Beta posteriors of the sticks
-    ``Be(1 + p_j, alpha + sum_{r>j} p_r)`` (step 3) and alpha's Gamma posterior
-    ``Gamma(a + k - 1, b - sum_j E log(1 - v_j))`` (step 4), as in Blei and
-    Jordan (2006). The next configuration probabilities use the expected log
-    weights and log densities: a component that holds few points pays for its
-    uncertainty there, and the truncated stick-breaking prior drains it. A
-    component whose probabilities sum to less than :func:`_prune_count` events
-    is held at zero weight from then on.
+    From the weighted statistics ``acc`` (C, k, q), float64: every component's NIW posterior (step 2), the
+    sticks' Beta posteriors ``Be(1 + p_j, alpha + sum_{r>j} p_r)`` (step 3) and alpha's Gamma posterior
+    ``Gamma(a + k - 1, b - sum_j E log(1 - v_j))`` (step 4), as in Blei and Jordan (2006). The next
+    probabilities use the expected log weights and log densities: a component that holds few points pays
+    for its uncertainty there, and the stick-breaking prior drains it. A component whose probabilities sum
+    to less than :func:`_prune_count` events is held at zero weight from then on.
 
-    Returns ``v, log_pi, mu, sigma, params, alpha, counts`` (posterior means;
-    ``log_pi = log E pi_j``, -inf for pruned components), the components in
-    order of decreasing summed probability.
+    Returns ``v, log_pi, mu, sigma, params, alpha, counts`` (posterior means; ``log_pi = log E pi_j``, -inf
+    for pruned components), the components in order of decreasing summed probability.
     """
     xp = _xp_of(acc)
     p = model.x.shape[1]
@@ -569,15 +528,10 @@ def _bem_vb_update(model: Model, acc, alpha):
 
 
 def _bem_kl(model: Model, state: State):
-    """The KL divergences of a BEM state's variational posteriors from the prior, summed, (C,) float64.
-
-    Sticks ``Be(1 + p_j, alpha + tail_j)`` against ``Be(1, alpha)`` (at the
-    state's ``E alpha``) and every component's NIW posterior against the NIW
-    prior (zero for a pruned component, whose posterior is the prior). With
-    the mean log-sum-exp of the E-step at the state's parameters, ``n`` times
-    that less this is the variational lower bound (alpha's own term left out:
-    it is the same order for every start).
-    """
+    """The KL divergences of a BEM state's variational posteriors from the prior, summed, (C,) float64: the
+    sticks against ``Be(1, alpha)`` (at the state's ``E alpha``) and every live component's NIW posterior
+    against the prior. ``n`` times the E-step's mean log-sum-exp less this is the variational lower bound
+    (alpha's own term left out: it is the same order for every start)."""
     xp = _xp_of(state.counts)
     p = model.x.shape[1]
     counts = state.counts

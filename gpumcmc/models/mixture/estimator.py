@@ -1,11 +1,5 @@
-"""The scikit-learn face of the truncated DP Gaussian mixture: :class:`DPGaussianMixture`.
-
-``fit`` builds a :class:`~.algorithm.Model`, runs the Gibbs sweeps of
-:mod:`.algorithm` through :func:`gpumcmc.sampling.run` (keeping the draws on
-the device, :class:`_KeptDraws`) or its Bayesian-EM iterates, and summarises
-them; ``predict``, ``predict_proba`` and ``score_samples`` launch the
-configuration kernel of :mod:`.ops` at the fitted mixture.
-"""
+"""The scikit-learn face of the truncated DP Gaussian mixture, :class:`DPGaussianMixture`: :mod:`.algorithm`'s
+Gibbs sweeps or BEM iterates through :func:`gpumcmc.sampling.run`, and :mod:`.ops`' kernel at the fit."""
 
 from __future__ import annotations
 
@@ -384,15 +378,9 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
 
 class _KeptDraws:
-    """The draws of a Gibbs run, kept on the device without a copy per sweep.
-
-    Called after every sweep with the new state. A sweep's state arrays are
-    new arrays that no later sweep writes (only the indicators ``z`` are
-    updated in place, and they are not kept), so the kept iterations' fields
-    are held by reference and stacked once at the end: no host read per sweep.
-    The monitors' values (log-likelihood and alpha every ``every`` iterations
-    and at the last) are held the same way.
-    """
+    """The draws of a Gibbs run, called after every sweep: the kept fields, and the monitors' log-likelihood
+    and alpha every ``every`` iterations and at the last, held by reference on the device (no later sweep
+    writes a state's arrays but ``z``, which is not kept) and stacked once at the end."""
 
     def __init__(self, burn_in: int, n_iter: int, every: int = 10):
         self.burn_in, self.total, self.every = int(burn_in), int(burn_in) + int(n_iter), int(every)
@@ -428,10 +416,7 @@ class _KeptDraws:
 
 class _BemConverged:
     """BEM's stopping rule for :class:`~gpumcmc.sampling.Stop`: every start's mean log-likelihood per sample
-    changed by less than ``limit`` (``tol`` times the iterations between reads) since the last read.
-
-    Returns ``(converged, the largest start's log-likelihood)``, the second for the progress bar.
-    """
+    moved by less than ``limit`` since the last read; returns ``(converged, the largest one)``."""
 
     def __init__(self, limit: float):
         self.limit = limit

@@ -1,22 +1,10 @@
 """The launchers of ``kernels_cu/mixture.cu`` and their array-code twins, side by side.
 
-Each kernel's twin takes the same arguments and gives the same results (the
-twins run on NumPy, and on CuPy where a kernel does not apply, e.g. p > 64):
-
-* ``mixture_logits`` (:func:`assign`): the logits ``log pi_j + log N(x_i |
-  mu_j, Sigma_j)`` of a chunk of rows, and the Gumbel-max indicators, the
-  argmax or the probabilities; twin :func:`_assign_twin` (on NumPy one
-  float64 GEMM with the design ``[1, x, vech(x x^T)]``, :func:`_gemm_weights`;
-  :func:`_logits_twin` is the direct form).
-* ``mixture_stats_partial`` and ``mixture_stats_reduce`` (:func:`gibbs_stats`,
-  after a stable sort of the indicators); twin: one-hot blocks times the design.
-* ``mixture_niw_posterior`` (:func:`_posterior_kernel`); twin
-  :func:`niw_posterior`.
-* ``mixture_gibbs_params`` (:func:`_gibbs_params_kernel`); twin
-  :func:`_gibbs_params_twin`.
-
-Every kernel of the file compiles once per (p, dtype), with the macros of
-:func:`_defines` (``config.mixture_defines`` overrides them).
+The twins give the kernels' results on NumPy, and on CuPy where a kernel does not apply (p > 64):
+:func:`assign` and :func:`_assign_twin` (logits, indicators, probabilities), :func:`gibbs_stats` (sort and
+two-kernel reduction, or one-hot blocks times the design), :func:`_posterior_kernel` and
+:func:`niw_posterior`, :func:`_gibbs_params_kernel` and :func:`_gibbs_params_twin`. Every kernel compiles
+once per (p, dtype) with the macros of :func:`_defines`.
 """
 
 from __future__ import annotations
@@ -64,12 +52,8 @@ def _tri(p, xp=np):
 
 
 def _y_block(xb, xp):
-    """``[1, x, x_a x_b for a <= b]`` of a block of rows, float64: the sufficient statistics' design.
-
-    Statistics are summed in float64: a float32 sum of ``x x^T`` over many rows
-    loses the scatter of a tight component far from the data's centre (its
-    error grows like ``eps |mu|^2 n_j`` against ``sigma^2 n_j``).
-    """
+    """``[1, x, x_a x_b for a <= b]`` of a block of rows, float64 (a float32 sum of ``x x^T`` loses the
+    scatter of a tight component far from the data's centre): the sufficient statistics' design."""
     xb = xb.astype(np.float64)
     p = xb.shape[1]
     ti, tj = _tri(p, xp)
@@ -120,12 +104,8 @@ def _logits_twin(xb, params):
 
 
 def _gemm_weights(params, p):
-    """Weights ``W`` (C, k, q), float64, with logits = ``W [1, x, vech(x x^T)]``.
-
-    ``-|U x - b|^2 / 2 + c = c - b.b / 2 + (U^T b).x - x^T A x / 2`` with
-    ``A = U^T U``; the off-diagonal entries of ``A`` count twice. A weight of
-    zero (``c = -inf``) becomes -1e300, so that no BLAS product meets inf * 0.
-    """
+    """Weights ``W`` (C, k, q), float64, with logits ``W [1, x, vech(x x^T)]``: ``c - b.b / 2 + (U^T b).x -
+    x^T U^T U x / 2``; a zero weight (``c = -inf``) becomes -1e300, so that no BLAS product meets inf * 0."""
     c, b, u = _unpack(np.asarray(params, np.float64), p)
     a = np.swapaxes(u, -1, -2) @ u
     ti, tj = _tri(p)
@@ -143,11 +123,8 @@ def _logits_gemm(xb, w):
 
 def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtype, key, offset: int,
                  row0: int = 0):
-    """Gumbel noise ``(C, k, m)`` with the kernel's counter layout.
-
-    ``n_total`` is the counter range per chain (the rows of the whole data
-    set) and ``row0 + start`` the global index of the first row.
-    """
+    """Gumbel noise ``(C, k, m)`` keyed as the kernel keys it: ``n_total`` counters a chain, first row
+    ``row0 + start``."""
     k4 = (k + 3) // 4
     idx = (np.arange(chains, dtype=np.uint64)[:, None, None] * np.uint64(n_total)
            + np.arange(row0 + start, row0 + start + m, dtype=np.uint64)[None, :, None]) * np.uint64(k4) \
@@ -238,18 +215,15 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
            ctr_rows: int | None = None) -> None:
     """Run the configuration kernel (or its twin) on rows ``start .. start+m-1`` of ``x``.
 
-    ``x`` may be one shard of a larger data set: ``row0`` is the global index
-    of its first row and ``ctr_rows`` the rows of the whole set (None: ``x``
-    is the whole set). The Gumbel noise of mode SAMPLE is keyed by the global
-    row, so a shard draws what one device would draw for those rows.
+    ``x`` may be one shard of a larger data set: ``row0`` is the global index of its first row and
+    ``ctr_rows`` the rows of the whole set (None: ``x`` is the whole set); mode SAMPLE keys its Gumbel
+    noise by the global row, so a shard draws what one device draws for those rows.
 
-    ``z`` (C, n) int32 and ``lse`` (C, n) are written at the rows' global
-    indices; ``resp`` (C, k, m), contiguous, of ``x.dtype`` or float64, gets the
-    chunk's probabilities (mode RESP). For float32 data and a float64 ``resp``
-    the kernel keeps its float32 logits in ``scratch`` (C, k, m) (allocated
-    when None) and writes the probabilities once, in float64; there
-    ``block_rows = b`` lays them out in blocks of ``b`` rows (see
-    :func:`_resp_blocks`), a flat ``resp`` of ``C k m`` values.
+    ``z`` (C, n) int32 and ``lse`` (C, n) are written at the rows of ``x``; ``resp`` (C, k, m),
+    contiguous, of ``x.dtype`` or float64, gets the chunk's probabilities (mode RESP). For float32 data and
+    a float64 ``resp`` the kernel keeps its float32 logits in ``scratch`` (C, k, m) (allocated when None)
+    and writes the probabilities once, in float64; there ``block_rows = b`` lays them out in blocks of
+    ``b`` rows (:func:`_resp_blocks`), a flat ``resp`` of ``C k m`` values.
     """
     xp = _xp_of(x)
     n_total, p = x.shape
@@ -309,9 +283,8 @@ def _score_params(x, params, chunk, per_sample=False):
 def gibbs_stats(model, z, use_kernel: bool | None = None):
     """Counts (C, k), sums (C, k, p) and scatter (C, k, p, p), float64, of the indicators ``z`` (C, n).
 
-    On the GPU: a stable sort of ``z`` and the deterministic two-kernel
-    reduction of ``mixture.cu`` (O(n p^2) work, whatever k). Its twin, used on
-    NumPy: one-hot blocks times the design ``[1, x, vech(x x^T)]``.
+    On the GPU a stable sort of ``z`` and the deterministic two-kernel reduction of ``mixture.cu``
+    (O(n p^2) work, whatever k); on NumPy one-hot blocks times the design ``[1, x, vech(x x^T)]``.
     """
     return _unpack_stats(_gibbs_acc(model, z, use_kernel), model.x.shape[1])
 
@@ -395,12 +368,8 @@ def _stats_kernel(model, z):
 # config.mixture_mean_block: values per partial sum of _mean_rows on the GPU; config.mixture_mean_min_blocks:
 # shorter rows take one reduction (a few launches fewer where launches dominate)
 def _mean_rows(a):
-    """The float64 mean of each row of ``a`` (C, n).
-
-    On the GPU in two passes, partial sums of ``config.mixture_mean_block`` values and then
-    their sum: a reduction with one output per row would run on one block per
-    row (benchmarks/NOTES.md has the time). Deterministic (no atomics).
-    """
+    """The float64 mean of each row of ``a`` (C, n); on the GPU in two deterministic passes, as
+    :func:`_sum_rows` (one output per row would run on one block per row)."""
     xp = _xp_of(a)
     c, n = a.shape
     if xp is np or n // config.mixture_mean_block < config.mixture_mean_min_blocks:
@@ -424,11 +393,8 @@ def _sum_rows(a):
 
 
 def niw_posterior(model, counts, s1, s2):
-    """Posterior ``(kappa_n, m_n, df_n, Psi_n)`` of every component from weighted statistics.
-
-    ``Psi_n = Psi_0 + S2 + kappa0 m m^T - kappa_n m_n m_n^T`` (the scatter about
-    the mean plus the prior-to-mean term); empty components get the prior.
-    """
+    """Posterior ``(kappa_n, m_n, df_n, Psi_n)`` of every component from weighted statistics, with
+    ``Psi_n = Psi_0 + S2 + kappa0 m m^T - kappa_n m_n m_n^T``; empty components get the prior."""
     xp = _xp_of(s1)
     kn = model.kappa0 + counts
     mn = (model.kappa0 * model.m + s1) / kn[..., None]

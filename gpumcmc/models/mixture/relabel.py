@@ -1,9 +1,5 @@
-"""Relabelling Gibbs draws: every draw's components aligned to a common reference.
-
-A linear assignment per draw on the components' means and weights
-(:func:`relabel`), and the Stephens-style rounds of :func:`align_draws` that
-``DPGaussianMixture.fit`` runs before it summarises the draws.
-"""
+"""Relabelling Gibbs draws: a linear assignment per draw on the components' means and weights
+(:func:`relabel`), in the Stephens-style rounds of :func:`align_draws` that ``DPGaussianMixture.fit`` runs."""
 
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ def relabel_costs(means, reference, scale=None, weights=None, reference_weights=
                   weight_cost: float = 100.0):
     """Assignment costs (D, k, k) of every draw's components (rows) against the reference's (columns).
 
-    ``cost[d, j, l] = |mu_dj - ref_l|^2 / scale^2 + weight_cost (sqrt w_dj - sqrt ref_w_l)^2`` for
-    ``means`` (..., k, p) flattened to D draws, one batched expression on the
-    backend of ``means`` (on the GPU, a few launches for all the draws together).
+    ``cost[d, j, l] = |mu_dj - ref_l|^2 / scale^2 + weight_cost (sqrt w_dj - sqrt ref_w_l)^2`` for ``means``
+    (..., k, p) flattened to D draws, one batched expression on the backend of ``means``.
     """
     xp = _xp_of(means)
     means = xp.asarray(means, dtype=np.float64)
@@ -41,19 +36,15 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
             block_bytes: int | None = None, workers: int | None = None):
     """Permutations aligning each draw's components to ``reference`` by their means (and weights).
 
-    ``means`` is (..., k, p), on the host or the GPU; ``reference`` (k, p).
-    Returns host int indices ``perm`` of shape (..., k) with
-    ``means[..., perm, :]`` matched to the reference components in order, from
-    a linear assignment per draw on the costs of :func:`relabel_costs` (whose
-    weight term keeps the means of empty components, prior draws scattered
-    over the data, from taking the label of an occupied one).
+    ``means`` is (..., k, p), on the host or the GPU; ``reference`` (k, p). Returns host int indices
+    ``perm`` of shape (..., k) with ``means[..., perm, :]`` matched to the reference components in order,
+    from a linear assignment per draw on the costs of :func:`relabel_costs` (whose weight term keeps the
+    means of empty components, prior draws scattered over the data, from taking an occupied one's label).
 
-    The costs are built on the backend of ``means`` for blocks of draws
-    (within ``block_bytes``: 256 MB on the GPU, 32 MB on the host by default);
-    the assignments are solved on the host by
-    :func:`scipy.optimize.linear_sum_assignment` on ``workers`` threads (None:
-    one per CPU core this process may use) while the next block's costs are
-    built and copied. Each draw's assignment is the one a serial loop finds.
+    The costs are built on the backend of ``means`` for blocks of draws (within ``block_bytes``: 256 MB on
+    the GPU, 32 MB on the host by default); :func:`scipy.optimize.linear_sum_assignment` solves them on the
+    host on ``workers`` threads (None: one per CPU core this process may use) while the next block's costs
+    are built and copied. Each draw's assignment is the one a serial loop finds.
     """
     xp = _xp_of(means)
     means = means if hasattr(means, "reshape") else np.asarray(means, dtype=np.float64)
@@ -145,11 +136,9 @@ class _HostBuffers:
 def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
     """Relabel Gibbs draws (chain, draw, k, ...) to a common reference, Stephens-style.
 
-    The reference starts as the draw of largest log-likelihood and becomes the
-    weight-averaged aligned means (and mean weights) for ``rounds`` rounds.
-    Returns the aligned ``weights, means, covariances``, each on its own
-    backend: with ``weights`` and ``means`` on the GPU the costs are built
-    there (see :func:`relabel`).
+    The reference starts as the draw of largest log-likelihood and becomes the weight-averaged aligned
+    means (and mean weights) for ``rounds`` rounds. Returns the aligned ``weights, means, covariances``,
+    each on its own backend (with ``weights`` and ``means`` on the GPU the costs are built there).
     """
     loglik = _backend.to_host(loglik)
     c, d = np.unravel_index(int(np.argmax(loglik)), loglik.shape)

@@ -1,15 +1,7 @@
-"""Data-parallel Gibbs and Bayesian EM: the data and the indicators split over devices.
-
-The Gibbs sweep is written once, in :mod:`.algorithm`, as a local part
-(:func:`gibbs_local`: each shard's indicators and their statistics) and a
-global update from the summed statistics (:func:`make_gibbs_update`), and so
-is the BEM iterate (:func:`bem_local`, :func:`make_bem_update`). :func:`gibbs`
-and :func:`bem` make them :class:`gpumcmc.sampling.DataParallel` algorithms,
-and :func:`gpumcmc.sampling.sharded` runs them over the shards, with one
-all-reduce per iteration. For a seed the draws equal one device's up to the
-rounding of the sums' order; ``sharded(gibbs(), Shards(n_virtual=1))`` and
-``sharded(bem(), Shards(n_virtual=1))`` (or over a single GPU) give one
-device's iterates bit for bit (``tests/test_protocol.py`` checks both).
+"""Data-parallel Gibbs and Bayesian EM: :mod:`.algorithm`'s local parts and updates as
+:class:`gpumcmc.sampling.DataParallel` algorithms (:func:`gibbs`, :func:`bem`), the data and the indicators
+split over devices with one all-reduce per iteration. For a seed the draws equal one device's up to the
+order of the sums, and over one shard bit for bit.
 """
 
 from __future__ import annotations
@@ -67,24 +59,18 @@ def gibbs_parts(models: list, shards: Shards, n: int) -> list:
 def gibbs() -> DataParallel:
     """The blocked Gibbs sweep as a :class:`gpumcmc.sampling.DataParallel` over :class:`Part` s of the data.
 
-    ``init(rng, parts, shards, chains=1)`` gives each shard :func:`init`'s
-    starting state for the same ``rng`` (the starting means are data points,
-    gathered from the shards that hold them by one all-reduce; ``z`` holds
-    the shard's rows). ``local`` is :func:`gibbs_local`, with Gumbel noise
-    keyed by the global row (so the indicators are those one device draws);
-    :func:`gpumcmc.sampling.sharded` adds the statistics up in one all-reduce
-    of ``chains (k q + 1)`` float64 values a sweep (:func:`allreduce_bytes`).
-    ``update`` is :func:`make_gibbs_update`'s global draws, made once per
-    process on its first shard's device and copied to the others' (``shared``:
-    every field but ``z``). :func:`sharded_gibbs` composes it over a
-    :class:`Shards`.
+    ``init(rng, parts, shards, chains=1)`` gives each shard :func:`init`'s starting state for the same
+    ``rng`` (``z`` holds the shard's rows). ``local`` is :func:`gibbs_local`; its statistics are summed in
+    one all-reduce of ``chains (k q + 1)`` float64 values a sweep (:func:`allreduce_bytes`). ``update``
+    is :func:`make_gibbs_update`'s, run once per process on its first shard's device, every field but
+    ``z`` copied to the other GPUs. :func:`sharded_gibbs` composes it over a :class:`Shards`.
     """
     return _over_shards(gibbs_local, make_gibbs_update, _gibbs_starts, lambda part: part.model.x.shape[0])
 
 
 def _gibbs_starts(rng, parts: list, shards: Shards, chains: int) -> list:
-    """:func:`init`'s starting means, (chains, k, p) float64 on each local shard's device: data points at the
-    global rows ``rng`` picks, gathered from the shards that hold them."""
+    """:func:`init`'s starting means, (chains, k, p) float64 on each local shard's device, gathered from the
+    shards that hold their rows."""
     k, p, n = parts[0].model.k, parts[0].model.x.shape[1], parts[0].n
     with shards.on(0):
         idx = _backend.to_host(_start_rows(rng, chains, k, n, shards.xp))
@@ -92,11 +78,9 @@ def _gibbs_starts(rng, parts: list, shards: Shards, chains: int) -> list:
 
 
 def _over_shards(local, make_update, starts, z_rows) -> DataParallel:
-    """A :class:`DataParallel` of the mixture: ``init`` starts every shard's state from the means
-    ``starts(rng, parts, shards, chains)`` gives (one array on each shard's device), with ``z_rows(part)``
-    indicators a chain, and makes ``make_update(model, n)`` once per device (each holds the prior there);
-    ``update`` runs the one of the state's device. The updates hold the data's prior, so one such algorithm
-    serves one data set: an ``init`` on other parts raises (make another with :func:`gibbs` or :func:`bem`)."""
+    """A :class:`DataParallel` of the mixture whose ``init`` starts every shard from the means ``starts(rng,
+    parts, shards, chains)`` with ``z_rows(part)`` indicators a chain, and makes ``make_update(model, n)``
+    once per device. Those updates hold the data's prior: an ``init`` on another data set raises."""
     updates: dict = {}
     bound: list = []    # the models of the parts the updates were made for
 
@@ -161,8 +145,7 @@ def _device_of(a):
 
 def _gather_rows(models: list, shards: Shards, n: int, idx) -> list:
     """Rows ``idx`` (host integers, any shape) of the data split over ``shards``, float64, one copy on each
-    local shard's device: each shard fills the rows it holds and zeros elsewhere, and one all-reduce sums
-    them."""
+    local shard's device (each shard fills its rows, zeros elsewhere, and one all-reduce sums them)."""
     xp = shards.xp
     bufs = []
     for i, (model, (a, b)) in enumerate(zip(models, shards.bounds(n))):
@@ -183,14 +166,9 @@ def bem_parts(models: list, shards: Shards, n: int) -> list:
 def bem() -> DataParallel:
     """Bayesian EM as a :class:`gpumcmc.sampling.DataParallel` over :class:`BemPart` s of the data.
 
-    ``init(rng, parts, shards, starts=1)`` gives each shard :func:`init_bem`'s
-    starting state for the same ``rng`` (the subsample's rows are gathered
-    from the shards that hold them by one all-reduce). ``local`` is
-    :func:`bem_local` on each shard's rows; one all-reduce of
-    ``starts (k q + 1)`` float64 values an iterate adds them up, and
-    ``update`` (:func:`make_bem_update`, deterministic) follows once per
-    process, on its first shard's device, and is copied to the other GPUs
-    (as in :func:`gibbs`).
+    ``init(rng, parts, shards, starts=1)`` gives each shard :func:`init_bem`'s starting state for the same
+    ``rng``. ``local`` is :func:`bem_local`, summed by one all-reduce of ``starts (k q + 1)`` float64
+    values an iterate; ``update`` is :func:`make_bem_update`, run and shared as in :func:`gibbs`.
     """
     alg = _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
 
@@ -201,8 +179,8 @@ def bem() -> DataParallel:
 
 
 def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:
-    """:func:`init_bem`'s starting means, (starts, k, p) float64 on each local shard's device: k-means++ on
-    subsamples of rows gathered from the shards that hold them."""
+    """:func:`init_bem`'s starting means, (starts, k, p) float64 on each local shard's device, from rows
+    gathered from the shards that hold them."""
     n, model0 = parts[0].n, parts[0].model
     models = [part.model for part in parts]
 
@@ -235,9 +213,7 @@ def _sharded_score(models: list, shards: Shards, params, n: int):
 
 
 def allreduce_bytes(k: int, p: int, chains: int = 1) -> int:
-    """Bytes all-reduced per Gibbs sweep or BEM iterate with the data split over devices.
-
-    ``chains (k q + 1)`` float64 values (``chains``: Gibbs chains or BEM starts).
-    """
+    """Bytes all-reduced per Gibbs sweep or BEM iterate with the data split over devices: ``chains (k q + 1)``
+    float64 values (``chains``: Gibbs chains or BEM starts)."""
     q = 1 + p + p * (p + 1) // 2
     return 8 * chains * (k * q + 1)

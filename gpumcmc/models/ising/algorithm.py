@@ -13,20 +13,18 @@ S the sum of its neighbours, precomputed as 32-bit integer thresholds T and comp
 uniform U = A 2^16 + B from Philox, keyed by (chain, colour, site, sweep): A is half a Philox word
 (8 spins per call), and B is drawn, from a second call, only when A ties with T's high half (2^-16
 of the updates), so P(U < T) = T / 2^32 exactly for half the Philox work (``kernels_cu/ising.cu``
-documents the layout). Two paths give the same states for one seed:
+documents the layout). Two paths, each kernel with a NumPy twin of the same counter layout and
+exact integer thresholds, give the same states for one seed on either backend:
 
 * ``"multispin"``: 16 spins per 64-bit word, 4 bits each, as in NVIDIA's ising-gpu; neighbour counts
   of 16 sites come from four word additions. Periodic lattices, uniform field, W a multiple of 32.
 * ``"byte"``: one byte per spin; any field per site (a table of 13 thresholds per site; couplings
   per bond: 16), open or periodic boundaries, square or cubic lattices.
 
-Every kernel has a NumPy twin with the same counter layout and exact integer thresholds, so a CPU
-run gives the same states as a GPU run for a seed.
-
-Each chain's magnetisation and energy after each sweep come out of the sweep itself (counts
-accumulated by the kernels), the differential update of section 4.3.3: the sweep already holds
-every site's neighbour sum. Keeping neighbour sums between sweeps would not pay: a flip would cost
-four atomic writes, and the sweep's cost is the Philox call (one per 8 spins).
+Each chain's up spins and bond sum after a sweep are counted by the sweep itself, which already
+holds every site's neighbour sum (the differential update of section 4.3.3). Neighbour sums are not
+kept between sweeps: a flip would cost four atomic writes, and the Philox call (one per 8 spins) is the
+sweep's cost.
 """
 
 from __future__ import annotations
@@ -77,24 +75,17 @@ def _as_thresholds(p) -> np.ndarray:
     return np.minimum(np.floor(p * 2.0**32 + 0.5), 2.0**32 - 1).astype(np.uint32)
 
 
-def _bond_couplings(J, periodic: bool):
-    """Couplings of each site's up, down, left and right bonds, (4, L, W), 0 where a bond is missing.
-
-    ``J[0, i, j]`` couples (i, j) with its right neighbour, ``J[1, i, j]`` with the one below.
-    """
-    right, down = J[0], J[1]
-    up, left = np.roll(down, 1, axis=0), np.roll(right, 1, axis=1)
-    if not periodic:
-        up, down, left, right = up.copy(), down.copy(), left.copy(), right.copy()
-        up[0], down[-1], left[:, 0], right[:, -1] = 0, 0, 0, 0
-    return np.stack([up, down, left, right])
-
-
 def _pattern_thresholds(beta: float, J, field, periodic: bool) -> np.ndarray:
-    """(L*W, 16) uint32 thresholds by the pattern of up neighbours (bit 0 up, 1 down, 2 left, 3 right)."""
+    """(L*W, 16) uint32 thresholds by the pattern of up neighbours (bit 0 up, 1 down, 2 left, 3 right).
+    ``J[0, i, j]`` couples (i, j) with its right neighbour, ``J[1, i, j]`` with the one below."""
     from scipy.special import expit
 
-    Jk = _bond_couplings(J, periodic).reshape(4, -1)  # (4, sites)
+    right, down = J[0], J[1]
+    up, left = np.roll(down, 1, axis=0), np.roll(right, 1, axis=1)
+    if not periodic:  # no bonds past the edges
+        up, down, left, right = up.copy(), down.copy(), left.copy(), right.copy()
+        up[0], down[-1], left[:, 0], right[:, -1] = 0, 0, 0, 0
+    Jk = np.stack([up, down, left, right]).reshape(4, -1)  # (4, sites)
     bits = (np.arange(16)[:, None] >> np.arange(4)[None, :]) & 1  # (16, 4)
     spins = 2.0 * bits - 1.0
     f = np.broadcast_to(np.asarray(field, dtype=np.float64), J.shape[1:]).reshape(-1)

@@ -3,8 +3,6 @@ each with ``sweep(model, xp, state, key, off, out)``; the twins follow the kerne
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from ... import _kernel_args, _loader
@@ -33,10 +31,8 @@ def bond_sum(spins, periodic: bool = True):
         if periodic:
             total += (s * xp.roll(s, -1, axis=ax)).sum(axis=axes, dtype=xp.int64)
         else:
-            lo = [slice(None)] * s.ndim
-            hi = [slice(None)] * s.ndim
-            lo[ax], hi[ax] = slice(1, None), slice(None, -1)
-            total += (s[tuple(lo)] * s[tuple(hi)]).sum(axis=axes, dtype=xp.int64)
+            t = xp.moveaxis(s, ax, -1)
+            total += (t[..., 1:] * t[..., :-1]).sum(axis=axes, dtype=xp.int64)
     return total
 
 
@@ -74,15 +70,9 @@ def _decide(a, T, calls, pos, key, offset: int):
     return up
 
 
-class _ByteIndex(NamedTuple):
-    i: np.ndarray  # rows of the colour's sites, in half-index order f
-    j: np.ndarray  # their columns
-    g: np.ndarray  # Philox call (f // 8)
-    q: np.ndarray  # 16-bit half within it (f % 8)
-
-
-def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
-    """Sites of colour c in the kernel's half-index order: rows r = d L + i, as (r, j) pairs."""
+def _byte_index(D: int, L: int, W: int, c: int):
+    """Sites of colour c in the kernel's half-index order f: (rows r = d L + i, columns, Philox call f // 8,
+    16-bit half f % 8)."""
     Wh = (W + 1) // 2
     f = np.arange(D * L * Wh)
     r = f // Wh
@@ -90,24 +80,20 @@ def _byte_index(D: int, L: int, W: int, c: int) -> _ByteIndex:
     j = 2 * (f - r * Wh) + ((d + i + c) & 1)
     keep = j < W
     f, r, j = f[keep], r[keep], j[keep]
-    return _ByteIndex(r, j, f // 8, f % 8)
+    return r, j, f // 8, f % 8
 
 
 def _neighbours(s, periodic: bool):
     """Neighbour spins of every site of (chains, D, L, W) spins, 0 where missing, int16:
     [up, down, left, right] and, for D > 1, [front, back]."""
     s = s.astype(np.int16)
-    axes = (2, 3) + ((1,) if s.shape[1] > 1 else ())
-    if periodic:
-        return [np.roll(s, k, ax) for ax in axes for k in (1, -1)]
-    p = np.pad(s, ((0, 0), (1, 1), (1, 1), (1, 1)))
-    core = (slice(None), slice(1, -1), slice(1, -1), slice(1, -1))
     out = []
-    for ax in axes:
-        for a, b in ((0, -2), (2, None)):
-            sl = list(core)
-            sl[ax] = slice(a, b)
-            out.append(p[tuple(sl)])
+    for ax in (2, 3) + ((1,) if s.shape[1] > 1 else ()):
+        for k in (1, -1):  # the neighbour before, then the one after
+            nb = np.roll(s, k, ax)
+            if not periodic:  # none past the edge
+                nb[(slice(None),) * ax + (0 if k == 1 else -1,)] = 0
+            out.append(nb)
     return out
 
 
@@ -119,18 +105,18 @@ def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, ind
     rows = spins.reshape(n, D * L, W)  # a view: writes go to spins
     chains = np.arange(n, dtype=_U64)
     for c in (0, 1):
-        ix = index[c]
+        i, j, g, q = index[c]
         first = (chains * _U64(2) + _U64(c)) * _U64(G)
-        a = _halves16(_words(key, offset, first, G))[:, ix.g, ix.q]
-        nb = [a.reshape(n, D * L, W)[:, ix.i, ix.j] for a in _neighbours(spins, periodic)]
+        a = _halves16(_words(key, offset, first, G))[:, g, q]
+        nb = [x.reshape(n, D * L, W)[:, i, j] for x in _neighbours(spins, periodic)]
         if by_pattern:
-            idx = sum((a > 0).astype(np.int64) << k for k, a in enumerate(nb[:4]))
+            idx = sum((x > 0).astype(np.int64) << k for k, x in enumerate(nb[:4]))
         else:
-            idx = sum(a.astype(np.int64) for a in nb) + 6
-        site = (ix.i * W + ix.j) if per_site else np.zeros_like(ix.i)
-        calls = first[:, None] + ix.g.astype(_U64)[None, :]
-        up = _decide(a, thr[site, idx], calls, ix.q[None, :], key, offset)
-        rows[:, ix.i, ix.j] = np.where(up, 1, -1).astype(np.int8)
+            idx = sum(x.astype(np.int64) for x in nb) + 6
+        site = (i * W + j) if per_site else np.zeros_like(i)
+        calls = first[:, None] + g.astype(_U64)[None, :]
+        up = _decide(a, thr[site, idx], calls, q[None, :], key, offset)
+        rows[:, i, j] = np.where(up, 1, -1).astype(np.int8)
     up = (spins > 0).sum(axis=(1, 2, 3), dtype=np.int64)
     return up, bond_sum(spins, periodic)
 

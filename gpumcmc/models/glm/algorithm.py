@@ -106,8 +106,7 @@ def _loglik(xp, data, family, sigma_noise, eta, k):
 
 
 def _make_target(xp, state, k, loglik):
-    """The conditional log-density of coordinate ``k`` of every (chain, group) as a function of its value,
-    from ``loglik`` (:func:`_loglik`'s function of the move) and the prior's terms."""
+    """``(target, x0)``: coordinate ``k``'s conditional log-density of every (chain, group), from ``loglik``."""
     x0 = state.beta[:, :, k]
     pkk, muk, c = _prior_terms(xp, state.beta, state.mu, state.prec, k)
 
@@ -148,8 +147,7 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
 
 
 def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all):
-    """The coefficients' part of :func:`step`, with its random numbers given: returns the new beta, eta,
-    width, the fallbacks per chain and the evaluations (-1 on the GPU)."""
+    """:func:`step`'s new beta, eta and width, fallbacks per chain and evaluations (-1 on the GPU)."""
     if xp is not np:
         C, G, K = state.beta.shape
         beta, eta, width = state.beta.copy(), state.eta.copy(), state.width.copy()  # moved in place by the kernels
@@ -170,9 +168,8 @@ def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, 
 
 
 def _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all, loglik_of, moved):
-    """The array code's sweep, coordinate by coordinate: ``loglik_of(eta, k)`` gives :func:`_make_target`'s
-    likelihood, ``moved(eta, k, delta)`` the linear predictor after the move (``state.eta`` is whatever
-    the two take: one array, or one per shard). Returns as :func:`_sweep_coefs`."""
+    """The array code's sweep, returning as :func:`_sweep_coefs`: ``loglik_of(eta, k)`` and ``moved(eta, k,
+    delta)`` take ``state.eta`` as it is held (one array, or one per shard)."""
     C, _, K = state.beta.shape
     beta, eta, width = state.beta.copy(), state.eta, state.width.copy()  # written in place below
     warm = (state.it < n_warmup)[:, None]
@@ -192,10 +189,8 @@ def _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, u
 
 
 def _slice_update(xp, target, x0, w, max_steps_out, max_shrink, e, u, us):
-    """Neal's procedure for one coordinate of every (chain, group), as masked rounds: the slice level
-    ``target(x0) - e``, the bracket of width ``w`` placed by ``u[0]`` and stepped out within the budget
-    split by ``u[1]``, then shrinkage by the proposals ``us``. Returns the new values, whether each
-    accepted (else it keeps ``x0``) and the evaluations."""
+    """Neal's procedure for one coordinate of every (chain, group) in masked rounds: the new values, whether
+    each accepted (else it keeps ``x0``) and the evaluations."""
     logy = target(x0) - e
     L = x0 - w * u[0]
     R = L + w
@@ -289,7 +284,7 @@ def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chu
 
 
 def _init_data(X, y, family, n_chains, groups, chunk_shape):
-    """:func:`init`'s data and the number of groups."""
+    """``(data, G)`` of :func:`init`."""
     xp = _backend.get_array_module(X)
     N, K = X.shape
     if groups is None:

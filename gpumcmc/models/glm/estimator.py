@@ -1,8 +1,5 @@
-"""The Bayesian GLMs' scikit-learn face: :class:`BayesianGLM` and :class:`HierarchicalGLM`.
-
-Each checks its settings and data, builds the sampler's state (:func:`.algorithm.init`, or for
-``devices=`` :mod:`.sharded`'s algorithms through :func:`gpumcmc.sampling.sharded`) and runs it through
-:func:`gpumcmc.sampling.run`, which keeps the draws; the fitted estimator predicts from them.
+"""The Bayesian GLMs' scikit-learn face, :class:`BayesianGLM` and :class:`HierarchicalGLM`: settings and data
+checked, the sampler run through :func:`gpumcmc.sampling.run`, predictions from its draws.
 """
 
 from __future__ import annotations
@@ -144,8 +141,7 @@ class _GLMBase(Estimator):
         self.family_ = family  # only once every setting passed: a refused refit leaves the last fit whole
 
     def _checked_data(self, X, y, what: str):
-        """``(shards, X, y)``: the shards of ``devices`` (None without) and X, y checked, on the host to be
-        split over the shards (``what`` names the split), else on the backend."""
+        """``(shards, X, y)``: the shards of ``devices`` (or None) and X, y checked, on the host for shards."""
         shards = None
         if self.devices is not None:
             from ...shards import resolve
@@ -166,9 +162,8 @@ class _GLMBase(Estimator):
         return X
 
     def _sample(self, D, y, shards, prior_scale, gid=None, hyper=None):
-        """The trace of the sampler on the design ``D``: on one device (``gid``: each row's group on the
-        host, or None) or split over ``shards`` (the rows, or the groups for the hierarchy's ``hyper``, whose
-        ``psi0`` the full model gives as a number: the scale of ``psi0 I``)."""
+        """The sampler's trace on the design ``D``, on one device or split over ``shards`` (the rows, or the
+        groups ``gid`` for ``hyper``, whose full ``psi0`` comes as the scale of ``psi0 I``)."""
         fam, sig, K = self.family_, float(self.sigma), D.shape[1]
         kw = dict(burn_in=self.n_warmup, collect=self._collector(hyper), progress=self.progress,
                   desc=type(self).__name__)
@@ -210,8 +205,7 @@ class _GLMBase(Estimator):
         return collect
 
     def _use_graph(self, data):
-        """Replay the sweep from a CUDA graph: on the GPU unless ``graph=False`` (by default not for
-        ``max_steps_out >= _PMAX``, whose sweep is one launch per coordinate already)."""
+        """Whether to replay the sweep from a CUDA graph: on the GPU, by default where ``max_steps_out < _PMAX``."""
         if data.plan is None:  # NumPy
             return False
         return self.max_steps_out < _PMAX if self.graph is None else bool(self.graph)

@@ -1,14 +1,6 @@
-"""The GPU launchers of the Bayesian GLM's sampler (``kernels_cu/glm.cu``) and their NumPy twins.
-
-Each launcher names its kernel's arguments (:mod:`gpumcmc._kernel_args`), and each twin computes what its
-kernel computes, with the same random numbers:
-
-- the coordinate sweep: :func:`_slice_pass_sweep` (``glm_slice_pass``, two launches a coordinate, rows
-  split into chunks by :func:`_chunk_plan`) and, for ``max_steps_out >= _PMAX``,
-  :func:`_slice_kernel_coordinate` (``glm_slice_segment``); their twin is :func:`.algorithm._sweep_coefs`;
-- the hierarchical draw of ``mu, Sigma``: :func:`_niw_kernel` (``glm_niw``) and its twin :func:`_niw_twin`;
-- the sweep with the rows split over devices: :class:`_ShardedPasses` (``glm_slice_shard_eval``,
-  ``glm_slice_decide``), whose twin is :func:`.sharded.over_rows`'s array code: the same decisions.
+"""The launchers of ``kernels_cu/glm.cu``, each naming its kernel's arguments, and their NumPy twins: the
+coordinate sweep (twin :func:`.algorithm._sweep_coefs`), the draw of ``mu, Sigma`` (:func:`_niw_twin`) and
+the sweep with the rows split over devices (twin :func:`.sharded.over_rows`'s array code).
 """
 
 from __future__ import annotations
@@ -32,8 +24,7 @@ _NIW_CH = 16       # GLM_NIW_CH in glm.cu
 
 
 def _prior_terms(xp, beta, mu, prec, k):
-    """The prior's part of coordinate ``k``'s conditional: ``-pkk (x - muk)^2 / 2 - (x - muk) c`` with
-    pkk (C, 1), muk (C, 1) and the cross term c (C, G), in the dtype of beta."""
+    """``(pkk, muk, c)`` of the prior's part of coordinate ``k``'s conditional, ``-pkk (x - muk)^2 / 2 - (x - muk) c``."""
     d = beta - mu[:, None, :]                                  # (C, G, K)
     pk = prec[:, k, :]                                         # (C, K)
     c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]
@@ -46,9 +37,8 @@ def _tuned_width(xp, where, w, delta):
 
 
 def _around(kernel: str, varying: tuple, values: tuple) -> tuple:
-    """``(head, tail)``: ``values``, a launch's arguments of ``kernel`` in the declared order (as
-    :func:`gpumcmc._kernel_args.packed` gives them), without the consecutive parameters ``varying``. A
-    launch that changes only those then takes ``*head, *varying values, *tail``: bound by name once."""
+    """``(head, tail)``: the packed arguments ``values`` of ``kernel`` before and after the consecutive
+    parameters ``varying``, so a launch that changes only those takes ``*head, *varying, *tail``."""
     names = _kernel_args.signature(FILE, kernel).names
     i = names.index(varying[0])
     if names[i:i + len(varying)] != tuple(varying):
@@ -65,9 +55,8 @@ class _ChunkPlan(NamedTuple):
 
 
 def _chunk_plan(xp, starts, ends, n_chains, shape=None):
-    """Split each group's rows into chunks for glm_slice_pass: enough blocks to fill the GPU.
-    ``shape``: (rows a chunk, threads a block) to use instead of choosing them (the plan of a part of
-    the groups that splits each group as the plan of all of them does)."""
+    """Each group's rows in chunks for glm_slice_pass, enough blocks to fill the GPU; ``shape``: (rows a
+    chunk, threads a block) to use instead (a part of the groups split as all of them would be)."""
     from ... import _loader
 
     st = np.asarray(_backend.to_host(starts), dtype=np.int64)
@@ -95,10 +84,8 @@ def _chunk_plan(xp, starts, ends, n_chains, shape=None):
 
 def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise, k,
                              max_steps_out, max_shrink, e, u, us):
-    """Coordinate ``k`` of every chain and group by one block per (chain, group) (``glm_slice_segment``,
-    Neal's procedure to the end in one launch): the sweep for ``max_steps_out >= _PMAX``, more
-    stepping-out points than a pass of ``glm_slice_pass`` evaluates. Updates ``beta``, ``eta``, ``width``
-    in place; ``e``, ``u``, ``us`` are the coordinate's random numbers. Returns the fallbacks per chain."""
+    """Coordinate ``k`` by ``glm_slice_segment``, a block per (chain, group), for ``max_steps_out >= _PMAX``:
+    ``beta``, ``eta``, ``width`` updated in place; returns the fallbacks per chain."""
     from ... import _loader
 
     C, G, K = beta.shape
@@ -135,10 +122,8 @@ def _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, si
 
 def _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup, max_steps_out,
                       max_shrink, e_all, u_all, us_all):
-    """One sweep by glm_slice_pass: two launches per coordinate (the first evaluates x0, the
-    stepping-out points and the first shrinkage proposals; the second the next proposals of the few
-    (chain, group) still open), the differential update folded into the next coordinate's first
-    launch. ``beta``, ``eta``, ``width`` are updated in place; returns the fallbacks per chain."""
+    """One sweep by ``glm_slice_pass``, two launches a coordinate: ``beta``, ``eta``, ``width`` updated in
+    place; returns the fallbacks per chain."""
     import cupy
 
     from ... import _loader
@@ -191,7 +176,7 @@ def _niw_fits(K):
 
 
 def _niw_kernel(xp, beta, kappa0, psi0, gam, zn, z):
-    """The draw of :func:`.algorithm._draw_hyper` by ``glm_niw``, one block per chain."""
+    """:func:`.algorithm._draw_hyper`'s draw by ``glm_niw``, one block per chain."""
     from ... import _loader
 
     C, G, K = beta.shape
@@ -239,19 +224,17 @@ def _niw_twin(xp, beta, kappa0, psi0, gam, zn, z):
 
 
 class _Passes(NamedTuple):
-    """One sweep's passes with the rows split over shards (:func:`.sharded._run_passes` runs them)."""
+    """One sweep's passes with the rows split over shards, as :func:`.sharded._run_passes` runs them."""
 
-    local: object    # local(k, first) -> sums: every shard's candidate sums, one array per local shard
+    local: object    # local(k, first) -> every local shard's candidate sums
     update: object   # update(k, first, sums) -> evaluations: every device's decisions from the summed sums
-    settled: object  # settled() -> whether every chain has settled coordinate k (ends its passes early)
-    close: object    # close(): the sweep is over (on the GPU, the caller's device is current again)
+    settled: object  # settled() -> whether every chain has settled coordinate k
+    close: object    # close(): the sweep is over (the caller's device is current again)
 
 
 class _ShardedPasses:
-    """The passes of one sweep on the GPUs with the rows split over ``shards``: per coordinate and pass
-    each shard's ``glm_slice_shard_eval`` over its rows, the sum over the shards, and each distinct
-    device's ``glm_slice_decide``. ``dev_of``: each local shard's copy of the state; ``first_shard``: each
-    copy's first local shard. The kernels and buffers are made once, here; a call runs one sweep."""
+    """The GPUs' passes with the rows split over ``shards``: each shard's ``glm_slice_shard_eval``, the sum,
+    each device's ``glm_slice_decide``. Kernels and buffers are made once; a call gives one sweep's."""
 
     def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1):
         from ... import _loader
@@ -277,8 +260,7 @@ class _ShardedPasses:
                                       sums=xp.zeros((C, 1, _PMAX), dtype=np.float64)))
 
     def _launches(self, dvs, etas):
-        """Per local shard and per distinct device, the launches of one sweep, every argument that stays
-        the same over its coordinates and passes gathered once, so each launch costs the host only itself."""
+        """Each local shard's and each device's launch of one sweep, its fixed arguments packed once."""
         import cupy
 
         shards, data, bufs = self.shards, self.data, self.bufs
@@ -315,9 +297,7 @@ class _ShardedPasses:
         return evals, decides
 
     def __call__(self, dvs, etas):
-        """One sweep's :class:`_Passes` on the GPUs: the local part launches each shard's evaluation and
-        returns the sums (summed in place by the all-reduce), the update each device's decision. Each
-        launch sets its device directly (one runtime call); ``close`` puts the caller's device back."""
+        """One sweep's :class:`_Passes`; each launch sets its device directly, ``close`` restores the caller's."""
         import cupy
 
         shards = self.shards

@@ -1,16 +1,7 @@
-"""The Bayesian GLM's sweep with its rows, or its groups, split over devices, on the sampler protocol.
-
-Both sweeps are :class:`gpumcmc.sampling.Collective` algorithms: their steps are written against
-``reduce``, the all-reduce that :func:`gpumcmc.sampling.sharded` supplies.
-
-``BayesianGLM(devices=...)`` splits the rows (:func:`over_rows` over :func:`row_parts`): every sum of
-the log-likelihood over rows is each shard's sum over its rows, all-reduced, and every device takes the
-same decisions from it. On NumPy this is the array code of :func:`.algorithm.step`; on the GPUs the
-sweep runs in passes of candidates (:func:`_run_passes`, :class:`.ops._ShardedPasses`).
-
-``HierarchicalGLM(devices=...)`` splits the groups (:func:`over_groups` over :func:`group_parts`): each
-device sweeps whole groups by the single-device step, and the groups' coefficients are summed once a
-sweep for the draw of ``mu, Sigma``.
+"""The Bayesian GLM's sweep with its rows (:func:`over_rows`, for ``BayesianGLM(devices=...)``) or its groups
+(:func:`over_groups`, for ``HierarchicalGLM(devices=...)``) split over devices: two
+:class:`gpumcmc.sampling.Collective` algorithms for :func:`gpumcmc.sampling.sharded`, with the parts they
+take (:func:`row_parts`, :func:`group_parts`) and the bytes they all-reduce.
 """
 
 from __future__ import annotations
@@ -48,9 +39,8 @@ def shard_passes(max_shrink: int = 24) -> int:
 
 
 def row_parts(X, y, shards, family="bernoulli", n_chains=4) -> list:
-    """Each local shard's part of the rows for :func:`over_rows`, on its device: ``X`` (N, K) and ``y``
-    (host arrays, or CuPy arrays on local shard 0's GPU) split by ``shards.bounds``, as :func:`.algorithm.init`
-    holds one group's data (on the GPU with its split into chunks for ``n_chains`` chains)."""
+    """Each local shard's rows of ``X`` (N, K) and ``y`` for :func:`over_rows`, on its device, held as
+    :func:`.algorithm.init` holds one group's data (on the GPU split into chunks for ``n_chains`` chains)."""
     N, K = X.shape
     if N < shards.world:
         raise ValueError(f"{N} rows cannot be split over {shards.world} shards: use fewer devices.")
@@ -151,8 +141,8 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
 
 
 def _device_copies(shards):
-    """One copy of the sweep's state per distinct device (shards of one GPU share it, and it is decided
-    once there): ``(dev_of, first_shard)``, each local shard's copy and each copy's first local shard."""
+    """``(dev_of, first_shard)``: each local shard's copy of the sweep's state (one per distinct device) and
+    each copy's first local shard."""
     devs, dev_of = [], []
     for dev in shards.devices:
         if dev not in devs:
@@ -162,8 +152,8 @@ def _device_copies(shards):
 
 
 def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
-    """The GPU sweep's state on each distinct device: beta and width (copies, moved in place), the
-    prior, the iteration counter, the random numbers, the pass state."""
+    """The GPU sweep's state on each distinct device: beta and width (copies, moved in place), the prior,
+    the counter, the random numbers and the pass state."""
     xp = shards.xp
     C, G, K = state.beta.shape
     reps = [Replica(shards, a) for a in (state.beta, state.width, state.it) + draws]
@@ -185,9 +175,8 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
 
 
 def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:
-    """The GPU sweep's passes: per coordinate and pass (``first`` is 1 in a coordinate's first), every
-    shard's local part, their sum over the shards (``reduce``) and every device's update, until
-    ``passes.settled()``. Returns the sum of the updates' evaluations."""
+    """Per coordinate and pass, every shard's local sums, all-reduced, and every device's update, until
+    ``passes.settled()``; returns the updates' evaluations."""
     evals = 0
     try:
         for k in range(K):
@@ -243,12 +232,10 @@ class GroupPart(NamedTuple):
 
 
 def group_parts(X, y, gid, shards, family="bernoulli", n_chains=4) -> list:
-    """Each local shard's :class:`GroupPart` for :func:`over_groups`: its whole groups' rows, on its device.
-
-    ``X`` (N, K), ``y`` (host arrays, or CuPy arrays on local shard 0's GPU) with their rows sorted by
-    group, ``gid`` (N,) the group of each row, 0 to G - 1, on the host. Each shard holds whole groups
-    (:func:`group_bounds`); on the GPU every shard splits its groups' rows into chunks as one device
-    would split them all (for ``n_chains`` chains), so each group's sums are those of one device."""
+    """Each local shard's :class:`GroupPart` for :func:`over_groups`: its whole groups' rows of ``X`` (N, K)
+    and ``y``, sorted by group, with ``gid`` (N,) on the host, the group of each row (0 to G - 1). On the
+    GPU each shard splits its groups' rows into chunks as one device would, so each group's sums are one
+    device's."""
     N, K = X.shape
     xp = shards.xp
     gid = np.asarray(_backend.to_host(gid), dtype=np.int64)

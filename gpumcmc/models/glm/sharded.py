@@ -55,22 +55,17 @@ def row_parts(X, y, shards, family="bernoulli", n_chains=4) -> list:
 
 
 def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> Collective:
-    """The flat model's slice-within-Gibbs sweep with its rows split over the shards, as a
-    :class:`gpumcmc.sampling.Collective` over :func:`row_parts`; ``sharded(over_rows(...), shards)`` runs it.
+    """The flat model's sweep with its rows split over the shards, a :class:`gpumcmc.sampling.Collective`
+    over :func:`row_parts` for ``sharded(over_rows(...), shards)``.
 
-    ``init(rng, parts, shards, n_chains=4, prior_scale=2.5)`` gives the :class:`ShardedSliceState` of
-    :func:`.algorithm.init` (``rng`` is not used). ``step(rng, state, parts, shards, reduce)`` is
-    :func:`.algorithm.step` with every sum over rows split: each shard sums its rows, ``reduce`` adds the
-    shards' sums, and every device takes the same decisions from them. The random numbers are drawn on
-    local shard 0 and copied to the other devices once a sweep. On the GPUs, per coordinate and pass,
-    every shard evaluates up to ``_PMAX`` candidates (``glm_slice_shard_eval``), ``reduce`` sums them
-    (``chains x _PMAX`` float64 values) and every device decides in its own copy of the state
-    (``glm_slice_decide``), in :func:`shard_passes` passes with no host synchronisation.
-
-    With one shard the draws equal ``devices=None`` (on the GPU, up to a coordinate that needs more than
-    two passes of proposals, which ``glm_slice_pass`` finishes in one block); with several the sums add
-    the same terms in another order, so a decision can differ where a candidate lies within rounding of
-    the slice level.
+    ``init(rng, parts, shards, n_chains=4, prior_scale=2.5)`` gives a :class:`ShardedSliceState` (``rng``
+    unused). ``step(rng, state, parts, shards, reduce)`` is :func:`.algorithm.step` with every sum over rows
+    a sum of the shards' sums (``reduce``), from which every device takes the same decisions; the random
+    numbers are drawn on local shard 0. On the GPUs each coordinate runs in :func:`shard_passes` passes of
+    up to ``_PMAX`` candidates (``glm_slice_shard_eval``, ``reduce``, ``glm_slice_decide``), with no host
+    synchronisation. With one shard the draws equal ``devices=None`` (on the GPU, up to a coordinate that
+    needs more than two passes of proposals); with several, a decision can differ where a candidate lies
+    within rounding of the slice level.
     """
     m = int(max_steps_out)
     if not 1 <= m < _PMAX:
@@ -263,17 +258,14 @@ def group_parts(X, y, gid, shards, family="bernoulli", n_chains=4) -> list:
 
 
 def over_groups(family, sigma_noise, n_warmup, hyper, max_steps_out=4, max_shrink=24) -> Collective:
-    """The hierarchical model's sweep with its groups split over the shards (each holds whole groups:
-    their rows, coefficients, widths and eta), as a :class:`gpumcmc.sampling.Collective` over
-    :func:`group_parts`; ``sharded(over_groups(...), shards)`` runs it.
+    """The hierarchical model's sweep with whole groups on each shard, a :class:`gpumcmc.sampling.Collective`
+    over :func:`group_parts` for ``sharded(over_groups(...), shards)``.
 
-    ``init(rng, parts, shards, n_chains=4, prior_scale=1.0)`` gives the :class:`ShardedGroupState` of
-    :func:`.algorithm.init` (``rng`` is not used). ``step(rng, state, parts, shards, reduce)`` draws the
-    random numbers of every group on local shard 0, so group g's are one device's wherever it is held;
-    each shard sweeps its groups by the single-device code; ``reduce`` gathers every group's coefficients
-    as the sum of (C, G, K) arrays holding zeros outside each shard's groups (exact), and ``mu, Sigma``
-    are drawn from them on local shard 0. On the GPU the draws equal ``devices=None`` bit for bit; on
-    NumPy a group's sums come from a running sum over the shard's rows, so up to its rounding.
+    ``init(rng, parts, shards, n_chains=4, prior_scale=1.0)`` gives a :class:`ShardedGroupState` (``rng``
+    unused). ``step(rng, state, parts, shards, reduce)`` draws every group's random numbers on local shard 0,
+    sweeps each shard's groups by the single-device code, gathers the coefficients exactly (``reduce`` of
+    (C, G, K) arrays, zero outside each shard's groups) and draws ``mu, Sigma`` on local shard 0. On the GPU
+    the draws equal ``devices=None`` bit for bit; on NumPy, up to the rounding of a group's row sums.
     """
     if hyper is None:
         raise ValueError("the groups' coefficients need their hyperprior: pass a HyperPrior.")

@@ -24,11 +24,12 @@ class SliceRounds:
     ``slice_round``; the caller evaluates the likelihood at ``uc`` between them. A walker is active while
     ``slice < n_steps``; nothing of an inactive one changes. Fields (float64 unless said):
 
-    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point; ``lstar``, ``dirs``, ``unif``: read only;
+    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point; read only: ``lstar`` (W,), ``dirs`` (n_steps, W,
+      ndim), ``unif`` (n_steps, max_shrink + 1, W);
     * ``prop`` (W, ndim) the proposals, ``uc`` the same clipped into the open cube (an inactive walker's row
       is its point), ``tt`` (W,) their places on the slice, ``inside`` (W,) int32;
     * ``lo, hi`` (W,) the intervals, ``slice, shrink`` (W,) int32 each walker's slice and round, ``nrej`` its
-      misses; the caller's ``fine`` () bool and ``ncall`` () int64, updated by each round;
+      misses; the caller's ``fine`` () bool (False after a NaN or +inf) and ``ncall`` () int64;
     * on CuPy ``word`` (:class:`_RoundWord`) and ``prev, last``, the tickets of the step's two latest rounds.
     """
 

@@ -79,12 +79,8 @@ def case_parts(X, plan, shards, batch_size) -> list:
 
 
 def collective(plan, ms, prior=1.0, cpts=None) -> Collective:
-    """The sampler over :func:`case_parts`: ``ms[t]`` replicas at iteration t, the Dirichlet ``prior`` of
-    every CPT row, or ``cpts`` (node -> table) held fixed.
-
-    ``init`` draws every replica's missing cells uniformly and starts the CPTs uniform (or at
-    ``cpts``); ``step`` is :func:`step`. One such algorithm serves one fit.
-    """
+    """The sampler over :func:`case_parts` (one fit's): ``ms[t]`` replicas at iteration t, the Dirichlet
+    ``prior`` of every CPT row, or ``cpts`` (node -> table) held fixed; ``step`` is :func:`step`."""
     held: dict = {}
 
     def init(rng, parts, shards):
@@ -95,7 +91,9 @@ def collective(plan, ms, prior=1.0, cpts=None) -> Collective:
 
 
 def _start(rng, parts, sh, plan, ms, prior, cpts):
-    """``(Data, State)`` of a fit over the local shards ``sh`` of ``parts`` (:func:`case_parts`)."""
+    """``(Data, State)`` of a fit over the local shards ``sh`` of ``parts`` (:func:`case_parts`): every
+    replica's missing cells drawn uniformly, the CPTs uniform (or ``cpts``). With one batch each part's
+    case matrix stays on its device; with more, its cells stay in (pinned) host memory between visits."""
     xp, m_max, learn = sh.xp, max(ms), cpts is None
     ops, bads = [], []
     for i in range(len(sh)):
@@ -103,10 +101,25 @@ def _start(rng, parts, sh, plan, ms, prior, cpts):
             ops.append(_GpuOps(plan) if xp is not np else _NumpyOps(plan))
             bads.append(xp.zeros(1, dtype=xp.int32))
     by_batch = [list(row) for row in zip(*parts)]
-    Zs, resident = _impute(by_batch, sh, rng, xp, plan, m_max)
+    resident = len(by_batch) == 1
+    for row in by_batch:
+        off = rng.advance(1)
+        for i, b in enumerate(row):
+            with sh.on(i):
+                u = _uniforms(xp, rng.key, off, m_max, b)
+                b.vals = xp.floor(u * xp.asarray(plan.card[b.node])).astype(xp.uint8)
+                if not resident:
+                    b.vals = _backend.to_host(b.vals)
+                    if xp is not np and b.n:
+                        b.pin()
+    Zs = [None] * len(sh)
+    if resident:
+        for i, b in enumerate(by_batch[0]):
+            with sh.on(i):
+                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, b.obs.shape[1]), dtype=xp.uint8)
     with sh.on(0):
         logc = xp.asarray(plan.uniform_logc() if learn else plan.logc_of(cpts))
-        total = xp.zeros(plan.C, dtype=xp.float64) if learn and len(by_batch) > 1 else None
+        total = xp.zeros(plan.C, dtype=xp.float64) if learn and not resident else None
     data = Data(sh, xp, plan, ops, by_batch, resident, ms, m_max, prior, learn)
     return data, State(0, logc, Zs, total, [None] * len(by_batch), bads)
 
@@ -171,29 +184,6 @@ def _draw_cpts(rng, m, counts, total, last, data):
         return data.ops[0].normalise(rng.gamma(alpha, log=True)), last
 
 
-def _impute(parts, sh, rng, xp, plan, m_max):
-    """``(Zs, resident)``: every replica's imputed cells of every part (``parts[q][i]``) drawn uniformly
-    into its ``vals``; with one batch (``resident``), each part's case matrix ``Zs[i]`` on its device;
-    else the parts are loaded at each visit and their cells kept in (pinned) host memory."""
-    resident = len(parts) == 1
-    for row in parts:
-        off = rng.advance(1)
-        for i, b in enumerate(row):
-            with sh.on(i):
-                u = _uniforms(xp, rng.key, off, m_max, b)
-                b.vals = xp.floor(u * xp.asarray(plan.card[b.node])).astype(xp.uint8)
-                if not resident:
-                    b.vals = _backend.to_host(b.vals)
-                    if xp is not np and b.n:
-                        b.pin()
-    Zs = [None] * len(sh)
-    if resident:
-        for i, b in enumerate(parts[0]):
-            with sh.on(i):
-                Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, b.obs.shape[1]), dtype=xp.uint8)
-    return Zs, resident
-
-
 def _uniforms(xp, key, off, m_max, b):
     """Uniforms (m_max, b.M) for the cells of part ``b``: those of ``rng.random((m_max, b.Mtot))``
     at call ``off`` in the columns of the cells' numbers in the whole batch."""
@@ -214,12 +204,9 @@ def allreduce_bytes(net, n_batches: int = 1) -> int:
 
 
 def _block_rows(rows: int) -> int:
-    """Cases per block of the cell order: a power of two near rows / 128, from 32 to 4096.
-
-    Devices take whole blocks of a batch, so their balance is within a block; within a block the
-    cells of one node are consecutive, so most warps of the sweep work on one node. The order (and
-    so the draws for a seed) depends on the batch's size, not on the devices.
-    """
+    """Cases per block of the cell order: a power of two near rows / 128, from 32 to 4096. Devices take
+    whole blocks (balanced to within one); in a block a node's cells are consecutive, so most warps of
+    the sweep work on one node. It depends on the batch's size, not on the devices."""
     want, b = -(-int(rows) // 128), 32
     while b < want and b < 4096:
         b *= 2

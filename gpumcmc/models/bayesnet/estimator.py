@@ -16,7 +16,6 @@ from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
 from gpumcmc.sampling import run, sharded
 from gpumcmc.sampling._estimator import Estimator
-
 from gpumcmc.shards import resolve
 
 from .algorithm import _one_shard, _Plan, _start, case_parts, collective, step
@@ -121,8 +120,7 @@ class BayesianNetwork(Estimator):
         for cpd in model.get_cpds():
             v = cpd.variable
             states[v] = list(cpd.state_names[v])
-            ps = list(cpd.variables[1:])
-            parents[v] = ps
+            parents[v] = ps = list(cpd.variables[1:])
             vals = np.asarray(cpd.get_values())  # (card, prod parent cards)
             shape = tuple(len(cpd.state_names[p]) for p in ps) + (len(states[v]),)
             cpts[v] = vals.T.reshape(shape)
@@ -239,8 +237,7 @@ class BayesianNetwork(Estimator):
         the settings given to the constructor (see the class docstring). ``y`` is not used.
 
         The replicas' final imputations are in ``imputations_``, a uint8 array (m, n_cases,
-        n_nodes) of state indices; the CPT draws are in ``trace_``, their mean after ``burn_in``
-        in ``cpts_`` and the final draw in ``cpts_last_``.
+        n_nodes) of state indices; the CPTs are in ``cpts_``, ``cpts_last_`` and ``trace_``.
 
         Settings given to ``fit`` (``fit(X, n_iter=...)``, or ``n_iter`` as its second argument) still
         work for this release and warn: give them to the constructor or to ``set_params`` instead.
@@ -284,8 +281,7 @@ class BayesianNetwork(Estimator):
                 _validate.report(state.bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing "
                                  "cell has no possible state); check the data against the CPTs' zeros.")
         _validate.check()
-        by_batch = [list(row) for row in zip(*parts)]
-        self._imputations(by_batch, state.Zs, len(by_batch) == 1, max(ms), len(sh) == sh.world)
+        self._imputations(parts, state.Zs, max(ms), len(sh) == sh.world)
         self.n_shards_ = sh.world
         if learn:
             self._keep_draws(plan, state.logc, trace.draws["logc"][0], burn)
@@ -335,10 +331,11 @@ class BayesianNetwork(Estimator):
             self.trace_[v] = tr[:, a:e].reshape((len(tr), -1, self.card[v]))
         self.burn_in_ = burn
 
-    def _imputations(self, parts, Zs, resident, m_max, whole):
-        """``imputations_`` from the parts (and ``imputation_rows_`` where they are not every row)."""
-        pieces, rows = [], []
-        for q, row in enumerate(parts):
+    def _imputations(self, parts, Zs, m_max, whole):
+        """``imputations_`` from :func:`.algorithm.case_parts`'s ``parts`` (and ``imputation_rows_`` where
+        they are not every row): the case matrices ``Zs`` of one batch, else the parts' cells."""
+        pieces, rows, resident = [], [], len(parts[0]) == 1
+        for row in zip(*parts):  # batch by batch
             for i, b in enumerate(row):
                 if resident:
                     pieces.append(_backend.to_host(Zs[i]))

@@ -24,7 +24,8 @@ _NIW_CH = 16       # GLM_NIW_CH in glm.cu
 
 
 def _prior_terms(xp, beta, mu, prec, k):
-    """``(pkk, muk, c)`` of the prior's part of coordinate ``k``'s conditional, ``-pkk (x - muk)^2 / 2 - (x - muk) c``."""
+    """``(pkk, muk, c)``: the prior's part of coordinate ``k``'s conditional is
+    ``-pkk (x - muk)^2 / 2 - (x - muk) c``."""
     d = beta - mu[:, None, :]                                  # (C, G, K)
     pk = prec[:, k, :]                                         # (C, K)
     c = xp.einsum("cgj,cj->cg", d, pk) - d[:, :, k] * pk[:, k][:, None]

@@ -4,37 +4,28 @@ One sweep, for every token at once:
 
 1. ``z_t ~ Cat(theta[d_t] * phi[w_t])``, the tokens in the cache-friendly :func:`gpumcmc.token_order`
    (computed once);
-2. the counts ``n_dk`` and ``n_wk`` (no tokens x K array is built).
+2. the counts ``n_dk`` and ``n_wk`` (no tokens x K array is built). On the GPU, where K is large and theta
+   mostly zero (small priors make most of its entries underflow to exactly zero), steps 1 and 2 are one
+   kernel (``lda_zdraw``): the tokens are read once a sweep, z is never stored, and a theta row with few
+   non-zero entries is read as a compacted list. Elsewhere :func:`gpumcmc.categorical_products` and a
+   count kernel take two passes (``init(fused=...)`` chooses). The NumPy twin (method ``"prefix"`` and a
+   bincount) draws as the GPU does but where a prefix sum lies within rounding of the search target;
+3. ``theta_d ~ Dir(alpha + n_d.)`` by the batched log-space :meth:`gpumcmc.random.Generator.dirichlet`,
+   and ``phi_.k ~ Dir(beta + n_.k)`` from log-gammas normalised over each column (:func:`dirichlet_columns`).
 
-   On the GPU, where K is large and theta mostly zero (small priors make most of its entries underflow to
-   exactly zero), both happen in one kernel (``lda_zdraw``): the tokens are read once per sweep, z is never
-   stored, and a theta row with few non-zero entries is read as a compacted list of them. Elsewhere
-   :func:`gpumcmc.categorical_products` and a count kernel take two passes (``init(fused=...)`` chooses).
-   The NumPy twin (method ``"prefix"`` and a bincount) draws as the GPU does but where a prefix sum lies
-   within rounding of the search target;
-3. ``theta_d ~ Dir(alpha + n_d.)`` with the batched log-space Dirichlet of
-   :meth:`gpumcmc.random.Generator.dirichlet`, and ``phi_.k ~ Dir(beta + n_.k)`` from log-gammas
-   normalised over each column (:func:`dirichlet_columns`).
+With ``step(..., loglik=True)`` the z-draw also sums ``log sum_k theta[d_t, k] phi[w_t, k]``, the total it
+forms for the draw anyway, over each chain's tokens: the log-likelihood of the state the sweep started from.
 
-Asked (``step(..., loglik=True)``), the z-draw also sums ``log sum_k theta[d_t, k] phi[w_t, k]`` over each
-chain's tokens, the total it forms for the draw anyway: the log-likelihood of the theta and phi the sweep
-started from, with no pass of its own.
+Chains run in the same launches: every array of the state leads with the chain axis, and token ``t`` of
+chain ``c`` is row ``c T + t`` of one batched z-draw. ``phi`` and the word counts are stored word-major,
+(V, C, K), as the z-draw reads them (the state shows phi's (C, V, K) view): the Dirichlet over words
+normalises the columns of one (V, C K) array, every element in flight, where a Dirichlet per topic row
+would give each of K rows of V elements to one warp.
 
-``phi`` is stored word-major, (V, K), as the z-draw reads it, and so are the word counts: the Dirichlet over
-words normalises columns, a few passes over V x K elements with every element in flight, where a Dirichlet
-per topic row would give each of K rows of V elements to one warp.
-
-Chains. ``init(..., n_chains=C)`` runs C independent chains in the same launches: every array of the state
-leads with the chain axis, and token ``t`` of chain ``c`` is row ``c * T + t`` of one batched z-draw (the
-Dirichlet draws are batched over chains the same way). ``phi`` is stored as (V, C, K) and shown in the
-state as its (C, V, K) view, so that the Dirichlet over words normalises the columns of one (V, C K) array.
-
-The sweep is written once: :func:`gibbs_local` is steps 1 and 2 and theta (the work on the documents),
-:func:`gibbs_update` phi from the word counts and the running sums. :func:`step` runs them on the whole
-corpus; ``LDA(devices=...)`` runs them per shard through :func:`gpumcmc.sampling.sharded`
-(:mod:`.sharded`, bit for bit one device's draws). One device's state stays one :class:`LDAState` and
-keeps its sweep counter ``it`` on the device, so that ``LDA(graph=...)`` replays the whole sweep from a
-CUDA graph.
+The sweep is written once: :func:`gibbs_local` (steps 1 and 2 and theta, the work on the documents) and
+:func:`gibbs_update` (phi from the word counts, and the running sums). :func:`step` runs them on the whole
+corpus, :mod:`.sharded` per shard (bit for bit one device's draws). One device's state keeps its sweep
+counter ``it`` on the device, so that ``LDA(graph=...)`` replays the whole sweep from a CUDA graph.
 """
 
 from __future__ import annotations
@@ -82,9 +73,7 @@ class LDAState(NamedTuple):
 class LDAInfo(NamedTuple):
     """What a sweep reports besides the state."""
 
-    # (C,) float64 with step(..., loglik=True), else None: each chain's log-likelihood of the corpus under
-    # the theta and phi of the state the sweep was given, summed by the z-draw as it drew.
-    loglik: object = None
+    loglik: object = None   # (C,) float64 with step(..., loglik=True): each chain's, at the state given
 
 
 class GibbsStats(NamedTuple):
@@ -232,12 +221,9 @@ def _prepare(rows, cols, n_docs, n_words, K, alpha, beta, dtype, burn_in, order,
 
 
 def _fused_default(K: int, alpha: float, dtype) -> bool:
-    """Whether init picks the fused z-draw: K >= config.lda_fused_min_k and theta expected mostly zero.
-
-    The fused kernel pays where K is large and most of theta is exactly zero (benchmarks/NOTES.md). A
-    Dirichlet entry with no count underflows to zero with probability about exp(alpha * log(smallest
-    subnormal)): at most ``config.lda_fused_max_fill`` of those entries must be expected non-zero.
-    """
+    """Whether init picks the fused z-draw: K >= ``config.lda_fused_min_k`` and at most
+    ``config.lda_fused_max_fill`` of theta's entries without a count expected non-zero (each underflows to
+    zero with probability about ``exp(alpha * log(smallest subnormal))``)."""
     tiny = np.log(np.finfo(np.dtype(dtype)).smallest_subnormal)      # -103.3 (float32), -744.4 (float64)
     return K >= config.lda_fused_min_k and 1.0 - np.exp(float(alpha) * tiny) <= config.lda_fused_max_fill
 
@@ -255,10 +241,8 @@ def _checked_start(phi_start, xp, V: int, C: int, K: int, dtype):
 
 
 def _start_local(rng, data, C: int, K: int, dtype):
-    """``(theta, n_wk)``: random topics for every token, then theta given them (two generator calls).
-
-    A shard (``data.place``) takes the uniforms of its tokens from those of the whole corpus' tokens.
-    """
+    """``(theta, n_wk)``: random topics for every token (a shard's: its tokens' of the whole corpus' uniforms),
+    then theta given them (two generator calls)."""
     xp = _backend.get_array_module(data.rows)
     T = int(data.rows.size)
     if data.place is None:
@@ -274,11 +258,8 @@ def _start_local(rng, data, C: int, K: int, dtype):
 
 
 def _theta_draw(rng, conc, data, C: int):
-    """``theta ~ Dir(conc)`` for the (C M, K) concentrations of ``data``'s documents (one generator call).
-
-    A shard (``data.place``) draws chain ``c``'s rows as rows ``c M_all + first_doc + d`` of one device's
-    batch: one launch per chain, at one offset.
-    """
+    """``theta ~ Dir(conc)`` for the (C M, K) concentrations of ``data``'s documents (one generator call); a
+    shard draws chain ``c``'s rows as rows ``c M_all + first_doc + d`` of one device's batch."""
     p = data.place
     if p is None:
         return rng.dirichlet(conc, dtype=conc.dtype)

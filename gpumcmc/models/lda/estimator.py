@@ -107,23 +107,11 @@ class LDA(mixin("TransformerMixin"), Estimator):
                  transform_iter=50, monitor_every=10, random_state=None, dtype="float32", progress=True,
                  backend=None, checkpoint=None, checkpoint_every=100, n_chains=1, graph=None, devices=None,
                  start="auto"):
-        self.n_components = n_components
-        self.doc_topic_prior = doc_topic_prior
-        self.topic_word_prior = topic_word_prior
-        self.n_iter = n_iter
-        self.burn_in = burn_in
-        self.transform_iter = transform_iter
-        self.monitor_every = monitor_every
-        self.random_state = random_state
-        self.dtype = dtype
-        self.progress = progress
-        self.backend = backend
-        self.checkpoint = checkpoint
-        self.checkpoint_every = checkpoint_every
-        self.n_chains = n_chains
-        self.graph = graph
-        self.devices = devices
-        self.start = start
+        self.n_components, self.doc_topic_prior, self.topic_word_prior = n_components, doc_topic_prior, topic_word_prior
+        self.n_iter, self.burn_in, self.n_chains, self.start = n_iter, burn_in, n_chains, start
+        self.transform_iter, self.monitor_every, self.random_state = transform_iter, monitor_every, random_state
+        self.dtype, self.progress, self.backend, self.graph = dtype, progress, backend, graph
+        self.checkpoint, self.checkpoint_every, self.devices = checkpoint, checkpoint_every, devices
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -230,10 +218,8 @@ class LDA(mixin("TransformerMixin"), Estimator):
         return trace.state, best
 
     def _phi_start(self, rng, rows, cols, M, V, K, C):
-        """The topics every chain starts from, on the array module of ``rows``: :func:`seeded_topics`' (its host
-        generator seeded by ``rng``'s key, which ``rng`` does not advance) for ``start="seeded"``, and for
-        ``"auto"`` where K times the tokens is at most ``config.lda_seed_exact_work`` and at least K documents have
-        tokens; else None, the random start."""
+        """The topics every chain starts from, on the array module of ``rows``: :func:`seeded_topics`' (seeded by
+        ``rng``'s key, which it does not advance) where ``start`` asks for them (see the class), else None."""
         if self.start == "random" or (self.start == "auto" and K * int(rows.size) > config.lda_seed_exact_work):
             return None
         parts = _seed_picks(rows, cols, M, V, K, C, [int(k) for k in rng.key], fallback=self.start == "auto")

@@ -25,10 +25,8 @@ _ALL = ("lda_counts<long long>", "lda_counts<int>",   # every instantiation, so 
 
 
 def _chain_tokens(data, C: int):
-    """Token rows and columns of all chains as one batch: theta row ``c M + d``, phi row ``w C + c``.
-
-    Token ``t`` of chain ``c`` is entry ``c T + t``, so its uniform is the z-draw's row ``c T + t``.
-    """
+    """Token rows and columns of all chains as one batch: token ``t`` of chain ``c`` is entry ``c T + t``, with
+    theta row ``c M + d`` and phi row ``w C + c``."""
     xp = _backend.get_array_module(data.rows)
     rows, cols = data.rows, data.cols
     if C == 1:
@@ -65,10 +63,8 @@ def counts(rows, z, n_rows: int, K: int):
 
 
 def counts_twin(rows, cols, z, M: int, V: int, K: int):
-    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_wk (V, K))`` as int32.
-
-    Tokens with a topic outside ``[0, K)`` (the z-draw's -1) are not counted.
-    """
+    """NumPy twin of the ``lda_counts`` kernel: ``(n_dk (M, K), n_wk (V, K))`` as int32, without the tokens
+    whose topic is outside ``[0, K)`` (the z-draw's -1)."""
     ok = (z >= 0) & (z < K)
     if not ok.all():
         rows, cols, z = rows[ok], cols[ok], z[ok]
@@ -83,12 +79,11 @@ class _NumpyOps:
         return counts_twin(rows, cols, z, M, V, K)
 
     def zdraw_counts(self, rng, theta, phi, data, zout, loglik):
-        """``lda_zdraw``'s twin: z by :func:`gpumcmc.categorical_products` (method ``"prefix"``), then the
-        counts."""
+        """``lda_zdraw``'s twin: z by :func:`gpumcmc.categorical_products` (``"prefix"``), then the counts."""
         return _two_pass(self, rng, theta, phi, data, zout, loglik, "prefix")
 
     def normalise_columns(self, lg, total, keep):
-        """Each column of the log-gammas ``lg`` as ``exp(x - max) / sum(exp(x - max))`` (in place), and the
+        """Each column of the log-gammas ``lg`` as ``exp(x - max) / sum(exp(x - max))`` (in place), with the
         running sum where ``total`` is given."""
         dtype = lg.dtype
         with np.errstate(under="ignore"):

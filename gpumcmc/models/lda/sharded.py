@@ -1,12 +1,7 @@
-"""LDA with the documents split over devices: data-parallel uncollapsed Gibbs.
-
-:func:`shard_corpus` gives each shard (:class:`gpumcmc.shards.Shards`) whole documents, and
-:func:`shard_data` places each shard's tokens in one device's token stream (:class:`ShardPlace`), so that
-they keep the Philox counters and generator offsets they have on one device: any number of shards gives
-one device's draws, bit for bit, with either z-draw. :func:`gibbs` is :mod:`.algorithm`'s sweep as a
-:class:`gpumcmc.sampling.DataParallel` (each shard's z-draw, counts and theta; then phi from the word counts
-summed over the shards, drawn once per device with one key), and :func:`sharded_gibbs` runs it over the
-shards with :func:`gpumcmc.sampling.sharded`. The sweep runs eagerly (no CUDA graph).
+"""LDA with the documents split over devices: :func:`shard_corpus` gives each shard whole documents,
+:func:`shard_data` places its tokens in one device's token stream (:class:`ShardPlace`), so that any
+number of shards draws one device's draws bit for bit, and :func:`gibbs` is :mod:`.algorithm`'s sweep as
+a :class:`gpumcmc.sampling.DataParallel`, run eagerly (no CUDA graph) by :func:`sharded_gibbs`.
 """
 
 from __future__ import annotations
@@ -77,10 +72,8 @@ class LDAShardedState(NamedTuple):
 
 
 def document_bounds(rows, n_docs: int, world: int) -> np.ndarray:
-    """``world + 1`` document boundaries: shard ``r`` holds documents ``[b[r], b[r + 1])``.
-
-    Whole documents, about ``T / world`` tokens in each shard (the z-draw's work), and at least one token
-    in every shard. ``rows`` (any order, NumPy or CuPy) is the document of each token.
+    """``world + 1`` document boundaries: shard ``r`` holds documents ``[b[r], b[r + 1])``, about ``T / world``
+    tokens (the z-draw's work) and at least one. ``rows`` (any order, NumPy or CuPy): each token's document.
     """
     xp = _backend.get_array_module(rows)
     return _bounds_from_counts(np.asarray(_backend.to_host(xp.bincount(rows, minlength=int(n_docs)))), world)
@@ -128,13 +121,9 @@ def shard_corpus(rows, cols, n_docs: int, shards: Shards):
 
 
 def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
-    """Where ``part``'s tokens lie in one device's token stream (:func:`gpumcmc.token_order` of the whole
-    corpus: tiles of ``tile`` documents, by word then document inside each).
-
-    Tiles inside the shard's documents are contiguous blocks of both streams; the first and last tiles may
-    hold other shards' documents too, whose tokens interleave with the shard's, and their global indices
-    are found by ordering those tiles whole.
-    """
+    """Where ``part``'s tokens lie in one device's token stream (:func:`gpumcmc.token_order`'s tiles of
+    documents, by word then document inside each): the tiles inside the shard are contiguous blocks of
+    both streams; its first and last tiles, which other shards' tokens may share, are ordered whole."""
     R, W, starts = part.corpus
     M = int(starts.size - 1)
     b, e = int(part.first_doc), int(part.first_doc) + int(part.n_docs)
@@ -153,12 +142,8 @@ def _place(part: CorpusPart, K: int, dtype, cache_bytes: int, xp) -> ShardPlace:
 
 
 def _tile_tokens(R, W, starts, lo: int, hi: int, b: int, e: int, xp=np):
-    """Global stream indices, in stream order, of the tokens of documents ``[b, e)`` in the tile of documents
-    ``[lo, hi)`` (host integers).
-
-    The tile is sorted on ``xp``'s device by one stable sort of the key ``word (hi - lo) + document - lo``,
-    which orders the tokens as ``numpy.lexsort((document, word))`` does, ties kept in corpus order.
-    """
+    """Global stream indices (host integers, in stream order) of the tokens of documents ``[b, e)`` in the
+    tile of documents ``[lo, hi)``, sorted on ``xp``'s device as ``numpy.lexsort((document, word))`` sorts."""
     a, z = int(starts[lo]), int(starts[hi])
     if xp is np:
         r = np.asarray(_backend.to_host(R[a:z]), dtype=np.int64)
@@ -249,8 +234,7 @@ def gibbs() -> DataParallel:
 
 def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) -> list:
     """Every local shard's starting :class:`LDAState` (``it`` = 0), drawn as one device draws :func:`init`'s
-    (the word counts all-reduced and phi drawn from them once per device), or ``phi_start`` and theta =
-    1 / K. The shards of one device share their phi and phi_sum arrays."""
+    (phi once per device, whose shards share their phi and phi_sum), or ``phi_start`` and theta = 1 / K."""
     xp = shards.xp
     C, V = _n_chains(n_chains), int(datas[0].n_words)
 

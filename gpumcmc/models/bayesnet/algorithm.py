@@ -238,26 +238,16 @@ class _Plan:
             raise ValueError("The CPTs have more than 2**31 cells together; this network is too large.")
         self.toff = self.toff.astype(np.int32)
         self.row_ptr = np.concatenate([[0], np.cumsum(np.repeat(self.card, rows))]).astype(np.int32)
-        par, pstride, pptr = [], [], [0]
-        stride_in = {}
+        stride = {}  # stride[v][p]: parent p's stride in v's CPT row index (the last parent varies fastest)
         for v in nodes:
-            s = 1
-            st = stride_in[v] = {}
+            stride[v], s = {}, 1
             for p in reversed(net.parents[v]):
-                st[p] = s
-                s *= net.card[p]
-            for p in net.parents[v]:
-                par.append(ix[p]); pstride.append(st[p])
-            pptr.append(len(par))
-        ch, cstride, cptr = [], [], [0]
-        for v in nodes:
-            for c in nodes:
-                if v in net.parents[c]:
-                    ch.append(ix[c]); cstride.append(stride_in[c][v])
-            cptr.append(len(ch))
-        as32 = lambda a: np.array(a, dtype=np.int32)  # noqa: E731
-        self.par_ptr, self.par, self.par_stride = as32(pptr), as32(par), as32(pstride)
-        self.ch_ptr, self.ch, self.ch_stride = as32(cptr), as32(ch), as32(cstride)
+                stride[v][p], s = s, s * net.card[p]
+        # each node's parents, then its children, as (node, stride) pairs packed CSR-style
+        self.par_ptr, self.par, self.par_stride = _csr([[(ix[p], stride[v][p]) for p in net.parents[v]]
+                                                       for v in nodes])
+        self.ch_ptr, self.ch, self.ch_stride = _csr([[(ix[c], stride[c][v]) for c in nodes if v in net.parents[c]]
+                                                    for v in nodes])
         self.groups = [sorted(ix[v] for v in g) for g in net._colour()]
 
     def uniform_logc(self):
@@ -296,6 +286,14 @@ class _Plan:
             first += int(whole[g].sum())
         return _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
                       np.array(gptr, dtype=np.int64), np.array(g0, dtype=np.int64), first)
+
+
+def _csr(lists):
+    """Lists of (node, stride) pairs as int32 arrays (ptr, node, stride): list k at ptr[k]:ptr[k + 1]."""
+    flat = [pair for pairs in lists for pair in pairs]
+    ptr = np.cumsum([0] + [len(pairs) for pairs in lists])
+    return (np.array(ptr, dtype=np.int32), np.array([n for n, _ in flat], dtype=np.int32),
+            np.array([st for _, st in flat], dtype=np.int32))
 
 
 def _to_device(xp, a):

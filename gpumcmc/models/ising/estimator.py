@@ -113,8 +113,8 @@ class Ising(_CheckerboardGibbs, Estimator):
         if boundary == "periodic" and any(v % 2 for v in dims):
             raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {dims}; "
                              "use an even size or boundary='open'.")
-        if not np.isfinite(float(beta)):
-            raise ValueError(f"beta must be a finite number, got {beta!r}.")
+        if not 0 <= float(beta) < np.inf:
+            raise ValueError(f"beta must be a finite number >= 0, got {beta!r}.")
         J = np.asarray(_backend.to_host(self.coupling), dtype=np.float64)
         if J.ndim and (len(dims) != 2 or J.shape != (2, *dims)):
             raise ValueError(f"coupling must be one number, or (2-D lattices) an array of shape (2, L, W) = "
@@ -122,8 +122,6 @@ class Ising(_CheckerboardGibbs, Estimator):
                              f"one below ([1]); got shape {J.shape} for a lattice of shape {dims}.")
         if not np.all(np.isfinite(J)):
             raise ValueError("coupling contains NaN or inf; every value must be finite.")
-        if float(beta) < 0:
-            raise ValueError(f"beta must be >= 0, got {beta}.")
         f = np.asarray(_backend.to_host(self.field), dtype=np.float64)
         if f.ndim and f.shape != dims:
             raise ValueError(f"field has shape {f.shape} but the lattice is {dims}; pass one number or an "

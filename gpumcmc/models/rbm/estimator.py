@@ -15,7 +15,7 @@ from ...random._generator import default_rng
 from ...sampling._estimator import Estimator, NotFittedError
 from .algorithm import (_BlockGibbs, _check_binary, _flipped, _free_energy, _pseudo_likelihood, pcd_epoch_step,
                         pcd_init)
-from .ops import _CTYPE, _use_fused_pcd
+from .ops import _use_fused_pcd
 
 
 class RBM(_BlockGibbs, Estimator):
@@ -54,9 +54,7 @@ class RBM(_BlockGibbs, Estimator):
     def __init__(self, W=None, visible_bias=None, hidden_bias=None, dtype=np.float32, backend=None, *,
                  n_hidden=None, learning_rate=0.1, batch_size=10, n_iter=10, random_state=None, progress=True,
                  fused=None):
-        dtype = np.dtype(dtype)
-        if dtype not in _CTYPE:
-            raise TypeError(f"dtype must be float32 or float64, got {dtype}.")
+        dtype = _validate.check_float_dtype(dtype)
         self.dtype, self.backend, self.learning_rate, self.batch_size = dtype, backend, learning_rate, batch_size
         self.n_iter, self.random_state, self.progress, self.fused = n_iter, random_state, progress, fused
         if W is None:
@@ -153,9 +151,7 @@ class RBM(_BlockGibbs, Estimator):
         dtype, progress, xp = np.dtype(self.dtype), self.progress, _backend.get_backend(self.backend)
         X = as_data(X, xp, dtype=dtype, name="X")
         _check_binary(X, "X")
-        if isinstance(n_hidden, bool) or not isinstance(n_hidden, (int, np.integer)) or n_hidden < 1:
-            raise ValueError(f"n_hidden must be a positive integer, got {n_hidden!r}.")
-        for name, v, low in (("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
+        for name, v, low in (("n_hidden", n_hidden, 1), ("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
         if not learning_rate > 0:

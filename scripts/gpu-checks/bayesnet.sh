@@ -22,3 +22,15 @@ done
 #   rbm: RBM.sample (check_int), RBM._fit (settings) -> test_rbm.py's gpu tests
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
     tests/test_bayesnet_devices.py tests/test_ising.py tests/test_rbm.py
+# Second pass at fewer lines (issue 35), the same draws. CuPy-reaching code that changed shape, with the GPU tests
+# that run it:
+#   bayesnet: algorithm._start now draws the first imputations itself (the former _impute, the same statements in
+#     the same order); _Plan's parent/child arrays come from _csr (checked equal on all pgmpy example networks);
+#     BayesianNetwork._imputations reads case_parts' layout -> test_gpu_fit_matches_cpu (batch_size cases),
+#     test_gpu_sharded_fit_gives_the_draws_of_one_device, test_gpu_gibbs_imputation_matches_twin, test_gpu_runs
+#   ising: init copies a given start (was a read-only view on NumPy), ops.bond_sum's open boundary via moveaxis ->
+#     test_a_start_of_one_state_per_chain_runs_as_the_same_start_broadcast[cupy-*], test_gpu_matches_numpy_twin
+#   rbm: init copies a given start -> test_a_start_of_one_state_per_chain_runs_as_the_same_start_broadcast[cupy],
+#     test_gpu_visible_distribution_matches_enumeration
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
+    tests/test_bayesnet_devices.py tests/test_ising.py tests/test_rbm.py -k "gpu or one_state_per_chain"

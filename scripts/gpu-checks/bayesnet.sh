@@ -33,4 +33,4 @@ GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests
 #   rbm: init copies a given start -> test_a_start_of_one_state_per_chain_runs_as_the_same_start_broadcast[cupy],
 #     test_gpu_visible_distribution_matches_enumeration
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
-    tests/test_bayesnet_devices.py tests/test_ising.py tests/test_rbm.py -k "gpu or one_state_per_chain"
+    tests/test_bayesnet_devices.py tests/test_ising.py tests/test_rbm.py  # every GPU test, the new [cupy] ones too

@@ -1,7 +1,8 @@
 """Data-parallel Gibbs and Bayesian EM: :mod:`.algorithm`'s local parts and updates as
 :class:`gpumcmc.sampling.DataParallel` algorithms (:func:`gibbs`, :func:`bem`), the data and the indicators
 split over devices with one all-reduce per iteration. For a seed the draws equal one device's up to the
-order of the sums, and over one shard bit for bit.
+order of the sums, and over one shard (``sharded(gibbs(), Shards(n_virtual=1))``, or a single GPU) bit for
+bit.
 """
 
 from __future__ import annotations

@@ -162,8 +162,7 @@ class BayesianNetwork(Estimator):
         X = np.full((n, len(self.nodes)), -1, dtype=np.int64)
         for v in self._topo():
             t = self.cpts_[v]
-            p = (t[tuple(X[:, idx[q]] for q in self.parents[v])] if self.parents[v]
-                 else np.broadcast_to(t, (n, t.shape[-1])))
+            p = t[tuple(X[:, idx[q]] for q in self.parents[v])]  # (n, card), or (card,) for a root
             u = rs.random(n)[:, None]
             X[:, idx[v]] = np.minimum((np.cumsum(p, -1) < u).sum(-1), t.shape[-1] - 1)
         return X

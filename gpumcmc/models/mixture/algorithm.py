@@ -467,13 +467,6 @@ def _make_bem_stats(model: Model):
     return stats
 
 
-def _prune_count(p: int) -> float:
-    """Summed probability below which BEM holds a component at zero weight: half the free parameters of a
-    component's mean and covariance (Figueiredo and Jain 2002: less support does not pay for them). Without it
-    a handful of points far in a cluster's tail keeps a tight component of its own under the default prior."""
-    return 0.5 * (p + p * (p + 1) / 2)
-
-
 def _bem_vb_update(model: Model, acc, alpha):
     """Steps (2)-(4) of a BEM iterate as a mean-field variational update of the truncated DP mixture.
 
@@ -482,7 +475,8 @@ def _bem_vb_update(model: Model, acc, alpha):
     ``Gamma(a + k - 1, b - sum_j E log(1 - v_j))`` (step 4), as in Blei and Jordan (2006). The next
     probabilities use the expected log weights and log densities: a component that holds few points pays
     for its uncertainty there, and the stick-breaking prior drains it. A component whose probabilities sum
-    to less than :func:`_prune_count` events is held at zero weight from then on.
+    to less than half its free parameters (Figueiredo and Jain 2002: less support does not pay for them) is
+    held at zero weight from then on: else a few points far in a cluster's tail keep a tight component.
 
     Returns ``v, log_pi, mu, sigma, params, alpha, counts`` (posterior means; ``log_pi = log E pi_j``, -inf
     for pruned components), the components in order of decreasing summed probability.
@@ -496,7 +490,7 @@ def _bem_vb_update(model: Model, acc, alpha):
     order = xp.argsort(-acc[..., 0], axis=1, kind="stable")
     acc = xp.take_along_axis(acc, order[..., None], axis=1)
     counts, s1, s2 = _unpack_stats(acc, p)
-    dead = counts < _prune_count(p)
+    dead = counts < 0.5 * (p + p * (p + 1) / 2)  # half the free parameters of a component's mean and covariance
     dead[:, 0] = False  # the largest component stays, however few the events (n < the prune count)
     counts = xp.where(dead, 0.0, counts)
     kn, mn, dfn, psi = niw_posterior(model, counts, s1 * ~dead[..., None], s2 * ~dead[..., None, None])

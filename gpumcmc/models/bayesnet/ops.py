@@ -132,10 +132,7 @@ class _NumpyOps:
         for k in range(int(lens.max())):
             sel = lens > k
             s[sel] = s[sel] + np.exp(x[start[sel] + k] - mx[sel])
-        if out is None:
-            out = x
-        np.subtract(x, np.repeat(mx + np.log(s), lens), out=out)
-        return out
+        return np.subtract(x, np.repeat(mx + np.log(s), lens), out=x if out is None else out)
 
 
 class _GpuOps:

@@ -167,8 +167,7 @@ class _NumpyOps:
             up, bond = _byte_twin(spins, thr, model._thr.ndim == 2, model.boundary == "periodic", key, off,
                                   model._index, model._by_pattern)
         if out is not None:
-            out[:, 0] = up
-            out[:, 1] = bond
+            out[:, 0], out[:, 1] = up, bond
 
 
 class _GpuOps:

@@ -1,10 +1,9 @@
 """Truncated Dirichlet-process Gaussian mixtures: blocked Gibbs and Bayesian EM (Suchard et al. 2010).
 
-The package: :mod:`.algorithm` (the model, its state, and the Gibbs sweep and
-Bayesian-EM iterate over them), :mod:`.ops` (the launchers of
-``kernels_cu/mixture.cu`` and their array-code twins), :mod:`.sharded` (the
-data split over devices), :mod:`.relabel` (aligning the draws' components)
-and :mod:`.estimator` (:class:`DPGaussianMixture`, the scikit-learn face).
+The package: :mod:`.algorithm` (the model, its state, and the Gibbs sweep and Bayesian-EM iterate over
+them), :mod:`.ops` (the launchers of ``kernels_cu/mixture.cu`` and their array-code twins), :mod:`.sharded`
+(the data split over devices), :mod:`.relabel` (aligning the draws' components) and :mod:`.estimator`
+(:class:`DPGaussianMixture`, the scikit-learn face).
 """
 
 from __future__ import annotations

@@ -23,35 +23,28 @@ from .sharded import (
 class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     """Truncated Dirichlet-process Gaussian mixture, by blocked Gibbs or Bayesian EM, on GPU or CPU.
 
-    The model of Suchard et al. (2010): ``n_components`` Gaussian components
-    with Normal-inverse-Wishart priors ``(mu_j, Sigma_j) ~ N(m, gamma Sigma_j)
-    IW(nu + 2, nu Phi)`` (West's parametrisation: ``InvWishart(nu + p + 1, nu
-    Phi)`` in the usual one, prior mean ``Phi``), truncated stick-breaking
-    weights ``v_j ~ Be(1, alpha)`` and ``alpha ~ Gamma(a, b)``.
+    The model of Suchard et al. (2010): ``n_components`` Gaussian components with Normal-inverse-Wishart priors
+    ``(mu_j, Sigma_j) ~ N(m, gamma Sigma_j) IW(nu + 2, nu Phi)`` (West's parametrisation:
+    ``InvWishart(nu + p + 1, nu Phi)`` in the usual one, prior mean ``Phi``), truncated stick-breaking weights
+    ``v_j ~ Be(1, alpha)`` and ``alpha ~ Gamma(a, b)``.
 
-    Defaults from the data (column means ``xbar``, column variances ``s^2``):
-    ``m = xbar``, ``Phi = diag(s^2) / 64``, ``nu = 2`` (a weak covariance
-    prior, so that tight populations such as flow-cytometry clusters stay
-    tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``),
-    ``alpha ~ Gamma(1, k)`` (shape 1, rate ``k = n_components``: prior mean
-    ``1 / k``, as scikit-learn's default concentration; with ``k - 1`` sticks
-    in alpha's conditional the posterior mean stays near 1 whatever ``k``). A
-    constant column is handled through the prior (its variance is floored at
-    1e-3 of the mean positive variance).
+    Defaults from the data (column means ``xbar``, column variances ``s^2``): ``m = xbar``,
+    ``Phi = diag(s^2) / 64``, ``nu = 2`` (a weak covariance prior, so that tight populations such as flow-cytometry
+    clusters stay tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``), ``alpha ~ Gamma(1, k)``
+    (shape 1, rate ``k = n_components``: prior mean ``1 / k``, as scikit-learn's default concentration; with
+    ``k - 1`` sticks in alpha's conditional the posterior mean stays near 1 whatever ``k``). A constant column is
+    handled through the prior (its variance is floored at 1e-3 of the mean positive variance).
 
     Parameters
     ----------
     n_components : int
         The truncation ``k``: an upper bound on the number of components.
     method : {"gibbs", "bem"}
-        ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks,
-        alpha). ``"bem"``: Bayesian EM from ``n_init`` starts (k-means++ on a
-        subsample of the rows) run side by side, as a mean-field variational
-        fit (Blei and Jordan 2006): the stick-breaking prior drains components
-        the data do not need, and a component whose probabilities sum to less
-        than half its number of parameters is held at zero weight. The
-        reported mixture is the posterior mean of the weights, means and
-        covariances.
+        ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks, alpha). ``"bem"``: Bayesian EM from
+        ``n_init`` starts (k-means++ on a subsample of the rows) run side by side, as a mean-field variational fit
+        (Blei and Jordan 2006): the stick-breaking prior drains components the data do not need, and a component
+        whose probabilities sum to less than half its number of parameters is held at zero weight. The reported
+        mixture is the posterior mean of the weights, means and covariances.
     n_iter : int
         Gibbs: kept iterations; BEM: the largest number of iterations.
     burn_in : int
@@ -59,28 +52,23 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     n_chains : int
         Gibbs chains, run side by side in one launch.
     n_init : int
-        BEM starts; the one of largest variational lower bound is kept, which
-        charges every component for its parameters (the likelihood of the
-        point estimate would prefer a start that split a cluster in two).
+        BEM starts; the one of largest variational lower bound is kept, which charges every component for its
+        parameters (the likelihood of the point estimate would prefer a start that split a cluster in two).
     tol : float
-        BEM stops when no start's mean log-likelihood per sample has changed by
-        more than ``tol`` per iteration over the last 10 iterations (checked
-        every 10 iterations, the only times BEM reads back from the GPU).
-        scikit-learn's ``BayesianGaussianMixture`` bounds the change of a sum
-        over the samples by ``1e-3``: pass ``tol=1e-3 / n_samples`` for its
-        rule.
+        BEM stops when no start's mean log-likelihood per sample has changed by more than ``tol`` per iteration over
+        the last 10 iterations (checked every 10 iterations, the only times BEM reads back from the GPU).
+        scikit-learn's ``BayesianGaussianMixture`` bounds the change of a sum over the samples by ``1e-3``: pass
+        ``tol=1e-3 / n_samples`` for its rule.
     mean_prior, mean_precision_prior, covariance_prior, degrees_of_freedom_prior :
-        ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for
-        the defaults above.
+        ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for the defaults above.
     alpha_prior : (float, float) or None
         Shape and rate of alpha's Gamma prior; None: ``(1, n_components)``.
     relabel : bool
-        Align stored Gibbs draws to a common reference by a linear assignment on
-        component means and weights (:func:`align_draws`) before summarising.
+        Align stored Gibbs draws to a common reference by a linear assignment on component means and weights
+        (:func:`align_draws`) before summarising.
     random_state : int, SeedSequence, gpumcmc Generator or None
     chunk_size : int or None
-        Rows per launch of the configuration kernel (None: sized from memory).
-        Draws do not depend on it.
+        Rows per launch of the configuration kernel (None: sized from memory). Draws do not depend on it.
     dtype : "float32" or "float64"
         Precision of the data and of the kernel.
     progress : bool
@@ -88,23 +76,19 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     backend : {"numpy", "cupy", None}
         None: the active backend (CuPy where a GPU is present).
     devices : None, "all", int, list of int, or gpumcmc.shards.Shards
-        Split the data and the indicators over devices: each device works on
-        its rows and one all-reduce per iteration (NCCL between GPUs) adds
-        their statistics up (see :func:`.sharded.gibbs` and
-        :func:`.sharded.bem`). ``"all"`` or a list of GPU ids drives those
-        GPUs from this process; a :class:`~gpumcmc.shards.Shards` may also
-        come from :func:`gpumcmc.shards.worker_shards` (one GPU per Dask
-        worker: each worker fits with the whole ``X`` and the same seed and
-        its ``z_`` holds its own rows' indicators), ``Shards(n_virtual=2)``
-        (two parts on NumPy) or :func:`gpumcmc.shards.one_device`. For a
-        seed, the draws equal those of one device up to the rounding of the
-        sums' order. None (the default): one device, the backend's.
+        Split the data and the indicators over devices: each device works on its rows and one all-reduce per
+        iteration (NCCL between GPUs) adds their statistics up (see :func:`.sharded.gibbs` and
+        :func:`.sharded.bem`). ``"all"`` or a list of GPU ids drives those GPUs from this process; a
+        :class:`~gpumcmc.shards.Shards` may also come from :func:`gpumcmc.shards.worker_shards` (one GPU per Dask
+        worker: each worker fits with the whole ``X`` and the same seed and its ``z_`` holds its own rows'
+        indicators), ``Shards(n_virtual=2)`` (two parts on NumPy) or :func:`gpumcmc.shards.one_device`. For a seed,
+        the draws equal those of one device up to the rounding of the sums' order. None (the default): one device,
+        the backend's.
 
     Attributes
     ----------
     weights_, means_, covariances_ : host arrays (k,), (k, p), (k, p, p)
-        The fitted mixture: Gibbs posterior means of the relabelled draws, or
-        the BEM mode.
+        The fitted mixture: Gibbs posterior means of the relabelled draws, or the BEM mode.
     alpha_ : float
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)

@@ -31,9 +31,8 @@ def _on_each(shards: Shards, items, fn) -> list:
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
 
-    The column means and variances behind the defaults and the centring are
-    those of the whole data set, summed over the shards (two all-reduces of
-    ``p`` values), so every shard has the same prior. ``kwargs`` go to
+    The column means and variances behind the defaults and the centring are those of the whole data set, summed
+    over the shards (two all-reduces of ``p`` values), so every shard has the same prior. ``kwargs`` go to
     :func:`make_model`.
     """
     n, p = X.shape

@@ -79,3 +79,6 @@ out = {"pool_total_before_init": before, "pool_total_after_init": pool.total_byt
 print(json.dumps(out))
 json.dump(out, open(os.path.join(os.environ.get("OUT", "."), "lda_sharded_start_pool.json"), "w"))
 PY
+# --- second pass at fewer lines: docstrings, __all__ lists and LDA.__init__'s grouped assignments; no kernel,
+# launcher or CuPy statement changed. The estimator's GPU tests, which construct and fit LDA on CuPy:
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_lda.py tests/test_lda_devices.py -q -p no:cacheprovider 2>&1 | tail -10

@@ -206,7 +206,7 @@ def allreduce_bytes(net, n_batches: int = 1) -> int:
 def _block_rows(rows: int) -> int:
     """Cases per block of the cell order: a power of two near rows / 128, from 32 to 4096. Devices take
     whole blocks (balanced to within one); in a block a node's cells are consecutive, so most warps of
-    the sweep work on one node. It depends on the batch's size, not on the devices."""
+    the sweep work on one node. The order, and so the draws for a seed, depend on the batch's size only."""
     want, b = -(-int(rows) // 128), 32
     while b < want and b < 4096:
         b *= 2

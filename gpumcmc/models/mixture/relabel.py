@@ -41,10 +41,9 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
     from a linear assignment per draw on the costs of :func:`relabel_costs` (whose weight term keeps the
     means of empty components, prior draws scattered over the data, from taking an occupied one's label).
 
-    The costs are built on the backend of ``means`` for blocks of draws (within ``block_bytes``: 256 MB on
-    the GPU, 32 MB on the host by default); :func:`scipy.optimize.linear_sum_assignment` solves them on the
-    host on ``workers`` threads (None: one per CPU core this process may use) while the next block's costs
-    are built and copied. Each draw's assignment is the one a serial loop finds.
+    The costs are built on the backend of ``means`` in blocks of ``block_bytes`` (default 256 MB on the GPU,
+    32 MB on the host) and solved on the host on ``workers`` threads (None: one per CPU core this process may
+    use), each draw's assignment as a serial loop finds it.
     """
     xp = _xp_of(means)
     means = means if hasattr(means, "reshape") else np.asarray(means, dtype=np.float64)

@@ -273,7 +273,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         rule = _BemConverged(self.tol * check_every)
         tr = run(step, state, rng, n_iter=self.n_iter, progress=self.progress, desc="DP mixture (BEM)",
                  n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
-        state, converged, it = _shard0(tr.state), tr.stopped, tr.iterations
+        state = _shard0(tr.state)
         # The probabilities of the last iterate were computed at the previous parameters: one more
         # E-step scores the final ones.
         point = kernel_params(state.log_pi, state.mu, _safe_cholesky(state.sigma), model.x.dtype)
@@ -284,10 +284,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         elbo = _backend.to_host(score(state.params) - _bem_kl(model, state) / self._n_samples)
         elbo = np.where(np.isfinite(elbo) & np.isfinite(ll), elbo, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(elbo))
-        self.converged_ = converged
-        self.n_iter_ = it
-        self.lower_bound_ = float(elbo[best])
-        self.bem_logliks_ = ll
+        self.converged_, self.n_iter_ = tr.stopped, tr.iterations
+        self.lower_bound_, self.bem_logliks_ = float(elbo[best]), ll
         w = np.exp(_backend.to_host(state.log_pi[best]))
         self.weights_ = w / w.sum()
         self.means_ = _backend.to_host(state.mu[best]) + self._center

@@ -241,8 +241,8 @@ def _checked_start(phi_start, xp, V: int, C: int, K: int, dtype):
 
 
 def _start_local(rng, data, C: int, K: int, dtype):
-    """``(theta, n_wk)``: random topics for every token (a shard's: its tokens' of the whole corpus' uniforms),
-    then theta given them (two generator calls)."""
+    """``(theta, n_wk)``: random topics for every token, then theta given them (two generator calls); a shard's
+    tokens take their uniforms from the whole corpus' draw."""
     xp = _backend.get_array_module(data.rows)
     T = int(data.rows.size)
     if data.place is None:

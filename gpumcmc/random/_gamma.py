@@ -895,11 +895,8 @@ def _gamma_device(rng, shape, scale, dtype, log):
     takes; the draws and checks are the general path's."""
     dt = shape.dtype
     number = type(scale) in (float, int)
-    if number:
-        if dt not in _CTYPE or (dtype is not None and np.dtype(dtype) != dt) or not shape.flags.c_contiguous:
-            return None
-    elif dt not in _CTYPE or not _same_dtype(dtype, dt) or not shape.flags.c_contiguous or scale.dtype != dt \
-            or scale.shape != shape.shape or not scale.flags.c_contiguous:
+    if dt not in _CTYPE or not _same_dtype(dtype, dt) or not shape.flags.c_contiguous or not (
+            number or (scale.dtype == dt and scale.shape == shape.shape and scale.flags.c_contiguous)):
         return None
     if not (_on_this_gpu(shape) if number else _on_this_gpu(shape, scale)):
         return None     # the general path copies an array from another GPU

@@ -124,12 +124,10 @@ def _start(rng, parts, sh, plan, ms, prior, cpts):
     return data, State(0, logc, Zs, total, [None] * len(by_batch), bads)
 
 
-def step(rng, state, data, reduce=None):
+def step(rng, state, data, reduce):
     """One iteration: every batch visited once, its missing cells swept in m replicas, then (when
-    learning) the CPTs drawn from the counts summed over the shards by ``reduce`` (None: the shards'
-    all-reduce, the identity over one). No host-device synchronisation."""
-    if reduce is None:
-        reduce = data.sh.allreduce if data.sh.world > 1 else list
+    learning) the CPTs drawn from the counts summed over the shards by ``reduce`` (the Collective's).
+    No host-device synchronisation."""
     m = data.ms[state.t]
     logc, total, last, Zs = state.logc, state.total, list(state.last), list(state.Zs)
     for q, row in enumerate(data.parts):

@@ -18,7 +18,7 @@ from gpumcmc.sampling import run, sharded
 from gpumcmc.sampling._estimator import Estimator
 from gpumcmc.shards import resolve
 
-from .algorithm import _one_shard, _Plan, _start, case_parts, collective, step
+from .algorithm import _one_shard, _Plan, case_parts, collective
 
 # impute's exact branch enumerates at most this many joint states of a case's missing cells (one
 # log_prob row each); cases with more (99.8% of hailfinder's) are filled by Gibbs imputation.
@@ -413,10 +413,11 @@ class BayesianNetwork(Estimator):
         rng = default_rng(seed, backend=backend)
         plan, sh = _Plan(self), _one_shard(rng.xp())
         soft = {v: (1 - _SOFT) * t + _SOFT / t.shape[-1] for v, t in self.cpts_.items()}
-        data, state = _start(rng, case_parts(X, plan, sh, len(X)), sh, plan, [replicas] * n_sweeps, 1.0, soft)
+        alg = sharded(collective(plan, [replicas] * n_sweeps, 1.0, soft), sh)  # fit's, with the CPTs fixed
+        state = alg.init(rng, case_parts(X, plan, sh, len(X)))
         exact = rng.xp().asarray(plan.logc_of(self.cpts_))
-        for t in range(n_sweeps):  # the sweep of fit with the CPTs fixed (cells that cannot move: read below)
-            state, _ = step(rng, state if 2 * t < n_sweeps else state._replace(logc=exact), data)
+        for t in range(n_sweeps):  # cells that cannot move: read below
+            state, _ = alg.step(rng, state if 2 * t < n_sweeps else state._replace(logc=exact))
         Z = _backend.to_host(state.Zs[0]).astype(np.int64)  # (replicas, n, V)
         with np.errstate(divide="ignore"):
             lp = self.log_prob(Z.reshape(-1, plan.V)).reshape(Z.shape[:2])

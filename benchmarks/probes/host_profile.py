@@ -27,17 +27,14 @@ import time
 
 import numpy as np
 
-
-def _sync_all(cp):
-    for g in range(cp.cuda.runtime.getDeviceCount()):
-        cp.cuda.Device(g).synchronize()
+from benchmarks.harness import per_iteration_ms, sync_all_gpus
 
 
-def _wall(cp, fn):
-    _sync_all(cp)
+def _wall(fn):
+    sync_all_gpus()
     t = time.perf_counter()
     fn()
-    _sync_all(cp)
+    sync_all_gpus()
     return time.perf_counter() - t
 
 
@@ -92,8 +89,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import cupy as cp
 
-    from benchmarks.harness import per_iteration_ms
-
     cases = _cases(cp)
     out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
            "gpus": cp.cuda.runtime.getDeviceCount()}
@@ -102,17 +97,17 @@ def main(argv=None):
         call = make()
         if name.startswith("shells"):
             call(a)
-            per = _wall(cp, lambda: call(b))
+            per = _wall(lambda: call(b))
         else:
-            per = per_iteration_ms(call, a, b, sync=lambda: _sync_all(cp)) / 1e3
+            per = per_iteration_ms(call, a, b, sync=sync_all_gpus) / 1e3
         prof = cProfile.Profile()
-        _sync_all(cp)
+        sync_all_gpus()
         t = time.perf_counter()
         prof.enable()
         call(b)
         prof.disable()
         host = time.perf_counter() - t
-        _sync_all(cp)
+        sync_all_gpus()
         s = io.StringIO()
         st = pstats.Stats(prof, stream=s)
         st.sort_stats("tottime").print_stats(30)

@@ -46,7 +46,7 @@ KERNELS = {"lda": ("regex:^lda_", 40), "mixture": ("regex:^mixture_", 40), "bem"
 
 def _workload(case):
     """The case's public call, run a few times: what ncu watches."""
-    from benchmarks.probes.host_profile import _sync_all
+    from benchmarks.harness import sync_all_gpus
     import cupy as cp
 
     if case == "lda":
@@ -98,7 +98,7 @@ def _workload(case):
                         dtype="float32").fit(Xh, yh)
     else:
         raise ValueError(f"unknown case {case!r}: choose from {sorted(KERNELS)}")
-    _sync_all(cp)
+    sync_all_gpus()
 
 
 def _copy_bandwidth() -> float:

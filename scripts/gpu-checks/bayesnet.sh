@@ -34,3 +34,11 @@ GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests
 #     test_gpu_visible_distribution_matches_enumeration
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
     tests/test_bayesnet_devices.py tests/test_ising.py tests/test_rbm.py  # every GPU test, the new [cupy] ones too
+# Last review: impute's Gibbs branch runs fit's sharded collective (sharded(collective(...)) on one shard) instead of
+# calling _start and step itself; algorithm.step takes the Collective's reduce (never called there: the CPTs are
+# fixed). Same statements on CuPy -> test_gpu_gibbs_imputation_matches_twin, test_gpu_fit_matches_cpu.
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
+    tests/test_bayesnet_devices.py -k "gibbs or impute or fit_matches"
+# The probes now wait through benchmarks.harness.sync_all_gpus (host_profile's copy gone); a smoke run of each:
+#   python -m benchmarks.probes.host_profile bayesnet1 --out "$OUT"
+#   python -m benchmarks.probes.kernel_floor ising --out "$OUT" --count 1   # needs ncu on the PATH

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Bayesian networks on a GPU: the GPU tests (every kernel argument checked against its C type), then the
-# public fit, which runs on gpumcmc.sampling.run, against the sampler's bare step loop (algorithm.step)
+# public fit, which runs on gpumcmc.sampling.run, against the sampler's bare step loop (algorithm.collective on one shard)
 # (issue 40 item 7: Koller, 10^6 cases, half missing, same=10; goal ratio <= 1.1).
 set -e
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import backend as _backend
+from .ops import _CLIP_HI, _CLIP_LO
 
 _SAMPLERS = ("slice", "cslice", "rwalk")
 
@@ -173,7 +174,7 @@ class _NestedSteps:
 
     def _propose_eval(self, u):
         inside = ((u > 0) & (u < 1)).all(axis=-1)
-        uc = self.xp.clip(u, 1e-12, 1 - 1e-12)
+        uc = self.xp.clip(u, _CLIP_LO, _CLIP_HI)
         v, l = self._eval(uc)
         l = self.xp.where(inside, l, -np.inf)
         if self._locate:  # the replay after a failed check: stop at the first bad value (a wait per batch)

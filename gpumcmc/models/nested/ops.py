@@ -15,7 +15,8 @@ from ... import _kernel_args, _loader
 _KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>",
             "nested_progress", "nested_argsort_rows", "nested_slice_start", "nested_slice_round")
 
-# the clip of a proposal into the open unit cube before the prior transform (as in nested_clip of nested.cu)
+# the clip of a proposal into the open unit cube before the prior transform, in both slice rounds'
+# proposals (_NestedSteps._propose_eval, _NumpyOps._propose) as in nested_clip of nested.cu
 _CLIP_LO, _CLIP_HI = 1e-12, 1 - 1e-12
 
 

@@ -278,6 +278,14 @@ class Shards:
             with self.xp.cuda.Device(dev):
                 yield
 
+    def each(self, items, fn) -> list:
+        """``[fn(i, items[i]) for each local shard i]``, each call on shard ``i``'s device."""
+        out = []
+        for i, item in enumerate(items):
+            with self.on(i):
+                out.append(fn(i, item))
+        return out
+
     def bounds(self, n: int) -> list[tuple[int, int]]:
         """The ``[start, stop)`` rows of ``n`` that each local shard holds."""
         every = bounds(n, self.world)

@@ -32,7 +32,7 @@ python ../shared/bench/user_path.py mixture --out "$OUT/user_path_mixture_host.j
 # algorithm._make_bem_stats (scratch buffers), algorithm._bem_vb_update/_bem_kl with _sticks/_logdet/_multi/_special
 # (cupyx.scipy.special through importlib), estimator.fit (one fit for one device and shards), _prepare/predict/
 # predict_proba/score_samples, _fit_gibbs with relabel._weighted_mean, relabel.align_draws, and sharded.py's
-# make_sharded_models/_gibbs_starts/bem_parts/_bem_starts through _on_each. These tests exercise all of them:
+# make_sharded_models/_gibbs_starts/bem_parts/_bem_starts through Shards.each. These tests exercise all of them:
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu tests/test_mixture.py tests/test_protocol.py tests/test_sklearn.py -q -p no:cacheprovider -k "mixture or Mixture or bem or gibbs or relabel or shard or kernel or stats or mean_rows" 2>&1 | tail -30
 # on 2 GPUs: the sharded fits (make_sharded_models, _gibbs_starts, _bem_starts, bem_parts over NCCL)
 # python -m pytest -m gpu tests/test_mixture.py tests/test_protocol.py tests/test_nccl.py -q -p no:cacheprovider -k "shard or nccl or mixture" 2>&1 | tail -20

@@ -17,7 +17,7 @@ from gpumcmc.shards import resolve
 
 from .algorithm import LDAInfo, init, log_likelihood, step
 from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
-from .sharded import _each, shard_corpus, shard_data, sharded_gibbs
+from .sharded import shard_corpus, shard_data, sharded_gibbs
 
 
 def _monitored(step_fn, read, plain_fn=None):
@@ -201,7 +201,7 @@ class LDA(mixin("TransformerMixin"), Estimator):
             s, best = self._sample(sweep, state, rng, ll, V, n_tok, n_chains=C)
             n = int(self.n_iter)
             self.phi_ = s[0].phi_sum[best] / n             # (V, K) on local shard 0's device
-            self.doc_topic_ = np.concatenate(_each(shards, s, lambda i, sh: _backend.to_host(sh.theta_sum[best] / n)))
+            self.doc_topic_ = np.concatenate(shards.each(s, lambda i, sh: _backend.to_host(sh.theta_sum[best] / n)))
         self.n_shards_, self.doc_bounds_ = shards.world, bounds
 
     def _sample(self, sweep, state, rng, loglik, V, n_tok, **options):

@@ -167,15 +167,6 @@ def _per_device(shards: Shards, make) -> list:
     return out
 
 
-def _each(shards: Shards, items, make) -> list:
-    """``make(i, items[i])`` for each local shard ``i``, under its device."""
-    out = []
-    for i, item in enumerate(items):
-        with shards.on(i):
-            out.append(make(i, item))
-    return out
-
-
 def shard_data(parts, shards: Shards, n_words: int, n_components: int, alpha: float, beta: float,
                dtype="float32", burn_in: int = 0, fused: bool | None = None, sparse: bool | None = None,
                cache_bytes: int | None = None) -> list:
@@ -242,7 +233,7 @@ def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) 
         return _per_device(shards, lambda: xp.zeros((V, C, K), dtype).transpose(1, 0, 2))
 
     if phi_start is not None:
-        thetas = _each(shards, datas, lambda i, data: xp.full((C, data.n_docs, K), 1.0 / K, dtype))
+        thetas = shards.each(datas, lambda i, data: xp.full((C, data.n_docs, K), 1.0 / K, dtype))
         phis = _per_device(shards, lambda: _checked_start(phi_start, xp, V, C, K, dtype).transpose(1, 0, 2))
         zeros = running_sums()
     else:
@@ -252,16 +243,16 @@ def _start(rng, datas, shards: Shards, K: int, dtype, n_chains: int, phi_start) 
             theta, nwk = _start_local(gens[i], data, C, K, dtype)
             return theta, xp.ascontiguousarray(nwk)
 
-        thetas, nwks = (list(x) for x in zip(*_each(shards, datas, local)))
+        thetas, nwks = (list(x) for x in zip(*shards.each(datas, local)))
         _catch_up(rng, gens)
         shards.allreduce(nwks)
         zeros = running_sums()
         keeps = _per_device(shards, lambda: xp.zeros((), dtype))                     # keep = 0: none kept yet
         drawn: dict = {}
         gens = [copy.copy(rng) for _ in shards.ranks]
-        phis = _each(shards, gens, lambda i, g: _phi_once(drawn, g, nwks[i], zeros[i], datas[0].beta, keeps[i])[0])
+        phis = shards.each(gens, lambda i, g: _phi_once(drawn, g, nwks[i], zeros[i], datas[0].beta, keeps[i])[0])
         _catch_up(rng, gens)
-    theta_sums = _each(shards, thetas, lambda i, th: xp.zeros_like(th))
+    theta_sums = shards.each(thetas, lambda i, th: xp.zeros_like(th))
     return [LDAState(*fields, 0) for fields in zip(thetas, phis, zeros, theta_sums)]
 
 
@@ -298,7 +289,7 @@ make_sharded_step = _validate.gone("gpumcmc.models.lda", "make_sharded_step", "s
 
 def sharded_loglik(lls, shards: Shards):
     """``(C,)`` float64 host array: per-shard (C,) sums ``lls`` summed over every shard (one all-reduce)."""
-    bufs = _each(shards, lls, lambda i, ll: shards.xp.array(ll, dtype=np.float64, copy=True))
+    bufs = shards.each(lls, lambda i, ll: shards.xp.array(ll, dtype=np.float64, copy=True))
     return np.asarray(_backend.to_host(shards.allreduce(bufs)[0]), dtype=np.float64)
 
 
@@ -313,7 +304,7 @@ def sharded_log_likelihood(state, datas, shards: Shards):
         th, ph = state.theta[i], state.phi[i]
         return shards.xp.stack([log_likelihood(th[c], ph[:, c], data.rows, data.cols) for c in range(th.shape[0])])
 
-    return sharded_loglik(_each(shards, datas, chains), shards)
+    return sharded_loglik(shards.each(datas, chains), shards)
 
 
 def allreduce_bytes(n_words: int, n_components: int, n_chains: int = 1) -> int:

@@ -19,15 +19,6 @@ from .algorithm import (
     make_bem_update, make_gibbs_update, make_model)
 
 
-def _on_each(shards: Shards, items, fn) -> list:
-    """``[fn(item) for item in items]``, each under its local shard's device."""
-    out = []
-    for i, item in enumerate(items):
-        with shards.on(i):
-            out.append(fn(item))
-    return out
-
-
 def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     """One :class:`Model` per local shard of ``X`` (rows split by ``shards.bounds``).
 
@@ -42,12 +33,12 @@ def make_sharded_models(X, k: int, shards: Shards, **kwargs) -> list:
     parts = shards.scatter(X)
 
     def total(f):
-        sums = _on_each(shards, parts, lambda part: xp.ascontiguousarray(f(part.astype(np.float64)).sum(axis=0)))
+        sums = shards.each(parts, lambda _, part: xp.ascontiguousarray(f(part.astype(np.float64)).sum(axis=0)))
         return _backend.to_host(shards.allreduce(sums)[0]) / n
 
     center = total(lambda a: a)
     var = total(lambda a: (a - xp.asarray(center)) ** 2)
-    return _on_each(shards, parts, lambda part: make_model(part, k, moments=(center, var), **kwargs))
+    return shards.each(parts, lambda _, part: make_model(part, k, moments=(center, var), **kwargs))
 
 
 def gibbs_parts(models: list, shards: Shards, n: int) -> list:
@@ -160,7 +151,7 @@ def _gather_rows(models: list, shards: Shards, n: int, idx) -> list:
 def bem_parts(models: list, shards: Shards, n: int) -> list:
     """The :class:`BemPart` of each local shard: its :class:`Model` (:func:`make_sharded_models`), its E-step
     (made on its device) and ``n``, the rows of the whole set."""
-    return _on_each(shards, models, lambda model: BemPart(model, _make_bem_stats(model), n))
+    return shards.each(models, lambda _, model: BemPart(model, _make_bem_stats(model), n))
 
 
 def bem() -> DataParallel:
@@ -189,7 +180,7 @@ def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:
 
     with shards.on(0):
         mu = _bem_start_means(rng, n, model0.k, starts, gather)
-    return _on_each(shards, parts, lambda part: _backend.asarray(mu, shards.xp))
+    return shards.each(parts, lambda _, part: _backend.asarray(mu, shards.xp))
 
 
 def sharded_bem(shards: Shards) -> Algorithm:

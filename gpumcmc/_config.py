@@ -151,7 +151,8 @@ class Config:
         # most lda_fused_max_fill of theta's entries without a count are expected non-zero, and that kernel
         # reads theta rows as compacted lists from lda_sparse_min_k topics (either choice moves a draw only
         # where a prefix sum lies within rounding of its target); lda_zdraw takes lda_zwarps warps a block (at
-        # most 4, its launch bound) and a grid of lda_zwaves times the resident blocks (the same draws);
+        # most 4, its launch bound) and a grid of lda_zwaves times the resident blocks (the same draws; each
+        # warp takes a contiguous range of tokens, and shorter ranges finish more evenly: benchmarks/NOTES.md);
         # LDA(graph=None) replays its sweeps from a CUDA graph below lda_graph_max_tokens tokens (times
         # chains); seeded_topics' work bounds: exact cosines up to lda_seed_exact_work (K times the
         # candidates' tokens), else those of an lda_seed_sketch-wide count sketch, whose Gram matrix is formed
@@ -160,7 +161,7 @@ class Config:
         "lda_fused_max_fill": 0.2,
         "lda_sparse_min_k": 256,
         "lda_zwarps": 4,
-        "lda_zwaves": 2,
+        "lda_zwaves": 16,
         "lda_graph_max_tokens": 2_000_000,
         "lda_seed_exact_work": 2**26,
         "lda_seed_sketch": 256,

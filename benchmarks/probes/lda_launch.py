@@ -1,0 +1,77 @@
+"""LDA.fit's sweep under other launch shapes of its z-draw kernel (one GPU).
+
+    python -m benchmarks.probes.lda_launch [--user-path FILE] [--variants 4x2,4x8,...] [--out FILE]
+
+Times ``LDA(1024).fit`` as user_path.py does (difference of whole calls of 10 and 60 sweeps) on the real
+corpus that user_path.py builds (the words of this Python's site-packages, about 29 M tokens; its
+``site_packages_corpus`` is imported from ``--user-path``) and on the paper's corpus shape, for each pair
+of ``config.lda_zwarps`` (warps a block, at most 4) and ``config.lda_zwaves`` (the grid in waves of
+resident blocks) in ``--variants`` (``WARPSxWAVES``; the first is the reference of the draws). Neither changes a draw (the config says so, and the probe checks the topic-word
+matrix of a 10-sweep fit against the default's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+import numpy as np
+
+VARIANTS = "4x2,4x1,4x4,2x2,2x4,4x8,4x2"
+
+
+def _zipf_corpus():
+    import scipy.sparse as sp
+
+    M, V, T = 43556, 37286, 3072662
+    rs = np.random.default_rng(1)
+    lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
+    f = 1.0 / (np.arange(V) + 1.0)
+    w = rs.choice(V, size=T, p=f / f.sum())
+    X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
+    X.sum_duplicates()
+    return X
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--user-path", default="scripts/user_path.py")
+    ap.add_argument("--variants", default=VARIANTS)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    variants = [tuple(int(x) for x in v.split("x")) for v in args.variants.split(",")]
+    import cupy as cp
+
+    from benchmarks.harness import per_iteration_ms
+    from gpumcmc._config import config
+    from gpumcmc.models import LDA
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.user_path)))  # its corpus builder pickles _words
+    up = importlib.import_module(os.path.splitext(os.path.basename(args.user_path))[0])
+    corpora = {"site_packages": up.site_packages_corpus(), "paper_shape_zipf": _zipf_corpus()}
+    out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": []}
+    default = (config.lda_zwarps, config.lda_zwaves)
+    for name, X in corpora.items():
+        T = int(X.sum())
+        fit = lambda n, X=X: LDA(n_components=1024, n_iter=n, burn_in=0, random_state=0, progress=False).fit(X)
+        ref = None
+        for warps, waves in variants:
+            config.lda_zwarps, config.lda_zwaves = warps, waves
+            comp = fit(10).components_
+            ref = comp if ref is None else ref
+            ms = per_iteration_ms(fit, 10, 60)
+            row = {"corpus": name, "zwarps": warps, "zwaves": waves, "ms": ms, "Mtokens_per_s": T / ms / 1e3,
+                   "same_draws": bool(np.array_equal(comp, ref))}
+            out["rows"].append(row)
+            print(json.dumps(row), flush=True)
+        config.lda_zwarps, config.lda_zwaves = default
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

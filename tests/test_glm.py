@@ -308,6 +308,31 @@ def test_logistic_matches_laplace_at_large_n():
     assert (m.predict(X) == y).mean() > 0.65  # the Bayes rate here is about 0.69
 
 
+def test_hierarchical_predict_proba_by_group():
+    """HierarchicalGLM (bernoulli) gives class probabilities under each row's group, consistent with
+    predict and predict_mean; the other families have no predict_proba."""
+    rs = np.random.default_rng(3)
+    G, n = 3, 120
+    groups = np.repeat(np.array(["a", "b", "c"]), n)
+    X = rs.standard_normal((G * n, 2))
+    shift = np.repeat([-2.0, 0.0, 2.0], n)          # the groups' intercepts differ widely
+    y = (rs.random(G * n) < 1 / (1 + np.exp(-(shift + X[:, 0])))).astype(float)
+    kw = dict(n_samples=40, n_warmup=40, n_chains=2, random_state=0, progress=False, backend="numpy")
+    m = HierarchicalGLM("bernoulli", **kw).fit(X, y, groups)
+    p = m.predict_proba(X, groups)
+    assert p.shape == (G * n, 2) and np.allclose(p.sum(axis=1), 1.0) and ((p >= 0) & (p <= 1)).all()
+    np.testing.assert_array_equal(p[:, 1], m.predict_mean(X, groups))
+    np.testing.assert_array_equal(m.predict(X, groups), (p[:, 1] > 0.5).astype(m.predict(X, groups).dtype))
+    by_group = [p[groups == g, 1].mean() for g in ("a", "b", "c")]
+    assert by_group[0] < 0.35 < by_group[1] < 0.65 < by_group[2]   # the planted intercepts' order
+    with pytest.raises(ValueError, match="not seen at fit"):
+        m.predict_proba(X[:2], np.array(["a", "z"]))
+    Xg, yg = _data("gaussian", N=60)
+    est = HierarchicalGLM("gaussian", **kw)
+    assert not hasattr(est, "predict_proba")
+    assert not hasattr(est.fit(Xg, yg), "predict_proba")
+
+
 @pytest.mark.parametrize("backend", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
 def test_hierarchical_recovers_planted_coefficients(backend, request):
     pytest.importorskip("arviz")  # the summary below reads the ArviZ export

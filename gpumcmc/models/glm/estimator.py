@@ -129,6 +129,13 @@ class _GLMBase(Estimator):
                               "check_classifiers_classes", "check_classifiers_regression_target",
                               "check_classifier_not_supporting_multiclass", "check_fit2d_1feature"], why)
 
+    def _is_classifier(self) -> bool:
+        family = getattr(self, "family_", self.family)
+        if isinstance(family, str) and family.lower() == "bernoulli":
+            return True
+        raise AttributeError(f"predict_proba exists only for family='bernoulli' (this model has family={family!r}); "
+                             "use predict_mean for the posterior predictive mean.")
+
     def _check_settings(self):
         """The settings shared by both estimators, checked at fit (sigma: the gaussian noise)."""
         family = check_family(self.family)
@@ -335,14 +342,7 @@ class BayesianGLM(_GLMBase):
         eta = b[:, :1] + b[:, 1:] @ X.T if self.fit_intercept else b @ X.T
         return mean_function(eta, self.family_, np).mean(axis=0)
 
-    def _is_classifier(self) -> bool:
-        family = getattr(self, "family_", self.family)
-        if isinstance(family, str) and family.lower() == "bernoulli":
-            return True
-        raise AttributeError(f"predict_proba exists only for family='bernoulli' (this model has family={family!r}); "
-                             "use predict_mean for the posterior predictive mean.")
-
-    @_available_if(_is_classifier)
+    @_available_if(_GLMBase._is_classifier)
     def predict_proba(self, X, max_draws=1000):
         """(n, 2) class probabilities from the posterior predictive. Only for ``family="bernoulli"``:
         for the other families the attribute does not exist (``hasattr`` is False)."""
@@ -397,7 +397,8 @@ class HierarchicalGLM(_GLMBase):
     conjugate conditional (on the GPU one kernel, a block per chain, with no host round trip). The diagonal
     model has K variances to learn instead of K (K + 1) / 2 covariances, so it needs fewer groups.
     ``fit(X, y, groups)`` takes integer or string group labels, one per row (``groups=None``: one group);
-    :meth:`predict`, :meth:`predict_mean` and :meth:`score` take labels seen at fit. In ``cross_val_score``
+    :meth:`predict`, :meth:`predict_proba` (bernoulli), :meth:`predict_mean` and :meth:`score` take labels
+    seen at fit. In ``cross_val_score``
     or ``GridSearchCV``, route them with ``sklearn.set_config(enable_metadata_routing=True)`` and
     ``set_fit_request(groups=True).set_score_request(groups=True)``.
 
@@ -509,6 +510,14 @@ class HierarchicalGLM(_GLMBase):
             rows = gid == g
             eta[:, rows] = b[:, g, :] @ D[rows].T
         return mean_function(eta, self.family_, np).mean(axis=0)
+
+    @_available_if(_GLMBase._is_classifier)
+    def predict_proba(self, X, groups=None, max_draws=1000):
+        """(n, 2) class probabilities from the posterior predictive, each row under its group's draws
+        (``groups`` as for :meth:`predict_mean`). Only for ``family="bernoulli"``: for the other families
+        the attribute does not exist (``hasattr`` is False)."""
+        p = self.predict_mean(X, groups, max_draws)
+        return np.stack([1 - p, p], axis=1)
 
     def predict(self, X, groups=None, max_draws=1000):
         """Class labels (bernoulli, threshold 0.5) or the posterior predictive mean; ``groups`` as for

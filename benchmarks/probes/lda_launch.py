@@ -1,12 +1,15 @@
 """LDA.fit's sweep under other launch shapes of its z-draw kernel (one GPU).
 
-    python -m benchmarks.probes.lda_launch [--user-path FILE] [--variants 4x2,4x8,...] [--out FILE]
+    python -m benchmarks.probes.lda_launch [--user-path FILE] [--variants 4x2,4x8,...] [--k 1024,256]
+                                           [--fused-min-k N] [--out FILE]
 
 Times ``LDA(1024).fit`` as user_path.py does (difference of whole calls of 10 and 60 sweeps) on the real
 corpus that user_path.py builds (the words of this Python's site-packages, about 29 M tokens; its
 ``site_packages_corpus`` is imported from ``--user-path``) and on the paper's corpus shape, for each pair
 of ``config.lda_zwarps`` (warps a block, at most 4) and ``config.lda_zwaves`` (the grid in waves of
-resident blocks) in ``--variants`` (``WARPSxWAVES``; the first is the reference of the draws). Neither changes a draw (the config says so, and the probe checks the topic-word
+resident blocks) in ``--variants`` (``WARPSxWAVES``; the first is the reference of the draws), for each
+number of topics in ``--k``. ``--fused-min-k`` sets ``config.lda_fused_min_k`` for the whole run: below
+it LDA takes the two-pass z-draw, which ignores the launch shape (K = 256 by default). Neither changes a draw (the config says so, and the probe checks the topic-word
 matrix of a 10-sweep fit against the default's).
 """
 
@@ -40,6 +43,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--user-path", default="scripts/user_path.py")
     ap.add_argument("--variants", default=VARIANTS)
+    ap.add_argument("--k", default="1024")
+    ap.add_argument("--fused-min-k", type=int, default=None)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     variants = [tuple(int(x) for x in v.split("x")) for v in args.variants.split(",")]
@@ -54,16 +59,19 @@ def main(argv=None):
     corpora = {"site_packages": up.site_packages_corpus(), "paper_shape_zipf": _zipf_corpus()}
     out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": []}
     default = (config.lda_zwarps, config.lda_zwaves)
-    for name, X in corpora.items():
+    if args.fused_min_k is not None:
+        config.lda_fused_min_k = args.fused_min_k
+    out["fused_min_k"] = config.lda_fused_min_k
+    for name, X, K in ((n, X, int(k)) for n, X in corpora.items() for k in args.k.split(",")):
         T = int(X.sum())
-        fit = lambda n, X=X: LDA(n_components=1024, n_iter=n, burn_in=0, random_state=0, progress=False).fit(X)
+        fit = lambda n, X=X, K=K: LDA(n_components=K, n_iter=n, burn_in=0, random_state=0, progress=False).fit(X)
         ref = None
         for warps, waves in variants:
             config.lda_zwarps, config.lda_zwaves = warps, waves
             comp = fit(10).components_
             ref = comp if ref is None else ref
             ms = per_iteration_ms(fit, 10, 60)
-            row = {"corpus": name, "zwarps": warps, "zwaves": waves, "ms": ms, "Mtokens_per_s": T / ms / 1e3,
+            row = {"corpus": name, "K": K, "zwarps": warps, "zwaves": waves, "ms": ms, "Mtokens_per_s": T / ms / 1e3,
                    "same_draws": bool(np.array_equal(comp, ref))}
             out["rows"].append(row)
             print(json.dumps(row), flush=True)

@@ -162,6 +162,7 @@ def test_niw_posterior_matches_direct_formula():
         ref = model.psi0 + scatter + k0 * nj / (k0 + nj) * np.outer(xbar - model.m, xbar - model.m)
         np.testing.assert_allclose(psi[0, j], ref, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(mn[0, j], (k0 * model.m + nj * xbar) / (k0 + nj), rtol=1e-5, atol=1e-6)
+        assert kn[0, j] == k0 + nj and dfn[0, j] == model.df0 + nj
     np.testing.assert_allclose(psi[0, 2], model.psi0)
     assert dfn[0, 2] == model.df0 and kn[0, 2] == model.kappa0
 

@@ -72,12 +72,27 @@ def test_gibbs_imputations_given_fixed_cpts():
 
 
 def test_same_schedule_and_arviz():
+    # m = 1, 1, 2, 2, 3, 3: iteration t runs with the schedule's m at t, so the first 2 (4) CPT draws are
+    # those of a fit of 2 iterations at m = 1 (4 at m = 1, 1, 2, 2), and the run is neither m = 1 nor
+    # m = 3 throughout.
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(300, 0), 0.4, 1)
-    fit = _fresh().set_params(n_iter=6, same=lambda t: 1 + t // 2, random_state=0, progress=False,
-                              backend="numpy").fit(X)
+
+    def fit_(n_iter, same):
+        return _fresh().set_params(n_iter=n_iter, same=same, random_state=0, progress=False,
+                                   backend="numpy").fit(X)
+
+    fit = fit_(6, lambda t: 1 + t // 2)
+    assert fit.imputations_.shape == (3, 300, 5)  # the largest m's replicas
+    for n_iter, same in ((2, 1), (4, [1, 1, 2, 2])):
+        prefix = fit_(n_iter, same)
+        for v in fit.nodes:
+            np.testing.assert_array_equal(fit.trace_[v][:n_iter], prefix.trace_[v])
+    for m in (1, 3):
+        assert not np.array_equal(fit.trace_["G"], fit_(6, m).trace_["G"])
     idata = fit.to_arviz()
     assert "cpt_G" in idata.posterior
+    np.testing.assert_array_equal(idata.posterior["cpt_G"].values.reshape(fit.trace_["G"].shape), fit.trace_["G"])
 
 
 def test_dataframe_and_bad_input():

@@ -74,6 +74,8 @@ def test_fit_on_digits_is_on_par_with_scikit_learn():
     sk = BernoulliRBM(n_components=32, learning_rate=0.05, batch_size=10, n_iter=5, random_state=0).fit(X)
     pl_ours = ours.pseudo_likelihood(X)
     pl_sk = RBM.from_sklearn(sk, backend="numpy").pseudo_likelihood(X)
+    # the score is scikit-learn's: the same flipped features for one seed, the same formula
+    assert pl_sk == pytest.approx(sk.score_samples(X).mean(), rel=1e-12)
     untrained = RBM(np.zeros((64, 32)), np.zeros(64), np.zeros(32), backend="numpy").pseudo_likelihood(X)
     assert pl_ours > untrained + 10  # 64 * log 2 = 44.4 for the untrained machine
     assert abs(pl_ours - pl_sk) < 3.0, (pl_ours, pl_sk)

@@ -67,6 +67,28 @@ def test_merge_points_counts():
     assert n[0] == 6 and n[1] == 6
 
 
+@pytest.mark.parametrize("n", [50, 400])
+def test_evidence_information_and_error_of_a_constant_live_count(n):
+    """_evidence against sums written out, on L(X) = exp(-15 X^2) with log X_k = -k/n (20 n points): logz,
+    the information H, and Skilling's error sqrt(H/n), which every evidence check above takes as its scale."""
+    from scipy import special
+
+    logx = -np.arange(1, 20 * n + 1) / n
+    ls = -15.0 * np.exp(2 * logx)
+    logz, logwt, got_logx, h, err = _evidence(ls, np.full(ls.size, n))
+    x = np.exp(np.concatenate([[0.0], logx]))
+    w = np.exp(ls) * (x[:-1] - x[1:])
+    z = w.sum()
+    info = (w / z * (ls - np.log(z))).sum()
+    np.testing.assert_allclose(got_logx, logx, rtol=1e-12)
+    np.testing.assert_allclose(logwt, np.log(w), rtol=1e-12)
+    assert logz == pytest.approx(np.log(z), rel=1e-12)
+    # the integral itself, within the rule's error (a step of the n-point grid in log X)
+    assert abs(logz - np.log(np.sqrt(np.pi / 15) / 2 * special.erf(np.sqrt(15)))) < 1 / n
+    assert h == pytest.approx(info, rel=1e-9)
+    assert err == pytest.approx(math.sqrt(info / n), rel=1e-9)
+
+
 def test_results_immutable_and_plot(tmp_path):
     ll, pt, lz = correlated_gaussian(2, rho=0.5)
     r = _run(ll, pt, 2, nlive=50, random_state=0)
@@ -76,6 +98,9 @@ def test_results_immutable_and_plot(tmp_path):
     with pytest.raises(ValueError):
         r.logl[0] = 0.0
     assert abs(np.exp(r.logwt - r.logz).sum() - 1) < 1e-9
+    # one run of N = 50, one replacement: the error is Skilling's sqrt(H / N), the bulk of the posterior
+    # (log X = -H) lying before the final live points
+    assert r.logzerr == pytest.approx(math.sqrt(r.information / 50), rel=1e-9)
     import matplotlib
     matplotlib.use("Agg")
     fig = plot_run(r)

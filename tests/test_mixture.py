@@ -297,6 +297,13 @@ def test_to_arviz_and_attributes():
     assert idata.posterior["alpha"].shape == (2, 10)
     assert gm.means_.shape == (5, 2) and gm.covariances_.shape == (5, 2, 2)
     np.testing.assert_allclose(gm.weights_.sum(), 1.0)
+    # the draws ArviZ gets are the relabelled ones, in the data's coordinates, whose means are the attributes
+    want = _summaries_as_before(gm)
+    np.testing.assert_array_equal(idata.posterior["weights"].values, want["aligned_weights"])
+    np.testing.assert_array_equal(idata.posterior["means"].values, want["aligned_means"])
+    np.testing.assert_array_equal(idata.posterior["alpha"].values, gm.trace_.draws["alpha"])
+    w = idata.posterior["weights"].values.mean(axis=(0, 1))
+    np.testing.assert_allclose(gm.weights_, w / w.sum(), rtol=1e-12)
 
 
 # -- bad input -------------------------------------------------------------------

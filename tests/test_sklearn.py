@@ -310,3 +310,80 @@ def test_without_scikit_learn_the_shim_keeps_the_conventions():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# --- scikit-learn's methods for each kind of model: the RBM as BernoulliRBM, LDA's feature names, the
+# mixture's fit_predict and sample.
+
+def _binary(n=60, d=8, seed=0):
+    return (np.random.default_rng(seed).random((n, d)) < 0.3).astype(np.float64)
+
+
+def test_rbm_transform_and_score_samples_match_bernoulli_rbm():
+    """With scikit-learn's weights, transform is BernoulliRBM.transform and score_samples (same seed, so the
+    same flipped features) is BernoulliRBM.score_samples; pseudo_likelihood is their mean."""
+    from sklearn.neural_network import BernoulliRBM
+
+    X = _binary()
+    sk = BernoulliRBM(n_components=5, n_iter=3, random_state=7).fit(X)
+    ours = RBM.from_sklearn(sk, backend="numpy")
+    np.testing.assert_allclose(ours.transform(X), sk.transform(X), rtol=1e-12)
+    np.testing.assert_allclose(ours.score_samples(X, random_state=7), sk.score_samples(X), rtol=1e-12)
+    assert ours.pseudo_likelihood(X, random_state=3) == pytest.approx(ours.score_samples(X, random_state=3).mean(),
+                                                                      rel=1e-12)
+    assert list(ours.get_feature_names_out()) == [f"rbm{j}" for j in range(5)]
+    with pytest.raises(ValueError, match="8 visible units"):
+        ours.transform(X[:, :5])
+    with pytest.raises(ValueError, match="binary"):
+        ours.score_samples(X + 0.5)
+
+
+def test_rbm_fit_transform_gibbs_and_pipeline():
+    """fit_transform is fit then transform; gibbs is one block-Gibbs step (sample with n_steps=1); the RBM
+    feeds a classifier in a Pipeline, as scikit-learn's RBM example does."""
+    from sklearn.linear_model import LogisticRegression
+
+    X = _binary(n=80)
+    kw = dict(n_hidden=6, n_iter=3, random_state=0, backend="numpy", progress=False)
+    np.testing.assert_array_equal(RBM(**kw).fit_transform(X), RBM(**kw).fit(X).transform(X))
+    rbm = RBM(**kw).fit(X)
+    v = rbm.gibbs(X[:10], random_state=4)
+    assert v.shape == (10, 8) and set(np.unique(v)) <= {0, 1}
+    np.testing.assert_array_equal(v, rbm.sample(10, 1, random_state=4, initial=X[:10]))
+    y = X[:, 0].astype(int)   # a label the visible units carry
+    pipe = make_pipeline(RBM(**kw), LogisticRegression()).fit(X, y)
+    assert pipe.predict(X).shape == (80,) and 0.0 <= pipe.score(X, y) <= 1.0
+
+
+def test_lda_feature_names_name_its_topics():
+    X = _counts()
+    lda = _lda(n_components=3).fit(X)
+    names = lda.get_feature_names_out()
+    assert list(names) == ["lda0", "lda1", "lda2"] and lda.transform(X).shape[1] == len(names)
+
+
+def test_mixture_fit_predict_is_fit_then_predict():
+    X = _blobs()
+    np.testing.assert_array_equal(_mixture().fit_predict(X), _mixture().fit(X).predict(X))
+
+
+def test_mixture_sample_draws_from_the_fitted_mixture():
+    """sample(n) returns (X, y) grouped by component, with each component's share, mean and covariance those
+    of the fitted mixture (within about 5 standard errors: a false failure is far below 1e-4)."""
+    X = _blobs(n=600) @ np.array([[2.0, 0.8], [0.0, 0.5]])   # components with correlated, unequal spreads
+    m = _mixture(method="bem", n_init=1).fit(X)
+    with pytest.raises(NotFittedError):
+        _mixture().sample(3)
+    with pytest.raises(ValueError, match="n_samples"):
+        m.sample(0)
+    n = 40_000
+    S, y = m.sample(n, random_state=5)
+    assert S.shape == (n, 2) and y.shape == (n,) and (np.diff(y) >= 0).all()
+    np.testing.assert_array_equal(S, m.sample(n, random_state=5)[0])
+    share = np.bincount(y, minlength=len(m.weights_)) / n
+    assert np.all(np.abs(share - m.weights_) <= 5 * np.sqrt(m.weights_ * (1 - m.weights_) / n) + 1e-12)
+    for j in np.flatnonzero(m.weights_ * n > 1000):
+        Sj = S[y == j]
+        se = np.sqrt(np.diag(m.covariances_[j]) / len(Sj))
+        assert np.all(np.abs(Sj.mean(axis=0) - m.means_[j]) <= 5 * se)
+        np.testing.assert_allclose(np.cov(Sj.T), m.covariances_[j], atol=0.15 * np.abs(m.covariances_[j]).max())

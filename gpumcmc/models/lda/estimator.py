@@ -43,7 +43,7 @@ def _monitored(step_fn, read, plain_fn=None):
     return _Sweep(), monitor
 
 
-class LDA(mixin("TransformerMixin"), Estimator):
+class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), Estimator):
     """Latent Dirichlet allocation by uncollapsed Gibbs sampling, on the GPU or NumPy.
 
     The guide's LDA page explains the sweep and how to choose every setting. Parameters follow
@@ -262,6 +262,12 @@ class LDA(mixin("TransformerMixin"), Estimator):
         A document with no token (in the fitted vocabulary) gets the prior mean, ``1 / n_components`` in
         every topic."""
         return _backend.to_host(self._theta(X)[0])
+
+    @property
+    def _n_features_out(self):
+        """The width of :meth:`transform`'s output, one column a topic (``get_feature_names_out`` names them
+        ``lda0``, ``lda1``, ...)."""
+        return self.components_.shape[0]
 
     def _held_out(self, X, method: str):
         """``(log-likelihood, tokens scored)`` of ``X`` by ``method`` (see :meth:`score`)."""

@@ -331,6 +331,25 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             assign(xc, params, s, min(chunk, n - s), MODE_ARGMAX, z=z)
         return _backend.to_host(z[0]).astype(np.int64)
 
+    def fit_predict(self, X, y=None):
+        """:meth:`fit` on ``X``, then :meth:`predict` of ``X``: the most probable component of every sample
+        under the fitted mixture (host int array), as scikit-learn's mixtures' ``fit_predict``."""
+        return self.fit(X, y).predict(X)
+
+    def sample(self, n_samples=1, random_state=None):
+        """``n_samples`` new samples from the fitted mixture (the posterior-mean weights, means and
+        covariances), as scikit-learn's mixtures' ``sample``: ``(X, y)``, host arrays of shape
+        (n_samples, n_features) and (n_samples,), grouped by component ``y`` in increasing order.
+        ``random_state``: an int, a ``numpy.random.SeedSequence`` or ``Generator``, or None (fresh entropy).
+        """
+        self._check_fitted("weights_")
+        n = _validate.check_int(n_samples, "n_samples", 1)
+        rs = np.random.default_rng(random_state)
+        counts = rs.multinomial(n, self.weights_)
+        X = np.concatenate([rs.multivariate_normal(m, c, size=int(k), method="cholesky")
+                            for m, c, k in zip(self.means_, self.covariances_, counts)])
+        return X, np.repeat(np.arange(len(counts)), counts)
+
     def predict_proba(self, X):
         """Component probabilities, (n_samples, n_components) host array."""
         xc, params, chunk = self._prepare(X)

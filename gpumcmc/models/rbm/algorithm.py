@@ -156,8 +156,13 @@ def _flipped(X, random_state, xp, dtype):
     return xp.asarray(X, dtype=dtype), xp.asarray(Xf, dtype=dtype)
 
 
-def _pseudo_likelihood(xp, X, Xf, W, b, c) -> float:
-    """Mean log pseudo-likelihood from rows ``X`` and their flipped twins ``Xf`` (synchronises)."""
+def _pseudo_likelihood_rows(xp, X, Xf, W, b, c):
+    """Log pseudo-likelihood of each row of ``X`` from its flipped twin in ``Xf``, on ``xp``."""
     fe = _free_energy(xp, X, W, b, c)
     fe_ = _free_energy(xp, Xf, W, b, c)
-    return float(_backend.to_host(-(X.shape[1] * xp.logaddexp(0, -(fe_ - fe))).mean()))
+    return -(X.shape[1] * xp.logaddexp(0, -(fe_ - fe)))
+
+
+def _pseudo_likelihood(xp, X, Xf, W, b, c) -> float:
+    """Mean log pseudo-likelihood from rows ``X`` and their flipped twins ``Xf`` (synchronises)."""
+    return float(_backend.to_host(_pseudo_likelihood_rows(xp, X, Xf, W, b, c).mean()))

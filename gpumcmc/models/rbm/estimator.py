@@ -12,18 +12,20 @@ from ... import _validate
 from ... import backend as _backend
 from ..._config import config
 from ...random._generator import default_rng
-from ...sampling._estimator import Estimator, NotFittedError
-from .algorithm import (_BlockGibbs, _check_binary, _flipped, _free_energy, _pseudo_likelihood, pcd_epoch_step,
-                        pcd_init)
+from ...sampling._estimator import Estimator, NotFittedError, as_data, mixin
+from .algorithm import (_BlockGibbs, _check_binary, _flipped, _free_energy, _pseudo_likelihood,
+                        _pseudo_likelihood_rows, _sigmoid, pcd_epoch_step, pcd_init)
 from .ops import _use_fused_pcd
 
 
-class RBM(_BlockGibbs, Estimator):
+class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _BlockGibbs, Estimator):
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
 
     Made either from weights (to sample from them), or from training settings and then trained by
     :meth:`fit` on binary rows (persistent contrastive divergence), which sets the weights and returns
-    the model. Every argument is a parameter (``get_params``, ``sklearn.base.clone``).
+    the model. Every argument is a parameter (``get_params``, ``sklearn.base.clone``). As a drop-in for
+    scikit-learn's ``BernoulliRBM`` it has :meth:`transform` (the hidden units' probabilities, so it can
+    feed a classifier in a ``Pipeline``), ``fit_transform``, :meth:`score_samples` and :meth:`gibbs`.
 
     Parameters
     ----------
@@ -49,6 +51,8 @@ class RBM(_BlockGibbs, Estimator):
     >>> X = (np.random.default_rng(0).random((40, 8)) < 0.3).astype(np.uint8)
     >>> RBM(n_hidden=4, n_iter=2, random_state=0, backend="numpy", progress=False).fit(X).W.shape
     (8, 4)
+    >>> RBM(n_hidden=4, n_iter=2, random_state=0, backend="numpy", progress=False).fit_transform(X).shape
+    (40, 4)
     """
 
     def __init__(self, W=None, visible_bias=None, hidden_bias=None, dtype=np.float32, backend=None, *,
@@ -120,8 +124,44 @@ class RBM(_BlockGibbs, Estimator):
         ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each row flipped at random (a NumPy
         ``RandomState(random_state)`` picks which, so two models scored with one seed see the same flips)."""
         xp = self._xp()
-        X, Xf = _flipped(X, random_state, xp, self.dtype)
+        X, Xf = _flipped(self._rows(X), random_state, xp, self.dtype)
         return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
+
+    def _rows(self, X, name="X"):
+        """``X`` on the model's backend and dtype, with one column per visible unit."""
+        v = as_data(X, self._xp(), dtype=self.dtype, name=name)
+        if v.shape[1] != self.n_visible:
+            raise ValueError(f"{name} has {v.shape[1]} features, but the RBM has {self.n_visible} visible units; "
+                             "pass rows of the width it was fitted on.")
+        return v
+
+    def transform(self, X):
+        """``P(h_j = 1 | v)`` for each row ``v`` of ``X``: (n_samples, n_hidden), on the host, as scikit-learn's
+        ``BernoulliRBM.transform``. ``X`` may hold values in [0, 1] as well as 0/1."""
+        xp = self._xp()
+        return _backend.to_host(_sigmoid(xp, self._rows(X) @ self.W + self.hidden_bias))
+
+    @property
+    def _n_features_out(self):
+        """The width of :meth:`transform`'s output (names from ``get_feature_names_out``)."""
+        return self._weights().shape[1]
+
+    def score_samples(self, X, random_state=0):
+        """The log pseudo-likelihood of each binary row of ``X`` (n_samples,), on the host, as scikit-learn's
+        ``BernoulliRBM.score_samples``: ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each
+        row flipped at random (``RandomState(random_state)`` picks which). :meth:`pseudo_likelihood` is
+        their mean."""
+        xp = self._xp()
+        X = self._rows(X)
+        _check_binary(X, "X")
+        X, Xf = _flipped(X, random_state, xp, self.dtype)
+        return _backend.to_host(_pseudo_likelihood_rows(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias))
+
+    def gibbs(self, v, random_state=None):
+        """One block-Gibbs step from each binary row of ``v``: ``h ~ p(h | v)``, then ``v' ~ p(v | h)``.
+        Returns ``v'`` as 0/1 uint8 on the model's backend (``sample(len(v), 1, random_state, v)``)."""
+        v = self._rows(v, "v")
+        return self.sample(v.shape[0], 1, random_state=random_state, initial=v)
 
     def log_prob_visible_unnormalised(self, v):
         """``-F(v)``: the log of the unnormalised marginal of the visible units."""

@@ -5,3 +5,5 @@
 set -e
 python -m pytest -m gpu -q -p no:cacheprovider tests/test_sklearn.py
 python -m pytest -q -p no:cacheprovider tests/test_sklearn.py
+# The RBM's scikit-learn methods (transform, score_samples, gibbs) on CuPy against NumPy (7c1d82e).
+python -m pytest -m gpu -q -p no:cacheprovider tests/test_sklearn.py -k "rbm" 2>&1 | tail -3

@@ -888,3 +888,18 @@ def test_docstring_names_every_parameter(cls):
     listed = {name.strip() for line in section.splitlines() if line and not line[0].isspace()
               for name in line.split(" : ")[0].split(",")}
     assert set(inspect.signature(cls).parameters) <= listed
+
+
+def test_hierarchical_summary_reads_its_draws():
+    """HierarchicalGLM.summary is ArviZ's table of its own export, as BayesianGLM's is: one row per mu_k, with
+    the draws' mean."""
+    pytest.importorskip("arviz")
+    X, y = _data("bernoulli", N=90)
+    g = np.arange(90) % 3
+    m = HierarchicalGLM(n_samples=20, n_warmup=10, n_chains=2, random_state=0, progress=False,
+                        backend="numpy").fit(X, y, g)
+    table = m.summary(var_names=["mu"], round_to="none")
+    K = m.trace_.draws["mu"].shape[-1]
+    assert list(table.index) == [f"mu[{k}]" for k in range(K)]
+    np.testing.assert_allclose(table["mean"].to_numpy(), m.trace_.draws["mu"].reshape(-1, K).mean(axis=0),
+                               rtol=1e-12)

@@ -129,6 +129,12 @@ class _GLMBase(Estimator):
                               "check_classifiers_classes", "check_classifiers_regression_target",
                               "check_classifier_not_supporting_multiclass", "check_fit2d_1feature"], why)
 
+    def summary(self, **kw):
+        """ArviZ's summary table of :meth:`to_arviz` (means, intervals, R-hat, ESS); ``kw`` go to
+        ``arviz.summary`` (e.g. ``var_names=["mu"]``)."""
+        import arviz as az
+        return az.summary(self.to_arviz(), **kw)
+
     def _is_classifier(self) -> bool:
         family = getattr(self, "family_", self.family)
         if isinstance(family, str) and family.lower() == "bernoulli":
@@ -369,11 +375,6 @@ class BayesianGLM(_GLMBase):
             post["intercept"] = b[..., 0]
         coords = {"feature": list(feature_names) if feature_names is not None else list(range(self.n_features_in_))}
         return to_arviz(post, self.trace_.stats, coords=coords, dims={"beta": ["feature"]})
-
-    def summary(self, **kw):
-        """ArviZ's summary table (means, intervals, R-hat, ESS)."""
-        import arviz as az
-        return az.summary(self.to_arviz(), **kw)
 
 
 class HierarchicalGLM(_GLMBase):

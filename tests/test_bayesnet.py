@@ -71,6 +71,32 @@ def test_gibbs_imputations_given_fixed_cpts():
     assert fit.kl_avg(truth) < 0.01
 
 
+@pytest.mark.parametrize("batch_size", [None, 15])
+def test_cpt_draws_of_complete_cases_follow_the_documented_dirichlet(batch_size):
+    # With no missing cell every replica holds the cases, so each iteration's CPT rows are independent draws
+    # of Dirichlet(m (prior - 1) + 1 + m counts). The mean of n draws of a row against its alpha / alpha_0:
+    # n (alpha_0 + 1) sum_k (mean_k - mu_k)^2 / mu_k is chi-square with K - 1 degrees of freedom (the
+    # Dirichlet's covariance is the multinomial's over alpha_0 + 1), summed over the rows: one check at
+    # ALPHA per case, fixed seeds.
+    from conftest import ALPHA
+
+    truth = BayesianNetwork.koller()
+    X = truth.sample(40, 3)
+    prior, m, n, burn = 3.0, 2, 500, 5
+    fit = BayesianNetwork(truth.parents, truth.states, n_iter=n + burn, burn_in=burn, same=m, prior=prior,
+                          batch_size=batch_size, random_state=0, progress=False, backend="numpy").fit(X)
+    chi2, dof = 0.0, 0
+    for j, v in enumerate(truth.nodes):
+        c = np.zeros(truth.cpts_[v].shape)
+        np.add.at(c, tuple(X[:, truth.nodes.index(q)] for q in truth.parents[v]) + (X[:, j],), 1)
+        a = (m * (prior - 1) + 1 + m * c).reshape(-1, c.shape[-1])
+        mu = a / a.sum(-1, keepdims=True)
+        got = fit.trace_[v][burn:].reshape(n, *a.shape).mean(0)
+        chi2 += (n * (a.sum(-1, keepdims=True) + 1) * (got - mu) ** 2 / mu).sum()
+        dof += a.size - len(a)
+    assert stats.chi2.sf(chi2, dof) > ALPHA, chi2
+
+
 def test_same_schedule_and_arviz():
     # m = 1, 1, 2, 2, 3, 3: iteration t runs with the schedule's m at t, so the first 2 (4) CPT draws are
     # those of a fit of 2 iterations at m = 1 (4 at m = 1, 1, 2, 2), and the run is neither m = 1 nor

@@ -63,12 +63,21 @@ def test_imputed_draws_match_enumeration():
 
 
 def test_gibbs_imputations_given_fixed_cpts():
-    # run the sampler's Gibbs sweep with the CPT draws effectively fixed (huge counts via prior)
-    # through the public path: with many complete cases the learnt CPTs approach the truth
+    # 20,000 cases with 30% of the cells missing at random, through the public path: the learnt CPTs are
+    # nearly as close to the truth as the posterior mean of the same cases before masking (KL_avg 1.1 to
+    # 2.6 times its, for this and two other seeds). A sweep that reads a child's table at a wrong stride
+    # stays below KL_avg 0.01 (13 to 23 times), so the bound is relative: 5 times.
     truth = BayesianNetwork.koller()
-    X = _mask(truth.sample(20000, 5), 0.3, 6)
+    full = truth.sample(20000, 5)
+    X = _mask(full, 0.3, 6)
     fit = _fresh().set_params(n_iter=15, same=1, random_state=7, progress=False, backend="numpy").fit(X)
-    assert fit.kl_avg(truth) < 0.01
+    cpts = {}
+    for j, v in enumerate(truth.nodes):
+        c = np.ones(truth.cpts_[v].shape)  # the prior's 1 + counts
+        np.add.at(c, tuple(full[:, truth.nodes.index(q)] for q in truth.parents[v]) + (full[:, j],), 1)
+        cpts[v] = c / c.sum(-1, keepdims=True)
+    complete = BayesianNetwork(truth.parents, truth.states, cpts).kl_avg(truth)
+    assert fit.kl_avg(truth) < 5 * complete, (fit.kl_avg(truth), complete)
 
 
 @pytest.mark.parametrize("batch_size", [None, 15])

@@ -75,7 +75,15 @@ def test_predictive_density_matches_sklearn():
         s = gm.score(Xt)
         assert s > ref - 0.08, (s, ref)
         np.testing.assert_allclose(gm.score_samples(Xt).mean(), s)
+        # the density and the responsibilities are those of the fitted attributes' mixture (SciPy's
+        # densities; the model computes in float32, rounding the log density by a few 1e-6)
+        with np.errstate(divide="ignore"):
+            joint = np.log(gm.weights_) + np.stack([stats.multivariate_normal(m, c).logpdf(Xt)
+                                                    for m, c in zip(gm.means_, gm.covariances_)], axis=1)
+        dens = np.logaddexp.reduce(joint, axis=1)
+        np.testing.assert_allclose(gm.score_samples(Xt), dens, rtol=0, atol=1e-4)
         p = gm.predict_proba(Xt)
+        np.testing.assert_allclose(p, np.exp(joint - dens[:, None]), rtol=0, atol=1e-5)
         np.testing.assert_allclose(p.sum(1), 1.0, rtol=1e-5)
         np.testing.assert_array_equal(p.argmax(1), gm.predict(Xt))
 

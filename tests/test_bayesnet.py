@@ -598,6 +598,26 @@ def test_good_bif_reads():  # the base text of the bad-input rows is itself vali
         net = _bif(pathlib.Path(d), _BIF_GOOD)
     np.testing.assert_allclose(net.cpts_["B"], [[0.1, 0.9], [0.5, 0.5]])
     assert net.parents == {"A": [], "B": ["A"]}
+    # A conditional table lists the child's state slowest, then the parents' in their order, the last
+    # fastest (as pgmpy's BIFReader reads it): the same CPT as the rows above, and one of two parents.
+    rows = "  (a0) 0.1, 0.9;\n  (a1) 0.5, 0.5;"
+    c = "variable C {\n  type discrete [ 3 ] { c0, c1, c2 };\n}\nvariable B"
+    with tempfile.TemporaryDirectory() as d:
+        same = _bif(pathlib.Path(d), _BIF_GOOD.replace(rows, "  table 0.1, 0.5, 0.9, 0.5;"))
+        two = _bif(pathlib.Path(d), _BIF_HEAD.replace("variable B", c) + """probability ( A ) {
+  table 0.3, 0.7;
+}
+probability ( C ) {
+  table 0.2, 0.3, 0.5;
+}
+probability ( B | A, C ) {
+  table 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4;
+}
+""")
+    np.testing.assert_array_equal(same.cpts_["B"], net.cpts_["B"])
+    assert two.parents["B"] == ["A", "C"]
+    np.testing.assert_allclose(two.cpts_["B"], [[[0.1, 0.9], [0.2, 0.8], [0.3, 0.7]],
+                                                [[0.4, 0.6], [0.5, 0.5], [0.6, 0.4]]])
 
 
 def test_dataframe_without_a_node_column_warns():

@@ -384,7 +384,10 @@ def test_live_point_counts_and_arviz():
     assert np.all(np.diff(r2.nlive) <= 0)
     assert r2.nlive[-1] == 1
     idata = r2.to_arviz(n=100, random_state=0, var_names=["x", "y"])
-    assert "posterior" in idata
+    # one chain of the equally weighted draws, a variable per coordinate under the names given
+    post = r2.posterior_samples(n=100, random_state=0)
+    np.testing.assert_array_equal(idata.posterior["x"].values, post[None, :, 0])
+    np.testing.assert_array_equal(idata.posterior["y"].values, post[None, :, 1])
 
 
 def test_sinusoid_recovers_planted_atom():

@@ -3,9 +3,10 @@ input checks, and CPU/GPU identity.
 
 False-failure budget (each check at ALPHA = 1e-4, fixed seeds): test_gamma_law
 makes 1 KS check per case, 18 cases per backend; test_per_element_shapes_and_scale
-2; test_buffered_law 3; test_exponential_law 1 per dtype (2). That is 25 checks
-on NumPy, so a correct sampler fails with probability below 2.5e-3 for seeds
-chosen blind, and as many again on CuPy. The seeds are fixed: a pass is a pass.
+2; test_broadcasting_size_and_dtype 1 (NumPy only); test_buffered_law 3;
+test_exponential_law 1 per dtype (2). That is 26 checks on NumPy, so a correct
+sampler fails with probability below 2.6e-3 for seeds chosen blind, and 22 more
+on CuPy. The seeds are fixed: a pass is a pass.
 """
 
 import time
@@ -78,6 +79,12 @@ def test_per_element_shapes_and_scale(xp):
 
 def test_broadcasting_size_and_dtype():
     rng = default_rng(0, backend="numpy")
+    # Shapes along one axis and scales along another, broadcast against a size: every draw follows its own
+    # (shape, scale). Their Gamma CDFs, pooled, are uniform: one KS check.
+    a, sc = np.array([[0.5], [50.0]]), np.array([1.0, 10.0, 100.0])
+    x = rng.gamma(a, sc, size=(20_000, 2, 3))
+    assert x.shape == (20_000, 2, 3)
+    assert stats.kstest(stats.gamma(a, scale=sc).cdf(x).ravel(), "uniform").pvalue > ALPHA
     assert rng.gamma([0.5, 2.0], size=(3, 2)).shape == (3, 2)
     assert rng.gamma(np.ones((4, 1), np.float32), np.ones(3, np.float32)).dtype == np.float32
     assert rng.gamma(np.ones(3, np.float32), 2.0).dtype == np.float32  # a Python scalar keeps float32

@@ -195,6 +195,8 @@ def test_result_exports_to_arviz():
     res = Ising((4, 4), backend="numpy").sample(10, n_chains=2, random_state=0, progress=False)
     idata = res.to_arviz()
     assert idata.posterior["energy"].shape == (2, 10)
+    np.testing.assert_array_equal(idata.posterior["energy"].values, res.energy)
+    np.testing.assert_array_equal(idata.posterior["magnetization"].values, res.magnetization)
 
 
 def test_denoise_recovers_the_image():

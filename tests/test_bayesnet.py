@@ -23,12 +23,25 @@ def _fresh():
     return net
 
 
+def _joint(net, Y):
+    """P(Y) of complete cases Y: the product of each node's CPT entry, written out here (the references
+    below do not go through BayesianNetwork.log_prob, which impute uses)."""
+    p = np.ones(len(Y))
+    for j, v in enumerate(net.nodes):
+        p *= net.cpts_[v][tuple(Y[:, net.nodes.index(q)] for q in net.parents[v]) + (Y[:, j],)]
+    return p
+
+
 def test_koller_cpts():
     net = BayesianNetwork.koller()
     assert net.cpts_["G"].shape == (2, 2, 3)
     np.testing.assert_allclose(net.cpts_["G"][1, 0], [0.9, 0.08, 0.02])
     for v in net.nodes:
         np.testing.assert_allclose(net.cpts_[v].sum(-1), 1.0)
+    # log_prob over every joint state: the product of the CPT entries, summing to one
+    Y = np.array(list(np.ndindex(*[net.card[v] for v in net.nodes])))
+    np.testing.assert_allclose(net.log_prob(Y), np.log(_joint(net, Y)), rtol=1e-12)
+    assert np.exp(net.log_prob(Y)).sum() == pytest.approx(1.0, rel=1e-12)
 
 
 def test_kl_falls_with_cases():
@@ -55,7 +68,7 @@ def test_imputed_draws_match_enumeration():
     net = BayesianNetwork.koller()
     x = np.array([[-1, 1, 0, -1, 1]])
     Y = np.array([[i, 1, 0, g, 1] for i in range(2) for g in range(3)])
-    p = np.exp(net.log_prob(Y)); p /= p.sum()
+    p = _joint(net, Y); p /= p.sum()
     n = 3000
     imp = net.impute(np.repeat(x, n, 0), method="draw", random_state=4)
     obs = np.bincount(imp[:, 0] * 3 + imp[:, 3], minlength=6)
@@ -180,7 +193,7 @@ def test_gibbs_sweep_matches_enumeration_fixed_cpts():
     net = BayesianNetwork.koller()
     x = np.array([[-1, 1, 0, -1, 1]])
     Y = np.array([[i, 1, 0, g, 1] for i in range(2) for g in range(3)])
-    p = np.exp(net.log_prob(Y)); p /= p.sum()
+    p = _joint(net, Y); p /= p.sum()
     # (I=1, G=2) has probability 7e-4: pooled with (I=1, G=1) so that every expected count is >= 5.
     m = 20000
     net.set_params(n_iter=15, same=m, random_state=11, progress=False, backend="numpy", learn=False).fit(x)
@@ -266,7 +279,7 @@ def test_sweep_twin_draws_the_exact_conditional():
     bn._NumpyOps(plan).sweep(Z, m, b, c, plan.logc_of(net.cpts_), (1, 2), 5, bad)
     Y = np.repeat(x[None], 5, 0)
     Y[:, v] = np.arange(5)
-    p = np.exp(net.log_prob(Y))
+    p = _joint(net, Y)
     p /= p.sum()
     obs = np.bincount(Z[:, 0, v], minlength=5)
     keep = m * p >= 5  # states too rare for the chi-square approximation are pooled
@@ -408,7 +421,7 @@ def _enumerated(net, x):
     combos = np.array(list(np.ndindex(*[net.card[net.nodes[j]] for j in mis])))
     Y = np.repeat(x[None], len(combos), 0)
     Y[:, mis] = combos
-    p = np.exp(net.log_prob(Y))
+    p = _joint(net, Y)
     return Y, p / p.sum()
 
 

@@ -141,6 +141,11 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         xp = self._xp()
         return _backend.to_host(_sigmoid(xp, self._rows(X) @ self.W + self.hidden_bias))
 
+    def fit_transform(self, X, y=None):
+        """:meth:`fit` on ``X``, then :meth:`transform` of ``X`` (defined here too, so that it exists without
+        scikit-learn)."""
+        return self.fit(X).transform(X)
+
     @property
     def _n_features_out(self):
         """The width of :meth:`transform`'s output (names from ``get_feature_names_out``)."""

@@ -305,13 +305,17 @@ def test_combine_runs_counts_equal_merge_points():
     rs = np.random.default_rng(4)
     a, b, c, d = _toy_run(rs, 7, 40), _toy_run(rs, 7, 55), _toy_run(rs, 9, 30, 3), _toy_run(rs, 5, 20)
     cd = (np.concatenate([c[0], d[0]]), np.concatenate([c[1], d[1]]))
-    got = combine_runs([_results(*a), _results(*b), _results(*cd, n_runs=2)])
+    parts = [_results(*a), _results(*b), _results(*cd, n_runs=2)]
+    got = combine_runs(parts)
     allp = [np.concatenate([x[i] for x in (a, b, c, d)]) for i in (0, 1)]
     order, n = merge_points(*allp)
     np.testing.assert_array_equal(got.logl, allp[0][order])
     np.testing.assert_array_equal(got.nlive, n)
     assert got.logz == pytest.approx(_evidence(allp[0][order], n)[0], rel=1e-12)
-    assert got.n_runs == 4 and got.logz_runs.size == 4 and got.logzerr_runs is not None
+    assert got.n_runs == 4
+    # every run's own evidence, in the order given, and their spread over sqrt(4)
+    np.testing.assert_array_equal(got.logz_runs, [parts[0].logz, parts[1].logz, parts[2].logz, parts[2].logz])
+    assert got.logzerr_runs == pytest.approx(np.std(got.logz_runs, ddof=1) / 2, rel=1e-12)
     assert got.ncall == 30 and got.nlive_per_run == 7 and got.seconds == 3.0
     np.testing.assert_array_equal(got.samples[:, 0], got.logl)      # the samples follow their points
 

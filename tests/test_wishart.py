@@ -120,9 +120,13 @@ def test_bad_arguments(xp):
 
 def test_validation_off_skips_the_df_and_symmetry_checks():
     rng = default_rng(0, backend="numpy")
+    asym = S3.copy()
+    asym[0, 2] = 1.0
     with gpumcmc.validation(False):
         w = rng.wishart(2.0, S3)  # df <= p - 1: a chi2 with zero degrees of freedom is NaN
+        v = rng.wishart(4.0, asym)  # not symmetric: drawn without a word
     assert np.isnan(w).any()
+    assert v.shape == (3, 3) and np.isfinite(v).all()
 
 
 # ---------------------------------------------------------------- GPU only

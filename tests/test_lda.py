@@ -240,9 +240,23 @@ def test_checkpoint_resume_bit_for_bit(tmp_path):
         run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2, callback=stop_at_4)
     assert any(tmp_path.iterdir()), "no checkpoint was written before the interruption"
     rng, step, state = fresh()
-    resumed = run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2).state
+    ran = []     # the sweeps after the checkpoint of sweep 2 (a run that started afresh gives the same state)
+    resumed = run(step, state, rng, 6, progress=False, checkpoint=path, checkpoint_every=2,
+                  callback=lambda i, s, info: ran.append(i)).state
+    assert ran == [3, 4, 5, 6]
     np.testing.assert_array_equal(resumed.phi, straight.phi)
     np.testing.assert_array_equal(resumed.theta, straight.theta)
+
+
+def _stamp(path):
+    """Set ``path``'s modification time to one second after the epoch, which no save gives."""
+    import os
+
+    os.utime(path, ns=(10**9, 10**9))
+
+
+def _stamped(path):
+    return path.stat().st_mtime_ns == 10**9
 
 
 def test_estimator_checkpoint(tmp_path):
@@ -250,8 +264,11 @@ def test_estimator_checkpoint(tmp_path):
     kw = dict(n_iter=4, burn_in=2, random_state=1, progress=False, backend="numpy")
     a = LDA(3, **kw).fit(X).components_
     b = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
-    assert any(tmp_path.iterdir())
+    # A fit resumed from a finished run's checkpoint makes no sweep, so it saves none: the file keeps the time
+    # stamp set here (a save writes a new file). A fit that started afresh would give the same components_.
+    _stamp(tmp_path / "c.ckpt")
     c = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=2, **kw).fit(X).components_
+    assert _stamped(tmp_path / "c.ckpt")
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, c)
 
@@ -423,7 +440,9 @@ def test_chains_checkpoint_resume(tmp_path):
     kw = dict(n_iter=4, burn_in=2, n_chains=2, random_state=1, progress=False, backend="numpy")
     a = LDA(3, **kw).fit(X)
     LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=3, **kw).fit(X)
+    _stamp(tmp_path / "c.ckpt")
     b = LDA(3, checkpoint=tmp_path / "c.ckpt", checkpoint_every=3, **kw).fit(X)
+    assert _stamped(tmp_path / "c.ckpt")    # resumed at the end: no sweep, no save
     np.testing.assert_array_equal(a.components_, b.components_)
     np.testing.assert_array_equal(a.loglik_traces_, b.loglik_traces_)
 

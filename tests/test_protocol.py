@@ -401,8 +401,10 @@ def test_a_sharded_run_resumes_from_its_checkpoint(tmp_path):
 
     with pytest.raises(Interrupted):
         run(alg.step, state, 3, callback=stop_at_eight, **kw)
-    resumed = run(alg.step, state, 3, **kw)
+    ran = []
+    resumed = run(alg.step, state, 3, callback=lambda it, s, info: ran.append(it), **kw)
     assert stopped == [8]
+    assert ran == [5, 6, 7, 8, 9, 10, 11, 12]   # from the checkpoint of iteration 4, not afresh
     np.testing.assert_array_equal(resumed.draws["mu"], whole.draws["mu"])
     np.testing.assert_array_equal(resumed.state.shard1.tau, whole.state.shard1.tau)
 

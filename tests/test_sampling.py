@@ -68,7 +68,12 @@ def test_checkpoint_resume_is_bit_for_bit(tmp_path, xp):
     with pytest.raises(Stop):
         _run(xp, burn_in=5, thin=2, n_iter=40, checkpoint=path, checkpoint_every=10, callback=interrupt)
     assert path.exists()
-    resumed = _run(xp, burn_in=5, thin=2, n_iter=40, checkpoint=path, checkpoint_every=10)
+    # The resumed run makes only the iterations after the checkpoint of iteration 20 (a run that read the file
+    # and then started afresh would give the same draws: the count is what shows it resumed).
+    ran = []
+    resumed = _run(xp, burn_in=5, thin=2, n_iter=40, checkpoint=path, checkpoint_every=10,
+                   callback=lambda it, state, info: ran.append(it))
+    assert ran == list(range(21, 46))
     np.testing.assert_array_equal(resumed.draws["x"], whole.draws["x"])
     np.testing.assert_array_equal(resumed.stats["accepted"], whole.stats["accepted"])
     assert resumed.state.steps == whole.state.steps == 45

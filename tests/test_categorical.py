@@ -427,13 +427,44 @@ def test_twin_does_not_depend_on_its_chunk_size(monkeypatch):
         assert np.array_equal(categorical(w, rng=3, method=m), ref[m])
 
 
-def test_auto_uses_the_rule_of_choose_method():
-    for K in (1, 16, 17, 32, 33, 1024):
-        for dtype in DTYPES:
-            for products in (False, True):
-                assert choose_method(K, dtype, products=products) in METHODS
-    w = np.random.default_rng(0).random((200, 40))
-    assert np.array_equal(categorical(w, rng=1), categorical(w, rng=1, method=choose_method(40, np.float64)))
+# The rule the comment above discrete._AUTO_RULE gives, at K on both sides of each bound:
+# (form, dtype) -> [(K, method), ...].
+AUTO_RULE = {
+    ("rows", np.float32): [(1, "prefix"), (16, "prefix"), (17, "butterfly"), (256, "butterfly"), (257, "warp"),
+                           (5000, "warp")],
+    ("rows", np.float64): [(1, "butterfly"), (33, "butterfly"), (1024, "butterfly"), (5000, "butterfly")],
+    ("products", np.float32): [(1, "prefix"), (24, "prefix"), (25, "butterfly"), (96, "butterfly"), (97, "warp"),
+                               (5000, "warp")],
+    ("products", np.float64): [(1, "prefix"), (28, "prefix"), (29, "warp"), (1024, "warp")],
+}
+
+
+def test_auto_uses_the_rule_of_choose_method(monkeypatch):
+    """choose_method gives the documented rule, and method="auto" draws with choose_method's method in
+    categorical, categorical_logits and categorical_products (the method the draw is handed, seen by a spy:
+    the methods' draws agree but near ties, so equal draws would not show which one ran)."""
+    import gpumcmc.discrete as discrete
+
+    for (form, dtype), cases in AUTO_RULE.items():
+        for K, method in cases:
+            assert choose_method(K, dtype, products=form == "products") == method, (form, dtype, K)
+    used = []
+    real = discrete._draw_numpy
+    monkeypatch.setattr(discrete, "_draw_numpy", lambda wo, n, K, dt, method, *a, **k: (
+        used.append(method), real(wo, n, K, dt, method, *a, **k))[1])
+    rs = np.random.default_rng(0)
+    for (form, dtype), cases in AUTO_RULE.items():
+        for K, method in cases:
+            used.clear()
+            if form == "rows":
+                w = rs.random((3, K)).astype(dtype)
+                categorical(w, rng=1)
+                categorical_logits(np.log(w), rng=1)
+                assert used == [method, method], (form, dtype, K, used)
+            else:
+                theta, phi = rs.random((2, K)).astype(dtype), rs.random((3, K)).astype(dtype)
+                categorical_products(theta, phi, [0, 1, 1], [2, 0, 1], rng=1)
+                assert used == [method], (form, dtype, K, used)
 
 
 def test_butterfly_twin_is_the_w32_emulation():

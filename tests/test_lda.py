@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
+from conftest import ALPHA
 from gpumcmc import _validate
 from gpumcmc import backend as B
 from gpumcmc.datasets import load_reuters, synthetic_lda_corpus
@@ -79,11 +80,18 @@ def test_inputs_agree():
 
 
 def test_empty_documents_take_the_prior():
-    X = np.zeros((4, 6), np.int64)
+    """A document with no tokens draws its topic shares from the prior Dir(alpha): with one kept sweep each
+    empty document's doc_topic_ row is one such draw, so each share is Beta(alpha, (K - 1) alpha) over the
+    2,000 empty documents (KS, 3 checks at ALPHA). Finite rows summing to one passed with theta set to its
+    conditional mean (ndk + alpha) / sum, which puts every empty document at 1/K."""
+    X = np.zeros((2002, 6), np.int64)
     X[0, :3] = 2
-    X[2, 3:] = 1
-    doc = LDA(2, n_iter=5, burn_in=0, random_state=0, progress=False, backend="numpy").fit_transform(X)
+    X[2001, 3:] = 1
+    doc = LDA(3, doc_topic_prior=0.5, n_iter=1, burn_in=0, random_state=0, progress=False,
+              backend="numpy").fit_transform(X)
     assert np.all(np.isfinite(doc)) and np.allclose(doc.sum(1), 1, atol=1e-5)
+    for k in range(3):
+        assert stats.kstest(doc[1:2001, k].astype(np.float64), stats.beta(0.5, 1.0).cdf).pvalue > ALPHA, k
 
 
 @pytest.mark.parametrize("X, match", [

@@ -419,12 +419,21 @@ def test_same_seed_same_draws_and_one_offset_per_call(xp):
 
 
 def test_twin_does_not_depend_on_its_chunk_size(monkeypatch):
+    """The NumPy twin's draws are the same in one chunk of rows and in chunks of 32 rows (the knob at 100
+    elements: 32 rows, its least, of K = 70); the chunks are counted, so the knob reached the twin."""
+    import gpumcmc.discrete as discrete
     from gpumcmc._config import config
     w = np.random.default_rng(0).random((1000, 70)).astype(np.float32)
+    chunks = []
+    real = discrete.counter_uniforms
+    monkeypatch.setattr(discrete, "counter_uniforms", lambda c, *a: (chunks.append(c.size), real(c, *a))[1])
     ref = {m: categorical(w, rng=3, method=m) for m in METHODS}
+    assert chunks == [1000] * len(METHODS)
     monkeypatch.setattr(config, "categorical_twin_chunk", 100)
     for m in METHODS:
+        chunks.clear()
         assert np.array_equal(categorical(w, rng=3, method=m), ref[m])
+        assert chunks == [32] * 31 + [8], m
 
 
 # The rule the comment above discrete._AUTO_RULE gives, at K on both sides of each bound:

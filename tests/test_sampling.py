@@ -143,11 +143,16 @@ def test_progress_bar_shows_monitor(capsys):
 
 
 def test_to_arviz_has_chain_and_draw():
+    """ArviZ gets the draws as (chain, draw), value for value, and the step's Info in sample_stats (a shape
+    alone passed with the draws in another order, or the stats left out)."""
     pytest.importorskip("arviz")
     tr = _run(np, n_iter=10)
     idata = tr.to_arviz()
     post = idata.posterior if hasattr(idata, "posterior") else idata["posterior"]
-    assert post["x"].shape == (3, 10)
+    stats = idata.sample_stats if hasattr(idata, "sample_stats") else idata["sample_stats"]
+    assert post["x"].dims == ("chain", "draw") and post["x"].shape == (3, 10)
+    np.testing.assert_array_equal(post["x"].values, tr.draws["x"])
+    np.testing.assert_array_equal(stats["accepted"].values, tr.stats["accepted"])
 
 
 class Toy(Estimator):

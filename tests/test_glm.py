@@ -268,9 +268,14 @@ def test_score_and_predict_proba_follow_the_family():
 
 
 def test_gaussian_posterior_matches_closed_form():
-    """KS on each of 2 coordinates against the exact normal posterior (2 checks at ALPHA)."""
+    """KS on each of 2 coordinates against the exact normal posterior (2 checks at ALPHA).
+
+    The prior (scale 0.3: about an eighth of the posterior precision) moves the posterior mean by about one
+    posterior sd, so the prior term is checked too: at scale 1.5 it moved the mean by 0.03 sd, and a prior
+    scale read 10 times too large passed (p = 0.5); now it gives p < 1e-11, and sigma read as a variance
+    p < 1e-6 (p = 3e-5 before)."""
     rs = np.random.default_rng(3)
-    N, K, sigma, s0 = 40, 2, 0.8, 1.5
+    N, K, sigma, s0 = 40, 2, 0.8, 0.3
     X = rs.normal(size=(N, K))
     y = X @ np.array([0.7, -0.4]) + sigma * rs.normal(size=N)
     prec = X.T @ X / sigma**2 + np.eye(K) / s0**2

@@ -127,10 +127,16 @@ def test_damaged_checkpoint_raises_saying_what_to_do(tmp_path, damage):
     np.testing.assert_array_equal(again.draws["x"], fresh.draws["x"])
 
 
-@pytest.mark.parametrize("kw, err", [({"n_iter": -1}, ValueError), ({"thin": 0}, ValueError),
-                                     ({"burn_in": 1.5}, TypeError), ({"monitors": [lambda s: 0]}, TypeError)])
-def test_bad_settings(kw, err):
-    with pytest.raises(err):
+@pytest.mark.parametrize("kw, err, match", [
+    ({"n_iter": -1}, ValueError, "n_iter must be at least 0, got -1"),
+    ({"thin": 0}, ValueError, "thin must be at least 1, got 0"),
+    ({"burn_in": 1.5}, TypeError, "burn_in must be an integer, got 1.5"),
+    ({"monitors": [lambda s: 0]}, TypeError, r"monitors must be gpumcmc.sampling.Monitor\(name, fn, every\)"),
+])
+def test_bad_settings(kw, err, match):
+    """Each bad setting is refused by name (without the message, burn_in=1.5 passed with no check at all:
+    range() raises a TypeError of its own)."""
+    with pytest.raises(err, match=match):
         _run(np, **kw)
 
 

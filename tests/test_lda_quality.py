@@ -58,12 +58,23 @@ def test_seeded_topics_one_per_planted_topic(monkeypatch, path):
 
 
 def test_seeded_topics_bounded_candidates_and_unsorted_tokens():
-    """``max_candidates`` bounds the documents picked among (picks from at most that many, still one per
-    planted topic where every topic is among them), and tokens given out of document order give the
-    topics of the sorted stream."""
+    """``max_candidates`` bounds the documents picked among (picks from at most that many, whose tokens alone
+    are read, still one per planted topic where every topic is among them), and tokens given out of document
+    order give the topics of the sorted stream. Without the count of tokens read, the bound ignored passed."""
     rows, cols, M, V, _ = _pure_corpus(K=3, per_topic=200)
-    phi = lda_mod.seeded_topics(rows, cols, M, V, 3, seed=1, max_candidates=60)
+    reads = []
+
+    class Gathers(np.ndarray):
+        """cols, noting how many tokens each gather by an index array reads."""
+
+        def __getitem__(self, i):
+            if isinstance(i, np.ndarray):
+                reads.append(i.size)
+            return super().__getitem__(i)
+
+    phi = lda_mod.seeded_topics(rows, cols.view(Gathers), M, V, 3, seed=1, max_candidates=60)
     assert sorted(_seeded_topic_of(phi[:, 0], 3, 20)) == [0, 1, 2]
+    assert reads == [60 * 400]     # the tokens of 60 candidates (of 600 documents of 400 tokens), read once
     perm = np.random.default_rng(0).permutation(rows.size)
     np.testing.assert_array_equal(lda_mod.seeded_topics(rows[perm], cols[perm], M, V, 3, seed=1, max_candidates=60),
                                   phi)

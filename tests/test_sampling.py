@@ -40,6 +40,8 @@ def test_shapes_burn_in_and_thinning(xp):
     # The kept draws are iterations 14, 18, ... of the same stream: rerun without thinning and compare.
     full = _run(xp, burn_in=0, n_iter=70)
     np.testing.assert_array_equal(tr.draws["x"], full.draws["x"][:, 13::4])
+    # and the monitor's values are the states after iterations 7, 14, ... (not the state before them)
+    np.testing.assert_array_equal(vals, full.draws["x"][:, its - 1].T)
 
 
 @pytest.mark.slow

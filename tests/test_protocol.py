@@ -110,6 +110,8 @@ def test_every_shard_holds_the_same_global_draws_and_the_generator_moves_as_one_
         state, _ = alg.step(rng, state)
         s1, _ = one.step(rng1, s1)
     assert rng.offset == rng1.offset == 6    # one normal and one gamma call a sweep, whatever the shards
+    np.testing.assert_array_equal(state[0].mu, s1[0].mu)      # the one shard's draws (sums exact on the grid)
+    np.testing.assert_array_equal(state[0].tau, s1[0].tau)
     for s in state[1:]:
         np.testing.assert_array_equal(s.mu, state[0].mu)
         np.testing.assert_array_equal(s.tau, state[0].tau)

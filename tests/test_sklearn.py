@@ -405,3 +405,16 @@ def test_rbm_methods_on_the_gpu_equal_numpys(cp):
     # the same random words; exp and the products differ in the last bit between the CUDA and C libraries, so
     # a draw can differ only where its uniform lies within a few ulp of its probability (not among these 96)
     np.testing.assert_array_equal(cp.asnumpy(on_gpu.gibbs(X[:12], random_state=3)), on_np.gibbs(X[:12], random_state=3))
+
+
+def test_mixture_precisions_follow_scikit_learns_convention():
+    from scipy import linalg
+
+    m = _mixture(method="bem", n_init=1).fit(_blobs() @ np.array([[1.0, 0.6], [0.0, 0.4]]))
+    for j, cov in enumerate(m.covariances_):
+        np.testing.assert_allclose(m.precisions_[j] @ cov, np.eye(2), atol=1e-10)
+        expected = linalg.solve_triangular(linalg.cholesky(cov, lower=True), np.eye(2), lower=True).T
+        np.testing.assert_allclose(m.precisions_cholesky_[j], expected, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(m.precisions_cholesky_[j] @ m.precisions_cholesky_[j].T, m.precisions_[j],
+                                   rtol=1e-10)
+    assert not hasattr(_mixture(), "precisions_")

@@ -331,6 +331,20 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             assign(xc, params, s, min(chunk, n - s), MODE_ARGMAX, z=z)
         return _backend.to_host(z[0]).astype(np.int64)
 
+    @property
+    def precisions_(self):
+        """The inverses of :attr:`covariances_`, (n_components, n_features, n_features), as scikit-learn's
+        mixtures give them."""
+        return np.linalg.inv(self.covariances_)
+
+    @property
+    def precisions_cholesky_(self):
+        """``P_j`` with ``precisions_[j] = P_j @ P_j.T``, scikit-learn's convention: the transposed inverse of
+        the lower Cholesky factor of each covariance."""
+        L = np.linalg.cholesky(self.covariances_)
+        eye = np.broadcast_to(np.eye(L.shape[-1]), L.shape)
+        return np.swapaxes(np.linalg.solve(L, eye), -1, -2)
+
     def fit_predict(self, X, y=None):
         """:meth:`fit` on ``X``, then :meth:`predict` of ``X``: the most probable component of every sample
         under the fitted mixture (host int array), as scikit-learn's mixtures' ``fit_predict``."""

@@ -24,6 +24,7 @@ def test_scatter_and_allreduce_on_virtual_shards():
     np.testing.assert_array_equal(np.concatenate(parts), x)
     cols = sh.scatter(x, axis=1)
     assert [p.shape for p in cols] == [(10, 1)] * 3
+    np.testing.assert_array_equal(np.concatenate(cols, axis=1), x)
     sums = sh.allreduce([p.sum(axis=0) for p in parts])
     for s in sums:
         np.testing.assert_array_equal(s, x.sum(axis=0))

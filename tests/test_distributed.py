@@ -94,13 +94,15 @@ def test_nested_runs_on_a_cluster_combine_as_runs_here(client):
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError):
+    # Each message names the argument: a generator given as random_state raises a TypeError from NumPy's
+    # SeedSequence too, so the type alone would not show that run_seeds checked it.
+    with pytest.raises(ValueError, match="n_runs must be a positive integer"):
         run_seeds(0)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="random_state must be an int.*cannot be split between processes"):
         run_seeds(2, random_state=np.random.default_rng(0))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="client must be a dask.distributed.Client"):
         map_runs(ar_chains, 2, client=object())
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="estimator must be a gpumcmc estimator"):
         fit_runs(object())
 
 

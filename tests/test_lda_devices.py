@@ -244,8 +244,13 @@ def test_shards_draw_one_phi_and_are_deterministic(W):
         np.testing.assert_array_equal(x, y)
     assert ra.offset == rb.offset
     assert sum(t.shape[1] for t in a.theta) == 40
-    # The generator moves as one device's does, whatever the number of shards.
+    # The shards draw one phi, one device's (from the counts of every shard), and the generator moves as
+    # one device's does, whatever the number of shards.
     one, r1 = _sweeps("numpy", Shards(n_virtual=1), X, 3, 2, 3)
+    for p, p_sum in zip(a.phi, a.phi_sum):
+        np.testing.assert_array_equal(p, one.phi[0])
+        np.testing.assert_array_equal(p_sum, one.phi_sum[0])
+    np.testing.assert_array_equal(np.concatenate(a.theta, axis=1), one.theta[0])
     assert ra.offset == r1.offset
 
 

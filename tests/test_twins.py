@@ -101,9 +101,15 @@ def test_gamma_twin_draws_depend_on_the_element_only(dtype, log, monkeypatch):
 @pytest.mark.parametrize("K", [1, 3, 16, 31, 32, 33, 100, 300])
 def test_butterfly_twin_equals_the_warp_emulation(K, monkeypatch):
     monkeypatch.setattr(config, "butterfly_twin_chunk", 1 << 12)  # several chunks of rows
+    real, chunks = discrete._butterfly_rows, []
+    monkeypatch.setattr(discrete, "_butterfly_rows", lambda w, *a: (chunks.append(len(w)), real(w, *a))[1])
+    # Whole warps of rows whose scratch (each row padded to whole warps of columns) fills the knob's 4096
+    # elements, or one warp where a warp's scratch is larger: from 3 chunks (K = 1) to 11 (K = 300).
+    step = max(32, 4096 // (32 * -(-K // 32)) // 32 * 32)
     rng = np.random.default_rng(K)
     n = 32 * 11
     for dtype in (np.float32, np.float64):
+        chunks.clear()
         w = rng.uniform(0, 1, (n, K)).astype(dtype)
         w[rng.uniform(size=w.shape) < 0.5] = 0  # zero weights and zero children
         w[::7] = np.round(w[::7] * 3)  # ties between prefixes and targets
@@ -112,6 +118,7 @@ def test_butterfly_twin_equals_the_warp_emulation(K, monkeypatch):
         w[9, -1] = -0.25  # negative weights: unspecified, but the same on both
         u = rng.uniform(0, 1, n).astype(dtype)
         np.testing.assert_array_equal(discrete.butterfly_draw(w, u), _butterfly.draw(w, u, 32))
+        assert chunks == [step] * (n // step) + ([n % step] if n % step else []), chunks
 
 
 @pytest.mark.slow

@@ -79,10 +79,14 @@ def test_gamma_trial0_chunks_equal_the_per_element_form(dtype):
 def test_gamma_twin_draws_depend_on_the_element_only(dtype, log, monkeypatch):
     # Small chunks: many chunk edges, boosts and later attempts inside one call.
     monkeypatch.setattr(config, "gamma_twin_chunk", 1 << 10)
+    real, spans = _gamma._Trial0.__call__, []
+    monkeypatch.setattr(_gamma._Trial0, "__call__", lambda self, lo, hi: (spans.append(hi - lo), real(self, lo, hi))[1])
     rng = np.random.default_rng(2)
     a = np.exp(rng.uniform(-5, 4, 20_001)).astype(dtype)
     start = (1 << 32) - 10_001  # odd, and across the counter's high word
     v0, t0 = _gamma.gamma_numpy(a, KEY, OFF, log=log, start=start)
+    # Trial 0 went chunk by chunk (the knob reached the twin): at most 1024 elements, as whole pairs.
+    assert len(spans) >= a.size // 1024 and max(spans) <= 1024 + 2, spans
     bad = rng.choice(a.size, 300, replace=False)
     b = a.copy()
     b[bad] = rng.choice(np.array([np.inf, -np.inf, np.nan, 0.0, -1.0], dtype), bad.size)

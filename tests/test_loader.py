@@ -73,16 +73,35 @@ def test_modules_are_memoised_per_device(cp):
     assert f1 is not None and f2 is not None
 
 
-def test_launch_returns_at_once_for_empty_input():
+def test_launch_returns_at_once_for_empty_input(monkeypatch):
+    """No launch for no work; otherwise one launch with the block, arguments and shared memory given, over
+    a grid that covers the items, capped at blocks_per_sm blocks a multiprocessor (a grid-stride loop does
+    the rest)."""
+    monkeypatch.setattr(_loader, "sm_count", lambda: 2)  # as on a GPU of two multiprocessors
     called = []
-    _loader.launch(lambda *a, **k: called.append(a), 0, ())
+
+    def kernel(grid, block, args, shared_mem=0):
+        called.append((grid, block, args, shared_mem))
+
+    _loader.launch(kernel, 0, ())
+    _loader.launch(kernel, -1, ())
     assert not called
+    _loader.launch(kernel, 1000, (1, 2), block=128, shared_mem=64)  # ceil(1000 / 128) = 8 blocks
+    _loader.launch(kernel, 1, (3,))
+    _loader.launch(kernel, 10**6, (4,), blocks_per_sm=5)  # capped at 2 * 5 blocks
+    assert called == [((8,), (128,), (1, 2), 64), ((1,), (256,), (3,), 0), ((10,), (256,), (4,), 0)]
 
 
 def test_scalar_casts_are_explicit():
-    assert isinstance(_loader.i64(3), np.int64)
-    assert isinstance(_loader.u32(3), np.uint32)
-    assert isinstance(_loader.real(1.5, np.float32), np.float32)
+    """Each cast gives its C type and keeps the value, also where a narrower type would not."""
+    for cast, typ, value in ((_loader.i32, np.int32, -(2**31)), (_loader.i64, np.int64, 2**40 + 3),
+                             (_loader.u32, np.uint32, 2**32 - 1), (_loader.u64, np.uint64, 2**63 + 5)):
+        out = cast(value)
+        assert type(out) is typ and int(out) == value, (cast.__name__, out)
+    for dtype in (np.float32, np.float64):
+        out = _loader.real(0.1, dtype)
+        assert type(out) is dtype and out == dtype(0.1)
+    assert _loader.real(0.1, np.float64) != np.float32(0.1)  # float64 keeps what float32 rounds off
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])

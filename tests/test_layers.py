@@ -95,10 +95,14 @@ def test_no_import_cycle():
     assert _cycles(_graph()) == []
 
 
+def _upward(graph):
+    """The imports (module, target) of ``graph`` from a lower layer up to a higher one."""
+    return sorted((m, t) for m, targets in graph.items() for t in targets
+                  if m != "gpumcmc" and _layer(t) > _layer(m))
+
+
 def test_no_import_from_a_lower_layer_up():
-    graph = _graph()
-    up = sorted((m, t) for m, targets in graph.items() for t in targets
-                if m != "gpumcmc" and _layer(t) > _layer(m))
+    up = _upward(_graph())
     assert not up, up
 
 
@@ -107,3 +111,28 @@ def test_the_checks_find_a_cycle_and_an_upward_import():
     graph = {"gpumcmc.backend": {"gpumcmc.models.lda"}, "gpumcmc.models.lda": {"gpumcmc.backend"}}
     assert _cycles(graph) == [{"gpumcmc.backend", "gpumcmc.models.lda"}]
     assert _layer("gpumcmc.models.lda") > _layer("gpumcmc.backend")
+    assert _upward(graph) == [("gpumcmc.backend", "gpumcmc.models.lda")]
+    layers = {"gpumcmc._loader": 0, "gpumcmc.backend": 0, "gpumcmc.random._gamma": 1, "gpumcmc.discrete": 1,
+              "gpumcmc.sampling._estimator": 2, "gpumcmc.shards": 2, "gpumcmc.models.lda": 3, "gpumcmc.glm": 3,
+              "gpumcmc": 4, "gpumcmc.__main__": 4, "gpumcmc.demo": 4}
+    assert {m: _layer(m) for m in layers} == layers
+
+
+def test_the_graph_holds_the_packages_imports():
+    """The graph the checks read is the package's: every module, and the edges of each kind of import (an
+    absolute one, a relative one of one or two dots, one inside a function). An empty or partial graph
+    would pass the checks above."""
+    graph = _graph()
+    assert len(graph) > 60 and {"gpumcmc", "gpumcmc.__main__", "gpumcmc.random", "gpumcmc.random._gamma",
+                                "gpumcmc.models.lda", "gpumcmc.models.bayesnet.algorithm"} <= set(graph)
+    for module, target in [
+        ("gpumcmc", "gpumcmc.backend"),                                     # from . import backend
+        ("gpumcmc.discrete", "gpumcmc._config"),                            # from ._config import config
+        ("gpumcmc.random._params", "gpumcmc._validate"),                    # from .. import _validate
+        ("gpumcmc.models.bayesnet.algorithm", "gpumcmc.backend"),           # from gpumcmc import backend
+        ("gpumcmc.models.bayesnet.algorithm", "gpumcmc.random._fill"),      # the same, inside a function
+        ("gpumcmc._kernel_args", "gpumcmc._loader"),                        # from ._loader import ..., inside one
+        ("gpumcmc.__main__", "gpumcmc.demo"),
+    ]:
+        assert target in graph[module], (module, target)
+    assert sum(map(len, graph.values())) > 200

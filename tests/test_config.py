@@ -158,22 +158,35 @@ def test_override_restores_after_an_exception():
 
 def test_a_knob_changes_the_twin_path_not_the_draws():
     """The knobs reach the code that reads them: the NumPy gamma twin in chunks of 64 elements (many
-    chunks) gives the same draws as in one chunk; categorical's twin likewise."""
+    chunks) gives the same draws as in one chunk; categorical's twin likewise, in chunks of 64 rows of 40
+    (300 rows: 4 chunks of 64 and one of 44, where the default knob takes them in one)."""
     rng = np.random.default_rng(0)
     a = rng.uniform(0.1, 5.0, 1000)
     w = rng.random((300, 40))
-    ref = gpumcmc.random.default_rng(1, backend="numpy").gamma(a), gpumcmc.categorical(w, rng=2)
-    calls = []
-    real = _gamma._Trial0
+    calls, rows = [], []
+    real, draws = _gamma._Trial0, {f: getattr(discrete, f) for f in ("prefix_draw", "butterfly_draw")}
 
     def counting(*args):
         calls.append(args[-1])
         return real(*args)
 
-    with config.override(gamma_twin_chunk=64, categorical_twin_chunk=64 * 40), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_gamma, "_Trial0", counting)
-        got = gpumcmc.random.default_rng(1, backend="numpy").gamma(a), gpumcmc.categorical(w, rng=2)
+    def chunk_counting(f):
+        def draw(weights, *args):
+            rows.append(len(weights))
+            return draws[f](weights, *args)
+        return draw
+
+    with pytest.MonkeyPatch.context() as mp:
+        for f in draws:
+            mp.setattr(discrete, f, chunk_counting(f))
+        ref = gpumcmc.random.default_rng(1, backend="numpy").gamma(a), gpumcmc.categorical(w, rng=2)
+        assert rows == [300]
+        rows.clear()
+        with config.override(gamma_twin_chunk=64, categorical_twin_chunk=64 * 40):
+            mp.setattr(_gamma, "_Trial0", counting)
+            got = gpumcmc.random.default_rng(1, backend="numpy").gamma(a), gpumcmc.categorical(w, rng=2)
     assert calls and max(calls) == 64 + 2  # the twin's buffers were sized by the knob
+    assert rows == [64, 64, 64, 64, 44]  # the categorical twin's chunks of rows, sized by its knob
     assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
 
 

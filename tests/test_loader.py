@@ -1,5 +1,7 @@
 """The kernel loader: sources found, compile keys that see every header, clear errors."""
 
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -8,18 +10,22 @@ from gpumcmc import _loader
 
 
 def test_every_kernel_source_is_found_and_its_includes_resolve():
+    """Every .cu file of kernels_cu/ is found, each hashes (its includes resolve) and to a key of its own."""
     srcs = _loader.kernel_sources()
     names = {p.name for p in srcs}
-    assert "random_fill.cu" in names
-    for p in srcs:
-        assert len(_loader.source_hash(p.name)) == 16
+    on_disk = {p.name for p in (pathlib.Path(__file__).resolve().parents[1] / "kernels_cu").glob("*.cu")}
+    assert names == on_disk and {"random_fill.cu", "gamma.cu", "lda.cu"} <= names
+    hashes = {_loader.source_hash(p.name) for p in srcs}
+    assert len(hashes) == len(srcs) and all(re.fullmatch(r"[0-9a-f]{16}", h) for h in hashes)
 
 
 def test_compile_options(tmp_path):
     opts = _loader.compile_options("random_fill.cu", defines=(("GPUMCMC_FILL_BLOCK", 128),))
-    assert "-std=c++17" in opts
-    assert any(o.startswith("-DGPUMCMC_SRC_HASH=0x") for o in opts)
-    assert "-DGPUMCMC_FILL_BLOCK=128" in opts
+    assert opts == ("-std=c++17", f"-I{_loader.kernel_dir()}",
+                    f"-DGPUMCMC_SRC_HASH=0x{_loader.source_hash('random_fill.cu')}ULL", "-DGPUMCMC_FILL_BLOCK=128")
+    _tree(tmp_path, "1.0f")  # another folder: its headers are included and hashed
+    assert _loader.compile_options("probe.cu", directory=tmp_path)[1:] == (
+        f"-I{tmp_path}", f"-DGPUMCMC_SRC_HASH=0x{_loader.source_hash('probe.cu', tmp_path)}ULL")
 
 
 def _tree(tmp_path, value: str):

@@ -53,9 +53,18 @@ def test_asking_for_cupy_without_it_says_how_to_install():
 
 
 def test_env_override_numpy(monkeypatch):
-    monkeypatch.setenv("GPUMCMC_BACKEND", "numpy")
-    assert backend.backend_name() == "numpy"
-    assert backend.get_backend() is np
+    """GPUMCMC_BACKEND=numpy gives NumPy even where CuPy sees a device (played here by cupy_available), where
+    auto, the default, gives CuPy."""
+    monkeypatch.setattr(backend, "cupy_available", lambda: True)
+    monkeypatch.delenv("GPUMCMC_BACKEND", raising=False)
+    assert backend.backend_name() == "cupy"
+    for value in ("auto", " Auto "):
+        monkeypatch.setenv("GPUMCMC_BACKEND", value)
+        assert backend.backend_name() == "cupy"
+    for value in ("numpy", " NumPy "):
+        monkeypatch.setenv("GPUMCMC_BACKEND", value)
+        assert backend.backend_name() == "numpy"
+        assert backend.get_backend() is np
 
 
 def test_env_override_rejects_unknown_value(monkeypatch):

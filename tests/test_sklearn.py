@@ -82,9 +82,15 @@ def test_mixture_in_pipeline_grid_search_and_cross_val_score():
     labels = pipe.fit(X).predict(X)
     assert labels.shape == (len(X),)
     check_is_fitted(pipe[-1])
+    # score, which the search maximises, is the mean log-likelihood: on three separated blobs 4 components
+    # (one left empty) beat 2 (two blobs merged) on each held-out half, by about 0.3 nats a point
+    assert pipe[-1].score(pipe[0].transform(X)) == pytest.approx(
+        pipe[-1].score_samples(pipe[0].transform(X)).mean(), rel=1e-6)
     search = GridSearchCV(_mixture(), {"n_components": [2, 4]}, cv=KFold(2, shuffle=True, random_state=0))
     search.fit(X)
-    assert search.best_params_["n_components"] in (2, 4)
+    assert search.best_params_["n_components"] == 4
+    res = search.cv_results_
+    assert all(res[f"split{i}_test_score"][1] > res[f"split{i}_test_score"][0] + 0.1 for i in range(2)), res
     scores = cross_val_score(make_pipeline(StandardScaler(), _mixture()), X, cv=3)
     assert scores.shape == (3,) and np.all(np.isfinite(scores))
 

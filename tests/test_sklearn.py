@@ -133,6 +133,10 @@ def test_hierarchical_glm_in_pipeline_routes_groups():
     pipe = make_pipeline(StandardScaler(), _hglm())
     pipe.fit(X, y, hierarchicalglm__groups=groups)
     check_is_fitted(pipe[-1])
+    # the groups reached the fit: the draws are those of a fit on the scaled X with the groups
+    assert pipe[-1].groups_.tolist() == [0, 1, 2, 3]
+    np.testing.assert_array_equal(pipe[-1].beta_draws_,
+                                  _hglm().fit(StandardScaler().fit_transform(X), y, groups).beta_draws_)
     assert clone(pipe).get_params()["hierarchicalglm__n_chains"] == 2
 
 

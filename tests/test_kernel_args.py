@@ -567,7 +567,28 @@ def test_checking_packed_launches(checking):
 
 
 def test_checking_is_off_by_default_and_costs_nothing_then():
-    # off unless GPUMCMC_CHECK_KERNEL_ARGS is set: a wrong kind passes (the static test is the guard)
+    # off unless GPUMCMC_CHECK_KERNEL_ARGS is set (to other than 0), read at import: a fresh interpreter
+    # imports the module under each setting
+    import os
+    import subprocess
+    import sys
+
+    code = textwrap.dedent("""
+        import importlib, os
+        from gpumcmc import _kernel_args
+        seen = []
+        for value in (None, "", "0", "1", "yes"):
+            os.environ.pop("GPUMCMC_CHECK_KERNEL_ARGS", None)
+            if value is not None:
+                os.environ["GPUMCMC_CHECK_KERNEL_ARGS"] = value
+            seen.append(importlib.reload(_kernel_args).set_checking(False))
+        print(seen)
+        """)
+    env = {k: v for k, v in os.environ.items() if k != "GPUMCMC_CHECK_KERNEL_ARGS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[False,", "False,", "False,", "True,", "True]"]
+    # off: a wrong kind passes (the static test is the guard)
     old = _kernel_args.set_checking(False)
     try:
         assert _kernel_args.args("bayesnet.cu", "bn_normalise", **_normalise_args(R=1))[-1] == 1

@@ -495,8 +495,14 @@ def test_philox_keywords_equal_the_loaders_tuples():
     d = _kernel_args.philox(key, off)
     assert tuple(d) == _PHILOX
     assert all(type(a) is type(b) and a == b for a, b in zip(d.values(), _loader.philox_args(key, off)))
+    assert [int(v) for v in d.values()] == [0x12345678, 0x9ABCDEF0, 5, 7]
     dd = _kernel_args.philox_dev(key, off)
     assert all(type(a) is type(b) and a == b for a, b in zip(dd.values(), _loader.philox_dev_args(key, off)))
+    assert tuple(dd) == (*_PHILOX, "off_dev") and dd["off_dev"] == 0  # null outside a replay block
+    with _loader.replay_offset(0xDEAD0000):  # inside one: the address the kernels read the offset from
+        dd = _kernel_args.philox_dev(key, off)
+        assert dd["off_dev"] == 0xDEAD0000 and type(dd["off_dev"]) is np.uint64
+        assert all(type(a) is type(b) and a == b for a, b in zip(dd.values(), _loader.philox_dev_args(key, off)))
 
 
 # -- the optional check of values ------------------------------------------------------------

@@ -22,6 +22,20 @@ def test_the_bundled_fcs_file_needs_only_flowio(monkeypatch):
     d = load_fcs("facscalibur")
     assert d.data.shape == (37395, 7) and np.all(np.isfinite(d.data))
     assert "gpumcmc" in d.path
+    # the values: arcsinh(x / cofactor) of the file's linear values, the Time channel dropped, channels
+    # kept in the order asked for
+    import flowio
+
+    fd = flowio.FlowData(d.path)
+    raw = np.asarray(fd.as_array(preprocess=True), dtype=np.float64).reshape(fd.event_count, fd.channel_count)
+    names = [str(n) for n in fd.pnn_labels]
+    assert names[-1] == "Time" and d.channels == names[:-1]
+    linear = load_fcs("facscalibur", cofactor=None, drop_time=False)
+    assert linear.channels == names and np.array_equal(linear.data, raw)
+    np.testing.assert_allclose(d.data, np.arcsinh(raw[:, :-1] / 150.0), rtol=1e-12)
+    np.testing.assert_allclose(load_fcs("facscalibur", cofactor=5.0).data, np.arcsinh(raw[:, :-1] / 5.0), rtol=1e-12)
+    picked = load_fcs("facscalibur", channels=["SSC-H", 0], cofactor=None)
+    assert picked.channels == ["SSC-H", "FSC-H"] and np.array_equal(picked.data, raw[:, [1, 0]])
 
 
 @needs_fcsparser

@@ -91,6 +91,11 @@ def test_array_helpers_on_cupy(cp):
 
 
 def test_info_command_prints_backend():
-    r = subprocess.run([sys.executable, "-m", "gpumcmc", "info"], capture_output=True, text=True, timeout=120)
+    """``python -m gpumcmc info`` prints one "name  value" line per entry: the versions of gpumcmc and NumPy
+    and the backend in use (NumPy where GPUMCMC_BACKEND says so)."""
+    r = subprocess.run([sys.executable, "-m", "gpumcmc", "info"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "GPUMCMC_BACKEND": "numpy"})
     assert r.returncode == 0, r.stderr
-    assert "backend" in r.stdout and gpumcmc.__version__ in r.stdout
+    lines = dict(line.split(None, 1) for line in r.stdout.splitlines())
+    assert lines["gpumcmc"] == gpumcmc.__version__ and lines["numpy"] == np.__version__
+    assert lines["backend"] == "numpy" and "device" in lines

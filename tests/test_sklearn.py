@@ -376,7 +376,11 @@ def test_rbm_fit_transform_gibbs_and_pipeline():
     np.testing.assert_array_equal(v, rbm.sample(10, 1, random_state=4, initial=X[:10]))
     y = X[:, 0].astype(int)   # a label the visible units carry
     pipe = make_pipeline(RBM(**kw), LogisticRegression()).fit(X, y)
-    assert pipe.predict(X).shape == (80,) and 0.0 <= pipe.score(X, y) <= 1.0
+    # the classifier sees the RBM's hidden probabilities: the same model as one fitted on them by hand
+    H = RBM(**kw).fit_transform(X)
+    by_hand = LogisticRegression().fit(H, y)
+    np.testing.assert_allclose(pipe[-1].coef_, by_hand.coef_, rtol=1e-10)
+    np.testing.assert_array_equal(pipe.predict_proba(X), by_hand.predict_proba(H))
 
 
 def test_lda_feature_names_name_its_topics():

@@ -49,6 +49,20 @@ def _corpus(cp, M, V, T, seed):
     return rows, cols
 
 
+def zipf_corpus(M=43556, V=37286, T=3072662, seed=1):
+    """A SciPy CSR count matrix of ``M`` documents (lengths multinomial, at least one token), ``V`` words with
+    Zipf frequencies and ``T`` tokens; the defaults are the corpus shape of Steele & Tristan's experiments."""
+    import scipy.sparse as sp
+
+    rs = np.random.default_rng(seed)
+    lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
+    f = 1.0 / (np.arange(V) + 1.0)
+    w = rs.choice(V, size=T, p=f / f.sum())
+    X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
+    X.sum_duplicates()
+    return X
+
+
 def _stage_bytes(M, V, T, K, f=4):
     """Bytes each stage of a sweep must move at least (int32 token indices, float32 tables)."""
     return {
@@ -335,7 +349,6 @@ def fit_against_step(out=None):
     import sys
 
     import cupy as cp
-    import scipy.sparse as sp
 
     from gpumcmc.models import LDA
     from gpumcmc.models import lda as L
@@ -348,17 +361,8 @@ def fit_against_step(out=None):
         cp.cuda.Device().synchronize()
         return time.perf_counter() - t
 
-    def zipf(M, V, T, seed=1):
-        rs = np.random.default_rng(seed)
-        lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
-        f = 1.0 / (np.arange(V) + 1.0)
-        w = rs.choice(V, size=T, p=f / f.sum())
-        X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
-        X.sum_duplicates()
-        return X
-
     R = {}
-    corpora = {"paper_shape_zipf": zipf(43556, 37286, 3072662), "zipf_29M": zipf(23600, 50000, 29_000_000)}
+    corpora = {"paper_shape_zipf": zipf_corpus(), "zipf_29M": zipf_corpus(23600, 50000, 29_000_000)}
     for name, X in corpora.items():
         T = int(X.sum())
         for K in (256, 1024):

@@ -44,44 +44,43 @@ KERNELS = {"lda": ("regex:^lda_", 40), "mixture": ("regex:^mixture_", 40), "bem"
            "glm": ("regex:^glm_", 200)}
 
 
-def _workload(case):
-    """The case's public call, run a few times: what ncu watches."""
-    from benchmarks.harness import sync_all_gpus
+# case -> iterations (calls, for fg) of its public call that ncu watches
+RUNS = {"lda": 30, "mixture": 30, "bem": 30, "bayesnet": 40, "ising": 12, "fg": 20, "glm": 4}
+
+
+def public_call(case):
+    """``run(n)``: the case's public call with ``n`` iterations (``n`` calls for ``fg``), defaults otherwise,
+    its data made once."""
     import cupy as cp
 
     if case == "lda":
-        import scipy.sparse as sp
-
+        from benchmarks.lda import zipf_corpus
         from gpumcmc.models import LDA
 
-        M, V, T = 43556, 37286, 3072662
-        rs = np.random.default_rng(1)
-        lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
-        f = 1.0 / (np.arange(V) + 1.0)
-        w = rs.choice(V, size=T, p=f / f.sum())
-        X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
-        X.sum_duplicates()
-        LDA(n_components=1024, n_iter=30, burn_in=0, random_state=0, progress=False).fit(X)
-    elif case in ("mixture", "bem"):
+        X = zipf_corpus()
+        return lambda n: LDA(n_components=1024, n_iter=n, burn_in=0, random_state=0, progress=False).fit(X)
+    if case in ("mixture", "bem"):
         from gpumcmc.models import DPGaussianMixture
 
         rs = np.random.default_rng(2)
         centres = rs.normal(0, 5, (12, 14))
         X = (centres[rs.integers(0, 12, 1 << 20)] + rs.normal(0, 1, (1 << 20, 14))).astype(np.float32)
         kw = {"method": "bem", "n_init": 1, "tol": 0.0} if case == "bem" else {}
-        DPGaussianMixture(n_components=256, n_iter=30, burn_in=0, random_state=0, progress=False, **kw).fit(X)
-    elif case == "bayesnet":
+        return lambda n: DPGaussianMixture(n_components=256, n_iter=n, burn_in=0, random_state=0, progress=False,
+                                           **kw).fit(X)
+    if case == "bayesnet":
         from gpumcmc.models.bayesnet import BayesianNetwork
 
         truth = BayesianNetwork.koller()
         X = truth.sample(1_000_000, 0)
         X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
-        BayesianNetwork(truth.parents, truth.states, n_iter=40, same=10, random_state=0, progress=False).fit(X)
-    elif case == "ising":
+        return lambda n: BayesianNetwork(truth.parents, truth.states, n_iter=n, same=10, random_state=0,
+                                         progress=False).fit(X)
+    if case == "ising":
         from gpumcmc.models import Ising
 
-        Ising((16384, 16384), beta=0.44).sample(12, random_state=0, progress=False)
-    elif case in ("fg", "glm"):
+        return lambda n: Ising((16384, 16384), beta=0.44).sample(n, random_state=0, progress=False)
+    if case in ("fg", "glm"):
         from gpumcmc.glm import loglik_and_grad
         from gpumcmc.models import BayesianGLM
 
@@ -89,15 +88,19 @@ def _workload(case):
         N = 4_000_000 if case == "fg" else 1_000_000
         Xh = rs.standard_normal((N, 50), dtype=np.float32) / np.float32(np.sqrt(50))
         yh = (rs.random(N) < 1 / (1 + np.exp(-(Xh @ rs.standard_normal(50).astype(np.float32))))).astype(np.float32)
-        if case == "fg":
-            X, y, beta = cp.asarray(Xh), cp.asarray(yh), cp.zeros(50, cp.float32)
-            for _ in range(20):
-                loglik_and_grad(X, y, beta, "bernoulli")
-        else:
-            BayesianGLM("bernoulli", n_samples=4, n_warmup=0, random_state=0, progress=False,
-                        dtype="float32").fit(Xh, yh)
-    else:
-        raise ValueError(f"unknown case {case!r}: choose from {sorted(KERNELS)}")
+        if case == "glm":
+            return lambda n: BayesianGLM("bernoulli", n_samples=n, n_warmup=0, random_state=0, progress=False,
+                                         dtype="float32").fit(Xh, yh)
+        X, y, beta = cp.asarray(Xh), cp.asarray(yh), cp.zeros(50, cp.float32)
+        return lambda n: [loglik_and_grad(X, y, beta, "bernoulli") for _ in range(n)]
+    raise ValueError(f"unknown case {case!r}: choose from {sorted(KERNELS)}")
+
+
+def _workload(case):
+    """The case's public call, run a few times: what ncu watches."""
+    from benchmarks.harness import sync_all_gpus
+
+    public_call(case)(RUNS[case])
     sync_all_gpus()
 
 

@@ -26,19 +26,6 @@ import numpy as np
 VARIANTS = "4x2,4x1,4x4,2x2,2x4,4x8,4x2"
 
 
-def _zipf_corpus():
-    import scipy.sparse as sp
-
-    M, V, T = 43556, 37286, 3072662
-    rs = np.random.default_rng(1)
-    lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
-    f = 1.0 / (np.arange(V) + 1.0)
-    w = rs.choice(V, size=T, p=f / f.sum())
-    X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
-    X.sum_duplicates()
-    return X
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--user-path", default="scripts/user_path.py")
@@ -51,12 +38,13 @@ def main(argv=None):
     import cupy as cp
 
     from benchmarks.harness import per_iteration_ms
+    from benchmarks.lda import zipf_corpus
     from gpumcmc._config import config
     from gpumcmc.models import LDA
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.user_path)))  # its corpus builder pickles _words
     up = importlib.import_module(os.path.splitext(os.path.basename(args.user_path))[0])
-    corpora = {"site_packages": up.site_packages_corpus(), "paper_shape_zipf": _zipf_corpus()}
+    corpora = {"site_packages": up.site_packages_corpus(), "paper_shape_zipf": zipf_corpus()}
     out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": []}
     default = (config.lda_zwarps, config.lda_zwaves)
     if args.fused_min_k is not None:

@@ -12,9 +12,8 @@ launched fewer times than there are iterations belong to the call's set-up. Summ
 time of all kernels and comparing it with the per-iteration wall time of the same call (``user_path.py``)
 gives the time the GPU waits on the host.
 
-Cases: ``mixture`` (DPGaussianMixture(256).fit, n = 2^20, p = 14, Gibbs), ``bem`` (the same by Bayesian
-EM), ``lda`` (LDA(1024).fit on the paper's corpus shape), ``bayesnet`` (Koller, 10^6 cases, half missing,
-m = 10). Writes ``sweep_kernels_<case>.csv`` (ncu's rows) and ``sweep_kernels.json`` under ``--out``.
+Cases: those of :mod:`benchmarks.probes.kernel_floor` (the same public calls and data); by default
+``mixture``, ``bem``, ``lda`` and ``bayesnet``. Writes ``sweep_kernels_<case>.csv`` (ncu's rows) and ``sweep_kernels.json`` under ``--out``.
 """
 
 from __future__ import annotations
@@ -27,46 +26,9 @@ import subprocess
 import sys
 from collections import defaultdict
 
-import numpy as np
-
-from benchmarks.probes.kernel_floor import _num, _rows
+from benchmarks.probes.kernel_floor import _num, _rows, public_call
 
 CASES = ("mixture", "bem", "lda", "bayesnet")
-
-
-def _call(case):
-    """``run(n_iter)``: the case's public call with ``n_iter`` iterations, defaults otherwise."""
-    if case in ("mixture", "bem"):
-        from gpumcmc.models import DPGaussianMixture
-
-        rs = np.random.default_rng(2)
-        centres = rs.normal(0, 5, (12, 14))
-        X = (centres[rs.integers(0, 12, 1 << 20)] + rs.normal(0, 1, (1 << 20, 14))).astype(np.float32)
-        kw = {"method": "bem", "n_init": 1, "tol": 0.0} if case == "bem" else {}
-        return lambda n: DPGaussianMixture(n_components=256, n_iter=n, burn_in=0, random_state=0, progress=False,
-                                           **kw).fit(X)
-    if case == "lda":
-        import scipy.sparse as sp
-
-        from gpumcmc.models import LDA
-
-        M, V, T = 43556, 37286, 3072662
-        rs = np.random.default_rng(1)
-        lens = rs.multinomial(T - M, np.full(M, 1 / M)) + 1
-        f = 1.0 / (np.arange(V) + 1.0)
-        w = rs.choice(V, size=T, p=f / f.sum())
-        X = sp.csr_matrix((np.ones(T, np.int32), (np.repeat(np.arange(M), lens), w)), shape=(M, V))
-        X.sum_duplicates()
-        return lambda n: LDA(n_components=1024, n_iter=n, burn_in=0, random_state=0, progress=False).fit(X)
-    if case == "bayesnet":
-        from gpumcmc.models.bayesnet import BayesianNetwork
-
-        truth = BayesianNetwork.koller()
-        X = truth.sample(1_000_000, 0)
-        X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
-        return lambda n: BayesianNetwork(truth.parents, truth.states).fit(X, n_iter=n, same=10, random_state=0,
-                                                                          progress=False)
-    raise ValueError(f"unknown case {case!r}: choose from {CASES}")
 
 
 def _workload(case, iters):
@@ -74,7 +36,7 @@ def _workload(case, iters):
 
     from benchmarks.harness import sync_all_gpus
 
-    run = _call(case)
+    run = public_call(case)
     run(2)
     sync_all_gpus()
     cp.cuda.profiler.start()

@@ -333,10 +333,12 @@ def run(bench):
 
 # ----------------------------------------------------------------------------- the public call against the sweep
 
-def fit_against_step(out=None):
+def fit_against_step(out=None, user_path=None):
     """``LDA.fit`` with its defaults against the bare step loop, per sweep, on the corpora of
     ``../shared/bench/user_path.py`` (the paper's shape, Zipf words) and a 29 M-token Zipf corpus of the real
     corpus' size (23.6 k documents, V = 50 k); and fit's set-up before its first sweep, in pieces.
+    ``user_path``: the path of user_path.py; its real text (``site_packages_corpus``, about 29 M tokens, case
+    ``site_packages``) then replaces the Zipf corpus of that size, so that the rows are those of issue 40's goals.
 
     Per sweep of fit: (time of fit(n_iter=60) - time of fit(n_iter=10)) / 50, median of 3 after a warm-up
     call, as user_path.py does. The bare loop: 50 calls of ``lda.step`` on the state of ``init``, one
@@ -362,7 +364,15 @@ def fit_against_step(out=None):
         return time.perf_counter() - t
 
     R = {}
-    corpora = {"paper_shape_zipf": zipf_corpus(), "zipf_29M": zipf_corpus(23600, 50000, 29_000_000)}
+    corpora = {"paper_shape_zipf": zipf_corpus()}
+    if user_path:  # imported from its own folder: its corpus builder's worker processes unpickle _words by name
+        import importlib
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(user_path)))
+        up = importlib.import_module(os.path.splitext(os.path.basename(user_path))[0])
+        corpora["site_packages"] = up.site_packages_corpus()
+    else:
+        corpora["zipf_29M"] = zipf_corpus(23600, 50000, 29_000_000)
     for name, X in corpora.items():
         T = int(X.sum())
         for K in (256, 1024):
@@ -430,4 +440,6 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=fit_against_step.__doc__)
     parser.add_argument("--out")
-    fit_against_step(parser.parse_args().out)
+    parser.add_argument("--user-path", help="user_path.py: time its real text in place of the 29 M-token Zipf corpus")
+    args = parser.parse_args()
+    fit_against_step(args.out, args.user_path)

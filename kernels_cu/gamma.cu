@@ -198,6 +198,19 @@ template <>
 struct pair_of<double> {
     using type = double2;
 };
+template <>
+struct pair_of<int> {
+    using type = int2;
+};
+
+template <typename A, typename B>
+struct same_type {
+    static constexpr bool value = false;
+};
+template <typename A>
+struct same_type<A, A> {
+    static constexpr bool value = true;
+};
 
 template <typename T>
 __device__ __forceinline__ bool pair_aligned(const T* p) {
@@ -234,14 +247,20 @@ __device__ __forceinline__ T scaled(T v, T s, int log_out) {
 // scale array and no trials: see fast()); flush() finishes whatever still
 // waits in the queues. After flush() and a __syncwarp() every element the
 // warp was given holds its final value.
-template <typename T>
+//
+// Shapes are stored as S: T itself, or int counts to which the warp adds
+// `shape_add` (LDA's counts plus a prior), T(count) + shape_add rounded once
+// as an elementwise add of the count array and the prior in T gives it.
+template <typename T, typename S = T>
 struct GammaWarp {
     using T2 = typename pair_of<T>::type;
+    using S2 = typename pair_of<S>::type;
     static constexpr unsigned int SLOW_BYTES = sizeof(SlowEntry<T>), BOOST_BYTES = sizeof(BoostEntry<T>),
                                   ATTEMPT_BYTES = sizeof(AttemptEntry);
     static constexpr bool ATTEMPTS = gamma_attempt_queue<T>();
-    const T* __restrict__ shape;
+    const S* __restrict__ shape;
     long long shape_step;
+    T shape_add;
     const T* __restrict__ scale;
     long long scale_step;
     T scale_value;
@@ -258,11 +277,11 @@ struct GammaWarp {
     unsigned int qs, qb, qa = 0, qd;  // shared addresses of this warp's queues and of this lane's discard slot
     int n_slow = 0, n_boost = 0, n_attempt = 0;
 
-    __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const T* shape_, long long shape_step_, const T* scale_,
+    __device__ __forceinline__ GammaWarp(GammaQueues<T>& q, const S* shape_, long long shape_step_, const T* scale_,
                                          long long scale_step_, T scale_value_, T* out_, int* trials_, uint2 key_,
                                          unsigned int off_lo_, unsigned int off_hi_, int log_out_,
-                                         unsigned long long* status_, unsigned long long tag_)
-        : shape(shape_), shape_step(shape_step_), scale(scale_), scale_step(scale_step_),
+                                         unsigned long long* status_, unsigned long long tag_, T shape_add_ = T(0))
+        : shape(shape_), shape_step(shape_step_), shape_add(shape_add_), scale(scale_), scale_step(scale_step_),
           scale_value(scale_value_), out(out_),
           trials(trials_), key(key_), off_lo(off_lo_), off_hi(off_hi_), log_out(log_out_), status(status_),
           tag(tag_) {
@@ -285,7 +304,17 @@ struct GammaWarp {
         return shape_step != 0 && vec_shape && vec_out && scale == nullptr && trials == nullptr;
     }
 
-    __device__ __forceinline__ T shape_of(long long i) const { return shape[shape_step ? i : 0]; }
+    // A stored shape as the sampler takes it.
+    __device__ __forceinline__ T shape_value(S x) const {
+        if constexpr (same_type<S, T>::value) return x;
+        else return T(x) + shape_add;
+    }
+    __device__ __forceinline__ T2 shape_pair(S2 v) const {
+        if constexpr (same_type<S, T>::value) return v;
+        else return T2{shape_value(v.x), shape_value(v.y)};
+    }
+
+    __device__ __forceinline__ T shape_of(long long i) const { return shape_value(shape[shape_step ? i : 0]); }
 
     // out[i] = v scaled by scale[i], or by scale_value where scale is null (see
     // scaled; a unit scale_value, 1 or 0, leaves v's bits as they are).
@@ -373,7 +402,7 @@ struct GammaWarp {
     __device__ __forceinline__ void pairs(long long base, long long n, const Trial0Words<T>& tw) {
         const long long p = base + lane;
         T2 a = {T(1), T(1)};
-        if (FAST) a = reinterpret_cast<const T2*>(shape)[p];
+        if (FAST) a = shape_pair(reinterpret_cast<const S2*>(shape)[p]);
         pair_round<FULL, FAST, LOG, UNIT>(p, n, tw, a, reinterpret_cast<T2*>(out) + p);
     }
 
@@ -394,7 +423,14 @@ struct GammaWarp {
             a0 = a.x;
             a1 = a.y;
         } else if (has0) {
-            load_pair(shape, shape_step, i0, has1, vec_shape, a0, a1);
+            if constexpr (same_type<S, T>::value) {
+                load_pair(shape, shape_step, i0, has1, vec_shape, a0, a1);
+            } else {
+                S s0, s1 = S(0);
+                load_pair(shape, shape_step, i0, has1, vec_shape, s0, s1);
+                a0 = shape_value(s0);
+                a1 = has1 ? shape_value(s1) : T(1);
+            }
         }
         T x0, u0, x1, u1, g0, g1;
         trial0_values(tw, x0, u0, x1, u1);
@@ -510,13 +546,13 @@ struct GammaWarp {
                 unsigned int r = left < (1ll << 30) ? (unsigned int)left : (1u << 30);
                 // The pair index and both pointers advance by the stride.
                 long long p = base + lane;
-                const T2* sp = reinterpret_cast<const T2*>(shape) + p;
+                const S2* sp = reinterpret_cast<const S2*>(shape) + p;
                 T2* op = reinterpret_cast<T2*>(out) + p;
                 Trial0Words<T> next = trial0_words<T>((unsigned long long)p, key, off_lo, off_hi);
-                T2 a_next = *sp;
+                S2 a_next = *sp;
                 for (;;) {
                     const Trial0Words<T> cur = next;
-                    const T2 a = a_next;
+                    const T2 a = shape_pair(a_next);
                     if (--r) {
                         next = trial0_words<T>((unsigned long long)(p + stride), key, off_lo, off_hi);
                         a_next = sp[stride];
@@ -636,17 +672,10 @@ struct WorkChunks {
 #ifndef GPUMCMC_GAMMA_MIN_BLOCKS
 #define GPUMCMC_GAMMA_MIN_BLOCKS 3
 #endif
-template <typename T, bool DYN>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_GAMMA_MIN_BLOCKS : 1)
-gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
-           long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
-           unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, int log_out,
-           int* __restrict__ trials, long long chunk, unsigned long long* __restrict__ next,
-           unsigned long long* status, unsigned long long tag) {
-    offset_from_device(off_dev, off_lo, off_hi);
-    __shared__ GammaQueues<T> q;
-    GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
-                   off_hi, log_out, status, tag);
+// gamma_draw's work for one warp, whatever its shapes' storage.
+template <bool DYN, typename T, typename S>
+__device__ __forceinline__ void gamma_rounds(GammaWarp<T, S>& w, long long n, long long chunk,
+                                             unsigned long long* __restrict__ next) {
     const long long n_pairs = (n + 1) >> 1;
     if (!DYN) {  // a grid stride: rounds at base, base + stride, ...
         const long long stride = (long long)gridDim.x * blockDim.x;
@@ -669,6 +698,36 @@ gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restric
         work.done();
     }
     w.flush();
+}
+
+template <typename T, bool DYN>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_GAMMA_MIN_BLOCKS : 1)
+gamma_draw(const T* __restrict__ shape, long long shape_step, const T* __restrict__ scale,
+           long long scale_step, T scale_value, T* __restrict__ out, long long n, unsigned int k0, unsigned int k1,
+           unsigned int off_lo, unsigned int off_hi, const unsigned long long* __restrict__ off_dev, int log_out,
+           int* __restrict__ trials, long long chunk, unsigned long long* __restrict__ next,
+           unsigned long long* status, unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
+    __shared__ GammaQueues<T> q;
+    GammaWarp<T> w(q, shape, shape_step, scale, scale_step, scale_value, out, trials, make_uint2(k0, k1), off_lo,
+                   off_hi, log_out, status, tag);
+    gamma_rounds<DYN>(w, n, chunk, next);
+}
+
+// gamma_draw of shapes counts[i] + prior (unit scale, no trials): the draws of
+// gamma_draw given the float array counts + prior, without that array's pass
+// over memory. LDA's Dirichlet draws from their topic counts.
+template <typename T, bool DYN>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, sizeof(T) == 4 ? GPUMCMC_GAMMA_MIN_BLOCKS : 1)
+gamma_counts_draw(const int* __restrict__ counts, T prior, T* __restrict__ out, long long n, unsigned int k0,
+                  unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+                  const unsigned long long* __restrict__ off_dev, int log_out, long long chunk,
+                  unsigned long long* __restrict__ next, unsigned long long* status, unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
+    __shared__ GammaQueues<T> q;
+    GammaWarp<T, int> w(q, counts, 1, nullptr, 0, log_out ? T(0) : T(1), out, nullptr, make_uint2(k0, k1), off_lo,
+                        off_hi, log_out, status, tag, prior);
+    gamma_rounds<DYN>(w, n, chunk, next);
 }
 
 template <typename T>
@@ -797,15 +856,9 @@ lse_rows(T* __restrict__ x, long long n_rows, int K, int G, int log_out) {
 // them (a shard of a larger batch draws its own rows with the counters of the
 // whole). alpha and out point at row 0 (the caller shifts its pointers by
 // -row0 K elements); row0 K must be even (a chunk starts on a whole pair).
-template <typename T>
-__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
-dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, long long row0, int K, long long R,
-               int G, unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
-               const unsigned long long* __restrict__ off_dev, int log_out, unsigned long long* status,
-               unsigned long long tag) {
-    offset_from_device(off_dev, off_lo, off_hi);
-    __shared__ GammaQueues<T> q;
-    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status, tag);
+template <typename T, typename S>
+__device__ __forceinline__ void dirichlet_rows(GammaWarp<T, S>& w, T* __restrict__ out, long long n_rows,
+                                               long long row0, int K, long long R, int G, int log_out) {
     const unsigned int mask = group_mask(G);
     const int sub = w.lane & (G - 1);
     const long long n_chunks = (n_rows - row0 + R - 1) / R;
@@ -827,6 +880,33 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
     }
 }
 
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
+dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_rows, long long row0, int K, long long R,
+               int G, unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+               const unsigned long long* __restrict__ off_dev, int log_out, unsigned long long* status,
+               unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
+    __shared__ GammaQueues<T> q;
+    GammaWarp<T> w(q, alpha, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status, tag);
+    dirichlet_rows(w, out, n_rows, row0, K, R, G, log_out);
+}
+
+// dirichlet_draw of the concentrations counts + prior (rows from row 0): its
+// draws given the float array counts + prior, without that array's pass.
+template <typename T>
+__global__ void __launch_bounds__(GPUMCMC_GAMMA_BLOCK, GPUMCMC_DIRICHLET_MIN_BLOCKS)
+dirichlet_counts_draw(const int* __restrict__ counts, T prior, T* __restrict__ out, long long n_rows, int K,
+                      long long R, int G, unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+                      const unsigned long long* __restrict__ off_dev, int log_out, unsigned long long* status,
+                      unsigned long long tag) {
+    offset_from_device(off_dev, off_lo, off_hi);
+    __shared__ GammaQueues<T> q;
+    GammaWarp<T, int> w(q, counts, 1, nullptr, 0, T(0), out, nullptr, make_uint2(k0, k1), off_lo, off_hi, 1, status,
+                        tag, prior);
+    dirichlet_rows(w, out, n_rows, 0ll, K, R, G, log_out);
+}
+
 #ifndef __CUDACC_RTC__
 // Offline builds (nvcc in CI) instantiate the templates so that their bodies
 // are compiled; at run time NVRTC instantiates them through name_expressions.
@@ -834,7 +914,11 @@ dirichlet_draw(const T* __restrict__ alpha, T* __restrict__ out, long long n_row
     template __global__ void gamma_draw<T, D>(const T*, long long, const T*, long long, T, T*, long long,   \
                                               unsigned int, unsigned int, unsigned int, unsigned int,      \
                                               const unsigned long long*, int, int*, long long,             \
-                                              unsigned long long*, unsigned long long*, unsigned long long);
+                                              unsigned long long*, unsigned long long*, unsigned long long); \
+    template __global__ void gamma_counts_draw<T, D>(const int*, T, T*, long long, unsigned int, unsigned int, \
+                                                     unsigned int, unsigned int, const unsigned long long*, int,   \
+                                                     long long, unsigned long long*, unsigned long long*,        \
+                                                     unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, false)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(float, true)
 GPUMCMC_GAMMA_INSTANTIATE_DYN(double, false)
@@ -849,7 +933,11 @@ GPUMCMC_GAMMA_INSTANTIATE_DYN(double, true)
     template __global__ void dirichlet_draw<T>(const T*, T*, long long, long long, int, long long, int,     \
                                                unsigned int, unsigned int, unsigned int, unsigned int,      \
                                                const unsigned long long*, int, unsigned long long*,         \
-                                               unsigned long long);
+                                               unsigned long long);                                         \
+    template __global__ void dirichlet_counts_draw<T>(const int*, T, T*, long long, int, long long, int,      \
+                                                      unsigned int, unsigned int, unsigned int, unsigned int,   \
+                                                      const unsigned long long*, int, unsigned long long*,      \
+                                                      unsigned long long);
 GPUMCMC_GAMMA_INSTANTIATE(float)
 GPUMCMC_GAMMA_INSTANTIATE(double)
 #undef GPUMCMC_GAMMA_INSTANTIATE

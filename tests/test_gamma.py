@@ -592,3 +592,44 @@ def test_gpu_buffered_equals_numpy(cp):
     assert np.sum(tg.get() != tc) <= 2
     same = tg.get() == tc
     np.testing.assert_allclose(gpu.get()[same], cpu[same], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 63, 64, 129, 1_000_003])
+def test_gpu_gamma_of_counts_plus_prior_equals_gamma_of_the_sum(cp, dtype, n, monkeypatch):
+    # gamma_counts_draw forms each shape as T(count) + prior while it reads the int32 counts (LDA's topic
+    # counts and its prior): the same bits as gamma_draw given cupy.add(counts, prior, dtype), the array it
+    # spares, with log output and without, on the grid stride and (the large call, and with the counter
+    # forced) the work counter. Counts of 0 put most shapes below 1 (the boost); some reach 2**25, where
+    # the int -> float rounding matters in float32.
+    g = np.random.default_rng(12)
+    counts = g.integers(0, 40, n).astype(np.int32)
+    counts[g.random(n) < 0.6] = 0
+    counts[:: 997] = 2**25 + 3
+    prior = np.dtype(dtype).type(0.37 if n % 2 else 1e-3)
+    c = cp.asarray(counts)
+    for forced in (False, True):
+        if forced:
+            monkeypatch.setattr(config, "gamma_dyn_min_rounds", 0)
+        for log in (False, True):
+            got = _gamma.gamma_counts_cupy(c, prior, (5, 6), 7, log=log)
+            ref = _gamma.gamma_cupy(cp.add(c, prior, dtype=dtype), None, (5, 6), 7, log=log)
+            assert got.dtype == dtype and got.shape == c.shape
+            assert np.array_equal(got.get(), ref.get(), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("rows,K", [(3, 5), (1000, 1024), (20_000, 64), (7, 3)])
+def test_gpu_dirichlet_of_counts_plus_prior_equals_dirichlet_of_the_sum(cp, dtype, rows, K):
+    # dirichlet_counts_draw (or, where the plan takes the pair, gamma_counts_draw and lse_rows): the rows
+    # of dirichlet_cupy given cupy.add(counts, prior, dtype), bit for bit, on both of the plan's paths.
+    g = np.random.default_rng(rows + K)
+    counts = g.integers(0, 9, (rows, K)).astype(np.int32)
+    counts[g.random((rows, K)) < 0.8] = 0
+    prior = np.dtype(dtype).type(1.0 / K)
+    c = cp.asarray(counts)
+    got = _gamma.dirichlet_counts_cupy(c, prior, (8, 9), 10)
+    ref = _gamma.dirichlet_cupy(cp.add(c, prior, dtype=dtype), (8, 9), 10)
+    assert got.dtype == dtype and got.shape == (rows, K)
+    assert np.array_equal(got.get(), ref.get())
+    assert np.all(np.isfinite(got.get())) and np.allclose(got.get().sum(axis=1), 1, rtol=1e-5)

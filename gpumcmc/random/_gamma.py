@@ -73,7 +73,8 @@ _NAMES = tuple(
     name
     for t in ("float", "double")
     for name in (f"gamma_draw<{t}, false>", f"gamma_draw<{t}, true>", f"beta_draw<{t}>", f"lse_rows<{t}>",
-                 f"dirichlet_draw<{t}>")
+                 f"dirichlet_draw<{t}>", f"gamma_counts_draw<{t}, false>", f"gamma_counts_draw<{t}, true>",
+                 f"dirichlet_counts_draw<{t}>")
 )
 _CTYPE = _loader.CTYPE
 
@@ -610,13 +611,21 @@ class ParamMessage:
                 f"{_status.at(index, self.shape)} (flat index {index}) has one that is not.")
 
 
-def _gamma_plan(device: int, dtype):
+def _gamma_plan(device: int, dtype, kind: str = "gamma_draw"):
     """(grid-stride launcher, its blocks on the device, counter launcher, its
     blocks on the device, the counter kernel's resident warps) for ``dtype``
     on ``device`` (the current one): one wave of resident blocks, each warp
-    looping over many rounds, so that its queues are rarely flushed part-full."""
-    key = (device, dtype)
+    looping over many rounds, so that its queues are rarely flushed part-full.
+    ``kind``: ``gamma_draw``, or ``gamma_counts_draw`` (its format read from the source)."""
+    key = (device, dtype, kind)
     plan = _plans.get(key)
+    if plan is None and kind != "gamma_draw":
+        fs, fd = _fn(kind, dtype, False), _fn(kind, dtype, True)
+        sms = _loader.sm_count()
+        bs, bd = _loader.resident_blocks(fs, _BLOCK) * sms, _loader.resident_blocks(fd, _BLOCK) * sms
+        t = _CTYPE[np.dtype(dtype)]
+        plan = _plans[key] = (_loader.packed_launcher(fs, FILE, kind, t), bs, _loader.packed_launcher(fd, FILE, kind, t),
+                              bd, bd * (_BLOCK // 32))
     if plan is None:
         fs, fd = _fn("gamma_draw", dtype, False), _fn("gamma_draw", dtype, True)
         sms = _loader.sm_count()
@@ -644,10 +653,10 @@ def _counter(device: int, stream_ptr: int) -> int:
     return c.data.ptr
 
 
-def _work_args(dtype, rounds: int, device: int, stream_ptr: int):
+def _work_args(dtype, rounds: int, device: int, stream_ptr: int, kind: str = "gamma_draw"):
     """(launcher, blocks, rounds per request, counter address) for ``rounds``
-    rounds of gamma_draw on ``device`` (the current one) and the stream ``stream_ptr``."""
-    fs, bs, fd, bd, warps = _gamma_plan(device, dtype)
+    rounds of gamma_draw (or ``kind``) on ``device`` (the current one) and the stream ``stream_ptr``."""
+    fs, bs, fd, bd, warps = _gamma_plan(device, dtype, kind)
     if rounds < config.gamma_dyn_min_rounds * warps:
         return fs, bs, 1, 0
     chunk = max(1, min(config.gamma_dyn_chunk, rounds // (config.gamma_dyn_share * warps)))
@@ -710,6 +719,65 @@ def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, sca
         sc, sc_step = (None, 0) if scale is None else _param_arg(scale, dtype)
         _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials, scale_value, describe)
     return (out, trials) if return_trials else out
+
+
+def gamma_counts_cupy(counts, prior, key, offset, *, log=False):
+    """``gamma_counts_draw``: gamma variates of the shapes ``counts + prior`` (unit scale), for a
+    C-contiguous int32 CuPy ``counts`` and a NumPy ``prior`` (float32 or float64, its dtype the output's),
+    without the array of shapes: the values, bit for bit, of :func:`gamma_cupy` given
+    ``cupy.add(counts, prior, dtype=prior.dtype)`` (each shape rounded once, as that add rounds it).
+    No value checks: a positive prior makes every shape valid."""
+    import cupy
+
+    dtype = np.dtype(prior.dtype)
+    out = cupy.empty(counts.shape, dtype=dtype)
+    n = out.size
+    if n == 0:
+        return out
+    _check_index(n, "gamma")
+    stream = cupy.cuda.get_current_stream()
+    pairs = (n + 1) // 2
+    launch, blocks, chunk, counter = _work_args(dtype, (pairs + 31) // 32, cupy.cuda.runtime.getDevice(), stream.ptr,
+                                                "gamma_counts_draw")
+    launch(min(-(-pairs // _BLOCK), blocks), _BLOCK, stream.ptr,
+           *_kernel_args.packed(FILE, "gamma_counts_draw", counts=counts.data.ptr, prior=prior, out=out.data.ptr,
+                                n=n, k0=key[0], k1=key[1], off_lo=offset & 0xFFFFFFFF, off_hi=offset >> 32,
+                                off_dev=_loader.device_offset(), log_out=1 if log else 0, chunk=chunk, next=counter,
+                                status=0, tag=0))
+    return out
+
+
+def dirichlet_counts_cupy(counts, prior, key, offset):
+    """Dirichlet rows of the concentrations ``counts + prior``, for a C-contiguous (n_rows, K) int32 CuPy
+    ``counts`` and a NumPy ``prior`` (its dtype the output's), without the array of concentrations: the
+    values, bit for bit, of :func:`dirichlet_cupy` given ``cupy.add(counts, prior, dtype=prior.dtype)``, by
+    ``dirichlet_counts_draw`` or, where :func:`_dirichlet_plan` takes the pair, ``gamma_counts_draw`` and
+    ``lse_rows``. No value checks: a positive prior makes every concentration valid."""
+    import cupy
+
+    dtype = np.dtype(prior.dtype)
+    n_rows, K = counts.shape
+    if counts.size == 0:
+        return cupy.empty((n_rows, K), dtype=dtype)
+    _check_index(counts.size, "dirichlet")
+    fn = _fn("dirichlet_counts_draw", dtype)
+    blocks = _loader.resident_blocks(fn, _BLOCK)
+    R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), dtype)
+    if not R:
+        out = gamma_counts_cupy(counts, prior, key, offset, log=True)
+        g = _row_lanes(K)
+        _loader.launch(_fn("lse_rows", dtype), n_rows * g,
+                       _kernel_args.args(FILE, "lse_rows", x=out, n_rows=_loader.i64(n_rows), K=_loader.i32(K),
+                                         G=_loader.i32(g), log_out=_loader.i32(0)), block=_BLOCK)
+        return out
+    out = cupy.empty((n_rows, K), dtype=dtype)
+    launch = _loader.packed_launcher(fn, FILE, "dirichlet_counts_draw", _CTYPE[dtype])
+    launch(_loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), _BLOCK, cupy.cuda.get_current_stream().ptr,
+           *_kernel_args.packed(FILE, "dirichlet_counts_draw", counts=counts.data.ptr, prior=prior, out=out.data.ptr,
+                                n_rows=n_rows, K=K, R=R, G=_row_lanes(K), k0=key[0], k1=key[1],
+                                off_lo=offset & 0xFFFFFFFF, off_hi=offset >> 32, off_dev=_loader.device_offset(),
+                                log_out=0, status=0, tag=0))
+    return out
 
 
 def beta_cupy(a, b, n, key, offset, describe=None):

@@ -42,7 +42,8 @@ from gpumcmc.random import _gamma
 from gpumcmc.random._fill import uniform_at
 from gpumcmc.sampling import Overlap
 
-from .ops import _accumulate, _chain_tokens, _phi_store, _token_counters, dirichlet_columns, fused_counts, zdraw_counts
+from .ops import (_accumulate, _chain_tokens, _phi_store, _token_counters, dirichlet_columns_counts, dirichlet_counts,
+                  fused_counts, zdraw_counts)
 
 
 class LDAData(NamedTuple):
@@ -108,7 +109,7 @@ def init(rng, rows, cols, n_docs: int, n_words: int, n_components: int, alpha: f
         theta = xp.full((C, n_docs, K), 1.0 / K, dtype)
     else:
         theta, nwk = _start_local(rng, data, C, K, dtype)
-        phi = dirichlet_columns(rng, xp.add(nwk.reshape(n_words, C * K), dtype.type(beta), dtype=dtype))
+        phi = dirichlet_columns_counts(rng, nwk.reshape(n_words, C * K), dtype.type(beta))
         phi = phi.reshape(n_words, C, K)
     return data, LDAState(theta, phi.transpose(1, 0, 2), xp.zeros((n_words, C, K), dtype).transpose(1, 0, 2),
                           xp.zeros((C, n_docs, K), dtype), xp.zeros(C, np.int64))
@@ -143,7 +144,7 @@ def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False) -> Ov
     ndk, nwk = zdraw_counts(rng, theta, phi, data, loglik=ll)
 
     def finish() -> LDAState:
-        th = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, M, K)
+        th = _theta_draw(rng, ndk, dtype.type(data.alpha), data, C).reshape(C, M, K)
         return state._replace(theta=th)
 
     return Overlap(GibbsStats(nwk, ll), finish)
@@ -186,12 +187,10 @@ def _phi_once(drawn, rng, nwk, phi_sum, beta: float, keep):
     if got is not None:
         rng.advance(got[2] - rng.offset)
         return got[0], got[1]
-    xp = _backend.get_array_module(nwk)
     store = _phi_store(phi_sum)
     V, C, K = (int(x) for x in store.shape)
     dtype = store.dtype
-    p, t = dirichlet_columns(rng, xp.add(nwk.reshape(V, C * K), dtype.type(beta), dtype=dtype),
-                             store.reshape(V, C * K), keep)
+    p, t = dirichlet_columns_counts(rng, nwk.reshape(V, C * K), dtype.type(beta), store.reshape(V, C * K), keep)
     out = p.reshape(V, C, K).transpose(1, 0, 2), t.reshape(V, C, K).transpose(1, 0, 2)
     if drawn is not None:
         drawn[id(phi_sum)] = (*out, rng.offset)
@@ -253,17 +252,19 @@ def _start_local(rng, data, C: int, K: int, dtype):
     del u
     r_all, c_all = _chain_tokens(data, C)
     ndk, nwk = fused_counts(r_all, c_all, z0, C * data.n_docs, data.n_words * C, K)
-    theta = _theta_draw(rng, xp.add(ndk, dtype.type(data.alpha), dtype=dtype), data, C).reshape(C, data.n_docs, K)
+    theta = _theta_draw(rng, ndk, dtype.type(data.alpha), data, C).reshape(C, data.n_docs, K)
     return theta, nwk
 
 
-def _theta_draw(rng, conc, data, C: int):
-    """``theta ~ Dir(conc)`` for the (C M, K) concentrations of ``data``'s documents (one generator call); a
-    shard draws chain ``c``'s rows as rows ``c M_all + first_doc + d`` of one device's batch."""
+def _theta_draw(rng, ndk, alpha, data, C: int):
+    """``theta ~ Dir(ndk + alpha)`` for the (C M, K) int32 counts of ``data``'s documents and the prior ``alpha``
+    (a NumPy scalar of theta's dtype), one generator call; a shard draws chain ``c``'s rows as rows
+    ``c M_all + first_doc + d`` of one device's batch."""
     p = data.place
     if p is None:
-        return rng.dirichlet(conc, dtype=conc.dtype)
-    xp = _backend.get_array_module(conc)
+        return dirichlet_counts(rng, ndk, alpha)
+    xp = _backend.get_array_module(ndk)
+    conc = xp.add(ndk, alpha, dtype=alpha.dtype)
     key, off = rng.key, rng.advance()
     M = int(data.n_docs)
     draw = _gamma.dirichlet_numpy if xp is np else _gamma.dirichlet_cupy

@@ -16,6 +16,7 @@ from gpumcmc import _kernel_args, _loader
 from gpumcmc import backend as _backend
 from gpumcmc._config import config, memo
 from gpumcmc.discrete import CounterIndex, categorical_products
+from gpumcmc.random import _gamma
 
 FILE = "lda.cu"
 _ALL = ("lda_counts<long long>", "lda_counts<int>",   # every instantiation, so that lda.cu compiles once
@@ -95,6 +96,14 @@ class _NumpyOps:
     def accumulate(self, total, x, keep):
         """``total + keep * x`` (keep is 0 or 1, so the product is exact)."""
         return total + keep * x
+
+    def log_gamma_counts(self, rng, counts, prior):
+        """``gamma_counts_draw``'s twin: log-gammas of the shapes ``counts + prior`` (in ``prior``'s dtype)."""
+        return rng.gamma(np.add(counts, prior, dtype=prior.dtype), dtype=prior.dtype, log=True)
+
+    def dirichlet_counts(self, rng, counts, prior):
+        """``dirichlet_counts_draw``'s twin: Dirichlet rows of the concentrations ``counts + prior``."""
+        return rng.dirichlet(np.add(counts, prior, dtype=prior.dtype), dtype=prior.dtype)
 
 
 class _GpuOps:
@@ -191,6 +200,16 @@ class _GpuOps:
             keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype), n=_loader.i64(lg.size),
             K=_loader.i32(K)))
         return out if total is None else (out, new_total)
+
+    def log_gamma_counts(self, rng, counts, prior):
+        """``gamma_counts_draw``: the shapes ``counts + prior`` formed as the kernel reads the counts (the
+        values of ``Generator.gamma`` given that array, with no pass to make it)."""
+        return _gamma.gamma_counts_cupy(_loader.contiguous(counts), prior, rng.key, rng.advance(), log=True)
+
+    def dirichlet_counts(self, rng, counts, prior):
+        """``dirichlet_counts_draw``: ``Generator.dirichlet``'s rows of ``counts + prior``, with no pass to
+        form the concentrations."""
+        return _gamma.dirichlet_counts_cupy(_loader.contiguous(counts), prior, rng.key, rng.advance())
 
     def accumulate(self, total, x, keep):
         """One elementwise kernel (compiled per device by CuPy): ``total + keep * x``."""
@@ -313,6 +332,19 @@ def dirichlet_columns(rng, concentration, total=None, keep=None):
     """
     lg = rng.gamma(concentration, dtype=concentration.dtype, log=True)
     return _ops(_backend.get_array_module(concentration)).normalise_columns(lg, total, keep)
+
+
+def dirichlet_counts(rng, counts, prior):
+    """``Dir(counts + prior)`` rows of the (n, K) int32 ``counts`` in ``prior``'s dtype (a NumPy scalar): the
+    draws of ``rng.dirichlet`` given that sum, which the GPU forms as it reads the counts."""
+    return _ops(_backend.get_array_module(counts)).dirichlet_counts(rng, counts, prior)
+
+
+def dirichlet_columns_counts(rng, counts, prior, total=None, keep=None):
+    """:func:`dirichlet_columns` of the concentrations ``counts + prior`` ((V, K) int32 counts, ``prior`` a
+    NumPy scalar of the output's dtype), the sum formed as the GPU reads the counts: the same draws."""
+    ops = _ops(_backend.get_array_module(counts))
+    return ops.normalise_columns(ops.log_gamma_counts(rng, counts, prior), total, keep)
 
 
 def _accumulate(total, x, keep):

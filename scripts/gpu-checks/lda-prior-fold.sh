@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks of LDA's Dirichlet draws from the counts (gamma_counts_draw, dirichlet_counts_draw; aa84a18), on
-# a host of 4 GPUs, from the repository root with scripts/user_path.py copied in and BASE the commit before
+# a host of 2 or 4 GPUs, from the repository root with scripts/user_path.py copied in and BASE the commit before
 # (the code of the extracted tree is run as "before"). Logs and JSON in one archive under $OUT.
 #   1. the new kernels against the draws they replace, bit for bit, and every LDA GPU test (each launch's
 #      arguments checked), with the gamma and Dirichlet files, side by side on GPUs 1-3; the NCCL LDA tests;
@@ -12,12 +12,20 @@ out=/tmp/prior-fold; final=${OUT:-out}
 mkdir -p "$out" "$final" /tmp/before
 git archive "$BASE" | tar -x -C /tmp/before
 export PYTHONPATH=$PWD
-CUDA_VISIBLE_DEVICES=1 GPUMCMC_CHECK_KERNEL_ARGS=1 timeout -s INT 300 python -m pytest -m gpu -q -p no:cacheprovider -rf \
-    tests/test_gamma.py tests/test_dirichlet_beta.py > "$out/pytest-gamma.log" 2>&1 &
-CUDA_VISIBLE_DEVICES=2 GPUMCMC_CHECK_KERNEL_ARGS=1 timeout -s INT 300 python -m pytest -m gpu -q -p no:cacheprovider -rf \
-    tests/test_lda.py tests/test_token_order.py tests/test_lda_quality.py > "$out/pytest-lda.log" 2>&1 &
-CUDA_VISIBLE_DEVICES=3 GPUMCMC_CHECK_KERNEL_ARGS=1 timeout -s INT 300 python -m pytest -m gpu -q -p no:cacheprovider -rf \
-    tests/test_lda_devices.py tests/test_protocol.py tests/test_kernel_args.py > "$out/pytest-lda-devices.log" 2>&1 &
+# The tests on GPU 1 (one after another on a host of 2), or side by side on GPUs 1-3 of a host of 4.
+n=$(nvidia-smi -L | wc -l)
+pt() { CUDA_VISIBLE_DEVICES=$1 GPUMCMC_CHECK_KERNEL_ARGS=1 timeout -s INT 300 python -m pytest -m gpu -q \
+           -p no:cacheprovider -rf "${@:3}" > "$out/$2.log" 2>&1; }
+if [ "$n" -ge 4 ]; then
+  pt 1 pytest-gamma tests/test_gamma.py tests/test_dirichlet_beta.py &
+  pt 2 pytest-lda tests/test_lda.py tests/test_token_order.py tests/test_lda_quality.py &
+  pt 3 pytest-lda-devices tests/test_lda_devices.py tests/test_protocol.py tests/test_kernel_args.py &
+else
+  g=$(( n > 1 ? 1 : 0 ))
+  { pt $g pytest-gamma tests/test_gamma.py tests/test_dirichlet_beta.py
+    pt $g pytest-lda tests/test_lda.py tests/test_token_order.py tests/test_lda_quality.py
+    pt $g pytest-lda-devices tests/test_lda_devices.py tests/test_protocol.py tests/test_kernel_args.py; } &
+fi
 cat > /tmp/fit_arrays.py <<'PY'
 import hashlib, sys, numpy as np, cupy as cp
 from gpumcmc.models import LDA
@@ -52,7 +60,7 @@ for who in after before; do
 done
 wait
 for f in pytest-gamma pytest-lda pytest-lda-devices; do echo "== $f"; tail -n 3 "$out/$f.log"; done
-CUDA_VISIBLE_DEVICES=0,1,2,3 timeout -s INT 120 python -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_nccl.py -k lda \
+timeout -s INT 120 python -m pytest -m gpu -q -p no:cacheprovider -rf tests/test_nccl.py -k lda \
     > "$out/pytest-nccl-lda.log" 2>&1
 echo "== nccl lda"; tail -n 2 "$out/pytest-nccl-lda.log"
 tar czf "$final/lda-prior-fold.tgz" -C "$out" .

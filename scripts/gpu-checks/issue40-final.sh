@@ -33,8 +33,12 @@
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
-END=$((T0 + ${ISSUE40_BUDGET_S:-470}))            # everything but the archive
-PHASE1_END=$((T0 + ${ISSUE40_PHASE1_S:-200}))
+NGPU=$(nvidia-smi -L | wc -l)
+# On a host of 2 GPUs the four lanes run two by two (lanes 0 and 2 on GPU 0, 1 and 3 on GPU 1), unpinned,
+# and the scaling runs stop at 2 GPUs: more time for phase 1, less for phase 2.
+if [ "$NGPU" -ge 4 ]; then B=470 P1=200; else B=540 P1=330; fi
+END=$((T0 + ${ISSUE40_BUDGET_S:-$B}))            # everything but the archive
+PHASE1_END=$((T0 + ${ISSUE40_PHASE1_S:-$P1}))
 D=${ISSUE40_DIR:-/tmp/issue40-final}
 FINAL=${OUT:-out}
 UP=scripts/user_path.py
@@ -108,10 +112,16 @@ lane3() {
   part lda-fit-vs-step 170 "$PHASE1_END" python -m benchmarks.lda --user-path "$UP" --out "$D/lda-fit-vs-step.json"
 }
 
-echo "phase 1: one lane per GPU (cores: $(for k in 0 1 2 3; do printf '%s ' "[$(lane_cpus $k)]"; done))"
-for k in 0 1 2 3; do
-  (export CUDA_VISIBLE_DEVICES=$k LANE_CPUS=$(lane_cpus $k); "lane$k") &
-done
+if [ "$NGPU" -ge 4 ]; then
+  echo "phase 1: one lane per GPU (cores: $(for k in 0 1 2 3; do printf '%s ' "[$(lane_cpus $k)]"; done))"
+  for k in 0 1 2 3; do
+    (export CUDA_VISIBLE_DEVICES=$k LANE_CPUS=$(lane_cpus $k); "lane$k") &
+  done
+else
+  echo "phase 1: lanes 0 then 2 on GPU 0, lanes 1 then 3 on GPU 1"
+  (export CUDA_VISIBLE_DEVICES=0; lane0; lane2) &
+  (export CUDA_VISIBLE_DEVICES=$((NGPU > 1 ? 1 : 0)); lane1; lane3) &
+fi
 wait
 
 echo "phase 2: alone on the host, every GPU"

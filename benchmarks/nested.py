@@ -239,7 +239,8 @@ def _public_vs_step(bench, nested):
     "kernel only" is the same sampler's iteration (``_step``: removal, starts, covariance, constrained
     step, replacement) looped ``b - a`` times with one wait at the end. Both on the configuration of
     ``../shared/bench/user_path.py`` (sinusoid, 10**5 data, M = 4, N = 64, R = 32) and on the 2-D shells
-    (M = 5, N = 100, R = 50), where the likelihood is cheap and host work shows.
+    (M = 5, N = 100, R = 50; 3 and 12 iterations, as its runs end after about 14), where the likelihood is cheap
+    and host work shows.
     """
     cp = bench.cupy
     n_data = 10_000 if bench.small else 100_000
@@ -248,7 +249,7 @@ def _public_vs_step(bench, nested):
     lls, pts = nested.gaussian_shells(2, xp=cp)
     cases = [(f"sinusoid n_data={n_data} M=4 N=64 R=32", m.loglike, m.prior_transform, 3,
               dict(nlive=64, n_runs=4, n_replace=32), 5, 25),
-             ("shells 2-D M=5 N=100 R=50", lls, pts, 2, dict(nlive=100, n_runs=5, n_replace=50), 5, 25)]
+             ("shells 2-D M=5 N=100 R=50", lls, pts, 2, dict(nlive=100, n_runs=5, n_replace=50), 3, 12)]
     for case, ll, pt, d, kw, a, b in cases:
         def make(n, seed=1):
             return nested.NestedSampler(ll, pt, d, random_state=seed, progress=False, backend=BACKEND,

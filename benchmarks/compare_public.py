@@ -241,7 +241,7 @@ def _scaling_figures():
     for model, up_name, size, goals in (
             ("mixture", "mixture_gibbs_n1e7_k256", "n = 10^7", {2: 0.9, 4: 0.85}),
             ("glm", "glm_N2e7_K50", "N = 2e7 (scaling suite: 4e7)", {2: 0.9, 4: 0.85}),
-            ("lda", "lda_site_packages_K1024", "29 M-token text (scaling suite: 100 M synthetic)", {2: None, 4: None})):
+            ("lda", "lda_site_packages_K1024", "29 M-token text", {2: None, 4: None})):
         for W, thr in goals.items():
             goal = ("" if thr is None else f">= {thr:.2f}; ") + "within 0.05 of the suite's sweep (item 6)"
             out.append(Figure(

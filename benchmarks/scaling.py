@@ -52,6 +52,9 @@ measurement. On one GPU (``one_device(2)``) the all-reduce is a sum in the
 GPU's memory and nothing crosses a link.
 
 ``GPUMCMC_SCALING_MODELS`` (default ``"mixture,lda,glm"``) picks the models.
+``GPUMCMC_SCALING_LDA_TEXT``, the path of ``../shared/bench/user_path.py``, times
+LDA on that script's real text (about 29 M tokens: the corpus on which it times
+``LDA.fit(devices=...)``) in place of the 100 M synthetic tokens.
 """
 
 from __future__ import annotations
@@ -230,6 +233,16 @@ def _mixture(bench):
     cp.get_default_memory_pool().free_all_blocks()
 
 
+def _user_path_text(path: str):
+    """``site_packages_corpus()`` of the user_path.py at ``path`` (a SciPy CSR count matrix), imported from its
+    own folder as benchmarks.lda does (its corpus builder's worker processes unpickle its helpers by name)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    return importlib.import_module(os.path.splitext(os.path.basename(path))[0]).site_packages_corpus()
+
+
 def _lda(bench):
     from gpumcmc.datasets import synthetic_lda_corpus
     from gpumcmc.models import lda as L
@@ -239,19 +252,28 @@ def _lda(bench):
 
     cp = bench.cupy
     pool = cp.get_default_memory_pool()
-    M, V, T = (300_000 // 64, 101_000 // 16, 100_000_000 // 64) if bench.small else (300_000, 101_000, 100_000_000)
     K = 1024
     a = b = 1.0 / K
     count = cp.cuda.runtime.getDeviceCount()
     t0 = time.perf_counter()
-    rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=T, n_components=100, zipf=1.0, random_state=1,
-                                            backend="cupy")
+    text = os.environ.get("GPUMCMC_SCALING_LDA_TEXT")
+    if text:  # user_path.py's real text, so that fit(devices=...)'s efficiency there has its sweep's beside it
+        X = _user_path_text(text)
+        M, V = X.shape
+        rows = cp.asarray(np.repeat(np.arange(M, dtype=np.int64), np.diff(X.indptr)).repeat(X.data))
+        cols = cp.asarray(np.repeat(X.indices.astype(np.int64), X.data))
+        corpus = f"the words of site-packages' .py files (user_path.py's text, {text})"
+    else:
+        M, V, T = (300_000 // 64, 101_000 // 16, 100_000_000 // 64) if bench.small else (300_000, 101_000, 100_000_000)
+        rows, cols, _, _ = synthetic_lda_corpus(M, V, n_tokens=T, n_components=100, zipf=1.0, random_state=1,
+                                                backend="cupy")
+        corpus = "synthetic, drawn from the LDA model (100 planted topics, Zipf words)"
     cp.cuda.Stream.null.synchronize()
     gen_s = time.perf_counter() - t0
     T = int(rows.size)
-    case = f"scaling lda T={T} K={K}"
+    case = f"scaling lda T={T} K={K}" + (" text" if text else "")
     params = {"M": M, "V": V, "T": T, "K": K, "dtype": "float32", "alpha": a, "beta": b, "visible_gpus": count,
-              "corpus": "synthetic, drawn from the LDA model (100 planted topics, Zipf words)"}
+              "corpus": corpus}
     floor = _floor_bytes(M, V, T, K)
     ar = L.allreduce_bytes(V, K)
     old_repeat = bench.repeat

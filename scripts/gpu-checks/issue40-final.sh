@@ -23,7 +23,7 @@
 #          shape, at K = 256 and 1024; fit's set-up in pieces)
 # Phase 2, alone on the host (all 4 GPUs): user_path.py scaling (LDA K = 1024 on the text, the mixture at
 # n = 10^7, the GLM at N = 2e7 through fit(devices=...) on 1, 2 and 4 GPUs), then the scaling suite (the
-# bare sweeps of the same models over 1, 2 and 4 GPUs; the LDA corpus there is 100 M synthetic tokens
+# bare sweeps of the same models over 1, 2 and 4 GPUs; LDA on user_path.py's text, GPUMCMC_SCALING_LDA_TEXT,
 # and the GLM's N 4e7: the suite has no public-call rows, so its efficiencies are the "kernel only" ones).
 #
 # Peers are skipped: the GLM suite's JAX row (JAX_PLATFORMS=cpu: bench.jax finds no GPU), the LDA suite's
@@ -128,7 +128,7 @@ echo "phase 2: alone on the host, every GPU"
 unset CUDA_VISIBLE_DEVICES
 left=$((END - $(date +%s) - 80))                  # keep 80 s or more for the scaling suite
 part user_path-scaling "$(( left < 240 ? left : 240 ))" "$END" python "$UP" scaling --out "$D/user_path-scaling.json"
-part scaling-suite 240 "$END" env GPUMCMC_BENCH_WARMUP=1 GPUMCMC_BENCH_REPEAT=5 \
+part scaling-suite 240 "$END" env GPUMCMC_BENCH_WARMUP=1 GPUMCMC_BENCH_REPEAT=5 GPUMCMC_SCALING_LDA_TEXT="$UP" \
   python -m benchmarks scaling --out "$D"
 
 python -m benchmarks.compare_public "$D" > "$D/compare.log" 2>&1

@@ -308,6 +308,35 @@ def write(results: Path, out: Path) -> None:
         else:
             suites += [f"Not tabulated here: see `benchmarks/results/{name}`.", ""]
     _write(out / "suites.md", "\n".join(suites))
+    _write(out / "goals.md", goals_markdown(results / "issue40-final"))
+
+
+def goals_markdown(runs: Path) -> str:
+    """The page of the public calls against their goals: each run of ``scripts/gpu-checks/issue40-final.sh``
+    (a folder of ``benchmarks/results/issue40-final/``, named by host and commit), its ``compare.md`` as
+    ``python -m benchmarks.compare_public`` wrote it."""
+    lines = ["# Public calls against their goals", "",
+             "Each table is one run of `scripts/gpu-checks/issue40-final.sh` on one host: every public call",
+             "with its defaults, timed by `user_path.py` (the reference script of the public calls) and by the",
+             "suite's public row, with the suite's bare step (**kernel only**) beside them and the goal each",
+             "figure answers. `python -m benchmarks.compare_public DIR` makes the table from the run's files,",
+             "which are committed beside it.", ""]
+    found = []
+    for d in sorted(runs.glob("*/compare.md")) if runs.is_dir() else []:
+        host = d.parent / "host.txt"
+        head = host.read_text().splitlines()[:2] if host.exists() else []
+        found.append((head[0] if head else "", d, head))
+    for date, path, head in found:
+        gpus = sorted({ln.split("(UUID")[0].split(":", 1)[1].strip() for ln in
+                       (path.parent / "host.txt").read_text().splitlines() if ln.startswith("GPU ")}) \
+            if (path.parent / "host.txt").exists() else []
+        lines += [f"## {path.parent.name}", "",
+                  f"{' and '.join(gpus) or 'GPU not recorded'}; {' '.join(head[1:]) or 'commit not recorded'}; "
+                  f"{date or 'date not recorded'}. Files: `benchmarks/results/issue40-final/{path.parent.name}/`.",
+                  "", path.read_text().strip(), ""]
+    if not found:
+        lines += ["No run is committed yet.", ""]
+    return "\n".join(lines)
 
 
 def _write(path: Path, text: str) -> None:

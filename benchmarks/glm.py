@@ -165,6 +165,16 @@ def _logistic_data(rs, N, K):
     return X, y
 
 
+def _user_path_logistic(N, K, seed=0):
+    """The data of ``../shared/bench/user_path.py``'s GLM rows, made as its ``logistic_data`` makes them (the
+    same generator calls, so the same values): X standard normal over sqrt(K), y Bernoulli from a standard
+    normal beta. Its BayesianGLM row takes the first 10^6 rows of the 4 M it draws."""
+    rs = np.random.default_rng(seed)
+    X = rs.standard_normal((N, K), dtype=np.float32) / np.float32(np.sqrt(K))
+    y = (rs.random(N) < 1 / (1 + np.exp(-(X @ rs.standard_normal(K).astype(np.float32))))).astype(np.float32)
+    return X, y
+
+
 def _agreement(loglik_and_grad, X, y, b):
     """How far the tiled kernel's f and g are from the two-GEMM path's (float64 sums of float32 products)."""
     f, g = loglik_and_grad(X, y, b, check=False)
@@ -422,8 +432,8 @@ def _hier(bench):
 
 
 def _public_path(bench):
-    """BayesianGLM.fit and HierarchicalGLM.fit with their defaults (progress off), per sweep as the
-    difference of two whole calls, against their bare step loop (the same sweep replayed from its CUDA
+    """BayesianGLM.fit (on user_path.py's data) and HierarchicalGLM.fit with their defaults (progress off), per
+    sweep as the difference of two whole calls, against their bare step loop (the same sweep replayed from its CUDA
     graph, nothing kept): what fit adds per sweep (the driver's copies of the draws and the step's
     statistics). Goal: fit <= 1.1x the bare step."""
     from gpumcmc.models import BayesianGLM, HierarchicalGLM
@@ -434,9 +444,9 @@ def _public_path(bench):
     from benchmarks.harness import per_iteration_ms
     cp = bench.cupy
     N, K = (1 << 14, 50) if bench.small else (1_000_000, 50)
-    rs = np.random.default_rng(1)
-    X, y = _logistic_data(rs, N, K)
-    Xc, yc = cp.asarray(X), cp.asarray(y)
+    X, y = _user_path_logistic(4 * N, K)   # user_path.py's data, so that the public rows can be set beside it
+    Xc, yc = cp.asarray(X[:N]), cp.asarray(y[:N])
+    del X, y
     G, Kh, n = (50, 5, 40) if bench.small else (1000, 20, 100)
     Xh, yh, g = hier_data(G, Kh, n)
     Xhc, yhc = cp.asarray(Xh), cp.asarray(yh)

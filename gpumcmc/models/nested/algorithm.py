@@ -70,8 +70,7 @@ class _NestedSteps:
         v, logl = self._eval(u)
         self._check_init(v, logl)
         birth = xp.full((M, N), -np.inf)
-        self._eye = xp.eye(d)
-        self._eye_eps = xp.eye(d)[None] * 1e-12
+        self._eye, self._eye_eps = xp.eye(d), xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
         self._ncall_dev = xp.zeros((), dtype=xp.int64)  # evaluations counted on the device
         if self.sampler == "cslice":  # the unit vectors in turn, as many as a step starting anywhere needs
@@ -88,9 +87,7 @@ class _NestedSteps:
 
     def _eval(self, u, count=True):
         """Physical points and log-likelihoods of ``u`` (..., ndim); ``count=False``: not added to ``ncall``."""
-        xp = self.xp
-        shape = u.shape[:-1]
-        flat = u.reshape(-1, self.ndim)
+        xp, shape, flat = self.xp, u.shape[:-1], u.reshape(-1, self.ndim)
         v = self._prior(flat)
         logl = self._loglike(v)
         if getattr(logl, "shape", None) != (flat.shape[0],):
@@ -143,18 +140,15 @@ class _NestedSteps:
         l0 = xp.take_along_axis(logl, start, axis=1)
         evolve = self._walk if self.sampler == "rwalk" else self._slice
         un, vn, ln, scale, fine = evolve(rng, u0, v0, l0, lstar, self._chol(u), scale)
-        u[run_idx, low] = un
-        v[run_idx, low] = vn
-        logl[run_idx, low] = ln
-        birth[run_idx, low] = xp.broadcast_to(lstar, (M, R))
+        for a, new in ((u, un), (v, vn), (logl, ln), (birth, xp.broadcast_to(lstar, (M, R)))):
+            a[run_idx, low] = new
         return LiveState(u, v, logl, birth, scale), StepInfo(du, dv, dl, db, fine)
 
     def _chol(self, u):
         """Cholesky factor of each run's live-point covariance in the unit cube (M, d, d)."""
-        xp, d = self.xp, self.ndim
+        xp = self.xp
         c = u - u.mean(axis=1, keepdims=True)
-        cov = xp.einsum("mni,mnj->mij", c, c) / (u.shape[1] - 1)
-        cov = cov + self._eye_eps  # xp.eye(d)[None] * 1e-12, made once per run
+        cov = xp.einsum("mni,mnj->mij", c, c) / (u.shape[1] - 1) + self._eye_eps  # + 1e-12 I
         diag = xp.sqrt(xp.diagonal(cov, axis1=1, axis2=2))[..., None] * self._eye[None]
         if xp is np:
             try:
@@ -191,32 +185,23 @@ class _NestedSteps:
         scale adapted towards half accepted: the new ``u, v, l``, the scales and the NaN/+inf flag."""
         xp, d = self.xp, self.ndim
         M, R = u.shape[:2]
-        fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
-        acc = xp.zeros((M,))
-        step = 2.38 / math.sqrt(d)
+        fine, acc, step = xp.ones((), dtype=bool), xp.zeros((M,)), 2.38 / math.sqrt(d)  # fine: no NaN or +inf
         Z = rng.standard_normal((self._n_steps, M, R, d))
         for i in range(self._n_steps):
             prop = u + step * scale[:, None, None] * xp.einsum("mij,mrj->mri", chol, Z[i])
             pv, pl = self._propose_eval(prop)
             fine = fine & (pl < np.inf).all()
             ok = pl > lstar
-            u = xp.where(ok[..., None], prop, u)
-            v = xp.where(ok[..., None], pv, v)
-            l = xp.where(ok, pl, l)
+            u, v, l = xp.where(ok[..., None], prop, u), xp.where(ok[..., None], pv, v), xp.where(ok, pl, l)
             acc = acc + ok.mean(axis=1)
-        rate = acc / self._n_steps
-        scale = xp.clip(scale * xp.exp(rate - 0.5), 1e-3, 1e3)
-        return u, v, l, scale, fine
+        return u, v, l, xp.clip(scale * xp.exp(acc / self._n_steps - 0.5), 1e-3, 1e3), fine
 
     def _slice(self, rng, u, v, l, lstar, chol, scale):
         """:meth:`_walk`'s moves by slice sampling along random directions or whitened coordinates. Every
         direction and uniform is drawn up front, so the fused step and both rounds take the same numbers."""
-        xp, d = self.xp, self.ndim
+        xp, d, K = self.xp, self.ndim, self.max_shrink
         M, R = u.shape[:2]
-        fine = xp.ones((), dtype=bool)  # no NaN or +inf among the likelihoods evaluated
-        W = M * R
-        base = 2.0 * math.sqrt(d + 2.0)
-        K = self.max_shrink
+        fine, W, base = xp.ones((), dtype=bool), M * R, 2.0 * math.sqrt(d + 2.0)  # fine: no NaN or +inf
         if self.sampler == "cslice":  # whitened coordinates in turn, starting one further each iteration
             first = self._evolve_calls % d
             self._evolve_calls += 1
@@ -260,15 +245,11 @@ class _NestedSteps:
     def _slice_generic(self, u, v, l, ls, dirs, U, fine):
         """The slices of :meth:`_slice`, one ``loglike`` call per round of the walkers still searching (the fused
         step's twin): the new points, the misses and the flag."""
-        xp, K = self.xp, self.max_shrink
-        W = u.shape[0]
-        uf, vf, lf = u.copy(), v.copy(), l.copy()
-        nrej = xp.zeros(W)
+        xp, K, W = self.xp, self.max_shrink, u.shape[0]
+        uf, vf, lf, nrej = u.copy(), v.copy(), l.copy(), xp.zeros(W)
         for i in range(self._n_steps):
-            dirn = dirs[i]
-            lo = -U[i, 0]
-            hi = 1.0 + lo
-            idx = xp.arange(W)
+            dirn, lo = dirs[i], -U[i, 0]
+            hi, idx = 1.0 + lo, xp.arange(W)
             for k in range(K):
                 lo_i, hi_i = lo[idx], hi[idx]
                 t = lo_i + (hi_i - lo_i) * U[i, k + 1][idx]
@@ -276,11 +257,11 @@ class _NestedSteps:
                 pv, pl = self._propose_eval(prop)
                 fine = fine & (pl < np.inf).all()
                 ok = pl > ls[idx]
-                uf[idx] = xp.where(ok[:, None], prop, uf[idx])  # integer scatters: no synchronisation
+                uf[idx] = xp.where(ok[:, None], prop, uf[idx])
                 vf[idx] = xp.where(ok[:, None], pv, vf[idx])
                 lf[idx] = xp.where(ok, pl, lf[idx])
                 miss = ~ok
-                lo[idx] = xp.where(miss & (t < 0), t, lo_i)
+                lo[idx] = xp.where(miss & (t < 0), t, lo_i)  # integer scatters: no synchronisation
                 hi[idx] = xp.where(miss & (t >= 0), t, hi_i)
                 idx = idx[miss]
                 if idx.shape[0] == 0:

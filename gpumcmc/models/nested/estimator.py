@@ -55,10 +55,9 @@ class NestedSampler(_NestedSteps):
     Parameters
     ----------
     loglike : callable
-        ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points
-        (CuPy on the GPU). A function of one point is accepted with a warning.
-        On CuPy the slice samplers pass every walker in every shrinkage round,
-        those already done too (their values are ignored and not counted in ``ncall``).
+        ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points (CuPy on the GPU); a function of
+        one point is accepted with a warning. On CuPy the slice samplers pass every walker in every shrinkage
+        round, those already done too (their values are ignored and not counted in ``ncall``).
     prior_transform : callable
         ``prior_transform(u) -> (n, ndim)`` from the unit cube.
     ndim : int
@@ -69,54 +68,44 @@ class NestedSampler(_NestedSteps):
     n_runs : int
         M, independent runs advanced together and merged.
     sampler : {"slice", "cslice", "rwalk"}
-        ``"slice"``: slice sampling along random directions drawn from the live
-        points' covariance (an interval of adapted width placed at random
-        around the start, then shrunk); ``"cslice"``: the same along the live
-        points' whitened coordinates in turn; ``"rwalk"``: a Gaussian random
-        walk with the same covariance and an adapted scale.
+        ``"slice"``: slice sampling along random directions drawn from the live points' covariance (an
+        interval of adapted width placed at random around the start, then shrunk); ``"cslice"``: the same
+        along the whitened coordinates in turn; ``"rwalk"``: a Gaussian random walk with that covariance and
+        an adapted scale.
     n_steps : int, optional
-        Slices (or walk steps) per new point; default ``max(5, 4 * ndim)`` for
-        ``"slice"``, else ``20 + 2 * ndim``. Too few leave new points correlated
-        with their starts, which biases log Z upwards (on the 10-D Gaussian
-        shells ``ndim + 3`` slices gave +0.5 nats); raise it for hard
-        multimodal problems and check that log Z does not move.
+        Slices (or walk steps) per new point; default ``max(5, 4 * ndim)`` for ``"slice"``, else
+        ``20 + 2 * ndim``. Too few leave new points correlated with their starts, which biases log Z upwards
+        (on the 10-D Gaussian shells ``ndim + 3`` slices gave +0.5 nats): on hard multimodal problems raise
+        it and check that log Z does not move.
     dlogz : float
-        Stop when the evidence left in the live points, ``max L * X``, would
-        change log Z by less than this, in every run.
+        Stop when the evidence left in the live points, ``max L * X``, would change log Z by less than this,
+        in every run.
     max_iter : int, optional
         A hard stop.
     random_state : int, optional
     progress : bool
-        The run driver's progress bar (tqdm), with the stopping value every 10 iterations.
+        The run driver's progress bar, with the stopping value every 10 iterations.
     backend : {"numpy", "cupy", None}
     check_lag : int
-        The stopping rule is read back ``check_lag`` iterations after it was
-        computed, so that the host never waits for the GPU: a run goes on
-        ``check_lag`` iterations past the first that meets ``dlogz``, the same on
+        The stopping rule is read back ``check_lag`` iterations after it was computed, so that the host never
+        waits for the GPU: a run goes on ``check_lag`` iterations past the first that meets ``dlogz``, on
         every backend.
     fused : bool, optional
-        Run each iteration's whole constrained step (every slice of every
-        walker, likelihood included) as one call where the model offers one:
-        ``loglike`` and ``prior_transform`` are methods of one object that
-        defines ``nested_fused_slice`` (as :class:`SinusoidModel` does, with
-        ``kernel=True``), on CuPy, with ``sampler="slice"`` or ``"cslice"``.
-        ``None`` (default) uses it where it applies; ``False`` never. The same
-        directions and uniforms give the generic path's points (to rounding of
-        the likelihood).
+        Run each iteration's whole slice step (likelihood included) as one call where the model offers one:
+        ``loglike`` and ``prior_transform`` are methods of one object defining ``nested_fused_slice`` (as
+        :class:`SinusoidModel` with ``kernel=True``), on CuPy, with ``sampler="slice"`` or ``"cslice"``.
+        ``None`` uses it where it applies; ``False`` never. It gives the generic path's points (to rounding
+        of the likelihood).
     max_shrink : int
-        Shrinkage rounds per slice; a walker that has missed this many times
-        stays where it is for that slice (a valid move: the chance of a jump
-        from x to x' and back is the same either way).
+        Shrinkage rounds per slice; a walker that missed this many times stays where it is for that slice
+        (a valid move: a jump from x to x' and back is as likely either way).
     dtype : numpy dtype
-        Kept as a setting (``get_params``) and not used otherwise: the log-likelihoods and the
-        evidence are kept in float64, and the points are what ``prior_transform`` returns. A
-        likelihood may compute in float32 (as :class:`SinusoidModel` does with
-        ``dtype="float32"``); its values are taken as float64.
+        A setting only (``get_params``): log-likelihoods and the evidence are float64, the points what
+        ``prior_transform`` returns; a likelihood may compute in float32.
     check_modes : bool
-        With ``n_runs > 1``, check after the run for runs that lost a mode
-        (:func:`mode_check`: ``results.runs_lost_mode``, and a warning); it
-        clusters at most 500 points on the host, once. ``False`` skips it
-        (the results' mode fields are then empty).
+        With ``n_runs > 1``, check after the run for runs that lost a mode (:func:`mode_check`:
+        ``results.runs_lost_mode``, and a warning), clustering at most 500 points on the host, once.
+        ``False`` skips it (the results' mode fields are then empty).
     """
 
     def __init__(self, loglike, prior_transform, ndim, nlive=500, n_replace=1, n_runs=1, sampler="slice",

@@ -64,21 +64,15 @@ def _fusable_model(loglike, prior_transform):
 
 
 def gaussian_shells(ndim=2, xp=np):
-    """Two Gaussian shells (Feroz & Hobson) in a uniform box [-6, 6]^ndim.
-
-    Returns ``(loglike, prior_transform)``. Known log evidences: 2-D -1.75,
-    5-D -5.67, 10-D -14.59.
-    """
+    """Two Gaussian shells (Feroz & Hobson) in the box [-6, 6]^ndim: ``(loglike, prior_transform)``; log Z is
+    -1.75 in 2-D, -5.67 in 5-D, -14.59 in 10-D."""
     r, w = 2.0, 0.1
     c = np.zeros((2, ndim)); c[0, 0], c[1, 0] = -3.5, 3.5
     const = math.log(1.0 / math.sqrt(2 * math.pi * w * w))
     cc = xp.asarray(c)  # once, not at every call
 
     def loglike(x):
-        d1 = xp.sqrt(((x - cc[0]) ** 2).sum(axis=-1))
-        d2 = xp.sqrt(((x - cc[1]) ** 2).sum(axis=-1))
-        a = -0.5 * (d1 - r) ** 2 / w ** 2
-        b = -0.5 * (d2 - r) ** 2 / w ** 2
+        a, b = (-0.5 * (xp.sqrt(((x - cc[i]) ** 2).sum(axis=-1)) - r) ** 2 / w ** 2 for i in (0, 1))
         return xp.logaddexp(a, b) + const
 
     def prior_transform(u):
@@ -97,11 +91,8 @@ def eggbox(xp=np):
 
 
 def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
-    """A normalised correlated Gaussian (unit variances, correlation ``rho``) in the box [-w, w]^ndim.
-
-    Its log evidence is ``-ndim * log(2 w)`` (the Gaussian lies well inside the box).
-    Returns ``(loglike, prior_transform, logz)``.
-    """
+    """A normalised Gaussian (unit variances, correlation ``rho``) well inside the box [-w, w]^ndim:
+    ``(loglike, prior_transform, logz)``, ``logz = -ndim * log(2 w)``."""
     cov = np.full((ndim, ndim), rho) + (1 - rho) * np.eye(ndim)
     p = xp.asarray(np.linalg.inv(cov))
     const = -0.5 * (ndim * math.log(2 * math.pi) + np.linalg.slogdet(cov)[1])
@@ -117,24 +108,14 @@ def correlated_gaussian(ndim=3, rho=0.9, half_width=10.0, xp=np):
 class SinusoidModel:
     """A sum of J sinusoid atoms fitted to a signal (Henderson's tutorial model).
 
-    ``y(t) = sum_j A_j cos(2 pi f_j t) + B_j sin(2 pi f_j t) + noise``, Gaussian
-    noise of known ``sigma``, uniform priors ``A_j, B_j ~ U(amin, amax)`` and
-    frequencies uniform on ``(fmin, fmax)``. With ``ordered=True`` (default) the
-    frequencies are drawn sorted (``f_1 < ... < f_J``, the order statistics of J
-    uniforms, which removes the J! label-switching modes and leaves the
-    evidence unchanged).
-
-    Parameters are laid out ``(A_1, B_1, f_1, A_2, B_2, f_2, ...)``. The
-    likelihood of an ``(n, 3 J)`` batch is one CUDA kernel on the GPU
-    (``kernel=True``); otherwise an array expression runs over the data in
-    tiles of ``tile`` points, so memory stays ``n * tile`` whatever the data
-    size. The data are stored in ``dtype`` (float32 halves the bytes read);
-    sums of squares are always accumulated in float64.
-
-    Given to :class:`NestedSampler` as ``(m.loglike, m.prior_transform)`` on
-    CuPy, the model runs each iteration's slice step in one fused kernel, a
-    block of ``slice_block`` threads per walker (default 1024 where the
-    walkers are no more than the GPU's SMs, else 512).
+    ``y(t) = sum_j A_j cos(2 pi f_j t) + B_j sin(2 pi f_j t) + noise``, Gaussian noise of known ``sigma``,
+    ``A_j, B_j ~ U(amin, amax)`` and frequencies uniform on ``(fmin, fmax)``, drawn sorted with ``ordered=True``
+    (the order statistics of J uniforms: no J! label-switching modes, the same evidence). Parameters are laid
+    out ``(A_1, B_1, f_1, A_2, ...)``. The likelihood of an ``(n, 3 J)`` batch is one CUDA kernel on the GPU
+    (``kernel=True``), else an array expression over tiles of ``tile`` data points (memory ``n * tile``). The
+    data are stored in ``dtype``; sums of squares are float64. Given to :class:`NestedSampler` as
+    ``(m.loglike, m.prior_transform)`` on CuPy, each iteration's slice step is one fused kernel, a block of
+    ``slice_block`` threads per walker (default 1024 where the walkers are no more than the SMs, else 512).
 
     Examples
     --------
@@ -176,11 +157,9 @@ class SinusoidModel:
         return t, y + sigma * rng.standard_normal(n_data)
 
     def prior_transform(self, u):
-        xp = self.xp
-        J = self.n_atoms
+        xp, J = self.xp, self.n_atoms
         u3 = u.reshape(u.shape[0], J, 3)
-        a = self.amin + (self.amax - self.amin) * u3[..., 0]
-        b = self.amin + (self.amax - self.amin) * u3[..., 1]
+        a, b = (self.amin + (self.amax - self.amin) * u3[..., i] for i in (0, 1))
         uf = u3[..., 2]
         if self.ordered and J > 1:
             # order statistics of J uniforms: s_J = u_J^(1/J), s_k = s_{k+1} u_k^(1/k)
@@ -217,12 +196,10 @@ class SinusoidModel:
         """All slices of all walkers in one launch (``sinusoid_slice``): the fused-step protocol of
         :class:`NestedSampler`, which any object whose ``loglike`` and ``prior_transform`` it is given may offer.
 
-        ``u``, ``v`` (W, ndim) and ``logl`` (W,) are the starts (not modified),
-        ``lstar`` (W,) each walker's threshold, ``dirs`` (n_steps, W, ndim) the
-        slice directions in the unit cube and ``unif`` (n_steps, max_shrink + 1,
-        W) the interval placements and shrinkage uniforms. Returns the new
-        ``u, v, logl`` and per walker the misses and likelihood evaluations, as
-        the generic slice path with :meth:`loglike` does.
+        ``u``, ``v`` (W, ndim), ``logl`` (W,): the starts (not modified); ``lstar`` (W,): the thresholds;
+        ``dirs`` (n_steps, W, ndim): the directions in the unit cube; ``unif`` (n_steps, max_shrink + 1, W):
+        the interval placements and shrinkage uniforms. Returns the new ``u, v, logl`` and per walker the
+        misses and evaluations, as the generic slice path with :meth:`loglike`.
         """
         return _ops.sinusoid_fused_slice(self, u, v, logl, lstar, dirs, unif, max_shrink)
 

@@ -1,7 +1,6 @@
-"""The launches of ``kernels_cu/nested.cu`` (compiled on the first), each beside its NumPy twin:
-:class:`_GpuOps` / :class:`_NumpyOps` (row sorts, the evidence bookkeeping, the generic slice rounds), and the
-sinusoid's likelihood and fused slice step (whose twin is ``_NestedSteps._slice_generic``).
-"""
+"""The launches of ``kernels_cu/nested.cu`` beside their NumPy twins: :class:`_GpuOps` / :class:`_NumpyOps` (row
+sorts, the evidence bookkeeping, the slice rounds), and the sinusoid's likelihood and fused slice step (whose
+twin is ``_NestedSteps._slice_generic``)."""
 
 from __future__ import annotations
 
@@ -15,23 +14,19 @@ from ... import _kernel_args, _loader
 _KERNELS = ("sinusoid_ssq<float>", "sinusoid_ssq<double>", "sinusoid_slice<float>", "sinusoid_slice<double>",
             "nested_progress", "nested_argsort_rows", "nested_slice_start", "nested_slice_round")
 
-# the clip of a proposal into the open unit cube before the prior transform, in both slice rounds'
-# proposals (_NestedSteps._propose_eval, _NumpyOps._propose) as in nested_clip of nested.cu
+# a proposal's clip into the open unit cube before the prior transform, as nested_clip of nested.cu
 _CLIP_LO, _CLIP_HI = 1e-12, 1 - 1e-12
 
 
 class SliceRounds:
     """One slice step's shrinkage rounds of W walkers, made by ``slice_start`` and advanced in place by
-    ``slice_round``; the caller evaluates the likelihood at ``uc`` between them. A walker is active while
-    ``slice < n_steps``; nothing of an inactive one changes. Fields (float64 unless said):
-
-    * ``u, v`` (W, ndim), ``logl`` (W,): each walker's point; read only: ``lstar`` (W,), ``dirs`` (n_steps, W,
-      ndim), ``unif`` (n_steps, max_shrink + 1, W);
-    * ``prop`` (W, ndim) the proposals, ``uc`` the same clipped into the open cube (an inactive walker's row
-      is its point), ``tt`` (W,) their places on the slice, ``inside`` (W,) int32;
-    * ``lo, hi`` (W,) the intervals, ``slice, shrink`` (W,) int32 each walker's slice and round, ``nrej`` its
-      misses; the caller's ``fine`` () bool (False after a NaN or +inf) and ``ncall`` () int64;
-    * on CuPy ``word`` (:class:`_RoundWord`) and ``prev, last``, the tickets of the step's two latest rounds.
+    ``slice_round``, the caller evaluating the likelihood at ``uc`` between them. A walker is active (and
+    changes) while ``slice < n_steps``. Fields (float64 unless said): ``u, v`` (W, ndim), ``logl`` (W,) the
+    points; read only ``lstar`` (W,), ``dirs`` (n_steps, W, ndim), ``unif`` (n_steps, max_shrink + 1, W);
+    ``prop`` (W, ndim) the proposals, ``uc`` them clipped into the open cube (an inactive walker's: its
+    point), ``tt`` (W,) their places on the slice, ``inside`` (W,) int32; ``lo, hi`` (W,) the intervals,
+    ``slice, shrink`` (W,) int32, ``nrej`` the misses; the caller's ``fine`` () bool and ``ncall`` () int64;
+    on CuPy ``word`` (:class:`_RoundWord`) and ``prev, last``, the tickets of the two latest rounds.
     """
 
     __slots__ = ("u", "v", "logl", "lstar", "dirs", "unif", "prop", "uc", "tt", "inside", "lo", "hi", "slice",
@@ -54,11 +49,10 @@ class _NumpyOps:
     xp = np
 
     def argsort_rows(self, x):
-        """``numpy.argsort(x, axis=1)`` of a 2-D float64 array."""
         return np.argsort(x, axis=1)
 
     def progress(self, n_runs, offsets, lag):
-        """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_NumpyProgress`)."""
+        """The evidence and stopping-rule bookkeeping of ``n_runs`` runs."""
         return _NumpyProgress(n_runs, offsets)
 
     def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
@@ -100,7 +94,6 @@ class _NumpyOps:
         self._propose(st)
 
     def slices_done(self, st):
-        """Whether no walker is active any more."""
         return not bool((st.slice < st.n_steps).any())
 
     @staticmethod
@@ -142,7 +135,6 @@ class _GpuOps:
         return out
 
     def progress(self, n_runs, offsets, lag):
-        """The evidence and stopping-rule bookkeeping of ``n_runs`` runs (:class:`_GpuProgress`)."""
         return _GpuProgress(self.xp, n_runs, offsets, lag)
 
     def slice_start(self, u, v, logl, lstar, dirs, unif, fine, ncall):
@@ -319,10 +311,7 @@ def sinusoid_loglike(model, theta):
     name = f"sinusoid_ssq<{'float' if model.dtype == np.float32 else 'double'}>"
     fn = _loader.get_function("nested.cu", name, _KERNELS)
     T = model.t.shape[0]
-    chunk = 256 * 8
-    n_chunks = -(-T // chunk)
-    gx = max(1, min(n_chunks, 4096))
-    gy = max(1, min(n, 65535))
+    gx, gy = max(1, min(-(-T // (256 * 8)), 4096)), max(1, min(n, 65535))  # 8 data points a thread
     fn((gx, gy), (256,), _kernel_args.args("nested.cu", "sinusoid_ssq", params=p, t=model.t, y=model.y,
                                             n_points=_loader.i64(n), n_atoms=_loader.i32(model.n_atoms),
                                             n_data=_loader.i64(T), ssq=ssq))
@@ -347,11 +336,8 @@ def sinusoid_fused_slice(model, u, v, logl, lstar, dirs, unif, max_shrink):
     f64 = np.float64
     W, d = u.shape
     n_steps = dirs.shape[0]
-    uo = cp.array(u, dtype=f64, order="C")
-    vo = cp.array(v, dtype=f64, order="C")
-    lo = cp.array(logl, dtype=f64, order="C")
-    nrej = cp.zeros(W, dtype=cp.int32)
-    neval = cp.zeros(W, dtype=cp.int32)
+    uo, vo, lo = (cp.array(a, dtype=f64, order="C") for a in (u, v, logl))
+    nrej, neval = cp.zeros(W, dtype=cp.int32), cp.zeros(W, dtype=cp.int32)
     if W == 0:
         return uo, vo, lo, nrej, neval
     name = f"sinusoid_slice<{'float' if model.dtype == np.float32 else 'double'}>"

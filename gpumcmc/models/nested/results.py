@@ -14,15 +14,11 @@ __all__ = ["NestedResults", "combine_runs", "plot_run", "merge_points", "mode_ch
 def merge_points(logl, birth):
     """Order points by log-likelihood and give each the number of live points it was the lowest of.
 
-    This is how runs are merged: a point born at threshold ``birth`` (``-inf``
-    for the initial live points) and removed at ``logl`` was live for every
-    threshold in ``[birth, logl)``; so the k-th lowest point overall was the
-    lowest of ``n_k = #{j: birth_j < logl_k <= logl_j}`` live points. For M
-    runs of N points, ``n_k = M N`` throughout the run (Henderson's proof that
-    merged runs are one run with M N live points); for multiple replacement the
-    i-th of R removed points gets ``N - i``.
-
-    Returns ``(order, nlive)``: the sorting permutation and ``n_k`` in sorted order.
+    A point born at threshold ``birth`` (``-inf`` for the initial live points) and removed at ``logl`` was live
+    for every threshold in ``[birth, logl)``, so the k-th lowest point overall was the lowest of
+    ``n_k = #{j: birth_j < logl_k <= logl_j}`` live points: ``M N`` for M merged runs of N points (Henderson),
+    ``N - i`` for the i-th of R points removed at once. Returns ``(order, nlive)``: the sorting permutation
+    and ``n_k`` in sorted order.
     """
     logl, birth = np.asarray(logl, np.float64), np.asarray(birth, np.float64)
     order = np.argsort(logl, kind="stable")
@@ -61,42 +57,32 @@ class NestedResults:
     Attributes
     ----------
     logz, logzerr : float
-        log evidence and its error. ``logzerr`` is Skilling's ``sqrt(H/N)``,
-        generalised to live-point counts that vary (multiple replacement,
-        merged runs): ``sqrt(sum 1/n_k**2)`` over the points down to the bulk
-        of the posterior, ``log X = -H``.
+        log evidence and its error: Skilling's ``sqrt(H/N)`` for live-point counts that vary,
+        ``sqrt(sum 1/n_k**2)`` over the points down to the bulk of the posterior, ``log X = -H``.
     logzerr_runs : float or None
-        For ``n_runs > 1``: the standard deviation of the per-run evidences
-        divided by ``sqrt(n_runs)``, an independent check on ``logzerr``.
+        For ``n_runs > 1``: the spread of the runs' evidences over ``sqrt(n_runs)``, a check on ``logzerr``.
     logz_runs : ndarray (n_runs,)
         Each run's own log evidence.
     samples : ndarray (n, ndim)
-        Every dead point and the final live points, in physical coordinates,
-        sorted by log-likelihood; ``samples_u`` the same in the unit cube.
+        Every dead point and the final live points, sorted by log-likelihood; ``samples_u`` in the unit cube.
     logl, logwt, logvol, nlive : ndarray (n,)
-        Their log-likelihoods, log importance weights (unnormalised:
-        ``logsumexp(logwt) == logz``), expected log prior volumes and the
-        number of live points each was the lowest of.
+        Their log-likelihoods, log weights (``logsumexp(logwt) == logz``), expected log prior volumes and
+        the number of live points each was the lowest of.
     information : float
-        The KL divergence from prior to posterior, H (nats).
-    ncall : int
-        Likelihood evaluations (points evaluated, counting every walker).
-    nbatch : int
-        Calls of the batched ``loglike``.
-    niter, n_runs, nlive_per_run, n_replace, seconds : run settings and wall time (for runs merged by
-        :func:`combine_runs`: the longest run's iterations, the runs counted, the total time, and -1 for
-        a setting the runs do not share).
+        H, the KL divergence from prior to posterior (nats).
+    ncall, nbatch : int
+        Likelihood evaluations (every walker counted) and calls of the batched ``loglike``.
+    niter, n_runs, nlive_per_run, n_replace, seconds : run settings and wall time (merged by
+        :func:`combine_runs`: the longest run's iterations, the runs, the total time, -1 for a setting
+        the runs do not share).
     run : ndarray (n,) of int
-        The run each point came from (0 to ``n_runs - 1``; runs merged by :func:`combine_runs` are numbered
-        in the order given).
+        The run of each point (runs merged by :func:`combine_runs` numbered in the order given).
     logwt_run : ndarray (n,)
-        Each point's log posterior weight within its own run, from that run's own live-point counts and
-        normalised by its own evidence: ``exp(logwt_run[run == m])`` sums to 1 for each run m.
+        Each point's log weight within its own run: ``exp(logwt_run[run == m])`` sums to 1 for each run m.
     mode_mass, mode_mass_runs, runs_lost_mode : ndarray (C,), (n_runs, C), (n_runs,) of bool
-        The per-run mode check (:func:`mode_check`): the posterior mass of each of the C modes, merged and
-        in each run, and which runs lost a mode (the merged run then gives it too little weight). A warning
-        says so after the run, and also where the runs disagree on a mode's mass by more than
-        ``MODE_ERR_MAX`` (:attr:`mode_mass_err`). Empty for a single run.
+        :func:`mode_check`: each mode's posterior mass, merged and per run, and the runs that lost a mode
+        (a warning says so, and where the runs disagree on a mass by more than ``MODE_ERR_MAX``, see
+        :attr:`mode_mass_err`). Empty for a single run.
     """
 
     logz: float
@@ -125,8 +111,8 @@ class NestedResults:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            if isinstance(getattr(self, f.name), np.ndarray):
-                getattr(self, f.name).setflags(write=False)
+            if isinstance(a := getattr(self, f.name), np.ndarray):
+                a.setflags(write=False)
 
     @property
     def weights(self) -> np.ndarray:
@@ -135,9 +121,8 @@ class NestedResults:
 
     @property
     def mode_mass_err(self) -> np.ndarray:
-        """Each mode's between-run error of its merged mass (C,): the spread of :attr:`mode_mass_runs` over
-        ``sqrt(n_runs)``, as ``logzerr_runs`` is for log Z (empty for a single run); over ``MODE_ERR_MAX``
-        (0.05) the runs disagree on the mode."""
+        """Each mode's between-run error of its merged mass (C,), as ``logzerr_runs`` for log Z (empty for a
+        single run); over ``MODE_ERR_MAX`` the runs disagree on the mode."""
         return np.zeros(0) if self.mode_mass_runs is None else _mass_err(self.mode_mass_runs)
 
     @property
@@ -146,10 +131,8 @@ class NestedResults:
         return 100.0 * self.samples.shape[0] / max(self.ncall, 1)
 
     def posterior_samples(self, n=None, random_state=None) -> np.ndarray:
-        """Equally weighted posterior draws by systematic resampling of :attr:`samples`.
-
-        ``n`` defaults to the effective sample size ``1 / sum(w**2)``.
-        """
+        """Equally weighted posterior draws by systematic resampling of :attr:`samples`; ``n`` defaults to
+        the effective sample size ``1 / sum(w**2)``."""
         w = self.weights / self.weights.sum()
         if n is None:
             n = max(1, int(1.0 / np.sum(w ** 2)))
@@ -159,11 +142,8 @@ class NestedResults:
         return self.samples[rng.permutation(idx)]
 
     def to_arviz(self, n=None, random_state=None, var_names=None):
-        """An ArviZ object with equally weighted posterior draws as one chain.
-
-        The parameters are stored as one variable ``theta`` (draw, dim) unless
-        ``var_names`` names each dimension.
-        """
+        """Equally weighted posterior draws as one ArviZ chain: one variable ``theta`` (draw, dim), or one per
+        dimension named by ``var_names``."""
         from ...sampling import to_arviz
 
         draws = self.posterior_samples(n, random_state)
@@ -267,14 +247,12 @@ def _clusters(x, w, keep=0.98, max_points=500, cut=5.0, min_mass=CLUSTER_MIN_MAS
 def mode_check(samples_u, weights, run, weights_run, n_runs):
     """The per-run mode check of merged runs: each mode's posterior mass, merged and in each run.
 
-    ``samples_u`` (n, d) are the points (unit cube), ``weights`` their merged posterior weights, ``run``
-    the run of each and ``weights_run`` each point's weight within its own run. Modes are single-linkage
-    clusters of the points carrying 98% of the merged mass; those with at least 2% of it are kept. Returns
-    ``(mass (C,), mass_runs (n_runs, C), lost (n_runs,))``: a run lost a mode when it holds under a fifth of
-    the runs' mean mass of a mode to which some run gives at least 5%.
-
-    A run that lost a mode pulls that mode's merged weight down, while log Z moves little (at most the log
-    of the lost mass fraction over the number of runs), so neither logzerr nor logzerr_runs shows it.
+    ``samples_u`` (n, d): the points (unit cube); ``weights``: their merged weights; ``run``: each one's run;
+    ``weights_run``: its weight within its run. Modes are single-linkage clusters of the points carrying 98%
+    of the merged mass, kept where they hold 2% of it. Returns ``(mass (C,), mass_runs (n_runs, C), lost
+    (n_runs,))``: a run lost a mode when it holds under a fifth of the runs' mean mass of a mode to which
+    some run gives 5%. Such a run pulls the mode's merged weight down while log Z moves little, so neither
+    logzerr nor logzerr_runs shows it.
     """
     w = np.asarray(weights, np.float64)
     labels = _clusters(np.asarray(samples_u, np.float64), w)
@@ -324,16 +302,12 @@ def _warn_lost(lost, mass, mass_runs, nlive_per_run, stacklevel=3):
 
 
 def combine_runs(runs) -> NestedResults:
-    """One :class:`NestedResults` from independent runs: the combined-runs estimator.
+    """One :class:`NestedResults` from independent runs (Dask tasks of :func:`gpumcmc.distributed.map_runs`,
+    separate sessions): the combined-runs estimator.
 
-    For runs made apart, as Dask tasks (:func:`gpumcmc.distributed.map_runs`)
-    or in separate sessions. The merged point at level ``L`` was the lowest of
-    ``sum_r n_r(L)`` live points, ``n_r(L)`` being run r's ``nlive`` at its
-    first point at or above ``L`` (0 once run r has ended): the counts that
-    :func:`merge_points` gives from every point's birth, so the evidence,
-    weights and error follow as for one run. ``logz_runs`` lists every run's
-    own evidence; ``logzerr_runs`` is their spread over ``sqrt(number of
-    runs)``. The runs must share the model (at least ``ndim``).
+    The merged point at level ``L`` was the lowest of ``sum_r n_r(L)`` live points, ``n_r(L)`` being run r's
+    ``nlive`` at its first point at or above ``L`` (0 once run r ended), the counts :func:`merge_points`
+    gives; the evidence, weights and error follow as for one run. The runs must share the model.
 
     Examples
     --------
@@ -396,15 +370,9 @@ def _outcome(ls, nlive, run, logwt_run, n_all, check_modes, **fields):
 
 
 def plot_run(results: NestedResults, axes=None, color="C0"):
-    """The run plot: log-likelihood and posterior weight against log prior volume.
-
-    Returns the matplotlib figure.
-    """
+    """The run plot: log-likelihood and posterior weight against log prior volume (a matplotlib figure)."""
     import matplotlib.pyplot as plt
-    if axes is None:
-        fig, axes = plt.subplots(2, 1, figsize=(6, 5), sharex=True)
-    else:
-        fig = axes[0].figure
+    fig, axes = plt.subplots(2, 1, figsize=(6, 5), sharex=True) if axes is None else (axes[0].figure, axes)
     x = results.logvol
     finite = np.isfinite(results.logl)
     axes[0].plot(x[finite], results.logl[finite], color=color)

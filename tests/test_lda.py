@@ -350,6 +350,32 @@ def test_dirichlet_columns_tiny_shapes_finite():
     assert np.all(np.isfinite(d)) and np.allclose(d.sum(0), 1, rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_draws_from_counts_equal_the_draws_of_counts_plus_prior(xp, dtype):
+    # The sweep's Dirichlet draws take int32 counts and the prior (the GPU forms count + prior as it reads
+    # them): the draws of dirichlet_columns and Generator.dirichlet given the array counts + prior, bit for
+    # bit, with the running sum, on both backends. Counts of 0 and large ones, a prior below 1.
+    from gpumcmc.models.lda import ops
+
+    rs = np.random.default_rng(11)
+    counts = rs.integers(0, 50, (700, 96)).astype(np.int32)
+    counts[rs.random(counts.shape) < 0.7] = 0
+    counts[::37, ::5] = 2**25 + 1
+    c = xp.asarray(counts)
+    prior = np.dtype(dtype).type(1 / 96)
+    conc = xp.add(c, prior, dtype=dtype)
+    name = "numpy" if xp is np else "cupy"
+    total, keep = xp.asarray(rs.random(counts.shape).astype(dtype)), xp.ones((), dtype)
+    got = ops.dirichlet_columns_counts(default_rng(4, backend=name), c, prior, total, keep)
+    ref = ops.dirichlet_columns(default_rng(4, backend=name), conc, total, keep)
+    for a, b in zip(got, ref):
+        assert a.dtype == dtype and np.array_equal(B.to_host(a), B.to_host(b))
+    got = ops.dirichlet_counts(default_rng(5, backend=name), c, prior)
+    ref = default_rng(5, backend=name).dirichlet(conc, dtype=dtype)
+    assert got.dtype == dtype and np.array_equal(B.to_host(got), B.to_host(ref))
+    assert np.allclose(B.to_host(got).sum(axis=1), 1, rtol=1e-5)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(3000, 96), (500, 1000), (7, 5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -1,26 +1,17 @@
 """SAME-replicated chromatic Gibbs for discrete Bayesian networks with missing cells (Seita, Chen &
-Canny), as a :class:`gpumcmc.sampling.Collective` (:func:`collective`) that
-:func:`gpumcmc.sampling.sharded` runs over the parts of the cases (:func:`case_parts`), one per device.
+Canny), as a :class:`gpumcmc.sampling.Collective` (:func:`collective`) that :func:`gpumcmc.sampling.sharded`
+runs over the parts of the cases (:func:`case_parts`), one per device.
 
-An iteration visits the batches of cases in turn (one batch unless ``batch_size`` splits them).
-At each visit, colour group by colour group of the moral graph, every missing cell of that colour,
-in every case of the batch and every one of the m SAME replicas, is drawn from its conditional given
-its Markov blanket (exact: no two cells of one colour are in each other's blanket); then every CPT
-row is drawn from
+An iteration visits the batches of cases in turn. At each visit, colour group by colour group of the moral
+graph, every missing cell of that colour, in every case of the batch and every one of the m SAME replicas,
+is drawn from its conditional given its Markov blanket (exact: no two cells of one colour are in each
+other's blanket); then every CPT row is drawn from ``Dirichlet(m (prior - 1) + 1 + counts)``, the posterior
+raised to the power m, with the counts of the latest sweep of every batch (BIDMach's moving sum).
 
-    Dirichlet(m (prior - 1) + 1 + counts),
-
-the posterior raised to the power m, with the counts of the latest sweep of every batch (the
-moving sum of BIDMach).
-
-Each batch is cut into parts, one per device, at whole blocks of the cell order
-(:meth:`_Plan.batch`): every missing cell draws from the Philox counter of its place in the whole
-batch, so the draws for a seed do not depend on the devices. Each device sweeps and counts its
-part; the counts are summed over the devices (``reduce``, once a batch, which makes the step a
-Collective) and the first device draws the CPTs. One device is ``sharded(collective(...),
-one_device(1))``, whose sum is the identity.
-
-``kernels_cu/bayesnet.cu`` documents the layout of :class:`_Plan` and :class:`_Batch`.
+Each batch is cut into parts, one per device, at whole blocks of the cell order (:meth:`_Plan.batch`); every
+missing cell draws from the Philox counter of its place in the whole batch, so the draws for a seed do not
+depend on the devices. The parts' counts are summed (``reduce``, once a batch) and the first device draws
+the CPTs. ``kernels_cu/bayesnet.cu`` documents the layout of :class:`_Plan` and :class:`_Batch`.
 """
 from __future__ import annotations
 
@@ -65,10 +56,8 @@ class State(NamedTuple):
 def case_parts(X, plan, shards, batch_size) -> list:
     """The cases ``X`` (int, (n_cases, n_nodes), -1 for missing) cut for ``shards``: ``parts[i][q]`` is
     local shard i's part (a :class:`_Batch`) of batch q of ``batch_size`` cases, cut at whole blocks."""
-    n = X.shape[0]
-    obs = np.where(X < 0, 0, X).astype(np.uint8)
-    block = _block_rows(min(n, batch_size))
-    by_batch = []
+    n, obs = X.shape[0], np.where(X < 0, 0, X).astype(np.uint8)
+    block, by_batch = _block_rows(min(n, batch_size)), []
     for s in range(0, n, batch_size):
         e = min(n, s + batch_size)
         cuts = _block_cuts(s, e, block)
@@ -226,8 +215,7 @@ class _Plan:
 
     def __init__(self, net):
         nodes = net.nodes
-        ix = {v: i for i, v in enumerate(nodes)}
-        self.V = len(nodes)
+        ix, self.V = {v: i for i, v in enumerate(nodes)}, len(nodes)
         self.card = np.array([net.card[v] for v in nodes], dtype=np.int32)
         rows = np.array([int(np.prod([net.card[p] for p in net.parents[v]])) for v in nodes], dtype=np.int64)
         self.toff = np.concatenate([[0], np.cumsum(rows * self.card)]).astype(np.int64)
@@ -256,12 +244,10 @@ class _Plan:
             return np.concatenate([np.log(np.asarray(cpts[v], dtype=np.float64).ravel()) for v in cpts])
 
     def batch(self, X, start, stop, obs=None, within=None, block=None):
-        """The missing cells of cases start..stop-1 of the batch ``within`` = (s, e) (default: the
-        cases themselves): colour by colour; in a colour, block of ``block`` cases (global case
-        index // block) by block, then node by node, then case by case.
-
-        Numbered so over the whole batch, a part cut at block boundaries holds one range of the
-        batch's cell numbers per colour (``g0``: where each colour's range starts)."""
+        """The missing cells of cases start..stop-1 of the batch ``within`` = (s, e) (default: the cases
+        themselves): colour by colour, then block of ``block`` cases by block, node by node, case by case.
+        Numbered so over the whole batch, a part cut at block boundaries holds one range of the batch's
+        cell numbers per colour (``g0``: where each colour's range starts)."""
         if obs is None:
             obs = np.where(X < 0, 0, X).astype(np.uint8)
         s, e = (start, stop) if within is None else within
@@ -269,9 +255,8 @@ class _Plan:
             block = _block_rows(e - s)
         lo = (start // block) * block  # pad to whole blocks, so that a reshape gives (block, node, case) order
         nb = -(-(stop - lo) // block) if stop > start else 0
-        case, node, gptr, g0 = [], [], [0], []
+        case, node, gptr, g0, first = [], [], [0], [], 0
         before, whole = (X[s:start] < 0).sum(0), (X[s:e] < 0).sum(0)
-        first = 0
         for g in self.groups:
             pad = np.zeros((nb * block, len(g)), dtype=bool)
             if nb:
@@ -298,7 +283,7 @@ def _to_device(xp, a):
     if xp is np or isinstance(a, xp.ndarray):
         return a
     d = xp.empty(a.shape, dtype=a.dtype)
-    d.set(a)  # from page-locked memory (see _Batch.pin), a DMA copy without staging
+    d.set(a)  # from page-locked memory (_Batch.pin): a DMA copy without staging
     return d
 
 
@@ -309,9 +294,8 @@ class _Batch:
     (``g0``) and, between visits, the replicas' imputed values ``vals`` (m_max, M)."""
 
     def __init__(self, start, stop, obs, case, node, gptr, g0, Mtot):
-        self.start, self.stop, self.n = start, stop, stop - start
+        self.start, self.stop, self.n, self.M = start, stop, stop - start, len(case)
         self.obs, self.case, self.node, self.gptr, self.g0, self.Mtot = obs, case, node, gptr, g0, Mtot
-        self.M = len(case)
         self.vals = self.case_d = self.node_d = None
         self.launches = None  # the sweep's launch arguments (GPU) or cell lists by node (twin), per upload
 
@@ -326,8 +310,7 @@ class _Batch:
             setattr(self, name, p)
 
     def upload(self, xp):
-        self.case_d, self.node_d = _to_device(xp, self.case), _to_device(xp, self.node)
-        self.launches = None
+        self.case_d, self.node_d, self.launches = _to_device(xp, self.case), _to_device(xp, self.node), None
 
     def load(self, xp, m_max):
         """The batch's case matrix, replicated m_max times, with the imputed cells filled in."""

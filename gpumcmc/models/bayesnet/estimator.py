@@ -1,7 +1,5 @@
-"""The scikit-learn face of the Bayesian networks: :class:`BayesianNetwork` holds the network
-(parents, states, CPTs), reads and writes it, and fits its CPTs with the sampler of
-:mod:`.algorithm`.
-"""
+"""The scikit-learn face: :class:`BayesianNetwork` holds the network (parents, states, CPTs), reads and writes
+it, and fits its CPTs with the sampler of :mod:`.algorithm`."""
 from __future__ import annotations
 
 import sys
@@ -30,30 +28,24 @@ _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute
 
 
 class BayesianNetwork(Estimator):
-    """A discrete Bayesian network: ``parents`` (node -> parent names), ``states`` (node -> state names)
-    and optional ``cpts`` (node -> array of shape ``(*parent_cards, card)``), with the settings of
-    :meth:`fit`, which learns the CPTs from cases with missing cells by SAME chromatic Gibbs.
+    """A discrete Bayesian network: ``parents`` (node -> parent names), ``states`` (node -> state names) and
+    optional ``cpts`` (node -> array ``(*parent_cards, card)``), with the settings of :meth:`fit`, which
+    learns the CPTs from cases with missing cells by SAME chromatic Gibbs.
 
-    ``n_iter`` is the number of iterations; ``prior`` the Dirichlet prior of every CPT row;
-    ``same`` the number of replicas m (an int) or a schedule: a callable of the iteration or a
-    sequence of length ``n_iter``. ``random_state`` is an int, a ``SeedSequence`` or a gpumcmc
-    Generator; ``backend`` is ``"numpy"``, ``"cupy"`` or ``None`` (the active backend).
+    ``n_iter``: iterations; ``prior``: the Dirichlet prior of every CPT row; ``same``: the replicas m, an
+    int or a schedule (a callable of the iteration, or a sequence of length ``n_iter``); ``random_state``:
+    an int, a ``SeedSequence`` or a gpumcmc Generator; ``backend``: ``"numpy"``, ``"cupy"`` or ``None``.
+    Each iteration's CPT draw is kept in ``trace_``; ``cpts_`` is their mean after the first ``burn_in``
+    (``None``: ``n_iter // 2``), the posterior mean (the guide says why it beats the final draw at small m);
+    ``cpts_last_`` is the final draw.
 
-    Each iteration's CPT draw is kept in ``trace_``; ``cpts_`` is their mean after the first
-    ``burn_in`` iterations (``None``: ``n_iter // 2``), the posterior-mean estimate (the guide says
-    why it beats the final draw at small m); ``cpts_last_`` is the final draw.
-
-    ``batch_size`` splits the cases into minibatches (``None``: one batch). Each visit to a batch
-    sweeps its missing cells once, then redraws the CPTs from the counts of the latest sweep of
-    every batch. Only the batch being swept is on the GPU, so the cases need not fit in its memory.
-
-    ``devices`` splits the cases over devices: ``"all"``, a GPU id, a list of ids, or a
-    :class:`gpumcmc.shards.Shards`. The counts are all-reduced (:func:`allreduce_bytes` per
-    iteration); for a seed the draws (``trace_`` and ``imputations_``) equal those of one device.
-    A Dask worker's ``imputations_`` holds the rows of its own parts, listed in ``imputation_rows_``.
-
-    ``learn=False`` keeps the given ``cpts_`` fixed and only samples the missing cells.
-    ``sklearn.base.clone`` gives the network with the constructor's ``cpts``, unfitted.
+    ``batch_size`` splits the cases into minibatches (``None``: one): each visit to a batch sweeps its
+    missing cells once, then redraws the CPTs from the latest counts of every batch; only that batch is on
+    the GPU. ``devices`` (``"all"``, a GPU id, a list of ids or a :class:`gpumcmc.shards.Shards`) splits the
+    cases over devices, the counts all-reduced (:func:`allreduce_bytes` per iteration), with the draws of
+    one device for a seed; a Dask worker's ``imputations_`` holds its parts' rows, ``imputation_rows_``.
+    ``learn=False`` keeps the given ``cpts_`` and only samples the missing cells. ``sklearn.base.clone``
+    gives the network with the constructor's ``cpts``, unfitted.
     """
 
     def __init__(self, parents: dict, states: dict, cpts: dict | None = None, *, n_iter=100, same=1, prior=1.0,
@@ -147,7 +139,6 @@ class BayesianNetwork(Estimator):
             (f", {shown})" if shown else ")")
 
     def _cpt_shape(self, v) -> tuple:
-        """The shape of node ``v``'s CPT: its parents' cardinalities, then its own."""
         return tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
 
     def _need_cpts(self):
@@ -157,14 +148,12 @@ class BayesianNetwork(Estimator):
     def sample(self, n: int, random_state=None) -> np.ndarray:
         """Forward-sample ``n`` complete cases as an int array (n, n_nodes) of state indices."""
         self._need_cpts()
-        rs = np.random.default_rng(random_state)
-        idx = {v: i for i, v in enumerate(self.nodes)}
+        rs, idx = np.random.default_rng(random_state), {v: i for i, v in enumerate(self.nodes)}
         X = np.full((n, len(self.nodes)), -1, dtype=np.int64)
         for v in self._topo():
             t = self.cpts_[v]
             p = t[tuple(X[:, idx[q]] for q in self.parents[v])]  # (n, card), or (card,) for a root
-            u = rs.random(n)[:, None]
-            X[:, idx[v]] = np.minimum((np.cumsum(p, -1) < u).sum(-1), t.shape[-1] - 1)
+            X[:, idx[v]] = np.minimum((np.cumsum(p, -1) < rs.random(n)[:, None]).sum(-1), t.shape[-1] - 1)
         return X
 
     def _topo(self):
@@ -183,11 +172,9 @@ class BayesianNetwork(Estimator):
     def _encode(self, data) -> np.ndarray:
         pd = sys.modules.get("pandas")  # not imported: data is no DataFrame
         if pd is not None and isinstance(data, pd.DataFrame):
-            unknown = [c for c in data.columns if c not in self.card]
-            if unknown:
+            if unknown := [c for c in data.columns if c not in self.card]:
                 raise ValueError(f"Columns {unknown} are not nodes of the network ({self.nodes}).")
-            absent = [v for v in self.nodes if v not in data.columns]
-            if absent:
+            if absent := [v for v in self.nodes if v not in data.columns]:
                 warnings.warn(f"The DataFrame has no column for node(s) {absent}: they are taken as missing in "
                               "every case (latent). Add a column of None for each to say so and silence this "
                               "warning.", UserWarning, stacklevel=3)
@@ -199,10 +186,9 @@ class BayesianNetwork(Estimator):
                 for r, val in enumerate(data[v].to_numpy()):
                     if val is None or (isinstance(val, float) and np.isnan(val)):
                         continue
-                    key = str(val)
-                    if key not in lookup:
-                        hint = ("; DataFrames mark missing cells with None or NaN, not -1" if key in ("-1", "-1.0")
-                                else "")
+                    if (key := str(val)) not in lookup:
+                        hint = "; DataFrames mark missing cells with None or NaN, not -1" if key in ("-1", "-1.0") \
+                            else ""
                         raise ValueError(f"Unknown state {val!r} of node {v!r}; its states are "
                                          f"{self.states[v]}{hint}.")
                     X[r, j] = lookup[key]
@@ -224,22 +210,19 @@ class BayesianNetwork(Estimator):
             ps = self.parents[v]
             g.add_edges_from((p, v) for p in ps)
             g.add_edges_from((a, b) for i, a in enumerate(ps) for b in ps[i + 1:])
-        col = nx.greedy_color(g, strategy="largest_first")
-        groups = {}
+        col, groups = nx.greedy_color(g, strategy="largest_first"), {}
         for v in self.nodes:
             groups.setdefault(col[v], []).append(v)
         return [groups[k] for k in sorted(groups)]
 
     def fit(self, X, y=None, **settings):
-        """Learn the CPTs from the cases ``X`` (an integer array (n_cases, n_nodes) of state indices
-        with -1 for missing, or a DataFrame with None/NaN for missing) by SAME chromatic Gibbs, with
-        the settings given to the constructor (see the class docstring). ``y`` is not used.
+        """Learn the CPTs from the cases ``X`` (an integer array (n_cases, n_nodes) of state indices, -1 for
+        missing, or a DataFrame with None/NaN for missing) by SAME chromatic Gibbs, with the constructor's
+        settings. ``y`` is not used. The replicas' final imputations are in ``imputations_``, uint8 (m,
+        n_cases, n_nodes); the CPTs in ``cpts_``, ``cpts_last_`` and ``trace_``.
 
-        The replicas' final imputations are in ``imputations_``, a uint8 array (m, n_cases,
-        n_nodes) of state indices; the CPTs are in ``cpts_``, ``cpts_last_`` and ``trace_``.
-
-        Settings given to ``fit`` (``fit(X, n_iter=...)``, or ``n_iter`` as its second argument) still
-        work for this release and warn: give them to the constructor or to ``set_params`` instead.
+        Settings given to ``fit`` (``fit(X, n_iter=...)``, or ``n_iter`` second) still work for this
+        release and warn: give them to the constructor or to ``set_params`` instead.
         """
         if y is not None:
             if isinstance(y, (int, np.integer)) and not isinstance(y, bool) and "n_iter" not in settings:
@@ -247,8 +230,7 @@ class BayesianNetwork(Estimator):
             else:
                 raise TypeError("fit(X, y=None) takes no targets: y is not used; give the settings to the "
                                 "constructor, e.g. BayesianNetwork(parents, states, n_iter=100).")
-        unknown = sorted(set(settings) - set(_DEFAULTS))
-        if unknown:
+        if unknown := sorted(set(settings) - set(_DEFAULTS)):
             raise TypeError(f"fit() got unexpected keyword argument(s) {unknown}; the settings are {list(_DEFAULTS)}.")
         if settings:
             given = ", ".join(f"{k}=..." for k in settings)
@@ -318,13 +300,11 @@ class BayesianNetwork(Estimator):
     def _keep_draws(self, plan, logc, trace, burn):
         """``trace_``, ``cpts_`` (the mean after ``burn``) and ``cpts_last_`` from the log-probability
         draws of a fit: the final ``logc`` and the (n_iter, C) ``trace``."""
-        lc = _backend.to_host(logc)
-        tr = np.exp(_backend.to_host(trace))
+        lc, tr = _backend.to_host(logc), np.exp(_backend.to_host(trace))
         mean = tr[burn:].mean(0)
         self.cpts_, self.cpts_last_, self.trace_ = {}, {}, {}
         for j, v in enumerate(self.nodes):
-            a, e = plan.toff[j], plan.toff[j + 1]
-            shape = self._cpt_shape(v)
+            a, e, shape = plan.toff[j], plan.toff[j + 1], self._cpt_shape(v)
             self.cpts_[v] = mean[a:e].reshape(shape)
             self.cpts_last_[v] = np.exp(lc[a:e]).reshape(shape)
             self.trace_[v] = tr[:, a:e].reshape((len(tr), -1, self.card[v]))
@@ -359,13 +339,11 @@ class BayesianNetwork(Estimator):
                n_sweeps=50, replicas=64, backend=None):
         """Fill the missing cells from their conditional given the observed ones and ``cpts_``.
 
-        A case whose missing cells have at most ``max_combinations`` joint states is filled exactly,
-        by enumerating them: ``method="mode"`` takes the most probable joint state, ``"draw"`` draws
-        one. The other cases are filled by Gibbs imputation (see the guide): ``replicas`` chains of
-        the fit's sweep with the CPTs fixed, ``n_sweeps`` sweeps each, on ``backend``; ``"mode"``
-        takes the most probable of their final joint states, ``"draw"`` the first replica's.
-
-        Raises ValueError for a case that has probability 0 under ``cpts_``.
+        A case whose missing cells have at most ``max_combinations`` joint states is filled exactly by
+        enumerating them: ``method="mode"`` takes the most probable, ``"draw"`` draws one. The others are
+        filled by Gibbs imputation (see the guide): ``replicas`` chains of the fit's sweep with the CPTs
+        fixed, ``n_sweeps`` sweeps each, on ``backend``; ``"mode"`` takes the most probable of their final
+        joint states, ``"draw"`` the first replica's. Raises ValueError for a case of probability 0.
         """
         self._need_cpts()
         if method not in ("mode", "draw"):
@@ -373,10 +351,8 @@ class BayesianNetwork(Estimator):
         for name, val in (("max_combinations", max_combinations), ("n_sweeps", n_sweeps), ("replicas", replicas)):
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
                 raise ValueError(f"{name} must be a positive integer, got {val!r}.")
-        X = self._encode(data).copy()
-        rs = np.random.default_rng(random_state)
+        X, rs, large = self._encode(data).copy(), np.random.default_rng(random_state), []
         cards = np.array([self.card[v] for v in self.nodes], dtype=np.float64)
-        large = []
         for r in range(len(X)):
             mis = np.flatnonzero(X[r] < 0)
             if not len(mis):
@@ -404,12 +380,10 @@ class BayesianNetwork(Estimator):
         return X
 
     def _gibbs_impute(self, X, method, seed, n_sweeps, replicas, backend):
-        """Gibbs imputation of the cases ``X`` (see :meth:`impute`) with ``cpts_`` fixed.
-
-        The replicas start from uniform states, which CPTs with zeros can make impossible (the exact
-        sweep cannot move a cell none of whose states is possible), so the first half of the sweeps
-        runs on the CPTs mixed with ``_SOFT`` of the uniform row; replicas whose final state is still
-        impossible are left out."""
+        """Gibbs imputation of the cases ``X`` (see :meth:`impute`) with ``cpts_`` fixed. The replicas start
+        from uniform states, which CPTs with zeros can make impossible (the exact sweep cannot move a cell
+        none of whose states is possible), so the first half of the sweeps runs on the CPTs mixed with
+        ``_SOFT`` of the uniform row; replicas whose final state is still impossible are left out."""
         rng = default_rng(seed, backend=backend)
         plan, sh = _Plan(self), _one_shard(rng.xp())
         soft = {v: (1 - _SOFT) * t + _SOFT / t.shape[-1] for v, t in self.cpts_.items()}
@@ -443,9 +417,8 @@ class BayesianNetwork(Estimator):
         return out
 
     def kl_avg(self, other) -> float:
-        """KL_avg of the paper: the mean over all CPT rows of KL(true row || learnt row), with
-        ``self`` the learnt network and ``other`` the reference (or the other way round: the rows
-        of ``other`` are taken as the truth)."""
+        """KL_avg of the paper: the mean over all CPT rows of KL(other's row || self's row), ``other`` the
+        reference."""
         if not isinstance(other, BayesianNetwork):
             raise TypeError(f"kl_avg compares with another BayesianNetwork, got {type(other).__name__}.")
         self._need_cpts(); other._need_cpts()
@@ -458,8 +431,7 @@ class BayesianNetwork(Estimator):
                 raise ValueError(f"kl_avg compares networks of the same structure; node {v!r} has parents "
                                  f"{self.parents[v]} and states {self.states[v]} here but {other.parents[v]} and "
                                  f"{other.states[v]} in other.")
-        tot, rows = 0.0, 0
-        eps = 1e-300
+        tot, rows, eps = 0.0, 0, 1e-300
         for v in self.nodes:
             P = np.asarray(other.cpts_[v]).reshape(-1, self.card[v])
             Q = np.asarray(self.cpts_[v]).reshape(-1, self.card[v])

@@ -1,8 +1,7 @@
-"""The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin, with one interface: ``sweep``
-(one colour group's missing cells in every replica), ``counts`` (the CPT cells' counts) and
-``normalise`` (the CPT draw's row-wise log-normalisation). The twin keeps the kernels' counter
-layout and double-precision operations in their order, so both give the same draws for a seed.
-"""
+"""The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin: ``sweep`` (one colour group's missing
+cells in every replica), ``counts`` (the CPT cells' counts) and ``normalise`` (the CPT draw's row-wise
+log-normalisation). The twin keeps the kernels' counter layout and double-precision operations in their
+order, so both give the same draws for a seed."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,18 +34,15 @@ class _NumpyOps:
         self.plan = plan
 
     def _cells(self, b, c):
-        """Colour ``c``'s missing cells of part ``b``, node by node: (v, their cases, their numbers in
-        the whole batch (uint64), the columns of Z that v's Markov blanket reads, v's column among
-        them, v's parents' (column, stride) and each child's (table offset, card, column, stride of
-        v, parents' (column, stride))). Made once per upload of the part, as the GPU launches are."""
-        cache = b.launches if b.launches is not None else {}
-        b.launches = cache
+        """Colour ``c``'s missing cells of part ``b``, node by node: (v, their cases, their numbers in the
+        whole batch (uint64), the columns of Z that v's Markov blanket reads, v's column among them, v's
+        parents' (column, stride) and each child's (table offset, card, column, stride of v, parents'
+        (column, stride))). Made once per upload of the part, as the GPU launches are."""
+        cache = b.launches = b.launches if b.launches is not None else {}
         got = cache.get(("cells", c))
         if got is None:
-            P = self.plan
-            a, e = int(b.gptr[c]), int(b.gptr[c + 1])
+            P, a, e, got = self.plan, int(b.gptr[c]), int(b.gptr[c + 1]), []
             nodes = b.node[a:e]
-            got = []
             for v in P.groups[c]:
                 sel = np.flatnonzero(nodes == v)
                 if not len(sel):
@@ -66,8 +62,7 @@ class _NumpyOps:
         """Draw every missing cell of colour group ``c`` in replicas 0..m-1 of ``Z`` (in place)."""
         from gpumcmc.random._philox import Words, philox32
 
-        P = self.plan
-        Mtot = int(b.Mtot)
+        P, Mtot = self.plan, int(b.Mtot)
         for v, cs, pos, cols, jv, vpars, kids in self._cells(b, c):
             # (m, Mv, the blanket's columns), gathered with take rather than fancy indexing, the faster of
             # the two here (benchmarks/NOTES.md)
@@ -86,16 +81,14 @@ class _NumpyOps:
             mx = lp[0]
             for k in range(1, K):
                 mx = np.where(lp[k] > mx, lp[k], mx)
-            ok = mx > -1.0e308
-            cum, cums = 0.0, []
+            ok, cum, cums = mx > -1.0e308, 0.0, []
             with np.errstate(invalid="ignore"):
                 for k in range(K):
                     cum = cum + np.exp(lp[k] - mx)
                     cums.append(cum)
             # Philox counters (r Mtot + cell number, offset): the fill's uniforms u01_f64(w0, w1)
             idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(Mtot) + pos[None]).ravel()
-            n = idx.size
-            hi = idx >> np.uint64(32)
+            n, hi = idx.size, idx >> np.uint64(32)
             c1 = int(hi[0]) if hi[0] == hi[-1] else hi.astype(np.uint32)
             u = np.empty(n), np.empty(n)
             philox32(idx.astype(np.uint32), c1, off & 0xFFFFFFFF, off >> 32, int(key[0]), int(key[1]), Words(n), n,
@@ -111,8 +104,7 @@ class _NumpyOps:
     def counts(self, Z, m, n):
         """Counts of every CPT cell over replicas 0..m-1 and every case (int64, length C)."""
         P = self.plan
-        rows = Z[:m].reshape(-1, P.V)
-        out = np.zeros(P.C, dtype=np.int64)
+        rows, out = Z[:m].reshape(-1, P.V), np.zeros(P.C, dtype=np.int64)
         for v in range(P.V):
             cell = P.toff[v] + _row_of(rows, _parents(P, v)) * int(P.card[v]) + rows[:, v]
             out += np.bincount(cell, minlength=P.C)
@@ -141,11 +133,9 @@ class _GpuOps:
     def __init__(self, plan):
         import cupy as cp
 
-        self.plan = plan
-        self.cp = cp
-        d = {k: cp.asarray(getattr(plan, k)) for k in
-             ("card", "toff", "par_ptr", "par", "par_stride", "ch_ptr", "ch", "ch_stride", "row_ptr")}
-        self.d = d
+        self.plan, self.cp = plan, cp
+        self.d = {k: cp.asarray(getattr(plan, k)) for k in
+                  ("card", "toff", "par_ptr", "par", "par_stride", "ch_ptr", "ch", "ch_stride", "row_ptr")}
         # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
         self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
         self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
@@ -155,15 +145,12 @@ class _GpuOps:
         return _loader.get_function(FILE, name, self.names, config.bayesnet_defines)
 
     def _sweep_args(self, b, c, m):
-        """The launch of colour ``c``'s sweep of part ``b`` with m replicas, but for the per-call
-        arguments: (kernel, grid, block, the other arguments by name), made once per upload of the
-        part's cell lists and kept on the part."""
-        cache = b.launches if b.launches is not None else {}
-        b.launches = cache
+        """The launch of colour ``c``'s sweep of part ``b`` with m replicas but for the per-call arguments:
+        (kernel, grid, block, the other arguments by name), made once per upload of the part's cell lists."""
+        cache = b.launches = b.launches if b.launches is not None else {}
         got = cache.get((c, m))
         if got is None:
-            a, e = int(b.gptr[c]), int(b.gptr[c + 1])
-            P, d = self.plan, self.d
+            a, e, P, d = int(b.gptr[c]), int(b.gptr[c + 1]), self.plan, self.d
             fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
             block = dict(config.bayesnet_defines).get("BN_BLOCK", 256)
             gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
@@ -190,9 +177,8 @@ class _GpuOps:
         out.data.memset_async(0, out.nbytes)
         fn = self._fn("bn_counts")
         shared = P.C <= config.bayesnet_shared_cells
-        smem = 4 * P.C if shared else 0
+        smem, rows = 4 * P.C if shared else 0, m * n
         block = dict(config.bayesnet_defines).get("BN_COUNT_BLOCK", 256)
-        rows = m * n
         grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
         fn((grid,), (block,),
            _kernel_args.args(FILE, "bn_counts", Z=Z, rows=_loader.i64(rows), V=_loader.i32(P.V), card=d["card"],
@@ -203,9 +189,7 @@ class _GpuOps:
 
     def normalise(self, x, out=None):
         fn = self._fn("bn_normalise")
-        R = len(self.plan.row_ptr) - 1
-        if out is None:
-            out = x
+        R, out = len(self.plan.row_ptr) - 1, x if out is None else out
         _loader.launch(fn, R, _kernel_args.args(FILE, "bn_normalise", x=x, out=out, row_ptr=self.d["row_ptr"],
                                                 R=_loader.i32(R)), block=128)
         return out

@@ -1,30 +1,23 @@
 """The Ising model: heat-bath checkerboard Gibbs sweeps over many chains at once.
 
-Energy of +-1 spins ``s`` on an L x W square lattice (or a D x L x W cubic one, on the byte path)::
+``E(s) = -J sum_<ij> s_i s_j - sum_i h_i s_i`` for +-1 spins on an L x W square lattice (or a D x L x W
+cubic one, byte path), sampled at ``p(s) ~ exp(-beta E(s))``. One colour of the checkerboard is independent
+given the other (Mahani & Sharabiani, section 4.3), so a sweep is two launches, each updating one colour
+of every chain. A site turns up with probability ``1 / (1 + exp(-2 beta (J S + h)))``, S its neighbours'
+sum, as a 32-bit integer threshold T compared with a uniform U = A 2^16 + B from Philox keyed by (chain,
+colour, site, sweep): A is half a Philox word (8 spins a call), B is drawn by a second call only when A
+ties with T's high half (2^-16 of the updates), so P(U < T) = T / 2^32 exactly (``kernels_cu/ising.cu``
+documents the layout). Two paths, each kernel with a NumPy twin of the same counters and thresholds,
+give the same states for one seed on either backend:
 
-    E(s) = -J sum_<ij> s_i s_j - sum_i h_i s_i
+* ``"multispin"``: 16 spins per 64-bit word, 4 bits each (NVIDIA's ising-gpu), neighbour counts of 16
+  sites from four word additions; periodic lattices, uniform field, W a multiple of 32.
+* ``"byte"``: one byte per spin; a field per site (13 thresholds a site; couplings per bond: 16), open or
+  periodic boundaries, square or cubic lattices.
 
-sampled at inverse temperature ``beta``: ``p(s) ~ exp(-beta E(s))``.
-
-The sites of one colour of the checkerboard are independent given the other colour (Mahani &
-Sharabiani, section 4.3), so a sweep is two launches, each updating every site of one colour in
-every chain. A site turns up with the heat-bath probability ``1 / (1 + exp(-2 beta (J S + h)))``,
-S the sum of its neighbours, precomputed as 32-bit integer thresholds T and compared with a 32-bit
-uniform U = A 2^16 + B from Philox, keyed by (chain, colour, site, sweep): A is half a Philox word
-(8 spins per call), and B is drawn, from a second call, only when A ties with T's high half (2^-16
-of the updates), so P(U < T) = T / 2^32 exactly for half the Philox work (``kernels_cu/ising.cu``
-documents the layout). Two paths, each kernel with a NumPy twin of the same counter layout and
-exact integer thresholds, give the same states for one seed on either backend:
-
-* ``"multispin"``: 16 spins per 64-bit word, 4 bits each, as in NVIDIA's ising-gpu; neighbour counts
-  of 16 sites come from four word additions. Periodic lattices, uniform field, W a multiple of 32.
-* ``"byte"``: one byte per spin; any field per site (a table of 13 thresholds per site; couplings
-  per bond: 16), open or periodic boundaries, square or cubic lattices.
-
-Each chain's up spins and bond sum after a sweep are counted by the sweep itself, which already
-holds every site's neighbour sum (the differential update of section 4.3.3). Neighbour sums are not
-kept between sweeps: a flip would cost four atomic writes, and the Philox call (one per 8 spins) is the
-sweep's cost.
+The sweep counts each chain's up spins and bond sum, having every site's neighbour sum at hand (the
+differential update of section 4.3.3); neighbour sums are not kept between sweeps (a flip would cost four
+atomic writes).
 """
 
 from __future__ import annotations
@@ -42,10 +35,9 @@ class IsingState(NamedTuple):
     """One state of every chain.
 
     spins : (chains, L, W) int8 of +-1 (byte path), or None
-    packed : (chains, 2, L, W // 32) uint64 (multispin path), or None; colour c
-        of chain n at ``[n, c]``, 16 sites of a half row per word, 4 bits each
-    counts : (chains, 2) int64: up spins and the bond sum sum_<ij> s_i s_j of
-        the state, as counted by the last sweep
+    packed : (chains, 2, L, W // 32) uint64 (multispin path), or None; colour c of chain n at ``[n, c]``,
+        16 sites of a half row per word, 4 bits each
+    counts : (chains, 2) int64: up spins and the bond sum sum_<ij> s_i s_j, as counted by the last sweep
     """
 
     spins: object
@@ -64,8 +56,7 @@ def _thresholds(beta: float, coupling: float, field) -> np.ndarray:
     """uint32 heat-bath thresholds by S + 6 (S = -6..6): (13,) for a number, (n_sites, 13) for a field per site."""
     from scipy.special import expit
 
-    S = np.arange(-6, 7, dtype=np.float64)
-    f = np.asarray(field, dtype=np.float64)
+    S, f = np.arange(-6, 7, dtype=np.float64), np.asarray(field, dtype=np.float64)
     x = 2.0 * beta * (coupling * S + f.reshape(-1, 1) if f.ndim else coupling * S + float(f))
     return _as_thresholds(expit(x))
 
@@ -86,8 +77,7 @@ def _pattern_thresholds(beta: float, J, field, periodic: bool) -> np.ndarray:
         up, down, left, right = up.copy(), down.copy(), left.copy(), right.copy()
         up[0], down[-1], left[:, 0], right[:, -1] = 0, 0, 0, 0
     Jk = np.stack([up, down, left, right]).reshape(4, -1)  # (4, sites)
-    bits = (np.arange(16)[:, None] >> np.arange(4)[None, :]) & 1  # (16, 4)
-    spins = 2.0 * bits - 1.0
+    spins = 2.0 * ((np.arange(16)[:, None] >> np.arange(4)[None, :]) & 1) - 1.0  # (16, 4)
     f = np.broadcast_to(np.asarray(field, dtype=np.float64), J.shape[1:]).reshape(-1)
     x = 2.0 * beta * (Jk.T @ spins.T + f[:, None])  # (sites, 16)
     return _as_thresholds(expit(x))
@@ -113,8 +103,7 @@ def _halves(L: int, W: int):
 
 def pack(spins):
     """(chains, L, W) +-1 spins -> (chains, 2, L, W // 32) uint64 words of the multispin path."""
-    xp = _backend.get_array_module(spins)
-    n, L, W = spins.shape
+    xp, (n, L, W) = _backend.get_array_module(spins), spins.shape
     words = W // 32
     out = xp.zeros((n, 2, L, words), dtype=xp.uint64)
     for c, rows, cols in _halves(L, W):
@@ -128,8 +117,7 @@ def pack(spins):
 
 def unpack(packed):
     """The inverse of :func:`pack`: (chains, L, W) int8 of +-1."""
-    xp = _backend.get_array_module(packed)
-    n, _, L, words = packed.shape
+    xp, (n, _, L, words) = _backend.get_array_module(packed), packed.shape
     W = words * 32
     out = xp.empty((n, L, W), dtype=xp.int8)
     for c, rows, cols in _halves(L, W):
@@ -142,8 +130,8 @@ def unpack(packed):
 
 
 class _CheckerboardGibbs:
-    """``init`` and ``step`` over :class:`IsingState`, which :class:`Ising` inherits; they read what
-    ``Ising._configure`` works out from the settings."""
+    """``init`` and ``step`` over :class:`IsingState`, inherited by :class:`Ising` (reading what its
+    ``_configure`` works out)."""
 
     def init(self, n_chains: int = 1, random_state=None, initial="random") -> IsingState:
         """The starting state of ``n_chains`` chains: ``initial`` is ``"random"`` (each spin +-1 with
@@ -157,8 +145,7 @@ class _CheckerboardGibbs:
             raise ValueError("at most 65,535 chains run in one launch; split the run.")
         if isinstance(initial, str):
             if initial == "random":
-                u = default_rng(random_state, backend="numpy" if xp is np else "cupy").random(
-                    full, dtype=np.float32)
+                u = default_rng(random_state, backend="numpy" if xp is np else "cupy").random(full, dtype=np.float32)
                 spins = xp.where(u < 0.5, 1, -1).astype(xp.int8)
             elif initial in ("up", "down"):
                 spins = xp.full(full, 1 if initial == "up" else -1, dtype=xp.int8)
@@ -175,9 +162,8 @@ class _CheckerboardGibbs:
         counts = xp.zeros((n_chains, 2), dtype=xp.int64)
         counts[:, 0] = (spins > 0).sum(axis=tuple(range(1, spins.ndim)), dtype=xp.int64)
         counts[:, 1] = bond_sum(spins, self.boundary == "periodic")
-        if self._method == "multispin":
-            return IsingState(None, pack(spins), counts)
-        return IsingState(spins, None, counts)
+        return IsingState(None, pack(spins), counts) if self._method == "multispin" else \
+            IsingState(spins, None, counts)
 
     def spins(self, state: IsingState):
         """The +-1 spins of ``state``, ``(chains, *shape)`` int8, whichever path made it."""
@@ -201,8 +187,7 @@ class _CheckerboardGibbs:
     def _dev_array(self, name, xp, make):
         if xp is np:
             return make()
-        a = self._dev.get(name)
-        if a is None:
+        if (a := self._dev.get(name)) is None:
             a = self._dev[name] = xp.asarray(make())
         return a
 
@@ -217,6 +202,5 @@ class _CheckerboardGibbs:
     def _sweep(self, rng, state: IsingState, out) -> None:
         """One sweep of every chain, in place, adding each chain's up spins and bond sum after it to
         ``out``: None (not counted) or a zeroed (chains, 2) int64 array (on CuPy also its address)."""
-        xp = _backend.get_array_module(state.counts)
-        off = rng.advance(1)
+        xp, off = _backend.get_array_module(state.counts), rng.advance(1)
         (_NumpyOps if xp is np else _GpuOps).sweep(self, xp, state, rng.key, off, out)

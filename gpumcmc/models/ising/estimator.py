@@ -1,5 +1,5 @@
 """The Ising model's scikit-learn face: :class:`Ising` (its settings, checked when set, and ``sample``), its
-result, and :func:`denoise`."""
+result and :func:`denoise`."""
 
 from __future__ import annotations
 
@@ -16,15 +16,9 @@ from .ops import bond_sum
 class IsingResult:
     """What :meth:`Ising.sample` returns.
 
-    Attributes
-    ----------
-    magnetization, energy : numpy.ndarray (chains, sweeps)
-        Per site, after each kept sweep.
-    states : array (chains, L, W) int8
-        The final spins (on the backend the model ran on).
-    trace : gpumcmc.sampling.Trace
-        The run's record (monitors, timing).
-    seconds : float
+    Attributes: ``magnetization``, ``energy`` (chains, sweeps), per site after each kept sweep; ``states``
+    (chains, L, W) int8, the final spins on the model's backend; ``trace`` (:class:`gpumcmc.sampling.Trace`),
+    the run's record; ``seconds``.
     """
 
     def __init__(self, trace, states):
@@ -36,7 +30,7 @@ class IsingResult:
         return f"IsingResult(chains={c}, sweeps={n}, seconds={self.seconds:.3g})"
 
     def to_arviz(self):
-        """Magnetisation and energy per site as an ArviZ ``InferenceData`` (ArviZ imported here)."""
+        """Magnetisation and energy per site as an ArviZ ``InferenceData``."""
         return self.trace.to_arviz(sample_stats=False)
 
 
@@ -46,26 +40,23 @@ class Ising(_CheckerboardGibbs, Estimator):
     Parameters
     ----------
     shape : (int, int) or (int, int, int)
-        Rows and columns of the square lattice, or depth, rows and columns of the simple cubic one
-        (byte path). Periodic boundaries need every side even (the checkerboard must close on itself).
+        Rows and columns of the square lattice, or depth, rows and columns of the cubic one (byte path).
+        Periodic boundaries need every side even (the checkerboard must close on itself).
     coupling : float or array (2, L, W)
-        J; ferromagnetic when positive. On a 2-D lattice, one coupling per bond: ``coupling[0, i, j]``
-        joins site (i, j) to its right neighbour, ``coupling[1, i, j]`` to the one below (wrapping round
-        on a periodic lattice; ignored past the edge of an open one).
+        J, ferromagnetic when positive; on a 2-D lattice one per bond: ``coupling[0, i, j]`` joins site
+        (i, j) to its right neighbour, ``coupling[1, i, j]`` to the one below (ignored past an open edge).
     field : float or array of ``shape``
         h, one number or one per site.
     beta : float
         Inverse temperature.
     boundary : {"periodic", "open"}
     method : {"auto", "multispin", "byte"}
-        ``"auto"`` takes the multispin path where it applies (periodic, one field and one coupling for
-        every site, W a multiple of 32), else bytes. Both give the same states for the same seed.
+        ``"auto"``: multispin where it applies (periodic, one field and one coupling, W a multiple of 32),
+        else bytes; both give the same states for a seed.
     backend : {"numpy", "cupy", None}
-        None: the active backend.
 
-    The settings are checked when the model is made and when ``set_params`` changes them; the model
-    keeps no draws, so ``sklearn.base.clone`` copies it, and :meth:`sample` seeds each call from its
-    ``random_state`` argument.
+    The settings are checked when set (constructor, ``set_params``); the model keeps no draws, so
+    ``sklearn.base.clone`` copies it, and :meth:`sample` seeds each call from its ``random_state``.
 
     Examples
     --------
@@ -160,15 +151,13 @@ class Ising(_CheckerboardGibbs, Estimator):
                initial="random", thin: int = 1) -> IsingResult:
         """Run ``burn_in + n_sweeps`` heat-bath sweeps of ``n_chains`` chains.
 
-        Returns an :class:`IsingResult` with the magnetisation and energy per site of each chain
-        after each kept sweep, ``(chains, n_sweeps // thin)``, the final spins, and ``to_arviz()``;
-        ``n_sweeps=0`` gives empty ``(chains, 0)`` figures and the spins after the burn-in.
+        Returns an :class:`IsingResult`: each chain's magnetisation and energy per site after each kept
+        sweep, ``(chains, n_sweeps // thin)`` (``n_sweeps=0``: empty), the final spins, and ``to_arviz()``.
         ``random_state`` (an int, a ``SeedSequence``, a gpumcmc ``Generator`` or None) seeds this call.
 
-        With one coupling and one field for every site, the kernels count each kept sweep's up spins
-        and bond sum into a slot of their own on the device, which comes to the host once, at the
-        end. A field per site or couplings per bond need the spins for the energy: there each kept
-        sweep computes it in a pass of its own.
+        With one coupling and one field, the kernels count each kept sweep's up spins and bond sum into a
+        slot of their own on the device, read once at the end; a field per site or couplings per bond
+        need the spins for the energy, computed in a pass of its own after each kept sweep.
         """
         from ...sampling import Monitor, run
 
@@ -178,8 +167,7 @@ class Ising(_CheckerboardGibbs, Estimator):
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
         state = self.init(n_chains, rng, initial)
-        desc = f"Ising {'x'.join(map(str, self._shape))}"
-        total = burn_in + n_sweeps
+        desc, total = f"Ising {'x'.join(map(str, self._shape))}", burn_in + n_sweeps
         every = max(1, total // 20)
 
         def abs_m(up):  # the progress bar's figure (synchronises)
@@ -194,15 +182,13 @@ class Ising(_CheckerboardGibbs, Estimator):
                 trace.draws.setdefault(name, np.zeros((n_chains, 0)))
             return IsingResult(trace, self.spins(trace.state))
 
-        kept = n_sweeps // thin
+        kept, where = n_sweeps // thin, {"sweep": 0, "last": -1}
         slots = xp.zeros((kept + 1, n_chains, 2), dtype=xp.int64)  # slot `kept`: the last sweep when not kept
-        where = {"sweep": 0, "last": -1}
         slot = (lambda k: slots[k]) if xp is np else (lambda k, base=slots.data.ptr: base + 16 * n_chains * k)
 
         def sweep(r, s):
-            j = where["sweep"]
+            j, i = where["sweep"], where["sweep"] - burn_in
             where["sweep"] = j + 1
-            i = j - burn_in
             k = i // thin if i >= 0 and (i + 1) % thin == 0 else (kept if j + 1 == total else -1)
             if k >= 0:
                 where["last"] = k
@@ -215,18 +201,16 @@ class Ising(_CheckerboardGibbs, Estimator):
                     desc=desc, n_chains=n_chains)
         if where["last"] >= 0:
             state.counts[...] = slots[where["last"]]
-        counts = np.moveaxis(_backend.to_host(slots[:kept]), 0, 1)  # (chains, kept, 2)
-        N = self.n_sites
+        counts, N = np.moveaxis(_backend.to_host(slots[:kept]), 0, 1), self.n_sites  # (chains, kept, 2)
         mag, bond = 2.0 * counts[..., 0].astype(np.float64) - N, counts[..., 1].astype(np.float64)
         trace.draws = {"magnetization": mag / N, "energy": (-(float(self._J) * bond) - float(self._field) * mag) / N}
         return IsingResult(trace, self.spins(trace.state))
 
     def energy(self, spins):
         """Energy per site of +-1 ``spins`` of the lattice's shape, or with a leading chain axis."""
-        xp = _backend.get_array_module(spins)
-        batched = spins.ndim == len(self._shape) + 1
+        xp, batched, periodic = _backend.get_array_module(spins), spins.ndim == len(self._shape) + 1, \
+            self.boundary == "periodic"
         s = spins if batched else spins[None]
-        periodic = self.boundary == "periodic"
         if self._by_pattern:
             bond = _weighted_bond_sum(s, self._J if xp is np else xp.asarray(self._J), periodic)
         else:
@@ -240,12 +224,10 @@ def denoise(image, coupling: float = 1.0, strength: float = 2.1, bias: float = 0
             burn_in: int = 50, n_chains: int = 4, random_state=None, progress: bool = True, backend=None):
     """Posterior mean of a binary image under the Ising prior of Bishop (2006, section 8.3.3).
 
-    The energy is ``-coupling sum_<ij> x_i x_j - strength sum_i x_i y_i - bias sum_i x_i`` for the
-    clean image x and the noisy image y (both +-1), with open boundaries; chains start from the noisy
-    image. ``image`` may hold 0/1, booleans or +-1.
-
-    Returns the posterior mean in the coding of the input: ``P(x_i = 1)`` for 0/1 or boolean input,
-    ``E[x_i]`` in [-1, 1] for +-1 input. Threshold it at 0.5 (or 0) for the MAP-like clean image.
+    The energy is ``-coupling sum_<ij> x_i x_j - strength sum_i x_i y_i - bias sum_i x_i`` for the clean
+    image x and the noisy image y (both +-1), open boundaries, chains started from y. ``image`` may hold 0/1,
+    booleans or +-1; the result is in its coding: ``P(x_i = 1)`` for 0/1 or booleans, ``E[x_i]`` for +-1
+    (threshold at 0.5, or 0, for the MAP-like clean image).
 
     Examples
     --------

@@ -17,14 +17,11 @@ _MASK32 = _U64(0xFFFFFFFF)
 
 
 def bond_sum(spins, periodic: bool = True):
-    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) or (chains, D, L, W) spins of +-1.
-
-    A periodic side of length 1 has no bonds along it (a 2-D lattice is a 3-D one of depth 1).
-    """
+    """sum_<ij> s_i s_j per chain (int64), for (chains, L, W) or (chains, D, L, W) spins of +-1; a periodic side
+    of length 1 has no bonds along it (a 2-D lattice is a 3-D one of depth 1)."""
     xp = _backend.get_array_module(spins)
     s = spins.astype(xp.int8)  # products of +-1 stay in int8; sums go to int64
-    axes = tuple(range(1, s.ndim))
-    total = xp.zeros(s.shape[0], dtype=xp.int64)
+    axes, total = tuple(range(1, s.ndim)), xp.zeros(s.shape[0], dtype=xp.int64)
     for ax in axes:
         if s.shape[ax] < 2:
             continue
@@ -50,16 +47,12 @@ def _halves16(w):
 
 
 def _decide(a, T, calls, pos, key, offset: int):
-    """Heat-bath decisions U < T for U = a 2^16 + b, b drawn only where a equals T's high half.
-
-    ``a``: high halves (uint64) and ``T``: 32-bit thresholds, of one shape; ``calls``/``pos``: the
-    Philox call (uint64) and position (0..7) of each, broadcastable to it. ``b`` is half ``pos % 2``
-    of word ``pos // 2`` of call ``calls | 2**63``.
-    """
+    """Heat-bath decisions U < T for U = a 2^16 + b, b drawn only where a equals T's high half: ``a`` (uint64)
+    and the 32-bit ``T`` of one shape; ``calls``/``pos``, broadcastable to it, the Philox call (uint64) and
+    position (0..7) of each; ``b`` is half ``pos % 2`` of word ``pos // 2`` of call ``calls | 2**63``."""
     T = T.astype(_U64)
     hi = T >> _U64(16)
-    up = a < hi
-    tie = np.nonzero(a == hi)
+    up, tie = a < hi, np.nonzero(a == hi)
     if tie[0].size:
         call = np.broadcast_to(calls, a.shape)[tie] | _U64(1 << 63)
         p = np.broadcast_to(pos, a.shape)[tie]
@@ -86,8 +79,7 @@ def _byte_index(D: int, L: int, W: int, c: int):
 def _neighbours(s, periodic: bool):
     """Neighbour spins of every site of (chains, D, L, W) spins, 0 where missing, int16:
     [up, down, left, right] and, for D > 1, [front, back]."""
-    s = s.astype(np.int16)
-    out = []
+    s, out = s.astype(np.int16), []
     for ax in (2, 3) + ((1,) if s.shape[1] > 1 else ()):
         for k in (1, -1):  # the neighbour before, then the one after
             nb = np.roll(s, k, ax)
@@ -100,10 +92,8 @@ def _neighbours(s, periodic: bool):
 def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, index, by_pattern: bool = False):
     """One sweep of the byte kernel on NumPy, in place; ``spins`` (chains, D, L, W). Returns (up, bond) per chain."""
     n, D, L, W = spins.shape
-    Wh = (W + 1) // 2
-    G = (D * L * Wh + 7) // 8
-    rows = spins.reshape(n, D * L, W)  # a view: writes go to spins
-    chains = np.arange(n, dtype=_U64)
+    G = (D * L * ((W + 1) // 2) + 7) // 8
+    rows, chains = spins.reshape(n, D * L, W), np.arange(n, dtype=_U64)  # rows: a view, writes go to spins
     for c in (0, 1):
         i, j, g, q = index[c]
         first = (chains * _U64(2) + _U64(c)) * _U64(G)
@@ -124,11 +114,8 @@ def _byte_twin(spins, thr, per_site: bool, periodic: bool, key, offset: int, ind
 def _multispin_twin(packed, thr5, key, offset: int):
     """One sweep of the multispin kernel on NumPy, in place; returns (up, bond) per chain."""
     n, _, L, words = packed.shape
-    per = L * words
-    chains = np.arange(n, dtype=_U64)
-    shifts = _U64(4) * np.arange(16, dtype=_U64)
-    odd_row = (np.arange(L) & 1)[None, :, None]
-    bond = np.zeros(n, dtype=np.int64)
+    per, chains, shifts = L * words, np.arange(n, dtype=_U64), _U64(4) * np.arange(16, dtype=_U64)
+    odd_row, bond = (np.arange(L) & 1)[None, :, None], np.zeros(n, dtype=np.int64)
     for c in (0, 1):
         o = packed[:, 1 - c]
         left = (o << _U64(4)) | (np.roll(o, 1, axis=2) >> _U64(60))
@@ -137,8 +124,7 @@ def _multispin_twin(packed, thr5, key, offset: int):
         total = o + side + np.roll(o, 1, axis=1) + np.roll(o, -1, axis=1)
         first = (chains * _U64(2) + _U64(c)) * _U64(per * 2)  # 2 calls of 8 spins per word
         a = _halves16(_words(key, offset, first, per * 2)).reshape(n, L, words, 16)  # nibble b = 8 q + pos
-        cnt = ((total[..., None] >> shifts) & _U64(15)).astype(np.int64)
-        b = np.arange(16)
+        cnt, b = ((total[..., None] >> shifts) & _U64(15)).astype(np.int64), np.arange(16)
         calls = (first[:, None, None, None] + _U64(2) * np.arange(per, dtype=_U64).reshape(1, L, words, 1)
                  + (b // 8).astype(_U64))
         bit = _decide(a, thr5[cnt], calls, b % 8, key, offset).astype(_U64)
@@ -177,10 +163,7 @@ class _GpuOps:
     def sweep(model, cp, state, key, off, out) -> None:
         """One sweep of every chain of ``model``, in place; adds each chain's up spins and bond sum to ``out``."""
         counts = None if out is None else _loader.u64(out if isinstance(out, int) else out.data.ptr)
-        n = state.counts.shape[0]
-        philox = _kernel_args.philox(key, off)
-        D, L, W = model._dims
-        obs = counts is not None
+        n, philox, (D, L, W), obs = state.counts.shape[0], _kernel_args.philox(key, off), model._dims, out is not None
         if model._method == "multispin":
             # the second pass counts both colours (kernels_cu/ising.cu), so the first never observes
             thr = model._dev_array("thr5", cp, lambda: model._thr5)
@@ -196,8 +179,7 @@ class _GpuOps:
             fn = _loader.get_function(FILE, "ising_bytes<true>" if obs else "ising_bytes<false>", _NAMES)
             thr = model._dev_array("thr", cp, lambda: np.ascontiguousarray(model._thr))
             stride = model._thr.shape[1] if model._thr.ndim == 2 else 0
-            G = (D * L * ((W + 1) // 2) + 3) // 4
-            grid = _grid(fn, G, n)
+            grid = _grid(fn, (D * L * ((W + 1) // 2) + 3) // 4, n)
             for c in (0, 1):
                 fn((grid, n), (BLOCK,),
                    _kernel_args.args(FILE, "ising_bytes", spins=state.spins, thr=thr, thr_stride=_loader.i64(stride),

@@ -1,19 +1,13 @@
 """Restricted Boltzmann machines: block Gibbs over many chains, and training by persistent contrastive divergence.
 
-An RBM with binary visible units v (n_visible) and hidden units h (n_hidden) has energy
-``E(v, h) = -v.b - h.c - v W h``. Its graph is bipartite, so every hidden unit is independent of the
-others given v, and every visible unit given h (Mahani & Sharabiani, section 4.3.2): a Gibbs step is
-two block updates,
-
-    h ~ Bernoulli(sigmoid(v W + c)),   v ~ Bernoulli(sigmoid(h W^T + b)),
-
-for all chains at once. The products go through the BLAS (cuBLAS on CuPy, NumPy's BLAS on the CPU);
-the bias, the sigmoid and the Bernoulli draw are one fused kernel (``kernels_cu/rbm.cu``) whose
-uniforms are Philox words keyed by (chain, unit, half-step). The NumPy twin uses the same words; since
-the two BLAS libraries sum in different orders and ``exp`` differs in the last bit, a CPU and a GPU
-run agree in distribution, and in nearly every draw of a step.
-
-Training is persistent contrastive divergence, one epoch a step over ``PCDState``.
+Binary visible units v and hidden units h, energy ``E(v, h) = -v.b - h.c - v W h``. The graph is bipartite, so
+the hidden units are independent given v and the visible ones given h (Mahani & Sharabiani, section 4.3.2): a
+Gibbs step is ``h ~ Bernoulli(sigmoid(v W + c))``, then ``v ~ Bernoulli(sigmoid(h W^T + b))``, for all chains
+at once. The products go through the BLAS; the bias, sigmoid and Bernoulli draw are one kernel
+(``kernels_cu/rbm.cu``) whose uniforms are Philox words keyed by (chain, unit, half-step). The NumPy twin uses
+the same words; the BLAS libraries sum in different orders and ``exp`` differs in the last bit, so a CPU and a
+GPU run agree in distribution, and in nearly every draw of a step. Training is persistent contrastive
+divergence, one epoch a step over ``PCDState``.
 """
 
 from __future__ import annotations
@@ -54,8 +48,7 @@ class _BlockGibbs:
 
     def step(self, rng, state: RBMState):
         """One block-Gibbs step of every chain, in place: h given v, then v given h."""
-        xp = self._xp()
-        off = rng.advance(2)
+        xp, off = self._xp(), rng.advance(2)
         xp.matmul(state.v, self.W, out=state.h)
         bernoulli_logits(state.h, self.hidden_bias, rng.key, off, out=state.h)
         xp.matmul(state.h, self.W.T, out=state.v)
@@ -64,11 +57,9 @@ class _BlockGibbs:
 
 
 class PCDState(NamedTuple):
-    """Training state of persistent contrastive divergence, updated in place by each epoch.
-
-    W : (n_visible, n_hidden); b : (n_visible,) visible biases; c : (n_hidden,) hidden biases;
-    h_chain : (batch_size, n_hidden) 0/1 hidden states of the persistent chains. All in one dtype.
-    """
+    """Training state of persistent contrastive divergence, updated in place by each epoch, in one dtype:
+    ``W`` (n_visible, n_hidden), the biases ``b`` (n_visible,) and ``c`` (n_hidden,), and ``h_chain``
+    (batch_size, n_hidden), the 0/1 hidden states of the persistent chains."""
 
     W: object
     b: object
@@ -86,20 +77,16 @@ def pcd_init(rng, n_visible: int, n_hidden: int, chains: int, dtype) -> PCDState
 
 def pcd_epoch_step(X, edges, learning_rate, chains: int, n_hidden: int, fused: bool):
     """``step(rng, state) -> (state, None)``: one epoch of PCD over the minibatches ``X[edges[t]:edges[t + 1]]``
-    for ``chains`` persistent chains of ``n_hidden`` hidden units.
-
-    Each minibatch: the chains take one block-Gibbs step (two call offsets of ``rng``), and the weights
-    move along the gradient, from the hidden probabilities of the data and of the chains. ``fused``: the
-    whole epoch in one launch of ``rbm_pcd_epoch`` (GPU), with the same random words.
+    for ``chains`` persistent chains of ``n_hidden`` hidden units. Each minibatch: the chains take one
+    block-Gibbs step (two call offsets of ``rng``), and the weights move along the gradient from the hidden
+    probabilities of the data and of the chains. ``fused``: the epoch in one launch of ``rbm_pcd_epoch``
+    (GPU), with the same random words.
     """
-    xp = _backend.get_array_module(X)
-    dtype = X.dtype
-    n_batches = len(edges) - 1
+    xp, dtype, n_batches = _backend.get_array_module(X), X.dtype, len(edges) - 1
     if fused:
         from ... import _loader
 
-        X = _loader.contiguous(X)
-        edges_dev = xp.asarray(edges, dtype=xp.int64)
+        X, edges_dev = _loader.contiguous(X), xp.asarray(edges, dtype=xp.int64)
 
         def fused_step(rng, state: PCDState):
             off0 = rng.advance(2 * n_batches)  # the offsets the unfused loop takes, two per minibatch
@@ -108,15 +95,13 @@ def pcd_epoch_step(X, edges, learning_rate, chains: int, n_hidden: int, fused: b
 
         return fused_step
 
-    v_neg = xp.empty((chains, X.shape[1]), dtype=dtype)
-    pre = xp.empty((chains, n_hidden), dtype=dtype)
+    v_neg, pre = xp.empty((chains, X.shape[1]), dtype=dtype), xp.empty((chains, n_hidden), dtype=dtype)
 
     def step(rng, state: PCDState):
         W, b, c, h_chain = state
         for s, e in zip(edges[:-1], edges[1:]):
-            v_pos = X[s:e]
+            v_pos, off = X[s:e], rng.advance(2)
             h_pos = _sigmoid(xp, v_pos @ W + c)
-            off = rng.advance(2)
             xp.matmul(h_chain, W.T, out=v_neg)
             bernoulli_logits(v_neg, b, rng.key, off, out=v_neg)
             xp.matmul(v_neg, W, out=pre)
@@ -148,18 +133,15 @@ def _free_energy(xp, v, W, b, c):
 def _flipped(X, random_state, xp, dtype):
     """Binary rows ``X`` and the same rows with one feature each flipped (``RandomState(random_state)`` picks it),
     both on ``xp`` in ``dtype``."""
-    X = np.asarray(_backend.to_host(X), dtype=np.float64)
-    rs = np.random.RandomState(random_state)
-    ind = (np.arange(X.shape[0]), rs.randint(0, X.shape[1], X.shape[0]))
-    Xf = X.copy()
+    X, rs = np.asarray(_backend.to_host(X), dtype=np.float64), np.random.RandomState(random_state)
+    ind, Xf = (np.arange(X.shape[0]), rs.randint(0, X.shape[1], X.shape[0])), X.copy()
     Xf[ind] = 1 - Xf[ind]
     return xp.asarray(X, dtype=dtype), xp.asarray(Xf, dtype=dtype)
 
 
 def _pseudo_likelihood_rows(xp, X, Xf, W, b, c):
     """Log pseudo-likelihood of each row of ``X`` from its flipped twin in ``Xf``, on ``xp``."""
-    fe = _free_energy(xp, X, W, b, c)
-    fe_ = _free_energy(xp, Xf, W, b, c)
+    fe, fe_ = _free_energy(xp, X, W, b, c), _free_energy(xp, Xf, W, b, c)
     return -(X.shape[1] * xp.logaddexp(0, -(fe_ - fe)))
 
 

@@ -21,11 +21,11 @@ from .ops import _use_fused_pcd
 class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _BlockGibbs, Estimator):
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
 
-    Made either from weights (to sample from them), or from training settings and then trained by
-    :meth:`fit` on binary rows (persistent contrastive divergence), which sets the weights and returns
-    the model. Every argument is a parameter (``get_params``, ``sklearn.base.clone``). As a drop-in for
-    scikit-learn's ``BernoulliRBM`` it has :meth:`transform` (the hidden units' probabilities, so it can
-    feed a classifier in a ``Pipeline``), ``fit_transform``, :meth:`score_samples` and :meth:`gibbs`.
+    Made from weights (to sample from them), or from training settings and trained by :meth:`fit` on binary
+    rows (persistent contrastive divergence). Every argument is a parameter (``get_params``,
+    ``sklearn.base.clone``). As a drop-in for scikit-learn's ``BernoulliRBM`` it has :meth:`transform` (the
+    hidden probabilities, to feed a classifier in a ``Pipeline``), ``fit_transform``, :meth:`score_samples`
+    and :meth:`gibbs`.
 
     Parameters
     ----------
@@ -100,17 +100,14 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         return _backend.get_array_module(self._weights())
 
     def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
-        """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps.
-
-        Returns 0/1 uint8 of shape (n_chains, n_visible), on the model's backend.
-        """
+        """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps: 0/1 uint8
+        (n_chains, n_visible) on the model's backend."""
         from ...sampling import run
 
         n_steps = _validate.check_int(n_steps, "n_steps", 0)
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
-        state = self.init(n_chains, rng, initial)
-        trace = run(self.step, state, rng, n_steps, progress=progress, desc="RBM", n_chains=n_chains)
+        trace = run(self.step, self.init(n_chains, rng, initial), rng, n_steps, progress=progress, desc="RBM", n_chains=n_chains)
         return trace.state.v.astype(xp.uint8)
 
     def free_energy(self, v):
@@ -120,9 +117,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
                             self.hidden_bias)
 
     def pseudo_likelihood(self, X, random_state=0):
-        """Mean log pseudo-likelihood of binary rows ``X``, as scikit-learn's ``BernoulliRBM.score_samples``:
-        ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each row flipped at random (a NumPy
-        ``RandomState(random_state)`` picks which, so two models scored with one seed see the same flips)."""
+        """The mean of :meth:`score_samples` (two models scored with one seed see the same flips)."""
         xp = self._xp()
         X, Xf = _flipped(self._rows(X), random_state, xp, self.dtype)
         return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
@@ -136,14 +131,13 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         return v
 
     def transform(self, X):
-        """``P(h_j = 1 | v)`` for each row ``v`` of ``X``: (n_samples, n_hidden), on the host, as scikit-learn's
-        ``BernoulliRBM.transform``. ``X`` may hold values in [0, 1] as well as 0/1."""
+        """``P(h_j = 1 | v)`` for each row ``v`` of ``X`` (values in [0, 1]): (n_samples, n_hidden) on the host,
+        as scikit-learn's ``BernoulliRBM.transform``."""
         xp = self._xp()
         return _backend.to_host(_sigmoid(xp, self._rows(X) @ self.W + self.hidden_bias))
 
     def fit_transform(self, X, y=None):
-        """:meth:`fit` on ``X``, then :meth:`transform` of ``X`` (defined here too, so that it exists without
-        scikit-learn)."""
+        """:meth:`fit` on ``X``, then :meth:`transform` of ``X`` (here too, for use without scikit-learn)."""
         return self.fit(X).transform(X)
 
     @property
@@ -152,19 +146,16 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         return self._weights().shape[1]
 
     def score_samples(self, X, random_state=0):
-        """The log pseudo-likelihood of each binary row of ``X`` (n_samples,), on the host, as scikit-learn's
+        """The log pseudo-likelihood of each binary row of ``X`` (n_samples,) on the host, as scikit-learn's
         ``BernoulliRBM.score_samples``: ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each
-        row flipped at random (``RandomState(random_state)`` picks which). :meth:`pseudo_likelihood` is
-        their mean."""
-        xp = self._xp()
-        X = self._rows(X)
+        row flipped at random (``RandomState(random_state)`` picks which)."""
+        xp, X = self._xp(), self._rows(X)
         _check_binary(X, "X")
         X, Xf = _flipped(X, random_state, xp, self.dtype)
         return _backend.to_host(_pseudo_likelihood_rows(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias))
 
     def gibbs(self, v, random_state=None):
-        """One block-Gibbs step from each binary row of ``v``: ``h ~ p(h | v)``, then ``v' ~ p(v | h)``.
-        Returns ``v'`` as 0/1 uint8 on the model's backend (``sample(len(v), 1, random_state, v)``)."""
+        """One block-Gibbs step from each binary row of ``v``: ``sample(len(v), 1, random_state, v)``."""
         v = self._rows(v, "v")
         return self.sample(v.shape[0], 1, random_state=random_state, initial=v)
 
@@ -175,19 +166,17 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
     def _fit(self, X, y=None) -> "RBM":
         """Train on binary rows ``X`` by persistent contrastive divergence and return the model.
 
-        The schedule is scikit-learn's ``BernoulliRBM``: weights start as N(0, 0.01^2), biases at 0;
-        ``batch_size`` persistent chains take one block-Gibbs step per minibatch; the gradient uses
-        the hidden probabilities of the data and of the chains; ``n_iter`` epochs (iterations of
-        :func:`gpumcmc.sampling.run`) at ``learning_rate``. ``random_state`` (an int, a
-        ``SeedSequence``, a gpumcmc ``Generator`` or None) seeds each call. ``fit_seconds_`` and,
-        with ``progress``, ``pseudo_likelihood_`` (after each epoch, on ``config.rbm_progress_rows``
-        evenly spaced rows of ``X``, the same flips every epoch) are set.
+        scikit-learn's ``BernoulliRBM`` schedule: weights from N(0, 0.01^2), biases 0; ``batch_size``
+        persistent chains take one block-Gibbs step per minibatch; the gradient uses the hidden
+        probabilities of the data and of the chains; ``n_iter`` epochs (iterations of
+        :func:`gpumcmc.sampling.run`) at ``learning_rate``. ``random_state`` (an int, a ``SeedSequence``, a
+        gpumcmc ``Generator`` or None) seeds each call. Sets ``fit_seconds_`` and, with ``progress``,
+        ``pseudo_likelihood_`` (after each epoch, on ``config.rbm_progress_rows`` evenly spaced rows of
+        ``X``, the same flips every epoch).
 
         On a GPU, a model whose weights and chains fit in one block's shared memory (``fused=None``
-        decides) runs each epoch as one kernel launch, with the same random words and arithmetic up
-        to the order of the sums; ``fused=False`` launches one matrix product at a time.
-
-        ``RBM.fit(X, n_hidden, ...)`` on the class still works and warns (DeprecationWarning): it is
+        decides) runs each epoch as one launch, with the same random words and arithmetic up to the order
+        of the sums. ``RBM.fit(X, n_hidden, ...)`` on the class still works and warns: it is
         ``RBM(n_hidden=n_hidden, ...).fit(X)``.
         """
         from ...sampling import Monitor, as_data, run
@@ -202,8 +191,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
-        state = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype)
-        n = X.shape[0]
+        state, n = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype), X.shape[0]
         edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)  # as scikit-learn's gen_even_slices
         step = pcd_epoch_step(X, edges, learning_rate, batch_size, n_hidden,
                               _use_fused_pcd(self.fused, xp, X.shape[1], n_hidden, batch_size, dtype))

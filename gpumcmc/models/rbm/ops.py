@@ -14,27 +14,15 @@ _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
 def bernoulli_logits(pre, bias, key, offset: int, out=None):
-    """``out[r, u] = 1 if U[r, u] < sigmoid(pre[r, u] + bias[u]) else 0`` (0/1 in ``pre``'s dtype).
-
-    ``U[r, u]`` is word ``e % 4`` of Philox call ``e // 4`` (``e = r * cols +
-    u``) at call ``offset``. ``out`` may be ``pre`` (in place).
-    """
-    xp = _backend.get_array_module(pre)
-    rows, cols = pre.shape
-    n = rows * cols
-    if out is None:
-        out = xp.empty_like(pre)
+    """``out[r, u] = 1 if U[r, u] < sigmoid(pre[r, u] + bias[u]) else 0`` (0/1 in ``pre``'s dtype), ``U[r, u]``
+    word ``e % 4`` of Philox call ``e // 4`` (``e = r * cols + u``) at call ``offset``. ``out`` may be ``pre``."""
+    xp, (rows, cols) = _backend.get_array_module(pre), pre.shape
+    n, out = rows * cols, xp.empty_like(pre) if out is None else out
     if n == 0:
         return out
     if xp is np:
-        nb = -(-n // 4)
-        w = np.stack(block_words(0, nb, key, offset), axis=1).reshape(-1)[:n].reshape(rows, cols)
-        if pre.dtype == np.float32:
-            u = u01_f32(w)
-            one = np.float32(1.0)
-        else:
-            u = u01_f64_from32(w)
-            one = 1.0
+        w = np.stack(block_words(0, -(-n // 4), key, offset), axis=1).reshape(-1)[:n].reshape(rows, cols)
+        u, one = (u01_f32(w), np.float32(1.0)) if pre.dtype == np.float32 else (u01_f64_from32(w), 1.0)
         with np.errstate(over="ignore"):
             np.less(u * (one + np.exp(-(pre + bias))), one, out=out, casting="unsafe")
         return out
@@ -75,8 +63,7 @@ def _pcd_epoch(X, edges, n_batches, W, b, c, h_chain, rate, key, off0):
     """One epoch of PCD in one launch of ``rbm_pcd_epoch`` (W, b, c, h_chain updated in place)."""
     from ... import _kernel_args, _loader
 
-    nv, nh = W.shape
-    chains = h_chain.shape[0]
+    (nv, nh), chains = W.shape, h_chain.shape[0]
     fn = _loader.get_function(FILE, f"rbm_pcd_epoch<{_CTYPE[W.dtype]}>", _NAMES)
     smem = _pcd_smem_bytes(nv, nh, chains, W.dtype.itemsize)
     if smem > 48 * 1024:

@@ -163,7 +163,8 @@ class _GpuOps:
     def sweep(model, cp, state, key, off, out) -> None:
         """One sweep of every chain of ``model``, in place; adds each chain's up spins and bond sum to ``out``."""
         counts = None if out is None else _loader.u64(out if isinstance(out, int) else out.data.ptr)
-        n, philox, (D, L, W), obs = state.counts.shape[0], _kernel_args.philox(key, off), model._dims, out is not None
+        philox = _kernel_args.philox(key, off)  # its own line: the CPU launch check reads the keywords it gives
+        n, (D, L, W), obs = state.counts.shape[0], model._dims, out is not None
         if model._method == "multispin":
             # the second pass counts both colours (kernels_cu/ising.cu), so the first never observes
             thr = model._dev_array("thr5", cp, lambda: model._thr5)

@@ -619,24 +619,21 @@ def _gamma_plan(device: int, dtype, kind: str = "gamma_draw"):
     ``kind``: ``gamma_draw``, or ``gamma_counts_draw`` (its format read from the source)."""
     key = (device, dtype, kind)
     plan = _plans.get(key)
-    if plan is None and kind != "gamma_draw":
+    if plan is None:
         fs, fd = _fn(kind, dtype, False), _fn(kind, dtype, True)
         sms = _loader.sm_count()
         bs, bd = _loader.resident_blocks(fs, _BLOCK) * sms, _loader.resident_blocks(fd, _BLOCK) * sms
         t = _CTYPE[np.dtype(dtype)]
-        plan = _plans[key] = (_loader.packed_launcher(fs, FILE, kind, t), bs, _loader.packed_launcher(fd, FILE, kind, t),
-                              bd, bd * (_BLOCK // 32))
-    if plan is None:
-        fs, fd = _fn("gamma_draw", dtype, False), _fn("gamma_draw", dtype, True)
-        sms = _loader.sm_count()
-        bs, bd = _loader.resident_blocks(fs, _BLOCK) * sms, _loader.resident_blocks(fd, _BLOCK) * sms
-        fmt = _GAMMA_ARGS[np.dtype(dtype)]
-        expected = _loader.packed_format(FILE, "gamma_draw", _CTYPE[np.dtype(dtype)])
-        if fmt != expected:  # a launch with this format would pass wrong arguments
-            raise RuntimeError(f"gamma_draw's parameters in {FILE} changed: they pack as {expected}, "
-                               f"but _GAMMA_ARGS says {fmt}; update _GAMMA_ARGS.")
-        plan = _plans[key] = (_loader.PackedLaunch(fs, fmt), bs, _loader.PackedLaunch(fd, fmt), bd,
-                              bd * (_BLOCK // 32))
+        if kind == "gamma_draw":
+            fmt = _GAMMA_ARGS[np.dtype(dtype)]
+            expected = _loader.packed_format(FILE, "gamma_draw", t)
+            if fmt != expected:  # a launch with this format would pass wrong arguments
+                raise RuntimeError(f"gamma_draw's parameters in {FILE} changed: they pack as {expected}, "
+                                   f"but _GAMMA_ARGS says {fmt}; update _GAMMA_ARGS.")
+            ls, ld = _loader.PackedLaunch(fs, fmt), _loader.PackedLaunch(fd, fmt)
+        else:
+            ls, ld = _loader.packed_launcher(fs, FILE, kind, t), _loader.packed_launcher(fd, FILE, kind, t)
+        plan = _plans[key] = (ls, bs, ld, bd, bd * (_BLOCK // 32))
     return plan
 
 
@@ -764,12 +761,7 @@ def dirichlet_counts_cupy(counts, prior, key, offset):
     blocks = _loader.resident_blocks(fn, _BLOCK)
     R = _dirichlet_plan(n_rows, K, blocks * _loader.sm_count() * (_BLOCK // 32), dtype)
     if not R:
-        out = gamma_counts_cupy(counts, prior, key, offset, log=True)
-        g = _row_lanes(K)
-        _loader.launch(_fn("lse_rows", dtype), n_rows * g,
-                       _kernel_args.args(FILE, "lse_rows", x=out, n_rows=_loader.i64(n_rows), K=_loader.i32(K),
-                                         G=_loader.i32(g), log_out=_loader.i32(0)), block=_BLOCK)
-        return out
+        return _lse_rows_cupy(gamma_counts_cupy(counts, prior, key, offset, log=True), False)
     out = cupy.empty((n_rows, K), dtype=dtype)
     launch = _loader.packed_launcher(fn, FILE, "dirichlet_counts_draw", _CTYPE[dtype])
     launch(_loader.grid_size(-(-n_rows // R) * 32, _BLOCK, blocks), _BLOCK, cupy.cuda.get_current_stream().ptr,
@@ -891,12 +883,18 @@ def dirichlet_cupy(alpha, key, offset, *, log=False, rows_per_chunk=None, descri
                           start_row + n_rows, start_row, K, R, key, offset, log, word, tag)
         return out.reshape(n_rows, K)
     _launch_gamma(alpha, 1, None, 0, out, key, offset, True, describe=describe)
+    return _lse_rows_cupy(out.reshape(n_rows, K), log)
+
+
+def _lse_rows_cupy(lg, log: bool):
+    """:func:`_lse_rows` on the GPU: the ``lse_rows`` kernel over the (n_rows, K) log-gammas ``lg``, in place
+    (each row normalised, its log with ``log``); returns ``lg``."""
+    n_rows, K = lg.shape
     g = _row_lanes(K)
-    _loader.launch(_fn("lse_rows", alpha.dtype), n_rows * g,
-                   _kernel_args.args(FILE, "lse_rows", x=out, n_rows=_loader.i64(n_rows), K=_loader.i32(K),
-                                     G=_loader.i32(g), log_out=_loader.i32(1 if log else 0)),
-                   block=_BLOCK)
-    return out.reshape(n_rows, K)
+    _loader.launch(_fn("lse_rows", lg.dtype), n_rows * g,
+                   _kernel_args.args(FILE, "lse_rows", x=lg, n_rows=_loader.i64(n_rows), K=_loader.i32(K),
+                                     G=_loader.i32(g), log_out=_loader.i32(1 if log else 0)), block=_BLOCK)
+    return lg
 
 
 class _Shifted:

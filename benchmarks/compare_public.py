@@ -254,31 +254,26 @@ def _scaling_figures():
 
 
 def _single_gpu_figures():
+    # the mixture's and f+g's three readers (user_path.py, suite public, kernel only), each for two goals
+    mix = (lambda s: _num(s.up.get("mixture_gibbs_n2^20_p14_k256_ms")), lambda s: _num(s.mixture.get("gibbs_fit_ms")),
+           lambda s: _num(s.mixture.get("gibbs_step_ms")))
+    fg = (lambda s: _num(s.up.get("glm_loglik_and_grad_N4M_K50_default_ms")),
+          lambda s: _row_ms(s, _F_G_CASE, "gpumcmc loglik_and_grad, defaults", exact_case=True),
+          lambda s: _row_ms(s, _F_G_CASE, "gpumcmc loglik_and_grad (rows kernel, the default), check=False",
+                            exact_case=True))
     return [
         Figure("ising_sample", "goals", "Ising((16384, 16384)).sample, runs of 405 sweeps", "flips/ns",
                lambda s: _num(s.up.get("ising_L16384_sample_flips_per_ns")),
                lambda s: _flips_per_ns(s, "gpumcmc Ising.sample"),
                lambda s: _flips_per_ns(s, "kernel only: sweep, observables off"), ">= 1,400", _at_least(1400.0),
                "kernel only: the sweep with observables off, as the issue's table"),
-        Figure("mixture_gibbs", "goals", "DPGaussianMixture(256).fit, Gibbs, n = 2^20, p = 14", "ms",
-               lambda s: _num(s.up.get("mixture_gibbs_n2^20_p14_k256_ms")),
-               lambda s: _num(s.mixture.get("gibbs_fit_ms")), lambda s: _num(s.mixture.get("gibbs_step_ms")),
+        Figure("mixture_gibbs", "goals", "DPGaussianMixture(256).fit, Gibbs, n = 2^20, p = 14", "ms", *mix,
                "<= 4.0", _at_most(4.0)),
-        Figure("mixture_gibbs_over_step", "item 4", "the same fit over its step", "ms",
-               lambda s: _num(s.up.get("mixture_gibbs_n2^20_p14_k256_ms")),
-               lambda s: _num(s.mixture.get("gibbs_fit_ms")), lambda s: _num(s.mixture.get("gibbs_step_ms")),
+        Figure("mixture_gibbs_over_step", "item 4", "the same fit over its step", "ms", *mix,
                "suite <= 1.1x kernel", _ratio_at_most(1.1)),
-        Figure("fg_default", "goals", "glm.loglik_and_grad, defaults, N = 4 M, K = 50", "ms",
-               lambda s: _num(s.up.get("glm_loglik_and_grad_N4M_K50_default_ms")),
-               lambda s: _row_ms(s, _F_G_CASE, "gpumcmc loglik_and_grad, defaults", exact_case=True),
-               lambda s: _row_ms(s, _F_G_CASE, "gpumcmc loglik_and_grad (rows kernel, the default), check=False",
-                                 exact_case=True),
+        Figure("fg_default", "goals", "glm.loglik_and_grad, defaults, N = 4 M, K = 50", "ms", *fg,
                "<= 0.37", _at_most(0.37), "kernel only: check=False"),
-        Figure("fg_default_over_check_false", "item 5", "the same, default over check=False", "ms",
-               lambda s: _num(s.up.get("glm_loglik_and_grad_N4M_K50_default_ms")),
-               lambda s: _row_ms(s, _F_G_CASE, "gpumcmc loglik_and_grad, defaults", exact_case=True),
-               lambda s: _row_ms(s, _F_G_CASE, "gpumcmc loglik_and_grad (rows kernel, the default), check=False",
-                                 exact_case=True),
+        Figure("fg_default_over_check_false", "item 5", "the same, default over check=False", "ms", *fg,
                "suite <= 1.05x check=False", _ratio_at_most(1.05)),
         Figure("bayesian_glm", "item 1", "BayesianGLM.fit, N = 10^6, K = 50, 4 chains", "ms a sweep",
                lambda s: _num(s.up.get("glm_bayesian_N1M_K50_4chains_ms_per_sweep")),

@@ -49,7 +49,6 @@ export GPUMCMC_GIT_COMMIT=${GPUMCMC_GIT_COMMIT:-$(cat scripts/.commit 2>/dev/nul
 { date -u; echo "commit $GPUMCMC_GIT_COMMIT"; nvidia-smi -L; nvidia-smi topo -m; nproc
   python -c "import sys, cupy, numpy; print(sys.version.split()[0], 'cupy', cupy.__version__, 'numpy', numpy.__version__)"
 } > "$D/host.txt" 2>&1
-cp scripts/gpu-checks/issue40-final.sh "$D/"
 printf 'part\tgpus\tstart_s\tseconds\trc\n' > "$D/parts.tsv"
 
 # part NAME CAP_S DEADLINE CMD...: run CMD under a timeout of CAP_S (less if DEADLINE comes first), its

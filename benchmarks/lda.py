@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 
 import numpy as np
@@ -333,6 +334,16 @@ def run(bench):
 
 # ----------------------------------------------------------------------------- the public call against the sweep
 
+def user_path_text(path: str):
+    """``site_packages_corpus()`` of the user_path.py at ``path``: its real text, a SciPy CSR count matrix of
+    about 29 M tokens. The script is imported from its own folder, since its corpus builder's worker processes
+    unpickle its helpers by module name."""
+    import importlib
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    return importlib.import_module(os.path.splitext(os.path.basename(path))[0]).site_packages_corpus()
+
+
 def fit_against_step(out=None, user_path=None):
     """``LDA.fit`` with its defaults against the bare step loop, per sweep, on the corpora of
     ``../shared/bench/user_path.py`` (the paper's shape, Zipf words) and a 29 M-token Zipf corpus of the real
@@ -348,7 +359,6 @@ def fit_against_step(out=None, user_path=None):
     import io
     import json
     import pstats
-    import sys
 
     import cupy as cp
 
@@ -365,12 +375,8 @@ def fit_against_step(out=None, user_path=None):
 
     R = {}
     corpora = {"paper_shape_zipf": zipf_corpus()}
-    if user_path:  # imported from its own folder: its corpus builder's worker processes unpickle _words by name
-        import importlib
-
-        sys.path.insert(0, os.path.dirname(os.path.abspath(user_path)))
-        up = importlib.import_module(os.path.splitext(os.path.basename(user_path))[0])
-        corpora["site_packages"] = up.site_packages_corpus()
+    if user_path:
+        corpora["site_packages"] = user_path_text(user_path)
     else:
         corpora["zipf_29M"] = zipf_corpus(23600, 50000, 29_000_000)
     for name, X in corpora.items():

@@ -239,22 +239,12 @@ def _mixture(bench):
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def _user_path_text(path: str):
-    """``site_packages_corpus()`` of the user_path.py at ``path`` (a SciPy CSR count matrix), imported from its
-    own folder as benchmarks.lda does (its corpus builder's worker processes unpickle its helpers by name)."""
-    import importlib
-    import sys
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    return importlib.import_module(os.path.splitext(os.path.basename(path))[0]).site_packages_corpus()
-
-
 def _lda(bench):
     from gpumcmc.datasets import synthetic_lda_corpus
     from gpumcmc.models import lda as L
     from gpumcmc.random import default_rng
 
-    from .lda import _floor_bytes
+    from .lda import _floor_bytes, user_path_text
 
     cp = bench.cupy
     pool = cp.get_default_memory_pool()
@@ -264,7 +254,7 @@ def _lda(bench):
     t0 = time.perf_counter()
     text = os.environ.get("GPUMCMC_SCALING_LDA_TEXT")
     if text:  # user_path.py's real text, so that fit(devices=...)'s efficiency there has its sweep's beside it
-        X = _user_path_text(text)
+        X = user_path_text(text)
         M, V = X.shape
         rows = cp.asarray(np.repeat(np.arange(M, dtype=np.int64), np.diff(X.indptr)).repeat(X.data))
         cols = cp.asarray(np.repeat(X.indices.astype(np.int64), X.data))

@@ -16,10 +16,7 @@ matrix of a 10-sweep fit against the default's).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
-import sys
 
 import numpy as np
 
@@ -38,13 +35,11 @@ def main(argv=None):
     import cupy as cp
 
     from benchmarks.harness import per_iteration_ms
-    from benchmarks.lda import zipf_corpus
+    from benchmarks.lda import user_path_text, zipf_corpus
     from gpumcmc._config import config
     from gpumcmc.models import LDA
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(args.user_path)))  # its corpus builder pickles _words
-    up = importlib.import_module(os.path.splitext(os.path.basename(args.user_path))[0])
-    corpora = {"site_packages": up.site_packages_corpus(), "paper_shape_zipf": zipf_corpus()}
+    corpora = {"site_packages": user_path_text(args.user_path), "paper_shape_zipf": zipf_corpus()}
     out = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": []}
     default = (config.lda_zwarps, config.lda_zwaves)
     if args.fused_min_k is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -14,6 +16,8 @@ from gpumcmc.random import default_rng
 from gpumcmc.shards import one_device
 
 from conftest import ALPHA, fit_as_ranks, to_np
+
+relabel_module = importlib.import_module("gpumcmc.models.mixture.relabel")
 
 
 def planted(seed=0, n=(300, 200, 100)):
@@ -762,6 +766,60 @@ def test_relabel_on_gpu_gives_the_host_labels(cp):
     np.testing.assert_allclose(to_np(wg), wa, rtol=1e-12)
     np.testing.assert_allclose(to_np(mg), ma, rtol=1e-12)
     np.testing.assert_array_equal(cg, ca)  # the covariances stay on the host, permuted alike
+
+
+def _scipy_perms(cost):
+    from scipy.optimize import linear_sum_assignment
+
+    perm = np.empty(cost.shape[:2], dtype=np.int64)
+    for d, c in enumerate(cost):
+        rows, cols = linear_sum_assignment(c)
+        perm[d, cols] = rows
+    return perm
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 31, 33, 64, 256, 300])
+def test_gpu_assignments_are_scipys_ties_included(cp, k):
+    # lsa_solve runs SciPy's shortest augmenting path step for step, so every permutation is SciPy's: on
+    # continuous costs, on small-integer costs full of exact ties (where the choice among equal path costs
+    # decides), on a constant matrix, and on costs that differ in their last bits.
+    rs = np.random.default_rng(100 + k)
+    d = 40 if k <= 64 else 8
+    costs = [rs.random((d, k, k)), rs.integers(0, 3, (d, k, k)).astype(np.float64),
+             np.full((2, k, k), 1.5),
+             0.3 + 0.3 * rs.integers(0, 2, (d, k, k)) + rs.integers(-2, 3, (d, k, k)) * 1e-17,
+             rs.normal(0, 1e3, (d, k, k))]
+    for i, cost in enumerate(costs):
+        np.testing.assert_array_equal(relabel_module._assign_gpu(cp.asarray(cost)), _scipy_perms(cost),
+                                      err_msg=f"cost set {i}")
+
+
+def test_gpu_assignments_of_fitted_draws_are_scipys(cp):
+    # Costs as align_draws builds them from a Gibbs run at k = 64, against a draw and against the mean.
+    X, _, _ = planted()
+    gm = fit(X, n_components=64, n_iter=30, burn_in=0, n_chains=2, relabel=False)
+    d = gm.trace_.draws
+    w, mu = d["weights"], d["means"]
+    for ref_mu, ref_w in ((mu[1, 7], w[1, 7]), (mu.mean(axis=(0, 1)), w.mean(axis=(0, 1)))):
+        cost = mx.relabel_costs(cp.asarray(mu), ref_mu, gm._scale, cp.asarray(w), ref_w)
+        np.testing.assert_array_equal(relabel_module._assign_gpu(cost), _scipy_perms(cost.get()))
+
+
+def test_gpu_relabel_rejects_costs_that_are_not_finite(cp):
+    rs = np.random.default_rng(16)
+    means, weights = _label_switched_draws(rs)
+    means[1, 4, 2, 0] = np.nan
+    with pytest.raises(ValueError, match="not finite"):
+        mx.relabel(cp.asarray(means), means[0, 0], None, cp.asarray(weights), weights[0, 0])
+
+
+def test_relabel_above_the_gpu_limit_solves_on_the_host(cp, monkeypatch):
+    rs = np.random.default_rng(17)
+    means, weights = _label_switched_draws(rs)
+    ref, ref_w = means[0, 1], weights[0, 1]
+    want = mx.relabel(means, ref, None, weights, ref_w)
+    monkeypatch.setattr(relabel_module, "GPU_MAX_K", 6)  # k = 7: the host path, fed from the GPU
+    np.testing.assert_array_equal(mx.relabel(cp.asarray(means), ref, None, cp.asarray(weights), ref_w), want)
 
 
 def test_gpu_gibbs_fit_gives_the_attributes_of_the_per_draw_path(cp):

@@ -42,8 +42,12 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
     means of empty components, prior draws scattered over the data, from taking an occupied one's label).
 
     The costs are built on the backend of ``means`` in blocks of ``block_bytes`` (default 256 MB on the GPU,
-    32 MB on the host) and solved on the host on ``workers`` threads (None: one per CPU core this process may
-    use), each draw's assignment as a serial loop finds it.
+    32 MB on the host). On the GPU every draw's assignment is solved there at once, one warp a draw
+    (``lsa_solve`` in ``kernels_cu/relabel.cu``), with SciPy's ``linear_sum_assignment`` method step for
+    step, so the permutations are SciPy's. On the host, or for k above :data:`GPU_MAX_K`, SciPy solves
+    them on ``workers`` threads (None: one per CPU core this process may use).
+
+    Raises ValueError where a draw's costs are not finite (NaN or infinite means or weights).
     """
     xp = _xp_of(means)
     means = means if hasattr(means, "reshape") else np.asarray(means, dtype=np.float64)
@@ -52,6 +56,9 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
     wflat = None if weights is None else xp.asarray(weights).reshape(-1, k)
     if block_bytes is None:
         block_bytes = (256 if xp is not np else 32) * 2**20
+    if xp is not np and 0 < k <= GPU_MAX_K:
+        perm = _relabel_gpu(xp, flat, wflat, reference, scale, reference_weights, weight_cost, block_bytes)
+        return perm.reshape(means.shape[:-1])
     pool = _lsa_pool(workers)
     n_workers = pool._max_workers if pool is not None else 1
     # blocks of two draws per worker, so that solving one block overlaps building and copying the next
@@ -78,6 +85,67 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
         for f in fs or ():
             f.result()
     return perm.reshape(means.shape[:-1])
+
+
+GPU_MAX_K = 1024  # the largest k whose assignment state fits one warp's 48 KB of shared memory
+_LSA_FILE = "relabel.cu"
+_SOLVE_BYTES = 2**30  # the costs of at most this many bytes of draws are solved in one launch
+
+
+def _lsa_shared_bytes(k: int) -> int:
+    """Shared memory of one ``lsa_solve`` warp: three double and four int arrays and two byte flags of k."""
+    return k * (3 * 8 + 4 * 4 + 2)
+
+
+def _relabel_gpu(xp, flat, wflat, reference, scale, reference_weights, weight_cost, block_bytes):
+    """:func:`relabel`'s permutations (D, k), host int64, with every assignment solved on the GPU."""
+    d_total, k, p = flat.shape
+    step = max(1, int(block_bytes) // (k * k * p * 8))  # draws per block of the costs' (D, k, k, p) terms
+    per_launch = max(step, _SOLVE_BYTES // (k * k * 8))
+    perm = xp.empty((d_total, k), dtype=np.int64)
+    status = xp.zeros(1, dtype=np.int32)
+    for s0 in range(0, d_total, per_launch):
+        e0 = min(d_total, s0 + per_launch)
+        cost = xp.empty((e0 - s0, k, k), dtype=np.float64)
+        for s in range(s0, e0, step):
+            e = min(e0, s + step)
+            cost[s - s0:e - s0] = relabel_costs(flat[s:e], reference, scale, None if wflat is None else wflat[s:e],
+                                                reference_weights, weight_cost)
+        _lsa_solve(cost, perm[s0:e0], status)
+    return _checked_perm(perm, status)
+
+
+def _lsa_solve(cost, perm, status):
+    """Launch ``lsa_solve``: ``perm[d]`` from the assignment of each float64 cost matrix ``cost[d]`` (D, k, k),
+    ``status[0]`` set where one has no finite assignment."""
+    from gpumcmc import _kernel_args, _loader
+
+    d, k = cost.shape[0], cost.shape[-1]
+    if d == 0:
+        return
+    fn = _loader.get_function(_LSA_FILE, "lsa_solve")
+    fn((d,), (32,), _kernel_args.args(_LSA_FILE, "lsa_solve", cost=cost, n=_loader.i32(k), perm=perm,
+                                      status=status), shared_mem=_lsa_shared_bytes(k))
+
+
+def _checked_perm(perm, status):
+    """The permutations on the host, or ValueError where :func:`_lsa_solve` found costs that are not finite."""
+    if int(status.get()[0]):
+        raise ValueError("relabel: some draw's assignment costs are not finite; the means, weights, scale and "
+                         "reference must be finite numbers.")
+    return perm.get()
+
+
+def _assign_gpu(cost):
+    """Host permutations (D, k) solving each of the GPU cost matrices ``cost`` (D, k, k), as SciPy's
+    ``linear_sum_assignment`` would: ``perm[d, cols] = rows``."""
+    import cupy as cp
+
+    cost = cp.ascontiguousarray(cost, dtype=np.float64)
+    perm = cp.empty(cost.shape[:2], dtype=np.int64)
+    status = cp.zeros(1, dtype=np.int32)
+    _lsa_solve(cost, perm, status)
+    return _checked_perm(perm, status)
 
 
 def _solve_one(cost, d, perm, row):

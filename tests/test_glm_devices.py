@@ -139,37 +139,6 @@ def test_shard_passes_and_allreduce_bytes():
     assert mg.allreduce_bytes(4, 51) == 8 * 4 * (51 * 3 * 16 + 1)
 
 
-def test_the_pass_loop_sums_every_local_part_before_the_update_and_lets_go_of_the_device():
-    """The loop that both backends' passes run (the GPU's launches in this order): per coordinate and pass,
-    every shard's local part, the sum, every device's update, ``first`` 1 in a coordinate's first pass only;
-    a coordinate whose chains have all settled ends its passes, and close runs once, also after an error."""
-    from gpumcmc.models.glm.ops import _Passes
-    from gpumcmc.models.glm.sharded import _run_passes
-
-    log = []
-
-    def passes(fail=False):
-        def update(k, first, sums):
-            log.append(("update", k, first, sums))
-            if fail:
-                raise RuntimeError("stop")
-            return 2
-
-        return _Passes(lambda k, first: log.append(("local", k, first)) or [k, first], update,
-                       lambda: log[-1][1] == 0 and log[-1][2] == 0, lambda: log.append(("close",)))
-
-    assert _run_passes(2, 3, passes(), lambda sums: log.append(("reduce", tuple(sums)))) == 2 * (2 + 3)
-    assert log == [("local", 0, 1), ("reduce", (0, 1)), ("update", 0, 1, [0, 1]),
-                   ("local", 0, 0), ("reduce", (0, 0)), ("update", 0, 0, [0, 0]),   # settled: coordinate 1 next
-                   ("local", 1, 1), ("reduce", (1, 1)), ("update", 1, 1, [1, 1]),
-                   ("local", 1, 0), ("reduce", (1, 0)), ("update", 1, 0, [1, 0]),
-                   ("local", 1, 0), ("reduce", (1, 0)), ("update", 1, 0, [1, 0]), ("close",)]
-    log.clear()
-    with pytest.raises(RuntimeError, match="stop"):
-        _run_passes(2, 3, passes(fail=True), lambda sums: None)
-    assert log[-1] == ("close",) and sum(entry == ("close",) for entry in log) == 1
-
-
 def test_the_old_sharded_names_say_where_they_went():
     for name, new in [("init_sharded", "row_parts"), ("make_sharded_step", "over_rows"),
                       ("init_groups_sharded", "group_parts"), ("make_groups_sharded_step", "over_groups")]:

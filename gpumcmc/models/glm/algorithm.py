@@ -105,19 +105,6 @@ def _loglik(xp, data, family, sigma_noise, eta, k):
                                                            xp, data.lgy), data)
 
 
-def _make_target(xp, state, k, loglik):
-    """``(target, x0)``: coordinate ``k``'s conditional log-density of every (chain, group), from ``loglik``."""
-    x0 = state.beta[:, :, k]
-    pkk, muk, c = _prior_terms(xp, state.beta, state.mu, state.prec, k)
-
-    def target(x):
-        ll = loglik(x - x0)
-        z = x - muk
-        return ll - 0.5 * pkk * z * z - z * c
-
-    return target, x0
-
-
 def sweep_randoms(rng, shape, dtype, max_shrink: int):
     """The random numbers of one sweep over chains x groups x coefficients ``shape = (C, G, K)``, drawn
     up front and in this order by every path (NumPy, the GPU kernels, the sharded sweeps): per
@@ -148,23 +135,21 @@ def step(rng, state: SliceState, data: _Data, family: str, sigma_noise: float, n
 
 def _sweep_coefs(xp, state, data, family, sigma_noise, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all):
     """:func:`step`'s new beta, eta and width, fallbacks per chain and evaluations (-1 on the GPU)."""
-    if xp is not np:
-        C, G, K = state.beta.shape
-        beta, eta, width = state.beta.copy(), state.eta.copy(), state.width.copy()  # moved in place by the kernels
+    if xp is np:
+        return _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all,
+                            lambda eta, k: _loglik(xp, data, family, sigma_noise, eta, k),
+                            lambda eta, k, delta: _moved(eta, data, k, delta))
+    beta, eta, width = state.beta.copy(), state.eta.copy(), state.width.copy()  # moved in place by the kernels
+    if max_steps_out < _PMAX and data.plan is not None:
+        fallbacks = _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup,
+                                      max_steps_out, max_shrink, e_all, u_all, us_all)
+    else:
         warm = (state.it < n_warmup)[:, None]
-        fallbacks = xp.zeros((C,), dtype=np.int64)
-        if max_steps_out < _PMAX and data.plan is not None:
-            fallbacks = _slice_pass_sweep(xp, state, beta, eta, width, data, family, sigma_noise, n_warmup,
-                                          max_steps_out, max_shrink, e_all, u_all, us_all)
-        else:
-            for k in range(K):
-                fb = _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise,
-                                              k, max_steps_out, max_shrink, e_all[k], u_all[k], us_all[k])
-                fallbacks = fallbacks + fb
-        return beta, eta, width, fallbacks, -1  # evaluations not counted (each block stops when it is done)
-    return _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all,
-                        lambda eta, k: _loglik(xp, data, family, sigma_noise, eta, k),
-                        lambda eta, k, delta: _moved(eta, data, k, delta))
+        fallbacks = xp.zeros((beta.shape[0],), dtype=np.int64)
+        for k in range(beta.shape[2]):
+            fallbacks += _slice_kernel_coordinate(xp, state, beta, eta, width, warm, data, family, sigma_noise,
+                                                  k, max_steps_out, max_shrink, e_all[k], u_all[k], us_all[k])
+    return beta, eta, width, fallbacks, -1  # evaluations not counted (each block stops when it is done)
 
 
 def _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, us_all, loglik_of, moved):
@@ -175,8 +160,14 @@ def _coordinates(xp, state, n_warmup, max_steps_out, max_shrink, e_all, u_all, u
     warm = (state.it < n_warmup)[:, None]
     fallbacks = xp.zeros((C,), dtype=np.int64)
     evals = 0
-    for k in range(K):
-        target, x0 = _make_target(xp, state._replace(beta=beta), k, loglik_of(eta, k))
+    for k in range(K):  # coordinate k's conditional log-density: the log-likelihood and the prior's terms
+        x0, loglik = beta[:, :, k], loglik_of(eta, k)
+        pkk, muk, c = _prior_terms(xp, beta, state.mu, state.prec, k)
+
+        def target(x):
+            z = x - muk
+            return loglik(x - x0) - 0.5 * pkk * z * z - z * c
+
         xnew, done, n = _slice_update(xp, target, x0, width[:, :, k], max_steps_out, max_shrink, e_all[k],
                                       u_all[k], us_all[k])
         evals += n

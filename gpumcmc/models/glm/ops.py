@@ -224,30 +224,29 @@ def _niw_twin(xp, beta, kappa0, psi0, gam, zn, z):
     return mu.astype(dt), prec.astype(dt), sigma.astype(dt)
 
 
-class _Passes(NamedTuple):
-    """One sweep's passes with the rows split over shards, as :func:`.sharded._run_passes` runs them."""
-
-    local: object    # local(k, first) -> every local shard's candidate sums
-    update: object   # update(k, first, sums) -> evaluations: every device's decisions from the summed sums
-    settled: object  # settled() -> whether every chain has settled coordinate k
-    close: object    # close(): the sweep is over (the caller's device is current again)
-
-
 class _ShardedPasses:
-    """The GPUs' passes with the rows split over ``shards``: each shard's ``glm_slice_shard_eval``, the sum,
-    each device's ``glm_slice_decide``. Kernels and buffers are made once; a call gives one sweep's."""
+    """The GPUs' sweep with the rows split over ``shards`` (twin: :func:`.sharded.over_rows`'s array code): per
+    coordinate and pass, each shard's ``glm_slice_shard_eval``, the sum, each device's ``glm_slice_decide``.
+    Kernels and buffers are made once, for ``dev_of`` (each local shard's copy of the sweep's state, one per
+    distinct device) and ``first_shard`` (each copy's first local shard); a call runs one sweep."""
 
-    def __init__(self, shards, data, dev_of, first_shard, prior, family, sigma_noise, n_warmup, m, max_shrink, d1):
+    def __init__(self, shards, data, prior, family, sigma_noise, n_warmup, m, max_shrink, d1):
         from ... import _loader
 
         xp = shards.xp
-        self.shards, self.data, self.dev_of, self.first_shard = shards, data, dev_of, first_shard
+        devs, self.dev_of = [], []
+        for dev in shards.devices:
+            if dev not in devs:
+                devs.append(dev)
+            self.dev_of.append(devs.index(dev))
+        self.first_shard = [self.dev_of.index(j) for j in range(len(devs))]
+        self.shards, self.data = shards, data
         self.sigma_noise, self.n_warmup, self.m, self.max_shrink, self.d1 = sigma_noise, n_warmup, m, max_shrink, d1
         ctype = _loader.CTYPE[np.dtype(prior[0].dtype)]
         self.fam = _FAMILY[family]
         C = prior[0].shape[0]
         self.launch_eval, self.launch_decide, self.bufs = [], [], []
-        for j, i in enumerate(first_shard):
+        for i in self.first_shard:
             with shards.on(i):
                 fe = _loader.get_function("glm.cu", f"glm_slice_shard_eval<{ctype}>", _SEG_NAMES)
                 fd = _loader.get_function("glm.cu", f"glm_slice_decide<{ctype}>", _SEG_NAMES)
@@ -297,30 +296,28 @@ class _ShardedPasses:
             decides.append((self.launch_decide[j], (C * G, 32, stream) + head, tail))
         return evals, decides
 
-    def __call__(self, dvs, etas):
-        """One sweep's :class:`_Passes`; each launch sets its device directly, ``close`` restores the caller's."""
+    def __call__(self, dvs, etas, K, n_pass, reduce):
+        """One sweep of ``n_pass`` passes a coordinate: every shard's sums, all-reduced by ``reduce``, then every
+        device's decisions. Each launch sets its device directly; the caller's is current again at the end."""
         import cupy
 
-        shards = self.shards
-        n_local = len(self.data)
         eval_launches, decide_launches = self._launches(dvs, etas)
-        sums = [self.bufs[i]["sums"] for i in range(n_local)]
-        ev_dev = [shards.devices[i] for i in range(n_local)]
-        de_dev = [shards.devices[i] for i in self.first_shard]
+        sums = [b["sums"] for b in self.bufs]
+        ev_dev = [self.shards.devices[i] for i in range(len(self.data))]
+        de_dev = [self.shards.devices[i] for i in self.first_shard]
         rt = cupy.cuda.runtime
         prev = rt.getDevice()
-
-        def local(k, first):
-            for (launch, head, tail), dev in zip(eval_launches, ev_dev):
-                rt.setDevice(dev)
-                launch(*head, k, k - 1 if first else -1, first, *tail)
+        try:
+            for k in range(K):
+                for p in range(n_pass):
+                    first = int(p == 0)
+                    for (launch, head, tail), dev in zip(eval_launches, ev_dev):
+                        rt.setDevice(dev)
+                        launch(*head, k, k - 1 if first else -1, first, *tail)
+                    rt.setDevice(prev)
+                    reduce(sums)
+                    for (launch, head, tail), dev in zip(decide_launches, de_dev):
+                        rt.setDevice(dev)
+                        launch(*head, k, first, *tail)
+        finally:
             rt.setDevice(prev)
-            return sums
-
-        def update(k, first, sums):
-            for (launch, head, tail), dev in zip(decide_launches, de_dev):
-                rt.setDevice(dev)
-                launch(*head, k, first, *tail)
-            return 0
-
-        return _Passes(local, update, lambda: False, lambda: rt.setDevice(prev))

@@ -16,7 +16,7 @@ from ...shards import Replica, balanced_cuts
 from ...sampling import Collective
 from .algorithm import (SliceInfo, SliceState, _coordinates, _draw_hyper, _init_data, _init_state, _loglik, _moved,
                         _sweep_coefs, _total_loglik, sweep_randoms)
-from .ops import _PMAX, _chunk_plan, _Passes, _ShardedPasses
+from .ops import _PMAX, _chunk_plan, _ShardedPasses
 
 __all__ = ["GroupPart", "ShardedGroupState", "ShardedSliceState", "allreduce_bytes", "group_bounds", "group_parts",
            "groups_allreduce_bytes", "over_groups", "over_rows", "row_parts", "shard_passes"]
@@ -92,11 +92,9 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         made["prior"] = (st.mu, st.prec)
         if xp is not np:
             d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
-            dev_of, first_shard = _device_copies(shards)
-            made.update(dev_of=dev_of, first_shard=first_shard, mu_r=Replica(shards, st.mu),
-                        prec_r=Replica(shards, st.prec))
-            made["passes"] = _ShardedPasses(shards, parts, dev_of, first_shard, (st.mu, st.prec), family,
-                                            sigma_noise, n_warmup, m, max_shrink, d1)
+            made.update(mu_r=Replica(shards, st.mu), prec_r=Replica(shards, st.prec),
+                        passes=_ShardedPasses(shards, parts, (st.mu, st.prec), family, sigma_noise, n_warmup, m,
+                                              max_shrink, d1))
         return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
 
     def step(rng, state, parts, shards, reduce):
@@ -106,12 +104,13 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         with shards.on(0):
             draws = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
         if gpu:
-            dvs = _device_states(shards, made["first_shard"], made["mu_r"], made["prec_r"], state, draws)
+            passes = made["passes"]
+            dvs = _device_states(shards, passes.first_shard, made["mu_r"], made["prec_r"], state, draws)
             etas = list(state.eta)
             for i in range(len(parts)):
                 with shards.on(i):
                     etas[i] = etas[i].copy()  # moved in place by the kernels
-            _run_passes(K, shard_passes(max_shrink), made["passes"](dvs, etas), reduce)
+            passes(dvs, etas, K, shard_passes(max_shrink), reduce)
             evals = -1
         else:
             st = SliceState(state.beta, state.eta, state.width, *made["prior"], None, state.it)
@@ -122,7 +121,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         for i, d in enumerate(parts):
             with shards.on(i):
                 if gpu:  # the last coordinate's step, as the array code adds it
-                    etas[i] += dvs[made["dev_of"][i]]["dpend"] * d.Xt[K - 1][None, :]
+                    etas[i] += dvs[passes.dev_of[i]]["dpend"] * d.Xt[K - 1][None, :]
                 lls.append(xp.ascontiguousarray(_total_loglik(xp, d, family, sigma_noise, etas[i])))
         ll = reduce(lls)[0]
         with shards.on(0):
@@ -133,17 +132,6 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         return new, info
 
     return Collective(init_, step)
-
-
-def _device_copies(shards):
-    """``(dev_of, first_shard)``: each local shard's copy of the sweep's state (one per distinct device) and
-    each copy's first local shard."""
-    devs, dev_of = [], []
-    for dev in shards.devices:
-        if dev not in devs:
-            devs.append(dev)
-        dev_of.append(devs.index(dev))
-    return dev_of, [dev_of.index(j) for j in range(len(devs))]
 
 
 def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
@@ -167,24 +155,6 @@ def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
                 dv[name] = xp.ascontiguousarray(dv[name])
             out.append(dv)
     return out
-
-
-def _run_passes(K, n_pass, passes: _Passes, reduce) -> int:
-    """Per coordinate and pass, every shard's local sums, all-reduced, and every device's update, until
-    ``passes.settled()``; returns the updates' evaluations."""
-    evals = 0
-    try:
-        for k in range(K):
-            for p in range(n_pass):
-                first = int(p == 0)
-                sums = passes.local(k, first)
-                reduce(sums)
-                evals += passes.update(k, first, sums)
-                if passes.settled():
-                    break
-    finally:
-        passes.close()
-    return evals
 
 
 def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:

@@ -70,20 +70,17 @@ def _available_if(check):
     return _Descriptor
 
 
-def _hidden(constraint):
-    """scikit-learn's ``Hidden`` (valid, not named in messages) where it imports."""
-    if not HAVE_SKLEARN:
-        return constraint
+if HAVE_SKLEARN:  # a valid value not named in scikit-learn's messages
     from sklearn.utils._param_validation import Hidden
-
-    return Hidden(constraint)
-
+else:
+    def Hidden(constraint):
+        return constraint
 
 # The settings both estimators share, checked by scikit-learn at fit where it imports (_check_settings runs
 # without it). random_state, dtype and devices are checked where they are resolved.
 _SHARED_CONSTRAINTS = {
     "family": [StrOptions({"bernoulli", "poisson", "gaussian"}),
-               _hidden(StrOptions({"Bernoulli", "Poisson", "Gaussian"}))],
+               Hidden(StrOptions({"Bernoulli", "Poisson", "Gaussian"}))],
     "n_chains": [Interval(Integral, 1, None, closed="left")],
     "n_samples": [Interval(Integral, 1, None, closed="left")],
     "n_warmup": [Interval(Integral, 0, None, closed="left")],
@@ -190,7 +187,9 @@ class _GLMBase(Estimator):
             def st(r, s):
                 return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
 
-            return run(st, state, self._make_rng(), self.n_samples, graph=self._use_graph(data), **kw)
+            # a CUDA graph of the sweep: on the GPU, by default where max_steps_out < _PMAX
+            graph = data.plan is not None and (self.max_steps_out < _PMAX if self.graph is None else bool(self.graph))
+            return run(st, state, self._make_rng(), self.n_samples, graph=graph, **kw)
         if hyper is None:
             parts = row_parts(D, y, shards, fam, self.n_chains)
             alg = sharded(over_rows(fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink), shards)
@@ -216,12 +215,6 @@ class _GLMBase(Estimator):
             return {"beta": s.beta, "mu": s.mu, "Sigma": s.sigma}
 
         return collect
-
-    def _use_graph(self, data):
-        """Whether to replay the sweep from a CUDA graph: on the GPU, by default where ``max_steps_out < _PMAX``."""
-        if data.plan is None:  # NumPy
-            return False
-        return self.max_steps_out < _PMAX if self.graph is None else bool(self.graph)
 
     def _fitted(self, draws):
         """Set ``classes_`` for the family (y's support, as predict returns it); returns ``draws``."""
@@ -322,13 +315,9 @@ class BayesianGLM(_GLMBase):
         self.max_steps_out, self.max_shrink, self.random_state = max_steps_out, max_shrink, random_state
         self.progress, self.backend, self.dtype, self.graph, self.devices = progress, backend, dtype, graph, devices
 
-    def _check_flat_settings(self):
-        self._check_settings()
-        _positive_float(self.prior_scale, "prior_scale")
-
     def fit(self, X, y):
         """Sample the posterior given ``X`` and ``y``."""
-        self._validate_settings(self._check_flat_settings)
+        self._validate_settings(lambda: (self._check_settings(), _positive_float(self.prior_scale, "prior_scale")))
         shards, X, y = self._checked_data(X, y, "the rows")
         self.n_features_in_ = X.shape[1]
         self.trace_ = self._sample(self._design(X), y, shards, float(self.prior_scale))

@@ -154,55 +154,49 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
 
     def fit_transform(self, X, y=None):
         K, a, b = self._validate_settings(self._check_settings)
-        if self.devices is None:
-            self._fit_one(X, K, a, b, int(self.n_chains))
+        C, n = int(self.n_chains), int(self.n_iter)
+        shards = None
+        if self.devices is not None:
+            shards = resolve(self.devices, self.backend, "the documents")[0]  # checked before any GPU is asked
+            if self.checkpoint is not None:
+                raise ValueError("checkpoint= is not available with devices=: fit on one device (devices=None) to "
+                                 "checkpoint, or drop checkpoint.")
+            if self.graph:
+                raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
+                                 "as a CUDA graph; leave graph at None or False.")
+        rng = self._make_rng() if shards is None else default_rng(self.random_state, backend=(
+            "numpy" if shards.xp is np else "cupy"))
+        rows, cols, M, V = tokens_from(X, self._xp() if shards is None else np)
+        n_tok = int(rows.size)
+        phi_start = self._phi_start(rng, rows, cols, M, V, K, C)
+        if shards is None:
+            data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=C,
+                               phi_start=phi_start)
+            sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
+                                   functools.partial(step, data=data))
+            graph = (n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph)
+            s, best = self._sample(sweep, state, rng, ll, V, n_tok, checkpoint=self.checkpoint,
+                                   checkpoint_every=int(self.checkpoint_every), graph=graph)
+            self.phi_ = s.phi_sum[best] / n                   # (V, K) on the backend
+            self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n)
         else:
-            self._fit_sharded(X, K, a, b, int(self.n_chains))
+            bounds, parts = shard_corpus(rows, cols, M, shards)
+            del rows, cols
+            with shards.on(0):
+                alg = sharded_gibbs(shards)
+                datas = shard_data(parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in))
+                del parts
+                state = alg.init(rng, datas, K, self.dtype, n_chains=C, phi_start=phi_start)
+                del datas
+                # info.loglik: the shards' sums, all-reduced with the counts of the sweeps a monitor reads
+                sweep, ll = _monitored(functools.partial(alg.step, loglik=True),
+                                       lambda v: np.asarray(_backend.to_host(v), dtype=np.float64) / n_tok, alg.step)
+                s, best = self._sample(sweep, state, rng, ll, V, n_tok, n_chains=C)
+                self.phi_ = s[0].phi_sum[best] / n             # (V, K) on local shard 0's device
+                self.doc_topic_ = np.concatenate(shards.each(s, lambda i, sh: _backend.to_host(sh.theta_sum[best] / n)))
+            self.n_shards_, self.doc_bounds_ = shards.world, bounds
         self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
         return self.doc_topic_
-
-    def _fit_one(self, X, K, a, b, C):
-        rng = self._make_rng()
-        rows, cols, M, V = tokens_from(X, self._xp())
-        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=C,
-                           phi_start=self._phi_start(rng, rows, cols, M, V, K, C))
-        n_tok = int(rows.size)
-        sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
-                               functools.partial(step, data=data))
-        graph = (n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph)
-        s, best = self._sample(sweep, state, rng, ll, V, n_tok, checkpoint=self.checkpoint,
-                               checkpoint_every=int(self.checkpoint_every), graph=graph)
-        self.phi_ = s.phi_sum[best] / int(self.n_iter)                   # (V, K) on the backend
-        self.doc_topic_ = _backend.to_host(s.theta_sum[best] / int(self.n_iter))
-
-    def _fit_sharded(self, X, K, a, b, C):
-        shards = resolve(self.devices, self.backend, "the documents")[0]  # checked before any GPU is asked
-        if self.checkpoint is not None:
-            raise ValueError("checkpoint= is not available with devices=: fit on one device (devices=None) to "
-                             "checkpoint, or drop checkpoint.")
-        if self.graph:
-            raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured as "
-                             "a CUDA graph; leave graph at None or False.")
-        rows, cols, M, V = tokens_from(X, np)
-        bounds, parts = shard_corpus(rows, cols, M, shards)
-        n_tok = int(rows.size)
-        rng = default_rng(self.random_state, backend="numpy" if shards.xp is np else "cupy")
-        phi_start = self._phi_start(rng, rows, cols, M, V, K, C)
-        del rows, cols
-        with shards.on(0):
-            alg = sharded_gibbs(shards)
-            datas = shard_data(parts, shards, V, K, a, b, self.dtype, burn_in=int(self.burn_in))
-            del parts
-            state = alg.init(rng, datas, K, self.dtype, n_chains=C, phi_start=phi_start)
-            del datas
-            # info.loglik: the shards' sums, all-reduced with the counts of the sweeps a monitor reads
-            sweep, ll = _monitored(functools.partial(alg.step, loglik=True),
-                                   lambda v: np.asarray(_backend.to_host(v), dtype=np.float64) / n_tok, alg.step)
-            s, best = self._sample(sweep, state, rng, ll, V, n_tok, n_chains=C)
-            n = int(self.n_iter)
-            self.phi_ = s[0].phi_sum[best] / n             # (V, K) on local shard 0's device
-            self.doc_topic_ = np.concatenate(shards.each(s, lambda i, sh: _backend.to_host(sh.theta_sum[best] / n)))
-        self.n_shards_, self.doc_bounds_ = shards.world, bounds
 
     def _sample(self, sweep, state, rng, loglik, V, n_tok, **options):
         """:func:`gpumcmc.sampling.run` of ``n_iter`` kept sweeps after ``burn_in``, ``loglik`` monitored, and

@@ -83,10 +83,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
     def init_(rng, parts, shards, n_chains=4, prior_scale=2.5):
         xp = shards.xp
         K, dt = parts[0].Xt.shape[0], parts[0].Xt.dtype
-        etas = []
-        for i, d in enumerate(parts):
-            with shards.on(i):
-                etas.append(xp.zeros((n_chains, d.Xt.shape[1]), dtype=dt))
+        etas = shards.each(parts, lambda i, d: xp.zeros((n_chains, d.Xt.shape[1]), dtype=dt))
         with shards.on(0):
             st = _init_state(xp, n_chains, 1, K, 0, dt, prior_scale)
         made["prior"] = (st.mu, st.prec)
@@ -106,10 +103,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         if gpu:
             passes = made["passes"]
             dvs = _device_states(shards, passes.first_shard, made["mu_r"], made["prec_r"], state, draws)
-            etas = list(state.eta)
-            for i in range(len(parts)):
-                with shards.on(i):
-                    etas[i] = etas[i].copy()  # moved in place by the kernels
+            etas = shards.each(state.eta, lambda i, e: e.copy())  # moved in place by the kernels
             passes(dvs, etas, K, shard_passes(max_shrink), reduce)
             evals = -1
         else:

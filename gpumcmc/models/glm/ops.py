@@ -14,6 +14,7 @@ from ... import _kernel_args
 from ... import backend as _backend
 from ..._config import config
 from ...glm import _CODE as _FAMILY  # the kernels' family codes
+from ...shards import Replica
 
 FILE = "glm.cu"
 _SEG_NAMES = ("glm_slice_segment<float>", "glm_slice_segment<double>", "glm_slice_pass<float>",
@@ -234,6 +235,7 @@ class _ShardedPasses:
         from ... import _loader
 
         xp = shards.xp
+        self.mu_r, self.prec_r = Replica(shards, prior[0]), Replica(shards, prior[1])
         devs, self.dev_of = [], []
         for dev in shards.devices:
             if dev not in devs:
@@ -258,6 +260,29 @@ class _ShardedPasses:
                 self.bufs.append(dict(part=xp.empty((C * plan.n_chunks * _PMAX,), dtype=np.float64),
                                       counter=xp.zeros((C,), dtype=np.int32),
                                       sums=xp.zeros((C, 1, _PMAX), dtype=np.float64)))
+
+    def states(self, state, draws):
+        """The sweep's state on each distinct device: beta and width (copies, moved in place), the prior, the
+        counter, the random numbers and the pass state."""
+        shards, xp = self.shards, self.shards.xp
+        C, G, K = state.beta.shape
+        reps = [Replica(shards, a) for a in (state.beta, state.width, state.it) + draws]
+        out = []
+        for j, i in enumerate(self.first_shard):
+            with shards.on(i):
+                beta, width, it, e, u, us = (r(i) for r in reps)
+                dt = beta.dtype
+                # (a copy for shard 0's device; the others' replicas are fresh copies already)
+                dv = dict(beta=beta.copy() if j == 0 else beta, width=width.copy() if j == 0 else width,
+                          mu=self.mu_r(i), prec=self.prec_r(i), it=it, e=e, u=u, us=us,
+                          L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt),
+                          S=xp.zeros((C, G), dtype=np.int32), logy=xp.zeros((C, G), dtype=np.float64),
+                          settled=xp.zeros((C, G), dtype=np.int32), dpend=xp.zeros((C, G), dtype=dt),
+                          fb=xp.zeros((C, G), dtype=np.int32))
+                for name in ("e", "u", "us", "mu", "prec"):
+                    dv[name] = xp.ascontiguousarray(dv[name])
+                out.append(dv)
+        return out
 
     def _launches(self, dvs, etas):
         """Each local shard's and each device's launch of one sweep, its fixed arguments packed once."""

@@ -73,7 +73,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
     if int(max_shrink) < 1:
         raise ValueError(f"max_shrink must be at least 1, got {max_shrink}.")
     max_shrink = int(max_shrink)
-    made: dict = {}  # what init makes for the steps: the prior, on the GPU its copies and the passes
+    made: dict = {}  # what init makes for the steps: the prior, and on the GPU the passes
 
     def rows_loglik(parts, etas, k, reduce):
         """:func:`.algorithm._loglik` over every shard's rows, summed by ``reduce``."""
@@ -89,9 +89,8 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         made["prior"] = (st.mu, st.prec)
         if xp is not np:
             d1 = max(1, min(config.glm_spec_shrink, _PMAX - m, max_shrink))
-            made.update(mu_r=Replica(shards, st.mu), prec_r=Replica(shards, st.prec),
-                        passes=_ShardedPasses(shards, parts, (st.mu, st.prec), family, sigma_noise, n_warmup, m,
-                                              max_shrink, d1))
+            made["passes"] = _ShardedPasses(shards, parts, (st.mu, st.prec), family, sigma_noise, n_warmup, m,
+                                            max_shrink, d1)
         return ShardedSliceState(st.beta, st.width, tuple(etas), st.it)
 
     def step(rng, state, parts, shards, reduce):
@@ -102,7 +101,7 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
             draws = sweep_randoms(rng, (C, G, K), state.beta.dtype, max_shrink)
         if gpu:
             passes = made["passes"]
-            dvs = _device_states(shards, passes.first_shard, made["mu_r"], made["prec_r"], state, draws)
+            dvs = passes.states(state, draws)
             etas = shards.each(state.eta, lambda i, e: e.copy())  # moved in place by the kernels
             passes(dvs, etas, K, shard_passes(max_shrink), reduce)
             evals = -1
@@ -126,29 +125,6 @@ def over_rows(family, sigma_noise, n_warmup, max_steps_out=4, max_shrink=24) -> 
         return new, info
 
     return Collective(init_, step)
-
-
-def _device_states(shards, first_shard, mu_r, prec_r, state, draws):
-    """The GPU sweep's state on each distinct device: beta and width (copies, moved in place), the prior,
-    the counter, the random numbers and the pass state."""
-    xp = shards.xp
-    C, G, K = state.beta.shape
-    reps = [Replica(shards, a) for a in (state.beta, state.width, state.it) + draws]
-    out = []
-    for j, i in enumerate(first_shard):
-        with shards.on(i):
-            beta, width, it, e, u, us = (r(i) for r in reps)
-            dt = beta.dtype
-            # (a copy for shard 0's device; the others' replicas are fresh copies already)
-            dv = dict(beta=beta.copy() if j == 0 else beta, width=width.copy() if j == 0 else width,
-                      mu=mu_r(i), prec=prec_r(i), it=it, e=e, u=u, us=us,
-                      L=xp.zeros((C, G), dtype=dt), R=xp.zeros((C, G), dtype=dt), S=xp.zeros((C, G), dtype=np.int32),
-                      logy=xp.zeros((C, G), dtype=np.float64), settled=xp.zeros((C, G), dtype=np.int32),
-                      dpend=xp.zeros((C, G), dtype=dt), fb=xp.zeros((C, G), dtype=np.int32))
-            for name in ("e", "u", "us", "mu", "prec"):
-                dv[name] = xp.ascontiguousarray(dv[name])
-            out.append(dv)
-    return out
 
 
 def allreduce_bytes(n_chains: int, K: int, max_shrink: int = 24) -> int:

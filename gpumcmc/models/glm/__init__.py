@@ -25,8 +25,10 @@ from .sharded import (GroupPart, ShardedGroupState, ShardedSliceState, allreduce
                       groups_allreduce_bytes, init_groups_sharded, init_sharded, make_groups_sharded_step,
                       make_sharded_step, over_groups, over_rows, row_parts, shard_passes)
 
-# The private names are read from here by the tests and benchmarks. init_sharded, make_sharded_step,
-# init_groups_sharded and make_groups_sharded_step raise, naming gpumcmc.sampling.sharded over rows or groups.
+# The private names are read from here by the tests and benchmarks; the old sharded names raise, naming
+# gpumcmc.sampling.sharded over rows or groups.
+_NOT_IN_ALL = (_PMAX, _chunk_plan, _draw_hyper, _slice_pass_sweep, init_groups_sharded, init_sharded,
+               make_groups_sharded_step, make_sharded_step)
 __all__ = ["BayesianGLM", "GroupPart", "HierarchicalGLM", "HyperPrior", "ShardedGroupState", "ShardedSliceState",
            "SliceState", "allreduce_bytes", "group_bounds", "group_parts", "groups_allreduce_bytes", "init",
            "over_groups", "over_rows", "row_parts", "shard_passes", "step"]

@@ -20,9 +20,11 @@ from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, 
                       make_sharded_step, shard_corpus, shard_data, sharded_gibbs, sharded_log_likelihood,
                       sharded_loglik)
 
-# The private names are imported from here by the tests and benchmarks. A test that replaces a function must
-# replace it in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw and
+# The names not in __all__ are imported from here by the tests and benchmarks. A test that replaces a function
+# must replace it in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw and
 # dirichlet_columns in .algorithm). init_sharded and make_sharded_step raise, naming their replacements.
+_NOT_IN_ALL = (_fused_default, _accumulate, _phi_store, _token_counters, counts, counts_twin, fused_counts,
+               zdraw_counts)
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",
            "log_likelihood", "dirichlet_columns", "LDAShardedState", "CorpusPart", "ShardPlace", "document_bounds",

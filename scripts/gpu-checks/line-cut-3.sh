@@ -26,6 +26,12 @@ t tests/test_lda.py -k "fit_gpu_planted or graph_switch or cpu_gpu_sweep_chains 
     | tee "$OUT/cut3_lda_fit.log"
 t tests/test_lda_devices.py -k "gpu_fit_one_device_two_shards or gpu_one_shard or gpu_bad_device" \
     | tee -a "$OUT/cut3_lda_fit.log"
+# 4. LDA's gibbs_update forms the running sums' 0/1 weight itself (_keep is gone): on the device from the
+#    (C,) counter on one GPU (and under the CUDA graph), from the keeps memo per device with the documents
+#    split; and group_parts' copies of X and y on each shard's GPU (HierarchicalGLM(devices=...)).
+t tests/test_lda.py -k "graph_sweeps or cpu_gpu_sweep_chains or cpu_gpu_one_sweep" | tee "$OUT/cut3_lda_keep.log"
+t tests/test_lda_devices.py -k "gpu_shards_are_one_device or gpu_shards_match_numpy" | tee -a "$OUT/cut3_lda_keep.log"
+t tests/test_glm_devices.py -k "hierarchical or group" | tee "$OUT/cut3_glm_groups.log"
 
 # Every GPU test of the two models, each launch's arguments checked.
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_glm.py \

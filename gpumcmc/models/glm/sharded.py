@@ -189,8 +189,8 @@ def group_parts(X, y, gid, shards, family="bernoulli", n_chains=4) -> list:
         a, b = int(starts[g0]), int(ends[g1 - 1])
         with shards.on(i):
             # a copy made under the shard's device lands there (as Shards.scatter copies)
-            Xi = np.ascontiguousarray(X[a:b]) if xp is np else xp.array(X[a:b], copy=True, order="C")
-            yi = np.ascontiguousarray(y[a:b]) if xp is np else xp.array(y[a:b], copy=True, order="C")
+            Xi, yi = (np.ascontiguousarray(v[a:b]) if xp is np else xp.array(v[a:b], copy=True, order="C")
+                      for v in (X, y))
             d, _ = _init_data(Xi, yi, family, n_chains, xp.asarray(gid[a:b] - g0), shape)
             del Xi
             parts.append(GroupPart(d, (g0, g1), G))

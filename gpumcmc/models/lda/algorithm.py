@@ -159,24 +159,19 @@ def gibbs_update(rng, state: LDAState, stats: GibbsStats, beta: float, burn_in: 
     keeps a Python int and takes the weight from ``keeps``. ``drawn`` (data-parallel): this sweep's phi
     draws by the ``phi_sum`` they add to, so that the shards of one device draw phi once.
     """
-    theta = state.theta
-    keep = _keep(state.it, burn_in, theta, keeps)
+    theta, dtype = state.theta, state.theta.dtype
+    if keeps is None:  # the 0-d (or (1,)) 0/1 weight of this sweep's draws in the running sums
+        keep = (state.it[:1] >= burn_in).astype(dtype)
+    else:
+        key = (getattr(getattr(theta, "device", None), "id", None), dtype.str, state.it >= burn_in)
+        if key not in keeps:
+            keeps[key] = _backend.get_array_module(theta).full((), float(key[2]), dtype)
+        keep = keeps[key]
     phi, phi_sum = state.phi, state.phi_sum
     if not fixed_phi:
         phi, phi_sum = _phi_once(drawn, rng, stats.nwk, state.phi_sum, beta, keep)
     theta_sum = _accumulate(state.theta_sum, theta, keep)
     return LDAState(theta, phi, phi_sum, theta_sum, state.it + 1), LDAInfo(stats.loglik)
-
-
-def _keep(it, burn_in: int, theta, keeps):
-    """The 0-d (or (1,)) 0/1 weight of this sweep's draws in the running sums, in ``theta``'s dtype."""
-    dtype = theta.dtype
-    if keeps is None:
-        return (it[:1] >= burn_in).astype(dtype)
-    key = (getattr(getattr(theta, "device", None), "id", None), dtype.str, it >= burn_in)
-    if key not in keeps:
-        keeps[key] = _backend.get_array_module(theta).full((), float(key[2]), dtype)
-    return keeps[key]
 
 
 def _phi_once(drawn, rng, nwk, phi_sum, beta: float, keep):

@@ -22,22 +22,6 @@ from .sharded import group_parts, over_groups, over_rows, row_parts
 __all__ = ["BayesianGLM", "HierarchicalGLM"]
 
 
-def _check_xy(X, y, family, xp, dtype):
-    if y is None:
-        raise ValueError("This estimator requires y to be passed, but the target y is None; pass one target "
-                         "per row of X.")
-    if getattr(y, "ndim", None) == 2 and y.shape[1] == 1:  # a column vector, as scikit-learn takes it
-        warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
-                      "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=4)
-        y = y[:, 0]
-    X = as_data(X, xp, dtype, "X")
-    y = as_data(y, xp, dtype, "y", ndim=1, finite=False)
-    if y.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
-    check_y(y, family, xp)
-    return X, y
-
-
 def _positive_float(value, name: str) -> float:
     try:
         v = float(value)
@@ -162,7 +146,19 @@ class _GLMBase(Estimator):
             shards = resolve(self.devices, self.backend, what)[0]
             X = _backend.to_host(X) if _backend.is_cupy_array(X) else X
             y = _backend.to_host(y) if _backend.is_cupy_array(y) else y
-        X, y = _check_xy(X, y, self.family_, self._xp() if shards is None else np, np.dtype(self.dtype))
+        if y is None:
+            raise ValueError("This estimator requires y to be passed, but the target y is None; pass one target "
+                             "per row of X.")
+        if getattr(y, "ndim", None) == 2 and y.shape[1] == 1:  # a column vector, as scikit-learn takes it
+            warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
+                          "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=3)
+            y = y[:, 0]
+        xp = self._xp() if shards is None else np
+        X = as_data(X, xp, np.dtype(self.dtype), "X")
+        y = as_data(y, xp, np.dtype(self.dtype), "y", ndim=1, finite=False)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values; pass one y per row of X.")
+        check_y(y, self.family_, xp)
         return shards, X, y
 
     def _design(self, X):

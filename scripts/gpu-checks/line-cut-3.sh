@@ -15,14 +15,20 @@ t() { python -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tail -15; }
 #    glm_slice_pass and glm_slice_segment sweeps against the NumPy sweep, the graph replay, many columns.
 t tests/test_glm.py -k "slice_kernel_matches_numpy_sweep or slice_pass_kernel or kernel_many_columns \
 or cpu_gpu_agree or graph_gives" | tee "$OUT/cut3_glm_sweep.log"
+# 1b. BayesianGLM/HierarchicalGLM._checked_data (X and y checked there, _check_xy gone): CuPy input on one
+#    GPU and on the host for devices=.
+t tests/test_sklearn.py -k "GLM or glm" | tee -a "$OUT/cut3_glm_sweep.log"
+t tests/test_glm_devices.py -k "gpu_two_shards_fit" | tee -a "$OUT/cut3_glm_sweep.log"
 # 2. The rows over GPUs: ops._ShardedPasses finds each device's copy (dev_of, first_shard), holds the prior's
 #    replicas, makes each device's state (states) and runs the pass loop itself (_Passes and _run_passes
 #    are gone); over_rows' step copies eta through Shards.each. One GPU, shards of it:
 t tests/test_glm.py -k "sharded_glm_one_gpu" | tee "$OUT/cut3_glm_rows.log"
 t tests/test_glm_devices.py | tee -a "$OUT/cut3_glm_rows.log"
 # 3. LDA.fit_transform: one body for devices=None and devices= (the sharded branch's rng, tokens and
-#    seeded start now come before shard_corpus).
-t tests/test_lda.py -k "fit_gpu_planted or graph_switch or cpu_gpu_sweep_chains or graph_sweeps" \
+#    seeded start now come before shard_corpus); _monitored calls one sweep function with or without
+#    loglik=True (eager, under the CUDA graph, and over shards).
+t tests/test_lda.py -k "fit_gpu_planted or graph_switch or cpu_gpu_sweep_chains or graph_sweeps \
+or fit_monitor_reads" \
     | tee "$OUT/cut3_lda_fit.log"
 t tests/test_lda_devices.py -k "gpu_fit_one_device_two_shards or gpu_one_shard or gpu_bad_device" \
     | tee -a "$OUT/cut3_lda_fit.log"

@@ -20,9 +20,9 @@ from .corpus import _seed_picks, _seeded_phi, completion_split, tokens_from
 from .sharded import shard_corpus, shard_data, sharded_gibbs
 
 
-def _monitored(step_fn, read, plain_fn=None):
-    """``(sweep, monitor)``: ``step_fn`` (a sweep with ``loglik=True``) that keeps its ``info.loglik`` aside
-    for the monitor, ``read(loglik)``. ``plain_fn``, the sweep without the sums, runs where the driver's
+def _monitored(sweep_fn, read):
+    """``(sweep, monitor)``: ``sweep_fn(rng, state, loglik=True)``, its ``info.loglik`` kept aside for the
+    monitor, ``read(loglik)``; ``sweep_fn(rng, state)``, without the sums, where the driver's
     ``sweep.monitored`` says no monitor reads the sweep (never under a CUDA graph)."""
     last = [None]
 
@@ -30,17 +30,14 @@ def _monitored(step_fn, read, plain_fn=None):
         monitored = True
 
         def __call__(self, rng, state):
-            if self.monitored or plain_fn is None:
-                state, info = step_fn(rng, state)
+            if self.monitored:
+                state, info = sweep_fn(rng, state, loglik=True)
                 last[0] = info.loglik
             else:
-                state, _ = plain_fn(rng, state)
+                state, _ = sweep_fn(rng, state)
             return state, LDAInfo()
 
-    def monitor(state):
-        return read(last[0])
-
-    return _Sweep(), monitor
+    return _Sweep(), lambda state: read(last[0])
 
 
 class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), Estimator):
@@ -172,8 +169,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         if shards is None:
             data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=C,
                                phi_start=phi_start)
-            sweep, ll = _monitored(functools.partial(step, data=data, loglik=True), lambda v: v / n_tok,
-                                   functools.partial(step, data=data))
+            sweep, ll = _monitored(functools.partial(step, data=data), lambda v: v / n_tok)
             graph = (n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph)
             s, best = self._sample(sweep, state, rng, ll, V, n_tok, checkpoint=self.checkpoint,
                                    checkpoint_every=int(self.checkpoint_every), graph=graph)
@@ -189,8 +185,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
                 state = alg.init(rng, datas, K, self.dtype, n_chains=C, phi_start=phi_start)
                 del datas
                 # info.loglik: the shards' sums, all-reduced with the counts of the sweeps a monitor reads
-                sweep, ll = _monitored(functools.partial(alg.step, loglik=True),
-                                       lambda v: np.asarray(_backend.to_host(v), dtype=np.float64) / n_tok, alg.step)
+                sweep, ll = _monitored(alg.step, lambda v: np.asarray(_backend.to_host(v), dtype=np.float64) / n_tok)
                 s, best = self._sample(sweep, state, rng, ll, V, n_tok, n_chains=C)
                 self.phi_ = s[0].phi_sum[best] / n             # (V, K) on local shard 0's device
                 self.doc_topic_ = np.concatenate(shards.each(s, lambda i, sh: _backend.to_host(sh.theta_sum[best] / n)))

@@ -38,6 +38,11 @@ t tests/test_lda_devices.py -k "gpu_fit_one_device_two_shards or gpu_one_shard o
 t tests/test_lda.py -k "graph_sweeps or cpu_gpu_sweep_chains or cpu_gpu_one_sweep" | tee "$OUT/cut3_lda_keep.log"
 t tests/test_lda_devices.py -k "gpu_shards_are_one_device or gpu_shards_match_numpy" | tee -a "$OUT/cut3_lda_keep.log"
 t tests/test_glm_devices.py -k "hierarchical or group" | tee "$OUT/cut3_glm_groups.log"
+# 5. LDA's two-pass z-draw (_two_pass): one categorical_products call for a whole corpus on the GPU (no
+#    counter index) and for NumPy's shards (with one); the GPU's shards still go through _placed_products.
+t tests/test_lda.py -k "cpu_gpu_sweep_chains or zdraw_loglik or step_loglik" | tee "$OUT/cut3_lda_two_pass.log"
+t tests/test_lda_devices.py -k "gpu_shards_are_one_device_each_method or gpu_shards_match_numpy" \
+    | tee -a "$OUT/cut3_lda_two_pass.log"
 
 # Every GPU test of the two models, each launch's arguments checked.
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_glm.py \

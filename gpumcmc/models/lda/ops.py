@@ -252,11 +252,9 @@ def _two_pass(ops, rng, theta, phi, data, zout, loglik, method: str):
     V = int(phi.shape[0])
     th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
     r_all, c_all = _chain_tokens(data, C)
-    if data.place is None:
-        z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik)
-    elif _backend.get_array_module(th2) is np:
-        z = categorical_products(th2, ph2, r_all, c_all, rng, method=method,
-                                 counter_index=_token_counters(data, C), log_total=loglik)
+    if data.place is None or _backend.get_array_module(th2) is np:
+        z = categorical_products(th2, ph2, r_all, c_all, rng, method=method, log_total=loglik,
+                                 counter_index=None if data.place is None else _token_counters(data, C))
     else:
         z = _placed_products(th2, ph2, r_all, c_all, rng, data, C, method, loglik)
     if zout is not None:

@@ -80,7 +80,7 @@ def _parts(bench, name, truth, X, same, sweeps=True):
     b.vals = (np.random.default_rng(0).random((same, b.M)) * plan.card[b.node]).astype(np.uint8)
     Z = b.load(cp, same)
     ops = bn._GpuOps(plan)
-    logc = cp.asarray(plan.logc_of(truth.cpts_))
+    logc = cp.asarray(plan.tables_of(truth.cpts_))  # the sweep's tables: log-probabilities, probabilities
     bad = cp.zeros(1, cp.int32)
     defines = config.bayesnet_defines
     tag = "" if not defines else " " + " ".join(f"{k}={v}" for k, v in defines)

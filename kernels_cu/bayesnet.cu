@@ -6,10 +6,11 @@
 //   Z       uint8 (m, n, V): the case matrix of a batch, one copy per SAME
 //           replica; cell (r, i, v) holds the state of node v in case i of
 //           replica r (observed cells are the same in every replica).
-//   logc    float64 (C,): every CPT, as log-probabilities, one after the
-//           other: node v's table starts at toff[v] and has card[v] cells per
-//           row; the row of a case is sum_p Z[p] * par_stride[p] over v's
-//           parents p (the last parent varies fastest).
+//   tab     float64 (2, C): every CPT, as log-probabilities (row 0, tab[c]) and
+//           as probabilities (row 1, tab[C + c]), one table after the other:
+//           node v's table starts at toff[v] and has card[v] cells per row;
+//           the row of a case is sum_p Z[p] * par_stride[p] over v's parents p
+//           (the last parent varies fastest).
 //   par_ptr, par, par_stride: node v's parents are par[par_ptr[v] ..
 //           par_ptr[v + 1]), with their strides in v's row index.
 //   ch_ptr, ch, ch_stride: node v's children c, with v's stride in c's row
@@ -20,20 +21,32 @@
 //           the loops do not diverge; a device's share of whole blocks is one
 //           range of j, so split cases keep the numbers of one device).
 //
-// Random numbers: cell j of the colour group, whose position in the batch's
-// list of all missing cells is cell0 + j, draws in replica r from the Philox
-// call with index r * Mtot + cell0 + j at the sweep's call offset; u is
-// u01_f64 of its first two words. So the draws depend neither on the launch
-// shape nor on the order in which the cells are visited.
+// Random numbers: one Philox call gives the 32-bit words of four cells. Cell j
+// of the colour group has the number pos = cell0 + j in the batch's list of
+// all missing cells; in replica r it draws from word (pos >> 5) & 3 of the
+// Philox call with index (r * ceil(Mtot / 128) + (pos >> 7)) * 32 + (pos & 31)
+// at the sweep's call offset, u = u01_f64_from32 of that word. A warp takes a
+// chunk of 128 numbers (pos >> 7), lane l the numbers l, l + 32, l + 64 and
+// l + 96 of it: one Philox call a lane, consecutive cells in consecutive lanes.
+// The draws depend neither on the launch shape nor on the devices' shares.
 //
-// The conditional of a cell given its Markov blanket, for k < K:
-//   lp[k] = logc[v's row, k] + sum over children c (in ch order) of
-//           logc[c's row with v = k, Z[c]]
-// then p[k] = exp(lp[k] - max lp), cum[k] = p[0] + ... + p[k] (in order),
-// and the draw is the number of k with cum[k] < u * cum[K - 1] (at most K - 1).
-// The twin makes the same double-precision operations in the same order, so
-// it gives the same draws (up to a last-bit difference of exp, which moves a
-// draw only when u falls within ~1e-16 of a boundary).
+// The conditional of a cell given its Markov blanket, for k < K, as a
+// product of table entries (probabilities), no exponential:
+//   p[k] = pc[v's row, k] * (over children c, in ch order) pc[c's row with v = k, Z[c]]
+// each product rounded on its own (__dmul_rn: no fused multiply-add), cum[k] =
+// p[0] + ... + p[k] (in order), and the draw is the number of k with cum[k] <
+// u * cum[K - 1] (at most K - 1); u has 32 bits, so each state's probability
+// is resolved to 2^-32. Every entry is at most 1, so a p[k] whose products
+// left the normal range is below 2^-1022: where cum[K - 1] >= BN_TINY =
+// 2^-960, such a p[k] is below 2^-62 of the total and off by less than 2^-110
+// of it, and the others are exact to a few ulp. Below BN_TINY (a product
+// underflowed, or every state is impossible) the cell is drawn again in log
+// space, with the same u:
+//   lp[k] = logc[v's row, k] + (over children) logc[...], p[k] = exp(lp[k] - max lp).
+// The NumPy twin makes the same operations in the same order: the product
+// path has no transcendental function, so its draws are the kernel's bit for
+// bit; in log space a last-bit difference of exp can move a draw when u falls
+// within ~1e-16 of a boundary.
 //
 // A cell whose every state has probability 0 (cases impossible under fixed
 // CPTs with zeros) keeps its value and sets *bad.
@@ -55,6 +68,9 @@
 
 using namespace gpumcmc;
 
+// Below this sum of the products a cell is drawn in log space (see the top).
+#define BN_TINY 0x1p-960
+
 // Row index of node f's CPT for the case at z.
 __device__ __forceinline__ int bn_row(const unsigned char* __restrict__ z, int f, const int* __restrict__ par_ptr,
                                       const int* __restrict__ par, const int* __restrict__ par_stride) {
@@ -64,64 +80,116 @@ __device__ __forceinline__ int bn_row(const unsigned char* __restrict__ z, int f
     return row;
 }
 
+// The conditional of the cell of node v (K states) in the case at z, as cumulative sums p[0 .. K - 1]
+// (see the top): of the products of the probabilities pc, or with LOGS of exp(lp[k] - max lp) from the
+// log-probabilities logc. Returns the total, or -1 where (with LOGS) every state is impossible or NaN.
+template <int KMAX, bool LOGS>
+__device__ __forceinline__ double bn_conditional(double (&p)[KMAX], const unsigned char* __restrict__ z, int v,
+                                                 int K, const double* __restrict__ t, const int* __restrict__ card,
+                                                 const int* __restrict__ toff, const int* __restrict__ par_ptr,
+                                                 const int* __restrict__ par, const int* __restrict__ par_stride,
+                                                 const int* __restrict__ ch_ptr, const int* __restrict__ ch,
+                                                 const int* __restrict__ ch_stride) {
+    // table indices fit in 32 bits: the host refuses networks of 2^31 CPT cells or more
+    const double* tv = t + (toff[v] + bn_row(z, v, par_ptr, par, par_stride) * K);
+#pragma unroll
+    for (int k = 0; k < KMAX; ++k)
+        if (k < K) p[k] = tv[k];
+    const int xv = z[v];
+    const int c1 = ch_ptr[v + 1];
+    for (int q = ch_ptr[v]; q < c1; ++q) {
+        const int c = ch[q];
+        const int s = ch_stride[q];
+        const int Kc = card[c];
+        const int base = bn_row(z, c, par_ptr, par, par_stride) - xv * s;
+        const double* tc = t + (toff[c] + z[c]);
+#pragma unroll
+        for (int k = 0; k < KMAX; ++k)
+            if (k < K) p[k] = LOGS ? __dadd_rn(p[k], tc[(base + k * s) * Kc]) : __dmul_rn(p[k], tc[(base + k * s) * Kc]);
+    }
+    if (LOGS) {  // the maximum in order, as the twin takes it
+        double mx = p[0];
+#pragma unroll
+        for (int k = 1; k < KMAX; ++k)
+            if (k < K && p[k] > mx) mx = p[k];
+        if (!(mx > -1.0e308)) return -1.0;
+#pragma unroll
+        for (int k = 0; k < KMAX; ++k)
+            if (k < K) p[k] = exp(__dsub_rn(p[k], mx));
+    }
+    double cum = 0.0;
+#pragma unroll
+    for (int k = 0; k < KMAX; ++k)
+        if (k < K) {
+            cum = __dadd_rn(cum, p[k]);
+            p[k] = cum;
+        }
+    return cum;
+}
+
+// The number of cumulative sums p[k] below u * cum, at most K - 1: the draw.
+template <int KMAX>
+__device__ __forceinline__ int bn_pick(const double (&p)[KMAX], int K, double cum, unsigned int word) {
+    const double target = __dmul_rn(u01_f64_from32(word), cum);
+    int draw = 0;
+#pragma unroll
+    for (int k = 0; k < KMAX; ++k)
+        if (k < K && p[k] < target) ++draw;
+    return min(draw, K - 1);
+}
+
+// One colour group's missing cells in replica blockIdx.y (see the top): Mc >= 1 cells, numbered
+// cell0 .. cell0 + Mc - 1 in the batch of Mtot cells.
 template <int KMAX>
 __global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
     unsigned char* __restrict__ Z, long long n, int V, const int* __restrict__ cell_case,
     const int* __restrict__ cell_node, long long Mc, long long cell0, long long Mtot,
-    const double* __restrict__ logc, const int* __restrict__ card, const int* __restrict__ toff,
+    const double* __restrict__ tab, int C, const int* __restrict__ card, const int* __restrict__ toff,
     const int* __restrict__ par_ptr, const int* __restrict__ par, const int* __restrict__ par_stride,
     const int* __restrict__ ch_ptr, const int* __restrict__ ch, const int* __restrict__ ch_stride,
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
-    const long long r = blockIdx.y;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < Mc; j += stride) {
-        const int i = cell_case[j];
-        const int v = cell_node[j];
-        unsigned char* z = Z + ((unsigned long long)r * (unsigned long long)n + (unsigned long long)i) * V;
-        const int K = card[v];
-        double lp[KMAX];
-        // table indices fit in 32 bits: the host refuses networks of 2^31 CPT cells or more
-        const double* tv = logc + (toff[v] + bn_row(z, v, par_ptr, par, par_stride) * K);
-#pragma unroll
-        for (int k = 0; k < KMAX; ++k)
-            if (k < K) lp[k] = tv[k];
-        const int xv = z[v];
-        const int c1 = ch_ptr[v + 1];
-        for (int q = ch_ptr[v]; q < c1; ++q) {
-            const int c = ch[q];
-            const int s = ch_stride[q];
-            const int Kc = card[c];
-            const int base = bn_row(z, c, par_ptr, par, par_stride) - xv * s;
-            const double* tc = logc + (toff[c] + z[c]);
-#pragma unroll
-            for (int k = 0; k < KMAX; ++k)
-                if (k < K) lp[k] += tc[(base + k * s) * Kc];
-        }
-        double mx = lp[0];
-#pragma unroll
-        for (int k = 1; k < KMAX; ++k)
-            if (k < K && lp[k] > mx) mx = lp[k];
-        if (!(mx > -1.0e308)) {  // every state impossible (or NaN): keep the value, report
-            *bad = 1;
-            continue;
-        }
-        double cum = 0.0;
-#pragma unroll
-        for (int k = 0; k < KMAX; ++k)
-            if (k < K) {
-                cum += exp(lp[k] - mx);
-                lp[k] = cum;
-            }
-        const uint4 w = philox4x32_10(philox_counter((unsigned long long)r * (unsigned long long)Mtot +
-                                                         (unsigned long long)(cell0 + j),
-                                                     off_lo, off_hi),
+    const double* __restrict__ pc = tab + C;
+    const unsigned long long r = blockIdx.y;
+    const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
+    const int lane = threadIdx.x & 31;
+    const long long last = (cell0 + Mc - 1) >> 7;
+    const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long w = (cell0 >> 7) + (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5); w <= last;
+         w += warps) {
+        const uint4 x = philox4x32_10(philox_counter((r * chunks + (unsigned long long)w) * 32ull + lane, off_lo,
+                                                     off_hi),
                                       make_uint2(k0, k1));
-        const double target = u01_f64(w.x, w.y) * cum;
-        int draw = 0;
-#pragma unroll
-        for (int k = 0; k < KMAX; ++k)
-            if (k < K && lp[k] < target) ++draw;
-        z[v] = (unsigned char)min(draw, K - 1);
+        unsigned int redo = 0;  // the cells whose products fell below BN_TINY
+#pragma unroll 1
+        for (int h = 0; h < 4; ++h) {
+            const long long j = w * 128 + h * 32 + lane - cell0;
+            if (j < 0 || j >= Mc) continue;
+            const int v = cell_node[j];
+            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+            const int K = card[v];
+            double p[KMAX];
+            const double cum = bn_conditional<KMAX, false>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride,
+                                                           ch_ptr, ch, ch_stride);
+            if (cum >= BN_TINY)
+                z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+            else
+                redo |= 1u << h;
+        }
+        while (redo) {  // in log space (rare: the cells of one colour do not read each other, so order is free)
+            const int h = __ffs(redo) - 1;
+            redo &= redo - 1;
+            const long long j = w * 128 + h * 32 + lane - cell0;
+            const int v = cell_node[j];
+            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+            const int K = card[v];
+            double p[KMAX];
+            const double cum = bn_conditional<KMAX, true>(p, z, v, K, tab, card, toff, par_ptr, par, par_stride,
+                                                          ch_ptr, ch, ch_stride);
+            if (cum < 0.0)  // every state impossible (or NaN): keep the value, report
+                *bad = 1;
+            else
+                z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+        }
     }
 }
 
@@ -161,11 +229,13 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
     }
 }
 
-// Row-wise log-normalisation of log-gammas into log-probabilities: for the
-// row of cells [row_ptr[q], row_ptr[q + 1]), out = x - (max + log(sum exp(x -
-// max))), the maximum and the sum taken in order (as the twin does). out may
-// be x itself (each thread reads its row before writing it).
+// Row-wise log-normalisation of log-gammas into the tables out (2, C), C =
+// row_ptr[R]: for the row of cells [row_ptr[q], row_ptr[q + 1]), out[c] = x[c]
+// - (max + log(sum exp(x - max))), the maximum and the sum taken in order (as
+// the twin does), and out[C + c] = exp(out[c]). x may be out's first row (each
+// thread reads its row before writing it).
 extern "C" __global__ void bn_normalise(const double* x, double* out, const int* __restrict__ row_ptr, int R) {
+    const int C = row_ptr[R];
     const int stride = gridDim.x * blockDim.x;
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < R; q += stride) {
         const int a = row_ptr[q], b = row_ptr[q + 1];
@@ -175,16 +245,20 @@ extern "C" __global__ void bn_normalise(const double* x, double* out, const int*
         double s = 0.0;
         for (int c = a; c < b; ++c) s += exp(x[c] - mx);
         const double l = mx + log(s);
-        for (int c = a; c < b; ++c) out[c] = x[c] - l;
+        for (int c = a; c < b; ++c) {
+            const double o = x[c] - l;
+            out[c] = o;
+            out[C + c] = exp(o);
+        }
     }
 }
 
 #ifndef __CUDACC_RTC__
 #define BN_INST(K)                                                                                                   \
     template __global__ void bn_sweep<K>(unsigned char*, long long, int, const int*, const int*, long long,         \
-                                         long long, long long, const double*, const int*, const int*, const int*,   \
-                                         const int*, const int*, const int*, const int*, const int*, unsigned int,  \
-                                         unsigned int, unsigned int, unsigned int, int*);
+                                         long long, long long, const double*, int, const int*, const int*,          \
+                                         const int*, const int*, const int*, const int*, const int*, const int*,    \
+                                         unsigned int, unsigned int, unsigned int, unsigned int, int*);
 BN_INST(4)
 BN_INST(16)
 BN_INST(64)

@@ -46,7 +46,8 @@ class State(NamedTuple):
     parts' ``vals`` (host memory) between visits."""
 
     t: int           # iterations done
-    logc: Any        # float64 (C,): every CPT as log-probabilities, the latest draw, which the sweeps read
+    tables: Any      # float64 (2, C): every CPT, the latest draw, as log-probabilities (row 0) and as
+                     # probabilities (row 1), which the sweeps multiply
     Zs: list         # per local shard: its part's case matrix, uint8 (m_max, cases, nodes), replicas first
     total: Any       # float64 (C,): the counts of the latest sweep of every batch, summed (None: one batch)
     last: list       # per batch: its counts at its latest visit (None before the first), for the moving sum
@@ -107,10 +108,10 @@ def _start(rng, parts, sh, plan, ms, prior, cpts):
             with sh.on(i):
                 Zs[i] = b.load(xp, m_max) if b.n else xp.empty((m_max, 0, b.obs.shape[1]), dtype=xp.uint8)
     with sh.on(0):
-        logc = xp.asarray(plan.uniform_logc() if learn else plan.logc_of(cpts))
+        tables = xp.asarray(plan.uniform_tables() if learn else plan.tables_of(cpts))
         total = xp.zeros(plan.C, dtype=xp.float64) if learn and not resident else None
     data = Data(sh, xp, plan, ops, by_batch, resident, ms, m_max, prior, learn)
-    return data, State(0, logc, Zs, total, [None] * len(by_batch), bads)
+    return data, State(0, tables, Zs, total, [None] * len(by_batch), bads)
 
 
 def step(rng, state, data, reduce):
@@ -118,25 +119,25 @@ def step(rng, state, data, reduce):
     learning) the CPTs drawn from the counts summed over the shards by ``reduce`` (the Collective's).
     No host-device synchronisation."""
     m = data.ms[state.t]
-    logc, total, last, Zs = state.logc, state.total, list(state.last), list(state.Zs)
+    tables, total, last, Zs = state.tables, state.total, list(state.last), list(state.Zs)
     for q, row in enumerate(data.parts):
         off = rng.advance(1)
-        counts = _sweep(rng.key, off, m, row, logc, Zs, state.bads, data)
+        counts = _sweep(rng.key, off, m, row, tables, Zs, state.bads, data)
         if data.learn:
-            logc, last[q] = _draw_cpts(rng, m, reduce(counts), total, last[q], data)
+            tables, last[q] = _draw_cpts(rng, m, reduce(counts), total, last[q], data)
         if not data.resident:
             for i, b in enumerate(row):
                 if b.n:
                     with data.sh.on(i):
                         b.store(Zs[i])
-    return State(state.t + 1, logc, Zs, total, last, state.bads), None
+    return State(state.t + 1, tables, Zs, total, last, state.bads), None
 
 
-def _sweep(key, off, m, row, logc, Zs, bads, data):
+def _sweep(key, off, m, row, tables, Zs, bads, data):
     """Sweep every colour group of the parts ``row`` of one batch in replicas 0..m-1 (in place in
     ``Zs``), each on its device, and return each part's CPT counts (when learning)."""
     sh, xp, plan = data.sh, data.xp, data.plan
-    copies = _shards.Replica(sh, logc)
+    copies = _shards.Replica(sh, tables)
     counts = []
     for i, b in enumerate(row):
         if not b.n:
@@ -144,12 +145,12 @@ def _sweep(key, off, m, row, logc, Zs, bads, data):
                 with sh.on(i):  # in the counts' type, as a device with cases counts
                     counts.append(xp.zeros(plan.C, dtype=np.int64 if xp is np else np.int32))
             continue
-        lc = copies(i)
+        tc = copies(i)
         with sh.on(i):
             if not data.resident:
                 Zs[i] = b.load(xp, data.m_max)
             for c in range(len(plan.groups)):
-                data.ops[i].sweep(Zs[i], m, b, c, lc, key, off, bads[i])
+                data.ops[i].sweep(Zs[i], m, b, c, tc, key, off, bads[i])
             if data.learn:
                 counts.append(data.ops[i].counts(Zs[i], m, b.n))
     return counts
@@ -157,7 +158,7 @@ def _sweep(key, off, m, row, logc, Zs, bads, data):
 
 def _draw_cpts(rng, m, counts, total, last, data):
     """The CPTs drawn from a batch's counts (summed over the devices) and the latest counts of the
-    other batches: ``(logc, this batch's counts for its next visit)``; ``total`` is updated in place."""
+    other batches: ``(tables, this batch's counts for its next visit)``; ``total`` is updated in place."""
     sh, xp = data.sh, data.xp
     with sh.on(0):
         # counts are whole numbers below 2**53, so every sum here is exact
@@ -236,12 +237,20 @@ class _Plan:
                                                     for v in nodes])
         self.groups = [sorted(ix[v] for v in g) for g in net._colour()]
 
-    def uniform_logc(self):
-        return np.repeat(-np.log(self.card.astype(np.float64)), np.diff(self.toff))
+    def uniform_tables(self):
+        """The tables (float64 (2, C): log-probabilities, probabilities) of uniform CPTs."""
+        k = np.repeat(self.card.astype(np.float64), np.diff(self.toff))
+        return np.stack([-np.log(k), 1.0 / k])
 
     def logc_of(self, cpts):
         with np.errstate(divide="ignore"):
             return np.concatenate([np.log(np.asarray(cpts[v], dtype=np.float64).ravel()) for v in cpts])
+
+    def tables_of(self, cpts):
+        """The tables (float64 (2, C): log-probabilities, probabilities) of the CPTs ``cpts`` (node -> table,
+        in the nodes' order)."""
+        return np.stack([self.logc_of(cpts), np.concatenate([np.asarray(cpts[v], dtype=np.float64).ravel()
+                                                             for v in cpts])])
 
     def batch(self, X, start, stop, obs=None, within=None, block=None):
         """The missing cells of cases start..stop-1 of the batch ``within`` = (s, e) (default: the cases

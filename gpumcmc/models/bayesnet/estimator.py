@@ -252,7 +252,7 @@ class BayesianNetwork(Estimator):
         parts = case_parts(X, plan, sh, bs)
         alg = sharded(collective(plan, ms, prior, None if learn else self.cpts_), sh)
         state = alg.init(rng, parts)
-        keep = (lambda s, info: {"logc": s.logc[None]}) if learn else None  # one chain: (1, C) per draw
+        keep = (lambda s, info: {"logc": s.tables[:1]}) if learn else None  # one chain: (1, C) per draw
         with sh.on(0):  # the kept draws stay on the device of the CPTs until the end of the run
             trace = run(alg.step, state, rng, n_iter, collect=keep, progress=progress,
                         desc="BayesianNetwork", n_chains=1)
@@ -265,7 +265,7 @@ class BayesianNetwork(Estimator):
         self._imputations(parts, state.Zs, max(ms), len(sh) == sh.world)
         self.n_shards_ = sh.world
         if learn:
-            self._keep_draws(plan, state.logc, trace.draws["logc"][0], burn)
+            self._keep_draws(plan, state.tables[0], trace.draws["logc"][0], burn)
         return self
 
     def _checked(self, n, n_iter, same, prior, learn, batch_size, burn_in):
@@ -389,9 +389,9 @@ class BayesianNetwork(Estimator):
         soft = {v: (1 - _SOFT) * t + _SOFT / t.shape[-1] for v, t in self.cpts_.items()}
         alg = sharded(collective(plan, [replicas] * n_sweeps, 1.0, soft), sh)  # fit's, with the CPTs fixed
         state = alg.init(rng, case_parts(X, plan, sh, len(X)))
-        exact = rng.xp().asarray(plan.logc_of(self.cpts_))
+        exact = rng.xp().asarray(plan.tables_of(self.cpts_))
         for t in range(n_sweeps):  # cells that cannot move: read below
-            state, _ = alg.step(rng, state if 2 * t < n_sweeps else state._replace(logc=exact))
+            state, _ = alg.step(rng, state if 2 * t < n_sweeps else state._replace(tables=exact))
         Z = _backend.to_host(state.Zs[0]).astype(np.int64)  # (replicas, n, V)
         with np.errstate(divide="ignore"):
             lp = self.log_prob(Z.reshape(-1, plan.V)).reshape(Z.shape[:2])

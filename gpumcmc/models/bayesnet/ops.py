@@ -1,7 +1,13 @@
 """The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin: ``sweep`` (one colour group's missing
 cells in every replica), ``counts`` (the CPT cells' counts) and ``normalise`` (the CPT draw's row-wise
-log-normalisation). The twin keeps the kernels' counter layout and double-precision operations in their
-order, so both give the same draws for a seed."""
+log-normalisation, and its exp). The twin keeps the kernels' counter layout and double-precision operations in
+their order, so both give the same draws for a seed.
+
+The CPTs travel as ``tables``, float64 (2, C): row 0 the log-probabilities, row 1 the probabilities. The
+sweep multiplies probabilities (issue 38: no exponential per cell, one Philox call for four cells; this
+changed every draw of the sweep from those of the log-space sweep with one Philox call a cell) and falls back
+to log space only where the products underflow (kernels_cu/bayesnet.cu says when).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +17,7 @@ from gpumcmc._config import config
 
 FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
+_TINY = 2.0**-960  # BN_TINY of bayesnet.cu: below this sum of the products a cell is drawn in log space
 
 
 def _parents(plan, f):
@@ -58,11 +65,13 @@ class _NumpyOps:
             cache[("cells", c)] = got
         return got
 
-    def sweep(self, Z, m, b, c, logc, key, off, bad):
-        """Draw every missing cell of colour group ``c`` in replicas 0..m-1 of ``Z`` (in place)."""
+    def sweep(self, Z, m, b, c, tables, key, off, bad):
+        """Draw every missing cell of colour group ``c`` in replicas 0..m-1 of ``Z`` (in place), from the
+        CPTs ``tables`` (float64 (2, C): log-probabilities, probabilities)."""
         from gpumcmc.random._philox import Words, philox32
 
-        P, Mtot = self.plan, int(b.Mtot)
+        P, chunks = self.plan, -(-int(b.Mtot) // 128)
+        logc, pc = tables[0], tables[1]
         for v, cs, pos, cols, jv, vpars, kids in self._cells(b, c):
             # (m, Mv, the blanket's columns), gathered with take rather than fancy indexing, the faster of
             # the two here (benchmarks/NOTES.md)
@@ -71,29 +80,46 @@ class _NumpyOps:
             tv = _row_of(rows, vpars)
             tv *= K
             tv += int(P.toff[v])
-            lp = [logc.take(tv + k) for k in range(K)]
             xv = rows[..., jv]
-            for toff, Kc, jc, s, cpars in kids:
-                base = _row_of(rows, cpars) - xv * s
-                tc = toff + rows[..., jc]
+            # each child's (table offset + its state, its row with v = 0, v's stride in it, its card)
+            legs = [(toff + rows[..., jc], _row_of(rows, cpars) - xv * s, s, Kc) for toff, Kc, jc, s, cpars in kids]
+            p = [pc.take(tv + k) for k in range(K)]
+            for tc, base, s, Kc in legs:
                 for k in range(K):
-                    lp[k] += logc.take(tc + (base + k * s) * Kc)
-            mx = lp[0]
-            for k in range(1, K):
-                mx = np.where(lp[k] > mx, lp[k], mx)
-            ok, cum, cums = mx > -1.0e308, 0.0, []
-            with np.errstate(invalid="ignore"):
-                for k in range(K):
-                    cum = cum + np.exp(lp[k] - mx)
-                    cums.append(cum)
-            # Philox counters (r Mtot + cell number, offset): the fill's uniforms u01_f64(w0, w1)
-            idx = (np.arange(m, dtype=np.uint64)[:, None] * np.uint64(Mtot) + pos[None]).ravel()
+                    p[k] = p[k] * pc.take(tc + (base + k * s) * Kc)
+            cum, cums = 0.0, []
+            for k in range(K):
+                cum = cum + p[k]
+                cums.append(cum)
+            ok = np.ones(cum.shape, dtype=bool)
+            slow = ~(cum >= _TINY)  # NaN too
+            if slow.any():  # in log space, the kernel's second pass
+                at = np.nonzero(slow)
+                lp = [logc.take(tv[at] + k) for k in range(K)]
+                for tc, base, s, Kc in legs:
+                    for k in range(K):
+                        lp[k] = lp[k] + logc.take(tc[at] + (base[at] + k * s) * Kc)
+                mx = lp[0]
+                for k in range(1, K):
+                    mx = np.where(lp[k] > mx, lp[k], mx)
+                ok[at] = mx > -1.0e308
+                low = 0.0
+                with np.errstate(invalid="ignore"):
+                    for k in range(K):
+                        low = low + np.exp(lp[k] - mx)
+                        cums[k][at] = low
+                cum[at] = low
+            # Philox counters (r ceil(Mtot / 128) + pos // 128) 32 + pos % 32, word (pos // 32) % 4
+            idx = ((np.arange(m, dtype=np.uint64)[:, None] * np.uint64(chunks) + (pos >> np.uint64(7))[None])
+                   * np.uint64(32) + (pos & np.uint64(31))[None]).ravel()
             n, hi = idx.size, idx >> np.uint64(32)
             c1 = int(hi[0]) if hi[0] == hi[-1] else hi.astype(np.uint32)
-            u = np.empty(n), np.empty(n)
-            philox32(idx.astype(np.uint32), c1, off & 0xFFFFFFFF, off >> 32, int(key[0]), int(key[1]), Words(n), n,
-                     u01=u)
-            target = u[0].reshape(cum.shape) * cum
+            words = philox32(idx.astype(np.uint32), c1, off & 0xFFFFFFFF, off >> 32, int(key[0]), int(key[1]),
+                             Words(n), n)
+            which = np.broadcast_to(((pos >> np.uint64(5)) & np.uint64(3)).astype(np.intp), (m, len(pos))).ravel()
+            w = np.choose(which, words)
+            u = (w.astype(np.float64) + 0.5) * 2.0**-32  # u01_f64_from32
+            target = u.reshape(cum.shape) * cum
             draw = np.zeros(target.shape, dtype=np.intp)
             for ck in cums:
                 draw += ck < target
@@ -111,8 +137,9 @@ class _NumpyOps:
         return out
 
     def normalise(self, x, out=None):
-        """Row-wise log-normalisation of log-gammas (max and sum in order, as the kernel), into
-        ``out`` (default: ``x`` itself)."""
+        """The CPT tables from log-gammas ``x`` (C,): ``out`` (float64 (2, C), default a new array) gets the
+        row-wise log-normalisation of x (max and sum in order, as the kernel) in row 0 and its exp in row 1.
+        ``out[0]`` may be ``x`` itself."""
         P = self.plan
         start, lens = P.row_ptr[:-1], np.diff(P.row_ptr)
         mx = x[start].copy()
@@ -124,7 +151,10 @@ class _NumpyOps:
         for k in range(int(lens.max())):
             sel = lens > k
             s[sel] = s[sel] + np.exp(x[start[sel] + k] - mx[sel])
-        return np.subtract(x, np.repeat(mx + np.log(s), lens), out=x if out is None else out)
+        out = np.empty((2, len(x))) if out is None else out
+        np.subtract(x, np.repeat(mx + np.log(s), lens), out=out[0])
+        np.exp(out[0], out=out[1])
+        return out
 
 
 class _GpuOps:
@@ -153,20 +183,22 @@ class _GpuOps:
             a, e, P, d = int(b.gptr[c]), int(b.gptr[c + 1]), self.plan, self.d
             fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
             block = dict(config.bayesnet_defines).get("BN_BLOCK", 256)
-            gx = max(1, min(-(-(e - a) // block), -(-_loader.sm_count() * 32 // m)))
+            # a warp a chunk of 128 cell numbers (bayesnet.cu): the chunks that this range of cells touches
+            warps = (int(b.g0[c]) + (e - a) - 1) // 128 - int(b.g0[c]) // 128 + 1
+            gx = max(1, min(-(-warps * 32 // block), -(-_loader.sm_count() * 32 // m)))
             fixed = _kernel_args.part(
                 FILE, "bn_sweep", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d[a:e],
                 cell_node=b.node_d[a:e], Mc=_loader.i64(e - a), cell0=_loader.i64(b.g0[c]), Mtot=_loader.i64(b.Mtot),
-                card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
+                C=_loader.i32(P.C), card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
                 ch_ptr=d["ch_ptr"], ch=d["ch"], ch_stride=d["ch_stride"])
             got = cache[(c, m)] = (fn, (gx, m), (block,), fixed)
         return got
 
-    def sweep(self, Z, m, b, c, logc, key, off, bad):
+    def sweep(self, Z, m, b, c, tables, key, off, bad):
         if b.gptr[c] == b.gptr[c + 1]:
             return
         fn, grid, block, fixed = self._sweep_args(b, c, m)
-        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, logc=logc, **_kernel_args.philox(key, off), bad=bad,
+        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox(key, off), bad=bad,
                                           **fixed))
 
     def counts(self, Z, m, n):
@@ -189,7 +221,8 @@ class _GpuOps:
 
     def normalise(self, x, out=None):
         fn = self._fn("bn_normalise")
-        R, out = len(self.plan.row_ptr) - 1, x if out is None else out
+        R = len(self.plan.row_ptr) - 1
+        out = self.cp.empty((2, self.plan.C)) if out is None else out
         _loader.launch(fn, R, _kernel_args.args(FILE, "bn_normalise", x=x, out=out, row_ptr=self.d["row_ptr"],
                                                 R=_loader.i32(R)), block=128)
         return out

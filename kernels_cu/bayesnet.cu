@@ -66,6 +66,11 @@
 #define BN_COUNT_BLOCK 256
 #endif
 
+// Counts: rows a thread takes at a time (their nodes' parents read once for all).
+#ifndef BN_COUNT_ROWS
+#define BN_COUNT_ROWS 4
+#endif
+
 using namespace gpumcmc;
 
 // Below this sum of the products a cell is drawn in log space (see the top).
@@ -197,7 +202,9 @@ __global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
 // (replica, case) of Z[:rows]. counts must be zeroed first. With
 // use_shared, the block counts into shared memory (C ints) and adds its
 // non-zero cells to counts at the end; without (tables too large for shared
-// memory), straight into counts.
+// memory), straight into counts. A thread takes BN_COUNT_ROWS rows at a time
+// (rows t, t + stride, ...: each of them coalesced over the warp) and reads
+// each node's parents once for all of them.
 extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
     const unsigned char* __restrict__ Z, long long rows, int V, const int* __restrict__ card,
     const int* __restrict__ toff, const int* __restrict__ par_ptr, const int* __restrict__ par,
@@ -209,17 +216,37 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
         __syncthreads();
     }
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < rows; t += stride) {
-        const unsigned char* z = Z + (unsigned long long)t * V;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < rows; t += BN_COUNT_ROWS * stride) {
+        const unsigned char* z[BN_COUNT_ROWS];
+        bool in[BN_COUNT_ROWS];
+#pragma unroll
+        for (int u = 0; u < BN_COUNT_ROWS; ++u) {
+            in[u] = t + u * stride < rows;
+            z[u] = Z + (unsigned long long)(in[u] ? t + u * stride : t) * V;  // a row past the end reads row t
+        }
         for (int v = 0; v < V; ++v) {
-            const int cell = toff[v] + bn_row(z, v, par_ptr, par, par_stride) * card[v] + z[v];
+            int cell[BN_COUNT_ROWS];
+#pragma unroll
+            for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] = 0;
+            const int q1 = par_ptr[v + 1];
+            for (int q = par_ptr[v]; q < q1; ++q) {
+                const int pq = par[q], sq = par_stride[q];
+#pragma unroll
+                for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] += (int)z[u][pq] * sq;
+            }
+            const int K = card[v], base = toff[v];
+#pragma unroll
+            for (int u = 0; u < BN_COUNT_ROWS; ++u) {
+                if (!in[u]) continue;
+                const int c = base + cell[u] * K + z[u][v];
 #if BN_AGG
-            const unsigned int active = __activemask();
-            const unsigned int peers = __match_any_sync(active, cell);
-            if ((threadIdx.x & 31) == (unsigned int)(__ffs(peers) - 1)) atomicAdd(h + cell, __popc(peers));
+                const unsigned int active = __activemask();
+                const unsigned int peers = __match_any_sync(active, c);
+                if ((threadIdx.x & 31) == (unsigned int)(__ffs(peers) - 1)) atomicAdd(h + c, __popc(peers));
 #else
-            atomicAdd(h + cell, 1);
+                atomicAdd(h + c, 1);
 #endif
+            }
         }
     }
     if (use_shared) {

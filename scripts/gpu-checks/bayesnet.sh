@@ -42,3 +42,35 @@ GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests
 # The probes now wait through benchmarks.harness.sync_all_gpus (host_profile's copy gone); a smoke run of each:
 #   python -m benchmarks.probes.host_profile bayesnet1 --out "$OUT"
 #   python -m benchmarks.probes.kernel_floor ising --out "$OUT" --count 1   # needs ncu on the PATH
+# Issue 38, the sweep closer to its floor (run from here): bn_sweep multiplies the CPTs' probabilities in float64
+# (no exponential a cell; log space only where the products fall below 2^-960) and takes four cells' 32-bit
+# uniforms from one Philox call; bn_counts takes BN_COUNT_ROWS = 4 rows a thread. The draws changed, the twin with
+# them: the GPU tests check the kernels against the twin bit for bit, the exact conditional of a cell (tables of
+# 1e-30 entries too), the fit against NumPy's and every launch's arguments.
+GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
+    tests/test_bayesnet_devices.py
+python -m benchmarks.bayesnet "$OUT" --user-path          # public fit and bare step, $OUT/bayesnet-user-path.json
+for f in ../shared/bench/user_path.py shared/bench/user_path.py; do  # the reference measurement, where present
+  if [ -f "$f" ]; then python "$f" bayesnet --out "$OUT/user_path_bayesnet.json"; break; fi
+done
+# The suite's kernel timing (benchmarks/bayesnet.py: each kernel on its own, Koller 10^6, half missing, m = 10), and
+# the suite's per-iteration row, with the defaults and the counts/sweep launch variants; JSON under $OUT.
+python - "$OUT" <<'EOF'
+import sys
+from pathlib import Path
+
+from benchmarks import bayesnet as B
+from benchmarks.harness import Bench, format_table
+from gpumcmc._config import config
+from gpumcmc.models.bayesnet import BayesianNetwork
+
+bench, koller = Bench(), BayesianNetwork.koller()
+bench.suite = "bayesnet"
+X = B._data(koller, 1_000_000, 0.5)
+B._case(bench, "koller-1M-50%-m10", koller, X, 10, 100)
+for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_BLOCK", 128),)):
+    with config.override(bayesnet_defines=defs):
+        B._parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps=defs in ((), (("BN_BLOCK", 128),)))
+print(format_table(bench.rows))
+print("# wrote", bench.write("bayesnet-issue38-kernels", Path(sys.argv[1])))
+EOF

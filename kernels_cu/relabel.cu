@@ -18,15 +18,16 @@
 #include <math_constants.h>
 
 #define LSA_FULL 0xffffffffu
+#define LSA_GROUP 8  // columns a lane loads at once
 
-// Is candidate (value a, free fa, position ia) chosen before (b, fb, ib)? ib < 0: nothing chosen yet.
-__device__ __forceinline__ bool lsa_before(double a, int fa, int ia, double b, int fb, int ib)
+// The choice among equal path costs as one integer, larger first: a free column (a sink) before an
+// assigned one; among free columns the later position of `rem`, among assigned ones the earlier.
+__device__ __forceinline__ int lsa_tie_key(int free_col, int it) { return free_col ? (1 << 20) + it : (1 << 20) - 1 - it; }
+
+// Is candidate (value a, key ka) chosen before (b, kb)? kb < 0: nothing chosen yet.
+__device__ __forceinline__ bool lsa_before(double a, int ka, double b, int kb)
 {
-    if (ia < 0) return false;
-    if (ib < 0) return true;
-    if (a != b) return a < b;
-    if (fa != fb) return fa;
-    return fa ? ia > ib : ia < ib;
+    return ka >= 0 && (kb < 0 || a < b || (a == b && ka > kb));
 }
 
 // perm[d, col4row[i]] = i for each of the D matrices cost[d] (n x n, row-major); status[0] = 1 where a
@@ -63,22 +64,40 @@ extern "C" __global__ void __launch_bounds__(32) lsa_solve(const double* __restr
             const double ui = u[i];
             const double* row = C + (long long)i * n;
             double bv = CUDART_INF;
-            int bf = 0, bi = -1;
-            for (int it = lane; it < nrem; it += 32) {
-                const int j = rem[it];
-                const double r = __dsub_rn(__dsub_rn(__dadd_rn(minVal, row[j]), ui), v[j]);
-                double s = spc[j];
-                if (r < s) { path[j] = i; spc[j] = r; s = r; }
-                const int f = row4col[j] == -1;
-                // SciPy's scan takes a column only below the lowest so far, or equal to it and free; an
-                // infinite path cost is taken only when free
-                if ((s < CUDART_INF || f) && lsa_before(s, f, it, bv, bf, bi)) { bv = s; bf = f; bi = it; }
+            int bk = -1;  // the best candidate's tie key; its position in rem is recovered from the key
+            for (int base = 0; base < nrem; base += 32 * LSA_GROUP) {
+                // a group's loads first, so that their latencies overlap, then its updates
+                int js[LSA_GROUP];
+                double cs[LSA_GROUP], vs[LSA_GROUP];
+#pragma unroll
+                for (int g = 0; g < LSA_GROUP; g++) {
+                    const int it = base + g * 32 + lane;
+                    js[g] = it < nrem ? rem[it] : 0;
+                }
+#pragma unroll
+                for (int g = 0; g < LSA_GROUP; g++) { cs[g] = __ldg(row + js[g]); vs[g] = v[js[g]]; }
+#pragma unroll
+                for (int g = 0; g < LSA_GROUP; g++) {
+                    const int it = base + g * 32 + lane;
+                    if (it < nrem) {
+                        const int j = js[g];
+                        const double r = __dsub_rn(__dsub_rn(__dadd_rn(minVal, cs[g]), ui), vs[g]);
+                        double s = spc[j];
+                        if (r < s) { path[j] = i; spc[j] = r; s = r; }
+                        const int f = row4col[j] == -1;
+                        // SciPy's scan takes a column only below the lowest so far, or equal to it and
+                        // free: an infinite path cost only when free
+                        const int key = lsa_tie_key(f, it);
+                        if ((s < CUDART_INF || f) && lsa_before(s, key, bv, bk)) { bv = s; bk = key; }
+                    }
+                }
             }
             for (int o = 16; o; o >>= 1) {
                 const double ov = __shfl_xor_sync(LSA_FULL, bv, o);
-                const int of = __shfl_xor_sync(LSA_FULL, bf, o), oi = __shfl_xor_sync(LSA_FULL, bi, o);
-                if (lsa_before(ov, of, oi, bv, bf, bi)) { bv = ov; bf = of; bi = oi; }
+                const int ok = __shfl_xor_sync(LSA_FULL, bk, o);
+                if (lsa_before(ov, ok, bv, bk)) { bv = ov; bk = ok; }
             }
+            const int bi = bk < 0 ? -1 : (bk >= (1 << 20) ? bk - (1 << 20) : (1 << 20) - 1 - bk);
             if (bi < 0 || !(bv < CUDART_INF)) {  // no finite path: SciPy reports the matrix infeasible
                 if (lane == 0) atomicExch(status, 1);
                 return;
@@ -114,4 +133,33 @@ extern "C" __global__ void __launch_bounds__(32) lsa_solve(const double* __restr
     }
     long long* out = perm + (long long)blockIdx.x * n;
     for (int t = lane; t < n; t += 32) out[col4row[t]] = t;
+}
+
+// relabel_costs' matrices in one pass, the same bits as its array expression on CuPy:
+//   cost[d, i, j] = sum_q ((means[d, i, q] - ref[j, q]) / scale[q])^2 + wc (sqrt w[d, i] - sqrt ref_w[j])^2
+// with each operation rounded alone (no fused multiply-adds), the square as SQUARE, and the sum over q in the
+// order of CuPy's reduction of a short contiguous axis (CUB's segmented sum: lanes q and q + 1 first, then
+// pairs of pairs). weights null: no weight term. One thread per entry.
+__device__ __forceinline__ double lsa_square(double x, int by_pow) { return by_pow ? pow(x, 2.0) : __dmul_rn(x, x); }
+
+extern "C" __global__ void relabel_costs_fused(const double* __restrict__ means, const double* __restrict__ weights,
+                                               const double* __restrict__ ref, const double* __restrict__ ref_w,
+                                               const double* __restrict__ scale, double wc, int by_pow,
+                                               long long D, int k, int p, double* __restrict__ cost)
+{
+    const long long total = D * k * k;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int j = (int)(t % k);
+        const long long di = t / k;  // d * k + i
+        const double* x = means + di * p;
+        const double* r = ref + (long long)j * p;
+        double acc[64];
+        for (int q = 0; q < p; q++) acc[q] = lsa_square(__ddiv_rn(__dsub_rn(x[q], r[q]), scale[q]), by_pow);
+        for (int off = 1; off < p; off <<= 1)
+            for (int q = 0; q + off < p; q += 2 * off) acc[q] = __dadd_rn(acc[q], acc[q + off]);
+        double c = acc[0];
+        if (weights) c = __dadd_rn(c, __dmul_rn(wc, lsa_square(__dsub_rn(sqrt(weights[di]), sqrt(ref_w[j])), by_pow)));
+        cost[t] = c;
+    }
 }

@@ -805,6 +805,22 @@ def test_gpu_assignments_of_fitted_draws_are_scipys(cp):
         np.testing.assert_array_equal(relabel_module._assign_gpu(cost), _scipy_perms(cost.get()))
 
 
+@pytest.mark.parametrize("p", [1, 3, 14, 17])
+def test_gpu_fused_costs_are_relabel_costs_bits(cp, p):
+    # relabel_costs_fused builds the costs in one pass with each operation rounded as CuPy's array expression
+    # rounds it, so the assignments (which near ties can turn) see the same numbers.
+    rs = np.random.default_rng(200 + p)
+    k = 40
+    means, ref = rs.normal(0, 3, (6, k, p)), rs.normal(0, 3, (k, p))
+    weights, ref_w = rs.dirichlet(np.ones(k), 6), rs.dirichlet(np.ones(k))
+    scale = rs.uniform(0.5, 2.0, p)
+    for w, rw in ((weights, ref_w), (None, None)):
+        want = mx.relabel_costs(cp.asarray(means), ref, scale, None if w is None else cp.asarray(w), rw)
+        got = relabel_module._costs_fused(cp.asarray(means), None if w is None else cp.asarray(w), ref, rw, scale,
+                                          100.0)
+        assert int((got != want).sum()) == 0
+
+
 def test_gpu_relabel_rejects_costs_that_are_not_finite(cp):
     rs = np.random.default_rng(16)
     means, weights = _label_switched_draws(rs)

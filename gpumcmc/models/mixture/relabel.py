@@ -100,19 +100,49 @@ def _lsa_shared_bytes(k: int) -> int:
 def _relabel_gpu(xp, flat, wflat, reference, scale, reference_weights, weight_cost, block_bytes):
     """:func:`relabel`'s permutations (D, k), host int64, with every assignment solved on the GPU."""
     d_total, k, p = flat.shape
+    fused = p <= _FUSED_MAX_P
     step = max(1, int(block_bytes) // (k * k * p * 8))  # draws per block of the costs' (D, k, k, p) terms
     per_launch = max(step, _SOLVE_BYTES // (k * k * 8))
     perm = xp.empty((d_total, k), dtype=np.int64)
     status = xp.zeros(1, dtype=np.int32)
     for s0 in range(0, d_total, per_launch):
         e0 = min(d_total, s0 + per_launch)
-        cost = xp.empty((e0 - s0, k, k), dtype=np.float64)
-        for s in range(s0, e0, step):
-            e = min(e0, s + step)
-            cost[s - s0:e - s0] = relabel_costs(flat[s:e], reference, scale, None if wflat is None else wflat[s:e],
-                                                reference_weights, weight_cost)
+        wpart = None if wflat is None else wflat[s0:e0]
+        if fused:
+            cost = _costs_fused(flat[s0:e0], wpart, reference, reference_weights, scale, weight_cost)
+        else:
+            cost = xp.empty((e0 - s0, k, k), dtype=np.float64)
+            for s in range(s0, e0, step):
+                e = min(e0, s + step)
+                cost[s - s0:e - s0] = relabel_costs(flat[s:e], reference, scale,
+                                                    None if wflat is None else wflat[s:e],
+                                                    reference_weights, weight_cost)
         _lsa_solve(cost, perm[s0:e0], status)
     return _checked_perm(perm, status)
+
+
+_FUSED_MAX_P = 64  # relabel_costs_fused keeps a draw's p terms in one array of 64
+_SQUARE_BY_POW = False  # how CuPy squares ``x ** 2`` in relabel_costs: x * x (False) or pow(x, 2.0)
+
+
+def _costs_fused(means, weights, reference, reference_weights, scale, weight_cost):
+    """:func:`relabel_costs` of GPU ``means`` (D, k, p) in one launch of ``relabel_costs_fused``, the same bits."""
+    import cupy as cp
+
+    from gpumcmc import _kernel_args, _loader
+
+    d, k, p = means.shape
+    f64 = lambda a: cp.ascontiguousarray(_backend.asarray(a, cp, np.float64))
+    scale = cp.ones(p) if scale is None else f64(scale)
+    use_w = weights is not None and reference_weights is not None
+    cost = cp.empty((d, k, k), dtype=np.float64)
+    fn = _loader.get_function(_LSA_FILE, "relabel_costs_fused")
+    _loader.launch(fn, d * k * k, _kernel_args.args(
+        _LSA_FILE, "relabel_costs_fused", means=f64(means), weights=f64(weights) if use_w else np.uint64(0),
+        ref=f64(reference), ref_w=f64(reference_weights) if use_w else np.uint64(0), scale=scale,
+        wc=_loader.real(weight_cost, np.float64), by_pow=_loader.i32(_SQUARE_BY_POW), D=_loader.i64(d),
+        k=_loader.i32(k), p=_loader.i32(p), cost=cost))
+    return cost
 
 
 def _lsa_solve(cost, perm, status):
@@ -230,7 +260,11 @@ def _weighted_mean(w, a):
 
 
 def _take(a, perm):
-    """``a[..., perm[...], ...]`` along the component axis (the one after the leading axes of perm)."""
+    """``a[..., perm[...], ...]`` along the component axis (the one after the leading axes of perm): one
+    gather of whole components."""
     xp = _xp_of(a)
-    idx = _backend.asarray(perm, xp).reshape(perm.shape + (1,) * (a.ndim - perm.ndim))
-    return xp.take_along_axis(a, idx, axis=perm.ndim - 1)
+    k = perm.shape[-1]
+    rows = int(np.prod(perm.shape[:-1], dtype=np.int64))
+    idx = _backend.asarray(perm, xp).reshape(rows, k) + (xp.arange(rows, dtype=np.int64) * k)[:, None]
+    flat = a.reshape((rows * k,) + a.shape[perm.ndim:])
+    return xp.take(flat, idx.ravel(), axis=0).reshape(a.shape)

@@ -56,6 +56,17 @@
 #define BN_BLOCK 256
 #endif
 
+// Sweep: the least number of blocks of BN_BLOCK threads a SM should hold (__launch_bounds__'s second
+// argument); 0 leaves the registers to the compiler (64 for up to 4 states: 4 blocks of 256 a SM).
+#ifndef BN_MIN_BLOCKS
+#define BN_MIN_BLOCKS 0
+#endif
+#if BN_MIN_BLOCKS > 0
+#define BN_SWEEP_BOUNDS __launch_bounds__(BN_BLOCK, BN_MIN_BLOCKS)
+#else
+#define BN_SWEEP_BOUNDS __launch_bounds__(BN_BLOCK)
+#endif
+
 // Counts: 1 = lanes of a warp that add to the same cell add once, through
 // their leader (__match_any_sync); 0 = one atomic per lane.
 #ifndef BN_AGG
@@ -85,18 +96,17 @@ __device__ __forceinline__ int bn_row(const unsigned char* __restrict__ z, int f
     return row;
 }
 
-// The conditional of the cell of node v (K states) in the case at z, as cumulative sums p[0 .. K - 1]
-// (see the top): of the products of the probabilities pc, or with LOGS of exp(lp[k] - max lp) from the
-// log-probabilities logc. Returns the total, or -1 where (with LOGS) every state is impossible or NaN.
-template <int KMAX, bool LOGS>
-__device__ __forceinline__ double bn_conditional(double (&p)[KMAX], const unsigned char* __restrict__ z, int v,
-                                                 int K, const double* __restrict__ t, const int* __restrict__ card,
-                                                 const int* __restrict__ toff, const int* __restrict__ par_ptr,
-                                                 const int* __restrict__ par, const int* __restrict__ par_stride,
-                                                 const int* __restrict__ ch_ptr, const int* __restrict__ ch,
-                                                 const int* __restrict__ ch_stride) {
+// The conditional of the cell of node v (K states) in the case at z as the cumulative sums p[0 .. K - 1]
+// of the products of the probabilities pc (see the top); returns their total.
+template <int KMAX>
+__device__ __forceinline__ double bn_products(double (&p)[KMAX], const unsigned char* __restrict__ z, int v, int K,
+                                              const double* __restrict__ pc, const int* __restrict__ card,
+                                              const int* __restrict__ toff, const int* __restrict__ par_ptr,
+                                              const int* __restrict__ par, const int* __restrict__ par_stride,
+                                              const int* __restrict__ ch_ptr, const int* __restrict__ ch,
+                                              const int* __restrict__ ch_stride) {
     // table indices fit in 32 bits: the host refuses networks of 2^31 CPT cells or more
-    const double* tv = t + (toff[v] + bn_row(z, v, par_ptr, par, par_stride) * K);
+    const double* tv = pc + (toff[v] + bn_row(z, v, par_ptr, par, par_stride) * K);
 #pragma unroll
     for (int k = 0; k < KMAX; ++k)
         if (k < K) p[k] = tv[k];
@@ -107,20 +117,10 @@ __device__ __forceinline__ double bn_conditional(double (&p)[KMAX], const unsign
         const int s = ch_stride[q];
         const int Kc = card[c];
         const int base = bn_row(z, c, par_ptr, par, par_stride) - xv * s;
-        const double* tc = t + (toff[c] + z[c]);
+        const double* tc = pc + (toff[c] + z[c]);
 #pragma unroll
         for (int k = 0; k < KMAX; ++k)
-            if (k < K) p[k] = LOGS ? __dadd_rn(p[k], tc[(base + k * s) * Kc]) : __dmul_rn(p[k], tc[(base + k * s) * Kc]);
-    }
-    if (LOGS) {  // the maximum in order, as the twin takes it
-        double mx = p[0];
-#pragma unroll
-        for (int k = 1; k < KMAX; ++k)
-            if (k < K && p[k] > mx) mx = p[k];
-        if (!(mx > -1.0e308)) return -1.0;
-#pragma unroll
-        for (int k = 0; k < KMAX; ++k)
-            if (k < K) p[k] = exp(__dsub_rn(p[k], mx));
+            if (k < K) p[k] = __dmul_rn(p[k], tc[(base + k * s) * Kc]);
     }
     double cum = 0.0;
 #pragma unroll
@@ -130,6 +130,56 @@ __device__ __forceinline__ double bn_conditional(double (&p)[KMAX], const unsign
             p[k] = cum;
         }
     return cum;
+}
+
+// lp[k] of the cell of node v in the case at z: the log-probabilities logc of v's row and of its children's,
+// added in the children's order (see the top).
+__device__ __forceinline__ double bn_log_term(const unsigned char* __restrict__ z, int v, int K, int k,
+                                              const double* __restrict__ logc, const int* __restrict__ card,
+                                              const int* __restrict__ toff, const int* __restrict__ par_ptr,
+                                              const int* __restrict__ par, const int* __restrict__ par_stride,
+                                              const int* __restrict__ ch_ptr, const int* __restrict__ ch,
+                                              const int* __restrict__ ch_stride) {
+    double lp = logc[toff[v] + bn_row(z, v, par_ptr, par, par_stride) * K + k];
+    const int xv = z[v];
+    const int c1 = ch_ptr[v + 1];
+    for (int q = ch_ptr[v]; q < c1; ++q) {
+        const int c = ch[q];
+        const int s = ch_stride[q];
+        const int base = bn_row(z, c, par_ptr, par, par_stride) - xv * s;
+        lp = __dadd_rn(lp, logc[toff[c] + z[c] + (base + k * s) * card[c]]);
+    }
+    return lp;
+}
+
+// The draw of a cell in log space (where its products fell below BN_TINY): p[k] = exp(lp[k] - max lp), and the
+// number of their cumulative sums below u * their total, at most K - 1; or -1 where every state is impossible
+// (or NaN). Each lp[k] is computed again at each of the three passes (the same operations, so the same
+// value), which keeps this rare path free of an array.
+__device__ __forceinline__ int bn_draw_logs(const unsigned char* __restrict__ z, int v, int K, unsigned int word,
+                                            const double* __restrict__ logc, const int* __restrict__ card,
+                                            const int* __restrict__ toff, const int* __restrict__ par_ptr,
+                                            const int* __restrict__ par, const int* __restrict__ par_stride,
+                                            const int* __restrict__ ch_ptr, const int* __restrict__ ch,
+                                            const int* __restrict__ ch_stride) {
+#define BN_LP(k) bn_log_term(z, v, K, (k), logc, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride)
+    double mx = BN_LP(0);
+    for (int k = 1; k < K; ++k) {  // the maximum in order, as the twin takes it
+        const double l = BN_LP(k);
+        if (l > mx) mx = l;
+    }
+    if (!(mx > -1.0e308)) return -1;
+    double cum = 0.0;
+    for (int k = 0; k < K; ++k) cum = __dadd_rn(cum, exp(__dsub_rn(BN_LP(k), mx)));
+    const double target = __dmul_rn(u01_f64_from32(word), cum);
+    double run = 0.0;
+    int draw = 0;
+    for (int k = 0; k < K; ++k) {
+        run = __dadd_rn(run, exp(__dsub_rn(BN_LP(k), mx)));
+        if (run < target) ++draw;
+    }
+#undef BN_LP
+    return min(draw, K - 1);
 }
 
 // The number of cumulative sums p[k] below u * cum, at most K - 1: the draw.
@@ -146,7 +196,7 @@ __device__ __forceinline__ int bn_pick(const double (&p)[KMAX], int K, double cu
 // One colour group's missing cells in replica blockIdx.y (see the top): Mc >= 1 cells, numbered
 // cell0 .. cell0 + Mc - 1 in the batch of Mtot cells.
 template <int KMAX>
-__global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
+__global__ void BN_SWEEP_BOUNDS bn_sweep(
     unsigned char* __restrict__ Z, long long n, int V, const int* __restrict__ cell_case,
     const int* __restrict__ cell_node, long long Mc, long long cell0, long long Mtot,
     const double* __restrict__ tab, int C, const int* __restrict__ card, const int* __restrict__ toff,
@@ -173,8 +223,8 @@ __global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
             unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
             const int K = card[v];
             double p[KMAX];
-            const double cum = bn_conditional<KMAX, false>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride,
-                                                           ch_ptr, ch, ch_stride);
+            const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr, ch,
+                                                 ch_stride);
             if (cum >= BN_TINY)
                 z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
             else
@@ -186,14 +236,12 @@ __global__ void __launch_bounds__(BN_BLOCK) bn_sweep(
             const long long j = w * 128 + h * 32 + lane - cell0;
             const int v = cell_node[j];
             unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
-            const int K = card[v];
-            double p[KMAX];
-            const double cum = bn_conditional<KMAX, true>(p, z, v, K, tab, card, toff, par_ptr, par, par_stride,
-                                                          ch_ptr, ch, ch_stride);
-            if (cum < 0.0)  // every state impossible (or NaN): keep the value, report
+            const int draw = bn_draw_logs(z, v, card[v], h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w, tab, card,
+                                          toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride);
+            if (draw < 0)  // every state impossible (or NaN): keep the value, report
                 *bad = 1;
             else
-                z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+                z[v] = (unsigned char)draw;
         }
     }
 }

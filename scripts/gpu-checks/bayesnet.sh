@@ -68,9 +68,10 @@ bench, koller = Bench(), BayesianNetwork.koller()
 bench.suite = "bayesnet"
 X = B._data(koller, 1_000_000, 0.5)
 B._case(bench, "koller-1M-50%-m10", koller, X, 10, 100)
-for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_BLOCK", 128),)):
+for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_BLOCK", 128),), (("BN_MIN_BLOCKS", 5),),
+             (("BN_MIN_BLOCKS", 6),)):
     with config.override(bayesnet_defines=defs):
-        B._parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps=defs in ((), (("BN_BLOCK", 128),)))
+        B._parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps="BN_COUNT_ROWS" not in dict(defs))
 print(format_table(bench.rows))
 print("# wrote", bench.write("bayesnet-issue38-kernels", Path(sys.argv[1])))
 EOF

@@ -61,6 +61,18 @@
 #ifndef BN_MIN_BLOCKS
 #define BN_MIN_BLOCKS 0
 #endif
+// Sweep: a lane takes its four cells BN_GROUP at a time (1, 2 or 4); BN_GROUP cells of one node, in an
+// instantiation of at most BN_GROUP_KMAX states, read the node's parent and child lists once for all of
+// them (bn_products_group), at the cost of BN_GROUP rows of KMAX doubles in registers. The same draws
+// with any setting.
+#ifndef BN_GROUP
+#define BN_GROUP 1
+#endif
+#ifndef BN_GROUP_KMAX
+#define BN_GROUP_KMAX 4
+#endif
+static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1, 2 or 4 cells at a time");
+
 #if BN_MIN_BLOCKS > 0
 #define BN_SWEEP_BOUNDS __launch_bounds__(BN_BLOCK, BN_MIN_BLOCKS)
 #else
@@ -182,6 +194,70 @@ __device__ __forceinline__ int bn_draw_logs(const unsigned char* __restrict__ z,
     return min(draw, K - 1);
 }
 
+// bn_products for G cells of a lane that share node v (z[u] their cases): the node's and its children's
+// parent lists are read once for the G. The same operations per cell as bn_products, so the same values.
+template <int KMAX, int G>
+__device__ __forceinline__ void bn_products_group(double (&p)[G][KMAX], double (&cum)[G], unsigned char* const (&z)[G],
+                                             int v, int K, const double* __restrict__ pc,
+                                             const int* __restrict__ card, const int* __restrict__ toff,
+                                             const int* __restrict__ par_ptr, const int* __restrict__ par,
+                                             const int* __restrict__ par_stride, const int* __restrict__ ch_ptr,
+                                             const int* __restrict__ ch, const int* __restrict__ ch_stride) {
+    int row[G];
+#pragma unroll
+    for (int u = 0; u < G; ++u) row[u] = 0;
+    const int q1 = par_ptr[v + 1];
+    for (int q = par_ptr[v]; q < q1; ++q) {
+        const int pq = par[q], sq = par_stride[q];
+#pragma unroll
+        for (int u = 0; u < G; ++u) row[u] += (int)z[u][pq] * sq;
+    }
+    const int tv = toff[v];
+    int xv[G];
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+        xv[u] = z[u][v];
+#pragma unroll
+        for (int k = 0; k < KMAX; ++k)
+            if (k < K) p[u][k] = pc[tv + row[u] * K + k];
+    }
+    const int c1 = ch_ptr[v + 1];
+    for (int q = ch_ptr[v]; q < c1; ++q) {
+        const int c = ch[q];
+        const int s = ch_stride[q];
+        const int Kc = card[c];
+        const int tc = toff[c];
+        int base[G];
+#pragma unroll
+        for (int u = 0; u < G; ++u) base[u] = 0;
+        const int r1 = par_ptr[c + 1];
+        for (int qq = par_ptr[c]; qq < r1; ++qq) {
+            const int pq = par[qq], sq = par_stride[qq];
+#pragma unroll
+            for (int u = 0; u < G; ++u) base[u] += (int)z[u][pq] * sq;
+        }
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+            const double* t = pc + (tc + z[u][c]);
+            const int b = base[u] - xv[u] * s;
+#pragma unroll
+            for (int k = 0; k < KMAX; ++k)
+                if (k < K) p[u][k] = __dmul_rn(p[u][k], t[(b + k * s) * Kc]);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+        double run = 0.0;
+#pragma unroll
+        for (int k = 0; k < KMAX; ++k)
+            if (k < K) {
+                run = __dadd_rn(run, p[u][k]);
+                p[u][k] = run;
+            }
+        cum[u] = run;
+    }
+}
+
 // The number of cumulative sums p[k] below u * cum, at most K - 1: the draw.
 template <int KMAX>
 __device__ __forceinline__ int bn_pick(const double (&p)[KMAX], int K, double cum, unsigned int word) {
@@ -215,25 +291,60 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
                                                      off_hi),
                                       make_uint2(k0, k1));
         unsigned int redo = 0;  // the cells whose products fell below BN_TINY
+        const long long j0 = w * 128 + lane - cell0;  // the lane's first cell; the others at j0 + 32, + 64, + 96
 #pragma unroll 1
-        for (int h = 0; h < 4; ++h) {
-            const long long j = w * 128 + h * 32 + lane - cell0;
-            if (j < 0 || j >= Mc) continue;
-            const int v = cell_node[j];
-            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
-            const int K = card[v];
-            double p[KMAX];
-            const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr, ch,
-                                                 ch_stride);
-            if (cum >= BN_TINY)
-                z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
-            else
-                redo |= 1u << h;
+        for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1
+            bool grouped = false;
+#if BN_GROUP > 1
+            const long long jg = j0 + 32 * g;
+            if (KMAX <= BN_GROUP_KMAX && jg >= 0 && jg + 32 * (BN_GROUP - 1) < Mc) {
+                const int v = cell_node[jg];
+                bool same = true;
+#pragma unroll
+                for (int u = 1; u < BN_GROUP; ++u) same = same && cell_node[jg + 32 * u] == v;
+                if (same) {
+                    unsigned char* z[BN_GROUP];
+#pragma unroll
+                    for (int u = 0; u < BN_GROUP; ++u)
+                        z[u] = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[jg + 32 * u]) * V;
+                    const int K = card[v];
+                    double p[BN_GROUP][KMAX], cum[BN_GROUP];
+                    bn_products_group<KMAX, BN_GROUP>(p, cum, z, v, K, pc, card, toff, par_ptr, par, par_stride,
+                                                      ch_ptr, ch, ch_stride);
+#pragma unroll
+                    for (int u = 0; u < BN_GROUP; ++u) {
+                        const int h = g + u;
+                        if (cum[u] >= BN_TINY)
+                            z[u][v] = (unsigned char)bn_pick<KMAX>(p[u], K, cum[u],
+                                                                   h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+                        else
+                            redo |= 1u << h;
+                    }
+                    grouped = true;
+                }
+            }
+#endif
+            if (grouped) continue;
+#pragma unroll 1
+            for (int h = g; h < g + BN_GROUP; ++h) {
+                const long long j = j0 + h * 32;
+                if (j < 0 || j >= Mc) continue;
+                const int v = cell_node[j];
+                unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+                const int K = card[v];
+                double p[KMAX];
+                const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr,
+                                                     ch, ch_stride);
+                if (cum >= BN_TINY)
+                    z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+                else
+                    redo |= 1u << h;
+            }
         }
         while (redo) {  // in log space (rare: the cells of one colour do not read each other, so order is free)
             const int h = __ffs(redo) - 1;
             redo &= redo - 1;
-            const long long j = w * 128 + h * 32 + lane - cell0;
+            const long long j = j0 + h * 32;
             const int v = cell_node[j];
             unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
             const int draw = bn_draw_logs(z, v, card[v], h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w, tab, card,

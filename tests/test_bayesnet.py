@@ -496,6 +496,22 @@ def test_gpu_fit_matches_cpu(cp, batch_size, same):
         np.testing.assert_allclose(g.trace_[v], c.trace_[v], rtol=1e-10)
 
 
+@pytest.mark.parametrize("defines", [(("BN_GROUP", 2),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
+                                     (("BN_COUNT_ROWS", 1),)])
+def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
+    # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch
+    # bound, the counts a row a thread: the same draws as the NumPy twin.
+    truth = BayesianNetwork.koller()
+    X = _mask(truth.sample(20000, 0), 0.5, 1)
+    kw = dict(n_iter=3, same=2, random_state=0, progress=False)
+    with config.override(bayesnet_defines=defines):
+        g = _fresh().set_params(backend="cupy", **kw).fit(X)
+    c = _fresh().set_params(backend="numpy", **kw).fit(X)
+    np.testing.assert_array_equal(g.imputations_, c.imputations_)
+    for v in g.nodes:
+        np.testing.assert_allclose(g.trace_[v], c.trace_[v], rtol=1e-10)
+
+
 def test_gpu_normalise_into_another_array(cp):
     from gpumcmc.models import bayesnet as bn
 

@@ -44,7 +44,8 @@ GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests
 #   python -m benchmarks.probes.kernel_floor ising --out "$OUT" --count 1   # needs ncu on the PATH
 # Issue 38, the sweep closer to its floor (run from here): bn_sweep multiplies the CPTs' probabilities in float64
 # (no exponential a cell; log space only where the products fall below 2^-960) and takes four cells' 32-bit
-# uniforms from one Philox call; bn_counts takes BN_COUNT_ROWS = 4 rows a thread. The draws changed, the twin with
+# uniforms from one Philox call (BN_GROUP > 1: a lane's cells of one node share their parent and child lists);
+# bn_counts takes BN_COUNT_ROWS = 4 rows a thread. The draws changed, the twin with
 # them: the GPU tests check the kernels against the twin bit for bit, the exact conditional of a cell (tables of
 # 1e-30 entries too), the fit against NumPy's and every launch's arguments.
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
@@ -68,8 +69,8 @@ bench, koller = Bench(), BayesianNetwork.koller()
 bench.suite = "bayesnet"
 X = B._data(koller, 1_000_000, 0.5)
 B._case(bench, "koller-1M-50%-m10", koller, X, 10, 100)
-for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_BLOCK", 128),), (("BN_MIN_BLOCKS", 5),),
-             (("BN_MIN_BLOCKS", 6),)):
+for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_MIN_BLOCKS", 5),), (("BN_GROUP", 2),),
+             (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3))):
     with config.override(bayesnet_defines=defs):
         B._parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps="BN_COUNT_ROWS" not in dict(defs))
 print(format_table(bench.rows))

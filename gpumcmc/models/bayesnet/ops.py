@@ -189,8 +189,8 @@ class _GpuOps:
             fixed = _kernel_args.part(
                 FILE, "bn_sweep", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d[a:e],
                 cell_node=b.node_d[a:e], Mc=_loader.i64(e - a), cell0=_loader.i64(b.g0[c]), Mtot=_loader.i64(b.Mtot),
-                C=_loader.i32(P.C), card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
-                ch_ptr=d["ch_ptr"], ch=d["ch"], ch_stride=d["ch_stride"])
+                C=_loader.i32(P.C), card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"],
+                par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"], ch_stride=d["ch_stride"])
             got = cache[(c, m)] = (fn, (gx, m), (block,), fixed)
         return got
 

@@ -12,13 +12,12 @@
 // The warp shares a step's columns among its lanes and picks the column by a reduction whose order gives
 // that same choice; the duals and the augmentation follow SciPy's loops.
 //
-// Shared memory per warp: u, v, spc (double) and path, col4row, row4col, rem (int), SR, SC (bytes) of n
-// entries each; the launcher passes lsa_shared_bytes(n).
+// Shared memory per warp: u and the path costs (double), path, col4row, row4col and rem (int) and SR (a
+// byte) of n entries each; the launcher passes _lsa_shared_bytes(n).
 
 #include <math_constants.h>
 
 #define LSA_FULL 0xffffffffu
-#define LSA_GROUP 8  // columns a lane loads at once
 
 // The choice among equal path costs as one integer, larger first: a free column (a sink) before an
 // assigned one; among free columns the later position of `rem`, among assigned ones the earlier.
@@ -30,32 +29,44 @@ __device__ __forceinline__ bool lsa_before(double a, int ka, double b, int kb)
     return ka >= 0 && (kb < 0 || a < b || (a == b && ka > kb));
 }
 
-// perm[d, col4row[i]] = i for each of the D matrices cost[d] (n x n, row-major); status[0] = 1 where a
-// matrix had no finite assignment (non-finite costs), and that matrix's perm is left unwritten.
-extern "C" __global__ void __launch_bounds__(32) lsa_solve(const double* __restrict__ cost, int n,
-                                                           long long* __restrict__ perm, int* __restrict__ status)
+// perm[d, col4row[i]] = i for each of the D matrices cost[d] (n x n, row-major, n <= 32 S); status[0] = 1
+// where a matrix had no finite assignment (non-finite costs), and that matrix's perm is left unwritten.
+//
+// Column j belongs to lane j % 32, slot j / 32: its path cost, its dual v_j, whether it is still unlabelled
+// (SciPy's `remaining`, the complement of SC) and its position in `rem` stay in that lane's registers, so
+// that a step reads the cost row coalesced and touches shared memory only where a path improves. `rem`
+// itself (position -> column) is kept in shared memory for the chosen position and the swap.
+template <int S>
+__global__ void __launch_bounds__(32) lsa_solve(const double* __restrict__ cost, int n,
+                                                long long* __restrict__ perm, int* __restrict__ status)
 {
     extern __shared__ double lsa_smem[];
     double* u = lsa_smem;
-    double* v = u + n;
-    double* spc = v + n;
-    int* path = reinterpret_cast<int*>(spc + n);
+    double* spc_sh = u + n;  // the path costs, written at the end of a row's search for the duals of rows
+    int* path = reinterpret_cast<int*>(spc_sh + n);
     int* col4row = path + n;
     int* row4col = col4row + n;
     int* rem = row4col + n;
     unsigned char* SR = reinterpret_cast<unsigned char*>(rem + n);
-    unsigned char* SC = SR + n;
     const int lane = threadIdx.x;
     const double* C = cost + (long long)blockIdx.x * n * n;
 
-    for (int t = lane; t < n; t += 32) {
-        u[t] = 0.0; v[t] = 0.0; path[t] = -1; col4row[t] = -1; row4col[t] = -1;
+    double spc[S], v[S];
+    int pos[S];
+    unsigned valid = 0, freecol = 0;  // bit s: column s * 32 + lane exists / has no row yet
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        v[s] = 0.0;
+        if (s * 32 + lane < n) valid |= 1u << s;
     }
+    freecol = valid;
+    for (int t = lane; t < n; t += 32) { u[t] = 0.0; path[t] = -1; col4row[t] = -1; row4col[t] = -1; }
     __syncwarp();
     for (int cur = 0; cur < n; cur++) {
-        for (int t = lane; t < n; t += 32) {
-            rem[t] = n - t - 1; SR[t] = 0; SC[t] = 0; spc[t] = CUDART_INF;
-        }
+        unsigned active = valid;  // bit s: column s * 32 + lane still unlabelled in this row's search
+#pragma unroll
+        for (int s = 0; s < S; s++) { spc[s] = CUDART_INF; pos[s] = n - 1 - (s * 32 + lane); }
+        for (int t = lane; t < n; t += 32) { rem[t] = n - 1 - t; SR[t] = 0; }
         __syncwarp();
         double minVal = 0.0;
         int i = cur, sink = -1, nrem = n;
@@ -63,33 +74,21 @@ extern "C" __global__ void __launch_bounds__(32) lsa_solve(const double* __restr
             if (lane == 0) SR[i] = 1;
             const double ui = u[i];
             const double* row = C + (long long)i * n;
+            double cs[S];
+#pragma unroll
+            for (int s = 0; s < S; s++) cs[s] = (active >> s) & 1u ? __ldg(row + s * 32 + lane) : 0.0;
             double bv = CUDART_INF;
-            int bk = -1;  // the best candidate's tie key; its position in rem is recovered from the key
-            for (int base = 0; base < nrem; base += 32 * LSA_GROUP) {
-                // a group's loads first, so that their latencies overlap, then its updates
-                int js[LSA_GROUP];
-                double cs[LSA_GROUP], vs[LSA_GROUP];
+            int bk = -1;
 #pragma unroll
-                for (int g = 0; g < LSA_GROUP; g++) {
-                    const int it = base + g * 32 + lane;
-                    js[g] = it < nrem ? rem[it] : 0;
-                }
-#pragma unroll
-                for (int g = 0; g < LSA_GROUP; g++) { cs[g] = __ldg(row + js[g]); vs[g] = v[js[g]]; }
-#pragma unroll
-                for (int g = 0; g < LSA_GROUP; g++) {
-                    const int it = base + g * 32 + lane;
-                    if (it < nrem) {
-                        const int j = js[g];
-                        const double r = __dsub_rn(__dsub_rn(__dadd_rn(minVal, cs[g]), ui), vs[g]);
-                        double s = spc[j];
-                        if (r < s) { path[j] = i; spc[j] = r; s = r; }
-                        const int f = row4col[j] == -1;
-                        // SciPy's scan takes a column only below the lowest so far, or equal to it and
-                        // free: an infinite path cost only when free
-                        const int key = lsa_tie_key(f, it);
-                        if ((s < CUDART_INF || f) && lsa_before(s, key, bv, bk)) { bv = s; bk = key; }
-                    }
+            for (int s = 0; s < S; s++) {
+                if ((active >> s) & 1u) {
+                    const double r = __dsub_rn(__dsub_rn(__dadd_rn(minVal, cs[s]), ui), v[s]);
+                    if (r < spc[s]) { path[s * 32 + lane] = i; spc[s] = r; }
+                    const int f = (freecol >> s) & 1u;
+                    // SciPy's scan takes a column only below the lowest so far, or equal to it and free: an
+                    // infinite path cost only when free
+                    const int key = lsa_tie_key(f, pos[s]);
+                    if ((spc[s] < CUDART_INF || f) && lsa_before(spc[s], key, bv, bk)) { bv = spc[s]; bk = key; }
                 }
             }
             for (int o = 16; o; o >>= 1) {
@@ -102,21 +101,31 @@ extern "C" __global__ void __launch_bounds__(32) lsa_solve(const double* __restr
                 if (lane == 0) atomicExch(status, 1);
                 return;
             }
-            __syncwarp();  // every lane's spc and path writes seen before the next step reads them
             minVal = bv;
-            const int j = rem[bi];
+            __syncwarp();  // the path writes of every lane, and rem as it stands, before they are read
+            const int j = rem[bi], moved = rem[nrem - 1];
             const int rj = row4col[j];
             if (rj == -1) sink = j; else i = rj;
+            if ((j & 31) == lane) active &= ~(1u << (j >> 5));  // SC[j]: labelled
+            if ((moved & 31) == lane) {  // the last position's column takes the chosen one's place
+#pragma unroll
+                for (int s = 0; s < S; s++) if (s == (moved >> 5)) pos[s] = bi;
+            }
             __syncwarp();
-            if (lane == 0) { SC[j] = 1; rem[bi] = rem[nrem - 1]; }
+            if (lane == 0) rem[bi] = moved;
             nrem--;
             __syncwarp();
         }
-        if (lane == 0) u[cur] = __dadd_rn(u[cur], minVal);
-        for (int t = lane; t < n; t += 32) {
-            if (SR[t] && t != cur) u[t] = __dadd_rn(u[t], __dsub_rn(minVal, spc[col4row[t]]));
-            if (SC[t]) v[t] = __dsub_rn(v[t], __dsub_rn(minVal, spc[t]));
+        // the duals, as SciPy updates them: rows of SR through their columns' path costs, columns of SC
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            if ((valid >> s) & 1u) spc_sh[s * 32 + lane] = spc[s];
+            if (((valid & ~active) >> s) & 1u) v[s] = __dsub_rn(v[s], __dsub_rn(minVal, spc[s]));
         }
+        __syncwarp();
+        if (lane == 0) u[cur] = __dadd_rn(u[cur], minVal);
+        for (int t = lane; t < n; t += 32)
+            if (SR[t] && t != cur) u[t] = __dadd_rn(u[t], __dsub_rn(minVal, spc_sh[col4row[t]]));
         __syncwarp();
         if (lane == 0) {  // augment along the path back to the current row
             int j = sink;
@@ -129,11 +138,16 @@ extern "C" __global__ void __launch_bounds__(32) lsa_solve(const double* __restr
                 if (r == cur) break;
             }
         }
+        if ((sink & 31) == lane) freecol &= ~(1u << (sink >> 5));
         __syncwarp();
     }
     long long* out = perm + (long long)blockIdx.x * n;
     for (int t = lane; t < n; t += 32) out[col4row[t]] = t;
 }
+
+template __global__ void lsa_solve<8>(const double*, int, long long*, int*);
+template __global__ void lsa_solve<16>(const double*, int, long long*, int*);
+template __global__ void lsa_solve<32>(const double*, int, long long*, int*);
 
 // relabel_costs' matrices in one pass, the same bits as its array expression on CuPy:
 //   cost[d, i, j] = sum_q ((means[d, i, q] - ref[j, q]) / scale[q])^2 + wc (sqrt w[d, i] - sqrt ref_w[j])^2

@@ -87,14 +87,17 @@ def relabel(means, reference, scale=None, weights=None, reference_weights=None, 
     return perm.reshape(means.shape[:-1])
 
 
-GPU_MAX_K = 1024  # the largest k whose assignment state fits one warp's 48 KB of shared memory
+GPU_MAX_K = 1024  # the largest k lsa_solve takes: 32 columns a lane, 33 KB of shared memory a warp
 _LSA_FILE = "relabel.cu"
 _SOLVE_BYTES = 2**30  # the costs of at most this many bytes of draws are solved in one launch
 
 
 def _lsa_shared_bytes(k: int) -> int:
-    """Shared memory of one ``lsa_solve`` warp: three double and four int arrays and two byte flags of k."""
-    return k * (3 * 8 + 4 * 4 + 2)
+    """Shared memory of one ``lsa_solve`` warp: two double and four int arrays and one byte flag of k."""
+    return k * (2 * 8 + 4 * 4 + 1)
+
+
+_LSA_NAMES = ("lsa_solve<8>", "lsa_solve<16>", "lsa_solve<32>")  # columns a lane holds: k <= 256, 512, 1024
 
 
 def _relabel_gpu(xp, flat, wflat, reference, scale, reference_weights, weight_cost, block_bytes):
@@ -136,7 +139,7 @@ def _costs_fused(means, weights, reference, reference_weights, scale, weight_cos
     scale = cp.ones(p) if scale is None else f64(scale)
     use_w = weights is not None and reference_weights is not None
     cost = cp.empty((d, k, k), dtype=np.float64)
-    fn = _loader.get_function(_LSA_FILE, "relabel_costs_fused")
+    fn = _loader.get_function(_LSA_FILE, "relabel_costs_fused", _LSA_NAMES)
     _loader.launch(fn, d * k * k, _kernel_args.args(
         _LSA_FILE, "relabel_costs_fused", means=f64(means), weights=f64(weights) if use_w else np.uint64(0),
         ref=f64(reference), ref_w=f64(reference_weights) if use_w else np.uint64(0), scale=scale,
@@ -153,7 +156,8 @@ def _lsa_solve(cost, perm, status):
     d, k = cost.shape[0], cost.shape[-1]
     if d == 0:
         return
-    fn = _loader.get_function(_LSA_FILE, "lsa_solve")
+    slots = next(s for s in (8, 16, 32) if k <= 32 * s)
+    fn = _loader.get_function(_LSA_FILE, f"lsa_solve<{slots}>", _LSA_NAMES)
     fn((d,), (32,), _kernel_args.args(_LSA_FILE, "lsa_solve", cost=cost, n=_loader.i32(k), perm=perm,
                                       status=status), shared_mem=_lsa_shared_bytes(k))
 

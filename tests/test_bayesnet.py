@@ -496,7 +496,7 @@ def test_gpu_fit_matches_cpu(cp, batch_size, same):
         np.testing.assert_allclose(g.trace_[v], c.trace_[v], rtol=1e-10)
 
 
-@pytest.mark.parametrize("defines", [(("BN_GROUP", 2),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
+@pytest.mark.parametrize("defines", [(("BN_GROUP", 1),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
                                      (("BN_COUNT_ROWS", 1),)])
 def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
     # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch

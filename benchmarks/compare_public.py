@@ -210,6 +210,12 @@ def _ratio_at_most(x):
     return lambda up, su, ke: [None if su is None or not ke else su / ke <= x]
 
 
+def _ratio(a, b):
+    """a / b of two figures (each a value, or (value, note)), or None where either is missing."""
+    a, b = (x[0] if isinstance(x, tuple) else x for x in (a, b))
+    return None if a is None or not b else a / b
+
+
 def _efficiency(threshold):
     def judge(up, su, ke):
         out = [] if threshold is None else [None if up is None else up >= threshold]
@@ -273,8 +279,13 @@ def _single_gpu_figures():
                "suite <= 1.1x kernel", _ratio_at_most(1.1)),
         Figure("fg_default", "goals", "glm.loglik_and_grad, defaults, N = 4 M, K = 50", "ms", *fg,
                "<= 0.37", _at_most(0.37), "kernel only: check=False"),
-        Figure("fg_default_over_check_false", "item 5", "the same, default over check=False", "ms", *fg,
-               "suite <= 1.05x check=False", _ratio_at_most(1.05)),
+        Figure("fg_default_over_check_false", "item 5", "the same, default over check=False", "ratio",
+               lambda s: _ratio(_num(s.up.get("glm_loglik_and_grad_N4M_K50_default_ms")),
+                                _num(s.up.get("glm_loglik_and_grad_N4M_K50_check_False_ms"))),
+               lambda s: _ratio(fg[1](s), fg[2](s)), lambda s: None,
+               "<= 1.05 (user_path.py's pair)", _at_most(1.05),
+               "each ratio from one process; the suite's rows are event-timed from an idle GPU, so its default "
+               "row also holds the host's wake-up after the call's wait"),
         Figure("bayesian_glm", "item 1", "BayesianGLM.fit, N = 10^6, K = 50, 4 chains", "ms a sweep",
                lambda s: _num(s.up.get("glm_bayesian_N1M_K50_4chains_ms_per_sweep")),
                lambda s: _row_ms(s, "BayesianGLM N=1000000 K=50 per sweep", "gpumcmc fit, defaults"),

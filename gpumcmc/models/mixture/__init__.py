@@ -22,6 +22,14 @@ from .relabel import _take, align_draws, relabel, relabel_costs
 from .sharded import (allreduce_bytes, bem, bem_parts, gibbs, gibbs_parts, init_bem_sharded, init_sharded,
                       make_sharded_bem_step, make_sharded_models, make_sharded_step, sharded_bem, sharded_gibbs)
 
+# The names not in __all__ are imported from here by the tests and benchmarks; init_sharded,
+# make_sharded_step, init_bem_sharded and make_sharded_bem_step raise, naming their replacements.
+_NOT_IN_ALL = (_bem_kl, _make_global_draws, make_step, _check_finite_fit, FILE, MODE_ARGMAX, MODE_RESP, MODE_SAMPLE,
+               _assign_twin, _defines, _gemm_weights, _gibbs_acc, _gibbs_params_kernel, _gibbs_params_twin, _kernel,
+               _logits_gemm, _logits_twin, _mean_rows, _packed_prior, _posterior_kernel, _resp_blocks, _sum_rows,
+               _unpack_stats, _y_block, assign, gibbs_stats, kernel_params, niw_posterior, _take, init_bem_sharded,
+               init_sharded, make_sharded_bem_step, make_sharded_step)
+
 __all__ = ["DPGaussianMixture", "Model", "State", "Info", "init", "init_bem", "step", "bem_step", "make_bem_step",
            "make_model", "relabel", "relabel_costs", "align_draws", "make_sharded_models", "Part", "GibbsStats",
            "gibbs_local", "make_gibbs_update", "gibbs", "gibbs_parts", "sharded_gibbs", "BemPart", "BemStats",

@@ -13,12 +13,8 @@ Read top-down: :class:`Model` (data and prior), :class:`State`, :func:`init` and
 sweep of every chain: indicators, NIW draws, stick-breaking Betas, alpha), :func:`init_bem` and
 :func:`bem_step` (one Bayesian-EM iterate of every start).
 
-A sweep's indicators come from one fused kernel per chunk of rows (the logits ``log pi_j + log N(x_i |
-mu_j, Sigma_j)`` from inverse Cholesky factors, ``z_i`` by Gumbel-max with Philox uniforms keyed by the
-global row, so chunking does not change the draws), their statistics from a stable sort and two
-deterministic kernels, and the components from one thread each. A BEM iterate is the kernel's
-probabilities, their weighted statistics (one GEMM per chunk) and the variational update of
-:func:`_bem_vb_update`; it never reads back to the host.
+A sweep draws ``z_i`` by Gumbel-max with Philox uniforms keyed by the global row (chunking does not change
+the draws); a BEM iterate never reads back to the host. :mod:`.ops` says which kernel does what.
 """
 
 from __future__ import annotations
@@ -446,20 +442,16 @@ def _make_bem_stats(model: Model):
                     head, tail = _resp_blocks(resp_flat, blocks, m, chains * k)
                     nb = head.shape[0]
                     # (nb, C k, rows) x (nb, rows, q), summed over the blocks in order
-                    part = xp.matmul(head, y[:nb * blocks].reshape(nb, blocks, q)).sum(axis=0)
+                    acc = xp.matmul(head, y[:nb * blocks].reshape(nb, blocks, q)).sum(axis=0)
                     if tail.shape[1]:
-                        part += xp.matmul(tail, y[nb * blocks:m])
-                    if parts is None:
-                        acc = part
-                    else:
-                        parts[ci] = part
-                    continue
-                assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
-                # one GEMM for every start: (C k, m) x (m, q)
-                if parts is None:
-                    acc = xp.matmul(resp.reshape(chains * k, m), y)
+                        acc += xp.matmul(tail, y[nb * blocks:m])
+                    if parts is not None:
+                        parts[ci] = acc
                 else:
-                    xp.matmul(resp.reshape(chains * k, m), y, out=parts[ci])
+                    assign(x, params, s, m, MODE_RESP, lse=lse, resp=resp, design=y, scratch=logits)
+                    # one GEMM for every start: (C k, m) x (m, q)
+                    r = resp.reshape(chains * k, m)
+                    acc = xp.matmul(r, y) if parts is None else xp.matmul(r, y, out=parts[ci])
             if parts is not None:
                 acc = parts.sum(axis=0)
         return acc.reshape(chains, k, q), lse

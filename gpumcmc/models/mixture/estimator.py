@@ -168,14 +168,6 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
         return _validate.check_float_dtype(self.dtype)
 
-    def _alpha_prior(self):
-        if self.alpha_prior is None:
-            return (1.0, float(self.n_components))
-        a = tuple(self.alpha_prior)
-        if len(a) != 2:
-            raise ValueError(f"alpha_prior must be (shape, rate), got {self.alpha_prior!r}.")
-        return a
-
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
         dtype = self._validate_settings(self._check_params)
@@ -190,9 +182,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if X.shape[0] < 2:
             raise ValueError(f"DPGaussianMixture needs at least 2 samples, got n_samples={X.shape[0]}.")
         n, k = X.shape[0], int(self.n_components)
+        alpha_prior = (1.0, float(k)) if self.alpha_prior is None else tuple(self.alpha_prior)
+        if len(alpha_prior) != 2:
+            raise ValueError(f"alpha_prior must be (shape, rate), got {self.alpha_prior!r}.")
         kw = dict(dtype=dtype, mean_prior=self.mean_prior, mean_precision_prior=self.mean_precision_prior,
                   covariance_prior=self.covariance_prior, degrees_of_freedom_prior=self.degrees_of_freedom_prior,
-                  alpha_prior=self._alpha_prior(), chunk_size=self.chunk_size,
+                  alpha_prior=alpha_prior, chunk_size=self.chunk_size,
                   chains=self.n_chains if gibbs else self.n_init)
         # the GPU Gibbs sweep sums its statistics by kernel: no design matrix to cache
         if shards is None:

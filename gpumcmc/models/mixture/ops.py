@@ -46,8 +46,7 @@ def _tri(p, xp=np):
     key = (p, xp.cuda.runtime.getDevice())
     idx = _TRI_DEVICE.get(key)
     if idx is None:
-        ti, tj = np.tril_indices(p)
-        idx = _TRI_DEVICE[key] = (xp.asarray(ti), xp.asarray(tj))
+        idx = _TRI_DEVICE[key] = tuple(xp.asarray(t) for t in np.tril_indices(p))
     return idx
 
 
@@ -147,8 +146,7 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
     chains, k, _ = params.shape
     step_rows = max(64, (1 << 22) // max(1, chains * k * p))
     gemm = xp is np
-    if gemm:
-        w = _gemm_weights(params, p)
+    w = _gemm_weights(params, p) if gemm else None
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for s in range(start, start + m, step_rows):
             e = min(start + m, s + step_rows)
@@ -312,18 +310,16 @@ _STATS_CONSTS = memo.table("mixture.stats_consts", device_at=3)  # (chains, k, n
 
 
 def _stats_consts(xp, chains: int, k: int, n: int):
-    """Per-chain key offsets, search values and gather indices of :func:`_stats_kernel` (cached on the GPU)."""
-    key = (chains, k, n, None if xp is np else xp.cuda.runtime.getDevice())
-    c = _STATS_CONSTS.get(key) if xp is not np else None
+    """Per-chain key offsets, search values and gather indices of :func:`_stats_kernel` (cached per GPU)."""
+    key = (chains, k, n, xp.cuda.runtime.getDevice())
+    c = _STATS_CONSTS.get(key)
     if c is None:
         ch = np.arange(chains)[:, None]
-        c = (ch.astype(np.int32) * k,                                  # key offsets (C, 1)
-             ch.astype(np.int64) * n,                                  # row offsets (C, 1)
-             np.arange(chains * k + 1, dtype=np.int32),                # the keys searched for
-             ch * k + np.arange(k + 1)[None, :])                       # (C, k + 1) into the bounds
-        c = tuple(_backend.asarray(a, xp) for a in c)
-        if xp is not np:
-            _STATS_CONSTS[key] = c
+        c = _STATS_CONSTS[key] = tuple(_backend.asarray(a, xp) for a in (
+            ch.astype(np.int32) * k,                                   # key offsets (C, 1)
+            ch.astype(np.int64) * n,                                   # row offsets (C, 1)
+            np.arange(chains * k + 1, dtype=np.int32),                 # the keys searched for
+            ch * k + np.arange(k + 1)[None, :]))                       # (C, k + 1) into the bounds
     return c
 
 

@@ -162,11 +162,7 @@ def bem() -> DataParallel:
     values an iterate; ``update`` is :func:`make_bem_update`, run and shared as in :func:`gibbs`.
     """
     alg = _over_shards(bem_local, make_bem_update, _bem_starts, lambda part: 0)
-
-    def init(rng, parts, shards: Shards, starts: int = 1) -> list:
-        return alg.init(rng, parts, shards, starts)
-
-    return alg._replace(init=init)
+    return alg._replace(init=lambda rng, parts, shards, starts=1: alg.init(rng, parts, shards, starts))
 
 
 def _bem_starts(rng, parts: list, shards: Shards, starts: int) -> list:

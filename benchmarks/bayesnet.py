@@ -90,7 +90,7 @@ def _parts(bench, name, truth, X, same, sweeps=True):
             bench.peer(f"{name} part:sweep colour {c}", "gpumcmc" + tag, same * Mc,
                        lambda c=c: ops.sweep(Z, same, b, c, logc, (1, 2), 0, bad),
                        bytes_moved=same * Mc * 2, params={"cells": Mc, "same": same, "defines": dict(defines)})
-    bench.peer(f"{name} part:counts", "gpumcmc" + tag, same * len(X), lambda: ops.counts(Z, same, len(X)),
+    bench.peer(f"{name} part:counts", "gpumcmc" + tag, same * len(X), lambda: ops.counts(Z, same, b),
                bytes_moved=Z.nbytes, params={"C": plan.C, "shared": plan.C <= config.bayesnet_shared_cells,
                                              "defines": dict(defines)})
     if not sweeps:

@@ -90,7 +90,7 @@ static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1
 #define BN_COUNT_BLOCK 256
 #endif
 
-// Counts: rows a thread takes at a time (their nodes' parents read once for all).
+// Counts: replicas of a (case, node) pair a thread takes at a time (the node's parents read once for them).
 #ifndef BN_COUNT_ROWS
 #define BN_COUNT_ROWS 4
 #endif
@@ -358,43 +358,50 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
     }
 }
 
-// counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every row
-// (replica, case) of Z[:rows]. counts must be zeroed first. With
-// use_shared, the block counts into shared memory (C ints) and adds its
-// non-zero cells to counts at the end; without (tables too large for shared
-// memory), straight into counts. A thread takes BN_COUNT_ROWS rows at a time
-// (rows t, t + stride, ...: each of them coalesced over the warp) and reads
-// each node's parents once for all of them.
+// counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every case of replicas 0..m-1 of Z, in two
+// parts: the (case, node) pairs whose family (the node and its parents) is wholly observed give the same cells
+// in every replica and at every iteration, counted once on the host (fixed, per replica: m * fixed[c] is added
+// here); the others are listed, (fam_case[j], fam_node[j]) for j < P, in the order of the missing cells (block
+// of cases, then node, then case: a warp mostly counts one node), and counted in each replica. counts must be
+// zeroed first. With use_shared, each block counts into shared memory (C ints; block 0 starts from m * fixed)
+// and adds its non-zero cells to counts at the end; without (tables too large for shared memory), straight
+// into counts. A thread takes a pair's replicas BN_COUNT_ROWS at a time and reads the node's parents once for
+// them.
 extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
-    const unsigned char* __restrict__ Z, long long rows, int V, const int* __restrict__ card,
+    const unsigned char* __restrict__ Z, long long n, int V, int m, const int* __restrict__ fam_case,
+    const int* __restrict__ fam_node, long long P, const int* __restrict__ fixed, const int* __restrict__ card,
     const int* __restrict__ toff, const int* __restrict__ par_ptr, const int* __restrict__ par,
     const int* __restrict__ par_stride, int* __restrict__ counts, int C, int use_shared) {
     extern __shared__ int hist[];
     int* h = use_shared ? hist : counts;
     if (use_shared) {
-        for (int c = threadIdx.x; c < C; c += blockDim.x) hist[c] = 0;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) hist[c] = blockIdx.x == 0 ? m * fixed[c] : 0;
         __syncthreads();
+    } else if (blockIdx.x == 0) {
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            if (fixed[c]) atomicAdd(counts + c, m * fixed[c]);
     }
+    const long long plane = n * V;  // bytes of one replica
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < rows; t += BN_COUNT_ROWS * stride) {
-        const unsigned char* z[BN_COUNT_ROWS];
-        bool in[BN_COUNT_ROWS];
-#pragma unroll
-        for (int u = 0; u < BN_COUNT_ROWS; ++u) {
-            in[u] = t + u * stride < rows;
-            z[u] = Z + (unsigned long long)(in[u] ? t + u * stride : t) * V;  // a row past the end reads row t
-        }
-        for (int v = 0; v < V; ++v) {
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < P; j += stride) {
+        const int v = fam_node[j];
+        const unsigned char* z0 = Z + (long long)fam_case[j] * V;
+        const int q0 = par_ptr[v], q1 = par_ptr[v + 1], K = card[v], base = toff[v];
+        for (int r0 = 0; r0 < m; r0 += BN_COUNT_ROWS) {  // the same r0 in every lane: the atomics converge
+            const unsigned char* z[BN_COUNT_ROWS];
+            bool in[BN_COUNT_ROWS];
             int cell[BN_COUNT_ROWS];
 #pragma unroll
-            for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] = 0;
-            const int q1 = par_ptr[v + 1];
-            for (int q = par_ptr[v]; q < q1; ++q) {
+            for (int u = 0; u < BN_COUNT_ROWS; ++u) {
+                in[u] = r0 + u < m;
+                z[u] = z0 + (in[u] ? r0 + u : r0) * plane;  // a replica past the end reads replica r0
+                cell[u] = 0;
+            }
+            for (int q = q0; q < q1; ++q) {
                 const int pq = par[q], sq = par_stride[q];
 #pragma unroll
                 for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] += (int)z[u][pq] * sq;
             }
-            const int K = card[v], base = toff[v];
 #pragma unroll
             for (int u = 0; u < BN_COUNT_ROWS; ++u) {
                 if (!in[u]) continue;

@@ -419,18 +419,43 @@ def test_gpu_sweep_draws_the_exact_conditional_and_the_twins(cp, name):
     assert _chisquare_pvalue(draws, p) > ALPHA
 
 
-def test_counts_twin_matches_a_loop():
+def _direct_counts(net, plan, Z):
+    """The CPT cells' counts over every replica and case of Z, (case, node) by (case, node)."""
+    out = np.zeros(plan.C, dtype=np.int64)
+    for j, v in enumerate(net.nodes):
+        want = np.zeros(net.cpts_[v].shape, dtype=np.int64)
+        for row in Z.reshape(-1, plan.V):
+            want[tuple(row[net.nodes.index(q)] for q in net.parents[v]) + (row[j],)] += 1
+        out[plan.toff[j]:plan.toff[j + 1]] = want.ravel()
+    return out
+
+
+def _counts_case(net, frac, m, seed, start=64, stop=200):
+    """A part (cases start..stop-1, blocks of 32) of 256 cases with cells missing at random (``frac``) and its
+    case matrix in m replicas, the missing cells filled at random: (plan, part, Z)."""
+    from gpumcmc.models import bayesnet as bn
+
+    plan = bn._Plan(net)
+    X = _mask(net.sample(256, seed), frac, seed + 1)
+    b = plan.batch(X, start, stop, within=(0, len(X)), block=32)
+    Z = np.repeat(b.obs[None], m, 0)
+    Z[:, b.case, b.node] = (np.random.default_rng(seed).random((m, b.M)) * plan.card[b.node]).astype(np.uint8)
+    return plan, b, Z
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.3, 0.8, 1.0])
+@pytest.mark.parametrize("m", [1, 5])
+def test_counts_twin_matches_a_loop(frac, m):
+    # the wholly observed families counted once (m times their counts) and the others in each replica: the
+    # counts of every (case, node) pair in every replica, for any missing pattern
     from gpumcmc.models import bayesnet as bn
 
     net = _blanket_net(1)
-    Z = net.sample(50, 2).astype(np.uint8)[None]
-    plan = bn._Plan(net)
-    got = bn._NumpyOps(plan).counts(Z, 1, 50)
-    for j, v in enumerate(net.nodes):
-        want = np.zeros(net.cpts_[v].shape, dtype=np.int64)
-        for row in Z[0]:
-            want[tuple(row[net.nodes.index(q)] for q in net.parents[v]) + (row[j],)] += 1
-        np.testing.assert_array_equal(got[plan.toff[j]:plan.toff[j + 1]], want.ravel())
+    plan, b, Z = _counts_case(net, frac, m, 2)
+    n_fam = sum(len(net.parents[v]) + 1 for v in net.nodes)
+    assert (len(b.fam_case) == 0) == (frac == 0.0) and (b.fixed.sum() == 0) == (frac == 1.0)
+    assert b.fixed.sum() + len(b.fam_case) == b.n * plan.V and n_fam > plan.V
+    np.testing.assert_array_equal(bn._NumpyOps(plan).counts(Z, m, b), _direct_counts(net, plan, Z))
 
 
 def _ops_both(cp, net, X, m):
@@ -463,8 +488,8 @@ def test_gpu_kernels_match_twin(cp, seed):
             cpu.sweep(Z, m, b, c, tables, key, sweep, bad)
             gpu.sweep(Zd, m, b, c, tables_d, key, sweep, bad_d)
         np.testing.assert_array_equal(cp.asnumpy(Zd), Z)
-    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, m, len(X))), cpu.counts(Z, m, len(X)))
-    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, 2, len(X))), cpu.counts(Z, 2, len(X)))
+    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, m, b)), cpu.counts(Z, m, b))
+    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, 2, b)), cpu.counts(Z, 2, b))
     g = np.random.default_rng(1).normal(size=plan.C)
     np.testing.assert_allclose(cp.asnumpy(gpu.normalise(cp.asarray(g))), cpu.normalise(g), rtol=1e-13, atol=1e-13)
     assert bad[0] == 0 and int(bad_d[0]) == 0
@@ -477,8 +502,24 @@ def test_gpu_counts_in_global_memory(cp, monkeypatch):
     X = _mask(net.sample(2000, 1), 0.3, 2)
     plan, b, Z = _ops_both(cp, net, X, 2)
     monkeypatch.setattr(config, "bayesnet_shared_cells", 0)
-    np.testing.assert_array_equal(cp.asnumpy(bn._GpuOps(plan).counts(cp.asarray(Z), 2, len(X))),
-                                  bn._NumpyOps(plan).counts(Z, 2, len(X)))
+    b.upload(cp)
+    np.testing.assert_array_equal(cp.asnumpy(bn._GpuOps(plan).counts(cp.asarray(Z), 2, b)),
+                                  bn._NumpyOps(plan).counts(Z, 2, b))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("frac", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("m", [1, 5, 10])  # a pair's replicas four at a time: whole and partial groups
+def test_gpu_counts_equal_a_direct_count(cp, monkeypatch, shared, frac, m):
+    from gpumcmc.models import bayesnet as bn
+
+    net = _random_net(4)
+    plan, b, Z = _counts_case(net, frac, m, 5)
+    if not shared:
+        monkeypatch.setattr(config, "bayesnet_shared_cells", 0)
+    b.upload(cp)
+    got = bn._GpuOps(plan).counts(cp.asarray(Z), m, b)
+    np.testing.assert_array_equal(cp.asnumpy(got), _direct_counts(net, plan, Z))
 
 
 @pytest.mark.parametrize("same", [3, [1, 3, 2, 3, 1]])  # a schedule: launches of several m on one part

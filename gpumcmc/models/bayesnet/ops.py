@@ -127,13 +127,22 @@ class _NumpyOps:
             if not ok.all():
                 bad[0] = 1
 
-    def counts(self, Z, m, n):
-        """Counts of every CPT cell over replicas 0..m-1 and every case (int64, length C)."""
+    def counts(self, Z, m, b):
+        """Counts of every CPT cell over replicas 0..m-1 of part ``b``'s case matrix ``Z`` (int64, length C):
+        m times those of its wholly observed families (``b.fixed``) and those of its other (case, node) pairs
+        in each replica, as bn_counts."""
         P = self.plan
-        rows, out = Z[:m].reshape(-1, P.V), np.zeros(P.C, dtype=np.int64)
-        for v in range(P.V):
-            cell = P.toff[v] + _row_of(rows, _parents(P, v)) * int(P.card[v]) + rows[:, v]
-            out += np.bincount(cell, minlength=P.C)
+        cache = b.launches = b.launches if b.launches is not None else {}
+        fams = cache.get("fams")
+        if fams is None:
+            fams = cache["fams"] = [(v, b.fam_case[b.fam_node == v].astype(np.intp), _parents(P, v))
+                                    for v in range(P.V)]
+        out = b.fixed * m
+        for v, cs, pars in fams:
+            if len(cs):
+                rows = np.take(Z[:m], cs, axis=1)
+                cell = P.toff[v] + _row_of(rows, pars) * int(P.card[v]) + rows[..., v]
+                out += np.bincount(cell.ravel(), minlength=P.C)
         return out
 
     def normalise(self, x, out=None):
@@ -201,7 +210,7 @@ class _GpuOps:
         fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox(key, off), bad=bad,
                                           **fixed))
 
-    def counts(self, Z, m, n):
+    def counts(self, Z, m, b):
         P, d, cp = self.plan, self.d, self.cp
         if self._counts is None:
             self._counts = cp.empty(P.C, dtype=cp.int32)
@@ -209,13 +218,15 @@ class _GpuOps:
         out.data.memset_async(0, out.nbytes)
         fn = self._fn("bn_counts")
         shared = P.C <= config.bayesnet_shared_cells
-        smem, rows = 4 * P.C if shared else 0, m * n
+        smem, pairs = 4 * P.C if shared else 0, len(b.fam_case)
         block = dict(config.bayesnet_defines).get("BN_COUNT_BLOCK", 256)
-        grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
+        grid = max(1, min(-(-pairs // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
         fn((grid,), (block,),
-           _kernel_args.args(FILE, "bn_counts", Z=Z, rows=_loader.i64(rows), V=_loader.i32(P.V), card=d["card"],
-                             toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
-                             counts=out, C=_loader.i32(P.C), use_shared=_loader.i32(shared)),
+           _kernel_args.args(FILE, "bn_counts", Z=Z, n=_loader.i64(b.n), V=_loader.i32(P.V), m=_loader.i32(m),
+                             fam_case=b.fam_case_d, fam_node=b.fam_node_d, P=_loader.i64(pairs), fixed=b.fixed_d,
+                             card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"],
+                             par_stride=d["par_stride"], counts=out, C=_loader.i32(P.C),
+                             use_shared=_loader.i32(shared)),
            shared_mem=smem)
         return out
 

@@ -245,8 +245,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
             w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
         wm, means, covs = w.mean(axis=(0, 1)), _weighted_mean(w, mu), _weighted_mean(w, cov)
         host = {name: _backend.to_host(a) for name, a in d.items()}
-        tr.draws, tr.stats, tr.monitors = host, {"n_active": host["n_active"]}, keep.monitors()
-        self.trace_ = tr
+        tr.draws, tr.stats, tr.monitors, self.trace_ = host, {"n_active": host["n_active"]}, keep.monitors(), tr
         self._draws = {"weights": _backend.to_host(w), "means": _backend.to_host(mu) + self._center,
                        "alpha": host["alpha"], "loglik": host["loglik"], "n_active": host["n_active"]}
         wm = _backend.to_host(wm)

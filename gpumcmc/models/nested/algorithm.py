@@ -68,7 +68,13 @@ class _NestedSteps:
         xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
         u = rng.random((M, N, d))
         v, logl = self._eval(u)
-        self._check_init(v, logl)
+        if not bool(xp.isfinite(v).all()):  # synchronize! (once, at the start)
+            raise ValueError("prior_transform returned non-finite values for points in the unit cube; it must "
+                             "map [0, 1]^ndim into the parameter space.")
+        if not bool((logl < np.inf).all()):
+            raise self._bad_value_error(v, logl, "a point drawn from the prior (an initial live point)")
+        if not bool(xp.isfinite(logl).any()):
+            raise ValueError("loglike is -inf for every initial live point; check the likelihood and the prior.")
         birth = xp.full((M, N), -np.inf)
         self._eye, self._eye_eps = xp.eye(d), xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
@@ -99,16 +105,6 @@ class _NestedSteps:
             self._ncall += flat.shape[0]
         self._nbatch += 1
         return v.reshape(shape + (self.ndim,)), xp.asarray(logl, dtype=xp.float64).reshape(shape)
-
-    def _check_init(self, v, logl):
-        xp = self.xp
-        if not bool(xp.isfinite(v).all()):  # synchronize! (once, at the start)
-            raise ValueError("prior_transform returned non-finite values for points in the unit cube; it must "
-                             "map [0, 1]^ndim into the parameter space.")
-        if not bool((logl < np.inf).all()):
-            raise self._bad_value_error(v, logl, "a point drawn from the prior (an initial live point)")
-        if not bool(xp.isfinite(logl).any()):
-            raise ValueError("loglike is -inf for every initial live point; check the likelihood and the prior.")
 
     def _bad_value_error(self, v, logl, where):
         """The ValueError naming the first live point with a NaN or +inf log-likelihood, or saying none was kept."""

@@ -262,9 +262,8 @@ class _GpuProgress:
     def __init__(self, cp, n_runs, offsets, lag):
         self.xp, self.queue = cp, []
         self.logz = cp.full((n_runs,), -np.inf)
-        rt = cp.cuda.runtime
         self.n_slots = lag + 2
-        self.ptr = rt.hostAlloc(16 * self.n_slots, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
+        self.ptr = cp.cuda.runtime.hostAlloc(16 * self.n_slots, 2 | 1)  # cudaHostAllocMapped | cudaHostAllocPortable
         self.host = np.ctypeslib.as_array((ctypes.c_double * (2 * self.n_slots)).from_address(self.ptr))
         self.events = [cp.cuda.Event(disable_timing=True) for _ in range(self.n_slots)]
         self.fn = _loader.get_function("nested.cu", "nested_progress", _KERNELS)

@@ -262,15 +262,10 @@ def mode_check(samples_u, weights, run, weights_run, n_runs):
     for j, c in enumerate(found):
         inside = labels == c
         mass_runs[:, j] = np.bincount(run[inside], weights=weights_run[inside], minlength=n_runs)[:n_runs]
-    return mass, mass_runs, _lost(mass_runs)
-
-
-def _lost(mass_runs):
-    """Runs holding under LOST_FRACTION of the runs' mean mass of a mode that some run gives MODE_MIN_MASS."""
-    if mass_runs.shape[0] < 2 or not mass_runs.size:
-        return np.zeros(mass_runs.shape[0], bool)
+    if n_runs < 2 or not mass_runs.size:
+        return mass, mass_runs, np.zeros(n_runs, bool)
     big = mass_runs.max(axis=0) >= MODE_MIN_MASS
-    return (mass_runs[:, big] < LOST_FRACTION * mass_runs[:, big].mean(axis=0)).any(axis=1)
+    return mass, mass_runs, (mass_runs[:, big] < LOST_FRACTION * mass_runs[:, big].mean(axis=0)).any(axis=1)
 
 
 def _mass_err(mass_runs):

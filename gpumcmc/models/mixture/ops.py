@@ -146,7 +146,8 @@ def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=
     chains, k, _ = params.shape
     step_rows = max(64, (1 << 22) // max(1, chains * k * p))
     gemm = xp is np
-    w = _gemm_weights(params, p) if gemm else None
+    if gemm:
+        w = _gemm_weights(params, p)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for s in range(start, start + m, step_rows):
             e = min(start + m, s + step_rows)

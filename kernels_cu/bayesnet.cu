@@ -74,6 +74,10 @@
 #endif
 static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1, 2 or 4 cells at a time");
 
+// BN_FUSED (read by the launcher in gpumcmc/models/bayesnet/ops.py, not here): 1 (default) sweeps every colour
+// group of a part in one launch of bn_sweep_all where the groups take one instantiation; 0 launches bn_sweep
+// colour by colour. The same draws.
+
 #if BN_MIN_BLOCKS > 0
 #define BN_SWEEP_BOUNDS __launch_bounds__(BN_BLOCK, BN_MIN_BLOCKS)
 #else
@@ -270,6 +274,87 @@ __device__ __forceinline__ int bn_pick(const double (&p)[KMAX], int K, double cu
     return min(draw, K - 1);
 }
 
+// The cells of chunk w (cell numbers 128 w .. 128 w + 127, see the top) in replica r, as one warp: the cell with
+// number pos is cell_case[pos - shift], cell_node[pos - shift], drawn where jlo <= pos - shift < jhi (the lanes of
+// the other numbers skip them).
+template <int KMAX>
+__device__ __forceinline__ void bn_sweep_chunk(
+    unsigned char* __restrict__ Z, long long n, int V, const int* __restrict__ cell_case,
+    const int* __restrict__ cell_node, long long w, long long shift, long long jlo, long long jhi,
+    unsigned long long r, unsigned long long chunks, int lane, const double* __restrict__ tab,
+    const double* __restrict__ pc, const int* __restrict__ card, const int* __restrict__ toff,
+    const int* __restrict__ par_ptr, const int* __restrict__ par, const int* __restrict__ par_stride,
+    const int* __restrict__ ch_ptr, const int* __restrict__ ch, const int* __restrict__ ch_stride,
+    unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
+    const uint4 x = philox4x32_10(philox_counter((r * chunks + (unsigned long long)w) * 32ull + lane, off_lo,
+                                                 off_hi),
+                                  make_uint2(k0, k1));
+    unsigned int redo = 0;  // the cells whose products fell below BN_TINY
+    const long long j0 = w * 128 + lane - shift;  // the lane's first cell; the others at j0 + 32, + 64, + 96
+#pragma unroll 1
+    for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1
+        bool grouped = false;
+#if BN_GROUP > 1
+        const long long jg = j0 + 32 * g;
+        if (KMAX <= BN_GROUP_KMAX && jg >= jlo && jg + 32 * (BN_GROUP - 1) < jhi) {
+            const int v = cell_node[jg];
+            bool same = true;
+#pragma unroll
+            for (int u = 1; u < BN_GROUP; ++u) same = same && cell_node[jg + 32 * u] == v;
+            if (same) {
+                unsigned char* z[BN_GROUP];
+#pragma unroll
+                for (int u = 0; u < BN_GROUP; ++u)
+                    z[u] = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[jg + 32 * u]) * V;
+                const int K = card[v];
+                double p[BN_GROUP][KMAX], cum[BN_GROUP];
+                bn_products_group<KMAX, BN_GROUP>(p, cum, z, v, K, pc, card, toff, par_ptr, par, par_stride,
+                                                  ch_ptr, ch, ch_stride);
+#pragma unroll
+                for (int u = 0; u < BN_GROUP; ++u) {
+                    const int h = g + u;
+                    if (cum[u] >= BN_TINY)
+                        z[u][v] = (unsigned char)bn_pick<KMAX>(p[u], K, cum[u],
+                                                               h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+                    else
+                        redo |= 1u << h;
+                }
+                grouped = true;
+            }
+        }
+#endif
+        if (grouped) continue;
+#pragma unroll 1
+        for (int h = g; h < g + BN_GROUP; ++h) {
+            const long long j = j0 + h * 32;
+            if (j < jlo || j >= jhi) continue;
+            const int v = cell_node[j];
+            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+            const int K = card[v];
+            double p[KMAX];
+            const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr,
+                                                 ch, ch_stride);
+            if (cum >= BN_TINY)
+                z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+            else
+                redo |= 1u << h;
+        }
+    }
+    while (redo) {  // in log space (rare: the cells of one colour do not read each other, so order is free)
+        const int h = __ffs(redo) - 1;
+        redo &= redo - 1;
+        const long long j = j0 + h * 32;
+        const int v = cell_node[j];
+        unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+        const int draw = bn_draw_logs(z, v, card[v], h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w, tab, card,
+                                      toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride);
+        if (draw < 0)  // every state impossible (or NaN): keep the value, report
+            *bad = 1;
+        else
+            z[v] = (unsigned char)draw;
+    }
+}
+
 // One colour group's missing cells in replica blockIdx.y (see the top): Mc >= 1 cells, numbered
 // cell0 .. cell0 + Mc - 1 in the batch of Mtot cells.
 template <int KMAX>
@@ -280,80 +365,46 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
     const int* __restrict__ par_ptr, const int* __restrict__ par, const int* __restrict__ par_stride,
     const int* __restrict__ ch_ptr, const int* __restrict__ ch, const int* __restrict__ ch_stride,
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
-    const double* __restrict__ pc = tab + C;
-    const unsigned long long r = blockIdx.y;
     const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
-    const int lane = threadIdx.x & 31;
     const long long last = (cell0 + Mc - 1) >> 7;
     const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
     for (long long w = (cell0 >> 7) + (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5); w <= last;
-         w += warps) {
-        const uint4 x = philox4x32_10(philox_counter((r * chunks + (unsigned long long)w) * 32ull + lane, off_lo,
-                                                     off_hi),
-                                      make_uint2(k0, k1));
-        unsigned int redo = 0;  // the cells whose products fell below BN_TINY
-        const long long j0 = w * 128 + lane - cell0;  // the lane's first cell; the others at j0 + 32, + 64, + 96
-#pragma unroll 1
-        for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1
-            bool grouped = false;
-#if BN_GROUP > 1
-            const long long jg = j0 + 32 * g;
-            if (KMAX <= BN_GROUP_KMAX && jg >= 0 && jg + 32 * (BN_GROUP - 1) < Mc) {
-                const int v = cell_node[jg];
-                bool same = true;
-#pragma unroll
-                for (int u = 1; u < BN_GROUP; ++u) same = same && cell_node[jg + 32 * u] == v;
-                if (same) {
-                    unsigned char* z[BN_GROUP];
-#pragma unroll
-                    for (int u = 0; u < BN_GROUP; ++u)
-                        z[u] = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[jg + 32 * u]) * V;
-                    const int K = card[v];
-                    double p[BN_GROUP][KMAX], cum[BN_GROUP];
-                    bn_products_group<KMAX, BN_GROUP>(p, cum, z, v, K, pc, card, toff, par_ptr, par, par_stride,
-                                                      ch_ptr, ch, ch_stride);
-#pragma unroll
-                    for (int u = 0; u < BN_GROUP; ++u) {
-                        const int h = g + u;
-                        if (cum[u] >= BN_TINY)
-                            z[u][v] = (unsigned char)bn_pick<KMAX>(p[u], K, cum[u],
-                                                                   h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
-                        else
-                            redo |= 1u << h;
-                    }
-                    grouped = true;
-                }
+         w += warps)
+        bn_sweep_chunk<KMAX>(Z, n, V, cell_case, cell_node, w, cell0, 0, Mc, blockIdx.y, chunks, threadIdx.x & 31,
+                             tab, tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride, k0, k1, off_lo,
+                             off_hi, bad);
+}
+
+// Every colour group of a part in one launch: a block takes a block of cases in one replica (item = r nb + B,
+// B < nb) and sweeps its cells colour by colour, with a barrier between colours (a cell reads only cells of
+// its own case, so the blocks need not wait for each other). Colour c's cells of block B are
+// cell_case[j], cell_node[j] for blk[c (nb + 1) + B] <= j < blk[c (nb + 1) + B + 1] (the part's whole lists),
+// with the numbers pos = j + shift[c] in the batch. The same cells, uniforms and operations as bn_sweep's
+// launches colour by colour, so the same draws.
+template <int KMAX>
+__global__ void BN_SWEEP_BOUNDS bn_sweep_all(
+    unsigned char* __restrict__ Z, long long n, int V, const int* __restrict__ cell_case,
+    const int* __restrict__ cell_node, const long long* __restrict__ blk, const long long* __restrict__ shift,
+    int ncol, long long nb, int m, long long Mtot, const double* __restrict__ tab, int C,
+    const int* __restrict__ card, const int* __restrict__ toff, const int* __restrict__ par_ptr,
+    const int* __restrict__ par, const int* __restrict__ par_stride, const int* __restrict__ ch_ptr,
+    const int* __restrict__ ch, const int* __restrict__ ch_stride, unsigned int k0, unsigned int k1,
+    unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
+    const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (long long item = blockIdx.x; item < nb * m; item += gridDim.x) {
+        const unsigned long long r = (unsigned long long)(item / nb);
+        const long long B = item - (long long)r * nb;
+        for (int c = 0; c < ncol; ++c) {
+            const long long a = blk[c * (nb + 1) + B], e = blk[c * (nb + 1) + B + 1], sh = shift[c];
+            if (a < e) {
+                const long long last = (e - 1 + sh) >> 7;
+                for (long long w = ((a + sh) >> 7) + warp; w <= last; w += warps)
+                    bn_sweep_chunk<KMAX>(Z, n, V, cell_case, cell_node, w, sh, a, e, r, chunks, threadIdx.x & 31,
+                                         tab, tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride,
+                                         k0, k1, off_lo, off_hi, bad);
             }
-#endif
-            if (grouped) continue;
-#pragma unroll 1
-            for (int h = g; h < g + BN_GROUP; ++h) {
-                const long long j = j0 + h * 32;
-                if (j < 0 || j >= Mc) continue;
-                const int v = cell_node[j];
-                unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
-                const int K = card[v];
-                double p[KMAX];
-                const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr,
-                                                     ch, ch_stride);
-                if (cum >= BN_TINY)
-                    z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
-                else
-                    redo |= 1u << h;
-            }
-        }
-        while (redo) {  // in log space (rare: the cells of one colour do not read each other, so order is free)
-            const int h = __ffs(redo) - 1;
-            redo &= redo - 1;
-            const long long j = j0 + h * 32;
-            const int v = cell_node[j];
-            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
-            const int draw = bn_draw_logs(z, v, card[v], h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w, tab, card,
-                                          toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride);
-            if (draw < 0)  // every state impossible (or NaN): keep the value, report
-                *bad = 1;
-            else
-                z[v] = (unsigned char)draw;
+            __syncthreads();  // colour c's draws of this block, before the next colour reads them
         }
     }
 }
@@ -453,7 +504,15 @@ extern "C" __global__ void bn_normalise(const double* x, double* out, const int*
                                          long long, long long, const double*, int, const int*, const int*,          \
                                          const int*, const int*, const int*, const int*, const int*, const int*,    \
                                          unsigned int, unsigned int, unsigned int, unsigned int, int*);
+#define BN_INST_ALL(K)                                                                                               \
+    template __global__ void bn_sweep_all<K>(unsigned char*, long long, int, const int*, const int*, const long long*, \
+                                             const long long*, int, long long, int, long long, const double*, int,     \
+                                             const int*, const int*, const int*, const int*, const int*, const int*,   \
+                                             const int*, const int*, unsigned int, unsigned int, unsigned int,         \
+                                             unsigned int, int*);
 BN_INST(4)
+BN_INST_ALL(4)
+BN_INST_ALL(16)
 BN_INST(16)
 BN_INST(64)
 BN_INST(256)

@@ -507,6 +507,44 @@ def test_gpu_counts_in_global_memory(cp, monkeypatch):
                                   bn._NumpyOps(plan).counts(Z, 2, b))
 
 
+def test_each_block_of_cases_has_its_range_of_each_colours_cells():
+    # bn_sweep_all's blocks of cases: colour c's cells of block B are blk[c, B] .. blk[c, B + 1] - 1 of the part's
+    # lists, together the colour's range, each of them a case of that block
+    net = _random_net(3, cards=(2, 3, 4, 2, 3, 2, 4, 3))
+    for frac, start, stop in ((0.4, 64, 200), (0.0, 0, 256), (1.0, 32, 96)):
+        plan, b, _ = _counts_case(net, frac, 1, 6, start, stop)
+        nb, lo = b.blk.shape[1] - 1, start // 32 * 32
+        assert nb == -(-(stop - lo) // 32)
+        for c in range(len(plan.groups)):
+            assert b.blk[c, 0] == b.gptr[c] and b.blk[c, -1] == b.gptr[c + 1] and (np.diff(b.blk[c]) >= 0).all()
+            for B in range(nb):
+                cases = b.case[b.blk[c, B]:b.blk[c, B + 1]] + start - lo
+                assert ((cases >= 32 * B) & (cases < 32 * B + 32)).all()
+
+
+@pytest.mark.parametrize("net", ["koller", "random"])
+@pytest.mark.parametrize("fused", [1, 0])
+def test_gpu_sweep_of_every_colour_in_one_launch_is_the_twins(cp, net, fused):
+    # bn_sweep_all on a part inside its batch (cell numbers that start inside a chunk, chunks over two blocks
+    # of 32 cases) and with BN_FUSED=0 the launches colour by colour: the twin's draws, three sweeps running
+    from gpumcmc.models import bayesnet as bn
+
+    net = BayesianNetwork.koller() if net == "koller" else _random_net(3, cards=(2, 3, 4, 2, 3, 2, 4, 3))
+    plan, b, Z = _counts_case(net, 0.5, 3, 8)
+    tables = plan.tables_of(net.cpts_)
+    bad, bad_d = np.zeros(1, np.int32), cp.zeros(1, cp.int32)
+    with config.override(bayesnet_defines=(("BN_FUSED", fused),)):
+        gpu, cpu = bn._GpuOps(plan), bn._NumpyOps(plan)
+        b.upload(cp)
+        assert (gpu._sweep_all_args(b, 3) is not None) == bool(fused) and b.g0[1] - b.gptr[1] > 0
+        Zd, tables_d = cp.asarray(Z), cp.asarray(tables)
+        for t in range(3):
+            gpu.sweep_all(Zd, 3, b, tables_d, (7, 9), t, bad_d)
+            cpu.sweep_all(Z, 3, b, tables, (7, 9), t, bad)
+            np.testing.assert_array_equal(cp.asnumpy(Zd), Z)
+    assert bad[0] == 0 and int(bad_d[0]) == 0
+
+
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("frac", [0.0, 0.3, 1.0])
 @pytest.mark.parametrize("m", [1, 5, 10])  # a pair's replicas four at a time: whole and partial groups
@@ -538,7 +576,7 @@ def test_gpu_fit_matches_cpu(cp, batch_size, same):
 
 
 @pytest.mark.parametrize("defines", [(("BN_GROUP", 1),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
-                                     (("BN_COUNT_ROWS", 1),)])
+                                     (("BN_COUNT_ROWS", 1),), (("BN_FUSED", 0),)])
 def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
     # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch
     # bound, the counts a row a thread: the same draws as the NumPy twin.

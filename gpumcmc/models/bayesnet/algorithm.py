@@ -149,8 +149,7 @@ def _sweep(key, off, m, row, tables, Zs, bads, data):
         with sh.on(i):
             if not data.resident:
                 Zs[i] = b.load(xp, data.m_max)
-            for c in range(len(plan.groups)):
-                data.ops[i].sweep(Zs[i], m, b, c, tc, key, off, bads[i])
+            data.ops[i].sweep_all(Zs[i], m, b, tc, key, off, bads[i])
             if data.learn:
                 counts.append(data.ops[i].counts(Zs[i], m, b))
     return counts
@@ -264,7 +263,7 @@ class _Plan:
             block = _block_rows(e - s)
         lo = (start // block) * block  # pad to whole blocks, so that a reshape gives (block, node, case) order
         nb = -(-(stop - lo) // block) if stop > start else 0
-        case, node, gptr, g0, first = [], [], [0], [], 0
+        case, node, gptr, g0, first, blk = [], [], [0], [], 0, []
         before, whole = (X[s:start] < 0).sum(0), (X[s:e] < 0).sum(0)
         for g in self.groups:
             pad = np.zeros((nb * block, len(g)), dtype=bool)
@@ -272,6 +271,7 @@ class _Plan:
                 pad[start - lo:stop - lo] = X[start:stop][:, g] < 0
             bi, gi, ri = np.nonzero(pad.reshape(nb, block, len(g)).transpose(0, 2, 1))
             case.append((bi * block + ri + lo - start).astype(np.int32))
+            blk.append(gptr[-1] + np.concatenate([[0], np.cumsum(np.bincount(bi, minlength=nb))]))
             node.append(np.asarray(g, dtype=np.int32)[gi])
             gptr.append(gptr[-1] + len(bi))
             g0.append(first + int(before[g].sum()))
@@ -279,6 +279,7 @@ class _Plan:
         b = _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
                    np.array(gptr, dtype=np.int64), np.array(g0, dtype=np.int64), first)
         b.fam_case, b.fam_node, b.fixed = self._families(X[start:stop] < 0, obs[start:stop], start - lo, nb, block)
+        b.blk = np.array(blk, dtype=np.int64).reshape(len(self.groups), nb + 1)
         return b
 
     def _families(self, missing, obs, pad, nb, block):
@@ -322,7 +323,8 @@ class _Batch:
     """A batch of cases (or a device's part of one): its observed cells ``obs`` (0 where missing),
     its missing cells (``case`` relative to ``start``, ``node``), the colour groups' ranges in that
     list (``gptr``), where each range starts in the numbering of the whole batch's ``Mtot`` cells
-    (``g0``), the (case, node) pairs whose family has a missing cell (``fam_case``, ``fam_node``) and the
+    (``g0``), where each block of cases starts in each colour's range (``blk``, (colours, blocks + 1)), the
+    (case, node) pairs whose family has a missing cell (``fam_case``, ``fam_node``) and the
     counts of the others (``fixed``, one replica's; :meth:`_Plan._families`) and, between visits, the
     replicas' imputed values ``vals`` (m_max, M)."""
 
@@ -330,7 +332,7 @@ class _Batch:
         self.start, self.stop, self.n, self.M = start, stop, stop - start, len(case)
         self.obs, self.case, self.node, self.gptr, self.g0, self.Mtot = obs, case, node, gptr, g0, Mtot
         self.vals = self.case_d = self.node_d = self.fam_case_d = self.fam_node_d = self.fixed_d = None
-        self.fam_case = self.fam_node = self.fixed = None  # set by _Plan.batch
+        self.fam_case = self.fam_node = self.fixed = self.blk = None  # set by _Plan.batch
         self.launches = None  # the sweep's launch arguments (GPU) or cell lists by node (twin), per upload
 
     def pin(self):

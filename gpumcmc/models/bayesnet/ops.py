@@ -1,5 +1,6 @@
 """The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin: ``sweep`` (one colour group's missing
-cells in every replica), ``counts`` (the CPT cells' counts) and ``normalise`` (the CPT draw's row-wise
+cells in every replica; ``sweep_all``: every colour group in one launch), ``counts`` (the CPT cells' counts, of the
+(case, node) pairs whose family has a missing cell, plus those of the others counted once) and ``normalise`` (the CPT draw's row-wise
 log-normalisation, and its exp). The twin keeps the kernels' counter layout and double-precision operations in
 their order, so both give the same draws for a seed.
 
@@ -127,6 +128,11 @@ class _NumpyOps:
             if not ok.all():
                 bad[0] = 1
 
+    def sweep_all(self, Z, m, b, tables, key, off, bad):
+        """Every colour group's sweep in turn (bn_sweep_all: the same draws)."""
+        for c in range(len(self.plan.groups)):
+            self.sweep(Z, m, b, c, tables, key, off, bad)
+
     def counts(self, Z, m, b):
         """Counts of every CPT cell over replicas 0..m-1 of part ``b``'s case matrix ``Z`` (int64, length C):
         m times those of its wholly observed families (``b.fixed``) and those of its other (case, node) pairs
@@ -178,6 +184,8 @@ class _GpuOps:
         # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
         self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
         self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
+        if len(set(self.kmax)) == 1:
+            self.names += (f"bn_sweep_all<{self.kmax[0]}>",)
         self._counts = None
 
     def _fn(self, name):
@@ -209,6 +217,42 @@ class _GpuOps:
         fn, grid, block, fixed = self._sweep_args(b, c, m)
         fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox(key, off), bad=bad,
                                           **fixed))
+
+    def _sweep_all_args(self, b, m):
+        """The launch of bn_sweep_all on part ``b`` with m replicas but for the per-call arguments, as
+        :meth:`_sweep_args`; None where the colours take different instantiations (or BN_FUSED=0): then each
+        colour is launched on its own."""
+        cache = b.launches = b.launches if b.launches is not None else {}
+        got = cache.get(("all", m), False)
+        if got is False:
+            got, P, d, cp = None, self.plan, self.d, self.cp
+            defines = dict(config.bayesnet_defines)
+            if len(set(self.kmax)) == 1 and defines.get("BN_FUSED", 1) and b.blk.shape[1] > 1:
+                fn = self._fn(f"bn_sweep_all<{self.kmax[0]}>")
+                block = defines.get("BN_BLOCK", 256)
+                nb = b.blk.shape[1] - 1
+                grid = max(1, min(nb * m, _loader.sm_count() * _loader.resident_blocks(fn, block)))
+                fixed = _kernel_args.part(
+                    FILE, "bn_sweep_all", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d,
+                    cell_node=b.node_d, blk=cp.asarray(b.blk), shift=cp.asarray(b.g0 - b.gptr[:-1]),
+                    ncol=_loader.i32(len(P.groups)), nb=_loader.i64(nb), m=_loader.i32(m),
+                    Mtot=_loader.i64(b.Mtot), C=_loader.i32(P.C), card=d["card"], toff=d["toff"],
+                    par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"],
+                    ch_stride=d["ch_stride"])
+                got = (fn, (grid,), (block,), fixed)
+            cache[("all", m)] = got
+        return got
+
+    def sweep_all(self, Z, m, b, tables, key, off, bad):
+        """Every colour group of part ``b`` in one launch (bn_sweep_all), or colour by colour."""
+        got = self._sweep_all_args(b, m) if b.M else None
+        if got is None:
+            for c in range(len(self.plan.groups)):
+                self.sweep(Z, m, b, c, tables, key, off, bad)
+            return
+        fn, grid, block, fixed = got
+        fn(grid, block, _kernel_args.args(FILE, "bn_sweep_all", Z=Z, tab=tables, **_kernel_args.philox(key, off),
+                                          bad=bad, **fixed))
 
     def counts(self, Z, m, b):
         P, d, cp = self.plan, self.d, self.cp

@@ -1,7 +1,7 @@
 """The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin: ``sweep`` (one colour group's missing
-cells in every replica; ``sweep_all``: every colour group in one launch), ``counts`` (the CPT cells' counts, of the
-(case, node) pairs whose family has a missing cell, plus those of the others counted once) and ``normalise`` (the CPT draw's row-wise
-log-normalisation, and its exp). The twin keeps the kernels' counter layout and double-precision operations in
+cells in every replica; ``sweep_all``: every colour group in one launch), ``counts`` (the CPT cells' counts: those
+of the (case, node) pairs whose family has a missing cell, plus those of the others, counted once) and
+``normalise`` (the CPT draw's row-wise log-normalisation, and its exp). The twin keeps the kernels' counter layout and double-precision operations in
 their order, so both give the same draws for a seed.
 
 The CPTs travel as ``tables``, float64 (2, C): row 0 the log-probabilities, row 1 the probabilities. The

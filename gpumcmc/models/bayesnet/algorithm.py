@@ -331,7 +331,8 @@ class _Batch:
     def __init__(self, start, stop, obs, case, node, gptr, g0, Mtot):
         self.start, self.stop, self.n, self.M = start, stop, stop - start, len(case)
         self.obs, self.case, self.node, self.gptr, self.g0, self.Mtot = obs, case, node, gptr, g0, Mtot
-        self.vals = self.case_d = self.node_d = self.fam_case_d = self.fam_node_d = self.fixed_d = None
+        self.vals = self.case_d = self.node_d = self.fam_case_d = self.fam_node_d = None
+        self.fixed_d = self.blk_d = self.shift_d = None
         self.fam_case = self.fam_node = self.fixed = self.blk = None  # set by _Plan.batch
         self.launches = None  # the sweep's launch arguments (GPU) or cell lists by node (twin), per upload
 
@@ -348,8 +349,10 @@ class _Batch:
     def upload(self, xp):
         self.case_d, self.node_d, self.launches = _to_device(xp, self.case), _to_device(xp, self.node), None
         self.fam_case_d, self.fam_node_d = _to_device(xp, self.fam_case), _to_device(xp, self.fam_node)
-        if self.fixed_d is None:  # C cells: kept on the device between visits
+        if self.fixed_d is None:  # a few cells a node or a block: kept on the device between visits
             self.fixed_d = self.fixed if xp is np else xp.asarray(self.fixed.astype(np.int32))
+            self.blk_d = self.blk if xp is np else xp.asarray(self.blk)
+            self.shift_d = self.g0 - self.gptr[:-1] if xp is np else xp.asarray(self.g0 - self.gptr[:-1])
 
     def load(self, xp, m_max):
         """The batch's case matrix, replicated m_max times, with the imputed cells filled in."""

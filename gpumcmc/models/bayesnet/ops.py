@@ -225,7 +225,7 @@ class _GpuOps:
         cache = b.launches = b.launches if b.launches is not None else {}
         got = cache.get(("all", m), False)
         if got is False:
-            got, P, d, cp = None, self.plan, self.d, self.cp
+            got, P, d = None, self.plan, self.d
             defines = dict(config.bayesnet_defines)
             if len(set(self.kmax)) == 1 and defines.get("BN_FUSED", 1) and b.blk.shape[1] > 1:
                 fn = self._fn(f"bn_sweep_all<{self.kmax[0]}>")
@@ -234,7 +234,7 @@ class _GpuOps:
                 grid = max(1, min(nb * m, _loader.sm_count() * _loader.resident_blocks(fn, block)))
                 fixed = _kernel_args.part(
                     FILE, "bn_sweep_all", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d,
-                    cell_node=b.node_d, blk=cp.asarray(b.blk), shift=cp.asarray(b.g0 - b.gptr[:-1]),
+                    cell_node=b.node_d, blk=b.blk_d, shift=b.shift_d,
                     ncol=_loader.i32(len(P.groups)), nb=_loader.i64(nb), m=_loader.i32(m),
                     Mtot=_loader.i64(b.Mtot), C=_loader.i32(P.C), card=d["card"], toff=d["toff"],
                     par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"],

@@ -22,6 +22,10 @@ t tests/test_protocol.py -k "gpu_bem_sharded_over_one_shard" | tee -a "$OUT/cut4
 #    statistics kernel against its twin, one and several chains, and a second call from the cache.
 t tests/test_mixture.py -k "stats_kernel_matches_twin or gibbs_component_kernels_match_twins \
 or cpu_and_gpu_gibbs_agree or gpu_chunked_same_draws" | tee "$OUT/cut4_mixture_stats.log"
+# 2b. ops._posterior_kernel allocates its four outputs in one expression (the same order): the component
+#    kernels against their twins, and Gibbs on CuPy against NumPy.
+t tests/test_mixture.py -k "gibbs_component_kernels_match_twins or cpu_and_gpu_gibbs_agree" \
+    | tee -a "$OUT/cut4_mixture_stats.log"
 # 3. sharded.bem(): its init is a lambda with the parameter starts (was a nested def), and the estimator's
 #    Gibbs fit sets trace_ in the tuple that fills the trace: the sharded fits on one GPU against one
 #    device, and a Gibbs fit's attributes.

@@ -306,11 +306,8 @@ def _kmeanspp(xs, k: int, u):
     centres[0] = xs[min(int(u[0] * m), m - 1)]
     d2 = ((xs - centres[0]) ** 2).sum(1)
     for j in range(1, k):
-        cum = np.cumsum(d2)
-        if cum[-1] > 0:
-            i = int(np.searchsorted(cum, u[j] * cum[-1], side="right"))
-        else:  # every row sits on a centre already
-            i = int(u[j] * m)
+        cum = np.cumsum(d2)  # all zero where every row sits on a centre already: then any row
+        i = int(np.searchsorted(cum, u[j] * cum[-1], side="right")) if cum[-1] > 0 else int(u[j] * m)
         centres[j] = xs[min(i, m - 1)]
         d2 = np.minimum(d2, ((xs - centres[j]) ** 2).sum(1))
     sq = (xs * xs).sum(1)

@@ -406,10 +406,8 @@ def _posterior_kernel(model, acc, prior):
     xp = _xp_of(acc)
     chains, k, _ = acc.shape
     p = model.x.shape[1]
-    kn = xp.empty((chains, k), dtype=np.float64)
-    mn = xp.empty((chains, k, p), dtype=np.float64)
-    dfn = xp.empty((chains, k), dtype=np.float64)
-    psi = xp.empty((chains, k, p, p), dtype=np.float64)
+    kn, mn, dfn, psi = (xp.empty(s, dtype=np.float64) for s in ((chains, k), (chains, k, p), (chains, k),
+                                                                 (chains, k, p, p)))
     fn = _kernel(p, model.x.dtype, "mixture_niw_posterior")
     n_comp = chains * k
     fn((-(-n_comp // 128),), (128,), _kernel_args.args(

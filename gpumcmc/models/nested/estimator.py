@@ -117,8 +117,7 @@ class NestedSampler(_NestedSteps):
         self.dlogz, self.random_state, self.progress, self.backend = dlogz, random_state, progress, backend
         self.n_steps, self.max_iter, self.check_lag, self._fused_setting = n_steps, max_iter, check_lag, fused
         self.max_shrink, self.dtype, self.check_modes = max_shrink, dtype, check_modes
-        self.rng = None  # seeded by run(), so that two runs with the same random_state agree
-        self._results = None
+        self.rng = self._results = None  # the generator is seeded by run(): two runs of one random_state agree
         self._seed, self._locate, self._niter, self._configured = None, False, 0, None
         self._setup(stacklevel=3)
 

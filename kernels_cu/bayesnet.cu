@@ -74,6 +74,13 @@
 #endif
 static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1, 2 or 4 cells at a time");
 
+// bn_sweep_all: 1 = the probabilities and the network's lists read from shared memory (the launcher fuses the
+// colours only where they fit in _SWEEP_SMEM of ops.py), 0 (default) = from global memory, through L1. With 1
+// the shared addresses cost registers (Koller's bn_sweep_all<4>: 80 against 64, 3 blocks of 256 a SM against 4):
+// a variant for the GPU checks to time.
+#ifndef BN_SHARED_PLAN
+#define BN_SHARED_PLAN 0
+#endif
 // BN_FUSED (read by the launcher in gpumcmc/models/bayesnet/ops.py, not here): 1 (default) sweeps every colour
 // group of a part in one launch of bn_sweep_all where the groups take one instantiation; 0 launches bn_sweep
 // colour by colour. The same draws.
@@ -392,6 +399,35 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep_all(
     unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
     const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
     const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#if BN_SHARED_PLAN
+    // the probabilities and the network's lists in shared memory (8 C + 4 (4 V + 2 + 4 E) bytes, given by the
+    // launcher): the reads of every cell's blanket from there
+    extern __shared__ double bn_smem[];
+    const int E = par_ptr[V];  // edges: as many parents as children
+    double* s_pc = bn_smem;
+    int* s_card = (int*)(bn_smem + C);
+    int *s_toff = s_card + V, *s_par_ptr = s_toff + V, *s_ch_ptr = s_par_ptr + V + 1, *s_par = s_ch_ptr + V + 1;
+    int *s_par_stride = s_par + E, *s_ch = s_par_stride + E, *s_ch_stride = s_ch + E;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) s_pc[i] = tab[C + i];
+    for (int i = threadIdx.x; i <= V; i += blockDim.x) {
+        s_par_ptr[i] = par_ptr[i];
+        s_ch_ptr[i] = ch_ptr[i];
+        if (i < V) {
+            s_card[i] = card[i];
+            s_toff[i] = toff[i];
+        }
+    }
+    for (int i = threadIdx.x; i < E; i += blockDim.x) {
+        s_par[i] = par[i];
+        s_par_stride[i] = par_stride[i];
+        s_ch[i] = ch[i];
+        s_ch_stride[i] = ch_stride[i];
+    }
+    __syncthreads();
+#define BN_LISTS s_pc, s_card, s_toff, s_par_ptr, s_par, s_par_stride, s_ch_ptr, s_ch, s_ch_stride
+#else
+#define BN_LISTS tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride
+#endif
     for (long long item = blockIdx.x; item < nb * m; item += gridDim.x) {
         const unsigned long long r = (unsigned long long)(item / nb);
         const long long B = item - (long long)r * nb;
@@ -401,12 +437,12 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep_all(
                 const long long last = (e - 1 + sh) >> 7;
                 for (long long w = ((a + sh) >> 7) + warp; w <= last; w += warps)
                     bn_sweep_chunk<KMAX>(Z, n, V, cell_case, cell_node, w, sh, a, e, r, chunks, threadIdx.x & 31,
-                                         tab, tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride,
-                                         k0, k1, off_lo, off_hi, bad);
+                                         tab, BN_LISTS, k0, k1, off_lo, off_hi, bad);
             }
             __syncthreads();  // colour c's draws of this block, before the next colour reads them
         }
     }
+#undef BN_LISTS
 }
 
 // counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every case of replicas 0..m-1 of Z, in two

@@ -523,19 +523,21 @@ def test_each_block_of_cases_has_its_range_of_each_colours_cells():
 
 
 @pytest.mark.parametrize("net", ["koller", "random"])
-@pytest.mark.parametrize("fused", [1, 0])
-def test_gpu_sweep_of_every_colour_in_one_launch_is_the_twins(cp, net, fused):
-    # bn_sweep_all on a part inside its batch (cell numbers that start inside a chunk, chunks over two blocks
-    # of 32 cases) and with BN_FUSED=0 the launches colour by colour: the twin's draws, three sweeps running
+@pytest.mark.parametrize("defines", [(), (("BN_FUSED", 0),), (("BN_SHARED_PLAN", 1),)])
+def test_gpu_sweep_of_every_colour_in_one_launch_is_the_twins(cp, net, defines):
+    # bn_sweep_all (its lists in global or shared memory) on a part inside its batch (cell numbers that start
+    # inside a chunk, chunks over two blocks of 32 cases) and with BN_FUSED=0 the launches colour by colour: the
+    # twin's draws, three sweeps running
     from gpumcmc.models import bayesnet as bn
 
     net = BayesianNetwork.koller() if net == "koller" else _random_net(3, cards=(2, 3, 4, 2, 3, 2, 4, 3))
     plan, b, Z = _counts_case(net, 0.5, 3, 8)
     tables = plan.tables_of(net.cpts_)
     bad, bad_d = np.zeros(1, np.int32), cp.zeros(1, cp.int32)
-    with config.override(bayesnet_defines=(("BN_FUSED", fused),)):
+    with config.override(bayesnet_defines=defines):
         gpu, cpu = bn._GpuOps(plan), bn._NumpyOps(plan)
         b.upload(cp)
+        fused = dict(defines).get("BN_FUSED", 1)
         assert (gpu._sweep_all_args(b, 3) is not None) == bool(fused) and b.g0[1] - b.gptr[1] > 0
         Zd, tables_d = cp.asarray(Z), cp.asarray(tables)
         for t in range(3):
@@ -576,7 +578,7 @@ def test_gpu_fit_matches_cpu(cp, batch_size, same):
 
 
 @pytest.mark.parametrize("defines", [(("BN_GROUP", 1),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
-                                     (("BN_COUNT_ROWS", 1),), (("BN_FUSED", 0),)])
+                                     (("BN_COUNT_ROWS", 1),), (("BN_FUSED", 0),), (("BN_SHARED_PLAN", 1),)])
 def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
     # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch
     # bound, the counts a row a thread: the same draws as the NumPy twin.

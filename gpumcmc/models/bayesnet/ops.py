@@ -1,8 +1,8 @@
 """The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin: ``sweep`` (one colour group's missing
 cells in every replica; ``sweep_all``: every colour group in one launch), ``counts`` (the CPT cells' counts: those
 of the (case, node) pairs whose family has a missing cell, plus those of the others, counted once) and
-``normalise`` (the CPT draw's row-wise log-normalisation, and its exp). The twin keeps the kernels' counter layout and double-precision operations in
-their order, so both give the same draws for a seed.
+``normalise`` (the CPT draw's row-wise log-normalisation, and its exp). The twin keeps the kernels' counter
+layout and double-precision operations in their order, so both give the same draws for a seed.
 
 The CPTs travel as ``tables``, float64 (2, C): row 0 the log-probabilities, row 1 the probabilities. The
 sweep multiplies probabilities (issue 38: no exponential per cell, one Philox call for four cells; this
@@ -19,6 +19,7 @@ from gpumcmc._config import config
 FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
 _TINY = 2.0**-960  # BN_TINY of bayesnet.cu: below this sum of the products a cell is drawn in log space
+_SWEEP_SMEM = 32 << 10  # with BN_SHARED_PLAN=1, bn_sweep_all's tables and lists in at most this much shared memory
 
 
 def _parents(plan, f):
@@ -220,18 +221,20 @@ class _GpuOps:
 
     def _sweep_all_args(self, b, m):
         """The launch of bn_sweep_all on part ``b`` with m replicas but for the per-call arguments, as
-        :meth:`_sweep_args`; None where the colours take different instantiations (or BN_FUSED=0): then each
-        colour is launched on its own."""
+        :meth:`_sweep_args`, and its shared memory; None where the colours take different instantiations (or
+        BN_FUSED=0, or with BN_SHARED_PLAN=1 the tables and lists do not fit in _SWEEP_SMEM): then each colour is
+        launched on its own."""
         cache = b.launches = b.launches if b.launches is not None else {}
         got = cache.get(("all", m), False)
         if got is False:
             got, P, d = None, self.plan, self.d
             defines = dict(config.bayesnet_defines)
-            if len(set(self.kmax)) == 1 and defines.get("BN_FUSED", 1) and b.blk.shape[1] > 1:
+            smem = 8 * P.C + 4 * (4 * P.V + 2 + 4 * len(P.par)) if defines.get("BN_SHARED_PLAN", 0) else 0
+            if len(set(self.kmax)) == 1 and defines.get("BN_FUSED", 1) and b.blk.shape[1] > 1 and smem <= _SWEEP_SMEM:
                 fn = self._fn(f"bn_sweep_all<{self.kmax[0]}>")
                 block = defines.get("BN_BLOCK", 256)
                 nb = b.blk.shape[1] - 1
-                grid = max(1, min(nb * m, _loader.sm_count() * _loader.resident_blocks(fn, block)))
+                grid = max(1, min(nb * m, _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
                 fixed = _kernel_args.part(
                     FILE, "bn_sweep_all", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d,
                     cell_node=b.node_d, blk=b.blk_d, shift=b.shift_d,
@@ -239,7 +242,7 @@ class _GpuOps:
                     Mtot=_loader.i64(b.Mtot), C=_loader.i32(P.C), card=d["card"], toff=d["toff"],
                     par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"],
                     ch_stride=d["ch_stride"])
-                got = (fn, (grid,), (block,), fixed)
+                got = (fn, (grid,), (block,), fixed, smem)
             cache[("all", m)] = got
         return got
 
@@ -250,9 +253,9 @@ class _GpuOps:
             for c in range(len(self.plan.groups)):
                 self.sweep(Z, m, b, c, tables, key, off, bad)
             return
-        fn, grid, block, fixed = got
+        fn, grid, block, fixed, smem = got
         fn(grid, block, _kernel_args.args(FILE, "bn_sweep_all", Z=Z, tab=tables, **_kernel_args.philox(key, off),
-                                          bad=bad, **fixed))
+                                          bad=bad, **fixed), shared_mem=smem)
 
     def counts(self, Z, m, b):
         P, d, cp = self.plan, self.d, self.cp

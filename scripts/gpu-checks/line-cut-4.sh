@@ -32,6 +32,10 @@ t tests/test_mixture.py -k "gibbs_component_kernels_match_twins or cpu_and_gpu_g
 t tests/test_mixture.py -k "gpu_sharded_bem_matches_one_device or gpu_sharded_gibbs_gives_the_draws_of_one_device \
 or gpu_gibbs_fit_gives_the_attributes" | tee "$OUT/cut4_mixture_sharded.log"
 t tests/test_protocol.py -k "gpu_mixture_sharded_over_one_shard" | tee -a "$OUT/cut4_mixture_sharded.log"
+# 3b. DPGaussianMixture.fit makes one device's start and step itself and hands them to _fit_gibbs/_fit_bem,
+#    as the sharded branch does (their "state is None" branches are gone): one-GPU fits of both methods.
+t tests/test_mixture.py -k "cpu_and_gpu_gibbs_agree or cpu_and_gpu_bem_agree or gpu_recovers_planted \
+or gpu_gibbs_fit_gives_the_attributes or gpu_bem_prunes_as_numpy" | tee "$OUT/cut4_mixture_fit.log"
 # 4. nested: _NestedSteps._init checks the first live points itself (_check_init is gone) on every CuPy run;
 #    _GpuProgress allocates its mapped slots through cp.cuda.runtime directly.
 t tests/test_nested.py -k "cpu_gpu_agree or gpu_run_twice_and_bad_value or progress_kernel_matches_twin \

@@ -203,8 +203,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.n_features_in_, self._n_samples, self._center = p, n, model.center
         self._scale = np.sqrt(np.diag(_backend.to_host(model.psi0)) / (model.df0 - p - 1))
         t0 = time.perf_counter()
-        if shards is None:
-            (self._fit_gibbs if gibbs else self._fit_bem)(model, rng)
+        if shards is None and gibbs:
+            self._fit_gibbs(model, rng, init(rng, model, self.n_chains), make_step(model))
+        elif shards is None:
+            state, bem = init_bem(rng, model, self.n_init), make_bem_step(model)
+            self._fit_bem(model, rng, state, lambda _rng, s: (bem(s), None),
+                          functools.partial(_score_params, model.x, chunk=model.chunk))
         else:
             with shards.on(0):
                 if gibbs:
@@ -218,10 +222,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
         return self
 
-    def _fit_gibbs(self, model, rng, state=None, step_fn=None):
-        if state is None:
-            state = init(rng, model, self.n_chains)
-            step_fn = make_step(model)
+    def _fit_gibbs(self, model, rng, state, step_fn):
         xp = _xp_of(_shard0(state).params)
         keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
 
@@ -257,12 +258,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         shard_states = (tr.state,) if isinstance(tr.state, State) else tuple(tr.state)
         self.z_ = np.concatenate([_backend.to_host(s.z[0]) for s in shard_states])
 
-    def _fit_bem(self, model, rng, state=None, step=None, score=None, check_every: int = 10):
-        if state is None:
-            state = init_bem(rng, model, self.n_init)
-            bem = make_bem_step(model)
-            step = lambda _rng, s: (bem(s), None)  # noqa: E731
-            score = functools.partial(_score_params, model.x, chunk=model.chunk)
+    def _fit_bem(self, model, rng, state, step, score, check_every: int = 10):
         # the rule reads the log-likelihoods every check_every iterations: the loop's only host reads
         rule = _BemConverged(self.tol * check_every)
         tr = run(step, state, rng, n_iter=self.n_iter, progress=self.progress, desc="DP mixture (BEM)",

@@ -524,12 +524,13 @@ def test_each_block_of_cases_has_its_range_of_each_colours_cells():
 
 @pytest.mark.parametrize("net", ["koller", "random"])
 @pytest.mark.parametrize("defines", [(), (("BN_FUSED", 0),), (("BN_SHARED_PLAN", 1),)])
-def test_gpu_sweep_of_every_colour_in_one_launch_is_the_twins(cp, net, defines):
+def test_gpu_sweep_of_every_colour_in_one_launch_is_the_twins(cp, monkeypatch, net, defines):
     # bn_sweep_all (its lists in global or shared memory) on a part inside its batch (cell numbers that start
     # inside a chunk, chunks over two blocks of 32 cases) and with BN_FUSED=0 the launches colour by colour: the
     # twin's draws, three sweeps running
     from gpumcmc.models import bayesnet as bn
 
+    monkeypatch.setattr(bn.ops, "_FUSE_ROUNDS", 0)
     net = BayesianNetwork.koller() if net == "koller" else _random_net(3, cards=(2, 3, 4, 2, 3, 2, 4, 3))
     plan, b, Z = _counts_case(net, 0.5, 3, 8)
     tables = plan.tables_of(net.cpts_)
@@ -564,7 +565,10 @@ def test_gpu_counts_equal_a_direct_count(cp, monkeypatch, shared, frac, m):
 
 @pytest.mark.parametrize("same", [3, [1, 3, 2, 3, 1]])  # a schedule: launches of several m on one part
 @pytest.mark.parametrize("batch_size", [None, 700])
-def test_gpu_fit_matches_cpu(cp, batch_size, same):
+def test_gpu_fit_matches_cpu(cp, monkeypatch, batch_size, same):
+    from gpumcmc.models.bayesnet import ops
+
+    monkeypatch.setattr(ops, "_FUSE_ROUNDS", 0)  # every colour in one launch, however few the blocks of cases
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(2000, 0), 0.5, 1)
     kw = dict(n_iter=5, same=same, random_state=0, progress=False, batch_size=batch_size)
@@ -579,9 +583,12 @@ def test_gpu_fit_matches_cpu(cp, batch_size, same):
 
 @pytest.mark.parametrize("defines", [(("BN_GROUP", 1),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
                                      (("BN_COUNT_ROWS", 1),), (("BN_FUSED", 0),), (("BN_SHARED_PLAN", 1),)])
-def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
+def test_gpu_launch_variants_give_the_twins_draws(cp, monkeypatch, defines):
+    from gpumcmc.models.bayesnet import ops
+
     # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch
-    # bound, the counts a row a thread: the same draws as the NumPy twin.
+    # bound, the counts a row a thread, every colour in one launch or not: the same draws as the NumPy twin.
+    monkeypatch.setattr(ops, "_FUSE_ROUNDS", 0)
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(20000, 0), 0.5, 1)
     kw = dict(n_iter=3, same=2, random_state=0, progress=False)

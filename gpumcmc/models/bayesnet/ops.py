@@ -19,6 +19,10 @@ from gpumcmc._config import config
 FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
 _TINY = 2.0**-960  # BN_TINY of bayesnet.cu: below this sum of the products a cell is drawn in log space
+# bn_sweep_all has a block of the kernel a block of cases in one replica: fused only where there are at least
+# this many of them per block that the GPU holds at once (fewer leave SMs idle or a long last round; Andes at 10^5
+# cases, m = 1, has 98 for 528 places on an H100: colour by colour there)
+_FUSE_ROUNDS = 2
 _SWEEP_SMEM = 32 << 10  # with BN_SHARED_PLAN=1, bn_sweep_all's tables and lists in at most this much shared memory
 
 
@@ -222,8 +226,8 @@ class _GpuOps:
     def _sweep_all_args(self, b, m):
         """The launch of bn_sweep_all on part ``b`` with m replicas but for the per-call arguments, as
         :meth:`_sweep_args`, and its shared memory; None where the colours take different instantiations (or
-        BN_FUSED=0, or with BN_SHARED_PLAN=1 the tables and lists do not fit in _SWEEP_SMEM): then each colour is
-        launched on its own."""
+        BN_FUSED=0, or with BN_SHARED_PLAN=1 the tables and lists do not fit in _SWEEP_SMEM, or fewer than
+        _FUSE_ROUNDS blocks of cases per place on the GPU): then each colour is launched on its own."""
         cache = b.launches = b.launches if b.launches is not None else {}
         got = cache.get(("all", m), False)
         if got is False:
@@ -233,8 +237,10 @@ class _GpuOps:
             if len(set(self.kmax)) == 1 and defines.get("BN_FUSED", 1) and b.blk.shape[1] > 1 and smem <= _SWEEP_SMEM:
                 fn = self._fn(f"bn_sweep_all<{self.kmax[0]}>")
                 block = defines.get("BN_BLOCK", 256)
-                nb = b.blk.shape[1] - 1
-                grid = max(1, min(nb * m, _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
+                nb, places = b.blk.shape[1] - 1, _loader.sm_count() * _loader.resident_blocks(fn, block, smem)
+                grid = max(1, min(nb * m, places))
+                if nb * m < _FUSE_ROUNDS * places:
+                    fn = None
                 fixed = _kernel_args.part(
                     FILE, "bn_sweep_all", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d,
                     cell_node=b.node_d, blk=b.blk_d, shift=b.shift_d,
@@ -242,7 +248,7 @@ class _GpuOps:
                     Mtot=_loader.i64(b.Mtot), C=_loader.i32(P.C), card=d["card"], toff=d["toff"],
                     par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"],
                     ch_stride=d["ch_stride"])
-                got = (fn, (grid,), (block,), fixed, smem)
+                got = None if fn is None else (fn, (grid,), (block,), fixed, smem)
             cache[("all", m)] = got
         return got
 

@@ -389,10 +389,7 @@ class _KeptDraws:
 
     def __init__(self, burn_in: int, n_iter: int, every: int = 10):
         self.burn_in, self.total, self.every = int(burn_in), int(burn_in) + int(n_iter), int(every)
-        self.it = 0
-        self.kept: list = []
-        self.mon_it: list = []
-        self.mon: list = []
+        self.it, self.kept, self.mon_it, self.mon = 0, [], [], []  # kept fields; the monitors' iterations, values
 
     def __call__(self, s: State, info: Info) -> None:
         self.it += 1
@@ -424,8 +421,7 @@ class _BemConverged:
     moved by less than ``limit`` since the last read; returns ``(converged, the largest one)``."""
 
     def __init__(self, limit: float):
-        self.limit = limit
-        self.prev = None
+        self.limit, self.prev = limit, None
 
     def __call__(self, state, info):
         ll = _backend.to_host(state.loglik)  # synchronize! (every check_every iterations)

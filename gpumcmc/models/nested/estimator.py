@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import time
 import warnings
 
@@ -123,8 +125,6 @@ class NestedSampler(_NestedSteps):
 
     @classmethod
     def _get_param_names(cls) -> list[str]:
-        import inspect
-
         return sorted(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
     _STORED = {"fused": "_fused_setting"}  # the setting, apart from the property ``fused``
@@ -203,8 +203,6 @@ class NestedSampler(_NestedSteps):
         the fused kernel), the live points are searched instead."""
         note = ""
         if self._seed is not None and self._fused is None and not self._locate:
-            import copy
-
             twin = copy.copy(self)
             twin.random_state, twin.max_iter, twin.progress, twin._locate = self._seed, self._niter, False, True
             try:

@@ -40,6 +40,9 @@ or gpu_gibbs_fit_gives_the_attributes or gpu_bem_prunes_as_numpy" | tee "$OUT/cu
 #    _GpuProgress allocates its mapped slots through cp.cuda.runtime directly.
 t tests/test_nested.py -k "cpu_gpu_agree or gpu_run_twice_and_bad_value or progress_kernel_matches_twin \
 or gpu_masked_rounds_match" | tee "$OUT/cut4_nested.log"
+# 5. SinusoidModel._loglike_expr is ops.sinusoid_loglike_tiles bound as a method (was a method calling it):
+#    the sinusoid kernel against the expression on CuPy, and the fused step against the generic path.
+t tests/test_nested.py -k "sinusoid_kernel_vs_twin or fused_kernel_matches" | tee "$OUT/cut4_nested_sinusoid.log"
 
 # Every GPU test of the two models, each launch's arguments checked.
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_mixture.py \

@@ -185,8 +185,7 @@ class SinusoidModel:
             return _ops.sinusoid_loglike(self, theta)
         return self._loglike_expr(theta)
 
-    def _loglike_expr(self, theta):
-        return _ops.sinusoid_loglike_tiles(self, theta)
+    _loglike_expr = _ops.sinusoid_loglike_tiles  # the array expression, bound to the model
 
     def nested_fused_available(self, xp) -> bool:
         """Whether :meth:`nested_fused_slice` runs for a sampler on ``xp``: this model's kernel on CuPy."""

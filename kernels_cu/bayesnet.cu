@@ -76,8 +76,8 @@ static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1
 
 // bn_sweep_all: 1 = the probabilities and the network's lists read from shared memory (the launcher fuses the
 // colours only where they fit in _SWEEP_SMEM of ops.py), 0 (default) = from global memory, through L1. With 1
-// the shared addresses cost registers (Koller's bn_sweep_all<4>: 80 against 64, 3 blocks of 256 a SM against 4):
-// a variant for the GPU checks to time.
+// the shared addresses cost registers: a variant for the GPU checks to time. (Koller's bn_sweep_all<4> takes 80
+// registers either way, 3 blocks of 256 a SM, no spill with 0; BN_MIN_BLOCKS=4 holds it to 64, with spills.)
 #ifndef BN_SHARED_PLAN
 #define BN_SHARED_PLAN 0
 #endif
@@ -382,8 +382,9 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
                              off_hi, bad);
 }
 
-// Every colour group of a part in one launch: a block takes a block of cases in one replica (item = r nb + B,
-// B < nb) and sweeps its cells colour by colour, with a barrier between colours (a cell reads only cells of
+// Every colour group of a part in one launch: a block takes a block of cases in one replica (item = B m + r:
+// the m replicas of a block of cases run side by side, so that its cell lists come from L2 after the first
+// replica's reads) and sweeps its cells colour by colour, with a barrier between colours (a cell reads only cells of
 // its own case, so the blocks need not wait for each other). Colour c's cells of block B are
 // cell_case[j], cell_node[j] for blk[c (nb + 1) + B] <= j < blk[c (nb + 1) + B + 1] (the part's whole lists),
 // with the numbers pos = j + shift[c] in the batch. The same cells, uniforms and operations as bn_sweep's
@@ -429,8 +430,8 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep_all(
 #define BN_LISTS tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride
 #endif
     for (long long item = blockIdx.x; item < nb * m; item += gridDim.x) {
-        const unsigned long long r = (unsigned long long)(item / nb);
-        const long long B = item - (long long)r * nb;
+        const long long B = item / m;
+        const unsigned long long r = (unsigned long long)(item - B * m);
         for (int c = 0; c < ncol; ++c) {
             const long long a = blk[c * (nb + 1) + B], e = blk[c * (nb + 1) + B + 1], sh = shift[c];
             if (a < e) {

@@ -90,13 +90,9 @@ def _parts(bench, name, truth, X, same, sweeps=True):
             bench.peer(f"{name} part:sweep colour {c}", "gpumcmc" + tag, same * Mc,
                        lambda c=c: ops.sweep(Z, same, b, c, logc, (1, 2), 0, bad),
                        bytes_moved=same * Mc * 2, params={"cells": Mc, "same": same, "defines": dict(defines)})
-        if ops._sweep_all_args(b, same) is not None:  # every colour in one launch, as fit sweeps them
-            bench.peer(f"{name} part:sweep all colours", "gpumcmc" + tag, same * b.M,
-                       lambda: ops.sweep_all(Z, same, b, logc, (1, 2), 0, bad),
-                       bytes_moved=same * b.M * 2, params={"cells": b.M, "same": same, "defines": dict(defines)})
-    bench.peer(f"{name} part:counts", "gpumcmc" + tag, same * len(X), lambda: ops.counts(Z, same, b),
+    bench.peer(f"{name} part:counts", "gpumcmc" + tag, same * len(X), lambda: ops.counts(Z, same, len(X)),
                bytes_moved=Z.nbytes, params={"C": plan.C, "shared": plan.C <= config.bayesnet_shared_cells,
-                                             "pairs": len(b.fam_case), "defines": dict(defines)})
+                                             "defines": dict(defines)})
     if not sweeps:
         return
     rng = default_rng(0, backend="cupy")

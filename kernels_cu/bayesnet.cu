@@ -64,26 +64,14 @@
 // Sweep: a lane takes its four cells BN_GROUP at a time (1, 2 or 4); BN_GROUP cells of one node, in an
 // instantiation of at most BN_GROUP_KMAX states, read the node's parent and child lists once for all of
 // them (bn_products_group), at the cost of BN_GROUP rows of KMAX doubles in registers. The same draws
-// with any setting. The default, 2, was the fastest of 1, 2 and 4 on Koller at 10^6 cases (an H200; 4 costs
-// 128 registers, 2 blocks of 256 a SM).
+// with any setting.
 #ifndef BN_GROUP
-#define BN_GROUP 2
+#define BN_GROUP 1
 #endif
 #ifndef BN_GROUP_KMAX
 #define BN_GROUP_KMAX 4
 #endif
 static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1, 2 or 4 cells at a time");
-
-// bn_sweep_all: 1 = the probabilities and the network's lists read from shared memory (the launcher fuses the
-// colours only where they fit in _SWEEP_SMEM of ops.py), 0 (default) = from global memory, through L1. With 1
-// the shared addresses cost registers: a variant for the GPU checks to time. (Koller's bn_sweep_all<4> takes 80
-// registers either way, 3 blocks of 256 a SM, no spill with 0; BN_MIN_BLOCKS=4 holds it to 64, with spills.)
-#ifndef BN_SHARED_PLAN
-#define BN_SHARED_PLAN 0
-#endif
-// BN_FUSED (read by the launcher in gpumcmc/models/bayesnet/ops.py, not here): 1 (default) sweeps every colour
-// group of a part in one launch of bn_sweep_all where the groups take one instantiation; 0 launches bn_sweep
-// colour by colour. The same draws.
 
 #if BN_MIN_BLOCKS > 0
 #define BN_SWEEP_BOUNDS __launch_bounds__(BN_BLOCK, BN_MIN_BLOCKS)
@@ -101,7 +89,7 @@ static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1
 #define BN_COUNT_BLOCK 256
 #endif
 
-// Counts: replicas of a (case, node) pair a thread takes at a time (the node's parents read once for them).
+// Counts: rows a thread takes at a time (their nodes' parents read once for all).
 #ifndef BN_COUNT_ROWS
 #define BN_COUNT_ROWS 4
 #endif
@@ -281,87 +269,6 @@ __device__ __forceinline__ int bn_pick(const double (&p)[KMAX], int K, double cu
     return min(draw, K - 1);
 }
 
-// The cells of chunk w (cell numbers 128 w .. 128 w + 127, see the top) in replica r, as one warp: the cell with
-// number pos is cell_case[pos - shift], cell_node[pos - shift], drawn where jlo <= pos - shift < jhi (the lanes of
-// the other numbers skip them).
-template <int KMAX>
-__device__ __forceinline__ void bn_sweep_chunk(
-    unsigned char* __restrict__ Z, long long n, int V, const int* __restrict__ cell_case,
-    const int* __restrict__ cell_node, long long w, long long shift, long long jlo, long long jhi,
-    unsigned long long r, unsigned long long chunks, int lane, const double* __restrict__ tab,
-    const double* __restrict__ pc, const int* __restrict__ card, const int* __restrict__ toff,
-    const int* __restrict__ par_ptr, const int* __restrict__ par, const int* __restrict__ par_stride,
-    const int* __restrict__ ch_ptr, const int* __restrict__ ch, const int* __restrict__ ch_stride,
-    unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
-    const uint4 x = philox4x32_10(philox_counter((r * chunks + (unsigned long long)w) * 32ull + lane, off_lo,
-                                                 off_hi),
-                                  make_uint2(k0, k1));
-    unsigned int redo = 0;  // the cells whose products fell below BN_TINY
-    const long long j0 = w * 128 + lane - shift;  // the lane's first cell; the others at j0 + 32, + 64, + 96
-#pragma unroll 1
-    for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1
-        bool grouped = false;
-#if BN_GROUP > 1
-        const long long jg = j0 + 32 * g;
-        if (KMAX <= BN_GROUP_KMAX && jg >= jlo && jg + 32 * (BN_GROUP - 1) < jhi) {
-            const int v = cell_node[jg];
-            bool same = true;
-#pragma unroll
-            for (int u = 1; u < BN_GROUP; ++u) same = same && cell_node[jg + 32 * u] == v;
-            if (same) {
-                unsigned char* z[BN_GROUP];
-#pragma unroll
-                for (int u = 0; u < BN_GROUP; ++u)
-                    z[u] = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[jg + 32 * u]) * V;
-                const int K = card[v];
-                double p[BN_GROUP][KMAX], cum[BN_GROUP];
-                bn_products_group<KMAX, BN_GROUP>(p, cum, z, v, K, pc, card, toff, par_ptr, par, par_stride,
-                                                  ch_ptr, ch, ch_stride);
-#pragma unroll
-                for (int u = 0; u < BN_GROUP; ++u) {
-                    const int h = g + u;
-                    if (cum[u] >= BN_TINY)
-                        z[u][v] = (unsigned char)bn_pick<KMAX>(p[u], K, cum[u],
-                                                               h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
-                    else
-                        redo |= 1u << h;
-                }
-                grouped = true;
-            }
-        }
-#endif
-        if (grouped) continue;
-#pragma unroll 1
-        for (int h = g; h < g + BN_GROUP; ++h) {
-            const long long j = j0 + h * 32;
-            if (j < jlo || j >= jhi) continue;
-            const int v = cell_node[j];
-            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
-            const int K = card[v];
-            double p[KMAX];
-            const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr,
-                                                 ch, ch_stride);
-            if (cum >= BN_TINY)
-                z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
-            else
-                redo |= 1u << h;
-        }
-    }
-    while (redo) {  // in log space (rare: the cells of one colour do not read each other, so order is free)
-        const int h = __ffs(redo) - 1;
-        redo &= redo - 1;
-        const long long j = j0 + h * 32;
-        const int v = cell_node[j];
-        unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
-        const int draw = bn_draw_logs(z, v, card[v], h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w, tab, card,
-                                      toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride);
-        if (draw < 0)  // every state impossible (or NaN): keep the value, report
-            *bad = 1;
-        else
-            z[v] = (unsigned char)draw;
-    }
-}
-
 // One colour group's missing cells in replica blockIdx.y (see the top): Mc >= 1 cells, numbered
 // cell0 .. cell0 + Mc - 1 in the batch of Mtot cells.
 template <int KMAX>
@@ -372,124 +279,121 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
     const int* __restrict__ par_ptr, const int* __restrict__ par, const int* __restrict__ par_stride,
     const int* __restrict__ ch_ptr, const int* __restrict__ ch, const int* __restrict__ ch_stride,
     unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
+    const double* __restrict__ pc = tab + C;
+    const unsigned long long r = blockIdx.y;
     const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
+    const int lane = threadIdx.x & 31;
     const long long last = (cell0 + Mc - 1) >> 7;
     const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
     for (long long w = (cell0 >> 7) + (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5); w <= last;
-         w += warps)
-        bn_sweep_chunk<KMAX>(Z, n, V, cell_case, cell_node, w, cell0, 0, Mc, blockIdx.y, chunks, threadIdx.x & 31,
-                             tab, tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride, k0, k1, off_lo,
-                             off_hi, bad);
-}
-
-// Every colour group of a part in one launch: a block takes a block of cases in one replica (item = B m + r:
-// the m replicas of a block of cases run side by side, so that its cell lists come from L2 after the first
-// replica's reads) and sweeps its cells colour by colour, with a barrier between colours (a cell reads only cells of
-// its own case, so the blocks need not wait for each other). Colour c's cells of block B are
-// cell_case[j], cell_node[j] for blk[c (nb + 1) + B] <= j < blk[c (nb + 1) + B + 1] (the part's whole lists),
-// with the numbers pos = j + shift[c] in the batch. The same cells, uniforms and operations as bn_sweep's
-// launches colour by colour, so the same draws.
-template <int KMAX>
-__global__ void BN_SWEEP_BOUNDS bn_sweep_all(
-    unsigned char* __restrict__ Z, long long n, int V, const int* __restrict__ cell_case,
-    const int* __restrict__ cell_node, const long long* __restrict__ blk, const long long* __restrict__ shift,
-    int ncol, long long nb, int m, long long Mtot, const double* __restrict__ tab, int C,
-    const int* __restrict__ card, const int* __restrict__ toff, const int* __restrict__ par_ptr,
-    const int* __restrict__ par, const int* __restrict__ par_stride, const int* __restrict__ ch_ptr,
-    const int* __restrict__ ch, const int* __restrict__ ch_stride, unsigned int k0, unsigned int k1,
-    unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
-    const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
-    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-#if BN_SHARED_PLAN
-    // the probabilities and the network's lists in shared memory (8 C + 4 (4 V + 2 + 4 E) bytes, given by the
-    // launcher): the reads of every cell's blanket from there
-    extern __shared__ double bn_smem[];
-    const int E = par_ptr[V];  // edges: as many parents as children
-    double* s_pc = bn_smem;
-    int* s_card = (int*)(bn_smem + C);
-    int *s_toff = s_card + V, *s_par_ptr = s_toff + V, *s_ch_ptr = s_par_ptr + V + 1, *s_par = s_ch_ptr + V + 1;
-    int *s_par_stride = s_par + E, *s_ch = s_par_stride + E, *s_ch_stride = s_ch + E;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) s_pc[i] = tab[C + i];
-    for (int i = threadIdx.x; i <= V; i += blockDim.x) {
-        s_par_ptr[i] = par_ptr[i];
-        s_ch_ptr[i] = ch_ptr[i];
-        if (i < V) {
-            s_card[i] = card[i];
-            s_toff[i] = toff[i];
-        }
-    }
-    for (int i = threadIdx.x; i < E; i += blockDim.x) {
-        s_par[i] = par[i];
-        s_par_stride[i] = par_stride[i];
-        s_ch[i] = ch[i];
-        s_ch_stride[i] = ch_stride[i];
-    }
-    __syncthreads();
-#define BN_LISTS s_pc, s_card, s_toff, s_par_ptr, s_par, s_par_stride, s_ch_ptr, s_ch, s_ch_stride
-#else
-#define BN_LISTS tab + C, card, toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride
-#endif
-    for (long long item = blockIdx.x; item < nb * m; item += gridDim.x) {
-        const long long B = item / m;
-        const unsigned long long r = (unsigned long long)(item - B * m);
-        for (int c = 0; c < ncol; ++c) {
-            const long long a = blk[c * (nb + 1) + B], e = blk[c * (nb + 1) + B + 1], sh = shift[c];
-            if (a < e) {
-                const long long last = (e - 1 + sh) >> 7;
-                for (long long w = ((a + sh) >> 7) + warp; w <= last; w += warps)
-                    bn_sweep_chunk<KMAX>(Z, n, V, cell_case, cell_node, w, sh, a, e, r, chunks, threadIdx.x & 31,
-                                         tab, BN_LISTS, k0, k1, off_lo, off_hi, bad);
+         w += warps) {
+        const uint4 x = philox4x32_10(philox_counter((r * chunks + (unsigned long long)w) * 32ull + lane, off_lo,
+                                                     off_hi),
+                                      make_uint2(k0, k1));
+        unsigned int redo = 0;  // the cells whose products fell below BN_TINY
+        const long long j0 = w * 128 + lane - cell0;  // the lane's first cell; the others at j0 + 32, + 64, + 96
+#pragma unroll 1
+        for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1
+            bool grouped = false;
+#if BN_GROUP > 1
+            const long long jg = j0 + 32 * g;
+            if (KMAX <= BN_GROUP_KMAX && jg >= 0 && jg + 32 * (BN_GROUP - 1) < Mc) {
+                const int v = cell_node[jg];
+                bool same = true;
+#pragma unroll
+                for (int u = 1; u < BN_GROUP; ++u) same = same && cell_node[jg + 32 * u] == v;
+                if (same) {
+                    unsigned char* z[BN_GROUP];
+#pragma unroll
+                    for (int u = 0; u < BN_GROUP; ++u)
+                        z[u] = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[jg + 32 * u]) * V;
+                    const int K = card[v];
+                    double p[BN_GROUP][KMAX], cum[BN_GROUP];
+                    bn_products_group<KMAX, BN_GROUP>(p, cum, z, v, K, pc, card, toff, par_ptr, par, par_stride,
+                                                      ch_ptr, ch, ch_stride);
+#pragma unroll
+                    for (int u = 0; u < BN_GROUP; ++u) {
+                        const int h = g + u;
+                        if (cum[u] >= BN_TINY)
+                            z[u][v] = (unsigned char)bn_pick<KMAX>(p[u], K, cum[u],
+                                                                   h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+                        else
+                            redo |= 1u << h;
+                    }
+                    grouped = true;
+                }
             }
-            __syncthreads();  // colour c's draws of this block, before the next colour reads them
+#endif
+            if (grouped) continue;
+#pragma unroll 1
+            for (int h = g; h < g + BN_GROUP; ++h) {
+                const long long j = j0 + h * 32;
+                if (j < 0 || j >= Mc) continue;
+                const int v = cell_node[j];
+                unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+                const int K = card[v];
+                double p[KMAX];
+                const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr,
+                                                     ch, ch_stride);
+                if (cum >= BN_TINY)
+                    z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
+                else
+                    redo |= 1u << h;
+            }
+        }
+        while (redo) {  // in log space (rare: the cells of one colour do not read each other, so order is free)
+            const int h = __ffs(redo) - 1;
+            redo &= redo - 1;
+            const long long j = j0 + h * 32;
+            const int v = cell_node[j];
+            unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+            const int draw = bn_draw_logs(z, v, card[v], h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w, tab, card,
+                                          toff, par_ptr, par, par_stride, ch_ptr, ch, ch_stride);
+            if (draw < 0)  // every state impossible (or NaN): keep the value, report
+                *bad = 1;
+            else
+                z[v] = (unsigned char)draw;
         }
     }
-#undef BN_LISTS
 }
 
-// counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every case of replicas 0..m-1 of Z, in two
-// parts: the (case, node) pairs whose family (the node and its parents) is wholly observed give the same cells
-// in every replica and at every iteration, counted once on the host (fixed, per replica: m * fixed[c] is added
-// here); the others are listed, (fam_case[j], fam_node[j]) for j < P, in the order of the missing cells (block
-// of cases, then node, then case: a warp mostly counts one node), and counted in each replica. counts must be
-// zeroed first. With use_shared, each block counts into shared memory (C ints; block 0 starts from m * fixed)
-// and adds its non-zero cells to counts at the end; without (tables too large for shared memory), straight
-// into counts. A thread takes a pair's replicas BN_COUNT_ROWS at a time and reads the node's parents once for
-// them.
+// counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every row
+// (replica, case) of Z[:rows]. counts must be zeroed first. With
+// use_shared, the block counts into shared memory (C ints) and adds its
+// non-zero cells to counts at the end; without (tables too large for shared
+// memory), straight into counts. A thread takes BN_COUNT_ROWS rows at a time
+// (rows t, t + stride, ...: each of them coalesced over the warp) and reads
+// each node's parents once for all of them.
 extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
-    const unsigned char* __restrict__ Z, long long n, int V, int m, const int* __restrict__ fam_case,
-    const int* __restrict__ fam_node, long long P, const int* __restrict__ fixed, const int* __restrict__ card,
+    const unsigned char* __restrict__ Z, long long rows, int V, const int* __restrict__ card,
     const int* __restrict__ toff, const int* __restrict__ par_ptr, const int* __restrict__ par,
     const int* __restrict__ par_stride, int* __restrict__ counts, int C, int use_shared) {
     extern __shared__ int hist[];
     int* h = use_shared ? hist : counts;
     if (use_shared) {
-        for (int c = threadIdx.x; c < C; c += blockDim.x) hist[c] = blockIdx.x == 0 ? m * fixed[c] : 0;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) hist[c] = 0;
         __syncthreads();
-    } else if (blockIdx.x == 0) {
-        for (int c = threadIdx.x; c < C; c += blockDim.x)
-            if (fixed[c]) atomicAdd(counts + c, m * fixed[c]);
     }
-    const long long plane = n * V;  // bytes of one replica
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < P; j += stride) {
-        const int v = fam_node[j];
-        const unsigned char* z0 = Z + (long long)fam_case[j] * V;
-        const int q0 = par_ptr[v], q1 = par_ptr[v + 1], K = card[v], base = toff[v];
-        for (int r0 = 0; r0 < m; r0 += BN_COUNT_ROWS) {  // the same r0 in every lane: the atomics converge
-            const unsigned char* z[BN_COUNT_ROWS];
-            bool in[BN_COUNT_ROWS];
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < rows; t += BN_COUNT_ROWS * stride) {
+        const unsigned char* z[BN_COUNT_ROWS];
+        bool in[BN_COUNT_ROWS];
+#pragma unroll
+        for (int u = 0; u < BN_COUNT_ROWS; ++u) {
+            in[u] = t + u * stride < rows;
+            z[u] = Z + (unsigned long long)(in[u] ? t + u * stride : t) * V;  // a row past the end reads row t
+        }
+        for (int v = 0; v < V; ++v) {
             int cell[BN_COUNT_ROWS];
 #pragma unroll
-            for (int u = 0; u < BN_COUNT_ROWS; ++u) {
-                in[u] = r0 + u < m;
-                z[u] = z0 + (in[u] ? r0 + u : r0) * plane;  // a replica past the end reads replica r0
-                cell[u] = 0;
-            }
-            for (int q = q0; q < q1; ++q) {
+            for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] = 0;
+            const int q1 = par_ptr[v + 1];
+            for (int q = par_ptr[v]; q < q1; ++q) {
                 const int pq = par[q], sq = par_stride[q];
 #pragma unroll
                 for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] += (int)z[u][pq] * sq;
             }
+            const int K = card[v], base = toff[v];
 #pragma unroll
             for (int u = 0; u < BN_COUNT_ROWS; ++u) {
                 if (!in[u]) continue;
@@ -541,18 +445,8 @@ extern "C" __global__ void bn_normalise(const double* x, double* out, const int*
                                          long long, long long, const double*, int, const int*, const int*,          \
                                          const int*, const int*, const int*, const int*, const int*, const int*,    \
                                          unsigned int, unsigned int, unsigned int, unsigned int, int*);
-#define BN_INST_ALL(K)                                                                                               \
-    template __global__ void bn_sweep_all<K>(unsigned char*, long long, int, const int*, const int*, const long long*, \
-                                             const long long*, int, long long, int, long long, const double*, int,     \
-                                             const int*, const int*, const int*, const int*, const int*, const int*,   \
-                                             const int*, const int*, unsigned int, unsigned int, unsigned int,         \
-                                             unsigned int, int*);
 BN_INST(4)
-BN_INST_ALL(4)
-BN_INST_ALL(16)
 BN_INST(16)
 BN_INST(64)
 BN_INST(256)
-BN_INST_ALL(64)
-BN_INST_ALL(256)
 #endif

@@ -419,43 +419,18 @@ def test_gpu_sweep_draws_the_exact_conditional_and_the_twins(cp, name):
     assert _chisquare_pvalue(draws, p) > ALPHA
 
 
-def _direct_counts(net, plan, Z):
-    """The CPT cells' counts over every replica and case of Z, (case, node) by (case, node)."""
-    out = np.zeros(plan.C, dtype=np.int64)
-    for j, v in enumerate(net.nodes):
-        want = np.zeros(net.cpts_[v].shape, dtype=np.int64)
-        for row in Z.reshape(-1, plan.V):
-            want[tuple(row[net.nodes.index(q)] for q in net.parents[v]) + (row[j],)] += 1
-        out[plan.toff[j]:plan.toff[j + 1]] = want.ravel()
-    return out
-
-
-def _counts_case(net, frac, m, seed, start=64, stop=200):
-    """A part (cases start..stop-1, blocks of 32) of 256 cases with cells missing at random (``frac``) and its
-    case matrix in m replicas, the missing cells filled at random: (plan, part, Z)."""
-    from gpumcmc.models import bayesnet as bn
-
-    plan = bn._Plan(net)
-    X = _mask(net.sample(256, seed), frac, seed + 1)
-    b = plan.batch(X, start, stop, within=(0, len(X)), block=32)
-    Z = np.repeat(b.obs[None], m, 0)
-    Z[:, b.case, b.node] = (np.random.default_rng(seed).random((m, b.M)) * plan.card[b.node]).astype(np.uint8)
-    return plan, b, Z
-
-
-@pytest.mark.parametrize("frac", [0.0, 0.3, 0.8, 1.0])
-@pytest.mark.parametrize("m", [1, 5])
-def test_counts_twin_matches_a_loop(frac, m):
-    # the wholly observed families counted once (m times their counts) and the others in each replica: the
-    # counts of every (case, node) pair in every replica, for any missing pattern
+def test_counts_twin_matches_a_loop():
     from gpumcmc.models import bayesnet as bn
 
     net = _blanket_net(1)
-    plan, b, Z = _counts_case(net, frac, m, 2)
-    n_fam = sum(len(net.parents[v]) + 1 for v in net.nodes)
-    assert (len(b.fam_case) == 0) == (frac == 0.0) and (b.fixed.sum() == 0) == (frac == 1.0)
-    assert b.fixed.sum() + len(b.fam_case) == b.n * plan.V and n_fam > plan.V
-    np.testing.assert_array_equal(bn._NumpyOps(plan).counts(Z, m, b), _direct_counts(net, plan, Z))
+    Z = net.sample(50, 2).astype(np.uint8)[None]
+    plan = bn._Plan(net)
+    got = bn._NumpyOps(plan).counts(Z, 1, 50)
+    for j, v in enumerate(net.nodes):
+        want = np.zeros(net.cpts_[v].shape, dtype=np.int64)
+        for row in Z[0]:
+            want[tuple(row[net.nodes.index(q)] for q in net.parents[v]) + (row[j],)] += 1
+        np.testing.assert_array_equal(got[plan.toff[j]:plan.toff[j + 1]], want.ravel())
 
 
 def _ops_both(cp, net, X, m):
@@ -488,8 +463,8 @@ def test_gpu_kernels_match_twin(cp, seed):
             cpu.sweep(Z, m, b, c, tables, key, sweep, bad)
             gpu.sweep(Zd, m, b, c, tables_d, key, sweep, bad_d)
         np.testing.assert_array_equal(cp.asnumpy(Zd), Z)
-    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, m, b)), cpu.counts(Z, m, b))
-    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, 2, b)), cpu.counts(Z, 2, b))
+    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, m, len(X))), cpu.counts(Z, m, len(X)))
+    np.testing.assert_array_equal(cp.asnumpy(gpu.counts(Zd, 2, len(X))), cpu.counts(Z, 2, len(X)))
     g = np.random.default_rng(1).normal(size=plan.C)
     np.testing.assert_allclose(cp.asnumpy(gpu.normalise(cp.asarray(g))), cpu.normalise(g), rtol=1e-13, atol=1e-13)
     assert bad[0] == 0 and int(bad_d[0]) == 0
@@ -502,73 +477,13 @@ def test_gpu_counts_in_global_memory(cp, monkeypatch):
     X = _mask(net.sample(2000, 1), 0.3, 2)
     plan, b, Z = _ops_both(cp, net, X, 2)
     monkeypatch.setattr(config, "bayesnet_shared_cells", 0)
-    b.upload(cp)
-    np.testing.assert_array_equal(cp.asnumpy(bn._GpuOps(plan).counts(cp.asarray(Z), 2, b)),
-                                  bn._NumpyOps(plan).counts(Z, 2, b))
-
-
-def test_each_block_of_cases_has_its_range_of_each_colours_cells():
-    # bn_sweep_all's blocks of cases: colour c's cells of block B are blk[c, B] .. blk[c, B + 1] - 1 of the part's
-    # lists, together the colour's range, each of them a case of that block
-    net = _random_net(3, cards=(2, 3, 4, 2, 3, 2, 4, 3))
-    for frac, start, stop in ((0.4, 64, 200), (0.0, 0, 256), (1.0, 32, 96)):
-        plan, b, _ = _counts_case(net, frac, 1, 6, start, stop)
-        nb, lo = b.blk.shape[1] - 1, start // 32 * 32
-        assert nb == -(-(stop - lo) // 32)
-        for c in range(len(plan.groups)):
-            assert b.blk[c, 0] == b.gptr[c] and b.blk[c, -1] == b.gptr[c + 1] and (np.diff(b.blk[c]) >= 0).all()
-            for B in range(nb):
-                cases = b.case[b.blk[c, B]:b.blk[c, B + 1]] + start - lo
-                assert ((cases >= 32 * B) & (cases < 32 * B + 32)).all()
-
-
-@pytest.mark.parametrize("net", ["koller", "random"])
-@pytest.mark.parametrize("defines", [(), (("BN_FUSED", 0),), (("BN_SHARED_PLAN", 1),)])
-def test_gpu_sweep_of_every_colour_in_one_launch_is_the_twins(cp, monkeypatch, net, defines):
-    # bn_sweep_all (its lists in global or shared memory) on a part inside its batch (cell numbers that start
-    # inside a chunk, chunks over two blocks of 32 cases) and with BN_FUSED=0 the launches colour by colour: the
-    # twin's draws, three sweeps running
-    from gpumcmc.models import bayesnet as bn
-
-    monkeypatch.setattr(bn.ops, "_FUSE_ROUNDS", 0)
-    net = BayesianNetwork.koller() if net == "koller" else _random_net(3, cards=(2, 3, 4, 2, 3, 2, 4, 3))
-    plan, b, Z = _counts_case(net, 0.5, 3, 8)
-    tables = plan.tables_of(net.cpts_)
-    bad, bad_d = np.zeros(1, np.int32), cp.zeros(1, cp.int32)
-    with config.override(bayesnet_defines=defines):
-        gpu, cpu = bn._GpuOps(plan), bn._NumpyOps(plan)
-        b.upload(cp)
-        fused = dict(defines).get("BN_FUSED", 1)
-        assert (gpu._sweep_all_args(b, 3) is not None) == bool(fused) and b.g0[1] - b.gptr[1] > 0
-        Zd, tables_d = cp.asarray(Z), cp.asarray(tables)
-        for t in range(3):
-            gpu.sweep_all(Zd, 3, b, tables_d, (7, 9), t, bad_d)
-            cpu.sweep_all(Z, 3, b, tables, (7, 9), t, bad)
-            np.testing.assert_array_equal(cp.asnumpy(Zd), Z)
-    assert bad[0] == 0 and int(bad_d[0]) == 0
-
-
-@pytest.mark.parametrize("shared", [True, False])
-@pytest.mark.parametrize("frac", [0.0, 0.3, 1.0])
-@pytest.mark.parametrize("m", [1, 5, 10])  # a pair's replicas four at a time: whole and partial groups
-def test_gpu_counts_equal_a_direct_count(cp, monkeypatch, shared, frac, m):
-    from gpumcmc.models import bayesnet as bn
-
-    net = _random_net(4)
-    plan, b, Z = _counts_case(net, frac, m, 5)
-    if not shared:
-        monkeypatch.setattr(config, "bayesnet_shared_cells", 0)
-    b.upload(cp)
-    got = bn._GpuOps(plan).counts(cp.asarray(Z), m, b)
-    np.testing.assert_array_equal(cp.asnumpy(got), _direct_counts(net, plan, Z))
+    np.testing.assert_array_equal(cp.asnumpy(bn._GpuOps(plan).counts(cp.asarray(Z), 2, len(X))),
+                                  bn._NumpyOps(plan).counts(Z, 2, len(X)))
 
 
 @pytest.mark.parametrize("same", [3, [1, 3, 2, 3, 1]])  # a schedule: launches of several m on one part
 @pytest.mark.parametrize("batch_size", [None, 700])
-def test_gpu_fit_matches_cpu(cp, monkeypatch, batch_size, same):
-    from gpumcmc.models.bayesnet import ops
-
-    monkeypatch.setattr(ops, "_FUSE_ROUNDS", 0)  # every colour in one launch, however few the blocks of cases
+def test_gpu_fit_matches_cpu(cp, batch_size, same):
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(2000, 0), 0.5, 1)
     kw = dict(n_iter=5, same=same, random_state=0, progress=False, batch_size=batch_size)
@@ -581,14 +496,11 @@ def test_gpu_fit_matches_cpu(cp, monkeypatch, batch_size, same):
         np.testing.assert_allclose(g.trace_[v], c.trace_[v], rtol=1e-10)
 
 
-@pytest.mark.parametrize("defines", [(("BN_GROUP", 1),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
-                                     (("BN_COUNT_ROWS", 1),), (("BN_FUSED", 0),), (("BN_SHARED_PLAN", 1),)])
-def test_gpu_launch_variants_give_the_twins_draws(cp, monkeypatch, defines):
-    from gpumcmc.models.bayesnet import ops
-
+@pytest.mark.parametrize("defines", [(("BN_GROUP", 2),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
+                                     (("BN_COUNT_ROWS", 1),)])
+def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
     # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch
-    # bound, the counts a row a thread, every colour in one launch or not: the same draws as the NumPy twin.
-    monkeypatch.setattr(ops, "_FUSE_ROUNDS", 0)
+    # bound, the counts a row a thread: the same draws as the NumPy twin.
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(20000, 0), 0.5, 1)
     kw = dict(n_iter=3, same=2, random_state=0, progress=False)

@@ -37,7 +37,6 @@ BIG = 8  # parameters above which a kernel must be launched by name
 # checked where the dict is made (a part() call) and, for completeness, at run time only.
 OPEN = {
     ("bayesnet.cu", "bn_sweep"),  # the arguments that stay, kept per part and colour
-    ("bayesnet.cu", "bn_sweep_all"),  # the same, kept per part
 }
 
 # The scalar casts a call can show, by the name of the function called.

@@ -21,10 +21,8 @@ bench, koller = Bench(), BayesianNetwork.koller()
 bench.suite = "bayesnet"
 X = B._data(koller, 1_000_000, 0.5)
 B._case(bench, "koller-1M-50%-m10", koller, X, 10, 100)
-with config.override(bayesnet_defines=(("BN_FUSED", 0),)):  # the colours launched one by one, as before
-    B._case(bench, "koller-1M-50%-m10", koller, X, 10, 100, label="gpumcmc BN_FUSED=0")
-for defs in ((), (("BN_COUNT_ROWS", 8),), (("BN_GROUP", 1),), (("BN_FUSED", 0),), (("BN_MIN_BLOCKS", 4),),
-             (("BN_SHARED_PLAN", 1),), (("BN_SHARED_PLAN", 1), ("BN_MIN_BLOCKS", 4)), (("BN_BLOCK", 128),)):
+for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_MIN_BLOCKS", 5),), (("BN_GROUP", 2),),
+             (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3))):
     with config.override(bayesnet_defines=defs):
         B._parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps="BN_COUNT_ROWS" not in dict(defs))
 print(format_table(bench.rows))

@@ -149,9 +149,10 @@ def _sweep(key, off, m, row, tables, Zs, bads, data):
         with sh.on(i):
             if not data.resident:
                 Zs[i] = b.load(xp, data.m_max)
-            data.ops[i].sweep_all(Zs[i], m, b, tc, key, off, bads[i])
+            for c in range(len(plan.groups)):
+                data.ops[i].sweep(Zs[i], m, b, c, tc, key, off, bads[i])
             if data.learn:
-                counts.append(data.ops[i].counts(Zs[i], m, b))
+                counts.append(data.ops[i].counts(Zs[i], m, b.n))
     return counts
 
 
@@ -263,7 +264,7 @@ class _Plan:
             block = _block_rows(e - s)
         lo = (start // block) * block  # pad to whole blocks, so that a reshape gives (block, node, case) order
         nb = -(-(stop - lo) // block) if stop > start else 0
-        case, node, gptr, g0, first, blk = [], [], [0], [], 0, []
+        case, node, gptr, g0, first = [], [], [0], [], 0
         before, whole = (X[s:start] < 0).sum(0), (X[s:e] < 0).sum(0)
         for g in self.groups:
             pad = np.zeros((nb * block, len(g)), dtype=bool)
@@ -271,36 +272,12 @@ class _Plan:
                 pad[start - lo:stop - lo] = X[start:stop][:, g] < 0
             bi, gi, ri = np.nonzero(pad.reshape(nb, block, len(g)).transpose(0, 2, 1))
             case.append((bi * block + ri + lo - start).astype(np.int32))
-            blk.append(gptr[-1] + np.concatenate([[0], np.cumsum(np.bincount(bi, minlength=nb))]))
             node.append(np.asarray(g, dtype=np.int32)[gi])
             gptr.append(gptr[-1] + len(bi))
             g0.append(first + int(before[g].sum()))
             first += int(whole[g].sum())
-        b = _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
-                   np.array(gptr, dtype=np.int64), np.array(g0, dtype=np.int64), first)
-        b.fam_case, b.fam_node, b.fixed = self._families(X[start:stop] < 0, obs[start:stop], start - lo, nb, block)
-        b.blk = np.array(blk, dtype=np.int64).reshape(len(self.groups), nb + 1)
-        return b
-
-    def _families(self, missing, obs, pad, nb, block):
-        """The counts' split of a part's (case, node) pairs (bn_counts): those whose family (the node and its
-        parents) has a missing cell, as (case, node) lists in the order of the missing cells (block of
-        cases, node, case), and the counts (int64 (C,), one replica's) of the others, which never change."""
-        fam = missing.copy()
-        for v in range(self.V):
-            for q in range(self.par_ptr[v], self.par_ptr[v + 1]):
-                fam[:, v] |= missing[:, self.par[q]]
-        padded = np.zeros((nb * block, self.V), dtype=bool)
-        padded[pad:pad + len(fam)] = fam
-        bi, vi, ri = np.nonzero(padded.reshape(nb, block, self.V).transpose(0, 2, 1))
-        fixed = np.zeros(self.C, dtype=np.int64)
-        for v in range(self.V):
-            rows = obs[~fam[:, v]]
-            row = np.zeros(len(rows), dtype=np.intp)
-            for q in range(self.par_ptr[v], self.par_ptr[v + 1]):
-                row += rows[:, self.par[q]].astype(np.intp) * int(self.par_stride[q])
-            fixed += np.bincount(self.toff[v] + row * int(self.card[v]) + rows[:, v], minlength=self.C)
-        return (bi * block + ri - pad).astype(np.int32), vi.astype(np.int32), fixed
+        return _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
+                      np.array(gptr, dtype=np.int64), np.array(g0, dtype=np.int64), first)
 
 
 def _csr(lists):
@@ -323,24 +300,19 @@ class _Batch:
     """A batch of cases (or a device's part of one): its observed cells ``obs`` (0 where missing),
     its missing cells (``case`` relative to ``start``, ``node``), the colour groups' ranges in that
     list (``gptr``), where each range starts in the numbering of the whole batch's ``Mtot`` cells
-    (``g0``), where each block of cases starts in each colour's range (``blk``, (colours, blocks + 1)), the
-    (case, node) pairs whose family has a missing cell (``fam_case``, ``fam_node``) and the
-    counts of the others (``fixed``, one replica's; :meth:`_Plan._families`) and, between visits, the
-    replicas' imputed values ``vals`` (m_max, M)."""
+    (``g0``) and, between visits, the replicas' imputed values ``vals`` (m_max, M)."""
 
     def __init__(self, start, stop, obs, case, node, gptr, g0, Mtot):
         self.start, self.stop, self.n, self.M = start, stop, stop - start, len(case)
         self.obs, self.case, self.node, self.gptr, self.g0, self.Mtot = obs, case, node, gptr, g0, Mtot
-        self.vals = self.case_d = self.node_d = self.fam_case_d = self.fam_node_d = None
-        self.fixed_d = self.blk_d = self.shift_d = None
-        self.fam_case = self.fam_node = self.fixed = self.blk = None  # set by _Plan.batch
+        self.vals = self.case_d = self.node_d = None
         self.launches = None  # the sweep's launch arguments (GPU) or cell lists by node (twin), per upload
 
     def pin(self):
         """Keep the host arrays in page-locked memory, for batches streamed to the GPU at each visit."""
         import cupyx
 
-        for name in ("obs", "case", "node", "vals", "fam_case", "fam_node"):
+        for name in ("obs", "case", "node", "vals"):
             a = getattr(self, name)
             p = cupyx.empty_pinned(a.shape, dtype=a.dtype)
             p[...] = a
@@ -348,11 +320,6 @@ class _Batch:
 
     def upload(self, xp):
         self.case_d, self.node_d, self.launches = _to_device(xp, self.case), _to_device(xp, self.node), None
-        self.fam_case_d, self.fam_node_d = _to_device(xp, self.fam_case), _to_device(xp, self.fam_node)
-        if self.fixed_d is None:  # a few cells a node or a block: kept on the device between visits
-            self.fixed_d = self.fixed if xp is np else xp.asarray(self.fixed.astype(np.int32))
-            self.blk_d = self.blk if xp is np else xp.asarray(self.blk)
-            self.shift_d = self.g0 - self.gptr[:-1] if xp is np else xp.asarray(self.g0 - self.gptr[:-1])
 
     def load(self, xp, m_max):
         """The batch's case matrix, replicated m_max times, with the imputed cells filled in."""
@@ -369,4 +336,4 @@ class _Batch:
             self.vals = v
         else:
             v.get(out=self.vals)
-        self.case_d = self.node_d = self.fam_case_d = self.fam_node_d = self.launches = None
+        self.case_d = self.node_d = self.launches = None

@@ -1,8 +1,7 @@
 """The CUDA launchers of kernels_cu/bayesnet.cu and their NumPy twin: ``sweep`` (one colour group's missing
-cells in every replica; ``sweep_all``: every colour group in one launch), ``counts`` (the CPT cells' counts: those
-of the (case, node) pairs whose family has a missing cell, plus those of the others, counted once) and
-``normalise`` (the CPT draw's row-wise log-normalisation, and its exp). The twin keeps the kernels' counter
-layout and double-precision operations in their order, so both give the same draws for a seed.
+cells in every replica), ``counts`` (the CPT cells' counts) and ``normalise`` (the CPT draw's row-wise
+log-normalisation, and its exp). The twin keeps the kernels' counter layout and double-precision operations in
+their order, so both give the same draws for a seed.
 
 The CPTs travel as ``tables``, float64 (2, C): row 0 the log-probabilities, row 1 the probabilities. The
 sweep multiplies probabilities (issue 38: no exponential per cell, one Philox call for four cells; this
@@ -19,11 +18,6 @@ from gpumcmc._config import config
 FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
 _TINY = 2.0**-960  # BN_TINY of bayesnet.cu: below this sum of the products a cell is drawn in log space
-# bn_sweep_all has a block of the kernel a block of cases in one replica: fused only where there are at least
-# this many of them per block that the GPU holds at once (fewer leave SMs idle or a long last round; Andes at 10^5
-# cases, m = 1, has 98 for 528 places on an H100: colour by colour there)
-_FUSE_ROUNDS = 2
-_SWEEP_SMEM = 32 << 10  # with BN_SHARED_PLAN=1, bn_sweep_all's tables and lists in at most this much shared memory
 
 
 def _parents(plan, f):
@@ -133,27 +127,13 @@ class _NumpyOps:
             if not ok.all():
                 bad[0] = 1
 
-    def sweep_all(self, Z, m, b, tables, key, off, bad):
-        """Every colour group's sweep in turn (bn_sweep_all: the same draws)."""
-        for c in range(len(self.plan.groups)):
-            self.sweep(Z, m, b, c, tables, key, off, bad)
-
-    def counts(self, Z, m, b):
-        """Counts of every CPT cell over replicas 0..m-1 of part ``b``'s case matrix ``Z`` (int64, length C):
-        m times those of its wholly observed families (``b.fixed``) and those of its other (case, node) pairs
-        in each replica, as bn_counts."""
+    def counts(self, Z, m, n):
+        """Counts of every CPT cell over replicas 0..m-1 and every case (int64, length C)."""
         P = self.plan
-        cache = b.launches = b.launches if b.launches is not None else {}
-        fams = cache.get("fams")
-        if fams is None:
-            fams = cache["fams"] = [(v, b.fam_case[b.fam_node == v].astype(np.intp), _parents(P, v))
-                                    for v in range(P.V)]
-        out = b.fixed * m
-        for v, cs, pars in fams:
-            if len(cs):
-                rows = np.take(Z[:m], cs, axis=1)
-                cell = P.toff[v] + _row_of(rows, pars) * int(P.card[v]) + rows[..., v]
-                out += np.bincount(cell.ravel(), minlength=P.C)
+        rows, out = Z[:m].reshape(-1, P.V), np.zeros(P.C, dtype=np.int64)
+        for v in range(P.V):
+            cell = P.toff[v] + _row_of(rows, _parents(P, v)) * int(P.card[v]) + rows[:, v]
+            out += np.bincount(cell, minlength=P.C)
         return out
 
     def normalise(self, x, out=None):
@@ -189,8 +169,6 @@ class _GpuOps:
         # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
         self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
         self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
-        if len(set(self.kmax)) == 1:
-            self.names += (f"bn_sweep_all<{self.kmax[0]}>",)
         self._counts = None
 
     def _fn(self, name):
@@ -223,47 +201,7 @@ class _GpuOps:
         fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox(key, off), bad=bad,
                                           **fixed))
 
-    def _sweep_all_args(self, b, m):
-        """The launch of bn_sweep_all on part ``b`` with m replicas but for the per-call arguments, as
-        :meth:`_sweep_args`, and its shared memory; None where the colours take different instantiations (or
-        BN_FUSED=0, or with BN_SHARED_PLAN=1 the tables and lists do not fit in _SWEEP_SMEM, or fewer than
-        _FUSE_ROUNDS blocks of cases per place on the GPU): then each colour is launched on its own."""
-        cache = b.launches = b.launches if b.launches is not None else {}
-        got = cache.get(("all", m), False)
-        if got is False:
-            got, P, d = None, self.plan, self.d
-            defines = dict(config.bayesnet_defines)
-            smem = 8 * P.C + 4 * (4 * P.V + 2 + 4 * len(P.par)) if defines.get("BN_SHARED_PLAN", 0) else 0
-            if len(set(self.kmax)) == 1 and defines.get("BN_FUSED", 1) and b.blk.shape[1] > 1 and smem <= _SWEEP_SMEM:
-                fn = self._fn(f"bn_sweep_all<{self.kmax[0]}>")
-                block = defines.get("BN_BLOCK", 256)
-                nb, places = b.blk.shape[1] - 1, _loader.sm_count() * _loader.resident_blocks(fn, block, smem)
-                grid = max(1, min(nb * m, places))
-                if nb * m < _FUSE_ROUNDS * places:
-                    fn = None
-                fixed = _kernel_args.part(
-                    FILE, "bn_sweep_all", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d,
-                    cell_node=b.node_d, blk=b.blk_d, shift=b.shift_d,
-                    ncol=_loader.i32(len(P.groups)), nb=_loader.i64(nb), m=_loader.i32(m),
-                    Mtot=_loader.i64(b.Mtot), C=_loader.i32(P.C), card=d["card"], toff=d["toff"],
-                    par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"],
-                    ch_stride=d["ch_stride"])
-                got = None if fn is None else (fn, (grid,), (block,), fixed, smem)
-            cache[("all", m)] = got
-        return got
-
-    def sweep_all(self, Z, m, b, tables, key, off, bad):
-        """Every colour group of part ``b`` in one launch (bn_sweep_all), or colour by colour."""
-        got = self._sweep_all_args(b, m) if b.M else None
-        if got is None:
-            for c in range(len(self.plan.groups)):
-                self.sweep(Z, m, b, c, tables, key, off, bad)
-            return
-        fn, grid, block, fixed, smem = got
-        fn(grid, block, _kernel_args.args(FILE, "bn_sweep_all", Z=Z, tab=tables, **_kernel_args.philox(key, off),
-                                          bad=bad, **fixed), shared_mem=smem)
-
-    def counts(self, Z, m, b):
+    def counts(self, Z, m, n):
         P, d, cp = self.plan, self.d, self.cp
         if self._counts is None:
             self._counts = cp.empty(P.C, dtype=cp.int32)
@@ -271,15 +209,13 @@ class _GpuOps:
         out.data.memset_async(0, out.nbytes)
         fn = self._fn("bn_counts")
         shared = P.C <= config.bayesnet_shared_cells
-        smem, pairs = 4 * P.C if shared else 0, len(b.fam_case)
+        smem, rows = 4 * P.C if shared else 0, m * n
         block = dict(config.bayesnet_defines).get("BN_COUNT_BLOCK", 256)
-        grid = max(1, min(-(-pairs // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
+        grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
         fn((grid,), (block,),
-           _kernel_args.args(FILE, "bn_counts", Z=Z, n=_loader.i64(b.n), V=_loader.i32(P.V), m=_loader.i32(m),
-                             fam_case=b.fam_case_d, fam_node=b.fam_node_d, P=_loader.i64(pairs), fixed=b.fixed_d,
-                             card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"],
-                             par_stride=d["par_stride"], counts=out, C=_loader.i32(P.C),
-                             use_shared=_loader.i32(shared)),
+           _kernel_args.args(FILE, "bn_counts", Z=Z, rows=_loader.i64(rows), V=_loader.i32(P.V), card=d["card"],
+                             toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
+                             counts=out, C=_loader.i32(P.C), use_shared=_loader.i32(shared)),
            shared_mem=smem)
         return out
 

@@ -1,0 +1,85 @@
+"""The Bayesian network over GPUs (issue 40 item 6): BayesianNetwork.fit(devices=...) against its bare step
+loop (algorithm.collective through sampling.sharded on the same Shards), per iteration as user_path.py takes
+it (the difference of whole calls of 5 and 105 iterations), on 1, 2 and all GPUs; Koller, 10^6 cases, half
+missing, same = 10. Prints and writes one JSON object with each time and efficiency t1 / (W tW).
+
+    python scripts/gpu-checks/bn_scaling.py OUT_DIR [--numpy N_VIRTUAL]   # --numpy: a dry run on shards of NumPy
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from gpumcmc import _validate
+from gpumcmc.models.bayesnet import BayesianNetwork, algorithm
+from gpumcmc.models.bayesnet.algorithm import _Plan, case_parts, collective
+from gpumcmc.random import default_rng
+from gpumcmc.sampling import sharded
+from gpumcmc.shards import Shards
+
+numpy_dry = "--numpy" in sys.argv
+n_cases = 2000 if numpy_dry else 1_000_000
+truth = BayesianNetwork.koller()
+X = truth.sample(n_cases, 0)
+X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
+
+if numpy_dry:
+    def sync():
+        pass
+    configs = [(1, None), (2, Shards(n_virtual=2))]
+    backend = "numpy"
+else:
+    import cupy as cp
+
+    def sync():
+        for g in range(cp.cuda.runtime.getDeviceCount()):
+            cp.cuda.Device(g).synchronize()
+    count = cp.cuda.runtime.getDeviceCount()
+    configs = [(1, None)] + [(w, "all" if w == count else list(range(w))) for w in (2, 4) if w <= count]
+    backend = "cupy"
+
+
+def wall(fn):
+    sync()
+    t = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t
+
+
+def per_iteration(call, a=5, b=105, repeats=3):
+    call(a)
+    return float(np.median([(wall(lambda: call(b)) - wall(lambda: call(a))) / (b - a) for _ in range(repeats)]))
+
+
+out = {"cases": n_cases, "same": 10}
+for w, devices in configs:
+    kw = {"backend": backend} if devices is None else {"devices": devices}
+    fit = lambda n: BayesianNetwork(truth.parents, truth.states, n_iter=n, same=10, random_state=0,  # noqa: E731
+                                    progress=False, **kw).fit(X)
+    plan = _Plan(truth)
+    rng = default_rng(0, backend=backend)
+    sh = algorithm._one_shard(rng.xp()) if devices is None else (
+        devices if isinstance(devices, Shards) else Shards(devices))
+    alg = sharded(collective(plan, [10] * 205), sh)
+    start = alg.init(rng, case_parts(X, plan, sh, len(X)))
+
+    def loop(n):
+        state = start
+        with _validate.deferred():
+            for _ in range(n):
+                state, _ = alg.step(rng, state)
+        _validate.check()
+
+    out[f"fit_{w}gpu_ms"] = per_iteration(fit) * 1e3
+    out[f"step_{w}gpu_ms"] = per_iteration(loop) * 1e3
+    print(json.dumps({k: v for k, v in out.items() if k.endswith(f"_{w}gpu_ms")}), flush=True)
+for w, _ in configs[1:]:
+    for kind in ("fit", "step"):
+        out[f"{kind}_{w}gpu_efficiency"] = out[f"{kind}_1gpu_ms"] / (w * out[f"{kind}_{w}gpu_ms"])
+print(json.dumps(out))
+os.makedirs(sys.argv[1], exist_ok=True)
+with open(os.path.join(sys.argv[1], "bn_scaling.json"), "w") as f:
+    json.dump(out, f, indent=1)

@@ -24,7 +24,8 @@
 # Phase 2, alone on the host (all 4 GPUs): user_path.py scaling (LDA K = 1024 on the text, the mixture at
 # n = 10^7, the GLM at N = 2e7 through fit(devices=...) on 1, 2 and 4 GPUs), then the scaling suite (the
 # bare sweeps of the same models over 1, 2 and 4 GPUs; LDA on user_path.py's text, GPUMCMC_SCALING_LDA_TEXT,
-# and the GLM's N 4e7: the suite has no public-call rows, so its efficiencies are the "kernel only" ones).
+# and the GLM's N 4e7: the suite has no public-call rows, so its efficiencies are the "kernel only" ones), then
+# the Bayesian network's fit(devices=...) against its bare step over the same shards (bn_scaling.py).
 #
 # Peers are skipped: the GLM suite's JAX row (JAX_PLATFORMS=cpu: bench.jax finds no GPU), the LDA suite's
 # and the others' peer rows are not in the parts run here. The goals are absolute.
@@ -129,6 +130,7 @@ left=$((END - $(date +%s) - 80))                  # keep 80 s or more for the sc
 part user_path-scaling "$(( left < 240 ? left : 240 ))" "$END" python "$UP" scaling --out "$D/user_path-scaling.json"
 part scaling-suite 240 "$END" env GPUMCMC_BENCH_WARMUP=1 GPUMCMC_BENCH_REPEAT=5 GPUMCMC_SCALING_LDA_TEXT="$UP" \
   python -m benchmarks scaling --out "$D"
+part bn-scaling 90 "$END" python scripts/gpu-checks/bn_scaling.py "$D"
 
 python -m benchmarks.compare_public "$D" > "$D/compare.log" 2>&1
 cat "$D/parts.tsv"; echo; cat "$D/compare.md" 2>/dev/null || tail -n 20 "$D/compare.log"

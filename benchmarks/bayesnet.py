@@ -186,12 +186,11 @@ def run(bench):
         _case(bench, "pathfinder-100k-30%", pf, _data(pf, 10_000 if small else 100_000, 0.3), 1, 20)
 
 
-def _bare_step_ms(X, same, iters):
-    """ms per iteration of the sampler's own step (``algorithm.collective`` on one shard) in a loop: every colour's sweep,
-    the counts, the Dirichlet parameters, the gamma draw and the normalisation, with no driver, kept
-    draws, progress or checks around them."""
-    import cupy as cp
-
+def _bare_step_ms(X, same, iters, shards=None, backend="cupy", sync=None):
+    """ms per iteration of the sampler's own step (``algorithm.collective`` on ``shards``, default one shard of
+    the current GPU) in a loop: every colour's sweep, the counts, the Dirichlet parameters, the gamma draw and
+    the normalisation, with no driver, kept draws, progress or checks around them. ``sync``: what waits for
+    the work (see :func:`benchmarks.harness.per_iteration_ms`)."""
     from gpumcmc import _validate
     from gpumcmc.models.bayesnet import algorithm
     from gpumcmc.random import default_rng
@@ -199,8 +198,8 @@ def _bare_step_ms(X, same, iters):
 
     truth = BayesianNetwork.koller()
     plan = bn._Plan(truth)
-    rng = default_rng(0, backend="cupy")
-    sh = algorithm._one_shard(cp)
+    rng = default_rng(0, backend=backend)
+    sh = algorithm._one_shard(rng.xp()) if shards is None else shards
     alg = sharded(algorithm.collective(plan, [same] * iters), sh)
     start = alg.init(rng, algorithm.case_parts(X, plan, sh, len(X)))
 
@@ -211,7 +210,7 @@ def _bare_step_ms(X, same, iters):
                 state, _ = alg.step(rng, state)
         _validate.check()
 
-    return per_iteration_ms(loop, 5, 205)
+    return per_iteration_ms(loop, 5, iters, sync=sync)
 
 
 def user_path(out_dir):

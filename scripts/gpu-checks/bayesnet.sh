@@ -50,29 +50,4 @@ GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests
 # 1e-30 entries too), the fit against NumPy's and every launch's arguments.
 GPUMCMC_CHECK_KERNEL_ARGS=1 python -m pytest -m gpu -q -p no:cacheprovider tests/test_bayesnet.py \
     tests/test_bayesnet_devices.py
-python -m benchmarks.bayesnet "$OUT" --user-path          # public fit and bare step, $OUT/bayesnet-user-path.json
-for f in ../shared/bench/user_path.py shared/bench/user_path.py; do  # the reference measurement, where present
-  if [ -f "$f" ]; then python "$f" bayesnet --out "$OUT/user_path_bayesnet.json"; break; fi
-done
-# The suite's kernel timing (benchmarks/bayesnet.py: each kernel on its own, Koller 10^6, half missing, m = 10), and
-# the suite's per-iteration row, with the defaults and the counts/sweep launch variants; JSON under $OUT.
-python - "$OUT" <<'EOF'
-import sys
-from pathlib import Path
-
-from benchmarks import bayesnet as B
-from benchmarks.harness import Bench, format_table
-from gpumcmc._config import config
-from gpumcmc.models.bayesnet import BayesianNetwork
-
-bench, koller = Bench(), BayesianNetwork.koller()
-bench.suite = "bayesnet"
-X = B._data(koller, 1_000_000, 0.5)
-B._case(bench, "koller-1M-50%-m10", koller, X, 10, 100)
-for defs in ((), (("BN_COUNT_ROWS", 2),), (("BN_COUNT_ROWS", 1),), (("BN_MIN_BLOCKS", 5),), (("BN_GROUP", 2),),
-             (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3))):
-    with config.override(bayesnet_defines=defs):
-        B._parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps="BN_COUNT_ROWS" not in dict(defs))
-print(format_table(bench.rows))
-print("# wrote", bench.write("bayesnet-issue38-kernels", Path(sys.argv[1])))
-EOF
+bash scripts/gpu-checks/bn-timing.sh "$OUT"   # the public fit, user_path.py, and each kernel with its variants

@@ -6,24 +6,21 @@ missing, same = 10. Prints and writes one JSON object with each time and efficie
 Each fit over GPUs makes its own NCCL communicators, whose set-up varies from call to call by tens of ms; the
 fits' difference is taken over B = 1005 iterations so that this variation stays below a tenth of the figure.
 
-    python scripts/gpu-checks/bn_scaling.py OUT_DIR [--numpy N_VIRTUAL]   # --numpy: a dry run on shards of NumPy
+    python scripts/gpu-checks/bn_scaling.py OUT_DIR [--numpy]   # --numpy: a short dry run on two shards of NumPy
 """
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
-from gpumcmc import _validate
-from gpumcmc.models.bayesnet import BayesianNetwork, algorithm
-from gpumcmc.models.bayesnet.algorithm import _Plan, case_parts, collective
-from gpumcmc.random import default_rng
-from gpumcmc.sampling import sharded
+from benchmarks.bayesnet import _bare_step_ms
+from benchmarks.harness import per_iteration_ms
+from gpumcmc.models.bayesnet import BayesianNetwork
 from gpumcmc.shards import Shards
 
 numpy_dry = "--numpy" in sys.argv
-n_cases = 2000 if numpy_dry else 1_000_000
+n_cases, B = (300, 25) if numpy_dry else (1_000_000, 1005)
 truth = BayesianNetwork.koller()
 X = truth.sample(n_cases, 0)
 X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
@@ -43,42 +40,14 @@ else:
     configs = [(1, None)] + [(w, "all" if w == count else list(range(w))) for w in (2, 4) if w <= count]
     backend = "cupy"
 
-
-def wall(fn):
-    sync()
-    t = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - t
-
-
-def per_iteration(call, a=5, b=105, repeats=3):
-    """Seconds an iteration: the median over ``repeats`` of (time of call(b) - time of call(a)) / (b - a)."""
-    call(a)
-    return float(np.median([(wall(lambda: call(b)) - wall(lambda: call(a))) / (b - a) for _ in range(repeats)]))
-
-
 out = {"cases": n_cases, "same": 10}
 for w, devices in configs:
     kw = {"backend": backend} if devices is None else {"devices": devices}
     fit = lambda n: BayesianNetwork(truth.parents, truth.states, n_iter=n, same=10, random_state=0,  # noqa: E731
                                     progress=False, **kw).fit(X)
-    plan = _Plan(truth)
-    rng = default_rng(0, backend=backend)
-    sh = algorithm._one_shard(rng.xp()) if devices is None else (
-        devices if isinstance(devices, Shards) else Shards(devices))
-    alg = sharded(collective(plan, [10] * 1005), sh)
-    start = alg.init(rng, case_parts(X, plan, sh, len(X)))
-
-    def loop(n):
-        state = start
-        with _validate.deferred():
-            for _ in range(n):
-                state, _ = alg.step(rng, state)
-        _validate.check()
-
-    out[f"fit_{w}gpu_ms"] = per_iteration(fit, 5, 1005) * 1e3
-    out[f"step_{w}gpu_ms"] = per_iteration(loop) * 1e3
+    shards = None if devices is None else devices if isinstance(devices, Shards) else Shards(devices)
+    out[f"fit_{w}gpu_ms"] = per_iteration_ms(fit, 5, B, sync=sync)
+    out[f"step_{w}gpu_ms"] = _bare_step_ms(X, 10, min(B, 105), shards, backend, sync)
     print(json.dumps({k: v for k, v in out.items() if k.endswith(f"_{w}gpu_ms")}), flush=True)
 for w, _ in configs[1:]:
     for kind in ("fit", "step"):

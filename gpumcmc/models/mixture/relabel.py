@@ -103,16 +103,14 @@ _LSA_NAMES = ("lsa_solve<8>", "lsa_solve<16>", "lsa_solve<32>")  # columns a lan
 def _relabel_gpu(xp, flat, wflat, reference, scale, reference_weights, weight_cost, block_bytes):
     """:func:`relabel`'s permutations (D, k), host int64, with every assignment solved on the GPU."""
     d_total, k, p = flat.shape
-    fused = p <= _FUSED_MAX_P
     step = max(1, int(block_bytes) // (k * k * p * 8))  # draws per block of the costs' (D, k, k, p) terms
     per_launch = max(step, _SOLVE_BYTES // (k * k * 8))
-    perm = xp.empty((d_total, k), dtype=np.int64)
-    status = xp.zeros(1, dtype=np.int32)
+    perms = [np.empty((0, k), dtype=np.int64)]
     for s0 in range(0, d_total, per_launch):
         e0 = min(d_total, s0 + per_launch)
-        wpart = None if wflat is None else wflat[s0:e0]
-        if fused:
-            cost = _costs_fused(flat[s0:e0], wpart, reference, reference_weights, scale, weight_cost)
+        if p <= _FUSED_MAX_P:
+            cost = _costs_fused(flat[s0:e0], None if wflat is None else wflat[s0:e0], reference, reference_weights,
+                                scale, weight_cost)
         else:
             cost = xp.empty((e0 - s0, k, k), dtype=np.float64)
             for s in range(s0, e0, step):
@@ -120,8 +118,8 @@ def _relabel_gpu(xp, flat, wflat, reference, scale, reference_weights, weight_co
                 cost[s - s0:e - s0] = relabel_costs(flat[s:e], reference, scale,
                                                     None if wflat is None else wflat[s:e],
                                                     reference_weights, weight_cost)
-        _lsa_solve(cost, perm[s0:e0], status)
-    return _checked_perm(perm, status)
+        perms.append(_assign_gpu(cost))
+    return np.concatenate(perms)
 
 
 _FUSED_MAX_P = 64  # relabel_costs_fused keeps a draw's p terms in one array of 64
@@ -162,24 +160,20 @@ def _lsa_solve(cost, perm, status):
                                       status=status), shared_mem=_lsa_shared_bytes(k))
 
 
-def _checked_perm(perm, status):
-    """The permutations on the host, or ValueError where :func:`_lsa_solve` found costs that are not finite."""
-    if int(status.get()[0]):
-        raise ValueError("relabel: some draw's assignment costs are not finite; the means, weights, scale and "
-                         "reference must be finite numbers.")
-    return perm.get()
-
-
 def _assign_gpu(cost):
     """Host permutations (D, k) solving each of the GPU cost matrices ``cost`` (D, k, k), as SciPy's
-    ``linear_sum_assignment`` would: ``perm[d, cols] = rows``."""
+    ``linear_sum_assignment`` would: ``perm[d, cols] = rows``. ValueError where a matrix's costs are not
+    finite."""
     import cupy as cp
 
     cost = cp.ascontiguousarray(cost, dtype=np.float64)
     perm = cp.empty(cost.shape[:2], dtype=np.int64)
     status = cp.zeros(1, dtype=np.int32)
     _lsa_solve(cost, perm, status)
-    return _checked_perm(perm, status)
+    if int(status.get()[0]):
+        raise ValueError("relabel: some draw's assignment costs are not finite; the means, weights, scale and "
+                         "reference must be finite numbers.")
+    return perm.get()
 
 
 def _solve_one(cost, d, perm, row):

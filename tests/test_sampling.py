@@ -44,6 +44,20 @@ def test_shapes_burn_in_and_thinning(xp):
     np.testing.assert_array_equal(vals, full.draws["x"][:, its - 1].T)
 
 
+def test_kept_draws_are_the_states_values(xp):
+    # Each kept value is stored as it was after its iteration: C-ordered rows by a copy of their bytes on
+    # the GPU, strided views and other dtypes by the general assignment.
+    seen = []
+    tr = run(ar_step, AR(xp.zeros((3, 4)), 0), gpumcmc.random.default_rng(2, backend="numpy" if xp is np else "cupy"),
+             n_iter=20, collect=lambda s, i: {"x": s.x, "col": s.x[:, 1], "f": s.x.astype(xp.float32)},
+             callback=lambda n, s, i: seen.append(gpumcmc.backend.to_host(s.x)), progress=False)
+    want = np.stack(seen, axis=1)  # (chain, draw, 4)
+    np.testing.assert_array_equal(tr.draws["x"], want)
+    np.testing.assert_array_equal(tr.draws["col"], want[:, :, 1])
+    np.testing.assert_array_equal(tr.draws["f"], want.astype(np.float32))
+    assert len({float(v) for v in want.ravel()}) > 200  # the draws differ from iteration to iteration
+
+
 @pytest.mark.slow
 def test_ar1_stationary_moments():
     # AR(1) with coefficient 0.5 and unit noise: stationary variance 4/3. 4 chains x 5,000 draws; the

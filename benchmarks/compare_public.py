@@ -12,8 +12,8 @@ Reads every JSON file of DIR, as one run left them (``scripts/gpu-checks/issue40
 * the files of the suites' own entry points: ``python -m benchmarks.lda --out`` (LDA.fit against its
   step, by corpus and K), ``python -m benchmarks.mixture --profile-fit --out`` (Gibbs and BEM fits
   against their steps), ``python -m benchmarks.bayesnet DIR --user-path`` (BayesianNetwork.fit);
-* ``scripts/gpu-checks/bn_scaling.py DIR``: BayesianNetwork.fit(devices=...) and its bare step over 1, 2 and
-  4 GPUs (no suite has the Bayesian network over GPUs).
+* ``scripts/gpu-checks/bn_scaling.py DIR [--cases N]``: BayesianNetwork.fit(devices=...) and its bare step
+  over 1, 2 and 4 GPUs (no suite has the Bayesian network over GPUs), at 10^6 and 10^7 cases.
 
 Where a time limit stopped a part before it wrote its file, the one-line JSON objects that user_path.py
 and the LDA entry point print as they go are read from DIR's ``*.log`` files instead (a file's figure
@@ -59,7 +59,7 @@ class Sources:
     lda: dict = field(default_factory=dict)          # benchmarks.lda fit_against_step, by case
     mixture: dict = field(default_factory=dict)      # benchmarks.mixture profile_fit
     bayesnet: dict = field(default_factory=dict)     # benchmarks.bayesnet user_path
-    bn_scaling: dict = field(default_factory=dict)   # scripts/gpu-checks/bn_scaling.py
+    bn_scaling: dict = field(default_factory=dict)   # scripts/gpu-checks/bn_scaling.py, by number of cases
     devices: dict = field(default_factory=dict)      # file -> GPU name, where the file says
     problems: list = field(default_factory=list)
 
@@ -76,7 +76,7 @@ class Sources:
         elif "public_fit_ms" in data and "bare_step_ms" in data:
             self.bayesnet.update(data)
         elif "fit_1gpu_ms" in data and "step_1gpu_ms" in data:
-            self.bn_scaling.update(data)
+            self.bn_scaling.setdefault(data.get("cases", 1_000_000), {}).update(data)
         elif any(isinstance(v, dict) and "fit_Mtokens_per_s" in v for v in data.values()):
             self.lda.update({k: v for k, v in data.items() if isinstance(v, dict)})
         elif any(k.startswith(_UP_PREFIXES) for k in data):
@@ -261,15 +261,16 @@ def _scaling_figures():
                 lambda s, n=up_name, W=W: _num(s.up.get(f"scaling_{n}_{W}gpu_efficiency")),
                 lambda s: (None, "the scaling suite times the bare sweep only"),
                 lambda s, m=model, W=W: _scaling_eff(s, m, W), goal, _efficiency(thr)))
-    for W in (2, 4):  # the Bayesian network: its fit and its bare step over the same shards, in one process
-        out.append(Figure(
-            f"scaling_bayesnet_{W}gpu", "item 6", f"bayesnet fit(devices=...) efficiency on {W} GPUs, Koller, "
-            "10^6 cases, same = 10", "t1 / (W tW)",
-            lambda s, W=W: (_num(s.bn_scaling.get(f"fit_{W}gpu_efficiency")),
-                            "bn_scaling.py, timed as user_path.py times a call"),
-            lambda s: (None, "kernel only: the bare step over the same shards"),
-            lambda s, W=W: _num(s.bn_scaling.get(f"step_{W}gpu_efficiency")),
-            "within 0.05 of the bare step's (item 6)", _efficiency(None)))
+    for n, size in ((1_000_000, "10^6"), (10_000_000, "10^7")):
+        for W in (2, 4):  # the Bayesian network: its fit and its bare step over the same shards, in one process
+            out.append(Figure(
+                f"scaling_bayesnet_{'' if n == 1_000_000 else 'n1e7_'}{W}gpu", "item 6",
+                f"bayesnet fit(devices=...) efficiency on {W} GPUs, Koller, {size} cases, same = 10", "t1 / (W tW)",
+                lambda s, n=n, W=W: (_num(s.bn_scaling.get(n, {}).get(f"fit_{W}gpu_efficiency")),
+                                     "bn_scaling.py, timed as user_path.py times a call"),
+                lambda s: (None, "kernel only: the bare step over the same shards"),
+                lambda s, n=n, W=W: _num(s.bn_scaling.get(n, {}).get(f"step_{W}gpu_efficiency")),
+                "within 0.05 of the bare step's (item 6)", _efficiency(None)))
     return out
 
 

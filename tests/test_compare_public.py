@@ -172,13 +172,20 @@ def test_the_committed_results_keys(tmp_path):
 
 def test_bayesnet_over_gpus_is_judged_against_its_bare_step(tmp_path):
     # bn_scaling.py's file: the fit's efficiency within 0.05 of its bare step's over the same shards (item 6).
-    _write(tmp_path, "bn_scaling.json", {"cases": 10, "same": 10, "fit_1gpu_ms": 0.46, "step_1gpu_ms": 0.45,
+    _write(tmp_path, "bn_scaling.json", {"cases": 1_000_000, "same": 10, "fit_1gpu_ms": 0.46, "step_1gpu_ms": 0.45,
                                          "fit_2gpu_efficiency": 0.34, "step_2gpu_efficiency": 0.73,
                                          "fit_4gpu_efficiency": 0.12, "step_4gpu_efficiency": 0.14})
     rows = _rows(tmp_path)
     assert rows["scaling_bayesnet_2gpu"]["status"] == "missed"   # 0.34 < 0.73 - 0.05
     assert rows["scaling_bayesnet_4gpu"]["status"] == "met"      # 0.12 >= 0.14 - 0.05
     assert rows["scaling_bayesnet_4gpu"]["kernel_only"] == 0.14
+    assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "missing"  # its own file, by its number of cases
+    _write(tmp_path, "bn_scaling_10000000.json", {"cases": 10_000_000, "same": 10, "fit_1gpu_ms": 4.5,
+                                                   "step_1gpu_ms": 4.5, "fit_2gpu_efficiency": 0.97,
+                                                   "step_2gpu_efficiency": 0.99})
+    rows = _rows(tmp_path)
+    assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "met"
+    assert rows["scaling_bayesnet_2gpu"]["status"] == "missed"   # the 10^6 figures are their own
     (tmp_path / "bn_scaling.json").unlink()
     rows = _rows(tmp_path)
     assert rows["scaling_bayesnet_2gpu"]["status"] == "missing"  # never met without a figure

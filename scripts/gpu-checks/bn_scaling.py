@@ -6,7 +6,8 @@ missing, same = 10. Prints and writes one JSON object with each time and efficie
 Each fit over GPUs makes its own NCCL communicators, whose set-up varies from call to call by tens of ms; the
 fits' difference is taken over B = 1005 iterations so that this variation stays below a tenth of the figure.
 
-    python scripts/gpu-checks/bn_scaling.py OUT_DIR [--numpy]   # --numpy: a short dry run on two shards of NumPy
+    python scripts/gpu-checks/bn_scaling.py OUT_DIR [--numpy] [--cases N [B]]
+    # --numpy: a short dry run on two shards of NumPy; --cases: N cases (default 10^6), fits' difference over B
 """
 import json
 import os
@@ -21,6 +22,11 @@ from gpumcmc.shards import Shards
 
 numpy_dry = "--numpy" in sys.argv
 n_cases, B = (300, 25) if numpy_dry else (1_000_000, 1005)
+if "--cases" in sys.argv:
+    at = sys.argv.index("--cases")
+    n_cases = int(float(sys.argv[at + 1]))
+    if len(sys.argv) > at + 2 and not sys.argv[at + 2].startswith("--"):
+        B = int(sys.argv[at + 2])
 truth = BayesianNetwork.koller()
 X = truth.sample(n_cases, 0)
 X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
@@ -54,5 +60,6 @@ for w, _ in configs[1:]:
         out[f"{kind}_{w}gpu_efficiency"] = out[f"{kind}_1gpu_ms"] / (w * out[f"{kind}_{w}gpu_ms"])
 print(json.dumps(out))
 os.makedirs(sys.argv[1], exist_ok=True)
-with open(os.path.join(sys.argv[1], "bn_scaling.json"), "w") as f:
+name = "bn_scaling.json" if n_cases == 1_000_000 else f"bn_scaling_{n_cases}.json"
+with open(os.path.join(sys.argv[1], name), "w") as f:
     json.dump(out, f, indent=1)

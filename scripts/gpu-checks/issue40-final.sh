@@ -25,7 +25,8 @@
 # n = 10^7, the GLM at N = 2e7 through fit(devices=...) on 1, 2 and 4 GPUs), then the scaling suite (the
 # bare sweeps of the same models over 1, 2 and 4 GPUs; LDA on user_path.py's text, GPUMCMC_SCALING_LDA_TEXT,
 # and the GLM's N 4e7: the suite has no public-call rows, so its efficiencies are the "kernel only" ones), then
-# the Bayesian network's fit(devices=...) against its bare step over the same shards (bn_scaling.py).
+# the Bayesian network's fit(devices=...) against its bare step over the same shards (bn_scaling.py), at 10^6
+# and 10^7 cases.
 #
 # Peers are skipped: the GLM suite's JAX row (JAX_PLATFORMS=cpu: bench.jax finds no GPU), the LDA suite's
 # and the others' peer rows are not in the parts run here. The goals are absolute.
@@ -131,6 +132,7 @@ part user_path-scaling "$(( left < 240 ? left : 240 ))" "$END" python "$UP" scal
 part scaling-suite 240 "$END" env GPUMCMC_BENCH_WARMUP=1 GPUMCMC_BENCH_REPEAT=5 GPUMCMC_SCALING_LDA_TEXT="$UP" \
   python -m benchmarks scaling --out "$D"
 part bn-scaling 90 "$END" python scripts/gpu-checks/bn_scaling.py "$D"
+part bn-scaling-1e7 150 "$END" python scripts/gpu-checks/bn_scaling.py "$D" --cases 1e7 105
 
 python -m benchmarks.compare_public "$D" > "$D/compare.log" 2>&1
 cat "$D/parts.tsv"; echo; cat "$D/compare.md" 2>/dev/null || tail -n 20 "$D/compare.log"

@@ -224,7 +224,9 @@ def user_path(out_dir):
     X[np.random.default_rng(3).random(X.shape) < 0.5] = -1
     fit = lambda n: BayesianNetwork(koller.parents, koller.states, n_iter=n, same=10,  # noqa: E731
                                     random_state=0, progress=False).fit(X)
-    row = {"public_fit_ms": per_iteration_ms(fit, 5, 205), "bare_step_ms": _bare_step_ms(X, 10, 205)}
+    # the fit's set-up (about 0.3 s at 10^6 cases) varies by tens of ms from call to call: 1,000 iterations
+    # between the two calls keep that below a tenth of the figure
+    row = {"public_fit_ms": per_iteration_ms(fit, 5, 1005, repeats=5), "bare_step_ms": _bare_step_ms(X, 10, 205)}
     row["ratio"] = row["public_fit_ms"] / row["bare_step_ms"]
     row["goal"] = "ratio <= 1.1 (issue 40 item 7)"
     os.makedirs(out_dir, exist_ok=True)

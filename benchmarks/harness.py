@@ -15,6 +15,7 @@ is timed with the host clock around the call and ``block_until_ready``.
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import json
 import os
 import platform
@@ -263,13 +264,16 @@ def per_iteration_ms(call, a: int, b: int, repeats: int = 3, sync=None) -> float
     (time of call(b) - time of call(a)) / (b - a), after one warm-up call, each time from an idle GPU to an
     idle GPU. Set-up (data transfer, compilation, planning) drops out; everything paid per iteration stays
     in. This is how the project's reference measurement of the public calls times them. ``sync``: what
-    waits for the work (default: the current GPU; pass a no-op on NumPy, or a wait for every GPU)."""
+    waits for the work (default: the current GPU; pass a no-op on NumPy, or a wait for every GPU). Each
+    timed call starts after a full garbage collection, so that a collection of the previous call's objects
+    does not land in one call and not the other."""
     if sync is None:
         import cupy as cp
 
         sync = cp.cuda.Device().synchronize
 
     def wall(n):
+        gc.collect()
         sync()
         t = time.perf_counter()
         call(n)

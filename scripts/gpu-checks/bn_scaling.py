@@ -3,8 +3,10 @@ loop (algorithm.collective through sampling.sharded on the same Shards), per ite
 it (the difference of whole calls of 5 and B iterations), on 1, 2 and all GPUs; Koller, 10^6 cases, half
 missing, same = 10. Prints and writes one JSON object with each time and efficiency t1 / (W tW).
 
-Each fit over GPUs makes its own NCCL communicators, whose set-up varies from call to call by tens of ms; the
-fits' difference is taken over B = 1005 iterations so that this variation stays below a tenth of the figure.
+A fit's set-up (encoding and cutting the cases, the first draws, the imputations copied back) varies from call
+to call by tens of ms at 10^6 cases and by tenths of a second at 10^7: the fits' difference is taken over
+B = 2,000 iterations at 10^6 (300 at 10^7) and is the median of five, so that this variation stays below a
+tenth of the figure.
 
     python scripts/gpu-checks/bn_scaling.py OUT_DIR [--numpy] [--cases N [B]]
     # --numpy: a short dry run on two shards of NumPy; --cases: N cases (default 10^6), fits' difference over B
@@ -21,10 +23,11 @@ from gpumcmc.models.bayesnet import BayesianNetwork
 from gpumcmc.shards import Shards
 
 numpy_dry = "--numpy" in sys.argv
-n_cases, B = (300, 25) if numpy_dry else (1_000_000, 1005)
+n_cases, B = (300, 25) if numpy_dry else (1_000_000, 2005)
 if "--cases" in sys.argv:
     at = sys.argv.index("--cases")
     n_cases = int(float(sys.argv[at + 1]))
+    B = 305 if n_cases >= 5_000_000 else B
     if len(sys.argv) > at + 2 and not sys.argv[at + 2].startswith("--"):
         B = int(sys.argv[at + 2])
 truth = BayesianNetwork.koller()
@@ -52,7 +55,7 @@ for w, devices in configs:
     fit = lambda n: BayesianNetwork(truth.parents, truth.states, n_iter=n, same=10, random_state=0,  # noqa: E731
                                     progress=False, **kw).fit(X)
     shards = None if devices is None else devices if isinstance(devices, Shards) else Shards(devices)
-    out[f"fit_{w}gpu_ms"] = per_iteration_ms(fit, 5, B, sync=sync)
+    out[f"fit_{w}gpu_ms"] = per_iteration_ms(fit, 5, B, repeats=5, sync=sync)
     out[f"step_{w}gpu_ms"] = _bare_step_ms(X, 10, min(B, 105), shards, backend, sync)
     print(json.dumps({k: v for k, v in out.items() if k.endswith(f"_{w}gpu_ms")}), flush=True)
 for w, _ in configs[1:]:

@@ -261,16 +261,21 @@ def _scaling_figures():
                 lambda s, n=up_name, W=W: _num(s.up.get(f"scaling_{n}_{W}gpu_efficiency")),
                 lambda s: (None, "the scaling suite times the bare sweep only"),
                 lambda s, m=model, W=W: _scaling_eff(s, m, W), goal, _efficiency(thr)))
-    for n, size in ((1_000_000, "10^6"), (10_000_000, "10^7")):
+    # The Bayesian network's scaling case is 10^7 cases (as the mixture's is n = 10^7 and the GLM's N = 2e7): at
+    # 10^6 a GPU's share of an iteration is 0.1-0.2 ms of kernels, below what the host takes to queue it, so the
+    # fit and its step alike run at the host's speed, which drifts within one process by more than 0.05 of
+    # efficiency (benchmarks/NOTES.md); those rows are shown, not judged.
+    for n, size, judged in ((10_000_000, "10^7", True), (1_000_000, "10^6", False)):
         for W in (2, 4):  # the Bayesian network: its fit and its bare step over the same shards, in one process
             out.append(Figure(
-                f"scaling_bayesnet_{'' if n == 1_000_000 else 'n1e7_'}{W}gpu", "item 6",
+                f"scaling_bayesnet_{'' if n == 1_000_000 else 'n1e7_'}{W}gpu", "item 6" if judged else "item 6, shown",
                 f"bayesnet fit(devices=...) efficiency on {W} GPUs, Koller, {size} cases, same = 10", "t1 / (W tW)",
                 lambda s, n=n, W=W: (_num(s.bn_scaling.get(n, {}).get(f"fit_{W}gpu_efficiency")),
                                      "bn_scaling.py, timed as user_path.py times a call"),
                 lambda s: (None, "kernel only: the bare step over the same shards"),
                 lambda s, n=n, W=W: _num(s.bn_scaling.get(n, {}).get(f"step_{W}gpu_efficiency")),
-                "within 0.05 of the bare step's (item 6)", _efficiency(None)))
+                "within 0.05 of the bare step's (item 6)" if judged else "none: bound by the host at this size",
+                _efficiency(None) if judged else (lambda up, su, ke: [])))
     return out
 
 

@@ -176,16 +176,18 @@ def test_bayesnet_over_gpus_is_judged_against_its_bare_step(tmp_path):
                                          "fit_2gpu_efficiency": 0.34, "step_2gpu_efficiency": 0.73,
                                          "fit_4gpu_efficiency": 0.12, "step_4gpu_efficiency": 0.14})
     rows = _rows(tmp_path)
-    assert rows["scaling_bayesnet_2gpu"]["status"] == "missed"   # 0.34 < 0.73 - 0.05
-    assert rows["scaling_bayesnet_4gpu"]["status"] == "met"      # 0.12 >= 0.14 - 0.05
+    # at 10^6 cases the rows are shown, not judged (bound by the host at that size)
+    assert rows["scaling_bayesnet_2gpu"]["status"] == "no goal"
     assert rows["scaling_bayesnet_4gpu"]["kernel_only"] == 0.14
     assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "missing"  # its own file, by its number of cases
     _write(tmp_path, "bn_scaling_10000000.json", {"cases": 10_000_000, "same": 10, "fit_1gpu_ms": 4.5,
                                                    "step_1gpu_ms": 4.5, "fit_2gpu_efficiency": 0.97,
-                                                   "step_2gpu_efficiency": 0.99})
+                                                   "step_2gpu_efficiency": 0.99, "fit_4gpu_efficiency": 0.80,
+                                                   "step_4gpu_efficiency": 0.99})
     rows = _rows(tmp_path)
-    assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "met"
-    assert rows["scaling_bayesnet_2gpu"]["status"] == "missed"   # the 10^6 figures are their own
-    (tmp_path / "bn_scaling.json").unlink()
+    assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "met"      # 0.97 >= 0.99 - 0.05
+    assert rows["scaling_bayesnet_n1e7_4gpu"]["status"] == "missed"   # 0.80 < 0.99 - 0.05
+    assert rows["scaling_bayesnet_2gpu"]["user_path"] == 0.34  # the 10^6 figures are their own
+    (tmp_path / "bn_scaling_10000000.json").unlink()
     rows = _rows(tmp_path)
-    assert rows["scaling_bayesnet_2gpu"]["status"] == "missing"  # never met without a figure
+    assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "missing"  # never met without a figure

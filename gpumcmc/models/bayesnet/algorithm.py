@@ -57,14 +57,14 @@ class State(NamedTuple):
 def case_parts(X, plan, shards, batch_size) -> list:
     """The cases ``X`` (int, (n_cases, n_nodes), -1 for missing) cut for ``shards``: ``parts[i][q]`` is
     local shard i's part (a :class:`_Batch`) of batch q of ``batch_size`` cases, cut at whole blocks."""
-    n, obs = X.shape[0], np.where(X < 0, 0, X).astype(np.uint8)
+    n, obs, miss = X.shape[0], np.maximum(X, 0).astype(np.uint8), _missing(X)
     block, by_batch = _block_rows(min(n, batch_size)), []
     for s in range(0, n, batch_size):
         e = min(n, s + batch_size)
         cuts = _block_cuts(s, e, block)
         every = _shards.bounds(len(cuts) - 1, shards.world)
-        by_batch.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block)
-                         for r in shards.ranks])
+        by_batch.append([plan.batch(X, cuts[every[r][0]], cuts[every[r][1]], obs, within=(s, e), block=block,
+                                    miss=miss) for r in shards.ranks])
     return [list(p) for p in zip(*by_batch)]
 
 
@@ -179,10 +179,10 @@ def _uniforms(xp, key, off, m_max, b):
 
     if b.M == b.Mtot:  # the whole batch: the fill itself
         return _fill.fill(xp, "uniform", m_max * b.M, np.float64, key, off).reshape(m_max, b.M)
-    pos = np.concatenate([int(b.g0[c]) + np.arange(int(b.gptr[c + 1] - b.gptr[c]), dtype=np.int64)
-                          for c in range(len(b.g0))])
-    elements = np.arange(m_max, dtype=np.int64)[:, None] * b.Mtot + pos[None, :]
-    return _fill.uniform_at(xp, xp.asarray(elements), np.float64, key, off)
+    pos = xp.asarray(np.concatenate([int(b.g0[c]) + np.arange(int(b.gptr[c + 1] - b.gptr[c]), dtype=np.int64)
+                                     for c in range(len(b.g0))]))
+    elements = xp.arange(m_max, dtype=xp.int64)[:, None] * b.Mtot + pos[None, :]  # made where it is used
+    return _fill.uniform_at(xp, elements, np.float64, key, off)
 
 
 def allreduce_bytes(net, n_batches: int = 1) -> int:
@@ -252,25 +252,31 @@ class _Plan:
         return np.stack([self.logc_of(cpts), np.concatenate([np.asarray(cpts[v], dtype=np.float64).ravel()
                                                              for v in cpts])])
 
-    def batch(self, X, start, stop, obs=None, within=None, block=None):
+    def batch(self, X, start, stop, obs=None, within=None, block=None, miss=None):
         """The missing cells of cases start..stop-1 of the batch ``within`` = (s, e) (default: the cases
         themselves): colour by colour, then block of ``block`` cases by block, node by node, case by case.
         Numbered so over the whole batch, a part cut at block boundaries holds one range of the batch's
-        cell numbers per colour (``g0``: where each colour's range starts)."""
+        cell numbers per colour (``g0``: where each colour's range starts). ``obs`` and ``miss`` (X's cells
+        with missing ones as 0, and :func:`_missing` of X) may be given, made once for every part."""
         if obs is None:
-            obs = np.where(X < 0, 0, X).astype(np.uint8)
+            obs = np.maximum(X, 0).astype(np.uint8)
+        if miss is None:
+            miss = _missing(X)
         s, e = (start, stop) if within is None else within
         if block is None:
             block = _block_rows(e - s)
         lo = (start // block) * block  # pad to whole blocks, so that a reshape gives (block, node, case) order
         nb = -(-(stop - lo) // block) if stop > start else 0
         case, node, gptr, g0, first = [], [], [0], [], 0
-        before, whole = (X[s:start] < 0).sum(0), (X[s:e] < 0).sum(0)
+        before, whole = miss[:, s:start].sum(1), miss[:, s:e].sum(1)
         for g in self.groups:
-            pad = np.zeros((nb * block, len(g)), dtype=bool)
+            pad = np.zeros((len(g), nb * block), dtype=bool)
             if nb:
-                pad[start - lo:stop - lo] = X[start:stop][:, g] < 0
-            bi, gi, ri = np.nonzero(pad.reshape(nb, block, len(g)).transpose(0, 2, 1))
+                pad[:, start - lo:stop - lo] = miss[g, start:stop]
+            # in (block, node, case) order, made contiguous: the flat positions of its missing cells, in order
+            at = np.flatnonzero(np.ascontiguousarray(pad.reshape(len(g), nb, block).transpose(1, 0, 2)))
+            bg, ri = np.divmod(at, block)
+            bi, gi = np.divmod(bg, len(g))
             case.append((bi * block + ri + lo - start).astype(np.int32))
             node.append(np.asarray(g, dtype=np.int32)[gi])
             gptr.append(gptr[-1] + len(bi))
@@ -278,6 +284,12 @@ class _Plan:
             first += int(whole[g].sum())
         return _Batch(start, stop, obs[start:stop], np.concatenate(case), np.concatenate(node),
                       np.array(gptr, dtype=np.int64), np.array(g0, dtype=np.int64), first)
+
+
+def _missing(X):
+    """Where X's cells are missing, node by node: bool (n_nodes, n_cases), contiguous (its sums over cases
+    and its row slices are the fast ones)."""
+    return np.ascontiguousarray((X < 0).T)
 
 
 def _csr(lists):

@@ -83,7 +83,7 @@ def _parts(bench, name, truth, X, same, sweeps=True):
     logc = cp.asarray(plan.tables_of(truth.cpts_))  # the sweep's tables: log-probabilities, probabilities
     bad = cp.zeros(1, cp.int32)
     defines = config.bayesnet_defines
-    tag = "" if not defines else " " + " ".join(f"{k}={v}" for k, v in defines)
+    tag = "".join(f" {k}={v}" for k, v in defines) + (" specialised" if config.bayesnet_specialise else "")
     if sweeps:
         for c in range(len(plan.groups)):
             Mc = int(b.gptr[c + 1] - b.gptr[c])

@@ -107,6 +107,10 @@ class Config:
         "bayesnet_impute_cells": 1 << 24,
         "bayesnet_shared_cells": 12 * 1024,
         "bayesnet_defines": (),
+        # bayesnet_specialise: compile the sweep with the network's structure written in (bn_products_net;
+        # the same draws), for networks whose generated code has at most bayesnet_specialise_chars characters.
+        "bayesnet_specialise": False,
+        "bayesnet_specialise_chars": 1 << 17,
         # gpumcmc.glm, the f+g kernels: glm_fg_tiles and glm_fg_rows take glm_threads threads a block and
         # tiles of at most glm_tile_bytes (GLM_THREADS and GLM_THREADS * GLM_VPT * 16 in glm.cu: change them
         # with glm_defines, the macros the kernels are compiled with, e.g. (("GLM_THREADS", 512),)); glm_sb

@@ -119,13 +119,13 @@ def clear_cache() -> None:
         memo.clear()
 
 
-def _module(filename: str, name_expressions: tuple, defines: tuple, directory: Path | None):
+def _module(filename: str, name_expressions: tuple, defines: tuple, directory: Path | None, prelude: str = ""):
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
     # Keyed on the directory as given (None: the package's), so that a cached
     # module is found without resolving the package folder, a file-system walk per call.
-    key = (device, None if directory is None else str(directory), filename, name_expressions, defines)
+    key = (device, None if directory is None else str(directory), filename, name_expressions, defines, prelude)
     mod = _modules.get(key)
     if mod is not None:
         return mod
@@ -138,7 +138,7 @@ def _module(filename: str, name_expressions: tuple, defines: tuple, directory: P
                 raise FileNotFoundError(f"No kernel file {filename!r} in {directory}.")
             options = compile_options(filename, defines, directory)
             mod = cupy.RawModule(
-                code=src_path.read_text(),
+                code=prelude + src_path.read_text(),
                 options=options,
                 name_expressions=list(name_expressions) or None,
             )
@@ -153,20 +153,22 @@ def _module(filename: str, name_expressions: tuple, defines: tuple, directory: P
 
 
 def get_function(filename: str, name: str, name_expressions: tuple = (), defines: tuple = (),
-                 directory: Path | None = None):
+                 directory: Path | None = None, prelude: str = ""):
     """The compiled kernel ``name`` from ``kernels_cu/filename`` on the current device.
 
     ``name`` is a plain ``extern "C"`` name or one of ``name_expressions``
     (template instantiations such as ``"fill_uniform<float>"``); give every
     instantiation the file needs in one tuple so that it compiles once.
+    ``prelude``: source text put before the file's (generated definitions, such
+    as the Bayesian network's ``BN_NET_CASES``).
     """
     import cupy
 
     key = (cupy.cuda.runtime.getDevice(), None if directory is None else str(directory), filename,
-           tuple(name_expressions), tuple(defines), name)
+           tuple(name_expressions), tuple(defines), name, prelude)
     fn = _functions.get(key)
     if fn is None:
-        mod = _module(filename, key[3], key[4], directory)
+        mod = _module(filename, key[3], key[4], directory, prelude)
         fn = _functions[key] = mod.get_function(name)
     return fn
 

@@ -144,6 +144,24 @@ __device__ __forceinline__ double bn_products(double (&p)[KMAX], const unsigned 
     return cum;
 }
 
+#ifdef BN_NET_CASES
+// bn_products with the network written in (gpumcmc/models/bayesnet/ops.py, _net_cases): BN_NET_CASES holds one
+// `case v:` a node, with its number of states, table offsets, parents, children and strides as constants, and
+// the same operations in the same order as bn_products (so the same values); no index array is read. Nodes of
+// more than KMAX states are left out of the instantiation (if constexpr): no cell of theirs reaches it.
+template <int KMAX>
+__device__ __forceinline__ double bn_products_net(double (&p)[KMAX], const unsigned char* __restrict__ z, int v,
+                                                  const double* __restrict__ pc) {
+    double cum = 0.0;
+    switch (v) {
+        BN_NET_CASES
+        default:
+            break;
+    }
+    return cum;
+}
+#endif
+
 // lp[k] of the cell of node v in the case at z: the log-probabilities logc of v's row and of its children's,
 // added in the children's order (see the top).
 __device__ __forceinline__ double bn_log_term(const unsigned char* __restrict__ z, int v, int K, int k,
@@ -333,8 +351,12 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
                 unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
                 const int K = card[v];
                 double p[KMAX];
+#ifdef BN_NET_CASES
+                const double cum = bn_products_net<KMAX>(p, z, v, pc);
+#else
                 const double cum = bn_products<KMAX>(p, z, v, K, pc, card, toff, par_ptr, par, par_stride, ch_ptr,
                                                      ch, ch_stride);
+#endif
                 if (cum >= BN_TINY)
                     z[v] = (unsigned char)bn_pick<KMAX>(p, K, cum, h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w);
                 else
@@ -364,6 +386,23 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
 // memory), straight into counts. A thread takes BN_COUNT_ROWS rows at a time
 // (rows t, t + stride, ...: each of them coalesced over the warp) and reads
 // each node's parents once for all of them.
+// Adds 1 to h[cell[u]] for each row u that is in: lanes of a warp that add to the same cell add once, through
+// their leader (BN_AGG), or each lane adds its own.
+__device__ __forceinline__ void bn_count_add(int* h, const bool (&in)[BN_COUNT_ROWS], const int (&cell)[BN_COUNT_ROWS]) {
+#pragma unroll
+    for (int u = 0; u < BN_COUNT_ROWS; ++u) {
+        if (!in[u]) continue;
+        const int c = cell[u];
+#if BN_AGG
+        const unsigned int active = __activemask();
+        const unsigned int peers = __match_any_sync(active, c);
+        if ((threadIdx.x & 31) == (unsigned int)(__ffs(peers) - 1)) atomicAdd(h + c, __popc(peers));
+#else
+        atomicAdd(h + c, 1);
+#endif
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
     const unsigned char* __restrict__ Z, long long rows, int V, const int* __restrict__ card,
     const int* __restrict__ toff, const int* __restrict__ par_ptr, const int* __restrict__ par,
@@ -383,6 +422,9 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
             in[u] = t + u * stride < rows;
             z[u] = Z + (unsigned long long)(in[u] ? t + u * stride : t) * V;  // a row past the end reads row t
         }
+#ifdef BN_NET_COUNT
+        BN_NET_COUNT  // every node's cells with the network written in (ops.py, _net_count)
+#else
         for (int v = 0; v < V; ++v) {
             int cell[BN_COUNT_ROWS];
 #pragma unroll
@@ -395,18 +437,10 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
             }
             const int K = card[v], base = toff[v];
 #pragma unroll
-            for (int u = 0; u < BN_COUNT_ROWS; ++u) {
-                if (!in[u]) continue;
-                const int c = base + cell[u] * K + z[u][v];
-#if BN_AGG
-                const unsigned int active = __activemask();
-                const unsigned int peers = __match_any_sync(active, c);
-                if ((threadIdx.x & 31) == (unsigned int)(__ffs(peers) - 1)) atomicAdd(h + c, __popc(peers));
-#else
-                atomicAdd(h + c, 1);
-#endif
-            }
+            for (int u = 0; u < BN_COUNT_ROWS; ++u) cell[u] = base + cell[u] * K + z[u][v];
+            bn_count_add(h, in, cell);
         }
+#endif
     }
     if (use_shared) {
         __syncthreads();

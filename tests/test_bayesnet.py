@@ -512,6 +512,62 @@ def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
         np.testing.assert_allclose(g.trace_[v], c.trace_[v], rtol=1e-10)
 
 
+def _wide_network():
+    """A network whose nodes take 3, 17, 5 and 70 states (the sweep's instantiations for 4, 64 and 256 states),
+    with random CPTs."""
+    parents = {"A": [], "B": ["A"], "C": ["A", "B"], "D": ["C"], "E": ["D", "A"]}
+    card = {"A": 3, "B": 17, "C": 5, "D": 70, "E": 2}
+    rng = np.random.default_rng(11)
+    cpts = {v: rng.dirichlet(np.ones(card[v]), size=tuple(card[p] for p in parents[v])) for v in parents}
+    return BayesianNetwork(parents, {v: [str(i) for i in range(k)] for v, k in card.items()}, cpts)
+
+
+def _specialised_source(net):
+    from gpumcmc.models.bayesnet import algorithm, ops
+
+    plan = algorithm._Plan(net)
+    return f"#define BN_NET_CASES {ops._net_cases(plan)}\n#define BN_NET_COUNT {ops._net_count(plan)}\n" \
+        '#include "bayesnet.cu"\n'
+
+
+@pytest.mark.parametrize("which", ["koller", "wide"])
+def test_specialised_kernels_compile(which, tmp_path):
+    # the sweep and the counts with the network written in (config.bayesnet_specialise) compile for sm_90; the
+    # GPU test below checks their draws
+    import shutil
+    import subprocess
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc")
+    net = BayesianNetwork.koller() if which == "koller" else _wide_network()
+    src = tmp_path / "bn_net.cu"
+    src.write_text(_specialised_source(net))
+    kernels = os.path.join(os.path.dirname(__file__), os.pardir, "kernels_cu")
+    done = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--ptx", "-I", kernels, "-o", os.devnull, str(src)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("which", ["koller", "wide"])
+def test_gpu_specialised_kernels_give_the_same_draws(cp, which):
+    # bn_products_net and BN_NET_COUNT compute what the generic kernels compute, in the same order: the same
+    # imputations and CPT draws bit for bit, and the twin's
+    net = BayesianNetwork.koller() if which == "koller" else _wide_network()
+    X = _mask(net.sample(20000, 0), 0.5, 1)
+    kw = dict(n_iter=4, same=3, random_state=0, progress=False)
+
+    def fit(backend):
+        return BayesianNetwork(net.parents, net.states, backend=backend, **kw).fit(X)
+
+    with config.override(bayesnet_specialise=True):
+        s = fit("cupy")
+    g, c = fit("cupy"), fit("numpy")
+    np.testing.assert_array_equal(s.imputations_, g.imputations_)
+    np.testing.assert_array_equal(s.imputations_, c.imputations_)
+    for v in g.nodes:
+        np.testing.assert_array_equal(s.trace_[v], g.trace_[v])
+
+
 def test_gpu_normalise_into_another_array(cp):
     from gpumcmc.models import bayesnet as bn
 
@@ -861,8 +917,6 @@ def test_gibbs_imputation_in_chunks_is_the_same_method(monkeypatch):
     # chunks of 7 cases: each chunk's chains get their own seed from random_state, so the draws differ
     # from one chunk's, but every case is filled, observed cells are kept, and the result is the same
     # for the same seed.
-    from gpumcmc.models import bayesnet as bn
-
     net = BayesianNetwork.koller()
     X = _mask(net.sample(30, 1), 0.6, 2)
     monkeypatch.setattr(config, "bayesnet_impute_cells", 7 * 8 * 5)

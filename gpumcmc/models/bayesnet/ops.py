@@ -25,6 +25,45 @@ def _parents(plan, f):
     return [(int(plan.par[q]), int(plan.par_stride[q])) for q in range(plan.par_ptr[f], plan.par_ptr[f + 1])]
 
 
+def _net_cases(plan) -> str:
+    """The body of bayesnet.cu's ``BN_NET_CASES`` for ``plan``: one ``case v:`` a node, computing what
+    ``bn_products`` computes for a cell of v (its table's row, each child's factor in the children's order,
+    the cumulative sums) with the node's states, table offsets, parents, children and strides written in as
+    constants, in the same operations and order, so the same values."""
+    def row(f):
+        terms = [f"(int)z[{p}] * {st}" for p, st in _parents(plan, f)]
+        return " + ".join(terms) if terms else "0"
+
+    cases = []
+    for v in range(plan.V):
+        K = int(plan.card[v])
+        body = [f"const double* tv = pc + ({int(plan.toff[v])} + ({row(v)}) * {K});"]
+        body += [f"p[{k}] = tv[{k}];" for k in range(K)]
+        kids = [(int(plan.ch[q]), int(plan.ch_stride[q])) for q in range(plan.ch_ptr[v], plan.ch_ptr[v + 1])]
+        if kids:
+            body.append(f"const int xv = z[{v}];")
+        for c, st in kids:
+            body.append(f"{{ const int base = ({row(c)}) - xv * {st}; "
+                        f"const double* tc = pc + ({int(plan.toff[c])} + z[{c}]);")
+            body += [f"p[{k}] = __dmul_rn(p[{k}], tc[(base + {k * st}) * {int(plan.card[c])}]);" for k in range(K)]
+            body.append("}")
+        body += [f"cum = __dadd_rn(cum, p[{k}]); p[{k}] = cum;" for k in range(K)]
+        cases.append(f"case {v}: if constexpr ({K} <= KMAX) {{ {' '.join(body)} }} break;")
+    return " ".join(cases)
+
+
+def _net_count(plan) -> str:
+    """The body of bayesnet.cu's ``BN_NET_COUNT`` for ``plan``: each node's CPT cell in each of a thread's
+    rows, with the node's table offset, states, parents and strides written in, added by ``bn_count_add``."""
+    out = []
+    for v in range(plan.V):
+        row = " + ".join(f"(int)z[u][{p}] * {st}" for p, st in _parents(plan, v)) or "0"
+        out.append(f"{{ int cell[BN_COUNT_ROWS]; _Pragma(\"unroll\") for (int u = 0; u < BN_COUNT_ROWS; ++u) "
+                   f"cell[u] = {int(plan.toff[v])} + ({row}) * {int(plan.card[v])} + z[u][{v}]; "
+                   f"bn_count_add(h, in, cell); }}")
+    return " ".join(out)
+
+
 def _row_of(rows, pars):
     """Row index (intp) of a CPT for every case in ``rows`` (..., columns): sum over the parents'
     (column, stride) of the column's state times the stride."""
@@ -169,10 +208,17 @@ class _GpuOps:
         # the sweep's instantiation per colour group: the smallest KMAX that holds its largest node
         self.kmax = [next(k for k in _KMAX if k >= int(plan.card[g].max())) for g in plan.groups]
         self.names = tuple(f"bn_sweep<{k}>" for k in sorted(set(self.kmax)))  # only these are compiled
-        self._counts = None
+        self._counts = self._net = None
 
     def _fn(self, name):
-        return _loader.get_function(FILE, name, self.names, config.bayesnet_defines)
+        prelude = ""
+        if config.bayesnet_specialise:  # the network written into the sweep (bn_products_net), where not too long
+            if self._net is None:
+                code, count = _net_cases(self.plan), _net_count(self.plan)
+                self._net = (f"#define BN_NET_CASES {code}\n#define BN_NET_COUNT {count}\n"
+                             if len(code) + len(count) <= config.bayesnet_specialise_chars else "")
+            prelude = self._net
+        return _loader.get_function(FILE, name, self.names, config.bayesnet_defines, prelude=prelude)
 
     def _sweep_args(self, b, c, m):
         """The launch of colour ``c``'s sweep of part ``b`` with m replicas but for the per-call arguments:

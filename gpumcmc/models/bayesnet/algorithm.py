@@ -275,9 +275,10 @@ class _Plan:
                 pad[:, start - lo:stop - lo] = miss[g, start:stop]
             # in (block, node, case) order, made contiguous: the flat positions of its missing cells, in order
             at = np.flatnonzero(np.ascontiguousarray(pad.reshape(len(g), nb, block).transpose(1, 0, 2)))
-            bg, ri = np.divmod(at, block)
-            bi, gi = np.divmod(bg, len(g))
-            case.append((bi * block + ri + lo - start).astype(np.int32))
+            it = np.int32 if pad.size < 2**31 else np.int64  # the narrower type divides faster
+            bg, ri = np.divmod(at.astype(it, copy=False), it(block))
+            bi, gi = np.divmod(bg, it(len(g)))
+            case.append((bi * it(block) + ri + it(lo - start)).astype(np.int32, copy=False))
             node.append(np.asarray(g, dtype=np.int32)[gi])
             gptr.append(gptr[-1] + len(bi))
             g0.append(first + int(before[g].sum()))

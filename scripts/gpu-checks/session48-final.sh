@@ -9,23 +9,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 pip install -q --no-deps --no-build-isolation -e . > "$D/install.log" 2>&1
 { date -u; cat scripts/.commit; nvidia-smi -L; nproc; } > "$D/host.txt" 2>&1
 T="timeout -s INT -k 10"
-PT="python -m pytest -q -m gpu -p no:cacheprovider -rs"
-MULTI="tests/test_nccl.py tests/test_lda_devices.py tests/test_glm_devices.py tests/test_bayesnet_devices.py tests/test_distributed.py"
-L0="tests/test_categorical.py tests/test_gamma.py tests/test_dirichlet_beta.py tests/test_philox.py tests/test_wishart.py tests/test_products_base.py tests/test_deferred.py tests/test_backend.py tests/test_loader.py"
-L1="tests/test_mixture.py tests/test_nested.py tests/test_sampling.py tests/test_protocol.py tests/test_shards.py"
-L2="tests/test_lda.py tests/test_lda_quality.py tests/test_sklearn.py tests/test_rbm.py tests/test_ising.py"
-L3=""
-for f in tests/test_*.py; do
-  case " $MULTI $L0 $L1 $L2 " in *" $f "*) ;; *) L3="$L3 $f" ;; esac
-done
-echo "lane 3: $L3" > "$D/lanes.txt"
-for k in 0 1 2 3; do
-  eval "files=\$L$k"
-  (CUDA_VISIBLE_DEVICES=$k GPUMCMC_CHECK_KERNEL_ARGS=1 $T 300 $PT $files > "$D/tests-lane$k.log" 2>&1
-   echo "lane $k rc=$?") &
-done
-wait
-GPUMCMC_CHECK_KERNEL_ARGS=1 $T 200 $PT $MULTI > "$D/tests-multi.log" 2>&1; echo "multi-GPU files rc=$?"
+GPU_TESTS_DIR="$D" bash scripts/gpu-checks/session49-final.sh --tests-only
 (CUDA_VISIBLE_DEVICES=0 $T 170 bash scripts/gpu-checks/bn-timing.sh "$D" > "$D/bn-timing.log" 2>&1; echo "bn timing rc=$?") &
 (export CUDA_VISIBLE_DEVICES=1
  $T 60 python scripts/user_path.py mixture --out "$D/user_path-mixture.json" > "$D/user_path-mixture.log" 2>&1

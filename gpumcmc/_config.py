@@ -111,6 +111,9 @@ class Config:
         # the same draws), for networks whose generated code has at most bayesnet_specialise_chars characters.
         "bayesnet_specialise": False,
         "bayesnet_specialise_chars": 1 << 17,
+        # bayesnet_graph: on one GPU with one batch and one m, fit replays each iteration from a CUDA graph
+        # (the same draws).
+        "bayesnet_graph": False,
         # gpumcmc.glm, the f+g kernels: glm_fg_tiles and glm_fg_rows take glm_threads threads a block and
         # tiles of at most glm_tile_bytes (GLM_THREADS and GLM_THREADS * GLM_VPT * 16 in glm.cu: change them
         # with glm_defines, the macros the kernels are compiled with, e.g. (("GLM_THREADS", 512),)); glm_sb

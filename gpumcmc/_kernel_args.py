@@ -1,7 +1,7 @@
 """Kernel arguments by name: the order comes from the kernel's own declaration.
 
 A kernel of ``kernels_cu/`` takes a long positional list (``cat_prefix`` 24
-parameters, ``bn_sweep`` 22). Two arguments of one type given in the wrong
+parameters, ``bn_sweep`` 23). Two arguments of one type given in the wrong
 order launch without an error and draw wrong numbers. So launchers name
 every argument after the C parameter, and this module puts them in the
 order of the ``__global__`` declaration::

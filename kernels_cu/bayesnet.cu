@@ -28,7 +28,8 @@
 // at the sweep's call offset, u = u01_f64_from32 of that word. A warp takes a
 // chunk of 128 numbers (pos >> 7), lane l the numbers l, l + 32, l + 64 and
 // l + 96 of it: one Philox call a lane, consecutive cells in consecutive lanes.
-// The draws depend neither on the launch shape nor on the devices' shares.
+// The draws depend neither on the launch shape nor on the devices' shares. off_dev (null but in a CUDA
+// graph's capture) points at a value added to the call offset, as philox.cuh's offset_from_device says.
 //
 // The conditional of a cell given its Markov blanket, for k < K, as a
 // product of table entries (probabilities), no exponential:
@@ -296,7 +297,9 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
     const double* __restrict__ tab, int C, const int* __restrict__ card, const int* __restrict__ toff,
     const int* __restrict__ par_ptr, const int* __restrict__ par, const int* __restrict__ par_stride,
     const int* __restrict__ ch_ptr, const int* __restrict__ ch, const int* __restrict__ ch_stride,
-    unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi, int* __restrict__ bad) {
+    unsigned int k0, unsigned int k1, unsigned int off_lo, unsigned int off_hi,
+    const unsigned long long* __restrict__ off_dev, int* __restrict__ bad) {
+    offset_from_device(off_dev, off_lo, off_hi);  // a sweep replayed from a CUDA graph (sampling/_graph.py)
     const double* __restrict__ pc = tab + C;
     const unsigned long long r = blockIdx.y;
     const unsigned long long chunks = ((unsigned long long)Mtot + 127) >> 7;  // per replica
@@ -478,7 +481,8 @@ extern "C" __global__ void bn_normalise(const double* x, double* out, const int*
     template __global__ void bn_sweep<K>(unsigned char*, long long, int, const int*, const int*, long long,         \
                                          long long, long long, const double*, int, const int*, const int*,          \
                                          const int*, const int*, const int*, const int*, const int*, const int*,    \
-                                         unsigned int, unsigned int, unsigned int, unsigned int, int*);
+                                         unsigned int, unsigned int, unsigned int, unsigned int,                  \
+                                         const unsigned long long*, int*);
 BN_INST(4)
 BN_INST(16)
 BN_INST(64)

@@ -568,6 +568,32 @@ def test_gpu_specialised_kernels_give_the_same_draws(cp, which):
         np.testing.assert_array_equal(s.trace_[v], g.trace_[v])
 
 
+@pytest.mark.parametrize("specialise", [False, True])
+def test_gpu_fit_replayed_from_a_graph_gives_the_same_draws(cp, specialise, monkeypatch):
+    # config.bayesnet_graph: one GPU, one batch, one m: the iteration captured once and replayed, the draws of
+    # the eager fit bit for bit (learning the CPTs, and imputing with them fixed); a schedule of m falls back
+    from gpumcmc.sampling import _graph
+
+    captured = []
+    real = _graph.graph_step
+    monkeypatch.setattr(_graph, "graph_step", lambda step: captured.append(1) or real(step))
+    net = BayesianNetwork.koller()
+    X = _mask(net.sample(20000, 0), 0.5, 1)
+    for same, learn, graphed in ((3, True, True), (3, False, True), ([1, 3, 2, 3, 1, 2], True, False)):
+        kw = dict(n_iter=6, same=same, random_state=0, progress=False, backend="cupy", learn=learn)
+        with config.override(bayesnet_specialise=specialise):
+            g = BayesianNetwork(net.parents, net.states, None if learn else net.cpts_, **kw).fit(X)
+            before = len(captured)
+            with config.override(bayesnet_graph=True):
+                h = BayesianNetwork(net.parents, net.states, None if learn else net.cpts_, **kw).fit(X)
+        assert (len(captured) > before) == graphed
+        np.testing.assert_array_equal(g.imputations_, h.imputations_)
+        if learn:
+            for v in g.nodes:
+                np.testing.assert_array_equal(g.trace_[v], h.trace_[v])
+                np.testing.assert_array_equal(g.cpts_last_[v], h.cpts_last_[v])
+
+
 def test_gpu_normalise_into_another_array(cp):
     from gpumcmc.models import bayesnet as bn
 

@@ -301,7 +301,7 @@ def test_every_kernel_signature_parses(sigs):
 def test_signatures_read_as_declared(sigs):
     sweep = sigs["bayesnet.cu"]["bn_sweep"]
     assert sweep.names[:4] == ("Z", "n", "V", "cell_case")
-    assert sweep.names[-5:] == ("k0", "k1", "off_lo", "off_hi", "bad")
+    assert sweep.names[-6:] == ("k0", "k1", "off_lo", "off_hi", "off_dev", "bad")
     assert sweep.template == (("int", "KMAX"),)
     z = sweep.params[0]
     assert (z.base, z.pointer, z.const) == ("unsigned char", True, False)

@@ -110,7 +110,8 @@ class _GraphStep:
                     if dst.shape != src.shape or dst.dtype != src.dtype:
                         raise ValueError(f"step changed state field {name!r} from {dst.shape} {dst.dtype} to "
                                          f"{src.shape} {src.dtype}; a captured step must keep its state's shapes.")
-                    dst[...] = src
+                    if dst is not src:  # a field the step updated in place is already where it belongs
+                        dst[...] = src
                 self.base += np.uint64(span)
             finally:
                 graph = stream.end_capture()

@@ -54,6 +54,31 @@ class State(NamedTuple):
     bads: list       # per local shard: int32 (1,), set where a missing cell had no possible state
 
 
+class OneDevice(NamedTuple):
+    """The chain of a fit on one GPU with one batch and one m at every iteration, with its arrays as fields,
+    so that :func:`gpumcmc.sampling.graph_step` can capture its iteration as a CUDA graph and replay it (the
+    same draws: see :func:`graph_ready`)."""
+
+    tables: Any      # State.tables
+    Z: Any           # State.Zs[0]
+    bad: Any         # State.bads[0]
+
+
+def graph_ready(step, state):
+    """``step`` (:func:`collective`'s, through :func:`gpumcmc.sampling.sharded` on one device) over
+    :class:`OneDevice` states: ``(its step, the first OneDevice, back)``, ``back(one)`` the :class:`State` of
+    a OneDevice. Only for a fit whose m is the same at every iteration (the iteration count stays that of
+    ``state``: no draw reads it then) and whose cases are one batch (nothing moves to the host)."""
+    def one_step(rng, one):
+        out, info = step(rng, back(one))
+        return OneDevice(out.tables, out.Zs[0], out.bads[0]), info
+
+    def back(one):
+        return state._replace(tables=one.tables, Zs=[one.Z], bads=[one.bad])
+
+    return one_step, OneDevice(state.tables, state.Zs[0], state.bads[0]), back
+
+
 def case_parts(X, plan, shards, batch_size) -> list:
     """The cases ``X`` (int, (n_cases, n_nodes), -1 for missing) cut for ``shards``: ``parts[i][q]`` is
     local shard i's part (a :class:`_Batch`) of batch q of ``batch_size`` cases, cut at whole blocks."""

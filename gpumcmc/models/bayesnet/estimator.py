@@ -16,7 +16,7 @@ from gpumcmc.sampling import run, sharded
 from gpumcmc.sampling._estimator import Estimator
 from gpumcmc.shards import resolve
 
-from .algorithm import _one_shard, _Plan, case_parts, collective
+from .algorithm import _one_shard, _Plan, case_parts, collective, graph_ready
 
 # impute's exact branch enumerates at most this many joint states of a case's missing cells (one
 # log_prob row each); cases with more (99.8% of hailfinder's) are filled by Gibbs imputation.
@@ -257,10 +257,14 @@ class BayesianNetwork(Estimator):
         alg = sharded(collective(plan, ms, prior, None if learn else self.cpts_), sh)
         state = alg.init(rng, parts)
         keep = (lambda s, info: {"logc": s.tables[:1]}) if learn else None  # one chain: (1, C) per draw
+        # one GPU, one batch, one m: the iteration captured as a CUDA graph and replayed, the same draws
+        graph = config.bayesnet_graph and rng.xp() is not np and sh.world == 1 and len(parts[0]) == 1 \
+            and len(set(ms)) == 1
+        step, start, back = graph_ready(alg.step, state) if graph else (alg.step, state, None)
         with sh.on(0):  # the kept draws stay on the device of the CPTs until the end of the run
-            trace = run(alg.step, state, rng, n_iter, collect=keep, progress=progress,
-                        desc="BayesianNetwork", n_chains=1)
-        state = trace.state
+            trace = run(step, start, rng, n_iter, collect=keep, progress=progress, desc="BayesianNetwork",
+                        n_chains=1, graph=graph)
+        state = back(trace.state) if graph else trace.state
         for i in range(len(sh)):
             with sh.on(i):
                 _validate.report(state.bads[i][0] != 0, "Some cases have probability 0 under the CPTs (a missing "

@@ -244,8 +244,8 @@ class _GpuOps:
         if b.gptr[c] == b.gptr[c + 1]:
             return
         fn, grid, block, fixed = self._sweep_args(b, c, m)
-        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox(key, off), bad=bad,
-                                          **fixed))
+        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox_dev(key, off),
+                                          bad=bad, **fixed))
 
     def counts(self, Z, m, n):
         P, d, cp = self.plan, self.d, self.cp

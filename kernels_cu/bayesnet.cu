@@ -382,13 +382,6 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
     }
 }
 
-// counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every row
-// (replica, case) of Z[:rows]. counts must be zeroed first. With
-// use_shared, the block counts into shared memory (C ints) and adds its
-// non-zero cells to counts at the end; without (tables too large for shared
-// memory), straight into counts. A thread takes BN_COUNT_ROWS rows at a time
-// (rows t, t + stride, ...: each of them coalesced over the warp) and reads
-// each node's parents once for all of them.
 // Adds 1 to h[cell[u]] for each row u that is in: lanes of a warp that add to the same cell add once, through
 // their leader (BN_AGG), or each lane adds its own.
 __device__ __forceinline__ void bn_count_add(int* h, const bool (&in)[BN_COUNT_ROWS], const int (&cell)[BN_COUNT_ROWS]) {
@@ -406,6 +399,13 @@ __device__ __forceinline__ void bn_count_add(int* h, const bool (&in)[BN_COUNT_R
     }
 }
 
+// counts[toff[v] + row * card[v] + Z[v]] += 1 for every node v of every row
+// (replica, case) of Z[:rows]. counts must be zeroed first. With
+// use_shared, the block counts into shared memory (C ints) and adds its
+// non-zero cells to counts at the end; without (tables too large for shared
+// memory), straight into counts. A thread takes BN_COUNT_ROWS rows at a time
+// (rows t, t + stride, ...: each of them coalesced over the warp) and reads
+// each node's parents once for all of them.
 extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
     const unsigned char* __restrict__ Z, long long rows, int V, const int* __restrict__ card,
     const int* __restrict__ toff, const int* __restrict__ par_ptr, const int* __restrict__ par,

@@ -195,6 +195,13 @@ def test_bayesnet_over_gpus_is_judged_against_its_bare_step(tmp_path):
     assert rows["scaling_bayesnet_n1e7_4gpu"]["user_path"] == 0.97
     assert rows["scaling_bayesnet_n1e7_4gpu"]["status"] == "met"
     assert "1.830" in rows["scaling_bayesnet_n1e7_4gpu"]["notes"]
+    # a fit faster than its own bare step over the same shards is the set-up's noise: no figure, never met
+    _write(tmp_path, "bn_scaling_10000000.json", {"cases": 10_000_000, "same": 10, "fit_1gpu_ms": 4.5,
+                                                   "step_1gpu_ms": 4.5, "fit_4gpu_efficiency": 1.39,
+                                                   "step_4gpu_efficiency": 1.02})
+    rows = _rows(tmp_path)
+    assert rows["scaling_bayesnet_n1e7_4gpu"]["status"] == "missing"
+    assert "not a figure" in rows["scaling_bayesnet_n1e7_4gpu"]["notes"]
     assert rows["scaling_bayesnet_2gpu"]["user_path"] == 0.34  # the 10^6 figures are their own
     (tmp_path / "bn_scaling_10000000.json").unlink()
     rows = _rows(tmp_path)

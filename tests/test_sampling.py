@@ -49,12 +49,17 @@ def test_kept_draws_are_the_states_values(xp):
     # the GPU, strided views and other dtypes by the general assignment.
     seen = []
     tr = run(ar_step, AR(xp.zeros((3, 4)), 0), gpumcmc.random.default_rng(2, backend="numpy" if xp is np else "cupy"),
-             n_iter=20, collect=lambda s, i: {"x": s.x, "col": s.x[:, 1], "f": s.x.astype(xp.float32)},
+             n_iter=20, collect=lambda s, i: {"x": s.x, "col": s.x[:, 1], "f": s.x.astype(xp.float32),
+                                              "row": s.x[1], "tail": s.x[1:], "cell": s.x[0, 2]},
              callback=lambda n, s, i: seen.append(gpumcmc.backend.to_host(s.x)), progress=False)
     want = np.stack(seen, axis=1)  # (chain, draw, 4)
     np.testing.assert_array_equal(tr.draws["x"], want)
     np.testing.assert_array_equal(tr.draws["col"], want[:, :, 1])
     np.testing.assert_array_equal(tr.draws["f"], want.astype(np.float32))
+    # views at an offset into the state (a row, the rows after the first, one cell): C-ordered, so copied as bytes
+    np.testing.assert_array_equal(tr.draws["row"], want[1].T)  # read as (its 4 "chains", draw)
+    np.testing.assert_array_equal(tr.draws["tail"], want[1:])
+    np.testing.assert_array_equal(tr.draws["cell"], want[0, :, 2])
     assert len({float(v) for v in want.ravel()}) > 200  # the draws differ from iteration to iteration
 
 

@@ -208,9 +208,9 @@ class _Store:
                                                           dtype=old.dtype)
                 buf[:index] = old[:index]
                 self.buffers[name] = buf
-            if _backend.is_cupy_array(v) and _same_layout(v, buf):
-                # one asynchronous copy on the current stream: a few microseconds of host time where the
-                # general assignment costs a kernel launch (the kept draw of every iteration of a run)
+            if _backend.is_cupy_array(v) and index < buf.shape[0] and _same_layout(v, buf):
+                # one asynchronous copy of the bytes on the current stream, no kernel launch (the kept draw
+                # of every iteration of a run)
                 (buf.data + index * buf.strides[0]).copy_from_device_async(v.data, v.nbytes)
             else:
                 buf[index] = _backend.get_array_module(buf).asarray(v)

@@ -38,7 +38,7 @@ T0=$(date +%s)
 NGPU=$(nvidia-smi -L | wc -l)
 # On a host of 2 GPUs the four lanes run two by two (lanes 0 and 2 on GPU 0, 1 and 3 on GPU 1), unpinned,
 # and the scaling runs stop at 2 GPUs: more time for phase 1, less for phase 2.
-if [ "$NGPU" -ge 4 ]; then B=470 P1=200; else B=540 P1=330; fi
+if [ "$NGPU" -ge 4 ]; then B=520 P1=200; else B=560 P1=330; fi
 END=$((T0 + ${ISSUE40_BUDGET_S:-$B}))            # everything but the archive
 PHASE1_END=$((T0 + ${ISSUE40_PHASE1_S:-$P1}))
 D=${ISSUE40_DIR:-/tmp/issue40-final}
@@ -132,7 +132,7 @@ part user_path-scaling "$(( left < 240 ? left : 240 ))" "$END" python "$UP" scal
 part scaling-suite 240 "$END" env GPUMCMC_BENCH_WARMUP=1 GPUMCMC_BENCH_REPEAT=5 GPUMCMC_SCALING_LDA_TEXT="$UP" \
   python -m benchmarks scaling --out "$D"
 part bn-scaling 90 "$END" python scripts/gpu-checks/bn_scaling.py "$D"
-part bn-scaling-1e7 150 "$END" python scripts/gpu-checks/bn_scaling.py "$D" --cases 1e7 105
+part bn-scaling-1e7 200 "$END" python scripts/gpu-checks/bn_scaling.py "$D" --cases 1e7
 
 python -m benchmarks.compare_public "$D" > "$D/compare.log" 2>&1
 cat "$D/parts.tsv"; echo; cat "$D/compare.md" 2>/dev/null || tail -n 20 "$D/compare.log"

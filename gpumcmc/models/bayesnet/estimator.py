@@ -202,9 +202,9 @@ class BayesianNetwork(Estimator):
             raise TypeError(f"data must be a DataFrame or an integer array (n_cases, {len(self.nodes)}) with -1 "
                             "for missing.")
         cards = np.array([self.card[v] for v in self.nodes])
-        if np.any(X < -1) or np.any(X >= cards):
+        if X.size and (X.min() < -1 or np.any(X >= cards)):
             raise ValueError("An integer cell is out of range: use 0..card-1 for states and -1 for missing.")
-        return X.astype(np.int64)
+        return X.astype(np.int64, copy=False)  # read only by fit (impute copies it)
 
     def _colour(self):
         import networkx as nx

@@ -187,14 +187,13 @@ def _draw_cpts(rng, m, counts, total, last, data):
     sh, xp = data.sh, data.xp
     with sh.on(0):
         # counts are whole numbers below 2**53, so every sum here is exact
-        if len(data.parts) == 1:  # the total is this batch's counts: one launch
-            alpha = xp.add(m * (data.prior - 1.0) + 1.0, counts[0], dtype=xp.float64)
-        else:
-            cq = counts[0].astype(xp.float64)
-            total += cq if last is None else cq - last
-            last = cq
-            alpha = m * (data.prior - 1.0) + 1.0 + total
-        return data.ops[0].normalise(rng.gamma(alpha, log=True)), last
+        if len(data.parts) == 1:  # the total is this batch's counts, read as the gamma draw's shapes
+            ops = data.ops[0]
+            return ops.normalise(ops.log_gamma_counts(rng, counts[0], m * (data.prior - 1.0) + 1.0)), last
+        cq = counts[0].astype(xp.float64)
+        total += cq if last is None else cq - last
+        last = cq
+        return data.ops[0].normalise(rng.gamma(m * (data.prior - 1.0) + 1.0 + total, log=True)), last
 
 
 def _uniforms(xp, key, off, m_max, b):

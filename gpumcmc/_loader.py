@@ -263,14 +263,16 @@ class PackedLaunch:
             b = self._local.b = (buf, size, extra, ctypes.addressof(extra))
         return b
 
-    def __call__(self, grid: int, block: int, stream_ptr: int, *values, shared_mem: int = 0) -> None:
-        """Launch ``grid`` blocks of ``block`` threads on the stream ``stream_ptr`` with ``values``
-        (and ``shared_mem`` bytes of dynamic shared memory a block)."""
+    def __call__(self, grid, block: int, stream_ptr: int, *values, shared_mem: int = 0) -> None:
+        """Launch ``grid`` blocks (a number, or (x, y) for a grid of two dimensions) of ``block`` threads
+        on the stream ``stream_ptr`` with ``values`` (and ``shared_mem`` bytes of dynamic shared memory a
+        block)."""
         import cupy
 
+        gx, gy = (grid, 1) if isinstance(grid, int) else grid
         buf, _, _, extra = self._buffers()
         self._struct.pack_into(buf, 0, *values)
-        cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, block, 1, 1, shared_mem, stream_ptr, 0, extra)
+        cupy.cuda.driver.launchKernel(self._fptr, gx, gy, 1, block, 1, 1, shared_mem, stream_ptr, 0, extra)
 
 
 _packed = memo.table("loader.packed", device_at=None)  # keyed by kernel address

@@ -228,30 +228,35 @@ class _GpuOps:
 
     def _sweep_args(self, b, c, m):
         """The launch of colour ``c``'s sweep of part ``b`` with m replicas but for the per-call arguments:
-        (kernel, grid, block, the other arguments by name), made once per upload of the part's cell lists."""
+        (launcher, grid, block, the other arguments by name), made once per upload of the part's cell lists.
+        The arguments are packed into one buffer (:class:`gpumcmc._loader.PackedLaunch`): a sweep is a few
+        launches a device and iteration, queued from one host thread for every device."""
         cache = b.launches = b.launches if b.launches is not None else {}
         got = cache.get((c, m))
         if got is None:
             a, e, P, d = int(b.gptr[c]), int(b.gptr[c + 1]), self.plan, self.d
-            fn = self._fn(f"bn_sweep<{self.kmax[c]}>")
+            launch = _loader.packed_launcher(self._fn(f"bn_sweep<{self.kmax[c]}>"), FILE, "bn_sweep", "double")
             block = dict(config.bayesnet_defines).get("BN_BLOCK", 256)
             # a warp a chunk of 128 cell numbers (bayesnet.cu): the chunks that this range of cells touches
             warps = (int(b.g0[c]) + (e - a) - 1) // 128 - int(b.g0[c]) // 128 + 1
             gx = max(1, min(-(-warps * 32 // block), -(-_loader.sm_count() * 32 // m)))
+            # the addresses of arrays the part (b.case_d, b.node_d) and these launchers (self.d) keep
             fixed = _kernel_args.part(
-                FILE, "bn_sweep", n=_loader.i64(b.n), V=_loader.i32(P.V), cell_case=b.case_d[a:e],
-                cell_node=b.node_d[a:e], Mc=_loader.i64(e - a), cell0=_loader.i64(b.g0[c]), Mtot=_loader.i64(b.Mtot),
-                C=_loader.i32(P.C), card=d["card"], toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"],
-                par_stride=d["par_stride"], ch_ptr=d["ch_ptr"], ch=d["ch"], ch_stride=d["ch_stride"])
-            got = cache[(c, m)] = (fn, (gx, m), (block,), fixed)
+                FILE, "bn_sweep", n=int(b.n), V=int(P.V), cell_case=b.case_d[a:e].data.ptr,
+                cell_node=b.node_d[a:e].data.ptr, Mc=e - a, cell0=int(b.g0[c]), Mtot=int(b.Mtot), C=int(P.C),
+                **{k: d[k].data.ptr for k in ("card", "toff", "par_ptr", "par", "par_stride", "ch_ptr", "ch",
+                                              "ch_stride")})
+            got = cache[(c, m)] = (launch, (gx, m), block, fixed)
         return got
 
     def sweep(self, Z, m, b, c, tables, key, off, bad):
         if b.gptr[c] == b.gptr[c + 1]:
             return
-        fn, grid, block, fixed = self._sweep_args(b, c, m)
-        fn(grid, block, _kernel_args.args(FILE, "bn_sweep", Z=Z, tab=tables, **_kernel_args.philox_dev(key, off),
-                                          bad=bad, **fixed))
+        launch, grid, block, fixed = self._sweep_args(b, c, m)
+        launch(grid, block, self.cp.cuda.get_current_stream().ptr,
+               *_kernel_args.packed(FILE, "bn_sweep", Z=Z.data.ptr, tab=tables.data.ptr, k0=int(key[0]),
+                                    k1=int(key[1]), off_lo=off & 0xFFFFFFFF, off_hi=off >> 32,
+                                    off_dev=_loader.device_offset(), bad=bad.data.ptr, **fixed))
 
     def counts(self, Z, m, n):
         P, d, cp = self.plan, self.d, self.cp
@@ -264,11 +269,13 @@ class _GpuOps:
         smem, rows = 4 * P.C if shared else 0, m * n
         block = dict(config.bayesnet_defines).get("BN_COUNT_BLOCK", 256)
         grid = max(1, min(-(-rows // block), _loader.sm_count() * _loader.resident_blocks(fn, block, smem)))
-        fn((grid,), (block,),
-           _kernel_args.args(FILE, "bn_counts", Z=Z, rows=_loader.i64(rows), V=_loader.i32(P.V), card=d["card"],
-                             toff=d["toff"], par_ptr=d["par_ptr"], par=d["par"], par_stride=d["par_stride"],
-                             counts=out, C=_loader.i32(P.C), use_shared=_loader.i32(shared)),
-           shared_mem=smem)
+        _loader.packed_launcher(fn, FILE, "bn_counts", "double")(
+            grid, block, cp.cuda.get_current_stream().ptr,
+            *_kernel_args.packed(FILE, "bn_counts", Z=Z.data.ptr, rows=rows, V=int(P.V), card=d["card"].data.ptr,
+                                 toff=d["toff"].data.ptr, par_ptr=d["par_ptr"].data.ptr, par=d["par"].data.ptr,
+                                 par_stride=d["par_stride"].data.ptr, counts=out.data.ptr, C=int(P.C),
+                                 use_shared=int(shared)),
+            shared_mem=smem)
         return out
 
     def log_gamma_counts(self, rng, counts, prior):

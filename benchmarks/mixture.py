@@ -367,8 +367,11 @@ def _per_iteration(call, a, b, sync):
     return per_iteration_ms(call, a, b, sync=sync) / 1e3
 
 
-def profile_fit(n=1 << 20, p=14, k=256, a=5, b=65):
+def profile_fit(n=1 << 20, p=14, k=256, a=5, b=305):
     """Per-iteration cost of ``DPGaussianMixture.fit`` (defaults, no progress bar) against the bare sweep.
+
+    The calls are ``b - a`` = 300 iterations apart (user_path.py takes 60): a fit's set-up varies by tens of
+    ms from call to call, which over 60 iterations of 4-5 ms moved the fit's figure by up to a tenth.
 
     Rows (ms per iteration): the bare Gibbs step loop ("kernel only"), fit with the default relabelling and
     without it, align_draws alone on b - a draws (per draw), and the same for BEM (bare make_bem_step loop,
@@ -443,7 +446,7 @@ if __name__ == "__main__":
     ap.add_argument("--profile-fit", action="store_true", help="time fit against the bare step (the default)")
     ap.add_argument("--n", type=int, default=1 << 20)
     ap.add_argument("--k", type=int, default=256)
-    ap.add_argument("--iterations", type=int, nargs=2, default=(5, 65), metavar=("A", "B"))
+    ap.add_argument("--iterations", type=int, nargs=2, default=(5, 305), metavar=("A", "B"))
     ap.add_argument("--out", default=None, help="write the JSON there too")
     args = ap.parse_args()
     res = profile_fit(n=args.n, k=args.k, a=args.iterations[0], b=args.iterations[1])

@@ -98,7 +98,7 @@ lane0() {
 }
 lane1() {
   part user_path-mixture 60 "$PHASE1_END" python "$UP" mixture --out "$D/user_path-mixture.json"
-  part mixture-profile-fit 60 "$PHASE1_END" python -m benchmarks.mixture --profile-fit --out "$D/mixture-profile-fit.json"
+  part mixture-profile-fit 120 "$PHASE1_END" python -m benchmarks.mixture --profile-fit --out "$D/mixture-profile-fit.json"
   part user_path-glm 50 "$PHASE1_END" python "$UP" glm --out "$D/user_path-glm.json"
   part glm-public-fg 90 "$PHASE1_END" env GPUMCMC_GLM_CASES=public,f+g JAX_PLATFORMS=cpu \
     python -m benchmarks glm --out "$D"

@@ -85,7 +85,6 @@ class _Chain:
 def _cupy_peer_step1(cp, x, params_mu, chol_inv, log_pi, chunk, rng):
     """Plain CuPy: per chunk, logits by batched products, log-sum-exp, inverse-CDF draw."""
     n, p = x.shape
-    k = log_pi.shape[0]
     logdet = cp.log(cp.diagonal(chol_inv, axis1=-2, axis2=-1)).sum(-1)
     const = log_pi + logdet - 0.5 * p * np.log(2 * np.pi)
     z = cp.empty(n, dtype=cp.int32)
@@ -103,7 +102,6 @@ def _cupy_peer_step1(cp, x, params_mu, chol_inv, log_pi, chunk, rng):
 
 
 def _shape_case(bench, gpumcmc, n, p, k, chains=1):
-    from gpumcmc._config import config
     from gpumcmc.models import mixture as mx
 
     cp = bench.cupy
@@ -118,6 +116,8 @@ def _shape_case(bench, gpumcmc, n, p, k, chains=1):
 
 
 def _paper_shape(bench, gpumcmc):
+    from gpumcmc._config import config
+
     cp = bench.cupy
     n, p, k = (1 << 14 if bench.small else 1 << 20), 14, 256
     mx, model, rng, state, step, x = _shape_case(bench, gpumcmc, n, p, k)

@@ -744,6 +744,15 @@ def gamma_counts_cupy(counts, prior, key, offset, *, log=False):
     return out
 
 
+def log_gamma_counts(rng, counts, prior):
+    """Log-gammas (unit scale) of the shapes ``counts + prior``, for int ``counts`` and a NumPy scalar
+    ``prior`` (its dtype the output's), the next draw of ``rng``: ``Generator.gamma`` of that sum, which the
+    GPU forms as it reads the counts (:func:`gamma_counts_cupy`, no array of shapes), the same values."""
+    if _backend.is_cupy_array(counts):
+        return gamma_counts_cupy(_loader.contiguous(counts), prior, rng.key, rng.advance(), log=True)
+    return rng.gamma(np.add(counts, prior, dtype=prior.dtype), dtype=prior.dtype, log=True)
+
+
 def dirichlet_counts_cupy(counts, prior, key, offset):
     """Dirichlet rows of the concentrations ``counts + prior``, for a C-contiguous (n_rows, K) int32 CuPy
     ``counts`` and a NumPy ``prior`` (its dtype the output's), without the array of concentrations: the

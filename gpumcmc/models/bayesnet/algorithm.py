@@ -21,6 +21,7 @@ import numpy as np
 
 from gpumcmc import backend as _backend
 from gpumcmc import shards as _shards
+from gpumcmc.random import _gamma
 from gpumcmc.sampling import Collective
 
 from .ops import _GpuOps, _NumpyOps
@@ -188,8 +189,8 @@ def _draw_cpts(rng, m, counts, total, last, data):
     with sh.on(0):
         # counts are whole numbers below 2**53, so every sum here is exact
         if len(data.parts) == 1:  # the total is this batch's counts, read as the gamma draw's shapes
-            ops = data.ops[0]
-            return ops.normalise(ops.log_gamma_counts(rng, counts[0], m * (data.prior - 1.0) + 1.0)), last
+            logg = _gamma.log_gamma_counts(rng, counts[0], np.float64(m * (data.prior - 1.0) + 1.0))
+            return data.ops[0].normalise(logg), last
         cq = counts[0].astype(xp.float64)
         total += cq if last is None else cq - last
         last = cq

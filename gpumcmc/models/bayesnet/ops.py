@@ -14,7 +14,6 @@ import numpy as np
 
 from gpumcmc import _kernel_args, _loader
 from gpumcmc._config import config
-from gpumcmc.random import _gamma
 
 FILE = "bayesnet.cu"
 _KMAX = (4, 16, 64, 256)  # instantiations of bn_sweep: the largest number of states they take
@@ -176,11 +175,6 @@ class _NumpyOps:
             out += np.bincount(cell, minlength=P.C)
         return out
 
-    def log_gamma_counts(self, rng, counts, prior):
-        """The CPT draw's log-gammas of the shapes ``counts + prior`` (float64), as the GPU's
-        ``gamma_counts_draw`` forms them."""
-        return rng.gamma(np.add(counts, prior, dtype=np.float64), log=True)
-
     def normalise(self, x, out=None):
         """The CPT tables from log-gammas ``x`` (C,): ``out`` (float64 (2, C), default a new array) gets the
         row-wise log-normalisation of x (max and sum in order, as the kernel) in row 0 and its exp in row 1.
@@ -277,12 +271,6 @@ class _GpuOps:
                                  use_shared=int(shared)),
             shared_mem=smem)
         return out
-
-    def log_gamma_counts(self, rng, counts, prior):
-        """``gamma_counts_draw``: the values of ``Generator.gamma(counts + prior, log=True)`` with no pass to
-        form the shapes (``counts`` int32, as the counts kernel and the all-reduce leave them)."""
-        return _gamma.gamma_counts_cupy(_loader.contiguous(counts), np.float64(prior), rng.key, rng.advance(),
-                                        log=True)
 
     def normalise(self, x, out=None):
         fn = self._fn("bn_normalise")

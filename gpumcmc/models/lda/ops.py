@@ -97,10 +97,6 @@ class _NumpyOps:
         """``total + keep * x`` (keep is 0 or 1, so the product is exact)."""
         return total + keep * x
 
-    def log_gamma_counts(self, rng, counts, prior):
-        """``gamma_counts_draw``'s twin: log-gammas of the shapes ``counts + prior`` (in ``prior``'s dtype)."""
-        return rng.gamma(np.add(counts, prior, dtype=prior.dtype), dtype=prior.dtype, log=True)
-
     def dirichlet_counts(self, rng, counts, prior):
         """``dirichlet_counts_draw``'s twin: Dirichlet rows of the concentrations ``counts + prior``."""
         return rng.dirichlet(np.add(counts, prior, dtype=prior.dtype), dtype=prior.dtype)
@@ -200,11 +196,6 @@ class _GpuOps:
             keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype), n=_loader.i64(lg.size),
             K=_loader.i32(K)))
         return out if total is None else (out, new_total)
-
-    def log_gamma_counts(self, rng, counts, prior):
-        """``gamma_counts_draw``: the shapes ``counts + prior`` formed as the kernel reads the counts (the
-        values of ``Generator.gamma`` given that array, with no pass to make it)."""
-        return _gamma.gamma_counts_cupy(_loader.contiguous(counts), prior, rng.key, rng.advance(), log=True)
 
     def dirichlet_counts(self, rng, counts, prior):
         """``dirichlet_counts_draw``: ``Generator.dirichlet``'s rows of ``counts + prior``, with no pass to
@@ -342,7 +333,7 @@ def dirichlet_columns_counts(rng, counts, prior, total=None, keep=None):
     """:func:`dirichlet_columns` of the concentrations ``counts + prior`` ((V, K) int32 counts, ``prior`` a
     NumPy scalar of the output's dtype), the sum formed as the GPU reads the counts: the same draws."""
     ops = _ops(_backend.get_array_module(counts))
-    return ops.normalise_columns(ops.log_gamma_counts(rng, counts, prior), total, keep)
+    return ops.normalise_columns(_gamma.log_gamma_counts(rng, counts, prior), total, keep)
 
 
 def _accumulate(total, x, keep):

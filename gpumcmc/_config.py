@@ -109,7 +109,8 @@ class Config:
         "bayesnet_defines": (),
         # bayesnet_specialise: compile the sweep with the network's structure written in (bn_products_net;
         # the same draws), for networks whose generated code has at most bayesnet_specialise_chars characters.
-        "bayesnet_specialise": False,
+        # On by default (benchmarks/NOTES.md has the timings); each structure is compiled once, then cached.
+        "bayesnet_specialise": True,
         "bayesnet_specialise_chars": 1 << 17,
         # bayesnet_graph: on one GPU with one batch and one m, fit replays each iteration from a CUDA graph
         # (the same draws).

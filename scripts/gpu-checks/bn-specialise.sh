@@ -50,7 +50,9 @@ PY
 if [ "$NGPU" -ge 2 ]; then tests 0 & timing 1; wait; else tests 0; timing 0; fi
 [ "$NGPU" -ge 2 ] && CUDA_VISIBLE_DEVICES=0,1 GPUMCMC_CHECK_KERNEL_ARGS=1 $T 120 python -m pytest -q -m gpu \
   -p no:cacheprovider tests/test_bayesnet_devices.py > "$OUT/tests-bayesnet-devices.log" 2>&1
-$T 200 python scripts/gpu-checks/bn_scaling.py "$OUT" --cases 1e7 > "$OUT/bn-scaling-1e7.log" 2>&1
-$T 90 python scripts/gpu-checks/bn_scaling.py "$OUT" > "$OUT/bn-scaling.log" 2>&1
+if [ "$NGPU" -ge 2 ]; then   # the scaling over GPUs means nothing on one
+  $T 200 python scripts/gpu-checks/bn_scaling.py "$OUT" --cases 1e7 > "$OUT/bn-scaling-1e7.log" 2>&1
+  $T 90 python scripts/gpu-checks/bn_scaling.py "$OUT" > "$OUT/bn-scaling.log" 2>&1
+fi
 tail -n 2 "$OUT"/tests-*.log; grep '^{' "$OUT/bn-specialise-timing.log"; grep ' part:\| specialised' "$OUT/bn-specialise-timing.log" | head -20
 grep '^{"cases' "$OUT"/bn-scaling*.log

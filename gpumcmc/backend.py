@@ -116,6 +116,49 @@ def to_host(a):
     return np.asarray(a)
 
 
+def to_host_later(arrays: dict):
+    """Start copying the values of ``arrays`` (name -> array) to the host; returns a function that waits for
+    the copies and gives them as name -> NumPy array, as :func:`to_host` would.
+
+    CuPy arrays are copied on a stream of their own by a worker thread, after the work queued so far on the
+    current stream, so that the copies overlap what the caller queues next (a relabelling, summaries). The
+    arrays must not be written until the function has returned. NumPy values are returned as they are."""
+    if not any(is_cupy_array(a) for a in arrays.values()):
+        return lambda: {name: to_host(a) for name, a in arrays.items()}
+    import threading
+
+    cp = get_backend("cupy")
+    ready = {a.device.id: cp.cuda.get_current_stream(a.device.id).record()
+             for a in arrays.values() if is_cupy_array(a)}
+    out, failed = {}, []
+
+    def copy():
+        try:
+            streams = {}
+            for name, a in arrays.items():
+                if not is_cupy_array(a):
+                    out[name] = np.asarray(a)
+                    continue
+                with a.device:
+                    s = streams.get(a.device.id)
+                    if s is None:
+                        s = streams[a.device.id] = cp.cuda.Stream(non_blocking=True)
+                        s.wait_event(ready[a.device.id])
+                    out[name] = a.get(stream=s)
+        except BaseException as exc:  # raised in the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=copy, name="gpumcmc-to-host", daemon=True)
+    worker.start()
+
+    def wait() -> dict:
+        worker.join()
+        if failed:
+            raise failed[0]
+        return {name: out[name] for name in arrays}
+    return wait
+
+
 def to_device(a, dtype=None):
     """A CuPy array holding ``a`` (on the current device); needs the cupy backend."""
     cp = get_backend("cupy")

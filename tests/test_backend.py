@@ -90,6 +90,32 @@ def test_array_helpers_on_cupy(cp):
     assert backend.backend_name() == "cupy"
 
 
+def test_to_host_later_on_numpy():
+    a, b = np.arange(6.0).reshape(2, 3), np.int32(4)
+    got = backend.to_host_later({"a": a, "b": b})()
+    assert list(got) == ["a", "b"]
+    np.testing.assert_array_equal(got["a"], a)
+    assert got["b"] == 4 and isinstance(got["b"], np.ndarray)
+
+
+def test_to_host_later_on_cupy(cp):
+    # the copies wait for the work queued before the call (a long chain of kernels writing the arrays), and
+    # the caller's later writes to other arrays do not reach them
+    x = cp.zeros((1 << 22,), cp.float64)
+    for _ in range(50):
+        x += 1.0
+    y = cp.arange(1000, dtype=cp.int32).reshape(10, 100)
+    wait = backend.to_host_later({"x": x, "y": y, "h": np.ones(3)})
+    z = x.copy()
+    z += 7.0
+    got = wait()
+    assert list(got) == ["x", "y", "h"]
+    assert all(isinstance(v, np.ndarray) for v in got.values())
+    np.testing.assert_array_equal(got["x"], np.full(1 << 22, 50.0))
+    np.testing.assert_array_equal(got["y"], np.arange(1000).reshape(10, 100))
+    assert float(z[0]) == 57.0
+
+
 def test_info_command_prints_backend():
     """``python -m gpumcmc info`` prints one "name  value" line per entry: the versions of gpumcmc and NumPy
     and the backend in use (NumPy where GPUMCMC_BACKEND says so)."""

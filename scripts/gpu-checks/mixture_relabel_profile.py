@@ -51,7 +51,7 @@ for n_iter in (5, 65, 305):
            "align_draws_ms": wall(lambda: rl.align_draws(*args)),
            "costs_ms": wall(lambda: rl._costs_fused(flat, wflat, mu[c, dd], w[c, dd], gm._scale, 100.0)),
            "solve_ms": wall(lambda: rl._assign_gpu(cost)),
-           "take_cov_ms": wall(lambda: rl._take(cov, rl._assign_gpu(cost)))}
+           "take_cov_ms": wall(lambda: rl._take(cov, rl._assign_gpu(cost).reshape(mu.shape[:-1])))}
     out[f"n_iter_{n_iter}"] = row
     print(json.dumps({n_iter: row}), flush=True)
 Path(sys.argv[1], "mixture-relabel.json").write_text(json.dumps(out, indent=1))

@@ -112,6 +112,9 @@ class Config:
         # On by default (benchmarks/NOTES.md has the timings); each structure is compiled once, then cached.
         "bayesnet_specialise": True,
         "bayesnet_specialise_chars": 1 << 17,
+        # ... and a specialised network of at most bayesnet_register_cells CPT cells in all is counted in
+        # registers (BN_NET_REG_COUNT), not by atomics (the same counts).
+        "bayesnet_register_cells": 32,
         # bayesnet_graph: on one GPU with one batch and one m, fit replays each iteration from a CUDA graph
         # (the same draws).
         "bayesnet_graph": False,

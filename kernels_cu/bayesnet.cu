@@ -417,6 +417,30 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
         __syncthreads();
     }
     const long long stride = (long long)gridDim.x * blockDim.x;
+#ifdef BN_NET_REG_COUNT
+    // A small network's BN_NET_REG_C cells counted in registers (ops.py, _net_reg_count): a thread adds each
+    // of its rows to r[cell] by unrolled compare-adds, with no atomic, and the warp's sums go to h once a cell.
+    // The same counts as the atomics below.
+    int r[BN_NET_REG_C];
+#pragma unroll
+    for (int c = 0; c < BN_NET_REG_C; ++c) r[c] = 0;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < rows; t += BN_COUNT_ROWS * stride) {
+        const unsigned char* z[BN_COUNT_ROWS];
+        int in[BN_COUNT_ROWS];
+#pragma unroll
+        for (int u = 0; u < BN_COUNT_ROWS; ++u) {
+            in[u] = t + u * stride < rows;
+            z[u] = Z + (unsigned long long)(in[u] ? t + u * stride : t) * V;  // a row past the end reads row t
+        }
+        BN_NET_REG_COUNT
+    }
+#pragma unroll
+    for (int c = 0; c < BN_NET_REG_C; ++c) {
+        int sum = r[c];
+        for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if ((threadIdx.x & 31) == 0 && sum) atomicAdd(h + c, sum);
+    }
+#else
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < rows; t += BN_COUNT_ROWS * stride) {
         const unsigned char* z[BN_COUNT_ROWS];
         bool in[BN_COUNT_ROWS];
@@ -445,6 +469,7 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
         }
 #endif
     }
+#endif  // BN_NET_REG_COUNT
     if (use_shared) {
         __syncthreads();
         for (int c = threadIdx.x; c < C; c += blockDim.x)

@@ -525,9 +525,23 @@ def _wide_network():
 def _specialised_source(net):
     from gpumcmc.models.bayesnet import algorithm, ops
 
-    plan = algorithm._Plan(net)
-    return f"#define BN_NET_CASES {ops._net_cases(plan)}\n#define BN_NET_COUNT {ops._net_count(plan)}\n" \
-        '#include "bayesnet.cu"\n'
+    return ops._net_prelude(algorithm._Plan(net)) + '#include "bayesnet.cu"\n'
+
+
+def test_specialised_prelude_counts_small_networks_in_registers():
+    # Koller's 26 CPT cells are counted in registers (BN_NET_REG_COUNT), the wide network's 1,079 by atomics;
+    # a network whose code passes the limit keeps the generic kernels
+    from gpumcmc.models.bayesnet import algorithm, ops
+
+    koller, wide = (ops._net_prelude(algorithm._Plan(n)) for n in (BayesianNetwork.koller(), _wide_network()))
+    assert "#define BN_NET_REG_C 26\n" in koller and "BN_NET_COUNT" in koller
+    assert "BN_NET_REG" not in wide and "BN_NET_COUNT" in wide
+    # every cell of each node's table gets one compare-add: Koller's tables hold 2, 2, 12, 4 and 6 cells
+    assert [koller.count(f"r[{c}] +=") for c in range(26)] == [1] * 26 and "r[26]" not in koller
+    with config.override(bayesnet_register_cells=25):
+        assert "BN_NET_REG" not in ops._net_prelude(algorithm._Plan(BayesianNetwork.koller()))
+    with config.override(bayesnet_specialise_chars=100):
+        assert ops._net_prelude(algorithm._Plan(BayesianNetwork.koller())) == ""
 
 
 @pytest.mark.parametrize("which", ["koller", "wide"])

@@ -64,6 +64,33 @@ def _net_count(plan) -> str:
     return " ".join(out)
 
 
+def _net_reg_count(plan) -> str:
+    """The body of bayesnet.cu's ``BN_NET_REG_COUNT`` for ``plan``: each node's CPT cell in each of a thread's
+    rows (as :func:`_net_count` makes it) added to the thread's register counts ``r`` by one compare-add a cell
+    of the node's table, so that no atomic is made per row."""
+    out = []
+    for v in range(plan.V):
+        row = " + ".join(f"(int)z[u][{p}] * {st}" for p, st in _parents(plan, v)) or "0"
+        K, off = int(plan.card[v]), int(plan.toff[v])
+        adds = " ".join(f"r[{off + j}] += in[u] & (c == {j});" for j in range(int(plan.toff[v + 1]) - off))
+        out.append(f"_Pragma(\"unroll\") for (int u = 0; u < BN_COUNT_ROWS; ++u) {{ "
+                   f"const int c = ({row}) * {K} + z[u][{v}]; {adds} }}")
+    return " ".join(out)
+
+
+def _net_prelude(plan) -> str:
+    """The source prelude that specialises bayesnet.cu's sweep and counts to ``plan``'s network: ""
+    where its code would pass ``config.bayesnet_specialise_chars``; the counts in registers where the network
+    has at most ``config.bayesnet_register_cells`` CPT cells."""
+    code, count = _net_cases(plan), _net_count(plan)
+    if len(code) + len(count) > config.bayesnet_specialise_chars:
+        return ""
+    out = f"#define BN_NET_CASES {code}\n#define BN_NET_COUNT {count}\n"
+    if plan.C <= config.bayesnet_register_cells:
+        out += f"#define BN_NET_REG_C {int(plan.C)}\n#define BN_NET_REG_COUNT {_net_reg_count(plan)}\n"
+    return out
+
+
 def _row_of(rows, pars):
     """Row index (intp) of a CPT for every case in ``rows`` (..., columns): sum over the parents'
     (column, stride) of the column's state times the stride."""
@@ -214,9 +241,7 @@ class _GpuOps:
         prelude = ""
         if config.bayesnet_specialise:  # the network written into the sweep (bn_products_net), where not too long
             if self._net is None:
-                code, count = _net_cases(self.plan), _net_count(self.plan)
-                self._net = (f"#define BN_NET_CASES {code}\n#define BN_NET_COUNT {count}\n"
-                             if len(code) + len(count) <= config.bayesnet_specialise_chars else "")
+                self._net = _net_prelude(self.plan)
             prelude = self._net
         return _loader.get_function(FILE, name, self.names, config.bayesnet_defines, prelude=prelude)
 

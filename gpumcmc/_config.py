@@ -108,10 +108,11 @@ class Config:
         "bayesnet_shared_cells": 12 * 1024,
         "bayesnet_defines": (),
         # bayesnet_specialise: compile the sweep with the network's structure written in (bn_products_net;
-        # the same draws), for networks whose generated code has at most bayesnet_specialise_chars characters.
-        # On by default (benchmarks/NOTES.md has the timings); each structure is compiled once, then cached.
+        # the same draws), for networks whose generated code has at most bayesnet_specialise_chars characters
+        # (about 80 nodes of a few states: the compile grows with the code, and is paid once per structure,
+        # then cached on disk). On by default (benchmarks/NOTES.md has the timings).
         "bayesnet_specialise": True,
-        "bayesnet_specialise_chars": 1 << 17,
+        "bayesnet_specialise_chars": 1 << 16,
         # ... and a specialised network of at most bayesnet_register_cells CPT cells in all is counted in
         # registers (BN_NET_REG_COUNT), not by atomics (the same counts).
         "bayesnet_register_cells": 32,

@@ -51,7 +51,9 @@ def _case(bench, name, truth, X, same, n_iter, batch_size=None, label="gpumcmc",
             f"set-up and one iteration {short:.1f} ms" + ("; BIDMach anchor 804 ms (Titan X)" if "koller" in name else ""))
     bench.record(name, label, ms, n * same, bytes_moved=bytes_it,
                  params={"cases": n, "nodes": V, "missing_cells": M, "same": same, "batch_size": batch_size,
-                         "n_iter": n_iter, "defines": dict(config.bayesnet_defines), **(extra or {})},
+                         "n_iter": n_iter, "defines": dict(config.bayesnet_defines),
+                         "specialise": bool(config.bayesnet_specialise),
+                         "register_cells": int(config.bayesnet_register_cells), **(extra or {})},
                  note=note + (f"; {extra['note']}" if extra and "note" in extra else ""))
     return fit
 
@@ -161,6 +163,13 @@ def run(bench):
             label = "gpumcmc" + "".join(f" {k}={v}" for k, v in defs)
             _case(bench, "koller-1M-50%-m10", koller, X, 10, 100, label=label)
             _parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps=True)
+    # the kernels written for any network (the default compiles them for this one; BN_AGG acts only here)
+    with config.override(bayesnet_specialise=False):
+        for defs in ((), (("BN_AGG", 0),)):
+            with config.override(bayesnet_defines=defs):
+                label = "gpumcmc generic kernels" + "".join(f" {k}={v}" for k, v in defs)
+                _case(bench, "koller-1M-50%-m10", koller, X, 10, 100, label=label)
+        _parts(bench, "koller-1M-50%-m10", koller, X, 10, sweeps=True)
     _devices_rows(bench, koller, X, batches=False)
     # minibatches: four batches streamed from host memory at every iteration
     h2d = _h2d_bandwidth(bench)

@@ -120,22 +120,32 @@ def to_host_later(arrays: dict):
     """Start copying the values of ``arrays`` (name -> array) to the host; returns a function that waits for
     the copies and gives them as name -> NumPy array, as :func:`to_host` would.
 
-    CuPy arrays are copied on a stream of their own by a worker thread, after the work queued so far on the
-    current stream, so that the copies overlap what the caller queues next (a relabelling, summaries). The
-    arrays must not be written until the function has returned. NumPy values are returned as they are."""
+    CuPy arrays are made contiguous on their device's current stream, then copied by a worker thread on a
+    stream of its own that waits for that work, so that the copies overlap what the caller queues next (a
+    relabelling, summaries). The arrays must not be written until the function has returned. NumPy values
+    are returned as they are."""
     if not any(is_cupy_array(a) for a in arrays.values()):
         return lambda: {name: to_host(a) for name, a in arrays.items()}
     import threading
 
     cp = get_backend("cupy")
-    ready = {a.device.id: cp.cuda.get_current_stream(a.device.id).record()
-             for a in arrays.values() if is_cupy_array(a)}
+    src, ready = {}, {}
+    for name, a in arrays.items():
+        if not is_cupy_array(a):
+            src[name] = a
+            continue
+        with a.device:  # the contiguous copy and the event on the array's own device and current stream
+            src[name] = cp.ascontiguousarray(a)
+            ready[a.device.id] = cp.cuda.Event(disable_timing=True)
+    for dev, event in ready.items():  # after every array of that device is made
+        with cp.cuda.Device(dev):
+            event.record()
     out, failed = {}, []
 
     def copy():
         try:
             streams = {}
-            for name, a in arrays.items():
+            for name, a in src.items():
                 if not is_cupy_array(a):
                     out[name] = np.asarray(a)
                     continue
@@ -144,7 +154,7 @@ def to_host_later(arrays: dict):
                     if s is None:
                         s = streams[a.device.id] = cp.cuda.Stream(non_blocking=True)
                         s.wait_event(ready[a.device.id])
-                    out[name] = a.get(stream=s)
+                    out[name] = a.get(stream=s)  # contiguous: no allocation on the device
         except BaseException as exc:  # raised in the caller's thread
             failed.append(exc)
 

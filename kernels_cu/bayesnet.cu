@@ -421,6 +421,7 @@ extern "C" __global__ void __launch_bounds__(BN_COUNT_BLOCK) bn_counts(
     // A small network's BN_NET_REG_C cells counted in registers (ops.py, _net_reg_count): a thread adds each
     // of its rows to r[cell] by unrolled compare-adds, with no atomic, and the warp's sums go to h once a cell.
     // The same counts as the atomics below.
+    static_assert(BN_COUNT_BLOCK % 32 == 0, "the warps' sums below take whole warps");
     int r[BN_NET_REG_C];
 #pragma unroll
     for (int c = 0; c < BN_NET_REG_C; ++c) r[c] = 0;

@@ -105,15 +105,31 @@ def test_to_host_later_on_cupy(cp):
     for _ in range(50):
         x += 1.0
     y = cp.arange(1000, dtype=cp.int32).reshape(10, 100)
-    wait = backend.to_host_later({"x": x, "y": y, "h": np.ones(3)})
+    v = cp.moveaxis(cp.arange(24.0).reshape(2, 3, 4), 0, 1)  # a view that is not contiguous
+    for _ in range(20):
+        v += 1.0
+    wait = backend.to_host_later({"x": x, "y": y, "h": np.ones(3), "v": v})
     z = x.copy()
     z += 7.0
     got = wait()
-    assert list(got) == ["x", "y", "h"]
-    assert all(isinstance(v, np.ndarray) for v in got.values())
+    assert list(got) == ["x", "y", "h", "v"]
+    assert all(isinstance(a, np.ndarray) for a in got.values())
     np.testing.assert_array_equal(got["x"], np.full(1 << 22, 50.0))
     np.testing.assert_array_equal(got["y"], np.arange(1000).reshape(10, 100))
+    np.testing.assert_array_equal(got["v"], np.moveaxis(np.arange(24.0).reshape(2, 3, 4), 0, 1) + 20.0)
     assert float(z[0]) == 57.0
+
+
+def test_to_host_later_on_another_device(cp):
+    # an array on a device that is not the current one: its event is recorded on its own device
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    with cp.cuda.Device(1):
+        a = cp.arange(1 << 20, dtype=cp.float32)
+        a *= 3.0
+    got = backend.to_host_later({"a": a, "b": cp.ones(4)})()
+    np.testing.assert_array_equal(got["a"], np.arange(1 << 20, dtype=np.float32) * 3.0)
+    np.testing.assert_array_equal(got["b"], np.ones(4))
 
 
 def test_info_command_prints_backend():

@@ -444,9 +444,12 @@ def _ops_both(cp, net, X, m):
     return plan, b, Z
 
 
+@pytest.mark.parametrize("specialise", [False, True])  # the generic kernels, and the network written in
 @pytest.mark.parametrize("seed", [0, 3])
-def test_gpu_kernels_match_twin(cp, seed):
+def test_gpu_kernels_match_twin(cp, seed, specialise, monkeypatch):
     from gpumcmc.models import bayesnet as bn
+
+    monkeypatch.setattr(config, "bayesnet_specialise", specialise)
 
     net = _random_net(seed)
     X = _mask(net.sample(3000, 1), 0.4, 2)
@@ -470,8 +473,13 @@ def test_gpu_kernels_match_twin(cp, seed):
     assert bad[0] == 0 and int(bad_d[0]) == 0
 
 
-def test_gpu_counts_in_global_memory(cp, monkeypatch):
+@pytest.mark.parametrize("specialise", [False, True])
+@pytest.mark.parametrize("register_cells", [32, 1 << 20])  # Koller-sized nets only, or this one's cells too
+def test_gpu_counts_in_global_memory(cp, monkeypatch, specialise, register_cells):
     from gpumcmc.models import bayesnet as bn
+
+    monkeypatch.setattr(config, "bayesnet_specialise", specialise)
+    monkeypatch.setattr(config, "bayesnet_register_cells", register_cells)
 
     net = _random_net(5)
     X = _mask(net.sample(2000, 1), 0.3, 2)
@@ -481,9 +489,11 @@ def test_gpu_counts_in_global_memory(cp, monkeypatch):
                                   bn._NumpyOps(plan).counts(Z, 2, len(X)))
 
 
+@pytest.mark.parametrize("specialise", [False, True])
 @pytest.mark.parametrize("same", [3, [1, 3, 2, 3, 1]])  # a schedule: launches of several m on one part
 @pytest.mark.parametrize("batch_size", [None, 700])
-def test_gpu_fit_matches_cpu(cp, batch_size, same):
+def test_gpu_fit_matches_cpu(cp, batch_size, same, specialise, monkeypatch):
+    monkeypatch.setattr(config, "bayesnet_specialise", specialise)
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(2000, 0), 0.5, 1)
     kw = dict(n_iter=5, same=same, random_state=0, progress=False, batch_size=batch_size)
@@ -498,13 +508,14 @@ def test_gpu_fit_matches_cpu(cp, batch_size, same):
 
 @pytest.mark.parametrize("defines", [(("BN_GROUP", 2),), (("BN_GROUP", 4),), (("BN_GROUP", 4), ("BN_MIN_BLOCKS", 3)),
                                      (("BN_COUNT_ROWS", 1),)])
-def test_gpu_launch_variants_give_the_twins_draws(cp, defines):
+@pytest.mark.parametrize("specialise", [False, True])
+def test_gpu_launch_variants_give_the_twins_draws(cp, defines, specialise):
     # the sweep's grouped cells (20,000 cases: blocks of 256 cases, so most lanes' cells share a node), a launch
     # bound, the counts a row a thread: the same draws as the NumPy twin.
     truth = BayesianNetwork.koller()
     X = _mask(truth.sample(20000, 0), 0.5, 1)
     kw = dict(n_iter=3, same=2, random_state=0, progress=False)
-    with config.override(bayesnet_defines=defines):
+    with config.override(bayesnet_defines=defines, bayesnet_specialise=specialise):
         g = _fresh().set_params(backend="cupy", **kw).fit(X)
     c = _fresh().set_params(backend="numpy", **kw).fit(X)
     np.testing.assert_array_equal(g.imputations_, c.imputations_)

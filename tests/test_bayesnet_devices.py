@@ -137,11 +137,15 @@ def test_allreduce_bytes():
     assert bn.allreduce_bytes(net, n_batches=4) == 4 * 26 * 4
 
 
-def test_gpu_sharded_fit_gives_the_draws_of_one_device(cp):
+@pytest.mark.parametrize("specialise", [False, True])  # the generic kernels, and the network written in
+def test_gpu_sharded_fit_gives_the_draws_of_one_device(cp, specialise, monkeypatch):
     # Two and three parts on one GPU (summed on the device) against one GPU: the same kernels, so the
     # same draws bit for bit; against the NumPy twin, the imputations equal and the CPTs within
     # rounding (the twin's exp may differ from the GPU's in the last bit).
+    from gpumcmc._config import config
     from gpumcmc.shards import one_device
+
+    monkeypatch.setattr(config, "bayesnet_specialise", specialise)
 
     X = _data(n=3000, frac=0.5)
     for batch_size in (None, 1100, 40):  # 40: two blocks a batch, so one of three parts is empty

@@ -238,17 +238,15 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         tr = run(kept_step, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, monitors=monitors,
                  progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
         d = keep.draws(xp)  # on the device, (chain, draw, ...)
+        flags = xp.stack([xp.isfinite(d[name]).all() for name in ("loglik", "weights", "means", "alpha")])
         host = _backend.to_host_later(d)  # the trace's copy, beside the relabelling
-        try:
-            flags = xp.stack([xp.isfinite(d[name]).all() for name in ("loglik", "weights", "means", "alpha")])
-            if not bool(_backend.to_host(flags).all()):
-                _check_finite_fit([np.nan], "Gibbs")
-            w, mu, cov = d["weights"], d["means"], d["covariances"]
-            if self.relabel:
-                w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
-            wm, means, covs = w.mean(axis=(0, 1)), _weighted_mean(w, mu), _weighted_mean(w, cov)
-        finally:
-            host = host()
+        if not bool(_backend.to_host(flags).all()):
+            _check_finite_fit([np.nan], "Gibbs")  # raises; the copy's thread ends on its own
+        w, mu, cov = d["weights"], d["means"], d["covariances"]
+        if self.relabel:
+            w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
+        wm, means, covs = w.mean(axis=(0, 1)), _weighted_mean(w, mu), _weighted_mean(w, cov)
+        host = host()
         tr.draws, tr.stats, tr.monitors, self.trace_ = host, {"n_active": host["n_active"]}, keep.monitors(), tr
         self._draws = {"weights": _backend.to_host(w), "means": _backend.to_host(mu) + self._center,
                        "alpha": host["alpha"], "loglik": host["loglik"], "n_active": host["n_active"]}

@@ -75,9 +75,16 @@ class Memo:
 
 
 class Config:
-    """The tuning knobs: each changes how work is split or launched. Where a test holds the draws equal
-    across a knob's values, the comment beside the knob names it; ``bayesnet_impute_cells`` does change
-    the draws (each chunk's chains take their own seed)."""
+    """The tuning knobs, as ``gpumcmc.config``: each changes how work is split or launched, not what is
+    computed. ``repr(gpumcmc.config)`` shows the knobs set away from their defaults, and an unknown name's
+    AttributeError lists every knob; ``with gpumcmc.config.override(name=value):``
+    sets some for a block, ``gpumcmc.config.name = value`` for the process, ``gpumcmc.config.reset()`` restores
+    the defaults. Most are chunk sizes and launch thresholds that the
+    tests and benchmarks move. Where a test holds the draws equal across a knob's values, the comment beside
+    the knob in ``gpumcmc/_config.py`` names it; ``bayesnet_impute_cells`` does change the draws (each
+    chunk's chains take their own seed). One a user may want: ``bayesnet_specialise=False``, the Bayesian
+    network's kernels compiled once for every network rather than for each structure (see
+    :class:`gpumcmc.models.BayesianNetwork`)."""
 
     _DEFAULTS = {
         # gpumcmc.random._fill: blocks per chunk of the NumPy fill twin (a power of two), and elements per

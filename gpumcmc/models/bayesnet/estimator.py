@@ -50,7 +50,7 @@ class BayesianNetwork(Estimator):
     On the GPU the sweep and the counts are compiled for the network's structure where it is small enough
     (about 80 nodes of a few states): 1.2-2x faster an iteration, and the first fit of a new structure waits
     one to a few seconds for the compile, which CuPy keeps on disk for later runs. Larger networks, or
-    ``gpumcmc._config.config.override(bayesnet_specialise=False)``, use kernels compiled once for every
+    ``gpumcmc.config.override(bayesnet_specialise=False)``, use kernels compiled once for every
     network; the draws are the same either way.
 
     The draws for a seed changed in this release: a missing cell's conditional is now a product of CPT

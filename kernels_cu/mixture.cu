@@ -154,6 +154,15 @@ __device__ __forceinline__ void write_probs(T* __restrict__ resp, double* __rest
 #ifndef MIX_MIN_BLOCKS
 #define MIX_MIN_BLOCKS 1  // resident blocks per SM asked of the register allocator
 #endif
+// Modes SAMPLE and ARGMAX: 1 = a component's quadratic form is skipped where no row of the warp can take it or
+// feel it. A logit is at most c_j (the quadratic form is >= 0), so a row whose best score so far is at least
+// c_j - G (its Gumbel term; c_j in ARGMAX) cannot choose j, and one whose running maximum exceeds c_j by more
+// than exp's underflow (120 in float32, 800 in float64) would add exactly 0 to its log-sum-exp. Where every
+// row of the warp is such a row, the warp goes on to the next component: the same indicators and log-sum-exps
+// bit for bit, with the work of the components far below the rows' own left out.
+#ifndef MIX_SKIP
+#define MIX_SKIP 0
+#endif
 
 template <typename T>
 __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
@@ -222,6 +231,32 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
             for (int jj = 0; jj < nt; ++jj) {
                 const int j = j0 + jj;
                 const T* pj = tile + jj * MIX_QP;
+#if MIX_SKIP
+                T gum[MIX_ROWS];  // the Gumbel terms log(-log u) of mode SAMPLE, drawn before the test
+                {
+                    const T cb = pj[0];
+                    const T floor_ = sizeof(T) == 4 ? T(-120) : T(-800);
+                    bool skip = mode != MIX_RESP;
+#pragma unroll
+                    for (int rr = 0; rr < MIX_ROWS; ++rr) {
+                        gum[rr] = T(0);
+                        if (mode == MIX_SAMPLE) {
+                            if ((j & 3) == 0)
+                                words[rr] = gpumcmc::philox4x32_10(
+                                    gpumcmc::philox_counter(ctr0[rr] + (unsigned long long)(j >> 2), off_lo, off_hi),
+                                    key);
+                            const unsigned int w = (j & 3) == 0 ? words[rr].x : (j & 3) == 1 ? words[rr].y
+                                                 : (j & 3) == 2 ? words[rr].z : words[rr].w;
+                            gum[rr] = log_(-log_((T)gpumcmc::u01_f32(w)));
+                        }
+                        if (act[rr]) {
+                            const T bound = mode == MIX_SAMPLE ? cb - gum[rr] : cb;
+                            skip = skip && !(bound > best[rr]) && (lse == nullptr || cb - mx[rr] < floor_);
+                        }
+                    }
+                    if (__all_sync(__activemask(), skip)) continue;
+                }
+#endif
                 T q[MIX_ROWS];
 #pragma unroll
                 for (int rr = 0; rr < MIX_ROWS; ++rr) q[rr] = T(0);
@@ -255,6 +290,9 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
                         s[rr] += exp_(l - mx[rr]);
                     }
                     T score = l;
+#if MIX_SKIP
+                    if (mode == MIX_SAMPLE) score = l - gum[rr];
+#else
                     if (mode == MIX_SAMPLE) {
                         if ((j & 3) == 0)
                             words[rr] = gpumcmc::philox4x32_10(
@@ -264,6 +302,7 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
                         const T u = (T)gpumcmc::u01_f32(w);
                         score = l - log_(-log_(u));
                     }
+#endif
                     if (score > best[rr]) {
                         best[rr] = score;
                         best_j[rr] = j;

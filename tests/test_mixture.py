@@ -430,6 +430,64 @@ def test_kernel_matches_twin(cp, dtype, p, k):
     assert (to_np(za) == zb).mean() > 0.995
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_left_out_components_give_the_same_bits(cp, dtype, monkeypatch):
+    # MIX_SKIP = 1 leaves out the quadratic form of a component that no row of a warp can choose or feel in
+    # its log-sum-exp: the indicators and log-sum-exps of the full kernel bit for bit, in modes SAMPLE and
+    # ARGMAX with and without the log-sum-exps, on components whose weights sit 20 to 900 nats below the rest
+    # (most of them left out by every warp, some near the thresholds) and one of weight zero
+    rs = np.random.default_rng(9)
+    chains, n, k, p = 2, 4000, 40, 5
+    _, log_pi, mu, sigma = _random_params(rs, chains, k, p, np.float64, dead=(3,))
+    log_pi[:, 8:] -= rs.choice([20.0, 90.0, 118.0, 130.0, 400.0, 790.0, 900.0], size=(chains, k - 8))
+    pg = cp.asarray(mx.kernel_params(log_pi, mu, np.linalg.cholesky(sigma), dtype))
+    x = cp.asarray(rs.normal(0, 2, (n, p)).astype(dtype))
+
+    def run(tune):
+        monkeypatch.setattr(config, "mixture_defines", tune)
+        out = []
+        for mode in (mx.MODE_SAMPLE, mx.MODE_ARGMAX):
+            for with_lse in (True, False):
+                z = cp.full((chains, n), -1, cp.int32)
+                lse = cp.full((chains, n), np.nan, dtype) if with_lse else None
+                mx.assign(x, pg, 0, n, mode, (11, 22), 5, z=z, lse=lse)
+                out += [to_np(z)] + ([to_np(lse)] if with_lse else [])
+        return out
+
+    full, left_out = run(()), run((("MIX_SKIP", 1),))
+    assert (full[0] >= 8).any() and (full[0] < 8).mean() > 0.9  # the far components are rarely chosen
+    for a, b in zip(full, left_out):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_left_out_components_compile():
+    # mixture.cu with MIX_SKIP = 1 (off by default, so the CI's compile of every kernel does not reach it)
+    # compiles for sm_90 at the shapes the launcher asks for; the GPU tests beside it check its bits
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc")
+    kernels = os.path.join(os.path.dirname(__file__), os.pardir, "kernels_cu")
+    defines = [f"-D{k}={v}" for k, v in mx._defines(14, np.float32)] + ["-DMIX_SKIP=1"]
+    done = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--ptx", "-I", kernels, *defines, "-o", os.devnull,
+                           os.path.join(kernels, "mixture.cu")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_gpu_gibbs_fit_with_left_out_components_gives_the_same_draws(cp, monkeypatch):
+    X, _, _ = planted()
+    kw = dict(n_components=40, n_iter=8, burn_in=2, backend="cupy")
+    a = fit(X, **kw)
+    monkeypatch.setattr(config, "mixture_defines", (("MIX_SKIP", 1),))
+    b = fit(X, **kw)
+    np.testing.assert_array_equal(a.z_, b.z_)
+    for name in ("weights", "means", "covariances", "alpha", "loglik"):
+        np.testing.assert_array_equal(a.trace_.draws[name], b.trace_.draws[name])
+
+
 def test_gpu_chunked_same_draws(cp):
     X, _, _ = planted()
     a = fit(X, n_components=6, n_iter=20, burn_in=5, relabel=False, backend="cupy")

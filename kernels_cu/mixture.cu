@@ -154,12 +154,14 @@ __device__ __forceinline__ void write_probs(T* __restrict__ resp, double* __rest
 #ifndef MIX_MIN_BLOCKS
 #define MIX_MIN_BLOCKS 1  // resident blocks per SM asked of the register allocator
 #endif
-// Modes SAMPLE and ARGMAX: 1 = a component's quadratic form is skipped where no row of the warp can take it or
-// feel it. A logit is at most c_j (the quadratic form is >= 0), so a row whose best score so far is at least
-// c_j - G (its Gumbel term; c_j in ARGMAX) cannot choose j, and one whose running maximum exceeds c_j by more
-// than exp's underflow (120 in float32, 800 in float64) would add exactly 0 to its log-sum-exp. Where every
-// row of the warp is such a row, the warp goes on to the next component: the same indicators and log-sum-exps
-// bit for bit, with the work of the components far below the rows' own left out.
+// 1 = a tile of components is skipped where no row of the warp can take or feel any of them. A logit is at
+// most c_j (the quadratic form is >= 0) and a score at most c_j + 16.64 (the largest Gumbel term of u01_f32's
+// uniforms), so a row whose best score so far is above that cannot choose j (c_j in ARGMAX), and one whose
+// running maximum exceeds c_j by more than exp's underflow (120 in float32, 800 in float64) would add exactly
+// 0 to its log-sum-exp and get a probability of exactly 0 (mode RESP: its logits are written as -inf, which
+// gives that 0). Where every row of the warp is such a row for the tile's largest c_j, the warp goes on to
+// the next tile: the same indicators, log-sum-exps and probabilities bit for bit, with the work of the
+// components far below the rows' own (and of pruned ones, c_j = -inf) left out.
 #ifndef MIX_SKIP
 #define MIX_SKIP 0
 #endif
@@ -228,35 +230,39 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
             }
             __syncthreads();
             if (!any) continue;
+#if MIX_SKIP
+            {  // the tile left out where no row of the warp can choose or feel any of its components
+                T cb = NEG_INF;
+                for (int jj = 0; jj < nt; ++jj) cb = fmax(cb, tile[jj * MIX_QP]);  // the largest c_j (NaN: none)
+                const T floor_ = sizeof(T) == 4 ? T(-120) : T(-800);
+                // a score is l - log(-log u) <= c_j + 16.64 for u in [2^-24, 1 - 2^-24] (u01_f32); the margin
+                // covers the rounding of the score's terms
+                const T top = cb + T(18) + fabs(cb) * T(1e-6);
+                bool skip = true;
+#pragma unroll
+                for (int rr = 0; rr < MIX_ROWS; ++rr) {
+                    if (!act[rr]) continue;
+                    const bool unfelt = cb - mx[rr] < floor_;  // adds exactly 0 to the log-sum-exp
+                    const bool unchosen = !((mode == MIX_SAMPLE ? top : cb) > best[rr]);
+                    skip = skip && (mode == MIX_RESP ? unfelt : unchosen && (lse == nullptr || unfelt));
+                }
+                if (__all_sync(__activemask(), skip)) {
+#pragma unroll
+                    for (int rr = 0; rr < MIX_ROWS; ++rr) {
+                        // the words the next tile's first component reads where it does not draw them itself
+                        if (mode == MIX_SAMPLE && ((j0 + nt) & 3) != 0)
+                            words[rr] = gpumcmc::philox4x32_10(gpumcmc::philox_counter(
+                                ctr0[rr] + (unsigned long long)((j0 + nt - 1) >> 2), off_lo, off_hi), key);
+                        if (mode == MIX_RESP && act[rr])  // probabilities exp(l - lse) <= exp(c_j - max): exactly 0
+                            for (int jj = 0; jj < nt; ++jj) resp[(chain * K + j0 + jj) * m + (gi[rr] - start)] = NEG_INF;
+                    }
+                    continue;
+                }
+            }
+#endif
             for (int jj = 0; jj < nt; ++jj) {
                 const int j = j0 + jj;
                 const T* pj = tile + jj * MIX_QP;
-#if MIX_SKIP
-                T gum[MIX_ROWS];  // the Gumbel terms log(-log u) of mode SAMPLE, drawn before the test
-                {
-                    const T cb = pj[0];
-                    const T floor_ = sizeof(T) == 4 ? T(-120) : T(-800);
-                    bool skip = mode != MIX_RESP;
-#pragma unroll
-                    for (int rr = 0; rr < MIX_ROWS; ++rr) {
-                        gum[rr] = T(0);
-                        if (mode == MIX_SAMPLE) {
-                            if ((j & 3) == 0)
-                                words[rr] = gpumcmc::philox4x32_10(
-                                    gpumcmc::philox_counter(ctr0[rr] + (unsigned long long)(j >> 2), off_lo, off_hi),
-                                    key);
-                            const unsigned int w = (j & 3) == 0 ? words[rr].x : (j & 3) == 1 ? words[rr].y
-                                                 : (j & 3) == 2 ? words[rr].z : words[rr].w;
-                            gum[rr] = log_(-log_((T)gpumcmc::u01_f32(w)));
-                        }
-                        if (act[rr]) {
-                            const T bound = mode == MIX_SAMPLE ? cb - gum[rr] : cb;
-                            skip = skip && !(bound > best[rr]) && (lse == nullptr || cb - mx[rr] < floor_);
-                        }
-                    }
-                    if (__all_sync(__activemask(), skip)) continue;
-                }
-#endif
                 T q[MIX_ROWS];
 #pragma unroll
                 for (int rr = 0; rr < MIX_ROWS; ++rr) q[rr] = T(0);
@@ -290,9 +296,6 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
                         s[rr] += exp_(l - mx[rr]);
                     }
                     T score = l;
-#if MIX_SKIP
-                    if (mode == MIX_SAMPLE) score = l - gum[rr];
-#else
                     if (mode == MIX_SAMPLE) {
                         if ((j & 3) == 0)
                             words[rr] = gpumcmc::philox4x32_10(
@@ -302,7 +305,6 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
                         const T u = (T)gpumcmc::u01_f32(w);
                         score = l - log_(-log_(u));
                     }
-#endif
                     if (score > best[rr]) {
                         best[rr] = score;
                         best_j[rr] = j;

@@ -430,16 +430,18 @@ def test_kernel_matches_twin(cp, dtype, p, k):
     assert (to_np(za) == zb).mean() > 0.995
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gpu_left_out_components_give_the_same_bits(cp, dtype, monkeypatch):
-    # MIX_SKIP = 1 leaves out the quadratic form of a component that no row of a warp can choose or feel in
-    # its log-sum-exp: the indicators and log-sum-exps of the full kernel bit for bit, in modes SAMPLE and
-    # ARGMAX with and without the log-sum-exps, on components whose weights sit 20 to 900 nats below the rest
-    # (most of them left out by every warp, some near the thresholds) and one of weight zero
+@pytest.mark.parametrize("dtype, p", [(np.float32, 5), (np.float32, 14), (np.float64, 14)])  # tiles of 32, 32, 25
+def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, monkeypatch):
+    # MIX_SKIP = 1 leaves out a tile of components that no row of a warp can choose or feel in its
+    # log-sum-exp: the indicators, log-sum-exps and probabilities of the full kernel bit for bit, in modes
+    # SAMPLE and ARGMAX with and without the log-sum-exps and in mode RESP, on components whose weights sit 20
+    # to 900 nats below the first eight (most tiles left out by every warp, some near the thresholds) and
+    # one of weight zero; with tiles of 25 components a left-out tile ends inside a Philox call's four
     rs = np.random.default_rng(9)
-    chains, n, k, p = 2, 4000, 40, 5
+    chains, n, k = 2, 4000, 90
     _, log_pi, mu, sigma = _random_params(rs, chains, k, p, np.float64, dead=(3,))
-    log_pi[:, 8:] -= rs.choice([20.0, 90.0, 118.0, 130.0, 400.0, 790.0, 900.0], size=(chains, k - 8))
+    drop = rs.choice([20.0, 90.0, 118.0, 130.0, 400.0, 790.0, 900.0], size=(chains, k - 8))
+    log_pi[:, 8:] -= drop
     pg = cp.asarray(mx.kernel_params(log_pi, mu, np.linalg.cholesky(sigma), dtype))
     x = cp.asarray(rs.normal(0, 2, (n, p)).astype(dtype))
 
@@ -452,10 +454,14 @@ def test_gpu_left_out_components_give_the_same_bits(cp, dtype, monkeypatch):
                 lse = cp.full((chains, n), np.nan, dtype) if with_lse else None
                 mx.assign(x, pg, 0, n, mode, (11, 22), 5, z=z, lse=lse)
                 out += [to_np(z)] + ([to_np(lse)] if with_lse else [])
-        return out
+        lse, resp = cp.empty((chains, n), dtype), cp.empty((chains, k, 1000), dtype)
+        mx.assign(x, pg, 500, 1000, mx.MODE_RESP, (11, 22), 5, lse=lse, resp=resp)
+        return out + [to_np(lse)[:, 500:1500], to_np(resp)]
 
     full, left_out = run(()), run((("MIX_SKIP", 1),))
-    assert (full[0] >= 8).any() and (full[0] < 8).mean() > 0.9  # the far components are rarely chosen
+    far = np.zeros((chains, k), bool)
+    far[:, 8:] = drop >= 400
+    assert not np.take_along_axis(far, full[0], axis=1).any()  # the farthest are never chosen
     for a, b in zip(full, left_out):
         np.testing.assert_array_equal(a, b)
 
@@ -477,15 +483,20 @@ def test_left_out_components_compile():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_gpu_gibbs_fit_with_left_out_components_gives_the_same_draws(cp, monkeypatch):
+def test_gpu_fits_with_left_out_components_give_the_same_draws(cp, monkeypatch):
+    # Gibbs (modes SAMPLE and ARGMAX) and Bayesian EM (mode RESP, whose pruned components have c_j = -inf)
     X, _, _ = planted()
     kw = dict(n_components=40, n_iter=8, burn_in=2, backend="cupy")
-    a = fit(X, **kw)
+    bem = dict(n_components=40, method="bem", n_iter=40, backend="cupy")
+    a, a_bem = fit(X, **kw), fit(X, **bem)
     monkeypatch.setattr(config, "mixture_defines", (("MIX_SKIP", 1),))
-    b = fit(X, **kw)
+    b, b_bem = fit(X, **kw), fit(X, **bem)
     np.testing.assert_array_equal(a.z_, b.z_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
     for name in ("weights", "means", "covariances", "alpha", "loglik"):
         np.testing.assert_array_equal(a.trace_.draws[name], b.trace_.draws[name])
+    for name in ("weights_", "means_", "covariances_", "lower_bound_"):
+        np.testing.assert_array_equal(getattr(a_bem, name), getattr(b_bem, name))
 
 
 def test_gpu_chunked_same_draws(cp):

@@ -233,18 +233,23 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
 #if MIX_SKIP
             {  // the tile left out where no row of the warp can choose or feel any of its components
                 T cb = NEG_INF;
-                for (int jj = 0; jj < nt; ++jj) cb = fmax(cb, tile[jj * MIX_QP]);  // the largest c_j (NaN: none)
+                for (int jj = 0; jj < nt; ++jj) {  // the largest c_j, or NaN where one is NaN (then unfelt fails)
+                    const T c = tile[jj * MIX_QP];
+                    cb = (c > cb || c != c) ? c : cb;
+                }
                 const T floor_ = sizeof(T) == 4 ? T(-120) : T(-800);
                 // a score is l - log(-log u) <= c_j + 16.64 for u in [2^-24, 1 - 2^-24] (u01_f32); the margin
                 // covers the rounding of the score's terms
-                const T top = cb + T(18) + fabs(cb) * T(1e-6);
+                const T top = cb == NEG_INF ? cb : cb + T(18) + fabs(cb) * T(1e-6);
                 bool skip = true;
 #pragma unroll
                 for (int rr = 0; rr < MIX_ROWS; ++rr) {
                     if (!act[rr]) continue;
-                    const bool unfelt = cb - mx[rr] < floor_;  // adds exactly 0 to the log-sum-exp
-                    const bool unchosen = !((mode == MIX_SAMPLE ? top : cb) > best[rr]);
-                    skip = skip && (mode == MIX_RESP ? unfelt : unchosen && (lse == nullptr || unfelt));
+                    // no indicator asked, or none of the tile can beat the row's best score so far (NaN: unknown)
+                    const bool unchosen = z == nullptr || (mode == MIX_SAMPLE ? top : cb) <= best[rr];
+                    // no log-sum-exp or probability asked, or the tile adds exactly 0 to them
+                    const bool unfelt = (lse == nullptr && mode != MIX_RESP) || cb - mx[rr] < floor_;
+                    skip = skip && unchosen && unfelt;
                 }
                 if (__all_sync(__activemask(), skip)) {
 #pragma unroll

@@ -435,13 +435,15 @@ def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, monkeypatch):
     # MIX_SKIP = 1 leaves out a tile of components that no row of a warp can choose or feel in its
     # log-sum-exp: the indicators, log-sum-exps and probabilities of the full kernel bit for bit, in modes
     # SAMPLE and ARGMAX with and without the log-sum-exps and in mode RESP, on components whose weights sit 20
-    # to 900 nats below the first eight (most tiles left out by every warp, some near the thresholds) and
-    # one of weight zero; with tiles of 25 components a left-out tile ends inside a Philox call's four
+    # to 900 nats below the first eight (most tiles left out by every warp, some near the thresholds), one of
+    # weight zero among them and a run of 32 pruned ones; with tiles of 25 components a left-out tile ends
+    # inside a Philox call's four
     rs = np.random.default_rng(9)
     chains, n, k = 2, 4000, 90
     _, log_pi, mu, sigma = _random_params(rs, chains, k, p, np.float64, dead=(3,))
     drop = rs.choice([20.0, 90.0, 118.0, 130.0, 400.0, 790.0, 900.0], size=(chains, k - 8))
     log_pi[:, 8:] -= drop
+    log_pi[:, 40:72] = -np.inf  # a whole tile (or more) of pruned components, as Bayesian EM leaves them
     pg = cp.asarray(mx.kernel_params(log_pi, mu, np.linalg.cholesky(sigma), dtype))
     x = cp.asarray(rs.normal(0, 2, (n, p)).astype(dtype))
 

@@ -165,6 +165,9 @@ __device__ __forceinline__ void write_probs(T* __restrict__ resp, double* __rest
 #ifndef MIX_SKIP
 #define MIX_SKIP 0
 #endif
+#if MIX_SKIP && defined(MIX_SKIP_TALLY)
+__device__ unsigned long long mix_skip_tally;  // the tiles warps left out (the tests read it)
+#endif
 
 template <typename T>
 __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
@@ -252,6 +255,9 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
                     skip = skip && unchosen && unfelt;
                 }
                 if (__all_sync(__activemask(), skip)) {
+#ifdef MIX_SKIP_TALLY
+                    if ((threadIdx.x & 31) == (unsigned)(__ffs(__activemask()) - 1)) atomicAdd(&mix_skip_tally, 1ull);
+#endif
 #pragma unroll
                     for (int rr = 0; rr < MIX_ROWS; ++rr) {
                         // the words the next tile's first component reads where it does not draw them itself

@@ -461,6 +461,18 @@ def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, monkeypatch):
         return out + [to_np(lse)[:, 500:1500], to_np(resp)]
 
     full, left_out = run(()), run((("MIX_SKIP", 1),))
+    # the same with a tally of the tiles left out: some are (so the comparison above reached the skip)
+    from gpumcmc import _loader
+    from gpumcmc.models.mixture import ops
+
+    tally = (("MIX_SKIP", 1), ("MIX_SKIP_TALLY", 1))
+    monkeypatch.setattr(config, "mixture_defines", tally)
+    mod = _loader._module(ops.FILE, ops._NAMES, ops._defines(p, dtype), None)
+    count = cp.ndarray((1,), cp.uint64, memptr=mod.get_global("mix_skip_tally"))
+    count[...] = 0
+    for a, b in zip(full, run(tally)):
+        np.testing.assert_array_equal(a, b)
+    assert int(count[0]) > 0
     far = np.zeros((chains, k), bool)
     far[:, 8:] = drop >= 400
     assert not np.take_along_axis(far, full[0], axis=1).any()  # the farthest are never chosen

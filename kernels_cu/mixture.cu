@@ -160,8 +160,9 @@ __device__ __forceinline__ void write_probs(T* __restrict__ resp, double* __rest
 // running maximum exceeds c_j by more than exp's underflow (120 in float32, 800 in float64) would add exactly
 // 0 to its log-sum-exp and get a probability of exactly 0 (mode RESP: its logits are written as -inf, which
 // gives that 0). Where every row of the warp is such a row for the tile's largest c_j, the warp goes on to
-// the next tile: the same indicators, log-sum-exps and probabilities bit for bit, with the work of the
-// components far below the rows' own (and of pruned ones, c_j = -inf) left out.
+// the next tile: the same indicators, log-sum-exps and probabilities bit for bit (for finite means and
+// factors U_j: a NaN quadratic form would give a NaN probability in mode RESP where a left-out tile gives 0),
+// with the work of the components far below the rows' own (and of pruned ones, c_j = -inf) left out.
 #ifndef MIX_SKIP
 #define MIX_SKIP 0
 #endif
@@ -250,8 +251,9 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
                     if (!act[rr]) continue;
                     // no indicator asked, or none of the tile can beat the row's best score so far (NaN: unknown)
                     const bool unchosen = z == nullptr || (mode == MIX_SAMPLE ? top : cb) <= best[rr];
-                    // no log-sum-exp or probability asked, or the tile adds exactly 0 to them
-                    const bool unfelt = (lse == nullptr && mode != MIX_RESP) || cb - mx[rr] < floor_;
+                    // no log-sum-exp or probability asked, or the tile adds exactly 0 to them (every c_j = -inf: its
+                    // logits are -inf, which is what a left-out tile writes in mode RESP)
+                    const bool unfelt = (lse == nullptr && mode != MIX_RESP) || cb == NEG_INF || cb - mx[rr] < floor_;
                     skip = skip && unchosen && unfelt;
                 }
                 if (__all_sync(__activemask(), skip)) {
@@ -261,7 +263,12 @@ __global__ void __launch_bounds__(MIX_BLOCK, MIX_MIN_BLOCKS) mixture_logits(
 #pragma unroll
                     for (int rr = 0; rr < MIX_ROWS; ++rr) {
                         // the words the next tile's first component reads where it does not draw them itself
+                        // (MIX_SKIP_BREAK_WORDS: left undrawn, for the test that shows this line matters)
+#ifndef MIX_SKIP_BREAK_WORDS
                         if (mode == MIX_SAMPLE && ((j0 + nt) & 3) != 0)
+#else
+                        if (false)
+#endif
                             words[rr] = gpumcmc::philox4x32_10(gpumcmc::philox_counter(
                                 ctr0[rr] + (unsigned long long)((j0 + nt - 1) >> 2), off_lo, off_hi), key);
                         if (mode == MIX_RESP && act[rr])  // probabilities exp(l - lse) <= exp(c_j - max): exactly 0

@@ -430,54 +430,64 @@ def test_kernel_matches_twin(cp, dtype, p, k):
     assert (to_np(za) == zb).mean() > 0.995
 
 
-@pytest.mark.parametrize("dtype, p", [(np.float32, 5), (np.float32, 14), (np.float64, 14)])  # tiles of 32, 32, 25
-def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, monkeypatch):
-    # MIX_SKIP = 1 leaves out a tile of components that no row of a warp can choose or feel in its
-    # log-sum-exp: the indicators, log-sum-exps and probabilities of the full kernel bit for bit, in modes
-    # SAMPLE and ARGMAX with and without the log-sum-exps and in mode RESP, on components whose weights sit 20
-    # to 900 nats below the first eight (most tiles left out by every warp, some near the thresholds), one of
-    # weight zero among them and a run of 32 pruned ones; with tiles of 25 components a left-out tile ends
-    # inside a Philox call's four
-    rs = np.random.default_rng(9)
-    chains, n, k = 2, 4000, 90
-    _, log_pi, mu, sigma = _random_params(rs, chains, k, p, np.float64, dead=(3,))
-    drop = rs.choice([20.0, 90.0, 118.0, 130.0, 400.0, 790.0, 900.0], size=(chains, k - 8))
-    log_pi[:, 8:] -= drop
-    log_pi[:, 40:72] = -np.inf  # a whole tile (or more) of pruned components, as Bayesian EM leaves them
-    pg = cp.asarray(mx.kernel_params(log_pi, mu, np.linalg.cholesky(sigma), dtype))
-    x = cp.asarray(rs.normal(0, 2, (n, p)).astype(dtype))
-
-    def run(tune):
-        monkeypatch.setattr(config, "mixture_defines", tune)
-        out = []
-        for mode in (mx.MODE_SAMPLE, mx.MODE_ARGMAX):
-            for with_lse in (True, False):
-                z = cp.full((chains, n), -1, cp.int32)
-                lse = cp.full((chains, n), np.nan, dtype) if with_lse else None
-                mx.assign(x, pg, 0, n, mode, (11, 22), 5, z=z, lse=lse)
-                out += [to_np(z)] + ([to_np(lse)] if with_lse else [])
-        lse, resp = cp.empty((chains, n), dtype), cp.empty((chains, k, 1000), dtype)
-        mx.assign(x, pg, 500, 1000, mx.MODE_RESP, (11, 22), 5, lse=lse, resp=resp)
-        return out + [to_np(lse)[:, 500:1500], to_np(resp)]
-
-    full, left_out = run(()), run((("MIX_SKIP", 1),))
-    # the same with a tally of the tiles left out: some are (so the comparison above reached the skip)
+@pytest.mark.parametrize("dtype, p, tile", [(np.float32, 5, 27), (np.float32, 14, 27), (np.float64, 14, None)])
+def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, tile, monkeypatch):
+    # MIX_SKIP = 1 leaves out a tile of components that no row of a warp can choose or feel: the indicators,
+    # log-sum-exps and probabilities of the full kernel bit for bit, in modes SAMPLE and ARGMAX with and
+    # without the log-sum-exps and in mode RESP. The components in tiles of T (27, or the float64 default
+    # of 25 at p = 14, so that a tile ends inside a Philox call's four): tile 0 the eight near ones, then
+    # ones 20 nats down; tile 1 3,000 nats down; tile 2 copies of the near ones, then ones 20 nats down (rows
+    # choose them, reading the words drawn at the end of tile 1 where it was left out); tile 3 pruned. A tally
+    # compiled in counts, launch by launch, the tiles left out: tiles 1 and 3 in every mode; a kernel that
+    # left the words undrawn gives other indicators.
     from gpumcmc import _loader
     from gpumcmc.models.mixture import ops
 
-    tally = (("MIX_SKIP", 1), ("MIX_SKIP_TALLY", 1))
-    monkeypatch.setattr(config, "mixture_defines", tally)
-    mod = _loader._module(ops.FILE, ops._NAMES, ops._defines(p, dtype), None)
-    count = cp.ndarray((1,), cp.uint64, memptr=mod.get_global("mix_skip_tally"))
-    count[...] = 0
-    for a, b in zip(full, run(tally)):
-        np.testing.assert_array_equal(a, b)
-    assert int(count[0]) > 0
-    far = np.zeros((chains, k), bool)
-    far[:, 8:] = drop >= 400
-    assert not np.take_along_axis(far, full[0], axis=1).any()  # the farthest are never chosen
+    base = () if tile is None else (("MIX_TILE", tile),)
+    T = tile or dict(ops._defines(p, dtype))["MIX_TILE"]
+    rs = np.random.default_rng(9)
+    chains, n, k = 2, 4000, 4 * T
+    _, log_pi, mu, sigma = _random_params(rs, chains, k, p, np.float64)
+    log_pi[:, 8:T] -= 20.0
+    log_pi[:, T:2 * T] -= 3000.0
+    mu[:, 2 * T:2 * T + 8], sigma[:, 2 * T:2 * T + 8], log_pi[:, 2 * T:2 * T + 8] = mu[:, :8], sigma[:, :8], log_pi[:, :8]
+    log_pi[:, 2 * T + 8:3 * T] -= 20.0
+    log_pi[:, 3 * T:] = -np.inf
+    pg = cp.asarray(mx.kernel_params(log_pi, mu, np.linalg.cholesky(sigma), dtype))
+    x = cp.asarray(rs.normal(0, 2, (n, p)).astype(dtype))
+    calls = [(mx.MODE_SAMPLE, True), (mx.MODE_SAMPLE, False), (mx.MODE_ARGMAX, True), (mx.MODE_ARGMAX, False),
+             (mx.MODE_RESP, True)]
+
+    def run(tune, count=None):
+        monkeypatch.setattr(config, "mixture_defines", base + tune)
+        out, skipped = [], []
+        for mode, with_lse in calls:
+            if count is not None:
+                count[...] = 0
+            z = cp.full((chains, n), -1, cp.int32) if mode != mx.MODE_RESP else None
+            lse = cp.full((chains, n), np.nan, dtype) if with_lse else None
+            resp = cp.empty((chains, k, n), dtype) if mode == mx.MODE_RESP else None
+            mx.assign(x, pg, 0, n, mode, (11, 22), 5, z=z, lse=lse, resp=resp)
+            out += [to_np(a) for a in (z, lse, resp) if a is not None]
+            if count is not None:
+                skipped.append(int(count[0]))
+        return out, skipped
+
+    def tallied(tune):
+        monkeypatch.setattr(config, "mixture_defines", base + tune)
+        mod = _loader._module(ops.FILE, ops._NAMES, ops._defines(p, dtype), None)
+        return run(tune, cp.ndarray((1,), cp.uint64, memptr=mod.get_global("mix_skip_tally")))
+
+    full, _ = run(())
+    z = full[0]
+    assert ((z >= 2 * T) & (z < 2 * T + 8)).sum() > 100  # rows choose tile 2's near copies
+    left_out, skipped = tallied((("MIX_SKIP", 1), ("MIX_SKIP_TALLY", 1)))
     for a, b in zip(full, left_out):
         np.testing.assert_array_equal(a, b)
+    warps = chains * -(-n // (32 * dict(ops._defines(p, dtype))["MIX_ROWS"]))  # warps of rows, each chain
+    assert all(s >= 2 * warps for s in skipped), (skipped, warps)  # tiles 1 and 3, by every warp, every mode
+    broken, _ = tallied((("MIX_SKIP", 1), ("MIX_SKIP_TALLY", 1), ("MIX_SKIP_BREAK_WORDS", 1)))
+    assert not np.array_equal(broken[0], full[0])
 
 
 @pytest.mark.slow
@@ -491,7 +501,7 @@ def test_left_out_components_compile():
     if shutil.which("nvcc") is None:
         pytest.skip("no nvcc")
     kernels = os.path.join(os.path.dirname(__file__), os.pardir, "kernels_cu")
-    defines = [f"-D{k}={v}" for k, v in mx._defines(14, np.float32)] + ["-DMIX_SKIP=1"]
+    defines = [f"-D{k}={v}" for k, v in mx._defines(14, np.float32)] + ["-DMIX_SKIP=1", "-DMIX_SKIP_TALLY=1"]
     done = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--ptx", "-I", kernels, *defines, "-o", os.devnull,
                            os.path.join(kernels, "mixture.cu")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

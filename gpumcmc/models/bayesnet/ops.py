@@ -10,6 +10,8 @@ to log space only where the products underflow (kernels_cu/bayesnet.cu says when
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from gpumcmc import _kernel_args, _loader
@@ -25,15 +27,17 @@ def _parents(plan, f):
     return [(int(plan.par[q]), int(plan.par_stride[q])) for q in range(plan.par_ptr[f], plan.par_ptr[f + 1])]
 
 
+def _row_code(plan, f, z="z") -> str:
+    """C code of node f's CPT row for the case at ``z``: its parents' states times their strides, written in."""
+    return " + ".join(f"(int){z}[{p}] * {st}" for p, st in _parents(plan, f)) or "0"
+
+
 def _net_cases(plan) -> str:
     """The body of bayesnet.cu's ``BN_NET_CASES`` for ``plan``: one ``case v:`` a node, computing what
     ``bn_products`` computes for a cell of v (its table's row, each child's factor in the children's order,
     the cumulative sums) with the node's states, table offsets, parents, children and strides written in as
     constants, in the same operations and order, so the same values."""
-    def row(f):
-        terms = [f"(int)z[{p}] * {st}" for p, st in _parents(plan, f)]
-        return " + ".join(terms) if terms else "0"
-
+    row = functools.partial(_row_code, plan)
     cases = []
     for v in range(plan.V):
         K = int(plan.card[v])
@@ -57,7 +61,7 @@ def _net_count(plan) -> str:
     rows, with the node's table offset, states, parents and strides written in, added by ``bn_count_add``."""
     out = []
     for v in range(plan.V):
-        row = " + ".join(f"(int)z[u][{p}] * {st}" for p, st in _parents(plan, v)) or "0"
+        row = _row_code(plan, v, "z[u]")
         out.append(f"{{ int cell[BN_COUNT_ROWS]; _Pragma(\"unroll\") for (int u = 0; u < BN_COUNT_ROWS; ++u) "
                    f"cell[u] = {int(plan.toff[v])} + ({row}) * {int(plan.card[v])} + z[u][{v}]; "
                    f"bn_count_add(h, in, cell); }}")
@@ -70,7 +74,7 @@ def _net_reg_count(plan) -> str:
     of the node's table, so that no atomic is made per row."""
     out = []
     for v in range(plan.V):
-        row = " + ".join(f"(int)z[u][{p}] * {st}" for p, st in _parents(plan, v)) or "0"
+        row = _row_code(plan, v, "z[u]")
         K, off = int(plan.card[v]), int(plan.toff[v])
         adds = " ".join(f"r[{off + j}] += in[u] & (c == {j});" for j in range(int(plan.toff[v + 1]) - off))
         out.append(f"_Pragma(\"unroll\") for (int u = 0; u < BN_COUNT_ROWS; ++u) {{ "

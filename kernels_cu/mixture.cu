@@ -164,7 +164,7 @@ __device__ __forceinline__ void write_probs(T* __restrict__ resp, double* __rest
 // factors U_j: a NaN quadratic form would give a NaN probability in mode RESP where a left-out tile gives 0),
 // with the work of the components far below the rows' own (and of pruned ones, c_j = -inf) left out.
 #ifndef MIX_SKIP
-#define MIX_SKIP 0
+#define MIX_SKIP 0  // the launcher (models/mixture/ops.py) asks for 1 in mode RESP, Bayesian EM's E-step
 #endif
 #if MIX_SKIP && defined(MIX_SKIP_TALLY)
 __device__ unsigned long long mix_skip_tally;  // the tiles warps left out (the tests read it)

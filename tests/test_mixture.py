@@ -478,7 +478,7 @@ def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, tile, monkeypa
         mod = _loader._module(ops.FILE, ops._NAMES, ops._defines(p, dtype), None)
         return run(tune, cp.ndarray((1,), cp.uint64, memptr=mod.get_global("mix_skip_tally")))
 
-    full, _ = run(())
+    full, _ = run((("MIX_SKIP", 0),))  # the full kernel in every mode (the launcher's default skips in mode RESP)
     z = full[0]
     assert ((z >= 2 * T) & (z < 2 * T + 8)).sum() > 100  # rows choose tile 2's near copies
     left_out, skipped = tallied((("MIX_SKIP", 1), ("MIX_SKIP_TALLY", 1)))
@@ -492,7 +492,7 @@ def test_gpu_left_out_components_give_the_same_bits(cp, dtype, p, tile, monkeypa
 
 @pytest.mark.slow
 def test_left_out_components_compile():
-    # mixture.cu with MIX_SKIP = 1 (off by default, so the CI's compile of every kernel does not reach it)
+    # mixture.cu with MIX_SKIP = 1 and its tally (the CI's compile of every kernel uses the file's defaults)
     # compiles for sm_90 at the shapes the launcher asks for; the GPU tests beside it check its bits
     import os
     import shutil
@@ -508,10 +508,12 @@ def test_left_out_components_compile():
 
 
 def test_gpu_fits_with_left_out_components_give_the_same_draws(cp, monkeypatch):
-    # Gibbs (modes SAMPLE and ARGMAX) and Bayesian EM (mode RESP, whose pruned components have c_j = -inf)
+    # Gibbs (modes SAMPLE and ARGMAX) and Bayesian EM (mode RESP, whose pruned components have c_j = -inf; the
+    # default there) with and without the left-out tiles
     X, _, _ = planted()
     kw = dict(n_components=40, n_iter=8, burn_in=2, backend="cupy")
     bem = dict(n_components=40, method="bem", n_iter=40, backend="cupy")
+    monkeypatch.setattr(config, "mixture_defines", (("MIX_SKIP", 0),))  # the full kernel in every mode
     a, a_bem = fit(X, **kw), fit(X, **bem)
     monkeypatch.setattr(config, "mixture_defines", (("MIX_SKIP", 1),))
     b, b_bem = fit(X, **kw), fit(X, **bem)

@@ -181,8 +181,16 @@ def _comp_threads(p: int) -> int:
 _DEFINES = memo.table("mixture.defines", device_at=None)  # (p, dtype, stats rows, overrides) -> the defines
 
 
-def _defines(p: int, dtype) -> tuple:
-    dtype, tune = np.dtype(dtype), tuple(sorted(dict(config.mixture_defines).items()))
+def _defines(p: int, dtype, skip: bool = False) -> tuple:
+    """The kernels' defines at ``p`` and ``dtype``; ``skip``: with MIX_SKIP = 1 (mixture.cu), which leaves
+    out the tiles of components no row of a warp can feel: the same bits. Bayesian EM's E-step (mode RESP)
+    asks for it: its pruned components (sorted last) and far ones are most of its tiles. Gibbs's draws do
+    not: there the test costs more than it saves (``benchmarks/results/logs-h200/session52-*``). A MIX_SKIP
+    in ``config.mixture_defines`` decides for both."""
+    tune = dict(config.mixture_defines)
+    if skip:
+        tune.setdefault("MIX_SKIP", 1)
+    dtype, tune = np.dtype(dtype), tuple(sorted(tune.items()))
     key = (p, dtype, config.mixture_stats_rows, tune)
     if key in _DEFINES:
         return _DEFINES[key]
@@ -203,10 +211,10 @@ def _defines(p: int, dtype) -> tuple:
     return _DEFINES[key]
 
 
-def _kernel(p: int, dtype, which: str = "mixture_logits"):
+def _kernel(p: int, dtype, which: str = "mixture_logits", skip: bool = False):
     dtype = np.dtype(dtype)  # the defines are memoised per (p, dtype): pass a dtype, not a type
     name = which if which in _PLAIN else f"{which}<{'float' if dtype == np.float32 else 'double'}>"
-    return _loader.get_function(FILE, name, _NAMES, defines=_defines(p, dtype))
+    return _loader.get_function(FILE, name, _NAMES, defines=_defines(p, dtype, skip))
 
 
 def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0, z=None, lse=None,
@@ -240,8 +248,8 @@ def assign(x, params, start: int, m: int, mode: int, key=(0, 0), offset: int = 0
         _assign_twin(x, params, start, m, mode, key, offset, z=z, lse=lse, resp=resp, design=design, row0=row0,
                      ctr_rows=ctr_rows)
         return
-    fn = _kernel(p, x.dtype)
-    defines = dict(_defines(p, x.dtype))
+    fn = _kernel(p, x.dtype, skip=mode == MODE_RESP)
+    defines = dict(_defines(p, x.dtype, skip=mode == MODE_RESP))
     rows, block = defines["MIX_ROWS"], defines["MIX_BLOCK"]
     blocks = _loader.resident_blocks(fn, block) * _loader.sm_count()
     gx = int(max(1, min(math.ceil(m / (block * rows)), max(1, blocks // chains) * 2)))

@@ -1015,6 +1015,15 @@ def token_order(rows, cols, K: int, dtype=np.float32, cache_bytes: int | None = 
     cols = xp.asarray(cols)
     if rows.shape != cols.shape or rows.ndim != 1:
         raise ValueError(f"rows and cols must be 1-d of one length, got shapes {rows.shape} and {cols.shape}.")
+    K = _validate.check_int(K, "K", 1)  # K = 0 divided by zero
+    for name, a in (("rows", rows), ("cols", cols)):
+        if not a.size:
+            continue
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integers (the theta and phi row of each token), got dtype {a.dtype}; "
+                            f"convert indices with {name}.astype(np.int64).")
+        if _validate.validating() and int(a.min()) < 0:  # synchronize! (once, at entry; not with checks off)
+            raise ValueError(f"{name} must be non-negative row indices; found values < 0.")
     if cache_bytes is None:
         if xp is np:
             cache_bytes = 32 << 20

@@ -109,6 +109,28 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="non-negative"):
         rng.random(-1)
     assert rng.random(0).shape == (0,)
+    # spawn(-1) raised OverflowError from SeedSequence
+    with pytest.raises(ValueError, match="n_children"):
+        rng.spawn(-1)
+    assert rng.spawn(0) == []
+
+
+# A float size raised "'float' object is not iterable" (and a float inside a tuple, or a string, was read
+# as an integer): every draw method checks size in one place, with NumPy's error types.
+_SIZED = [lambda r, size: r.random(size), lambda r, size: r.uniform(0, 1, size), lambda r, size: r.normal(size=size),
+          lambda r, size: r.standard_normal(size), lambda r, size: r.gamma(1.0, size=size),
+          lambda r, size: r.beta(1.0, 2.0, size), lambda r, size: r.dirichlet([1.0, 2.0], size),
+          lambda r, size: r.standard_exponential(size), lambda r, size: r.exponential(1.0, size),
+          lambda r, size: r.wishart(3, np.eye(2), size), lambda r, size: r.invwishart(3, np.eye(2), size)]
+
+
+@pytest.mark.parametrize("size", [2.5, 2.0, (2, 3.0), "3"])
+def test_every_draw_method_checks_size_alike(size):
+    rng = default_rng(0, backend="numpy")
+    for draw in _SIZED:
+        with pytest.raises(TypeError, match="size must be None, an integer or a sequence of integers"):
+            draw(rng, size)
+    assert rng.random(np.array([2, 3])).shape == (2, 3) and rng.gamma(1.0, size=np.int64(2)).shape == (2,)
 
 
 # (call, error, words the message must hold). Parameters given as callables of

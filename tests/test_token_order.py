@@ -24,3 +24,18 @@ def test_token_order_is_a_tiled_word_sort(xp):
 def test_token_order_rejects_mismatched_inputs():
     with pytest.raises(ValueError, match="one length"):
         token_order(np.zeros(3, int), np.zeros(4, int), K=8)
+
+
+_I3 = np.zeros(3, int)
+
+
+@pytest.mark.parametrize("rows, cols, K, error, match", [
+    (_I3, _I3, 0, ValueError, "K"),                                  # K = 0 raised ZeroDivisionError
+    (_I3, _I3, 2.5, TypeError, "K"),
+    (np.array([0, -1, 2]), _I3, 8, ValueError, "rows .*non-negative"),  # negative rows were sorted silently
+    (np.array([0.0, 1.5, 2.0]), _I3, 8, TypeError, "rows must hold integers"),  # and so were float rows
+    (_I3, np.zeros(3), 8, TypeError, "cols must hold integers"),
+])
+def test_token_order_rejects_bad_rows_cols_and_K(rows, cols, K, error, match):
+    with pytest.raises(error, match=match):
+        token_order(rows, cols, K=K)

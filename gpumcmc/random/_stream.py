@@ -70,17 +70,55 @@ class PhiloxStream:
         return _backend.get_backend(self._backend)
 
 
-def seed_sequence(seed) -> np.random.SeedSequence:
-    """The ``SeedSequence`` for an int, a ``SeedSequence``, a ``numpy.random.Generator`` or ``None``.
+RANDOM_STATES = ("None, an int >= 0, a numpy SeedSequence, Generator or RandomState, or a gpumcmc Generator "
+                 "(gpumcmc.random.default_rng)")
 
-    A ``numpy.random.Generator`` gives up 256 bits (so it moves on); ``None``
-    seeds from the operating system's entropy.
+
+def seed_sequence(seed) -> np.random.SeedSequence:
+    """The ``SeedSequence`` for an int, a ``SeedSequence``, a ``numpy.random.Generator`` or ``RandomState``,
+    or ``None``.
+
+    A numpy ``Generator`` or ``RandomState`` gives up 256 bits (so it moves on); ``None`` seeds from the
+    operating system's entropy. Anything else raises a TypeError (a negative int a ValueError) naming what
+    ``random_state`` may be.
     """
     if isinstance(seed, np.random.SeedSequence):
         return seed
     if isinstance(seed, np.random.Generator):
         return np.random.SeedSequence(seed.integers(0, 2**32, size=8, dtype=np.uint64))
-    return np.random.SeedSequence(seed)
+    if isinstance(seed, np.random.RandomState):
+        return np.random.SeedSequence(seed.randint(0, 2**32, size=8, dtype=np.uint64))
+    bad = f"random_state must be {RANDOM_STATES}; got {type(seed).__name__} {repr(seed)[:60]}."
+    if isinstance(seed, (bool, np.bool_, float, np.floating, str, bytes)):
+        raise TypeError(bad)
+    try:
+        return np.random.SeedSequence(seed)  # an int >= 0 or a sequence of them, or None
+    except TypeError:
+        raise TypeError(bad) from None
+    except ValueError:
+        raise ValueError(bad) from None
+
+
+def host_rng(seed) -> np.random.Generator:
+    """A ``numpy.random.Generator`` for host-side draws from any ``random_state`` :func:`seed_sequence` takes,
+    or a gpumcmc Generator (which spawns a child for it). A numpy ``Generator`` is returned as it is, and an
+    int or None gives what ``numpy.random.default_rng`` gives for it."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, PhiloxStream):
+        return np.random.default_rng(seed._seed_seq.spawn(1)[0])
+    return np.random.default_rng(seed_sequence(seed))
+
+
+def host_random_state(seed) -> np.random.RandomState:
+    """A ``numpy.random.RandomState`` (scikit-learn's ``check_random_state``: an int or None seeds one, one is
+    returned as it is) from any ``random_state`` :func:`host_rng` takes."""
+    if isinstance(seed, np.random.RandomState):
+        return seed
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_))):
+        seed_sequence(seed)  # a negative int: the ValueError that names random_state
+        return np.random.RandomState(seed)
+    return np.random.RandomState(int(host_rng(seed).integers(0, 2**32)))
 
 
 def as_stream(seed, *, backend: str | None = None) -> PhiloxStream:

@@ -143,6 +143,26 @@ def test_same_schedule_and_arviz():
     np.testing.assert_array_equal(idata.posterior["cpt_G"].values.reshape(fit.trace_["G"].shape), fit.trace_["G"])
 
 
+def test_same_is_checked():
+    # a schedule shorter than n_iter used to raise a raw IndexError (a longer one was cut short), and a
+    # string or a fraction was int()-ed; the callable's values are checked as they come.
+    X = BayesianNetwork.koller().sample(20, 0)
+
+    def fit_(same):
+        return _fresh().set_params(n_iter=4, same=same, progress=False, backend="numpy").fit(X)
+
+    for same in ([1, 2], [1, 2, 2, 2, 2]):
+        with pytest.raises(ValueError, match=rf"length {len(same)}, but n_iter = 4"):
+            fit_(same)
+    for same, err, match in (("2", TypeError, "string '2'"), (2.5, ValueError, "same is 2.5, not a whole number"),
+                             ([1, 2, "a", 1], TypeError, r"same\[2\] is 'a', not an integer"),
+                             (lambda t: 1 + t / 2, ValueError, "returned 1.5 at iteration 1"),
+                             (lambda t: 1 - t, ValueError, "between 1 and 65535.*returned 0 at iteration 1")):
+        with pytest.raises(err, match=match):
+            fit_(same)
+    assert fit_(lambda t: np.ceil(t / 2) + 1).imputations_.shape[0] == 3  # whole-number floats are m
+
+
 def test_dataframe_and_bad_input():
     pd = pytest.importorskip("pandas")
     net = BayesianNetwork.koller()
@@ -158,6 +178,28 @@ def test_dataframe_and_bad_input():
         net._encode(np.array([[0, 0, 0, 3, 0]]))
     with pytest.raises(TypeError):
         net._encode(np.zeros((2, 3), dtype=int))
+
+
+def test_log_prob_encodes_and_checks_cases_as_fit_does():
+    # log_prob takes what fit takes (an integer array or a DataFrame of state names) with fit's checks, and
+    # refuses missing cells: -1 used to index a CPT's last state, a DataFrame or a bad shape a raw IndexError.
+    net = BayesianNetwork.koller()
+    Y = np.array([[0, 1, 0, 2, 1], [1, 0, 1, 0, 0]])
+    with pytest.raises(ValueError, match=r"complete cases.*row 1.*impute"):
+        net.log_prob(np.array([[1, 0, 0, 0, 0], [-1, 0, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="out of range"):
+        net.log_prob(np.array([[0, 0, 0, 3, 0]]))
+    for bad in (Y[:, :4], Y[0], Y.astype(float)):
+        with pytest.raises(TypeError, match=r"X must be a DataFrame or an integer array \(n_cases, 5\)"):
+            net.log_prob(bad)
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({v: [net.states[v][k] for k in Y[:, j]] for j, v in enumerate(net.nodes)})
+    np.testing.assert_array_equal(net.log_prob(df), net.log_prob(Y))
+    np.testing.assert_allclose(net.log_prob(Y), np.log(_joint(net, Y)), rtol=1e-12)
+    with pytest.raises(ValueError, match="complete cases"):
+        net.log_prob(df.assign(G=[None, "1"]))
+    with pytest.raises(ValueError, match=r"no column for node\(s\) \['L'\]"):
+        net.log_prob(df.drop(columns="L"))
 
 
 def _bif_files():
@@ -247,6 +289,9 @@ def test_impossible_cases_and_bad_settings():
         _fresh().set_params(n_iter=2, same=10, prior=0.5, progress=False, backend="numpy").fit(X)
     with pytest.raises(ValueError, match="batch_size"):
         _fresh().set_params(n_iter=2, progress=False, backend="numpy", batch_size=0).fit(X)
+    # no cases: said so, not blamed on the batch_size the user left unset
+    with pytest.raises(ValueError, match="X has no cases"):
+        _fresh().set_params(n_iter=2, progress=False, backend="numpy").fit(X[:0])
 
 
 def _blanket_net(seed):

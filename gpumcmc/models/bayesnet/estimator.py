@@ -2,6 +2,7 @@
 it, and fits its CPTs with the sampler of :mod:`.algorithm`."""
 from __future__ import annotations
 
+import numbers
 import sys
 import warnings
 
@@ -12,6 +13,7 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
+from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import run, sharded
 from gpumcmc.sampling._estimator import Estimator
 from gpumcmc.shards import resolve
@@ -25,6 +27,36 @@ _MAX_COMBINATIONS = 20_000
 _DEFAULTS = {"n_iter": 100, "same": 1, "prior": 1.0, "random_state": None, "progress": True, "backend": None,
              "learn": True, "batch_size": None, "devices": None, "burn_in": None}
 _SOFT = 1e-3  # the uniform row's weight in the CPTs of the first half of impute's Gibbs sweeps
+
+
+def _schedule(same, n_iter) -> list:
+    """The replicas m at each of the ``n_iter`` iterations from the setting ``same``: an integer, a callable
+    of the iteration or a sequence of length n_iter (whole-number floats, as np.ceil gives, count as
+    integers), checked."""
+    what = "same must be an integer >= 1, a callable of the iteration (0..n_iter-1) or a sequence of length n_iter"
+    if isinstance(same, (str, bytes)):
+        raise TypeError(f"{what}; got the string {same!r}.")
+    if isinstance(same, np.ndarray) and same.ndim == 0:
+        same = same.item()
+    if callable(same):
+        ms, where = [same(t) for t in range(n_iter)], "the callable same returned {!r} at iteration {}"
+    elif isinstance(same, (numbers.Number, np.generic)):
+        ms, where = [same] * n_iter, "same is {!r}"
+    elif hasattr(same, "__len__") and hasattr(same, "__getitem__"):
+        if len(same) != n_iter:
+            raise ValueError(f"The schedule same has length {len(same)}, but n_iter = {n_iter}: a sequence "
+                             "schedule must give m for every iteration, so its length must be n_iter.")
+        ms, where = [same[t] for t in range(n_iter)], "same[{1}] is {0!r}"
+    else:
+        raise TypeError(f"{what}; got {type(same).__name__}.")
+    for t, m in enumerate(ms):
+        if isinstance(m, bool) or not isinstance(m, numbers.Real):  # numpy's integers and floats are Real
+            raise TypeError(f"{what}; {where.format(m, t)}, not an integer.")
+        if not isinstance(m, numbers.Integral) and not float(m).is_integer():
+            raise ValueError(f"{what}; {where.format(m, t)}, not a whole number.")
+        if not 1 <= m <= 65535:
+            raise ValueError(f"same must be between 1 and 65535 at every iteration; {where.format(m, t)}.")
+    return [int(m) for m in ms]
 
 
 class BayesianNetwork(Estimator):
@@ -158,7 +190,7 @@ class BayesianNetwork(Estimator):
     def sample(self, n: int, random_state=None) -> np.ndarray:
         """Forward-sample ``n`` complete cases as an int array (n, n_nodes) of state indices."""
         self._need_cpts()
-        rs, idx = np.random.default_rng(random_state), {v: i for i, v in enumerate(self.nodes)}
+        rs, idx = host_rng(random_state), {v: i for i, v in enumerate(self.nodes)}
         X = np.full((n, len(self.nodes)), -1, dtype=np.int64)
         for v in self._topo():
             t = self.cpts_[v]
@@ -179,11 +211,16 @@ class BayesianNetwork(Estimator):
                                  "parents must form a DAG: remove a parent on the cycle.")
         return order
 
-    def _encode(self, data) -> np.ndarray:
+    def _encode(self, data, name="data", complete=False) -> np.ndarray:
+        """The cases ``data`` (the parameter ``name`` of the caller) as an int64 array of state indices, -1 for
+        missing; ``complete``: log_prob's cases, where a DataFrame must have a column for every node."""
         pd = sys.modules.get("pandas")  # not imported: data is no DataFrame
         if pd is not None and isinstance(data, pd.DataFrame):
             if unknown := [c for c in data.columns if c not in self.card]:
                 raise ValueError(f"Columns {unknown} are not nodes of the network ({self.nodes}).")
+            if complete and (absent := [v for v in self.nodes if v not in data.columns]):
+                raise ValueError(f"log_prob needs complete cases, but the DataFrame {name} has no column for "
+                                 f"node(s) {absent}; fill the missing cells with impute first.")
             if absent := [v for v in self.nodes if v not in data.columns]:
                 warnings.warn(f"The DataFrame has no column for node(s) {absent}: they are taken as missing in "
                               "every case (latent). Add a column of None for each to say so and silence this "
@@ -205,11 +242,14 @@ class BayesianNetwork(Estimator):
             return X
         X = np.asarray(_backend.to_host(data))
         if X.ndim != 2 or X.shape[1] != len(self.nodes) or not np.issubdtype(X.dtype, np.integer):
-            raise TypeError(f"data must be a DataFrame or an integer array (n_cases, {len(self.nodes)}) with -1 "
-                            "for missing.")
+            raise TypeError(f"{name} must be a DataFrame or an integer array (n_cases, {len(self.nodes)}) with -1 "
+                            f"for missing; got an array of shape {X.shape} and dtype {X.dtype}.")
         cards = np.array([self.card[v] for v in self.nodes])
         if X.size and (X.min() < -1 or np.any(X >= cards)):
-            raise ValueError("An integer cell is out of range: use 0..card-1 for states and -1 for missing.")
+            r, j = np.argwhere((X < -1) | (X >= cards))[0]
+            raise ValueError(f"An integer cell of {name} is out of range (row {r}, node {self.nodes[j]!r}: "
+                             f"{X[r, j]}; its states are 0..{cards[j] - 1}): use 0..card-1 for states and -1 "
+                             "for missing.")
         return X.astype(np.int64, copy=False)  # read only by fit (impute copies it)
 
     def _colour(self):
@@ -253,7 +293,7 @@ class BayesianNetwork(Estimator):
              burn_in):
         """:meth:`fit` with every setting given: :func:`.algorithm.collective` on the shards, through
         :func:`gpumcmc.sampling.sharded`, run by :func:`gpumcmc.sampling.run`."""
-        X = self._encode(cases)
+        X = self._encode(cases, "X")
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
         sh, backend = (None, backend) if devices is None else resolve(devices, backend, "the cases")
         rng = default_rng(random_state, backend=backend)
@@ -284,6 +324,8 @@ class BayesianNetwork(Estimator):
 
     def _checked(self, n, n_iter, same, prior, learn, batch_size, burn_in):
         """The settings of a fit of n cases, checked: (m at every iteration, burn-in, batch size)."""
+        if n < 1:
+            raise ValueError("X has no cases (0 rows); fit needs at least one case, complete or with missing cells.")
         if not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
             raise ValueError("n_iter must be a positive integer.")
         burn = n_iter // 2 if burn_in is None else burn_in
@@ -291,11 +333,8 @@ class BayesianNetwork(Estimator):
             raise ValueError(f"burn_in must be an integer from 0 to n_iter - 1 = {n_iter - 1}, or None "
                              f"(n_iter // 2); got {burn_in!r}.")
         burn = int(burn)
-        sched = same if callable(same) else (lambda t, s=same: s[t]) if not np.isscalar(same) else (lambda t, s=same: s)
-        ms = [int(sched(t)) for t in range(n_iter)]
+        ms = _schedule(same, n_iter)
         m_max = max(ms)
-        if min(ms) < 1 or m_max > 65535:
-            raise ValueError("same must be between 1 and 65535 at every iteration.")
         if not prior > 0:
             raise ValueError("prior must be positive.")
         if learn and not m_max * (prior - 1.0) + 1.0 > 0:
@@ -365,7 +404,7 @@ class BayesianNetwork(Estimator):
         for name, val in (("max_combinations", max_combinations), ("n_sweeps", n_sweeps), ("replicas", replicas)):
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
                 raise ValueError(f"{name} must be a positive integer, got {val!r}.")
-        X, rs, large = self._encode(data).copy(), np.random.default_rng(random_state), []
+        X, rs, large = self._encode(data).copy(), host_rng(random_state), []
         cards = np.array([self.card[v] for v in self.nodes], dtype=np.float64)
         for r in range(len(X)):
             mis = np.flatnonzero(X[r] < 0)
@@ -378,7 +417,7 @@ class BayesianNetwork(Estimator):
             Y = np.repeat(X[r][None], len(combos), 0)
             Y[:, mis] = combos
             with np.errstate(divide="ignore"):
-                lp = self.log_prob(Y)
+                lp = self._log_prob(Y)
             if not np.isfinite(lp.max()):
                 raise ValueError(f"Case {r} has probability 0 under cpts_ (no state of its missing cells is "
                                  "possible); check the data against the CPTs' zeros.")
@@ -408,7 +447,7 @@ class BayesianNetwork(Estimator):
             state, _ = alg.step(rng, state if 2 * t < n_sweeps else state._replace(tables=exact))
         Z = _backend.to_host(state.Zs[0]).astype(np.int64)  # (replicas, n, V)
         with np.errstate(divide="ignore"):
-            lp = self.log_prob(Z.reshape(-1, plan.V)).reshape(Z.shape[:2])
+            lp = self._log_prob(Z.reshape(-1, plan.V)).reshape(Z.shape[:2])
         lost = np.flatnonzero(~np.isfinite(lp).any(0))
         if len(lost):
             raise ValueError(f"{len(lost)} case(s) (the first: row {lost[0]} of the cases imputed by Gibbs "
@@ -421,9 +460,19 @@ class BayesianNetwork(Estimator):
         return Z[pick, np.arange(Z.shape[1])]
 
     def log_prob(self, X):
-        """Log joint probability of complete cases (int array)."""
+        """Log joint probability of complete cases: an integer array (n_cases, n_nodes) of state indices or a
+        DataFrame of state names, as :meth:`fit` takes them, without missing cells (:meth:`impute` fills
+        them)."""
         self._need_cpts()
-        X = np.asarray(X)
+        X = self._encode(X, "X", complete=True)
+        if (missing := np.flatnonzero((X < 0).any(1))).size:
+            raise ValueError(f"log_prob needs complete cases, but {missing.size} case(s) of X (the first: row "
+                             f"{missing[0]}) have missing cells (-1, or None/NaN in a DataFrame); fill them with "
+                             "impute first, net.log_prob(net.impute(X)), or leave those cases out.")
+        return self._log_prob(X)
+
+    def _log_prob(self, X):
+        """:meth:`log_prob` of the complete cases ``X``, an int array of state indices already checked."""
         out = np.zeros(len(X))
         for j, v in enumerate(self.nodes):
             ix = tuple(X[:, self.nodes.index(p)] for p in self.parents[v]) + (X[:, j],)

@@ -155,6 +155,28 @@ def test_bad_settings(kw, exc, match):
         NestedSampler(**args)
 
 
+def test_error_inside_the_callable_is_its_own():
+    """A bug inside loglike (or prior_transform), raising on a batch and on one point alike, used to come out as
+    a TypeError about shapes; it is the user's own exception, with a note naming the callable. Where only the
+    batch call raises (one point gives the wrong shape), the shape advice stands."""
+    def buggy(x):
+        return {}["sigma"]
+    for which in ("loglike", "prior_transform"):
+        args = dict(loglike=_LL, prior_transform=_PT)
+        args[which] = buggy
+        with pytest.raises(KeyError, match="sigma") as info:
+            NestedSampler(ndim=2, nlive=20, backend="numpy", progress=False, **args)
+        if hasattr(info.value, "add_note"):  # notes: Python 3.11 and later
+            assert any(f"Raised by {which} on the probe" in n for n in info.value.__notes__)
+
+    def one_point_only(x):
+        if x.ndim != 1:
+            raise IndexError("too many indices")
+        return np.zeros(3)
+    with pytest.raises(TypeError, match="loglike failed on an \\(n, 2\\) array and on a single point"):
+        NestedSampler(one_point_only, _PT, 2, nlive=20, backend="numpy", progress=False)
+
+
 def _singular(value, radius=0.3):
     """The correlated Gaussian with ``value`` (NaN or +inf) inside ``radius`` of its mode: rarely met by the
     initial live points (about 0.7e-3 of the prior each), always met once the run closes in on the mode."""
@@ -210,6 +232,28 @@ def test_max_iter_does_not_return_an_infinite_evidence():
         _run(_singular(np.inf), _PT, 2, nlive=20, random_state=1, max_iter=60)
 
 
+def test_max_iter_before_dlogz_warns_and_flags():
+    """A run ended by max_iter before its dlogz rule used to pass as converged, silently; it warns and sets
+    results.converged = False. A run the rule ends, or whose rule held in the last check_lag iterations (not
+    read by the loop), is converged and silent; the other fields are unchanged."""
+    kw = dict(nlive=20, random_state=0, dlogz=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        full = _run(_LL, _PT, 2, **kw)
+        assert full.converged is True
+        at_rule = _run(_LL, _PT, 2, max_iter=full.niter - 2, **kw)  # the rule met in the last 2 (check_lag)
+    assert at_rule.converged is True
+    with pytest.warns(UserWarning, match="max_iter=5 iterations before its dlogz rule.*Raise max_iter"):
+        r = _run(_LL, _PT, 2, max_iter=5, **kw)
+    assert r.converged is False and r.niter == 5 and "not converged" in r.summary()
+    with pytest.warns(UserWarning, match="before its dlogz rule"):
+        short = _run(_LL, _PT, 2, max_iter=full.niter - 3, **kw)
+    assert short.converged is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the short run lost the mode, as it may
+        assert combine_runs([full, at_rule]).converged is True and combine_runs([full, r]).converged is False
+
+
 def test_bad_value_at_the_last_iterations_is_seen():
     """A +inf met in the last check_lag iterations before max_iter, whose flags the loop never reads."""
     calls = []
@@ -225,6 +269,24 @@ def test_bad_value_at_the_last_iterations_is_seen():
 def test_nonfinite_prior_transform():
     with pytest.raises(ValueError, match="non-finite"):
         _run(_LL, lambda u: np.log(u - 0.5), 2, nlive=20)
+
+
+def test_callables_that_change_their_input_in_place_raise():
+    """A prior_transform written dynesty's way (``u *= 10; u -= 5``: dynesty passes a copy) rewrote the
+    sampler's unit-cube points and biased log Z silently; the probe at construction catches it, and a loglike
+    that rewrites x too."""
+    def prior_transform(u):
+        u *= 10
+        u -= 5
+        return u
+
+    def loglike(x):
+        x -= 1.0
+        return -0.5 * (x ** 2).sum(axis=1)
+    with pytest.raises(ValueError, match="prior_transform changed its input u in place.*x = 10 \\* u - 5"):
+        NestedSampler(_LL, prior_transform, 2, nlive=20, backend="numpy", progress=False)
+    with pytest.raises(ValueError, match="loglike changed its input x in place"):
+        NestedSampler(loglike, _PT, 2, nlive=20, backend="numpy", progress=False)
 
 
 def test_scalar_loglike_warns():

@@ -12,6 +12,7 @@ import numpy as np
 from ... import backend as _backend
 from ..._validate import check_int
 from ...random import default_rng
+from ...random._stream import PhiloxStream, seed_sequence
 from ...sampling import Stop, run as run_driver
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
@@ -30,6 +31,7 @@ class _Iterations:
         self.lag, self.dlogz = sampler.check_lag, sampler.dlogz
         self.fine = sampler.xp.ones((), dtype=bool)  # False once a batch of likelihoods held NaN or +inf
         self.logx = 0.0
+        self.remain = None  # the stopping value read last
 
     def step(self, rng, state):
         s = self.sampler
@@ -44,11 +46,74 @@ class _Iterations:
         if len(self.progress) <= self.lag:
             return False, None
         worst, ok = self.progress.pop()
+        self.remain = worst
         niter = self.sampler._niter
         if not ok:
             raise self.sampler._located_error(state.v, state.logl, f"a point found at iteration "
                                                                    f"{niter - self.lag} or before")
         return worst < self.dlogz, (worst if niter % 10 == 0 else None)
+
+    def converged(self, stopped):
+        """Whether the stopping rule held: ``stopped`` by it, or (a run ended by ``max_iter``) met in the last
+        ``check_lag`` iterations, whose values the loop never read (read here, once, after the run)."""
+        while not stopped and len(self.progress):
+            self.remain = self.progress.pop()[0]
+            stopped = self.remain < self.dlogz
+        return stopped
+
+
+class _Probe:
+    """``fn`` as :func:`_batchify` probes it at construction: records each exception a probe call raised and
+    whether a call changed its input in place (a copy and a compare a call, at construction only); ``done()``
+    makes it a plain forward (the one-point loop :func:`_batchify` may build keeps calling it)."""
+
+    def __init__(self, fn):
+        self.fn, self.errors, self.changed, self.probing = fn, [], False, True
+
+    def __call__(self, x):
+        if not self.probing:
+            return self.fn(x)
+        before = x.copy()
+        try:
+            return self.fn(x)
+        except Exception as e:
+            self.errors.append(e)
+            raise
+        finally:
+            self.changed = self.changed or not bool((x == before).all())  # a wait for the GPU, once
+
+    def done(self):
+        self.probing = False
+
+
+def _batched(fn, ndim, xp, name, out_dim):
+    """:func:`_batchify` of ``fn``, with the user's own exception re-raised where ``fn`` raised both on a batch
+    and on one point (a bug inside ``fn``, not a shape), and a ValueError where it changed its input in place
+    (the sampler keeps the arrays it passes: a transform that rewrites ``u`` corrupts the run)."""
+    probe, out = _Probe(fn), None
+    try:
+        out = _batchify(probe, ndim, xp, name, out_dim)
+    except TypeError as e:
+        if len(probe.errors) < 2 or e.__cause__ is not probe.errors[0]:
+            raise  # a shape error: the batch failed and the single point gave the wrong shape
+    finally:
+        probe.done()
+    if out is None:  # both calls raised; re-raised out of the handler, so the user's exception keeps its chain
+        err, single = probe.errors[:2]
+        if hasattr(err, "add_note"):  # Python 3.11 and later
+            err.add_note(f"Raised by {name} on the probe NestedSampler passes it at construction, a (2, {ndim}) "
+                         f"array of 0.5 (on one point of shape ({ndim},) it raised {single!r}): the error is "
+                         f"inside {name}, not in the shape of its input.")
+        raise err
+    if probe.changed:
+        if out_dim is None:
+            raise ValueError(f"{name} changed its input x in place; compute on new arrays, e.g. `d = x - mu` "
+                             f"rather than `x -= mu`, or copy x first (the sampler keeps x as the points' "
+                             f"coordinates: writing to it corrupts the samples).")
+        raise ValueError(f"{name} changed its input u in place; return a new array, e.g. `x = 10 * u - 5`, or "
+                         f"copy u first (the sampler keeps u as the points in the unit cube: writing to it biases "
+                         f"log Z).")
+    return fn if out is probe else out
 
 
 class NestedSampler(_NestedSteps):
@@ -83,7 +148,7 @@ class NestedSampler(_NestedSteps):
         Stop when the evidence left in the live points, ``max L * X``, would change log Z by less than this,
         in every run.
     max_iter : int, optional
-        A hard stop.
+        A hard stop; a run it ends before the ``dlogz`` rule holds warns (``results.converged`` is False).
     random_state : int, optional
     progress : bool
         The run driver's progress bar, with the stopping value every 10 iterations.
@@ -172,15 +237,12 @@ class NestedSampler(_NestedSteps):
         check_int(self.max_shrink, "max_shrink")
         n_steps = (max(5, 4 * ndim) if sampler == "slice" else 20 + 2 * ndim) if self.n_steps is None else self.n_steps
         self._n_steps = check_int(n_steps, "n_steps", 1, "or None for the default")
-        rs = self.random_state
-        if not (rs is None or isinstance(rs, (int, np.integer, np.random.SeedSequence, np.random.Generator))
-                or type(rs).__name__ == "Generator"):
-            raise TypeError(f"random_state must be None, an int, a SeedSequence or a Generator, got "
-                            f"{type(rs).__name__}.")
+        if not isinstance(self.random_state, (PhiloxStream, np.random.Generator, np.random.RandomState)):
+            seed_sequence(self.random_state)  # else a TypeError (ValueError) naming what random_state may be
         self.xp = _backend.get_backend(self.backend)
         self._ops = _ops_for(self.xp)
-        self._loglike = _batchify(loglike, ndim, self.xp, "loglike", None)
-        self._prior = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
+        self._loglike = _batched(loglike, ndim, self.xp, "loglike", None)
+        self._prior = _batched(prior_transform, ndim, self.xp, "prior_transform", ndim)
         model = _fusable_model(loglike, prior_transform)
         usable = model is not None and sampler != "rwalk"
         if fused and not usable:
@@ -239,6 +301,7 @@ class NestedSampler(_NestedSteps):
         try:  # the driver keeps each iteration's removed points (the step's info: new arrays) by reference
             tr = run_driver(loop.step, state, rng, n_iter=self.max_iter, progress=self.progress, desc="nested",
                             n_chains=self.n_runs, stop=Stop(loop.stop, 1, "dlogz"), by_reference=True)
+            converged = loop.converged(tr.stopped)
         finally:
             progress.close()
         niter = tr.iterations
@@ -246,7 +309,13 @@ class NestedSampler(_NestedSteps):
             raise self._located_error(tr.state.v, tr.state.logl, f"a point found by iteration {niter}")
         self._live = tr.state
         self._ncall += int(self._ncall_dev)
-        self._results = self._finish(tr.stats, niter, time.perf_counter() - t0)
+        if not converged:
+            left = "" if loop.remain is None else f" (it would still change log Z by {loop.remain:.3g})"
+            warnings.warn(f"NestedSampler stopped at max_iter={self.max_iter} iterations before its dlogz rule: the "
+                          f"evidence left in the live points{left} is over dlogz={self.dlogz}, so log Z is not "
+                          f"converged (logzerr does not cover that). Raise max_iter (or set it to None), or raise "
+                          f"dlogz; results.converged is False.", UserWarning, stacklevel=2)
+        self._results = self._finish(tr.stats, niter, time.perf_counter() - t0, converged)
         return self
 
     def _seeded_rng(self):
@@ -273,7 +342,7 @@ class NestedSampler(_NestedSteps):
             raise AttributeError("No results yet: call run() first.")
         return self._results
 
-    def _finish(self, dead, niter, seconds):
+    def _finish(self, dead, niter, seconds, converged):
         """The results from the removed points ``dead`` (the driver's stats of :class:`StepInfo`) and the live."""
         M, d = self.n_runs, self.ndim
         au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
@@ -290,4 +359,4 @@ class NestedSampler(_NestedSteps):
                         logwt_run.ravel()[order], M, self.check_modes, logz_runs=logz_runs,
                         samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], ncall=int(self._ncall),
                         nbatch=int(self._nbatch), niter=int(niter), n_runs=M, nlive_per_run=self.nlive,
-                        n_replace=self.n_replace, seconds=float(seconds))
+                        n_replace=self.n_replace, seconds=float(seconds), converged=bool(converged))

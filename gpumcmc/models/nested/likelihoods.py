@@ -149,7 +149,9 @@ class SinusoidModel:
     @staticmethod
     def synthetic(n_data=100_000, amplitudes=((1.0, 0.5, 3.0),), sigma=0.5, duration=1.0, random_state=None):
         """``(t, y)`` on the host: atoms ``(A, B, f)`` sampled at ``n_data`` even times plus noise."""
-        rng = np.random.default_rng(random_state)
+        from gpumcmc.random._stream import host_rng
+
+        rng = host_rng(random_state)
         t = np.linspace(0.0, duration, n_data, endpoint=False)
         y = np.zeros(n_data)
         for a, b, f in amplitudes:

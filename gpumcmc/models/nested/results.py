@@ -83,6 +83,9 @@ class NestedResults:
         :func:`mode_check`: each mode's posterior mass, merged and per run, and the runs that lost a mode
         (a warning says so, and where the runs disagree on a mass by more than ``MODE_ERR_MAX``, see
         :attr:`mode_mass_err`). Empty for a single run.
+    converged : bool or None
+        Whether the run met its ``dlogz`` stopping rule (False: it stopped at ``max_iter`` first, with a
+        warning: log Z is not converged); for :func:`combine_runs`, whether every run did. None where unknown.
     """
 
     logz: float
@@ -108,6 +111,7 @@ class NestedResults:
     mode_mass: np.ndarray | None = None
     mode_mass_runs: np.ndarray | None = None
     runs_lost_mode: np.ndarray | None = None
+    converged: bool | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -136,7 +140,9 @@ class NestedResults:
         w = self.weights / self.weights.sum()
         if n is None:
             n = max(1, int(1.0 / np.sum(w ** 2)))
-        rng = np.random.default_rng(random_state)
+        from gpumcmc.random._stream import host_rng
+
+        rng = host_rng(random_state)
         pos = (rng.random() + np.arange(n)) / n
         idx = np.minimum(np.searchsorted(np.cumsum(w), pos, side="right"), w.size - 1)
         return self.samples[rng.permutation(idx)]
@@ -165,6 +171,8 @@ class NestedResults:
         err = self.mode_mass_err
         if err.size and err.max() > MODE_ERR_MAX:
             s += f", a mode's mass uncertain by {err.max():.2f} between runs"
+        if self.converged is False:
+            s += ", not converged (stopped at max_iter before dlogz)"
         return s
 
     def __repr__(self) -> str:
@@ -345,7 +353,8 @@ def combine_runs(runs) -> NestedResults:
                     samples_u=np.concatenate([r.samples_u for r in runs])[order], ncall=sum(r.ncall for r in runs),
                     nbatch=sum(r.nbatch for r in runs), niter=max(r.niter for r in runs), n_runs=logz_runs.size,
                     nlive_per_run=per_run.pop() if len(per_run) == 1 else -1,
-                    n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs))
+                    n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs),
+                    converged=None if any(r.converged is None for r in runs) else all(r.converged for r in runs))
 
 
 def _outcome(ls, nlive, run, logwt_run, n_all, check_modes, **fields):

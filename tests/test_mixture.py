@@ -367,6 +367,45 @@ def test_bad_method():
         fit(np.zeros((5, 2)), method="vb")
 
 
+# Priors used to reach the sweeps unchecked: NaN ended in the FloatingPointError about covariances, a mean of the
+# wrong length in NumPy's reshape error, an asymmetric covariance_prior went through.
+@pytest.mark.parametrize("kw,match", [
+    (dict(mean_prior=[np.nan, 0.0]), "mean_prior must be finite"),
+    (dict(mean_prior=[0.0]), r"mean_prior must hold one value per feature, shape \(2,\)"),
+    (dict(covariance_prior=[[1.0, np.nan], [np.nan, 1.0]]), "covariance_prior must be finite"),
+    (dict(covariance_prior=[1.0, np.inf]), "covariance_prior must be finite"),
+    (dict(covariance_prior=[[1.0, 0.5], [0.1, 1.0]]), "covariance_prior must be a symmetric"),
+    (dict(mean_precision_prior=0.0), "mean_precision_prior must be a positive"),
+    (dict(mean_precision_prior=np.nan), "mean_precision_prior must be finite"),
+    (dict(degrees_of_freedom_prior=np.inf), "degrees_of_freedom_prior must be finite"),
+    (dict(alpha_prior=(np.inf, 1.0)), "alpha_prior must be finite"),
+])
+def test_bad_priors_are_refused(kw, match):
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match=match):
+        mx.make_model(X, 2, **kw)  # also without scikit-learn's parameter constraints
+    if "mean_precision_prior" not in kw and "degrees_of_freedom_prior" not in kw:
+        with pytest.raises(ValueError, match=match):
+            fit(X, n_components=2, n_iter=2, burn_in=0, **kw)
+
+
+# float32 rounds X before centring it: far from 0 against its spread the fit was silently garbage (ARI 0 with a
+# positive score at 1e8); fit warns, for the columns concerned, and only in float32.
+def test_float32_fit_warns_for_data_far_from_zero():
+    import warnings
+
+    rs = np.random.default_rng(0)
+    X = np.r_[rs.normal(-3, 1, (15, 2)), rs.normal(3, 1, (15, 2))]
+    X[:, 1] += 1e8
+    with pytest.warns(UserWarning, match=r"column\(s\) 1 lie far from 0.*dtype='float64'"):
+        fit(X, n_components=2, n_iter=2, burn_in=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit(X, n_components=2, n_iter=2, burn_in=0, dtype="float64")
+        fit(X - X.mean(axis=0), n_components=2, n_iter=2, burn_in=0)
+        fit(np.c_[X[:, :1], np.full(30, 1e8)], n_components=2, n_iter=2, burn_in=0)  # a constant column is fine
+
+
 # -- data ------------------------------------------------------------------------
 
 def test_load_fcs_examples():

@@ -102,26 +102,41 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
         center, var = (np.asarray(t, np.float64).reshape(p) for t in moments)
     pos = var[var > 0]
     var = np.maximum(var, 1e-3 * (pos.mean() if pos.size else 1.0))
-    m = np.zeros(p) if mean_prior is None else np.asarray(mean_prior, np.float64).reshape(p) - center
+    if mean_prior is None:
+        m = np.zeros(p)
+    else:
+        m = _finite_prior(mean_prior, "mean_prior")
+        if m.size != p:
+            raise ValueError(f"mean_prior must hold one value per feature, shape ({p},), got shape {m.shape}.")
+        m = m.reshape(p) - center
+    for name, v in (("mean_precision_prior", mean_precision_prior), ("degrees_of_freedom_prior",
+                                                                    degrees_of_freedom_prior)):
+        arr = None if v is None else _finite_prior(v, name)
+        if arr is not None and (arr.size != 1 or not arr.item() > 0):
+            raise ValueError(f"{name} must be a positive number, got {v!r}.")
     gamma = 16.0 if mean_precision_prior is None else 1.0 / float(mean_precision_prior)
     nu = 2.0 if degrees_of_freedom_prior is None else float(degrees_of_freedom_prior)
-    if nu <= 0:
-        raise ValueError(f"degrees_of_freedom_prior must be positive (nu in IW(nu + 2, nu Phi)), got {nu}.")
     if gamma <= 0 or not np.isfinite(gamma):
         raise ValueError("mean_precision_prior must be positive and finite.")
     if covariance_prior is None:
         phi = np.diag(var / 64.0)
     else:
-        phi = np.asarray(covariance_prior, np.float64)
+        phi = _finite_prior(covariance_prior, "covariance_prior")
         if phi.ndim == 1:
             phi = np.diag(phi)
         if phi.shape != (p, p):
             raise ValueError(f"covariance_prior must be ({p}, {p}) or ({p},), got {phi.shape}.")
+        # symmetric up to rounding (float32's included): the sweeps read its lower triangle in some places and
+        # all of it in others
+        if np.abs(phi - phi.T).max() > 1e-5 * np.abs(phi).max():
+            raise ValueError("covariance_prior must be a symmetric matrix, got an asymmetric one; pass "
+                             "(C + C.T) / 2.")
         try:
             np.linalg.cholesky(phi)
         except np.linalg.LinAlgError:
-            raise ValueError("covariance_prior must be symmetric positive definite.") from None
-    a, b = (float(t) for t in alpha_prior)
+            raise ValueError("covariance_prior must be symmetric positive definite (positive variances "
+                             "on a diagonal).") from None
+    a, b = (float(t) for t in _finite_prior(alpha_prior, "alpha_prior"))
     if not (a > 0 and b > 0):
         raise ValueError(f"alpha_prior = (shape, rate) must be positive, got {alpha_prior}.")
     xc = xp.ascontiguousarray((x - xp.asarray(center, dtype=x.dtype)).astype(dtype))
@@ -139,6 +154,18 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
     y_blocks = [_y_block(xc[s:s + stats_rows], xp) for s in range(0, n, stats_rows)] if cached else None
     return Model(xc, center, xp.asarray(m), 1.0 / gamma, xp.asarray(nu * phi), nu + p + 1.0, a, b, int(k),
                  chunk, sample_rows, stats_rows, y_blocks)
+
+
+def _finite_prior(value, name: str):
+    """``value`` of prior ``name`` (a number or an array of numbers) as a host float64 array, checked finite."""
+    try:
+        a = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number or an array of numbers, got {value!r}.") from None
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} must be finite, got {value!r}." if a.ndim == 0 else
+                         f"{name} must be finite, got NaN or inf in it.")
+    return a
 
 
 def _log_pi(v):

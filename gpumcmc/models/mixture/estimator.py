@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 
 import numpy as np
 
 from gpumcmc import _validate, backend as _backend, shards as _shards
 from gpumcmc.random import default_rng
+from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import Estimator, Monitor, Stop, as_data, run
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 
@@ -171,6 +173,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
         dtype = self._validate_settings(self._check_params)
+        if dtype == np.float32:
+            _warn_coarse_float32(X)  # on the data as given, before as_data casts them
         gibbs = self.method == "gibbs"
         if self.devices is None:
             shards, xp = None, self._xp()
@@ -349,7 +353,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         """
         self._check_fitted("weights_")
         n = _validate.check_int(n_samples, "n_samples", 1)
-        rs = np.random.default_rng(random_state)
+        rs = host_rng(random_state)
         counts = rs.multinomial(n, self.weights_)
         X = np.concatenate([rs.multivariate_normal(m, c, size=int(k), method="cholesky")
                             for m, c, k in zip(self.means_, self.covariances_, counts)])
@@ -435,6 +439,50 @@ def _shard0(state) -> State:
     """``state``, or local shard 0's where the data are split over devices (a state of
     :func:`gpumcmc.sampling.shard_states`, whose shards hold the same global draws)."""
     return state if isinstance(state, State) else state[0]
+
+
+# The |mean| / std of a column of X above which a float32 fit warns (see _warn_coarse_float32).
+_COARSE_FLOAT32 = 1e3
+
+
+def _warn_coarse_float32(X, rows: int = 1 << 16) -> None:
+    """Warn (UserWarning) where a column of ``X``, as fit got it, has |mean| / std above ``_COARSE_FLOAT32``.
+
+    In float32 the data are rounded before they are centred (the order every float32 fit's draws rest on), and
+    float32 keeps 24 bits: a value ``r`` standard deviations from 0 lies on a grid of step up to
+    ``r 2**-23 std``, 1.2e-4 of the column's spread at ``r = 1e3``, still 1 % of a population 100 times narrower
+    than its column (flow-cytometry populations are that tight). Far above it the fit breaks down without an
+    error: two planted clusters at ``r`` 3e6 fit to an adjusted Rand index of 0.55, at 3e7 to 0 with a positive
+    score. Ordinary data stay far below 1e3: at most 16 in scikit-learn's bundled sets (wine), 62 in the FCS
+    examples (fortessa). A constant column (std 0) is left out: its values round alike and centring removes them.
+    Sparse, ragged or non-numeric input is left to ``as_data`` to accept or refuse. The mean and spread come
+    from at most ``rows`` rows evenly strided through X (plenty for a ratio against 1e3, and a few
+    milliseconds however large X is), in float64 (CuPy input: one read of ``2 p`` values from the device).
+    """
+    if _backend.is_cupy_array(X):
+        a = X
+    else:
+        try:
+            a = np.asarray(X)  # no copy for a NumPy array
+        except (TypeError, ValueError):
+            return
+    if a.ndim != 2 or a.dtype.kind not in "iuf" or a.shape[0] < 2:
+        return
+    a = a[::-(-a.shape[0] // rows)]  # at most `rows` rows, strided through X
+    n = a.shape[0]
+    with np.errstate(all="ignore"):  # NaN or inf: as_data refuses them next
+        mean = a.sum(axis=0, dtype=np.float64) / n
+        ss = ((a - mean) ** 2).sum(axis=0)
+        mean, std = _backend.to_host(mean), np.sqrt(_backend.to_host(ss) / n)
+        cols = np.flatnonzero((np.abs(mean) > _COARSE_FLOAT32 * std) & (std > 0))
+        worst = float(np.max(np.abs(mean[cols]) / std[cols])) if cols.size else 0.0
+    if cols.size:
+        named = ", ".join(str(c) for c in cols[:10]) + (", ..." if cols.size > 10 else "")
+        warnings.warn(
+            f"X's column(s) {named} lie far from 0 against their spread (|mean| / std up to {worst:.3g}, above "
+            f"{_COARSE_FLOAT32:g}): dtype='float32' rounds X before centring it, too coarsely for those columns, and "
+            "the fit may be meaningless. Centre the data (X - X.mean(axis=0)) or pass dtype='float64'.",
+            UserWarning, stacklevel=3)
 
 
 def _check_finite_fit(arrays, method):

@@ -237,6 +237,56 @@ def test_bad_settings_raise_naming_the_argument(kw, error, match, model):
         call()
 
 
+# max_draws=0 once gave all-NaN probabilities (predict all zeros) with only NumPy's "Mean of empty slice"
+# warning, -1 a ValueError from linspace and 2.5 a bare TypeError: each prediction method of both models
+# now names max_draws, and None still means every draw.
+def test_bad_max_draws_raise_naming_the_argument():
+    X, y = _data("bernoulli", N=20)
+    kw = dict(n_chains=1, n_samples=3, n_warmup=2, random_state=0, progress=False, backend="numpy")
+    flat = BayesianGLM(**kw).fit(X, y)
+    g = np.arange(20) % 2
+    hier = HierarchicalGLM(**kw).fit(X, y, g)
+    calls = [lambda d: flat.predict_mean(X, max_draws=d), lambda d: flat.predict_proba(X, max_draws=d),
+             lambda d: flat.predict(X, max_draws=d), lambda d: flat.score(X, y, max_draws=d),
+             lambda d: hier.predict_mean(X, g, max_draws=d), lambda d: hier.predict_proba(X, g, max_draws=d),
+             lambda d: hier.predict(X, g, max_draws=d), lambda d: hier.score(X, y, g, max_draws=d)]
+    for call in calls:
+        for bad in (0, -1):
+            with pytest.raises(ValueError, match="max_draws must be at least 1 or None"):
+                call(bad)
+        with pytest.raises(TypeError, match="max_draws must be an integer or None"):
+            call(2.5)
+        call(None)
+        call(np.int64(2))
+    np.testing.assert_array_equal(flat.predict_mean(X, max_draws=None), flat.predict_mean(X, max_draws=3))
+
+
+# prior_scale=1e200 once raised a bare OverflowError from prior_scale**2 (float64) and 1e20 in float32 cast
+# the prior to inf with overflow warnings; 1e-200 made the precision infinite and every draw NaN. Each is
+# refused at fit (and by the sampler's init) naming prior_scale and its range for the dtype; psi0 past the
+# dtype's range made HierarchicalGLM's Sigma inf and mu NaN.
+@pytest.mark.parametrize("value, dtype, match", [
+    (1e200, "float64", r"prior_scale=1e\+200 is out of range for dtype float64.*prior_scale=1e6"),
+    (1e155, "float64", r"within about \[7.5e-155, 1.3e\+154\]"),
+    (1e20, "float32", r"within about \[5.4e-20, 1.8e\+19\]"),
+    (1e-200, "float64", "out of range for dtype float64.*larger prior_scale"),
+])
+def test_prior_scale_beyond_the_dtype_raises(value, dtype, match):
+    from gpumcmc.models.glm import init
+
+    X, y = _data("bernoulli", N=20)
+    with pytest.raises(ValueError, match=match):
+        BayesianGLM(prior_scale=value, dtype=dtype, backend="numpy", progress=False).fit(X, y)
+    with pytest.raises(ValueError, match="prior_scale"):
+        init(X.astype(dtype), y.astype(dtype), "bernoulli", 2, value)
+
+
+def test_psi0_beyond_the_dtype_raises():
+    X, y = _data("bernoulli", N=20)
+    with pytest.raises(ValueError, match=r"psi0=1e\+40 is too large for dtype float32.*at most 3.4e\+32"):
+        HierarchicalGLM(psi0=1e40, dtype="float32", backend="numpy", progress=False).fit(X, y, np.arange(20) % 2)
+
+
 @pytest.mark.parametrize("groups", [np.where(np.arange(20) == 7, np.nan, np.arange(20) % 2),
                                     np.array(["a", "b"] * 7 + [None] + ["a"] * 5, dtype=object)])
 def test_hierarchical_missing_group_label_raises(groups):

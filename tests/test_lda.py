@@ -65,6 +65,22 @@ def test_transform_perplexity_score_top_words():
     assert m.to_arviz().posterior["loglik_per_token"].shape[0] == 1
 
 
+# top_words once raised an IndexError for a vocabulary shorter than the fitted one and took n=-1 as "all but
+# the last word": a vocab of the wrong length and an n below 1 (or not an int) are refused, naming them.
+def test_top_words_checks_vocab_and_n():
+    m = LDA(2, n_iter=2, burn_in=0, random_state=0, progress=False, backend="numpy").fit(np.ones((3, 5), np.int64))
+    with pytest.raises(ValueError, match=r"vocab must hold one word per column .*n_features_in_ = 5.*\(3,\)"):
+        m.top_words(["a", "b", "c"], 2)
+    with pytest.raises(ValueError, match="vocab must hold one word per column"):
+        m.top_words(list("abcdef"), 2)
+    for n in (0, -1):
+        with pytest.raises(ValueError, match="n must be at least 1"):
+            m.top_words(n=n)
+    with pytest.raises(TypeError, match="n must be an integer"):
+        m.top_words(n=2.5)
+    assert [len(t) for t in m.top_words(list("abcde"), np.int64(2))] == [2, 2]
+
+
 def test_inputs_agree():
     X, _, _ = _corpus(M=30, V=40, K=2, length=20, seed=3)
     dense = X.toarray().astype(np.int64)
@@ -120,6 +136,25 @@ def test_bad_settings(settings, match):
     kw = {"n_components": 2, "n_iter": 2, "burn_in": 0, "progress": False, "backend": "numpy", **settings}
     with pytest.raises(ValueError, match=match):
         LDA(**kw).fit(np.ones((3, 4), np.int64))
+
+
+# A prior that underflows in the dtype's Dirichlet draws (log(U) / prior overflows below 4.9e-38 in float32,
+# 2.0e-307 in float64) once gave NaN in doc_topic_, components_ and the log-likelihood trace with no error
+# (doc_topic_prior=1e-50 rounds to 0 in float32; 1e-39 is a subnormal): refused at fit, naming the prior.
+@pytest.mark.parametrize("settings, match", [
+    ({"doc_topic_prior": 1e-50}, r"doc_topic_prior=1e-50 is too small for dtype float32.*dtype='float64'"),
+    ({"doc_topic_prior": 1e-39}, r"doc_topic_prior=1e-39 .*at least 4.9e-38"),
+    ({"topic_word_prior": 1e-39}, r"topic_word_prior=1e-39 is too small for dtype float32"),
+    ({"topic_word_prior": 1e-308, "dtype": "float64"}, r"topic_word_prior=1e-308 .*at least 2e-307"),
+])
+def test_priors_too_small_for_the_dtype_raise(settings, match):
+    X = np.ones((4, 5), np.int64)
+    X[0] = 0                                 # a document without tokens, whose theta the small prior made NaN
+    with pytest.raises(ValueError, match=match):
+        LDA(3, n_iter=2, burn_in=0, random_state=0, progress=False, backend="numpy", **settings).fit(X)
+    ok = {k: (5e-38 if k.endswith("prior") else v) for k, v in settings.items()}   # just above: finite
+    m = LDA(3, n_iter=2, burn_in=0, random_state=0, progress=False, backend="numpy", **ok).fit(X)
+    assert np.isfinite(m.doc_topic_).all() and np.isfinite(m.components_).all()
 
 
 def test_dense_lists_are_counts():

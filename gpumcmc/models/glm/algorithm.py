@@ -25,6 +25,7 @@ a CUDA graph, for the same draws bit for bit.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -257,6 +258,29 @@ def _draw_hyper_diag(rng, beta, kappa0, nu0, psi0, xp):
     return mu.astype(dt), (eye / tau2[:, None, :]).astype(dt), (eye * tau2[:, None, :]).astype(dt)
 
 
+def _check_prior_scale(prior_scale, dtype) -> float:
+    """``prior_scale`` as a float, refused (ValueError) where the state cannot hold its prior: the variance
+    ``prior_scale**2`` and the precision ``1 / prior_scale**2`` must both be finite, positive numbers of
+    ``dtype`` (float32 or float64). Past that, ``prior_scale**2`` raises OverflowError (beyond the float64
+    range) or casts to inf (float32), and a square that rounds to 0 makes the precision infinite and every
+    draw NaN. Reads only the number: no synchronisation."""
+    dt = np.dtype(dtype)
+    ps = float(prior_scale)
+    if dt.kind != "f":      # not a float dtype: refused where the data are checked
+        return ps
+    with np.errstate(all="ignore"):
+        var = dt.type(ps * ps)                  # as _init_state's casts round it (ps * ps: inf, not an error)
+        ok = bool(np.isfinite(var)) and var > 0 and bool(np.isfinite(dt.type(1) / var))
+    if not ok:
+        big = math.sqrt(float(np.finfo(dt).max))
+        hint = ("For an effectively flat prior pass prior_scale=1e6 (the likelihood then dominates)." if ps > 1
+                else "A prior that tight holds every coefficient at 0: pass a larger prior_scale.")
+        raise ValueError(f"prior_scale={prior_scale!r} is out of range for dtype {dt.name}: the prior variance "
+                         f"prior_scale**2 and the prior precision 1 / prior_scale**2 must both be finite, positive "
+                         f"{dt.name} numbers, so prior_scale must lie within about [{1 / big:.2g}, {big:.2g}]. {hint}")
+    return ps
+
+
 def _init_state(xp, C, G, K, N, dt, prior_scale):
     eye = xp.eye(K, dtype=dt)
     return SliceState(
@@ -269,6 +293,7 @@ def _init_state(xp, C, G, K, N, dt, prior_scale):
 def init(X, y, family="bernoulli", n_chains=4, prior_scale=2.5, groups=None, chunk_shape=None):
     """Initial state and data for :func:`step` (arrays on X's backend); see the estimators.
     ``chunk_shape``: the GPU kernel's (rows a chunk, threads a block), chosen from the data if None."""
+    _check_prior_scale(prior_scale, X.dtype)
     data, G = _init_data(X, y, family, n_chains, groups, chunk_shape)
     N, K = X.shape
     return _init_state(_backend.get_array_module(X), n_chains, G, K, N, X.dtype, prior_scale), data

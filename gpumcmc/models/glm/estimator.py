@@ -15,7 +15,7 @@ from ... import backend as _backend
 from ...glm import check_family, check_y, mean_function
 from ...sampling import Estimator, as_data, run, sharded, to_arviz
 from ...sampling._estimator import HAVE_SKLEARN, DataConversionWarning, Integral, Interval, Real, StrOptions
-from .algorithm import HyperPrior, init, step
+from .algorithm import HyperPrior, _check_prior_scale, init, step
 from .ops import _PMAX
 from .sharded import group_parts, over_groups, over_rows, row_parts
 
@@ -30,6 +30,24 @@ def _positive_float(value, name: str) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
     return v
+
+
+# How far above psi0 HierarchicalGLM lets a draw of Sigma (or tau^2) reach before the dtype overflows: its
+# draws are psi0 over chi-square draws, whose lower tail lifts a few of them orders of magnitude above psi0.
+_PSI0_MARGIN = 1e6
+
+
+def _check_psi0(psi0, dtype) -> None:
+    """Refuse a ``psi0`` whose draws of Sigma would overflow ``dtype``: they are drawn in float64 and cast to
+    the dtype, where a value past its largest number becomes inf (and mu, drawn with it, NaN)."""
+    dt = np.dtype(dtype)
+    top = float(np.finfo(dt).max) / _PSI0_MARGIN
+    if float(psi0) > top:
+        other = ", or dtype='float64'" if dt == np.float32 else ""
+        raise ValueError(f"psi0={psi0!r} is too large for dtype {dt.name}: the draws of Sigma, psi0 over "
+                         f"chi-square draws, reach orders of magnitude above psi0 and must stay below the largest "
+                         f"{dt.name} number, {float(np.finfo(dt).max):.2g}, so psi0 must be at most {top:.2g}. Pass "
+                         f"psi0=1e6 for a vague hyperprior{other}.")
 
 
 def _available_if(check):
@@ -258,6 +276,12 @@ def _labels_per_row(groups, n):
     return groups
 
 
+def _check_max_draws(max_draws):
+    """``max_draws`` of the prediction methods: None (all the draws) or a positive int."""
+    if max_draws is not None:
+        _validate.check_int(max_draws, "max_draws", 1, "or None (every draw)")
+
+
 def _thin(b, max_draws):
     """At most ``max_draws`` (None: all) of the draws ``b`` (along axis 0), evenly spaced."""
     if max_draws is None or b.shape[0] <= max_draws:
@@ -315,8 +339,9 @@ class BayesianGLM(_GLMBase):
         """Sample the posterior given ``X`` and ``y``."""
         self._validate_settings(lambda: (self._check_settings(), _positive_float(self.prior_scale, "prior_scale")))
         shards, X, y = self._checked_data(X, y, "the rows")
+        prior_scale = _check_prior_scale(self.prior_scale, X.dtype)     # its square must fit the dtype
         self.n_features_in_ = X.shape[1]
-        self.trace_ = self._sample(self._design(X), y, shards, float(self.prior_scale))
+        self.trace_ = self._sample(self._design(X), y, shards, prior_scale)
         b = self.coef_draws_ = self._fitted(self.trace_.draws["beta"][:, :, 0, :])    # (chain, draw, K')
         if self.fit_intercept:
             self.intercept_ = float(b[..., 0].mean())
@@ -327,7 +352,10 @@ class BayesianGLM(_GLMBase):
         return self
 
     def predict_mean(self, X, max_draws=1000):
-        """The posterior predictive mean E[y | X] (averaged over the draws), on the host."""
+        """The posterior predictive mean E[y | X] (averaged over the draws), on the host. ``max_draws``: at
+        most this many of the draws, evenly spaced (a positive int, or None for every draw); the other
+        prediction methods and :meth:`score` take it too."""
+        _check_max_draws(max_draws)
         X = self._host_X(X, "coef_draws_")
         b = _thin(self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1]), max_draws)
         eta = b[:, :1] + b[:, 1:] @ X.T if self.fit_intercept else b @ X.T
@@ -345,6 +373,7 @@ class BayesianGLM(_GLMBase):
         ``ClassifierMixin``), for ``"poisson"`` and ``"gaussian"`` the coefficient of determination R^2 of
         the posterior predictive mean (as ``RegressorMixin``)."""
         self._check_fitted("coef_draws_")
+        _check_max_draws(max_draws)
         return self._family_score(y, sample_weight, lambda: self.predict_mean(X, max_draws))
 
     def predict(self, X, max_draws=1000):
@@ -441,6 +470,7 @@ class HierarchicalGLM(_GLMBase):
         one group)."""
         self._validate_settings(self._check_hier_settings)
         shards, X, y = self._checked_data(X, y, "the groups")
+        _check_psi0(self.psi0, X.dtype)
         groups = np.zeros(X.shape[0], np.int64) if groups is None else _labels_per_row(groups, X.shape[0])
         missing = groups != groups  # NaN (float or object labels): a label that equals nothing
         if groups.dtype == object:
@@ -486,7 +516,9 @@ class HierarchicalGLM(_GLMBase):
 
     def predict_mean(self, X, groups=None, max_draws=1000):
         """The posterior predictive mean E[y | X] on the host, each row under the draws of its group's
-        coefficients (``groups`` as at fit, one label per row; ``None`` where fit saw one group)."""
+        coefficients (``groups`` as at fit, one label per row; ``None`` where fit saw one group);
+        ``max_draws`` as for :meth:`BayesianGLM.predict_mean`."""
+        _check_max_draws(max_draws)
         X = self._host_X(X, "beta_draws_")
         gid = self._group_ids(groups, X.shape[0])
         D = self._design(X)
@@ -514,6 +546,7 @@ class HierarchicalGLM(_GLMBase):
         """Accuracy (bernoulli) or R^2 of the posterior predictive mean, as :meth:`BayesianGLM.score`;
         ``groups`` as for :meth:`predict_mean`."""
         self._check_fitted("beta_draws_")
+        _check_max_draws(max_draws)
         return self._family_score(y, sample_weight, lambda: self.predict_mean(X, groups, max_draws))
 
     def to_arviz(self):

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from gpumcmc import _validate
 from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.random import default_rng
@@ -135,8 +136,33 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
             raise ValueError("doc_topic_prior and topic_word_prior must be positive.")
         return int(K), a, b
 
+    def _check_prior_floor(self, a: float, b: float) -> None:
+        """Refuse a prior too small for ``dtype``'s Dirichlet draws. A shape below 1 is drawn as
+        ``log G(a + 1) + log(U) / a``, with ``U >= 2**-24`` (float32) or ``2**-53`` (float64): where
+        ``log(U) / a`` overflows, that log-gamma is -inf, and a document (or topic) with no token, all of
+        whose log-gammas are then -inf, is NaN. The division cannot overflow for a prior of at least
+        ``|log(2**-24)| / max`` = 4.9e-38 in float32 (2.0e-307 in float64); below it (every subnormal, and
+        a prior that rounds to 0) it can. Reads only numbers: no synchronisation."""
+        try:
+            dt = np.dtype(self.dtype)
+        except TypeError:
+            return                      # refused where the dtype is resolved
+        if dt not in (np.float32, np.float64):
+            return
+        lu = -float(np.log(dt.type(2.0 ** -(np.finfo(dt).nmant + 1))))     # the largest |log(U)|
+        for name, p in (("doc_topic_prior", a), ("topic_word_prior", b)):
+            with np.errstate(all="ignore"):
+                ok = bool(np.isfinite(dt.type(lu) / dt.type(p)))
+            if not ok:
+                least = lu / float(np.finfo(dt).max)
+                other = " with dtype='float64' (which takes priors down to 2.0e-307)" if dt == np.float32 else ""
+                raise ValueError(f"{name}={p!r} is too small for dtype {dt.name}: its Dirichlet draws divide "
+                                 f"log(U) by it, which overflows for a prior below {least:.2g} and makes a document "
+                                 f"or topic without tokens NaN. Pass {name} of at least {least:.2g}, or fit{other}.")
+
     def _check_settings(self):
         K, a, b = self._priors()
+        self._check_prior_floor(a, b)
         if self.start not in ("auto", "random", "seeded"):
             raise ValueError(f"start must be 'auto', 'random' or 'seeded', got {self.start!r}.")
         for name, least in (("n_chains", 1), ("n_iter", 1), ("burn_in", 0)):
@@ -296,12 +322,19 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         return float(np.exp(-ll / n))
 
     def top_words(self, vocab=None, n=10):
-        """The ``n`` most probable words of each topic (indices when ``vocab`` is None)."""
+        """The ``n`` most probable words of each topic (indices when ``vocab`` is None): ``vocab`` holds one
+        word per column of the X fitted on (``n_features_in_``), ``n`` is a positive int."""
         self._check_fitted("components_")
+        _validate.check_int(n, "n")
+        if vocab is not None:
+            vocab = np.asarray(vocab)
+            if vocab.ndim != 1 or vocab.shape[0] != self.n_features_in_:
+                raise ValueError(f"vocab must hold one word per column of the X the model was fitted on "
+                                 f"(n_features_in_ = {self.n_features_in_}), got shape {vocab.shape}; pass the "
+                                 "vocabulary the counts were made with.")
         idx = np.argsort(-self.components_, axis=1)[:, :n]
         if vocab is None:
             return idx.tolist()
-        vocab = np.asarray(vocab)
         return [list(vocab[i]) for i in idx]
 
     def to_arviz(self):

@@ -357,6 +357,18 @@ _BAD = [
                  id="zero-thin"),
     pytest.param(lambda: Ising((4, 4), backend="numpy").sample(2, n_chains=0, progress=False), ValueError,
                  "n_chains", id="zero-chains"),
+    # energy summed a smaller lattice and divided by the model's sites, and read 0/1 spins as -0.0
+    pytest.param(lambda: Ising((8, 8), backend="numpy").energy(np.ones((4, 4))), ValueError, "lattice is",
+                 id="energy-shape"),
+    pytest.param(lambda: Ising((8, 8), backend="numpy").energy(np.ones(64)), ValueError, "lattice is",
+                 id="energy-flat"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").energy(np.zeros((4, 4))), ValueError, "2 \\* b - 1",
+                 id="energy-zero-one"),
+    pytest.param(lambda: Ising((4, 4), backend="numpy").energy(np.array([["a"] * 4] * 4)), TypeError, "spins",
+                 id="energy-strings"),
+    # n_sweeps=0 gave an all-NaN image (the mean of no sweeps)
+    pytest.param(lambda: I.denoise(np.ones((4, 4)), n_sweeps=0, backend="numpy", progress=False), ValueError,
+                 "n_sweeps", id="denoise-zero-sweeps"),
 ]
 
 
@@ -364,6 +376,14 @@ _BAD = [
 def test_bad_input_says_what_to_do(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_energy_takes_a_list_as_an_array():
+    # a list of spins raised AttributeError (no .ndim); it is read as an array on the model's backend
+    model = Ising((4, 4), backend="numpy")
+    spins = np.where(np.random.default_rng(0).random((2, 4, 4)) < 0.5, 1, -1).astype(np.int8)
+    np.testing.assert_array_equal(model.energy(spins.tolist()), model.energy(spins))
+    assert model.energy(spins[0].tolist()) == model.energy(spins[0])
 
 
 def test_settings_are_parameters_that_clone_and_set_params_apply():

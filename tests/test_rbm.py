@@ -104,6 +104,16 @@ _BAD = [
                  "batch_size", id="zero-batch"),
     pytest.param(lambda: RBM(n_hidden=2, learning_rate=-1, backend="numpy", progress=False).fit(_X), ValueError,
                  "learning_rate", id="negative-rate"),
+    # learning_rate=inf passed the > 0 check and trained all-NaN weights
+    pytest.param(lambda: RBM(n_hidden=2, learning_rate=np.inf, backend="numpy", progress=False).fit(_X), ValueError,
+                 "finite", id="infinite-rate"),
+    # free_energy and its negation skipped the row checks of the other methods
+    pytest.param(lambda: _small_rbm().free_energy(np.full((2, 5), np.nan)), ValueError, "NaN", id="free-energy-nan"),
+    pytest.param(lambda: _small_rbm().free_energy(np.zeros(5)), ValueError, "2-d", id="free-energy-1d"),
+    pytest.param(lambda: _small_rbm().free_energy(np.zeros((2, 4))), ValueError, "5 visible units",
+                 id="free-energy-width"),
+    pytest.param(lambda: _small_rbm().log_prob_visible_unnormalised(np.full((2, 5), np.inf)), ValueError, "inf",
+                 id="log-prob-inf"),
     pytest.param(lambda: RBM(n_hidden=2, dtype=np.int32, backend="numpy"), TypeError, "dtype", id="int-dtype"),
 ]
 

@@ -206,8 +206,24 @@ class Ising(_CheckerboardGibbs, Estimator):
         trace.draws = {"magnetization": mag / N, "energy": (-(float(self._J) * bond) - float(self._field) * mag) / N}
         return IsingResult(trace, self.spins(trace.state))
 
+    def _check_spins(self, spins):
+        """``spins`` as an array (a list goes to the model's backend; an array stays where it is), checked to be
+        +-1 of the lattice's shape, with or without a leading chain axis."""
+        if not hasattr(spins, "ndim"):
+            spins = _backend.asarray(spins, self._xp())
+        if spins.dtype.kind not in "biuf":
+            raise TypeError(f"spins must hold numbers (+1 and -1), got dtype {spins.dtype}.")
+        shape = self._shape
+        if spins.ndim not in (len(shape), len(shape) + 1) or tuple(spins.shape[-len(shape):]) != shape:
+            raise ValueError(f"spins has shape {tuple(spins.shape)}, but the lattice is {shape}; pass spins of the "
+                             f"lattice's shape or (n_chains, *shape) = (n_chains, {', '.join(map(str, shape))}).")
+        if not bool(((spins == 1) | (spins == -1)).all()):  # synchronize! (once, at the entry of energy)
+            raise ValueError("spins must hold only +1 and -1; map a 0/1 array b with 2 * b - 1.")
+        return spins
+
     def energy(self, spins):
         """Energy per site of +-1 ``spins`` of the lattice's shape, or with a leading chain axis."""
+        spins = self._check_spins(spins)
         xp, batched, periodic = _backend.get_array_module(spins), spins.ndim == len(self._shape) + 1, \
             self.boundary == "periodic"
         s = spins if batched else spins[None]
@@ -240,6 +256,7 @@ def denoise(image, coupling: float = 1.0, strength: float = 2.1, bias: float = 0
     """
     from ...sampling import run
 
+    n_sweeps = _validate.check_int(n_sweeps, "n_sweeps", 1)  # the mean is over n_sweeps: 0 would give 0 / 0
     xp = _backend.get_backend(backend)
     y = np.asarray(_backend.to_host(image))
     if y.ndim != 2:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import backend as _backend
+from ...random._stream import host_random_state
 from .ops import _pcd_epoch, bernoulli_logits
 
 
@@ -133,7 +134,7 @@ def _free_energy(xp, v, W, b, c):
 def _flipped(X, random_state, xp, dtype):
     """Binary rows ``X`` and the same rows with one feature each flipped (``RandomState(random_state)`` picks it),
     both on ``xp`` in ``dtype``."""
-    X, rs = np.asarray(_backend.to_host(X), dtype=np.float64), np.random.RandomState(random_state)
+    X, rs = np.asarray(_backend.to_host(X), dtype=np.float64), host_random_state(random_state)
     ind, Xf = (np.arange(X.shape[0]), rs.randint(0, X.shape[1], X.shape[0])), X.copy()
     Xf[ind] = 1 - Xf[ind]
     return xp.asarray(X, dtype=dtype), xp.asarray(Xf, dtype=dtype)

@@ -111,10 +111,10 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         return trace.state.v.astype(xp.uint8)
 
     def free_energy(self, v):
-        """``F(v) = -v.b - sum_j log(1 + exp(c_j + v W_j))``, per row of ``v``."""
-        xp = self._xp()
-        return _free_energy(xp, _backend.asarray(v, xp, dtype=self.dtype), self.W, self.visible_bias,
-                            self.hidden_bias)
+        """``F(v) = -v.b - sum_j log(1 + exp(c_j + v W_j))``, per row of ``v`` (2-d, one column per visible
+        unit, finite)."""
+        xp, v = self._xp(), self._rows(v, "v")
+        return _free_energy(xp, v, self.W, self.visible_bias, self.hidden_bias)
 
     def pseudo_likelihood(self, X, random_state=0):
         """The mean of :meth:`score_samples` (two models scored with one seed see the same flips)."""
@@ -188,8 +188,8 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         for name, v, low in (("n_hidden", n_hidden, 1), ("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
-        if not learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}.")
+        if not (learning_rate > 0 and np.isfinite(learning_rate)):  # inf passes > 0 and makes every weight NaN
+            raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}.")
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         state, n = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype), X.shape[0]
         edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)  # as scikit-learn's gen_even_slices

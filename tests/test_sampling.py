@@ -110,6 +110,47 @@ def test_checkpoint_with_other_settings_is_refused(tmp_path):
         run(ar_step, AR(np.zeros(3), 0), rng, n_iter=20, checkpoint=path, progress=False)
 
 
+def test_checkpoint_path_is_checked_before_the_run(tmp_path):
+    # a checkpoint in a missing folder, or a folder itself, fails before the first iteration, not at the first
+    # save after checkpoint_every iterations of work
+    calls = []
+
+    def counted(rng, state):
+        calls.append(1)
+        return ar_step(rng, state)
+
+    rng = gpumcmc.random.default_rng(0, backend="numpy")
+    for bad, what in ((tmp_path / "missing" / "run.npz", "does not exist"), (tmp_path, "is a folder")):
+        with pytest.raises(ValueError, match=what):
+            run(counted, AR(np.zeros(3), 0), rng, n_iter=5, checkpoint=bad, progress=False)
+    assert not calls
+
+
+def test_random_state_types():
+    # what random_state may be, the same for every estimator and for run: an int, None, a SeedSequence, a numpy
+    # Generator or RandomState (scikit-learn's staple), a gpumcmc Generator; anything else a clear error
+    from gpumcmc.models import LDA, BayesianNetwork, DPGaussianMixture
+    from gpumcmc.random._stream import host_random_state, host_rng
+
+    X = np.random.default_rng(0).poisson(1.0, (12, 8))
+    kw = dict(n_components=2, n_iter=2, burn_in=0, backend="numpy", progress=False)
+    a = LDA(random_state=np.random.RandomState(3), **kw).fit(X).components_
+    b = LDA(random_state=np.random.RandomState(3), **kw).fit(X).components_
+    np.testing.assert_array_equal(a, b)
+    LDA(random_state=np.random.default_rng(3), **kw).fit(X)
+    for bad, err in (("abc", TypeError), (1.5, TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(err, match="random_state must be"):
+            LDA(random_state=bad, **kw).fit(X)
+    gen = gpumcmc.random.default_rng(0, backend="numpy")
+    assert BayesianNetwork.koller().sample(3, random_state=gen).shape == (3, 5)
+    gm = DPGaussianMixture(n_components=2, n_iter=2, burn_in=0, backend="numpy", progress=False,
+                           random_state=np.random.RandomState(0)).fit(np.random.default_rng(1).normal(size=(40, 2)))
+    assert gm.sample(2, random_state=np.random.RandomState(1))[0].shape == (2, 2)
+    # ints keep numpy's own streams
+    assert host_rng(7).random() == np.random.default_rng(7).random()
+    assert host_random_state(7).randint(100) == np.random.RandomState(7).randint(100)
+
+
 def _truncated(data: bytes) -> bytes:
     return data[: len(data) // 2]
 

@@ -307,6 +307,25 @@ def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, st
     os.replace(tmp, path)
 
 
+def _checkpoint_path(checkpoint):
+    """``checkpoint`` as a Path, or None; a ValueError before the run where its folder is missing or is not
+    writable (else the run would fail at its first save, its work lost)."""
+    if checkpoint is None:
+        return None
+    path = Path(checkpoint)
+    folder = path.parent
+    if path.is_dir():
+        raise ValueError(f"checkpoint={str(checkpoint)!r} is a folder; pass a file path, "
+                         f"e.g. {str(path / 'run.npz')!r}.")
+    if not folder.is_dir():
+        raise ValueError(f"checkpoint={str(checkpoint)!r}: the folder {str(folder)!r} does not exist; create it "
+                         "first, or pass a path in a folder that exists.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"checkpoint={str(checkpoint)!r}: the folder {str(folder)!r} is not writable; pass a path "
+                         "in a folder you can write to.")
+    return path
+
+
 def _load_checkpoint(path: Path):
     """``(meta, arrays)`` of a checkpoint; ValueError naming the file if it cannot be read whole."""
     import ast
@@ -568,7 +587,7 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
     if n_chains is None:
         n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)
     r = _Run(n_iter, burn_in, thin, n_chains, monitors, stop, by_reference)
-    path = Path(checkpoint) if checkpoint is not None else None
+    path = _checkpoint_path(checkpoint)
     if path is not None and resume and path.exists():
         state, r.done, r.kept, r.stopped = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)
     bar = _progress_bar(r.total, desc, progress, initial=r.done)

@@ -161,6 +161,8 @@ def test_same_is_checked():
         with pytest.raises(err, match=match):
             fit_(same)
     assert fit_(lambda t: np.ceil(t / 2) + 1).imputations_.shape[0] == 3  # whole-number floats are m
+    assert fit_(lambda t: np.asarray(1 + t)).imputations_.shape[0] == 4  # and 0-d arrays
+    assert fit_(np.array([1, 2, 2, 1])).imputations_.shape[0] == 2
 
 
 def test_dataframe_and_bad_input():

@@ -79,6 +79,7 @@ def test_top_words_checks_vocab_and_n():
     with pytest.raises(TypeError, match="n must be an integer"):
         m.top_words(n=2.5)
     assert [len(t) for t in m.top_words(list("abcde"), np.int64(2))] == [2, 2]
+    assert [len(t) for t in m.top_words(n=None)] == [5, 5]  # None: every word
 
 
 def test_inputs_agree():

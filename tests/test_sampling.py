@@ -146,9 +146,15 @@ def test_random_state_types():
     gm = DPGaussianMixture(n_components=2, n_iter=2, burn_in=0, backend="numpy", progress=False,
                            random_state=np.random.RandomState(0)).fit(np.random.default_rng(1).normal(size=(40, 2)))
     assert gm.sample(2, random_state=np.random.RandomState(1))[0].shape == (2, 2)
-    # ints keep numpy's own streams
+    # ints, sequences of ints and BitGenerators keep numpy's own streams
     assert host_rng(7).random() == np.random.default_rng(7).random()
     assert host_random_state(7).randint(100) == np.random.RandomState(7).randint(100)
+    assert host_random_state([1, 2, 3]).randint(1000) == np.random.RandomState([1, 2, 3]).randint(1000)
+    assert host_rng(np.random.PCG64(3)).random() == np.random.default_rng(np.random.PCG64(3)).random()
+    assert BayesianNetwork.koller().sample(2, random_state=np.random.PCG64(3)).shape == (2, 5)
+    for bad in ("abc", 1.5, -1):
+        with pytest.raises((TypeError, ValueError), match="random_state must be"):
+            host_random_state(bad)
 
 
 def _truncated(data: bytes) -> bytes:

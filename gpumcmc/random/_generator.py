@@ -22,6 +22,9 @@ def _size(size):
     ValueError below 0, both naming ``size``."""
     if size is None:
         return None
+    t = type(size)
+    if (t is int and size >= 0) or (t is tuple and all(type(d) is int and d >= 0 for d in size)):
+        return (size,) if t is int else size  # the usual sizes, without the exceptions below
     try:
         dims = (operator.index(size),)
     except TypeError:

@@ -101,10 +101,13 @@ def seed_sequence(seed) -> np.random.SeedSequence:
 
 def host_rng(seed) -> np.random.Generator:
     """A ``numpy.random.Generator`` for host-side draws from any ``random_state`` :func:`seed_sequence` takes,
-    or a gpumcmc Generator (which spawns a child for it). A numpy ``Generator`` is returned as it is, and an
-    int or None gives what ``numpy.random.default_rng`` gives for it."""
+    a numpy BitGenerator, or a gpumcmc Generator (which spawns a child for it: its next ``spawn`` gives other
+    children, as a numpy Generator moves on when it seeds another). A numpy ``Generator`` is returned as it
+    is; an int, a sequence of ints, None or a BitGenerator give what ``numpy.random.default_rng`` gives."""
     if isinstance(seed, np.random.Generator):
         return seed
+    if isinstance(seed, np.random.BitGenerator):
+        return np.random.Generator(seed)
     if isinstance(seed, PhiloxStream):
         return np.random.default_rng(seed._seed_seq.spawn(1)[0])
     return np.random.default_rng(seed_sequence(seed))
@@ -115,10 +118,15 @@ def host_random_state(seed) -> np.random.RandomState:
     returned as it is) from any ``random_state`` :func:`host_rng` takes."""
     if isinstance(seed, np.random.RandomState):
         return seed
-    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_))):
-        seed_sequence(seed)  # a negative int: the ValueError that names random_state
-        return np.random.RandomState(seed)
-    return np.random.RandomState(int(host_rng(seed).integers(0, 2**32)))
+    if isinstance(seed, (np.random.SeedSequence, np.random.Generator, PhiloxStream)):
+        return np.random.RandomState(int(host_rng(seed).integers(0, 2**32)))
+    if not isinstance(seed, (bool, np.bool_, float, np.floating, str, bytes)):
+        try:  # what RandomState itself takes (None, ints, arrays of them, a BitGenerator): its own stream
+            return np.random.RandomState(seed)
+        except (TypeError, ValueError):
+            pass
+    seed_sequence(seed)  # the TypeError or ValueError that names what random_state may be
+    raise TypeError(f"random_state must be {RANDOM_STATES}; got {type(seed).__name__} {repr(seed)[:60]}.")
 
 
 def as_stream(seed, *, backend: str | None = None) -> PhiloxStream:

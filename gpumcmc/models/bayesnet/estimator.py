@@ -36,7 +36,9 @@ def _schedule(same, n_iter) -> list:
     what = "same must be an integer >= 1, a callable of the iteration (0..n_iter-1) or a sequence of length n_iter"
     if isinstance(same, (str, bytes)):
         raise TypeError(f"{what}; got the string {same!r}.")
-    if isinstance(same, np.ndarray) and same.ndim == 0:
+    if _backend.is_cupy_array(same):
+        same = _backend.to_host(same)
+    if getattr(same, "ndim", None) == 0:  # a 0-d array: its number
         same = same.item()
     if callable(same):
         ms, where = [same(t) for t in range(n_iter)], "the callable same returned {!r} at iteration {}"
@@ -49,6 +51,7 @@ def _schedule(same, n_iter) -> list:
         ms, where = [same[t] for t in range(n_iter)], "same[{1}] is {0!r}"
     else:
         raise TypeError(f"{what}; got {type(same).__name__}.")
+    ms = [m.item() if getattr(m, "ndim", None) == 0 else m for m in ms]  # 0-d arrays (NumPy or CuPy) a callable gave
     for t, m in enumerate(ms):
         if isinstance(m, bool) or not isinstance(m, numbers.Real):  # numpy's integers and floats are Real
             raise TypeError(f"{what}; {where.format(m, t)}, not an integer.")
@@ -465,7 +468,7 @@ class BayesianNetwork(Estimator):
         them)."""
         self._need_cpts()
         X = self._encode(X, "X", complete=True)
-        if (missing := np.flatnonzero((X < 0).any(1))).size:
+        if X.size and X.min() < 0 and (missing := np.flatnonzero((X < 0).any(1))).size:
             raise ValueError(f"log_prob needs complete cases, but {missing.size} case(s) of X (the first: row "
                              f"{missing[0]}) have missing cells (-1, or None/NaN in a DataFrame); fill them with "
                              "impute first, net.log_prob(net.impute(X)), or leave those cases out.")

@@ -305,7 +305,7 @@ class BayesianGLM(_GLMBase):
         Add a column of ones; its coefficient is ``intercept_``.
     max_steps_out, max_shrink : int
         The fixed bounds of the stepping-out and shrinkage rounds.
-    random_state : int, SeedSequence, gpumcmc Generator or None
+    random_state : int, SeedSequence, numpy Generator or RandomState, gpumcmc Generator, or None
     progress : bool
         Show a progress bar.
     backend : {"numpy", "cupy", None}

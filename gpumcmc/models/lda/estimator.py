@@ -325,7 +325,8 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         """The ``n`` most probable words of each topic (indices when ``vocab`` is None): ``vocab`` holds one
         word per column of the X fitted on (``n_features_in_``), ``n`` is a positive int."""
         self._check_fitted("components_")
-        _validate.check_int(n, "n")
+        if n is not None:  # None: every word, in order
+            _validate.check_int(n, "n")
         if vocab is not None:
             vocab = np.asarray(vocab)
             if vocab.ndim != 1 or vocab.shape[0] != self.n_features_in_:

@@ -134,8 +134,7 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
         try:
             np.linalg.cholesky(phi)
         except np.linalg.LinAlgError:
-            raise ValueError("covariance_prior must be symmetric positive definite (positive variances "
-                             "on a diagonal).") from None
+            raise ValueError("covariance_prior must be symmetric positive definite.") from None
     a, b = (float(t) for t in _finite_prior(alpha_prior, "alpha_prior"))
     if not (a > 0 and b > 0):
         raise ValueError(f"alpha_prior = (shape, rate) must be positive, got {alpha_prior}.")
@@ -159,7 +158,8 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
 def _finite_prior(value, name: str):
     """``value`` of prior ``name`` (a number or an array of numbers) as a host float64 array, checked finite."""
     try:
-        a = np.asarray(value, np.float64)
+        a = np.asarray(_backend.to_host(value) if _backend.is_cupy_array(value) else
+                       [_backend.to_host(v) for v in value] if isinstance(value, (tuple, list)) else value, np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a number or an array of numbers, got {value!r}.") from None
     if not np.isfinite(a).all():

@@ -68,7 +68,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     relabel : bool
         Align stored Gibbs draws to a common reference by a linear assignment on component means and weights
         (:func:`align_draws`) before summarising.
-    random_state : int, SeedSequence, gpumcmc Generator or None
+    random_state : int, SeedSequence, numpy Generator or RandomState, gpumcmc Generator, or None
     chunk_size : int or None
         Rows per launch of the configuration kernel (None: sized from memory). Draws do not depend on it.
     dtype : "float32" or "float64"

@@ -149,7 +149,7 @@ class NestedSampler(_NestedSteps):
         in every run.
     max_iter : int, optional
         A hard stop; a run it ends before the ``dlogz`` rule holds warns (``results.converged`` is False).
-    random_state : int, optional
+    random_state : int, SeedSequence, numpy Generator or RandomState, gpumcmc Generator, or None
     progress : bool
         The run driver's progress bar, with the stopping value every 10 iterations.
     backend : {"numpy", "cupy", None}

@@ -8,7 +8,10 @@ host's work before the first launch and, with ``check=True``, the wait for the s
 reports, for ``check`` on and off:
 
 - ``events_ms``: the call timed as user_path.py does (median of 30);
-- ``queued_ms``: 100 calls queued back to back, one synchronisation at the end (the GPU's pace);
+- ``queued_ms``: 100 calls queued back to back, one synchronisation at the end (the GPU's pace; with the
+  check on, each direct call still waits for its word);
+- ``queued_deferred_ms`` (check on): the same inside ``gpumcmc.deferred_validation()``, the word read once at
+  the end: the checking kernels' pace without the waits;
 - ``host_us``: the host's time a call on a tiny problem (N = 4096), where the GPU is never the bottleneck;
 - a cProfile of 3000 tiny calls with the check on: the functions that take the host's time.
 """
@@ -53,6 +56,16 @@ def main(argv=None):
                     call()
                 cp.cuda.Device().synchronize()
                 out[f"{tag}_queued_ms"] = (time.perf_counter() - t) / 100 * 1e3
+                if check:  # the checking kernels' own pace: 100 checked calls queued, the word read once
+                    import gpumcmc
+
+                    t = time.perf_counter()
+                    with gpumcmc.deferred_validation():
+                        for _ in range(100):
+                            call()
+                        gpumcmc.check()
+                    cp.cuda.Device().synchronize()
+                    out[f"{tag}_queued_deferred_ms"] = (time.perf_counter() - t) / 100 * 1e3
             else:
                 t = time.perf_counter()
                 for _ in range(2000):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
@@ -14,31 +13,6 @@ from ._params import _as, _param, size_tuple
 from ._stream import PhiloxStream, seed_sequence
 
 __all__ = ["Generator", "default_rng"]
-
-
-def _size(size):
-    """``size`` checked, for every draw method, as NumPy checks it: None, an integer, or a sequence of integers
-    (a list, tuple or integer array), each >= 0; a tuple (None stays None). TypeError for a float or a string,
-    ValueError below 0, both naming ``size``."""
-    if size is None:
-        return None
-    t = type(size)
-    if (t is int and size >= 0) or (t is tuple and all(type(d) is int and d >= 0 for d in size)):
-        return (size,) if t is int else size  # the usual sizes, without the exceptions below
-    try:
-        dims = (operator.index(size),)
-    except TypeError:
-        try:
-            dims = None if isinstance(size, (str, bytes)) else tuple(operator.index(s) for s in size)
-        except TypeError:
-            dims = None
-    if dims is None:
-        raise TypeError(f"size must be None, an integer or a sequence of integers (the shape of the draws), got "
-                        f"{size!r} ({type(size).__name__}); pass e.g. size=3 or size=(2, 3) (int(n) for a whole number "
-                        "held as a float), as numpy.random does.")
-    if any(d < 0 for d in dims):
-        raise ValueError(f"size must hold non-negative integers, got {size!r}.")
-    return dims
 
 
 class Generator(PhiloxStream):
@@ -68,7 +42,7 @@ class Generator(PhiloxStream):
         return [Generator(s, backend=self._backend) for s in self._seed_seq.spawn(n_children)]
 
     def _standard(self, kind: str, size, dtype, *params):
-        dtype, size = _validate.check_float_dtype(dtype), _size(size)
+        dtype = _validate.check_float_dtype(dtype)
         xp = self.xp(*params)
         shape = np.broadcast_shapes(*(np.shape(p) for p in params)) if size is None else size_tuple(size)
         n = math.prod(shape)  # (ints: np.prod's array conversion costs host time on every draw)
@@ -172,7 +146,7 @@ class Generator(PhiloxStream):
         checked, on the host, and goes to the kernel by value), and TypeError
         for parameters that are not real numbers (a string, a complex value).
         """
-        return _gamma.gamma(self, shape, scale, _size(size), dtype, log)
+        return _gamma.gamma(self, shape, scale, size, dtype, log)
 
     @_validate.checked
     def beta(self, a, b, size=None, dtype=None):
@@ -181,7 +155,7 @@ class Generator(PhiloxStream):
         Element ``i`` uses gamma elements ``2i`` and ``2i + 1`` of the call, so
         it equals ``dirichlet(stack([a, b], -1))[..., 0]`` for the same seed.
         """
-        return _gamma.beta(self, a, b, _size(size), dtype)
+        return _gamma.beta(self, a, b, size, dtype)
 
     @_validate.checked
     def dirichlet(self, alpha, size=None, dtype=None, log=False):
@@ -194,7 +168,7 @@ class Generator(PhiloxStream):
         or the all-equal rows of normalising underflowed gammas. ``log=True``
         returns the log-probabilities.
         """
-        return _gamma.dirichlet(self, alpha, _size(size), dtype, log)
+        return _gamma.dirichlet(self, alpha, size, dtype, log)
 
     def standard_exponential(self, size=None, dtype=np.float64):
         """Standard exponential variates, ``-log(u)`` of Philox uniforms.
@@ -202,12 +176,11 @@ class Generator(PhiloxStream):
         float32 draws use a 32-bit uniform and float64 arithmetic, rounded
         once (so they reach 22.2); float64 draws use a 52-bit uniform.
         """
-        return _gamma.standard_exponential(self, _size(size), dtype)
+        return _gamma.standard_exponential(self, size, dtype)
 
     def exponential(self, scale=1.0, size=None, dtype=np.float64):
         """Exponential variates with per-element ``scale`` (broadcast to ``size``)."""
         _validate.check_real(scale, "scale")
-        size = _size(size)
         scale = _as(scale, self.xp(scale), _validate.check_float_dtype(dtype))
         _validate.check_positive(scale, "scale")  # synchronize!
         return scale * _gamma.standard_exponential(self, size, dtype, scale)
@@ -223,12 +196,12 @@ class Generator(PhiloxStream):
         symmetric positive definite (checks that synchronise the GPU; see
         :func:`gpumcmc.set_validation`).
         """
-        return _wishart.wishart(self, df, scale, _size(size), dtype, inverse=False)
+        return _wishart.wishart(self, df, scale, size, dtype, inverse=False)
 
     @_validate.checked
     def invwishart(self, df, scale, size=None, dtype=None):
         """Inverse-Wishart(df, scale) matrices (the inverse of Wishart(df, scale**-1)); see :meth:`wishart`."""
-        return _wishart.wishart(self, df, scale, _size(size), dtype, inverse=True)
+        return _wishart.wishart(self, df, scale, size, dtype, inverse=True)
 
 
 def default_rng(seed=None, *, backend: str | None = None) -> Generator:

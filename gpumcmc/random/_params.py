@@ -6,6 +6,8 @@ Shared by the gamma family (``_gamma.py``), the generator's own variates
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import _validate as _v
@@ -35,15 +37,28 @@ def resolve_dtype(dtype, *params) -> np.dtype:
 
 
 def size_tuple(size) -> tuple:
-    """``size`` (None, an int or a sequence of ints) as a tuple of non-negative ints."""
+    """``size`` (None, an int or a sequence of ints: a list, tuple or integer array) as a tuple of
+    non-negative ints, checked as NumPy checks it: TypeError for a float or a string, ValueError below 0,
+    each naming ``size``."""
     if size is None:
         return ()
-    if isinstance(size, (int, np.integer)):
-        size = (int(size),)
-    size = tuple(int(s) for s in size)
-    if any(s < 0 for s in size):
-        raise ValueError(f"size must hold non-negative integers, got {size}.")
-    return size
+    t = type(size)
+    if (t is int and size >= 0) or (t is tuple and all(type(d) is int and d >= 0 for d in size)):
+        return (size,) if t is int else size  # the usual sizes, without the exceptions below
+    try:
+        dims = (operator.index(size),)
+    except TypeError:
+        try:
+            dims = None if isinstance(size, (str, bytes)) else tuple(operator.index(s) for s in size)
+        except TypeError:
+            dims = None
+    if dims is None:
+        raise TypeError(f"size must be None, an integer or a sequence of integers (the shape of the draws), got "
+                        f"{size!r} ({type(size).__name__}); pass e.g. size=3 or size=(2, 3) (int(n) for a whole number "
+                        "held as a float), as numpy.random does.")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"size must hold non-negative integers, got {size!r}.")
+    return dims
 
 
 def out_shape(size, *params, shapes=()) -> tuple:

@@ -62,60 +62,6 @@ class _Iterations:
         return stopped
 
 
-class _Probe:
-    """``fn`` as :func:`_batchify` probes it at construction: records each exception a probe call raised and
-    whether a call changed its input in place (a copy and a compare a call, at construction only); ``done()``
-    makes it a plain forward (the one-point loop :func:`_batchify` may build keeps calling it)."""
-
-    def __init__(self, fn):
-        self.fn, self.errors, self.changed, self.probing = fn, [], False, True
-
-    def __call__(self, x):
-        if not self.probing:
-            return self.fn(x)
-        before = x.copy()
-        try:
-            return self.fn(x)
-        except Exception as e:
-            self.errors.append(e)
-            raise
-        finally:
-            self.changed = self.changed or not bool((x == before).all())  # a wait for the GPU, once
-
-    def done(self):
-        self.probing = False
-
-
-def _batched(fn, ndim, xp, name, out_dim):
-    """:func:`_batchify` of ``fn``, with the user's own exception re-raised where ``fn`` raised both on a batch
-    and on one point (a bug inside ``fn``, not a shape), and a ValueError where it changed its input in place
-    (the sampler keeps the arrays it passes: a transform that rewrites ``u`` corrupts the run)."""
-    probe, out = _Probe(fn), None
-    try:
-        out = _batchify(probe, ndim, xp, name, out_dim)
-    except TypeError as e:
-        if len(probe.errors) < 2 or e.__cause__ is not probe.errors[0]:
-            raise  # a shape error: the batch failed and the single point gave the wrong shape
-    finally:
-        probe.done()
-    if out is None:  # both calls raised; re-raised out of the handler, so the user's exception keeps its chain
-        err, single = probe.errors[:2]
-        if hasattr(err, "add_note"):  # Python 3.11 and later
-            err.add_note(f"Raised by {name} on the probe NestedSampler passes it at construction, a (2, {ndim}) "
-                         f"array of 0.5 (on one point of shape ({ndim},) it raised {single!r}): the error is "
-                         f"inside {name}, not in the shape of its input.")
-        raise err
-    if probe.changed:
-        if out_dim is None:
-            raise ValueError(f"{name} changed its input x in place; compute on new arrays, e.g. `d = x - mu` "
-                             f"rather than `x -= mu`, or copy x first (the sampler keeps x as the points' "
-                             f"coordinates: writing to it corrupts the samples).")
-        raise ValueError(f"{name} changed its input u in place; return a new array, e.g. `x = 10 * u - 5`, or "
-                         f"copy u first (the sampler keeps u as the points in the unit cube: writing to it biases "
-                         f"log Z).")
-    return fn if out is probe else out
-
-
 class NestedSampler(_NestedSteps):
     """Batched nested sampler (dynesty-like).
 
@@ -241,8 +187,8 @@ class NestedSampler(_NestedSteps):
             seed_sequence(self.random_state)  # else a TypeError (ValueError) naming what random_state may be
         self.xp = _backend.get_backend(self.backend)
         self._ops = _ops_for(self.xp)
-        self._loglike = _batched(loglike, ndim, self.xp, "loglike", None)
-        self._prior = _batched(prior_transform, ndim, self.xp, "prior_transform", ndim)
+        self._loglike = _batchify(loglike, ndim, self.xp, "loglike", None)
+        self._prior = _batchify(prior_transform, ndim, self.xp, "prior_transform", ndim)
         model = _fusable_model(loglike, prior_transform)
         usable = model is not None and sampler != "rwalk"
         if fused and not usable:

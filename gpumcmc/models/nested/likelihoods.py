@@ -17,22 +17,25 @@ __all__ = ["SinusoidModel", "gaussian_shells", "eggbox", "correlated_gaussian"]
 
 def _batchify(fn, ndim, xp, name, out_dim):
     """``fn`` on a batch, (n, ndim) -> (n,) or (n, out_dim): itself, or a Python loop over one-point calls
-    (with a warning)."""
+    (with a warning). Probed on a (2, ndim) array of 0.5: where ``fn`` raises on the batch and on one point
+    alike, its own exception comes out (a bug inside it, not a shape); a ``fn`` that changes its input in
+    place is refused (the sampler keeps the arrays it passes)."""
     probe = xp.full((2, ndim), 0.5)
     want = (2,) if out_dim is None else (2, out_dim)
     err = None
     try:
         out = fn(probe)
-        if getattr(out, "shape", None) == want:
-            return fn
         got = getattr(out, "shape", type(out).__name__)
     except Exception as e:  # a scalar function indexing a 2-D array may raise anything
         err, got = e, None
+    if got == want:
+        return _unchanged(fn, probe, name, out_dim)
+    one_err = None
     try:
         one = fn(probe[0])
         one_shape = np.shape(one) if not _backend.is_cupy_array(one) else one.shape
-    except Exception:
-        one_shape = None
+    except Exception as e:
+        one_shape, one_err = None, e
     single = () if out_dim is None else (out_dim,)
     if one_shape == single:
         warnings.warn(f"{name} works on one point at a time; it is wrapped in a Python loop and will be slow. "
@@ -41,12 +44,31 @@ def _batchify(fn, ndim, xp, name, out_dim):
         def looped(x):
             rows = [xp.asarray(fn(x[i]), dtype=xp.float64) for i in range(x.shape[0])]
             return xp.stack(rows) if rows else xp.zeros((0,) + single)
-        return looped
+        return _unchanged(looped, probe, name, out_dim)
+    if err is not None and one_err is not None:
+        if hasattr(err, "add_note"):  # Python 3.11 and later
+            err.add_note(f"Raised by {name} on the probe NestedSampler passes it at construction, a (2, {ndim}) "
+                         f"array of 0.5 (on one point of shape ({ndim},) it raised {one_err!r}): the error is "
+                         f"inside {name}, not in the shape of its input.")
+        raise err
     if err is not None:
         raise TypeError(f"{name} failed on an (n, {ndim}) array and on a single point ({err!r}); it must map an "
                         f"(n, {ndim}) array to {'(n,)' if out_dim is None else f'(n, {out_dim})'}.") from err
     raise ValueError(f"{name} returned shape {got} for an input of shape (2, {ndim}); it must return "
                      f"{want if out_dim is None else '(n, %d)' % out_dim} for n points.")
+
+
+def _unchanged(fn, probe, name, out_dim):
+    """``fn``, refused (ValueError) where its probe calls changed ``probe`` (all 0.5) in place."""
+    if bool((probe == 0.5).all()):  # a wait for the GPU, once, at construction
+        return fn
+    if out_dim is None:
+        raise ValueError(f"{name} changed its input x in place; compute on new arrays, e.g. `d = x - mu` "
+                         f"rather than `x -= mu`, or copy x first (the sampler keeps x as the points' "
+                         f"coordinates: writing to it corrupts the samples).")
+    raise ValueError(f"{name} changed its input u in place; return a new array, e.g. `x = 10 * u - 5`, or "
+                     f"copy u first (the sampler keeps u as the points in the unit cube: writing to it biases "
+                     f"log Z).")
 
 
 def _fusable_model(loglike, prior_transform):

@@ -221,10 +221,11 @@ class BayesianNetwork(Estimator):
         if pd is not None and isinstance(data, pd.DataFrame):
             if unknown := [c for c in data.columns if c not in self.card]:
                 raise ValueError(f"Columns {unknown} are not nodes of the network ({self.nodes}).")
-            if complete and (absent := [v for v in self.nodes if v not in data.columns]):
+            absent = [v for v in self.nodes if v not in data.columns]
+            if complete and absent:
                 raise ValueError(f"log_prob needs complete cases, but the DataFrame {name} has no column for "
                                  f"node(s) {absent}; fill the missing cells with impute first.")
-            if absent := [v for v in self.nodes if v not in data.columns]:
+            if absent:
                 warnings.warn(f"The DataFrame has no column for node(s) {absent}: they are taken as missing in "
                               "every case (latent). Add a column of None for each to say so and silence this "
                               "warning.", UserWarning, stacklevel=3)

@@ -158,8 +158,9 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
 def _finite_prior(value, name: str):
     """``value`` of prior ``name`` (a number or an array of numbers) as a host float64 array, checked finite."""
     try:
-        a = np.asarray(_backend.to_host(value) if _backend.is_cupy_array(value) else
-                       [_backend.to_host(v) for v in value] if isinstance(value, (tuple, list)) else value, np.float64)
+        # to_host: a CuPy prior, or CuPy numbers in a tuple (NumPy and Python values pass through)
+        a = np.asarray([_backend.to_host(v) for v in value] if isinstance(value, (tuple, list))
+                       else _backend.to_host(value), np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a number or an array of numbers, got {value!r}.") from None
     if not np.isfinite(a).all():

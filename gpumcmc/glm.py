@@ -141,21 +141,19 @@ def _flag(device: int, stream_ptr: int):
     return f
 
 
-def _flag_args(describe):
+def _flag_args(describe, device: int, stream_ptr: int):
     """(flag address, call number) for glm_fg_rows when the call checks its input (``describe`` given:
     the call then runs inside :func:`gpumcmc._validate.checked`, so it gets a status word), else (0, 0):
-    integers, as a packed launch takes them."""
+    integers, as a packed launch takes them. ``device`` and ``stream_ptr``: the launch's, which the caller
+    has at hand (a direct call is timed from an idle GPU, so the host's work before its first launch counts)."""
     if describe is None:
         return 0, 0
-    import cupy
-
-    flag = _flag(cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)
-    return flag.data.ptr, next(_calls)
+    return _flag(device, stream_ptr).data.ptr, next(_calls)
 
 
-def _word_args(describe):
+def _word_args(describe, device=None, stream=None):
     """(status word, tag) for the launch that notes bad input, or (0, 0) (see :func:`gpumcmc._validate.fused`)."""
-    return (0, 0) if describe is None else _v.fused(describe)
+    return (0, 0) if describe is None else _v.fused(describe, device, stream)
 
 
 def _softplus(xp, eta):
@@ -379,17 +377,19 @@ def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
     off = None if off is None else _loader.contiguous(off, dtype)
     ins = _kernel_args.part(FILE, "glm_fg_rows", X=X.data.ptr, y=y.data.ptr, w=0 if w is None else w.data.ptr,
                             off=0 if off is None else off.data.ptr, beta=beta2.data.ptr)
-    flag, call = _flag_args(describe)
+    cuda = cupy.cuda
+    device, current = cuda.runtime.getDevice(), cuda.get_current_stream()
+    stream = current.ptr
+    flag, call = _flag_args(describe, device, stream)
     part = cupy.empty((grid, B, K + 1), dtype=np.float64)
     fam = _CODE[family]
-    stream = cupy.cuda.get_current_stream().ptr
     rows(grid, config.glm_threads, stream,
          *_kernel_args.packed(FILE, "glm_fg_rows", **ins, N=N, K=K, Kp=Kp, B=B, R=R, xs_len=xs_len,
                               vec=int(X.data.ptr % 16 == 0), family=fam, sigma=float(sigma), part=part.data.ptr,
                               flag=flag, call=call),
          shared_mem=smem)
     # Host work from here on overlaps the kernel above.
-    word, tag = _word_args(describe)
+    word, tag = _word_args(describe, device, current)
     if word == 0:  # no word to note in (not expected: a call that checks runs where it gets one)
         flag = 0
     f = cupy.empty(B, dtype=dtype)

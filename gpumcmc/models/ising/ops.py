@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import _kernel_args, _loader
 from ... import backend as _backend
+from ..._config import config
 from ...random._philox import philox_rounds
 
 FILE = "ising.cu"
@@ -171,13 +172,15 @@ class _GpuOps:
             per = L * (W // 32)
             for c in (0, 1):
                 o = obs and c == 1
-                fn = _loader.get_function(FILE, "ising_multispin<true>" if o else "ising_multispin<false>", _NAMES)
+                fn = _loader.get_function(FILE, "ising_multispin<true>" if o else "ising_multispin<false>", _NAMES,
+                                          config.ising_defines)
                 fn((_grid(fn, per, n), n), (BLOCK,),
                    _kernel_args.args(FILE, "ising_multispin", packed=state.packed, thr=thr, rows=_loader.i64(L),
                                      words=_loader.i64(W // 32), colour=_loader.i32(c), **philox,
                                      counts=counts if o else _loader.NULL))
         else:
-            fn = _loader.get_function(FILE, "ising_bytes<true>" if obs else "ising_bytes<false>", _NAMES)
+            fn = _loader.get_function(FILE, "ising_bytes<true>" if obs else "ising_bytes<false>", _NAMES,
+                                      config.ising_defines)
             thr = model._dev_array("thr", cp, lambda: np.ascontiguousarray(model._thr))
             stride = model._thr.shape[1] if model._thr.ndim == 2 else 0
             grid = _grid(fn, (D * L * ((W + 1) // 2) + 3) // 4, n)

@@ -78,7 +78,6 @@ def main(argv=None):
                                        "ising_bytes<false>"), defines)
             row["registers"], row["local_bytes"] = fn.num_regs, fn.local_size_bytes
             row["shared_bytes"], row["resident_blocks"] = fn.shared_size_bytes, _loader.resident_blocks(fn, 256)
-            del state, slot
         except Exception as exc:  # one setting failing (e.g. to compile) must not hide the others
             row["error"] = f"{type(exc).__name__}: {exc}"[:400]
         out["settings"][name] = row

@@ -163,7 +163,7 @@ class Config:
         "mixture_kmeans_rows": 8192,
         "mixture_kmeans_lloyd": 10,
         "mixture_defines": (),
-        # gpumcmc.models.ising: overrides of ising.cu's macros, e.g. (("ISING_PREFETCH", 0),) (for tuning runs;
+        # gpumcmc.models.ising: overrides of ising.cu's macros, e.g. (("ISING_MIN_BLOCKS", 3),) (for tuning runs;
         # every setting gives the same states).
         "ising_defines": (),
         # gpumcmc.models.rbm: rows of X (evenly spaced) that RBM.fit's progress bar scores after each epoch;

@@ -295,28 +295,6 @@ __device__ __noinline__ uint2 ms_settle_pair(u64* q0, u64* q1, bool t0, bool t1,
     return r;
 }
 
-#ifndef ISING_PREFETCH
-#define ISING_PREFETCH 1  // ms_rows loads the next row pair's words while it draws the current one (0: no)
-#endif
-
-#if ISING_PREFETCH
-// Asynchronous 8-byte copies from global to shared memory (cp.async, sm_80 and later): the copies of one
-// row pair form one group; a thread waits for its own groups, and reads only the slots it wrote.
-__device__ __forceinline__ void cp_async8(u64* smem, const u64* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-#endif
-
-// Offsets from word o0 of row r0 to rows r0 - 1, r0 + 1 and r0 + 2 (periodic), for ms_rows.
-__device__ __forceinline__ void ms_offsets(u32 o0, u32 per, u32 words, int& du, int& d1, int& d2) {
-    du = o0 < words ? (int)(per - words) : -(int)words;
-    d1 = o0 >= per - words ? (int)words - (int)per : (int)words;
-    d2 = o0 >= per - 2u * words ? 2 * (int)words - (int)per : 2 * (int)words;
-}
-
 // The common case of the multispin sweep, on 32-bit offsets: each thread
 // keeps one column m of words and walks row pairs (r0, r0 + 1), r0 = 2 p +
 // colour, p += P, where P = stride / words. Row r0 takes its side neighbour on
@@ -329,9 +307,6 @@ __device__ __forceinline__ void ms_offsets(u32 o0, u32 per, u32 words, int& du, 
 // thread wrote and of the first colour's words it read beside them, and to bond
 // the bond sum of its sites (the 32-bit sums cannot wrap: a thread gets at
 // most per / stride + 1 < 2^22 pairs).
-// With ISING_PREFETCH the six words of the thread's next row pair are copied to
-// shared memory (cp.async) before the current pair is drawn, so that their
-// latency overlaps the Philox work: the same loads, words and states.
 template <bool OBS>
 __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __restrict__ other, u32 per, u32 words,
                                         int colour, u32 tid, u32 stride, u32 glo, u32 hi, const MsConsts& c,
@@ -348,54 +323,13 @@ __device__ __forceinline__ void ms_rows(u64* __restrict__ mine, const u64* __res
     const u64* p0 = other + o0;
     u32 n_up = 0u;  // up spins, both colours
     int n_bond = 0;  // bond sum: at most 128 in size per pair, over < 2^22 pairs
-#if ISING_PREFETCH
-    // two stages of the six words a row pair reads, a slot per thread
-    __shared__ u64 pf[2][6][ISING_BLOCK];
-    const u32 t = threadIdx.x;
-    int dn1 = 0;  // d1 of the next pair to draw
-    if (o0 < end) {
-        int du, d2;
-        ms_offsets(o0, per, words, du, dn1, d2);
-        cp_async8(&pf[0][0][t], p0);
-        cp_async8(&pf[0][1][t], p0 + dn1);
-        cp_async8(&pf[0][2][t], p0 + du);
-        cp_async8(&pf[0][3][t], p0 + d2);
-        cp_async8(&pf[0][4][t], p0 + dl);
-        cp_async8(&pf[0][5][t], p0 + dn1 + dr);
-    }
-    cp_async_commit();
-    int stage = 0;
-#endif
     for (; o0 < end; o0 += step, x0 += 2u * step, p0 += step) {
-#if ISING_PREFETCH
-        const int d1 = dn1;  // this pair's
-        {
-            const u32 on = o0 + step;
-            if (on < end) {
-                const u64* pn = p0 + step;
-                int nu, n1, n2;
-                ms_offsets(on, per, words, nu, n1, n2);
-                u64(*q)[ISING_BLOCK] = pf[stage ^ 1];
-                cp_async8(&q[0][t], pn);
-                cp_async8(&q[1][t], pn + n1);
-                cp_async8(&q[2][t], pn + nu);
-                cp_async8(&q[3][t], pn + n2);
-                cp_async8(&q[4][t], pn + dl);
-                cp_async8(&q[5][t], pn + n1 + dr);
-                dn1 = n1;
-            }
-            cp_async_commit();
-            cp_async_wait1();
-        }
-        const u64 c0 = pf[stage][0][t], c1 = pf[stage][1][t], a0 = pf[stage][2][t], b1 = pf[stage][3][t],
-                  l0 = pf[stage][4][t], r1 = pf[stage][5][t];
-        stage ^= 1;
-#else
-        int du, d1, d2;  // offsets from word o0 of row r0 to rows r0 - 1, r0 + 1, r0 + 2 (periodic)
-        ms_offsets(o0, per, words, du, d1, d2);
+        // offsets from word o0 of row r0 to rows r0 - 1, r0 + 1, r0 + 2 (periodic)
+        const int du = o0 < words ? (int)(per - words) : -(int)words;
+        const int d1 = o0 >= per - words ? (int)words - (int)per : (int)words;
+        const int d2 = o0 >= per - 2u * words ? 2 * (int)words - (int)per : 2 * (int)words;
         const u64* p1 = p0 + d1;
         const u64 c0 = p0[0], c1 = p1[0], a0 = p0[du], b1 = p0[d2], l0 = p0[dl], r1 = p1[dr];
-#endif
         const u32 c0l = (u32)c0, c0h = (u32)(c0 >> 32), c1l = (u32)c1, c1h = (u32)(c1 >> 32);
         // neighbour sums in 32-bit halves (no nibble carries, so none across halves)
         const u32 s0l = c0l + (c0l << 4) + (u32)(l0 >> 60) + (u32)a0 + c1l;

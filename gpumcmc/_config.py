@@ -87,6 +87,9 @@ class Config:
     :class:`gpumcmc.models.BayesianNetwork`)."""
 
     _DEFAULTS = {
+        # gpumcmc._loader: seconds a kernel compilation may take before a one-line notice (once a process) says
+        # what the wait is (NVRTC compiling for this GPU, cached on disk afterwards); None: no notice.
+        "compile_notice_s": 2.0,
         # gpumcmc.random._fill: blocks per chunk of the NumPy fill twin (a power of two), and elements per
         # chunk of its per-element form.
         "fill_twin_chunk": 1 << 15,

@@ -9,6 +9,12 @@ and of every header it reaches is passed as ``-DGPUMCMC_SRC_HASH=...`` so that
 an edited ``.cuh`` can never be answered with a stale binary.
 
 CuPy adds the architecture of the current device (``-arch=sm_XX``) itself.
+
+The first use of a model on a machine (or after an upgrade, whose sources differ) compiles its kernels:
+from a few seconds to about a minute, once; later processes load them from CuPy's cache
+(``~/.cupy/kernel_cache``, or ``CUPY_CACHE_DIR``). A compilation that takes longer than
+``config.compile_notice_s`` prints a one-line notice saying so (once a process), and with the
+environment variable ``GPUMCMC_LOG_COMPILES=1`` every compilation prints its file, kernels and seconds.
 """
 
 from __future__ import annotations
@@ -18,14 +24,17 @@ import ctypes
 import hashlib
 import importlib.resources
 import math
+import os
 import re
 import struct
+import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 
-from ._config import memo
+from ._config import config, memo
 
 __all__ = [
     "CTYPE",
@@ -142,14 +151,50 @@ def _module(filename: str, name_expressions: tuple, defines: tuple, directory: P
                 options=options,
                 name_expressions=list(name_expressions) or None,
             )
+            t = time.perf_counter()
             try:
-                mod.compile()
+                with _compile_notice():
+                    mod.compile()  # from CuPy's disk cache where it has this source and these options
             except cupy.cuda.compiler.CompileException as exc:
                 raise KernelCompileError(
                     f"NVRTC could not compile {src_path} with options {options}:\n{exc}"
                 ) from None
+            if os.environ.get("GPUMCMC_LOG_COMPILES", "") not in ("", "0"):
+                print(f"gpumcmc: {filename} ({len(name_expressions) or 'all'} kernels, defines {dict(defines)}"
+                      f"{', a prelude' if prelude else ''}) ready in {time.perf_counter() - t:.2f} s",
+                      file=sys.stderr, flush=True)
             _modules[key] = mod
     return mod
+
+
+_noticed = threading.Event()  # the compile notice has been printed in this process
+NOTICE = ("gpumcmc: compiling CUDA kernels for this GPU (the first use after an install or upgrade: up to about "
+          "a minute per model, once; CuPy caches them on disk, in ~/.cupy/kernel_cache or $CUPY_CACHE_DIR)...")
+
+
+@contextlib.contextmanager
+def _compile_notice():
+    """A block that prints :data:`NOTICE` to stderr, once a process, if it runs longer than
+    ``config.compile_notice_s`` seconds (a kernel compilation: a cache hit takes far less)."""
+    after = config.compile_notice_s
+    if after is None or _noticed.is_set():
+        yield
+        return
+    done = threading.Event()
+
+    def notice():
+        if not done.is_set() and not _noticed.is_set():
+            _noticed.set()
+            print(NOTICE, file=sys.stderr, flush=True)
+
+    timer = threading.Timer(float(after), notice)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        timer.cancel()
 
 
 def get_function(filename: str, name: str, name_expressions: tuple = (), defines: tuple = (),

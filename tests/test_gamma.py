@@ -581,6 +581,35 @@ def test_gpu_generator_validates_and_broadcasts(cp):
         rng.gamma(cp.asarray([1.0, -1.0]))
 
 
+# Numbers as parameters with a size, the usual NumPy-style call: gamma(0.5, size=1000) on the GPU gave one
+# draw and then failed to reshape it (the kernel was launched for the parameters' size, 1). Every draw method
+# gives the twin's shape, dtype and draws (up to rounding, and a trial that may fall the other way right at an
+# acceptance boundary).
+_NUMBER_DRAWS = {
+    "gamma": lambda r: r.gamma(0.5, size=(400, 5)),
+    "gamma-scale": lambda r: r.gamma(3.0, 2.0, size=2001),
+    "gamma-log": lambda r: r.gamma(0.2, size=2000, log=True),
+    "gamma-f32": lambda r: r.gamma(0.7, size=2000, dtype=np.float32),
+    "beta": lambda r: r.beta(2.0, 3.0, size=2001),
+    "dirichlet": lambda r: r.dirichlet(np.ones(8), size=300),
+    "wishart": lambda r: r.wishart(5, np.eye(3), size=50),
+    "invwishart": lambda r: r.invwishart(5, np.eye(3), size=50),
+    "exponential": lambda r: r.exponential(2.0, size=2000),
+    "standard_exponential": lambda r: r.standard_exponential(2000),
+    "normal": lambda r: r.normal(1.0, 2.0, size=2000),
+    "uniform": lambda r: r.uniform(-1.0, 3.0, size=2000),
+}
+
+
+@pytest.mark.parametrize("name", list(_NUMBER_DRAWS))
+def test_gpu_number_parameters_with_a_size(cp, name):
+    draw = _NUMBER_DRAWS[name]
+    g, c = draw(default_rng(12, backend="cupy")), draw(default_rng(12, backend="numpy"))
+    assert isinstance(g, cp.ndarray) and g.shape == c.shape and g.dtype == c.dtype
+    rtol = 1e-4 if c.dtype == np.float32 else 1e-9
+    assert (~np.isclose(g.get(), c, rtol=rtol, atol=rtol)).sum() <= 2
+
+
 def test_gpu_buffered_equals_numpy(cp):
     g = np.random.default_rng(8)
     n = 100_000

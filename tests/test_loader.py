@@ -79,6 +79,36 @@ def test_modules_are_memoised_per_device(cp):
     assert f1 is not None and f2 is not None
 
 
+def test_a_long_compile_says_what_the_wait_is_once(capsys, monkeypatch):
+    # A first use compiles for up to a minute with nothing on the screen: past config.compile_notice_s a
+    # one-line notice says what the wait is, once a process; a short block (a cache hit) prints nothing.
+    import time
+
+    from gpumcmc._config import config
+
+    monkeypatch.setattr(_loader, "_noticed", type(_loader._noticed)())
+    with config.override(compile_notice_s=0.05):
+        with _loader._compile_notice():
+            pass
+        time.sleep(0.15)
+        assert capsys.readouterr().err == ""
+        for _ in range(2):
+            with _loader._compile_notice():
+                time.sleep(0.3)
+        assert capsys.readouterr().err.count("compiling CUDA kernels") == 1
+    monkeypatch.setattr(_loader, "_noticed", type(_loader._noticed)())
+    with config.override(compile_notice_s=None), _loader._compile_notice():
+        time.sleep(0.1)
+    assert capsys.readouterr().err == ""
+
+
+def test_compiles_are_logged_on_request(cp, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUMCMC_LOG_COMPILES", "1")
+    _tree(tmp_path, "3.0f")
+    _loader.get_function("probe.cu", "probe", directory=tmp_path)
+    assert "probe.cu" in capsys.readouterr().err
+
+
 def test_launch_returns_at_once_for_empty_input(monkeypatch):
     """No launch for no work; otherwise one launch with the block, arguments and shared memory given, over
     a grid that covers the items, capped at blocks_per_sm blocks a multiprocessor (a grid-stride loop does

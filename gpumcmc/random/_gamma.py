@@ -700,15 +700,18 @@ def _launch_gamma(sh, sh_step, sc, sc_step, out, key, offset, log, trials=None, 
                                 status=word, tag=tag))
 
 
-def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None, describe=None):
+def gamma_cupy(shape, scale, key, offset, *, log=False, return_trials=False, scale_value=None, describe=None,
+               n=None):
     """Launch ``gamma_draw``: ``shape`` and ``scale`` are CuPy arrays of the output's
     size (flat, contiguous) or of size 1, or ``scale`` is None and every element
     has the scale ``scale_value`` (None: 1); with ``log`` the caller passes
-    log(scale). ``describe``: see :func:`_launch_gamma`."""
+    log(scale). ``n``: the output's size (None: the larger of the parameters'; give it
+    where both are of size 1 and more draws are asked for). ``describe``: see :func:`_launch_gamma`."""
     import cupy
 
     dtype = shape.dtype
-    n = max(shape.size, 1 if scale is None else scale.size)
+    if n is None:
+        n = max(shape.size, 1 if scale is None else scale.size)
     out = cupy.empty(n, dtype=dtype)
     trials = cupy.empty(n, dtype=cupy.int32) if return_trials else None
     if n:
@@ -1035,8 +1038,9 @@ def gamma(rng, shape, scale=1.0, size=None, dtype=None, log=False, *, return_tri
             vals = vals + s if log else vals * s
         else:
             msg = ParamMessage(("shape", "scale"), oshape)
-            vals, trials = gamma_cupy(a, s, key, off, log=log, return_trials=True, scale_value=sv, describe=msg) \
-                if return_trials else (gamma_cupy(a, s, key, off, log=log, scale_value=sv, describe=msg), None)
+            # n: a number as shape with a number as scale (gamma(0.5, size=1000)) gives size-1 parameters
+            vals, trials = gamma_cupy(a, s, key, off, log=log, return_trials=True, scale_value=sv, describe=msg, n=n) \
+                if return_trials else (gamma_cupy(a, s, key, off, log=log, scale_value=sv, describe=msg, n=n), None)
     vals = vals.reshape(oshape)
     if return_trials:
         return vals, trials.reshape(oshape)

@@ -90,6 +90,9 @@ class Config:
         # gpumcmc._loader: seconds a kernel compilation may take before a one-line notice (once a process) says
         # what the wait is (NVRTC compiling for this GPU, cached on disk afterwards); None: no notice.
         "compile_notice_s": 2.0,
+        # ... and compile_kernels_alone: each template instantiation a kernel file is asked for is compiled by
+        # itself, not with every instantiation its caller lists (the same kernels; a first use compiles less).
+        "compile_kernels_alone": False,
         # gpumcmc.random._fill: blocks per chunk of the NumPy fill twin (a power of two), and elements per
         # chunk of its per-element form.
         "fill_twin_chunk": 1 << 15,

@@ -109,6 +109,39 @@ def test_compiles_are_logged_on_request(cp, capsys, monkeypatch, tmp_path):
     assert "probe.cu" in capsys.readouterr().err
 
 
+def test_kernels_alone_compiles_only_the_instantiation_asked_for(monkeypatch):
+    # config.compile_kernels_alone: get_function compiles the one instantiation asked for (a first use
+    # then compiles what it calls, not the whole list); off, the whole list in one module, as before.
+    import sys
+    import types
+
+    from gpumcmc._config import config
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    asked = []
+
+    class Module:
+        def get_function(self, name):
+            return name
+
+    def module(filename, names, defines, directory, prelude=""):
+        asked.append(names)
+        return Module()
+
+    monkeypatch.setattr(_loader, "_module", module)
+    names = ("k<float>", "k<double>")
+    for alone, expect in ((True, [("k<double>",), ("k<float>",)]), (False, [names, names])):
+        _loader.clear_cache()
+        asked.clear()
+        with config.override(compile_kernels_alone=alone):
+            assert _loader.get_function("x.cu", "k<double>", names) == "k<double>"
+            assert _loader.get_function("x.cu", "k<float>", names) == "k<float>"
+            assert _loader.get_function("x.cu", "plain", names) == "plain"  # an extern "C" name: the list
+        assert asked == expect + [names]
+    _loader.clear_cache()
+
+
 def test_launch_returns_at_once_for_empty_input(monkeypatch):
     """No launch for no work; otherwise one launch with the block, arguments and shared memory given, over
     a grid that covers the items, capped at blocks_per_sm blocks a multiprocessor (a grid-stride loop does

@@ -91,7 +91,8 @@ class Config:
         # what the wait is (NVRTC compiling for this GPU, cached on disk afterwards); None: no notice.
         "compile_notice_s": 2.0,
         # ... and compile_kernels_alone: each template instantiation a kernel file is asked for is compiled by
-        # itself, not with every instantiation its caller lists (the same kernels; a first use compiles less).
+        # itself, not with every instantiation its caller lists, and an extern "C" kernel with none (the same
+        # kernels; a first use compiles fewer of them, though each module repeats the file's extern "C" ones).
         "compile_kernels_alone": False,
         # gpumcmc.random._fill: blocks per chunk of the NumPy fill twin (a power of two), and elements per
         # chunk of its per-element form.
@@ -169,8 +170,9 @@ class Config:
         "mixture_kmeans_rows": 8192,
         "mixture_kmeans_lloyd": 10,
         "mixture_defines": (),
-        # gpumcmc.models.ising: overrides of ising.cu's macros, e.g. (("ISING_MIN_BLOCKS", 3),) (for tuning runs;
-        # every setting gives the same states).
+        # gpumcmc.models.ising: overrides of ising.cu's macros, for tuning runs: ISING_MIN_BLOCKS and
+        # ISING_MIN_BLOCKS_OBS (e.g. (("ISING_MIN_BLOCKS", 3),)) give the same states; ISING_BLOCK must stay 256,
+        # the block the launcher uses.
         "ising_defines": (),
         # gpumcmc.models.rbm: rows of X (evenly spaced) that RBM.fit's progress bar scores after each epoch;
         # scoring a row costs about a third of an epoch's work on it (test_rbm's progress test).

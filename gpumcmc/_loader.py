@@ -11,10 +11,12 @@ an edited ``.cuh`` can never be answered with a stale binary.
 CuPy adds the architecture of the current device (``-arch=sm_XX``) itself.
 
 The first use of a model on a machine (or after an upgrade, whose sources differ) compiles its kernels:
-from a few seconds to about a minute, once; later processes load them from CuPy's cache
-(``~/.cupy/kernel_cache``, or ``CUPY_CACHE_DIR``). A compilation that takes longer than
-``config.compile_notice_s`` prints a one-line notice saying so (once a process), and with the
-environment variable ``GPUMCMC_LOG_COMPILES=1`` every compilation prints its file, kernels and seconds.
+from a few seconds to about a minute; later processes load them from CuPy's cache
+(``~/.cupy/kernel_cache``, or ``CUPY_CACHE_DIR``). A new setting compiles again where it is written into
+the kernels (the mixture's number of features, the Bayesian network's structure, a ``*_defines`` knob).
+A compilation that takes longer than ``config.compile_notice_s`` prints a one-line notice saying so (once
+a process), and with the environment variable ``GPUMCMC_LOG_COMPILES=1`` every module the loader makes
+(compiled, or read from CuPy's disk cache) prints its file, kernels and seconds.
 """
 
 from __future__ import annotations
@@ -160,7 +162,7 @@ def _module(filename: str, name_expressions: tuple, defines: tuple, directory: P
                     f"NVRTC could not compile {src_path} with options {options}:\n{exc}"
                 ) from None
             if os.environ.get("GPUMCMC_LOG_COMPILES", "") not in ("", "0"):
-                print(f"gpumcmc: {filename} ({len(name_expressions) or 'all'} kernels, defines {dict(defines)}"
+                print(f"gpumcmc: {filename} (kernels: {len(name_expressions) or 'its extern C ones'}, defines {dict(defines)}"
                       f"{', a prelude' if prelude else ''}) ready in {time.perf_counter() - t:.2f} s",
                       file=sys.stderr, flush=True)
             _modules[key] = mod
@@ -168,8 +170,10 @@ def _module(filename: str, name_expressions: tuple, defines: tuple, directory: P
 
 
 _noticed = threading.Event()  # the compile notice has been printed in this process
-NOTICE = ("gpumcmc: compiling CUDA kernels for this GPU (the first use after an install or upgrade: up to about "
-          "a minute per model, once; CuPy caches them on disk, in ~/.cupy/kernel_cache or $CUPY_CACHE_DIR)...")
+_notice_lock = threading.Lock()
+NOTICE = ("gpumcmc: compiling CUDA kernels for this GPU (the first use of each kernel and setting on this "
+          "machine, or after an upgrade: up to about a minute for a model; CuPy then caches them on disk, in "
+          "~/.cupy/kernel_cache or $CUPY_CACHE_DIR)...")
 
 
 @contextlib.contextmanager
@@ -183,9 +187,10 @@ def _compile_notice():
     done = threading.Event()
 
     def notice():
-        if not done.is_set() and not _noticed.is_set():
-            _noticed.set()
-            print(NOTICE, file=sys.stderr, flush=True)
+        with _notice_lock:  # the block's end and another timer's notice both wait for this one
+            if not done.is_set() and not _noticed.is_set():
+                _noticed.set()
+                print(NOTICE, file=sys.stderr, flush=True)
 
     timer = threading.Timer(float(after), notice)
     timer.daemon = True
@@ -193,7 +198,8 @@ def _compile_notice():
     try:
         yield
     finally:
-        done.set()
+        with _notice_lock:
+            done.set()
         timer.cancel()
 
 
@@ -205,9 +211,9 @@ def get_function(filename: str, name: str, name_expressions: tuple = (), defines
     (template instantiations such as ``"fill_uniform<float>"``); give every
     instantiation the file needs in one tuple so that it compiles once.
     With ``config.compile_kernels_alone``, an instantiation in ``name_expressions``
-    is compiled by itself instead: a first use then compiles only the kernels it
-    calls (``gamma.cu``'s sixteen take about 25 s on an H200, where a model calls
-    one to three of them).
+    is compiled by itself instead (see :func:`module_for`): a first use then compiles
+    only the kernels it calls (``gamma.cu``'s sixteen take about 25 s on an H200,
+    where a model calls one to three of them).
     ``prelude``: source text put before the file's (generated definitions, such
     as the Bayesian network's ``BN_NET_CASES``).
     """
@@ -217,10 +223,20 @@ def get_function(filename: str, name: str, name_expressions: tuple = (), defines
            tuple(name_expressions), tuple(defines), name, prelude)
     fn = _functions.get(key)
     if fn is None:
-        names = (name,) if config.compile_kernels_alone and name in key[3] else key[3]
-        mod = _module(filename, names, key[4], directory, prelude)
-        fn = _functions[key] = mod.get_function(name)
+        fn = _functions[key] = module_for(filename, name, key[3], key[4], directory, prelude).get_function(name)
     return fn
+
+
+def module_for(filename: str, name: str, name_expressions: tuple = (), defines: tuple = (),
+               directory: Path | None = None, prelude: str = ""):
+    """The compiled module :func:`get_function` takes kernel ``name`` from (for reading a ``__device__``
+    global beside it, as a test's tally). With ``config.compile_kernels_alone`` a template instantiation is
+    compiled by itself and a plain ``extern "C"`` name with no instantiation (every ``extern "C"`` kernel of
+    the file is in every module); otherwise with every instantiation listed."""
+    names = tuple(name_expressions)
+    if config.compile_kernels_alone:
+        names = (name,) if name in names else ()
+    return _module(filename, names, tuple(defines), directory, prelude)
 
 
 _sm_counts: dict[int, int] = memo.table("loader.sm_counts")

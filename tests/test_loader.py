@@ -71,10 +71,13 @@ def test_compile_error_names_the_file_and_shows_the_log(cp, tmp_path):
 
 
 def test_modules_are_memoised_per_device(cp):
+    from gpumcmc._config import config
+
     names = ("fill_uniform<float>", "fill_uniform<double>", "fill_normal<float>", "fill_normal<double>")
-    f1 = _loader.get_function("random_fill.cu", "fill_uniform<float>", names)
-    n = len(_loader._modules)
-    f2 = _loader.get_function("random_fill.cu", "fill_uniform<double>", names)
+    with config.override(compile_kernels_alone=False):  # one module holds every instantiation listed
+        f1 = _loader.get_function("random_fill.cu", "fill_uniform<float>", names)
+        n = len(_loader._modules)
+        f2 = _loader.get_function("random_fill.cu", "fill_uniform<double>", names)
     assert len(_loader._modules) == n
     assert f1 is not None and f2 is not None
 
@@ -131,15 +134,17 @@ def test_kernels_alone_compiles_only_the_instantiation_asked_for(monkeypatch):
 
     monkeypatch.setattr(_loader, "_module", module)
     names = ("k<float>", "k<double>")
-    for alone, expect in ((True, [("k<double>",), ("k<float>",)]), (False, [names, names])):
+    try:
+        for alone, expect in ((True, [("k<double>",), ("k<float>",), ()]), (False, [names, names, names])):
+            _loader.clear_cache()
+            asked.clear()
+            with config.override(compile_kernels_alone=alone):
+                assert _loader.get_function("x.cu", "k<double>", names) == "k<double>"
+                assert _loader.get_function("x.cu", "k<float>", names) == "k<float>"
+                assert _loader.get_function("x.cu", "plain", names) == "plain"  # extern "C": no instantiation
+            assert asked == expect
+    finally:
         _loader.clear_cache()
-        asked.clear()
-        with config.override(compile_kernels_alone=alone):
-            assert _loader.get_function("x.cu", "k<double>", names) == "k<double>"
-            assert _loader.get_function("x.cu", "k<float>", names) == "k<float>"
-            assert _loader.get_function("x.cu", "plain", names) == "plain"  # an extern "C" name: the list
-        assert asked == expect + [names]
-    _loader.clear_cache()
 
 
 def test_launch_returns_at_once_for_empty_input(monkeypatch):

@@ -1010,7 +1010,7 @@ def token_order(rows, cols, K: int, dtype=np.float32, cache_bytes: int | None = 
     >>> token_order(rows, cols, K=4, cache_bytes=64).tolist()   # tiles of 2 documents
     [1, 3, 2, 0, 4]
     """
-    xp = np if not is_cupy_array(rows) else __import__("cupy")
+    xp = np if not (is_cupy_array(rows) or is_cupy_array(cols)) else __import__("cupy")
     rows = xp.asarray(rows)
     cols = xp.asarray(cols)
     if rows.shape != cols.shape or rows.ndim != 1:

@@ -533,7 +533,7 @@ def loglik_and_grad(X, y, beta, family: str = "bernoulli", weights=None, offset=
                          "(up to 8 chains) or 'tiled' (any number of chains), or 'auto', which picks between them.")
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}.")
-    xp = _backend.get_array_module(X, y, beta)
+    xp = _backend.get_array_module(X, y, beta, weights, offset)
     X, y, beta2, w, off, single = _arrays(xp, X, y, beta, weights, offset)
     if not (float(sigma) > 0 and math.isfinite(float(sigma))):
         raise ValueError(f"sigma must be a positive finite number, got {sigma!r}.")

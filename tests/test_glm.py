@@ -709,6 +709,17 @@ def test_removed_rowwise_kernel_names_its_successors():
         loglik_and_grad(np.ones((3, 1)), np.array([0.0, 1.0, 1.0]), np.zeros(1), kernel="rowwise")
 
 
+def test_loglik_takes_the_gpu_where_weights_or_offset_are_there(cp):
+    # The backend came from X, y and beta alone: a CuPy offset with NumPy X raised in numpy.asarray.
+    X, y = glm_data("poisson", 300, 4, seed=5)
+    beta, off, w = np.full(4, 0.1), np.linspace(-1, 1, 300), np.linspace(0.5, 2, 300)
+    f0, g0 = loglik_and_grad(cp.asarray(X), cp.asarray(y), cp.asarray(beta), "poisson", cp.asarray(w), cp.asarray(off))
+    f1, g1 = loglik_and_grad(X, y, beta, "poisson", cp.asarray(w), cp.asarray(off))
+    assert isinstance(f1, cp.ndarray)
+    np.testing.assert_array_equal(f1.get(), f0.get())
+    np.testing.assert_array_equal(g1.get(), g0.get())
+
+
 def test_cpu_gpu_agree(cp):
     rs = np.random.default_rng(8)
     X = rs.normal(size=(2000, 3))
@@ -927,6 +938,21 @@ def test_sharded_glm_one_gpu_two_shards(cp, family):
     sh = BayesianGLM(devices=one_device(2), **kw).fit(cp.asarray(X), cp.asarray(y))
     np.testing.assert_allclose(sh.coef_draws_, ref.coef_draws_, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(sh.trace_.stats["fallbacks"], ref.trace_.stats["fallbacks"])
+
+
+def test_columns_of_one_table_give_the_draws_of_copies(xp):
+    # The GPU kernels read y by its address: y given as a column of the table that also holds X was read as
+    # the table's first N values (a silently wrong posterior on CuPy; NumPy read it right). The data for the
+    # kernels is contiguous, and the draws are those of contiguous copies, on either backend.
+    from gpumcmc.models.glm.algorithm import init
+
+    X, y = glm_data("bernoulli", 400, 3, seed=3)
+    table = xp.asarray(np.column_stack([X, y]))
+    _, data = init(table[:, :-1], table[:, -1], "bernoulli", n_chains=2)
+    assert data.y.flags.c_contiguous
+    fit = lambda a, b: BayesianGLM("bernoulli", n_samples=20, n_warmup=5, random_state=0, progress=False,  # noqa: E731
+                                   backend=xp.__name__).fit(a, b).coef_draws_
+    np.testing.assert_array_equal(fit(table[:, :-1], table[:, -1]), fit(xp.asarray(X), xp.asarray(y)))
 
 
 def test_refit_leaves_no_attribute_of_an_earlier_fit():

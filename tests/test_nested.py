@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 import pytest
 
+from gpumcmc.backend import to_host as B_to_np
+
 from gpumcmc.models.nested import _evidence
 from gpumcmc.nested import (NestedResults, NestedSampler, SinusoidModel, combine_runs, correlated_gaussian, eggbox,
                             gaussian_shells, merge_points, mode_check, plot_run)
@@ -296,6 +298,18 @@ def test_scalar_loglike_warns():
     with pytest.warns(UserWarning, match="slow"):
         s = NestedSampler(scalar, pt, 2, nlive=20, backend="numpy", progress=False, max_iter=5)
     s.run()
+
+
+def test_sinusoid_columns_of_one_table_are_stored_contiguous(xp):
+    # The sinusoid kernels read t and y by their addresses: columns of one CuPy table were read interleaved.
+    t, y = SinusoidModel.synthetic(n_data=500, amplitudes=[(1.0, 0.5, 3.0)], sigma=0.5)
+    table = xp.asarray(np.column_stack([t, y]))
+    m = SinusoidModel(table[:, 0], table[:, 1], backend=xp.__name__)
+    ref = SinusoidModel(t, y, backend=xp.__name__)
+    assert m.t.flags.c_contiguous and m.y.flags.c_contiguous
+    theta = xp.asarray(np.random.default_rng(0).random((16, m.ndim)))
+    np.testing.assert_array_equal(B_to_np(m.loglike(m.prior_transform(theta))),
+                                  B_to_np(ref.loglike(ref.prior_transform(theta))))
 
 
 def test_sinusoid_model_matches_direct():

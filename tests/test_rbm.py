@@ -41,6 +41,18 @@ def _chi_square(rbm, samples):
     return stats.chisquare(obs, exp_).pvalue
 
 
+def test_strided_biases_are_stored_contiguous(xp):
+    # The GPU kernels read the biases by their addresses: a strided bias (a column of one table) was read
+    # as other values. Stored contiguous, with the same values.
+    rs = np.random.default_rng(4)
+    W, table = rs.normal(0, 1.0, (5, 3)), rs.normal(0, 0.5, (5, 2))
+    rbm = RBM(xp.asarray(W), xp.asarray(table)[:, 0], xp.asarray(table)[:3, 1], dtype=np.float64,
+              backend=xp.__name__)
+    assert rbm.visible_bias.flags.c_contiguous and rbm.hidden_bias.flags.c_contiguous
+    np.testing.assert_array_equal(B.to_host(rbm.visible_bias), table[:, 0])
+    np.testing.assert_array_equal(B.to_host(rbm.hidden_bias), table[:3, 1])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_visible_distribution_matches_enumeration(dtype):
     rbm = _small_rbm(dtype)

@@ -21,6 +21,15 @@ def test_token_order_is_a_tiled_word_sort(xp):
     assert np.all(np.diff(c)[same] >= 0)
 
 
+def test_token_order_takes_the_gpu_where_either_input_is_there(cp):
+    # The backend came from rows alone: NumPy rows with CuPy cols raised a TypeError in cupy.asarray's place.
+    rows, cols = np.array([5, 0, 5, 0, 9]), np.array([1, 1, 0, 1, 1])
+    want = token_order(rows, cols, K=4, cache_bytes=64)
+    for r, c in ((rows, cp.asarray(cols)), (cp.asarray(rows), cols)):
+        got = token_order(r, c, K=4, cache_bytes=64)
+        assert isinstance(got, cp.ndarray) and to_np(got).tolist() == want.tolist()
+
+
 def test_token_order_rejects_mismatched_inputs():
     with pytest.raises(ValueError, match="one length"):
         token_order(np.zeros(3, int), np.zeros(4, int), K=8)

@@ -1110,7 +1110,7 @@ def _dirichlet_device(rng, alpha, dtype, log):
     any other call, which the general path takes."""
     dt = alpha.dtype
     if dt not in _CTYPE or (dtype is not None and np.dtype(dtype) != dt) or alpha.ndim != 2 \
-            or not alpha.flags.c_contiguous:
+            or not alpha.flags.c_contiguous or not _on_this_gpu(alpha):  # one on another GPU: the general path
         return None
     import cupy
 

@@ -316,4 +316,6 @@ def _init_data(X, y, family, n_chains, groups, chunk_shape):
         starts = ends - counts
     lgy = _lgamma1p(xp, y) if family == "poisson" else None
     plan = _chunk_plan(xp, starts, ends, n_chains, chunk_shape) if xp is not np else None
-    return _Data(xp.ascontiguousarray(X.T), y, lgy, gid, starts, ends, plan), G
+    # y contiguous: the kernels read it by its address (a column of a CuPy table would be read as its
+    # first N values)
+    return _Data(xp.ascontiguousarray(X.T), xp.ascontiguousarray(y), lgy, gid, starts, ends, plan), G

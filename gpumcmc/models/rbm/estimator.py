@@ -83,7 +83,8 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         for name, a in (("W", W), ("visible_bias", b), ("hidden_bias", c)):
             if not bool(xp.isfinite(a).all()):  # synchronize! (once, at construction)
                 raise ValueError(f"{name} contains NaN or inf; every value must be finite.")
-        self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(W), b, c
+        # contiguous, as the kernels read them by their addresses (a strided bias would be read as another)
+        self.W, self.visible_bias, self.hidden_bias = (xp.ascontiguousarray(a) for a in (W, b, c))
         self.n_hidden = W.shape[1] if n_hidden is None else n_hidden
 
     @property

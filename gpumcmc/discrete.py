@@ -547,8 +547,15 @@ def _check_non_negative(xp, arrays) -> None:
             _validate.report(xp.any(a < 0), f"{name} must be non-negative; found values < 0 (or -inf).")
 
 
+def _stream_for(rng, *arrays):
+    """``rng`` as a stream. One made here (from an int, None, a SeedSequence, ...) draws on the inputs' array
+    module, as the docstrings say, not on the default backend: NumPy weights give a NumPy result on a GPU
+    machine too (the same draws either way)."""
+    return as_stream(rng, backend="cupy" if any(is_cupy_array(a) for a in arrays) else "numpy")
+
+
 def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
-    rng = as_stream(rng)
+    rng = _stream_for(rng, x)
     xp = rng.xp(x)
     name = "weights" if kind == "weights" else "logits"
     x, batch = _rows_view(asarray(x, xp), xp, axis, name)
@@ -716,7 +723,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     >>> gpumcmc.categorical_products(theta, phi, rows=[0, 1, 1], cols=[2, 0, 1], rng=rng)
     array([0, 1, 1])
     """
-    rng = as_stream(rng)
+    rng = _stream_for(rng, theta, phi, rows, cols)
     xp = rng.xp(theta, phi, rows, cols)
     theta, phi, rows, cols = _products_inputs(xp, theta, phi, rows, cols)
     shape = tuple(rows.shape)

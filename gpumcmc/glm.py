@@ -403,7 +403,8 @@ def _rows_fg(X, y, beta2, family, w, off, sigma, describe=None):
 
 
 def _gemm_fg(X, y, beta2, family, w, off, sigma):
-    """f, g by two matrix products (cuBLAS; X read twice) and elementwise work, accumulated in float64."""
+    """f, g by two matrix products (cuBLAS; X read twice) and elementwise work: f summed in float64, g's
+    product in X's dtype (cuBLAS's order and precision), then cast to float64."""
     import cupy
 
     eta = beta2 @ X.T + (0 if off is None else off)

@@ -66,6 +66,24 @@ def _assert_near_ties(w, u, a, b, slack):
 
 # -- the rule and the uniform ------------------------------------------------------
 
+def test_a_seed_draws_on_the_inputs_array_module():
+    # A stream made from a seed followed the default backend, so on a GPU machine NumPy weights gave a CuPy
+    # result (and a NumPy out= raised a TypeError), against categorical's docstring: it follows the inputs.
+    from gpumcmc import discrete
+
+    assert discrete._stream_for(0, np.ones(3))._backend == "numpy"
+    assert discrete._stream_for(None, np.ones(3), [0], [1])._backend == "numpy"
+    g = default_rng(0, backend="numpy")
+    assert discrete._stream_for(g, np.ones(3)) is g  # a Generator is taken as it is
+
+
+def test_gpu_seed_and_numpy_weights_give_numpy(cp):
+    w = np.random.default_rng(1).random((50, 6))
+    got = categorical(w, 7, out=np.empty(50, np.int64))
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, to_np(categorical(cp.asarray(w), 7)))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_each_row_uses_the_philox_uniform_of_its_index(dtype):
     key = default_rng(11).key

@@ -413,7 +413,10 @@ def _launch(kind: str, method: str, a, b, rows, cols, n: int, K: int, key, offse
                                       off_dev=off_dev, n_a=n_a, n_b=n_b, status=word, tag=tag, cbase=cbase,
                                       cidx=cidx_p, ll=ll_p, ll_group=int(ll_group)))
         return
-    scratch_ptr = cupy.empty(scratch, dtype=a.dtype).data.ptr if scratch else ap
+    # the scratch array stays referenced until the launch is queued: freed before it (CuPy's asynchronous pool
+    # queues the free on the stream), the kernel would write memory it no longer owns
+    scratch_arr = cupy.empty(scratch, dtype=a.dtype) if scratch else None
+    scratch_ptr = scratch_arr.data.ptr if scratch else ap
     launcher(grid, THREADS, stream,
              *_kernel_args.packed(FILE, "cat_prefix" if method == "prefix" else "cat_warp", a=ap, b=bp, rows=rows_p,
                                   cols=cols_p, n=n, K=K, scratch=scratch_ptr, s_in_smem=s_in_smem, region_words=region,
@@ -437,6 +440,7 @@ def _output(out, xp, shape: tuple):
         raise ValueError(f"out must have shape {tuple(shape)}, got {tuple(out.shape)}.")
     if not out.flags.c_contiguous:
         raise ValueError("out must be C-contiguous; pass a fresh array, e.g. numpy.empty(shape, numpy.int64).")
+    _same_gpu(out, xp, "out")
     return out
 
 
@@ -776,7 +780,7 @@ def _products_gpu(xp, theta, phi, rows_f, cols_f, shape, method, key, offset, ou
     message = _ProductsMessage(shape, theta.dtype, M, V)
     with annotate("gpumcmc.categorical_products", xp):
         th, ph = _loader.contiguous(theta), _loader.contiguous(phi)
-        r32, c32 = _loader.contiguous(rows_f, np.int32), _loader.contiguous(cols_f, np.int32)
+        r32, c32 = _index32(xp, rows_f, M), _index32(xp, cols_f, V)
         if cidx is not None and method == "butterfly":
             # Each token in the lane its counter gives it (see _lane_layout).
             counters = cidx + cbase
@@ -830,6 +834,21 @@ def _products_numpy(xp, theta, phi, rows_f, cols_f, shape, method, key, offset, 
     return out
 
 
+def _index32(xp, a, bound: int):
+    """Token indices as the kernel's contiguous int32; wider ones clipped to [-1, bound] first, so that an index
+    out of range stays out of range (a plain cast wraps 2**32 + 1 to 1, a valid row)."""
+    if a.dtype != np.int32:
+        a = xp.clip(a, -1, bound)
+    return _loader.contiguous(a, np.int32)
+
+
+def _same_gpu(a, xp, name: str) -> None:
+    """A CuPy ``a`` must lie on the current GPU, where the kernel writes it by its address."""
+    if xp is not np and a.device.id != xp.cuda.runtime.getDevice():
+        raise ValueError(f"{name} lies on GPU {a.device.id} but the draws run on GPU {xp.cuda.runtime.getDevice()}; "
+                         f"allocate it there (inside `with cupy.cuda.Device({xp.cuda.runtime.getDevice()}):`).")
+
+
 def _log_total_checked(log_total, xp, n: int) -> None:
     """categorical_products' ``log_total``: a C-contiguous float64 (G,) array of the draws' backend, G
     dividing the number of tokens."""
@@ -841,6 +860,7 @@ def _log_total_checked(log_total, xp, n: int) -> None:
     if log_total.dtype != np.float64 or log_total.ndim != 1 or not log_total.flags.c_contiguous:
         raise TypeError(f"log_total must be a C-contiguous 1-d float64 array, got {log_total.dtype} of shape "
                         f"{log_total.shape}; pass e.g. zeros(n_groups, float64).")
+    _same_gpu(log_total, xp, "log_total")
     G = int(log_total.size)
     if G < 1 or (n and n % G):
         raise ValueError(f"log_total has {G} entries, which must divide the {n} tokens into equal groups.")

@@ -300,6 +300,16 @@ def test_scalar_loglike_warns():
     s.run()
 
 
+def test_sinusoid_one_point_as_a_1d_theta(xp):
+    # A 1-d theta is one point, as on NumPy: the kernel's launcher took its length as the number of points.
+    t, y = SinusoidModel.synthetic(n_data=300, amplitudes=[(1.0, 0.5, 3.0)], sigma=0.5)
+    m = SinusoidModel(t, y, n_atoms=2, backend=xp.__name__)
+    theta = m.prior_transform(xp.asarray(np.random.default_rng(1).random((1, m.ndim))))
+    one = m.loglike(theta[0])
+    assert one.shape == (1,)
+    np.testing.assert_array_equal(B_to_np(one), B_to_np(m.loglike(theta)))
+
+
 def test_sinusoid_columns_of_one_table_are_stored_contiguous(xp):
     # The sinusoid kernels read t and y by their addresses: columns of one CuPy table were read interleaved.
     t, y = SinusoidModel.synthetic(n_data=500, amplitudes=[(1.0, 0.5, 3.0)], sigma=0.5)

@@ -41,6 +41,18 @@ def _chi_square(rbm, samples):
     return stats.chisquare(obs, exp_).pvalue
 
 
+def test_gpu_bias_set_after_construction_is_read_right(cp):
+    # set_params (or an attribute) bypasses the constructor's contiguous copy; the launcher makes the bias it
+    # passes by address contiguous and of the kernel's type, so the draws are those of a contiguous bias.
+    rs = np.random.default_rng(6)
+    W, table = rs.normal(0, 1.0, (6, 4)).astype(np.float32), rs.normal(0, 0.5, (6, 2))
+    a = RBM(cp.asarray(W), cp.zeros(6, cp.float32), cp.zeros(4, cp.float32), backend="cupy")
+    b = RBM(cp.asarray(W), cp.zeros(6, cp.float32), cp.zeros(4, cp.float32), backend="cupy")
+    a.visible_bias = cp.asarray(table)[:, 0]                       # strided float64
+    b.visible_bias = cp.asarray(np.ascontiguousarray(table[:, 0]), cp.float32)
+    np.testing.assert_array_equal(B.to_host(a.sample(3, 20, random_state=1)), B.to_host(b.sample(3, 20, random_state=1)))
+
+
 def test_strided_biases_are_stored_contiguous(xp):
     # The GPU kernels read the biases by their addresses: a strided bias (a column of one table) was read
     # as other values. Stored contiguous, with the same values.

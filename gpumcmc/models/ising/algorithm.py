@@ -187,8 +187,9 @@ class _CheckerboardGibbs:
     def _dev_array(self, name, xp, make):
         if xp is np:
             return make()
-        if (a := self._dev.get(name)) is None:
-            a = self._dev[name] = xp.asarray(make())
+        key = (name, xp.cuda.runtime.getDevice())  # per device: a sample on another GPU reads its own copy
+        if (a := self._dev.get(key)) is None:
+            a = self._dev[key] = xp.asarray(make())
         return a
 
     def step(self, rng, state: IsingState, observe: bool = True):

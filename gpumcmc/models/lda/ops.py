@@ -115,10 +115,12 @@ class _GpuOps:
             out[1].fill(0)
         if z.dtype != np.int64:
             z = z.astype(np.int64)     # the kernel reads topics as int64 (the z-draw's output type)
-        name = "lda_counts<int>" if rows.dtype == np.int32 else "lda_counts<long long>"
+        # rows and cols of one index type, the kernel's (it reads both by their addresses)
+        ix = np.int32 if rows.dtype == np.int32 else np.int64
+        name = "lda_counts<int>" if ix == np.int32 else "lda_counts<long long>"
         fn = _loader.get_function(FILE, name, _ALL)
         _loader.launch(fn, int(rows.size), _kernel_args.args(
-            FILE, "lda_counts", rows=_loader.contiguous(rows), cols=_loader.contiguous(cols),
+            FILE, "lda_counts", rows=_loader.contiguous(rows, ix), cols=_loader.contiguous(cols, ix),
             z=_loader.contiguous(z), ndk=out[0], nwk=out[1], T=_loader.i64(rows.size), K=_loader.i32(K)))
         return out
 
@@ -127,6 +129,8 @@ class _GpuOps:
         ``"auto"``) where ``data.fused`` is off or the kernel cannot take the data (a phi row over 48 KiB of
         shared memory, int64 token indices)."""
         xp = _backend.get_array_module(theta)
+        if phi.dtype != theta.dtype:  # the fused kernel reads phi in theta's type (the two passes refuse it too)
+            raise TypeError(f"theta and phi must share a dtype, got {theta.dtype} and {phi.dtype}.")
         C, M, K = (int(x) for x in theta.shape)
         V = int(phi.shape[0])
         th2, ph2 = theta.reshape(C * M, K), phi.reshape(V * C, K)
@@ -173,6 +177,8 @@ class _GpuOps:
 
         V, K = lg.shape
         t = "float" if lg.dtype == np.float32 else "double"
+        if total is not None:  # read and written by address in lg's type
+            total = _loader.contiguous(total, lg.dtype)
         fns = [_loader.get_function(FILE, f"{k}<{t}>", _ALL)
                for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
         # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.

@@ -223,7 +223,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                     states = alg.init(rng, bem_parts(models, shards, n), self.n_init)
                     self._fit_bem(model, rng, states, alg.step, lambda prm: _sharded_score(models, shards, prm, n))
         self.fit_seconds_ = time.perf_counter() - t0
-        self._point_params = {}  # kernel parameters by (array module, dtype), filled by predict
+        self._point_params = {}  # kernel parameters by (array module, dtype, device), filled by predict
         return self
 
     def _fit_gibbs(self, model, rng, state, step_fn):
@@ -296,7 +296,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self._check_n_features(X)
         xp = _xp_of(X)
         xc = xp.ascontiguousarray((X - xp.asarray(self._center, dtype=X.dtype)).astype(dtype))
-        key = (xp.__name__, np.dtype(dtype).str)
+        # per device too: a predict on another GPU gets parameters there (the kernel reads them by address)
+        key = (xp.__name__, np.dtype(dtype).str, xp.cuda.runtime.getDevice() if xp is not np else None)
         memo = self._point_params  # fit's dict, filled in place: predict leaves the attributes as they were
         if key not in memo:
             with np.errstate(divide="ignore"):

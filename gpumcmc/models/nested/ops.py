@@ -302,7 +302,8 @@ class _GpuProgress:
 def sinusoid_loglike(model, theta):
     """:meth:`SinusoidModel.loglike` on CuPy, one launch of ``sinusoid_ssq``."""
     cp = model.xp
-    p = _loader.contiguous(theta, model.dtype)
+    # one point a row of 3 J parameters, as the NumPy path reads theta (a 1-d theta is one point)
+    p = _loader.contiguous(theta, model.dtype).reshape(-1, 3 * model.n_atoms)
     n = p.shape[0]
     ssq = cp.zeros(n, dtype=cp.float64)
     if n == 0:

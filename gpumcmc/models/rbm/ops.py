@@ -29,6 +29,7 @@ def bernoulli_logits(pre, bias, key, offset: int, out=None):
     from ... import _kernel_args, _loader
 
     fn = _loader.get_function(FILE, f"rbm_bernoulli<{_CTYPE[pre.dtype]}>", _NAMES)
+    bias = _loader.contiguous(bias, pre.dtype)  # read by its address: a bias set by set_params may be strided
     _loader.launch(fn, -(-n // 4), _kernel_args.args(FILE, "rbm_bernoulli", pre=pre, bias=bias, out=out,
                                                      rows=_loader.i64(rows), cols=_loader.i64(cols),
                                                      **_kernel_args.philox(key, offset)))

@@ -77,7 +77,7 @@ from ._config import config, forward, memo
 from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, get_array_module, is_cupy_array
-from .random._stream import as_stream
+from .random._stream import PhiloxStream, as_stream
 from .random._philox import philox_rounds, u01_f32, u01_f64
 
 __all__ = ["METHODS", "CounterIndex", "categorical", "categorical_logits", "categorical_products", "choose_method",
@@ -552,14 +552,17 @@ def _check_non_negative(xp, arrays) -> None:
 
 
 def _stream_for(rng, *arrays):
-    """``rng`` as a stream. One made here (from an int, None, a SeedSequence, ...) draws on the inputs' array
-    module, as the docstrings say, not on the default backend: NumPy weights give a NumPy result on a GPU
-    machine too (the same draws either way)."""
+    """``rng`` as a stream: a gpumcmc Generator as it is; one made here (from an int, None, a SeedSequence, ...)
+    draws on the array module of the arrays given (the inputs, ``out=``, ``log_total``), as the docstrings
+    say, not on the default backend: NumPy weights give a NumPy result on a GPU machine too (the same draws
+    either way)."""
+    if isinstance(rng, PhiloxStream):
+        return rng
     return as_stream(rng, backend="cupy" if any(is_cupy_array(a) for a in arrays) else "numpy")
 
 
 def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
-    rng = _stream_for(rng, x)
+    rng = _stream_for(rng, x, out)
     xp = rng.xp(x)
     name = "weights" if kind == "weights" else "logits"
     x, batch = _rows_view(asarray(x, xp), xp, axis, name)
@@ -727,7 +730,7 @@ def categorical_products(theta, phi, rows, cols, rng=None, method: str = "auto",
     >>> gpumcmc.categorical_products(theta, phi, rows=[0, 1, 1], cols=[2, 0, 1], rng=rng)
     array([0, 1, 1])
     """
-    rng = _stream_for(rng, theta, phi, rows, cols)
+    rng = _stream_for(rng, theta, phi, rows, cols, out, log_total)
     xp = rng.xp(theta, phi, rows, cols)
     theta, phi, rows, cols = _products_inputs(xp, theta, phi, rows, cols)
     shape = tuple(rows.shape)
@@ -835,10 +838,15 @@ def _products_numpy(xp, theta, phi, rows_f, cols_f, shape, method, key, offset, 
 
 
 def _index32(xp, a, bound: int):
-    """Token indices as the kernel's contiguous int32; wider ones clipped to [-1, bound] first, so that an index
-    out of range stays out of range (a plain cast wraps 2**32 + 1 to 1, a valid row)."""
-    if a.dtype != np.int32:
-        a = xp.clip(a, -1, bound)
+    """Token indices as the kernel's contiguous int32. 64-bit ones are clipped to [-1, bound] in the same pass
+    as the cast, so that one out of range stays out of range (a plain cast wraps 2**32 + 1 to 1, a valid
+    row); narrower ones cannot wrap and are cast as they are."""
+    if a.dtype == np.int64:
+        out = xp.empty(a.shape, np.int32)
+        xp.clip(a, -1, bound, out=out)
+        return out
+    if a.dtype == np.uint64:
+        a = xp.minimum(a, bound)
     return _loader.contiguous(a, np.int32)
 
 

@@ -151,11 +151,11 @@ class SinusoidModel:
     def __init__(self, t, y, n_atoms=1, sigma=0.5, amin=-2.0, amax=2.0, fmin=0.0, fmax=10.0, ordered=True,
                  backend=None, dtype=np.float64, tile=8192, kernel=True, slice_block=None):
         self.xp = xp = _backend.get_backend(backend)
-        # contiguous: the kernels read t and y by their addresses (columns of one table would interleave)
-        self.t = xp.ascontiguousarray(xp.asarray(t, dtype=dtype))
-        self.y = xp.ascontiguousarray(xp.asarray(y, dtype=dtype))
-        if self.t.shape != self.y.shape or self.t.ndim != 1:
+        t, y = xp.asarray(t, dtype=dtype), xp.asarray(y, dtype=dtype)
+        if t.shape != y.shape or t.ndim != 1:
             raise ValueError("t and y must be 1-D arrays of the same length.")
+        # contiguous: the kernels read t and y by their addresses (columns of one table would interleave)
+        self.t, self.y = xp.ascontiguousarray(t), xp.ascontiguousarray(y)
         self.n_atoms, self.sigma = int(n_atoms), float(sigma)
         self.amin, self.amax, self.fmin, self.fmax = float(amin), float(amax), float(fmin), float(fmax)
         self.ordered, self.dtype, self.tile, self.kernel = ordered, np.dtype(dtype), int(tile), bool(kernel)

@@ -91,6 +91,15 @@ def test_gpu_products_wide_indices_out_of_range_are_refused(cp):
                                                                              cp.asarray([3, 1]), 0)))
 
 
+def test_wide_indices_stay_out_of_range_in_the_int32_cast():
+    # The GPU path's int32 cast of 64-bit token indices wrapped 2**32 + 1 to 1, a valid row; they are clipped to
+    # [-1, bound] in the same pass (shown here with NumPy, whose clip CuPy mirrors).
+    from gpumcmc import discrete
+
+    got = discrete._index32(np, np.array([2**32 + 1, 3, -(2**32) + 2, -7], np.int64), 5)
+    assert got.dtype == np.int32 and got.tolist() == [5, 3, -1, -1]
+
+
 def test_gpu_seed_and_numpy_weights_give_numpy(cp):
     w = np.random.default_rng(1).random((50, 6))
     got = categorical(w, 7, out=np.empty(50, np.int64))

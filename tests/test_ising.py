@@ -41,6 +41,23 @@ def _enumerate(shape, beta, coupling, field, periodic):
     return states, E, w
 
 
+def test_a_setting_assigned_directly_takes_effect():
+    # Ising works its thresholds out from its settings; `model.beta = 2.0` (not set_params) left the old ones in
+    # use, so the run sampled at the old temperature silently. The next call works them out again.
+    m = Ising((8, 8), beta=0.1, backend="numpy")
+    m.beta = 2.0
+    got = m.sample(5, random_state=3, progress=False)
+    want = Ising((8, 8), beta=2.0, backend="numpy").sample(5, random_state=3, progress=False)
+    np.testing.assert_array_equal(got.magnetization, want.magnetization)
+    np.testing.assert_array_equal(got.states, want.states)
+    # a state made for another lattice is refused once the shape changed
+    state = m.init(1, 0)
+    m.shape = (8, 10)
+    with pytest.raises(ValueError, match="init"):
+        m.step(default_rng(0, backend="numpy"), state)
+    assert m.n_sites == 80
+
+
 @pytest.mark.parametrize("beta", [0.2, I.BETA_C, 0.6])
 def test_kaufman_finite_lattice_energy_matches_enumeration(beta):
     for shape in ((4, 4), (2, 4), (4, 2)):

@@ -133,10 +133,15 @@ class _CheckerboardGibbs:
     """``init`` and ``step`` over :class:`IsingState`, inherited by :class:`Ising` (reading what its
     ``_configure`` works out)."""
 
+    def _fresh(self) -> bool:
+        """Where the settings were assigned since they were worked out, work them out again (see Ising)."""
+        return False
+
     def init(self, n_chains: int = 1, random_state=None, initial="random") -> IsingState:
         """The starting state of ``n_chains`` chains: ``initial`` is ``"random"`` (each spin +-1 with
         probability 1/2, from ``random_state``), ``"up"``, ``"down"``, or +-1 of shape ``shape`` or
         ``(n_chains, *shape)``."""
+        self._fresh()
         xp = self._xp()
         if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
             raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
@@ -194,6 +199,14 @@ class _CheckerboardGibbs:
 
     def step(self, rng, state: IsingState, observe: bool = True):
         """One sweep (both colours) of every chain: ``(state, info)``. The state's arrays are updated in place."""
+        if self._fresh():  # a setting changed since init: the state must still fit the lattice and the path
+            L, W = self._dims[-2:]
+            fits = (state.packed is not None and tuple(state.packed.shape[1:]) == (2, L, W // 32)
+                    if self._method == "multispin" else
+                    state.spins is not None and tuple(state.spins.shape[1:]) == tuple(self._shape))
+            if not fits:
+                raise ValueError("the state was made for other settings (its lattice or path); call init() again "
+                                 "after changing shape, boundary or method.")
         xp = _backend.get_array_module(state.counts)
         if observe and xp is not np:
             state.counts.fill(0)

@@ -34,6 +34,9 @@ class IsingResult:
         return self.trace.to_arviz(sample_stats=False)
 
 
+_SETTINGS = ("shape", "coupling", "field", "beta", "boundary", "method", "backend")  # what _configure reads
+
+
 class Ising(_CheckerboardGibbs, Estimator):
     """The 2-D Ising model on an L x W square lattice, sampled by checkerboard heat-bath Gibbs.
 
@@ -137,14 +140,25 @@ class Ising(_CheckerboardGibbs, Estimator):
                      else _thresholds(float(beta), float(J), f))
         self._thr5 = np.ascontiguousarray(self._thr[2:11:2]) if self._thr.ndim == 1 else None
         self._dev, self._index = {}, None
+        self._configured = tuple(getattr(self, k) for k in _SETTINGS)
+
+    def _fresh(self) -> bool:
+        """Work the thresholds and the path out again where a setting was assigned since (``model.beta = 0.5``
+        as well as ``set_params``): True where it did. Sampling on would use the old ones silently."""
+        if all(getattr(self, k) is v for k, v in zip(_SETTINGS, self._configured)):
+            return False
+        self._configure()
+        return True
 
     @property
     def n_sites(self) -> int:
+        self._fresh()
         return int(np.prod(self._shape))
 
     @property
     def path(self) -> str:
         """The path in use: ``"multispin"`` or ``"byte"``."""
+        self._fresh()
         return self._method
 
     def sample(self, n_sweeps: int, burn_in: int = 0, n_chains: int = 1, random_state=None, progress: bool = True,
@@ -162,6 +176,7 @@ class Ising(_CheckerboardGibbs, Estimator):
         """
         from ...sampling import Monitor, run
 
+        self._fresh()
         n_sweeps = _validate.check_int(n_sweeps, "n_sweeps", 0)
         burn_in = _validate.check_int(burn_in, "burn_in", 0)
         thin = _validate.check_int(thin, "thin", 1)
@@ -225,6 +240,7 @@ class Ising(_CheckerboardGibbs, Estimator):
 
     def energy(self, spins):
         """Energy per site of +-1 ``spins`` of the lattice's shape, or with a leading chain axis."""
+        self._fresh()
         spins = self._check_spins(spins)
         xp, batched, periodic = _backend.get_array_module(spins), spins.ndim == len(self._shape) + 1, \
             self.boundary == "periodic"

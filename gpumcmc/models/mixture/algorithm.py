@@ -262,7 +262,9 @@ def make_gibbs_update(model: Model, n: int):
 
 def make_step(model: Model):
     """``step(rng, state) -> (state, info)``: one blocked-Gibbs sweep of every chain (the paper's four steps):
-    :func:`gibbs_local` on all the rows, then :func:`make_gibbs_update`'s global draws."""
+    :func:`gibbs_local` on all the rows, then :func:`make_gibbs_update`'s global draws. The indicators
+    ``state.z`` are drawn in place (the returned state holds the same array), as ``Ising.step`` updates its
+    spins: copy ``z`` to keep a state of your own loop."""
     part = Part(model, 0, model.x.shape[0])
     update = make_gibbs_update(model, part.n)
 
@@ -321,7 +323,8 @@ def _make_global_draws(model: Model):
 
 
 def step(rng, state: State, model: Model):
-    """One Gibbs sweep (see :func:`make_step`, which builds the closure the driver calls)."""
+    """One Gibbs sweep (see :func:`make_step`, which builds the closure the driver calls): ``state.z`` is
+    drawn in place, and the returned state holds the same array; copy it to keep the state given."""
     return make_step(model)(rng, state)
 
 

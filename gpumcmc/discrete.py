@@ -78,6 +78,7 @@ from ._nvtx import annotate
 from ._validate import check_float_dtype, validating
 from .backend import asarray, get_array_module, is_cupy_array
 from .random._stream import PhiloxStream, as_stream
+from .random._params import _on_this_gpu
 from .random._philox import philox_rounds, u01_f32, u01_f64
 
 __all__ = ["METHODS", "CounterIndex", "categorical", "categorical_logits", "categorical_products", "choose_method",
@@ -852,9 +853,10 @@ def _index32(xp, a, bound: int):
 
 def _same_gpu(a, xp, name: str) -> None:
     """A CuPy ``a`` must lie on the current GPU, where the kernel writes it by its address."""
-    if xp is not np and a.device.id != xp.cuda.runtime.getDevice():
-        raise ValueError(f"{name} lies on GPU {a.device.id} but the draws run on GPU {xp.cuda.runtime.getDevice()}; "
-                         f"allocate it there (inside `with cupy.cuda.Device({xp.cuda.runtime.getDevice()}):`).")
+    if xp is not np and not _on_this_gpu(a):
+        dev = xp.cuda.runtime.getDevice()
+        raise ValueError(f"{name} lies on GPU {a.device.id} but the draws run on GPU {dev}; allocate it there "
+                         f"(inside `with cupy.cuda.Device({dev}):`).")
 
 
 def _log_total_checked(log_total, xp, n: int) -> None:

@@ -343,6 +343,23 @@ def test_cpu_gpu_agree(cp):
     np.testing.assert_allclose(s_np.results.logl[-20:], s_cp.results.logl[-20:], rtol=1e-6)
 
 
+def test_zero_likelihood_start_on_the_gpu(cp):
+    """The finite start on CuPy: the same live points, prior share and first removed points as NumPy's for a
+    seed, and the evidence within K errors of the truth."""
+    ll_cp, pt, lz = _disk(cp)
+    ll_np = _disk()[0]
+    kw = dict(nlive=60, n_runs=2, random_state=11, progress=False, max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # stopped at max_iter, on purpose
+        a = NestedSampler(ll_np, pt, 2, backend="numpy", **kw).run().results
+        b = NestedSampler(ll_cp, pt, 2, backend="cupy", **kw).run().results
+    assert (a.prior_fraction, a.prior_draws) == (b.prior_fraction, b.prior_draws)
+    assert a.prior_draws > 2 * 60
+    np.testing.assert_allclose(np.sort(a.logl), np.sort(b.logl), rtol=1e-9)
+    r = NestedSampler(ll_cp, pt, 2, nlive=80, n_runs=2, random_state=3, progress=False, backend="cupy").run().results
+    assert abs(r.logz - lz) < K * r.logzerr, (r.logz, lz, r.logzerr)
+
+
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-9), (np.float32, 2e-4)])
 @pytest.mark.parametrize("n_atoms", [1, 3])
 def test_sinusoid_kernel_vs_twin(cp, dtype, rtol, n_atoms):
@@ -457,6 +474,42 @@ def test_zero_likelihood_region():
     r = _run(ll, pt, 2, nlive=60, n_replace=5, random_state=7)
     assert np.isfinite(r.logz)
     assert abs(r.logz - lz) < K * r.logzerr, r
+
+
+def _disk(xp=np, radius=1.5):
+    """A unit Gaussian cut to the disk r < radius (zero likelihood outside) in the box [-10, 10]^2: the
+    likelihood is -inf on all but pi radius^2 / 400 (1.8%) of the prior. ``(loglike, prior_transform, logz)``."""
+    def ll(x):
+        r2 = (x * x).sum(axis=1)
+        return xp.where(r2 < radius ** 2, -0.5 * r2 - math.log(2 * math.pi), -np.inf)
+    return ll, (lambda u: 20.0 * u - 10.0), math.log(-math.expm1(-0.5 * radius ** 2) / 400.0)
+
+
+def test_zero_likelihood_on_most_of_the_prior():
+    """A likelihood that is -inf on 98% of the prior. The live points used to start with the -inf draws,
+    which walkers cannot leave, so each run shrank its volume on copies of them: log Z came out at about -575
+    for an analytic -4.3. Now the run starts from the prior's finite draws and their share of the volume,
+    and the evidence is right within K errors (fixed seeds), the share within 4 binomial errors."""
+    ll, pt, lz = _disk()
+    for seed in (3, 4):
+        r = _run(ll, pt, 2, nlive=80, n_replace=4, n_runs=2, random_state=seed)
+        assert abs(r.logz - lz) < K * r.logzerr, (r.logz, lz, r.logzerr)
+        f = math.pi * 1.5 ** 2 / 400.0
+        assert abs(r.prior_fraction - f) < 4 * math.sqrt(f * (1 - f) / r.prior_draws), r.prior_fraction
+        assert r.prior_draws % (2 * 80) == 0 and r.prior_draws > 2 * 80
+        assert np.isfinite(r.logl).all() and np.isfinite(r.logz_runs).all()
+    # merged with another run, the fractions pool over the draws
+    both = combine_runs([r, _run(ll, pt, 2, nlive=80, random_state=5)])
+    assert both.prior_draws > r.prior_draws
+    assert abs(both.logz - lz) < K * both.logzerr
+
+
+def test_zero_likelihood_nearly_everywhere_is_refused():
+    """A likelihood that is -inf on all but a sliver of the prior: a ValueError saying so after a bounded
+    number of draws, not a run that cannot start."""
+    ll, pt, _ = _disk(radius=0.05)  # 0.002% of the prior
+    with pytest.raises(ValueError, match="Narrow the prior"):
+        _run(ll, pt, 2, nlive=50)
 
 
 @pytest.mark.slow

@@ -63,18 +63,34 @@ class _NestedSteps:
     # None: masked on CuPy, compact on NumPy.
     _rounds = None
 
-    def _init(self, rng):
-        """Every run's live points drawn from the prior, checked once on the host: a :class:`LiveState`."""
+    # Batches of prior draws (M N points each) that may be drawn at the start to find N points of finite
+    # likelihood a run: a likelihood that is -inf on more than about 99.5% of the prior is refused.
+    _MAX_PRIOR_BATCHES = 200
+
+    def _prior_batch(self, rng):
+        """``(u, v, logl)`` of M N points drawn from the prior, checked on the host (synchronize!)."""
         xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
         u = rng.random((M, N, d))
         v, logl = self._eval(u)
-        if not bool(xp.isfinite(v).all()):  # synchronize! (once, at the start)
+        if not bool(xp.isfinite(v).all()):
             raise ValueError("prior_transform returned non-finite values for points in the unit cube; it must "
                              "map [0, 1]^ndim into the parameter space.")
         if not bool((logl < np.inf).all()):
             raise self._bad_value_error(v, logl, "a point drawn from the prior (an initial live point)")
-        if not bool(xp.isfinite(logl).any()):
-            raise ValueError("loglike is -inf for every initial live point; check the likelihood and the prior.")
+        return u, v, logl
+
+    def _init(self, rng):
+        """Every run's live points drawn from the prior, checked once on the host: a :class:`LiveState`.
+
+        Where ``loglike`` is -inf (zero likelihood) at some draws, the live points are each run's first N draws
+        of finite likelihood, from as many batches as that takes, and the run starts from the prior volume
+        they fill: the share of finite draws (``_prior_share``, a fraction and its draws). Points at -inf never
+        enter the run: a walker cannot move from one, so they would stay and shrink the volume for nothing."""
+        xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
+        u, v, logl = self._prior_batch(rng)
+        self._prior_share = (1.0, M * N)
+        if not bool(xp.isfinite(logl).all()):
+            u, v, logl = self._finite_start(rng, u, v, logl)
         birth = xp.full((M, N), -np.inf)
         self._eye, self._eye_eps = xp.eye(d), xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
@@ -82,6 +98,30 @@ class _NestedSteps:
         if self.sampler == "cslice":  # the unit vectors in turn, as many as a step starting anywhere needs
             self._cycle = xp.eye(d)[xp.arange(d + self._n_steps) % d]
         return LiveState(u, v, logl, birth, xp.ones((M,)))
+
+    def _finite_start(self, rng, u, v, logl):
+        """Each run's first N prior draws of finite likelihood, drawing more batches as needed (see
+        :meth:`_init`), and ``_prior_share`` from every draw made."""
+        xp, M, N = self.xp, self.n_runs, self.nlive
+        us, vs, ls = [u], [v], [logl]
+        found = xp.isfinite(logl).sum(axis=1)  # (M,) finite draws of each run so far
+        while int(found.min()) < N:  # synchronize! (at the start only)
+            if len(ls) >= self._MAX_PRIOR_BATCHES:
+                drawn = M * N * len(ls)
+                raise ValueError(f"loglike is -inf (zero likelihood) at {drawn - int(found.sum())} of the {drawn} "
+                                 f"points drawn from the prior; nested sampling needs nlive={N} points of finite "
+                                 f"likelihood a run to start. Narrow the prior (prior_transform) to where the "
+                                 f"likelihood is positive, or check the likelihood.")
+            for a, b in zip((us, vs, ls), self._prior_batch(rng)):
+                a.append(b)
+            found = found + xp.isfinite(ls[-1]).sum(axis=1)
+        U, V, L = (xp.concatenate(a, axis=1) for a in (us, vs, ls))
+        ok = xp.isfinite(L)
+        pos = xp.arange(L.shape[1])[None, :]
+        first = xp.argsort(xp.where(ok, pos, pos + L.shape[1]), axis=1)[:, :N]  # finite ones, in draw order
+        self._prior_share = (float(ok.sum()) / ok.size, int(ok.size))
+        return (xp.take_along_axis(U, first[..., None], axis=1), xp.take_along_axis(V, first[..., None], axis=1),
+                xp.take_along_axis(L, first, axis=1))
 
     def _shrinkage(self):
         """``(logx_steps, step_offsets)`` (R,): the i-th removed point shrinks log X by ``1 / (N - i)`` on

@@ -17,7 +17,8 @@ from ...sampling import Stop, run as run_driver
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
 from .ops import _ops_for
-from .results import NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidence, _outcome, merge_points
+from .results import (NLIVE_MODES, FewLivePointsWarning, NestedResults, _evidence, _outcome, _start_volume,
+                      merge_points)
 
 __all__ = ["NestedSampler"]
 
@@ -70,7 +71,10 @@ class NestedSampler(_NestedSteps):
     loglike : callable
         ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points (CuPy on the GPU); a function of
         one point is accepted with a warning. On CuPy the slice samplers pass every walker in every shrinkage
-        round, those already done too (their values are ignored and not counted in ``ncall``).
+        round, those already done too (their values are ignored and not counted in ``ncall``). ``-inf`` means
+        zero likelihood (a hard constraint); NaN and ``+inf`` are errors. Where some prior draws have ``-inf``,
+        each run starts from its first ``nlive`` draws of finite likelihood and the prior volume they fill
+        (``results.prior_fraction``, its error part of ``logzerr``).
     prior_transform : callable
         ``prior_transform(u) -> (n, ndim)`` from the unit cube.
     ndim : int
@@ -294,15 +298,17 @@ class NestedSampler(_NestedSteps):
         au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
                           for k, x in zip(("u", "v", "logl", "birth"), self._live[:4]))
         order, nl = merge_points(al.ravel(), ab.ravel())
+        start = _start_volume(*self._prior_share)
         logz_runs = np.empty(M)
         logwt_run = np.empty(al.shape)  # each point's log weight within its own run, normalised
         for m in range(M):
             o, n = merge_points(al[m], ab[m])
-            lz, lw = _evidence(al[m][o], n)[:2]
+            lz, lw = _evidence(al[m][o], n, *start)[:2]
             logz_runs[m] = lz
             logwt_run[m, o] = lw - lz
         return _outcome(al.ravel()[order], nl.astype(np.int64), np.repeat(np.arange(M), al.shape[1])[order],
                         logwt_run.ravel()[order], M, self.check_modes, logz_runs=logz_runs,
                         samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], ncall=int(self._ncall),
                         nbatch=int(self._nbatch), niter=int(niter), n_runs=M, nlive_per_run=self.nlive,
-                        n_replace=self.n_replace, seconds=float(seconds), converged=bool(converged))
+                        n_replace=self.n_replace, seconds=float(seconds), converged=bool(converged),
+                        prior_fraction=self._prior_share[0], prior_draws=self._prior_share[1])

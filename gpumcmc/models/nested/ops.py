@@ -244,8 +244,9 @@ class _NumpyProgress:
         lw = dead + (logx + self.offsets)[None, :]
         lwm = lw.max(axis=1, keepdims=True)
         lwm = np.where(np.isfinite(lwm), lwm, 0.0)  # all -inf (zero likelihood): adds nothing, not NaN
-        self.logz = np.logaddexp(self.logz, np.log(np.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
-        remain = np.logaddexp(self.logz, live.max(axis=1) + logx_next) - self.logz
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf where every point has zero likelihood
+            self.logz = np.logaddexp(self.logz, np.log(np.exp(lw - lwm).sum(axis=1)) + lwm[:, 0])
+            remain = np.logaddexp(self.logz, live.max(axis=1) + logx_next) - self.logz
         self.queue.append((float(remain.max()), bool(fine)))
 
     def pop(self):

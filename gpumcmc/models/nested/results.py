@@ -27,10 +27,12 @@ def merge_points(logl, birth):
     return order, np.maximum(born_before - np.arange(ls.size), 1)
 
 
-def _evidence(ls, nlive):
-    """logz, logwt, logX, information and Skilling's error from sorted logl and live counts."""
-    logx = -np.cumsum(1.0 / nlive)
-    logx_prev = np.concatenate([[0.0], logx[:-1]])
+def _evidence(ls, nlive, logx0=0.0, var0=0.0):
+    """logz, logwt, logX, information and Skilling's error from sorted logl and live counts. ``logx0``: the log
+    prior volume the run starts from (the log of :attr:`NestedResults.prior_fraction`), ``var0`` the variance
+    of that estimate, added to the error's."""
+    logx = logx0 - np.cumsum(1.0 / nlive)
+    logx_prev = np.concatenate([[logx0], logx[:-1]])
     # X_{k-1} - X_k = X_{k-1} (1 - exp(-1/n_k))
     logdx = logx_prev + np.log(-np.expm1(-1.0 / nlive))
     logwt = ls + logdx
@@ -47,6 +49,7 @@ def _evidence(ls, nlive):
     if upto.sum() < upto.size and h > 0:  # the step that crosses -H, interpolated
         k = int(upto.sum())
         var += (1.0 / nlive[k] ** 2) * min(1.0, (logx_prev[k] + h) * nlive[k])
+    var += var0
     return logz, logwt, logx, h, math.sqrt(var)
 
 
@@ -86,6 +89,11 @@ class NestedResults:
     converged : bool or None
         Whether the run met its ``dlogz`` stopping rule (False: it stopped at ``max_iter`` first, with a
         warning: log Z is not converged); for :func:`combine_runs`, whether every run did. None where unknown.
+    prior_fraction, prior_draws : float, int
+        Where ``loglike`` is ``-inf`` on part of the prior, the live points start from the prior's draws of
+        finite likelihood: ``prior_fraction`` is the share of the ``prior_draws`` points drawn at the start
+        that had one. The run's volumes start at it (``logvol``, ``logz``), and its binomial error,
+        ``(1 - f) / (f prior_draws)`` in ``log f``, is part of ``logzerr``. 1.0 where every draw was finite.
     """
 
     logz: float
@@ -112,6 +120,8 @@ class NestedResults:
     mode_mass_runs: np.ndarray | None = None
     runs_lost_mode: np.ndarray | None = None
     converged: bool | None = None
+    prior_fraction: float = 1.0
+    prior_draws: int = 0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -354,13 +364,30 @@ def combine_runs(runs) -> NestedResults:
                     nbatch=sum(r.nbatch for r in runs), niter=max(r.niter for r in runs), n_runs=logz_runs.size,
                     nlive_per_run=per_run.pop() if len(per_run) == 1 else -1,
                     n_replace=replace.pop() if len(replace) == 1 else -1, seconds=sum(r.seconds for r in runs),
-                    converged=None if any(r.converged is None for r in runs) else all(r.converged for r in runs))
+                    converged=None if any(r.converged is None for r in runs) else all(r.converged for r in runs),
+                    **_pooled_fraction(runs))
+
+
+def _pooled_fraction(runs):
+    """The runs' prior fractions pooled over their draws (the merged run starts from their common volume)."""
+    draws = sum(r.prior_draws for r in runs)
+    if not draws:
+        return {"prior_fraction": 1.0, "prior_draws": 0}
+    return {"prior_fraction": sum(r.prior_fraction * r.prior_draws for r in runs) / draws, "prior_draws": draws}
+
+
+def _start_volume(fraction, draws):
+    """``(log f, Var(log f))`` of the share ``f`` of ``draws`` prior points with a finite likelihood."""
+    if fraction >= 1.0 or not draws:
+        return 0.0, 0.0
+    return math.log(fraction), (1.0 - fraction) / (fraction * draws)
 
 
 def _outcome(ls, nlive, run, logwt_run, n_all, check_modes, **fields):
     """The :class:`NestedResults` of the sorted points ``ls`` with live counts ``nlive`` (and ``fields``),
     mode-checked over ``n_all`` runs where ``check_modes`` (warning from the caller's caller)."""
-    logz, logwt, logx, info, err = _evidence(ls, nlive)
+    logz, logwt, logx, info, err = _evidence(ls, nlive, *_start_volume(fields.get("prior_fraction", 1.0),
+                                                                       fields.get("prior_draws", 0)))
     lz = fields["logz_runs"]
     if n_all > 1 and check_modes:
         mass, mass_runs, lost = mode_check(fields["samples_u"], np.exp(logwt - logz), run, np.exp(logwt_run), n_all)

@@ -498,6 +498,7 @@ def test_zero_likelihood_on_most_of_the_prior():
         assert abs(r.prior_fraction - f) < 4 * math.sqrt(f * (1 - f) / r.prior_draws), r.prior_fraction
         assert r.prior_draws % (2 * 80) == 0 and r.prior_draws > 2 * 80
         assert np.isfinite(r.logl).all() and np.isfinite(r.logz_runs).all()
+        assert "where loglike > -inf" in r.summary()
     # merged with another run, the fractions pool over the draws
     both = combine_runs([r, _run(ll, pt, 2, nlive=80, random_state=5)])
     assert both.prior_draws > r.prior_draws

@@ -181,6 +181,8 @@ class NestedResults:
         err = self.mode_mass_err
         if err.size and err.max() > MODE_ERR_MAX:
             s += f", a mode's mass uncertain by {err.max():.2f} between runs"
+        if self.prior_fraction < 1.0:
+            s += f", started from the {self.prior_fraction:.3g} of the prior where loglike > -inf"
         if self.converged is False:
             s += ", not converged (stopped at max_iter before dlogz)"
         return s

@@ -576,8 +576,11 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
         return out
     if K == 0:
         raise ValueError(f"{name} have no categories (the last axis has length 0); nothing can be drawn.")
-    if kind == "weights" and xp is np:
-        _check_non_negative(xp, [(x, "weights")])
+    neg = None
+    if kind == "weights" and xp is np:  # a row with a negative weight: named, as the kernels name it, or -1
+        neg = (x.reshape(n, K) < 0).any(axis=1)
+        if validating() and neg.any():
+            raise ValueError(_RowsMessage(kind, batch, x.dtype)(_status.NEG, int(np.argmax(neg))))
     with annotate("gpumcmc.categorical_logits" if kind == "logits" else "gpumcmc.categorical", xp):
         if xp is np:
             x2 = x.reshape(n, K)
@@ -589,6 +592,8 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
                     z = x2[s:e]
                     return np.exp(z - z.max(axis=1, keepdims=True))
             _draw_numpy(weights_of, n, K, x.dtype, method, rng.key, offset, out)
+            if neg is not None and neg.any():
+                out.reshape(n)[neg] = -1
         else:
             a = x if x.flags.c_contiguous else _loader.contiguous(x)
             # The kernel checks the rows as it reads them (see _status).

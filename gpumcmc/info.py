@@ -10,6 +10,15 @@ from . import backend
 from ._version import __version__
 
 
+def _backend_name() -> str:
+    """The backend in use, or why none can be (GPUMCMC_BACKEND=cupy without CuPy), rather than an error: the
+    report is what a user runs to find out."""
+    try:
+        return backend.backend_name()
+    except backend.BackendError as e:
+        return f"unavailable ({e})"
+
+
 def info() -> dict:
     """Version, backend, device, and NumPy/SciPy/CuPy/CUDA versions, as a dict."""
     import scipy
@@ -19,7 +28,7 @@ def info() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
-        "backend": backend.backend_name(),
+        "backend": _backend_name(),
         "cupy": None,
         "cuda_runtime": None,
         "cuda_driver": None,

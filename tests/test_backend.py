@@ -141,3 +141,15 @@ def test_info_command_prints_backend():
     lines = dict(line.split(None, 1) for line in r.stdout.splitlines())
     assert lines["gpumcmc"] == gpumcmc.__version__ and lines["numpy"] == np.__version__
     assert lines["backend"] == "numpy" and "device" in lines
+
+
+def test_info_reports_an_unavailable_backend(monkeypatch):
+    """With GPUMCMC_BACKEND=cupy and no usable CuPy, ``info`` is what a user runs to find out why: it says
+    so in the backend line instead of raising before printing anything."""
+    from gpumcmc import info as info_mod
+
+    def refuse():
+        raise backend.BackendError("GPUMCMC_BACKEND=cupy was asked for, but CuPy is not importable")
+    monkeypatch.setattr(backend, "backend_name", refuse)
+    got = info_mod.info()
+    assert got["backend"].startswith("unavailable (GPUMCMC_BACKEND=cupy") and got["gpumcmc"] == gpumcmc.__version__

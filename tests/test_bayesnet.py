@@ -1070,3 +1070,21 @@ def _run(*args, **kwargs):
     from gpumcmc.sampling import run
 
     return run(*args, **kwargs)
+
+
+def test_fit_without_networkx_names_the_package(monkeypatch):
+    """fit colours the moral graph with networkx, an optional extra: without it, an ImportError that says
+    what to install (it used to be a bare ModuleNotFoundError from inside the estimator)."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_networkx(name, *args, **kwargs):
+        if name == "networkx" or name.startswith("networkx."):
+            raise ModuleNotFoundError("No module named 'networkx'")
+        return real(name, *args, **kwargs)
+    net = BayesianNetwork.koller()
+    X = net.sample(50, random_state=0)
+    monkeypatch.setattr(builtins, "__import__", no_networkx)
+    with pytest.raises(ImportError, match=r"pip install networkx \(or gpumcmc\[networkx\]\)"):
+        BayesianNetwork(net.parents, net.states, n_iter=2, backend="numpy", progress=False).fit(X)

@@ -62,6 +62,7 @@ def test_transform_perplexity_score_top_words():
     vocab = [f"w{i}" for i in range(80)]
     tw = m.top_words(vocab, 4)
     assert len(tw) == 3 and all(len(t) == 4 and t[0] in vocab for t in tw)
+    assert type(tw[0][0]) is str  # plain str, which prints as 'w3' (np.str_ printed as np.str_('w3'))
     assert m.to_arviz().posterior["loglik_per_token"].shape[0] == 1
 
 

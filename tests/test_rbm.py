@@ -102,6 +102,11 @@ def test_fit_on_digits_is_on_par_with_scikit_learn():
     assert pl_sk == pytest.approx(sk.score_samples(X).mean(), rel=1e-12)
     untrained = RBM(np.zeros((64, 32)), np.zeros(64), np.zeros(32), backend="numpy").pseudo_likelihood(X)
     assert pl_ours > untrained + 10  # 64 * log 2 = 44.4 for the untrained machine
+    # BernoulliRBM's attribute names, with its shapes, round-trip through from_sklearn
+    for name in ("components_", "intercept_visible_", "intercept_hidden_"):
+        assert getattr(ours, name).shape == getattr(sk, name).shape, name
+        np.testing.assert_array_equal(getattr(RBM.from_sklearn(sk, backend="numpy"), name), getattr(sk, name))
+    np.testing.assert_array_equal(ours.components_, ours.W.T)
     assert abs(pl_ours - pl_sk) < 3.0, (pl_ours, pl_sk)
 
 

@@ -257,7 +257,11 @@ class BayesianNetwork(Estimator):
         return X.astype(np.int64, copy=False)  # read only by fit (impute copies it)
 
     def _colour(self):
-        import networkx as nx
+        try:
+            import networkx as nx
+        except ImportError as e:
+            raise ImportError("BayesianNetwork.fit colours the network's moral graph with networkx: pip install "
+                              "networkx (or gpumcmc[networkx]).") from e
         g = nx.Graph()
         g.add_nodes_from(self.nodes)
         for v in self.nodes:

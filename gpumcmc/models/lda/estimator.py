@@ -336,7 +336,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         idx = np.argsort(-self.components_, axis=1)[:, :n]
         if vocab is None:
             return idx.tolist()
-        return [list(vocab[i]) for i in idx]
+        return [vocab[i].tolist() for i in idx]  # Python str (or the vocabulary's own scalars), not np.str_
 
     def to_arviz(self):
         """The log-likelihood per token as ArviZ data, ``(chain, draw)`` at the monitor's iterations."""

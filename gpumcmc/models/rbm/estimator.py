@@ -30,7 +30,10 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
     Parameters
     ----------
     W : array (n_visible, n_hidden), optional
-        Weights (the transpose of scikit-learn's ``components_``).
+        Weights (the transpose of scikit-learn's ``components_``). :meth:`fit` writes the trained weights and
+        biases here, so a fitted RBM samples from them and ``get_params`` returns them (``clone`` copies a
+        trained model); ``components_``, ``intercept_visible_`` and ``intercept_hidden_`` give them under
+        ``BernoulliRBM``'s names.
     visible_bias : array (n_visible,), optional
     hidden_bias : array (n_hidden,), optional
     dtype : float32 or float64
@@ -99,6 +102,24 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
 
     def _xp(self):
         return _backend.get_array_module(self._weights())
+
+    # scikit-learn's BernoulliRBM names, for code written against it (arrays of the model's backend)
+    @property
+    def components_(self):
+        """``W.T`` (n_hidden, n_visible), as scikit-learn's ``BernoulliRBM.components_``."""
+        return self._weights().T
+
+    @property
+    def intercept_visible_(self):
+        """``visible_bias``, as scikit-learn's ``BernoulliRBM.intercept_visible_``."""
+        self._weights()
+        return self.visible_bias
+
+    @property
+    def intercept_hidden_(self):
+        """``hidden_bias``, as scikit-learn's ``BernoulliRBM.intercept_hidden_``."""
+        self._weights()
+        return self.hidden_bias
 
     def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
         """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps: 0/1 uint8

@@ -95,7 +95,9 @@ def fit_runs(estimator, *fit_args, n_runs: int = 4, random_state=None, client=No
     """Fit ``n_runs`` copies of ``estimator``, each with its own seed, as Dask tasks.
 
     For independent chains of an MCMC estimator, or restarts of an EM fit.
-    Returns the fitted copies in run order; :func:`concat_arviz` merges their
+    ``random_state`` seeds the runs (run i gets the i-th child of its ``SeedSequence``); ``client``: a
+    ``dask.distributed.Client`` (None: the runs one after another in this process, with the same seeds and
+    results); other keyword arguments go to each copy's ``fit``. Returns the fitted copies in run order; :func:`concat_arviz` merges their
     draws into one ArviZ object with the runs' chains side by side.
     """
     if not hasattr(estimator, "get_params") or not hasattr(estimator, "fit"):

@@ -316,11 +316,11 @@ def goals_markdown(runs: Path) -> str:
     (a folder of ``benchmarks/results/issue40-final/``, named by host and commit), its ``compare.md`` as
     ``python -m benchmarks.compare_public`` wrote it."""
     lines = ["# Public calls against their goals", "",
-             "Each table is one run of `scripts/gpu-checks/issue40-final.sh` on one host: every public call",
-             "with its defaults, timed by `user_path.py` (the reference script of the public calls) and by the",
-             "suite's public row, with the suite's bare step (**kernel only**) beside them and the goal each",
-             "figure answers. `python -m benchmarks.compare_public DIR` makes the table from the run's files,",
-             "which are committed beside it.", ""]
+             "Each table is one run on one host (`scripts/gpu-checks/issue40-final.sh`): every public call",
+             "with its defaults, timed as a user calls it and by the suite's public row, with the suite's bare",
+             "step (**kernel only**) beside them and the goal each figure answers.",
+             "`python -m benchmarks.compare_public DIR` makes the table from the run's files, which are",
+             "committed beside it.", ""]
     found = []
     for d in sorted(runs.glob("*/compare.md")) if runs.is_dir() else []:
         host = d.parent / "host.txt"

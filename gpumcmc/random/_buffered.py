@@ -37,9 +37,9 @@ def gamma_from_buffers(shape, uniforms, normals, log=False, *, return_trials=Fal
     return_trials : bool
         Also return, per element, the index ``t`` of the accepted trial.
 
-    Consumption rule
-    ----------------
-    Element ``e`` with shape ``a >= 1`` makes trials ``t = 0, 1, ...`` with
+    Notes
+    -----
+    The consumption rule. Element ``e`` with shape ``a >= 1`` makes trials ``t = 0, 1, ...`` with
     ``x = normals[t, e]`` and ``u = uniforms[t, e]`` and stops at the first
     accepted one. An element with ``a < 1`` first takes ``U = uniforms[0, e]``
     for the boost ``G(a) = G(a + 1) U**(1/a)``, then makes its trials with

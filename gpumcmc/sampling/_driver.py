@@ -538,14 +538,16 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
         are new arrays that no later step writes: state fields updated in
         place must be copied.
 
+    Returns
+    -------
+    Trace
+
+    Notes
+    -----
     A step object with a ``monitored`` attribute has it set before each sweep
     (without ``graph``): True where a monitor or the stop condition reads the
     state after that sweep (every ``every``-th iteration and the last), False
     elsewhere, so a step can skip work that only its monitors need.
-
-    Returns
-    -------
-    Trace
 
     Examples
     --------

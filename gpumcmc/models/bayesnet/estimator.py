@@ -88,9 +88,8 @@ class BayesianNetwork(Estimator):
     ``gpumcmc.config.override(bayesnet_specialise=False)``, use kernels compiled once for every
     network; the draws are the same either way.
 
-    The draws for a seed changed in this release: a missing cell's conditional is now a product of CPT
-    probabilities (log space only where that product underflows) and one Philox call gives four cells'
-    uniforms, which makes the sweep faster on the GPU (issue 38); NumPy and CuPy still give the same draws.
+    A missing cell's conditional is a product of CPT probabilities (log space only where that product
+    underflows), and one Philox call gives four cells' uniforms; NumPy and CuPy give the same draws.
     """
 
     def __init__(self, parents: dict, states: dict, cpts: dict | None = None, *, n_iter=100, same=1, prior=1.0,
@@ -405,6 +404,9 @@ class BayesianNetwork(Estimator):
         filled by Gibbs imputation (see the guide): ``replicas`` chains of the fit's sweep with the CPTs
         fixed, ``n_sweeps`` sweeps each, on ``backend``; ``"mode"`` takes the most probable of their final
         joint states, ``"draw"`` the first replica's. Raises ValueError for a case of probability 0.
+
+        Returns an int64 array (n_cases, n_nodes) of state indices, every cell filled, the columns in the
+        order of ``nodes`` (a DataFrame's state names come back as their indices in ``states``).
         """
         self._need_cpts()
         if method not in ("mode", "draw"):

@@ -4,9 +4,8 @@ log-normalisation, and its exp). The twin keeps the kernels' counter layout and 
 their order, so both give the same draws for a seed.
 
 The CPTs travel as ``tables``, float64 (2, C): row 0 the log-probabilities, row 1 the probabilities. The
-sweep multiplies probabilities (issue 38: no exponential per cell, one Philox call for four cells; this
-changed every draw of the sweep from those of the log-space sweep with one Philox call a cell) and falls back
-to log space only where the products underflow (kernels_cu/bayesnet.cu says when).
+sweep multiplies probabilities (no exponential per cell, one Philox call for four cells) and falls back to log
+space only where the products underflow (kernels_cu/bayesnet.cu says when).
 """
 from __future__ import annotations
 

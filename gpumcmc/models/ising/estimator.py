@@ -58,6 +58,8 @@ class Ising(_CheckerboardGibbs, Estimator):
         else bytes; both give the same states for a seed.
     backend : {"numpy", "cupy", None}
 
+    Notes
+    -----
     The settings are checked when set (constructor, ``set_params``); the model keeps no draws, so
     ``sklearn.base.clone`` copies it, and :meth:`sample` seeds each call from its ``random_state``.
 
@@ -168,7 +170,9 @@ class Ising(_CheckerboardGibbs, Estimator):
         Returns an :class:`IsingResult`: each chain's magnetisation and energy per site after each kept
         sweep, ``(chains, n_sweeps // thin)`` (``n_sweeps=0``: empty), the final spins, and ``to_arviz()``.
         ``random_state`` (an int, a ``SeedSequence``, a numpy ``Generator`` or ``RandomState``, a gpumcmc
-        ``Generator`` or None) seeds this call.
+        ``Generator`` or None) seeds this call. ``initial``: ``"random"`` (each spin +-1 with probability 1/2),
+        ``"up"``/``"down"``, or an array of +-1 spins (the lattice's shape, or ``(n_chains, *shape)``).
+        ``progress``: a progress bar over the sweeps.
 
         With one coupling and one field, the kernels count each kept sweep's up spins and bond sum into a
         slot of their own on the device, read once at the end; a field per site or couplings per bond

@@ -61,6 +61,9 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
     ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps; fitting again with the same
     path and data resumes with the draws of an uninterrupted fit. ``graph`` (GPU): replay the sweep from
     a CUDA graph, for the same draws (None: below ``config.lda_graph_max_tokens`` tokens, all chains).
+    ``transform_iter``: the Gibbs sweeps :meth:`transform` makes over new documents' topics with the fitted
+    topics held fixed. ``dtype`` (``"float32"`` or ``"float64"``): the precision of theta, phi and their
+    draws.
 
     ``devices`` splits the documents over devices (``"all"``, GPU ids or a :class:`gpumcmc.shards.Shards`;
     see :mod:`gpumcmc.models.lda.sharded`): the draws are those of ``devices=None`` for any number of

@@ -123,7 +123,10 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
 
     def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
         """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps: 0/1 uint8
-        (n_chains, n_visible) on the model's backend."""
+        (n_chains, n_visible) on the model's backend. ``random_state`` seeds this call (an int, a
+        ``SeedSequence``, a NumPy or gpumcmc ``Generator``, or None); ``initial``: the chains' 0/1 visible
+        start, ``(n_visible,)`` or ``(n_chains, n_visible)`` (None: uniform at random); ``progress``: a bar
+        over the steps."""
         from ...sampling import run
 
         n_steps = _validate.check_int(n_steps, "n_steps", 0)

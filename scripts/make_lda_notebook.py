@@ -25,7 +25,8 @@ cells = [
         "## Fit\n\nThe priors default to 1/K, as in scikit-learn. `burn_in` sweeps are discarded; "
         "`components_` is the posterior mean of phi over the kept sweeps. (`start=\"seeded\"` starts from topics "
         "seeded by documents picked k-means++-style instead of random topics, which on small planted corpora "
-        "left fewer chains with two topics merged; the default, `\"random\"`, is used here.)"),
+        "left fewer chains with two topics merged; the default, `\"auto\"`, does so on a corpus of this size, "
+        "and `start=\"random\"` asks for random topics.)"),
     nbf.v4.new_code_cell(
         "K, burn_in, n_iter = (10, 30, 20) if small else (50, 500, 500)\n"
         "model = LDA(n_components=K, burn_in=burn_in, n_iter=n_iter, random_state=0)\n"

@@ -281,6 +281,14 @@ def test_prior_scale_beyond_the_dtype_raises(value, dtype, match):
         init(X.astype(dtype), y.astype(dtype), "bernoulli", 2, value)
 
 
+def test_psi0_zero_is_refused():
+    # psi0 = 0 (the improper limit) was accepted: with one group tau^2 came out 0 from the first draw and every
+    # chain repeated one value, with only NumPy's runtime warnings to show for it.
+    X, y = np.ones((20, 1)), (np.arange(20) % 2).astype(float)
+    with pytest.raises(ValueError, match=r"psi0.*range \(0(\.0)?, inf\)"):
+        HierarchicalGLM(psi0=0.0, covariance="diag", backend="numpy", progress=False).fit(X, y, np.zeros(20, int))
+
+
 def test_psi0_beyond_the_dtype_raises():
     X, y = _data("bernoulli", N=20)
     with pytest.raises(ValueError, match=r"psi0=1e\+40 is too large for dtype float32.*at most 3.4e\+32"):

@@ -155,3 +155,10 @@ def test_gpu_wishart_rejects_a_scale_that_is_not_positive_definite(cp):
     bad = cp.asarray(np.stack([S3, -S3]))
     with pytest.raises(ValueError, match="positive definite"):
         rng.wishart(4.0, bad)
+
+
+def test_invwishart_that_overflows_names_df():
+    # df = p - 1 + 0.01: about 2.5% of the draws' last Bartlett chi-square underflow to 0, and NumPy's solve
+    # raised a bare LinAlgError ("Singular matrix"); now a ValueError that says why and what df to use.
+    with pytest.raises(ValueError, match=r"df >= p - 1 \+ 0\.1"):
+        default_rng(0, backend="numpy").invwishart(np.full(1000, 2.01), np.eye(3))

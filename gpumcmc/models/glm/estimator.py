@@ -421,7 +421,9 @@ class HierarchicalGLM(_GLMBase):
     ----------
     family : {"bernoulli", "poisson", "gaussian"}
     kappa0, nu0, psi0 : float
-        The hyperprior above (``nu0=None``: the default for ``covariance``).
+        The hyperprior above (``nu0=None``: the default for ``covariance``). ``psi0`` must be positive: its
+        improper limit 0 has no posterior where the groups' coefficients do not span every direction (one
+        group, say); a small value such as 1e-3 gives a weak hyperprior.
     covariance : {"full", "diag"}
         The groups' covariance: a full ``Sigma`` or ``diag(tau^2)``.
     n_chains, n_samples, n_warmup, sigma, fit_intercept, max_steps_out, max_shrink
@@ -440,7 +442,8 @@ class HierarchicalGLM(_GLMBase):
         **_SHARED_CONSTRAINTS,
         "kappa0": [Interval(Real, 0, None, closed="left")],
         "nu0": [None, Interval(Real, 0, None, closed="neither")],
-        "psi0": [Interval(Real, 0, None, closed="left")],
+        # psi0 = 0, the improper limit, gives a degenerate Sigma (frozen chains) where the groups do not span it
+        "psi0": [Interval(Real, 0, None, closed="neither")],
         "covariance": [StrOptions({"full", "diag"})],
     }
 

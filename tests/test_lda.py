@@ -97,41 +97,19 @@ def test_inputs_agree():
     np.testing.assert_array_equal(a, c)
 
 
-def test_rare_words_keep_their_posterior_mean_with_a_small_prior():
-    """With topic_word_prior = 1e-6 a word that never occurs has E[phi_wk] >= beta / (n_k + V beta) in every
-    topic, but the mean of the phi draws put it at exactly 0 (most draws of a Dirichlet entry of shape 1e-6
-    underflow), and score() of held-out documents with that word came out near -3,645 for about -294
-    (perplexity 6e28). The running sums now add each sweep's E[phi | n_wk] and E[theta | n_dk]."""
-    rng = np.random.default_rng(0)
-    X = rng.poisson(1.0, size=(80, 50))
-    X[:, -1] = 0
-    Xt = np.zeros((5, 50), int)
-    Xt[:, :10] = 1
-    Xt[:, -1] = 1
-    beta = 1e-6
-    m = LDA(n_components=5, topic_word_prior=beta, n_iter=100, burn_in=100, random_state=0, progress=False,
-            backend="numpy", dtype="float64").fit(X)
-    assert np.all(m.components_[:, -1] >= beta / (X.sum() + 50 * beta))
-    np.testing.assert_allclose(m.components_.sum(axis=1), 1, rtol=1e-9)
-    np.testing.assert_allclose(m.doc_topic_.sum(axis=1), 1, rtol=1e-9)
-    assert -400 < m.score(Xt) < -250 and m.perplexity(Xt) < 1000
-
-
 def test_empty_documents_take_the_prior():
-    """A document with no tokens draws its topic shares from the prior Dir(alpha): each empty document's theta
-    is one such draw, so each share is Beta(alpha, (K - 1) alpha) over the 2,000 empty documents (KS, 3
-    checks at ALPHA; finite rows summing to one passed with theta set to its conditional mean, 1/K). Their
-    doc_topic_, the posterior mean given the counts, is the prior's mean 1/K."""
+    """A document with no tokens draws its topic shares from the prior Dir(alpha): with one kept sweep each
+    empty document's doc_topic_ row is one such draw, so each share is Beta(alpha, (K - 1) alpha) over the
+    2,000 empty documents (KS, 3 checks at ALPHA). Finite rows summing to one passed with theta set to its
+    conditional mean (ndk + alpha) / sum, which puts every empty document at 1/K."""
     X = np.zeros((2002, 6), np.int64)
     X[0, :3] = 2
     X[2001, 3:] = 1
-    m = LDA(3, doc_topic_prior=0.5, n_iter=1, burn_in=0, random_state=0, progress=False, backend="numpy")
-    doc = m.fit_transform(X)
-    theta = np.asarray(m.trace_.state.theta[m.best_chain_])
-    assert np.all(np.isfinite(theta)) and np.allclose(theta.sum(1), 1, atol=1e-5)
+    doc = LDA(3, doc_topic_prior=0.5, n_iter=1, burn_in=0, random_state=0, progress=False,
+              backend="numpy").fit_transform(X)
+    assert np.all(np.isfinite(doc)) and np.allclose(doc.sum(1), 1, atol=1e-5)
     for k in range(3):
-        assert stats.kstest(theta[1:2001, k].astype(np.float64), stats.beta(0.5, 1.0).cdf).pvalue > ALPHA, k
-    np.testing.assert_allclose(doc[1:2001], 1 / 3, rtol=1e-6)
+        assert stats.kstest(doc[1:2001, k].astype(np.float64), stats.beta(0.5, 1.0).cdf).pvalue > ALPHA, k
 
 
 @pytest.mark.parametrize("X, match", [
@@ -748,10 +726,8 @@ def test_step_loglik_scores_the_state_it_started_from(xp, fused):
 REF_THETA = [0.07072526961565018, 0.13170811533927917, 0.09246107935905457, 0.0015000038547441363,
              0.2642975151538849, 8.919808180962718e-08, 0.00019182859978172928, 0.20701919496059418,
              0.12534978985786438, 0.19830188155174255, 0.0266319178044796, 0.14444251358509064]
-# phi_sum recorded again once it became the sum of each kept sweep's E[phi | n_wk] (the draws unchanged);
-# the sum of the phi draws had 0.0449, 0.2356, 0.6573, 0.0376, 0.5529, 0.1316, 0.0192, 0.4790.
-REF_PHI_SUM = [0.05176696181297302, 0.2582234740257263, 0.6382007002830505, 0.03489801287651062,
-               0.5423958897590637, 0.13438913226127625, 0.020930105820298195, 0.4227863550186157]
+REF_PHI_SUM = [0.04485992714762688, 0.23555389046669006, 0.6573299169540405, 0.03760404512286186,
+               0.5528515577316284, 0.1316465437412262, 0.01918085478246212, 0.4789506196975708]
 
 
 def test_fit_draws_as_before_the_fused_loglik():

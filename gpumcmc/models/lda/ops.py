@@ -97,10 +97,6 @@ class _NumpyOps:
         """``total + keep * x`` (keep is 0 or 1, so the product is exact)."""
         return total + keep * x
 
-    def accumulate_mean(self, total, counts, prior, den, keep):
-        """``total + keep * ((counts + prior) / den)``, in ``total``'s dtype (``den`` broadcast)."""
-        return total + keep * ((counts.astype(total.dtype) + prior) / den)
-
     def dirichlet_counts(self, rng, counts, prior):
         """``dirichlet_counts_draw``'s twin: Dirichlet rows of the concentrations ``counts + prior``."""
         return rng.dirichlet(np.add(counts, prior, dtype=prior.dtype), dtype=prior.dtype)
@@ -221,17 +217,6 @@ class _GpuOps:
             k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
                                                                 "gpumcmc_lda_accumulate")
         return k(total, x, keep)
-
-    def accumulate_mean(self, total, counts, prior, den, keep):
-        """:meth:`_NumpyOps.accumulate_mean` as one elementwise kernel (the same roundings: the product by
-        ``keep``, 0 or 1, is exact, and the division is IEEE's)."""
-        k = _KERNELS.get("accumulate_mean")
-        if k is None:
-            import cupy
-
-            k = _KERNELS["accumulate_mean"] = cupy.ElementwiseKernel(
-                "T s, int32 n, T a, T d, T k", "T y", "y = s + k * (((T)n + a) / d)", "gpumcmc_lda_accumulate_mean")
-        return k(total, counts, prior, den, keep)
 
 
 _NUMPY, _GPU = _NumpyOps(), _GpuOps()
@@ -360,16 +345,3 @@ def dirichlet_columns_counts(rng, counts, prior, total=None, keep=None):
 def _accumulate(total, x, keep):
     """``total + keep * x`` (keep is 0 or 1, so the product is exact), one pass on the GPU."""
     return _ops(_backend.get_array_module(x)).accumulate(total, x, keep)
-
-
-def _accumulate_mean(total, counts, prior, axis: int, keep):
-    """``total + keep * E[p | counts]``, ``E[p | counts] = (counts + prior) / (n + L prior)`` for Dirichlet
-    vectors along ``axis`` (length L, n their counts' sum) of the int32 ``counts``, in ``total``'s dtype
-    (``prior`` a NumPy scalar of it): the running sum of the posterior mean given each sweep's topics
-    (Rao-Blackwellised), which the mean of the Dirichlet draws estimates with far more noise where the prior
-    is small (most draws of an entry without counts underflow, and the mean misses its size by orders of
-    magnitude). The same roundings on both backends (integer sums, one division)."""
-    xp = _backend.get_array_module(counts)
-    L = counts.shape[axis]
-    den = xp.sum(counts, axis=axis, keepdims=True, dtype=xp.int64).astype(total.dtype) + prior.dtype.type(L) * prior
-    return _ops(xp).accumulate_mean(total, counts, prior, den, keep)

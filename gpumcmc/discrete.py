@@ -576,10 +576,9 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
         return out
     if K == 0:
         raise ValueError(f"{name} have no categories (the last axis has length 0); nothing can be drawn.")
-    neg = None
-    if kind == "weights" and xp is np:  # a row with a negative weight: named, as the kernels name it, or -1
+    if kind == "weights" and xp is np and validating():  # a row with a negative weight, named as the kernels name it
         neg = (x.reshape(n, K) < 0).any(axis=1)
-        if validating() and neg.any():
+        if neg.any():
             raise ValueError(_RowsMessage(kind, batch, x.dtype)(_status.NEG, int(np.argmax(neg))))
     with annotate("gpumcmc.categorical_logits" if kind == "logits" else "gpumcmc.categorical", xp):
         if xp is np:
@@ -592,8 +591,6 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
                     z = x2[s:e]
                     return np.exp(z - z.max(axis=1, keepdims=True))
             _draw_numpy(weights_of, n, K, x.dtype, method, rng.key, offset, out)
-            if neg is not None and neg.any():
-                out.reshape(n)[neg] = -1
         else:
             a = x if x.flags.c_contiguous else _loader.contiguous(x)
             # The kernel checks the rows as it reads them (see _status).

@@ -62,11 +62,15 @@ template __global__ void lda_counts<int>(const int*, const int*, const long long
 // columns of one row (one coalesced line) at each step.
 //
 //   lda_col_partials  per (tile, column): the maximum m_t and the sum of
-//                     exp(x - m_t) over the tile's rows (online, one pass)
+//                     exp(x - m_t) over the tile's rows (online, one pass),
+//                     and with counts cnt their sum n_t over the tile
 //   lda_col_combine   per column: m = max_t m_t, s = sum_t s_t exp(m_t - m)
-//                     (a lane with no tile, m_t = -inf, adds s_t = 0)
-//   lda_col_normalise out = exp(x - m) / s, and sum_out = sum_in + keep * out
-//                     (the posterior-mean running sum, in the same pass)
+//                     (a lane with no tile, m_t = -inf, adds s_t = 0), and
+//                     n = sum_t n_t
+//   lda_col_normalise out = exp(x - m) / s, and sum_out = sum_in + keep * q:
+//                     q = out, or with counts the posterior mean given them,
+//                     (cnt + prior) / (n + V prior) (den = n + vprior), the
+//                     running sum in the same pass
 //
 // Twin: gpumcmc/models/lda/ops.py (dirichlet_columns, _accumulate): the same
 // formula, exp(x - max) over the column's sum; the sums differ from it only
@@ -80,14 +84,17 @@ __device__ __forceinline__ double lda_neg_inf<double>() { return __longlong_as_d
 
 template <typename T>
 __global__ void lda_col_partials(const T* __restrict__ x, long long V, int K, long long rows_per_tile,
-                                 T* __restrict__ pm, T* __restrict__ ps) {
+                                 T* __restrict__ pm, T* __restrict__ ps, const int* __restrict__ cnt,
+                                 long long* __restrict__ pn) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= K) return;
     const long long r0 = (long long)blockIdx.y * rows_per_tile;
     const long long r1 = min(V, r0 + rows_per_tile);
     T m = lda_neg_inf<T>(), s = 0;
+    long long n = 0;
     for (long long r = r0; r < r1; ++r) {
         const T v = x[r * K + c];
+        if (cnt) n += cnt[r * K + c];
         if (v > m) {
             s = s * exp(m - v) + T(1);
             m = v;
@@ -97,18 +104,23 @@ __global__ void lda_col_partials(const T* __restrict__ x, long long V, int K, lo
     }
     pm[(long long)blockIdx.y * K + c] = m;
     ps[(long long)blockIdx.y * K + c] = s;
+    if (cnt) pn[(long long)blockIdx.y * K + c] = n;
 }
 
 // A block of 32 x 32 threads combines 32 columns: lane y takes every 32nd
 // tile, then the 32 lanes of a column merge through shared memory.
 template <typename T>
-__global__ void __launch_bounds__(1024) lda_col_combine(T* __restrict__ pm, T* __restrict__ ps, int tiles, int K) {
+__global__ void __launch_bounds__(1024) lda_col_combine(T* __restrict__ pm, T* __restrict__ ps, int tiles, int K,
+                                                        long long* __restrict__ pn) {
     __shared__ T sm[32][33], ss[32][33];
+    __shared__ long long sn[32][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
     T m = lda_neg_inf<T>(), s = 0;
+    long long n = 0;
     if (c < K) {
         for (int t = threadIdx.y; t < tiles; t += 32) {
             const T mt = pm[(long long)t * K + c], st = ps[(long long)t * K + c];
+            if (pn) n += pn[(long long)t * K + c];
             if (mt > m) {
                 s = s * exp(m - mt) + st;
                 m = mt;
@@ -119,40 +131,56 @@ __global__ void __launch_bounds__(1024) lda_col_combine(T* __restrict__ pm, T* _
     }
     sm[threadIdx.y][threadIdx.x] = m;
     ss[threadIdx.y][threadIdx.x] = s;
+    sn[threadIdx.y][threadIdx.x] = n;
     __syncthreads();
     if (threadIdx.y == 0 && c < K) {
         T mm = lda_neg_inf<T>();
         for (int y = 0; y < 32; ++y) mm = max(mm, sm[y][threadIdx.x]);
         T tot = 0;
-        for (int y = 0; y < 32; ++y) tot += ss[y][threadIdx.x] * exp(sm[y][threadIdx.x] - mm);
-        pm[c] = mm;   // the column's maximum and sum go to the first tile's slots
+        long long nn = 0;
+        for (int y = 0; y < 32; ++y) {
+            tot += ss[y][threadIdx.x] * exp(sm[y][threadIdx.x] - mm);
+            nn += sn[y][threadIdx.x];
+        }
+        pm[c] = mm;   // the column's maximum, sum and count go to the first tile's slots
         ps[c] = tot;
+        if (pn) pn[c] = nn;
     }
 }
 
 template <typename T>
 __global__ void lda_col_normalise(const T* __restrict__ x, const T* __restrict__ m, const T* __restrict__ s,
                                   T* __restrict__ out, const T* __restrict__ sum_in, T* __restrict__ sum_out,
-                                  const T* __restrict__ keep, long long n, int K) {
+                                  const T* __restrict__ keep, long long n, int K, const int* __restrict__ cnt,
+                                  const long long* __restrict__ pn, T prior, T vprior) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     const T k = sum_in ? *keep : T(0);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const int c = (int)(i % K);
         const T p = exp(x[i] - m[c]) / s[c];
         out[i] = p;
-        if (sum_in) sum_out[i] = sum_in[i] + k * p;
+        if (sum_in) {
+            // the twin's (T(cnt) + prior) / (T(n) + vprior), each operation rounded once (IEEE division:
+            // no fast-math), and keep * q exact (keep is 0 or 1), so the sums equal the twin's bit for bit
+            const T q = cnt ? (T(cnt[i]) + prior) / (T(pn[c]) + vprior) : p;
+            sum_out[i] = sum_in[i] + k * q;
+        }
     }
 }
 
 #ifndef __CUDACC_RTC__
-template __global__ void lda_col_partials<float>(const float*, long long, int, long long, float*, float*);
-template __global__ void lda_col_partials<double>(const double*, long long, int, long long, double*, double*);
-template __global__ void lda_col_combine<float>(float*, float*, int, int);
-template __global__ void lda_col_combine<double>(double*, double*, int, int);
+template __global__ void lda_col_partials<float>(const float*, long long, int, long long, float*, float*, const int*,
+                                                 long long*);
+template __global__ void lda_col_partials<double>(const double*, long long, int, long long, double*, double*,
+                                                  const int*, long long*);
+template __global__ void lda_col_combine<float>(float*, float*, int, int, long long*);
+template __global__ void lda_col_combine<double>(double*, double*, int, int, long long*);
 template __global__ void lda_col_normalise<float>(const float*, const float*, const float*, float*, const float*,
-                                                  float*, const float*, long long, int);
+                                                  float*, const float*, long long, int, const int*,
+                                                  const long long*, float, float);
 template __global__ void lda_col_normalise<double>(const double*, const double*, const double*, double*,
-                                                   const double*, double*, const double*, long long, int);
+                                                   const double*, double*, const double*, long long, int,
+                                                   const int*, const long long*, double, double);
 #endif
 
 // ---------------------------------------------------------------------------

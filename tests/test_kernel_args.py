@@ -556,7 +556,7 @@ def test_checking_keeps_one_dtype_per_template_type(checking):
     f = np.zeros(4, np.float32)
     null = np.uint64(0)
     norm = dict(x=f, m=f, s=f, out=f, sum_in=null, sum_out=null, keep=null,
-                n=np.int64(4), K=np.int32(2))
+                n=np.int64(4), K=np.int32(2), cnt=null, pn=null, prior=np.float32(0), vprior=np.float32(0))
     _kernel_args.args("lda.cu", "lda_col_normalise", **norm)
     with pytest.raises(TypeError, match="sum_in .* is of float64, but an earlier argument of type T"):
         _kernel_args.args("lda.cu", "lda_col_normalise", **{**norm, "sum_in": np.zeros(4)})

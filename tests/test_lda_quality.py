@@ -104,22 +104,27 @@ def test_default_start_is_seeded_on_small_corpora(monkeypatch):
 
 
 def test_random_start_draws_unchanged():
-    """start="random" keeps the draws of earlier versions (then the default): components_ of a small fit,
-    recorded from the version before the seeded default, to float32's last bit."""
+    """start="random" keeps the draws of earlier versions (then the default), to float32's last bit: the
+    final phi draw of a small fit, recorded when components_ was still the mean of the phi draws (from the
+    version before the seeded default, whose components_ this fit then gave), and components_ since it
+    became the mean of E[phi | n_wk]."""
     rows, cols, M, V, _ = _pure_corpus(K=3, per_topic=10, length=50)
     X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(M, V))
     m = LDA(3, n_iter=3, burn_in=2, random_state=4, progress=False, backend="numpy", start="random").fit(X)
+    np.testing.assert_array_equal(np.asarray(m.trace_.state.phi[0][:6]).T, np.array(RANDOM_START_PHI, np.float32))
     np.testing.assert_array_equal(m.components_[:, :6], np.array(RANDOM_START_COMPONENTS, np.float32))
 
 
-# components_[:, :6] of that fit, by the version whose default was the random start
+# The final phi draw (phi[0][:6].T) of that fit, the same before and after components_ changed
+RANDOM_START_PHI = [
+    [0.03839939460158348, 0.0020825511310249567, 0.013258841820061207, 0.006872669328004122, 0.0020157599356025457, 0.002850560937076807],
+    [0.018554281443357468, 0.01142547745257616, 0.03181660920381546, 0.0002983625163324177, 0.01778147555887699, 0.029019145295023918],
+    [9.70824567048112e-06, 0.031904470175504684, 0.0014647932257503271, 0.03423508256673813, 0.005055262241512537, 0.003293335670605302]]
+# components_[:, :6] of that fit, the mean of E[phi | n_wk] over its kept sweeps
 RANDOM_START_COMPONENTS = [
-    [0.03181164339184761, 0.011136890389025211, 0.024350019171833992, 0.011270188726484776, 0.0013736813561990857,
-     0.002407014137133956],
-    [0.015607289969921112, 0.02007954753935337, 0.029476918280124664, 0.00019720605632755905, 0.02027122490108013,
-     0.03437799587845802],
-    [7.913158697192557e-06, 0.028780018910765648, 0.0036291799042373896, 0.03125707432627678, 0.00288357469253242,
-     0.0073843118734657764]]
+    [0.03314553201198578, 0.007715156301856041, 0.02069137990474701, 0.010595396161079407, 0.001185046974569559, 0.004147068131715059],
+    [0.018886316567659378, 0.024524450302124023, 0.02202288620173931, 0.0012543774209916592, 0.02890828810632229, 0.035842690616846085],
+    [0.0007148082950152457, 0.027197668328881264, 0.0035580394323915243, 0.026326000690460205, 0.0021183171775192022, 0.009991314262151718]]
 
 
 @pytest.mark.parametrize("path", ["exact", "sketch"])

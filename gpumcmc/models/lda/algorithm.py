@@ -23,7 +23,9 @@ normalises the columns of one (V, C K) array, every element in flight, where a D
 would give each of K rows of V elements to one warp.
 
 The sweep is written once: :func:`gibbs_local` (steps 1 and 2 and theta, the work on the documents) and
-:func:`gibbs_update` (phi from the word counts, and the running sums). :func:`step` runs them on the whole
+:func:`gibbs_update` (phi from the word counts). Past ``burn_in`` each sweep adds to ``theta_sum`` and
+``phi_sum`` the posterior means of theta and phi given its counts, ``(n + prior) / (total + L prior)``, not
+the draws, whose mean misses a small prior's entries by orders of magnitude (most of their draws underflow). :func:`step` runs them on the whole
 corpus, :mod:`.sharded` per shard (bit for bit one device's draws). One device's state keeps its sweep
 counter ``it`` on the device, so that ``LDA(graph=...)`` replays the whole sweep from a CUDA graph.
 """
@@ -42,8 +44,8 @@ from gpumcmc.random import _gamma
 from gpumcmc.random._fill import uniform_at
 from gpumcmc.sampling import Overlap
 
-from .ops import (_accumulate, _chain_tokens, _phi_store, _token_counters, dirichlet_columns_counts, dirichlet_counts,
-                  fused_counts, zdraw_counts)
+from .ops import (_accumulate_mean, _chain_tokens, _phi_store, _token_counters,
+                  dirichlet_columns_counts, dirichlet_counts, fused_counts, zdraw_counts)
 
 
 class LDAData(NamedTuple):
@@ -66,8 +68,8 @@ class LDAState(NamedTuple):
 
     theta: object     # (C, M, K) document-topic proportions
     phi: object       # (C, V, K) word-major topic-word distributions (a view of a (V, C, K) array)
-    phi_sum: object   # (C, V, K) sum of phi over kept sweeps (same layout as phi)
-    theta_sum: object  # (C, M, K) sum of theta over kept sweeps
+    phi_sum: object   # (C, V, K) sum over kept sweeps of E[phi | n_wk] (same layout as phi)
+    theta_sum: object  # (C, M, K) sum over kept sweeps of E[theta | n_dk]
     it: object        # (C,) int64 sweeps done (a shard's state, data-parallel: a Python int)
 
 
@@ -144,40 +146,52 @@ def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False) -> Ov
     ndk, nwk = zdraw_counts(rng, theta, phi, data, loglik=ll)
 
     def finish() -> LDAState:
-        th = _theta_draw(rng, ndk, dtype.type(data.alpha), data, C).reshape(C, M, K)
-        return state._replace(theta=th)
+        alpha = dtype.type(data.alpha)
+        th = _theta_draw(rng, ndk, alpha, data, C).reshape(C, M, K)
+        # the running sum of theta's posterior mean given this sweep's counts (see _accumulate_mean)
+        total = _accumulate_mean(state.theta_sum.reshape(C * M, K), ndk, alpha, 1,
+                                 _keep_weight(state, data.burn_in, dtype))
+        return state._replace(theta=th, theta_sum=total.reshape(C, M, K))
 
     return Overlap(GibbsStats(nwk, ll), finish)
 
 
 def gibbs_update(rng, state: LDAState, stats: GibbsStats, beta: float, burn_in: int, fixed_phi: bool = False,
                  keeps: dict | None = None, drawn: dict | None = None):
-    """``(state, info)``: step 3's phi from the summed word counts (unless ``fixed_phi``) and the running sums.
+    """``(state, info)``: step 3's phi from the summed word counts (unless ``fixed_phi``) and its running sum.
 
-    ``state.it`` past ``burn_in`` adds this sweep's theta and phi to the sums. One device keeps ``it`` as a
-    (C,) array and forms the 0/1 weight on the device (so a CUDA graph replays it); the data-parallel sweep
-    keeps a Python int and takes the weight from ``keeps``. ``drawn`` (data-parallel): this sweep's phi
-    draws by the ``phi_sum`` they add to, so that the shards of one device draw phi once.
+    ``state.it`` past ``burn_in`` adds phi's posterior mean given this sweep's word counts to ``phi_sum``
+    (theta's was added by :func:`gibbs_local`'s ``finish``); the 0/1 weight is :func:`_keep_weight`'s, taken
+    from ``keeps`` in the data-parallel sweep. ``drawn`` (data-parallel): this sweep's phi draws by the
+    ``phi_sum`` they add to, so that the shards of one device draw phi once.
     """
-    theta, dtype = state.theta, state.theta.dtype
-    if keeps is None:  # the 0-d (or (1,)) 0/1 weight of this sweep's draws in the running sums
-        keep = (state.it[:1] >= burn_in).astype(dtype)
-    else:
-        key = (getattr(getattr(theta, "device", None), "id", None), dtype.str, state.it >= burn_in)
-        if key not in keeps:
-            keeps[key] = _backend.get_array_module(theta).full((), float(key[2]), dtype)
-        keep = keeps[key]
+    theta = state.theta
     phi, phi_sum = state.phi, state.phi_sum
     if not fixed_phi:
+        keep = _keep_weight(state, burn_in, theta.dtype, keeps)
         phi, phi_sum = _phi_once(drawn, rng, stats.nwk, state.phi_sum, beta, keep)
-    theta_sum = _accumulate(state.theta_sum, theta, keep)
-    return LDAState(theta, phi, phi_sum, theta_sum, state.it + 1), LDAInfo(stats.loglik)
+    return LDAState(theta, phi, phi_sum, state.theta_sum, state.it + 1), LDAInfo(stats.loglik)
+
+
+def _keep_weight(state: LDAState, burn_in: int, dtype, keeps: dict | None = None):
+    """This sweep's 0/1 weight in the running sums, ``it >= burn_in``: 0-d (or (1,)) on the state's device.
+    One device keeps ``it`` as a (C,) array and forms it there (so a CUDA graph replays it); the
+    data-parallel sweep keeps a Python int, and ``keeps`` (where given) holds one array per value."""
+    if not isinstance(state.it, (int, np.integer)):
+        return (state.it[:1] >= burn_in).astype(dtype)
+    key = (getattr(getattr(state.theta, "device", None), "id", None), np.dtype(dtype).str, state.it >= burn_in)
+    if keeps is None or key not in keeps:
+        w = _backend.get_array_module(state.theta).full((), float(key[2]), dtype)
+        if keeps is None:
+            return w
+        keeps[key] = w
+    return keeps[key]
 
 
 def _phi_once(drawn, rng, nwk, phi_sum, beta: float, keep):
-    """``(phi, phi_sum + keep * phi)`` as (C, V, K) views, ``phi ~ Dir(beta + n_wk)`` by columns of the
-    (V, C K) store; or, where ``drawn`` holds the draw for this ``phi_sum``, that draw (``rng`` moved on as
-    it moved)."""
+    """``(phi, phi_sum + keep * E[phi | n_wk])`` as (C, V, K) views, ``phi ~ Dir(beta + n_wk)`` by columns of
+    the (V, C K) store (see :func:`._accumulate_mean`); or, where ``drawn`` holds the draw for this
+    ``phi_sum``, that draw (``rng`` moved on as it moved)."""
     got = None if drawn is None else drawn.get(id(phi_sum))
     if got is not None:
         rng.advance(got[2] - rng.offset)

@@ -47,7 +47,8 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
     The guide's LDA page explains the sweep and how to choose every setting. Parameters follow
     scikit-learn's ``LatentDirichletAllocation``: ``doc_topic_prior`` (alpha) and ``topic_word_prior``
     (beta) default to ``1 / n_components``. ``n_iter`` sweeps are kept after ``burn_in``;
-    ``components_`` and ``doc_topic_`` are posterior means over the kept sweeps, of chain
+    ``components_`` and ``doc_topic_`` are posterior means over the kept sweeps (each sweep's given its topic
+    counts: ``(n + prior) / (total + L prior)``), of chain
     ``best_chain_``, the one of the ``n_chains`` (run in the same launches) with the highest final
     log-likelihood, as is ``loglik_trace_`` (iterations, values); ``loglik_traces_`` holds every
     chain's, ``(n_chains, n)``, and :meth:`to_arviz` returns them. The log-likelihood per token (every

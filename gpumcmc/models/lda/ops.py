@@ -83,19 +83,27 @@ class _NumpyOps:
         """``lda_zdraw``'s twin: z by :func:`gpumcmc.categorical_products` (``"prefix"``), then the counts."""
         return _two_pass(self, rng, theta, phi, data, zout, loglik, "prefix")
 
-    def normalise_columns(self, lg, total, keep):
+    def normalise_columns(self, lg, total, keep, counts=None, prior=None):
         """Each column of the log-gammas ``lg`` as ``exp(x - max) / sum(exp(x - max))`` (in place), with the
-        running sum where ``total`` is given."""
+        running sum where ``total`` is given: of the draws, or with ``counts`` (int32, lg's shape) and
+        ``prior`` of the posterior means given them (:func:`_accumulate_mean`)."""
         dtype = lg.dtype
         with np.errstate(under="ignore"):
             lg -= lg.max(axis=0)
             e = np.exp(lg, out=lg)
             e /= e.sum(axis=0, dtype=dtype)
-        return e if total is None else (e, self.accumulate(total, e, keep))
+        if total is None:
+            return e
+        return e, (self.accumulate(total, e, keep) if counts is None else
+                   _accumulate_mean(total, counts, prior, 0, keep))
 
     def accumulate(self, total, x, keep):
         """``total + keep * x`` (keep is 0 or 1, so the product is exact)."""
         return total + keep * x
+
+    def accumulate_mean(self, total, counts, prior, den, keep):
+        """``total + keep * ((counts + prior) / den)``, in ``total``'s dtype (``den`` broadcast)."""
+        return total + keep * ((counts.astype(total.dtype) + prior) / den)
 
     def dirichlet_counts(self, rng, counts, prior):
         """``dirichlet_counts_draw``'s twin: Dirichlet rows of the concentrations ``counts + prior``."""
@@ -171,8 +179,9 @@ class _GpuOps:
             n_tail=_loader.i64(n_tail), ll=loglik if loglik is not None else NULL), shared_mem=smem)
         return ndk, nwk
 
-    def normalise_columns(self, lg, total, keep):
-        """``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise`` (out of place)."""
+    def normalise_columns(self, lg, total, keep, counts=None, prior=None):
+        """``lda_col_partials``, ``lda_col_combine``, ``lda_col_normalise`` (out of place); with ``counts``
+        the running sum adds the posterior means given them, their column sums formed in the same passes."""
         import cupy
 
         V, K = lg.shape
@@ -187,20 +196,24 @@ class _GpuOps:
         tiles = -(-V // per_tile)
         pm = cupy.empty((tiles, K), lg.dtype)
         ps = cupy.empty((tiles, K), lg.dtype)
+        means = total is not None and counts is not None
+        cnt = _loader.contiguous(counts, np.int32) if means else _loader.NULL
+        pn = cupy.empty((tiles, K), np.int64) if means else _loader.NULL
         bx = min(256, 32 * -(-K // 32))
         fns[0]((-(-K // bx), tiles), (bx,), _kernel_args.args(FILE, "lda_col_partials", x=lg, V=_loader.i64(V),
                                                                K=_loader.i32(K), rows_per_tile=_loader.i64(per_tile),
-                                                               pm=pm, ps=ps))
+                                                               pm=pm, ps=ps, cnt=cnt, pn=pn))
         fns[1]((-(-K // 32),), (32, 32), _kernel_args.args(FILE, "lda_col_combine", pm=pm, ps=ps,
-                                                            tiles=_loader.i32(tiles), K=_loader.i32(K)))
+                                                            tiles=_loader.i32(tiles), K=_loader.i32(K), pn=pn))
         out = cupy.empty_like(lg)
         new_total = None if total is None else cupy.empty_like(total)
         null = total is None    # no running sum: the kernel reads neither sum nor keep
+        t = lg.dtype.type
         _loader.launch(fns[2], int(lg.size), _kernel_args.args(
             FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
             sum_out=_loader.NULL if null else new_total,
             keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype), n=_loader.i64(lg.size),
-            K=_loader.i32(K)))
+            K=_loader.i32(K), cnt=cnt, pn=pn, prior=t(prior if means else 0), vprior=t(V) * t(prior if means else 0)))
         return out if total is None else (out, new_total)
 
     def dirichlet_counts(self, rng, counts, prior):
@@ -217,6 +230,17 @@ class _GpuOps:
             k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
                                                                 "gpumcmc_lda_accumulate")
         return k(total, x, keep)
+
+    def accumulate_mean(self, total, counts, prior, den, keep):
+        """:meth:`_NumpyOps.accumulate_mean` as one elementwise kernel (the same roundings: the product by
+        ``keep``, 0 or 1, is exact, and the division is IEEE's)."""
+        k = _KERNELS.get("accumulate_mean")
+        if k is None:
+            import cupy
+
+            k = _KERNELS["accumulate_mean"] = cupy.ElementwiseKernel(
+                "T s, int32 n, T a, T d, T k", "T y", "y = s + k * (((T)n + a) / d)", "gpumcmc_lda_accumulate_mean")
+        return k(total, counts, prior, den, keep)
 
 
 _NUMPY, _GPU = _NumpyOps(), _GpuOps()
@@ -337,11 +361,26 @@ def dirichlet_counts(rng, counts, prior):
 
 def dirichlet_columns_counts(rng, counts, prior, total=None, keep=None):
     """:func:`dirichlet_columns` of the concentrations ``counts + prior`` ((V, K) int32 counts, ``prior`` a
-    NumPy scalar of the output's dtype), the sum formed as the GPU reads the counts: the same draws."""
+    NumPy scalar of the output's dtype), the sum formed as the GPU reads the counts: the same draws. With
+    ``total`` and ``keep`` the running sum adds the columns' posterior means given the counts,
+    ``(counts + prior) / (n + V prior)`` (:func:`_accumulate_mean`), formed in the normalisation's passes."""
     ops = _ops(_backend.get_array_module(counts))
-    return ops.normalise_columns(_gamma.log_gamma_counts(rng, counts, prior), total, keep)
+    return ops.normalise_columns(_gamma.log_gamma_counts(rng, counts, prior), total, keep, counts, prior)
 
 
 def _accumulate(total, x, keep):
     """``total + keep * x`` (keep is 0 or 1, so the product is exact), one pass on the GPU."""
     return _ops(_backend.get_array_module(x)).accumulate(total, x, keep)
+
+
+def _accumulate_mean(total, counts, prior, axis: int, keep):
+    """``total + keep * E[p | counts]``, ``E[p | counts] = (counts + prior) / (n + L prior)`` for Dirichlet
+    vectors along ``axis`` (length L, n their counts' sum) of the int32 ``counts``, in ``total``'s dtype
+    (``prior`` a NumPy scalar of it): the running sum of the posterior mean given each sweep's topics
+    (Rao-Blackwellised), which the mean of the Dirichlet draws estimates with far more noise where the prior
+    is small (most draws of an entry without counts underflow, and the mean misses its size by orders of
+    magnitude). The same roundings on both backends (integer sums, one division)."""
+    xp = _backend.get_array_module(counts)
+    L = counts.shape[axis]
+    den = xp.sum(counts, axis=axis, keepdims=True, dtype=xp.int64).astype(total.dtype) + prior.dtype.type(L) * prior
+    return _ops(xp).accumulate_mean(total, counts, prior, den, keep)

@@ -183,6 +183,37 @@ template __global__ void lda_col_normalise<double>(const double*, const double*,
                                                    const int*, const long long*, double, double);
 #endif
 
+// theta's running sum of its posterior mean given the document counts: a warp
+// a row of n (rows x K int32), sum_out = sum_in + keep * (n + prior) / (N + kprior),
+// N the row's count (its tokens), kprior = K prior rounded in T on the host:
+// the twin's roundings (ops._accumulate_mean), in one pass over n and the sum
+// (the row is read twice, the second time from cache).
+template <typename T>
+__global__ void lda_row_means(const int* __restrict__ n, const T* __restrict__ sum_in, T* __restrict__ sum_out,
+                              const T* __restrict__ keep, long long rows, int K, T prior, T kprior) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const T k = *keep;
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        const int* row = n + r * K;
+        long long tot = 0;
+        for (int j = lane; j < K; j += 32) tot += row[j];
+        for (int o = 16; o; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+        const T den = T(tot) + kprior;
+        for (int j = lane; j < K; j += 32) {
+            const long long i = r * K + j;
+            sum_out[i] = sum_in[i] + k * ((T(row[j]) + prior) / den);
+        }
+    }
+}
+
+#ifndef __CUDACC_RTC__
+template __global__ void lda_row_means<float>(const int*, const float*, float*, const float*, long long, int, float,
+                                              float);
+template __global__ void lda_row_means<double>(const int*, const double*, double*, const double*, long long, int,
+                                               double, double);
+#endif
+
 // ---------------------------------------------------------------------------
 // The z-draw of a sweep fused with the counts: for every token t of chain c,
 //

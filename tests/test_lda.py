@@ -439,6 +439,29 @@ def test_draws_from_counts_equal_the_draws_of_counts_plus_prior(xp, dtype):
     assert np.allclose(B.to_host(got).sum(axis=1), 1, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_theta_posterior_mean_sums_match_the_formula(xp, dtype):
+    # theta's running sum adds (n + alpha) / (N + K alpha) per row, N the row's count (the GPU's lda_row_means
+    # forms N as it reads the row): bit for bit the formula below on both backends, for rows of zeros, large
+    # counts and K not a multiple of 32; keep = 0 leaves the sum as it was.
+    from gpumcmc.models.lda import ops
+
+    rs = np.random.default_rng(3)
+    counts = rs.integers(0, 40, (513, 70)).astype(np.int32)
+    counts[rs.random(counts.shape) < 0.6] = 0
+    counts[5] = 0
+    counts[::41, ::9] = 2**25 + 3
+    total = rs.random(counts.shape).astype(dtype)
+    prior = np.dtype(dtype).type(1 / 70)
+    t = np.dtype(dtype).type
+    den = counts.sum(axis=1, keepdims=True, dtype=np.int64).astype(dtype) + t(70) * prior
+    for k in (1, 0):
+        keep = np.full((), k, dtype)
+        got = ops._accumulate_mean(xp.asarray(total), xp.asarray(counts), prior, 1, xp.asarray(keep))
+        want = total + keep * ((counts.astype(dtype) + prior) / den)
+        assert got.dtype == dtype and np.array_equal(B.to_host(got), want), k
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(3000, 96), (500, 1000), (7, 5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

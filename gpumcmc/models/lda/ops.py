@@ -22,7 +22,7 @@ FILE = "lda.cu"
 _ALL = ("lda_counts<long long>", "lda_counts<int>",   # every instantiation, so that lda.cu compiles once
         *(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_col_partials", "lda_col_combine",
                                                               "lda_col_normalise")),
-        *(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw")))
+        *(f"{k}<{t}>" for t in ("float", "double") for k in ("lda_theta_compact", "lda_zdraw", "lda_row_means")))
 
 
 def _chain_tokens(data, C: int):
@@ -231,6 +231,20 @@ class _GpuOps:
                                                                 "gpumcmc_lda_accumulate")
         return k(total, x, keep)
 
+    def row_means(self, total, counts, prior, keep):
+        """``lda_row_means``: :func:`_accumulate_mean` along rows (axis 1), the rows' sums formed in the pass."""
+        import cupy
+
+        rows, K = (int(x) for x in counts.shape)
+        t = total.dtype.type
+        out = cupy.empty_like(total)
+        fn = _loader.get_function(FILE, f"lda_row_means<{'float' if total.dtype == np.float32 else 'double'}>", _ALL)
+        _loader.launch(fn, rows * 32, _kernel_args.args(
+            FILE, "lda_row_means", n=_loader.contiguous(counts, np.int32), sum_in=_loader.contiguous(total),
+            sum_out=out, keep=_loader.contiguous(keep, total.dtype), rows=_loader.i64(rows), K=_loader.i32(K),
+            prior=t(prior), kprior=t(K) * t(prior)))
+        return out
+
     def accumulate_mean(self, total, counts, prior, den, keep):
         """:meth:`_NumpyOps.accumulate_mean` as one elementwise kernel (the same roundings: the product by
         ``keep``, 0 or 1, is exact, and the division is IEEE's)."""
@@ -381,6 +395,8 @@ def _accumulate_mean(total, counts, prior, axis: int, keep):
     is small (most draws of an entry without counts underflow, and the mean misses its size by orders of
     magnitude). The same roundings on both backends (integer sums, one division)."""
     xp = _backend.get_array_module(counts)
+    if xp is not np and axis == 1 and counts.ndim == 2:  # one kernel, the rows' sums formed as it reads them
+        return _GPU.row_means(total, counts, prior, keep)
     L = counts.shape[axis]
     den = xp.sum(counts, axis=axis, keepdims=True, dtype=xp.int64).astype(total.dtype) + prior.dtype.type(L) * prior
     return _ops(xp).accumulate_mean(total, counts, prior, den, keep)

@@ -505,6 +505,16 @@ def test_zero_likelihood_on_most_of_the_prior():
     assert abs(both.logz - lz) < K * both.logzerr
 
 
+def test_runs_spread_shows_the_prior_fraction_error():
+    """Each run's evidence takes its own share of the prior, so logzerr_runs (the runs' spread) checks logzerr
+    here too: with the pooled share for every run it came out 0.007-0.014 against 0.047. Over 3 seeds of 8
+    runs the ratio stays within [0.5, 2] (the spread of 8 runs is itself uncertain by about 25%)."""
+    ll, pt, _ = _disk()
+    ratios = [r.logzerr_runs / r.logzerr for r in
+              (_run(ll, pt, 2, nlive=50, n_runs=8, random_state=s) for s in range(3))]
+    assert 0.5 < np.mean(ratios) < 2.0, ratios
+
+
 def test_zero_likelihood_nearly_everywhere_is_refused():
     """A likelihood that is -inf on all but a sliver of the prior: a ValueError saying so after a bounded
     number of draws, not a run that cannot start."""

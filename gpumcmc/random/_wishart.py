@@ -135,10 +135,11 @@ def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
             try:
                 m = xp.swapaxes(xp.linalg.solve(a, xp.swapaxes(c, -1, -2)), -1, -2)
             except np.linalg.LinAlgError:  # NumPy: a Bartlett diagonal underflowed to 0
+                margin = "0.1" if np.dtype(dtype) == np.float64 else "0.7, or draw in float64"
                 raise ValueError(f"an inverse Wishart draw with df this close to p - 1 = {p - 1} is too large "
                                  f"for {np.dtype(dtype).name}: a chi-square draw of df - {p - 1} degrees of "
                                  f"freedom underflowed to 0, and the draw would be infinite. Use df >= p - 1 + "
-                                 f"0.1, where that happens about once in 10^15 draws.") from None
+                                 f"{margin} (an underflow about once in 10^15 draws).") from None
         else:
             m = c @ a
         w = m @ xp.swapaxes(m, -1, -2)

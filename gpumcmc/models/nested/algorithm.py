@@ -84,11 +84,12 @@ class _NestedSteps:
 
         Where ``loglike`` is -inf (zero likelihood) at some draws, the live points are each run's first N draws
         of finite likelihood, from as many batches as that takes, and the run starts from the prior volume
-        they fill: the share of finite draws (``_prior_share``, a fraction and its draws). Points at -inf never
+        they fill: the share of finite draws (``_prior_share``: the pooled fraction, the draws, and each run's
+        fraction of its own draws, for its own evidence). Points at -inf never
         enter the run: a walker cannot move from one, so they would stay and shrink the volume for nothing."""
         xp, M, N, d = self.xp, self.n_runs, self.nlive, self.ndim
         u, v, logl = self._prior_batch(rng)
-        self._prior_share = (1.0, M * N)
+        self._prior_share = (1.0, M * N, np.ones(M))
         if not bool(xp.isfinite(logl).all()):
             u, v, logl = self._finite_start(rng, u, v, logl)
         birth = xp.full((M, N), -np.inf)
@@ -119,7 +120,7 @@ class _NestedSteps:
         ok = xp.isfinite(L)
         pos = xp.arange(L.shape[1])[None, :]
         first = xp.argsort(xp.where(ok, pos, pos + L.shape[1]), axis=1)[:, :N]  # finite ones, in draw order
-        self._prior_share = (float(ok.sum()) / ok.size, int(ok.size))
+        self._prior_share = (float(ok.sum()) / ok.size, int(ok.size), _backend.to_host(ok.mean(axis=1)))
         return (xp.take_along_axis(U, first[..., None], axis=1), xp.take_along_axis(V, first[..., None], axis=1),
                 xp.take_along_axis(L, first, axis=1))
 

@@ -298,12 +298,14 @@ class NestedSampler(_NestedSteps):
         au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
                           for k, x in zip(("u", "v", "logl", "birth"), self._live[:4]))
         order, nl = merge_points(al.ravel(), ab.ravel())
-        start = _start_volume(*self._prior_share)
+        fraction, draws, per_run = self._prior_share
         logz_runs = np.empty(M)
         logwt_run = np.empty(al.shape)  # each point's log weight within its own run, normalised
         for m in range(M):
             o, n = merge_points(al[m], ab[m])
-            lz, lw = _evidence(al[m][o], n, *start)[:2]
+            # each run's evidence from its own share of the prior (so that logzerr_runs, their spread, also
+            # shows that share's error); the merged run's from the pooled share
+            lz, lw = _evidence(al[m][o], n, *_start_volume(float(per_run[m]), draws // M))[:2]
             logz_runs[m] = lz
             logwt_run[m, o] = lw - lz
         return _outcome(al.ravel()[order], nl.astype(np.int64), np.repeat(np.arange(M), al.shape[1])[order],
@@ -311,4 +313,4 @@ class NestedSampler(_NestedSteps):
                         samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], ncall=int(self._ncall),
                         nbatch=int(self._nbatch), niter=int(niter), n_runs=M, nlive_per_run=self.nlive,
                         n_replace=self.n_replace, seconds=float(seconds), converged=bool(converged),
-                        prior_fraction=self._prior_share[0], prior_draws=self._prior_share[1])
+                        prior_fraction=fraction, prior_draws=draws)

@@ -458,25 +458,28 @@ def _rows_view(x, xp, axis: int, name: str):
     return x, tuple(x.shape[:-1])
 
 
-def _first_bad_row(out, xp) -> int | None:
-    """Index (flat) of the first row that got -1, or None (NumPy; the kernels note theirs in the status word)."""
+def _first_bad_row(out, xp, neg=None) -> int | None:
+    """Index (flat) of the first row that got -1 (or, where ``neg`` is given, holds a negative weight), or
+    None (NumPy; the kernels note theirs in the status word)."""
     bad = out.reshape(-1) < 0
+    if neg is not None:
+        bad = bad | neg
     if not bool(bad.any()):
         return None
     return int(xp.argmax(bad))
 
 
 def _row_code(kind: str, values: np.ndarray) -> int:
-    """The status code of a row that got -1 on NumPy: the twin of ``row_code`` in kernels_cu/discrete.cuh.
-
-    Negative weights are refused before the draw on NumPy, so they do not reach here.
-    """
+    """The status code of a bad row on NumPy (one that got -1 or holds a negative weight): the twin of
+    ``row_code`` in kernels_cu/discrete.cuh, which ranks NaN, then inf, then a negative weight."""
     if np.isnan(values).any():
         return _status.NAN
     if kind == "logits":
         return _status.INF if np.isposinf(values).any() else _status.ZERO
-    if np.isinf(values).any():
+    if np.isposinf(values).any():
         return _status.INF
+    if (values < 0).any():   # -inf among them, as the kernels count it
+        return _status.NEG
     if not (values > 0).any():
         return _status.ZERO
     with np.errstate(over="ignore"):
@@ -576,10 +579,6 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
         return out
     if K == 0:
         raise ValueError(f"{name} have no categories (the last axis has length 0); nothing can be drawn.")
-    if kind == "weights" and xp is np and validating():  # a row with a negative weight, named as the kernels name it
-        neg = (x.reshape(n, K) < 0).any(axis=1)
-        if neg.any():
-            raise ValueError(_RowsMessage(kind, batch, x.dtype)(_status.NEG, int(np.argmax(neg))))
     with annotate("gpumcmc.categorical_logits" if kind == "logits" else "gpumcmc.categorical", xp):
         if xp is np:
             x2 = x.reshape(n, K)
@@ -596,8 +595,9 @@ def _rows_draw(kind: str, x, rng, axis: int, method: str, out):
             # The kernel checks the rows as it reads them (see _status).
             _launch(kind, method, a, a, a, a, n, K, rng.key, offset, out, _RowsMessage(kind, batch, x.dtype))
             return out
-    if validating():
-        r = _first_bad_row(out, xp)
+    if validating():  # as the kernels note it: the first row that drew -1 or holds a negative weight
+        neg = (x.reshape(n, K) < 0).any(axis=1) if kind == "weights" else None
+        r = _first_bad_row(out, xp, neg)
         if r is not None:
             raise ValueError(_RowsMessage(kind, batch, x.dtype)(_row_code(kind, x.reshape(n, K)[r]), r))
     return out

@@ -364,6 +364,13 @@ def test_negative_row_is_named(xp, method):
     with gpumcmc.validation(False):
         got = to_np(categorical(xp.asarray(w), rng=_rng(xp, 0), method=method))
     assert got[1] == 0 and got[2] == 2
+    # the first bad row of any kind, and within a row NaN before inf before a negative weight, as the kernels
+    for rows, message in (([[0.0, 0.0], [1.0, -1.0]], r"row 0 has no positive weight"),
+                          ([[np.nan, -1.0], [1.0, 1.0]], r"row 0 contains NaN"),
+                          ([[1.0, 1.0], [np.nan, 1.0], [1.0, -1.0]], r"row 1 contains NaN"),
+                          ([[1.0, 1.0], [np.inf, -1.0]], r"row 1 contains \+?inf")):
+        with pytest.raises(ValueError, match=message):
+            categorical(xp.asarray(np.array(rows)), rng=_rng(xp, 0), method=method)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

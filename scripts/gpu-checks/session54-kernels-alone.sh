@@ -25,7 +25,7 @@ done | tee "$D/coldstart.txt"
 grep -n '"compile_kernels_alone"' gpumcmc/_config.py
 PT="python -m pytest -q -m gpu -p no:cacheprovider -rs"
 MULTI="tests/test_nccl.py tests/test_lda_devices.py tests/test_glm_devices.py tests/test_bayesnet_devices.py tests/test_distributed.py"
-GPUMCMC_CHECK_KERNEL_ARGS=1 $T 120 $PT $MULTI > "$D/tests-multi.log" 2>&1; echo "multi-GPU files rc=$?"
+GPUMCMC_CHECK_KERNEL_ARGS=1 $T 300 $PT $MULTI > "$D/tests-multi.log" 2>&1; echo "multi-GPU files rc=$?"
 files=""; for f in tests/test_*.py; do case " $MULTI " in *" $f "*) ;; *) files="$files $f" ;; esac; done
 set -- $files; n=$#; k=0; lanes=$(( N >= 4 ? 4 : N ))
 for i in $(seq 0 $((lanes - 1))); do eval "L$i=''"; done

@@ -71,8 +71,8 @@ def _stage_bytes(M, V, T, K, f=4):
         "counts": T * 16 + (M + V) * K * 4 * 2,             # rows, cols, z in; both tables zeroed and written
         "z-draw + counts (fused)": T * 8 + (M + V) * K * (f + 4 * 2),   # no z; theta, phi in; tables
         "theta Dirichlet": M * K * (4 + f + f),             # counts in, prior added, draws out
-        "phi Dirichlet": V * K * (4 + f + f),
-        "posterior sums": (M + V) * K * f * 3,              # read sum and draw, write sum
+        "phi Dirichlet": V * K * (4 + f + f) + V * K * (4 + f + f),   # and its running sum: counts, sum in, out
+        "posterior sums": M * K * (4 + f + f),              # theta's: counts and sum in, sum out
     }
 
 
@@ -95,6 +95,7 @@ def _stages(bench, case, rng, data, state, M, V, T, K):
     with _validate.validation(False):
         z = categorical_products(th, ph, data.rows, data.cols, rng)
         ndk, nwk = L.fused_counts(data.rows, data.cols, z, M, V, K)
+        one = cp.ones((), np.float32)
         a = cp.add(ndk, np.float32(data.alpha), dtype=np.float32)
         b = cp.add(nwk, np.float32(data.beta), dtype=np.float32)
         fns = {
@@ -102,13 +103,15 @@ def _stages(bench, case, rng, data, state, M, V, T, K):
             "counts": lambda: L.fused_counts(data.rows, data.cols, z, M, V, K, out=(ndk, nwk)),
             "theta Dirichlet": lambda: rng.dirichlet(cp.add(ndk, np.float32(data.alpha), dtype=np.float32),
                                                      dtype=np.float32),
-            "phi Dirichlet": lambda: L.dirichlet_columns(rng, cp.add(nwk, np.float32(data.beta), dtype=np.float32)),
-            "posterior sums": lambda: (L._accumulate(state.phi_sum, state.phi, np.float32(1)),
-                                       L._accumulate(state.theta_sum, state.theta, np.float32(1))),
+            # as the sweep runs them: phi's running sum of its posterior means inside the normalisation's
+            # passes, theta's in lda_row_means
+            "phi Dirichlet": lambda: L.ops.dirichlet_columns_counts(rng, nwk, np.float32(data.beta),
+                                                                    L._phi_store(state.phi_sum)[:, 0], one),
+            "posterior sums": lambda: L._accumulate_mean(state.theta_sum[0], ndk, np.float32(data.alpha), 1, one),
         }
         for name, fn in fns.items():
             items = T if name in ("z-draw", "counts") else {"theta Dirichlet": M * K, "phi Dirichlet": V * K,
-                                                             "posterior sums": (M + V) * K}[name]
+                                                             "posterior sums": M * K}[name]
             bench.peer(case, f"stage: {name}", items, fn, bytes_moved=nb[name], params={"K": K},
                        note="one stage of the sweep, value checks off as inside the sampler")
     del a, b

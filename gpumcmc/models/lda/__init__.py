@@ -14,7 +14,7 @@ from .algorithm import (GibbsStats, LDAData, LDAInfo, LDAState, _fused_default, 
                         log_likelihood, step)
 from .corpus import completion_split, seeded_topics, tokens_from
 from .estimator import LDA
-from .ops import (_accumulate, _phi_store, _token_counters, counts, counts_twin, dirichlet_columns, fused_counts,
+from .ops import (_accumulate_mean, _phi_store, _token_counters, counts, counts_twin, dirichlet_columns, fused_counts,
                   zdraw_counts)
 from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, document_bounds, gibbs, init_sharded,
                       make_sharded_step, shard_corpus, shard_data, sharded_gibbs, sharded_log_likelihood,
@@ -23,7 +23,7 @@ from .sharded import (CorpusPart, LDAShardedState, ShardPlace, allreduce_bytes, 
 # The names not in __all__ are imported from here by the tests and benchmarks. A test that replaces a function
 # must replace it in the submodule that calls it (categorical_products in .ops; zdraw_counts, _theta_draw and
 # dirichlet_columns in .algorithm). init_sharded and make_sharded_step raise, naming their replacements.
-_NOT_IN_ALL = (_fused_default, _accumulate, _phi_store, _token_counters, counts, counts_twin, fused_counts,
+_NOT_IN_ALL = (_fused_default, _accumulate_mean, _phi_store, _token_counters, counts, counts_twin, fused_counts,
                zdraw_counts)
 
 __all__ = ["LDA", "LDAState", "LDAInfo", "LDAData", "init", "step", "tokens_from", "completion_split",

@@ -130,12 +130,13 @@ def step(rng, state: LDAState, data: LDAData, fixed_phi: bool = False, loglik: b
         return gibbs_update(rng, local.finish(), local.stats, data.beta, data.burn_in, fixed_phi)
 
 
-def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False) -> Overlap:
+def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False, keeps: dict | None = None) -> Overlap:
     """Steps 1 and 2 of a sweep on ``data``'s documents, then their theta: an :class:`gpumcmc.sampling.Overlap`.
 
     The z-draw and its counts are queued here; ``stats`` is :class:`GibbsStats`; ``finish()`` draws theta
-    from the document counts and returns the state with it (with the documents split over GPUs, beside the
-    sum of the word counts, which it does not read).
+    from the document counts and returns the state with it and with theta's running sum (with the documents
+    split over GPUs, beside the sum of the word counts, which it does not read). ``keeps``: as
+    :func:`gibbs_update`'s, the 0/1 weights of the data-parallel sweep, one array a value.
     """
     xp = _backend.get_array_module(state.theta)
     theta = state.theta
@@ -150,7 +151,7 @@ def gibbs_local(rng, state: LDAState, data: LDAData, loglik: bool = False) -> Ov
         th = _theta_draw(rng, ndk, alpha, data, C).reshape(C, M, K)
         # the running sum of theta's posterior mean given this sweep's counts (see _accumulate_mean)
         total = _accumulate_mean(state.theta_sum.reshape(C * M, K), ndk, alpha, 1,
-                                 _keep_weight(state, data.burn_in, dtype))
+                                 _keep_weight(state, data.burn_in, dtype, keeps))
         return state._replace(theta=th, theta_sum=total.reshape(C, M, K))
 
     return Overlap(GibbsStats(nwk, ll), finish)

@@ -14,7 +14,7 @@ import numpy as np
 
 from gpumcmc import _kernel_args, _loader
 from gpumcmc import backend as _backend
-from gpumcmc._config import config, memo
+from gpumcmc._config import config
 from gpumcmc.discrete import CounterIndex, categorical_products
 from gpumcmc.random import _gamma
 
@@ -95,14 +95,16 @@ class _NumpyOps:
         if total is None:
             return e
         return e, (self.accumulate(total, e, keep) if counts is None else
-                   _accumulate_mean(total, counts, prior, 0, keep))
+                   self.accumulate_mean(total, counts, prior, 0, keep))
 
     def accumulate(self, total, x, keep):
         """``total + keep * x`` (keep is 0 or 1, so the product is exact)."""
         return total + keep * x
 
-    def accumulate_mean(self, total, counts, prior, den, keep):
-        """``total + keep * ((counts + prior) / den)``, in ``total``'s dtype (``den`` broadcast)."""
+    def accumulate_mean(self, total, counts, prior, axis, keep):
+        """:func:`_accumulate_mean`: ``total + keep * ((counts + prior) / (n + L prior))``, n summed as int64."""
+        L = counts.shape[axis]
+        den = counts.sum(axis=axis, keepdims=True, dtype=np.int64).astype(total.dtype) + prior.dtype.type(L) * prior
         return total + keep * ((counts.astype(total.dtype) + prior) / den)
 
     def dirichlet_counts(self, rng, counts, prior):
@@ -221,20 +223,14 @@ class _GpuOps:
         form the concentrations."""
         return _gamma.dirichlet_counts_cupy(_loader.contiguous(counts), prior, rng.key, rng.advance())
 
-    def accumulate(self, total, x, keep):
-        """One elementwise kernel (compiled per device by CuPy): ``total + keep * x``."""
-        k = _KERNELS.get("accumulate")
-        if k is None:
-            import cupy
-
-            k = _KERNELS["accumulate"] = cupy.ElementwiseKernel("T s, T x, T k", "T y", "y = s + k * x",
-                                                                "gpumcmc_lda_accumulate")
-        return k(total, x, keep)
-
-    def row_means(self, total, counts, prior, keep):
-        """``lda_row_means``: :func:`_accumulate_mean` along rows (axis 1), the rows' sums formed in the pass."""
+    def accumulate_mean(self, total, counts, prior, axis, keep):
+        """``lda_row_means``: :func:`_accumulate_mean` along rows (axis 1), the rows' sums formed in the pass.
+        Columns' (phi's) are formed in :meth:`normalise_columns`' kernels instead."""
         import cupy
 
+        if axis != 1 or counts.ndim != 2:
+            raise ValueError("on the GPU the posterior-mean sums run along the rows of a 2-d count array; phi's "
+                             "column sums are formed by normalise_columns(..., counts, prior).")
         rows, K = (int(x) for x in counts.shape)
         t = total.dtype.type
         out = cupy.empty_like(total)
@@ -245,20 +241,8 @@ class _GpuOps:
             prior=t(prior), kprior=t(K) * t(prior)))
         return out
 
-    def accumulate_mean(self, total, counts, prior, den, keep):
-        """:meth:`_NumpyOps.accumulate_mean` as one elementwise kernel (the same roundings: the product by
-        ``keep``, 0 or 1, is exact, and the division is IEEE's)."""
-        k = _KERNELS.get("accumulate_mean")
-        if k is None:
-            import cupy
-
-            k = _KERNELS["accumulate_mean"] = cupy.ElementwiseKernel(
-                "T s, int32 n, T a, T d, T k", "T y", "y = s + k * (((T)n + a) / d)", "gpumcmc_lda_accumulate_mean")
-        return k(total, counts, prior, den, keep)
-
 
 _NUMPY, _GPU = _NumpyOps(), _GpuOps()
-_KERNELS = memo.table("lda.kernels", device_at=None)
 
 
 def _ops(xp):
@@ -382,21 +366,11 @@ def dirichlet_columns_counts(rng, counts, prior, total=None, keep=None):
     return ops.normalise_columns(_gamma.log_gamma_counts(rng, counts, prior), total, keep, counts, prior)
 
 
-def _accumulate(total, x, keep):
-    """``total + keep * x`` (keep is 0 or 1, so the product is exact), one pass on the GPU."""
-    return _ops(_backend.get_array_module(x)).accumulate(total, x, keep)
-
-
 def _accumulate_mean(total, counts, prior, axis: int, keep):
     """``total + keep * E[p | counts]``, ``E[p | counts] = (counts + prior) / (n + L prior)`` for Dirichlet
     vectors along ``axis`` (length L, n their counts' sum) of the int32 ``counts``, in ``total``'s dtype
     (``prior`` a NumPy scalar of it): the running sum of the posterior mean given each sweep's topics
     (Rao-Blackwellised), which the mean of the Dirichlet draws estimates with far more noise where the prior
     is small (most draws of an entry without counts underflow, and the mean misses its size by orders of
-    magnitude). The same roundings on both backends (integer sums, one division)."""
-    xp = _backend.get_array_module(counts)
-    if xp is not np and axis == 1 and counts.ndim == 2:  # one kernel, the rows' sums formed as it reads them
-        return _GPU.row_means(total, counts, prior, keep)
-    L = counts.shape[axis]
-    den = xp.sum(counts, axis=axis, keepdims=True, dtype=xp.int64).astype(total.dtype) + prior.dtype.type(L) * prior
-    return _ops(xp).accumulate_mean(total, counts, prior, den, keep)
+    magnitude). The same roundings on both backends (integer sums, one division; ``keep`` is 0 or 1)."""
+    return _ops(_backend.get_array_module(counts)).accumulate_mean(total, counts, prior, axis, keep)

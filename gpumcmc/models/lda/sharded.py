@@ -215,7 +215,7 @@ def gibbs() -> DataParallel:
 
     def local(rng, state: LDAState, data, loglik: bool = False):
         drawn.clear()        # every shard's local runs before any update of the sweep
-        return gibbs_local(rng, state, data, loglik=loglik)
+        return gibbs_local(rng, state, data, loglik=loglik, keeps=keeps)
 
     def update(rng, state: LDAState, stats):
         return gibbs_update(rng, state, stats, prior["beta"], prior["burn_in"], keeps=keeps, drawn=drawn)

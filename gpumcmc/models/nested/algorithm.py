@@ -102,25 +102,29 @@ class _NestedSteps:
 
     def _finite_start(self, rng, u, v, logl):
         """Each run's first N prior draws of finite likelihood, drawing more batches as needed (see
-        :meth:`_init`), and ``_prior_share`` from every draw made."""
+        :meth:`_init`), and ``_prior_share`` from every draw made. After each batch only each run's first N
+        finite points are kept (memory of two batches, however many are drawn)."""
         xp, M, N = self.xp, self.n_runs, self.nlive
-        us, vs, ls = [u], [v], [logl]
-        found = xp.isfinite(logl).sum(axis=1)  # (M,) finite draws of each run so far
+        found, batches = xp.isfinite(logl).sum(axis=1), 1  # (M,) finite draws of each run so far
         while int(found.min()) < N:  # synchronize! (at the start only)
-            if len(ls) >= self._MAX_PRIOR_BATCHES:
-                drawn = M * N * len(ls)
+            if batches >= self._MAX_PRIOR_BATCHES:
+                drawn = M * N * batches
                 raise ValueError(f"loglike is -inf (zero likelihood) at {drawn - int(found.sum())} of the {drawn} "
                                  f"points drawn from the prior; nested sampling needs nlive={N} points of finite "
                                  f"likelihood a run to start. Narrow the prior (prior_transform) to where the "
                                  f"likelihood is positive, or check the likelihood.")
-            for a, b in zip((us, vs, ls), self._prior_batch(rng)):
-                a.append(b)
-            found = found + xp.isfinite(ls[-1]).sum(axis=1)
-        U, V, L = (xp.concatenate(a, axis=1) for a in (us, vs, ls))
-        ok = xp.isfinite(L)
+            nu, nv, nl = self._prior_batch(rng)
+            u, v, logl = self._first_finite(*(xp.concatenate(a, axis=1) for a in ((u, nu), (v, nv), (logl, nl))))
+            found, batches = found + xp.isfinite(nl).sum(axis=1), batches + 1
+        drawn = N * batches
+        self._prior_share = (float(found.sum()) / (M * drawn), M * drawn, _backend.to_host(found / drawn))
+        return u, v, logl
+
+    def _first_finite(self, U, V, L):
+        """Each run's first N points (in draw order) of finite ``L`` (M, >= N), the -inf ones after them."""
+        xp, N = self.xp, self.nlive
         pos = xp.arange(L.shape[1])[None, :]
-        first = xp.argsort(xp.where(ok, pos, pos + L.shape[1]), axis=1)[:, :N]  # finite ones, in draw order
-        self._prior_share = (float(ok.sum()) / ok.size, int(ok.size), _backend.to_host(ok.mean(axis=1)))
+        first = xp.argsort(xp.where(xp.isfinite(L), pos, pos + L.shape[1]), axis=1)[:, :N]
         return (xp.take_along_axis(U, first[..., None], axis=1), xp.take_along_axis(V, first[..., None], axis=1),
                 xp.take_along_axis(L, first, axis=1))
 

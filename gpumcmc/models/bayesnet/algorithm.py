@@ -53,6 +53,8 @@ class State(NamedTuple):
     total: Any       # float64 (C,): the counts of the latest sweep of every batch, summed (None: one batch)
     last: list       # per batch: its counts at its latest visit (None before the first), for the moving sum
     bads: list       # per local shard: int32 (1,), set where a missing cell had no possible state
+    counts: Any = None  # the counts (over the m replicas) the latest CPTs were drawn from, on the first device
+                        # (None when not learning); the estimator averages their posterior means
 
 
 class OneDevice(NamedTuple):
@@ -63,6 +65,7 @@ class OneDevice(NamedTuple):
     tables: Any      # State.tables
     Z: Any           # State.Zs[0]
     bad: Any         # State.bads[0]
+    counts: Any      # State.counts
 
 
 def graph_ready(step, state):
@@ -72,12 +75,12 @@ def graph_ready(step, state):
     ``state``: no draw reads it then) and whose cases are one batch (nothing moves to the host)."""
     def one_step(rng, one):
         out, info = step(rng, back(one))
-        return OneDevice(out.tables, out.Zs[0], out.bads[0]), info
+        return OneDevice(out.tables, out.Zs[0], out.bads[0], out.counts), info
 
     def back(one):
-        return state._replace(tables=one.tables, Zs=[one.Z], bads=[one.bad])
+        return state._replace(tables=one.tables, Zs=[one.Z], bads=[one.bad], counts=one.counts)
 
-    return one_step, OneDevice(state.tables, state.Zs[0], state.bads[0]), back
+    return one_step, OneDevice(state.tables, state.Zs[0], state.bads[0], state.counts), back
 
 
 def case_parts(X, plan, shards, batch_size) -> list:
@@ -136,8 +139,11 @@ def _start(rng, parts, sh, plan, ms, prior, cpts):
     with sh.on(0):
         tables = xp.asarray(plan.uniform_tables() if learn else plan.tables_of(cpts))
         total = xp.zeros(plan.C, dtype=xp.float64) if learn and not resident else None
+        # the counts' type: a batch's counts (int32 on a GPU, int64 on NumPy), or the float64 moving sum
+        drawn = (total if total is not None else xp.zeros(plan.C, dtype=np.int64 if xp is np else np.int32)) \
+            if learn else None
     data = Data(sh, xp, plan, ops, by_batch, resident, ms, m_max, prior, learn)
-    return data, State(0, tables, Zs, total, [None] * len(by_batch), bads)
+    return data, State(0, tables, Zs, total, [None] * len(by_batch), bads, drawn)
 
 
 def step(rng, state, data, reduce):
@@ -145,18 +151,18 @@ def step(rng, state, data, reduce):
     learning) the CPTs drawn from the counts summed over the shards by ``reduce`` (the Collective's).
     No host-device synchronisation."""
     m = data.ms[state.t]
-    tables, total, last, Zs = state.tables, state.total, list(state.last), list(state.Zs)
+    tables, total, last, Zs, drawn = state.tables, state.total, list(state.last), list(state.Zs), state.counts
     for q, row in enumerate(data.parts):
         off = rng.advance(1)
         counts = _sweep(rng.key, off, m, row, tables, Zs, state.bads, data)
         if data.learn:
-            tables, last[q] = _draw_cpts(rng, m, reduce(counts), total, last[q], data)
+            tables, last[q], drawn = _draw_cpts(rng, m, reduce(counts), total, last[q], data)
         if not data.resident:
             for i, b in enumerate(row):
                 if b.n:
                     with data.sh.on(i):
                         b.store(Zs[i])
-    return State(state.t + 1, tables, Zs, total, last, state.bads), None
+    return State(state.t + 1, tables, Zs, total, last, state.bads, drawn), None
 
 
 def _sweep(key, off, m, row, tables, Zs, bads, data):
@@ -184,17 +190,18 @@ def _sweep(key, off, m, row, tables, Zs, bads, data):
 
 def _draw_cpts(rng, m, counts, total, last, data):
     """The CPTs drawn from a batch's counts (summed over the devices) and the latest counts of the
-    other batches: ``(tables, this batch's counts for its next visit)``; ``total`` is updated in place."""
+    other batches: ``(tables, this batch's counts for its next visit, the counts drawn from)``; ``total`` is
+    updated in place."""
     sh, xp = data.sh, data.xp
     with sh.on(0):
         # counts are whole numbers below 2**53, so every sum here is exact
         if len(data.parts) == 1:  # the total is this batch's counts, read as the gamma draw's shapes
             logg = _gamma.log_gamma_counts(rng, counts[0], np.float64(m * (data.prior - 1.0) + 1.0))
-            return data.ops[0].normalise(logg), last
+            return data.ops[0].normalise(logg), last, counts[0]
         cq = counts[0].astype(xp.float64)
         total += cq if last is None else cq - last
         last = cq
-        return data.ops[0].normalise(rng.gamma(m * (data.prior - 1.0) + 1.0 + total, log=True)), last
+        return data.ops[0].normalise(rng.gamma(m * (data.prior - 1.0) + 1.0 + total, log=True)), last, total
 
 
 def _uniforms(xp, key, off, m_max, b):

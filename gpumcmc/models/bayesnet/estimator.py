@@ -70,8 +70,9 @@ class BayesianNetwork(Estimator):
     ``n_iter``: iterations; ``prior``: the Dirichlet prior of every CPT row; ``same``: the replicas m, an
     int or a schedule (a callable of the iteration, or a sequence of length ``n_iter``); ``random_state``:
     an int, a ``SeedSequence`` or a gpumcmc Generator; ``backend``: ``"numpy"``, ``"cupy"`` or ``None``.
-    Each iteration's CPT draw is kept in ``trace_``; ``cpts_`` is their mean after the first ``burn_in``
-    (``None``: ``n_iter // 2``), the posterior mean (the guide says why it beats the final draw at small m);
+    Each iteration's CPT draw is kept in ``trace_``; ``cpts_`` is the posterior mean: the mean, over the
+    iterations after the first ``burn_in`` (``None``: ``n_iter // 2``), of each row's mean given the counts it
+    was drawn from (the guide says why it beats the final draw at small m, and the draws' mean at small prior);
     ``cpts_last_`` is the final draw.
 
     ``batch_size`` splits the cases into minibatches (``None``: one): each visit to a batch sweeps its
@@ -309,7 +310,8 @@ class BayesianNetwork(Estimator):
         parts = case_parts(X, plan, sh, bs)
         alg = sharded(collective(plan, ms, prior, None if learn else self.cpts_), sh)
         state = alg.init(rng, parts)
-        keep = (lambda s, info: {"logc": s.tables[:1]}) if learn else None  # one chain: (1, C) per draw
+        # one chain: (1, C) per draw, the CPTs drawn and the counts they were drawn from
+        keep = (lambda s, info: {"logc": s.tables[:1], "counts": s.counts[None]}) if learn else None
         # one GPU, one batch, one m: the iteration captured as a CUDA graph and replayed, the same draws
         graph = config.bayesnet_graph and rng.xp() is not np and sh.world == 1 and len(parts[0]) == 1 \
             and len(set(ms)) == 1
@@ -326,7 +328,7 @@ class BayesianNetwork(Estimator):
         self._imputations(parts, state.Zs, max(ms), len(sh) == sh.world)
         self.n_shards_ = sh.world
         if learn:
-            self._keep_draws(plan, state.tables[0], trace.draws["logc"][0], burn)
+            self._keep_draws(plan, state.tables[0], trace.draws["logc"][0], trace.draws["counts"][0], ms, prior, burn)
         return self
 
     def _checked(self, n, n_iter, same, prior, learn, batch_size, burn_in):
@@ -357,17 +359,22 @@ class BayesianNetwork(Estimator):
             raise ValueError("batch_size must be a positive integer or None.")
         return ms, burn, bs
 
-    def _keep_draws(self, plan, logc, trace, burn):
-        """``trace_``, ``cpts_`` (the mean after ``burn``) and ``cpts_last_`` from the log-probability
-        draws of a fit: the final ``logc`` and the (n_iter, C) ``trace``."""
+    def _keep_draws(self, plan, logc, trace, counts, ms, prior, burn):
+        """``trace_``, ``cpts_`` and ``cpts_last_`` from the log-probability draws of a fit: the final ``logc``,
+        the (n_iter, C) ``trace`` and the (n_iter, C) ``counts`` each iteration's CPTs were drawn from, with
+        ``ms[t]`` replicas. ``cpts_`` averages, over the iterations after ``burn``, each row's posterior mean
+        given its counts, ``(m (prior - 1) + 1 + count) / (row sum)`` (Rao-Blackwellised): the same expectation
+        as the mean of the draws, without the draws' underflow when a state's shape is far below 1."""
         lc, tr = _backend.to_host(logc), np.exp(_backend.to_host(trace))
-        mean = tr[burn:].mean(0)
+        a = _backend.to_host(counts)[burn:].astype(np.float64)
+        a += (np.asarray(ms[burn:], dtype=np.float64) * (prior - 1.0) + 1.0)[:, None]
         self.cpts_, self.cpts_last_, self.trace_ = {}, {}, {}
         for j, v in enumerate(self.nodes):
-            a, e, shape = plan.toff[j], plan.toff[j + 1], self._cpt_shape(v)
-            self.cpts_[v] = mean[a:e].reshape(shape)
-            self.cpts_last_[v] = np.exp(lc[a:e]).reshape(shape)
-            self.trace_[v] = tr[:, a:e].reshape((len(tr), -1, self.card[v]))
+            s, e, shape, k = plan.toff[j], plan.toff[j + 1], self._cpt_shape(v), self.card[v]
+            rows = a[:, s:e].reshape(len(a), -1, k)
+            self.cpts_[v] = (rows / rows.sum(-1, keepdims=True)).mean(0).reshape(shape)
+            self.cpts_last_[v] = np.exp(lc[s:e]).reshape(shape)
+            self.trace_[v] = tr[:, s:e].reshape((len(tr), -1, k))
         self.burn_in_ = burn
 
     def _imputations(self, parts, Zs, m_max, whole):

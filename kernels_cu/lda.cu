@@ -72,7 +72,7 @@ template __global__ void lda_counts<int>(const int*, const int*, const long long
 //                     (cnt + prior) / (n + V prior) (den = n + vprior), the
 //                     running sum in the same pass
 //
-// Twin: gpumcmc/models/lda/ops.py (dirichlet_columns, _accumulate): the same
+// Twin: gpumcmc/models/lda/ops.py (dirichlet_columns, _accumulate_mean): the same
 // formula, exp(x - max) over the column's sum; the sums differ from it only
 // in the order of the additions.
 template <typename T>
@@ -148,21 +148,28 @@ __global__ void __launch_bounds__(1024) lda_col_combine(T* __restrict__ pm, T* _
     }
 }
 
+// A thread a column (x: columns, coalesced along a row; y: rows, strided), its
+// max, sum and mean's denominator held in registers; n = V K.
 template <typename T>
 __global__ void lda_col_normalise(const T* __restrict__ x, const T* __restrict__ m, const T* __restrict__ s,
                                   T* __restrict__ out, const T* __restrict__ sum_in, T* __restrict__ sum_out,
                                   const T* __restrict__ keep, long long n, int K, const int* __restrict__ cnt,
                                   const long long* __restrict__ pn, T prior, T vprior) {
-    const long long stride = (long long)gridDim.x * blockDim.x;
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= K) return;
+    const long long V = n / K;
+    const T mc = m[c], sc = s[c];
     const T k = sum_in ? *keep : T(0);
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const int c = (int)(i % K);
-        const T p = exp(x[i] - m[c]) / s[c];
+    const T den = (sum_in && cnt) ? T(pn[c]) + vprior : T(1);
+#pragma unroll 4
+    for (long long r = blockIdx.y; r < V; r += gridDim.y) {
+        const long long i = r * K + c;
+        const T p = exp(x[i] - mc) / sc;
         out[i] = p;
         if (sum_in) {
             // the twin's (T(cnt) + prior) / (T(n) + vprior), each operation rounded once (IEEE division:
             // no fast-math), and keep * q exact (keep is 0 or 1), so the sums equal the twin's bit for bit
-            const T q = cnt ? (T(cnt[i]) + prior) / (T(pn[c]) + vprior) : p;
+            const T q = cnt ? (T(cnt[i]) + prior) / den : p;
             sum_out[i] = sum_in[i] + k * q;
         }
     }

@@ -211,7 +211,9 @@ class _GpuOps:
         new_total = None if total is None else cupy.empty_like(total)
         null = total is None    # no running sum: the kernel reads neither sum nor keep
         t = lg.dtype.type
-        _loader.launch(fns[2], int(lg.size), _kernel_args.args(
+        # a thread a column, the rows strided over about 8 blocks a SM
+        gy = int(max(1, min(V, 65535, -(-_loader.sm_count() * 8 // -(-K // bx)))))
+        fns[2]((-(-K // bx), gy), (bx,), _kernel_args.args(
             FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
             sum_out=_loader.NULL if null else new_total,
             keep=_loader.NULL if null else _loader.contiguous(keep, lg.dtype), n=_loader.i64(lg.size),

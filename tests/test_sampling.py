@@ -490,3 +490,22 @@ def test_run_tells_a_step_which_sweeps_a_monitor_reads():
     run(step, np.zeros(1), 0, 5, burn_in=2, progress=False,
         monitors=[Monitor("a", lambda s: 0.0, every=3), Monitor("b", lambda s: 0.0, every=5)])
     assert step.seen == [False, False, True, False, True, True, True]
+
+
+def test_a_stopped_run_closes_its_bar_full(monkeypatch):
+    """A run its stop condition ends early (BEM's convergence, nested sampling) closes its bar at its total,
+    set to what was done: a notebook bar closed short of its total is drawn as failed (red)."""
+    import tqdm.auto
+
+    made = []
+
+    class Bar(tqdm.auto.tqdm):
+        def close(self):
+            made.append((self.n, self.total))
+            super().close()
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    rng = gpumcmc.random.default_rng(0, backend="numpy")
+    tr = run(ar_step, AR(np.zeros(2), 0), rng, n_iter=50, progress=True, stop=Stop(lambda s, i: s.steps >= 7))
+    assert tr.iterations == 7 and made[0] == (7, 7)
+    run(ar_step, AR(np.zeros(2), 0), rng, n_iter=5, progress=True)
+    assert made[-1] == (5, 5)

@@ -270,6 +270,16 @@ def _check() -> None:
         check()
 
 
+def _end_bar_early(bar, done: int) -> None:
+    """A run that its stop condition ended before ``n_iter``: the bar's total becomes the iterations done,
+    so that it closes full (a notebook bar closed short of its total is drawn as failed, in red)."""
+    bar.total = done
+    widgets = getattr(getattr(bar, "container", None), "children", ())
+    if len(widgets) == 3:  # tqdm.notebook: (label, bar, text); its bar's length is the widget's max
+        widgets[1].max = done
+    bar.refresh()
+
+
 def _progress_bar(total: int, desc: str | None, enabled: bool, initial: int = 0):
     if not enabled:
         return None
@@ -615,6 +625,8 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
                 if r.stopped:
                     break
             _check()
+            if bar is not None and r.stopped:
+                _end_bar_early(bar, r.done)
     finally:
         if bar is not None:
             bar.close()

@@ -118,4 +118,15 @@ def concat_arviz(runs: Sequence[Any]):
         raise ValueError("no runs to concatenate.")
     if len(datas) == 1:
         return datas[0]
+    draws = [int(_posterior(d).sizes["draw"]) for d in datas]
+    if len(set(draws)) > 1:
+        raise ValueError(f"the runs hold {draws} draws a chain; chains of different lengths cannot be stacked "
+                         "(ArviZ would pad the shorter with NaN). For nested sampling runs use "
+                         "gpumcmc.nested.combine_runs and its to_arviz(); otherwise give every run the same "
+                         "n_iter and thinning.")
     return az.concat(*datas, dim="chain", reset_dim=True)
+
+
+def _posterior(data):
+    """The posterior group of an ArviZ 0.x InferenceData or an ArviZ 1.x DataTree."""
+    return data.posterior if hasattr(data, "posterior") else data["posterior"]

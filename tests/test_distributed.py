@@ -129,3 +129,15 @@ def test_gpu_runs_on_a_dask_cuda_cluster_equal_runs_here(cp):
     for a, b in zip(here, there):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(here[0], here[1])
+
+
+def test_concat_arviz_refuses_chains_of_different_lengths():
+    """Runs of different lengths (nested runs resample to their own effective size) were stacked with NaN
+    padding by ArviZ; they are refused, naming combine_runs."""
+    pytest.importorskip("arviz")
+    from gpumcmc.sampling import to_arviz
+
+    a, b = to_arviz({"x": np.zeros((2, 10))}), to_arviz({"x": np.ones((1, 12))})
+    with pytest.raises(ValueError, match="combine_runs"):
+        concat_arviz([a, b])
+    assert concat_arviz([a, to_arviz({"x": np.ones((1, 10))})].copy()).posterior["x"].shape == (3, 10)

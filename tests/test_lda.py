@@ -550,7 +550,11 @@ def test_fit_chains():
     assert not np.allclose(s.phi[0], s.phi[1])
     for c in range(3):
         assert _tv_matched(s.phi_sum[c].T / 20, phi).max() < 0.1
-    assert m.to_arviz().posterior["loglik_per_token"].shape[:2] == (3, 12)
+    # ArviZ: the kept sweeps' values in the posterior (burn-in in warmup_posterior), each draw's sweep
+    idata = m.to_arviz()
+    np.testing.assert_array_equal(idata.posterior["loglik_per_token"].values, m.loglik_traces_[:, 10:])
+    np.testing.assert_array_equal(idata.warmup_posterior["loglik_per_token"].values, m.loglik_traces_[:, :10])
+    np.testing.assert_array_equal(idata.sample_stats["sweep"].values, [[110, 120]] * 3)
     with pytest.raises(ValueError, match="n_chains"):
         LDA(2, n_chains=0, progress=False, backend="numpy").fit(X)
 

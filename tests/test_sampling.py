@@ -509,3 +509,15 @@ def test_a_stopped_run_closes_its_bar_full(monkeypatch):
     assert tr.iterations == 7 and made[0] == (7, 7)
     run(ar_step, AR(np.zeros(2), 0), rng, n_iter=5, progress=True)
     assert made[-1] == (5, 5)
+
+
+def test_to_arviz_lets_arviz_errors_through():
+    """A mistake in coords or dims raises ArviZ's own error. Any TypeError used to be taken for ArviZ 1.x's
+    signature, and the retry returned one object variable holding the whole dict."""
+    pytest.importorskip("arviz")
+    from gpumcmc.sampling import to_arviz
+
+    with pytest.raises(TypeError):
+        to_arviz({"x": np.zeros((4, 100, 3))}, coords={"k": ["a", "b", "c"]}, dims={"x": "k"})
+    ok = to_arviz({"x": np.zeros((4, 100, 3))}, coords={"k": ["a", "b", "c"]}, dims={"x": ["k"]})
+    assert ok.posterior["x"].dims == ("chain", "draw", "k")

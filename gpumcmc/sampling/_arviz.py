@@ -27,8 +27,15 @@ def _host(d):
     return {k: np.asarray(_backend.to_host(v)) for k, v in d.items()}
 
 
+def _major(az) -> int:
+    try:
+        return int(str(az.__version__).split(".")[0])
+    except ValueError:
+        return 0
+
+
 def to_arviz(posterior: dict, sample_stats: dict | None = None, *, coords=None, dims=None,
-             observed_data: dict | None = None, attrs: dict | None = None):
+             observed_data: dict | None = None, attrs: dict | None = None, warmup: dict | None = None):
     """An ArviZ ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x) from draws.
 
     Parameters
@@ -43,19 +50,18 @@ def to_arviz(posterior: dict, sample_stats: dict | None = None, *, coords=None, 
         The data the model was fitted to.
     attrs : dict, optional
         Attributes stored with the groups (for example the model's name).
+    warmup : dict, optional
+        Draws of the burn-in (warm-up), ``(chain, draw, ...)``: the ``warmup_posterior`` group.
     """
     az = _import_arviz()
-    posterior = _host(posterior)
-    sample_stats = _host(sample_stats) or None
-    observed_data = _host(observed_data) or None
+    groups = {"posterior": _host(posterior), "sample_stats": _host(sample_stats),
+              "observed_data": _host(observed_data), "warmup_posterior": _host(warmup)}
+    groups = {k: v for k, v in groups.items() if v}
     attrs = dict(attrs or {}, inference_library="gpumcmc")
-    try:
-        return az.from_dict(posterior=posterior, sample_stats=sample_stats, observed_data=observed_data,
-                            coords=coords, dims=dims, attrs=attrs)
-    except TypeError:  # ArviZ 1.x: groups in one mapping
-        groups = {"posterior": posterior}
-        if sample_stats:
-            groups["sample_stats"] = sample_stats
-        if observed_data:
-            groups["observed_data"] = observed_data
-        return az.from_dict(groups, coords=coords, dims=dims)
+    save_warmup = "warmup_posterior" in groups
+    if _major(az) >= 1:  # ArviZ 1.x: the groups in one mapping, a DataTree
+        out = az.from_dict(groups, coords=coords, dims=dims, save_warmup=save_warmup)
+        for node in (out, *out.children.values()):
+            node.attrs.update(attrs)
+        return out
+    return az.from_dict(**groups, coords=coords, dims=dims, attrs=attrs, save_warmup=save_warmup)

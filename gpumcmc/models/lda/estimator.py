@@ -343,6 +343,14 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         return [vocab[i].tolist() for i in idx]  # Python str (or the vocabulary's own scalars), not np.str_
 
     def to_arviz(self):
-        """The log-likelihood per token as ArviZ data, ``(chain, draw)`` at the monitor's iterations."""
+        """The monitored log-likelihood per token of every chain as ArviZ data, a convergence diagnostic:
+        ``posterior`` holds its values at the kept sweeps, ``(chain, draw)``, with the sweep of each draw in
+        ``sample_stats.sweep``, and ``warmup_posterior`` those during burn-in. The topic and document draws
+        themselves are not kept (``components_`` and ``doc_topic_`` are their posterior means); for more
+        draws, lower ``monitor_every``."""
         self._check_fitted("trace_")
-        return to_arviz({"loglik_per_token": np.asarray(self.loglik_traces_, dtype=float)})
+        it = np.asarray(self.loglik_trace_[0])
+        vals, kept = np.asarray(self.loglik_traces_, dtype=float), it > int(self.burn_in)
+        sweeps = np.broadcast_to(it[kept], (len(vals), int(kept.sum())))
+        return to_arviz({"loglik_per_token": vals[:, kept]}, {"sweep": sweeps},
+                        warmup={"loglik_per_token": vals[:, ~kept]} if not kept.all() else None)

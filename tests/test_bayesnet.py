@@ -138,9 +138,11 @@ def test_same_schedule_and_arviz():
             np.testing.assert_array_equal(fit.trace_[v][:n_iter], prefix.trace_[v])
     for m in (1, 3):
         assert not np.array_equal(fit.trace_["G"], fit_(6, m).trace_["G"])
-    idata = fit.to_arviz()
-    assert "cpt_G" in idata.posterior
-    np.testing.assert_array_equal(idata.posterior["cpt_G"].values.reshape(fit.trace_["G"].shape), fit.trace_["G"])
+    idata = fit.to_arviz()  # the draws after burn_in_ (3 of 6), their burn-in in warmup_posterior
+    g = idata.posterior["cpt_G"]
+    assert g.dims == ("chain", "draw", "I", "D", "G") and list(g.coords["G"].values) == list(truth.states["G"])
+    np.testing.assert_array_equal(g.values.reshape(3, -1, 3), fit.trace_["G"][3:])
+    np.testing.assert_array_equal(idata.warmup_posterior["cpt_G"].values.reshape(3, -1, 3), fit.trace_["G"][:3])
 
 
 def test_same_is_checked():

@@ -331,6 +331,17 @@ def test_to_arviz_and_attributes():
     np.testing.assert_array_equal(idata.posterior["alpha"].values, gm.trace_.draws["alpha"])
     w = idata.posterior["weights"].values.mean(axis=(0, 1))
     np.testing.assert_allclose(gm.weights_, w / w.sum(), rtol=1e-12)
+    cov = idata.posterior["covariances"]
+    assert cov.dims == ("chain", "draw", "component", "feature", "feature_bis") and cov.shape == (2, 10, 5, 2, 2)
+    wd = idata.posterior["weights"].values[..., None, None]
+    np.testing.assert_allclose(gm.covariances_, (wd * cov.values).sum((0, 1)) / wd.sum((0, 1)), rtol=1e-5)
+    # a refit by Bayesian EM keeps nothing of the Gibbs fit: no stale draws exported
+    gm.set_params(method="bem", n_iter=20).fit(X)
+    assert not hasattr(gm, "trace_") and not hasattr(gm, "z_")
+    with pytest.raises(ValueError, match="method='gibbs'"):
+        gm.to_arviz()
+    gm.set_params(method="gibbs", n_iter=10).fit(X)
+    assert not hasattr(gm, "converged_") and gm.to_arviz().posterior["means"].shape == (2, 10, 5, 2)
 
 
 # -- bad input -------------------------------------------------------------------

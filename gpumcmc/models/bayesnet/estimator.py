@@ -394,13 +394,21 @@ class BayesianNetwork(Estimator):
         self.imputation_rows_ = None if whole else np.concatenate(rows)
 
     def to_arviz(self):
-        """The CPT draws (one chain) as an ArviZ InferenceData."""
+        """The CPT draws as ArviZ data, one chain: ``cpt_<node>`` with the draws after ``burn_in_`` in
+        ``posterior`` (those whose mean-given-counts is ``cpts_``) and the burn-in's in ``warmup_posterior``;
+        each table's axes are named after its parents and its node, labelled by their states."""
         if self.trace_ is None:
             raise ValueError("Fit the network first.")
         from gpumcmc.sampling import to_arviz
 
-        return to_arviz({f"cpt_{v}": self.trace_[v].reshape((1, len(self.trace_[v])) + self._cpt_shape(v))
-                         for v in self.nodes})
+        def dim(v):
+            return f"{v}_" if v in ("chain", "draw") else str(v)
+        draws = {f"cpt_{v}": self.trace_[v].reshape((1, len(self.trace_[v])) + self._cpt_shape(v)) for v in self.nodes}
+        b = self.burn_in_
+        return to_arviz({k: d[:, b:] for k, d in draws.items()},
+                        coords={dim(v): list(self.states[v]) for v in self.nodes},
+                        dims={f"cpt_{v}": [dim(p) for p in self.parents[v]] + [dim(v)] for v in self.nodes},
+                        warmup={k: d[:, :b] for k, d in draws.items()} if b else None)
 
     def impute(self, data, method="mode", random_state=None, max_combinations=_MAX_COMBINATIONS,
                n_sweeps=50, replicas=64, backend=None):

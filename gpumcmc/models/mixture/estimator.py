@@ -94,6 +94,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     alpha_ : float
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)
+        The run's record as drawn: not relabelled, and the means about the data's mean (``to_arviz`` gives
+        the relabelled draws in the data's coordinates).
     converged_, n_iter_ : BEM convergence.
     lower_bound_ : float  (BEM: the kept start's lower bound per sample)
     bem_logliks_ : (n_init,) host array  (BEM: each start's mean log-likelihood under its posterior-mean mixture)
@@ -176,6 +178,9 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if dtype == np.float32:
             _warn_coarse_float32(X)  # on the data as given, before as_data casts them
         gibbs = self.method == "gibbs"
+        for name in ("trace_", "_draws", "z_", "converged_", "n_iter_", "lower_bound_", "bem_logliks_",
+                     "n_shards_"):  # a refit (perhaps by the other method) keeps nothing of an earlier fit
+            self.__dict__.pop(name, None)
         if self.devices is None:
             shards, xp = None, self._xp()
         else:
@@ -253,6 +258,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         host = host()
         tr.draws, tr.stats, tr.monitors, self.trace_ = host, {"n_active": host["n_active"]}, keep.monitors(), tr
         self._draws = {"weights": _backend.to_host(w), "means": _backend.to_host(mu) + self._center,
+                       "covariances": cov,  # on the device until to_arviz asks for them
                        "alpha": host["alpha"], "loglik": host["loglik"], "n_active": host["n_active"]}
         wm = _backend.to_host(wm)
         self.weights_ = wm / wm.sum()
@@ -374,7 +380,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         return out
 
     def to_arviz(self):
-        """ArviZ data of the (relabelled) Gibbs draws: weights, means, alpha; log-likelihood and active components."""
+        """ArviZ data of the (relabelled) Gibbs draws after burn-in, in the data's coordinates: weights,
+        means, covariances, alpha; the log-likelihood and the active components in ``sample_stats``."""
         self._check_fitted("weights_")
         if getattr(self, "_draws", None) is None:
             raise ValueError("to_arviz() needs draws: fit with method='gibbs'.")
@@ -382,10 +389,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
         d = self._draws
         k, p = d["means"].shape[-2:]
-        return to_arviz({"weights": d["weights"], "means": d["means"], "alpha": d["alpha"]},
+        return to_arviz({"weights": d["weights"], "means": d["means"], "covariances": d["covariances"],
+                         "alpha": d["alpha"]},
                         {"loglik": d["loglik"], "n_active": d["n_active"]},
-                        coords={"component": np.arange(k), "feature": np.arange(p)},
-                        dims={"weights": ["component"], "means": ["component", "feature"]})
+                        coords={"component": np.arange(k), "feature": np.arange(p), "feature_bis": np.arange(p)},
+                        dims={"weights": ["component"], "means": ["component", "feature"],
+                              "covariances": ["component", "feature", "feature_bis"]})
 
 
 class _KeptDraws:

@@ -1003,3 +1003,26 @@ def test_hierarchical_summary_reads_its_draws():
     assert list(table.index) == [f"mu[{k}]" for k in range(K)]
     np.testing.assert_allclose(table["mean"].to_numpy(), m.trace_.draws["mu"].reshape(-1, K).mean(axis=0),
                                rtol=1e-12)
+
+
+def test_dataframe_column_names_label_the_arviz_coefficients():
+    """A DataFrame's column names become feature_names_in_ (as in scikit-learn) and label the coefficients
+    in to_arviz; HierarchicalGLM labels its intercept and takes names too. Plain arrays keep 0..K-1."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("arviz")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(120, 3)), columns=["age", "bmi", "dose"])
+    y = (rng.random(120) < 0.5).astype(float)
+    kw = dict(n_samples=20, n_warmup=20, n_chains=2, random_state=0, progress=False, backend="numpy")
+    m = BayesianGLM("bernoulli", **kw).fit(X, y)
+    assert list(m.feature_names_in_) == ["age", "bmi", "dose"]
+    assert list(m.to_arviz().posterior["beta"].coords["feature"].values) == ["age", "bmi", "dose"]
+    assert list(m.to_arviz(["a", "b", "c"]).posterior["beta"].coords["feature"].values) == ["a", "b", "c"]
+    h = HierarchicalGLM("bernoulli", **kw).fit(X, y, np.arange(120) % 3)
+    assert list(h.to_arviz().posterior["coef"].values) == ["intercept", "age", "bmi", "dose"]
+    assert list(h.to_arviz(["a", "b", "c"]).posterior["mu"].coords["coef"].values) == ["intercept", "a", "b", "c"]
+    with pytest.raises(ValueError, match="3 features"):
+        h.to_arviz(["a"])
+    m.fit(X.to_numpy(), y)  # refit on an array: the names go
+    assert not hasattr(m, "feature_names_in_")
+    assert list(m.to_arviz().posterior["beta"].coords["feature"].values) == [0, 1, 2]

@@ -156,6 +156,21 @@ class Estimator(_Base):
                 raise
         return None if own_checks is None else own_checks()
 
+    def _note_feature_names(self, X) -> None:
+        """``feature_names_in_`` from a DataFrame's column names, as scikit-learn sets it (only where every
+        name is a string); dropped for other input. Called by ``fit`` on the data as given."""
+        cols = getattr(X, "columns", None)
+        names = None if cols is None else np.asarray(list(cols), dtype=object)
+        if names is not None and len(names) and all(isinstance(c, str) for c in names):
+            self.feature_names_in_ = names
+        else:
+            self.__dict__.pop("feature_names_in_", None)
+
+    def _feature_coords(self, n: int) -> list:
+        """Labels of the n features for ArviZ: ``feature_names_in_`` where fit saw them, else 0..n-1."""
+        names = getattr(self, "feature_names_in_", None)
+        return list(names) if names is not None and len(names) == n else list(range(n))
+
     def _check_n_features(self, X, name: str = "X") -> None:
         """A ValueError in scikit-learn's words where ``X`` has not the number of columns ``fit`` saw."""
         n = getattr(self, "n_features_in_", None)

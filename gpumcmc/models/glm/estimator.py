@@ -338,6 +338,7 @@ class BayesianGLM(_GLMBase):
     def fit(self, X, y):
         """Sample the posterior given ``X`` and ``y``."""
         self._validate_settings(lambda: (self._check_settings(), _positive_float(self.prior_scale, "prior_scale")))
+        self._note_feature_names(X)
         shards, X, y = self._checked_data(X, y, "the rows")
         prior_scale = _check_prior_scale(self.prior_scale, X.dtype)     # its square must fit the dtype
         self.n_features_in_ = X.shape[1]
@@ -381,13 +382,15 @@ class BayesianGLM(_GLMBase):
         return self._labels(self.predict_mean(X, max_draws))
 
     def to_arviz(self, feature_names=None):
-        """ArviZ InferenceData: posterior ``beta`` (chain, draw, K), ``intercept``; sample stats."""
+        """ArviZ InferenceData: posterior ``beta`` (chain, draw, K), ``intercept``; sample stats. The features
+        are labelled by ``feature_names``, else by ``feature_names_in_`` (a DataFrame's columns), else 0..K-1."""
         self._check_fitted("coef_draws_")
         b = self.coef_draws_
         post = {"beta": b[..., 1:] if self.fit_intercept else b}
         if self.fit_intercept:
             post["intercept"] = b[..., 0]
-        coords = {"feature": list(feature_names) if feature_names is not None else list(range(self.n_features_in_))}
+        coords = {"feature": list(feature_names) if feature_names is not None else
+                  self._feature_coords(self.n_features_in_)}
         return to_arviz(post, self.trace_.stats, coords=coords, dims={"beta": ["feature"]})
 
 
@@ -472,6 +475,7 @@ class HierarchicalGLM(_GLMBase):
         """Sample the posterior given ``X``, ``y`` and one group label per row (``groups=None``: all rows in
         one group)."""
         self._validate_settings(self._check_hier_settings)
+        self._note_feature_names(X)
         shards, X, y = self._checked_data(X, y, "the groups")
         _check_psi0(self.psi0, X.dtype)
         groups = np.zeros(X.shape[0], np.int64) if groups is None else _labels_per_row(groups, X.shape[0])
@@ -552,13 +556,19 @@ class HierarchicalGLM(_GLMBase):
         _check_max_draws(max_draws)
         return self._family_score(y, sample_weight, lambda: self.predict_mean(X, groups, max_draws))
 
-    def to_arviz(self):
+    def to_arviz(self, feature_names=None):
         """ArviZ InferenceData: ``beta`` (chain, draw, G, K), ``mu`` (chain, draw, K), and ``Sigma``
-        (chain, draw, K, K) or, for ``covariance="diag"``, ``tau`` (chain, draw, K)."""
+        (chain, draw, K, K) or, for ``covariance="diag"``, ``tau`` (chain, draw, K). The coefficients are
+        labelled ``"intercept"`` (first, when ``fit_intercept``) and then by ``feature_names``, else by
+        ``feature_names_in_`` (a DataFrame's columns), else 0..n_features-1."""
         self._check_fitted("beta_draws_")
         d = self.trace_.draws
         K = d["beta"].shape[-1]
-        coords = {"group": list(self.groups_), "coef": list(range(K))}
+        names = list(feature_names) if feature_names is not None else self._feature_coords(self.n_features_in_)
+        if len(names) != self.n_features_in_:
+            raise ValueError(f"feature_names holds {len(names)} names for {self.n_features_in_} features.")
+        names = (["intercept"] if self.fit_intercept else []) + names
+        coords = {"group": list(self.groups_), "coef": names}
         post = {"beta": d["beta"], "mu": d["mu"]}
         dims = {"beta": ["group", "coef"], "mu": ["coef"]}
         if "tau" in d:
@@ -567,5 +577,5 @@ class HierarchicalGLM(_GLMBase):
         else:
             post["Sigma"] = d["Sigma"]
             dims["Sigma"] = ["coef", "coef2"]
-            coords["coef2"] = list(range(K))
+            coords["coef2"] = names
         return to_arviz(post, self.trace_.stats, coords=coords, dims=dims)

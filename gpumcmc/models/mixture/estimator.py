@@ -178,6 +178,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if dtype == np.float32:
             _warn_coarse_float32(X)  # on the data as given, before as_data casts them
         gibbs = self.method == "gibbs"
+        self._note_feature_names(X)
         for name in ("trace_", "_draws", "z_", "converged_", "n_iter_", "lower_bound_", "bem_logliks_",
                      "n_shards_"):  # a refit (perhaps by the other method) keeps nothing of an earlier fit
             self.__dict__.pop(name, None)
@@ -392,7 +393,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         return to_arviz({"weights": d["weights"], "means": d["means"], "covariances": d["covariances"],
                          "alpha": d["alpha"]},
                         {"loglik": d["loglik"], "n_active": d["n_active"]},
-                        coords={"component": np.arange(k), "feature": np.arange(p), "feature_bis": np.arange(p)},
+                        coords={"component": np.arange(k), "feature": self._feature_coords(p),
+                                "feature_bis": self._feature_coords(p)},
                         dims={"weights": ["component"], "means": ["component", "feature"],
                               "covariances": ["component", "feature", "feature_bis"]})
 

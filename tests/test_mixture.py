@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 
 import numpy as np
 import pytest
@@ -1193,12 +1194,30 @@ def test_gpu_sharded_bem_matches_one_device(cp):
 
 def test_bem_keeps_its_largest_component_on_few_events():
     """With fewer events than the prune count per component (n = 100, p = 14, k = 16: 59.5 events), BEM
-    keeps the largest component instead of pruning every one (which left a log-likelihood of -inf)."""
+    keeps the largest component instead of pruning every one (which left a log-likelihood of -inf). One
+    component goes an iterate: after 3 iterates 13 are left, after 50 the largest alone."""
     X = np.random.default_rng(0).normal(size=(100, 14))
-    for n_iter in (3, 50):
+    for n_iter, live in ((3, 13), (50, 1)):
         m = DPGaussianMixture(n_components=16, method="bem", n_iter=n_iter, progress=False, backend="numpy",
                               random_state=0).fit(X)
-        assert np.isclose(m.weights_.max(), 1.0) and np.isfinite(m.score(X))
+        assert (m.weights_ > 0).sum() == live and np.isfinite(m.score(X))
+    assert np.isclose(m.weights_.max(), 1.0)
+
+
+def test_bem_overspecified_keeps_every_planted_cluster():
+    """Three clusters of 40 points in 10-D (the prune count is 32.5 points): with k = 16 the start splits
+    each cluster over several components, none holding 32.5. Pruning every one below it at once left a
+    single component (adjusted Rand index 0, reported converged); one an iterate, their points move to the
+    siblings first, and k = 16 finds the three as k = 3 does."""
+    from sklearn.metrics import adjusted_rand_score
+
+    rs = np.random.default_rng(0)
+    z = np.repeat([0, 1, 2], 40)
+    X = (rs.normal(size=(3, 10)) * 6)[z] + rs.normal(size=(120, 10))
+    for k in (3, 16):
+        m = DPGaussianMixture(n_components=k, method="bem", n_iter=1000, random_state=0, progress=False,
+                              backend="numpy").fit(X)
+        assert (m.weights_ > 0.01).sum() == 3 and adjusted_rand_score(z, m.predict(X)) == 1.0, k
 
 
 # ---------------------------------------------------------------------------
@@ -1277,3 +1296,33 @@ def test_gpu_beta_and_gamma_of_device_arrays_draw_as_the_general_path(cp, dtype,
     with pytest.raises(ValueError, match="a must be positive"):
         default_rng(7, backend="cupy").beta(-a, b)
 
+
+
+def test_gibbs_indicators_are_numbered_as_the_relabelled_components():
+    """z_ names each point's component as weights_, means_ and predict do. It held the final draw's raw
+    labels: means_[z_] lay on average 3.9 from each point's own cluster centre (0.1 through predict)."""
+    rs = np.random.default_rng(7)
+    mus = np.array([[-4, 0], [0, 4], [4, 0.]])
+    z = rs.choice(3, 600, p=[.5, .3, .2])
+    X = mus[z] + 0.7 * rs.normal(size=(600, 2))
+    g = fit(X, n_components=6, n_iter=100, burn_in=100, n_chains=2, random_state=2)
+    assert np.abs(g.means_[g.z_] - mus[z]).mean() < 0.3
+
+
+def test_bem_converges_only_once_its_weights_settle_and_warns_otherwise():
+    """A component that drains slowly barely moves the log-likelihood: with the log-likelihood rule alone BEM
+    reported convergence at iterate 110 with a fourth component still at weight 0.098 (lower bound -3.616
+    against -3.589 once it is gone). The weights must settle too. A fit that reaches n_iter first warns."""
+    rs = np.random.default_rng(7)
+    mus = np.array([[-4, 0], [0, 4], [4, 0.]])
+    covs = [np.eye(2) * .5, np.array([[1, .5], [.5, 1]]), np.diag([2, .3])]
+    z = rs.choice(3, 600, p=[.5, .3, .2])
+    X = np.stack([rs.multivariate_normal(mus[k], covs[k]) for k in z])
+    kw = dict(n_components=8, method="bem", random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = fit(X, n_iter=3000, **kw)
+    assert m.converged_ and (m.weights_ > 0.01).sum() == 3 and m.lower_bound_ > -3.60, m.weights_
+    with pytest.warns(UserWarning, match="did not converge in n_iter=50"):
+        short = fit(X, n_iter=50, **kw)
+    assert not short.converged_ and short.n_iter_ == 50

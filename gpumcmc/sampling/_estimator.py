@@ -21,11 +21,11 @@ import numpy as np
 from .. import backend as _backend
 from ..random._generator import default_rng
 
-__all__ = ["Estimator", "NotFittedError", "as_data", "mixin", "Interval", "StrOptions", "Integral", "Real"]
+__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "as_data", "mixin", "Interval", "StrOptions", "Integral", "Real"]
 
 try:  # scikit-learn is optional; with it, its own base class, exception and parameter constraints
     from sklearn.base import BaseEstimator as _Base
-    from sklearn.exceptions import DataConversionWarning
+    from sklearn.exceptions import ConvergenceWarning, DataConversionWarning
     from sklearn.exceptions import NotFittedError as _NotFittedBase
     from sklearn.utils._param_validation import InvalidParameterError, Interval, StrOptions
     HAVE_SKLEARN = True
@@ -37,6 +37,10 @@ except ImportError:  # pragma: no cover - exercised where scikit-learn is absent
 
     class DataConversionWarning(UserWarning):
         pass
+
+    class ConvergenceWarning(UserWarning):
+        """An iterative fit stopped at its iteration limit: scikit-learn's ``ConvergenceWarning`` where it
+        imports."""
 
     class _Constraint:
         """A stand-in for scikit-learn's constraint objects: stored, never checked (the models' own

@@ -496,7 +496,8 @@ def _bem_vb_update(model: Model, acc, alpha):
     probabilities use the expected log weights and log densities: a component that holds few points pays
     for its uncertainty there, and the stick-breaking prior drains it. A component whose probabilities sum
     to less than half its free parameters (Figueiredo and Jain 2002: less support does not pay for them) is
-    held at zero weight from then on: else a few points far in a cluster's tail keep a tight component.
+    held at zero weight from then on: else a few points far in a cluster's tail keep a tight component. As in
+    their component-wise rule, one such component goes an iterate (:func:`_pruned`).
 
     Returns ``v, log_pi, mu, sigma, params, alpha, counts`` (posterior means; ``log_pi = log E pi_j``, -inf
     for pruned components), the components in order of decreasing summed probability.
@@ -510,8 +511,7 @@ def _bem_vb_update(model: Model, acc, alpha):
     order = xp.argsort(-acc[..., 0], axis=1, kind="stable")
     acc = xp.take_along_axis(acc, order[..., None], axis=1)
     counts, s1, s2 = _unpack_stats(acc, p)
-    dead = counts < 0.5 * (p + p * (p + 1) / 2)  # half the free parameters of a component's mean and covariance
-    dead[:, 0] = False  # the largest component stays, however few the events (n < the prune count)
+    dead = _pruned(counts, 0.5 * (p + p * (p + 1) / 2))  # half the free parameters of a mean and covariance
     counts = xp.where(dead, 0.0, counts)
     kn, mn, dfn, psi = niw_posterior(model, counts, s1 * ~dead[..., None], s2 * ~dead[..., None, None])
     sigma = psi / (dfn - p - 1)[..., None, None]
@@ -539,6 +539,23 @@ def _bem_vb_update(model: Model, acc, alpha):
     c = xp.where(dead, -xp.inf, c)
     params = kernel_params(c, mn, scaled, model.x.dtype)
     return v, log_pi, mn, sigma, params, alpha_new, counts
+
+
+def _pruned(counts, limit: float):
+    """The components held at zero weight after this iterate, (C, k) bool, from ``counts`` (C, k) in
+    decreasing order: those with no probability left (pruned before, or out of every point's reach) and, of
+    the others below ``limit``, the smallest alone (Figueiredo and Jain's component-wise annihilation). The
+    points of a component pruned go to the others before the next is judged: pruning every one below the
+    limit at once dropped whole clusters, when the start split a cluster over several components none of which
+    held enough on its own. The largest component always stays."""
+    xp = _xp_of(counts)
+    below = counts < limit
+    below[:, 0] = False  # the largest component stays, however few the events (n < the prune count)
+    gone = below & (counts == 0.0)
+    fresh = below & ~gone
+    k = counts.shape[1]
+    last = k - 1 - xp.argmax(fresh[:, ::-1], axis=1)  # the smallest such component (counts decrease)
+    return gone | ((xp.arange(k)[None, :] == last[:, None]) & fresh.any(axis=1, keepdims=True))
 
 
 def _bem_kl(model: Model, state: State):

@@ -13,6 +13,7 @@ from gpumcmc import _validate, backend as _backend, shards as _shards
 from gpumcmc.random import default_rng
 from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import Estimator, Monitor, Stop, as_data, run
+from gpumcmc.sampling._estimator import ConvergenceWarning as _ConvergenceWarning
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 
 from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, assign, kernel_params
@@ -35,7 +36,11 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     clusters stay tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``), ``alpha ~ Gamma(1, k)``
     (shape 1, rate ``k = n_components``: prior mean ``1 / k``, as scikit-learn's default concentration; with
     ``k - 1`` sticks in alpha's conditional the posterior mean stays near 1 whatever ``k``). A constant column is
-    handled through the prior (its variance is floored at 1e-3 of the mean positive variance).
+    handled through the prior (its variance is floored at 1e-3 of the mean positive variance). The means' prior
+    is tied to each component's covariance, so a component of ``n_j`` events whose mean lies ``d`` from ``m``
+    takes about ``d d^T / (gamma n_j)`` into its covariance's scatter: a rare, tight population far from the
+    data's centre comes out wider than it is (60 events with sd 0.02, 4 units out among 2,000 at unit spread:
+    sd 0.13). For such populations lower ``mean_precision_prior`` (``1 / gamma``; 1e-4 gave 0.03 to 0.04).
 
     Parameters
     ----------
@@ -45,8 +50,11 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         ``"gibbs"``: the blocked Gibbs sampler (indicators, NIW draws, sticks, alpha). ``"bem"``: Bayesian EM from
         ``n_init`` starts (k-means++ on a subsample of the rows) run side by side, as a mean-field variational fit
         (Blei and Jordan 2006): the stick-breaking prior drains components the data do not need, and a component
-        whose probabilities sum to less than half its number of parameters is held at zero weight. The reported
-        mixture is the posterior mean of the weights, means and covariances.
+        whose probabilities sum to less than half its number of parameters is held at zero weight (the smallest
+        such component first, one an iteration, so that its points move to the others before the next is judged).
+        A population needs more points than that count, (p + p (p + 1) / 2) / 2 (52 at p = 13), to be kept: with
+        fewer dimensions or more data per population it is not a limit. The reported mixture is the posterior
+        mean of the weights, means and covariances.
     n_iter : int
         Gibbs: kept iterations; BEM: the largest number of iterations.
     burn_in : int
@@ -58,9 +66,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         parameters (the likelihood of the point estimate would prefer a start that split a cluster in two).
     tol : float
         BEM stops when no start's mean log-likelihood per sample has changed by more than ``tol`` per iteration over
-        the last 10 iterations (checked every 10 iterations, the only times BEM reads back from the GPU).
+        the last 10 iterations, and no weight by more than ``10 tol`` per iteration (a component that drains
+        slowly barely moves the log-likelihood); checked every 10 iterations, the only times BEM reads back from
+        the GPU. A fit that reaches ``n_iter`` first warns (``ConvergenceWarning``; ``converged_`` is False),
+        unless ``tol = 0``, which asks for ``n_iter`` iterations.
         scikit-learn's ``BayesianGaussianMixture`` bounds the change of a sum over the samples by ``1e-3``: pass
-        ``tol=1e-3 / n_samples`` for its rule.
+        ``tol=1e-3 / n_samples`` for its log-likelihood rule.
     mean_prior, mean_precision_prior, covariance_prior, degrees_of_freedom_prior :
         ``m``, ``1 / gamma``, ``Phi`` (matrix or diagonal) and ``nu``; None for the defaults above.
     alpha_prior : (float, float) or None
@@ -90,8 +101,11 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     Attributes
     ----------
     weights_, means_, covariances_ : host arrays (k,), (k, p), (k, p, p)
-        The fitted mixture: Gibbs posterior means of the relabelled draws, or the BEM mode.
+        The fitted mixture. Gibbs: the mean of the relabelled weights, and the means and covariances averaged
+        over the draws weighted by each draw's weight of the component. BEM: the variational posterior means.
     alpha_ : float
+    z_ : host int array (n_samples,)  (Gibbs: chain 0's final indicator draw, numbered as the relabelled
+        components of ``weights_`` and ``predict``)
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)
         The run's record as drawn: not relabelled, and the means about the data's mean (``to_arviz`` gives
@@ -252,9 +266,9 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         host = _backend.to_host_later(d)  # the trace's copy, beside the relabelling
         if not bool(_backend.to_host(flags).all()):
             _check_finite_fit([np.nan], "Gibbs")  # raises; the copy's thread ends on its own
-        w, mu, cov = d["weights"], d["means"], d["covariances"]
+        w, mu, cov, perm = d["weights"], d["means"], d["covariances"], None
         if self.relabel:
-            w, mu, cov = align_draws(w, mu, cov, d["loglik"], self._scale)
+            w, mu, cov, perm = align_draws(w, mu, cov, d["loglik"], self._scale, return_perm=True)
         wm, means, covs = w.mean(axis=(0, 1)), _weighted_mean(w, mu), _weighted_mean(w, cov)
         host = host()
         tr.draws, tr.stats, tr.monitors, self.trace_ = host, {"n_active": host["n_active"]}, keep.monitors(), tr
@@ -269,10 +283,12 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         self.n_active_ = int(np.round(np.median(host["n_active"])))
         shard_states = (tr.state,) if isinstance(tr.state, State) else tuple(tr.state)
         self.z_ = np.concatenate([_backend.to_host(s.z[0]) for s in shard_states])
+        if perm is not None:  # chain 0's final labels as the relabelled components: those of weights_, predict
+            self.z_ = np.argsort(perm[0, -1])[self.z_].astype(self.z_.dtype)
 
     def _fit_bem(self, model, rng, state, step, score, check_every: int = 10):
         # the rule reads the log-likelihoods every check_every iterations: the loop's only host reads
-        rule = _BemConverged(self.tol * check_every)
+        rule = _BemConverged(self.tol * check_every, 10 * self.tol * check_every)
         tr = run(step, state, rng, n_iter=self.n_iter, progress=self.progress, desc="DP mixture (BEM)",
                  n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
         state = _shard0(tr.state)
@@ -287,6 +303,10 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         elbo = np.where(np.isfinite(elbo) & np.isfinite(ll), elbo, -np.inf)  # a start that broke down is never chosen
         best = int(np.argmax(elbo))
         self.converged_, self.n_iter_ = tr.stopped, tr.iterations
+        if not tr.stopped and self.tol > 0:  # tol = 0 asks for n_iter iterations
+            warnings.warn(f"Bayesian EM did not converge in n_iter={self.n_iter} iterations (tol={self.tol}): "
+                          "weights or the log-likelihood were still moving. Raise n_iter, or raise tol.",
+                          _ConvergenceWarning, stacklevel=3)
         self.lower_bound_, self.bem_logliks_ = float(elbo[best]), ll
         w = np.exp(_backend.to_host(state.log_pi[best]))
         self.weights_ = w / w.sum()
@@ -434,17 +454,21 @@ class _KeptDraws:
 
 
 class _BemConverged:
-    """BEM's stopping rule for :class:`~gpumcmc.sampling.Stop`: every start's mean log-likelihood per sample
-    moved by less than ``limit`` since the last read; returns ``(converged, the largest one)``."""
+    """BEM's stopping rule for :class:`~gpumcmc.sampling.Stop`: since the last read, every start's mean
+    log-likelihood per sample moved by less than ``limit`` and each of its weights (sorted, as the components
+    may change places) by less than ``weight_limit``; returns ``(converged, the largest log-likelihood)``."""
 
-    def __init__(self, limit: float):
-        self.limit, self.prev = limit, None
+    def __init__(self, limit: float, weight_limit: float):
+        self.limit, self.weight_limit, self.prev = limit, weight_limit, None
 
     def __call__(self, state, info):
-        ll = _backend.to_host(state.loglik)  # synchronize! (every check_every iterations)
-        done = self.prev is not None and bool(np.all(np.abs(ll - self.prev) < self.limit))
-        self.prev = ll
-        return done, float(ll.max())
+        xp = _xp_of(state.loglik)
+        both = xp.concatenate([state.loglik[:, None], xp.sort(xp.exp(state.log_pi), axis=1)], axis=1)
+        both = _backend.to_host(both)  # synchronize! (every check_every iterations)
+        done = self.prev is not None and bool(np.all(np.abs(both[:, 0] - self.prev[:, 0]) < self.limit)) \
+            and bool(np.all(np.abs(both[:, 1:] - self.prev[:, 1:]) < self.weight_limit))
+        self.prev = both
+        return done, float(both[:, 0].max())
 
 
 def _shard0(state) -> State:

@@ -228,12 +228,14 @@ class _HostBuffers:
         return out
 
 
-def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
+def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3, return_perm: bool = False):
     """Relabel Gibbs draws (chain, draw, k, ...) to a common reference, Stephens-style.
 
     The reference starts as the draw of largest log-likelihood and becomes the weight-averaged aligned
     means (and mean weights) for ``rounds`` rounds. Returns the aligned ``weights, means, covariances``,
-    each on its own backend (with ``weights`` and ``means`` on the GPU the costs are built there).
+    each on its own backend (with ``weights`` and ``means`` on the GPU the costs are built there), and with
+    ``return_perm`` the permutations (chain, draw, k), host int: aligned component j of a draw is its
+    component ``perm[c, d, j]``.
     """
     loglik = _backend.to_host(loglik)
     c, d = np.unravel_index(int(np.argmax(loglik)), loglik.shape)
@@ -246,7 +248,8 @@ def align_draws(weights, means, covariances, loglik, scale, rounds: int = 3):
         last = perm
         w, mu = _take(weights, perm), _take(means, perm)
         ref_w, ref_mu = w.mean(axis=(0, 1)), _weighted_mean(w, mu)
-    return w, mu, _take(covariances, perm)
+    out = w, mu, _take(covariances, perm)
+    return out + (np.asarray(_backend.to_host(perm)),) if return_perm else out
 
 
 def _weighted_mean(w, a):

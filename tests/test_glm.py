@@ -1000,7 +1000,7 @@ def test_hierarchical_summary_reads_its_draws():
                         backend="numpy").fit(X, y, g)
     table = m.summary(var_names=["mu"], round_to="none")
     K = m.trace_.draws["mu"].shape[-1]
-    assert list(table.index) == [f"mu[{k}]" for k in range(K)]
+    assert list(table.index) == ["mu[intercept]"] + [f"mu[{k}]" for k in range(K - 1)]
     np.testing.assert_allclose(table["mean"].to_numpy(), m.trace_.draws["mu"].reshape(-1, K).mean(axis=0),
                                rtol=1e-12)
 
@@ -1026,3 +1026,25 @@ def test_dataframe_column_names_label_the_arviz_coefficients():
     m.fit(X.to_numpy(), y)  # refit on an array: the names go
     assert not hasattr(m, "feature_names_in_")
     assert list(m.to_arviz().posterior["beta"].coords["feature"].values) == [0, 1, 2]
+
+
+def test_hierarchical_default_does_not_tie_the_spread_to_the_mean():
+    """Gaussian groups around a common mean of 10 with spread 0.1. The old default kappa0 = 1 put mu's prior
+    at N(0, Sigma), so Sigma had to grow to reach 10: E tau came out near 3 and E mu near 8.9. The default
+    kappa0 = 0 (a flat prior on mu) gives mu near 10 and tau at the floor psi0 sets (about 0.37); intercept_ is
+    coef_'s column 0. Fixed seeds."""
+    rs = np.random.default_rng(1)
+    G, ng = 8, 50
+    b = 10 + 0.1 * rs.normal(size=G)
+    gid = np.repeat(np.arange(G), ng)
+    y = b[gid] + rs.normal(size=G * ng)
+    kw = dict(covariance="diag", fit_intercept=False, n_chains=2, n_samples=400, n_warmup=200, random_state=0,
+              progress=False, backend="numpy")
+    h = HierarchicalGLM("gaussian", **kw).fit(np.ones((G * ng, 1)), y, gid)
+    assert abs(h.trace_.draws["mu"].mean() - 10) < 0.3 and h.trace_.draws["tau"].mean() < 0.6
+    old = HierarchicalGLM("gaussian", kappa0=1.0, **kw).fit(np.ones((G * ng, 1)), y, gid)
+    assert old.trace_.draws["tau"].mean() > 2  # the coupling the default no longer has
+    np.testing.assert_array_equal(h.intercept_, np.zeros(G))
+    w = HierarchicalGLM("gaussian", n_chains=1, n_samples=20, n_warmup=20, random_state=0, progress=False,
+                        backend="numpy").fit(rs.normal(size=(G * ng, 2)), y, gid)
+    assert w.coef_.shape == (G, 3) and np.array_equal(w.intercept_, w.coef_[:, 0])

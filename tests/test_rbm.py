@@ -173,7 +173,8 @@ def test_progress_bar_scores_fixed_rows_and_leaves_the_weights_alone():
     quiet = RBM(progress=False, **kw).fit(X)
     shown = RBM(progress=True, **kw).fit(X)
     np.testing.assert_array_equal(quiet.W, shown.W)
-    assert len(shown.pseudo_likelihood_) == 3 and quiet.pseudo_likelihood_ == []
+    # the learning curve is kept with or without the bar (it was empty without)
+    assert len(shown.pseudo_likelihood_) == 3 and quiet.pseudo_likelihood_ == shown.pseudo_likelihood_
     rows = X[np.linspace(0, len(X) - 1, config.rbm_progress_rows).astype(int)]
     assert shown.pseudo_likelihood_[-1] == pytest.approx(shown.pseudo_likelihood(rows), rel=1e-6)
     # the figure follows the training: the untrained machine scores 8 log(1/2) on every row
@@ -198,9 +199,12 @@ def _reference_pcd(X, n_hidden, learning_rate, batch_size, n_iter, seed, dtype):
     W = rng.normal(0.0, 0.01, size=(nv, n_hidden), dtype=dtype)
     b, c, h_chain = np.zeros(nv, dtype), np.zeros(n_hidden, dtype), np.zeros((batch_size, n_hidden), dtype)
     sig = lambda x: 0.5 * (np.tanh(0.5 * x) + 1.0)  # noqa: E731
-    edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)
+    from sklearn.utils import gen_even_slices
+
+    n_batches = int(np.ceil(n / batch_size))  # BernoulliRBM.fit's minibatches
+    slices = list(gen_even_slices(n_batches * batch_size, n_batches, n_samples=n))
     for _ in range(n_iter):
-        for s, e in zip(edges[:-1], edges[1:]):
+        for s, e in ((sl.start, sl.stop) for sl in slices):
             v_pos = X[s:e]
             h_pos = sig(v_pos @ W + c)
             off = rng.advance(2)
@@ -217,7 +221,9 @@ def _reference_pcd(X, n_hidden, learning_rate, batch_size, n_iter, seed, dtype):
 
 @pytest.mark.parametrize("dtype, batch_size", [(np.float32, 10), (np.float64, 7)])
 def test_fit_runs_scikit_learns_schedule_with_the_same_words(dtype, batch_size):
-    """RBM.fit's epochs go through gpumcmc.sampling.run: the weights are those of the loop written out."""
+    """RBM.fit's epochs go through gpumcmc.sampling.run: the weights are those of the loop written out with
+    scikit-learn's minibatches (95 rows in batches of 7: 13 of 7 and one of 4; they were cut evenly before)."""
+    pytest.importorskip("sklearn")
     X = R.load_binary_digits()[:95]
     fit = RBM(n_hidden=6, learning_rate=0.05, batch_size=batch_size, n_iter=3, random_state=4, dtype=dtype,
               backend="numpy", progress=False).fit(X)

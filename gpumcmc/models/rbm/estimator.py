@@ -195,9 +195,9 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         persistent chains take one block-Gibbs step per minibatch; the gradient uses the hidden
         probabilities of the data and of the chains; ``n_iter`` epochs (iterations of
         :func:`gpumcmc.sampling.run`) at ``learning_rate``. ``random_state`` (an int, a ``SeedSequence``, a
-        gpumcmc ``Generator`` or None) seeds each call. Sets ``fit_seconds_`` and, with ``progress``,
-        ``pseudo_likelihood_`` (after each epoch, on ``config.rbm_progress_rows`` evenly spaced rows of
-        ``X``, the same flips every epoch).
+        gpumcmc ``Generator`` or None) seeds each call. Sets ``fit_seconds_`` and ``pseudo_likelihood_``
+        (the learning curve: after each epoch, on ``config.rbm_progress_rows`` evenly spaced rows of ``X``, the
+        same flips every epoch; the progress bar shows it).
 
         On a GPU, a model whose weights and chains fit in one block's shared memory (``fused=None``
         decides) runs each epoch as one launch, with the same random words and arithmetic up to the order
@@ -217,15 +217,16 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
             raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}.")
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         state, n = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype), X.shape[0]
-        edges = np.linspace(0, n, int(np.ceil(n / batch_size)) + 1).astype(int)  # as scikit-learn's gen_even_slices
+        # scikit-learn's minibatches: gen_even_slices(n_batches * batch_size, n_batches, n_samples=n), that is
+        # whole batches of batch_size rows and a last one of what is left
+        edges = np.minimum(np.arange(int(np.ceil(n / batch_size)) + 1) * batch_size, n)
         step = pcd_epoch_step(X, edges, learning_rate, batch_size, n_hidden,
                               _use_fused_pcd(self.fused, xp, X.shape[1], n_hidden, batch_size, dtype))
-        monitors = []
-        if progress:  # the bar's figure: a fixed, evenly spaced set of rows, flipped once
-            rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
-            score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
-            monitors = [Monitor("pseudo-likelihood", lambda s: _pseudo_likelihood(xp, *score, s.W, s.b, s.c),
-                                every=1)]
+        # the learning curve (and the bar's figure), with or without the bar: a fixed, evenly spaced set of
+        # rows, flipped once, scored after each epoch (a few hundred rows: small beside an epoch)
+        rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
+        score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
+        monitors = [Monitor("pseudo-likelihood", lambda s: _pseudo_likelihood(xp, *score, s.W, s.b, s.c), every=1)]
         t0 = time.perf_counter()
         trace = run(step, state, rng, n_iter, monitors=monitors, progress=progress, desc="RBM PCD",
                     n_chains=batch_size)
@@ -233,7 +234,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
             xp.cuda.get_current_stream().synchronize()
         self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(state.W), state.b, state.c
         self.fit_seconds_ = time.perf_counter() - t0
-        self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist() if progress else []
+        self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist()
         return self
 
     @classmethod

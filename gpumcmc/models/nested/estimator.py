@@ -142,6 +142,19 @@ class NestedSampler(_NestedSteps):
     def _get_param_names(cls) -> list[str]:
         return sorted(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
+    # derived from the settings by _setup (a module, wrappers of the callables): not pickled, made again
+    _DERIVED = ("xp", "_ops", "_loglike", "_prior", "_fused", "_configured")
+
+    def __getstate__(self):
+        """Pickling (and ``copy.deepcopy``) keeps the settings, the seed and the results; the array module and
+        the wrapped callables are made again from the settings (``run`` does it)."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.xp = _backend.get_backend(self.backend)
+        self._ops, self._configured = _ops_for(self.xp), None
+
     _STORED = {"fused": "_fused_setting"}  # the setting, apart from the property ``fused``
 
     def get_params(self, deep: bool = True) -> dict:

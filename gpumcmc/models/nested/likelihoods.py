@@ -169,6 +169,16 @@ class SinusoidModel:
         self.ndim = 3 * self.n_atoms
         self._const = -0.5 * self.t.shape[0] * math.log(2 * math.pi * self.sigma ** 2)
 
+    def __getstate__(self):
+        """Pickled with its array module by name (a module does not pickle)."""
+        state = dict(self.__dict__)
+        state["xp"] = state["xp"].__name__
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.xp = _backend.get_backend("numpy" if self.xp == "numpy" else "cupy")
+
     @staticmethod
     def synthetic(n_data=100_000, amplitudes=((1.0, 0.5, 3.0),), sigma=0.5, duration=1.0, random_state=None):
         """``(t, y)`` on the host: atoms ``(A, B, f)`` sampled at ``n_data`` even times plus noise."""

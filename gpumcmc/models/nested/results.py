@@ -128,6 +128,11 @@ class NestedResults:
             if isinstance(a := getattr(self, f.name), np.ndarray):
                 a.setflags(write=False)
 
+    def __setstate__(self, state):
+        """Unpickled read-only too (pickle makes its arrays afresh, writable)."""
+        self.__dict__.update(state)
+        self.__post_init__()
+
     @property
     def weights(self) -> np.ndarray:
         """Normalised posterior weights of :attr:`samples`."""
@@ -152,23 +157,32 @@ class NestedResults:
             n = max(1, int(1.0 / np.sum(w ** 2)))
         from gpumcmc.random._stream import host_rng
 
-        rng = host_rng(random_state)
-        pos = (rng.random() + np.arange(n)) / n
-        idx = np.minimum(np.searchsorted(np.cumsum(w), pos, side="right"), w.size - 1)
-        return self.samples[rng.permutation(idx)]
+        return self.samples[_systematic(w, n, host_rng(random_state))]
 
     def to_arviz(self, n=None, random_state=None, var_names=None):
-        """Equally weighted posterior draws as one ArviZ chain: one variable ``theta`` (draw, dim), or one per
-        dimension named by ``var_names``."""
+        """Equally weighted posterior draws as ArviZ data: one variable ``theta`` (chain, draw, dim), or one per
+        dimension named by ``var_names``. Runs merged from ``n_runs > 1`` (or by :func:`combine_runs`) give one
+        chain each, every run's own points resampled by its own weights (``logwt_run``), so that R-hat compares
+        the independent runs; ``n`` draws a chain (default: the smallest run's effective sample size). A
+        single run is one chain of ``n`` draws (default its effective sample size)."""
         from ...sampling import to_arviz
+        from gpumcmc.random._stream import host_rng
 
-        draws = self.posterior_samples(n, random_state)
-        if var_names is None:
-            post = {"theta": draws[None]}
+        runs = None if self.run is None or self.logwt_run is None else np.unique(self.run)
+        if runs is None or runs.size < 2:
+            draws = self.posterior_samples(n, random_state)[None]
         else:
-            if len(var_names) != draws.shape[1]:
-                raise ValueError(f"var_names has {len(var_names)} names for {draws.shape[1]} dimensions.")
-            post = {v: draws[None, :, i] for i, v in enumerate(var_names)}
+            ws = [np.exp(self.logwt_run[self.run == m]) for m in runs]
+            ws = [w / w.sum() for w in ws]
+            n = min(max(1, int(1.0 / np.sum(w ** 2))) for w in ws) if n is None else int(n)
+            rng = host_rng(random_state)
+            draws = np.stack([self.samples[self.run == m][_systematic(w, n, rng)] for m, w in zip(runs, ws)])
+        if var_names is None:
+            post = {"theta": draws}
+        else:
+            if len(var_names) != draws.shape[2]:
+                raise ValueError(f"var_names has {len(var_names)} names for {draws.shape[2]} dimensions.")
+            post = {v: draws[:, :, i] for i, v in enumerate(var_names)}
         return to_arviz(post, attrs={"logz": self.logz, "logzerr": self.logzerr, "sampler": "nested"})
 
     def summary(self) -> str:
@@ -189,6 +203,13 @@ class NestedResults:
 
     def __repr__(self) -> str:
         return f"NestedResults({self.summary()})"
+
+
+def _systematic(w, n: int, rng) -> np.ndarray:
+    """``n`` indices drawn by systematic resampling of the normalised weights ``w``, in random order."""
+    pos = (rng.random() + np.arange(n)) / n
+    idx = np.minimum(np.searchsorted(np.cumsum(w), pos, side="right"), w.size - 1)
+    return rng.permutation(idx)
 
 
 # A run holding under LOST_FRACTION of the runs' mean mass of a mode to which some run gives at least

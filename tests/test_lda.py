@@ -58,7 +58,13 @@ def test_transform_perplexity_score_top_words():
     assert np.abs(new - doc[:10]).sum(1).mean() < 0.5
     p = m.perplexity(X)
     assert 1 < p < 80  # uniform over 80 words gives 80
-    assert np.isclose(m.score(X), -np.log(p) * X.sum(), rtol=0.05)
+    assert np.isclose(m.score(X), -np.log(p) * X.sum(), rtol=1e-12)  # the same figure, two spellings
+    # score is sum_d,w x_dw log sum_k theta_dk phi_kw, theta from transform (seeded: the same theta again),
+    # phi the fitted topics: written out here, apart from the estimator's own code
+    phi = m.components_ / m.components_.sum(1, keepdims=True)
+    counts = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    want = (counts * np.log(m.transform(X) @ phi)).sum()
+    assert np.isclose(m.score(X), want, rtol=1e-5), (m.score(X), want)
     vocab = [f"w{i}" for i in range(80)]
     tw = m.top_words(vocab, 4)
     assert len(tw) == 3 and all(len(t) == 4 and t[0] in vocab for t in tw)

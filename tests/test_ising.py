@@ -499,3 +499,62 @@ def test_set_params_with_an_unknown_name_changes_nothing():
     with pytest.raises(ValueError):
         m.set_params(beta=0.9, bogus=1)
     assert m.beta == 0.2 and m.get_params()["beta"] == 0.2
+
+
+def test_settings_that_a_state_depends_on_are_checked_at_every_step():
+    """set_params(shape=...) (or boundary) after init used to run on: the multispin path reported a
+    magnetisation divided by the new lattice's sites, the byte path failed in a reshape. Now step says to call
+    init() again; a change of beta keeps the state (annealing)."""
+    rng = default_rng(0, backend="numpy")
+    m = Ising((8, 32), beta=0.3, backend="numpy")
+    st = m.init(2, rng, initial="up")
+    m.set_params(beta=0.4)
+    st, info = m.step(rng, st)
+    for change in (dict(shape=(16, 32)), dict(shape=(8, 32), boundary="open")):
+        m.set_params(**change)
+        with pytest.raises(ValueError, match=r"call init\(\) again"):
+            m.step(rng, st)
+
+
+def test_arrays_are_copied_and_beta_is_one_number():
+    """An array edited in place after it was set changed the energies the model reported but not the
+    sampler's thresholds; both now keep the values set. beta=None or an array named nothing useful."""
+    J = np.ones((2, 4, 4))
+    m = Ising((4, 4), coupling=J, beta=1.0, backend="numpy")
+    J *= -1
+    r = m.sample(50, n_chains=2, random_state=0, progress=False, initial="up")
+    assert r.energy[:, -1].mean() < -1.5  # ferromagnetic, as set: not +1.97 with the edited J
+    for bad in (None, np.array([0.3, 0.4]), "0.5", True):
+        with pytest.raises(TypeError, match="beta must be one number"):
+            Ising((4, 4), beta=bad, backend="numpy")
+    with pytest.raises(TypeError, match="field must be real"):
+        Ising((4, 4), field=1j, backend="numpy")
+
+
+def test_exact_energies_at_the_ends_of_the_temperature_range():
+    """beta = 0 gave NaN (it is 0), beta J of 1e-5 the wrong sign (cancellation in Kaufman's form), beta of
+    400 NaN (cosh overflows; it is -2 J), a negative coupling NaN (the lattice is bipartite: as |J|). Against
+    every state counted on 4 x 4 and the high-temperature series t = tanh(beta) on 16 x 16."""
+    from gpumcmc.models.ising.exact import exact_energy_finite, onsager_energy
+
+    def _mean_bonds(K, rows, cols):  # every state counted
+        n = rows * cols
+        s = (2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) - 1).reshape(-1, rows, cols)
+        b = (s * np.roll(s, 1, 1)).sum((1, 2)) + (s * np.roll(s, 1, 2)).sum((1, 2))
+        w = np.exp(K * (b - b.max()))
+        return float((b * w).sum() / w.sum())
+
+    assert exact_energy_finite(0.0, (16, 16)) == 0.0 and float(onsager_energy(0.0)) == 0.0
+    assert exact_energy_finite(400.0, (16, 16)) == -2.0 and float(onsager_energy(400.0)) == -2.0
+    for b in (1e-6, 1e-5, 1e-3, 0.3, 0.6):
+        t = np.tanh(b)
+        for shape in ((4, 4), (2, 8), (2, 2), (4, 2)):
+            want = -_mean_bonds(b, *shape) / (shape[0] * shape[1])
+            assert exact_energy_finite(b, shape) == pytest.approx(want, rel=1e-9), (b, shape)
+        if b < 0.01:
+            assert exact_energy_finite(b, (16, 16)) == pytest.approx(-2 * t - 4 * t ** 3, rel=1e-9)
+    assert exact_energy_finite(0.3, (8, 8), coupling=-1.0) == pytest.approx(exact_energy_finite(0.3, (8, 8)))
+    assert float(onsager_energy(0.3, coupling=-1.0)) == pytest.approx(float(onsager_energy(0.3)))
+    # the series and Kaufman's form agree where they meet
+    assert exact_energy_finite(0.0099999, (16, 16)) == pytest.approx(exact_energy_finite(0.0100001, (16, 16)),
+                                                                     abs=1e-6)

@@ -114,8 +114,10 @@ _X = np.zeros((20, 4), np.uint8)
 _BAD = [
     pytest.param(lambda: RBM(np.zeros((4, 3)), np.zeros(3), np.zeros(3), backend="numpy"), ValueError, "components_",
                  id="bias-shape"),
-    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False).fit(np.full((5, 4), 0.5)), ValueError,
-                 "binary", id="fit-not-binary"),
+    pytest.param(lambda: RBM(n_hidden=2, backend="numpy", progress=False).fit(np.full((5, 4), 2.0)), ValueError,
+                 r"values in \[0, 1\]", id="fit-outside-0-1"),
+    pytest.param(lambda: _small_rbm().pseudo_likelihood(np.full((5, 5), 2.0)), ValueError, r"values in \[0, 1\]",
+                 id="pseudo-likelihood-outside-0-1"),
     pytest.param(lambda: _small_rbm().sample(2, 3, random_state=0, initial=np.full(5, 2)), ValueError, "binary",
                  id="initial-not-binary"),
     pytest.param(lambda: RBM(np.full((4, 3), np.nan), np.zeros(4), np.zeros(3), backend="numpy"), ValueError, "NaN",

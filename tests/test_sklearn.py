@@ -358,8 +358,10 @@ def test_rbm_transform_and_score_samples_match_bernoulli_rbm():
     assert list(ours.get_feature_names_out()) == [f"rbm{j}" for j in range(5)]
     with pytest.raises(ValueError, match="8 visible units"):
         ours.transform(X[:, :5])
-    with pytest.raises(ValueError, match="binary"):
+    with pytest.raises(ValueError, match=r"values in \[0, 1\]"):
         ours.score_samples(X + 0.5)
+    # probabilities in [0, 1] are taken, as BernoulliRBM takes them (its digits example scales to [0, 1])
+    np.testing.assert_allclose(ours.score_samples(X * 0.5, random_state=7), sk.score_samples(X * 0.5), rtol=1e-12)
 
 
 def test_rbm_fit_transform_gibbs_and_pipeline():
@@ -450,3 +452,26 @@ def test_mixture_precisions_follow_scikit_learns_convention():
         np.testing.assert_allclose(m.precisions_cholesky_[j] @ m.precisions_cholesky_[j].T, m.precisions_[j],
                                    rtol=1e-10)
     assert not hasattr(_mixture(), "precisions_")
+
+
+def test_rbm_takes_scaled_digits_as_bernoulli_rbm_does():
+    """scikit-learn's RBM example feeds digits scaled to [0, 1] to BernoulliRBM in a Pipeline; the guide says
+    RBM works there too. It refused anything but 0/1. After fit: n_features_in_ and h_samples_ (the persistent
+    chains), and check_is_fitted holds for a model made from BernoulliRBM's weights."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import BernoulliRBM
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import minmax_scale
+    from sklearn.utils.validation import check_is_fitted
+
+    X, y = load_digits(return_X_y=True)
+    X = minmax_scale(X[:300])
+    pipe = make_pipeline(RBM(n_hidden=32, n_iter=5, learning_rate=0.06, random_state=0, progress=False,
+                             backend="numpy"), LogisticRegression(max_iter=500)).fit(X, y[:300])
+    theirs = make_pipeline(BernoulliRBM(n_components=32, n_iter=5, learning_rate=0.06, random_state=0),
+                           LogisticRegression(max_iter=500)).fit(X, y[:300])
+    rbm = pipe[0]
+    assert pipe.score(X, y[:300]) > theirs.score(X, y[:300]) - 0.15, (pipe.score(X, y[:300]), theirs.score(X, y[:300]))
+    assert rbm.n_features_in_ == 64 and rbm.h_samples_.shape == (10, 32)
+    check_is_fitted(RBM.from_sklearn(theirs[0]))

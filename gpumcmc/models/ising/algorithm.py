@@ -38,11 +38,13 @@ class IsingState(NamedTuple):
     packed : (chains, 2, L, W // 32) uint64 (multispin path), or None; colour c of chain n at ``[n, c]``,
         16 sites of a half row per word, 4 bits each
     counts : (chains, 2) int64: up spins and the bond sum sum_<ij> s_i s_j, as counted by the last sweep
+    lattice : the lattice, boundary and path the state was made for (``init``), or None
     """
 
     spins: object
     packed: object
     counts: object
+    lattice: object = None
 
 
 class IsingInfo(NamedTuple):
@@ -167,8 +169,13 @@ class _CheckerboardGibbs:
         counts = xp.zeros((n_chains, 2), dtype=xp.int64)
         counts[:, 0] = (spins > 0).sum(axis=tuple(range(1, spins.ndim)), dtype=xp.int64)
         counts[:, 1] = bond_sum(spins, self.boundary == "periodic")
-        return IsingState(None, pack(spins), counts) if self._method == "multispin" else \
-            IsingState(spins, None, counts)
+        return IsingState(None, pack(spins), counts, self._lattice()) if self._method == "multispin" else \
+            IsingState(spins, None, counts, self._lattice())
+
+    def _lattice(self) -> tuple:
+        """What a state depends on: the lattice's shape, its boundary and the path (not beta, the coupling or
+        the field, which may change between sweeps, as in annealing)."""
+        return self._shape, self.boundary, self._method
 
     def spins(self, state: IsingState):
         """The +-1 spins of ``state``, ``(chains, *shape)`` int8, whichever path made it."""
@@ -199,7 +206,11 @@ class _CheckerboardGibbs:
 
     def step(self, rng, state: IsingState, observe: bool = True):
         """One sweep (both colours) of every chain: ``(state, info)``. The state's arrays are updated in place."""
-        if self._fresh():  # a setting changed since init: the state must still fit the lattice and the path
+        stale = self._fresh()  # a setting assigned since the last check
+        if state.lattice is not None and state.lattice != self._lattice():  # shape, boundary or method changed
+            raise ValueError("the state was made for other settings (its lattice, boundary or path); call init() "
+                             "again after changing shape, boundary or method.")
+        if stale:  # the state must still fit the lattice and the path
             L, W = self._dims[-2:]
             fits = (state.packed is not None and tuple(state.packed.shape[1:]) == (2, L, W // 32)
                     if self._method == "multispin" else

@@ -49,9 +49,11 @@ class Ising(_CheckerboardGibbs, Estimator):
         J, ferromagnetic when positive; on a 2-D lattice one per bond: ``coupling[0, i, j]`` joins site
         (i, j) to its right neighbour, ``coupling[1, i, j]`` to the one below (ignored past an open edge).
     field : float or array of ``shape``
-        h, one number or one per site.
+        h, one number or one per site. Arrays (coupling and field) are copied when set: to change them,
+        assign them again or call ``set_params``; an edit in place afterwards is not seen.
     beta : float
-        Inverse temperature.
+        Inverse temperature, one number (it may change between sweeps: ``set_params(beta=...)`` keeps a
+        state made by :meth:`init` usable; shape, boundary and method do not).
     boundary : {"periodic", "open"}
     method : {"auto", "multispin", "byte"}
         ``"auto"``: multispin where it applies (periodic, one field and one coupling, W a multiple of 32),
@@ -109,16 +111,24 @@ class Ising(_CheckerboardGibbs, Estimator):
         if boundary == "periodic" and any(v % 2 for v in dims):
             raise ValueError(f"A periodic lattice needs even sides for the two-colour checkerboard, got {dims}; "
                              "use an even size or boundary='open'.")
+        if isinstance(beta, (bool, np.bool_)) or not isinstance(beta, (int, float, np.integer, np.floating)):
+            raise TypeError(f"beta must be one number, the inverse temperature, got {type(beta).__name__} "
+                            f"{beta!r}; for several temperatures, make one model per temperature.")
         if not 0 <= float(beta) < np.inf:
             raise ValueError(f"beta must be a finite number >= 0, got {beta!r}.")
-        J = np.asarray(_backend.to_host(self.coupling), dtype=np.float64)
+        for name in ("coupling", "field"):
+            if np.iscomplexobj(getattr(self, name)):
+                raise TypeError(f"{name} must be real, got complex values.")
+        # copies: an array edited in place after it was set changes neither the sampler nor the energies
+        # (assign it again, or set_params, for the model to take the new values)
+        J = np.array(_backend.to_host(self.coupling), dtype=np.float64)
         if J.ndim and (len(dims) != 2 or J.shape != (2, *dims)):
             raise ValueError(f"coupling must be one number, or (2-D lattices) an array of shape (2, L, W) = "
                              f"{(2, *dims[-2:])} holding each site's bond to its right neighbour ([0]) and to the "
                              f"one below ([1]); got shape {J.shape} for a lattice of shape {dims}.")
         if not np.all(np.isfinite(J)):
             raise ValueError("coupling contains NaN or inf; every value must be finite.")
-        f = np.asarray(_backend.to_host(self.field), dtype=np.float64)
+        f = np.array(_backend.to_host(self.field), dtype=np.float64)
         if f.ndim and f.shape != dims:
             raise ValueError(f"field has shape {f.shape} but the lattice is {dims}; pass one number or an "
                              "array of the lattice's shape.")

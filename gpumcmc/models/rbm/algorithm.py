@@ -127,6 +127,14 @@ def _check_binary(X, name):
         raise ValueError(f"{name} must be binary (0/1 or booleans); threshold it first, e.g. X > 0.5.")
 
 
+def _check_unit(X, name):
+    """Values in [0, 1]: binary data, or probabilities, as scikit-learn's ``BernoulliRBM`` takes them."""
+    vals = _backend.to_host(X)
+    if not np.all((vals >= 0) & (vals <= 1)):  # synchronize! (once, before a run); NaN fails too
+        raise ValueError(f"{name} must hold values in [0, 1] (0/1, booleans, or probabilities as scikit-learn's "
+                         "BernoulliRBM takes them); scale it first, e.g. sklearn.preprocessing.minmax_scale.")
+
+
 def _free_energy(xp, v, W, b, c):
     return -(v @ b) - xp.logaddexp(0, v @ W + c).sum(axis=1)
 

@@ -13,7 +13,7 @@ from ... import backend as _backend
 from ..._config import config
 from ...random._generator import default_rng
 from ...sampling._estimator import Estimator, NotFittedError, as_data, mixin
-from .algorithm import (_BlockGibbs, _check_binary, _flipped, _free_energy, _pseudo_likelihood,
+from .algorithm import (_BlockGibbs, _check_unit, _flipped, _free_energy, _pseudo_likelihood,
                         _pseudo_likelihood_rows, _sigmoid, pcd_epoch_step, pcd_init)
 from .ops import _use_fused_pcd
 
@@ -22,7 +22,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
     """A Bernoulli-Bernoulli restricted Boltzmann machine.
 
     Made from weights (to sample from them), or from training settings and trained by :meth:`fit` on binary
-    rows (persistent contrastive divergence). Every argument is a parameter (``get_params``,
+    rows or probabilities in [0, 1] (persistent contrastive divergence). Every argument is a parameter (``get_params``,
     ``sklearn.base.clone``). As a drop-in for scikit-learn's ``BernoulliRBM`` it has :meth:`transform` (the
     hidden probabilities, to feed a classifier in a ``Pipeline``), ``fit_transform``, :meth:`score_samples`
     and :meth:`gibbs`.
@@ -94,6 +94,9 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
     def n_visible(self) -> int:
         return self._weights().shape[0]
 
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.W is not None  # fitted, or made with its weights (from_sklearn)
+
     def _weights(self):
         if self.W is None:
             raise NotFittedError("This RBM has no weights yet; call fit(X), or make it with W, visible_bias and "
@@ -143,8 +146,9 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
 
     def pseudo_likelihood(self, X, random_state=0):
         """The mean of :meth:`score_samples` (two models scored with one seed see the same flips)."""
-        xp = self._xp()
-        X, Xf = _flipped(self._rows(X), random_state, xp, self.dtype)
+        xp, X = self._xp(), self._rows(X)
+        _check_unit(X, "X")
+        X, Xf = _flipped(X, random_state, xp, self.dtype)
         return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
 
     def _rows(self, X, name="X"):
@@ -171,11 +175,11 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         return self._weights().shape[1]
 
     def score_samples(self, X, random_state=0):
-        """The log pseudo-likelihood of each binary row of ``X`` (n_samples,) on the host, as scikit-learn's
+        """The log pseudo-likelihood of each row of ``X`` (n_samples,) on the host, as scikit-learn's
         ``BernoulliRBM.score_samples``: ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each
-        row flipped at random (``RandomState(random_state)`` picks which)."""
+        row flipped at random (``RandomState(random_state)`` picks which; a value x becomes 1 - x)."""
         xp, X = self._xp(), self._rows(X)
-        _check_binary(X, "X")
+        _check_unit(X, "X")
         X, Xf = _flipped(X, random_state, xp, self.dtype)
         return _backend.to_host(_pseudo_likelihood_rows(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias))
 
@@ -189,7 +193,8 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         return -self.free_energy(v)
 
     def _fit(self, X, y=None) -> "RBM":
-        """Train on binary rows ``X`` by persistent contrastive divergence and return the model.
+        """Train on rows ``X`` (0/1, or probabilities in [0, 1] as for ``BernoulliRBM``) by persistent
+        contrastive divergence and return the model.
 
         scikit-learn's ``BernoulliRBM`` schedule: weights from N(0, 0.01^2), biases 0; ``batch_size``
         persistent chains take one block-Gibbs step per minibatch; the gradient uses the hidden
@@ -209,7 +214,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
         dtype, progress, xp = np.dtype(self.dtype), self.progress, _backend.get_backend(self.backend)
         X = as_data(X, xp, dtype=dtype, name="X")
-        _check_binary(X, "X")
+        _check_unit(X, "X")
         for name, v, low in (("n_hidden", n_hidden, 1), ("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
@@ -233,6 +238,8 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         if xp is not np:
             xp.cuda.get_current_stream().synchronize()
         self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(state.W), state.b, state.c
+        self.n_features_in_ = X.shape[1]
+        self.h_samples_ = _backend.to_host(state.h_chain)  # the persistent chains' hidden units, as scikit-learn's
         self.fit_seconds_ = time.perf_counter() - t0
         self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist()
         return self

@@ -662,3 +662,22 @@ def test_gpu_dirichlet_of_counts_plus_prior_equals_dirichlet_of_the_sum(cp, dtyp
     assert got.dtype == dtype and got.shape == (rows, K)
     assert np.array_equal(got.get(), ref.get())
     assert np.all(np.isfinite(got.get())) and np.allclose(got.get().sum(axis=1), 1, rtol=1e-5)
+
+
+def test_draws_of_size_none_are_numpy_scalars_and_uniform_checks_its_bounds():
+    """size=None with scalar parameters gives a NumPy scalar from every method, as normal and uniform did
+    (random, gamma, beta, standard_normal and standard_exponential gave 0-d arrays: not hashable, not
+    JSON-serialisable). uniform refused nothing: high < low drew backwards, inf bounds gave inf or NaN."""
+    import json
+
+    rng = default_rng(0, backend="numpy")
+    for draw in (rng.random, rng.standard_normal, rng.standard_exponential, lambda: rng.gamma(2.0),
+                 lambda: rng.beta(1.0, 2.0), rng.normal, rng.uniform, rng.exponential):
+        x = draw()
+        assert isinstance(x, np.float64) and {x: 1} and json.dumps(float(x))
+    assert rng.gamma(2.0, size=()).shape == () and type(rng.gamma(2.0, size=())) is np.ndarray
+    for low, high in ((2.0, 1.0), (-1e308, 1e308), (np.inf, 1.0), (0.0, np.nan)):
+        with pytest.raises(ValueError, match="high >= low"):
+            rng.uniform(low, high, size=3)
+    with pytest.raises(ValueError, match="high - low"):
+        rng.uniform(np.array([0.0, 2.0]), np.array([1.0, 1.0]))

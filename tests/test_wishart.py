@@ -166,3 +166,12 @@ def test_invwishart_that_overflows_names_df():
     with pytest.raises(ValueError, match=r"df >= p - 1 \+ 0\.7, or draw in float64"):
         default_rng(0, backend="numpy").invwishart(np.full(1000, 2.1, np.float32), np.eye(3, dtype=np.float32),
                                                    dtype=np.float32)
+
+
+def test_invwishart_never_returns_an_infinite_draw(xp):
+    """A chi-square draw near, not at, zero made float32 inverse Wisharts of +-inf entries with only a warning
+    (10 of 2,000 at df = p - 1 + 0.1); a draw that is not finite raises the ValueError that names df."""
+    rng = default_rng(11, backend="numpy" if xp is np else "cupy")
+    with pytest.raises(ValueError, match=r"df >= p - 1 \+ 0\.7, or draw in float64"):
+        for _ in range(20):
+            rng.invwishart(2.1, np.eye(3, dtype=np.float32), size=100)

@@ -57,14 +57,26 @@ class Generator(PhiloxStream):
         float64: 52 bits from two words, ``(m + 0.5) * 2**-52``. Both are exact,
         so NumPy and CuPy give the same bits.
         """
-        return self._standard("uniform", size, dtype)[1]
+        return _scalar(self._standard("uniform", size, dtype)[1], size)
 
+    @_validate.checked
     def uniform(self, low=0.0, high=1.0, size=None, dtype=np.float64):
-        """Uniforms on (low, high), with per-element ``low``/``high`` broadcast to ``size``."""
+        """Uniforms on (low, high), with per-element ``low``/``high`` broadcast to ``size``.
+
+        ``low + (high - low) u`` for ``u`` of :meth:`random`: where ``high - low`` is large beside ``low``
+        the rounding can return ``low`` or ``high`` themselves (as NumPy's may return ``high``).
+        Raises ValueError where ``high < low`` or the bounds or their difference are not finite (for arrays, a
+        check that synchronises the GPU; see :func:`gpumcmc.set_validation`)."""
         _validate.check_real(low, "low")
         _validate.check_real(high, "high")
+        if type(low) in (int, float) and type(high) in (int, float):
+            if not (math.isfinite(low) and math.isfinite(high) and high >= low and math.isfinite(high - low)):
+                raise ValueError(f"uniform needs finite bounds with high >= low and a finite high - low, got "
+                                 f"low={low!r}, high={high!r}.")
         xp, u = self._standard("uniform", size, dtype, low, high)
         low, high = _param(low, xp, u.dtype), _param(high, xp, u.dtype)
+        if type(low) not in (int, float) or type(high) not in (int, float):
+            _validate.check_positive(high - low, "high - low", strict=False)  # synchronize! (deferred)
         return low + (high - low) * u
 
     @_validate.checked
@@ -93,7 +105,7 @@ class Generator(PhiloxStream):
 
     def standard_normal(self, size=None, dtype=np.float64):
         """Standard normals; see :meth:`normal`."""
-        return self._standard("normal", size, dtype)[1]
+        return _scalar(self._standard("normal", size, dtype)[1], size)
 
     def categorical(self, weights, axis: int = -1, method: str = "auto", out=None):
         """One index per row of unnormalised ``weights``: :func:`gpumcmc.categorical` with this generator.
@@ -146,7 +158,7 @@ class Generator(PhiloxStream):
         checked, on the host, and goes to the kernel by value), and TypeError
         for parameters that are not real numbers (a string, a complex value).
         """
-        return _gamma.gamma(self, shape, scale, size, dtype, log)
+        return _scalar(_gamma.gamma(self, shape, scale, size, dtype, log), size)
 
     @_validate.checked
     def beta(self, a, b, size=None, dtype=None):
@@ -155,7 +167,7 @@ class Generator(PhiloxStream):
         Element ``i`` uses gamma elements ``2i`` and ``2i + 1`` of the call, so
         it equals ``dirichlet(stack([a, b], -1))[..., 0]`` for the same seed.
         """
-        return _gamma.beta(self, a, b, size, dtype)
+        return _scalar(_gamma.beta(self, a, b, size, dtype), size)
 
     @_validate.checked
     def dirichlet(self, alpha, size=None, dtype=None, log=False):
@@ -176,7 +188,7 @@ class Generator(PhiloxStream):
         float32 draws use a 32-bit uniform and float64 arithmetic, rounded
         once (so they reach 22.2); float64 draws use a 52-bit uniform.
         """
-        return _gamma.standard_exponential(self, size, dtype)
+        return _scalar(_gamma.standard_exponential(self, size, dtype), size)
 
     def exponential(self, scale=1.0, size=None, dtype=np.float64):
         """Exponential variates with per-element ``scale`` (broadcast to ``size``)."""
@@ -202,6 +214,12 @@ class Generator(PhiloxStream):
     def invwishart(self, df, scale, size=None, dtype=None):
         """Inverse-Wishart(df, scale) matrices (the inverse of Wishart(df, scale**-1)); see :meth:`wishart`."""
         return _wishart.wishart(self, df, scale, size, dtype, inverse=True)
+
+
+def _scalar(x, size):
+    """A NumPy scalar (as NumPy's ``Generator`` gives a float) for a draw of ``size=None`` with scalar
+    parameters; arrays, and CuPy's 0-d arrays (a host scalar would wait for the GPU), as they are."""
+    return x[()] if size is None and type(x) is np.ndarray and x.ndim == 0 else x
 
 
 def default_rng(seed=None, *, backend: str | None = None) -> Generator:

@@ -132,15 +132,20 @@ def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
         if inverse:
             # B = C A^-T, i.e. B^T = A^-1 C^T. The solvers copy the right-hand side into their own
             # (column-major) buffer whatever its layout, so C^T goes as a view.
+            margin = "0.1" if np.dtype(dtype) == np.float64 else "0.7, or draw in float64"
+            message = (f"an inverse Wishart draw with df this close to p - 1 = {p - 1} is too large for "
+                       f"{np.dtype(dtype).name}: a chi-square draw of df - {p - 1} degrees of freedom underflowed "
+                       f"(to 0, or near it), and the draw would be infinite. Use df >= p - 1 + {margin} (an "
+                       f"underflow about once in 10^15 draws).")
             try:
                 m = xp.swapaxes(xp.linalg.solve(a, xp.swapaxes(c, -1, -2)), -1, -2)
             except np.linalg.LinAlgError:  # NumPy: a Bartlett diagonal underflowed to 0
-                margin = "0.1" if np.dtype(dtype) == np.float64 else "0.7, or draw in float64"
-                raise ValueError(f"an inverse Wishart draw with df this close to p - 1 = {p - 1} is too large "
-                                 f"for {np.dtype(dtype).name}: a chi-square draw of df - {p - 1} degrees of "
-                                 f"freedom underflowed to 0, and the draw would be infinite. Use df >= p - 1 + "
-                                 f"{margin} (an underflow about once in 10^15 draws).") from None
+                raise ValueError(message) from None
         else:
             m = c @ a
-        w = m @ xp.swapaxes(m, -1, -2)
-        return 0.5 * (w + xp.swapaxes(w, -1, -2))
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, as a ValueError
+            w = m @ xp.swapaxes(m, -1, -2)
+            w = 0.5 * (w + xp.swapaxes(w, -1, -2))
+        if inverse and _v.validating():  # a tiny (not zero) diagonal gives inf or NaN entries, never a draw
+            _v.report(~xp.isfinite(w).all(), message)  # synchronize! (deferred under @checked and in runs)
+        return w

@@ -1000,7 +1000,7 @@ def test_hierarchical_summary_reads_its_draws():
                         backend="numpy").fit(X, y, g)
     table = m.summary(var_names=["mu"], round_to="none")
     K = m.trace_.draws["mu"].shape[-1]
-    assert list(table.index) == ["mu[intercept]"] + [f"mu[{k}]" for k in range(K - 1)]
+    assert list(table.index) == ["mu[intercept]"] + [f"mu[x{k}]" for k in range(K - 1)]
     np.testing.assert_allclose(table["mean"].to_numpy(), m.trace_.draws["mu"].reshape(-1, K).mean(axis=0),
                                rtol=1e-12)
 
@@ -1048,3 +1048,21 @@ def test_hierarchical_default_does_not_tie_the_spread_to_the_mean():
     w = HierarchicalGLM("gaussian", n_chains=1, n_samples=20, n_warmup=20, random_state=0, progress=False,
                         backend="numpy").fit(rs.normal(size=(G * ng, 2)), y, gid)
     assert w.coef_.shape == (G, 3) and np.array_equal(w.intercept_, w.coef_[:, 0])
+
+
+def test_predict_checks_the_feature_names_it_was_fitted_with():
+    """Columns given in another order were used as they came: a model fitted on (a, b) predicted from (b, a)
+    with a mean error of 3.2 for 0.08. As scikit-learn, other names raise and an array warns."""
+    pd = pytest.importorskip("pandas")
+    rs = np.random.default_rng(0)
+    X = pd.DataFrame(rs.normal(size=(200, 2)), columns=["a", "b"])
+    y = 3 * X.a + 0.1 * rs.normal(size=200)
+    m = BayesianGLM("gaussian", n_samples=50, n_warmup=50, n_chains=1, random_state=0, progress=False,
+                    backend="numpy").fit(X, y)
+    with pytest.raises(ValueError, match="another order"):
+        m.predict(X[["b", "a"]])
+    with pytest.raises(ValueError, match="unseen at fit time"):
+        m.predict(X.rename(columns={"a": "c"}))
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        m.predict(X.to_numpy())
+    assert np.abs(m.predict(X) - y).mean() < 0.2

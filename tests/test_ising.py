@@ -558,3 +558,14 @@ def test_exact_energies_at_the_ends_of_the_temperature_range():
     # the series and Kaufman's form agree where they meet
     assert exact_energy_finite(0.0099999, (16, 16)) == pytest.approx(exact_energy_finite(0.0100001, (16, 16)),
                                                                      abs=1e-6)
+
+
+def test_an_ising_run_checkpoints(tmp_path):
+    """The state's lattice record is a string, which a checkpoint stores (a tuple was refused)."""
+    from gpumcmc.sampling import run
+
+    m = Ising((16, 16), beta=0.3, backend="numpy")
+    rng = default_rng(0, backend="numpy")
+    path = tmp_path / "ising.npz"
+    tr = run(m.step, m.init(4, rng), rng, 20, checkpoint=path, progress=False)
+    assert path.exists() and tr.iterations == 20

@@ -579,7 +579,7 @@ def test_runs_export_as_chains_and_results_pickle():
     back = pickle.loads(pickle.dumps(r))
     assert not back.logwt.flags.writeable and back.logz == r.logz
     again = pickle.loads(pickle.dumps(s)).run().results
-    assert again.logz == r.logz and copy.deepcopy(s).nlive == 100
+    assert again.logz == r.logz and copy.deepcopy(s).nlive == 100 and copy.deepcopy(s).fused is not None
     t, y = SinusoidModel.synthetic(n_data=50, random_state=0)
     model = SinusoidModel(t, y, backend="numpy")
     sin = NestedSampler(model.loglike, model.prior_transform, model.ndim, nlive=50, progress=False, backend="numpy")

@@ -70,7 +70,8 @@ class Generator(PhiloxStream):
         _validate.check_real(low, "low")
         _validate.check_real(high, "high")
         if type(low) in (int, float) and type(high) in (int, float):
-            if not (math.isfinite(low) and math.isfinite(high) and high >= low and math.isfinite(high - low)):
+            big = float(np.finfo(_validate.check_float_dtype(dtype)).max)  # finite in the draws' dtype too
+            if not (abs(low) <= big and abs(high) <= big and high >= low and high - low <= big):
                 raise ValueError(f"uniform needs finite bounds with high >= low and a finite high - low, got "
                                  f"low={low!r}, high={high!r}.")
         xp, u = self._standard("uniform", size, dtype, low, high)
@@ -122,13 +123,13 @@ class Generator(PhiloxStream):
         """
         from ..discrete import categorical
 
-        return categorical(weights, self, axis=axis, method=method, out=out)
+        return _scalar(categorical(weights, self, axis=axis, method=method, out=out), None)
 
     def categorical_logits(self, logits, axis: int = -1, method: str = "auto", out=None):
         """One index per row of unnormalised log-weights: :func:`gpumcmc.categorical_logits` with this generator."""
         from ..discrete import categorical_logits
 
-        return categorical_logits(logits, self, axis=axis, method=method, out=out)
+        return _scalar(categorical_logits(logits, self, axis=axis, method=method, out=out), None)
 
     def categorical_products(self, theta, phi, rows, cols, method: str = "auto", out=None):
         """One index per token ``t``, with weights ``theta[rows[t]] * phi[cols[t]]``:

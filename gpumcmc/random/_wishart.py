@@ -143,7 +143,8 @@ def wishart(rng, df, scale, size=None, dtype=None, *, inverse=False):
                 raise ValueError(message) from None
         else:
             m = c @ a
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, as a ValueError
+        # the inverse's overflow is reported below, as a ValueError; the Wishart's warns as NumPy does
+        with np.errstate(over="ignore" if inverse else "warn", invalid="ignore" if inverse else "warn"):
             w = m @ xp.swapaxes(m, -1, -2)
             w = 0.5 * (w + xp.swapaxes(w, -1, -2))
         if inverse and _v.validating():  # a tiny (not zero) diagonal gives inf or NaN entries, never a draw

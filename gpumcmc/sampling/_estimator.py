@@ -14,6 +14,7 @@ the library has no hard dependency on it.
 from __future__ import annotations
 
 import inspect
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -169,6 +170,31 @@ class Estimator(_Base):
             self.feature_names_in_ = names
         else:
             self.__dict__.pop("feature_names_in_", None)
+
+    def _check_feature_names(self, X) -> None:
+        """Where ``fit`` saw a DataFrame's names, ``X`` must have the same names in the same order (a
+        ValueError, as scikit-learn raises), or no names (a warning); names where fit saw none warn."""
+        fitted, cols = getattr(self, "feature_names_in_", None), getattr(X, "columns", None)
+        names = None if cols is None else list(cols)
+        valid = bool(names) and all(isinstance(c, str) for c in names)
+        who = type(self).__name__
+        if fitted is None:
+            if valid:
+                warnings.warn(f"X has feature names, but {who} was fitted without feature names", UserWarning,
+                              stacklevel=3)
+            return
+        if not valid:
+            warnings.warn(f"X does not have valid feature names, but {who} was fitted with feature names",
+                          UserWarning, stacklevel=3)
+            return
+        if names != list(fitted):
+            unseen = [n for n in names if n not in set(fitted)]
+            missing = [n for n in fitted if n not in set(names)]
+            raise ValueError("The feature names should match those that were passed during fit."
+                             + (f" Feature names unseen at fit time: {unseen}." if unseen else "")
+                             + (f" Feature names seen at fit time, yet now missing: {missing}." if missing else "")
+                             + ("" if unseen or missing else " The columns are in another order; pass "
+                                "X[model.feature_names_in_]."))
 
     def _feature_coords(self, n: int) -> list:
         """Labels of the n features for ArviZ: ``feature_names_in_`` where fit saw them, else 0..n-1."""

@@ -241,6 +241,7 @@ class _GLMBase(Estimator):
     def _host_X(self, X, fitted: str):
         """``X`` for prediction, on the host in float64, once the model is fitted."""
         self._check_fitted(fitted)
+        self._check_feature_names(X)
         X = np.asarray(_backend.to_host(as_data(X, self._xp(), np.dtype(self.dtype), "X")), dtype=np.float64)
         self._check_n_features(X)
         return X
@@ -581,13 +582,16 @@ class HierarchicalGLM(_GLMBase):
         """ArviZ InferenceData: ``beta`` (chain, draw, G, K), ``mu`` (chain, draw, K), and ``Sigma``
         (chain, draw, K, K) or, for ``covariance="diag"``, ``tau`` (chain, draw, K). The coefficients are
         labelled ``"intercept"`` (first, when ``fit_intercept``) and then by ``feature_names``, else by
-        ``feature_names_in_`` (a DataFrame's columns), else 0..n_features-1."""
+        ``feature_names_in_`` (a DataFrame's columns), else ``"x0"``, ``"x1"``, ... (the labels were 0..K-1,
+        the intercept 0, before this release)."""
         self._check_fitted("beta_draws_")
         d = self.trace_.draws
         K = d["beta"].shape[-1]
         names = list(feature_names) if feature_names is not None else self._feature_coords(self.n_features_in_)
         if len(names) != self.n_features_in_:
             raise ValueError(f"feature_names holds {len(names)} names for {self.n_features_in_} features.")
+        if feature_names is None and getattr(self, "feature_names_in_", None) is None:
+            names = [f"x{j}" for j in range(self.n_features_in_)]  # apart from the old 0..K-1, intercept first
         names = (["intercept"] if self.fit_intercept else []) + names
         coords = {"group": list(self.groups_), "coef": names}
         post = {"beta": d["beta"], "mu": d["mu"]}

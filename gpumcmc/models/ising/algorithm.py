@@ -38,7 +38,7 @@ class IsingState(NamedTuple):
     packed : (chains, 2, L, W // 32) uint64 (multispin path), or None; colour c of chain n at ``[n, c]``,
         16 sites of a half row per word, 4 bits each
     counts : (chains, 2) int64: up spins and the bond sum sum_<ij> s_i s_j, as counted by the last sweep
-    lattice : the lattice, boundary and path the state was made for (``init``), or None
+    lattice : str, the lattice, boundary and path the state was made for (``init``), or None
     """
 
     spins: object
@@ -172,10 +172,10 @@ class _CheckerboardGibbs:
         return IsingState(None, pack(spins), counts, self._lattice()) if self._method == "multispin" else \
             IsingState(spins, None, counts, self._lattice())
 
-    def _lattice(self) -> tuple:
+    def _lattice(self) -> str:
         """What a state depends on: the lattice's shape, its boundary and the path (not beta, the coupling or
         the field, which may change between sweeps, as in annealing)."""
-        return self._shape, self.boundary, self._method
+        return repr((self._shape, self.boundary, self._method))  # a string: checkpoints store it
 
     def spins(self, state: IsingState):
         """The +-1 spins of ``state``, ``(chains, *shape)`` int8, whichever path made it."""

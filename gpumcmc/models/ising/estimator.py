@@ -50,7 +50,8 @@ class Ising(_CheckerboardGibbs, Estimator):
         (i, j) to its right neighbour, ``coupling[1, i, j]`` to the one below (ignored past an open edge).
     field : float or array of ``shape``
         h, one number or one per site. Arrays (coupling and field) are copied when set: to change them,
-        assign them again or call ``set_params``; an edit in place afterwards is not seen.
+        assign a new array or call ``set_params``; an edit in place afterwards is not seen (nor is the same
+        array assigned again after such an edit).
     beta : float
         Inverse temperature, one number (it may change between sweeps: ``set_params(beta=...)`` keeps a
         state made by :meth:`init` usable; shape, boundary and method do not).

@@ -233,6 +233,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         vals = np.asarray(vals, dtype=float).reshape(len(it), int(self.n_chains)).T      # (chain, monitor point)
         best = int(np.argmax(vals[:, -1]))
         self.trace_, self.n_features_in_, self.n_tokens_, self.best_chain_ = trace, V, n_tok, best
+        self.burn_in_ = int(self.burn_in)  # the fit's, for to_arviz after a set_params
         self.loglik_trace_, self.loglik_traces_ = (np.asarray(it), vals[best]), vals
         return trace.state, best
 
@@ -350,7 +351,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         draws, lower ``monitor_every``."""
         self._check_fitted("trace_")
         it = np.asarray(self.loglik_trace_[0])
-        vals, kept = np.asarray(self.loglik_traces_, dtype=float), it > int(self.burn_in)
+        vals, kept = np.asarray(self.loglik_traces_, dtype=float), it > self.burn_in_
         sweeps = np.broadcast_to(it[kept], (len(vals), int(kept.sum())))
         return to_arviz({"loglik_per_token": vals[:, kept]}, {"sweep": sweeps},
                         warmup={"loglik_per_token": vals[:, ~kept]} if not kept.all() else None)

@@ -193,7 +193,7 @@ class _GpuOps:
         fns = [_loader.get_function(FILE, f"{k}<{t}>", _ALL)
                for k in ("lda_col_partials", "lda_col_combine", "lda_col_normalise")]
         # About 2048 threads per SM in the partial pass: K columns a tile, tiles of whole rows.
-        tiles = int(max(1, min(V, (_loader.sm_count() * 2048) // K)))
+        tiles = int(max(1, min(V, 65535, (_loader.sm_count() * 2048) // K)))  # gridDim.y <= 65535
         per_tile = -(-V // tiles)
         tiles = -(-V // per_tile)
         pm = cupy.empty((tiles, K), lg.dtype)
@@ -211,8 +211,8 @@ class _GpuOps:
         new_total = None if total is None else cupy.empty_like(total)
         null = total is None    # no running sum: the kernel reads neither sum nor keep
         t = lg.dtype.type
-        # a thread a column, the rows strided over about 8 blocks a SM
-        gy = int(max(1, min(V, 65535, -(-_loader.sm_count() * 8 // -(-K // bx)))))
+        # a thread a column, the rows strided over about 2048 threads a SM (few columns: more row blocks)
+        gy = int(max(1, min(V, 65535, -(-_loader.sm_count() * 2048 // (-(-K // bx) * bx)))))
         fns[2]((-(-K // bx), gy), (bx,), _kernel_args.args(
             FILE, "lda_col_normalise", x=lg, m=pm, s=ps, out=out, sum_in=_loader.NULL if null else total,
             sum_out=_loader.NULL if null else new_total,

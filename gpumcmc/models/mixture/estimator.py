@@ -55,8 +55,10 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         A population needs more points than that count, (p + p (p + 1) / 2) / 2 (52 at p = 13), to be kept: with
         fewer dimensions or more data per population it is not a limit. The reported mixture is the posterior
         mean of the weights, means and covariances.
-    n_iter : int
-        Gibbs: kept iterations; BEM: the largest number of iterations.
+    n_iter : int or None
+        Gibbs: kept iterations; BEM: the largest number of iterations. None (the default): 200 for Gibbs, 500
+        for BEM (whose rule waits for the weights to settle: blobs that converged in 120-190 iterations by the
+        log-likelihood alone took 270-360).
     burn_in : int
         Gibbs iterations run before keeping draws.
     n_chains : int
@@ -139,7 +141,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"gibbs", "bem"})],
-        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [None, Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
@@ -164,7 +166,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                "input pass before it.")
         return {"check_estimator_sparse_array": why, "check_estimator_sparse_matrix": why}
 
-    def __init__(self, n_components: int = 16, method: str = "gibbs", n_iter: int = 200, burn_in: int = 100,
+    def __init__(self, n_components: int = 16, method: str = "gibbs", n_iter: int | None = None, burn_in: int = 100,
                  n_chains: int = 1, n_init: int = 4, tol: float = 1e-5, mean_prior=None,
                  mean_precision_prior=None, covariance_prior=None, degrees_of_freedom_prior=None,
                  alpha_prior=None, relabel: bool = True, random_state=None, chunk_size=None,
@@ -181,10 +183,16 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if self.method not in ("gibbs", "bem"):
             raise ValueError(f"method must be 'gibbs' or 'bem', got {self.method!r}.")
         for name, low in (("n_components", 1), ("n_iter", 1), ("n_chains", 1), ("n_init", 1), ("burn_in", 0)):
+            if name == "n_iter" and self.n_iter is None:
+                continue
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
         return _validate.check_float_dtype(self.dtype)
+
+    def _n_iter(self) -> int:
+        """``n_iter``, or its default for the method: 200 kept Gibbs iterations, at most 500 BEM iterations."""
+        return int(self.n_iter) if self.n_iter is not None else (200 if self.method == "gibbs" else 500)
 
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
@@ -248,7 +256,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
     def _fit_gibbs(self, model, rng, state, step_fn):
         xp = _xp_of(_shard0(state).params)
-        keep = _KeptDraws(self.burn_in, self.n_iter, every=10)
+        n_iter = self._n_iter()
+        keep = _KeptDraws(self.burn_in, n_iter, every=10)
 
         def kept_step(rng_, s):
             s, info = step_fn(rng_, s)
@@ -259,7 +268,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         # back during the run: the monitors' values are kept on the device and read once at the end.
         monitors = ([Monitor("loglik", lambda s: _shard0(s).loglik, every=10),
                      Monitor("alpha", lambda s: _shard0(s).alpha, every=10)] if self.progress else [])
-        tr = run(kept_step, state, rng, n_iter=self.n_iter, burn_in=self.burn_in, monitors=monitors,
+        tr = run(kept_step, state, rng, n_iter=n_iter, burn_in=self.burn_in, monitors=monitors,
                  progress=self.progress, desc="DP mixture (Gibbs)", n_chains=self.n_chains)
         d = keep.draws(xp)  # on the device, (chain, draw, ...)
         flags = xp.stack([xp.isfinite(d[name]).all() for name in ("loglik", "weights", "means", "alpha")])
@@ -273,7 +282,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         host = host()
         tr.draws, tr.stats, tr.monitors, self.trace_ = host, {"n_active": host["n_active"]}, keep.monitors(), tr
         self._draws = {"weights": _backend.to_host(w), "means": _backend.to_host(mu) + self._center,
-                       "covariances": cov,  # on the device until to_arviz asks for them
+                       "perm": perm,  # the relabelling of each draw (None: not relabelled), for covariances
                        "alpha": host["alpha"], "loglik": host["loglik"], "n_active": host["n_active"]}
         wm = _backend.to_host(wm)
         self.weights_ = wm / wm.sum()
@@ -289,7 +298,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     def _fit_bem(self, model, rng, state, step, score, check_every: int = 10):
         # the rule reads the log-likelihoods every check_every iterations: the loop's only host reads
         rule = _BemConverged(self.tol * check_every, 10 * self.tol * check_every)
-        tr = run(step, state, rng, n_iter=self.n_iter, progress=self.progress, desc="DP mixture (BEM)",
+        tr = run(step, state, rng, n_iter=self._n_iter(), progress=self.progress, desc="DP mixture (BEM)",
                  n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
         state = _shard0(tr.state)
         # The probabilities of the last iterate were computed at the previous parameters: one more
@@ -304,7 +313,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         best = int(np.argmax(elbo))
         self.converged_, self.n_iter_ = tr.stopped, tr.iterations
         if not tr.stopped and self.tol > 0:  # tol = 0 asks for n_iter iterations
-            warnings.warn(f"Bayesian EM did not converge in n_iter={self.n_iter} iterations (tol={self.tol}): "
+            warnings.warn(f"Bayesian EM did not converge in n_iter={self._n_iter()} iterations (tol={self.tol}): "
                           "weights or the log-likelihood were still moving. Raise n_iter, or raise tol.",
                           _ConvergenceWarning, stacklevel=3)
         self.lower_bound_, self.bem_logliks_ = float(elbo[best]), ll
@@ -318,6 +327,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     def _prepare(self, X):
         """``X`` centred, on its backend, the fitted mixture's kernel parameters there, and the rows per launch."""
         self._check_fitted("weights_")
+        self._check_feature_names(X)
         dtype = _validate.check_float_dtype(self.dtype)
         X = as_data(X, self._xp(), dtype, "X")
         self._check_n_features(X)
@@ -410,8 +420,11 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
         d = self._draws
         k, p = d["means"].shape[-2:]
-        return to_arviz({"weights": d["weights"], "means": d["means"], "covariances": d["covariances"],
-                         "alpha": d["alpha"]},
+        from .relabel import _take
+
+        cov = self.trace_.draws["covariances"]  # on the host, as drawn: relabelled here, not kept twice
+        cov = cov if d.get("perm") is None else _take(cov, d["perm"])
+        return to_arviz({"weights": d["weights"], "means": d["means"], "covariances": cov, "alpha": d["alpha"]},
                         {"loglik": d["loglik"], "n_active": d["n_active"]},
                         coords={"component": np.arange(k), "feature": self._feature_coords(p),
                                 "feature_bis": self._feature_coords(p)},

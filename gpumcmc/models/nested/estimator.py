@@ -152,8 +152,9 @@ class NestedSampler(_NestedSteps):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self.xp = _backend.get_backend(self.backend)
-        self._ops, self._configured = _ops_for(self.xp), None
+        with warnings.catch_warnings():  # the settings warned when they were made
+            warnings.simplefilter("ignore")
+            self._setup()
 
     _STORED = {"fused": "_fused_setting"}  # the setting, apart from the property ``fused``
 

@@ -228,20 +228,26 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         step = pcd_epoch_step(X, edges, learning_rate, batch_size, n_hidden,
                               _use_fused_pcd(self.fused, xp, X.shape[1], n_hidden, batch_size, dtype))
         # the learning curve (and the bar's figure), with or without the bar: a fixed, evenly spaced set of
-        # rows, flipped once, scored after each epoch (a few hundred rows: small beside an epoch)
+        # rows, flipped once, scored after each epoch (a few hundred rows: small beside an epoch). Each score
+        # stays on the device; only the bar reads them as they come, else they are read once at the end.
         rows = np.linspace(0, n - 1, min(n, config.rbm_progress_rows)).astype(int)
-        score = _flipped(_backend.to_host(X)[rows], 0, xp, dtype)
-        monitors = [Monitor("pseudo-likelihood", lambda s: _pseudo_likelihood(xp, *score, s.W, s.b, s.c), every=1)]
+        score, curve = _flipped(_backend.to_host(X)[rows], 0, xp, dtype), []
+
+        def scored(rng_, s):
+            s, info = step(rng_, s)
+            curve.append(_pseudo_likelihood_rows(xp, *score, s.W, s.b, s.c).mean())
+            return s, info
+        monitors = [Monitor("pseudo-likelihood", lambda s: float(_backend.to_host(curve[-1])), every=1)] \
+            if progress else []
         t0 = time.perf_counter()
-        trace = run(step, state, rng, n_iter, monitors=monitors, progress=progress, desc="RBM PCD",
-                    n_chains=batch_size)
+        run(scored, state, rng, n_iter, monitors=monitors, progress=progress, desc="RBM PCD", n_chains=batch_size)
         if xp is not np:
             xp.cuda.get_current_stream().synchronize()
         self.W, self.visible_bias, self.hidden_bias = xp.ascontiguousarray(state.W), state.b, state.c
         self.n_features_in_ = X.shape[1]
         self.h_samples_ = _backend.to_host(state.h_chain)  # the persistent chains' hidden units, as scikit-learn's
         self.fit_seconds_ = time.perf_counter() - t0
-        self.pseudo_likelihood_ = trace.monitors["pseudo-likelihood"][1].tolist()
+        self.pseudo_likelihood_ = _backend.to_host(xp.stack(curve)).tolist() if curve else []
         return self
 
     @classmethod

@@ -1326,3 +1326,22 @@ def test_bem_converges_only_once_its_weights_settle_and_warns_otherwise():
     with pytest.warns(UserWarning, match="did not converge in n_iter=50"):
         short = fit(X, n_iter=50, **kw)
     assert not short.converged_ and short.n_iter_ == 50
+
+
+def test_bem_rule_waits_for_the_components_below_the_prune_count():
+    """Pruning takes one component an iterate, so a rule that read only the log-likelihood and the weights
+    could stop with a component below the prune count still live; it waits until none is."""
+    from types import SimpleNamespace
+
+    from gpumcmc.models.mixture.estimator import _BemConverged
+
+    def state(counts):
+        counts = np.array([counts], dtype=np.float64)
+        w = counts / counts.sum()
+        return SimpleNamespace(loglik=np.array([-1.0]), counts=counts,
+                               log_pi=np.log(np.where(w > 0, w, 0.0), where=w > 0, out=np.full_like(w, -np.inf)))
+
+    for pending, want in (([90.0, 8.0, 2.0, 0.0], False), ([90.0, 10.0, 0.0, 0.0], True)):
+        rule = _BemConverged(1e-4, 1e-3, prune_count=5.0)
+        rule(state(pending), None)
+        assert rule(state(pending), None)[0] is want

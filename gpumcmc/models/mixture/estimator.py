@@ -297,7 +297,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
     def _fit_bem(self, model, rng, state, step, score, check_every: int = 10):
         # the rule reads the log-likelihoods every check_every iterations: the loop's only host reads
-        rule = _BemConverged(self.tol * check_every, 10 * self.tol * check_every)
+        p = model.x.shape[1]
+        rule = _BemConverged(self.tol * check_every, 10 * self.tol * check_every, 0.5 * (p + p * (p + 1) / 2))
         tr = run(step, state, rng, n_iter=self._n_iter(), progress=self.progress, desc="DP mixture (BEM)",
                  n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
         state = _shard0(tr.state)
@@ -469,19 +470,25 @@ class _KeptDraws:
 class _BemConverged:
     """BEM's stopping rule for :class:`~gpumcmc.sampling.Stop`: since the last read, every start's mean
     log-likelihood per sample moved by less than ``limit`` and each of its weights (sorted, as the components
-    may change places) by less than ``weight_limit``; returns ``(converged, the largest log-likelihood)``."""
+    may change places) by less than ``weight_limit``, and no live component but the largest holds less than
+    ``prune_count`` (one that does is pruned at a coming iterate); returns ``(converged, the largest
+    log-likelihood)``."""
 
-    def __init__(self, limit: float, weight_limit: float):
-        self.limit, self.weight_limit, self.prev = limit, weight_limit, None
+    def __init__(self, limit: float, weight_limit: float, prune_count: float):
+        self.limit, self.weight_limit, self.prune_count, self.prev = limit, weight_limit, prune_count, None
 
     def __call__(self, state, info):
         xp = _xp_of(state.loglik)
-        both = xp.concatenate([state.loglik[:, None], xp.sort(xp.exp(state.log_pi), axis=1)], axis=1)
-        both = _backend.to_host(both)  # synchronize! (every check_every iterations)
-        done = self.prev is not None and bool(np.all(np.abs(both[:, 0] - self.prev[:, 0]) < self.limit)) \
-            and bool(np.all(np.abs(both[:, 1:] - self.prev[:, 1:]) < self.weight_limit))
-        self.prev = both
-        return done, float(both[:, 0].max())
+        rest = state.counts[:, 1:]
+        pending = ((rest > 0) & (rest < self.prune_count)).sum(axis=1).astype(np.float64)
+        read = xp.concatenate([state.loglik[:, None], pending[:, None], xp.sort(xp.exp(state.log_pi), axis=1)],
+                              axis=1)
+        read = _backend.to_host(read)  # synchronize! (every check_every iterations)
+        done = self.prev is not None and not read[:, 1].any() \
+            and bool(np.all(np.abs(read[:, 0] - self.prev[:, 0]) < self.limit)) \
+            and bool(np.all(np.abs(read[:, 2:] - self.prev[:, 2:]) < self.weight_limit))
+        self.prev = read
+        return done, float(read[:, 0].max())
 
 
 def _shard0(state) -> State:

@@ -521,3 +521,50 @@ def test_to_arviz_lets_arviz_errors_through():
         to_arviz({"x": np.zeros((4, 100, 3))}, coords={"k": ["a", "b", "c"]}, dims={"x": "k"})
     ok = to_arviz({"x": np.zeros((4, 100, 3))}, coords={"k": ["a", "b", "c"]}, dims={"x": ["k"]})
     assert ok.posterior["x"].dims == ("chain", "draw", "k")
+
+
+def test_resume_refuses_another_collect_or_another_state(tmp_path):
+    """Resumed with a collect that gives other names (or none), the checkpoint's draws were left partly
+    unwritten: uninitialised memory came back as draws. A state of other fields raised a bare KeyError, and
+    one of other shapes was replaced silently. Each is now a ValueError naming what differs."""
+    path = tmp_path / "run.npz"
+
+    def crash(n, s, i):
+        if n == 50:
+            raise KeyboardInterrupt
+
+    kw = dict(checkpoint=path, checkpoint_every=20, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        run(ar_step, AR(np.zeros(2), 0), 0, 100, callback=crash, collect=lambda s, i: {"x": s.x}, **kw)
+    with pytest.raises(ValueError, match="collect now gives"):
+        run(ar_step, AR(np.zeros(2), 0), 0, 100, collect=lambda s, i: {"x": s.x, "y": 2 * s.x}, **kw)
+    with pytest.raises(ValueError, match="collect now gives"):
+        run(ar_step, AR(np.zeros(2), 0), 0, 100, **kw)
+    with pytest.raises(ValueError, match="shape"):
+        run(ar_step, AR(np.zeros((2, 3)), 0), 0, 100, collect=lambda s, i: {"x": s.x}, **kw)
+
+    class Other(NamedTuple):
+        mu: object
+        steps: int
+    with pytest.raises(ValueError, match="fields"):
+        run(lambda r, s: (s, None), Other(np.zeros(2), 0), 0, 100, **kw)
+    tr = run(ar_step, AR(np.zeros(2), 0), 0, 100, collect=lambda s, i: {"x": s.x}, **kw)  # the same: resumes
+    assert np.isfinite(tr.draws["x"]).all() and tr.draws["x"].shape == (2, 100)
+
+
+def test_a_step_or_hooks_of_the_wrong_kind_are_named():
+    """A step returning its state alone was unpacked as (field 0, field 1) and failed a sweep later; a
+    non-callable collect failed after burn-in; two monitors of one name were merged; a dict Info was
+    dropped. Each is caught at once, and a dict Info is kept."""
+    with pytest.raises(TypeError, match=r"must return \(state, info\)"):
+        run(lambda r, s: AR(s.x, s.steps + 1), AR(np.zeros(2), 0), 0, 5, progress=False)
+    with pytest.raises(TypeError, match="collect must be a callable"):
+        run(ar_step, AR(np.zeros(2), 0), 0, 5, collect={"x": 1}, progress=False)
+    with pytest.raises(ValueError, match="Two monitors"):
+        run(ar_step, AR(np.zeros(2), 0), 0, 5, progress=False,
+            monitors=[Monitor("m", lambda s: 0.0, 1), Monitor("m", lambda s: 1.0, 2)])
+    tr = run(lambda r, s: (AR(s.x, s.steps + 1), {"accepted": s.x > -1}), AR(np.zeros(2), 0), 0, 5, progress=False)
+    assert tr.stats["accepted"].shape == (2, 5)
+    # an int seed gives a generator on the state's backend (NumPy here), whatever the active backend
+    tr = run(ar_step, AR(np.zeros(2), 0), 3, 5, collect=lambda s, i: {"x": s.x}, progress=False)
+    assert isinstance(tr.draws["x"], np.ndarray)

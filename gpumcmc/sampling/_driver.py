@@ -248,11 +248,14 @@ def _info_stats(info) -> dict:
     """Fields of an Info tuple that are arrays (one value or row per chain)."""
     if info is None:
         return {}
-    if not (isinstance(info, tuple) and hasattr(info, "_fields")):
+    if isinstance(info, dict):
+        items = info.items()
+    elif isinstance(info, tuple) and hasattr(info, "_fields"):
+        items = ((name, getattr(info, name)) for name in info._fields)
+    else:
         return {}
     out = {}
-    for name in info._fields:
-        v = getattr(info, name)
+    for name, v in items:
         if _backend.is_cupy_array(v) or isinstance(v, np.ndarray):
             if v.ndim >= 1:
                 out[name] = v
@@ -367,7 +370,9 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
     if tuple(meta["key"]) != tuple(rng.key):
         raise ValueError(f"{path} was saved with another random_state/seed; pass the same seed to resume, "
                          "or use resume=False to start afresh.")
-    state = _rebuild(state, {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")})
+    saved = {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")}
+    _check_saved_state(path, state, saved)
+    state = _rebuild(state, saved)
     done, kept = int(meta["done"]), int(meta["kept"])
     rng._offset = int(meta["offset"])
     xp = next((_backend.get_array_module(v) for _, v in _fields(state) if _backend.is_cupy_array(v)), np)
@@ -379,7 +384,30 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
     return state, done, kept, bool(meta.get("stopped", False))
 
 
-def _check_settings(step, n_iter, burn_in, thin, checkpoint_every, monitors, stop):
+def _check_saved_state(path, state, saved: dict) -> None:
+    """The checkpoint's state must have the template's fields, and each array its shape."""
+    here = {k: v for k, v in _fields(state) if v is not None}
+    if set(here) != set(saved):
+        raise ValueError(f"{path} holds a state with fields {sorted(saved)}, this run's state has {sorted(here)}; "
+                         "resume with the same kind of state, or use another checkpoint path or resume=False.")
+    for k, v in here.items():
+        if hasattr(v, "shape") and tuple(v.shape) != tuple(saved[k].shape):
+            raise ValueError(f"{path} holds state field {k!r} of shape {tuple(saved[k].shape)}, this run's is "
+                             f"{tuple(v.shape)}; resume with the same sizes, or use another checkpoint path or "
+                             "resume=False.")
+
+
+def _check_step_output(out, state) -> None:
+    """After the first sweep: ``step`` returned ``(state, info)``, not the state alone."""
+    if hasattr(state, "_fields") and type(out) is type(state):
+        raise TypeError(f"step returned a {type(state).__name__} alone; it must return (state, info) (info may "
+                        "be None).")
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError(f"step must return (state, info) (info may be None), got {type(out).__name__}"
+                        + (f" of length {len(out)}" if isinstance(out, tuple) else "") + ".")
+
+
+def _check_settings(step, n_iter, burn_in, thin, checkpoint_every, monitors, stop, collect=None, callback=None):
     """The run's settings checked: ``(n_iter, burn_in, thin, checkpoint_every, monitors)``."""
     if stop is not None:
         if not isinstance(stop, Stop):
@@ -395,15 +423,23 @@ def _check_settings(step, n_iter, burn_in, thin, checkpoint_every, monitors, sto
     thin = _validate.check_int(thin, "thin", 1)
     checkpoint_every = _validate.check_int(checkpoint_every, "checkpoint_every", 1)
     monitors = tuple(monitors)
-    for m in monitors:
+    for i, m in enumerate(monitors):
         if not isinstance(m, Monitor):
             raise TypeError("monitors must be gpumcmc.sampling.Monitor(name, fn, every) tuples.")
+        if not callable(m.fn):
+            raise TypeError(f"Monitor {m.name!r}: fn must be a callable fn(state) -> number(s).")
+        if any(o.name == m.name for o in monitors[:i]):
+            raise ValueError(f"Two monitors are named {m.name!r}; give each its own name (their values would be "
+                             "merged into one series).")
         _validate.check_int(m.every, f"Monitor {m.name!r} every", 1)
         if stop is not None and m.name == stop.name:
             raise ValueError(f"The stop condition and a monitor are both named {m.name!r}; give them different "
                              "names.")
     if not callable(step):
         raise TypeError("step must be a callable step(rng, state) -> (state, info).")
+    for name, fn in (("collect", collect), ("callback", callback)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be a callable or None, got {type(fn).__name__}.")
     return n_iter, burn_in, thin, checkpoint_every, monitors
 
 
@@ -431,6 +467,8 @@ class _Run:
         self.config = dict(n_iter=n_iter, burn_in=burn_in, thin=thin, n_chains=n_chains)
         self.done = self.kept = 0
         self.stopped = False
+        self.first = 0  # the first iteration this call runs (after a resume, where it resumed)
+        self.resumed_names = None  # the collected names a resumed run's kept draws hold
 
     def iterations(self):
         """The iteration indices still to run (none for a run that a stop condition ended)."""
@@ -446,9 +484,29 @@ class _Run:
         i = it - self.burn_in
         if i >= 0 and (i + 1) % self.thin == 0 and (self.n_draws is None or self.kept < self.n_draws):
             if collect is not None:
-                self.store.put(self.kept, collect(state, info))
+                values = collect(state, info)
+                if not isinstance(values, dict):
+                    raise TypeError(f"collect must return a dict of arrays (name -> array with a leading chain "
+                                    f"axis), got {type(values).__name__}.")
+                self._check_resumed(values)
+                self.store.put(self.kept, values)
+            elif self.resumed_names:
+                self._check_resumed({})
             self.stats.put(self.kept, _info_stats(info))
             self.kept += 1
+
+    def _check_resumed(self, values: dict) -> None:
+        """A resumed run's collect must give what the checkpoint's draws hold (else part of each array would
+        be left unwritten): the same names, shapes and dtypes."""
+        if self.resumed_names is None:
+            return
+        saved = self.resumed_names
+        self.resumed_names = None  # checked once
+        now = {k: (tuple(np.shape(v)) if not hasattr(v, "shape") else tuple(v.shape),
+                   str(v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype)) for k, v in values.items()}
+        if now != saved:
+            raise ValueError(f"The checkpoint's draws hold {saved} (name: (shape, dtype)), but collect now gives "
+                             f"{now}; resume with the same collect, or use another checkpoint path or resume=False.")
 
     def read(self, n: int, state, info, read_stop: bool, bar) -> None:
         """After iteration ``n``: the stop condition where it is due, then the monitors that are due (one host
@@ -588,20 +646,29 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
     (10, True, (2, 10))
     """
     n_iter, burn_in, thin, checkpoint_every, monitors = _check_settings(step, n_iter, burn_in, thin,
-                                                                        checkpoint_every, monitors, stop)
+                                                                        checkpoint_every, monitors, stop,
+                                                                        collect, callback)
     # A step with a ``monitored`` attribute is told before each eager sweep whether a monitor reads it.
     gate = not graph and hasattr(step, "monitored")
     if graph:
         from ._graph import graph_step
 
         step = graph_step(step)
-    rng = default_rng(rng)
+    if not isinstance(rng, Generator):  # a seed: the generator on the state's backend, not the active one
+        arrays = [v for _, v in _fields(state) if hasattr(v, "shape")]
+        backend = "cupy" if any(_backend.is_cupy_array(v) for v in arrays) else ("numpy" if arrays else None)
+        rng = default_rng(rng, backend=backend)
     if n_chains is None:
         n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)
     r = _Run(n_iter, burn_in, thin, n_chains, monitors, stop, by_reference)
     path = _checkpoint_path(checkpoint)
     if path is not None and resume and path.exists():
         state, r.done, r.kept, r.stopped = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)
+        r.first = r.done
+        if r.kept:
+            r.resumed_names = {k: (tuple(b.shape[1:]) if not isinstance(b, list) else tuple(b[0].shape),
+                                   str(b.dtype if not isinstance(b, list) else b[0].dtype))
+                               for k, b in r.store.buffers.items()}
     bar = _progress_bar(r.total, desc, progress, initial=r.done)
     t0 = time.perf_counter()
     try:
@@ -611,7 +678,10 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
                 read_stop = stop is not None and (n % stop.every == 0 or n == r.total)
                 if gate:
                     step.monitored = n == r.total or read_stop or any(n % m.every == 0 for m in monitors)
-                state, info = step(rng, state)
+                out = step(rng, state)
+                if it == r.first:
+                    _check_step_output(out, state)
+                state, info = out
                 r.keep(it, state, info, collect)
                 r.read(n, state, info, read_stop, bar)
                 if callback is not None:

@@ -989,3 +989,30 @@ def test_default_single_chains_stick_no_more_than_collapsed_gibbs():
         p = lda.LDA(n_topics=K, n_iter=300, alpha=1 / K, eta=1 / K, random_state=s).fit(X)
         theirs += _merged_topics(p.topic_word_, phi) > 0
     assert ours <= theirs, (ours, theirs)
+
+
+def test_fitted_priors_names_and_checkpoint_key(tmp_path):
+    """transform and score read the fit's priors (set_params afterwards changed a fitted model's perplexity),
+    a DataFrame's names are checked as in scikit-learn, and a checkpoint of other documents of the same
+    sizes is refused instead of returning the earlier fit's topics."""
+    pd = pytest.importorskip("pandas")
+    X, _, _ = _corpus(M=60, V=40, K=3, length=30, seed=3)
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    kw = dict(n_iter=10, burn_in=10, random_state=0, progress=False, backend="numpy")
+    m = LDA(3, **kw).fit(X)
+    p = m.perplexity(X[:10])
+    m.set_params(doc_topic_prior=5.0)
+    assert m.perplexity(X[:10]) == p and m.doc_topic_prior_ == pytest.approx(1 / 3)
+    m.set_params(n_components=7)
+    assert m.transform(X[:3]).shape == (3, 3)
+    words = [f"w{j}" for j in range(40)]
+    named = LDA(3, **kw).fit(pd.DataFrame(X, columns=words))
+    assert list(named.feature_names_in_) == words
+    with pytest.raises(ValueError, match="another order"):
+        named.transform(pd.DataFrame(X, columns=words)[words[::-1]])
+    path = tmp_path / "lda.npz"
+    first = LDA(3, checkpoint=path, **kw).fit(X[:30])
+    with pytest.raises(ValueError, match="checkpoint_key"):
+        LDA(3, checkpoint=path, **kw).fit(X[30:])
+    again = LDA(3, checkpoint=path, **kw).fit(X[:30])  # the same fit resumes (here: is already done)
+    np.testing.assert_array_equal(again.components_, first.components_)

@@ -544,7 +544,7 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
         collect: Callable | None = None, monitors=(), progress: bool = True, desc: str | None = None,
         checkpoint=None, checkpoint_every: int = 100, resume: bool = True, n_chains: int | None = None,
         callback: Callable | None = None, graph: bool = False, stop: Stop | None = None,
-        by_reference: bool = False) -> Trace:
+        by_reference: bool = False, checkpoint_key: str | None = None) -> Trace:
     """Run ``burn_in + n_iter`` iterations of ``state, info = step(rng, state)``, or fewer where ``stop`` ends it.
 
     Parameters
@@ -579,7 +579,12 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
         ``checkpoint_every`` iterations (and at the end). If the file exists and
         ``resume`` is true, the run continues from it, and gives the same draws,
         bit for bit, as a run that was never interrupted (a run that a stop
-        condition ended stays ended).
+        condition ended stays ended). A checkpoint of other settings, another
+        seed, or a state of other fields or shapes is refused.
+    checkpoint_key : str, optional
+        What the run is of (its data and model, in a few words or a hash),
+        stored with the checkpoint: one saved under another key is refused, so
+        that a run on other data of the same shapes does not resume it.
     n_chains : int, optional
         The number of chains, for the record; read from the first array field
         of the state when not given.
@@ -661,6 +666,8 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
     if n_chains is None:
         n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)
     r = _Run(n_iter, burn_in, thin, n_chains, monitors, stop, by_reference)
+    if checkpoint_key is not None:
+        r.config["checkpoint_key"] = str(checkpoint_key)
     path = _checkpoint_path(checkpoint)
     if path is not None and resume and path.exists():
         state, r.done, r.kept, r.stopped = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)

@@ -176,10 +176,19 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         return K, a, b
 
     def fit(self, X, y=None):
+        """Sample the topics of the corpus ``X`` and return the model.
+
+        ``X``: a document-word count matrix (NumPy, SciPy sparse, CuPy, or a DataFrame whose column names
+        become ``feature_names_in_``), or a list of documents each given as a list of word ids. A list of
+        lists is read as word ids, not as a dense count matrix: pass ``np.asarray(counts)`` for that. The
+        priors used (``doc_topic_prior_``, ``topic_word_prior_``) and the topics are kept for ``transform``,
+        ``score`` and ``perplexity``, whatever the settings become afterwards."""
         self.fit_transform(X)
         return self
 
     def fit_transform(self, X, y=None):
+        """:meth:`fit` on ``X``, returning ``doc_topic_`` (the fit's posterior mean of each document's
+        topics)."""
         K, a, b = self._validate_settings(self._check_settings)
         C, n = int(self.n_chains), int(self.n_iter)
         shards = None
@@ -193,16 +202,19 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
                                  "as a CUDA graph; leave graph at None or False.")
         rng = self._make_rng() if shards is None else default_rng(self.random_state, backend=(
             "numpy" if shards.xp is np else "cupy"))
+        self._note_feature_names(X)
         rows, cols, M, V = tokens_from(X, self._xp() if shards is None else np)
         n_tok = int(rows.size)
+        self.doc_topic_prior_, self.topic_word_prior_ = a, b
         phi_start = self._phi_start(rng, rows, cols, M, V, K, C)
         if shards is None:
             data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=int(self.burn_in), n_chains=C,
                                phi_start=phi_start)
             sweep, ll = _monitored(functools.partial(step, data=data), lambda v: v / n_tok)
             graph = (n_tok * C < config.lda_graph_max_tokens) if self.graph is None else bool(self.graph)
+            key = None if self.checkpoint is None else self._checkpoint_key(rows, cols, M, V, K, a, b)
             s, best = self._sample(sweep, state, rng, ll, V, n_tok, checkpoint=self.checkpoint,
-                                   checkpoint_every=int(self.checkpoint_every), graph=graph)
+                                   checkpoint_every=int(self.checkpoint_every), graph=graph, checkpoint_key=key)
             self.phi_ = s.phi_sum[best] / n                   # (V, K) on the backend
             self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n)
         else:
@@ -222,6 +234,16 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
             self.n_shards_, self.doc_bounds_ = shards.world, bounds
         self.components_ = _backend.to_host(self.phi_.T)      # (K, V)
         return self.doc_topic_
+
+    def _checkpoint_key(self, rows, cols, M, V, K, a, b) -> str:
+        """What a checkpointed fit is of: the model's settings and the corpus (its sizes and a checksum of its
+        tokens in order, one reduction), so that a fit of other documents of the same sizes is not resumed."""
+        xp = _backend.get_array_module(rows)
+        t = xp.arange(rows.size, dtype=np.int64)
+        mix = (rows.astype(np.int64) * 1000003 + cols.astype(np.int64)) * (t % 65521 + 1)
+        check = int(mix.sum()) if rows.size else 0  # synchronize! (once, at the start of a checkpointed fit)
+        return (f"LDA K={K} alpha={a!r} beta={b!r} start={self.start} dtype={np.dtype(self.dtype).name} "
+                f"docs={M} words={V} tokens={int(rows.size)} check={check}")
 
     def _sample(self, sweep, state, rng, loglik, V, n_tok, **options):
         """:func:`gpumcmc.sampling.run` of ``n_iter`` kept sweeps after ``burn_in``, ``loglik`` monitored, and
@@ -250,6 +272,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
     def _tokens(self, X):
         """``(rows, cols, M, V)`` of ``X`` on the backend phi_ lives on (a corpus with no token is allowed)."""
         self._check_fitted("phi_")
+        self._check_feature_names(X)
         xp = _backend.get_array_module(self.phi_)
         return tokens_from(X, xp, n_words=self.n_features_in_, allow_empty=True)
 
@@ -257,16 +280,21 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         """``(theta (M, K), rows, cols)``: each document's theta averaged over ``transform_iter`` Gibbs sweeps
         of theta with phi fixed (half of them burn-in), fitted on the tokens ``rows``, ``cols`` (by default
         all of ``X``'s); a document with no token gets the prior mean, 1 / K."""
-        K, a, b = self._priors()
+        # the fit's topics and priors, whatever the settings became since (set_params)
+        self._check_fitted("phi_")
+        K = int(self.phi_.shape[1])
+        a, b = getattr(self, "doc_topic_prior_", None), getattr(self, "topic_word_prior_", None)
+        if a is None or b is None:  # a model pickled before the fit kept them
+            _, a, b = self._priors()
         rows, cols, M, V = self._tokens(X) if tokens is None else tokens
         xp = _backend.get_array_module(self.phi_)
         if rows.size == 0:
-            return xp.full((M, K), 1.0 / K, dtype=np.dtype(self.dtype)), rows, cols
+            return xp.full((M, K), 1.0 / K, dtype=self.phi_.dtype), rows, cols
         # On the backend phi_ lives on (a fit with devices= may differ from self.backend); the same draws.
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         n_b = max(1, int(self.transform_iter) // 2)
         n_keep = max(1, int(self.transform_iter) - n_b)
-        data, state = init(rng, rows, cols, M, V, K, a, b, self.dtype, burn_in=n_b)
+        data, state = init(rng, rows, cols, M, V, K, a, b, self.phi_.dtype, burn_in=n_b)
         # phi is the fitted one; theta starts uniform, so each token's weights sum to the mean of its word's
         # topic probabilities, which is positive for every word seen in training.
         state = state._replace(phi=self.phi_.astype(state.phi.dtype)[None], theta=xp.full_like(state.theta, 1.0 / K))
@@ -316,7 +344,9 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
 
         ``method="full"`` (the default): theta fitted on all of a document's tokens and those same tokens
         scored. It measures how well the topics can fit the documents, not how well they predict unseen
-        words, so it favours larger models: use it to follow a fit, not to compare models.
+        words, so it favours larger models: use it to follow a fit, not to compare models. ``GridSearchCV``
+        and ``cross_val_score`` call ``score(X)``, so give them the completion measure to choose
+        ``n_components``: ``scoring=lambda est, X, y=None: est.score(X, method="completion")``.
         """
         return self._held_out(X, method)[0]
 

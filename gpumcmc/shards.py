@@ -192,6 +192,11 @@ def balanced_cuts(sizes, parts: int) -> list[int]:
     return cuts
 
 
+def _virtual(n: int) -> "Shards":
+    """``Shards(n_virtual=n)``, for unpickling."""
+    return Shards(n_virtual=n)
+
+
 class Shards:
     """The shards of one data-parallel model: which devices, and how to sum over them.
 
@@ -255,6 +260,17 @@ class Shards:
         self._comms = [comm]
         self._sides = {}
         return self
+
+    def __reduce__(self):
+        """Copied and pickled as the call that makes it (``sklearn.base.clone`` of an estimator given one);
+        over GPUs the copy shares the process's communicators. A Dask worker's cannot be copied."""
+        if self._rank0 != 0 or len(self.devices) != self.world:
+            raise TypeError("This Shards is a Dask worker's part of a larger group (its communicator spans "
+                            "processes): it cannot be copied or pickled. Give the estimator devices='all' or "
+                            "a list of GPU ids, or make the Shards inside the worker.")
+        if self.devices[0] is None:
+            return _virtual, (self.world,)
+        return Shards, (list(self.devices),)
 
     def __len__(self) -> int:
         return len(self.devices)

@@ -230,3 +230,22 @@ def test_clearing_the_memo_keeps_the_shared_communicators():
         assert sh._COMMS.get(key) is comms
     finally:
         sh._COMMS.pop(key, None)
+
+
+def test_shards_copy_and_pickle_so_estimators_given_one_clone():
+    """A Shards held a module and could not be copied: clone, GridSearchCV and pickling failed for an
+    estimator given devices=Shards(n_virtual=k)."""
+    import copy
+    import pickle
+
+    from gpumcmc.shards import Shards
+
+    s = pickle.loads(pickle.dumps(Shards(n_virtual=3)))
+    assert s.world == 3 and s.xp is np and copy.deepcopy(s).world == 3
+    pytest.importorskip("sklearn")
+    from sklearn.base import clone
+
+    from gpumcmc.models import LDA
+
+    c = clone(LDA(devices=Shards(n_virtual=2), progress=False, backend="numpy"))
+    assert c.devices.world == 2

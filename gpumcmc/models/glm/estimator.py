@@ -586,7 +586,6 @@ class HierarchicalGLM(_GLMBase):
         the intercept 0, before this release)."""
         self._check_fitted("beta_draws_")
         d = self.trace_.draws
-        K = d["beta"].shape[-1]
         names = list(feature_names) if feature_names is not None else self._feature_coords(self.n_features_in_)
         if len(names) != self.n_features_in_:
             raise ValueError(f"feature_names holds {len(names)} names for {self.n_features_in_} features.")

@@ -653,3 +653,31 @@ def test_bem_init_takes_its_starts_by_the_name_its_docstrings_give():
         for a, b in zip(by_place, got):
             np.testing.assert_array_equal(a.mu, b.mu)
     assert by_name[0].mu.shape[0] == 3
+
+
+def test_local_returning_python_numbers_fails_on_one_shard_too():
+    """local returning Python floats ran on one NumPy part and failed on two with an AttributeError about
+    dtype; it is refused on any count, naming local."""
+    from typing import NamedTuple
+
+    from gpumcmc.sampling import DataParallel, run, sharded
+    from gpumcmc.shards import Shards
+
+    class S(NamedTuple):
+        mu: object
+
+    def init(rng, parts, shards):
+        return [S(np.zeros(1)) for _ in parts]
+
+    def local(rng, s, part):
+        return (float(part.sum()), float(len(part)))
+
+    def update(rng, s, stats):
+        return S(np.array([stats[0] / stats[1]])), None
+
+    for parts in (1, 2):
+        sh = Shards(n_virtual=parts)
+        alg = sharded(DataParallel(init, local, update, ("mu",)), sh)
+        st = alg.init(0, sh.scatter(np.arange(10.0)))
+        with pytest.raises(TypeError, match="local must return an array"):
+            run(alg.step, st, 0, 2, progress=False)

@@ -99,6 +99,8 @@ import copy
 import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
+import numpy as np
+
 from ..shards import Shards
 
 __all__ = ["Algorithm", "Collective", "DataParallel", "Overlap", "sharded", "shard_states"]
@@ -342,6 +344,22 @@ def _check_offsets(rng, gens: list) -> None:
     rng.advance(used.pop() - rng.offset)
 
 
+def _check_stats(st) -> None:
+    """``local``'s statistics must be arrays (or None) in a (named) tuple, or one array: what an all-reduce
+    sums. Checked on every shard count, so that a sampler that runs on one shard does not fail on two."""
+    def leaves(x):
+        if isinstance(x, (tuple, list)):
+            for y in x:
+                yield from leaves(y)
+        else:
+            yield x
+    for v in leaves(st):
+        if v is not None and not (hasattr(v, "dtype") and hasattr(v, "shape")):
+            raise TypeError(f"local must return an array, or a (named) tuple of arrays, the statistics summed "
+                            f"over the shards; it returned a {type(v).__name__} among them (a Python number is "
+                            f"not summed across devices: return xp.asarray(value)).")
+
+
 def _local_stats(shards: Shards, local, gens: list, state, parts, options: dict) -> tuple[list, list]:
     """``(states, stats)``: every local shard's ``local`` (then any deferred part of it) under its device.
 
@@ -367,6 +385,8 @@ def _local_stats(shards: Shards, local, gens: list, state, parts, options: dict)
         if callable(st):
             with shards.on(i):
                 stats[i] = st()
+    if stats and shards.xp is np:  # NumPy parts (Shards(n_virtual=k)), where samplers are written and tested
+        _check_stats(stats[0])
     if shards.world > 1:
         stats = _sum_over_shards(shards, stats)
     return states, stats

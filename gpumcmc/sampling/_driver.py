@@ -215,6 +215,11 @@ class _Store:
             else:
                 buf[index] = _backend.get_array_module(buf).asarray(v)
 
+    def layout(self) -> dict:
+        """Each stored name's ``(shape of one draw, dtype)``, as :func:`_layout` gives them for a draw."""
+        return {k: (tuple(b[0].shape), str(b[0].dtype)) if isinstance(b, list) else (tuple(b.shape[1:]), str(b.dtype))
+                for k, b in self.buffers.items()}
+
     def _first(self, name: str, count: int):
         """The first ``count`` draws of ``name`` as one array (draw, chain, ...) on its backend."""
         buf = self.buffers[name]
@@ -242,6 +247,12 @@ class _Store:
             buf = xp.empty((self._capacity(count), *a.shape[1:]), dtype=a.dtype)
             buf[:count] = xp.asarray(a[:count])
             self.buffers[name] = buf
+
+
+def _layout(values: dict) -> dict:
+    """Each collected value's ``(shape, dtype)``, as :class:`_Store` keeps it (a number as a NumPy array)."""
+    return {k: (tuple(np.shape(v)), str(v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype))
+            for k, v in values.items()}
 
 
 def _info_stats(info) -> dict:
@@ -502,8 +513,7 @@ class _Run:
             return
         saved = self.resumed_names
         self.resumed_names = None  # checked once
-        now = {k: (tuple(np.shape(v)) if not hasattr(v, "shape") else tuple(v.shape),
-                   str(v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype)) for k, v in values.items()}
+        now = _layout(values)
         if now != saved:
             raise ValueError(f"The checkpoint's draws hold {saved} (name: (shape, dtype)), but collect now gives "
                              f"{now}; resume with the same collect, or use another checkpoint path or resume=False.")
@@ -673,9 +683,7 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
         state, r.done, r.kept, r.stopped = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)
         r.first = r.done
         if r.kept:
-            r.resumed_names = {k: (tuple(b.shape[1:]) if not isinstance(b, list) else tuple(b[0].shape),
-                                   str(b.dtype if not isinstance(b, list) else b[0].dtype))
-                               for k, b in r.store.buffers.items()}
+            r.resumed_names = r.store.layout()
     bar = _progress_bar(r.total, desc, progress, initial=r.done)
     t0 = time.perf_counter()
     try:

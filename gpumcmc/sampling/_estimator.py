@@ -22,7 +22,8 @@ import numpy as np
 from .. import backend as _backend
 from ..random._generator import default_rng
 
-__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "as_data", "mixin", "Interval", "StrOptions", "Integral", "Real"]
+__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "as_data", "mixin", "Interval", "StrOptions",
+           "Integral", "Real"]
 
 try:  # scikit-learn is optional; with it, its own base class, exception and parameter constraints
     from sklearn.base import BaseEstimator as _Base
@@ -122,6 +123,13 @@ def mixin(name: str):
     return getattr(sklearn.base, name)
 
 
+def _string_columns(X) -> list | None:
+    """A DataFrame's column names where every one is a string (scikit-learn's feature names), else None."""
+    cols = getattr(X, "columns", None)
+    names = None if cols is None else list(cols)
+    return names if names and all(isinstance(c, str) for c in names) else None
+
+
 class Estimator(_Base):
     """Base class: parameters from ``__init__``, a generator from ``random_state`` and ``backend``."""
 
@@ -164,19 +172,17 @@ class Estimator(_Base):
     def _note_feature_names(self, X) -> None:
         """``feature_names_in_`` from a DataFrame's column names, as scikit-learn sets it (only where every
         name is a string); dropped for other input. Called by ``fit`` on the data as given."""
-        cols = getattr(X, "columns", None)
-        names = None if cols is None else np.asarray(list(cols), dtype=object)
-        if names is not None and len(names) and all(isinstance(c, str) for c in names):
-            self.feature_names_in_ = names
+        names = _string_columns(X)
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
         else:
             self.__dict__.pop("feature_names_in_", None)
 
     def _check_feature_names(self, X) -> None:
         """Where ``fit`` saw a DataFrame's names, ``X`` must have the same names in the same order (a
         ValueError, as scikit-learn raises), or no names (a warning); names where fit saw none warn."""
-        fitted, cols = getattr(self, "feature_names_in_", None), getattr(X, "columns", None)
-        names = None if cols is None else list(cols)
-        valid = bool(names) and all(isinstance(c, str) for c in names)
+        fitted, names = getattr(self, "feature_names_in_", None), _string_columns(X)
+        valid = names is not None
         who = type(self).__name__
         if fitted is None:
             if valid:

@@ -511,7 +511,7 @@ def _bem_vb_update(model: Model, acc, alpha):
     order = xp.argsort(-acc[..., 0], axis=1, kind="stable")
     acc = xp.take_along_axis(acc, order[..., None], axis=1)
     counts, s1, s2 = _unpack_stats(acc, p)
-    dead = _pruned(counts, 0.5 * (p + p * (p + 1) / 2))  # half the free parameters of a mean and covariance
+    dead = _pruned(counts, prune_count(p))
     counts = xp.where(dead, 0.0, counts)
     kn, mn, dfn, psi = niw_posterior(model, counts, s1 * ~dead[..., None], s2 * ~dead[..., None, None])
     sigma = psi / (dfn - p - 1)[..., None, None]
@@ -539,6 +539,12 @@ def _bem_vb_update(model: Model, acc, alpha):
     c = xp.where(dead, -xp.inf, c)
     params = kernel_params(c, mn, scaled, model.x.dtype)
     return v, log_pi, mn, sigma, params, alpha_new, counts
+
+
+def prune_count(p: int) -> float:
+    """The support below which BEM holds a component at zero weight: half the free parameters of a mean and a
+    covariance in p dimensions (Figueiredo and Jain 2002)."""
+    return 0.5 * (p + p * (p + 1) / 2)
 
 
 def _pruned(counts, limit: float):

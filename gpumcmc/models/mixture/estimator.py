@@ -17,7 +17,8 @@ from gpumcmc.sampling._estimator import ConvergenceWarning as _ConvergenceWarnin
 from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
 
 from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, assign, kernel_params
-from .algorithm import Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step
+from .algorithm import (Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step,
+                        prune_count)
 from .relabel import _weighted_mean, align_draws
 from .sharded import (
     _sharded_score, bem_parts, gibbs_parts, make_sharded_models, sharded_bem, sharded_gibbs)
@@ -297,8 +298,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
 
     def _fit_bem(self, model, rng, state, step, score, check_every: int = 10):
         # the rule reads the log-likelihoods every check_every iterations: the loop's only host reads
-        p = model.x.shape[1]
-        rule = _BemConverged(self.tol * check_every, 10 * self.tol * check_every, 0.5 * (p + p * (p + 1) / 2))
+        rule = _BemConverged(self.tol * check_every, 10 * self.tol * check_every, prune_count(model.x.shape[1]))
         tr = run(step, state, rng, n_iter=self._n_iter(), progress=self.progress, desc="DP mixture (BEM)",
                  n_chains=self.n_init, stop=Stop(lambda s, info: rule(_shard0(s), info), check_every, "loglik"))
         state = _shard0(tr.state)

@@ -44,6 +44,14 @@ def test_shapes_burn_in_and_thinning(xp):
     np.testing.assert_array_equal(vals, full.draws["x"][:, its - 1].T)
 
 
+@pytest.mark.parametrize("kw", [dict(n_iter=0, burn_in=5), dict(n_iter=3, thin=4)])
+def test_a_run_that_keeps_no_draw_has_empty_arrays_of_each_name(xp, kw):
+    tr = _run(xp, **kw)
+    assert tr.draws["x"].shape == (3, 0) and tr.draws["x"].dtype == np.float64
+    assert tr.stats["accepted"].shape == (3, 0) and tr.stats["accepted"].dtype == bool
+    assert isinstance(tr.draws["x"], np.ndarray)
+
+
 def test_kept_draws_are_the_states_values(xp):
     # Each kept value is stored as it was after its iteration: C-ordered rows by a copy of their bytes on
     # the GPU, strided views and other dtypes by the general assignment.

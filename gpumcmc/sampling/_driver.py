@@ -543,11 +543,26 @@ class _Run:
         self.mon[name][0].append(n)
         self.mon[name][1].append(value)
 
-    def trace(self, state, seconds: float) -> Trace:
+    def trace(self, state, seconds: float, last=None, collect=None) -> Trace:
+        """The run's Trace. ``last`` is the final ``(state, info)`` where an iteration ran: a run that kept
+        no draw (all burn-in, or ``n_iter < thin``) still gives each collected name and Info stat, with no
+        draws, so that code reading ``draws[name]`` works for every length."""
         monitors_out = {name: (np.asarray(its, dtype=np.int64), np.asarray(vals, dtype=np.float64))
                         for name, (its, vals) in self.mon.items()}
-        return Trace(self.store.host(self.kept), self.stats.host(self.kept), monitors_out, state, self.n_chains,
-                     self.n_iter, self.burn_in, self.thin, seconds, iterations=self.done, stopped=self.stopped)
+        draws, stats = self.store.host(self.kept), self.stats.host(self.kept)
+        if self.kept == 0 and last is not None:
+            draws = _no_draws(collect(*last) if collect is not None else {}, self.n_chains)
+            stats = _no_draws(_info_stats(last[1]), self.n_chains)
+        return Trace(draws, stats, monitors_out, state, self.n_chains, self.n_iter, self.burn_in, self.thin,
+                     seconds, iterations=self.done, stopped=self.stopped)
+
+
+def _no_draws(values: dict, n_chains: int) -> dict:
+    """Empty host arrays (chain, 0, ...) of the layout that ``values`` (one kept iteration's) would give."""
+    out = {}
+    for name, (shape, dtype) in _layout(values).items():
+        out[name] = np.zeros((shape[0], 0, *shape[1:]) if shape else (0,), dtype=dtype)
+    return out
 
 
 def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: int = 0, thin: int = 1,
@@ -686,6 +701,7 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
             r.resumed_names = r.store.layout()
     bar = _progress_bar(r.total, desc, progress, initial=r.done)
     t0 = time.perf_counter()
+    last = None
     try:
         with _deferred():
             for it in r.iterations():
@@ -697,6 +713,7 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
                 if it == r.first:
                     _check_step_output(out, state)
                 state, info = out
+                last = (state, info)
                 r.keep(it, state, info, collect)
                 r.read(n, state, info, read_stop, bar)
                 if callback is not None:
@@ -715,4 +732,4 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
     finally:
         if bar is not None:
             bar.close()
-    return r.trace(state, time.perf_counter() - t0)
+    return r.trace(state, time.perf_counter() - t0, last, collect)

@@ -108,6 +108,39 @@ def test_checkpoint_resume_is_bit_for_bit(tmp_path, xp):
     assert resumed.state.steps == whole.state.steps == 45
 
 
+class Parts(NamedTuple):
+    x: tuple        # one array per shard, as a sharded (Collective) state holds them
+    sizes: tuple    # plain numbers in a nested tuple
+
+
+def parts_step(rng, s):
+    x = tuple(0.5 * a + rng.normal(size=a.shape) for a in s.x)
+    return Parts(x, s.sizes), None
+
+
+def test_a_state_with_plain_tuples_of_arrays_checkpoints_and_resumes_bit_for_bit(tmp_path, xp):
+    path = tmp_path / "parts.npz"
+    start = Parts((xp.zeros(2), xp.zeros(3)), ((2, 3), 5))
+    kw = dict(n_iter=30, collect=lambda s, i: {"x0": s.x[0]}, progress=False)
+    whole = run(parts_step, start, 4, **kw)
+
+    def interrupt(it, state, info):
+        if it == 17:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(parts_step, start, 4, checkpoint=path, checkpoint_every=10, callback=interrupt, **kw)
+    resumed = run(parts_step, start, 4, checkpoint=path, checkpoint_every=10, **kw)
+    np.testing.assert_array_equal(resumed.draws["x0"], whole.draws["x0"])
+    for a, b in zip(resumed.state.x, whole.state.x):
+        assert type(a) is type(b)
+        np.testing.assert_array_equal(gpumcmc.backend.to_host(a), gpumcmc.backend.to_host(b))
+    assert resumed.state.sizes == ((2, 3), 5)
+    # a state with another number of parts is refused, naming the fields
+    with pytest.raises(ValueError, match="fields"):
+        run(parts_step, Parts((xp.zeros(2),), ((2,), 5)), 4, checkpoint=path, **kw)
+
+
 def test_checkpoint_with_other_settings_is_refused(tmp_path):
     path = tmp_path / "run.npz"
     _run(np, n_iter=20, checkpoint=path, checkpoint_every=5)

@@ -133,6 +133,8 @@ def _rebuild(template, values: dict, prefix: str = ""):
     """A state of the template's structure and backends, from host values keyed by path."""
     if isinstance(template, tuple) and hasattr(template, "_fields"):
         return type(template)(*(_rebuild(getattr(template, n), values, f"{prefix}{n}/") for n in template._fields))
+    if isinstance(template, (tuple, list)):  # a plain sequence (per-shard arrays): walked as _state_leaves does
+        return type(template)(_rebuild(item, values, f"{prefix}{i}/") for i, item in enumerate(template))
     key = prefix.rstrip("/")
     v = values[key]
     if template is None:
@@ -304,10 +306,16 @@ def _progress_bar(total: int, desc: str | None, enabled: bool, initial: int = 0)
     return tqdm(total=total, initial=initial, desc=desc, unit="it", mininterval=0.25, dynamic_ncols=True)
 
 
+def _state_leaves(state):
+    """(path, value) of every leaf a checkpoint stores: NamedTuple fields and the items of plain tuples and
+    lists, nested."""
+    return _fields(state, sequences=True)
+
+
 def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, store: _Store,
                      stats: _Store, monitors: dict, config: dict, stopped: bool = False) -> None:
     arrays = {}
-    for key, value in _fields(state):
+    for key, value in _state_leaves(state):
         if not _storable(value):
             raise TypeError(f"State field {key!r} ({type(value).__name__}) cannot be checkpointed; "
                             "use arrays, numbers or strings.")
@@ -386,7 +394,7 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
     state = _rebuild(state, saved)
     done, kept = int(meta["done"]), int(meta["kept"])
     rng._offset = int(meta["offset"])
-    xp = next((_backend.get_array_module(v) for _, v in _fields(state) if _backend.is_cupy_array(v)), np)
+    xp = next((_backend.get_array_module(v) for _, v in _state_leaves(state) if _backend.is_cupy_array(v)), np)
     store.load({k[len("draws/"):]: v for k, v in data.items() if k.startswith("draws/")}, kept, xp)
     stats.load({k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}, kept, xp)
     for name in mon:
@@ -397,7 +405,7 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
 
 def _check_saved_state(path, state, saved: dict) -> None:
     """The checkpoint's state must have the template's fields, and each array its shape."""
-    here = {k: v for k, v in _fields(state) if v is not None}
+    here = {k: v for k, v in _state_leaves(state) if v is not None}
     if set(here) != set(saved):
         raise ValueError(f"{path} holds a state with fields {sorted(saved)}, this run's state has {sorted(here)}; "
                          "resume with the same kind of state, or use another checkpoint path or resume=False.")
@@ -580,7 +588,9 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
         validation mode, so input errors found by kernels surface at the next
         monitor, checkpoint or the end of the run.
     state : NamedTuple
-        The initial state; array fields lead with the chain axis.
+        The initial state; array fields lead with the chain axis. Fields may
+        be nested NamedTuples, or plain tuples or lists (one array per
+        shard, say): a checkpoint stores and restores every leaf.
     rng : int, numpy.random.SeedSequence, gpumcmc Generator or None
         The stream the steps draw from. A resumed run restores its position.
     n_iter : int or None
@@ -685,11 +695,11 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
 
         step = graph_step(step)
     if not isinstance(rng, Generator):  # a seed: the generator on the state's backend, not the active one
-        arrays = [v for _, v in _fields(state) if hasattr(v, "shape")]
+        arrays = [v for _, v in _state_leaves(state) if hasattr(v, "shape")]
         backend = "cupy" if any(_backend.is_cupy_array(v) for v in arrays) else ("numpy" if arrays else None)
         rng = default_rng(rng, backend=backend)
     if n_chains is None:
-        n_chains = next((c for _, v in _fields(state) if (c := _chains_of(v)) is not None), 1)
+        n_chains = next((c for _, v in _state_leaves(state) if (c := _chains_of(v)) is not None), 1)
     r = _Run(n_iter, burn_in, thin, n_chains, monitors, stop, by_reference)
     if checkpoint_key is not None:
         r.config["checkpoint_key"] = str(checkpoint_key)

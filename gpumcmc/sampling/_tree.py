@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 
-def _fields(obj, prefix: str = ""):
-    """(path, value) for every leaf of a (nested) NamedTuple."""
+def _fields(obj, prefix: str = "", sequences: bool = False):
+    """(path, value) for every leaf of a (nested) NamedTuple; with ``sequences``, plain tuples and lists are
+    walked too, item ``i`` at path ``.../i`` (a per-shard tuple of arrays in a sharded state)."""
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         for name in obj._fields:
-            yield from _fields(getattr(obj, name), f"{prefix}{name}/")
+            yield from _fields(getattr(obj, name), f"{prefix}{name}/", sequences)
+    elif sequences and isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj):
+            yield from _fields(item, f"{prefix}{i}/", sequences)
     else:
         yield prefix.rstrip("/"), obj

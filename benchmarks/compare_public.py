@@ -365,10 +365,66 @@ def _item7_figures():
     ]
 
 
+def _fg_fraction(s, which: str):
+    """f+g's read-once floor (the suite's ``floor_ms``: X, y read once at the copy bandwidth measured in the same
+    run) over a time: user_path.py's default call ("user_path"), the suite's default call ("suite"), or its
+    kernel alone, calls queued back to back ("kernel")."""
+    impl = {"suite": "gpumcmc loglik_and_grad, defaults",
+            "kernel": "gpumcmc loglik_and_grad kernel='rows', 20 calls queued"}.get(which, "gpumcmc loglik_and_grad, defaults")
+    row = _row(s, _F_G_CASE, impl, exact_case=True)
+    floors = [_num(r.get("floor_ms")) for r in s.rows if r.get("case") == _F_G_CASE and _num(r.get("floor_ms"))]
+    floor = floors[-1] if floors else None
+    ms = _num(s.up.get("glm_loglik_and_grad_N4M_K50_default_ms")) if which == "user_path" else (
+        None if row is None else _num(row.get("ms")))
+    return None if floor is None or not ms else floor / ms
+
+
+def _nested_vs_dynesty(s, d: int):
+    """gpumcmc's whole run over dynesty's (500 live points each, user_path.py, same host): at most 1 is the goal."""
+    g, dyn = _num(s.up.get(f"nested_shells_{d}d_nlive500_s")), _num(s.up.get(f"nested_shells_{d}d_nlive500_dynesty_s"))
+    if dyn is None:
+        return None, "dynesty was not installed where user_path.py ran"
+    return (None if g is None else g / dyn), f"gpumcmc {_fmt(g)} s, dynesty {_fmt(dyn)} s"
+
+
+def _issue38_figures():
+    """Issue 38's goals (each sweep near its floor), judged on user_path.py's public calls where it times them."""
+    up = lambda key: (lambda s: _num(s.up.get(key)))  # noqa: E731
+    none = lambda s: None  # noqa: E731
+    mix = _single_gpu_figures()[1]
+    return [
+        Figure("i38_lda_paper_K1024", "issue 38", "LDA(1024).fit, paper's corpus shape", "M tokens/s",
+               up("lda_paper_shape_zipf_K1024_Mtokens_per_s"),
+               lambda s: _lda(s, "paper_shape_zipf", 1024, "fit_Mtokens_per_s"),
+               lambda s: _lda(s, "paper_shape_zipf", 1024, "step_Mtokens_per_s"),
+               ">= 1,500 (2.0 ms a sweep)", _at_least(1500.0)),
+        Figure("i38_mixture_gibbs", "issue 38", "DPGaussianMixture(256).fit, Gibbs, n = 2^20, p = 14", "ms",
+               mix.user_path, mix.suite, mix.kernel, "<= 2.0", _at_most(2.0)),
+        Figure("i38_mixture_bem", "issue 38", "DPGaussianMixture(256, method='bem').fit, n = 2^20", "ms",
+               up("mixture_bem_n2^20_p14_k256_ms"), lambda s: _num(s.mixture.get("bem_fit_ms")),
+               lambda s: _num(s.mixture.get("bem_step_ms")), "<= 3.5", _at_most(3.5)),
+        Figure("i38_bayesnet", "issue 38", "BayesianNetwork.fit, Koller, 10^6 cases, half missing, same = 10", "ms",
+               up("bayesnet_koller_1M_half_missing_m10_ms"), lambda s: _num(s.bayesnet.get("public_fit_ms")),
+               lambda s: _num(s.bayesnet.get("bare_step_ms")), "<= 0.3", _at_most(0.3)),
+        Figure("i38_ising", "issue 38", "Ising((16384, 16384)).sample, runs of 405 sweeps", "flips/ns",
+               up("ising_L16384_sample_flips_per_ns"), lambda s: _flips_per_ns(s, "gpumcmc Ising.sample"),
+               lambda s: _flips_per_ns(s, "kernel only: sweep, observables off"), ">= 2,400", _at_least(2400.0)),
+        Figure("i38_fg_floor", "issue 38", "glm.loglik_and_grad, N = 4 M, K = 50: read-once floor / time",
+               "fraction", lambda s: _fg_fraction(s, "user_path"), lambda s: _fg_fraction(s, "suite"),
+               lambda s: _fg_fraction(s, "kernel"), ">= 0.90, kernel and call",
+               lambda up, su, ke: [None if x is None else x >= 0.9 for x in (up, ke)],
+               "kernel only: 20 calls queued, check=False; the floor is the suite's, of the same run"),
+        *[Figure(f"i38_nested_shells_{d}d", "issue 38", f"NestedSampler.run, Gaussian shells {d}-D, 500 live points",
+                 "gpumcmc / dynesty", lambda s, d=d: _nested_vs_dynesty(s, d), none, none, "<= 1", _at_most(1.0))
+          for d in (2, 10)],
+    ]
+
+
 def figures() -> list:
-    """Every row of the comparison, in the order of the issue's goals table, then item 7's loops."""
+    """Every row of the comparison, in the order of the issue's goals table, then item 7's loops, then issue
+    38's goals."""
     return _lda_figures()[:3] + _single_gpu_figures() + _scaling_figures() + _lda_figures()[3:] \
-        + _item7_figures()
+        + _item7_figures() + _issue38_figures()
 
 
 # ----------------------------------------------------------------------------- comparing

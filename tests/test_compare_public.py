@@ -206,3 +206,23 @@ def test_bayesnet_over_gpus_is_judged_against_its_bare_step(tmp_path):
     (tmp_path / "bn_scaling_10000000.json").unlink()
     rows = _rows(tmp_path)
     assert rows["scaling_bayesnet_n1e7_2gpu"]["status"] == "missing"  # never met without a figure
+
+
+def test_issue38_rows_judge_the_floors_and_dynesty(run_dir):
+    _write(run_dir, "user_path-n.json", {"device": "NVIDIA H100 80GB HBM3", "nested_shells_2d_nlive500_s": 1.0,
+                                         "nested_shells_2d_nlive500_dynesty_s": 2.0,
+                                         "nested_shells_10d_nlive500_s": 9.0})
+    _write(run_dir, "glm-floor.json", _bench("glm", [
+        {"case": F_G, "impl": "gpumcmc loglik_and_grad, defaults (check=True: the status word)", "ms": 0.40,
+         "floor_ms": 0.20},
+        {"case": F_G, "impl": "gpumcmc loglik_and_grad kernel='rows', 20 calls queued, per call", "ms": 0.21,
+         "floor_ms": 0.20}]))
+    rows = _rows(run_dir)
+    assert rows["i38_ising"]["status"] == "missed"                   # 1,500 < 2,400 flips/ns
+    assert rows["i38_mixture_gibbs"]["status"] == "missed"           # 4.2 > 2.0 ms
+    assert rows["i38_nested_shells_2d"]["user_path"] == 0.5
+    assert rows["i38_nested_shells_2d"]["status"] == "met"           # half dynesty's time
+    assert rows["i38_nested_shells_10d"]["status"] == "missing"      # no dynesty figure: not judged
+    fg = rows["i38_fg_floor"]
+    assert fg["user_path"] == pytest.approx(0.20 / 0.36) and fg["kernel_only"] == pytest.approx(0.20 / 0.21)
+    assert fg["status"] == "missed"                                  # the call's 0.56 < 0.9, the kernel's 0.95 not

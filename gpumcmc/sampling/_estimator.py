@@ -13,6 +13,7 @@ the library has no hard dependency on it.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 from numbers import Integral, Real
@@ -130,8 +131,86 @@ def _string_columns(X) -> list | None:
     return names if names and all(isinstance(c, str) for c in names) else None
 
 
+def _tree_map(value, fn):
+    """``value`` with ``fn`` applied to every array inside tuples, NamedTuples, lists and dicts (other leaves
+    as they are)."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_tree_map(v, fn) for v in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_tree_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _tree_map(v, fn) for k, v in value.items()}
+    return fn(value) if hasattr(value, "shape") and hasattr(value, "dtype") else value
+
+
+def _holds_device_arrays(value) -> bool:
+    found = []
+    _tree_map(value, lambda a: found.append(_backend.is_cupy_array(a)) or a)
+    return any(found)
+
+
+def portable_state(state: dict, drop=()) -> dict:
+    """An object's ``__dict__`` as a pickle keeps it: CuPy arrays copied to the host (their attributes named in
+    ``"_device_attrs"``, to go back to the GPU where the pickle is loaded on one), a run's
+    :class:`~gpumcmc.sampling.Trace` without its final sampler ``state`` (the chains' whole position, often
+    larger than the data, which no fitted model reads), and the attributes in ``drop`` (caches made again on
+    use) left out. A model fitted on a GPU then loads, and predicts, on a machine without one."""
+    from ._driver import Trace
+
+    out, moved = {}, []
+    for name, value in state.items():
+        if name in drop:
+            continue
+        if isinstance(value, Trace) and value.state is not None:
+            value = copy.copy(value)
+            value.state = None
+        if _holds_device_arrays(value):
+            moved.append(name)
+            value = _tree_map(value, _backend.to_host)
+        out[name] = value
+    if moved:
+        out["_device_attrs"] = moved
+    return out
+
+
+def restore_devices(obj, moved, who: str) -> None:
+    """After loading a :func:`portable_state`: the attributes in ``moved`` back onto the GPU where CuPy and a
+    GPU are here. Where they are not, the arrays stay on the host, and an object set to ``backend="cupy"``
+    is switched to ``"numpy"`` with a warning, so that it predicts (its next fit runs on NumPy too)."""
+    if moved and _backend.cupy_available():
+        cp = _backend.get_backend("cupy")
+        for name in moved:
+            setattr(obj, name, _tree_map(getattr(obj, name), cp.asarray))
+    elif getattr(obj, "backend", None) == "cupy" and not _backend.cupy_available():
+        warnings.warn(f"This {who} was made with backend='cupy', and CuPy or a GPU is not available here: it "
+                      "runs on NumPy (backend='numpy'); set_params(backend='cupy') where a GPU is.",
+                      UserWarning, stacklevel=3)
+        obj.backend = "numpy"
+
+
 class Estimator(_Base):
-    """Base class: parameters from ``__init__``, a generator from ``random_state`` and ``backend``."""
+    """Base class: parameters from ``__init__``, a generator from ``random_state`` and ``backend``.
+
+    Pickles (and deep copies) of a fitted estimator keep its arrays on the host and leave out the final
+    sampler state of ``trace_`` (see :func:`portable_state`); loaded where a GPU is, the arrays that were on
+    it go back."""
+
+    _CACHES: tuple = ()  # attributes made again on use, left out of pickles
+
+    def __getstate__(self):
+        return portable_state(super().__getstate__(), self._CACHES)
+
+    def __setstate__(self, state):
+        state = dict(state)
+        moved = state.pop("_device_attrs", ())
+        for name in self._CACHES:
+            state.setdefault(name, {})
+        setter = getattr(super(), "__setstate__", None)  # scikit-learn's (its version check), where it imports
+        if setter is not None:
+            setter(state)
+        else:
+            self.__dict__.update(state)
+        restore_devices(self, moved, type(self).__name__)
 
     @classmethod
     def _param_names(cls) -> list[str]:

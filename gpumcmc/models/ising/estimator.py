@@ -74,6 +74,8 @@ class Ising(_CheckerboardGibbs, Estimator):
     ((2, 20), (2, 20), (2, 8, 8))
     """
 
+    _CACHES = ("_dev",)  # the thresholds and tables on each device, made again on use
+
     def __init__(self, shape, coupling=1.0, field=0.0, beta=1.0, boundary="periodic", method="auto",
                  backend=None):
         self.shape, self.coupling, self.field, self.beta = shape, coupling, field, beta

@@ -160,6 +160,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         "backend": [None, StrOptions({"numpy", "cupy"})],
         "devices": "no_validation",
     }
+    _CACHES = ("_point_params",)  # predict's kernel parameters by backend and device
 
     def _expected_failed_checks(self):
         why = ("the check reads classifier tags of any estimator with predict_proba, and a density estimator has "

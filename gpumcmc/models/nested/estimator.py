@@ -14,6 +14,7 @@ from ..._validate import check_int
 from ...random import default_rng
 from ...random._stream import PhiloxStream, seed_sequence
 from ...sampling import Stop, run as run_driver
+from ...sampling._estimator import portable_state, restore_devices
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
 from .ops import _ops_for
@@ -145,13 +146,19 @@ class NestedSampler(_NestedSteps):
     # derived from the settings by _setup (a module, wrappers of the callables): not pickled, made again
     _DERIVED = ("xp", "_ops", "_loglike", "_prior", "_fused", "_configured")
 
+    # a run's working arrays on the backend (the live points, constants), made again by each run
+    _RUN_ARRAYS = ("_live", "_eye", "_eye_eps", "_run_idx", "_ncall_dev", "_cycle")
+
     def __getstate__(self):
-        """Pickling (and ``copy.deepcopy``) keeps the settings, the seed and the results; the array module and
-        the wrapped callables are made again from the settings (``run`` does it)."""
-        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
+        """Pickling (and ``copy.deepcopy``) keeps the settings, the seed and the results (on the host); the
+        array module, the wrapped callables and a run's working arrays are made again from the settings."""
+        return portable_state(self.__dict__, self._DERIVED + self._RUN_ARRAYS)
 
     def __setstate__(self, state):
+        state = dict(state)
+        moved = state.pop("_device_attrs", ())
         self.__dict__.update(state)
+        restore_devices(self, moved, "NestedSampler")  # backend='cupy' without a GPU here: NumPy, with a warning
         with warnings.catch_warnings():  # the settings warned when they were made
             warnings.simplefilter("ignore")
             self._setup()

@@ -1,0 +1,102 @@
+"""Pickles of fitted models: host arrays only, no final sampler state, and loadable without a GPU.
+
+CPU only. A GPU fit's arrays are stood in for by a NumPy subclass that the backend is told to treat as a
+CuPy array (``_Dev``), so that the conversions run here; the GPU tests pickle real CuPy fits.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+from gpumcmc import backend as _backend
+from gpumcmc.models import LDA, BayesianGLM, DPGaussianMixture
+from gpumcmc.nested import NestedSampler
+
+
+class _Dev(np.ndarray):
+    """A NumPy array playing a CuPy one: ``to_host`` gives a plain ndarray of the same values."""
+
+    def get(self):
+        return np.asarray(self).view(np.ndarray).copy()
+
+
+@pytest.fixture
+def no_gpu_here(monkeypatch):
+    """Arrays of class _Dev count as device arrays, and no GPU is available (a CPU machine loading them)."""
+    monkeypatch.setattr(_backend, "is_cupy_array", lambda a: isinstance(a, _Dev))
+    monkeypatch.setattr(_backend, "cupy_available", lambda: False)
+
+
+def _glm():
+    rs = np.random.default_rng(0)
+    X = rs.normal(size=(4000, 3))
+    y = (rs.random(4000) < 1 / (1 + np.exp(-X @ np.array([1.0, -1.0, 0.5])))).astype(float)
+    return X, y, BayesianGLM(n_samples=30, n_warmup=10, random_state=0, progress=False, backend="numpy").fit(X, y)
+
+
+def test_a_pickled_fit_leaves_out_the_final_sampler_state_and_predicts_the_same():
+    X, y, m = _glm()
+    state_bytes = len(pickle.dumps(m.trace_.state))
+    blob = pickle.dumps(m)
+    assert m.trace_.state is not None                       # the fitted object itself keeps it
+    assert len(blob) < state_bytes / 4                       # eta (chains x rows) dominated the pickle
+    back = pickle.loads(blob)
+    assert back.trace_.state is None
+    np.testing.assert_array_equal(back.predict_proba(X), m.predict_proba(X))
+    np.testing.assert_array_equal(back.coef_draws_, m.coef_draws_)
+    assert back.trace_.draws.keys() == m.trace_.draws.keys()
+
+
+def test_device_arrays_come_back_as_host_arrays_where_no_gpu_is(no_gpu_here):
+    X = np.random.default_rng(1).poisson(0.3, size=(30, 40))
+    m = LDA(n_components=3, n_iter=20, burn_in=10, random_state=0, progress=False, backend="numpy").fit(X)
+    ref = m.transform(X)
+    m.phi_ = m.phi_.view(_Dev)                               # as a GPU fit leaves it
+    m.backend = "cupy"
+    with pytest.warns(UserWarning, match="backend='numpy'"):
+        back = pickle.loads(pickle.dumps(m))
+    assert type(back.phi_) is np.ndarray and "_device_attrs" not in vars(back)
+    assert back.backend == "numpy"
+    np.testing.assert_array_equal(back.transform(X), ref)
+
+
+def test_device_arrays_go_back_to_the_gpu_where_one_is(monkeypatch):
+    moved = []
+    X = np.random.default_rng(2).normal(size=(300, 2))
+    m = DPGaussianMixture(n_components=4, n_iter=20, burn_in=5, random_state=0, progress=False,
+                          backend="numpy").fit(X)
+    monkeypatch.setattr(_backend, "is_cupy_array", lambda a: isinstance(a, _Dev))
+    monkeypatch.setattr(_backend, "cupy_available", lambda: True)
+    monkeypatch.setattr(_backend, "get_backend", lambda name=None: type("cp", (), {
+        "asarray": staticmethod(lambda a: moved.append(a.shape) or np.asarray(a).view(_Dev))}))
+    m.means_ = m.means_.view(_Dev)
+    m._point_params = {("cupy", "float64", 0): (m.means_,)}  # a predict's cache: not pickled
+    back = pickle.loads(pickle.dumps(m))
+    assert type(back.means_) is _Dev and moved == [m.means_.shape]
+    assert back._point_params == {}
+
+
+def _gauss_loglike(x):
+    return -0.5 * (x ** 2).sum(axis=1)
+
+
+def _box(u):
+    return 10.0 * u - 5.0
+
+
+def test_a_nested_sampler_made_for_the_gpu_loads_and_gives_its_results_on_a_cpu(no_gpu_here):
+    s = NestedSampler(_gauss_loglike, _box, 2, nlive=100, n_runs=2, n_replace=20, random_state=0, progress=False,
+                      backend="numpy", max_iter=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s.run()
+    logz = s.results.logz
+    s.backend = "cupy"
+    with pytest.warns(UserWarning, match="runs on NumPy"):
+        back = pickle.loads(pickle.dumps(s))
+    np.testing.assert_array_equal(back.results.logz, logz)
+    assert getattr(back, "_live", None) is None

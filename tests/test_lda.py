@@ -1016,3 +1016,10 @@ def test_fitted_priors_names_and_checkpoint_key(tmp_path):
         LDA(3, checkpoint=path, **kw).fit(X[30:])
     again = LDA(3, checkpoint=path, **kw).fit(X[:30])  # the same fit resumes (here: is already done)
     np.testing.assert_array_equal(again.components_, first.components_)
+
+
+def test_checkpoint_without_a_fixed_seed_is_refused_before_the_fit(tmp_path):
+    X = np.random.default_rng(0).poisson(0.5, size=(10, 20))
+    with pytest.raises(ValueError, match="fixed random_state"):
+        LDA(n_components=2, n_iter=5, checkpoint=tmp_path / "c.npz", progress=False, backend="numpy").fit(X)
+    assert not (tmp_path / "c.npz").exists()

@@ -388,7 +388,7 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
                              "use the same settings, or another checkpoint path, or resume=False.")
     if tuple(meta["key"]) != tuple(rng.key):
         raise ValueError(f"{path} was saved with another random_state/seed; pass the same seed to resume, "
-                         "or use resume=False to start afresh.")
+                         "or start afresh: delete the file, use another path, or pass resume=False.")
     saved = {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")}
     _check_saved_state(path, state, saved)
     state = _rebuild(state, saved)

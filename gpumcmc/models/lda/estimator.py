@@ -59,8 +59,9 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
     theta = 1 / K), ``"random"`` (a random topic for every token, then theta and phi given them) or
     ``"auto"`` (seeded where K times the tokens is at most ``config.lda_seed_exact_work`` and at least K
     documents have tokens, else random).
-    ``checkpoint=path`` saves the sampler every ``checkpoint_every`` sweeps; fitting again with the same
-    path and data resumes with the draws of an uninterrupted fit. ``graph`` (GPU): replay the sweep from
+    ``checkpoint=path`` (with a fixed ``random_state``) saves the sampler every ``checkpoint_every`` sweeps;
+    fitting again with the same path, data and seed resumes with the draws of an uninterrupted fit (delete
+    the file to start afresh). ``graph`` (GPU): replay the sweep from
     a CUDA graph, for the same draws (None: below ``config.lda_graph_max_tokens`` tokens, all chains).
     ``transform_iter``: the Gibbs sweeps :meth:`transform` makes over new documents' topics with the fitted
     topics held fixed. ``dtype`` (``"float32"`` or ``"float64"``): the precision of theta, phi and their
@@ -200,6 +201,9 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
             if self.graph:
                 raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
                                  "as a CUDA graph; leave graph at None or False.")
+        if self.checkpoint is not None and self.random_state is None:
+            raise ValueError("checkpoint= needs a fixed random_state (an int, say random_state=0): with None each "
+                             "fit draws a new seed, so a later fit could never resume the checkpoint.")
         rng = self._make_rng() if shards is None else default_rng(self.random_state, backend=(
             "numpy" if shards.xp is np else "cupy"))
         self._note_feature_names(X)
@@ -217,6 +221,8 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
                                    checkpoint_every=int(self.checkpoint_every), graph=graph, checkpoint_key=key)
             self.phi_ = s.phi_sum[best] / n                   # (V, K) on the backend
             self.doc_topic_ = _backend.to_host(s.theta_sum[best] / n)
+            for stale in ("n_shards_", "doc_bounds_"):  # an earlier fit's over devices
+                self.__dict__.pop(stale, None)
         else:
             bounds, parts = shard_corpus(rows, cols, M, shards)
             del rows, cols

@@ -1066,3 +1066,22 @@ def test_predict_checks_the_feature_names_it_was_fitted_with():
     with pytest.warns(UserWarning, match="does not have valid feature names"):
         m.predict(X.to_numpy())
     assert np.abs(m.predict(X) - y).mean() < 0.2
+
+
+def test_prediction_follows_the_settings_of_the_fit_not_later_set_params():
+    rs = np.random.default_rng(5)
+    X = rs.normal(size=(400, 2))
+    y = (rs.random(400) < 1 / (1 + np.exp(-(0.5 + X @ np.array([1.0, -1.0]))))).astype(float)
+    m = BayesianGLM(n_chains=1, n_samples=20, n_warmup=10, random_state=0, progress=False, backend="numpy").fit(X, y)
+    ref = m.predict_proba(X)
+    m.set_params(fit_intercept=False, dtype="float32")
+    np.testing.assert_array_equal(m.predict_proba(X), ref)
+    g = np.arange(400) % 3
+    h = HierarchicalGLM(n_chains=1, n_samples=10, n_warmup=10, random_state=0, progress=False,
+                        backend="numpy").fit(X, y, groups=g)
+    ref = h.predict_mean(X, groups=g)
+    h.set_params(fit_intercept=False)
+    np.testing.assert_array_equal(h.predict_mean(X, groups=g), ref)
+    # a refit takes the new settings
+    h.fit(X, y, groups=g)
+    assert h.beta_draws_.shape[-1] == 2

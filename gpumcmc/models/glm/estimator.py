@@ -179,11 +179,16 @@ class _GLMBase(Estimator):
         check_y(y, self.family_, xp)
         return shards, X, y
 
-    def _design(self, X):
+    def _design(self, X, intercept: bool):
         xp = _backend.get_array_module(X)
-        if self.fit_intercept:
+        if intercept:
             X = xp.concatenate([xp.ones((X.shape[0], 1), dtype=X.dtype), X], axis=1)
         return X
+
+    def _at_fit(self, name: str):
+        """The setting ``name`` (``fit_intercept``, ``dtype``) as the fit used it, whatever ``set_params`` did
+        since: the draws' layout and precision follow it."""
+        return getattr(self, "_fit_with", {}).get(name, getattr(self, name))
 
     def _sample(self, D, y, shards, prior_scale, gid=None, hyper=None):
         """The sampler's trace on the design ``D``, on one device or split over ``shards`` (the rows, or the
@@ -231,7 +236,9 @@ class _GLMBase(Estimator):
         return collect
 
     def _fitted(self, draws):
-        """Set ``classes_`` for the family (y's support, as predict returns it); returns ``draws``."""
+        """Set ``classes_`` for the family (y's support, as predict returns it) and note the settings that
+        prediction must follow; returns ``draws``."""
+        self._fit_with = {"fit_intercept": bool(self.fit_intercept), "dtype": np.dtype(self.dtype)}
         if self.family_ == "bernoulli":
             self.classes_ = np.array([0, 1])
         else:
@@ -242,7 +249,7 @@ class _GLMBase(Estimator):
         """``X`` for prediction, on the host in float64, once the model is fitted."""
         self._check_fitted(fitted)
         self._check_feature_names(X)
-        X = np.asarray(_backend.to_host(as_data(X, self._xp(), np.dtype(self.dtype), "X")), dtype=np.float64)
+        X = np.asarray(_backend.to_host(as_data(X, self._xp(), self._at_fit("dtype"), "X")), dtype=np.float64)
         self._check_n_features(X)
         return X
 
@@ -343,7 +350,7 @@ class BayesianGLM(_GLMBase):
         shards, X, y = self._checked_data(X, y, "the rows")
         prior_scale = _check_prior_scale(self.prior_scale, X.dtype)     # its square must fit the dtype
         self.n_features_in_ = X.shape[1]
-        self.trace_ = self._sample(self._design(X), y, shards, prior_scale)
+        self.trace_ = self._sample(self._design(X, self.fit_intercept), y, shards, prior_scale)
         b = self.coef_draws_ = self._fitted(self.trace_.draws["beta"][:, :, 0, :])    # (chain, draw, K')
         if self.fit_intercept:
             self.intercept_ = float(b[..., 0].mean())
@@ -360,7 +367,7 @@ class BayesianGLM(_GLMBase):
         _check_max_draws(max_draws)
         X = self._host_X(X, "coef_draws_")
         b = _thin(self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1]), max_draws)
-        eta = b[:, :1] + b[:, 1:] @ X.T if self.fit_intercept else b @ X.T
+        eta = b[:, :1] + b[:, 1:] @ X.T if self._at_fit("fit_intercept") else b @ X.T
         return mean_function(eta, self.family_, np).mean(axis=0)
 
     @_available_if(_GLMBase._is_classifier)
@@ -387,8 +394,9 @@ class BayesianGLM(_GLMBase):
         are labelled by ``feature_names``, else by ``feature_names_in_`` (a DataFrame's columns), else 0..K-1."""
         self._check_fitted("coef_draws_")
         b = self.coef_draws_
-        post = {"beta": b[..., 1:] if self.fit_intercept else b}
-        if self.fit_intercept:
+        intercept = self._at_fit("fit_intercept")
+        post = {"beta": b[..., 1:] if intercept else b}
+        if intercept:
             post["intercept"] = b[..., 0]
         coords = {"feature": list(feature_names) if feature_names is not None else
                   self._feature_coords(self.n_features_in_)}
@@ -511,7 +519,7 @@ class HierarchicalGLM(_GLMBase):
         o = _backend.get_array_module(X).asarray(order)
         X, y = X[o], y[o]
         self.n_features_in_ = X.shape[1]
-        D = self._design(X)
+        D = self._design(X, self.fit_intercept)
         K = D.shape[1]
         if self.covariance == "diag":
             nu0 = float(3.0 if self.nu0 is None else self.nu0)
@@ -550,7 +558,7 @@ class HierarchicalGLM(_GLMBase):
         _check_max_draws(max_draws)
         X = self._host_X(X, "beta_draws_")
         gid = self._group_ids(groups, X.shape[0])
-        D = self._design(X)
+        D = self._design(X, self._at_fit("fit_intercept"))
         b = _thin(self.beta_draws_.reshape((-1,) + self.beta_draws_.shape[2:]), max_draws)     # (draw, G, K')
         eta = np.empty((b.shape[0], X.shape[0]))
         for g in np.unique(gid):
@@ -591,7 +599,7 @@ class HierarchicalGLM(_GLMBase):
             raise ValueError(f"feature_names holds {len(names)} names for {self.n_features_in_} features.")
         if feature_names is None and getattr(self, "feature_names_in_", None) is None:
             names = [f"x{j}" for j in range(self.n_features_in_)]  # apart from the old 0..K-1, intercept first
-        names = (["intercept"] if self.fit_intercept else []) + names
+        names = (["intercept"] if self._at_fit("fit_intercept") else []) + names
         coords = {"group": list(self.groups_), "coef": names}
         post = {"beta": d["beta"], "mu": d["mu"]}
         dims = {"beta": ["group", "coef"], "mu": ["coef"]}

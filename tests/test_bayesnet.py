@@ -1123,3 +1123,20 @@ def test_fit_without_networkx_names_the_package(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_networkx)
     with pytest.raises(ImportError, match=r"pip install networkx \(or gpumcmc\[networkx\]\)"):
         BayesianNetwork(net.parents, net.states, n_iter=2, backend="numpy", progress=False).fit(X)
+
+
+def test_set_params_of_the_structure_makes_the_network_again():
+    from sklearn.base import clone
+
+    net = BayesianNetwork.koller()
+    uniform = {v: np.full(net._cpt_shape(v), 1.0 / net.card[v]) for v in net.nodes}
+    a = BayesianNetwork.koller().set_params(cpts=uniform, n_iter=5)
+    b = clone(a)
+    for m in (a, b):
+        assert m.n_iter == 5
+        np.testing.assert_array_equal(m.cpts_["I"], [0.5, 0.5])
+    states = dict(net.states, L=["a", "b", "c"])
+    c = BayesianNetwork.koller().set_params(states=states, cpts=None)
+    assert c.card["L"] == 3 and c.cpts_ is None
+    with pytest.raises(ValueError, match="CPT of 'L'"):
+        BayesianNetwork.koller().set_params(states=states)   # the old tables do not fit three states of L

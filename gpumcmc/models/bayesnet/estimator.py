@@ -140,6 +140,19 @@ class BayesianNetwork(Estimator):
                     raise ValueError(f"The CPT of {v!r} must be non-negative with rows summing to 1.")
                 self.cpts_[v] = a / a.sum(-1, keepdims=True)
 
+    _STRUCTURE = ("parents", "states", "cpts")
+
+    def set_params(self, **params):
+        """Change settings, as scikit-learn's ``set_params``. A new ``parents``, ``states`` or ``cpts`` makes
+        the network again, as the constructor does (checked at once): its nodes, cardinalities and tables
+        follow, and an earlier fit's ``cpts_`` give way to the new ``cpts`` (or to none)."""
+        structure = {k: params.pop(k) for k in self._STRUCTURE if k in params}
+        super().set_params(**params)
+        if structure:
+            rest = {k: getattr(self, k) for k in self._get_param_names() if k not in self._STRUCTURE}
+            self.__init__(*(structure.get(k, getattr(self, k)) for k in self._STRUCTURE), **rest)
+        return self
+
     @classmethod
     def koller(cls):
         """The student network of Koller & Friedman ch. 3 (the paper's "Koller" network)."""

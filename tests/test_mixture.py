@@ -1345,3 +1345,38 @@ def test_bem_rule_waits_for_the_components_below_the_prune_count():
         rule = _BemConverged(1e-4, 1e-3, prune_count=5.0)
         rule(state(pending), None)
         assert rule(state(pending), None)[0] is want
+
+
+def test_an_interrupted_refit_keeps_the_earlier_fit_whole():
+    from sklearn.datasets import load_iris
+
+    X = load_iris().data
+    m = DPGaussianMixture(n_components=6, n_iter=20, burn_in=5, random_state=0, progress=False,
+                          backend="numpy").fit(X)
+    before = {k: v for k, v in vars(m).items()}
+    score = m.score(X)
+
+    def stop(*a):
+        raise KeyboardInterrupt
+
+    m.set_params(n_iter=1000)
+    import gpumcmc.models.mixture.estimator as est
+    real_run = est.run
+    est.run = lambda *a, **k: real_run(*a, **dict(k, callback=lambda it, s, i: stop() if it == 3 else None))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            m.fit(np.c_[X, X] * 10)   # other features: n_features_in_ would change first
+    finally:
+        est.run = real_run
+    assert m.n_features_in_ == 4 and m.score(X) == score
+    assert set(vars(m)) == set(before)
+
+
+def test_fit_and_score_ignore_underflow_under_seterr_raise():
+    from sklearn.datasets import load_iris
+
+    X = load_iris().data
+    with np.errstate(all="raise"):   # as set to hunt NaNs: a probability below the smallest float is no error
+        for method in ("gibbs", "bem"):
+            m = DPGaussianMixture(method=method, n_iter=20, random_state=0, progress=False, backend="numpy").fit(X)
+            assert np.isfinite(m.score(X))

@@ -609,3 +609,39 @@ def test_a_step_or_hooks_of_the_wrong_kind_are_named():
     # an int seed gives a generator on the state's backend (NumPy here), whatever the active backend
     tr = run(ar_step, AR(np.zeros(2), 0), 3, 5, collect=lambda s, i: {"x": s.x}, progress=False)
     assert isinstance(tr.draws["x"], np.ndarray)
+
+
+def test_an_interrupted_run_says_what_it_lost_and_how_to_resume(tmp_path):
+    def interrupt_at(k):
+        def cb(it, state, info):
+            if it == k:
+                raise KeyboardInterrupt
+        return cb
+
+    with pytest.raises(KeyboardInterrupt) as e:
+        _run(np, n_iter=50, callback=interrupt_at(7))
+    assert "interrupted after 6 of 50 iterations" in " ".join(e.value.__notes__)  # the 7th not recorded
+    with pytest.raises(KeyboardInterrupt) as e:
+        _run(np, n_iter=50, callback=interrupt_at(23), checkpoint=tmp_path / "r.npz", checkpoint_every=10)
+    assert "holds the first 20" in " ".join(e.value.__notes__)
+
+
+def test_warnings_of_a_fit_point_at_the_callers_line_and_errors_undo_the_fit():
+    import warnings as w
+
+    from gpumcmc.models import DPGaussianMixture
+    from gpumcmc.models.bayesnet import BayesianNetwork
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    with pytest.warns(Warning) as caught:
+        DPGaussianMixture(method="bem", n_iter=2, progress=False, backend="numpy").fit(X)
+        BayesianNetwork.koller().fit(BayesianNetwork.koller().sample(50, random_state=0), n_iter=2, progress=False)
+    assert {c.category.__name__ for c in caught} >= {"ConvergenceWarning", "DeprecationWarning"}
+    assert all(c.filename == __file__ for c in caught), [(c.filename, c.lineno) for c in caught]
+    m = DPGaussianMixture(n_iter=3, progress=False, backend="numpy").fit(X)
+    means = m.means_
+    with w.catch_warnings():
+        w.simplefilter("error")            # a warning made an error fails the fit as a whole
+        with pytest.raises(Warning, match="did not converge"):
+            m.set_params(method="bem", n_iter=2).fit(X * 3)
+    assert m.means_ is means

@@ -14,6 +14,7 @@ the library has no hard dependency on it.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import warnings
 from numbers import Integral, Real
@@ -23,8 +24,8 @@ import numpy as np
 from .. import backend as _backend
 from ..random._generator import default_rng
 
-__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "as_data", "mixin", "Interval", "StrOptions",
-           "Integral", "Real"]
+__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "as_data", "atomic_fit", "mixin", "Interval",
+           "StrOptions", "Integral", "Real"]
 
 try:  # scikit-learn is optional; with it, its own base class, exception and parameter constraints
     from sklearn.base import BaseEstimator as _Base
@@ -129,6 +130,43 @@ def _string_columns(X) -> list | None:
     cols = getattr(X, "columns", None)
     names = None if cols is None else list(cols)
     return names if names and all(isinstance(c, str) for c in names) else None
+
+
+def atomic_fit(fit):
+    """``fit`` as one step for the estimator: where it raises (bad input found late, a ``KeyboardInterrupt``
+    in a notebook), the estimator's attributes are put back as they were before the call, so that a model
+    fitted before keeps its whole earlier fit (an interrupted refit left new ``n_features_in_`` or priors
+    beside the old coefficients, and gave wrong scores without an error).
+
+    Floating-point underflow, which these samplers meet by design (a probability below the smallest float is
+    zero), is ignored inside, so ``np.seterr(all="raise")`` set to hunt NaNs does not stop a fit on it. The
+    warnings the fit gives are shown at the caller's line (the user's ``fit(...)``), whatever depth they
+    come from; one turned into an error by a warnings filter fails the fit as a whole, as above."""
+    @functools.wraps(fit)
+    def fit_all_or_nothing(self, *args, **kwargs):
+        before = dict(self.__dict__)
+
+        def undo():
+            self.__dict__.clear()
+            self.__dict__.update(before)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with np.errstate(under="ignore"):
+                    out = fit(self, *args, **kwargs)
+            except BaseException:
+                undo()
+                raise
+        try:
+            for w in caught:
+                warnings.warn(w.message, w.category, stacklevel=2)
+        except BaseException:  # a warning the caller's filters make an error
+            undo()
+            raise
+        return out
+
+    return fit_all_or_nothing
 
 
 def _tree_map(value, fn):

@@ -15,7 +15,7 @@ from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
 from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import run, sharded
-from gpumcmc.sampling._estimator import Estimator
+from gpumcmc.sampling._estimator import Estimator, atomic_fit
 from gpumcmc.shards import resolve
 
 from .algorithm import _one_shard, _Plan, case_parts, collective, graph_ready
@@ -286,6 +286,7 @@ class BayesianNetwork(Estimator):
             groups.setdefault(col[v], []).append(v)
         return [groups[k] for k in sorted(groups)]
 
+    @atomic_fit
     def fit(self, X, y=None, **settings):
         """Learn the CPTs from the cases ``X`` (an integer array (n_cases, n_nodes) of state indices, -1 for
         missing, or a DataFrame with None/NaN for missing) by SAME chromatic Gibbs, with the constructor's

@@ -14,7 +14,7 @@ from ... import _validate
 from ... import backend as _backend
 from ...glm import check_family, check_y, mean_function
 from ...sampling import Estimator, as_data, run, sharded, to_arviz
-from ...sampling._estimator import HAVE_SKLEARN, DataConversionWarning, Integral, Interval, Real, StrOptions
+from ...sampling._estimator import HAVE_SKLEARN, DataConversionWarning, Integral, Interval, Real, StrOptions, atomic_fit
 from .algorithm import HyperPrior, _check_prior_scale, init, step
 from .ops import _PMAX
 from .sharded import group_parts, over_groups, over_rows, row_parts
@@ -343,6 +343,7 @@ class BayesianGLM(_GLMBase):
         self.max_steps_out, self.max_shrink, self.random_state = max_steps_out, max_shrink, random_state
         self.progress, self.backend, self.dtype, self.graph, self.devices = progress, backend, dtype, graph, devices
 
+    @atomic_fit
     def fit(self, X, y):
         """Sample the posterior given ``X`` and ``y``."""
         self._validate_settings(lambda: (self._check_settings(), _positive_float(self.prior_scale, "prior_scale")))
@@ -500,6 +501,7 @@ class HierarchicalGLM(_GLMBase):
         if self.covariance == "diag" and self.nu0 is not None and not float(self.nu0) > 0:
             raise ValueError(f"nu0 must be positive for covariance='diag', got {float(self.nu0)}.")
 
+    @atomic_fit
     def fit(self, X, y, groups=None):
         """Sample the posterior given ``X``, ``y`` and one group label per row (``groups=None``: all rows in
         one group)."""

@@ -13,7 +13,7 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.random import default_rng
 from gpumcmc.sampling import Estimator, Monitor, run, to_arviz
-from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
+from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, atomic_fit, mixin
 from gpumcmc.shards import resolve
 
 from .algorithm import LDAInfo, init, log_likelihood, step
@@ -176,6 +176,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
                 raise ValueError(f"{name} must be an integer >= {least}, got {v!r}.")
         return K, a, b
 
+    @atomic_fit
     def fit(self, X, y=None):
         """Sample the topics of the corpus ``X`` and return the model.
 
@@ -187,6 +188,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         self.fit_transform(X)
         return self
 
+    @atomic_fit
     def fit_transform(self, X, y=None):
         """:meth:`fit` on ``X``, returning ``doc_topic_`` (the fit's posterior mean of each document's
         topics)."""

@@ -14,7 +14,7 @@ from gpumcmc.random import default_rng
 from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import Estimator, Monitor, Stop, as_data, run
 from gpumcmc.sampling._estimator import ConvergenceWarning as _ConvergenceWarning
-from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, mixin
+from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, atomic_fit, mixin
 
 from .ops import MODE_ARGMAX, MODE_RESP, _safe_cholesky, _score_params, _xp_of, assign, kernel_params
 from .algorithm import (Info, State, _bem_kl, default_chunk, init, init_bem, make_bem_step, make_model, make_step,
@@ -196,6 +196,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         """``n_iter``, or its default for the method: 200 kept Gibbs iterations, at most 500 BEM iterations."""
         return int(self.n_iter) if self.n_iter is not None else (200 if self.method == "gibbs" else 500)
 
+    @atomic_fit
     def fit(self, X, y=None):
         """Fit the mixture to ``X`` (n_samples, n_features); returns self."""
         dtype = self._validate_settings(self._check_params)

@@ -53,7 +53,8 @@ class _Iterations:
         if not ok:
             raise self.sampler._located_error(state.v, state.logl, f"a point found at iteration "
                                                                    f"{niter - self.lag} or before")
-        return worst < self.dlogz, (worst if niter % 10 == 0 else None)
+        done = worst < self.dlogz
+        return done, (worst if done or niter % 10 == 0 else None)  # the bar ends on the value that stopped it
 
     def converged(self, stopped):
         """Whether the stopping rule held: ``stopped`` by it, or (a run ended by ``max_iter``) met in the last
@@ -227,7 +228,7 @@ class NestedSampler(_NestedSteps):
             warnings.warn(f"nlive={nlive} live points per run: runs this small can lose a mode of a multimodal "
                           f"posterior (the merged run then gives it too little weight); use at least "
                           f"{NLIVE_MODES} per run where modes are possible. results.runs_lost_mode flags "
-                          f"runs that did.", FewLivePointsWarning, stacklevel=stacklevel + 1)
+                          f"runs that did.", FewLivePointsWarning, stacklevel=stacklevel)
         self._configured = self._settings()
 
     def _located_error(self, v, logl, where):
@@ -263,30 +264,31 @@ class NestedSampler(_NestedSteps):
         """
         if self._configured != self._settings():  # settings assigned since the last check
             self._setup(stacklevel=3)
-        t0 = time.perf_counter()
-        rng = self._seeded_rng()
-        state = self._init(rng)
-        logx_steps, step_offsets = self._shrinkage()
-        progress = self._ops.progress(self.n_runs, step_offsets, self.check_lag)
-        loop = _Iterations(self, progress, logx_steps[-1])
-        try:  # the driver keeps each iteration's removed points (the step's info: new arrays) by reference
-            tr = run_driver(loop.step, state, rng, n_iter=self.max_iter, progress=self.progress, desc="nested",
-                            n_chains=self.n_runs, stop=Stop(loop.stop, 1, "dlogz"), by_reference=True)
-            converged = loop.converged(tr.stopped)
-        finally:
-            progress.close()
-        niter = tr.iterations
-        if not bool(loop.fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
-            raise self._located_error(tr.state.v, tr.state.logl, f"a point found by iteration {niter}")
-        self._live = tr.state
-        self._ncall += int(self._ncall_dev)
-        if not converged:
-            left = "" if loop.remain is None else f" (it would still change log Z by {loop.remain:.3g})"
-            warnings.warn(f"NestedSampler stopped at max_iter={self.max_iter} iterations before its dlogz rule: the "
-                          f"evidence left in the live points{left} is over dlogz={self.dlogz}, so log Z is not "
-                          f"converged (logzerr does not cover that). Raise max_iter (or set it to None), or raise "
-                          f"dlogz; results.converged is False.", UserWarning, stacklevel=2)
-        self._results = self._finish(tr.stats, niter, time.perf_counter() - t0, converged)
+        with np.errstate(under="ignore"):  # weights below the smallest float are zero, by design
+            t0 = time.perf_counter()
+            rng = self._seeded_rng()
+            state = self._init(rng)
+            logx_steps, step_offsets = self._shrinkage()
+            progress = self._ops.progress(self.n_runs, step_offsets, self.check_lag)
+            loop = _Iterations(self, progress, logx_steps[-1])
+            try:  # the driver keeps each iteration's removed points (the step's info: new arrays) by reference
+                tr = run_driver(loop.step, state, rng, n_iter=self.max_iter, progress=self.progress, desc="nested",
+                                n_chains=self.n_runs, stop=Stop(loop.stop, 1, "dlogz"), by_reference=True)
+                converged = loop.converged(tr.stopped)
+            finally:
+                progress.close()
+            niter = tr.iterations
+            if not bool(loop.fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
+                raise self._located_error(tr.state.v, tr.state.logl, f"a point found by iteration {niter}")
+            self._live = tr.state
+            self._ncall += int(self._ncall_dev)
+            if not converged:
+                left = "" if loop.remain is None else f" (it would still change log Z by {loop.remain:.3g})"
+                warnings.warn(f"NestedSampler stopped at max_iter={self.max_iter} iterations before its dlogz rule: "
+                              f"the evidence left in the live points{left} is over dlogz={self.dlogz}, so log Z is "
+                              f"not converged (logzerr does not cover that). Raise max_iter (or set it to None), or "
+                              f"raise dlogz; results.converged is False.", UserWarning, stacklevel=2)
+            self._results = self._finish(tr.stats, niter, time.perf_counter() - t0, converged)
         return self
 
     def _seeded_rng(self):

@@ -12,7 +12,7 @@ from ... import _validate
 from ... import backend as _backend
 from ..._config import config
 from ...random._generator import default_rng
-from ...sampling._estimator import Estimator, NotFittedError, as_data, mixin
+from ...sampling._estimator import Estimator, NotFittedError, as_data, atomic_fit, mixin
 from .algorithm import (_BlockGibbs, _check_unit, _flipped, _free_energy, _pseudo_likelihood,
                         _pseudo_likelihood_rows, _sigmoid, pcd_epoch_step, pcd_init)
 from .ops import _use_fused_pcd
@@ -165,6 +165,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         xp = self._xp()
         return _backend.to_host(_sigmoid(xp, self._rows(X) @ self.W + self.hidden_bias))
 
+    @atomic_fit
     def fit_transform(self, X, y=None):
         """:meth:`fit` on ``X``, then :meth:`transform` of ``X`` (here too, for use without scikit-learn)."""
         return self.fit(X).transform(X)
@@ -192,6 +193,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         """``-F(v)``: the log of the unnormalised marginal of the visible units."""
         return -self.free_energy(v)
 
+    @atomic_fit
     def _fit(self, X, y=None) -> "RBM":
         """Train on rows ``X`` (0/1, or probabilities in [0, 1] as for ``BernoulliRBM``) by persistent
         contrastive divergence and return the model.

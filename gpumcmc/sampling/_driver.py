@@ -565,6 +565,21 @@ class _Run:
                      seconds, iterations=self.done, stopped=self.stopped)
 
 
+def _interrupted(r: _Run, path, checkpoint_every: int) -> str:
+    """What a KeyboardInterrupt cost, for the traceback: the iterations done and how to resume."""
+    of = "" if r.total is None else f" of {r.total}"
+    if path is None:
+        return (f"gpumcmc: the run was interrupted after {r.done}{of} iterations, and its draws are not kept "
+                "(an estimator keeps its earlier fit, if any). To resume an interrupted run, pass checkpoint= "
+                "(gpumcmc.sampling.run, LDA) and run again.")
+    saved = r.done - r.done % checkpoint_every
+    if saved == 0:
+        return (f"gpumcmc: the run was interrupted after {r.done}{of} iterations, before its first checkpoint "
+                f"(every {checkpoint_every} iterations); its draws are not kept.")
+    return (f"gpumcmc: the run was interrupted after {r.done}{of} iterations; {path} holds the first "
+            f"{saved}: run again with the same settings to resume from there.")
+
+
 def _no_draws(values: dict, n_chains: int) -> dict:
     """Empty host arrays (chain, 0, ...) of the layout that ``values`` (one kept iteration's) would give."""
     out = {}
@@ -739,6 +754,9 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
             _check()
             if bar is not None and r.stopped:
                 _end_bar_early(bar, r.done)
+    except KeyboardInterrupt as e:
+        e.add_note(_interrupted(r, path, checkpoint_every))
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -1297,3 +1297,29 @@ def test_round_word_is_one_per_thread_device_and_stream(monkeypatch):
     t.start()
     t.join()
     assert in_thread[0] is not first
+
+
+def test_a_run_ignores_underflow_under_seterr_raise():
+    from gpumcmc.nested import gaussian_shells
+
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = NestedSampler(*gaussian_shells(2, xp=np), 2, nlive=100, n_runs=2, n_replace=20, random_state=0,
+                          progress=False, backend="numpy", max_iter=300).run().results
+    assert np.isfinite(r.logz)
+
+
+def test_few_live_points_warning_points_at_the_callers_line():
+    from gpumcmc.nested import FewLivePointsWarning
+
+    ll, pt, _ = correlated_gaussian(2)
+    with pytest.warns(FewLivePointsWarning) as caught:
+        s = NestedSampler(ll, pt, 2, nlive=50, n_runs=2, backend="numpy")
+    assert caught[0].filename == __file__
+    s.nlive = 60  # assigned, not set_params: run() checks the settings again and warns at its caller
+    with pytest.warns(FewLivePointsWarning) as caught:
+        s.max_iter = 5
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="NestedSampler stopped")
+            s.run()
+    assert caught[0].filename == __file__

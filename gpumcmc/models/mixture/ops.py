@@ -137,6 +137,7 @@ def _gumbel_twin(xp, chains: int, n_total: int, start: int, m: int, k: int, dtyp
     return _backend.asarray(np.ascontiguousarray(np.swapaxes(g, 1, 2)), xp)
 
 
+@np.errstate(under="ignore")  # probabilities below the smallest float are zero, by design
 def _assign_twin(x, params, start, m, mode, key, offset, z=None, lse=None, resp=None, design=None, row0=0,
                  ctr_rows=None):
     """NumPy/array-code twin of ``mixture_logits`` for rows ``start .. start+m-1``."""

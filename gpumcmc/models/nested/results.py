@@ -27,6 +27,7 @@ def merge_points(logl, birth):
     return order, np.maximum(born_before - np.arange(ls.size), 1)
 
 
+@np.errstate(under="ignore")  # probabilities below the smallest float are zero, by design
 def _evidence(ls, nlive, logx0=0.0, var0=0.0):
     """logz, logwt, logX, information and Skilling's error from sorted logl and live counts. ``logx0``: the log
     prior volume the run starts from (the log of :attr:`NestedResults.prior_fraction`), ``var0`` the variance

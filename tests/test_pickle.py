@@ -46,6 +46,7 @@ def test_a_pickled_fit_leaves_out_the_final_sampler_state_and_predicts_the_same(
     assert len(blob) < state_bytes / 4                       # eta (chains x rows) dominated the pickle
     back = pickle.loads(blob)
     assert back.trace_.state is None
+    assert any(g.startswith("gpumcmc") for g in _globals(blob))   # the helper below reads class names
     np.testing.assert_array_equal(back.predict_proba(X), m.predict_proba(X))
     np.testing.assert_array_equal(back.coef_draws_, m.coef_draws_)
     assert back.trace_.draws.keys() == m.trace_.draws.keys()
@@ -100,3 +101,37 @@ def test_a_nested_sampler_made_for_the_gpu_loads_and_gives_its_results_on_a_cpu(
         back = pickle.loads(pickle.dumps(s))
     np.testing.assert_array_equal(back.results.logz, logz)
     assert getattr(back, "_live", None) is None
+
+
+def test_a_gpu_fit_pickles_to_host_arrays_and_comes_back_to_the_gpu(cp, monkeypatch):
+    X = np.random.default_rng(3).poisson(0.3, size=(40, 50))
+    m = LDA(n_components=3, n_iter=20, burn_in=10, random_state=0, progress=False, backend="cupy").fit(X)
+    assert _backend.is_cupy_array(m.phi_) and _backend.is_cupy_array(m.trace_.state.phi)
+    ref = m.transform(X)
+    blob = pickle.dumps(m)
+    back = pickle.loads(blob)                                # a GPU here: phi_ goes back to it
+    assert _backend.is_cupy_array(back.phi_) and back.trace_.state is None
+    np.testing.assert_array_equal(back.transform(X), ref)
+    monkeypatch.setattr(_backend, "cupy_available", lambda: False)
+    with pytest.warns(UserWarning, match="runs on NumPy"):   # as on a machine without a GPU
+        host = pickle.loads(blob)
+    assert type(host.phi_) is np.ndarray and host.backend == "numpy"
+    np.testing.assert_array_equal(host.phi_, _backend.to_host(m.phi_))
+    # the pickle is read without CuPy: no CuPy class is named inside it
+    assert not [g for g in _globals(blob) if g.startswith("cupy")]
+
+
+def _globals(blob: bytes) -> list:
+    """The modules of the classes and functions a pickle names (``STACK_GLOBAL`` takes the two strings
+    pushed before it)."""
+    import pickletools
+
+    out, strings = [], []
+    for op, arg, _ in pickletools.genops(blob):
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+            strings.append(arg)
+        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            out.append(strings[-2])
+        elif op.name == "GLOBAL":
+            out.append(arg.split(" ")[0])
+    return out

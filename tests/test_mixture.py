@@ -1380,3 +1380,23 @@ def test_fit_and_score_ignore_underflow_under_seterr_raise():
         for method in ("gibbs", "bem"):
             m = DPGaussianMixture(method=method, n_iter=20, random_state=0, progress=False, backend="numpy").fit(X)
             assert np.isfinite(m.score(X))
+
+
+def test_the_cpu_design_is_kept_whole_up_to_1gb_and_else_built_in_blocks_of_64mb():
+    from gpumcmc.models.mixture.algorithm import make_model
+
+    X = np.random.default_rng(0).normal(size=(3000, 64))           # q = 2,145: 51 MB of design
+    m = make_model(X, 16, dtype=np.float64)
+    assert m.y_blocks is not None and sum(b.shape[0] for b in m.y_blocks) == 3000
+    small = make_model(X, 16, dtype=np.float64, cache_bytes=1 << 20)  # as if it were over the cache's 1 GB
+    assert small.y_blocks is None and small.stats_rows * 2145 * 8 <= 64 << 20
+
+
+def test_the_design_built_in_pieces_has_the_products_of_one_pass():
+    from gpumcmc.models.mixture.ops import _tri, _y_block
+
+    x = np.random.default_rng(1).normal(size=(2000, 40)).astype(np.float32)   # 820 products: 3 pieces
+    y = _y_block(x, np)
+    ti, tj = _tri(40, np)
+    xd = x.astype(np.float64)
+    np.testing.assert_array_equal(y, np.concatenate([np.ones((2000, 1)), xd, xd[:, ti] * xd[:, tj]], axis=1))

@@ -140,16 +140,19 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
         raise ValueError(f"alpha_prior = (shape, rate) must be positive, got {alpha_prior}.")
     xc = xp.ascontiguousarray((x - xp.asarray(center, dtype=x.dtype)).astype(dtype))
     gpu = xp is not np
+    q = 1 + p + p * (p + 1) // 2
+    # the design [1, x, vech(x x^T)] (n, q) in float64, kept whole up to 1 GB (built once, not at each sweep)
+    cache_bytes = (1 << 30) if cache_bytes is None else cache_bytes
+    cached = n * q * 8 <= cache_bytes
     stats_rows = default_chunk(n, k, chains, dtype.itemsize, gpu)
+    if not cached and not gpu:  # built block by block at each sweep: blocks of at most 64 MB (q grows as p^2)
+        stats_rows = min(stats_rows, max(256, (64 << 20) // (q * 8)))
     if chunk_size is None:
         chunk, sample_rows = stats_rows, (n if gpu else stats_rows)  # the kernel stores nothing per (row, component)
     elif int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}.")
     else:
         chunk = sample_rows = int(chunk_size)
-    q = 1 + p + p * (p + 1) // 2
-    cache_bytes = (1 << 30 if gpu else 1 << 28) if cache_bytes is None else cache_bytes
-    cached = n * q * 8 <= cache_bytes
     y_blocks = [_y_block(xc[s:s + stats_rows], xp) for s in range(0, n, stats_rows)] if cached else None
     return Model(xc, center, xp.asarray(m), 1.0 / gamma, xp.asarray(nu * phi), nu + p + 1.0, a, b, int(k),
                  chunk, sample_rows, stats_rows, y_blocks)

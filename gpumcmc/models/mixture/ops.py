@@ -54,9 +54,17 @@ def _y_block(xb, xp):
     """``[1, x, x_a x_b for a <= b]`` of a block of rows, float64 (a float32 sum of ``x x^T`` loses the
     scatter of a tight component far from the data's centre): the sufficient statistics' design."""
     xb = xb.astype(np.float64)
-    p = xb.shape[1]
+    n, p = xb.shape
     ti, tj = _tri(p, xp)
-    return xp.concatenate([xp.ones((xb.shape[0], 1), xb.dtype), xb, xb[:, ti] * xb[:, tj]], axis=1)
+    out = xp.empty((n, 1 + p + ti.shape[0]), dtype=np.float64)
+    out[:, 0] = 1.0
+    out[:, 1:1 + p] = xb
+    # the products in pieces of rows on the host, so that their temporaries stay small beside the block
+    # (the design is (p + 1)(p + 2) / 2 columns: 2,145 at p = 64); the same values
+    step = n if xp is not np else max(1, (16 << 20) // (8 * ti.shape[0]))
+    for s in range(0, n, step):
+        xp.multiply(xb[s:s + step, ti], xb[s:s + step, tj], out=out[s:s + step, 1 + p:])
+    return out
 
 
 def _unpack(packed, p, symmetric=False):

@@ -1395,8 +1395,8 @@ def test_the_cpu_design_is_kept_whole_up_to_1gb_and_else_built_in_blocks_of_64mb
 def test_the_design_built_in_pieces_has_the_products_of_one_pass():
     from gpumcmc.models.mixture.ops import _tri, _y_block
 
-    x = np.random.default_rng(1).normal(size=(2000, 40)).astype(np.float32)   # 820 products: 3 pieces
+    x = np.random.default_rng(1).normal(size=(6000, 40)).astype(np.float32)   # 820 products: 3 pieces of 2,557 rows
     y = _y_block(x, np)
     ti, tj = _tri(40, np)
     xd = x.astype(np.float64)
-    np.testing.assert_array_equal(y, np.concatenate([np.ones((2000, 1)), xd, xd[:, ti] * xd[:, tj]], axis=1))
+    np.testing.assert_array_equal(y, np.concatenate([np.ones((6000, 1)), xd, xd[:, ti] * xd[:, tj]], axis=1))

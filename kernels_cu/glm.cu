@@ -404,6 +404,24 @@ __global__ void glm_fg_check(const T* __restrict__ f, int B, unsigned long long*
 #ifndef GLM_ROWS_MIN_BLOCKS
 #define GLM_ROWS_MIN_BLOCKS 3
 #endif
+#ifndef GLM_ROWS_VEC
+#define GLM_ROWS_VEC 1  // wide shared-memory reads in glm_fg_rows' two phases (0: one element a read)
+#endif
+
+// Shared memory serves a warp's read of 32 consecutive elements in one pass, and glm_fg_rows is bound by
+// those passes, not by its DRAM reads: so its phases read two elements of a row (phase 1, where the rows'
+// stride allows) and 16 bytes of r (phase 2) at a time, in the same order of additions as one at a time.
+template <typename T> struct glm_vec2;
+template <> struct glm_vec2<float> { typedef float2 type; };
+template <> struct glm_vec2<double> { typedef double2 type; };
+template <typename T> struct glm_vec16;
+template <> struct glm_vec16<float> { typedef float4 type; static constexpr int n = 4; };
+template <> struct glm_vec16<double> { typedef double2 type; static constexpr int n = 2; };
+
+template <typename T>
+__device__ __forceinline__ T glm_lane(const float4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+template <typename T>
+__device__ __forceinline__ T glm_lane(const double2& v, int j) { return j == 0 ? v.x : v.y; }
 
 // Blocks per SM the compiler must fit: three for up to four chains (80 registers a thread, the most
 // bytes in flight); two for eight chains, whose phase-2 sums need the registers (the timings of both
@@ -484,9 +502,20 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                 const T* bt = beta_s + b * K;
                 T s0 = T(0), s1 = T(0);
                 int c = 0;
-                for (; c + 1 < K; c += 2) {
-                    s0 += xr[c] * bt[c];
-                    s1 += xr[c + 1] * bt[c + 1];
+                if (GLM_ROWS_VEC && ((Kp | K) & 1) == 0) {  // rows and beta rows start on pairs: read pairs
+                    typedef typename glm_vec2<T>::type T2;
+                    const T2* xr2 = reinterpret_cast<const T2*>(xr);
+                    const T2* bt2 = reinterpret_cast<const T2*>(bt);
+                    for (; c + 1 < K; c += 2) {
+                        const T2 xv = xr2[c >> 1], bv = bt2[c >> 1];
+                        s0 += xv.x * bv.x;
+                        s1 += xv.y * bv.y;
+                    }
+                } else {
+                    for (; c + 1 < K; c += 2) {
+                        s0 += xr[c] * bt[c];
+                        s1 += xr[c + 1] * bt[c + 1];
+                    }
                 }
                 if (c < K) s0 += xr[c] * bt[c];
                 double rd;
@@ -503,7 +532,33 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                 T pt[NB];
 #pragma unroll
                 for (int b = 0; b < NB; ++b) pt[b] = T(0);
-                for (int t = t0; t < t1; ++t) {
+                int t = t0;
+                // r of V rows a read (16 bytes: R is a multiple of 32, so b * R + t is aligned); for up to two
+                // chains (more hold too many values in registers, which then spill)
+                if (GLM_ROWS_VEC && NB <= 2) {
+                    typedef typename glm_vec16<T>::type TV;
+                    constexpr int V = glm_vec16<T>::n;
+                    for (; t < t1 && (t & (V - 1)); ++t) {
+                        const T xv = x_s[t * Kp + cc];
+#pragma unroll
+                        for (int b = 0; b < NB; ++b)
+                            if (b < B) pt[b] += xv * r_s[b * R + t];
+                    }
+                    for (; t + V <= t1; t += V) {
+                        TV rv[NB];
+#pragma unroll
+                        for (int b = 0; b < NB; ++b)
+                            if (b < B) rv[b] = *reinterpret_cast<const TV*>(r_s + b * R + t);
+#pragma unroll
+                        for (int j = 0; j < V; ++j) {
+                            const T xv = x_s[(t + j) * Kp + cc];
+#pragma unroll
+                            for (int b = 0; b < NB; ++b)
+                                if (b < B) pt[b] += xv * glm_lane<T>(rv[b], j);
+                        }
+                    }
+                }
+                for (; t < t1; ++t) {
                     const T xv = x_s[t * Kp + cc];
 #pragma unroll
                     for (int b = 0; b < NB; ++b)

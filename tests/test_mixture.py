@@ -279,13 +279,16 @@ def _summaries_as_before(gm):
     w, mu, cov = d["weights"], d["means"], d["covariances"]
     if gm.relabel:
         w, mu, cov = _align_three_rounds(w, mu, cov, d["loglik"], gm._scale)
+    aligned_w, aligned_mu = w, mu
+    u = gm.chains_used_                            # the chains the estimates pool (all, where they agree)
+    w, mu, cov = w[u], mu[u], cov[u]
     wm = w.mean(axis=(0, 1))
     ws = np.maximum(w.sum(axis=(0, 1)), 1e-300)
     return {"weights_": wm / wm.sum(),
             "means_": (w[..., None] * mu).sum(axis=(0, 1)) / ws[:, None] + gm._center,
             "covariances_": (w[..., None, None] * cov).sum(axis=(0, 1)) / ws[:, None, None],
             "alpha_": float(d["alpha"].mean()), "n_active_": int(np.round(np.median(d["n_active"]))),
-            "aligned_weights": w, "aligned_means": mu + gm._center}
+            "aligned_weights": aligned_w, "aligned_means": aligned_mu + gm._center}
 
 
 @pytest.mark.parametrize("kw", [dict(n_components=8, n_iter=40, burn_in=30),
@@ -330,12 +333,13 @@ def test_to_arviz_and_attributes():
     np.testing.assert_array_equal(idata.posterior["weights"].values, want["aligned_weights"])
     np.testing.assert_array_equal(idata.posterior["means"].values, want["aligned_means"])
     np.testing.assert_array_equal(idata.posterior["alpha"].values, gm.trace_.draws["alpha"])
-    w = idata.posterior["weights"].values.mean(axis=(0, 1))
+    u = gm.chains_used_                             # the estimates pool the chains that agree
+    w = idata.posterior["weights"].values[u].mean(axis=(0, 1))
     np.testing.assert_allclose(gm.weights_, w / w.sum(), rtol=1e-12)
     cov = idata.posterior["covariances"]
     assert cov.dims == ("chain", "draw", "component", "feature", "feature_bis") and cov.shape == (2, 10, 5, 2, 2)
-    wd = idata.posterior["weights"].values[..., None, None]
-    np.testing.assert_allclose(gm.covariances_, (wd * cov.values).sum((0, 1)) / wd.sum((0, 1)), rtol=1e-5)
+    wd = idata.posterior["weights"].values[u][..., None, None]
+    np.testing.assert_allclose(gm.covariances_, (wd * cov.values[u]).sum((0, 1)) / wd.sum((0, 1)), rtol=1e-5)
     # a refit by Bayesian EM keeps nothing of the Gibbs fit: no stale draws exported
     gm.set_params(method="bem", n_iter=20).fit(X)
     assert not hasattr(gm, "trace_") and not hasattr(gm, "z_")
@@ -1400,3 +1404,39 @@ def test_the_design_built_in_pieces_has_the_products_of_one_pass():
     ti, tj = _tri(40, np)
     xd = x.astype(np.float64)
     np.testing.assert_array_equal(y, np.concatenate([np.ones((6000, 1)), xd, xd[:, ti] * xd[:, tj]], axis=1))
+
+
+def _fitted_blobs(n_chains, seed=0):
+    rs = np.random.default_rng(1)
+    c = rs.normal(0, 6, (3, 2))
+    X = np.concatenate([c[i] + rs.normal(size=(300, 2)) for i in range(3)])
+    m = DPGaussianMixture(n_components=8, n_iter=100, burn_in=100, n_chains=n_chains, random_state=seed,
+                          progress=False, backend="numpy").fit(X)
+    return X, m
+
+
+def test_chains_in_one_partition_are_pooled():
+    X, one = _fitted_blobs(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # no chain left out: no warning
+        X, four = _fitted_blobs(4)
+    assert four.chains_used_.tolist() == [0, 1, 2, 3]
+    assert four.score(X) > one.score(X) - 0.02
+
+
+def test_a_chain_in_another_partition_is_left_out_of_the_estimates():
+    from gpumcmc.models.mixture.ops import _score_params
+
+    X, m = _fitted_blobs(1)
+    d = m._draws                                      # one chain's relabelled draws: copy it into a second chain
+    w = np.concatenate([d["weights"]] * 2)
+    mu = np.concatenate([d["means"], d["means"][:, :, ::-1] * 0.3]) - m._center   # chain 1: the clusters moved
+    cov = np.stack([m.covariances_] * (2 * w.shape[1])).reshape(2, w.shape[1], *m.covariances_.shape)
+    ll = np.concatenate([d["loglik"], d["loglik"]])
+    xc = X - m._center
+    score = lambda prm: _score_params(xc, prm, 4096)  # noqa: E731
+    with pytest.warns(UserWarning, match=r"Chain\(s\) \[1\] found another partition"):
+        used, best = m._chains_to_pool(w, mu, cov, ll, score)
+    assert used.tolist() == [0] and best == 0
+    used, best = m._chains_to_pool(w[[0, 0]], mu[[0, 0]], cov[[0, 0]], ll, score)   # two equal chains
+    assert used.tolist() == [0, 1]

@@ -50,9 +50,11 @@ def main(argv=None) -> int:
         unknown = [p for p in args.parts if p not in _demo.PARTS]
         if unknown:
             demo_parser.error(f"unknown part(s) {' '.join(unknown)}; choose from {' '.join(_demo.PARTS)}")
+        from .backend import BackendError
+
         try:
             results = _demo.run(args.parts or None, args.out, args.small)
-        except ValueError as e:
+        except (ValueError, BackendError) as e:  # settings, missing packages, a backend that cannot run
             demo_parser.error(str(e))
         return 1 if any("error" in r for r in results) else 0
     if args.command in (None, "info"):

@@ -47,13 +47,24 @@ def info() -> dict:
         out["device"] = name.decode() if isinstance(name, bytes) else name
         out["compute_capability"] = f"{props['major']}.{props['minor']}"
     else:
-        try:
-            import cupy  # noqa: F401
-
-            out["cupy"] = "installed, but no CUDA device is visible"
-        except ImportError:
-            out["cupy"] = "not installed (pip install gpumcmc[cuda12] or gpumcmc[cuda13])"
+        out["cupy"] = _why_no_cupy()
+        out["device"] = "none (NumPy on the CPU)"
     return out
+
+
+def _why_no_cupy() -> str:
+    """Why CuPy cannot run here, in CuPy's or CUDA's own words where it says (a driver too old, none found)."""
+    try:
+        import cupy
+    except ImportError:
+        return "not installed (pip install gpumcmc[cuda12] or gpumcmc[cuda13])"
+    except Exception as e:  # a broken CUDA install raising at import
+        return f"installed, but it fails to import: {type(e).__name__}: {e}"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # no driver, a driver too old for this CuPy
+        return f"installed, but CUDA reports: {type(e).__name__}: {e}"
+    return "installed, but no CUDA device is visible" if n < 1 else "installed"
 
 
 def format_info(d: dict) -> str:

@@ -85,10 +85,36 @@ def test_each_part_prints_its_result_when_it_finishes(tmp_path, monkeypatch, cap
 
 
 @pytest.mark.parametrize("env,gpu,expected", [("", False, True), ("", True, False), ("0", False, False),
-                                              ("1", True, True)])
+                                              ("1", True, True), ("yes", True, True), ("False", False, False)])
 def test_small_settings_without_a_gpu_unless_told(monkeypatch, env, gpu, expected):
     from gpumcmc import backend
 
     monkeypatch.setenv("GPUMCMC_SMALL", env)
     monkeypatch.setattr(backend, "backend_name", lambda: "cupy" if gpu else "numpy")
     assert demo.small_settings() is expected
+
+
+def test_demo_says_what_to_install_and_refuses_a_bad_folder_in_one_line(tmp_path, monkeypatch, capsys):
+    from gpumcmc.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # as without the demo extra
+    monkeypatch.setattr(demo, "_missing", lambda names: ["matplotlib"])
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "nested", "--out", str(tmp_path / "plots")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and 'pip install "gpumcmc[demo]"' in err and "Traceback" not in err
+    assert not (tmp_path / "plots").exists()                 # nothing made before the check
+    monkeypatch.undo()
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "nested", "--out", str(tmp_path / "afile")])
+    assert e.value.code == 2 and "is a file" in capsys.readouterr().err
+
+
+def test_demo_run_takes_one_part_as_a_string(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(demo, "available", lambda: list(demo.PARTS))
+    monkeypatch.setattr(demo.importlib, "import_module", lambda name: type("m", (), {
+        "run": staticmethod(lambda out, small: seen.append(name) or {"model": name, "data": "", "quality": ""})}))
+    demo.run("lda", tmp_path, small=True)
+    assert seen == ["gpumcmc.demo.lda"]

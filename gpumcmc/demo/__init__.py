@@ -26,10 +26,29 @@ def small_settings() -> bool:
 
     from .. import backend
 
-    flag = os.environ.get("GPUMCMC_SMALL", "").strip()
-    if flag in ("0", "1"):
-        return flag == "1"
+    flag = os.environ.get("GPUMCMC_SMALL", "").strip().lower()
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    if flag in ("0", "false", "no", "off"):
+        return False
+    if flag:
+        raise ValueError(f"GPUMCMC_SMALL={flag!r}: use 1 (small settings) or 0 (full settings), or unset it.")
     return backend.backend_name() != "cupy"
+
+
+# What each part imports beyond gpumcmc's own needs (module -> the pip name), all in the `demo` extra.
+_NEEDS = {"lda": {"lda": "lda"}, "mixture": {"flowio": "flowio"}, "bayesnet": {"networkx": "networkx"},
+          "glm": {"sklearn": "scikit-learn"}, "ising": {"sklearn": "scikit-learn"}, "nested": {}}
+
+
+def _missing(names) -> list[str]:
+    """The pip names of the packages the parts ``names`` need and cannot import (matplotlib for all)."""
+    import importlib.util
+
+    needs = {"matplotlib": "matplotlib"}
+    for n in names:
+        needs.update(_NEEDS.get(n, {}))
+    return sorted({pip for mod, pip in needs.items() if importlib.util.find_spec(mod) is None})
 
 
 def available() -> list[str]:
@@ -42,17 +61,27 @@ def run(parts=None, outdir="gpumcmc-demo", small: bool | None = None) -> list[di
     """Run the demo parts (default: all that exist), write plots to ``outdir``, print summaries."""
     from .. import backend
 
-    if small is None:
-        small = small_settings()
-    names = list(parts) if parts else available()
+    names = [parts] if isinstance(parts, str) else (list(parts) if parts else available())
     unknown = [p for p in names if p not in PARTS]
     if unknown:
         raise ValueError(f"unknown demo part(s) {unknown}; choose from {list(PARTS)}.")
     missing = [p for p in names if p not in available()]
     if missing:
         raise ValueError(f"demo part(s) {missing} are not in this version of gpumcmc; available: {available()}.")
+    absent = _missing(names)
+    if absent:
+        raise ValueError(f"the demo needs {', '.join(absent)}, which cannot be imported here: pip install "
+                         "\"gpumcmc[demo]\" (or, from a checkout, pip install -e \".[demo]\").")
+    if small is None:
+        small = small_settings()
     out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file; name a folder for the plots.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot make the folder {str(out)!r} for the plots ({e.strerror}); name another with "
+                         "--out.") from None
     print(f"gpumcmc demo on backend {backend.backend_name()} ({'small' if small else 'full'} settings); "
           f"plots go to {out.resolve()}", flush=True)
     results = []

@@ -74,3 +74,17 @@ BAD = [
 def test_fcs_bad_inputs(monkeypatch, call, error, message):
     with pytest.raises(error, match=message):
         call(monkeypatch)
+
+
+@pytest.mark.parametrize("kw,err,match", [(dict(n_words=0), ValueError, "n_words"),
+                                          (dict(n_components=0), ValueError, "n_components"),
+                                          (dict(topic_concentration=-1), ValueError, "topic_concentration"),
+                                          (dict(n_docs=2.7), TypeError, "n_docs"),
+                                          (dict(doc_length=-1), ValueError, "doc_length"),
+                                          (dict(n_tokens=-5), ValueError, "n_tokens")])
+def test_synthetic_corpus_names_a_bad_argument(kw, err, match):
+    from gpumcmc.datasets import synthetic_lda_corpus
+
+    base = dict(n_docs=5, n_words=10, doc_length=4, n_components=2, random_state=0, backend="numpy")
+    with pytest.raises(err, match=match):
+        synthetic_lda_corpus(**{**base, **kw})

@@ -98,9 +98,19 @@ def synthetic_lda_corpus(n_docs=1000, n_words=5000, n_tokens=None, doc_length=10
     """
     from ..random import default_rng
 
+    from .._validate import check_int
+
+    M, V, K = check_int(n_docs, "n_docs"), check_int(n_words, "n_words"), check_int(n_components, "n_components")
+    doc_length = check_int(doc_length, "doc_length", 0)
+    n_tokens = None if n_tokens is None else check_int(n_tokens, "n_tokens", 0, "or None")
+    for value, name in ((zipf, "zipf"), (doc_topic_prior, "doc_topic_prior"),
+                        (topic_concentration, "topic_concentration")):
+        if isinstance(value, (bool, str)) or not np.isfinite(float(value)) or float(value) < 0 or (
+                name != "zipf" and float(value) == 0):
+            raise ValueError(f"{name} must be a finite number, {'at least 0' if name == 'zipf' else 'above 0'}, "
+                             f"got {value!r}.")
     rng = default_rng(random_state, backend=backend)
     xp = _backend.get_backend(backend)
-    M, V, K = int(n_docs), int(n_words), int(n_components)
     if n_tokens is not None:
         base, extra = divmod(int(n_tokens), M)
         lengths = np.full(M, base, np.int64)

@@ -197,6 +197,37 @@ def _virtual(n: int) -> "Shards":
     return Shards(n_virtual=n)
 
 
+def _no_gpus(what: str = "the data") -> ValueError:
+    """The error for GPUs named where none can run (CuPy missing, or no device)."""
+    return ValueError(f"devices names GPUs, and none is available here (CuPy does not import or sees no "
+                      f"device): to split {what} on NumPy, pass devices=gpumcmc.shards.Shards(n_virtual=k), or "
+                      "leave devices=None.")
+
+
+class _AbsentGPUs:
+    """A :class:`Shards` over GPUs, loaded (with the estimator it was given to) where those GPUs are not: the
+    estimator's fitted results still load and predict; a fit with it says what to pass instead."""
+
+    def __init__(self, devices, one: bool):
+        self.devices, self.one = list(devices), bool(one)
+
+    def __repr__(self) -> str:
+        return f"Shards({self.devices}) (saved where those GPUs were; not available here)"
+
+    def __reduce__(self):
+        return _load_shards, (self.devices, self.one)
+
+
+def _load_shards(devices, one: bool = False):
+    """A pickled Shards over GPUs made again where they are here, else an :class:`_AbsentGPUs` placeholder:
+    loading a fitted estimator must not need the GPUs it was fitted on."""
+    if backend.cupy_available():
+        count = backend.get_backend("cupy").cuda.runtime.getDeviceCount()
+        if all(0 <= d < count for d in devices):
+            return _OneDevice(len(devices), devices[0]) if one else Shards(devices)
+    return _AbsentGPUs(devices, one)
+
+
 class Shards:
     """The shards of one data-parallel model: which devices, and how to sum over them.
 
@@ -224,6 +255,8 @@ class Shards:
             return
         if n_virtual is not None:
             raise ValueError("give devices (GPUs) or n_virtual (NumPy parts), not both.")
+        if not backend.cupy_available():
+            raise _no_gpus()
         self.devices = _device_ids(devices)
         self.world = len(self.devices)
         self.xp = backend.get_backend("cupy")
@@ -270,7 +303,7 @@ class Shards:
                             "a list of GPU ids, or make the Shards inside the worker.")
         if self.devices[0] is None:
             return _virtual, (self.world,)
-        return Shards, (list(self.devices),)
+        return _load_shards, (list(self.devices), False)
 
     def __len__(self) -> int:
         return len(self.devices)
@@ -409,6 +442,8 @@ class _OneDevice(Shards):
     """``n`` shards on one GPU, summed on the device (NCCL needs distinct GPUs)."""
 
     def __init__(self, n: int, device: int | None = None):
+        if not backend.cupy_available():
+            raise _no_gpus()
         cp = backend.get_backend("cupy")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}.")
@@ -416,6 +451,9 @@ class _OneDevice(Shards):
         self.devices = [cp.cuda.runtime.getDevice() if device is None else int(device)] * int(n)
         self.world = int(n)
         self.xp = cp
+
+    def __reduce__(self):
+        return _load_shards, (list(self.devices), True)
 
     def allreduce(self, arrays, streams=None):
         arrays = list(arrays)
@@ -449,11 +487,16 @@ def resolve(devices, backend_name: str | None, what: str = "the data") -> tuple[
     shards run on, raise ``ValueError``. ``what`` names what is split, for the
     messages.
     """
+    if isinstance(devices, _AbsentGPUs):
+        raise ValueError(f"devices={devices!r}: pass devices=None, 'all' or the GPUs of this machine, or "
+                         "Shards(n_virtual=k) on NumPy (set_params(devices=...)), to fit here.")
     if not isinstance(devices, Shards):
         check_devices(devices)
         if backend_name == "numpy":
             raise ValueError(f"devices names GPUs, and backend='numpy' runs on none: to split {what} on NumPy, "
                              "pass devices=gpumcmc.shards.Shards(n_virtual=k).")
+        if not backend.cupy_available():
+            raise _no_gpus(what)
         devices = Shards(devices)
     name = "numpy" if devices.xp is np else "cupy"
     if backend_name is not None and backend_name != name:

@@ -249,3 +249,36 @@ def test_shards_copy_and_pickle_so_estimators_given_one_clone():
 
     c = clone(LDA(devices=Shards(n_virtual=2), progress=False, backend="numpy"))
     assert c.devices.world == 2
+
+
+def test_gpus_named_without_a_gpu_say_to_use_virtual_shards(monkeypatch):
+    from gpumcmc import backend
+    from gpumcmc.models import BayesianGLM
+    from gpumcmc.shards import Shards
+
+    monkeypatch.setattr(backend, "cupy_available", lambda: False)
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    for devices in ("all", 0, [0, 1]):
+        with pytest.raises(ValueError, match=r"n_virtual"):
+            BayesianGLM(devices=devices, n_samples=5, n_warmup=5, progress=False).fit(X, (X[:, 0] > 0) * 1.0)
+    with pytest.raises(ValueError, match="none is available"):
+        Shards([0, 1])
+
+
+def test_a_pickled_gpu_shards_loads_as_a_placeholder_where_its_gpus_are_not(monkeypatch):
+    import pickle
+
+    from gpumcmc import backend
+    from gpumcmc.models import BayesianGLM
+    from gpumcmc.shards import Shards, _AbsentGPUs, _load_shards
+
+    monkeypatch.setattr(backend, "cupy_available", lambda: False)
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    y = (X[:, 0] > 0) * 1.0
+    m = BayesianGLM(devices=Shards(n_virtual=2), n_samples=5, n_warmup=5, random_state=0, progress=False).fit(X, y)
+    m.devices = _load_shards([0, 1])                      # as a Shards([0, 1]) is loaded on this machine
+    assert isinstance(m.devices, _AbsentGPUs) and isinstance(_load_shards([0, 0], True), _AbsentGPUs)
+    back = pickle.loads(pickle.dumps(m))
+    np.testing.assert_array_equal(back.predict(X), m.predict(X))   # the fitted model loads and predicts
+    with pytest.raises(ValueError, match="not available here"):
+        back.fit(X, y)

@@ -681,3 +681,14 @@ def test_local_returning_python_numbers_fails_on_one_shard_too():
         st = alg.init(0, sh.scatter(np.arange(10.0)))
         with pytest.raises(TypeError, match="local must return an array"):
             run(alg.step, st, 0, 2, progress=False)
+
+
+def test_statistics_of_other_shapes_on_a_shard_or_nested_in_lists_are_named():
+    from gpumcmc.sampling._protocol import _check_stats, _sum_over_shards
+
+    with pytest.raises(ValueError, match=r"statistic 0 is \(3,\) float64 on shard 0 and \(5,\) float64 on shard 1"):
+        _sum_over_shards(Shards(n_virtual=2), [(np.ones(3), np.ones(5)), (np.ones(5), np.ones(3))])
+    for bad in ([np.ones(1), np.ones(1)], ((np.ones(1), np.ones(1)), np.ones(1))):
+        with pytest.raises(TypeError, match="tuple of arrays"):
+            _check_stats(bad)
+    _check_stats((np.ones(2), None))   # a None field is allowed

@@ -292,6 +292,7 @@ def _sum_over_shards(shards: Shards, stats: list) -> list:
     """
     xp = shards.xp
     per_shard = [_fields_of(s) for s in stats]
+    _check_same_stats(per_shard, stats)
     first = per_shard[0][0]
     out = [[None] * len(first) for _ in stats]
     for idx in _dtype_groups(first):
@@ -315,6 +316,7 @@ def _sum_async(shards: Shards, stats: list) -> tuple[list, Callable]:
     """
     xp = shards.xp
     per_shard = [_fields_of(s) for s in stats]
+    _check_same_stats(per_shard, stats)
     first = per_shard[0][0]
     out = [[None] * len(first) for _ in stats]
     waits = []
@@ -345,19 +347,38 @@ def _check_offsets(rng, gens: list) -> None:
 
 
 def _check_stats(st) -> None:
-    """``local``'s statistics must be arrays (or None) in a (named) tuple, or one array: what an all-reduce
-    sums. Checked on every shard count, so that a sampler that runs on one shard does not fail on two."""
-    def leaves(x):
-        if isinstance(x, (tuple, list)):
-            for y in x:
-                yield from leaves(y)
-        else:
-            yield x
-    for v in leaves(st):
+    """``local``'s statistics must be one array, or a (named) tuple whose fields are arrays (or None): what
+    an all-reduce sums. Checked on every shard count, so that a sampler that runs on one shard does not fail
+    on two."""
+    if isinstance(st, list):
+        raise TypeError("local must return an array, or a (named) tuple of arrays, the statistics summed over the "
+                        "shards; it returned a list: return tuple(...) of the arrays.")
+    for v in (st if isinstance(st, tuple) else (st,)):
+        if isinstance(v, (tuple, list)):
+            raise TypeError(f"local must return an array, or a (named) tuple of arrays, the statistics summed over "
+                            f"the shards; it returned a {type(v).__name__} inside {type(st).__name__}: flatten it "
+                            "into one (named) tuple of arrays.")
         if v is not None and not (hasattr(v, "dtype") and hasattr(v, "shape")):
             raise TypeError(f"local must return an array, or a (named) tuple of arrays, the statistics summed "
                             f"over the shards; it returned a {type(v).__name__} among them (a Python number is "
                             f"not summed across devices: return xp.asarray(value)).")
+
+
+def _check_same_stats(per_shard, stats) -> None:
+    """Every shard's statistics must have shard 0's fields, shapes and dtypes (they are summed element by
+    element): a ValueError naming the statistic where one differs."""
+    first, names = per_shard[0][0], getattr(stats[0], "_fields", None)
+    where = [j for j, a in enumerate(stats[0]) if a is not None] if isinstance(stats[0], tuple) else [0]
+    for i, (arrays, _) in enumerate(per_shard[1:], 1):
+        if len(arrays) != len(first):
+            raise ValueError(f"local returned {len(first)} statistics on shard 0 and {len(arrays)} on shard {i}; "
+                             "every shard must return the same fields.")
+        for j, (a, b) in enumerate(zip(first, arrays)):
+            if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+                what = repr(names[where[j]]) if names else str(where[j])
+                raise ValueError(f"local's statistic {what} is {tuple(a.shape)} {a.dtype} on shard 0 and "
+                                 f"{tuple(b.shape)} {b.dtype} on shard {i}: every shard must give the same shapes "
+                                 "and dtypes (sizes fixed by the model, e.g. np.bincount(z, minlength=k)).")
 
 
 def _local_stats(shards: Shards, local, gens: list, state, parts, options: dict) -> tuple[list, list]:

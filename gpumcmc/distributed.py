@@ -76,13 +76,20 @@ def map_runs(fn: Callable, n_runs: int, *, random_state=None, args: Sequence = (
 
 
 def _is_large(a) -> bool:
-    return getattr(a, "nbytes", 0) > (1 << 20)
+    """Over 1 MiB: an array, or a SciPy sparse matrix (its three arrays)."""
+    n = getattr(a, "nbytes", None)
+    if n is None and all(hasattr(a, f) for f in ("data", "indices", "indptr")):
+        n = sum(getattr(getattr(a, f), "nbytes", 0) for f in ("data", "indices", "indptr"))
+    return (n or 0) > (1 << 20)
 
 
-def _fit_clone(seed, estimator, fit_args, fit_kwargs):
+def _fit_clone(seed, estimator, n_args, kw_names, *values):
+    """A copy of ``estimator`` seeded ``seed``, fitted on ``values``: the first ``n_args`` positional, the
+    rest keyword arguments named ``kw_names`` (each its own task argument, so that large data is scattered
+    to the workers once, not sent inside every task)."""
     est = _clone(estimator)
     est.set_params(random_state=seed)
-    est.fit(*fit_args, **fit_kwargs)
+    est.fit(*values[:n_args], **dict(zip(kw_names, values[n_args:])))
     return est
 
 
@@ -104,8 +111,8 @@ def fit_runs(estimator, *fit_args, n_runs: int = 4, random_state=None, client=No
         raise TypeError("estimator must be a gpumcmc estimator (with get_params, set_params and fit).")
     if "random_state" not in estimator.get_params():
         raise TypeError(f"{type(estimator).__name__} has no random_state parameter to give each run its own seed.")
-    return map_runs(_fit_clone, n_runs, random_state=random_state, args=(estimator, fit_args, fit_kwargs),
-                    client=client)
+    return map_runs(_fit_clone, n_runs, random_state=random_state, client=client,
+                    args=(estimator, len(fit_args), tuple(fit_kwargs), *fit_args, *fit_kwargs.values()))
 
 
 def concat_arviz(runs: Sequence[Any]):

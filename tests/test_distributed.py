@@ -141,3 +141,25 @@ def test_concat_arviz_refuses_chains_of_different_lengths():
     with pytest.raises(ValueError, match="combine_runs"):
         concat_arviz([a, b])
     assert concat_arviz([a, to_arviz({"x": np.ones((1, 10))})].copy()).posterior["x"].shape == (3, 10)
+
+
+def test_fit_runs_passes_the_data_as_arguments_of_their_own_so_that_large_ones_are_scattered(monkeypatch):
+    import scipy.sparse as sp
+
+    from gpumcmc import distributed
+    from gpumcmc.models import BayesianGLM
+
+    seen = {}
+
+    def fake_map_runs(fn, n_runs, *, random_state=None, args=(), kwargs=None, client=None, pure=False):
+        seen["args"] = args
+        return [fn(s, *args) for s in distributed.run_seeds(n_runs, random_state)]
+
+    monkeypatch.setattr(distributed, "map_runs", fake_map_runs)
+    X = np.random.default_rng(0).normal(size=(200_000, 1))        # 1.6 MB: scattered once by map_runs
+    y = (X[:, 0] > 0) * 1.0
+    est = BayesianGLM(n_samples=2, n_warmup=2, n_chains=1, progress=False, backend="numpy")
+    fits = distributed.fit_runs(est, X, y, n_runs=2, random_state=0)
+    assert any(a is X for a in seen["args"]) and distributed._is_large(X)
+    assert len(fits) == 2 and fits[0].coef_draws_.shape == (1, 2, 2)   # intercept and one coefficient
+    assert distributed._is_large(sp.random(3000, 3000, density=0.02, format="csr"))

@@ -88,3 +88,15 @@ def test_synthetic_corpus_names_a_bad_argument(kw, err, match):
     base = dict(n_docs=5, n_words=10, doc_length=4, n_components=2, random_state=0, backend="numpy")
     with pytest.raises(err, match=match):
         synthetic_lda_corpus(**{**base, **kw})
+
+
+def test_load_fcs_names_a_file_that_is_not_fcs_and_takes_one_channel(tmp_path):
+    pytest.importorskip("flowio")
+    from gpumcmc.datasets import load_fcs
+
+    bad = tmp_path / "notes.fcs"
+    bad.write_text("hello\nworld\n")
+    with pytest.raises(ValueError, match="is not an FCS file"):
+        load_fcs(bad)
+    d = load_fcs("facscalibur", channels="FSC-H")
+    assert d.data.shape[1] == 1 and d.channels == ["FSC-H"]

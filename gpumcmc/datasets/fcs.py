@@ -99,9 +99,14 @@ def load_fcs(path, cofactor: float = 150.0, channels=None, drop_time: bool = Tru
         else:
             raise FileNotFoundError(f"No FCS file {path!r}; give a path or one of the example names "
                                     f"{sorted(_EXAMPLES)}.")
-    fd = flowio.FlowData(path)
+    try:
+        fd = flowio.FlowData(path)
+    except (ValueError, KeyError, IndexError, UnicodeDecodeError) as e:  # flowio's own words on a file that is not FCS
+        raise ValueError(f"{path} is not an FCS file flowio can read ({type(e).__name__}: {e}).") from None
     x = np.asarray(fd.as_array(preprocess=True), dtype=np.float64).reshape(fd.event_count, fd.channel_count)
     names = [str(n) for n in fd.pnn_labels]
+    if isinstance(channels, (str, int)):  # one channel, by name or index
+        channels = [channels]
     if channels is None:
         keep = [i for i, n in enumerate(names) if not (drop_time and n.lower() == "time")]
     else:

@@ -100,3 +100,28 @@ def test_load_fcs_names_a_file_that_is_not_fcs_and_takes_one_channel(tmp_path):
         load_fcs(bad)
     d = load_fcs("facscalibur", channels="FSC-H")
     assert d.data.shape[1] == 1 and d.channels == ["FSC-H"]
+
+
+def test_uci_bow_says_what_is_wrong_with_a_line(tmp_path):
+    from gpumcmc.datasets import load_uci_bow
+
+    two = tmp_path / "d2.txt"
+    two.write_text("3\n4\n3\n1 1\n2 4\n3 2\n")
+    with pytest.raises(ValueError, match="lines of 2 numbers"):
+        load_uci_bow(two)
+    neg = tmp_path / "dn.txt"
+    neg.write_text("3\n4\n2\n1 1 2\n2 4 -2\n")
+    with pytest.raises(ValueError, match="negative count .line 5"):
+        load_uci_bow(neg)
+
+
+def test_bif_examples_without_pgmpy_say_what_to_install(monkeypatch):
+    import sys
+
+    from gpumcmc.datasets import bif_example_files
+
+    monkeypatch.setitem(sys.modules, "pgmpy", None)
+    files = bif_example_files()
+    assert files == {} and not files
+    with pytest.raises(KeyError, match="pip install pgmpy"):
+        files["asia"]

@@ -10,12 +10,19 @@ import re
 import numpy as np
 
 
+class _NoPgmpy(dict):
+    """The empty map of :func:`bif_example_files` without pgmpy: a name asked for says what to install."""
+
+    def __missing__(self, key):
+        raise KeyError(f"{key!r}: the example networks come with pgmpy, which is not installed: pip install pgmpy.")
+
+
 def bif_example_files() -> dict:
     """Map network name -> path of pgmpy's bundled ``*.bif.gz`` files (empty if pgmpy is missing)."""
     try:
         import pgmpy
     except ImportError:
-        return {}
+        return _NoPgmpy()
     d = os.path.join(os.path.dirname(pgmpy.__file__), "utils", "example_models")
     return {os.path.basename(f)[: -len(".bif.gz")]: f for f in sorted(glob.glob(os.path.join(d, "*.bif.gz")))}
 

@@ -47,7 +47,7 @@ def load_reuters():
 
 def _open(path):
     path = Path(path)
-    return gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
+    return gzip.open(path, "rt") if path.suffix.lower() == ".gz" else open(path)
 
 
 def load_uci_bow(docword_path, vocab_path=None):
@@ -66,8 +66,14 @@ def load_uci_bow(docword_path, vocab_path=None):
             raise ValueError(f"{docword_path} does not start with the three UCI header lines D, W, NNZ; "
                              "pass a docword.*.txt file of the UCI bag-of-words format.") from None
         a = np.loadtxt(f, dtype=np.int64, ndmin=2) if NNZ else np.zeros((0, 3), np.int64)
-    if a.shape != (NNZ, 3):
+    if a.shape[1:] != (3,):
+        raise ValueError(f"{docword_path} has lines of {a.shape[1]} numbers after its header; each must be "
+                         "'doc word count'.")
+    if a.shape[0] != NNZ:
         raise ValueError(f"{docword_path} declares {NNZ} entries of 'doc word count' but holds {a.shape[0]}.")
+    if NNZ and a[:, 2].min() < 0:
+        raise ValueError(f"{docword_path} holds a negative count (line {int(np.argmax(a[:, 2] < 0)) + 4}); counts "
+                         "are numbers of occurrences.")
     if NNZ and (a[:, 0].min() < 1 or a[:, 0].max() > D or a[:, 1].min() < 1 or a[:, 1].max() > W):
         raise ValueError(f"{docword_path} has ids outside 1..D or 1..W; ids in this format are 1-based.")
     X = sp.csr_matrix((a[:, 2], (a[:, 0] - 1, a[:, 1] - 1)), shape=(D, W))

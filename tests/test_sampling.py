@@ -645,3 +645,24 @@ def test_warnings_of_a_fit_point_at_the_callers_line_and_errors_undo_the_fit():
         with pytest.raises(Warning, match="did not converge"):
             m.set_params(method="bem", n_iter=2).fit(X * 3)
     assert m.means_ is means
+
+
+def test_fits_in_worker_threads_keep_their_warnings_where_they_come_from():
+    import threading
+    import warnings as w
+
+    from gpumcmc.models import DPGaussianMixture
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    caught = []
+
+    def fit():
+        with w.catch_warnings(record=True) as c:   # per-thread use, as a worker would
+            w.simplefilter("always")
+            DPGaussianMixture(method="bem", n_iter=2, progress=False, backend="numpy").fit(X)
+        caught.extend(c)
+
+    t = threading.Thread(target=fit)
+    t.start()
+    t.join()
+    assert any("did not converge" in str(c.message) for c in caught)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import threading
 import warnings
 from numbers import Integral, Real
 
@@ -141,7 +142,8 @@ def atomic_fit(fit):
     Floating-point underflow, which these samplers meet by design (a probability below the smallest float is
     zero), is ignored inside, so ``np.seterr(all="raise")`` set to hunt NaNs does not stop a fit on it. The
     warnings the fit gives are shown at the caller's line (the user's ``fit(...)``), whatever depth they
-    come from; one turned into an error by a warnings filter fails the fit as a whole, as above."""
+    come from (in the main thread: recording them swaps process-wide state, which fits in other threads
+    would share); one turned into an error by a warnings filter fails the fit as a whole, as above."""
     @functools.wraps(fit)
     def fit_all_or_nothing(self, *args, **kwargs):
         before = dict(self.__dict__)
@@ -150,6 +152,15 @@ def atomic_fit(fit):
             self.__dict__.clear()
             self.__dict__.update(before)
 
+        if threading.current_thread() is not threading.main_thread():
+            # catch_warnings swaps process-wide state: in a worker thread (fits side by side, Dask's threads)
+            # the warnings are left where they come from
+            try:
+                with np.errstate(under="ignore"):
+                    return fit(self, *args, **kwargs)
+            except BaseException:
+                undo()
+                raise
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:

@@ -666,3 +666,35 @@ def test_fits_in_worker_threads_keep_their_warnings_where_they_come_from():
     t.start()
     t.join()
     assert any("did not converge" in str(c.message) for c in caught)
+
+
+def test_a_fit_that_warns_then_fails_shows_both():
+    from gpumcmc.models import BayesianGLM
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    y = np.r_[(X[:-1, 0] > 0) * 1.0, 2.0][:, None]             # a column (warns), and a 2 for bernoulli (fails)
+    with pytest.warns(Warning, match="column-vector"), pytest.raises(ValueError):
+        BayesianGLM(n_samples=2, n_warmup=2, progress=False, backend="numpy").fit(X, y)
+
+
+def test_a_checkpointed_state_with_none_inside_a_tuple_resumes(tmp_path):
+    class P(NamedTuple):
+        x: object
+        parts: tuple
+
+    def st(rng, s):
+        return P(s.x + rng.normal(size=s.x.shape), s.parts), None
+
+    kw = dict(n_iter=12, collect=lambda s, i: {"x": s.x}, progress=False, checkpoint=tmp_path / "p.npz",
+              checkpoint_every=5)
+    whole = run(st, P(np.zeros(2), (np.zeros(3), None)), 3, **dict(kw, checkpoint=None))
+
+    def stop(it, s, i):
+        if it == 7:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(st, P(np.zeros(2), (np.zeros(3), None)), 3, callback=stop, **kw)
+    back = run(st, P(np.zeros(2), (np.zeros(3), None)), 3, **kw)
+    np.testing.assert_array_equal(back.draws["x"], whole.draws["x"])
+    assert back.state.parts[1] is None

@@ -135,10 +135,10 @@ def _rebuild(template, values: dict, prefix: str = ""):
         return type(template)(*(_rebuild(getattr(template, n), values, f"{prefix}{n}/") for n in template._fields))
     if isinstance(template, (tuple, list)):  # a plain sequence (per-shard arrays): walked as _state_leaves does
         return type(template)(_rebuild(item, values, f"{prefix}{i}/") for i, item in enumerate(template))
+    if template is None:  # not stored (a None field or item)
+        return None
     key = prefix.rstrip("/")
     v = values[key]
-    if template is None:
-        return None
     if _backend.is_cupy_array(template):
         with template.device:   # each field back on its own GPU (a sharded state spans several)
             return _backend.get_backend("cupy").asarray(v)
@@ -755,7 +755,8 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
             if bar is not None and r.stopped:
                 _end_bar_early(bar, r.done)
     except KeyboardInterrupt as e:
-        e.add_note(_interrupted(r, path, checkpoint_every))
+        if hasattr(e, "add_note"):  # Python 3.11 and later
+            e.add_note(_interrupted(r, path, checkpoint_every))
         raise
     finally:
         if bar is not None:

@@ -161,20 +161,24 @@ def atomic_fit(fit):
             except BaseException:
                 undo()
                 raise
+        failed = None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 with np.errstate(under="ignore"):
                     out = fit(self, *args, **kwargs)
-            except BaseException:
+            except BaseException as e:
                 undo()
-                raise
+                failed = e
         try:
             for w in caught:
                 warnings.warn(w.message, w.category, stacklevel=2)
         except BaseException:  # a warning the caller's filters make an error
             undo()
-            raise
+            if failed is None:
+                raise
+        if failed is not None:  # the fit's own error, after the warnings it gave on the way
+            raise failed
         return out
 
     return fit_all_or_nothing
@@ -247,7 +251,8 @@ class Estimator(_Base):
     _CACHES: tuple = ()  # attributes made again on use, left out of pickles
 
     def __getstate__(self):
-        return portable_state(super().__getstate__(), self._CACHES)
+        getter = getattr(super(), "__getstate__", None)  # scikit-learn's, or object's (Python 3.11 and later)
+        return portable_state(getter() if getter is not None else dict(self.__dict__), self._CACHES)
 
     def __setstate__(self, state):
         state = dict(state)

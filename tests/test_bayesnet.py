@@ -1140,3 +1140,12 @@ def test_set_params_of_the_structure_makes_the_network_again():
     assert c.card["L"] == 3 and c.cpts_ is None
     with pytest.raises(ValueError, match="CPT of 'L'"):
         BayesianNetwork.koller().set_params(states=states)   # the old tables do not fit three states of L
+
+
+def test_a_refused_set_params_leaves_the_network_as_it_was():
+    net = BayesianNetwork.koller()
+    parents = dict(net.parents, L=["G", "I"])
+    with pytest.raises(ValueError, match="CPT of 'L'"):
+        net.set_params(parents=parents, n_iter=7)
+    assert net.parents["L"] == ["G"] and set(net.cpts_) == set(net.nodes) and net.n_iter != 7
+    assert net.sample(2, random_state=0).shape == (2, 5)

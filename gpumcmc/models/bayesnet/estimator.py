@@ -147,10 +147,16 @@ class BayesianNetwork(Estimator):
         the network again, as the constructor does (checked at once): its nodes, cardinalities and tables
         follow, and an earlier fit's ``cpts_`` give way to the new ``cpts`` (or to none)."""
         structure = {k: params.pop(k) for k in self._STRUCTURE if k in params}
-        super().set_params(**params)
-        if structure:
-            rest = {k: getattr(self, k) for k in self._get_param_names() if k not in self._STRUCTURE}
-            self.__init__(*(structure.get(k, getattr(self, k)) for k in self._STRUCTURE), **rest)
+        before = dict(self.__dict__)
+        try:
+            super().set_params(**params)
+            if structure:
+                rest = {k: getattr(self, k) for k in self._get_param_names() if k not in self._STRUCTURE}
+                self.__init__(*(structure.get(k, getattr(self, k)) for k in self._STRUCTURE), **rest)
+        except BaseException:  # refused: the network stays as it was
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
         return self
 
     @classmethod

@@ -1023,3 +1023,10 @@ def test_checkpoint_without_a_fixed_seed_is_refused_before_the_fit(tmp_path):
     with pytest.raises(ValueError, match="fixed random_state"):
         LDA(n_components=2, n_iter=5, checkpoint=tmp_path / "c.npz", progress=False, backend="numpy").fit(X)
     assert not (tmp_path / "c.npz").exists()
+
+
+def test_checkpoint_with_a_generator_seed_is_refused_before_the_fit(tmp_path):
+    X = np.random.default_rng(0).poisson(0.5, size=(10, 20))
+    with pytest.raises(ValueError, match="fixed random_state"):
+        LDA(n_components=2, n_iter=5, checkpoint=tmp_path / "c.npz", random_state=np.random.default_rng(0),
+            progress=False, backend="numpy").fit(X)

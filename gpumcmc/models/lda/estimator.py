@@ -203,9 +203,10 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
             if self.graph:
                 raise ValueError("graph=True needs devices=None: the sweep over several devices is not captured "
                                  "as a CUDA graph; leave graph at None or False.")
-        if self.checkpoint is not None and self.random_state is None:
-            raise ValueError("checkpoint= needs a fixed random_state (an int, say random_state=0): with None each "
-                             "fit draws a new seed, so a later fit could never resume the checkpoint.")
+        if self.checkpoint is not None and not isinstance(self.random_state, (int, np.integer, np.random.SeedSequence)):
+            raise ValueError("checkpoint= needs a fixed random_state (an int, say random_state=0, or a SeedSequence): "
+                             f"with {type(self.random_state).__name__} each fit starts from another seed, so a later "
+                             "fit could never resume the checkpoint.")
         rng = self._make_rng() if shards is None else default_rng(self.random_state, backend=(
             "numpy" if shards.xp is np else "cupy"))
         self._note_feature_names(X)

@@ -1440,3 +1440,13 @@ def test_a_chain_in_another_partition_is_left_out_of_the_estimates():
     assert used.tolist() == [0] and best == 0
     used, best = m._chains_to_pool(w[[0, 0]], mu[[0, 0]], cov[[0, 0]], ll, score)   # two equal chains
     assert used.tolist() == [0, 1]
+
+
+def test_unaligned_labels_or_one_draw_pool_every_chain():
+    X, _ = _fitted_blobs(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for kw in (dict(relabel=False), dict(n_iter=1)):
+            m = DPGaussianMixture(**{**dict(n_components=6, n_iter=20, burn_in=20, n_chains=3, random_state=0,
+                                            progress=False, backend="numpy"), **kw}).fit(X)
+            assert m.chains_used_.tolist() == [0, 1, 2]

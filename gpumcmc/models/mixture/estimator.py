@@ -112,7 +112,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     chains_used_ : host int array  (Gibbs: the chains the estimates pool. With several chains, the estimates
         start from the chain whose own estimate scores the data best, and pool each other chain whose draws,
         added, keep that score within four standard deviations of its draws' log-likelihoods; a chain in
-        another partition of the data is left out, with a warning: averaged in, it blurred every component.)
+        another partition of the data is left out, with a warning: averaged in, it blurred every component.
+        With ``relabel=False`` or one kept draw, every chain.)
     n_active_ : int  (components holding data / of positive weight)
     trace_ : gpumcmc.sampling.Trace (Gibbs)
         The run's record as drawn: not relabelled, and the means about the data's mean (``to_arviz`` gives
@@ -286,8 +287,10 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         one that split or merged clusters otherwise would blur every component it is averaged into (two
         chains on a flow-cytometry file scored 4.05 a sample pooled, 4.64 alone)."""
         C = loglik.shape[0]
-        if C == 1:
-            return np.array([0]), 0
+        if C == 1 or loglik.shape[1] < 2 or not self.relabel:
+            # one chain; no spread to judge by (one kept draw); or labels left unaligned (relabel=False), where
+            # chains cannot be compared: every chain, as drawn
+            return np.arange(C), 0
         xp = _xp_of(w)
         own = np.asarray(_backend.to_host(score(xp.concatenate([self._pooled_params(w, mu, cov, [c])
                                                                 for c in range(C)]))), dtype=np.float64)

@@ -76,10 +76,13 @@ def map_runs(fn: Callable, n_runs: int, *, random_state=None, args: Sequence = (
 
 
 def _is_large(a) -> bool:
-    """Over 1 MiB: an array, or a SciPy sparse matrix (its three arrays)."""
+    """Over 1 MiB: an array, a SciPy sparse matrix (its arrays, in any format) or a pandas object."""
     n = getattr(a, "nbytes", None)
-    if n is None and all(hasattr(a, f) for f in ("data", "indices", "indptr")):
-        n = sum(getattr(getattr(a, f), "nbytes", 0) for f in ("data", "indices", "indptr"))
+    if n is None and hasattr(a, "memory_usage"):  # pandas
+        usage = a.memory_usage(index=True)
+        n = int(usage.sum()) if hasattr(usage, "sum") else int(usage)
+    if n is None:
+        n = sum(getattr(getattr(a, f, None), "nbytes", 0) for f in ("data", "indices", "indptr", "row", "col"))
     return (n or 0) > (1 << 20)
 
 

@@ -186,6 +186,7 @@ def pointwise_loglik(eta, y, family: str, sigma=1.0, xp=None, lgy=None):
     return -0.5 * z * z - (math.log(sigma) + _LOG_SQRT_2PI)
 
 
+@np.errstate(under="ignore")  # a probability below the smallest float is 0
 def mean_function(eta, family: str, xp=None):
     """The inverse link: E[y | eta]."""
     xp = xp or _backend.get_array_module(eta)

@@ -255,6 +255,7 @@ class Shards:
             return
         if n_virtual is not None:
             raise ValueError("give devices (GPUs) or n_virtual (NumPy parts), not both.")
+        check_devices(devices)  # the form first: a mistake is named before the missing GPU
         if not backend.cupy_available():
             raise _no_gpus()
         self.devices = _device_ids(devices)

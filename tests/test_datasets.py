@@ -125,3 +125,12 @@ def test_bif_examples_without_pgmpy_say_what_to_install(monkeypatch):
     assert files == {} and not files
     with pytest.raises(KeyError, match="pip install pgmpy"):
         files["asia"]
+
+
+def test_uci_bow_with_its_header_alone(tmp_path):
+    from gpumcmc.datasets import load_uci_bow
+
+    f = tmp_path / "d.txt"
+    f.write_text("2\n3\n2\n")
+    with pytest.raises(ValueError, match="declares 2 entries .* holds 0"):
+        load_uci_bow(f)

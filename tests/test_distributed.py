@@ -163,3 +163,14 @@ def test_fit_runs_passes_the_data_as_arguments_of_their_own_so_that_large_ones_a
     assert any(a is X for a in seen["args"]) and distributed._is_large(X)
     assert len(fits) == 2 and fits[0].coef_draws_.shape == (1, 2, 2)   # intercept and one coefficient
     assert distributed._is_large(sp.random(3000, 3000, density=0.02, format="csr"))
+
+
+def test_large_pandas_and_coo_data_count_as_large():
+    pd = pytest.importorskip("pandas")
+    import scipy.sparse as sp
+
+    from gpumcmc.distributed import _is_large
+
+    assert _is_large(pd.DataFrame(np.zeros((200_000, 2))))
+    assert _is_large(sp.random(3000, 3000, density=0.02, format="coo"))
+    assert not _is_large(pd.DataFrame(np.zeros((10, 2))))

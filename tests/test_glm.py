@@ -1085,3 +1085,13 @@ def test_prediction_follows_the_settings_of_the_fit_not_later_set_params():
     # a refit takes the new settings
     h.fit(X, y, groups=g)
     assert h.beta_draws_.shape[-1] == 2
+
+
+def test_prediction_ignores_underflow_under_seterr_raise():
+    rs = np.random.default_rng(2)
+    X = rs.normal(size=(200, 2))
+    y = (X[:, 0] > 0) * 1.0
+    m = BayesianGLM(n_chains=1, n_samples=10, n_warmup=10, random_state=0, progress=False, backend="numpy").fit(X, y)
+    with np.errstate(all="raise"):
+        p = m.predict_proba(X * 100)
+    assert np.isfinite(p).all()

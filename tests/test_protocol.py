@@ -692,3 +692,16 @@ def test_statistics_of_other_shapes_on_a_shard_or_nested_in_lists_are_named():
         with pytest.raises(TypeError, match="tuple of arrays"):
             _check_stats(bad)
     _check_stats((np.ones(2), None))   # a None field is allowed
+
+
+def test_statistics_present_on_one_shard_and_absent_on_another_are_named():
+    from typing import NamedTuple
+
+    from gpumcmc.sampling._protocol import _sum_over_shards
+
+    class St(NamedTuple):
+        n: object
+        s: object
+
+    with pytest.raises(ValueError, match="same fields"):
+        _sum_over_shards(Shards(n_virtual=2), [St(np.ones(2), None), St(None, np.ones(2))])

@@ -66,6 +66,8 @@ def load_uci_bow(docword_path, vocab_path=None):
             raise ValueError(f"{docword_path} does not start with the three UCI header lines D, W, NNZ; "
                              "pass a docword.*.txt file of the UCI bag-of-words format.") from None
         a = np.loadtxt(f, dtype=np.int64, ndmin=2) if NNZ else np.zeros((0, 3), np.int64)
+    if a.size == 0:
+        a = np.zeros((0, 3), np.int64)
     if a.shape[1:] != (3,):
         raise ValueError(f"{docword_path} has lines of {a.shape[1]} numbers after its header; each must be "
                          "'doc word count'.")

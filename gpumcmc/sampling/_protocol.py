@@ -368,8 +368,15 @@ def _check_same_stats(per_shard, stats) -> None:
     """Every shard's statistics must have shard 0's fields, shapes and dtypes (they are summed element by
     element): a ValueError naming the statistic where one differs."""
     first, names = per_shard[0][0], getattr(stats[0], "_fields", None)
-    where = [j for j, a in enumerate(stats[0]) if a is not None] if isinstance(stats[0], tuple) else [0]
+
+    def present(st):
+        return [j for j, a in enumerate(st) if a is not None] if isinstance(st, tuple) else [0]
+
+    where = present(stats[0])
     for i, (arrays, _) in enumerate(per_shard[1:], 1):
+        if present(stats[i]) != where:
+            raise ValueError(f"local returned statistics {where} (those not None) on shard 0 and "
+                             f"{present(stats[i])} on shard {i}; every shard must return the same fields.")
         if len(arrays) != len(first):
             raise ValueError(f"local returned {len(first)} statistics on shard 0 and {len(arrays)} on shard {i}; "
                              "every shard must return the same fields.")

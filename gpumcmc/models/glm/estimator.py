@@ -369,7 +369,8 @@ class BayesianGLM(_GLMBase):
         X = self._host_X(X, "coef_draws_")
         b = _thin(self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1]), max_draws)
         eta = b[:, :1] + b[:, 1:] @ X.T if self._at_fit("fit_intercept") else b @ X.T
-        return mean_function(eta, self.family_, np).mean(axis=0)
+        with np.errstate(under="ignore"):  # probabilities below the smallest float are 0
+            return mean_function(eta, self.family_, np).mean(axis=0)
 
     @_available_if(_GLMBase._is_classifier)
     def predict_proba(self, X, max_draws=1000):
@@ -566,7 +567,8 @@ class HierarchicalGLM(_GLMBase):
         for g in np.unique(gid):
             rows = gid == g
             eta[:, rows] = b[:, g, :] @ D[rows].T
-        return mean_function(eta, self.family_, np).mean(axis=0)
+        with np.errstate(under="ignore"):  # probabilities below the smallest float are 0
+            return mean_function(eta, self.family_, np).mean(axis=0)
 
     @_available_if(_GLMBase._is_classifier)
     def predict_proba(self, X, groups=None, max_draws=1000):

@@ -13,6 +13,7 @@ the library has no hard dependency on it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -24,9 +25,10 @@ import numpy as np
 
 from .. import backend as _backend
 from ..random._generator import default_rng
+from ._tree import _tree_map
 
-__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "as_data", "atomic_fit", "mixin", "Interval",
-           "StrOptions", "Integral", "Real"]
+__all__ = ["ConvergenceWarning", "Estimator", "NotFittedError", "all_or_nothing", "as_data", "atomic_fit", "mixin",
+           "Interval", "StrOptions", "Integral", "Real"]
 
 try:  # scikit-learn is optional; with it, its own base class, exception and parameter constraints
     from sklearn.base import BaseEstimator as _Base
@@ -133,6 +135,19 @@ def _string_columns(X) -> list | None:
     return names if names and all(isinstance(c, str) for c in names) else None
 
 
+@contextlib.contextmanager
+def all_or_nothing(obj):
+    """A block that changes ``obj``'s attributes wholly or not at all: where it raises, the attributes are put
+    back as they were when it began."""
+    before = dict(obj.__dict__)
+    try:
+        yield
+    except BaseException:
+        obj.__dict__.clear()
+        obj.__dict__.update(before)
+        raise
+
+
 def atomic_fit(fit):
     """``fit`` as one step for the estimator: where it raises (bad input found late, a ``KeyboardInterrupt``
     in a notebook), the estimator's attributes are put back as they were before the call, so that a model
@@ -146,54 +161,29 @@ def atomic_fit(fit):
     would share); one turned into an error by a warnings filter fails the fit as a whole, as above."""
     @functools.wraps(fit)
     def fit_all_or_nothing(self, *args, **kwargs):
-        before = dict(self.__dict__)
-
-        def undo():
-            self.__dict__.clear()
-            self.__dict__.update(before)
-
-        if threading.current_thread() is not threading.main_thread():
-            # catch_warnings swaps process-wide state: in a worker thread (fits side by side, Dask's threads)
-            # the warnings are left where they come from
-            try:
-                with np.errstate(under="ignore"):
-                    return fit(self, *args, **kwargs)
-            except BaseException:
-                undo()
-                raise
-        failed = None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                with np.errstate(under="ignore"):
-                    out = fit(self, *args, **kwargs)
-            except BaseException as e:
-                undo()
-                failed = e
-        try:
-            for w in caught:
-                warnings.warn(w.message, w.category, stacklevel=2)
-        except BaseException:  # a warning the caller's filters make an error
-            undo()
-            if failed is None:
-                raise
-        if failed is not None:  # the fit's own error, after the warnings it gave on the way
-            raise failed
+        record = threading.current_thread() is threading.main_thread()  # see above: main thread only
+        with all_or_nothing(self):
+            with warnings.catch_warnings(record=True) if record else contextlib.nullcontext() as caught:
+                if record:
+                    warnings.simplefilter("always")
+                try:
+                    with np.errstate(under="ignore"):
+                        out = fit(self, *args, **kwargs)
+                except BaseException as e:
+                    failed = e
+                else:
+                    failed = None
+            for w in caught or ():  # at the caller's line; one the caller's filters make an error fails the fit
+                try:
+                    warnings.warn(w.message, w.category, stacklevel=2)
+                except BaseException:
+                    if failed is None:
+                        raise
+            if failed is not None:  # the fit's own error, after the warnings it gave on the way
+                raise failed
         return out
 
     return fit_all_or_nothing
-
-
-def _tree_map(value, fn):
-    """``value`` with ``fn`` applied to every array inside tuples, NamedTuples, lists and dicts (other leaves
-    as they are)."""
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_tree_map(v, fn) for v in value))
-    if isinstance(value, (tuple, list)):
-        return type(value)(_tree_map(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _tree_map(v, fn) for k, v in value.items()}
-    return fn(value) if hasattr(value, "shape") and hasattr(value, "dtype") else value
 
 
 def _holds_device_arrays(value) -> bool:

@@ -1,4 +1,5 @@
-"""Walking a state: the leaves of nested NamedTuples by path, for the run driver and the CUDA graph step."""
+"""Walking a state: the leaves of nested NamedTuples by path, for the run driver and the CUDA graph step, and
+mapping the arrays inside nested containers, for pickles."""
 
 from __future__ import annotations
 
@@ -14,3 +15,15 @@ def _fields(obj, prefix: str = "", sequences: bool = False):
             yield from _fields(item, f"{prefix}{i}/", sequences)
     else:
         yield prefix.rstrip("/"), obj
+
+
+def _tree_map(value, fn):
+    """``value`` with ``fn`` applied to every array inside tuples, NamedTuples, lists and dicts (other leaves
+    as they are)."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_tree_map(v, fn) for v in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_tree_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _tree_map(v, fn) for k, v in value.items()}
+    return fn(value) if hasattr(value, "shape") and hasattr(value, "dtype") else value

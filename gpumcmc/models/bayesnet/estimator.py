@@ -15,7 +15,7 @@ from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
 from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import run, sharded
-from gpumcmc.sampling._estimator import Estimator, atomic_fit
+from gpumcmc.sampling._estimator import Estimator, all_or_nothing, atomic_fit
 from gpumcmc.shards import resolve
 
 from .algorithm import _one_shard, _Plan, case_parts, collective, graph_ready
@@ -147,16 +147,11 @@ class BayesianNetwork(Estimator):
         the network again, as the constructor does (checked at once): its nodes, cardinalities and tables
         follow, and an earlier fit's ``cpts_`` give way to the new ``cpts`` (or to none)."""
         structure = {k: params.pop(k) for k in self._STRUCTURE if k in params}
-        before = dict(self.__dict__)
-        try:
+        with all_or_nothing(self):  # refused: the network stays as it was
             super().set_params(**params)
             if structure:
                 rest = {k: getattr(self, k) for k in self._get_param_names() if k not in self._STRUCTURE}
                 self.__init__(*(structure.get(k, getattr(self, k)) for k in self._STRUCTURE), **rest)
-        except BaseException:  # refused: the network stays as it was
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
         return self
 
     @classmethod

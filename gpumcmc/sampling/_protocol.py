@@ -377,9 +377,6 @@ def _check_same_stats(per_shard, stats) -> None:
         if present(stats[i]) != where:
             raise ValueError(f"local returned statistics {where} (those not None) on shard 0 and "
                              f"{present(stats[i])} on shard {i}; every shard must return the same fields.")
-        if len(arrays) != len(first):
-            raise ValueError(f"local returned {len(first)} statistics on shard 0 and {len(arrays)} on shard {i}; "
-                             "every shard must return the same fields.")
         for j, (a, b) in enumerate(zip(first, arrays)):
             if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
                 what = repr(names[where[j]]) if names else str(where[j])

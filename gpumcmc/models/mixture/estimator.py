@@ -343,14 +343,14 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         w, mu, cov, perm = d["weights"], d["means"], d["covariances"], None
         if self.relabel:
             w, mu, cov, perm = align_draws(w, mu, cov, d["loglik"], self._scale, return_perm=True)
-        used, best = self._chains_to_pool(w, mu, cov, _backend.to_host(d["loglik"]), score)
+        host = host()
+        used, best = self._chains_to_pool(w, mu, cov, host["loglik"], score)
         self.chains_used_ = used
         wu, muu, covu = w, mu, cov
         if len(used) < self.n_chains:  # the estimates from the chains that agree with the best one
             idx = xp.asarray(used)
             wu, muu, covu = w[idx], mu[idx], cov[idx]
         wm, means, covs = wu.mean(axis=(0, 1)), _weighted_mean(wu, muu), _weighted_mean(wu, covu)
-        host = host()
         tr.draws, tr.stats, tr.monitors, self.trace_ = host, {"n_active": host["n_active"]}, keep.monitors(), tr
         self._draws = {"weights": _backend.to_host(w), "means": _backend.to_host(mu) + self._center,
                        "perm": perm,  # the relabelling of each draw (None: not relabelled), for covariances

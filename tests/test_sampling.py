@@ -52,6 +52,21 @@ def test_a_run_that_keeps_no_draw_has_empty_arrays_of_each_name(xp, kw):
     assert isinstance(tr.draws["x"], np.ndarray)
 
 
+@pytest.mark.parametrize("kw", [dict(n_iter=0, burn_in=5), dict(n_iter=3, thin=4)])
+def test_a_run_resumed_after_its_last_iteration_that_kept_no_draw_has_empty_arrays(tmp_path, xp, kw):
+    # The second call runs no iteration (the checkpoint holds the finished run): its empty arrays come from
+    # the checkpoint, not from a last (state, info) it never sees.
+    path = tmp_path / "run.npz"
+    first = _run(xp, checkpoint=path, **kw)
+    again = _run(xp, checkpoint=path, **kw)
+    assert again.iterations == first.iterations
+    for part in ("draws", "stats"):
+        a, b = getattr(first, part), getattr(again, part)
+        assert set(a) == set(b) == ({"x"} if part == "draws" else {"accepted"})
+        for name in a:
+            assert b[name].shape == a[name].shape and b[name].dtype == a[name].dtype
+
+
 def test_kept_draws_are_the_states_values(xp):
     # Each kept value is stored as it was after its iteration: C-ordered rows by a copy of their bytes on
     # the GPU, strided views and other dtypes by the general assignment.

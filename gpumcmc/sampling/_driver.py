@@ -313,7 +313,10 @@ def _state_leaves(state):
 
 
 def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, store: _Store,
-                     stats: _Store, monitors: dict, config: dict, stopped: bool = False) -> None:
+                     stats: _Store, monitors: dict, config: dict, stopped: bool = False,
+                     empty: tuple | None = None) -> None:
+    """``empty``: where no draw is kept yet, the ``(draws, stats)`` of :func:`_no_draws`, saved so that a run
+    resumed after its last iteration still gives each name's empty array."""
     arrays = {}
     for key, value in _state_leaves(state):
         if not _storable(value):
@@ -326,6 +329,10 @@ def _save_checkpoint(path: Path, state, rng: Generator, done: int, kept: int, st
         arrays[f"draws/{name}"] = a
     for name, a in stats.host(kept).items():
         arrays[f"stats/{name}"] = a
+    if kept == 0 and empty is not None:
+        for part, values in zip(("empty_draws", "empty_stats"), empty):
+            for name, a in values.items():
+                arrays[f"{part}/{name}"] = a
     for name, (its, vals) in monitors.items():
         arrays[f"monitor_it/{name}"] = np.asarray(its, dtype=np.int64)
         arrays[f"monitor_val/{name}"] = np.asarray(vals, dtype=np.float64)
@@ -378,7 +385,8 @@ def _load_checkpoint(path: Path):
 
 
 def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, stats: _Store, mon: dict):
-    """Load a checkpoint into ``store``, ``stats``, ``mon`` and ``rng``: ``(state, done, kept, stopped)``."""
+    """Load a checkpoint into ``store``, ``stats``, ``mon`` and ``rng``: ``(state, done, kept, stopped, empty)``,
+    ``empty`` the saved ``(draws, stats)`` of no kept draw (None where the checkpoint holds none)."""
     meta, data = _load_checkpoint(path)
     if meta.get("version") != _CHECKPOINT_VERSION:
         raise ValueError(f"{path} was written by another version of gpumcmc; delete it or pass resume=False.")
@@ -400,7 +408,9 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
     for name in mon:
         if f"monitor_it/{name}" in data:
             mon[name] = (list(data[f"monitor_it/{name}"]), list(data[f"monitor_val/{name}"]))
-    return state, done, kept, bool(meta.get("stopped", False))
+    empty = tuple({k[len(part) + 1:]: v for k, v in data.items() if k.startswith(part + "/")}
+                  for part in ("empty_draws", "empty_stats"))
+    return state, done, kept, bool(meta.get("stopped", False)), (empty if any(empty) else None)
 
 
 def _check_saved_state(path, state, saved: dict) -> None:
@@ -488,6 +498,7 @@ class _Run:
         self.stopped = False
         self.first = 0  # the first iteration this call runs (after a resume, where it resumed)
         self.resumed_names = None  # the collected names a resumed run's kept draws hold
+        self.empty = None  # a resumed run's saved (draws, stats) of no kept draw
 
     def iterations(self):
         """The iteration indices still to run (none for a run that a stop condition ended)."""
@@ -551,6 +562,11 @@ class _Run:
         self.mon[name][0].append(n)
         self.mon[name][1].append(value)
 
+    def no_draws(self, last, collect) -> tuple[dict, dict]:
+        """``(draws, stats)`` of no kept draw, in the layout that the final ``(state, info)`` would give."""
+        return (_no_draws(collect(*last) if collect is not None else {}, self.n_chains),
+                _no_draws(_info_stats(last[1]), self.n_chains))
+
     def trace(self, state, seconds: float, last=None, collect=None) -> Trace:
         """The run's Trace. ``last`` is the final ``(state, info)`` where an iteration ran: a run that kept
         no draw (all burn-in, or ``n_iter < thin``) still gives each collected name and Info stat, with no
@@ -558,9 +574,11 @@ class _Run:
         monitors_out = {name: (np.asarray(its, dtype=np.int64), np.asarray(vals, dtype=np.float64))
                         for name, (its, vals) in self.mon.items()}
         draws, stats = self.store.host(self.kept), self.stats.host(self.kept)
-        if self.kept == 0 and last is not None:
-            draws = _no_draws(collect(*last) if collect is not None else {}, self.n_chains)
-            stats = _no_draws(_info_stats(last[1]), self.n_chains)
+        if self.kept == 0:
+            if last is not None:
+                draws, stats = self.no_draws(last, collect)
+            elif self.empty is not None:  # resumed after its last iteration
+                draws, stats = self.empty
         return Trace(draws, stats, monitors_out, state, self.n_chains, self.n_iter, self.burn_in, self.thin,
                      seconds, iterations=self.done, stopped=self.stopped)
 
@@ -720,7 +738,7 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
         r.config["checkpoint_key"] = str(checkpoint_key)
     path = _checkpoint_path(checkpoint)
     if path is not None and resume and path.exists():
-        state, r.done, r.kept, r.stopped = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)
+        state, r.done, r.kept, r.stopped, r.empty = _restore(path, state, rng, r.config, r.store, r.stats, r.mon)
         r.first = r.done
         if r.kept:
             r.resumed_names = r.store.layout()
@@ -745,7 +763,8 @@ def run(step: Callable, state, rng=None, n_iter: int | None = 1000, *, burn_in: 
                     callback(n, state, info)
                 if path is not None and (n % checkpoint_every == 0 or r.last(n)):
                     _check()
-                    _save_checkpoint(path, state, rng, n, r.kept, r.store, r.stats, r.mon, r.config, r.stopped)
+                    _save_checkpoint(path, state, rng, n, r.kept, r.store, r.stats, r.mon, r.config, r.stopped,
+                                     r.no_draws(last, collect) if r.kept == 0 else None)
                 if bar is not None:
                     bar.update(1)
                 r.done = n

@@ -7,6 +7,7 @@ chosen at the first call that needs one (see :mod:`gpumcmc.backend`).
 from . import backend, random
 from .discrete import categorical, categorical_logits, categorical_products, token_order
 from ._config import config
+from ._info import info, show_versions
 from ._validate import check, deferred as deferred_validation, set_validation, validation
 from ._version import __version__
 from .backend import backend_name, get_array_module, to_device, to_host
@@ -34,10 +35,12 @@ __all__ = [
     "datasets",
     "deferred_validation",
     "get_array_module",
+    "info",
     "models",
     "random",
     "sampling",
     "set_validation",
+    "show_versions",
     "validation",
     "to_device",
     "to_host",

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
             demo_parser.error(str(e))
         return 1 if any("error" in r for r in results) else 0
     if args.command in (None, "info"):
-        from .info import format_info, info
+        from ._info import format_info, info
 
         print(format_info(info()))
         return 0

@@ -143,10 +143,19 @@ def test_info_command_prints_backend():
     assert lines["backend"] == "numpy" and "device" in lines
 
 
+def test_info_and_show_versions_are_callable_from_the_package(capsys, monkeypatch):
+    monkeypatch.setenv("GPUMCMC_BACKEND", "numpy")
+    got = gpumcmc.info()
+    assert got["gpumcmc"] == gpumcmc.__version__ and got["numpy"] == np.__version__
+    gpumcmc.show_versions()
+    lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["gpumcmc"] == gpumcmc.__version__ and "device" in lines
+
+
 def test_info_reports_an_unavailable_backend(monkeypatch):
     """With GPUMCMC_BACKEND=cupy and no usable CuPy, ``info`` is what a user runs to find out why: it says
     so in the backend line instead of raising before printing anything."""
-    from gpumcmc import info as info_mod
+    from gpumcmc import _info as info_mod
 
     def refuse():
         raise backend.BackendError("GPUMCMC_BACKEND=cupy was asked for, but CuPy is not importable")

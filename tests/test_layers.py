@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "gpumcmc"
 
 # Layers from the bottom; a module may import its own layer and those below it.
 LAYERS = [
-    ("core", ("gpumcmc._", "gpumcmc.backend", "gpumcmc.info")),
+    ("core", ("gpumcmc._", "gpumcmc.backend")),
     ("primitives", ("gpumcmc.random", "gpumcmc.discrete")),
     ("sampler core", ("gpumcmc.sampling", "gpumcmc.shards", "gpumcmc.distributed")),
     ("models", ("gpumcmc.glm", "gpumcmc.nested", "gpumcmc.models", "gpumcmc.datasets")),

@@ -328,3 +328,14 @@ def test_gpu_fused_fit_on_digits_matches_scikit_learn_quality(cp):
     ours = RBM(n_hidden=256, learning_rate=0.05, n_iter=10, random_state=0, backend="cupy", progress=False).fit(X)
     sk = BernoulliRBM(n_components=256, learning_rate=0.05, batch_size=10, n_iter=10, random_state=0).fit(X)
     assert abs(ours.pseudo_likelihood(X) - RBM.from_sklearn(sk, backend="numpy").pseudo_likelihood(X)) < 2.0
+
+
+def test_sample_shows_a_progress_bar_by_default_as_ising_does(capsys):
+    # None follows the model's progress setting (on by default); progress=False or RBM(progress=False) hides it.
+    _small_rbm().sample(2, 3, random_state=0)
+    assert "RBM" in capsys.readouterr().err
+    _small_rbm().sample(2, 3, random_state=0, progress=False)
+    rs = np.random.default_rng(7)
+    quiet = RBM(rs.normal(0, 1.0, (5, 3)), rs.normal(0, 0.5, 5), rs.normal(0, 0.5, 3), progress=False, backend="numpy")
+    quiet.sample(2, 3, random_state=0)
+    assert capsys.readouterr().err == ""

@@ -124,18 +124,20 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         self._weights()
         return self.hidden_bias
 
-    def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool = False):
+    def sample(self, n_chains: int, n_steps: int, random_state=None, initial=None, progress: bool | None = None):
         """Final visible states of ``n_chains`` chains after ``n_steps`` block-Gibbs steps: 0/1 uint8
         (n_chains, n_visible) on the model's backend. ``random_state`` seeds this call (an int, a
         ``SeedSequence``, a NumPy or gpumcmc ``Generator``, or None); ``initial``: the chains' 0/1 visible
         start, ``(n_visible,)`` or ``(n_chains, n_visible)`` (None: uniform at random); ``progress``: a bar
-        over the steps."""
+        over the steps (None: the model's ``progress`` setting, on by default, as ``Ising.sample``'s)."""
         from ...sampling import run
 
         n_steps = _validate.check_int(n_steps, "n_steps", 0)
         xp = self._xp()
         rng = default_rng(random_state, backend="numpy" if xp is np else "cupy")
-        trace = run(self.step, self.init(n_chains, rng, initial), rng, n_steps, progress=progress, desc="RBM", n_chains=n_chains)
+        progress = self.progress if progress is None else progress
+        trace = run(self.step, self.init(n_chains, rng, initial), rng, n_steps, progress=progress, desc="RBM",
+                    n_chains=n_chains)
         return trace.state.v.astype(xp.uint8)
 
     def free_energy(self, v):

@@ -1,4 +1,5 @@
-"""``python -m gpumcmc info``: what gpumcmc sees on this machine."""
+"""What gpumcmc sees on this machine: ``gpumcmc.info()`` (a dict), ``gpumcmc.show_versions()`` and
+``python -m gpumcmc info`` (printed)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,15 @@ def _why_no_cupy() -> str:
     except Exception as e:  # no driver, a driver too old for this CuPy
         return f"installed, but CUDA reports: {type(e).__name__}: {e}"
     return "installed, but no CUDA device is visible" if n < 1 else "installed"
+
+
+def show_versions() -> None:
+    """Print :func:`info`, one "name  value" line each: what to paste into a bug report.
+
+    >>> import gpumcmc
+    >>> gpumcmc.show_versions()  # doctest: +SKIP
+    """
+    print(format_info(info()))
 
 
 def format_info(d: dict) -> str:

@@ -1,0 +1,91 @@
+"""glm_fg_rows' launch shape on one GPU: threads a block, 16-byte loads a thread (the tile's register
+buffer), tile bytes and the blocks the compiler must fit on an SM, each timed (20 calls queued, median of 5)
+against the read-once floor (X and y over the copy bandwidth measured here). The outputs' largest relative
+difference from the default shape is recorded: another tile size sums the rows in another order.
+
+    python -m benchmarks.probes.glm_fg_shape OUT.json
+"""
+import json
+import sys
+import time
+
+import numpy as np
+
+# (threads, GLM_VPT, tile bytes, GLM_ROWS_MIN_BLOCKS); the first is the default
+SHAPES = [(256, 8, 32768, 3), (256, 8, 32768, 4), (256, 4, 16384, 4), (256, 4, 16384, 5), (256, 4, 16384, 6),
+          (256, 2, 8192, 6), (256, 2, 8192, 8), (512, 4, 32768, 2), (512, 4, 32768, 3), (128, 8, 16384, 6),
+          (128, 8, 16384, 8), (256, 6, 24576, 4)]
+
+
+def main(out):
+    import cupy as cp
+
+    from gpumcmc import _loader
+    from gpumcmc._config import config
+    from gpumcmc.glm import _rows_plan, loglik_and_grad
+
+    rs = np.random.default_rng(0)
+    n_bytes = 1 << 30
+    a, b = cp.empty(n_bytes, cp.uint8), cp.empty(n_bytes, cp.uint8)
+    cp.copyto(b, a)
+    ev = cp.cuda.Event(), cp.cuda.Event()
+    ev[0].record()
+    for _ in range(5):
+        cp.copyto(b, a)
+    ev[1].record()
+    ev[1].synchronize()
+    bw = 2 * 5 * n_bytes / (cp.cuda.get_elapsed_time(*ev) * 1e-3)
+    del a, b
+    rows = [{"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "copy_GBps": bw / 1e9,
+             "sms": _loader.sm_count()}]
+    print(json.dumps(rows[0]), flush=True)
+
+    def save():
+        with open(out, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+    for N, K, B in ((4_000_000, 50, 1), (4_000_000, 50, 2), (4_000_000, 50, 8)):
+        X = cp.asarray((rs.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32))
+        y = cp.asarray((rs.random(N) < 0.5).astype(np.float32))
+        beta = cp.asarray(rs.normal(size=(B, K)).astype(np.float32) * 0.1)
+        beta = beta[0] if B == 1 else beta
+        floor = (X.nbytes + y.nbytes) / bw * 1e3
+        ref = None
+        for threads, vpt, tile, minb in SHAPES:
+            if B == 8 and minb > 4:
+                continue
+            defines = (("GLM_THREADS", threads), ("GLM_VPT", vpt), ("GLM_ROWS_MIN_BLOCKS", minb))
+            row = {"N": N, "K": K, "B": B, "threads": threads, "vpt": vpt, "tile_bytes": tile, "min_blocks": minb}
+            try:
+                with config.override(glm_defines=defines, glm_threads=threads, glm_tile_bytes=tile):
+                    f, g = loglik_and_grad(X, y, beta, family="bernoulli", check=False)
+                    f, g = cp.asnumpy(f).astype(np.float64), cp.asnumpy(g).astype(np.float64)
+                    _, _, R, _, _, smem, grid = _rows_plan(N, K, B, np.float32)
+                    for _ in range(3):
+                        loglik_and_grad(X, y, beta, family="bernoulli", check=False)
+                    best = []
+                    for _ in range(5):
+                        cp.cuda.Device().synchronize()
+                        t = time.perf_counter()
+                        for _ in range(20):
+                            loglik_and_grad(X, y, beta, family="bernoulli", check=False)
+                        cp.cuda.Device().synchronize()
+                        best.append((time.perf_counter() - t) / 20 * 1e3)
+                ms = float(np.median(best))
+                if ref is None:
+                    ref = (f, g)
+                rel = max(float(np.max(np.abs(f - ref[0]) / np.maximum(np.abs(ref[0]), 1e-30))),
+                          float(np.max(np.abs(g - ref[1]) / np.maximum(np.abs(ref[1]), 1e-30))))
+                row.update(R=R, smem=smem, grid=grid, blocks_per_sm=grid / _loader.sm_count(), ms=ms,
+                           floor_ms=floor, fraction=floor / ms, max_rel_diff_from_default=rel)
+            except Exception as e:  # a shape that does not compile or launch: recorded, the rest go on
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            save()
+        del X, y
+    save()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "glm_fg_shape.json")

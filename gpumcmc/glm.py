@@ -337,13 +337,13 @@ def _rows_plan(N, K, B, dtype):
     names = tuple(f"glm_fg_rows<{ct}, {p}>" for p in _ROWS_NB) + (f"glm_fg_reduce<{ct}>",)
     fn = _loader.get_function("glm.cu", f"glm_fg_rows<{ct}, {nb}>", names, config.glm_defines)
     red = _loader.get_function("glm.cu", names[-1], names, config.glm_defines)
-    Kp = K + 1 if K % 4 == 0 else K   # an odd stride (or 2 mod 4) for the rows in shared memory
-    nsub = c.glm_threads // (K + 1)
+    Kp = K + (2 - K) % 4   # the rows' stride in shared memory: even, and 2 mod 4 (see glm_fg_rows)
+    nsub = c.glm_threads // ((K + 1) // 2)
 
     def smem_of(R):
-        xs = max(R * Kp * s, 8 * nsub * B * (K + 1))
+        xs = max(R * Kp * s, 8 * (nsub * B * (K + 1) + c.glm_threads // 32 * B))
         xs = -(-xs // 16) * 16
-        return 8 * B * R + xs + s * B * R + s * B * K, xs // s
+        return xs + s * B * R + s * B * K, xs // s
 
     R = min(c.glm_rows_max_r, c.glm_tile_bytes // (K * s)) // 32 * 32
     while R > 32 and smem_of(R)[0] > c.glm_shared_limit:

@@ -382,35 +382,39 @@ __global__ void glm_fg_check(const T* __restrict__ f, int B, unsigned long long*
 
 // ---------------------------------------------------------------------------
 // glm_fg_rows<T, NB>: the same sums with a thread per row, for up to NB <= 8 chains (the default kernel
-// for them; NB = 1, 2, 4 or 8 fixes the accumulators each thread keeps in registers). X is streamed as in glm_fg_tiles (the same prefetch of R * K contiguous elements, 128-bit
-// loads, the next tile in flight while the block works on this one) and stored in shared memory with
-// row stride Kp (K, or K + 1 when K is a multiple of 4, so that 32 consecutive rows fall in at least 16
-// banks; with Kp == K the tile is stored as it came, 16 bytes a thread).
+// for them; NB = 1, 2, 4 or 8 fixes the accumulators each thread keeps in registers). X is streamed as in
+// glm_fg_tiles (the same prefetch of R * K contiguous elements, 128-bit loads, the next tile in flight while
+// the block works on this one) and stored in shared memory with an even row stride Kp = 2 mod 4 (K itself
+// when K = 2 mod 4, as K = 50; else K + 1, K + 2 or K + 3), so that a warp's reads of two elements of 32
+// consecutive rows fall in distinct banks; with Kp == K the tile is stored as it came, 16 bytes a thread.
 //
-// Phase 1: a thread per (chain, row) of the tile forms eta from the row in shared memory and the
-// chain's coefficients (beta_s, read by all lanes at once), then its log-likelihood and
-// r = w dloglik/deta in double; r (in T) and the log-likelihood (double) go to shared memory. No
-// shuffles, no reductions across lanes: every thread's work is independent, so a tile takes a few
-// dependent steps rather than glm_fg_tiles' 32-row chains of exchanges.
-// Phase 2: thread (sub, c), c <= K, adds column c of rows t0(sub) .. t1(sub) of the tile times r of
-// each chain (the rows' log-likelihoods for c == K), in T over the tile's rows and then into a double
-// accumulator it keeps, in registers, over all its tiles. At the end the nsub = GLM_THREADS / (K + 1)
-// threads of a column are summed in order and the block writes part[blockIdx.x] (B x (K + 1)), which
-// glm_fg_reduce adds up: no atomics, a fixed order, results that repeat bit for bit.
+// Phase 1: a thread per (chain, row) of the tile forms eta from the row in shared memory and the chain's
+// coefficients (beta_s, read by all lanes at once), two elements a read, then the row's log-likelihood and
+// r = w dloglik/deta in double. r (in T) goes to shared memory; the log-likelihood is added to the thread's
+// own sum for its chain (a thread takes the same (chain, row) places of every tile), in double, in
+// registers. No shuffles, no reductions across lanes.
+// Phase 2: thread (sub, q), q < KH = ceil(K / 2), adds columns 2q and 2q + 1 of rows t0(sub) .. t1(sub) of
+// the tile times r of each chain, reading both columns of a row at once and r of 16 bytes of rows at once,
+// in T over the tile's rows and then into double accumulators it keeps over all its tiles.
+// At the end the nsub = GLM_THREADS / KH threads of a column are summed in order, and the threads' sums of
+// the log-likelihood by a fixed tree in each warp and then warp by warp, and the block writes part[blockIdx.x] (B x (K + 1)), which
+// glm_fg_reduce adds up: no atomics, a fixed order, results that repeat bit for bit. (The order depends on
+// the grid, and so on the GPU's SM count: the last bits of f and g can differ from one GPU model to another.)
 //
-// Shared memory, as the launcher computes it: ll_s 8*B*R | x_s max(R*Kp*sizeof(T), 8*nsub*B*(K+1))
+// Shared memory, as the launcher computes it: x_s max(R*Kp*sizeof(T), 8*(nsub*B*(K+1) + GLM_WARPS*B))
 // (rounded up to 16 bytes) | r_s B*R*sizeof(T) | beta_s B*K*sizeof(T).
 
 #ifndef GLM_ROWS_MIN_BLOCKS
 #define GLM_ROWS_MIN_BLOCKS 3
 #endif
-#ifndef GLM_ROWS_VEC
-#define GLM_ROWS_VEC 1  // wide shared-memory reads in glm_fg_rows' two phases (0: one element a read)
+#ifndef GLM_ROWS_UNROLL
+#define GLM_ROWS_UNROLL 8  // steps of the phases' inner loops unrolled: their shared-memory reads in flight together
 #endif
+constexpr int glm_rows_unroll = GLM_ROWS_UNROLL;  // (a pragma's argument is not macro-expanded)
 
-// Shared memory serves a warp's read of 32 consecutive elements in one pass, and glm_fg_rows is bound by
-// those passes, not by its DRAM reads: so its phases read two elements of a row (phase 1, where the rows'
-// stride allows) and 16 bytes of r (phase 2) at a time, in the same order of additions as one at a time.
+// Shared memory serves a warp's read of 32 consecutive 4-byte words in one pass, and glm_fg_rows is bound by
+// its instructions and those passes, not by its DRAM reads: so both phases read two elements of a row, and
+// phase 2 16 bytes of r, at a time.
 template <typename T> struct glm_vec2;
 template <> struct glm_vec2<float> { typedef float2 type; };
 template <> struct glm_vec2<double> { typedef double2 type; };
@@ -437,21 +441,21 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
             const T* __restrict__ beta, long long N, int K, int Kp, int B, int R, int xs_len, int vec, int family,
             double sigma, double* __restrict__ part, unsigned long long* flag, unsigned long long call) {
     constexpr int EV = 16 / (int)sizeof(T);
+    typedef typename glm_vec2<T>::type T2;
     extern __shared__ __align__(16) unsigned char glm_smem[];
-    double* ll_s = reinterpret_cast<double*>(glm_smem);
-    T* x_s = reinterpret_cast<T*>(ll_s + (size_t)B * R);
+    T* x_s = reinterpret_cast<T*>(glm_smem);
     T* r_s = x_s + xs_len;
     T* beta_s = r_s + (size_t)B * R;
     double* red = reinterpret_cast<double*>(x_s);  // the end's sums over subsets, once x_s is done
     const int tid = threadIdx.x;
     for (int j = tid; j < B * K; j += GLM_THREADS) beta_s[j] = beta[j];
-    const int KA = K + 1, nsub = GLM_THREADS / KA;
-    const int cc = tid % KA, sub = tid / KA;
-    const bool gact = sub < nsub;
+    const int KA = K + 1, KH = (K + 1) >> 1, nsub = GLM_THREADS / KH;
+    const int q = tid % KH, sub = tid / KH, c0 = 2 * q;
+    const bool gact = sub < nsub, two = c0 + 1 < K;
     const int t0 = gact ? (sub * R) / nsub : 0, t1 = gact ? ((sub + 1) * R) / nsub : 0;
-    double acc[NB];
+    double acc0[NB], acc1[NB], lla[NB];  // columns c0 and c0 + 1; this thread's rows' log-likelihood
 #pragma unroll
-    for (int b = 0; b < NB; ++b) acc[b] = 0.0;
+    for (int b = 0; b < NB; ++b) acc0[b] = acc1[b] = lla[b] = 0.0;
     const long long n_tiles = (N + R - 1) / R;
     const int tile_el = R * K;
     const float invK = 1.0f / (float)K;
@@ -462,7 +466,7 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
     for (; tile < n_tiles; tile += gridDim.x) {
         const long long row0 = tile * (long long)R;
         const int rows = (int)min((long long)R, N - row0);
-        __syncthreads();  // the previous tile's phase 2 is done with x_s, r_s and ll_s
+        __syncthreads();  // the previous tile's phase 2 is done with x_s and r_s
         if (Kp == K) {
 #pragma unroll
             for (int v = 0; v < GLM_VPT; ++v) {
@@ -491,7 +495,6 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
         if (tile + gridDim.x < n_tiles) glm_prefetch<T>(buf, X, tile + gridDim.x, R, K, N, vec);
         for (int item = tid; item < B * R; item += GLM_THREADS) {
             const int b = item / R, t = item - b * R;
-            double ll = 0.0;
             T r = T(0);
             if (t < rows) {
                 const long long i = row0 + t;
@@ -502,10 +505,10 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                 const T* bt = beta_s + b * K;
                 T s0 = T(0), s1 = T(0);
                 int c = 0;
-                if (GLM_ROWS_VEC && ((Kp | K) & 1) == 0) {  // rows and beta rows start on pairs: read pairs
-                    typedef typename glm_vec2<T>::type T2;
+                if ((K & 1) == 0) {  // beta rows start on pairs (the rows of x_s always do): read pairs
                     const T2* xr2 = reinterpret_cast<const T2*>(xr);
                     const T2* bt2 = reinterpret_cast<const T2*>(bt);
+#pragma unroll glm_rows_unroll
                     for (; c + 1 < K; c += 2) {
                         const T2 xv = xr2[c >> 1], bv = bt2[c >> 1];
                         s0 += xv.x * bv.x;
@@ -519,77 +522,93 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                 }
                 if (c < K) s0 += xr[c] * bt[c];
                 double rd;
-                ll = glm_row<T>(family, (double)oi + (double)(s0 + s1), (double)yi, sigma, &rd) * (double)wi;
+                const double ll = glm_row<T>(family, (double)oi + (double)(s0 + s1), (double)yi, sigma, &rd) * (double)wi;
                 r = (T)(rd * (double)wi);
+#pragma unroll
+                for (int bb = 0; bb < NB; ++bb)
+                    if (bb == b) lla[bb] += ll;
                 suspect |= flag != nullptr && glm_y_outside<T>(family, yi);
             }
-            ll_s[item] = ll;
             r_s[item] = r;
         }
         __syncthreads();
         if (gact) {
-            if (cc < K) {
-                T pt[NB];
+            T pa[NB], pb[NB];
 #pragma unroll
-                for (int b = 0; b < NB; ++b) pt[b] = T(0);
-                int t = t0;
-                // r of V rows a read (16 bytes: R is a multiple of 32, so b * R + t is aligned); for up to two
-                // chains (more hold too many values in registers, which then spill)
-                if (GLM_ROWS_VEC && NB <= 2) {
-                    typedef typename glm_vec16<T>::type TV;
-                    constexpr int V = glm_vec16<T>::n;
-                    for (; t < t1 && (t & (V - 1)); ++t) {
-                        const T xv = x_s[t * Kp + cc];
-#pragma unroll
-                        for (int b = 0; b < NB; ++b)
-                            if (b < B) pt[b] += xv * r_s[b * R + t];
-                    }
-                    for (; t + V <= t1; t += V) {
-                        TV rv[NB];
-#pragma unroll
-                        for (int b = 0; b < NB; ++b)
-                            if (b < B) rv[b] = *reinterpret_cast<const TV*>(r_s + b * R + t);
-#pragma unroll
-                        for (int j = 0; j < V; ++j) {
-                            const T xv = x_s[(t + j) * Kp + cc];
-#pragma unroll
-                            for (int b = 0; b < NB; ++b)
-                                if (b < B) pt[b] += xv * glm_lane<T>(rv[b], j);
-                        }
-                    }
-                }
-                for (; t < t1; ++t) {
-                    const T xv = x_s[t * Kp + cc];
+            for (int b = 0; b < NB; ++b) pa[b] = pb[b] = T(0);
+            const T* xc = x_s + c0;
+            int t = t0;
+            // r of V rows a read (16 bytes: R is a multiple of 32, so b * R + t is aligned once t is); for up
+            // to two chains (more hold too many values in registers, which then spill)
+            if (NB <= 2) {
+                typedef typename glm_vec16<T>::type TV;
+                constexpr int V = glm_vec16<T>::n;
+                for (; t < t1 && (t & (V - 1)); ++t) {
+                    const T2 xv = *reinterpret_cast<const T2*>(xc + t * Kp);
 #pragma unroll
                     for (int b = 0; b < NB; ++b)
-                        if (b < B) pt[b] += xv * r_s[b * R + t];
+                        if (b < B) { pa[b] += xv.x * r_s[b * R + t]; pb[b] += xv.y * r_s[b * R + t]; }
                 }
+#pragma unroll glm_rows_unroll
+                for (; t + V <= t1; t += V) {
+                    TV rv[NB];
 #pragma unroll
-                for (int b = 0; b < NB; ++b) acc[b] += (double)pt[b];
-            } else {
+                    for (int b = 0; b < NB; ++b)
+                        if (b < B) rv[b] = *reinterpret_cast<const TV*>(r_s + b * R + t);
 #pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    if (b < B) {
-                        double p = 0.0;
-                        for (int t = t0; t < t1; ++t) p += ll_s[b * R + t];
-                        acc[b] += p;
+                    for (int j = 0; j < V; ++j) {
+                        const T2 xv = *reinterpret_cast<const T2*>(xc + (t + j) * Kp);
+#pragma unroll
+                        for (int b = 0; b < NB; ++b)
+                            if (b < B) {
+                                const T rb = glm_lane<T>(rv[b], j);
+                                pa[b] += xv.x * rb;
+                                pb[b] += xv.y * rb;
+                            }
                     }
                 }
+            }
+            for (; t < t1; ++t) {
+                const T2 xv = *reinterpret_cast<const T2*>(xc + t * Kp);
+#pragma unroll
+                for (int b = 0; b < NB; ++b)
+                    if (b < B) { pa[b] += xv.x * r_s[b * R + t]; pb[b] += xv.y * r_s[b * R + t]; }
+            }
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                acc0[b] += (double)pa[b];
+                acc1[b] += (double)pb[b];
             }
         }
     }
     __syncthreads();
+    double* red_ll = red + (size_t)nsub * B * KA;
     if (gact) {
 #pragma unroll
         for (int b = 0; b < NB; ++b)
-            if (b < B) red[((size_t)sub * B + b) * KA + cc] = acc[b];
+            if (b < B) {
+                red[((size_t)sub * B + b) * KA + c0] = acc0[b];
+                if (two) red[((size_t)sub * B + b) * KA + c0 + 1] = acc1[b];
+            }
+    }
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {  // each warp's sum by a fixed tree, then the warps' in order below
+        double v = lla[b];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(GLM_FULL, v, o);
+        if (b < B && (tid & 31) == 0) red_ll[(size_t)b * GLM_WARPS + (tid >> 5)] = v;
     }
     __syncthreads();
     for (int j = tid; j < B * KA; j += GLM_THREADS) {
+        const int b = j / KA, c = j - b * KA;
         double s = 0.0;
-        for (int q = 0; q < nsub; ++q) s += red[(size_t)q * B * KA + j];
+        if (c < K) {
+            for (int qq = 0; qq < nsub; ++qq) s += red[(size_t)qq * B * KA + j];
+        } else {
+            for (int wp = 0; wp < GLM_WARPS; ++wp) s += red_ll[(size_t)b * GLM_WARPS + wp];
+            suspect |= flag != nullptr && !isfinite(s);
+        }
         part[(size_t)blockIdx.x * B * KA + j] = s;
-        if (j % KA == K) suspect |= flag != nullptr && !isfinite(s);
     }
     if (flag != nullptr && __syncthreads_or(suspect) && tid == 0) *flag = call;
 }

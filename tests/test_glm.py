@@ -627,7 +627,7 @@ _TILED_CASES = [
 
 
 # Shapes for glm_fg_rows: those above that it takes (up to 8 chains, K < 256, 32 rows of K in a tile),
-# and more where K is a multiple of 4 (rows stored with stride K + 1, element by element) or one column
+# and more where K is not 2 mod 4 (rows stored with a wider stride, element by element) or one column
 # with 8 chains (tiles cut short to fit the chains' sums in shared memory).
 _ROWS_CASES = [c for c in _TILED_CASES if c[2] <= 8 and c[1] < 256 and 32 * c[1] * np.dtype(c[3]).itemsize <= 32768]
 _ROWS_CASES += [

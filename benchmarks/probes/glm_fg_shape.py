@@ -3,7 +3,9 @@ buffer), tile bytes and the blocks the compiler must fit on an SM, each timed (2
 against the read-once floor (X and y over the copy bandwidth measured here). The outputs' largest relative
 difference from the default shape is recorded: another tile size sums the rows in another order.
 
-    python -m benchmarks.probes.glm_fg_shape OUT.json
+    python -m benchmarks.probes.glm_fg_shape OUT.json [--default-only | --unroll]
+
+``--unroll``: the default shape with the phases' inner loops unrolled 1, 2, 4 and 8 steps (GLM_ROWS_UNROLL).
 """
 import json
 import sys
@@ -17,7 +19,7 @@ SHAPES = [(256, 8, 32768, 3), (256, 8, 32768, 4), (256, 4, 16384, 4), (256, 4, 1
           (128, 8, 16384, 8), (256, 6, 24576, 4)]
 
 
-def main(out):
+def main(out, default_only=False, unroll=False):
     import cupy as cp
 
     from gpumcmc import _loader
@@ -51,11 +53,16 @@ def main(out):
         beta = beta[0] if B == 1 else beta
         floor = (X.nbytes + y.nbytes) / bw * 1e3
         ref = None
-        for threads, vpt, tile, minb in SHAPES:
+        cases = [(shape, None) for shape in (SHAPES[:1] if default_only or unroll else SHAPES)]
+        if unroll:
+            cases = [(SHAPES[0], u) for u in (4, 1, 2, 8)]
+        for (threads, vpt, tile, minb), u in cases:
             if B == 8 and minb > 4:
                 continue
             defines = (("GLM_THREADS", threads), ("GLM_VPT", vpt), ("GLM_ROWS_MIN_BLOCKS", minb))
-            row = {"N": N, "K": K, "B": B, "threads": threads, "vpt": vpt, "tile_bytes": tile, "min_blocks": minb}
+            defines += (("GLM_ROWS_UNROLL", u),) if u is not None else ()
+            row = {"N": N, "K": K, "B": B, "threads": threads, "vpt": vpt, "tile_bytes": tile, "min_blocks": minb,
+                   "unroll": u}
             try:
                 with config.override(glm_defines=defines, glm_threads=threads, glm_tile_bytes=tile):
                     f, g = loglik_and_grad(X, y, beta, family="bernoulli", check=False)
@@ -88,4 +95,5 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "glm_fg_shape.json")
+    main(sys.argv[1] if len(sys.argv) > 1 else "glm_fg_shape.json", "--default-only" in sys.argv,
+         "--unroll" in sys.argv)

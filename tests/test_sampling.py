@@ -683,6 +683,42 @@ def test_fits_in_worker_threads_keep_their_warnings_where_they_come_from():
     assert any("did not converge" in str(c.message) for c in caught)
 
 
+def test_a_fit_in_the_main_thread_leaves_other_threads_warnings_where_they_come_from():
+    # Another thread's warning during a main-thread fit is shown from its own line, not taken into the fit's
+    # and re-issued at the fit's caller's line.
+    import threading
+    import warnings as w
+
+    from gpumcmc.sampling._estimator import atomic_fit
+
+    started, done, shown = threading.Event(), threading.Event(), []
+
+    def other():
+        started.wait(5)
+        w.warn("from the other thread", UserWarning)
+        done.set()
+
+    class Slow:
+        @atomic_fit
+        def fit(self):
+            started.set()
+            done.wait(5)
+            w.warn("from the fit", RuntimeWarning)
+            return self
+
+    t = threading.Thread(target=other)
+    t.start()
+    with w.catch_warnings():
+        w.simplefilter("always")
+        w.showwarning = lambda m, c, f, n, *a: shown.append((str(m), f, n))
+        Slow().fit()
+    t.join()
+    fit_line = [n for m, f, n in shown if m == "from the fit"]
+    other = [(f, n) for m, f, n in shown if m == "from the other thread"]
+    assert len(fit_line) == 1 and len(other) == 1
+    assert other[0][1] != fit_line[0]     # shown at its own line, in other(), not at Slow().fit()'s
+
+
 def test_a_fit_that_warns_then_fails_shows_both():
     from gpumcmc.models import BayesianGLM
 

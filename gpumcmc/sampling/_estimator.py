@@ -148,6 +148,26 @@ def all_or_nothing(obj):
         raise
 
 
+@contextlib.contextmanager
+def _this_threads_warnings():
+    """Record the warnings this thread gives inside the block (under the "always" filter, so that none is lost
+    to the registry of the line it comes from); those of other threads go on to be shown as they would have
+    been, not recorded (and so not re-issued at this thread's caller's line)."""
+    me, log = threading.get_ident(), []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if threading.get_ident() == me:
+                log.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield log
+
+
 def atomic_fit(fit):
     """``fit`` as one step for the estimator: where it raises (bad input found late, a ``KeyboardInterrupt``
     in a notebook), the estimator's attributes are put back as they were before the call, so that a model
@@ -158,14 +178,13 @@ def atomic_fit(fit):
     zero), is ignored inside, so ``np.seterr(all="raise")`` set to hunt NaNs does not stop a fit on it. The
     warnings the fit gives are shown at the caller's line (the user's ``fit(...)``), whatever depth they
     come from (in the main thread: recording them swaps process-wide state, which fits in other threads
-    would share); one turned into an error by a warnings filter fails the fit as a whole, as above."""
+    would share; other threads' warnings meanwhile are shown where they come from, under the "always" filter
+    while the fit runs); one turned into an error by a warnings filter fails the fit as a whole, as above."""
     @functools.wraps(fit)
     def fit_all_or_nothing(self, *args, **kwargs):
         record = threading.current_thread() is threading.main_thread()  # see above: main thread only
         with all_or_nothing(self):
-            with warnings.catch_warnings(record=True) if record else contextlib.nullcontext() as caught:
-                if record:
-                    warnings.simplefilter("always")
+            with _this_threads_warnings() if record else contextlib.nullcontext() as caught:
                 try:
                     with np.errstate(under="ignore"):
                         out = fit(self, *args, **kwargs)

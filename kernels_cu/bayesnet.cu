@@ -73,6 +73,11 @@
 #define BN_GROUP_KMAX 4
 #endif
 static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1, 2 or 4 cells at a time");
+// Sweep: 1 = a lane reads the node and case of its four cells before drawing the first, so that their loads
+// are in flight together rather than one cell's after the one before (with BN_GROUP == 1). The same draws.
+#ifndef BN_PREFETCH
+#define BN_PREFETCH 1
+#endif
 
 #if BN_MIN_BLOCKS > 0
 #define BN_SWEEP_BOUNDS __launch_bounds__(BN_BLOCK, BN_MIN_BLOCKS)
@@ -313,6 +318,16 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
                                       make_uint2(k0, k1));
         unsigned int redo = 0;  // the cells whose products fell below BN_TINY
         const long long j0 = w * 128 + lane - cell0;  // the lane's first cell; the others at j0 + 32, + 64, + 96
+#if BN_PREFETCH && BN_GROUP == 1
+        int pre_v[4], pre_case[4];
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            const long long j = j0 + h * 32;
+            const bool in = j >= 0 && j < Mc;
+            pre_v[h] = in ? cell_node[j] : 0;
+            pre_case[h] = in ? cell_case[j] : 0;
+        }
+#endif
 #pragma unroll 1
         for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1
             bool grouped = false;
@@ -350,8 +365,14 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
             for (int h = g; h < g + BN_GROUP; ++h) {
                 const long long j = j0 + h * 32;
                 if (j < 0 || j >= Mc) continue;
+#if BN_PREFETCH && BN_GROUP == 1
+                const int v = h == 0 ? pre_v[0] : h == 1 ? pre_v[1] : h == 2 ? pre_v[2] : pre_v[3];
+                const int cs = h == 0 ? pre_case[0] : h == 1 ? pre_case[1] : h == 2 ? pre_case[2] : pre_case[3];
+#else
                 const int v = cell_node[j];
-                unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cell_case[j]) * V;
+                const int cs = cell_case[j];
+#endif
+                unsigned char* z = Z + (r * (unsigned long long)n + (unsigned long long)cs) * V;
                 const int K = card[v];
                 double p[KMAX];
 #ifdef BN_NET_CASES

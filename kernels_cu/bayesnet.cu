@@ -74,9 +74,10 @@
 #endif
 static_assert(BN_GROUP == 1 || BN_GROUP == 2 || BN_GROUP == 4, "BN_GROUP takes 1, 2 or 4 cells at a time");
 // Sweep: 1 = a lane reads the node and case of its four cells before drawing the first, so that their loads
-// are in flight together rather than one cell's after the one before (with BN_GROUP == 1). The same draws.
+// are in flight together rather than one cell's after the one before (with BN_GROUP == 1); 2 = and asks for
+// the four cases' rows of Z to be brought towards L1 then. The same draws.
 #ifndef BN_PREFETCH
-#define BN_PREFETCH 1
+#define BN_PREFETCH 2
 #endif
 
 #if BN_MIN_BLOCKS > 0
@@ -327,6 +328,14 @@ __global__ void BN_SWEEP_BOUNDS bn_sweep(
             pre_v[h] = in ? cell_node[j] : 0;
             pre_case[h] = in ? cell_case[j] : 0;
         }
+#if BN_PREFETCH >= 2  // and the cases' rows of Z towards L1 (their first and last bytes' lines)
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            const unsigned char* zr = Z + (r * (unsigned long long)n + (unsigned long long)pre_case[h]) * V;
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(zr));
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(zr + V - 1));
+        }
+#endif
 #endif
 #pragma unroll 1
         for (int g = 0; g < 4; g += BN_GROUP) {  // the lane's cells h = g .. g + BN_GROUP - 1

@@ -1,9 +1,11 @@
-"""The Bayesian network's sweep with its lanes' cell indices read ahead (BN_PREFETCH=1, the default) and
-without (0), on one GPU: Koller, 10^6 cases, half missing, m = 10, as user_path.py times the public fit (whole
+"""The Bayesian network's sweep with its lanes' cell indices read ahead (BN_PREFETCH=1), with the cases' rows
+of Z also asked for (2, the default), and without either (0), on one GPU: Koller, 10^6 cases, half missing, m = 10, as user_path.py times the public fit (whole
 calls of 5 and 205 iterations, the median of three differences), alternating the two twice, and the fitted
 tables and imputations of each compared bit for bit.
 
-    python -m benchmarks.probes.bn_prefetch OUT.json
+    python -m benchmarks.probes.bn_prefetch OUT.json [1,0,1,0]
+
+(the second argument: the BN_PREFETCH values to time, in turn; 2 also asks for the cases' rows of Z.)
 """
 import json
 import sys
@@ -33,7 +35,8 @@ def main(out):
         return time.perf_counter() - t
 
     rows, got = [{"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}], {}
-    for pf in (1, 0, 1, 0):
+    pfs = tuple(int(a) for a in sys.argv[2].split(",")) if len(sys.argv) > 2 else (1, 0, 1, 0)
+    for pf in pfs:
         with config.override(bayesnet_defines=(("BN_PREFETCH", pf),)):
             m = fit(20)
             got.setdefault(pf, [np.asarray(t).copy() for t in m.cpts_])
@@ -44,7 +47,8 @@ def main(out):
         rows.append({"BN_PREFETCH": pf, "ms_per_iteration": 1e3 * float(np.median(diffs)),
                      "diffs_ms": [1e3 * d for d in diffs]})
         print(json.dumps(rows[-1]), flush=True)
-    rows.append({"same_tables": all(np.array_equal(p, q) for p, q in zip(got[0], got[1]))})
+    first = got[pfs[0]]
+    rows.append({"same_tables": all(all(np.array_equal(p, q) for p, q in zip(first, g)) for g in got.values())})
     print(json.dumps(rows[-1]), flush=True)
     with open(out, "w") as fh:
         json.dump(rows, fh, indent=1)

@@ -1,7 +1,7 @@
-"""The Bayesian network's sweep with its lanes' cell indices read ahead (BN_PREFETCH=1), with the cases' rows
-of Z also asked for (2, the default), and without either (0), on one GPU: Koller, 10^6 cases, half missing, m = 10, as user_path.py times the public fit (whole
-calls of 5 and 205 iterations, the median of three differences), alternating the two twice, and the fitted
-tables and imputations of each compared bit for bit.
+"""The Bayesian network's sweep with its lanes' cell indices read ahead (BN_PREFETCH=1), with the cases'
+rows of Z also asked for (2, the default), and without either (0), on one GPU: Koller, 10^6 cases, half
+missing, m = 10, as user_path.py times the public fit (whole calls of 5 and 205 iterations, the median of
+three differences), the settings in turn, and the fitted tables of each compared bit for bit.
 
     python -m benchmarks.probes.bn_prefetch OUT.json [1,0,1,0]
 

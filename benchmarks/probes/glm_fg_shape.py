@@ -3,9 +3,10 @@ buffer), tile bytes and the blocks the compiler must fit on an SM, each timed (2
 against the read-once floor (X and y over the copy bandwidth measured here). The outputs' largest relative
 difference from the default shape is recorded: another tile size sums the rows in another order.
 
-    python -m benchmarks.probes.glm_fg_shape OUT.json [--default-only | --unroll]
+    python -m benchmarks.probes.glm_fg_shape OUT.json [--default-only | --define NAME=V1,V2,...]
 
-``--unroll``: the default shape with the phases' inner loops unrolled 1, 2, 4 and 8 steps (GLM_ROWS_UNROLL).
+``--define``: the default shape with a macro of glm.cu set to each value in turn, e.g.
+``GLM_ROWS_UNROLL=4,1,2,8`` (the phases' inner loops unrolled).
 """
 import json
 import sys
@@ -19,7 +20,7 @@ SHAPES = [(256, 8, 32768, 3), (256, 8, 32768, 4), (256, 4, 16384, 4), (256, 4, 1
           (128, 8, 16384, 8), (256, 6, 24576, 4)]
 
 
-def main(out, default_only=False, unroll=False):
+def main(out, default_only=False, define=None):
     import cupy as cp
 
     from gpumcmc import _loader
@@ -53,16 +54,17 @@ def main(out, default_only=False, unroll=False):
         beta = beta[0] if B == 1 else beta
         floor = (X.nbytes + y.nbytes) / bw * 1e3
         ref = None
-        cases = [(shape, None) for shape in (SHAPES[:1] if default_only or unroll else SHAPES)]
-        if unroll:
-            cases = [(SHAPES[0], u) for u in (4, 1, 2, 8)]
+        cases = [(shape, None) for shape in (SHAPES[:1] if default_only else SHAPES)]
+        if define:
+            name, values = define.split("=")
+            cases = [(SHAPES[0], (name, int(v))) for v in values.split(",")]
         for (threads, vpt, tile, minb), u in cases:
             if B == 8 and minb > 4:
                 continue
             defines = (("GLM_THREADS", threads), ("GLM_VPT", vpt), ("GLM_ROWS_MIN_BLOCKS", minb))
-            defines += (("GLM_ROWS_UNROLL", u),) if u is not None else ()
+            defines += (u,) if u is not None else ()
             row = {"N": N, "K": K, "B": B, "threads": threads, "vpt": vpt, "tile_bytes": tile, "min_blocks": minb,
-                   "unroll": u}
+                   "define": None if u is None else f"{u[0]}={u[1]}"}
             try:
                 with config.override(glm_defines=defines, glm_threads=threads, glm_tile_bytes=tile):
                     f, g = loglik_and_grad(X, y, beta, family="bernoulli", check=False)
@@ -95,5 +97,6 @@ def main(out, default_only=False, unroll=False):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "glm_fg_shape.json", "--default-only" in sys.argv,
-         "--unroll" in sys.argv)
+    args = sys.argv[1:]
+    main(args[0] if args else "glm_fg_shape.json", "--default-only" in args,
+         args[args.index("--define") + 1] if "--define" in args else None)

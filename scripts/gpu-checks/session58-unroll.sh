@@ -11,7 +11,7 @@ pip install -q --no-deps --no-build-isolation -e . > "$D/install.log" 2>&1
 for round in 1 2; do
   PYTHONPATH=$PWD/_base:$PWD $T 100 python -m benchmarks.probes.glm_fg_shape "$D/before-$round.json" --default-only \
     > "$D/before-$round.log" 2>&1; echo "before $round rc=$?"
-  PYTHONPATH=$PWD $T 150 python -m benchmarks.probes.glm_fg_shape "$D/unroll-$round.json" --unroll \
+  PYTHONPATH=$PWD $T 150 python -m benchmarks.probes.glm_fg_shape "$D/unroll-$round.json" --define GLM_ROWS_UNROLL=4,1,2,8 \
     > "$D/unroll-$round.log" 2>&1; echo "unroll $round rc=$?"
   for f in before unroll; do python - "$D/$f-$round.json" "$f" <<'PY'
 import json, sys

@@ -1149,3 +1149,12 @@ def test_a_refused_set_params_leaves_the_network_as_it_was():
         net.set_params(parents=parents, n_iter=7)
     assert net.parents["L"] == ["G"] and set(net.cpts_) == set(net.nodes) and net.n_iter != 7
     assert net.sample(2, random_state=0).shape == (2, 5)
+
+
+def test_repr_and_set_params_errors_with_an_array_schedule():
+    # A NumPy-array ``same`` schedule made the repr (and so set_params' error and Jupyter's display) raise.
+    net = BayesianNetwork.koller()
+    n2 = BayesianNetwork(net.parents, net.states, same=np.ceil(np.linspace(1, 4, 6)))
+    assert "same=array([1., 2., 3., 3., 4., 4.])" in repr(n2)
+    with pytest.raises(ValueError, match="Invalid parameter 'n_iters'"):
+        n2.set_params(n_iters=5)

@@ -145,7 +145,10 @@ _BAD = [
                  id="free-energy-width"),
     pytest.param(lambda: _small_rbm().log_prob_visible_unnormalised(np.full((2, 5), np.inf)), ValueError, "inf",
                  id="log-prob-inf"),
-    pytest.param(lambda: RBM(n_hidden=2, dtype=np.int32, backend="numpy"), TypeError, "dtype", id="int-dtype"),
+    pytest.param(lambda: RBM(n_hidden=2, dtype=np.int32, backend="numpy", progress=False).fit(np.eye(3)), TypeError,
+                 "dtype", id="int-dtype"),
+    pytest.param(lambda: RBM(np.zeros((3, 2)), np.zeros(3), np.zeros(2), dtype=np.int32, backend="numpy"), TypeError,
+                 "dtype", id="int-dtype-with-weights"),
 ]
 
 
@@ -339,3 +342,38 @@ def test_sample_shows_a_progress_bar_by_default_as_ising_does(capsys):
     quiet = RBM(rs.normal(0, 1.0, (5, 3)), rs.normal(0, 0.5, 5), rs.normal(0, 0.5, 3), progress=False, backend="numpy")
     quiet.sample(2, 3, random_state=0)
     assert capsys.readouterr().err == ""
+
+
+def test_fit_read_on_the_class_is_the_instance_method():
+    # help(RBM), the API docs and inspect read RBM.fit: they showed the deprecated classmethod's signature and
+    # text, and RBM.fit(rbm, X) failed; the deprecated RBM.fit(X, n_hidden, ...) still warns and works.
+    import inspect
+    import warnings
+
+    assert list(inspect.signature(RBM.fit).parameters) == ["self", "X", "y"]
+    assert "persistent contrastive divergence" in " ".join(RBM.fit.__doc__.split())
+    X = (np.random.default_rng(0).random((20, 5)) > 0.5).astype(float)
+    r = RBM(n_hidden=3, n_iter=2, random_state=0, progress=False, backend="numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert RBM.fit(r, X) is r
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        assert RBM.fit(X, 3, n_iter=2, progress=False, backend="numpy").W.shape == (5, 3)
+
+
+def test_feature_names_of_a_dataframe_fit_are_checked():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame((np.random.default_rng(0).random((30, 4)) > 0.5).astype(float), columns=list("abcd"))
+    r = RBM(n_hidden=3, n_iter=2, random_state=0, progress=False, backend="numpy").fit(X)
+    assert list(r.feature_names_in_) == list("abcd")
+    with pytest.raises(ValueError, match="another order"):
+        r.transform(X[["d", "c", "b", "a"]])
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        r.transform(X.values)
+
+
+def test_settings_are_kept_as_given_and_checked_by_fit():
+    assert repr(RBM()) == "RBM()"
+    assert RBM(dtype="float64").get_params()["dtype"] == "float64"
+    with pytest.raises(ValueError, match="learning_rate"):
+        RBM(n_hidden=2, learning_rate="0.1", progress=False, backend="numpy").fit(np.eye(3))

@@ -62,6 +62,18 @@ def _schedule(same, n_iter) -> list:
     return [int(m) for m in ms]
 
 
+def _same_value(a, b) -> bool:
+    """``a`` is ``b``'s value (for the repr's defaults): arrays, such as a ``same`` schedule, compared whole."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 class BayesianNetwork(Estimator):
     """A discrete Bayesian network: ``parents`` (node -> parent names), ``states`` (node -> state names) and
     optional ``cpts`` (node -> array ``(*parent_cards, card)``), with the settings of :meth:`fit`, which
@@ -192,8 +204,7 @@ class BayesianNetwork(Estimator):
         return self.cpts_ is not None
 
     def __repr__(self, N_CHAR_MAX=700):
-        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS
-                          if getattr(self, k) is not _DEFAULTS[k] and getattr(self, k) != _DEFAULTS[k])
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS if not _same_value(getattr(self, k), _DEFAULTS[k]))
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
 

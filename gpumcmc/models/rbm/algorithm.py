@@ -37,15 +37,15 @@ class _BlockGibbs:
         if isinstance(n_chains, bool) or not isinstance(n_chains, (int, np.integer)) or n_chains < 1:
             raise ValueError(f"n_chains must be a positive integer, got {n_chains!r}.")
         if initial is None:
-            v = (rng.random((n_chains, self.n_visible), dtype=np.float32) < 0.5).astype(self.dtype)
+            v = (rng.random((n_chains, self.n_visible), dtype=np.float32) < 0.5).astype(self._dtype())
         else:
             v = _backend.asarray(initial, xp)
             if v.shape not in ((self.n_visible,), (n_chains, self.n_visible)):
                 raise ValueError(f"initial has shape {v.shape}; pass ({self.n_visible},) or "
                                  f"(n_chains, {self.n_visible}).")
             _check_binary(v, "initial")
-            v = xp.broadcast_to(v.astype(self.dtype), (n_chains, self.n_visible)).copy()  # written by each step
-        return RBMState(v, xp.zeros((n_chains, self.n_hidden), dtype=self.dtype))
+            v = xp.broadcast_to(v.astype(self._dtype()), (n_chains, self.n_visible)).copy()  # written by each step
+        return RBMState(v, xp.zeros((n_chains, self.n_hidden), dtype=self._dtype()))
 
     def step(self, rng, state: RBMState):
         """One block-Gibbs step of every chain, in place: h given v, then v given h."""
@@ -131,7 +131,9 @@ def _check_unit(X, name):
     """Values in [0, 1]: binary data, or probabilities, as scikit-learn's ``BernoulliRBM`` takes them."""
     vals = _backend.to_host(X)
     if not np.all((vals >= 0) & (vals <= 1)):  # synchronize! (once, before a run); NaN fails too
-        raise ValueError(f"{name} must hold values in [0, 1] (0/1, booleans, or probabilities as scikit-learn's "
+        negative = bool(np.any(vals < 0))  # scikit-learn's words for negative input, which its checks look for
+        raise ValueError(("Negative values in data passed to RBM. " if negative else "")
+                         + f"{name} must hold values in [0, 1] (0/1, booleans, or probabilities as scikit-learn's "
                          "BernoulliRBM takes them); scale it first, e.g. sklearn.preprocessing.minmax_scale.")
 
 

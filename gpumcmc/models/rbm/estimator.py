@@ -3,6 +3,7 @@ shown on."""
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
@@ -12,7 +13,8 @@ from ... import _validate
 from ... import backend as _backend
 from ..._config import config
 from ...random._generator import default_rng
-from ...sampling._estimator import Estimator, NotFittedError, as_data, atomic_fit, mixin
+from ...sampling._estimator import (Estimator, Integral, Interval, NotFittedError, Real, StrOptions, as_data, atomic_fit,
+                                    mixin)
 from .algorithm import (_BlockGibbs, _check_unit, _flipped, _free_energy, _pseudo_likelihood,
                         _pseudo_likelihood_rows, _sigmoid, pcd_epoch_step, pcd_init)
 from .ops import _use_fused_pcd
@@ -58,10 +60,26 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
     (40, 4)
     """
 
+    _parameter_constraints = {
+        "W": "no_validation",
+        "visible_bias": "no_validation",
+        "hidden_bias": "no_validation",
+        "dtype": "no_validation",
+        "backend": [None, StrOptions({"numpy", "cupy"})],
+        "n_hidden": [None, Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "random_state": "no_validation",
+        "progress": ["boolean"],
+        "fused": [None, "boolean"],
+    }
+
     def __init__(self, W=None, visible_bias=None, hidden_bias=None, dtype=np.float32, backend=None, *,
                  n_hidden=None, learning_rate=0.1, batch_size=10, n_iter=10, random_state=None, progress=True,
                  fused=None):
-        dtype = _validate.check_float_dtype(dtype)
+        # Settings are kept as given (scikit-learn's convention) and checked by fit; the weights, when given,
+        # are the model itself and are checked here.
         self.dtype, self.backend, self.learning_rate, self.batch_size = dtype, backend, learning_rate, batch_size
         self.n_iter, self.random_state, self.progress, self.fused = n_iter, random_state, progress, fused
         if W is None:
@@ -70,6 +88,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
             self.W = self.visible_bias = self.hidden_bias = None
             self.n_hidden = n_hidden
             return
+        dtype = _validate.check_float_dtype(dtype)
         if visible_bias is None or hidden_bias is None:
             raise ValueError("W comes with visible_bias and hidden_bias; pass all three (zeros for no biases).")
         xp = _backend.get_backend(backend)
@@ -89,6 +108,26 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         # contiguous, as the kernels read them by their addresses (a strided bias would be read as another)
         self.W, self.visible_bias, self.hidden_bias = (xp.ascontiguousarray(a) for a in (W, b, c))
         self.n_hidden = W.shape[1] if n_hidden is None else n_hidden
+
+    def _dtype(self) -> np.dtype:
+        return _validate.check_float_dtype(self.dtype)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True  # X holds 0/1 values or probabilities
+        tags.transformer_tags.preserves_dtype = []  # transform's output has the dtype parameter's precision
+        return tags
+
+    def _expected_failed_checks(self):
+        why = ("X must hold 0/1 values or probabilities in [0, 1] (a ValueError names the first value outside): "
+               "the check fits on values outside that range, which scikit-learn's BernoulliRBM takes without a "
+               "word.")
+        out = dict.fromkeys(_RANGE_CHECKS, why)
+        out["check_do_not_raise_errors_in_init_or_set_params"] = (
+            "W, visible_bias and hidden_bias are the model itself, not settings: given to the constructor, they "
+            "are checked there (with dtype, which they are stored in), and the check passes values that are no "
+            "weights.")
+        return out
 
     @property
     def n_visible(self) -> int:
@@ -148,14 +187,15 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
 
     def pseudo_likelihood(self, X, random_state=0):
         """The mean of :meth:`score_samples` (two models scored with one seed see the same flips)."""
+        self._check_feature_names(X)
         xp, X = self._xp(), self._rows(X)
         _check_unit(X, "X")
-        X, Xf = _flipped(X, random_state, xp, self.dtype)
+        X, Xf = _flipped(X, random_state, xp, self._dtype())
         return _pseudo_likelihood(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias)
 
     def _rows(self, X, name="X"):
         """``X`` on the model's backend and dtype, with one column per visible unit."""
-        v = as_data(X, self._xp(), dtype=self.dtype, name=name)
+        v = as_data(X, self._xp(), dtype=self._dtype(), name=name)
         if v.shape[1] != self.n_visible:
             raise ValueError(f"{name} has {v.shape[1]} features, but the RBM has {self.n_visible} visible units; "
                              "pass rows of the width it was fitted on.")
@@ -165,6 +205,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         """``P(h_j = 1 | v)`` for each row ``v`` of ``X`` (values in [0, 1]): (n_samples, n_hidden) on the host,
         as scikit-learn's ``BernoulliRBM.transform``."""
         xp = self._xp()
+        self._check_feature_names(X)
         return _backend.to_host(_sigmoid(xp, self._rows(X) @ self.W + self.hidden_bias))
 
     @atomic_fit
@@ -181,13 +222,15 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         """The log pseudo-likelihood of each row of ``X`` (n_samples,) on the host, as scikit-learn's
         ``BernoulliRBM.score_samples``: ``n_visible * log sigmoid(F(v~) - F(v))`` with one feature of each
         row flipped at random (``RandomState(random_state)`` picks which; a value x becomes 1 - x)."""
+        self._check_feature_names(X)
         xp, X = self._xp(), self._rows(X)
         _check_unit(X, "X")
-        X, Xf = _flipped(X, random_state, xp, self.dtype)
+        X, Xf = _flipped(X, random_state, xp, self._dtype())
         return _backend.to_host(_pseudo_likelihood_rows(xp, X, Xf, self.W, self.visible_bias, self.hidden_bias))
 
     def gibbs(self, v, random_state=None):
         """One block-Gibbs step from each binary row of ``v``: ``sample(len(v), 1, random_state, v)``."""
+        self._check_feature_names(v)
         v = self._rows(v, "v")
         return self.sample(v.shape[0], 1, random_state=random_state, initial=v)
 
@@ -216,14 +259,20 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         from ...sampling import Monitor, as_data, run
 
         n_hidden, learning_rate, batch_size, n_iter = self.n_hidden, self.learning_rate, self.batch_size, self.n_iter
-        dtype, progress, xp = np.dtype(self.dtype), self.progress, _backend.get_backend(self.backend)
+
+        def own_checks():
+            for name, v, low in (("n_hidden", n_hidden, 1), ("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                    raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
+            if not (isinstance(learning_rate, (int, float, np.number)) and learning_rate > 0
+                    and np.isfinite(learning_rate)):  # inf passes > 0 and makes every weight NaN
+                raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}.")
+
+        self._validate_settings(own_checks)
+        dtype, progress, xp = self._dtype(), self.progress, _backend.get_backend(self.backend)
+        self._note_feature_names(X)
         X = as_data(X, xp, dtype=dtype, name="X")
         _check_unit(X, "X")
-        for name, v, low in (("n_hidden", n_hidden, 1), ("batch_size", batch_size, 1), ("n_iter", n_iter, 0)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}.")
-        if not (learning_rate > 0 and np.isfinite(learning_rate)):  # inf passes > 0 and makes every weight NaN
-            raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}.")
         rng = default_rng(self.random_state, backend="numpy" if xp is np else "cupy")
         state, n = pcd_init(rng, X.shape[1], n_hidden, batch_size, dtype), X.shape[0]
         # scikit-learn's minibatches: gen_even_slices(n_batches * batch_size, n_batches, n_samples=n), that is
@@ -271,12 +320,34 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
                    backend=backend)
 
 
+# scikit-learn's checks that fit or transform on values outside [0, 1] (see RBM._expected_failed_checks)
+_RANGE_CHECKS = (
+    "check_estimators_overwrite_params", "check_dont_overwrite_parameters", "check_estimators_fit_returns_self",
+    "check_readonly_memmap_input", "check_n_features_in_after_fitting", "check_estimators_dtypes",
+    "check_pipeline_consistency", "check_estimators_pickle", "check_f_contiguous_array_estimator",
+    "check_transformer_data_not_an_array", "check_transformer_general", "check_methods_sample_order_invariance",
+    "check_methods_subset_invariance", "check_fit2d_1sample", "check_fit2d_1feature", "check_dict_unchanged",
+    "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in", "check_fit2d_predict1d",
+)
+
+
 class _FitMethod:
-    # rbm.fit(X) trains rbm; RBM.fit(X, n_hidden, ...) on the class (deprecated) trains a new one
+    # rbm.fit(X) trains rbm; RBM.fit(X, n_hidden, ...) on the class (deprecated) trains a new one. Read on the
+    # class (help(RBM), the docs, inspect.signature, RBM.fit(rbm, X)) it is the instance method, as anywhere.
     __doc__ = RBM._fit.__doc__
 
     def __get__(self, obj, cls=None):
-        return cls._fit_new if obj is None else obj._fit
+        if obj is not None:
+            return obj._fit
+
+        @functools.wraps(cls._fit)
+        def fit(*args, **kwargs):
+            if args and isinstance(args[0], cls):
+                return args[0]._fit(*args[1:], **kwargs)
+            return cls._fit_new(*args, **kwargs)
+
+        fit.__name__ = fit.__qualname__ = "fit"
+        return fit
 
 
 RBM.fit = _FitMethod()

@@ -1002,7 +1002,7 @@ def test_settings_in_the_constructor_and_clone():
     assert fitted.cpts_ is None and fitted.trace_ is None
     given = sklearn_base.clone(truth)  # a network built with CPTs keeps them
     np.testing.assert_array_equal(given.cpts_["G"], truth.cpts_["G"])
-    from sklearn.exceptions import NotFittedError
+    from gpumcmc.sampling import NotFittedError  # scikit-learn's, where it is installed
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(a)
@@ -1158,3 +1158,12 @@ def test_repr_and_set_params_errors_with_an_array_schedule():
     assert "same=array([1., 2., 3., 3., 4., 4.])" in repr(n2)
     with pytest.raises(ValueError, match="Invalid parameter 'n_iters'"):
         n2.set_params(n_iters=5)
+
+
+def test_methods_before_a_fit_raise_not_fitted_error():
+    from gpumcmc.sampling import NotFittedError  # scikit-learn's, where it is installed
+
+    net = BayesianNetwork({"a": []}, {"a": ["0", "1"]}, backend="numpy", progress=False)
+    for call in (lambda: net.sample(3), net.to_arviz, lambda: net.impute(np.array([[-1]]))):
+        with pytest.raises(NotFittedError):
+            call()

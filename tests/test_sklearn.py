@@ -203,6 +203,10 @@ _CHECKED = [
                 random_state=0),
     HierarchicalGLM(n_samples=10, n_warmup=10, n_chains=1, progress=False, backend="numpy", random_state=0),
     RBM(n_hidden=3, n_iter=2, batch_size=5, progress=False, backend="numpy", random_state=0),
+    BayesianGLM(family="poisson", n_samples=10, n_warmup=10, n_chains=1, progress=False, backend="numpy",
+                random_state=0),
+    HierarchicalGLM(family="poisson", n_samples=10, n_warmup=10, n_chains=1, progress=False, backend="numpy",
+                    random_state=0),
 ]
 
 

@@ -15,7 +15,7 @@ from gpumcmc.datasets.bif import read_bif, write_bif
 from gpumcmc.random import default_rng
 from gpumcmc.random._stream import host_rng
 from gpumcmc.sampling import run, sharded
-from gpumcmc.sampling._estimator import Estimator, all_or_nothing, atomic_fit
+from gpumcmc.sampling._estimator import Estimator, NotFittedError, all_or_nothing, atomic_fit
 from gpumcmc.shards import resolve
 
 from .algorithm import _one_shard, _Plan, case_parts, collective, graph_ready
@@ -213,7 +213,7 @@ class BayesianNetwork(Estimator):
 
     def _need_cpts(self):
         if self.cpts_ is None:
-            raise ValueError("This network has no CPTs; fit it or give cpts to the constructor.")
+            raise NotFittedError("This network has no CPTs; fit it or give cpts to the constructor.")
 
     def sample(self, n: int, random_state=None) -> np.ndarray:
         """Forward-sample ``n`` complete cases as an int array (n, n_nodes) of state indices."""
@@ -424,7 +424,7 @@ class BayesianNetwork(Estimator):
         ``posterior`` (those whose mean-given-counts is ``cpts_``) and the burn-in's in ``warmup_posterior``;
         each table's axes are named after its parents and its node, labelled by their states."""
         if self.trace_ is None:
-            raise ValueError("Fit the network first.")
+            raise NotFittedError("This network has no draws to export; fit it first.")
         from gpumcmc.sampling import to_arviz
 
         def dim(v):

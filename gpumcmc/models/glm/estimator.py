@@ -118,7 +118,14 @@ class _GLMBase(Estimator):
         return tags
 
     def _expected_failed_checks(self):
-        if (self.family.lower() if isinstance(self.family, str) else self.family) != "bernoulli":
+        family = self.family.lower() if isinstance(self.family, str) else self.family
+        if family == "poisson":
+            why = ("family='poisson' takes y as non-negative integer counts, the likelihood's support, and refuses "
+                   "other values with a ValueError that says so: the checks regress on continuous targets.")
+            return dict.fromkeys(["check_fit_check_is_fitted", "check_fit_idempotent", "check_n_features_in",
+                                  "check_n_features_in_after_fitting", "check_regressor_data_not_an_array",
+                                  "check_regressors_no_decision_function", "check_regressors_train"], why)
+        if family != "bernoulli":
             return {}
         why = ("family='bernoulli' takes y in {0, 1}, the likelihood's support, and refuses other labels with "
                "a ValueError that names them (it does not encode labels): the check fits on labels other than 0 "

@@ -1323,3 +1323,12 @@ def test_few_live_points_warning_points_at_the_callers_line():
             warnings.filterwarnings("ignore", message="NestedSampler stopped")
             s.run()
     assert caught[0].filename == __file__
+
+
+def test_repr_and_a_refused_set_params_leave_the_sampler_as_it_was():
+    s = NestedSampler(lambda x: -0.5 * (x ** 2).sum(-1), lambda u: 10 * u - 5, 2, nlive=30, backend="numpy",
+                      progress=False)
+    assert repr(s).startswith("NestedSampler(") and "nlive=30" in repr(s)
+    with pytest.raises(ValueError, match="nlive=1 is too few"):
+        s.set_params(nlive=1)
+    assert s.get_params()["nlive"] == 30

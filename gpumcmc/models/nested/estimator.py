@@ -14,7 +14,7 @@ from ..._validate import check_int
 from ...random import default_rng
 from ...random._stream import PhiloxStream, seed_sequence
 from ...sampling import Stop, run as run_driver
-from ...sampling._estimator import portable_state, restore_devices
+from ...sampling._estimator import Estimator, portable_state, restore_devices
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
 from .ops import _ops_for
@@ -65,7 +65,7 @@ class _Iterations:
         return stopped
 
 
-class NestedSampler(_NestedSteps):
+class NestedSampler(_NestedSteps, Estimator):
     """Batched nested sampler (dynesty-like).
 
     Parameters
@@ -175,15 +175,26 @@ class NestedSampler(_NestedSteps):
         return {name: getattr(self, self._STORED.get(name, name)) for name in self._get_param_names()}
 
     def set_params(self, **params):
-        """Change settings; they are checked at once, and the next :meth:`run` uses them."""
+        """Change settings; they are checked at once (a refused change leaves the sampler as it was), and the
+        next :meth:`run` uses them."""
         valid = self._get_param_names()
         for name in params:
             if name not in valid:
                 raise ValueError(f"NestedSampler has no setting {name!r}; valid settings: {valid}.")
+        old = self.get_params(deep=False)
         for name, value in params.items():
             setattr(self, self._STORED.get(name, name), value)
-        self._setup(stacklevel=3)
+        try:
+            self._setup(stacklevel=3)
+        except BaseException:
+            for name, value in old.items():
+                setattr(self, self._STORED.get(name, name), value)
+            self._setup()
+            raise
         return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._results is not None  # a run has given results
 
     def _settings(self):
         return tuple(id(v) for v in self.get_params().values())

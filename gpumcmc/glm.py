@@ -181,7 +181,8 @@ def pointwise_loglik(eta, y, family: str, sigma=1.0, xp=None, lgy=None):
     if family == "poisson":
         if lgy is None:
             lgy = _lgamma1p(xp, y)
-        return y * eta - xp.exp(eta) - lgy
+        with np.errstate(over="ignore"):  # exp(eta) = inf: the log density is -inf, as it should be
+            return y * eta - xp.exp(eta) - lgy
     z = (y - eta) / sigma
     return -0.5 * z * z - (math.log(sigma) + _LOG_SQRT_2PI)
 

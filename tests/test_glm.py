@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import optimize, stats
@@ -301,6 +303,22 @@ def test_hierarchical_missing_group_label_raises(groups):
     X, y = _data("bernoulli", N=20)
     with pytest.raises(ValueError, match="groups holds a missing label .* at row"):
         HierarchicalGLM(backend="numpy", progress=False).fit(X, y, groups)
+
+
+def test_hierarchical_group_labels_of_mixed_kinds_name_groups():
+    X, y = _data("bernoulli", N=20)
+    with pytest.raises(TypeError, match="groups holds labels that cannot be sorted together"):
+        HierarchicalGLM(backend="numpy", progress=False).fit(X, y, np.array([1, "a"] * 10, dtype=object))
+
+
+def test_poisson_fit_with_large_features_does_not_warn_of_overflow():
+    # Slice candidates far out give exp(eta) = inf, a log density of -inf: expected, not worth a warning.
+    rs = np.random.default_rng(0)
+    X = rs.normal(size=(200, 2)) * 1e6
+    y = rs.poisson(np.exp(X @ [0.5e-6, -0.25e-6] + 0.3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        BayesianGLM("poisson", n_samples=20, n_warmup=20, random_state=0, progress=False, backend="numpy").fit(X, y)
 
 
 def test_score_and_predict_proba_follow_the_family():

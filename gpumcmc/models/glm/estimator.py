@@ -524,7 +524,11 @@ class HierarchicalGLM(_GLMBase):
         if missing.any():
             raise ValueError(f"groups holds a missing label (NaN or None) at row {int(np.argmax(missing))}; give "
                              "every row a group, or drop the rows without one.")
-        self.groups_, gid = np.unique(groups, return_inverse=True)
+        try:
+            self.groups_, gid = np.unique(groups, return_inverse=True)
+        except TypeError as e:  # labels that do not sort together, such as 1 and "a"
+            raise TypeError(f"groups holds labels that cannot be sorted together ({e}); give every group a label "
+                            "of one kind, e.g. all strings: groups.astype(str).") from None
         order = np.argsort(gid, kind="stable")
         o = _backend.get_array_module(X).asarray(order)
         X, y = X[o], y[o]

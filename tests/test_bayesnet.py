@@ -1002,7 +1002,7 @@ def test_settings_in_the_constructor_and_clone():
     assert fitted.cpts_ is None and fitted.trace_ is None
     given = sklearn_base.clone(truth)  # a network built with CPTs keeps them
     np.testing.assert_array_equal(given.cpts_["G"], truth.cpts_["G"])
-    from gpumcmc.sampling import NotFittedError  # scikit-learn's, where it is installed
+    from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(a)
@@ -1161,9 +1161,22 @@ def test_repr_and_set_params_errors_with_an_array_schedule():
 
 
 def test_methods_before_a_fit_raise_not_fitted_error():
-    from gpumcmc.sampling import NotFittedError  # scikit-learn's, where it is installed
+    from gpumcmc.sampling import NotFittedError  # a subclass of scikit-learn's, where it is installed
 
     net = BayesianNetwork({"a": []}, {"a": ["0", "1"]}, backend="numpy", progress=False)
     for call in (lambda: net.sample(3), net.to_arviz, lambda: net.impute(np.array([[-1]]))):
         with pytest.raises(NotFittedError):
             call()
+
+
+def test_dataframes_with_pandas_missing_marker_and_float_codes():
+    # pandas' NA (nullable and "string" columns) is missing, and states named "0", "1" read as floats from a
+    # CSV with blank cells (0.0, 1.0, NaN) are those states.
+    pd = pytest.importorskip("pandas")
+    net = BayesianNetwork({"a": [], "b": ["a"]}, {"a": ["0", "1"], "b": ["x", "y"]}, backend="numpy", progress=False)
+    df = pd.DataFrame({"a": [0.0, 1.0, np.nan, 1.0], "b": pd.array(["x", pd.NA, "y", "x"], dtype="string")})
+    np.testing.assert_array_equal(net._encode(df), [[0, 0], [1, -1], [-1, 1], [1, 0]])
+    df2 = pd.DataFrame({"a": pd.array([0, None, 1, 1], dtype="Int64"), "b": ["x", "y", None, "x"]})
+    np.testing.assert_array_equal(net._encode(df2), [[0, 0], [-1, 1], [1, -1], [1, 0]])
+    with pytest.raises(ValueError, match="Unknown state '2.5'"):
+        net._encode(pd.DataFrame({"a": [2.5], "b": ["x"]}))

@@ -260,12 +260,15 @@ class BayesianNetwork(Estimator):
                     continue
                 lookup = {s: i for i, s in enumerate(self.states[v])}
                 for r, val in enumerate(data[v].to_numpy()):
-                    if val is None or (isinstance(val, float) and np.isnan(val)):
-                        continue
-                    if (key := str(val)) not in lookup:
+                    if val is None or val is pd.NA or (isinstance(val, float) and np.isnan(val)):
+                        continue  # missing: None, NaN, or pandas' NA (nullable and "string" columns)
+                    key = str(val)
+                    if key not in lookup and isinstance(val, (float, np.floating)) and float(val).is_integer():
+                        key = str(int(val))  # a number read as a float (a CSV column with a blank cell)
+                    if key not in lookup:
                         hint = "; DataFrames mark missing cells with None or NaN, not -1" if key in ("-1", "-1.0") \
                             else ""
-                        raise ValueError(f"Unknown state {val!r} of node {v!r}; its states are "
+                        raise ValueError(f"Unknown state {str(val)!r} of node {v!r}; its states are "
                                          f"{self.states[v]}{hint}.")
                     X[r, j] = lookup[key]
             return X

@@ -379,8 +379,8 @@ def _load_checkpoint(path: Path):
     except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError, SyntaxError) as e:
         # A truncated file (a full disk, a copy cut short) or another file at the path.
         raise ValueError(f"The checkpoint {path} is damaged or is not a gpumcmc checkpoint "
-                         f"({type(e).__name__}: {e}); delete it, or pass resume=False, to start the run "
-                         "afresh (it is rewritten at the next checkpoint).") from e
+                         f"({type(e).__name__}: {e}); delete it (or, with sampling.run, pass resume=False) to start "
+                         "the run afresh (it is rewritten at the next checkpoint).") from e
     return meta, data
 
 
@@ -389,14 +389,16 @@ def _restore(path: Path, state, rng: Generator, config: dict, store: _Store, sta
     ``empty`` the saved ``(draws, stats)`` of no kept draw (None where the checkpoint holds none)."""
     meta, data = _load_checkpoint(path)
     if meta.get("version") != _CHECKPOINT_VERSION:
-        raise ValueError(f"{path} was written by another version of gpumcmc; delete it or pass resume=False.")
+        raise ValueError(f"{path} was written by another version of gpumcmc; delete it (or, with sampling.run, "
+                         "pass resume=False).")
     for k, v in config.items():
         if meta.get(k) != v:
             raise ValueError(f"{path} was saved with {k}={meta.get(k)}, this run has {k}={v}; "
-                             "use the same settings, or another checkpoint path, or resume=False.")
+                             "use the same settings, another checkpoint path, or delete the file (with sampling.run: "
+                             "or resume=False).")
     if tuple(meta["key"]) != tuple(rng.key):
         raise ValueError(f"{path} was saved with another random_state/seed; pass the same seed to resume, "
-                         "or start afresh: delete the file, use another path, or pass resume=False.")
+                         "or start afresh: delete the file or use another path (with sampling.run: or resume=False).")
     saved = {k[len("state/"):]: v for k, v in data.items() if k.startswith("state/")}
     _check_saved_state(path, state, saved)
     state = _rebuild(state, saved)
@@ -418,12 +420,13 @@ def _check_saved_state(path, state, saved: dict) -> None:
     here = {k: v for k, v in _state_leaves(state) if v is not None}
     if set(here) != set(saved):
         raise ValueError(f"{path} holds a state with fields {sorted(saved)}, this run's state has {sorted(here)}; "
-                         "resume with the same kind of state, or use another checkpoint path or resume=False.")
+                         "resume with the same kind of state, or use another checkpoint path (with sampling.run: or "
+                         "resume=False).")
     for k, v in here.items():
         if hasattr(v, "shape") and tuple(v.shape) != tuple(saved[k].shape):
             raise ValueError(f"{path} holds state field {k!r} of shape {tuple(saved[k].shape)}, this run's is "
                              f"{tuple(v.shape)}; resume with the same sizes, or use another checkpoint path or "
-                             "resume=False.")
+                             "delete the file (with sampling.run: or resume=False).")
 
 
 def _check_step_output(out, state) -> None:
@@ -535,7 +538,8 @@ class _Run:
         now = _layout(values)
         if now != saved:
             raise ValueError(f"The checkpoint's draws hold {saved} (name: (shape, dtype)), but collect now gives "
-                             f"{now}; resume with the same collect, or use another checkpoint path or resume=False.")
+                             f"{now}; resume with the same collect, or use another checkpoint path (with sampling.run: "
+                             "or resume=False).")
 
     def read(self, n: int, state, info, read_stop: bool, bar) -> None:
         """After iteration ``n``: the stop condition where it is due, then the monitors that are due (one host

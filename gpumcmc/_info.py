@@ -58,7 +58,7 @@ def _why_no_cupy() -> str:
     try:
         import cupy
     except ImportError:
-        return "not installed (pip install gpumcmc[cuda12] or gpumcmc[cuda13])"
+        return 'not installed (pip install "gpumcmc[cuda12]" or "gpumcmc[cuda13]")'
     except Exception as e:  # a broken CUDA install raising at import
         return f"installed, but it fails to import: {type(e).__name__}: {e}"
     try:

@@ -278,6 +278,12 @@ def check_positive(a, name: str, *, strict: bool = True) -> None:
     xp = _xp(a)
     bad = (a <= 0) if strict else (a < 0)
     what = "positive" if strict else "non-negative"
+    if isinstance(bad, np.ndarray) or np.isscalar(bad):  # on the host: name the first one (no extra device work)
+        if np.any(bad):
+            i = int(np.argmax(np.ravel(bad)))
+            raise ValueError(f"{name} must be {what}; {name} holds {np.ravel(a)[i]!s} at flat index {i}. Pass "
+                             f"values {'> 0' if strict else '>= 0'}.")
+        return
     report(xp.any(bad), f"{name} must be {what}; found values {'<= 0' if strict else '< 0'}.")
 
 

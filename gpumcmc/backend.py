@@ -35,8 +35,8 @@ __all__ = [
 _ENV = "GPUMCMC_BACKEND"
 _CHOICES = ("auto", "numpy", "cupy")
 _INSTALL_HINT = (
-    "Install CuPy for your CUDA version with `pip install gpumcmc[cuda12]` "
-    "or `pip install gpumcmc[cuda13]`, or set GPUMCMC_BACKEND=numpy."
+    "Install CuPy for your CUDA version with `pip install \"gpumcmc[cuda12]\"` "
+    "or `pip install \"gpumcmc[cuda13]\"`, or set GPUMCMC_BACKEND=numpy."
 )
 
 

@@ -49,7 +49,7 @@ def test_asking_for_cupy_without_it_says_how_to_install():
     r = _run(_BLOCK_CUPY + "import gpumcmc\ngpumcmc.backend_name()\n", GPUMCMC_BACKEND="cupy")
     assert r.returncode != 0
     assert "BackendError" in r.stderr
-    assert "pip install gpumcmc[cuda12]" in r.stderr
+    assert 'pip install "gpumcmc[cuda12]"' in r.stderr
 
 
 def test_env_override_numpy(monkeypatch):

@@ -1113,3 +1113,34 @@ def test_prediction_ignores_underflow_under_seterr_raise():
     with np.errstate(all="raise"):
         p = m.predict_proba(X * 100)
     assert np.isfinite(p).all()
+
+
+def test_a_fit_whose_chains_have_not_mixed_warns_and_one_that_has_does_not():
+    # A calendar-year column: the slice steps cross its ridge with the intercept slowly, and the four chains
+    # end far apart (split-R-hat about 2); the same data centred mix (R-hat near 1).
+    from gpumcmc.sampling._estimator import ConvergenceWarning
+    from gpumcmc.sampling._diagnostics import split_rhat
+
+    rs = np.random.default_rng(0)
+    year = rs.integers(2000, 2021, 300).astype(float)
+    y = 0.5 * (year - 2010) + rs.normal(size=300)
+    kw = dict(prior_scale=1e4, n_samples=200, n_warmup=100, random_state=0, progress=False, backend="numpy")
+    with pytest.warns(ConvergenceWarning, match="split-R-hat of (intercept|x0) is .* Raise n_warmup"):
+        BayesianGLM("gaussian", **kw).fit(year[:, None], y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = BayesianGLM("gaussian", **kw).fit(year[:, None] - 2010, y)
+    assert split_rhat(m.coef_draws_).max() < 1.1 and abs(m.coef_[0] - 0.5) < 0.05
+
+
+def test_split_rhat_against_its_definition():
+    from gpumcmc.sampling._diagnostics import split_rhat
+
+    rs = np.random.default_rng(1)
+    x = rs.normal(size=(3, 40, 2))
+    x[:, :, 1] += 3 * np.arange(3)[:, None]         # chains apart: R-hat well above 1
+    h = np.concatenate([x[:, :20], x[:, 20:]])      # six half-chains of 20
+    w, b = h.var(axis=1, ddof=1).mean(0), h.mean(axis=1).var(axis=0, ddof=1)
+    np.testing.assert_allclose(split_rhat(x), np.sqrt((19 / 20 * w + b) / w))
+    assert split_rhat(x)[1] > 2 and split_rhat(x)[0] < 1.1
+    assert split_rhat(np.ones((2, 10, 1)))[0] == 1.0 and np.isnan(split_rhat(np.ones((2, 3))))

@@ -14,7 +14,9 @@ from ... import _validate
 from ... import backend as _backend
 from ...glm import check_family, check_y, mean_function
 from ...sampling import Estimator, as_data, run, sharded, to_arviz
-from ...sampling._estimator import HAVE_SKLEARN, DataConversionWarning, Integral, Interval, Real, StrOptions, atomic_fit
+from ...sampling._diagnostics import RHAT_WARN, split_rhat
+from ...sampling._estimator import (HAVE_SKLEARN, ConvergenceWarning, DataConversionWarning, Integral, Interval, Real,
+                                    StrOptions, atomic_fit)
 from .algorithm import HyperPrior, _check_prior_scale, init, step
 from .ops import _PMAX
 from .sharded import group_parts, over_groups, over_rows, row_parts
@@ -244,13 +246,36 @@ class _GLMBase(Estimator):
 
     def _fitted(self, draws):
         """Set ``classes_`` for the family (y's support, as predict returns it) and note the settings that
-        prediction must follow; returns ``draws``."""
+        prediction must follow; warns where the chains have not mixed; returns ``draws``."""
         self._fit_with = {"fit_intercept": bool(self.fit_intercept), "dtype": np.dtype(self.dtype)}
+        self._warn_unmixed(draws)
         if self.family_ == "bernoulli":
             self.classes_ = np.array([0, 1])
         else:
             self.__dict__.pop("classes_", None)  # from an earlier bernoulli fit
         return draws
+
+    def _warn_unmixed(self, draws) -> None:
+        """A ConvergenceWarning where a coefficient's split-R-hat over the kept draws (chain, draw, ..., K')
+        exceeds ``RHAT_WARN``: chains that disagree, or that still drift, give no posterior to report. The
+        usual cause is a column far from zero mean or unit scale (a calendar year, a salary), which the slice
+        steps of unit width cross slowly, or strongly correlated columns, along whose ridge one coordinate at a
+        time moves in small steps."""
+        rhat = split_rhat(draws)
+        if not rhat.size or not np.nanmax(rhat, initial=0.0) > RHAT_WARN:
+            return
+        where = np.unravel_index(int(np.nanargmax(rhat)), rhat.shape)
+        names = (["intercept"] if self.fit_intercept else []) + [
+            str(n) for n in (getattr(self, "feature_names_in_", None)
+                             if getattr(self, "feature_names_in_", None) is not None
+                             else [f"x{j}" for j in range(rhat.shape[-1] - bool(self.fit_intercept))])]
+        which = names[where[-1]] + (f" of group {self.groups_[where[0]]}" if len(where) > 1 else "")
+        warnings.warn(f"The chains have not mixed: split-R-hat of {which} is {rhat[where]:.3g} (above "
+                      f"{RHAT_WARN}; {int(np.sum(rhat > RHAT_WARN))} of {rhat.size} coefficients are). Raise "
+                      "n_warmup and n_samples (strongly correlated columns need many more sweeps), centre and "
+                      "scale the columns of X (e.g. sklearn.preprocessing.StandardScaler), or put y on a unit "
+                      "scale for family='gaussian'; then fit again.",
+                      ConvergenceWarning, stacklevel=4)
 
     def _host_X(self, X, fitted: str):
         """``X`` for prediction, on the host in float64, once the model is fitted."""
@@ -306,6 +331,9 @@ def _thin(b, max_draws):
 
 class BayesianGLM(_GLMBase):
     """Bayesian GLM with ``beta ~ N(0, prior_scale^2 I)``, sampled by slice-within-Gibbs.
+
+    ``fit`` warns (``ConvergenceWarning``) where a coefficient's split-R-hat over the kept draws is above 1.1:
+    raise ``n_warmup`` and ``n_samples``, or centre and scale the columns (see the GLM guide).
 
     Parameters
     ----------

@@ -1450,3 +1450,13 @@ def test_unaligned_labels_or_one_draw_pool_every_chain():
             m = DPGaussianMixture(**{**dict(n_components=6, n_iter=20, burn_in=20, n_chains=3, random_state=0,
                                             progress=False, backend="numpy"), **kw}).fit(X)
             assert m.chains_used_.tolist() == [0, 1, 2]
+
+
+def test_a_column_in_small_units_beside_one_in_large_units_is_not_taken_as_constant():
+    # The prior's variance floor was 1e-3 of the mean variance of all columns: scaling one column by 1e4 made
+    # the other look constant, and three clusters came out as two. Each column now keeps its own scale.
+    rs = np.random.default_rng(0)
+    X = np.concatenate([rs.normal(c, 1, (200, 2)) for c in [(0, 0), (5, 5), (0, 6)]])
+    m = DPGaussianMixture(n_components=8, method="bem", random_state=0, progress=False, backend="numpy")
+    assert (m.fit(X * [1e4, 1]).weights_ > 0.05).sum() == 3
+    assert abs(m.score(X * [1e4, 1]) + np.log(1e4) - m.fit(X).score(X)) < 0.02

@@ -1332,3 +1332,12 @@ def test_repr_and_a_refused_set_params_leave_the_sampler_as_it_was():
     with pytest.raises(ValueError, match="nlive=1 is too few"):
         s.set_params(nlive=1)
     assert s.get_params()["nlive"] == 30
+
+
+def test_a_likelihood_with_plateaus_warns():
+    # log L of two levels: the runs' points tie, nested sampling's volumes do not hold there (log Z came out
+    # -0.56 +- 0.02 against the exact log(0.5 + 0.5 / e) = -0.38), and the run says so.
+    s = NestedSampler(lambda x: np.where(x[:, 0] < 0.5, 0.0, -1.0), lambda u: u, 2, nlive=100, n_replace=20,
+                      random_state=0, progress=False, backend="numpy")
+    with pytest.warns(UserWarning, match="the likelihood has plateaus"):
+        s.run()

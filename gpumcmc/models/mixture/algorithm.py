@@ -100,8 +100,12 @@ def make_model(x, k: int, *, dtype=np.float32, mean_prior=None, mean_precision_p
         center = _backend.to_host(center)
     else:
         center, var = (np.asarray(t, np.float64).reshape(p) for t in moments)
+    # Each column's variance is its own scale: a constant column (variance 0) takes 1e-3 of the mean positive
+    # variance; a column that varies keeps its variance, down to what the dtype can resolve about its mean
+    # (a floor shared by all columns made a column in small units look constant beside one in large units).
     pos = var[var > 0]
-    var = np.maximum(var, 1e-3 * (pos.mean() if pos.size else 1.0))
+    resolve = (64 * np.finfo(dtype).eps * np.maximum(np.abs(center), np.sqrt(var))) ** 2
+    var = np.where(var > 0, np.maximum(var, resolve), 1e-3 * (pos.mean() if pos.size else 1.0))
     if mean_prior is None:
         m = np.zeros(p)
     else:

@@ -37,7 +37,8 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
     clusters stay tight), ``gamma = 16`` (prior spread of the means ``diag(s^2) / 4``), ``alpha ~ Gamma(1, k)``
     (shape 1, rate ``k = n_components``: prior mean ``1 / k``, as scikit-learn's default concentration; with
     ``k - 1`` sticks in alpha's conditional the posterior mean stays near 1 whatever ``k``). A constant column is
-    handled through the prior (its variance is floored at 1e-3 of the mean positive variance). The means' prior
+    handled through the prior (its variance is taken as 1e-3 of the mean positive variance; every other column keeps
+    its own). The means' prior
     is tied to each component's covariance, so a component of ``n_j`` events whose mean lies ``d`` from ``m``
     takes about ``d d^T / (gamma n_j)`` into its covariance's scatter: a rare, tight population far from the
     data's centre comes out wider than it is (60 events with sd 0.02, 4 units out among 2,000 at unit spread:

@@ -65,6 +65,22 @@ class _Iterations:
         return stopped
 
 
+def _warn_plateaus(logl) -> None:
+    """A warning where a run's points share finite log-likelihoods (plateaus: a likelihood that is piecewise
+    constant, of discrete or rounded parameters). Nested sampling's prior volumes assume distinct values, so
+    there log Z is biased, beyond logzerr (Fowlie, Handley and Su 2021); ties at -inf (outside a constraint)
+    carry no weight and are not counted."""
+    tied = 0
+    for row in np.asarray(logl, dtype=np.float64).reshape(logl.shape[0], -1):
+        row = row[np.isfinite(row)]
+        tied += row.size - np.unique(row).size
+    if tied > 0.01 * logl.size:
+        warnings.warn(f"{tied} of the {logl.size} points' log-likelihoods repeat another point's of the same run: "
+                      "the likelihood has plateaus, where nested sampling's volume estimates do not hold, so log Z "
+                      "is biased beyond logzerr. Make it strictly continuous in the parameters (e.g. interpolate "
+                      "between the discrete levels) and run again.", UserWarning, stacklevel=4)
+
+
 class NestedSampler(_NestedSteps, Estimator):
     """Batched nested sampler (dynesty-like).
 
@@ -335,6 +351,7 @@ class NestedSampler(_NestedSteps, Estimator):
         M, d = self.n_runs, self.ndim
         au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
                           for k, x in zip(("u", "v", "logl", "birth"), self._live[:4]))
+        _warn_plateaus(al)
         order, nl = merge_points(al.ravel(), ab.ravel())
         fraction, draws, per_run = self._prior_share
         logz_runs = np.empty(M)

@@ -1144,3 +1144,18 @@ def test_split_rhat_against_its_definition():
     np.testing.assert_allclose(split_rhat(x), np.sqrt((19 / 20 * w + b) / w))
     assert split_rhat(x)[1] > 2 and split_rhat(x)[0] < 1.1
     assert split_rhat(np.ones((2, 10, 1)))[0] == 1.0 and np.isnan(split_rhat(np.ones((2, 3))))
+
+
+def test_a_prior_that_holds_a_coefficient_back_warns():
+    # y in centimetres with the default prior_scale=2.5 on the intercept: the posterior (correct for that
+    # prior) puts a 169 cm intercept at 157, and the fit says why; with a flat prior it is where the data are.
+    rs = np.random.default_rng(0)
+    x = rs.normal(size=(200, 1))
+    y = 170 + 5 * x[:, 0] + 10 * rs.normal(size=200)
+    kw = dict(sigma=10, n_samples=200, n_warmup=100, random_state=0, progress=False, backend="numpy")
+    with pytest.warns(UserWarning, match=r"posterior mean of intercept is 15\d.*prior standard deviations"):
+        BayesianGLM("gaussian", **kw).fit(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        m = BayesianGLM("gaussian", prior_scale=1e6, **kw).fit(x, y)
+    assert abs(m.intercept_ - 169.1) < 3

@@ -265,17 +265,32 @@ class _GLMBase(Estimator):
         if not rhat.size or not np.nanmax(rhat, initial=0.0) > RHAT_WARN:
             return
         where = np.unravel_index(int(np.nanargmax(rhat)), rhat.shape)
-        names = (["intercept"] if self.fit_intercept else []) + [
-            str(n) for n in (getattr(self, "feature_names_in_", None)
-                             if getattr(self, "feature_names_in_", None) is not None
-                             else [f"x{j}" for j in range(rhat.shape[-1] - bool(self.fit_intercept))])]
-        which = names[where[-1]] + (f" of group {self.groups_[where[0]]}" if len(where) > 1 else "")
+        which = self._coef_names(rhat.shape[-1])[where[-1]] + (f" of group {self.groups_[where[0]]}" if len(where) > 1 else "")
         warnings.warn(f"The chains have not mixed: split-R-hat of {which} is {rhat[where]:.3g} (above "
                       f"{RHAT_WARN}; {int(np.sum(rhat > RHAT_WARN))} of {rhat.size} coefficients are). Raise "
                       "n_warmup and n_samples (strongly correlated columns need many more sweeps), centre and "
                       "scale the columns of X (e.g. sklearn.preprocessing.StandardScaler), or put y on a unit "
                       "scale for family='gaussian'; then fit again.",
                       ConvergenceWarning, stacklevel=4)
+
+    def _coef_names(self, n: int) -> list:
+        """The n coefficients' names: "intercept" (where fitted), then feature_names_in_ or x0, x1, ..."""
+        names = getattr(self, "feature_names_in_", None)
+        cols = [str(c) for c in names] if names is not None else [f"x{j}" for j in range(n - bool(self.fit_intercept))]
+        return (["intercept"] if self.fit_intercept else []) + cols
+
+    def _warn_prior_conflict(self, means, prior_scale) -> None:
+        """A warning where a coefficient's posterior mean lies more than 4 prior standard deviations from 0:
+        the data pull against ``beta ~ N(0, prior_scale^2)``, which then holds the estimate back (y in
+        centimetres with the default prior_scale=2.5 put a 169 cm intercept at 157)."""
+        z = np.abs(np.asarray(means, dtype=np.float64)) / float(prior_scale)
+        if not z.size or not z.max() > 4:
+            return
+        j = int(np.argmax(z))
+        warnings.warn(f"The posterior mean of {self._coef_names(z.size)[j]} is {means[j]:.4g}, {z[j]:.3g} prior "
+                      f"standard deviations (prior_scale={prior_scale:g}) from 0: the prior holds it back. If that "
+                      "is not meant, raise prior_scale (1e6 is flat), or centre and scale the columns of X and, "
+                      "for family='gaussian', y.", UserWarning, stacklevel=4)
 
     def _host_X(self, X, fitted: str):
         """``X`` for prediction, on the host in float64, once the model is fitted."""
@@ -388,6 +403,7 @@ class BayesianGLM(_GLMBase):
         self.n_features_in_ = X.shape[1]
         self.trace_ = self._sample(self._design(X, self.fit_intercept), y, shards, prior_scale)
         b = self.coef_draws_ = self._fitted(self.trace_.draws["beta"][:, :, 0, :])    # (chain, draw, K')
+        self._warn_prior_conflict(b.mean(axis=(0, 1)), prior_scale)
         if self.fit_intercept:
             self.intercept_ = float(b[..., 0].mean())
             self.coef_ = b[..., 1:].mean(axis=(0, 1))

@@ -1180,3 +1180,14 @@ def test_dataframes_with_pandas_missing_marker_and_float_codes():
     np.testing.assert_array_equal(net._encode(df2), [[0, 0], [-1, 1], [1, -1], [1, 0]])
     with pytest.raises(ValueError, match="Unknown state '2.5'"):
         net._encode(pd.DataFrame({"a": [2.5], "b": ["x"]}))
+
+
+def test_a_fit_with_a_huge_table_warns_before_it_starts(monkeypatch):
+    from gpumcmc.models.bayesnet import estimator
+
+    monkeypatch.setattr(estimator, "_LARGE_TABLE", 100)   # a small network stands in for a 10^8-cell table
+    parents = {"p0": [], "p1": [], "p2": [], "c": ["p0", "p1", "p2"]}
+    states = {v: [str(s) for s in range(5)] for v in parents}
+    X = np.random.default_rng(0).integers(0, 5, size=(50, 4))
+    with pytest.warns(UserWarning, match="Node 'c''s table has 625 cells .3 parents"):
+        BayesianNetwork(parents, states, n_iter=2, random_state=0, progress=False, backend="numpy").fit(X)

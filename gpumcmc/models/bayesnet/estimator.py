@@ -62,6 +62,9 @@ def _schedule(same, n_iter) -> list:
     return [int(m) for m in ms]
 
 
+_LARGE_TABLE = 10**7  # table cells above which a fit warns (see BayesianNetwork._warn_large_tables)
+
+
 def _same_value(a, b) -> bool:
     """``a`` is ``b``'s value (for the repr's defaults): arrays, such as a ``same`` schedule, compared whole."""
     if a is b:
@@ -208,6 +211,18 @@ class BayesianNetwork(Estimator):
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
 
+    def _warn_large_tables(self) -> None:
+        """A warning before a fit whose tables hold over ``_LARGE_TABLE`` cells: each is kept as several float64
+        copies (counts, draws, probabilities and their logs, the running mean), so memory and time grow with the
+        product of a node's parents' states, which few cases can fill."""
+        sizes = {v: int(np.prod(self._cpt_shape(v), dtype=np.float64)) for v in self.nodes}
+        v = max(sizes, key=sizes.get)
+        if sizes[v] > _LARGE_TABLE:
+            warnings.warn(f"Node {v!r}'s table has {sizes[v]:.3g} cells ({len(self.parents[v])} parents): a fit keeps "
+                          f"several float64 copies of it, about {5 * 8 * sum(sizes.values()) / 2**30:.3g} GB in all, "
+                          "and its time grows with them. Give the node fewer parents or its parents fewer states.",
+                          UserWarning, stacklevel=4)
+
     def _cpt_shape(self, v) -> tuple:
         return tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
 
@@ -332,6 +347,7 @@ class BayesianNetwork(Estimator):
         :func:`gpumcmc.sampling.sharded`, run by :func:`gpumcmc.sampling.run`."""
         X = self._encode(cases, "X")
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
+        self._warn_large_tables()
         sh, backend = (None, backend) if devices is None else resolve(devices, backend, "the cases")
         rng = default_rng(random_state, backend=backend)
         sh = _one_shard(rng.xp()) if sh is None else sh

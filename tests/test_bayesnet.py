@@ -1182,7 +1182,7 @@ def test_dataframes_with_pandas_missing_marker_and_float_codes():
         net._encode(pd.DataFrame({"a": [2.5], "b": ["x"]}))
 
 
-def test_a_fit_with_a_huge_table_warns_before_it_starts(monkeypatch):
+def test_a_fit_with_a_huge_table_warns(monkeypatch):
     from gpumcmc.models.bayesnet import estimator
 
     monkeypatch.setattr(estimator, "_LARGE_TABLE", 100)   # a small network stands in for a 10^8-cell table

@@ -212,9 +212,10 @@ class BayesianNetwork(Estimator):
             (f", {shown})" if shown else ")")
 
     def _warn_large_tables(self) -> None:
-        """A warning before a fit whose tables hold over ``_LARGE_TABLE`` cells: each is kept as several float64
-        copies (counts, draws, probabilities and their logs, the running mean), so memory and time grow with the
-        product of a node's parents' states, which few cases can fill."""
+        """A warning from a fit whose largest table holds over ``_LARGE_TABLE`` cells: each is kept as several
+        float64 copies (counts, draws, probabilities and their logs, the running mean), so memory and time grow
+        with the product of a node's parents' states, which few cases can fill. (Given as the fit starts; like
+        every warning of a fit in the main thread it is shown at the caller's line when the fit returns.)"""
         sizes = {v: int(np.prod(self._cpt_shape(v), dtype=np.float64)) for v in self.nodes}
         v = max(sizes, key=sizes.get)
         if sizes[v] > _LARGE_TABLE:

@@ -11,7 +11,7 @@ it runs them in this process, and gives the same draws. Chains merge with
 On a GPU host, ``dask_cuda.LocalCUDACluster()`` starts one worker per GPU;
 on a CPU, ``distributed.LocalCluster(n_workers=..., threads_per_worker=1)``
 does the same with processes. Dask is an optional extra
-(``pip install gpumcmc[dask]``), imported only when a client is passed.
+(``pip install "gpumcmc[dask]"``), imported only when a client is passed.
 
 Examples
 --------

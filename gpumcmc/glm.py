@@ -313,10 +313,29 @@ _ROWS_NB = (1, 2, 4, 8)           # glm_fg_rows instantiations: chains each thre
 _rows_plans = memo.table("glm.rows_plans")  # (device, the problem, the knobs) -> glm_fg_rows's launch shape
 
 
+_ROWS_MAX_SUB = 64  # GLM_ROWS_MAX_SUB in glm.cu
+
+
+def _rows_nsub(K: int) -> int:
+    """Phase 2's row subsets in ``glm_fg_rows`` (as the kernel computes them)."""
+    return min(config.glm_threads // ((K + 1) // 2), _ROWS_MAX_SUB)
+
+
+def _rows_smem(K: int, B: int, R: int, itemsize: int) -> tuple:
+    """``glm_fg_rows``' dynamic shared memory at R rows a tile: ``(bytes, x_s elements)``: the tile with the rows'
+    stride Kp, or the end's sums over the row subsets and warps where larger; r; the coefficients."""
+    Kp = K + (2 - K) % 4
+    xs = max(R * Kp * itemsize, 8 * (_rows_nsub(K) * B * (K + 1) + config.glm_threads // 32 * B))
+    xs = -(-xs // 16) * 16
+    return xs + itemsize * B * R + itemsize * B * K, xs // itemsize
+
+
 def _rows_fits(K: int, B: int, dtype) -> bool:
-    """Whether ``glm_fg_rows`` takes the problem: up to 8 chains, a thread per column and a 32-row tile."""
-    return (0 < K < config.glm_threads and 0 < B <= _ROWS_NB[-1]
-            and 32 * K * np.dtype(dtype).itemsize <= config.glm_tile_bytes)
+    """Whether ``glm_fg_rows`` takes the problem: up to 8 chains, a thread per column, a 32-row tile, and the
+    shared memory of one within the limit."""
+    s = np.dtype(dtype).itemsize
+    return (0 < K < config.glm_threads and 0 < B <= _ROWS_NB[-1] and 32 * K * s <= config.glm_tile_bytes
+            and _rows_smem(K, B, 32, s)[0] <= config.glm_shared_limit)
 
 
 def _rows_plan(N, K, B, dtype):
@@ -339,17 +358,10 @@ def _rows_plan(N, K, B, dtype):
     fn = _loader.get_function("glm.cu", f"glm_fg_rows<{ct}, {nb}>", names, config.glm_defines)
     red = _loader.get_function("glm.cu", names[-1], names, config.glm_defines)
     Kp = K + (2 - K) % 4   # the rows' stride in shared memory: even, and 2 mod 4 (see glm_fg_rows)
-    nsub = c.glm_threads // ((K + 1) // 2)
-
-    def smem_of(R):
-        xs = max(R * Kp * s, 8 * (nsub * B * (K + 1) + c.glm_threads // 32 * B))
-        xs = -(-xs // 16) * 16
-        return xs + s * B * R + s * B * K, xs // s
-
     R = min(c.glm_rows_max_r, c.glm_tile_bytes // (K * s)) // 32 * 32
-    while R > 32 and smem_of(R)[0] > c.glm_shared_limit:
+    while R > 32 and _rows_smem(K, B, R, s)[0] > c.glm_shared_limit:
         R -= 32
-    smem, xs_len = smem_of(R)
+    smem, xs_len = _rows_smem(K, B, R, s)
     grid_max = _loader.sm_count() * _loader.resident_blocks(fn, c.glm_threads, smem)
     # Both kernels go through the driver with their arguments packed in one buffer: a direct call of
     # loglik_and_grad is timed from an idle GPU, so the host's time to the first launch counts in full.

@@ -1121,7 +1121,7 @@ def test_fit_without_networkx_names_the_package(monkeypatch):
     net = BayesianNetwork.koller()
     X = net.sample(50, random_state=0)
     monkeypatch.setattr(builtins, "__import__", no_networkx)
-    with pytest.raises(ImportError, match=r"pip install networkx \(or gpumcmc\[networkx\]\)"):
+    with pytest.raises(ImportError, match=r'pip install networkx \(or "gpumcmc\[networkx\]"\)'):
         BayesianNetwork(net.parents, net.states, n_iter=2, backend="numpy", progress=False).fit(X)
 
 

@@ -645,8 +645,8 @@ _TILED_CASES = [
 
 
 # Shapes for glm_fg_rows: those above that it takes (up to 8 chains, K < 256, 32 rows of K in a tile),
-# and more where K is not 2 mod 4 (rows stored with a wider stride, element by element) or one column
-# with 8 chains (tiles cut short to fit the chains' sums in shared memory).
+# and more where K is not 2 mod 4 (rows stored with a wider stride, element by element) or one or two
+# columns with 8 chains (tiles cut short to fit the chains' sums in shared memory).
 _ROWS_CASES = [c for c in _TILED_CASES if c[2] <= 8 and c[1] < 256 and 32 * c[1] * np.dtype(c[3]).itemsize <= 32768]
 _ROWS_CASES += [
     (3001, 4, 8, np.float32, True, True),
@@ -654,6 +654,9 @@ _ROWS_CASES += [
     (4099, 12, 7, np.float64, False, True),
     (2500, 64, 4, np.float32, True, False),
     (33, 255, 6, np.float32, False, False),
+    # two columns and eight chains: phase 2's row subsets capped so that the end's sums fit in shared memory
+    (3001, 2, 8, np.float32, True, False),
+    (2000, 2, 8, np.float64, False, True),
 ]
 
 

@@ -1341,3 +1341,13 @@ def test_a_likelihood_with_plateaus_warns():
                       random_state=0, progress=False, backend="numpy")
     with pytest.warns(UserWarning, match="the likelihood has plateaus"):
         s.run()
+
+
+def test_a_float32_likelihood_that_ties_near_its_peak_by_rounding_does_not_warn():
+    data = np.random.default_rng(1).normal(0.3, 1.0, 1000).astype(np.float32)
+    s = NestedSampler(lambda x: (-0.5 * (data - x[:, :1].astype(np.float32)) ** 2).sum(axis=1),
+                      lambda u: 4 * u - 2, 1, n_replace=25, random_state=0, progress=False, backend="numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        s.run()
+    assert abs(s.results.logz - -490.24) < 0.3

@@ -377,3 +377,8 @@ def test_settings_are_kept_as_given_and_checked_by_fit():
     assert RBM(dtype="float64").get_params()["dtype"] == "float64"
     with pytest.raises(ValueError, match="learning_rate"):
         RBM(n_hidden=2, learning_rate="0.1", progress=False, backend="numpy").fit(np.eye(3))
+
+
+def test_gibbs_steps_show_no_progress_bar(capsys):
+    _small_rbm().gibbs(np.zeros((2, 5)), random_state=0)
+    assert capsys.readouterr().err == ""

@@ -1,4 +1,4 @@
-"""Export to ArviZ. ArviZ is an optional extra (``pip install gpumcmc[arviz]``), imported only here."""
+"""Export to ArviZ. ArviZ is an optional extra (``pip install "gpumcmc[arviz]"``), imported only here."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _import_arviz():
             warnings.simplefilter("ignore", FutureWarning)  # ArviZ 0.2x announces its 1.0 refactor on import
             import arviz
     except ImportError as e:
-        raise ImportError("to_arviz() needs ArviZ: pip install arviz (or gpumcmc[arviz]).") from e
+        raise ImportError('to_arviz() needs ArviZ: pip install arviz (or "gpumcmc[arviz]").') from e
     return arviz
 
 

@@ -150,12 +150,14 @@ def all_or_nothing(obj):
 
 @contextlib.contextmanager
 def _this_threads_warnings():
-    """Record the warnings this thread gives inside the block (under the "always" filter, so that none is lost
-    to the registry of the line it comes from); those of other threads go on to be shown as they would have
-    been, not recorded (and so not re-issued at this thread's caller's line)."""
+    """Record the warnings this thread gives inside the block; those of other threads go on to be shown as they
+    would have been, not recorded (and so not re-issued at this thread's caller's line). Warnings from
+    gpumcmc's own lines pass an "always" filter for the block, so that none is lost to the registry of the line
+    it comes from (the caller's filters judge each when it is re-issued); other modules' keep their filters,
+    so another thread's ignored warnings stay ignored."""
     me, log = threading.get_ident(), []
     with warnings.catch_warnings():
-        warnings.simplefilter("always")
+        warnings.filterwarnings("always", module=r"gpumcmc(\.|$)")
         shown = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):
@@ -178,11 +180,16 @@ def atomic_fit(fit):
     zero), is ignored inside, so ``np.seterr(all="raise")`` set to hunt NaNs does not stop a fit on it. The
     warnings the fit gives are shown at the caller's line (the user's ``fit(...)``), whatever depth they
     come from (in the main thread: recording them swaps process-wide state, which fits in other threads
-    would share; other threads' warnings meanwhile are shown where they come from, under the "always" filter
-    while the fit runs); one turned into an error by a warnings filter fails the fit as a whole, as above."""
+    would share; other threads' warnings meanwhile are shown where they come from, under their own filters);
+    one turned into an error by a warnings filter fails the fit as a whole, as above. An estimator's
+    ``_warn_before_fit()``, where it has one, runs first, outside the recording, so that what it warns of (a fit
+    about to take long) shows at once."""
     @functools.wraps(fit)
     def fit_all_or_nothing(self, *args, **kwargs):
         record = threading.current_thread() is threading.main_thread()  # see above: main thread only
+        early = getattr(self, "_warn_before_fit", None)
+        if early is not None:  # warnings a long fit should give as it starts, not when it returns
+            early()
         with all_or_nothing(self):
             with _this_threads_warnings() if record else contextlib.nullcontext() as caught:
                 try:

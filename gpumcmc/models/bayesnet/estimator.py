@@ -207,15 +207,19 @@ class BayesianNetwork(Estimator):
         return self.cpts_ is not None
 
     def __repr__(self, N_CHAR_MAX=700):
-        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS if not _same_value(getattr(self, k), _DEFAULTS[k]))
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in _DEFAULTS
+                          if not _same_value(getattr(self, k), _DEFAULTS[k]))
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
+
+    def _warn_before_fit(self) -> None:  # called by atomic_fit before it records the fit's warnings
+        self._warn_large_tables()
 
     def _warn_large_tables(self) -> None:
         """A warning from a fit whose largest table holds over ``_LARGE_TABLE`` cells: each is kept as several
         float64 copies (counts, draws, probabilities and their logs, the running mean), so memory and time grow
-        with the product of a node's parents' states, which few cases can fill. (Given as the fit starts; like
-        every warning of a fit in the main thread it is shown at the caller's line when the fit returns.)"""
+        with the product of a node's parents' states, which few cases can fill. Given before the fit's own
+        warnings are recorded (``_warn_before_fit``), so that it shows as the fit starts, at the caller's line."""
         sizes = {v: int(np.prod(self._cpt_shape(v), dtype=np.float64)) for v in self.nodes}
         v = max(sizes, key=sizes.get)
         if sizes[v] > _LARGE_TABLE:
@@ -305,7 +309,7 @@ class BayesianNetwork(Estimator):
             import networkx as nx
         except ImportError as e:
             raise ImportError("BayesianNetwork.fit colours the network's moral graph with networkx: pip install "
-                              "networkx (or gpumcmc[networkx]).") from e
+                              'networkx (or "gpumcmc[networkx]").') from e
         g = nx.Graph()
         g.add_nodes_from(self.nodes)
         for v in self.nodes:
@@ -348,7 +352,6 @@ class BayesianNetwork(Estimator):
         :func:`gpumcmc.sampling.sharded`, run by :func:`gpumcmc.sampling.run`."""
         X = self._encode(cases, "X")
         ms, burn, bs = self._checked(len(X), n_iter, same, prior, learn, batch_size, burn_in)
-        self._warn_large_tables()
         sh, backend = (None, backend) if devices is None else resolve(devices, backend, "the cases")
         rng = default_rng(random_state, backend=backend)
         sh = _one_shard(rng.xp()) if sh is None else sh

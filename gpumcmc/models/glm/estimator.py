@@ -265,13 +265,15 @@ class _GLMBase(Estimator):
         if not rhat.size or not np.nanmax(rhat, initial=0.0) > RHAT_WARN:
             return
         where = np.unravel_index(int(np.nanargmax(rhat)), rhat.shape)
-        which = self._coef_names(rhat.shape[-1])[where[-1]] + (f" of group {self.groups_[where[0]]}" if len(where) > 1 else "")
+        which = self._coef_names(rhat.shape[-1])[where[-1]]
+        if len(where) > 1:
+            which += f" of group {self.groups_[where[0]]}"
         warnings.warn(f"The chains have not mixed: split-R-hat of {which} is {rhat[where]:.3g} (above "
                       f"{RHAT_WARN}; {int(np.sum(rhat > RHAT_WARN))} of {rhat.size} coefficients are). Raise "
                       "n_warmup and n_samples (strongly correlated columns need many more sweeps), centre and "
                       "scale the columns of X (e.g. sklearn.preprocessing.StandardScaler), or put y on a unit "
                       "scale for family='gaussian'; then fit again.",
-                      ConvergenceWarning, stacklevel=4)
+                      ConvergenceWarning, stacklevel=5)
 
     def _coef_names(self, n: int) -> list:
         """The n coefficients' names: "intercept" (where fitted), then feature_names_in_ or x0, x1, ..."""
@@ -280,17 +282,19 @@ class _GLMBase(Estimator):
         return (["intercept"] if self.fit_intercept else []) + cols
 
     def _warn_prior_conflict(self, means, prior_scale) -> None:
-        """A warning where a coefficient's posterior mean lies more than 4 prior standard deviations from 0:
-        the data pull against ``beta ~ N(0, prior_scale^2)``, which then holds the estimate back (y in
-        centimetres with the default prior_scale=2.5 put a 169 cm intercept at 157)."""
+        """For ``family="gaussian"``, a warning where a coefficient's posterior mean lies more than 4 prior
+        standard deviations from 0: the data pull against ``beta ~ N(0, prior_scale^2)``, which then holds the
+        estimate back (y in centimetres with the default prior_scale=2.5 put a 169 cm intercept at 157)."""
+        if self.family_ != "gaussian":  # large logistic or log-rate coefficients are mostly separation, where
+            return                       # the prior is what keeps the posterior proper
         z = np.abs(np.asarray(means, dtype=np.float64)) / float(prior_scale)
         if not z.size or not z.max() > 4:
             return
         j = int(np.argmax(z))
         warnings.warn(f"The posterior mean of {self._coef_names(z.size)[j]} is {means[j]:.4g}, {z[j]:.3g} prior "
                       f"standard deviations (prior_scale={prior_scale:g}) from 0: the prior holds it back. If that "
-                      "is not meant, raise prior_scale (1e6 is flat), or centre and scale the columns of X and, "
-                      "for family='gaussian', y.", UserWarning, stacklevel=4)
+                      "is not meant, raise prior_scale (1e6 is flat), or centre and scale y and the columns of X.",
+                      UserWarning, stacklevel=4)
 
     def _host_X(self, X, fitted: str):
         """``X`` for prediction, on the host in float64, once the model is fitted."""

@@ -65,20 +65,26 @@ class _Iterations:
         return stopped
 
 
-def _warn_plateaus(logl) -> None:
-    """A warning where a run's points share finite log-likelihoods (plateaus: a likelihood that is piecewise
-    constant, of discrete or rounded parameters). Nested sampling's prior volumes assume distinct values, so
-    there log Z is biased, beyond logzerr (Fowlie, Handley and Su 2021); ties at -inf (outside a constraint)
-    carry no weight and are not counted."""
-    tied = 0
-    for row in np.asarray(logl, dtype=np.float64).reshape(logl.shape[0], -1):
-        row = row[np.isfinite(row)]
-        tied += row.size - np.unique(row).size
-    if tied > 0.01 * logl.size:
-        warnings.warn(f"{tied} of the {logl.size} points' log-likelihoods repeat another point's of the same run: "
-                      "the likelihood has plateaus, where nested sampling's volume estimates do not hold, so log Z "
-                      "is biased beyond logzerr. Make it strictly continuous in the parameters (e.g. interpolate "
-                      "between the discrete levels) and run again.", UserWarning, stacklevel=4)
+def _warn_plateaus(logl, logwt) -> None:
+    """A warning where points of a run that share one finite log-likelihood (a plateau: a likelihood that is
+    piecewise constant, of discrete or rounded parameters) carry at least 5% of its posterior weight (``logwt``:
+    each point's normalised log weight in its run). Nested sampling's prior volumes assume distinct values, so
+    there log Z is biased beyond logzerr (Fowlie, Handley and Su 2021). A likelihood computed in float32 ties
+    near its peak by rounding, on a sliver of the weight; ties at -inf (outside a constraint) weigh nothing."""
+    share, size = 0.0, 0
+    for row, lw in zip(np.asarray(logl, np.float64).reshape(logl.shape[0], -1), logwt.reshape(logl.shape[0], -1)):
+        ok = np.isfinite(row)
+        values, inverse, counts = np.unique(row[ok], return_inverse=True, return_counts=True)
+        if values.size < ok.sum():  # some tie
+            w = np.bincount(inverse, weights=np.exp(lw[ok]), minlength=values.size)
+            w[counts < 2] = 0.0
+            if w.max() > share:
+                share, size = float(w.max()), int(counts[np.argmax(w)])
+    if share >= 0.05:
+        warnings.warn(f"{size} points of a run share one log-likelihood and carry {share:.0%} of its posterior "
+                      "weight: the likelihood has plateaus, where nested sampling's volume estimates do not hold, "
+                      "so log Z is biased beyond logzerr. Make it strictly continuous in the parameters (e.g. "
+                      "interpolate between the discrete levels) and run again.", UserWarning, stacklevel=4)
 
 
 class NestedSampler(_NestedSteps, Estimator):
@@ -205,7 +211,9 @@ class NestedSampler(_NestedSteps, Estimator):
         except BaseException:
             for name, value in old.items():
                 setattr(self, self._STORED.get(name, name), value)
-            self._setup()
+            with warnings.catch_warnings():  # the settings put back warned when they were set
+                warnings.simplefilter("ignore")
+                self._setup()
             raise
         return self
 
@@ -351,7 +359,6 @@ class NestedSampler(_NestedSteps, Estimator):
         M, d = self.n_runs, self.ndim
         au, av, al, ab = (np.concatenate([dead[f"dead_{k}"].reshape(M, -1, *x.shape[2:]), _backend.to_host(x)], 1)
                           for k, x in zip(("u", "v", "logl", "birth"), self._live[:4]))
-        _warn_plateaus(al)
         order, nl = merge_points(al.ravel(), ab.ravel())
         fraction, draws, per_run = self._prior_share
         logz_runs = np.empty(M)
@@ -363,6 +370,7 @@ class NestedSampler(_NestedSteps, Estimator):
             lz, lw = _evidence(al[m][o], n, *_start_volume(float(per_run[m]), draws // M))[:2]
             logz_runs[m] = lz
             logwt_run[m, o] = lw - lz
+        _warn_plateaus(al, logwt_run)
         return _outcome(al.ravel()[order], nl.astype(np.int64), np.repeat(np.arange(M), al.shape[1])[order],
                         logwt_run.ravel()[order], M, self.check_modes, logz_runs=logz_runs,
                         samples=av.reshape(-1, d)[order], samples_u=au.reshape(-1, d)[order], ncall=int(self._ncall),

@@ -13,8 +13,8 @@ from ... import _validate
 from ... import backend as _backend
 from ..._config import config
 from ...random._generator import default_rng
-from ...sampling._estimator import (Estimator, Integral, Interval, NotFittedError, Real, StrOptions, as_data, atomic_fit,
-                                    mixin)
+from ...sampling._estimator import (Estimator, Integral, Interval, NotFittedError, Real, StrOptions, as_data,
+                                    atomic_fit, mixin)
 from .algorithm import (_BlockGibbs, _check_unit, _flipped, _free_energy, _pseudo_likelihood,
                         _pseudo_likelihood_rows, _sigmoid, pcd_epoch_step, pcd_init)
 from .ops import _use_fused_pcd
@@ -232,7 +232,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
         """One block-Gibbs step from each binary row of ``v``: ``sample(len(v), 1, random_state, v)``."""
         self._check_feature_names(v)
         v = self._rows(v, "v")
-        return self.sample(v.shape[0], 1, random_state=random_state, initial=v)
+        return self.sample(v.shape[0], 1, random_state=random_state, initial=v, progress=False)
 
     def log_prob_visible_unnormalised(self, v):
         """``-F(v)``: the log of the unnormalised marginal of the visible units."""

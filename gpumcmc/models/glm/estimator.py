@@ -265,7 +265,7 @@ class _GLMBase(Estimator):
         if not rhat.size or not np.nanmax(rhat, initial=0.0) > RHAT_WARN:
             return
         where = np.unravel_index(int(np.nanargmax(rhat)), rhat.shape)
-        which = self._coef_names(rhat.shape[-1])[where[-1]]
+        which = self._coef_names()[where[-1]]
         if len(where) > 1:
             which += f" of group {self.groups_[where[0]]}"
         warnings.warn(f"The chains have not mixed: split-R-hat of {which} is {rhat[where]:.3g} (above "
@@ -275,11 +275,14 @@ class _GLMBase(Estimator):
                       "scale for family='gaussian'; then fit again.",
                       ConvergenceWarning, stacklevel=5)
 
-    def _coef_names(self, n: int) -> list:
-        """The n coefficients' names: "intercept" (where fitted), then feature_names_in_ or x0, x1, ..."""
-        names = getattr(self, "feature_names_in_", None)
-        cols = [str(c) for c in names] if names is not None else [f"x{j}" for j in range(n - bool(self.fit_intercept))]
-        return (["intercept"] if self.fit_intercept else []) + cols
+    def _coef_names(self, feature_names=None) -> list:
+        """The fit's coefficients' names: "intercept" (where fitted), then ``feature_names``, else
+        ``feature_names_in_`` (a DataFrame's columns), else "x0", "x1", ..."""
+        names = feature_names if feature_names is not None else getattr(self, "feature_names_in_", None)
+        names = [str(c) for c in names] if names is not None else [f"x{j}" for j in range(self.n_features_in_)]
+        if len(names) != self.n_features_in_:
+            raise ValueError(f"feature_names holds {len(names)} names for {self.n_features_in_} features.")
+        return (["intercept"] if self._at_fit("fit_intercept") else []) + names
 
     def _warn_prior_conflict(self, means, prior_scale) -> None:
         """For ``family="gaussian"``, a warning where a coefficient's posterior mean lies more than 4 prior
@@ -291,7 +294,7 @@ class _GLMBase(Estimator):
         if not z.size or not z.max() > 4:
             return
         j = int(np.argmax(z))
-        warnings.warn(f"The posterior mean of {self._coef_names(z.size)[j]} is {means[j]:.4g}, {z[j]:.3g} prior "
+        warnings.warn(f"The posterior mean of {self._coef_names()[j]} is {means[j]:.4g}, {z[j]:.3g} prior "
                       f"standard deviations (prior_scale={prior_scale:g}) from 0: the prior holds it back. If that "
                       "is not meant, raise prior_scale (1e6 is flat), or centre and scale y and the columns of X.",
                       UserWarning, stacklevel=4)
@@ -657,12 +660,7 @@ class HierarchicalGLM(_GLMBase):
         the intercept 0, before this release)."""
         self._check_fitted("beta_draws_")
         d = self.trace_.draws
-        names = list(feature_names) if feature_names is not None else self._feature_coords(self.n_features_in_)
-        if len(names) != self.n_features_in_:
-            raise ValueError(f"feature_names holds {len(names)} names for {self.n_features_in_} features.")
-        if feature_names is None and getattr(self, "feature_names_in_", None) is None:
-            names = [f"x{j}" for j in range(self.n_features_in_)]  # apart from the old 0..K-1, intercept first
-        names = (["intercept"] if self._at_fit("fit_intercept") else []) + names
+        names = self._coef_names(None if feature_names is None else list(feature_names))
         coords = {"group": list(self.groups_), "coef": names}
         post = {"beta": d["beta"], "mu": d["mu"]}
         dims = {"beta": ["group", "coef"], "mu": ["coef"]}

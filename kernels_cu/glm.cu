@@ -396,7 +396,7 @@ __global__ void glm_fg_check(const T* __restrict__ f, int B, unsigned long long*
 // Phase 2: thread (sub, q), q < KH = ceil(K / 2), adds columns 2q and 2q + 1 of rows t0(sub) .. t1(sub) of
 // the tile times r of each chain, reading both columns of a row at once and r of 16 bytes of rows at once,
 // in T over the tile's rows and then into double accumulators it keeps over all its tiles.
-// At the end the nsub = GLM_THREADS / KH threads of a column are summed in order, and the threads' sums of
+// At the end the nsub = min(GLM_THREADS / KH, GLM_ROWS_MAX_SUB) threads of a column are summed in order, and the threads' sums of
 // the log-likelihood by a fixed tree in each warp and then warp by warp, and the block writes part[blockIdx.x] (B x (K + 1)), which
 // glm_fg_reduce adds up: no atomics, a fixed order, results that repeat bit for bit. (The order depends on
 // the grid, and so on the GPU's SM count: the last bits of f and g can differ from one GPU model to another.)
@@ -411,6 +411,9 @@ __global__ void glm_fg_check(const T* __restrict__ f, int B, unsigned long long*
 #define GLM_ROWS_UNROLL 8  // steps of the phases' inner loops unrolled: their shared-memory reads in flight together
 #endif
 constexpr int glm_rows_unroll = GLM_ROWS_UNROLL;  // (a pragma's argument is not macro-expanded)
+#ifndef GLM_ROWS_MAX_SUB
+#define GLM_ROWS_MAX_SUB 64  // row subsets of phase 2 at most (few columns: the end's sums must fit in shared memory)
+#endif
 
 // Shared memory serves a warp's read of 32 consecutive 4-byte words in one pass, and glm_fg_rows is bound by
 // its instructions and those passes, not by its DRAM reads: so both phases read two elements of a row, and
@@ -449,7 +452,7 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
     double* red = reinterpret_cast<double*>(x_s);  // the end's sums over subsets, once x_s is done
     const int tid = threadIdx.x;
     for (int j = tid; j < B * K; j += GLM_THREADS) beta_s[j] = beta[j];
-    const int KA = K + 1, KH = (K + 1) >> 1, nsub = GLM_THREADS / KH;
+    const int KA = K + 1, KH = (K + 1) >> 1, nsub = min(GLM_THREADS / KH, GLM_ROWS_MAX_SUB);
     const int q = tid % KH, sub = tid / KH, c0 = 2 * q;
     const bool gact = sub < nsub, two = c0 + 1 < K;
     const int t0 = gact ? (sub * R) / nsub : 0, t1 = gact ? ((sub + 1) * R) / nsub : 0;
@@ -539,7 +542,7 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
             const T* xc = x_s + c0;
             int t = t0;
             // r of V rows a read (16 bytes: R is a multiple of 32, so b * R + t is aligned once t is); for up
-            // to two chains (more hold too many values in registers, which then spill)
+            // to two chains (with more, the vectors of r add to the registers their sums already fill)
             if (NB <= 2) {
                 typedef typename glm_vec16<T>::type TV;
                 constexpr int V = glm_vec16<T>::n;

@@ -438,8 +438,9 @@ def _kernel_fg(X, y, beta2, family, w, off, sigma, kernel="auto", describe=None)
         kernel = "rows" if _rows_fits(K, B, X.dtype) else "tiled" if _tiled_fits(K, X.dtype) else "gemm"
     if kernel == "rows":
         if not _rows_fits(X.shape[1], beta2.shape[0], X.dtype):
-            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains and fewer than {config.glm_threads} "
-                             f"columns (here {beta2.shape[0]} and {X.shape[1]}); use kernel='auto'.")
+            raise ValueError(f"kernel='rows' takes up to {_ROWS_NB[-1]} chains, fewer than {config.glm_threads} "
+                             f"columns, and 32 rows of them in at most {config.glm_tile_bytes} bytes (here "
+                             f"{beta2.shape[0]} chains of {X.shape[1]} {X.dtype.name} columns); use kernel='auto'.")
         return _rows_fg(X, y, beta2, family, w, off, sigma, describe)
     if kernel == "tiled":
         if not _tiled_fits(X.shape[1], X.dtype):

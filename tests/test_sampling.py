@@ -749,3 +749,32 @@ def test_a_checkpointed_state_with_none_inside_a_tuple_resumes(tmp_path):
     back = run(st, P(np.zeros(2), (np.zeros(3), None)), 3, **kw)
     np.testing.assert_array_equal(back.draws["x"], whole.draws["x"])
     assert back.state.parts[1] is None
+
+
+def test_warnings_of_fits_in_worker_threads_point_at_the_callers_line():
+    # In a worker thread a fit's warnings are not re-issued (see atomic_fit): each must carry the stacklevel
+    # of the caller's line itself, through atomic_fit's wrapper.
+    import threading
+    import warnings as w
+
+    from gpumcmc.models import BayesianGLM, DPGaussianMixture
+
+    rs = np.random.default_rng(0)
+    X = rs.normal(size=(120, 2))
+    y = (X[:, 0] > 0).astype(float)
+    caught = []
+
+    def work():
+        with w.catch_warnings(record=True) as c:
+            w.simplefilter("always")
+            BayesianGLM(n_samples=10, n_warmup=10, n_chains=2, random_state=0, progress=False,
+                        backend="numpy").fit(X, y[:, None])       # a column y; chains too short to mix
+            DPGaussianMixture(n_components=3, n_iter=3, burn_in=1, progress=False, backend="numpy").fit(X + 1e6)
+        caught.extend(c)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    kinds = {c.category.__name__ for c in caught}
+    assert {"DataConversionWarning", "ConvergenceWarning", "UserWarning"} <= kinds, kinds
+    assert all(c.filename == __file__ for c in caught), [(c.filename, c.lineno) for c in caught]

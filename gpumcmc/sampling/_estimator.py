@@ -151,13 +151,11 @@ def all_or_nothing(obj):
 @contextlib.contextmanager
 def _this_threads_warnings():
     """Record the warnings this thread gives inside the block; those of other threads go on to be shown as they
-    would have been, not recorded (and so not re-issued at this thread's caller's line). Warnings from
-    gpumcmc's own lines pass an "always" filter for the block, so that none is lost to the registry of the line
-    it comes from (the caller's filters judge each when it is re-issued); other modules' keep their filters,
-    so another thread's ignored warnings stay ignored."""
+    would have been, not recorded (and so not re-issued at this thread's caller's line). The filters stay the
+    caller's: entering the block marks every module's registry stale, so a warning shown before is not lost to
+    it, and one the caller's filters make an error raises where it is given (the fit then fails as a whole)."""
     me, log = threading.get_ident(), []
     with warnings.catch_warnings():
-        warnings.filterwarnings("always", module=r"gpumcmc(\.|$)")
         shown = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):

@@ -213,7 +213,10 @@ class BayesianNetwork(Estimator):
             (f", {shown})" if shown else ")")
 
     def _warn_before_fit(self) -> None:  # called by atomic_fit before it records the fit's warnings
-        self._warn_large_tables()
+        try:
+            self._warn_large_tables()
+        except (KeyError, TypeError, ValueError):  # a structure the fit's own checks will name
+            pass
 
     def _warn_large_tables(self) -> None:
         """A warning from a fit whose largest table holds over ``_LARGE_TABLE`` cells: each is kept as several
@@ -343,7 +346,7 @@ class BayesianNetwork(Estimator):
             given = ", ".join(f"{k}=..." for k in settings)
             warnings.warn(f"Passing settings to BayesianNetwork.fit is deprecated and will stop working in the next "
                           f"release; give them to the constructor, BayesianNetwork(parents, states, {given}), or "
-                          f"call net.set_params({given}).fit(X).", DeprecationWarning, stacklevel=2)
+                          f"call net.set_params({given}).fit(X).", DeprecationWarning, stacklevel=3)
         return self._fit(X, **{k: settings.get(k, getattr(self, k)) for k in _DEFAULTS})
 
     def _fit(self, cases, n_iter, same, prior, random_state, progress, backend, learn, batch_size, devices,

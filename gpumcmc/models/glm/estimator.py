@@ -178,7 +178,7 @@ class _GLMBase(Estimator):
                              "per row of X.")
         if getattr(y, "ndim", None) == 2 and y.shape[1] == 1:  # a column vector, as scikit-learn takes it
             warnings.warn("A column-vector y was passed when a 1d array was expected; y is raveled to shape "
-                          "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=3)
+                          "(n_samples,). Pass y.ravel() to avoid this warning.", DataConversionWarning, stacklevel=4)
             y = y[:, 0]
         xp = self._xp() if shards is None else np
         X = as_data(X, xp, np.dtype(self.dtype), "X")
@@ -458,6 +458,8 @@ class BayesianGLM(_GLMBase):
         post = {"beta": b[..., 1:] if intercept else b}
         if intercept:
             post["intercept"] = b[..., 0]
+        if feature_names is not None and len(feature_names) != self.n_features_in_:
+            raise ValueError(f"feature_names holds {len(feature_names)} names for {self.n_features_in_} features.")
         coords = {"feature": list(feature_names) if feature_names is not None else
                   self._feature_coords(self.n_features_in_)}
         return to_arviz(post, self.trace_.stats, coords=coords, dims={"beta": ["feature"]})

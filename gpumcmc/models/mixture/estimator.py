@@ -317,7 +317,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
                           f"with it, each would lower the fitted mixture's mean log-likelihood per sample from "
                           f"{own[best]:.4g} to {lowered}. weights_, means_, covariances_ and predict pool chains "
                           f"{used.tolist()} only (chains_used_); every chain's draws stay in trace_ and to_arviz(). "
-                          "More iterations or burn-in may bring the chains together.", UserWarning, stacklevel=3)
+                          "More iterations or burn-in may bring the chains together.", UserWarning, stacklevel=5)
         return used, best
 
     def _fit_gibbs(self, model, rng, state, step_fn, score):
@@ -387,7 +387,7 @@ class DPGaussianMixture(mixin("DensityMixin"), Estimator):
         if not tr.stopped and self.tol > 0:  # tol = 0 asks for n_iter iterations
             warnings.warn(f"Bayesian EM did not converge in n_iter={self._n_iter()} iterations (tol={self.tol}): "
                           "weights or the log-likelihood were still moving. Raise n_iter, or raise tol.",
-                          _ConvergenceWarning, stacklevel=3)
+                          _ConvergenceWarning, stacklevel=4)
         self.lower_bound_, self.bem_logliks_ = float(elbo[best]), ll
         w = np.exp(_backend.to_host(state.log_pi[best]))
         self.weights_ = w / w.sum()
@@ -609,7 +609,7 @@ def _warn_coarse_float32(X, rows: int = 1 << 16) -> None:
             f"X's column(s) {named} lie far from 0 against their spread (|mean| / std up to {worst:.3g}, above "
             f"{_COARSE_FLOAT32:g}): dtype='float32' rounds X before centring it, too coarsely for those columns, and "
             "the fit may be meaningless. Centre the data (X - X.mean(axis=0)) or pass dtype='float64'.",
-            UserWarning, stacklevel=3)
+            UserWarning, stacklevel=4)
 
 
 def _check_finite_fit(arrays, method):

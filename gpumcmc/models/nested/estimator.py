@@ -67,10 +67,12 @@ class _Iterations:
 
 def _warn_plateaus(logl, logwt) -> None:
     """A warning where points of a run that share one finite log-likelihood (a plateau: a likelihood that is
-    piecewise constant, of discrete or rounded parameters) carry at least 5% of its posterior weight (``logwt``:
-    each point's normalised log weight in its run). Nested sampling's prior volumes assume distinct values, so
-    there log Z is biased beyond logzerr (Fowlie, Handley and Su 2021). A likelihood computed in float32 ties
-    near its peak by rounding, on a sliver of the weight; ties at -inf (outside a constraint) weigh nothing."""
+    piecewise constant, of discrete or rounded parameters) carry at least a quarter of its posterior weight
+    (``logwt``: each point's normalised log weight in its run). Nested sampling's prior volumes assume distinct
+    values, so there log Z can be biased beyond logzerr (Fowlie, Handley and Su 2021): a two-level likelihood
+    whose top level held 53% of the weight came out 10 logzerr off. A likelihood summed in float32 ties near
+    its peak by rounding, on a few percent of the weight at 10^3 to 10^5 terms; ties at -inf (outside a
+    constraint) weigh nothing."""
     share, size = 0.0, 0
     for row, lw in zip(np.asarray(logl, np.float64).reshape(logl.shape[0], -1), logwt.reshape(logl.shape[0], -1)):
         ok = np.isfinite(row)
@@ -80,11 +82,12 @@ def _warn_plateaus(logl, logwt) -> None:
             w[counts < 2] = 0.0
             if w.max() > share:
                 share, size = float(w.max()), int(counts[np.argmax(w)])
-    if share >= 0.05:
+    if share >= 0.25:
         warnings.warn(f"{size} points of a run share one log-likelihood and carry {share:.0%} of its posterior "
                       "weight: the likelihood has plateaus, where nested sampling's volume estimates do not hold, "
-                      "so log Z is biased beyond logzerr. Make it strictly continuous in the parameters (e.g. "
-                      "interpolate between the discrete levels) and run again.", UserWarning, stacklevel=4)
+                      "so log Z may be biased beyond logzerr. Make it strictly continuous in the parameters (e.g. "
+                      "interpolate between discrete levels), or, if it is summed in float32, sum it in float64; "
+                      "then run again.", UserWarning, stacklevel=4)
 
 
 class NestedSampler(_NestedSteps, Estimator):

@@ -308,7 +308,7 @@ class RBM(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), _
                  dtype=np.float32, backend=None, progress=True, fused=None) -> "RBM":
         """The deprecated ``RBM.fit(X, n_hidden, ...)`` on the class: ``RBM(n_hidden=n_hidden, ...).fit(X)``."""
         warnings.warn("RBM.fit(X, n_hidden, ...) on the class is deprecated: use RBM(n_hidden=n_hidden, ...).fit(X), "
-                      "which trains that model and returns it.", DeprecationWarning, stacklevel=2)
+                      "which trains that model and returns it.", DeprecationWarning, stacklevel=3)
         return cls(dtype=dtype, backend=backend, n_hidden=n_hidden, learning_rate=learning_rate,
                    batch_size=batch_size, n_iter=n_iter, random_state=random_state, progress=progress,
                    fused=fused)._fit(X)

@@ -251,6 +251,24 @@ class Bench:
         return path
 
 
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth of the current GPU in bytes a second (read and write counted), 1 GiB,
+    best of 10: the rate the probes' read-once floors divide by."""
+    import cupy as cp
+
+    a = cp.empty(1 << 30, cp.uint8)
+    b = cp.empty_like(a)
+    best = np.inf
+    for _ in range(10):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record()
+        b[...] = a
+        e.record()
+        e.synchronize()
+        best = min(best, cp.cuda.get_elapsed_time(s, e) / 1e3)
+    return 2 * a.nbytes / best
+
+
 def sync_all_gpus() -> None:
     """Wait for every visible GPU (the wait for timings of work spread over several)."""
     import cupy as cp

@@ -23,22 +23,13 @@ SHAPES = [(256, 8, 32768, 3), (256, 8, 32768, 4), (256, 4, 16384, 4), (256, 4, 1
 def main(out, default_only=False, define=None):
     import cupy as cp
 
+    from benchmarks.harness import copy_bandwidth
     from gpumcmc import _loader
     from gpumcmc._config import config
     from gpumcmc.glm import _rows_plan, loglik_and_grad
 
     rs = np.random.default_rng(0)
-    n_bytes = 1 << 30
-    a, b = cp.empty(n_bytes, cp.uint8), cp.empty(n_bytes, cp.uint8)
-    cp.copyto(b, a)
-    ev = cp.cuda.Event(), cp.cuda.Event()
-    ev[0].record()
-    for _ in range(5):
-        cp.copyto(b, a)
-    ev[1].record()
-    ev[1].synchronize()
-    bw = 2 * 5 * n_bytes / (cp.cuda.get_elapsed_time(*ev) * 1e-3)
-    del a, b
+    bw = copy_bandwidth()  # bytes a second, read and written
     rows = [{"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "copy_GBps": bw / 1e9,
              "sms": _loader.sm_count()}]
     print(json.dumps(rows[0]), flush=True)

@@ -14,21 +14,12 @@ import numpy as np
 def main(out):
     import cupy as cp
 
+    from benchmarks.harness import copy_bandwidth
     from gpumcmc._config import config
     from gpumcmc.glm import loglik_and_grad
 
     rs = np.random.default_rng(0)
-    n_bytes = 1 << 30
-    a, b = cp.empty(n_bytes, cp.uint8), cp.empty(n_bytes, cp.uint8)
-    cp.copyto(b, a)
-    ev = cp.cuda.Event(), cp.cuda.Event()
-    ev[0].record()
-    for _ in range(5):
-        cp.copyto(b, a)
-    ev[1].record()
-    ev[1].synchronize()
-    bw = 2 * 5 * n_bytes / (cp.cuda.get_elapsed_time(*ev) * 1e-3)  # read + write, bytes/s
-    del a, b
+    bw = copy_bandwidth()  # bytes a second, read and written
     rows = [{"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "copy_GBps": bw / 1e9}]
     print(json.dumps(rows[0]), flush=True)
     for N, K, B, dt, fam in ((4_000_000, 50, 1, np.float32, "bernoulli"), (4_000_000, 50, 2, np.float32, "bernoulli"),

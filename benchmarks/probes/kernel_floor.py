@@ -104,23 +104,6 @@ def _workload(case):
     sync_all_gpus()
 
 
-def _copy_bandwidth() -> float:
-    """Device-to-device copy bandwidth in bytes a second (read and write counted), 1 GiB, best of 10."""
-    import cupy as cp
-
-    a = cp.empty(1 << 30, cp.uint8)
-    b = cp.empty_like(a)
-    best = np.inf
-    for _ in range(10):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        b[...] = a
-        e.record()
-        e.synchronize()
-        best = min(best, cp.cuda.get_elapsed_time(s, e) / 1e3)
-    return 2 * a.nbytes / best
-
-
 def _rows(text: str) -> list[dict]:
     """ncu's ``--csv --page raw`` output: a header row, a units row, then one row per profiled launch."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
@@ -170,8 +153,10 @@ def main(argv=None):
         sys.exit("ncu (Nsight Compute) is not on the PATH")
     import cupy as cp
 
+    from benchmarks.harness import copy_bandwidth
+
     report = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-              "copy_bandwidth_GBps": _copy_bandwidth() / 1e9, "cases": {}}
+              "copy_bandwidth_GBps": copy_bandwidth() / 1e9, "cases": {}}
     for case in args.cases or list(KERNELS):
         regex, skip = KERNELS[case]
         cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "--kernel-name", regex,

@@ -62,7 +62,7 @@ def _schedule(same, n_iter) -> list:
     return [int(m) for m in ms]
 
 
-_LARGE_TABLE = 10**7  # table cells above which a fit warns (see BayesianNetwork._warn_large_tables)
+_LARGE_TABLE = 10**7  # table cells above which a fit warns (see BayesianNetwork._warn_before_fit)
 
 
 def _same_value(a, b) -> bool:
@@ -212,24 +212,22 @@ class BayesianNetwork(Estimator):
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
 
-    def _warn_before_fit(self) -> None:  # called by atomic_fit before it records the fit's warnings
+    def _warn_before_fit(self) -> None:
+        """A warning, as a fit starts (atomic_fit calls this before it records the fit's warnings), where the
+        largest table holds over ``_LARGE_TABLE`` cells: each is kept as several float64 copies (counts, draws,
+        probabilities and their logs, the running mean), so memory and time grow with the product of a node's
+        parents' states, which few cases can fill. A structure that cannot be sized is left to the fit's own
+        checks, which name it."""
         try:
-            self._warn_large_tables()
-        except (KeyError, TypeError, ValueError):  # a structure the fit's own checks will name
-            pass
-
-    def _warn_large_tables(self) -> None:
-        """A warning from a fit whose largest table holds over ``_LARGE_TABLE`` cells: each is kept as several
-        float64 copies (counts, draws, probabilities and their logs, the running mean), so memory and time grow
-        with the product of a node's parents' states, which few cases can fill. Given before the fit's own
-        warnings are recorded (``_warn_before_fit``), so that it shows as the fit starts, at the caller's line."""
-        sizes = {v: int(np.prod(self._cpt_shape(v), dtype=np.float64)) for v in self.nodes}
+            sizes = {v: int(np.prod(self._cpt_shape(v), dtype=np.float64)) for v in self.nodes}
+        except (KeyError, TypeError, ValueError):
+            return
         v = max(sizes, key=sizes.get)
         if sizes[v] > _LARGE_TABLE:
             warnings.warn(f"Node {v!r}'s table has {sizes[v]:.3g} cells ({len(self.parents[v])} parents): a fit keeps "
                           f"several float64 copies of it, about {5 * 8 * sum(sizes.values()) / 2**30:.3g} GB in all, "
                           "and its time grows with them. Give the node fewer parents or its parents fewer states.",
-                          UserWarning, stacklevel=4)
+                          UserWarning, stacklevel=3)
 
     def _cpt_shape(self, v) -> tuple:
         return tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)

@@ -458,8 +458,8 @@ class BayesianGLM(_GLMBase):
         post = {"beta": b[..., 1:] if intercept else b}
         if intercept:
             post["intercept"] = b[..., 0]
-        if feature_names is not None and len(feature_names) != self.n_features_in_:
-            raise ValueError(f"feature_names holds {len(feature_names)} names for {self.n_features_in_} features.")
+        if feature_names is not None:
+            self._coef_names(list(feature_names))  # one name a feature, or a ValueError saying so
         coords = {"feature": list(feature_names) if feature_names is not None else
                   self._feature_coords(self.n_features_in_)}
         return to_arviz(post, self.trace_.stats, coords=coords, dims={"beta": ["feature"]})

@@ -14,7 +14,7 @@ from ..._validate import check_int
 from ...random import default_rng
 from ...random._stream import PhiloxStream, seed_sequence
 from ...sampling import Stop, run as run_driver
-from ...sampling._estimator import Estimator, portable_state, restore_devices
+from ...sampling._estimator import Estimator, all_or_nothing, portable_state, restore_devices
 from .algorithm import _BAD_FIX, _SAMPLERS, _BadValue, _NestedSteps
 from .likelihoods import _batchify, _fusable_model
 from .ops import _ops_for
@@ -206,18 +206,10 @@ class NestedSampler(_NestedSteps, Estimator):
         for name in params:
             if name not in valid:
                 raise ValueError(f"NestedSampler has no setting {name!r}; valid settings: {valid}.")
-        old = self.get_params(deep=False)
-        for name, value in params.items():
-            setattr(self, self._STORED.get(name, name), value)
-        try:
-            self._setup(stacklevel=3)
-        except BaseException:
-            for name, value in old.items():
+        with all_or_nothing(self):  # refused: the settings and what _setup derived from them stay as they were
+            for name, value in params.items():
                 setattr(self, self._STORED.get(name, name), value)
-            with warnings.catch_warnings():  # the settings put back warned when they were set
-                warnings.simplefilter("ignore")
-                self._setup()
-            raise
+            self._setup(stacklevel=3)
         return self
 
     def __sklearn_is_fitted__(self) -> bool:

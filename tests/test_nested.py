@@ -28,7 +28,7 @@ K = 4.0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", [dict(), dict(n_replace=5), dict(n_runs=3)], ids=["plain", "R5", "M3"])
+@pytest.mark.parametrize("scheme", [dict(n_replace=1), dict(), dict(n_runs=3)], ids=["R1", "default-R5", "M3"])
 def test_shells_2d(scheme):
     ll, pt = gaussian_shells(2)
     r = _run(ll, pt, 2, nlive=100, random_state=3, **scheme)
@@ -93,7 +93,7 @@ def test_evidence_information_and_error_of_a_constant_live_count(n):
 
 def test_results_immutable_and_plot(tmp_path):
     ll, pt, lz = correlated_gaussian(2, rho=0.5)
-    r = _run(ll, pt, 2, nlive=50, random_state=0)
+    r = _run(ll, pt, 2, nlive=50, n_replace=1, random_state=0)
     assert isinstance(r, NestedResults)
     with pytest.raises(Exception):
         r.logz = 0.0
@@ -1351,3 +1351,18 @@ def test_a_float32_likelihood_that_ties_near_its_peak_by_rounding_does_not_warn(
         warnings.simplefilter("error", UserWarning)
         s.run()
     assert abs(s.results.logz - -490.24) < 0.3
+
+
+@pytest.mark.parametrize("nlive,R", [(500, 25), (100, 5), (30, 1), (19, 1)])
+def test_default_n_replace_is_a_twentieth_of_the_live_points(nlive, R):
+    """n_replace=None (the default) replaces nlive // 20 points an iteration (at least one), about R times fewer
+    iterations than dynesty's one; the setting stays None for get_params, the results record the R used."""
+    s = NestedSampler(_LL, _PT, 2, nlive=nlive, max_iter=3, random_state=0, progress=False, backend="numpy")
+    assert s.get_params()["n_replace"] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # stopped by max_iter
+        r = s.run().results
+    assert r.n_replace == R and r.niter == 3 and r.logl.size >= 3 * R
+    with pytest.raises(ValueError, match="or None for nlive // 20"):
+        NestedSampler(_LL, _PT, 2, nlive=nlive, n_replace=0, backend="numpy")
+

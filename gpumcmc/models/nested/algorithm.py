@@ -131,7 +131,7 @@ class _NestedSteps:
     def _shrinkage(self):
         """``(logx_steps, step_offsets)`` (R,): the i-th removed point shrinks log X by ``1 / (N - i)`` on
         average; ``step_offsets[i]`` is the log volume of its shell from the iteration's start."""
-        inv_n = 1.0 / (self.nlive - np.arange(self.n_replace))
+        inv_n = 1.0 / (self.nlive - np.arange(self._n_replace))
         logx_steps = -np.cumsum(inv_n)
         log1m = np.log(-np.expm1(-inv_n))
         return logx_steps, self.xp.asarray(np.concatenate([[0.0], logx_steps[:-1]]) + log1m)
@@ -166,7 +166,7 @@ class _NestedSteps:
     def _step(self, rng, state):
         """One iteration of every run: the R lowest live points die and R walkers started at random
         survivors replace them. Returns the :class:`LiveState` (written in place) and a :class:`StepInfo`."""
-        xp, M, N, R = self.xp, self.n_runs, self.nlive, self.n_replace
+        xp, M, N, R = self.xp, self.n_runs, self.nlive, self._n_replace
         u, v, logl, birth, scale = state
         run_idx = self._run_idx
         order = self._ops.argsort_rows(logl)

@@ -135,6 +135,10 @@ class Config:
         # bayesnet_graph: on one GPU with one batch and one m, fit replays each iteration from a CUDA graph
         # (the same draws).
         "bayesnet_graph": False,
+        # gpumcmc.nested: NestedSampler's slice rounds on CuPy replay prior_transform and loglike from a CUDA
+        # graph captured once a run, where that capture works and a replay repeats a direct call bit for bit
+        # (the same draws; test_nested's capture tests). False: every round calls them from Python.
+        "nested_capture": True,
         # gpumcmc.glm, the f+g kernels: glm_fg_tiles and glm_fg_rows take glm_threads threads a block and
         # tiles of at most glm_tile_bytes (GLM_THREADS and GLM_THREADS * GLM_VPT * 16 in glm.cu: change them
         # with glm_defines, the macros the kernels are compiled with, e.g. (("GLM_THREADS", 512),)); glm_sb

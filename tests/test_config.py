@@ -71,7 +71,7 @@ OLD_NAMES = [
 ]
 # Knobs that never had a module-level name (a test or benchmark patched a function before).
 NEW_KNOBS = {"glm_niw_kernel", "bayesnet_specialise", "bayesnet_specialise_chars", "bayesnet_graph",
-             "bayesnet_register_cells", "ising_defines",
+             "bayesnet_register_cells", "ising_defines", "nested_capture",
              "compile_notice_s", "compile_kernels_alone"}
 
 # Module-level caches that are not yet in the memo, each with its reason. A new module-level dict or

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+import gpumcmc
 from gpumcmc.backend import to_host as B_to_np
 
 from gpumcmc.models.nested import _evidence
@@ -1366,3 +1367,67 @@ def test_default_n_replace_is_a_twentieth_of_the_live_points(nlive, R):
     with pytest.raises(ValueError, match="or None for nlive // 20"):
         NestedSampler(_LL, _PT, 2, nlive=nlive, n_replace=0, backend="numpy")
 
+
+
+def _runs_equal(a, b):
+    for name in ("logl", "logwt", "samples", "samples_u", "nlive"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert (a.ncall, a.nbatch, a.niter, a.logz, a.logzerr) == (b.ncall, b.nbatch, b.niter, b.logz, b.logzerr)
+
+
+def _capture_on_and_off(ll, pt, d, **kw):
+    """One run with the rounds' capture allowed and one without: (sampler with it, results with, without)."""
+    kw = dict(nlive=60, random_state=5, backend="cupy", progress=False, **kw)
+    s = NestedSampler(ll, pt, d, **kw)
+    with gpumcmc.config.override(nested_capture=False):
+        off = NestedSampler(ll, pt, d, **kw).run().results
+    return s, s.run().results, off
+
+
+@pytest.mark.parametrize("sampler", ["slice", "cslice"])
+def test_gpu_captured_rounds_give_the_direct_calls_draws(cp, sampler):
+    """On CuPy the slice rounds replay prior_transform and loglike from a graph captured at a run's first step
+    (a dozen CuPy launches a round for the shells): the run's points, weights, counts and evidence are those of
+    direct calls, bit for bit, and a second run captures again and repeats the first."""
+    ll, pt = gaussian_shells(3, xp=cp)
+    s, on, off = _capture_on_and_off(ll, pt, 3, n_replace=3, n_runs=2, sampler=sampler, check_modes=False)
+    assert s._round_eval.graph is not None  # the capture was made and kept
+    _runs_equal(on, off)
+    first = s._round_eval
+    _runs_equal(s.run().results, on)
+    assert s._round_eval is not first and s._round_eval.graph is not None
+
+
+def test_gpu_rounds_that_cannot_be_captured_are_called_directly(cp):
+    """A likelihood that waits for the GPU (a host read), one that draws random numbers of its own (a replay
+    would repeat them), and one that copies host data in: never replayed from a graph that differs from a direct
+    call. The first two run as direct calls; each run equals its run without the capture."""
+    ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
+    const = np.array([0.0])
+
+    def host_read(x):
+        return ll(x) + 0.0 * float(x[0, 0])
+
+    def noisy(x):
+        return ll(x) + 1e-9 * cp.random.standard_normal(x.shape[0])
+
+    def host_copy(x):
+        return ll(x) + cp.asarray(const)[0]
+
+    for fn, replayed in ((host_read, False), (noisy, False), (host_copy, None)):
+        s, on, off = _capture_on_and_off(fn, pt, 2, n_replace=3, max_iter=40)
+        if replayed is not None:
+            assert (s._round_eval.graph is not None) == replayed, fn.__name__
+        if fn is not noisy:  # the noisy likelihood's runs differ by their own draws
+            _runs_equal(on, off)
+
+
+def test_gpu_captured_rounds_keep_the_bad_value_check(cp):
+    """A +inf found by replayed rounds stops the run naming the point, as direct calls do."""
+    ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
+
+    def bad(x):
+        return cp.where((x * x).sum(axis=1) < 0.3 ** 2, cp.inf, ll(x))
+    s = NestedSampler(bad, pt, 2, nlive=20, random_state=1, backend="cupy", progress=False, max_iter=100_000)
+    with pytest.raises(ValueError, match=MID_RUN):
+        s.run()

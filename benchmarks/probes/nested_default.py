@@ -1,5 +1,6 @@
 """NestedSampler with its defaults (nlive=500, n_replace=None: nlive // 20) against R = 1 (dynesty's static
-sampler, the default before) and dynesty 3.1 on this host's CPU, on the Gaussian shells in 2-D and 10-D.
+sampler, the default before), beside the defaults with the slice rounds' callables called from Python rather
+than replayed from a CUDA graph (config.nested_capture=False), and dynesty 3.1 on this host's CPU, on the Gaussian shells in 2-D and 10-D.
 
     python benchmarks/probes/nested_default.py OUT.json [backend]
 
@@ -15,6 +16,7 @@ import warnings
 
 import numpy as np
 
+import gpumcmc
 from gpumcmc import backend as _backend
 from gpumcmc.nested import NestedSampler, gaussian_shells
 
@@ -30,9 +32,10 @@ def main(out: str, backend: str = "cupy") -> None:
     for d in (2, 10):
         ll, pt = gaussian_shells(d, xp=xp)
         NestedSampler(ll, pt, d, nlive=100, max_iter=5, progress=False, backend=backend).run()  # warm-up
-        for label, kw in (("default", {}), ("R1", {"n_replace": 1})):
+        for label, kw, capture in (("default", {}, True), ("default-uncaptured", {}, False),
+                                   ("R1", {"n_replace": 1}, True)):
             t = time.perf_counter()
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), gpumcmc.config.override(nested_capture=capture):
                 warnings.simplefilter("ignore")
                 r = NestedSampler(ll, pt, d, random_state=1, progress=False, backend=backend, **kw).run().results
             sec = time.perf_counter() - t

@@ -63,6 +63,9 @@ class _NestedSteps:
     # None: masked on CuPy, compact on NumPy.
     _rounds = None
 
+    # The masked rounds' likelihood for the current run (ops.round_eval), made at its first slice step.
+    _round_eval = None
+
     # Batches of prior draws (M N points each) that may be drawn at the start to find N points of finite
     # likelihood a run: a likelihood that is -inf on more than about 99.5% of the prior is refused.
     _MAX_PRIOR_BATCHES = 200
@@ -96,6 +99,7 @@ class _NestedSteps:
         self._eye, self._eye_eps = xp.eye(d), xp.eye(d)[None] * 1e-12
         self._run_idx = xp.arange(M)[:, None]
         self._ncall_dev = xp.zeros((), dtype=xp.int64)  # evaluations counted on the device
+        self._round_eval = None  # a capture of the callables belongs to one run: made again at its first step
         if self.sampler == "cslice":  # the unit vectors in turn, as many as a step starting anywhere needs
             self._cycle = xp.eye(d)[xp.arange(d + self._n_steps) % d]
         return LiveState(u, v, logl, birth, xp.ones((M,)))
@@ -138,7 +142,15 @@ class _NestedSteps:
 
     def _eval(self, u, count=True):
         """Physical points and log-likelihoods of ``u`` (..., ndim); ``count=False``: not added to ``ncall``."""
-        xp, shape, flat = self.xp, u.shape[:-1], u.reshape(-1, self.ndim)
+        shape, flat = u.shape[:-1], u.reshape(-1, self.ndim)
+        v, logl = self._eval_points(flat)
+        if count:
+            self._ncall += flat.shape[0]
+        self._nbatch += 1
+        return v.reshape(shape + (self.ndim,)), logl.reshape(shape)
+
+    def _eval_points(self, flat):
+        """``prior_transform`` and ``loglike`` of the (n, ndim) points ``flat``: (n, ndim) and (n,) float64."""
         v = self._prior(flat)
         logl = self._loglike(v)
         if getattr(logl, "shape", None) != (flat.shape[0],):
@@ -146,10 +158,7 @@ class _NestedSteps:
                              f"it must return one value per point, shape (n,).")
         if getattr(v, "shape", None) != flat.shape:
             raise ValueError(f"prior_transform returned shape {getattr(v, 'shape', None)} for input {flat.shape}.")
-        if count:
-            self._ncall += flat.shape[0]
-        self._nbatch += 1
-        return v.reshape(shape + (self.ndim,)), xp.asarray(logl, dtype=xp.float64).reshape(shape)
+        return v, self.xp.asarray(logl, dtype=self.xp.float64)
 
     def _bad_value_error(self, v, logl, where):
         """The ValueError naming the first live point with a NaN or +inf log-likelihood, or saying none was kept."""
@@ -275,8 +284,11 @@ class _NestedSteps:
         rows, done walkers' rows unread, and a step may make one call more, in which no walker moves."""
         ops, n_steps = self._ops, self._n_steps
         st = ops.slice_start(u, v, l, ls, dirs, U, fine, self._ncall_dev)
+        if self._round_eval is None:  # the run's first step: on CuPy, captured as a graph after one direct call
+            self._round_eval = ops.round_eval(self._eval_points)
         for r in range(n_steps * self.max_shrink):  # each walker ends within n_steps * max_shrink rounds
-            pv, pl = self._eval(st.uc, count=False)
+            pv, pl = self._round_eval(st.uc)
+            self._nbatch += 1
             ops.slice_round(st, pv, pl)
             # a walker needs n_steps rounds at least: no walker is done before the n_steps-th
             if r + 1 >= n_steps and ops.slices_done(st):

@@ -99,7 +99,10 @@ class NestedSampler(_NestedSteps, Estimator):
         ``loglike(x) -> (n,)`` for an ``(n, ndim)`` array of physical points (CuPy on the GPU); a function of
         one point is accepted with a warning. On CuPy the slice samplers pass every walker in every shrinkage
         round, those already done too (their values are ignored and not counted in ``ncall``). ``-inf`` means
-        zero likelihood (a hard constraint); NaN and ``+inf`` are errors. Where some prior draws have ``-inf``,
+        zero likelihood (a hard constraint); NaN and ``+inf`` are errors. On CuPy the slice rounds replay
+        ``prior_transform`` and ``loglike`` from a CUDA graph captured once a run, where that works and repeats
+        a direct call bit for bit (so both must depend on their input alone, as they should);
+        ``gpumcmc.config.nested_capture = False`` calls them from Python every round. Where some prior draws have ``-inf``,
         each run starts from its first ``nlive`` draws of finite likelihood and the prior volume they fill
         (``results.prior_fraction``, its error part of ``logzerr``).
     prior_transform : callable
@@ -180,7 +183,7 @@ class NestedSampler(_NestedSteps, Estimator):
     _DERIVED = ("xp", "_ops", "_loglike", "_prior", "_fused", "_configured")
 
     # a run's working arrays on the backend (the live points, constants), made again by each run
-    _RUN_ARRAYS = ("_live", "_eye", "_eye_eps", "_run_idx", "_ncall_dev", "_cycle")
+    _RUN_ARRAYS = ("_live", "_eye", "_eye_eps", "_run_idx", "_ncall_dev", "_cycle", "_round_eval")
 
     def __getstate__(self):
         """Pickling (and ``copy.deepcopy``) keeps the settings, the seed and the results (on the host); the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import warnings
 
 import numpy as np
 
@@ -97,6 +98,11 @@ class _NumpyOps:
         return not bool((st.slice < st.n_steps).any())
 
     @staticmethod
+    def round_eval(evaluate):
+        """The rounds' likelihood ``evaluate(uc) -> (v, logl)``: on NumPy, ``evaluate`` itself."""
+        return evaluate
+
+    @staticmethod
     def _propose(st):
         """The active walkers' proposals ``u + t dirs``, ``t = lo + (hi - lo) * unif[slice, shrink + 1]``."""
         a = np.flatnonzero(st.slice < st.n_steps)
@@ -173,6 +179,10 @@ class _GpuOps:
                              n_steps=_loader.i32(st.n_steps), max_shrink=_loader.i32(st.max_shrink)))
         word.events[word.ticket & 1].record()
 
+    def round_eval(self, evaluate):
+        """The rounds' likelihood, replayed from a CUDA graph where it can be (:class:`_CapturedRounds`)."""
+        return _CapturedRounds(self.xp, evaluate)
+
     def slices_done(self, st):
         """Whether no walker was active after the latest round, or the round before while the GPU is still on
         the latest (no wait then: a step may end one round late, a round that changes nothing)."""
@@ -226,6 +236,75 @@ def _round_word(cp):
     if key not in words:
         words[key] = _RoundWord(cp)
     return words[key]
+
+
+class _CapturedRounds:
+    """The likelihood of the slice rounds' proposals, ``evaluate(uc) -> (v, logl)`` (float64, contiguous), on
+    CuPy replayed from a CUDA graph after its first call of a run.
+
+    A round's ``prior_transform`` and ``loglike`` are a dozen or more small CuPy launches; made from Python
+    they cost about as much as the round's own work at hundreds of walkers, so a run of cheap likelihoods
+    waited on the host. The first call runs ``evaluate`` directly, then captures one call on a buffer of the
+    same shape (its temporaries from a memory pool of its own, kept with the graph, so that no later
+    allocation reuses memory a replay writes) and checks once that a replay on the same points gives the same
+    values, bit for bit: the points and likelihoods, so the run's draws, are those of direct calls. Where the
+    capture fails (a host synchronisation or copy inside the callables, an operation CUDA graphs refuse) or the
+    check does (a likelihood that draws random numbers, or reads anything but its input that changes), every
+    round calls ``evaluate`` as before; ``gpumcmc.config.nested_capture = False`` asks for that throughout.
+    A capture is made for one run and dropped with it."""
+
+    def __init__(self, cp, evaluate):
+        self.cp, self.evaluate = cp, evaluate
+        self.graph = self.inp = self.v = self.logl = self.pool = None
+        self.tried = False
+
+    def __call__(self, uc):
+        if self.graph is not None and uc.shape == self.inp.shape:
+            self.inp[...] = uc
+            self.graph.launch()  # on the current stream, after the copy and before the round that reads it
+            return self.v, self.logl
+        v, logl = self._direct(uc)
+        if not self.tried:
+            self.tried = True
+            self._capture(uc, v, logl)
+        return v, logl
+
+    def _direct(self, uc):
+        v, logl = self.evaluate(uc)
+        return _contiguous64(self.cp, v), _contiguous64(self.cp, logl)
+
+    def _capture(self, uc, v_ref, l_ref):
+        from ... import _config
+
+        cp = self.cp
+        if not _config.config.nested_capture:
+            return
+        pool, stream = cp.cuda.MemoryPool(), cp.cuda.Stream(non_blocking=True)
+        with cp.cuda.using_allocator(pool.malloc):
+            inp = uc.copy()
+        cp.cuda.get_current_stream().synchronize()  # the copy done before the capture stream reads it (once a run)
+        mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", 2)
+        graph = None
+        try:
+            with cp.cuda.using_allocator(pool.malloc), stream, warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the direct call gave the callables' warnings already
+                stream.begin_capture(mode)
+                try:
+                    v, logl = self._direct(inp)
+                finally:
+                    graph = stream.end_capture()  # raises where the capture was invalidated
+            graph.launch()
+            same = cp.array_equal(v, v_ref, equal_nan=True) & cp.array_equal(logl, l_ref, equal_nan=True)
+            if not bool(same):  # a wait, once a run
+                return
+        except Exception:  # not capturable: direct calls
+            return
+        self.graph, self.inp, self.v, self.logl, self.pool = graph, inp, v, logl, pool
+
+
+def _contiguous64(cp, a):
+    a = cp.asarray(a)
+    return a if a.dtype == np.float64 and a.flags.c_contiguous else cp.ascontiguousarray(a, dtype=np.float64)
 
 
 class _NumpyProgress:

@@ -246,9 +246,11 @@ def gibbs_local(rng, state: State, part: Part):
     chains = state.z.shape[0]
     offset = rng.advance()
     lse = xp.empty((chains, rows), dtype=x.dtype)
-    for s in range(0, rows, model.sample_rows):
+    # the cached design of the rows (NumPy: the logits as one GEMM with it), where its blocks are the chunks'
+    design = model.y_blocks if model.y_blocks is not None and model.sample_rows == model.stats_rows else None
+    for bi, s in enumerate(range(0, rows, model.sample_rows)):
         assign(x, state.params, s, min(model.sample_rows, rows - s), MODE_SAMPLE, rng.key, offset, z=state.z,
-               lse=lse, row0=part.row0, ctr_rows=part.n)
+               lse=lse, row0=part.row0, ctr_rows=part.n, design=None if design is None else design[bi])
 
     def stats() -> GibbsStats:
         return GibbsStats(_gibbs_acc(model, state.z), _sum_rows(lse))

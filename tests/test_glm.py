@@ -1162,3 +1162,32 @@ def test_a_prior_that_holds_a_coefficient_back_warns():
         warnings.simplefilter("error", UserWarning)
         m = BayesianGLM("gaussian", prior_scale=1e6, **kw).fit(x, y)
     assert abs(m.intercept_ - 169.1) < 3
+
+
+def test_predictions_go_through_the_rows_in_blocks(monkeypatch):
+    """predict_mean takes the rows a block at a time (a (draws, rows) array of a million rows was tens of GB):
+    each row's mean over the draws as from one (draws, n) array, to rounding, for both estimators; the blocks'
+    temporaries stay within a few times _PREDICT_BLOCK elements."""
+    import tracemalloc
+
+    from gpumcmc.models.glm import estimator as est
+    rs = np.random.default_rng(1)
+    X, y = rs.standard_normal((200, 3)), (rs.random(200) < 0.5).astype(float)
+    groups = rs.integers(0, 3, 200)
+    kw = dict(n_samples=100, n_warmup=20, n_chains=2, random_state=0, progress=False, backend="numpy")
+    single = BayesianGLM("bernoulli", **kw).fit(X, y)
+    hier = HierarchicalGLM("bernoulli", **kw).fit(X, y, groups)
+    Xt, gt = rs.standard_normal((5_000, 3)), rs.integers(0, 3, 5_000)
+    b = single.coef_draws_.reshape(-1, 4)
+    whole = (1 / (1 + np.exp(-(b[:, :1] + b[:, 1:] @ Xt.T)))).mean(axis=0)
+    bh = hier.beta_draws_.reshape((-1,) + hier.beta_draws_.shape[2:])
+    eta = np.einsum("dnk,nk->dn", bh[:, gt, :], np.column_stack([np.ones(5_000), Xt]))
+    whole_h = (1 / (1 + np.exp(-eta))).mean(axis=0)
+    monkeypatch.setattr(est, "_PREDICT_BLOCK", 200 * 300)  # 200 draws: blocks of 300 rows, 17 of them
+    np.testing.assert_allclose(single.predict_mean(Xt), whole, rtol=1e-12)
+    np.testing.assert_allclose(hier.predict_mean(Xt, gt), whole_h, rtol=1e-12)
+    tracemalloc.start()
+    single.predict_mean(Xt)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 10 * 8 * 200 * 300 + 8 * 5_000 * 4, peak  # whole arrays: 5 x 8 x 200 x 5,000 = 40 MB

@@ -351,6 +351,23 @@ def _thin(b, max_draws):
     return b[np.linspace(0, b.shape[0] - 1, max_draws).astype(int)]
 
 
+# Elements of a (draws, rows) block of the predictions: the rows go in blocks of about 32 MB of float64 a
+# temporary, so that predicting on a million rows does not take draws x rows of memory several times over.
+_PREDICT_BLOCK = 1 << 22
+
+
+def _predictive_mean(n_draws: int, n_rows: int, eta_of, family) -> np.ndarray:
+    """The mean over the draws of the mean function of ``eta_of(s, e)`` (draws, e - s), block of rows by block
+    of rows (each row's value as from the whole (draws, n) array: a mean down the draws, column by column)."""
+    out = np.empty(n_rows)
+    step = max(1, _PREDICT_BLOCK // max(1, n_draws))
+    with np.errstate(under="ignore"):  # probabilities below the smallest float are 0
+        for s in range(0, n_rows, step):
+            e = min(n_rows, s + step)
+            out[s:e] = mean_function(eta_of(s, e), family, np).mean(axis=0)
+    return out
+
+
 class BayesianGLM(_GLMBase):
     """Bayesian GLM with ``beta ~ N(0, prior_scale^2 I)``, sampled by slice-within-Gibbs.
 
@@ -426,9 +443,9 @@ class BayesianGLM(_GLMBase):
         _check_max_draws(max_draws)
         X = self._host_X(X, "coef_draws_")
         b = _thin(self.coef_draws_.reshape(-1, self.coef_draws_.shape[-1]), max_draws)
-        eta = b[:, :1] + b[:, 1:] @ X.T if self._at_fit("fit_intercept") else b @ X.T
-        with np.errstate(under="ignore"):  # probabilities below the smallest float are 0
-            return mean_function(eta, self.family_, np).mean(axis=0)
+        if self._at_fit("fit_intercept"):
+            return _predictive_mean(b.shape[0], X.shape[0], lambda s, e: b[:, :1] + b[:, 1:] @ X[s:e].T, self.family_)
+        return _predictive_mean(b.shape[0], X.shape[0], lambda s, e: b @ X[s:e].T, self.family_)
 
     @_available_if(_GLMBase._is_classifier)
     def predict_proba(self, X, max_draws=1000):
@@ -627,12 +644,14 @@ class HierarchicalGLM(_GLMBase):
         gid = self._group_ids(groups, X.shape[0])
         D = self._design(X, self._at_fit("fit_intercept"))
         b = _thin(self.beta_draws_.reshape((-1,) + self.beta_draws_.shape[2:]), max_draws)     # (draw, G, K')
-        eta = np.empty((b.shape[0], X.shape[0]))
-        for g in np.unique(gid):
-            rows = gid == g
-            eta[:, rows] = b[:, g, :] @ D[rows].T
-        with np.errstate(under="ignore"):  # probabilities below the smallest float are 0
-            return mean_function(eta, self.family_, np).mean(axis=0)
+
+        def eta_of(s, e):
+            eta, gb = np.empty((b.shape[0], e - s)), gid[s:e]
+            for g in np.unique(gb):
+                rows = gb == g
+                eta[:, rows] = b[:, g, :] @ D[s:e][rows].T
+            return eta
+        return _predictive_mean(b.shape[0], X.shape[0], eta_of, self.family_)
 
     @_available_if(_GLMBase._is_classifier)
     def predict_proba(self, X, groups=None, max_draws=1000):

@@ -1191,3 +1191,21 @@ def test_a_fit_with_a_huge_table_warns(monkeypatch):
     X = np.random.default_rng(0).integers(0, 5, size=(50, 4))
     with pytest.warns(UserWarning, match="Node 'c''s table has 625 cells .3 parents"):
         BayesianNetwork(parents, states, n_iter=2, random_state=0, progress=False, backend="numpy").fit(X)
+
+
+def test_a_fit_whose_kept_draws_are_huge_warns(monkeypatch):
+    """Tables under the cell limit whose draws, one kept an iteration, would take over _LARGE_KEPT_GB warn too,
+    naming the iterations."""
+    from gpumcmc.models.bayesnet import estimator
+
+    parents = {"p0": [], "p1": [], "c": ["p0", "p1"]}
+    states = {v: [str(s) for s in range(5)] for v in parents}
+    X = np.random.default_rng(0).integers(0, 5, size=(50, 3))
+    cells = 5 + 5 + 125
+    monkeypatch.setattr(estimator, "_LARGE_KEPT_GB", 40 * cells * 28 / 2**30)  # 40 iterations' worth
+    kw = dict(random_state=0, progress=False, backend="numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BayesianNetwork(parents, states, n_iter=40, **kw).fit(X)
+    with pytest.warns(UserWarning, match="135 in all.*each of its 41 iterations' draws"):
+        BayesianNetwork(parents, states, n_iter=41, **kw).fit(X)

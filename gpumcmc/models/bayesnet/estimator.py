@@ -63,6 +63,7 @@ def _schedule(same, n_iter) -> list:
 
 
 _LARGE_TABLE = 10**7  # table cells above which a fit warns (see BayesianNetwork._warn_before_fit)
+_LARGE_KEPT_GB = 4.0  # ... or GB of kept draws (trace_ and its copy on the device) above which it warns
 
 
 def _same_value(a, b) -> bool:
@@ -222,12 +223,15 @@ class BayesianNetwork(Estimator):
             sizes = {v: int(np.prod(self._cpt_shape(v), dtype=np.float64)) for v in self.nodes}
         except (KeyError, TypeError, ValueError):
             return
-        v = max(sizes, key=sizes.get)
-        if sizes[v] > _LARGE_TABLE:
-            warnings.warn(f"Node {v!r}'s table has {sizes[v]:.3g} cells ({len(self.parents[v])} parents): a fit keeps "
-                          f"several float64 copies of it, about {5 * 8 * sum(sizes.values()) / 2**30:.3g} GB in all, "
-                          "and its time grows with them. Give the node fewer parents or its parents fewer states.",
-                          UserWarning, stacklevel=3)
+        v, cells = max(sizes, key=sizes.get), sum(sizes.values())
+        n_iter = self.n_iter if isinstance(self.n_iter, (int, np.integer)) and self.learn else 0
+        kept = n_iter * cells * 28 / 2**30  # each iteration's draw: 12 bytes a cell on the device, 16 on the host
+        if sizes[v] > _LARGE_TABLE or kept > _LARGE_KEPT_GB:
+            warnings.warn(f"Node {v!r}'s table has {sizes[v]:.3g} cells ({len(self.parents[v])} parents), "
+                          f"{cells:.3g} in all: a fit keeps several float64 copies of them, about "
+                          f"{5 * 8 * cells / 2**30:.3g} GB, and each of its {n_iter} iterations' draws (trace_), "
+                          f"about {kept:.3g} GB more; its time grows with them. Give the node fewer parents or its "
+                          "parents fewer states, or run fewer iterations.", UserWarning, stacklevel=3)
 
     def _cpt_shape(self, v) -> tuple:
         return tuple(self.card[p] for p in self.parents[v]) + (self.card[v],)
@@ -488,7 +492,8 @@ class BayesianNetwork(Estimator):
             if np.prod(cards[mis]) > max_combinations:
                 large.append(r)
                 continue
-            combos = np.array(list(np.ndindex(*[self.card[self.nodes[j]] for j in mis])))
+            dims = [self.card[self.nodes[j]] for j in mis]
+            combos = np.indices(dims).reshape(len(dims), -1).T  # every joint state, as np.ndindex lists them
             Y = np.repeat(X[r][None], len(combos), 0)
             Y[:, mis] = combos
             with np.errstate(divide="ignore"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU, under 10 minutes: the nested sampler's GPU tests after its default n_replace became nlive // 20;
+# One GPU, under 10 minutes: the nested sampler's GPU tests (the default n_replace, nlive // 20; the rounds captured);
 # the defaults against R = 1 and dynesty (benchmarks/probes/nested_default.py); user_path.py's nested and
 # mixture sections (not re-timed since the last changes around their fits).
 # Wheels: .whl/dynesty-3.1.0-py3-none-any.whl, carried.
@@ -15,7 +15,7 @@ GPUMCMC_CHECK_KERNEL_ARGS=1 timeout -s INT -k 10 ${TESTS_S:-200} python -m pytes
 grep -E "^FAILED|^ERROR" "$D/tests.log" | head -20; tail -n 2 "$D/tests.log"
 timeout -s INT -k 10 ${PROBE_S:-150} python benchmarks/probes/nested_default.py "$D/nested_default.json" cupy \
   > "$D/nested_default.log" 2>&1; echo "probe rc=$?"; grep '^{' "$D/nested_default.log"
-for s in nested mixture; do
+for s in ${SECTIONS:-nested mixture}; do
   timeout -s INT -k 10 ${UP_S:-120} python scripts/user_path.py $s --out "$D/user_path-$s.json" > "$D/user_path-$s.log" 2>&1
   echo "user_path $s rc=$?"; grep -v '"docs"\|setup\|^ *}\|^{' "$D/user_path-$s.json" | head -8
 done

@@ -1372,7 +1372,9 @@ def test_default_n_replace_is_a_twentieth_of_the_live_points(nlive, R):
 def _runs_equal(a, b):
     for name in ("logl", "logwt", "samples", "samples_u", "nlive"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    assert (a.ncall, a.nbatch, a.niter, a.logz, a.logzerr) == (b.ncall, b.nbatch, b.niter, b.logz, b.logzerr)
+    # (not nbatch: the rounds made, which on the GPU may include a round past a step's end, changing nothing,
+    # as far as the GPU lags behind the host)
+    assert (a.ncall, a.niter, a.logz, a.logzerr) == (b.ncall, b.niter, b.logz, b.logzerr)
 
 
 def _capture_on_and_off(ll, pt, d, **kw):
@@ -1387,8 +1389,8 @@ def _capture_on_and_off(ll, pt, d, **kw):
 @pytest.mark.parametrize("sampler", ["slice", "cslice"])
 def test_gpu_captured_rounds_give_the_direct_calls_draws(cp, sampler):
     """On CuPy the slice rounds replay prior_transform and loglike from a graph captured at a run's first step
-    (a dozen CuPy launches a round for the shells): the run's points, weights, counts and evidence are those of
-    direct calls, bit for bit, and a second run captures again and repeats the first."""
+    (a dozen CuPy launches a round for the shells): the run's points, weights, likelihood calls and evidence are
+    those of direct calls, bit for bit, and a second run captures again and repeats the first."""
     ll, pt = gaussian_shells(3, xp=cp)
     s, on, off = _capture_on_and_off(ll, pt, 3, n_replace=3, n_runs=2, sampler=sampler, check_modes=False)
     assert s._round_eval.graph is not None  # the capture was made and kept

@@ -199,9 +199,12 @@ class _GLMBase(Estimator):
         since: the draws' layout and precision follow it."""
         return getattr(self, "_fit_with", {}).get(name, getattr(self, name))
 
-    def _sample(self, D, y, shards, prior_scale, gid=None, hyper=None):
+    def _sample(self, design: list, y, shards, prior_scale, gid=None, hyper=None):
         """The sampler's trace on the design ``D``, on one device or split over ``shards`` (the rows, or the
-        groups ``gid`` for ``hyper``, whose full ``psi0`` comes as the scale of ``psi0 I``)."""
+        groups ``gid`` for ``hyper``, whose full ``psi0`` comes as the scale of ``psi0 I``). ``design`` is
+        ``[D]``, emptied here so that no one holds ``D`` once the sampler has its own copy (the kernels read
+        a transposed one): with the caller's copies of X, a fit held the rows three times over the run."""
+        D = design.pop()
         fam, sig, K = self.family_, float(self.sigma), D.shape[1]
         kw = dict(burn_in=self.n_warmup, collect=self._collector(hyper), progress=self.progress,
                   desc=type(self).__name__)
@@ -211,6 +214,7 @@ class _GLMBase(Estimator):
                 hyper = hyper._replace(psi0=xp.eye(K, dtype=np.float64) * hyper.psi0)
         if shards is None:
             state, data = init(D, y, fam, self.n_chains, prior_scale, None if gid is None else xp.asarray(gid))
+            del D  # the sampler reads data's transposed copy
 
             def st(r, s):
                 return step(r, s, data, fam, sig, self.n_warmup, self.max_steps_out, self.max_shrink, hyper)
@@ -224,6 +228,7 @@ class _GLMBase(Estimator):
         else:
             parts = group_parts(D, y, gid, shards, fam, self.n_chains)
             alg = sharded(over_groups(fam, sig, self.n_warmup, hyper, self.max_steps_out, self.max_shrink), shards)
+        del D  # each shard holds its own part
         from ...random import default_rng
 
         with shards.on(0):
@@ -425,7 +430,9 @@ class BayesianGLM(_GLMBase):
         shards, X, y = self._checked_data(X, y, "the rows")
         prior_scale = _check_prior_scale(self.prior_scale, X.dtype)     # its square must fit the dtype
         self.n_features_in_ = X.shape[1]
-        self.trace_ = self._sample(self._design(X, self.fit_intercept), y, shards, prior_scale)
+        design = [self._design(X, self.fit_intercept)]
+        del X  # (see _sample)
+        self.trace_ = self._sample(design, y, shards, prior_scale)
         b = self.coef_draws_ = self._fitted(self.trace_.draws["beta"][:, :, 0, :])    # (chain, draw, K')
         self._warn_prior_conflict(b.mean(axis=(0, 1)), prior_scale)
         if self.fit_intercept:
@@ -612,7 +619,9 @@ class HierarchicalGLM(_GLMBase):
             if nu0 <= K - 1:
                 raise ValueError(f"nu0 must exceed K - 1 = {K - 1}, got {nu0}.")
         hyper = HyperPrior(float(self.kappa0), nu0, float(self.psi0), self.covariance)
-        self.trace_ = self._sample(D, y, shards, 1.0, gid[order].astype(np.int64), hyper)
+        design = [D]
+        del X, D  # (see _sample)
+        self.trace_ = self._sample(design, y, shards, 1.0, gid[order].astype(np.int64), hyper)
         self.beta_draws_ = self._fitted(self.trace_.draws["beta"])              # (chain, draw, G, K')
         self.coef_ = self.beta_draws_.mean(axis=(0, 1))
         self.intercept_ = self.coef_[:, 0].copy() if self.fit_intercept else np.zeros(len(self.groups_))

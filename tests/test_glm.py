@@ -1147,6 +1147,17 @@ def test_split_rhat_against_its_definition():
     np.testing.assert_allclose(split_rhat(x), np.sqrt((19 / 20 * w + b) / w))
     assert split_rhat(x)[1] > 2 and split_rhat(x)[0] < 1.1
     assert split_rhat(np.ones((2, 10, 1)))[0] == 1.0 and np.isnan(split_rhat(np.ones((2, 3))))
+    # the trailing elements go in blocks (a hierarchical GLM's draws are (chain, draw, group, K')): the values of
+    # one pass over them all, in float64 from float32 draws too
+    from gpumcmc.sampling import _diagnostics
+    big = rs.normal(size=(3, 40, 7, 5)).astype(np.float32)
+    whole = split_rhat(big)
+    _diagnostics._BLOCK, block = 3 * 40 * 4, _diagnostics._BLOCK
+    try:
+        np.testing.assert_allclose(split_rhat(big), whole, rtol=1e-14)
+    finally:
+        _diagnostics._BLOCK = block
+    assert whole.shape == (7, 5)
 
 
 def test_a_prior_that_holds_a_coefficient_back_warns():

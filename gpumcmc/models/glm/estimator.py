@@ -13,7 +13,7 @@ import numpy as np
 from ... import _validate
 from ... import backend as _backend
 from ...glm import check_family, check_y, mean_function
-from ...sampling import Estimator, as_data, run, sharded, to_arviz
+from ...sampling import Estimator, Trace, as_data, run, sharded, to_arviz
 from ...sampling._diagnostics import RHAT_WARN, split_rhat
 from ...sampling._estimator import (HAVE_SKLEARN, ConvergenceWarning, DataConversionWarning, Integral, Interval, Real,
                                     StrOptions, atomic_fit)
@@ -413,6 +413,17 @@ class BayesianGLM(_GLMBase):
     """
 
     _parameter_constraints = {**_SHARED_CONSTRAINTS, "prior_scale": [Interval(Real, 0, None, closed="neither")]}
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if "coef_draws_" in state and isinstance(state.get("trace_"), Trace):  # a view of the trace's draws:
+            state.pop("coef_draws_")                                               # made again on load
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "coef_draws_" not in self.__dict__ and isinstance(getattr(self, "trace_", None), Trace):
+            self.coef_draws_ = self.trace_.draws["beta"][:, :, 0, :]
 
     def __init__(self, family="bernoulli", prior_scale=2.5, n_chains=4, n_samples=1000, n_warmup=500,
                  sigma=1.0, fit_intercept=True, max_steps_out=4, max_shrink=24, random_state=None,

@@ -116,6 +116,17 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
         self.dtype, self.progress, self.backend, self.graph = dtype, progress, backend, graph
         self.checkpoint, self.checkpoint_every, self.devices = checkpoint, checkpoint_every, devices
 
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("phi_") is not None:  # components_ is phi_.T: made again on load, not pickled twice
+            state.pop("components_", None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if getattr(self, "phi_", None) is not None and "components_" not in self.__dict__:
+            self.components_ = _backend.to_host(self.phi_.T)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # X holds word counts: non-negative integers. scikit-learn has no tag for counts; "categorical"

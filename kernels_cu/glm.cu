@@ -50,6 +50,31 @@ __device__ __forceinline__ double glm_row(int family, double eta, double y, doub
     }
 }
 
+// glm_row for the f+g kernels (loglik_and_grad; no sampler's draws): float data of the bernoulli family in
+// float, the rest as glm_row. The softplus and the logistic in float are within a few ulps of the double ones,
+// far below what float data hold, and take a fraction of the time: in glm_fg_rows the double exponential and
+// logarithm of the row's thread held the block's barrier after phase 1. The log-likelihood is returned in
+// double (the sums over rows stay double); r = y - sigmoid(eta) is formed from the complement that keeps a
+// small difference (1 - sigmoid(eta) = e / (1 + e) for eta >= 0), not by a subtraction that would lose it.
+#ifndef GLM_FG_FLOAT_ROW
+#define GLM_FG_FLOAT_ROW 1  // 0: every row in double, as glm_row (the probes time both)
+#endif
+template <typename T>
+__device__ __forceinline__ double glm_row_fg(int family, T eta, T y, double sigma, T* r) {
+    if constexpr (sizeof(T) == 4 && GLM_FG_FLOAT_ROW) {
+        if (family == 0) {
+            const float a = fabsf(eta), e = expf(-a), inv = 1.0f / (1.0f + e);
+            const float hi = eta >= 0.0f ? inv : e * inv, lo = eta >= 0.0f ? e * inv : inv;  // sigmoid, 1 - it
+            *r = y * lo - (1.0f - y) * hi;
+            return (double)(y * eta - (fmaxf(eta, 0.0f) + log1pf(e)));
+        }
+    }
+    double rd;
+    const double ll = glm_row<T>(family, (double)eta, (double)y, sigma, &rd);
+    *r = (T)rd;
+    return ll;
+}
+
 // Bad input, noted in the status word (status.cuh) with no pass of its own where the kernel allows.
 // A NaN or inf in a row of X, in y, in the row's offset or weight, or in a chain's coefficients, makes
 // that row's weighted log-likelihood not finite (0 * inf is NaN), and so every sum it enters. So
@@ -240,9 +265,9 @@ __device__ __forceinline__ void glm_group(const T* __restrict__ x_s, const T* __
     double ll = 0.0;
     T r = T(0);
     if (mine < rows) {
-        double rd;
-        ll = glm_row<T>(family, (double)oi + (double)dot, (double)yi, sigma, &rd) * (double)wi;
-        r = (T)(rd * (double)wi);
+        T rt;
+        ll = glm_row_fg<T>(family, oi + dot, yi, sigma, &rt) * (double)wi;
+        r = rt * wi;
     }
     ll = gpumcmc::warp_sum(ll);
 
@@ -524,9 +549,9 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                     }
                 }
                 if (c < K) s0 += xr[c] * bt[c];
-                double rd;
-                const double ll = glm_row<T>(family, (double)oi + (double)(s0 + s1), (double)yi, sigma, &rd) * (double)wi;
-                r = (T)(rd * (double)wi);
+                T rt;
+                const double ll = glm_row_fg<T>(family, oi + (s0 + s1), yi, sigma, &rt) * (double)wi;
+                r = rt * wi;
 #pragma unroll
                 for (int bb = 0; bb < NB; ++bb)
                     if (bb == b) lla[bb] += ll;

@@ -60,18 +60,20 @@ __device__ __forceinline__ double glm_row(int family, double eta, double y, doub
 #define GLM_FG_FLOAT_ROW 1  // 0: every row in double, as glm_row (the probes time both)
 #endif
 template <typename T>
-__device__ __forceinline__ double glm_row_fg(int family, T eta, T y, double sigma, T* r) {
+__device__ __forceinline__ double glm_row_fg(int family, T oi, T dot, T y, T w, double sigma, T* r) {
     if constexpr (sizeof(T) == 4 && GLM_FG_FLOAT_ROW) {
         if (family == 0) {
-            const float a = fabsf(eta), e = expf(-a), inv = 1.0f / (1.0f + e);
+            const float eta = oi + dot, a = fabsf(eta), e = expf(-a), inv = 1.0f / (1.0f + e);
             const float hi = eta >= 0.0f ? inv : e * inv, lo = eta >= 0.0f ? e * inv : inv;  // sigmoid, 1 - it
-            *r = y * lo - (1.0f - y) * hi;
-            return (double)(y * eta - (fmaxf(eta, 0.0f) + log1pf(e)));
+            *r = (y * lo - (1.0f - y) * hi) * w;
+            // y eta - max(eta, 0) first (exact for y in {0, 1}), then the small softplus term: added to a large
+            // eta first, log1p(e) would be rounded away (the whole log-likelihood of a row fitted well)
+            return (double)((y * eta - fmaxf(eta, 0.0f)) - log1pf(e)) * (double)w;
         }
     }
     double rd;
-    const double ll = glm_row<T>(family, (double)eta, (double)y, sigma, &rd);
-    *r = (T)rd;
+    const double ll = glm_row<T>(family, (double)oi + (double)dot, (double)y, sigma, &rd) * (double)w;
+    *r = (T)(rd * (double)w);
     return ll;
 }
 
@@ -264,11 +266,7 @@ __device__ __forceinline__ void glm_group(const T* __restrict__ x_s, const T* __
 
     double ll = 0.0;
     T r = T(0);
-    if (mine < rows) {
-        T rt;
-        ll = glm_row_fg<T>(family, oi + dot, yi, sigma, &rt) * (double)wi;
-        r = rt * wi;
-    }
+    if (mine < rows) ll = glm_row_fg<T>(family, oi, dot, yi, wi, sigma, &r);
     ll = gpumcmc::warp_sum(ll);
 
     // Rows past the end of X (last tile) are zeros in x_s and have r = 0.
@@ -549,9 +547,7 @@ glm_fg_rows(const T* __restrict__ X, const T* __restrict__ y, const T* __restric
                     }
                 }
                 if (c < K) s0 += xr[c] * bt[c];
-                T rt;
-                const double ll = glm_row_fg<T>(family, oi + (s0 + s1), yi, sigma, &rt) * (double)wi;
-                r = rt * wi;
+                const double ll = glm_row_fg<T>(family, oi, s0 + s1, yi, wi, sigma, &r);
 #pragma unroll
                 for (int bb = 0; bb < NB; ++bb)
                     if (bb == b) lla[bb] += ll;

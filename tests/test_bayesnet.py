@@ -1202,6 +1202,7 @@ def test_a_fit_whose_kept_draws_are_huge_warns(monkeypatch):
     states = {v: [str(s) for s in range(5)] for v in parents}
     X = np.random.default_rng(0).integers(0, 5, size=(50, 3))
     cells = 5 + 5 + 125
+    assert 640_000 * 100 * 28 / 2**30 > estimator._LARGE_KEPT_GB  # 640,000 cells, 100 iterations: 1.7 GB warn
     monkeypatch.setattr(estimator, "_LARGE_KEPT_GB", 40 * cells * 28 / 2**30)  # 40 iterations' worth
     kw = dict(random_state=0, progress=False, backend="numpy")
     with warnings.catch_warnings():
@@ -1209,3 +1210,7 @@ def test_a_fit_whose_kept_draws_are_huge_warns(monkeypatch):
         BayesianNetwork(parents, states, n_iter=40, **kw).fit(X)
     with pytest.warns(UserWarning, match="135 in all.*each of its 41 iterations' draws"):
         BayesianNetwork(parents, states, n_iter=41, **kw).fit(X)
+    with pytest.warns(UserWarning, match="each of its 41 iterations' draws"):  # the deprecated settings of fit
+        BayesianNetwork(parents, states, **kw).fit(X, n_iter=41)
+    with pytest.warns(UserWarning, match="each of its 41 iterations' draws"):
+        BayesianNetwork(parents, states, **kw).fit(X, 41)

@@ -1388,24 +1388,25 @@ def _capture_on_and_off(ll, pt, d, **kw):
 
 @pytest.mark.parametrize("sampler", ["slice", "cslice"])
 def test_gpu_captured_rounds_give_the_direct_calls_draws(cp, sampler):
-    """On CuPy the slice rounds replay prior_transform and loglike from a graph captured at a run's first step
-    (a dozen CuPy launches a round for the shells): the run's points, weights, likelihood calls and evidence are
-    those of direct calls, bit for bit, and a second run captures again and repeats the first."""
+    """On CuPy the slice rounds replay prior_transform and loglike from a graph captured at a run's first round
+    and checked at its second (a dozen CuPy launches a round for the shells): the run's points, weights,
+    likelihood calls and evidence are those of direct calls, bit for bit; a second run captures again and
+    repeats the first; the sampler keeps no capture after a run."""
     ll, pt = gaussian_shells(3, xp=cp)
     s, on, off = _capture_on_and_off(ll, pt, 3, n_replace=3, n_runs=2, sampler=sampler, check_modes=False)
-    assert s._round_eval.graph is not None  # the capture was made and kept
+    assert s._rounds_replayed and s._round_eval is None
     _runs_equal(on, off)
-    first = s._round_eval
     _runs_equal(s.run().results, on)
-    assert s._round_eval is not first and s._round_eval.graph is not None
+    assert s._rounds_replayed and s._round_eval is None
 
 
 def test_gpu_rounds_that_cannot_be_captured_are_called_directly(cp):
-    """A likelihood that waits for the GPU (a host read), one that draws random numbers of its own (a replay
-    would repeat them), and one that copies host data in: never replayed from a graph that differs from a direct
-    call. The first two run as direct calls; each run equals its run without the capture."""
+    """Likelihoods whose replay would differ from a direct call are never replayed: one that waits for the GPU
+    (a host read: the capture fails), one that draws random numbers of its own (a replay repeats them), one
+    whose work runs on another stream (not recorded by the capture), the random one writing a buffer it keeps.
+    A deterministic one writing its own buffer, and one copying host data in, give the direct calls' runs."""
     ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
-    const = np.array([0.0])
+    const, bufs = np.array([0.0]), {}
 
     def host_read(x):
         return ll(x) + 0.0 * float(x[0, 0])
@@ -1413,15 +1414,53 @@ def test_gpu_rounds_that_cannot_be_captured_are_called_directly(cp):
     def noisy(x):
         return ll(x) + 1e-9 * cp.random.standard_normal(x.shape[0])
 
+    def other_stream(x):
+        with cp.cuda.Stream.null:
+            return ll(x)
+
+    def noisy_buffer(x):
+        out = bufs.setdefault(("noisy", x.shape[0]), cp.empty(x.shape[0]))
+        out[...] = noisy(x)
+        return out
+
+    def kept_buffer(x):
+        out = bufs.setdefault(("kept", x.shape[0]), cp.empty(x.shape[0]))
+        out[...] = ll(x)
+        return out
+
     def host_copy(x):
         return ll(x) + cp.asarray(const)[0]
 
-    for fn, replayed in ((host_read, False), (noisy, False), (host_copy, None)):
+    for fn, replayed in ((host_read, False), (noisy, False), (other_stream, False), (noisy_buffer, False),
+                         (kept_buffer, True), (host_copy, None)):
         s, on, off = _capture_on_and_off(fn, pt, 2, n_replace=3, max_iter=40)
         if replayed is not None:
-            assert (s._round_eval.graph is not None) == replayed, fn.__name__
-        if fn is not noisy:  # the noisy likelihood's runs differ by their own draws
+            assert s._rounds_replayed == replayed, fn.__name__
+        if fn not in (noisy, noisy_buffer):  # the noisy likelihoods' runs differ by their own draws
             _runs_equal(on, off)
+    cp.asarray(np.arange(3.0))  # host copies still work after the failed captures
+
+
+def test_a_run_keeps_no_reference_cycle_through_its_rounds():
+    """The masked rounds' callable refers back to the sampler; the run drops it, so a sampler is freed as soon
+    as it is no longer referenced (with CuPy, its capture's GPU memory with it), without the cyclic collector."""
+    import gc
+    import weakref
+
+    ll, pt, _ = correlated_gaussian(2)
+    gc.disable()
+    try:
+        s = NestedSampler(ll, pt, 2, nlive=30, max_iter=5, random_state=1, progress=False, backend="numpy")
+        s._rounds = "masked"  # the rounds CuPy takes
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # stopped by max_iter
+            s.run()
+        assert s._round_eval is None
+        ref = weakref.ref(s)
+        del s
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 def test_gpu_captured_rounds_keep_the_bad_value_check(cp):

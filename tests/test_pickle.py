@@ -155,3 +155,9 @@ def test_pickles_keep_no_second_copy_of_an_array_they_can_make_again():
         np.testing.assert_array_equal(getattr(back, name), getattr(m, name))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(glm)).predict_mean(Xg), glm.predict_mean(Xg))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(lda)).perplexity(X), lda.perplexity(X))
+    # set by hand to something else (thinned draws, other topics), each is pickled as it is
+    glm.coef_draws_ = glm.coef_draws_[:, -5:]
+    lda.components_ = lda.components_ * 2
+    for m, name in ((lda, "components_"), (glm, "coef_draws_")):
+        assert name in m.__getstate__()
+        np.testing.assert_array_equal(getattr(pickle.loads(pickle.dumps(m)), name), getattr(m, name))

@@ -180,14 +180,14 @@ def atomic_fit(fit):
     come from (in the main thread: recording them swaps process-wide state, which fits in other threads
     would share; other threads' warnings meanwhile are shown where they come from, under their own filters);
     one turned into an error by a warnings filter fails the fit as a whole, as above. An estimator's
-    ``_warn_before_fit()``, where it has one, runs first, outside the recording, so that what it warns of (a fit
+    ``_warn_before_fit(*args, **kwargs)`` (the fit's arguments), where it has one, runs first, outside the recording, so that what it warns of (a fit
     about to take long) shows at once."""
     @functools.wraps(fit)
     def fit_all_or_nothing(self, *args, **kwargs):
         record = threading.current_thread() is threading.main_thread()  # see above: main thread only
         early = getattr(self, "_warn_before_fit", None)
         if early is not None:  # warnings a long fit should give as it starts, not when it returns
-            early()
+            early(*args, **kwargs)
         with all_or_nothing(self):
             with _this_threads_warnings() if record else contextlib.nullcontext() as caught:
                 try:

@@ -63,7 +63,7 @@ def _schedule(same, n_iter) -> list:
 
 
 _LARGE_TABLE = 10**7  # table cells above which a fit warns (see BayesianNetwork._warn_before_fit)
-_LARGE_KEPT_GB = 4.0  # ... or GB of kept draws (trace_ and its copy on the device) above which it warns
+_LARGE_KEPT_GB = 1.0  # ... or GB of kept draws (trace_ and its copy on the device) above which it warns
 
 
 def _same_value(a, b) -> bool:
@@ -213,7 +213,7 @@ class BayesianNetwork(Estimator):
         return f"BayesianNetwork(<{len(self.nodes)} nodes{'' if self.cpts_ is None else ' with CPTs'}>" + \
             (f", {shown})" if shown else ")")
 
-    def _warn_before_fit(self) -> None:
+    def _warn_before_fit(self, X=None, y=None, **settings) -> None:
         """A warning, as a fit starts (atomic_fit calls this before it records the fit's warnings), where the
         largest table holds over ``_LARGE_TABLE`` cells: each is kept as several float64 copies (counts, draws,
         probabilities and their logs, the running mean), so memory and time grow with the product of a node's
@@ -224,7 +224,10 @@ class BayesianNetwork(Estimator):
         except (KeyError, TypeError, ValueError):
             return
         v, cells = max(sizes, key=sizes.get), sum(sizes.values())
-        n_iter = self.n_iter if isinstance(self.n_iter, (int, np.integer)) and self.learn else 0
+        if isinstance(y, (int, np.integer)) and not isinstance(y, bool):  # the deprecated fit(X, n_iter)
+            settings.setdefault("n_iter", y)
+        n_iter, learn = settings.get("n_iter", self.n_iter), settings.get("learn", self.learn)
+        n_iter = n_iter if isinstance(n_iter, (int, np.integer)) and learn else 0
         kept = n_iter * cells * 28 / 2**30  # each iteration's draw: 12 bytes a cell on the device, 16 on the host
         if sizes[v] > _LARGE_TABLE or kept > _LARGE_KEPT_GB:
             warnings.warn(f"Node {v!r}'s table has {sizes[v]:.3g} cells ({len(self.parents[v])} parents), "

@@ -361,6 +361,10 @@ def _thin(b, max_draws):
 _PREDICT_BLOCK = 1 << 22
 
 
+def _same_values(a, b) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+
+
 def _predictive_mean(n_draws: int, n_rows: int, eta_of, family) -> np.ndarray:
     """The mean over the draws of the mean function of ``eta_of(s, e)`` (draws, e - s), block of rows by block
     of rows (each row's value as from the whole (draws, n) array: a mean down the draws, column by column)."""
@@ -416,8 +420,9 @@ class BayesianGLM(_GLMBase):
 
     def __getstate__(self):
         state = super().__getstate__()
-        if "coef_draws_" in state and isinstance(state.get("trace_"), Trace):  # a view of the trace's draws:
-            state.pop("coef_draws_")                                               # made again on load
+        tr, b = state.get("trace_"), state.get("coef_draws_")
+        if isinstance(tr, Trace) and b is not None and _same_values(b, tr.draws["beta"][:, :, 0, :]):
+            del state["coef_draws_"]  # the trace's draws, as fit took them: made again on load, not pickled twice
         return state
 
     def __setstate__(self, state):

@@ -118,8 +118,9 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
 
     def __getstate__(self):
         state = super().__getstate__()
-        if state.get("phi_") is not None:  # components_ is phi_.T: made again on load, not pickled twice
-            state.pop("components_", None)
+        phi, comp = state.get("phi_"), state.get("components_")  # on the host here
+        if phi is not None and comp is not None and comp.shape == phi.shape[::-1] and np.array_equal(comp, phi.T):
+            del state["components_"]  # phi_.T, as fit made it: made again on load, not pickled twice
         return state
 
     def __setstate__(self, state):

@@ -63,8 +63,10 @@ class _NestedSteps:
     # None: masked on CuPy, compact on NumPy.
     _rounds = None
 
-    # The masked rounds' likelihood for the current run (ops.round_eval), made at its first slice step.
+    # The masked rounds' likelihood for the current run (ops.round_eval), made at its first slice step and
+    # dropped when the run ends; whether the last run's rounds were replayed from a CUDA graph.
     _round_eval = None
+    _rounds_replayed = False
 
     # Batches of prior draws (M N points each) that may be drawn at the start to find N points of finite
     # likelihood a run: a likelihood that is -inf on more than about 99.5% of the prior is refused.

@@ -135,7 +135,9 @@ class NestedSampler(_NestedSteps, Estimator):
         Stop when the evidence left in the live points, ``max L * X``, would change log Z by less than this,
         in every run.
     max_iter : int, optional
-        A hard stop; a run it ends before the ``dlogz`` rule holds warns (``results.converged`` is False).
+        A hard stop, in iterations of R replaced points each (``results.niter``; with the default R, ``nlive //
+        20`` points an iteration); a run it ends before the ``dlogz`` rule holds warns (``results.converged``
+        is False).
     random_state : int, SeedSequence, numpy Generator or RandomState, gpumcmc Generator, or None
     progress : bool
         The run driver's progress bar, with the stopping value every 10 iterations.
@@ -320,6 +322,9 @@ class NestedSampler(_NestedSteps, Estimator):
                 converged = loop.converged(tr.stopped)
             finally:
                 progress.close()
+                # the rounds' capture (its graph, its pool) belongs to this run; its callable refers back here
+                self._rounds_replayed = self._round_eval is not None and getattr(self._round_eval, "replayed", False)
+                self._round_eval = None
             niter = tr.iterations
             if not bool(loop.fine):  # the flags of the last check_lag iterations, not read yet (synchronize!, once)
                 raise self._located_error(tr.state.v, tr.state.logl, f"a point found by iteration {niter}")

@@ -240,40 +240,44 @@ def _round_word(cp):
 
 class _CapturedRounds:
     """The likelihood of the slice rounds' proposals, ``evaluate(uc) -> (v, logl)`` (float64, contiguous), on
-    CuPy replayed from a CUDA graph after its first call of a run.
+    CuPy replayed from a CUDA graph after the first rounds of a run.
 
     A round's ``prior_transform`` and ``loglike`` are a dozen or more small CuPy launches; made from Python
     they cost about as much as the round's own work at hundreds of walkers, so a run of cheap likelihoods
-    waited on the host. The first call runs ``evaluate`` directly, then captures one call on a buffer of the
+    waited on the host. The first round calls ``evaluate`` directly, then captures one call on a buffer of the
     same shape (its temporaries from a memory pool of its own, kept with the graph, so that no later
-    allocation reuses memory a replay writes) and checks once that a replay on the same points gives the same
-    values, bit for bit: the points and likelihoods, so the run's draws, are those of direct calls. Where the
-    capture fails (a host synchronisation or copy inside the callables, an operation CUDA graphs refuse) or the
-    check does (a likelihood that draws random numbers, or reads anything but its input that changes), every
-    round calls ``evaluate`` as before; ``gpumcmc.config.nested_capture = False`` asks for that throughout.
-    A capture is made for one run and dropped with it."""
+    allocation reuses memory a replay writes). The second round checks the graph: a replay on that round's
+    points, its outputs first set to NaN and copied out after it, must give a direct call's values on the same
+    points bit for bit (the round then takes the direct call's). A replay that left work undone (run on another
+    stream while the capture went on, so not recorded) or repeats a captured random draw differs, and so does a
+    capture that failed (a host read or copy inside the callables, an operation CUDA graphs refuse): every round
+    then calls ``evaluate``. So the run's points are those of direct calls; ``gpumcmc.config.nested_capture =
+    False`` asks for direct calls throughout. The sampler drops its capture when the run ends."""
 
     def __init__(self, cp, evaluate):
         self.cp, self.evaluate = cp, evaluate
         self.graph = self.inp = self.v = self.logl = self.pool = None
-        self.tried = False
+        self.rounds = 0
+        self.replayed = False  # the graph passed its check and serves the rounds
 
     def __call__(self, uc):
-        if self.graph is not None and uc.shape == self.inp.shape:
+        self.rounds += 1
+        if self.replayed:
             self.inp[...] = uc
             self.graph.launch()  # on the current stream, after the copy and before the round that reads it
             return self.v, self.logl
+        if self.rounds == 2 and self.graph is not None:
+            return self._check(uc)
         v, logl = self._direct(uc)
-        if not self.tried:
-            self.tried = True
-            self._capture(uc, v, logl)
+        if self.rounds == 1:
+            self._capture(uc)
         return v, logl
 
     def _direct(self, uc):
         v, logl = self.evaluate(uc)
         return _contiguous64(self.cp, v), _contiguous64(self.cp, logl)
 
-    def _capture(self, uc, v_ref, l_ref):
+    def _capture(self, uc):
         from ... import _config
 
         cp = self.cp
@@ -284,7 +288,6 @@ class _CapturedRounds:
             inp = uc.copy()
         cp.cuda.get_current_stream().synchronize()  # the copy done before the capture stream reads it (once a run)
         mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", 2)
-        graph = None
         try:
             with cp.cuda.using_allocator(pool.malloc), stream, warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the direct call gave the callables' warnings already
@@ -293,13 +296,37 @@ class _CapturedRounds:
                     v, logl = self._direct(inp)
                 finally:
                     graph = stream.end_capture()  # raises where the capture was invalidated
-            graph.launch()
-            same = cp.array_equal(v, v_ref, equal_nan=True) & cp.array_equal(logl, l_ref, equal_nan=True)
-            if not bool(same):  # a wait, once a run
-                return
         except Exception:  # not capturable: direct calls
             return
         self.graph, self.inp, self.v, self.logl, self.pool = graph, inp, v, logl, pool
+
+    def _check(self, uc):
+        """The graph's values at ``uc`` against a direct call's, which the round takes; replayed from the next
+        round on where they agree bit for bit."""
+        cp = self.cp
+        try:
+            self.inp[...] = uc
+            for out in (self.v, self.logl):
+                if not _overlaps(out, self.inp):  # (an output that is its input, or a view of it, stays)
+                    out.fill(np.nan)
+            self.graph.launch()
+            v, logl = self.v.copy(), self.logl.copy()  # before the direct call, which may write the same buffers
+        except Exception:
+            v = None
+        v_ref, l_ref = self._direct(uc)
+        same = v is not None and bool(cp.array_equal(v, v_ref, equal_nan=True)
+                                      & cp.array_equal(logl, l_ref, equal_nan=True))  # a wait, once a run
+        if same:
+            self.replayed = True
+        else:
+            self.graph = self.inp = self.v = self.logl = self.pool = None
+        return v_ref, l_ref
+
+
+def _overlaps(a, b) -> bool:
+    """Whether the device arrays ``a`` and ``b`` share any byte."""
+    pa, pb = a.data.ptr, b.data.ptr
+    return pa < pb + max(b.nbytes, 1) and pb < pa + max(a.nbytes, 1)
 
 
 def _contiguous64(cp, a):

@@ -1404,7 +1404,8 @@ def test_gpu_rounds_that_cannot_be_captured_are_called_directly(cp):
     """Likelihoods whose replay would differ from a direct call are never replayed: one that waits for the GPU
     (a host read: the capture fails), one that draws random numbers of its own (a replay repeats them), one
     whose work runs on another stream (not recorded by the capture), the random one writing a buffer it keeps.
-    A deterministic one writing its own buffer, and one copying host data in, give the direct calls' runs."""
+    A deterministic one writing its own buffer, one copying host data in, and one whose prior_transform returns
+    its input give the direct calls' runs."""
     ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
     const, bufs = np.array([0.0]), {}
 
@@ -1434,9 +1435,12 @@ def test_gpu_rounds_that_cannot_be_captured_are_called_directly(cp):
     def host_copy(x):
         return ll(x) + cp.asarray(const)[0]
 
+    def unit_shells(x):  # for the identity prior_transform, whose output is the capture's input itself
+        return shells(x * 12.0 - 6.0)
+
     for fn, replayed in ((host_read, False), (noisy, False), (other_stream, False), (noisy_buffer, False),
-                         (kept_buffer, True), (host_copy, None)):
-        s, on, off = _capture_on_and_off(fn, pt, 2, n_replace=3, max_iter=40)
+                         (kept_buffer, True), (host_copy, None), (unit_shells, True)):
+        s, on, off = _capture_on_and_off(fn, (lambda u: u) if fn is unit_shells else pt, 2, n_replace=3, max_iter=40)
         if replayed is not None:
             assert s._rounds_replayed == replayed, fn.__name__
         if fn not in (noisy, noisy_buffer):  # the noisy likelihoods' runs differ by their own draws
@@ -1467,11 +1471,13 @@ def test_a_run_keeps_no_reference_cycle_through_its_rounds():
 
 
 def test_gpu_captured_rounds_keep_the_bad_value_check(cp):
-    """A +inf found by replayed rounds stops the run naming the point, as direct calls do."""
-    ll, pt, _ = correlated_gaussian(2, rho=0.3, xp=cp)
+    """A +inf found by replayed rounds stops the run naming the point, as direct calls do, and the run that
+    raises drops its capture."""
+    ll, pt = gaussian_shells(2, xp=cp)  # elementwise: replayed (see above)
 
     def bad(x):
-        return cp.where((x * x).sum(axis=1) < 0.3 ** 2, cp.inf, ll(x))
+        return cp.where(((x - 3.5) ** 2).sum(axis=1) < 0.2 ** 2, cp.inf, ll(x))
     s = NestedSampler(bad, pt, 2, nlive=20, random_state=1, backend="cupy", progress=False, max_iter=100_000)
     with pytest.raises(ValueError, match=MID_RUN):
         s.run()
+    assert s._rounds_replayed and s._round_eval is None

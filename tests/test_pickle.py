@@ -149,15 +149,19 @@ def test_pickles_keep_no_second_copy_of_an_array_they_can_make_again():
     Xg = rs.normal(size=(50, 40))
     glm = BayesianGLM(n_samples=400, n_warmup=10, random_state=0, progress=False, backend="numpy").fit(
         Xg, (rs.random(50) < 0.5).astype(float))
+    back_of = {}
     for m, name in ((lda, "components_"), (glm, "coef_draws_")):
         assert name not in m.__getstate__()
-        back = pickle.loads(pickle.dumps(m))
+        back = back_of[name] = pickle.loads(pickle.dumps(m))
         np.testing.assert_array_equal(getattr(back, name), getattr(m, name))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(glm)).predict_mean(Xg), glm.predict_mean(Xg))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(lda)).perplexity(X), lda.perplexity(X))
-    # set by hand to something else (thinned draws, other topics), each is pickled as it is
-    glm.coef_draws_ = glm.coef_draws_[:, -5:]
-    lda.components_ = lda.components_ * 2
-    for m, name in ((lda, "components_"), (glm, "coef_draws_")):
-        assert name in m.__getstate__()
-        np.testing.assert_array_equal(getattr(pickle.loads(pickle.dumps(m)), name), getattr(m, name))
+    # set by hand to something else (thinned draws, other topics, another dtype, a list), each is pickled as it is
+    for value_of in (lambda a: a[:, -5:] if a.ndim == 3 else a * 2, lambda a: a.astype(np.float16), np.ndarray.tolist):
+        for m, name in ((lda, "components_"), (glm, "coef_draws_")):
+            setattr(m, name, value_of(np.asarray(getattr(back_of[name], name))))
+            assert name in m.__getstate__()
+            got = getattr(pickle.loads(pickle.dumps(m)), name)
+            assert type(got) is type(getattr(m, name))
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(getattr(m, name)))
+            assert np.asarray(got).dtype == np.asarray(getattr(m, name)).dtype

@@ -362,7 +362,8 @@ _PREDICT_BLOCK = 1 << 22
 
 
 def _same_values(a, b) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
+            and np.array_equal(a, b))
 
 
 def _predictive_mean(n_draws: int, n_rows: int, eta_of, family) -> np.ndarray:

@@ -119,7 +119,8 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
     def __getstate__(self):
         state = super().__getstate__()
         phi, comp = state.get("phi_"), state.get("components_")  # on the host here
-        if phi is not None and comp is not None and comp.shape == phi.shape[::-1] and np.array_equal(comp, phi.T):
+        if (isinstance(phi, np.ndarray) and isinstance(comp, np.ndarray) and comp.shape == phi.shape[::-1]
+                and comp.dtype == phi.dtype and np.array_equal(comp, phi.T)):
             del state["components_"]  # phi_.T, as fit made it: made again on load, not pickled twice
         return state
 

@@ -101,7 +101,8 @@ class NestedSampler(_NestedSteps, Estimator):
         round, those already done too (their values are ignored and not counted in ``ncall``). ``-inf`` means
         zero likelihood (a hard constraint); NaN and ``+inf`` are errors. On CuPy the slice rounds replay
         ``prior_transform`` and ``loglike`` from a CUDA graph captured once a run, where that works and repeats
-        a direct call bit for bit (so both must depend on their input alone, as they should);
+        a direct call bit for bit on one round's points (so both must depend on their input alone, as they
+        should; a likelihood on cuBLAS products is called directly);
         ``gpumcmc.config.nested_capture = False`` calls them from Python every round. Where some prior draws have ``-inf``,
         each run starts from its first ``nlive`` draws of finite likelihood and the prior volume they fill
         (``results.prior_fraction``, its error part of ``logzerr``).

@@ -251,8 +251,11 @@ class _CapturedRounds:
     points bit for bit (the round then takes the direct call's). A replay that left work undone (run on another
     stream while the capture went on, so not recorded) or repeats a captured random draw differs, and so does a
     capture that failed (a host read or copy inside the callables, an operation CUDA graphs refuse): every round
-    then calls ``evaluate``. So the run's points are those of direct calls; ``gpumcmc.config.nested_capture =
-    False`` asks for direct calls throughout. The sampler drops its capture when the run ends."""
+    then calls ``evaluate``, and so does one built on cuBLAS products, which take another algorithm inside a
+    capture. The check is of one batch of points: a replay that agrees there and differs elsewhere would go
+    unseen (none is known among CuPy's elementwise and reduction kernels, which do not choose by capture).
+    ``gpumcmc.config.nested_capture = False`` asks for direct calls throughout. The sampler drops its
+    capture when the run ends."""
 
     def __init__(self, cp, evaluate):
         self.cp, self.evaluate = cp, evaluate

@@ -1474,9 +1474,10 @@ def test_gpu_captured_rounds_keep_the_bad_value_check(cp):
     """A +inf found by replayed rounds stops the run naming the point, as direct calls do, and the run that
     raises drops its capture."""
     ll, pt = gaussian_shells(2, xp=cp)  # elementwise: replayed (see above)
+    spot = cp.asarray([5.5, 0.0])  # on a shell
 
     def bad(x):
-        return cp.where(((x - 3.5) ** 2).sum(axis=1) < 0.2 ** 2, cp.inf, ll(x))
+        return cp.where(((x - spot) ** 2).sum(axis=1) < 0.2 ** 2, cp.inf, ll(x))
     s = NestedSampler(bad, pt, 2, nlive=20, random_state=1, backend="cupy", progress=False, max_iter=100_000)
     with pytest.raises(ValueError, match=MID_RUN):
         s.run()

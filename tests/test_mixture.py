@@ -1460,3 +1460,29 @@ def test_a_column_in_small_units_beside_one_in_large_units_is_not_taken_as_const
     m = DPGaussianMixture(n_components=8, method="bem", random_state=0, progress=False, backend="numpy")
     assert (m.fit(X * [1e4, 1]).weights_ > 0.05).sum() == 3
     assert abs(m.score(X * [1e4, 1]) + np.log(1e4) - m.fit(X).score(X)) < 0.02
+
+
+def test_kept_draws_let_the_sweeps_arrays_go_once_stacked():
+    """_KeptDraws holds each kept sweep's arrays by reference until the end; stacking them lets them go (they
+    were held beside the stacked draws and the relabelled copy: every covariance draw two or three times)."""
+    import gc
+    import weakref
+    from types import SimpleNamespace
+
+    from gpumcmc.models.mixture.estimator import _KeptDraws
+
+    keep = _KeptDraws(burn_in=1, n_iter=3, every=10)
+    refs, rs = [], np.random.default_rng(0)
+    for it in range(4):
+        s = SimpleNamespace(log_pi=np.log(rs.dirichlet(np.ones(3), size=2)), mu=rs.normal(size=(2, 3, 2)),
+                            sigma=rs.normal(size=(2, 3, 2, 2)), alpha=np.ones(2), loglik=rs.normal(size=2),
+                            counts=np.ones((2, 3)))
+        keep(s, SimpleNamespace(n_active=np.full(2, 3)))
+        if it >= 1:
+            refs.append((weakref.ref(s.sigma), s.sigma.copy()))
+        del s
+    d = keep.draws(np)
+    gc.collect()
+    assert all(r() is None for r, _ in refs)
+    np.testing.assert_array_equal(d["covariances"], np.stack([v for _, v in refs], axis=1))
+    assert d["weights"].shape == (2, 3, 3)

@@ -523,9 +523,15 @@ class _KeptDraws:
             self.mon.append((s.loglik, s.alpha))
 
     def draws(self, xp) -> dict:
-        """The kept fields stacked as (chain, draw, ...) on the device (``weights = exp(log_pi)``)."""
+        """The kept fields stacked as (chain, draw, ...) on the device (``weights = exp(log_pi)``), once: the
+        sweeps' arrays are let go as each field is stacked, so that the draws are not held twice (every
+        covariance draw: 3.2 GB at 4 chains of 2,000 draws of k = 64, p = 14)."""
         names = ("weights", "means", "covariances", "alpha", "loglik", "n_active", "counts")
-        out = {name: xp.moveaxis(xp.stack([t[i] for t in self.kept]), 0, 1) for i, name in enumerate(names)}
+        kept, self.kept = self.kept, None
+        out = {}
+        for i, name in enumerate(names):
+            out[name] = xp.moveaxis(xp.stack([t[i] for t in kept]), 0, 1)
+            kept = [t[:i] + (None,) + t[i + 1:] for t in kept]  # field i's sweep arrays let go
         out["weights"] = xp.exp(out["weights"])  # kept as log_pi
         return out
 

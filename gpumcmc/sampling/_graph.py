@@ -28,6 +28,7 @@ no later allocation reuses memory a replay writes.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import numpy as np
@@ -93,34 +94,54 @@ class _GraphStep:
         span = rng.advance(0) - start
         rng._offset = start
         self.pool = cp.cuda.MemoryPool()
-        stream = cp.cuda.Stream(non_blocking=True)
         with cp.cuda.using_allocator(self.pool.malloc):
             inp = _map(state, lambda a: a.copy())
             self.base = cp.zeros(1, dtype=np.uint64)
             self.base += np.uint64(0)
         del scratch, out
         cp.cuda.get_current_stream().synchronize()
-        mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", 2)
-        with cp.cuda.using_allocator(self.pool.malloc), stream, _validate.validation(False), \
-                _loader.replay_offset(self.base.data.ptr):
-            stream.begin_capture(mode)
-            try:
-                out, info = self.step(rng, inp)
-                for (name, dst), (_, src) in zip(_arrays(inp), _arrays(out)):
-                    if dst.shape != src.shape or dst.dtype != src.dtype:
-                        raise ValueError(f"step changed state field {name!r} from {dst.shape} {dst.dtype} to "
-                                         f"{src.shape} {src.dtype}; a captured step must keep its state's shapes.")
-                    if dst is not src:  # a field the step updated in place is already where it belongs
-                        dst[...] = src
-                self.base += np.uint64(span)
-            finally:
-                graph = stream.end_capture()
+
+        def sweep():
+            out, info = self.step(rng, inp)
+            for (name, dst), (_, src) in zip(_arrays(inp), _arrays(out)):
+                if dst.shape != src.shape or dst.dtype != src.dtype:
+                    raise ValueError(f"step changed state field {name!r} from {dst.shape} {dst.dtype} to "
+                                     f"{src.shape} {src.dtype}; a captured step must keep its state's shapes.")
+                if dst is not src:  # a field the step updated in place is already where it belongs
+                    dst[...] = src
+            self.base += np.uint64(span)
+            return out, info
+
+        graph, (out, info) = captured(sweep, self.pool, _validate.validation(False),
+                                      _loader.replay_offset(self.base.data.ptr))
         if rng.advance(0) - start != span:
             raise RuntimeError("The sweep took another number of generator offsets when captured than when run; "
                                "it cannot be replayed as a graph (run it with graph=False).")
         self.graph, self.span, self.state, self.info, self._out = graph, span, inp, info, out
         self.graph.launch()  # sweep 0, on the current stream
         return self.state, self.info
+
+
+def captured(fn: Callable, pool, *contexts):
+    """``fn()`` captured as a CUDA graph on a stream of its own (relaxed mode), inside ``contexts``, every
+    allocation it makes from ``pool`` (to be kept with the graph, so that no later allocation reuses memory a
+    replay writes): ``(graph, fn's result)``. Raises what ``fn`` raises, or ``end_capture``'s error where the
+    capture was invalidated (a host synchronisation inside it). The sweeps of :func:`graph_step` and nested
+    sampling's rounds (``gpumcmc.models.nested.ops``) are captured so."""
+    cp = _backend.get_backend("cupy")
+    stream = cp.cuda.Stream(non_blocking=True)
+    mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", 2)
+    with contextlib.ExitStack() as inside:
+        inside.enter_context(cp.cuda.using_allocator(pool.malloc))
+        inside.enter_context(stream)
+        for c in contexts:
+            inside.enter_context(c)
+        stream.begin_capture(mode)
+        try:
+            out = fn()
+        finally:
+            graph = stream.end_capture()
+    return graph, out
 
 
 def graph_step(step: Callable) -> Callable:

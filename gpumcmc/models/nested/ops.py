@@ -286,20 +286,18 @@ class _CapturedRounds:
         cp = self.cp
         if not _config.config.nested_capture:
             return
-        pool, stream = cp.cuda.MemoryPool(), cp.cuda.Stream(non_blocking=True)
+        from ...sampling._graph import captured
+
+        pool = cp.cuda.MemoryPool()
         with cp.cuda.using_allocator(pool.malloc):
             inp = uc.copy()
         cp.cuda.get_current_stream().synchronize()  # the copy done before the capture stream reads it (once a run)
-        mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", 2)
+        quiet = warnings.catch_warnings()  # the direct call gave the callables' warnings already
         try:
-            with cp.cuda.using_allocator(pool.malloc), stream, warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the direct call gave the callables' warnings already
-                stream.begin_capture(mode)
-                try:
-                    v, logl = self._direct(inp)
-                finally:
-                    graph = stream.end_capture()  # raises where the capture was invalidated
-        except Exception:  # not capturable: direct calls
+            with quiet:
+                warnings.simplefilter("ignore")
+                graph, (v, logl) = captured(lambda: self._direct(inp), pool)
+        except Exception:  # not capturable (end_capture raises where the capture was invalidated): direct calls
             return
         self.graph, self.inp, self.v, self.logl, self.pool = graph, inp, v, logl, pool
 

@@ -216,6 +216,13 @@ def _holds_device_arrays(value) -> bool:
     return any(found)
 
 
+def same_array(a, b) -> bool:
+    """Whether ``a`` and ``b`` are host arrays of one shape, dtype and values: a fitted attribute that a pickle
+    can leave out and make again from another (``__getstate__`` of LDA and BayesianGLM)."""
+    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
+            and np.array_equal(a, b))
+
+
 def portable_state(state: dict, drop=()) -> dict:
     """An object's ``__dict__`` as a pickle keeps it: CuPy arrays copied to the host (their attributes named in
     ``"_device_attrs"``, to go back to the GPU where the pickle is loaded on one), a run's

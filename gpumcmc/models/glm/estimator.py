@@ -16,7 +16,7 @@ from ...glm import check_family, check_y, mean_function
 from ...sampling import Estimator, Trace, as_data, run, sharded, to_arviz
 from ...sampling._diagnostics import RHAT_WARN, split_rhat
 from ...sampling._estimator import (HAVE_SKLEARN, ConvergenceWarning, DataConversionWarning, Integral, Interval, Real,
-                                    StrOptions, atomic_fit)
+                                    StrOptions, atomic_fit, same_array)
 from .algorithm import HyperPrior, _check_prior_scale, init, step
 from .ops import _PMAX
 from .sharded import group_parts, over_groups, over_rows, row_parts
@@ -361,11 +361,6 @@ def _thin(b, max_draws):
 _PREDICT_BLOCK = 1 << 22
 
 
-def _same_values(a, b) -> bool:
-    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype
-            and np.array_equal(a, b))
-
-
 def _predictive_mean(n_draws: int, n_rows: int, eta_of, family) -> np.ndarray:
     """The mean over the draws of the mean function of ``eta_of(s, e)`` (draws, e - s), block of rows by block
     of rows (each row's value as from the whole (draws, n) array: a mean down the draws, column by column)."""
@@ -422,7 +417,7 @@ class BayesianGLM(_GLMBase):
     def __getstate__(self):
         state = super().__getstate__()
         tr, b = state.get("trace_"), state.get("coef_draws_")
-        if isinstance(tr, Trace) and b is not None and _same_values(b, tr.draws["beta"][:, :, 0, :]):
+        if isinstance(tr, Trace) and b is not None and same_array(b, tr.draws["beta"][:, :, 0, :]):
             del state["coef_draws_"]  # the trace's draws, as fit took them: made again on load, not pickled twice
         return state
 

@@ -13,7 +13,7 @@ from gpumcmc import backend as _backend
 from gpumcmc._config import config
 from gpumcmc.random import default_rng
 from gpumcmc.sampling import Estimator, Monitor, run, to_arviz
-from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, atomic_fit, mixin
+from gpumcmc.sampling._estimator import Integral, Interval, Real, StrOptions, atomic_fit, mixin, same_array
 from gpumcmc.shards import resolve
 
 from .algorithm import LDAInfo, init, log_likelihood, step
@@ -119,8 +119,7 @@ class LDA(mixin("ClassNamePrefixFeaturesOutMixin"), mixin("TransformerMixin"), E
     def __getstate__(self):
         state = super().__getstate__()
         phi, comp = state.get("phi_"), state.get("components_")  # on the host here
-        if (isinstance(phi, np.ndarray) and isinstance(comp, np.ndarray) and comp.shape == phi.shape[::-1]
-                and comp.dtype == phi.dtype and np.array_equal(comp, phi.T)):
+        if isinstance(phi, np.ndarray) and same_array(comp, phi.T):
             del state["components_"]  # phi_.T, as fit made it: made again on load, not pickled twice
         return state
 

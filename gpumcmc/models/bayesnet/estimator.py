@@ -66,6 +66,11 @@ _LARGE_TABLE = 10**7  # table cells above which a fit warns (see BayesianNetwork
 _LARGE_KEPT_GB = 1.0  # ... or GB of kept draws (trace_ and its copy on the device) above which it warns
 
 
+def _old_n_iter(y) -> bool:
+    """Whether fit's second argument is the deprecated ``fit(data, n_iter)``'s n_iter."""
+    return isinstance(y, (int, np.integer)) and not isinstance(y, bool)
+
+
 def _same_value(a, b) -> bool:
     """``a`` is ``b``'s value (for the repr's defaults): arrays, such as a ``same`` schedule, compared whole."""
     if a is b:
@@ -224,7 +229,7 @@ class BayesianNetwork(Estimator):
         except (KeyError, TypeError, ValueError):
             return
         v, cells = max(sizes, key=sizes.get), sum(sizes.values())
-        if isinstance(y, (int, np.integer)) and not isinstance(y, bool):  # the deprecated fit(X, n_iter)
+        if _old_n_iter(y):
             settings.setdefault("n_iter", y)
         n_iter, learn = settings.get("n_iter", self.n_iter), settings.get("learn", self.learn)
         n_iter = n_iter if isinstance(n_iter, (int, np.integer)) and learn else 0
@@ -340,8 +345,8 @@ class BayesianNetwork(Estimator):
         release and warn: give them to the constructor or to ``set_params`` instead.
         """
         if y is not None:
-            if isinstance(y, (int, np.integer)) and not isinstance(y, bool) and "n_iter" not in settings:
-                settings["n_iter"] = y  # the old fit(data, n_iter)
+            if _old_n_iter(y) and "n_iter" not in settings:
+                settings["n_iter"] = y
             else:
                 raise TypeError("fit(X, y=None) takes no targets: y is not used; give the settings to the "
                                 "constructor, e.g. BayesianNetwork(parents, states, n_iter=100).")

@@ -517,7 +517,7 @@ class _KeptDraws:
         self.it += 1
         if self.it > self.burn_in:
             # counts is a view of the sweep's packed statistics: a copy keeps (C, k) values, not (C, k, q)
-            self.kept.append((s.log_pi, s.mu, s.sigma, s.alpha, s.loglik, info.n_active, s.counts.copy()))
+            self.kept.append([s.log_pi, s.mu, s.sigma, s.alpha, s.loglik, info.n_active, s.counts.copy()])
         if self.it % self.every == 0 or self.it == self.total:
             self.mon_it.append(self.it)
             self.mon.append((s.loglik, s.alpha))
@@ -531,7 +531,8 @@ class _KeptDraws:
         out = {}
         for i, name in enumerate(names):
             out[name] = xp.moveaxis(xp.stack([t[i] for t in kept]), 0, 1)
-            kept = [t[:i] + (None,) + t[i + 1:] for t in kept]  # field i's sweep arrays let go
+            for t in kept:  # field i's sweep arrays let go
+                t[i] = None
         out["weights"] = xp.exp(out["weights"])  # kept as log_pi
         return out
 
